@@ -1,0 +1,15 @@
+#!/bin/sh
+# Install what building and testing hilock needs, if it is missing (Debian; needs root).
+set -eu
+need=""
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+for p in build-essential pkg-config libhiredis-dev libcriterion-dev redis-server redis-tools redis-sentinel valgrind; do
+  have_pkg "$p" || need="$need $p"
+done
+[ -z "$need" ] && exit 0
+echo "deps: installing$need"
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends $need >/dev/null
+# Debian may start a system redis-server; the tests start their own on other ports.

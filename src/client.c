@@ -1,0 +1,227 @@
+/* client.c -- options, validation and the client's lifetime. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static __thread char config_err[256];
+
+const char *hilock_last_config_error(void) { return config_err; }
+
+static hilock_status config_fail(hilock_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static hilock_status config_fail(hilock_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(config_err, sizeof config_err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void hilock_options_init(hilock_options *o)
+{
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->connect_timeout_ms = 1000;
+    o->io_timeout_ms = 1000;
+    o->retry_delay_ms = 50;
+    o->drift_factor = 0.01;
+    o->min_replicas = 0;
+    o->replicas_timeout_ms = 100;
+    o->failover_guard = -1;
+    o->bridge = 0;
+    /* the documented recipe: integer seconds, +1, a stamp equal to now is not yet expired */
+    o->codec.unit = HILOCK_UNIT_S;
+    o->codec.decimals = 0;
+    o->codec.plus_one = 1;
+    o->codec.expired_if_equal = 0;
+    o->codec.suffix = HILOCK_SUFFIX_NONE;
+}
+
+static const char *check_options(const hilock_options *o)
+{
+    if (!o->servers || o->nservers == 0) return "no server given (options.servers / nservers)";
+    if (o->nservers > 32) return "at most 32 servers";
+    if (o->connect_timeout_ms <= 0 || o->connect_timeout_ms > 3600000)
+        return "connect_timeout_ms must be in 1..3600000";
+    if (o->io_timeout_ms <= 0 || o->io_timeout_ms > 3600000)
+        return "io_timeout_ms must be in 1..3600000";
+    if (o->retry_delay_ms <= 0 || o->retry_delay_ms > 600000)
+        return "retry_delay_ms must be in 1..600000";
+    if (!(o->drift_factor >= 0.0 && o->drift_factor < 0.5)) return "drift_factor must be in [0, 0.5)";
+    if (o->min_replicas < 0 || o->min_replicas > 64) return "min_replicas must be in 0..64";
+    if (o->replicas_timeout_ms <= 0 || o->replicas_timeout_ms > 3600000)
+        return "replicas_timeout_ms must be in 1..3600000";
+    if (o->failover_guard < -1 || o->failover_guard > 1) return "failover_guard must be -1, 0 or 1";
+    if (o->bridge < 0 || o->bridge > 1) return "bridge must be 0 or 1";
+    if (o->codec.unit < HILOCK_UNIT_S || o->codec.unit > HILOCK_UNIT_US) return "codec.unit is not a hilock_unit";
+    if (o->codec.decimals < 0 || o->codec.decimals > 6) return "codec.decimals must be in 0..6";
+    if (o->codec.suffix < HILOCK_SUFFIX_NONE || o->codec.suffix > HILOCK_SUFFIX_PID_THREAD)
+        return "codec.suffix is not a hilock_suffix";
+    return NULL;
+}
+
+static void client_destroy(hilock_client *c)
+{
+    for (size_t i = 0; i < c->nnodes; i++) {
+        hl_node *n = &c->nodes[i];
+        hl_node_close(n);
+        for (size_t u = 0; u < n->nundo; u++) {
+            free(n->undo[u].key);
+            free(n->undo[u].value);
+        }
+        free(n->undo);
+        free(n->name);
+        hl_url_free(&n->url);
+        for (int q = 0; q < HL_MAX_CMDS; q++) hl_reply_free(n->reply[q]);
+    }
+    free(c->nodes);
+    for (size_t i = 0; i < c->opt.nservers && c->servers; i++) free(c->servers[i]);
+    free(c->servers);
+    free(c);
+}
+
+static char *node_name(const hl_url *u)
+{
+    char buf[600];
+    if (u->kind == HL_URL_UNIX)
+        snprintf(buf, sizeof buf, "%s", u->path);
+    else if (u->kind == HL_URL_SENTINEL)
+        snprintf(buf, sizeof buf, "sentinel %s", u->master);
+    else
+        snprintf(buf, sizeof buf, strchr(u->host, ':') ? "[%s]:%d" : "%s:%d", u->host, u->port);
+    return hl_strdup(buf);
+}
+
+hilock_status hilock_client_new(const hilock_options *o, hilock_client **out)
+{
+    hilock_client *c;
+    const char *why;
+    char err[200];
+    config_err[0] = '\0';
+    if (!out) return config_fail(HILOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (!o) return config_fail(HILOCK_EINVAL, "options are NULL");
+    if ((why = check_options(o))) return config_fail(HILOCK_EINVAL, "%s", why);
+    for (size_t i = 0; i < o->nservers; i++)
+        if (!o->servers[i]) return config_fail(HILOCK_EINVAL, "servers[] holds a NULL");
+
+    if (!(c = calloc(1, sizeof *c))) return config_fail(HILOCK_ENOMEM, "out of memory");
+    c->refs = 1;
+    c->opt = *o;
+    c->servers = calloc(o->nservers, sizeof *c->servers);
+    c->nodes = calloc(o->nservers, sizeof *c->nodes);
+    if (!c->servers || !c->nodes) goto oom;
+    c->opt.nservers = 0;
+    for (size_t i = 0; i < o->nservers; i++) {
+        hilock_status st = hl_url_parse(o->servers[i], &c->nodes[i].url, err, sizeof err);
+        if (st != HILOCK_OK) {
+            /* never echo the URL: it may carry a password */
+            config_fail(st, "servers[%zu]: %s", i, err);
+            client_destroy(c);
+            return st;
+        }
+        c->nnodes++;
+        if (!(c->servers[i] = hl_strdup(o->servers[i])) || !(c->nodes[i].name = node_name(&c->nodes[i].url)))
+            goto oom;
+        c->opt.nservers++;
+    }
+    c->opt.servers = (const char *const *)c->servers;
+    c->quorum = c->nnodes / 2 + 1;
+    if (hl_random_bytes(&c->rng, sizeof c->rng) < 0) c->rng = (uint64_t)hl_now_us();
+    c->errmsg[0] = '\0';
+    *out = c;
+    return HILOCK_OK;
+oom:
+    client_destroy(c);
+    return config_fail(HILOCK_ENOMEM, "out of memory");
+}
+
+hilock_status hilock_client_open(const char *url, hilock_client **out)
+{
+    hilock_options o;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    if (!url) {
+        if (out) *out = NULL;
+        return config_fail(HILOCK_EINVAL, "url is NULL");
+    }
+    return hilock_client_new(&o, out);
+}
+
+const char *hilock_client_errmsg(const hilock_client *c)
+{
+    return c ? c->errmsg : "no client";
+}
+
+void hl_client_ref(hilock_client *c) { c->refs++; }
+
+void hl_client_unref(hilock_client *c)
+{
+    if (c && --c->refs == 0) client_destroy(c);
+}
+
+void hilock_client_free(hilock_client *c) { hl_client_unref(c); }
+
+/* ---- helpers shared by every lock path ---- */
+
+char *hl_aux_key(const char *key, const char *suffix)
+{
+    size_t kl = strlen(key), sl = strlen(suffix);
+    const char *open = strchr(key, '{');
+    const char *close = open ? strchr(open + 1, '}') : NULL;
+    int tagged = open && close && close > open + 1;
+    char *d = malloc(kl + sl + 3);
+    if (!d) return NULL;
+    if (tagged || strchr(key, '}')) {   /* has a tag (or '}' would break a wrapper): append */
+        memcpy(d, key, kl);
+        memcpy(d + kl, suffix, sl + 1);
+    } else {
+        d[0] = '{';
+        memcpy(d + 1, key, kl);
+        d[kl + 1] = '}';
+        memcpy(d + kl + 2, suffix, sl + 1);
+    }
+    return d;
+}
+
+int64_t hl_valid_until(const hilock_client *c, int64_t ttl_ms, int64_t t0_us)
+{
+    int64_t drift_us = (int64_t)((double)ttl_ms * c->opt.drift_factor * 1000.0) + 2000;
+    return t0_us + ttl_ms * 1000 - drift_us;
+}
+
+hilock_status hl_check_key(hilock_client *c, const char *key)
+{
+    if (!key) return hl_fail(c, HILOCK_EINVAL, "key is NULL");
+    if (!*key) return hl_fail(c, HILOCK_EINVAL, "key is empty");
+    if (strlen(key) > HILOCK_KEY_MAX)
+        return hl_fail(c, HILOCK_EINVAL, "key is longer than %d bytes", HILOCK_KEY_MAX);
+    return HILOCK_OK;
+}
+
+hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms)
+{
+    if (ttl_ms <= 0) return hl_fail(c, HILOCK_EINVAL, "ttl_ms must be > 0 (got %lld)", (long long)ttl_ms);
+    if (ttl_ms > HILOCK_TTL_MAX_MS)
+        return hl_fail(c, HILOCK_EINVAL, "ttl_ms %lld is more than HILOCK_TTL_MAX_MS", (long long)ttl_ms);
+    if (hl_valid_until(c, ttl_ms, 0) <= 1000)
+        return hl_fail(c, HILOCK_EINVAL, "ttl_ms %lld leaves no validity after the drift allowance "
+                       "(ttl*drift_factor + 2 ms)", (long long)ttl_ms);
+    return HILOCK_OK;
+}
+
+int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us)
+{
+    int64_t mean = c->opt.retry_delay_ms * 1000;
+    int64_t d = mean / 2 + (int64_t)(hl_rng_next(&c->rng) % (uint64_t)(mean + 1));
+    int64_t t;
+    if (hint_us > 0 && hint_us + 500 < d) d = hint_us + 500;   /* the holder expires sooner */
+    t = hl_add_sat(hl_now_us(), d);
+    return t < deadline_us ? t : deadline_us;
+}

@@ -1,0 +1,438 @@
+/* engine.c -- the one place that talks to hiredis.
+ *
+ * Every command hilock sends goes through hl_exec(): one pipeline, sent to 1..N nodes at
+ * once over non-blocking connections multiplexed with poll(). One master is simply N = 1,
+ * so the single-master, Sentinel and Redlock paths share the same connection, timeout,
+ * script and error code. Deadlines are absolute monotonic times, so no call can outlive
+ * its bound whatever the server does (hiredis 0.14 has no command timeouts of its own
+ * beyond SO_RCVTIMEO, which bounds one read(), not a round trip). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <hiredis/hiredis.h>
+
+#include "internal.h"
+
+struct hl_conn {
+    redisContext *rc;
+    int           connecting;   /* non-blocking connect in progress */
+    int           fresh;        /* handshake (AUTH, SELECT) not sent yet */
+};
+
+/* ---- replies ---- */
+
+int hl_reply_type(const hl_reply *r) { return r ? r->type : 0; }
+long long hl_reply_int(const hl_reply *r) { return r ? r->integer : 0; }
+size_t hl_reply_nelem(const hl_reply *r) { return r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0; }
+void hl_reply_free(hl_reply *r) { if (r) freeReplyObject(r); }
+
+const char *hl_reply_str(const hl_reply *r, size_t *len)
+{
+    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS &&
+               r->type != REDIS_REPLY_ERROR)) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    if (len) *len = r->len;
+    return r->str;
+}
+
+hl_reply *hl_reply_elem(const hl_reply *r, size_t i)
+{
+    return i < hl_reply_nelem(r) ? r->element[i] : NULL;
+}
+
+/* ---- commands ---- */
+
+void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys)
+{
+    c->script = script;
+    c->nkeys = nkeys;
+    c->argc = 0;
+}
+
+void hl_cmd_arg(hl_cmd *c, const char *s, size_t len)
+{
+    if (c->argc >= HL_MAX_ARGS) abort();   /* a programming error, never input-driven */
+    c->argv[c->argc] = s;
+    c->arglen[c->argc] = len == (size_t)-1 ? strlen(s) : len;
+    c->argc++;
+}
+
+void hl_cmd_argi(hl_cmd *c, char *scratch, long long v)
+{
+    int n = snprintf(scratch, 24, "%lld", v);
+    hl_cmd_arg(c, scratch, (size_t)n);
+}
+
+/* RESP encoding straight into a buffer: no printf-style parsing on the hot path. */
+static void put_bulk(hl_buf *b, const char *s, size_t n)
+{
+    char hdr[32];
+    int h = snprintf(hdr, sizeof hdr, "$%zu\r\n", n);
+    hl_buf_put(b, hdr, (size_t)h);
+    hl_buf_put(b, s, n);
+    hl_buf_put(b, "\r\n", 2);
+}
+
+static void put_cmd(hl_buf *b, const hl_cmd *c, int use_eval)
+{
+    char hdr[32], nk[24];
+    int extra = c->script ? 3 : 0, h;
+    h = snprintf(hdr, sizeof hdr, "*%d\r\n", c->argc + extra);
+    hl_buf_put(b, hdr, (size_t)h);
+    if (c->script) {
+        if (use_eval) {
+            put_bulk(b, "EVAL", 4);
+            put_bulk(b, c->script->body, c->script->len);
+        } else {
+            put_bulk(b, "EVALSHA", 7);
+            put_bulk(b, c->script->sha, 40);
+        }
+        h = snprintf(nk, sizeof nk, "%d", c->nkeys);
+        put_bulk(b, nk, (size_t)h);
+    }
+    for (int i = 0; i < c->argc; i++) put_bulk(b, c->argv[i], c->arglen[i]);
+}
+
+/* ---- nodes ---- */
+
+void hl_node_close(hl_node *n)
+{
+    if (n->conn) {
+        if (n->conn->rc) redisFree(n->conn->rc);
+        free(n->conn);
+        n->conn = NULL;
+    }
+}
+
+uint32_t hl_all_nodes(const hilock_client *c)
+{
+    return c->nnodes >= 32 ? UINT32_MAX : (1u << c->nnodes) - 1;
+}
+
+void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value)
+{
+    hl_node *n = &c->nodes[i];
+    for (size_t k = 0; k < n->nundo; k++)   /* retries of one acquire reuse their token */
+        if (!strcmp(n->undo[k].key, key) && !strcmp(n->undo[k].value, value)) return;
+    if (n->nundo == n->capundo) {
+        size_t cap = n->capundo ? n->capundo * 2 : 4;
+        hl_undo *u = realloc(n->undo, cap * sizeof *u);
+        if (!u) return;   /* best effort: the key still expires by its ttl */
+        n->undo = u;
+        n->capundo = cap;
+    }
+    n->undo[n->nundo].key = hl_strdup(key);
+    n->undo[n->nundo].value = hl_strdup(value);
+    if (!n->undo[n->nundo].key || !n->undo[n->nundo].value) {
+        free(n->undo[n->nundo].key);
+        free(n->undo[n->nundo].value);
+        return;
+    }
+    n->nundo++;
+}
+
+static void node_set_err(hl_node *n, hilock_status st, const char *what, const char *why)
+{
+    n->st = st;
+    snprintf(n->err, sizeof n->err, "%s: %s%s%s", n->name, what, why ? ": " : "", why ? why : "");
+}
+
+hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
+{
+    const char *s = r && r->str ? r->str : "unexpected reply";
+    hilock_status st = HILOCK_EREPLY;
+    if (!strncmp(s, "NOPERM", 6) || !strncmp(s, "WRONGPASS", 9) || !strncmp(s, "NOAUTH", 6))
+        st = HILOCK_EAUTH;
+    node_set_err(n, st, s, NULL);
+    return st;
+}
+
+/* Where to connect. The Sentinel topology code hooks in here (resolve, then connect). */
+static redisContext *conn_open(hl_node *n)
+{
+    if (n->url.kind == HL_URL_UNIX) return redisConnectUnixNonBlock(n->url.path);
+    if (n->url.kind == HL_URL_TCP) return redisConnectNonBlock(n->url.host, n->url.port);
+    return NULL;
+}
+
+static int conn_start(hl_node *n)
+{
+    struct hl_conn *k = calloc(1, sizeof *k);
+    if (!k) {
+        node_set_err(n, HILOCK_ENOMEM, "out of memory", NULL);
+        return -1;
+    }
+    k->rc = conn_open(n);
+    if (!k->rc || k->rc->err) {
+        node_set_err(n, HILOCK_EIO, "connect", k->rc ? k->rc->errstr :
+                     n->url.kind == HL_URL_SENTINEL ? "Sentinel URLs are not supported yet" :
+                     "out of memory");
+        if (k->rc) redisFree(k->rc);
+        free(k);
+        return -1;
+    }
+    k->connecting = 1;
+    k->fresh = 1;
+    n->conn = k;
+    return 0;
+}
+
+/* ---- the exec loop ---- */
+
+typedef struct pending {
+    int     active;
+    int     prefix;        /* leading replies that belong to handshake/undo */
+    int     nhandshake;    /* of which AUTH/SELECT */
+    int     expect, got;
+    int     wdone;
+    int     resend;        /* a script answered NOSCRIPT: send again with EVAL */
+    int     used_eval;
+    int64_t deadline;
+    size_t  nundo;         /* undos sent in this pipeline */
+} pending;
+
+static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cmd *cmds,
+                           int ncmd, int use_eval, hl_buf *b)
+{
+    char db[24];
+    b->len = 0;
+    p->prefix = p->nhandshake = 0;
+    p->nundo = 0;
+    if (n->conn->fresh) {
+        if (n->url.pass) {
+            hl_cmd a;
+            hl_cmd_init(&a, NULL, 0);
+            hl_cmd_arg(&a, "AUTH", 4);
+            if (n->url.user) hl_cmd_arg(&a, n->url.user, (size_t)-1);
+            hl_cmd_arg(&a, n->url.pass, (size_t)-1);
+            put_cmd(b, &a, 0);
+            p->nhandshake++;
+        }
+        if (n->url.db > 0) {
+            hl_cmd s;
+            hl_cmd_init(&s, NULL, 0);
+            hl_cmd_arg(&s, "SELECT", 6);
+            hl_cmd_argi(&s, db, n->url.db);
+            put_cmd(b, &s, 0);
+            p->nhandshake++;
+        }
+    }
+    p->prefix = p->nhandshake;
+    for (size_t i = 0; i < n->nundo; i++) {
+        hl_cmd u;
+        hl_cmd_init(&u, &hl_lua_release, 1);
+        hl_cmd_arg(&u, n->undo[i].key, (size_t)-1);
+        hl_cmd_arg(&u, n->undo[i].value, (size_t)-1);
+        put_cmd(b, &u, 1);   /* EVAL: rare, and must work on an empty script cache */
+        p->nundo++;
+    }
+    p->prefix += (int)p->nundo;
+    for (int i = 0; i < ncmd; i++) put_cmd(b, &cmds[i], use_eval);
+    p->expect = p->prefix + ncmd;
+    p->got = 0;
+    p->wdone = 0;
+    p->resend = 0;
+    p->used_eval = use_eval;
+    (void)c;
+}
+
+static void drop_undos(hl_node *n, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        free(n->undo[i].key);
+        free(n->undo[i].value);
+    }
+    memmove(n->undo, n->undo + k, (n->nundo - k) * sizeof *n->undo);
+    n->nundo -= k;
+}
+
+/* A node's part ends: record status, close the connection on transport errors. */
+static void finish(hl_node *n, pending *p, hilock_status st, const char *what, const char *why)
+{
+    p->active = 0;
+    if (st == HILOCK_OK) {
+        n->st = HILOCK_OK;
+        return;
+    }
+    if (!n->err[0] || n->st == HILOCK_OK) node_set_err(n, st, what, why);
+    n->st = st;
+    if (st != HILOCK_EREPLY) hl_node_close(n);
+}
+
+static int send_pipeline(hl_node *n, pending *p, hl_buf *b)
+{
+    if (redisAppendFormattedCommand(n->conn->rc, b->p, b->len) != REDIS_OK) return -1;
+    if (!n->conn->connecting && redisBufferWrite(n->conn->rc, &p->wdone) != REDIS_OK) return -1;
+    return 0;
+}
+
+/* One reply arrived for node n. */
+static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, redisReply *r)
+{
+    int idx = p->got++;
+    if (idx < p->nhandshake) {
+        if (r->type == REDIS_REPLY_ERROR) {
+            hilock_status st = hl_node_reply_error(n, r);
+            if (!strncmp(r->str, "ERR DB index", 12) || !strncmp(r->str, "ERR invalid DB", 14))
+                st = n->st = HILOCK_EINVAL;
+            else if (st == HILOCK_EREPLY && strstr(r->str, "AUTH"))
+                st = n->st = HILOCK_EAUTH;   /* "ERR AUTH <password> called without any password" */
+            freeReplyObject(r);
+            finish(n, p, st, NULL, NULL);
+            hl_node_close(n);
+            return;
+        }
+        freeReplyObject(r);
+        if (p->got == p->nhandshake) n->conn->fresh = 0;
+        return;
+    }
+    if (idx < p->prefix) {   /* an undo: whatever it says, it has been tried */
+        freeReplyObject(r);
+        return;
+    }
+    idx -= p->prefix;
+    if (cmds[idx].script && !p->used_eval && r->type == REDIS_REPLY_ERROR &&
+        !strncmp(r->str, "NOSCRIPT", 8))
+        p->resend = 1;
+    n->reply[idx] = r;
+}
+
+uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                 int64_t per_node_timeout_us, int64_t hard_deadline_us)
+{
+    pending p[32];
+    struct pollfd fds[32];
+    int map[32];
+    hl_buf b = { 0 };
+    uint32_t okmask = 0;
+    int64_t now = hl_now_us();
+    int64_t io_dl = hl_add_sat(now, per_node_timeout_us);
+    int64_t cn_dl = hl_add_sat(now, c->opt.connect_timeout_ms * 1000);
+    if (io_dl > hard_deadline_us) io_dl = hard_deadline_us;
+    if (cn_dl > hard_deadline_us) cn_dl = hard_deadline_us;
+
+    hl_exec_clear(c);
+    memset(p, 0, sizeof p);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        hl_node *n = &c->nodes[i];
+        if (!(mask & (1u << i))) continue;
+        n->st = HILOCK_OK;
+        n->err[0] = '\0';
+        if (!n->conn && conn_start(n) < 0) continue;
+        p[i].active = 1;
+        p[i].deadline = n->conn->connecting ? cn_dl : io_dl;
+        build_pipeline(c, n, &p[i], cmds, ncmd, 0, &b);
+        if (b.oom) {
+            finish(n, &p[i], HILOCK_ENOMEM, "out of memory", NULL);
+            continue;
+        }
+        if (send_pipeline(n, &p[i], &b) < 0)
+            finish(n, &p[i], HILOCK_EIO, "write", n->conn->rc->errstr);
+    }
+
+    for (;;) {
+        int nfds = 0;
+        int64_t first = INT64_MAX;
+        now = hl_now_us();
+        for (size_t i = 0; i < c->nnodes; i++) {
+            hl_node *n = &c->nodes[i];
+            if (!p[i].active) continue;
+            if (now >= p[i].deadline) {
+                finish(n, &p[i], HILOCK_ETIMEDOUT, n->conn->connecting ? "connect" : "read",
+                       "timed out");
+                continue;
+            }
+            if (p[i].deadline < first) first = p[i].deadline;
+            fds[nfds].fd = n->conn->rc->fd;
+            fds[nfds].events = (short)(n->conn->connecting || !p[i].wdone ? POLLOUT : 0);
+            if (!n->conn->connecting) fds[nfds].events |= POLLIN;
+            fds[nfds].revents = 0;
+            map[nfds++] = (int)i;
+        }
+        if (nfds == 0) break;
+        int64_t wait_ms = (first - now + 999) / 1000;
+        int rc = poll(fds, (nfds_t)nfds, wait_ms > 60000 ? 60000 : (int)wait_ms);
+        if (rc < 0 && errno != EINTR) {
+            for (int j = 0; j < nfds; j++)
+                finish(&c->nodes[map[j]], &p[map[j]], HILOCK_EIO, "poll", strerror(errno));
+            break;
+        }
+        for (int j = 0; rc > 0 && j < nfds; j++) {
+            int i = map[j];
+            hl_node *n = &c->nodes[i];
+            struct hl_conn *k = n->conn;
+            if (!fds[j].revents) continue;
+            if (k->connecting) {
+                int soerr = 0;
+                socklen_t sl = sizeof soerr;
+                if (getsockopt(k->rc->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0) soerr = errno;
+                if (soerr) {
+                    finish(n, &p[i], HILOCK_EIO, "connect", strerror(soerr));
+                    continue;
+                }
+                k->connecting = 0;
+                p[i].deadline = hl_add_sat(hl_now_us(), per_node_timeout_us);
+                if (p[i].deadline > hard_deadline_us) p[i].deadline = hard_deadline_us;
+            }
+            if (!p[i].wdone && redisBufferWrite(k->rc, &p[i].wdone) != REDIS_OK) {
+                finish(n, &p[i], HILOCK_EIO, "write", k->rc->errstr);
+                continue;
+            }
+            if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (redisBufferRead(k->rc) != REDIS_OK) {
+                finish(n, &p[i], HILOCK_EIO, "read", k->rc->errstr);
+                continue;
+            }
+            for (;;) {
+                void *r = NULL;
+                if (redisGetReplyFromReader(k->rc, &r) != REDIS_OK) {
+                    finish(n, &p[i], HILOCK_EIO, "protocol", k->rc->errstr);
+                    break;
+                }
+                if (!r) break;
+                on_reply(n, &p[i], cmds, r);
+                if (!p[i].active || !n->conn) break;
+                if (p[i].got < p[i].expect) continue;
+                drop_undos(n, p[i].nundo);
+                if (p[i].resend) {   /* script cache empty (restart, failover): EVAL */
+                    for (int q = 0; q < ncmd; q++) {
+                        hl_reply_free(n->reply[q]);
+                        n->reply[q] = NULL;
+                    }
+                    build_pipeline(c, n, &p[i], cmds, ncmd, 1, &b);
+                    if (b.oom || send_pipeline(n, &p[i], &b) < 0)
+                        finish(n, &p[i], b.oom ? HILOCK_ENOMEM : HILOCK_EIO, "write",
+                               b.oom ? "out of memory" : k->rc->errstr);
+                } else {
+                    finish(n, &p[i], HILOCK_OK, NULL, NULL);
+                    okmask |= 1u << i;
+                }
+                break;
+            }
+        }
+    }
+    hl_buf_free(&b);
+    for (size_t i = 0; i < c->nnodes; i++)
+        if ((mask & (1u << i)) && c->nodes[i].st != HILOCK_OK)
+            for (int q = 0; q < HL_MAX_CMDS; q++) {
+                hl_reply_free(c->nodes[i].reply[q]);
+                c->nodes[i].reply[q] = NULL;
+            }
+    return okmask;
+}
+
+void hl_exec_clear(hilock_client *c)
+{
+    for (size_t i = 0; i < c->nnodes; i++)
+        for (int q = 0; q < HL_MAX_CMDS; q++) {
+            hl_reply_free(c->nodes[i].reply[q]);
+            c->nodes[i].reply[q] = NULL;
+        }
+}

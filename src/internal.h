@@ -1,0 +1,204 @@
+/*
+ * internal.h -- the engine shared by the modern, legacy and Redlock paths.
+ * Nothing here is API. hiredis is only ever included by engine.c (the one seam).
+ */
+#ifndef HILOCK_INTERNAL_H
+#define HILOCK_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hilock.h"
+
+#define HL_ERRMSG_MAX 512
+
+/* ---- time (util.c) ---- */
+int64_t hl_now_us(void);               /* CLOCK_MONOTONIC, microseconds   */
+int64_t hl_wall_us(void);              /* CLOCK_REALTIME, microseconds    */
+void    hl_sleep_until(int64_t t_us);  /* monotonic; returns at or after t_us */
+#define HL_NEVER INT64_MAX             /* "no deadline" */
+int64_t hl_add_sat(int64_t a, int64_t b);   /* a + b, saturating at INT64_MAX/MIN */
+
+/* ---- randomness (util.c) ---- */
+int      hl_random_bytes(void *buf, size_t n);          /* getrandom(); 0 ok, -1 error */
+void     hl_hex(char *dst, const unsigned char *src, size_t n);  /* dst: 2n+1 bytes */
+uint64_t hl_rng_next(uint64_t *state);                  /* xorshift64*, for jitter only */
+
+/* ---- growable byte buffer (util.c) ---- */
+typedef struct hl_buf {
+    char  *p;
+    size_t len, cap;
+    int    oom;        /* sticky: set once an append failed */
+} hl_buf;
+void hl_buf_put(hl_buf *b, const void *s, size_t n);
+void hl_buf_free(hl_buf *b);
+
+/* ---- URLs (url.c) ---- */
+typedef enum hl_url_kind { HL_URL_TCP, HL_URL_UNIX, HL_URL_SENTINEL } hl_url_kind;
+
+typedef struct hl_hostport {
+    char *host;        /* no brackets for IPv6 */
+    int   port;
+} hl_hostport;
+
+typedef struct hl_url {
+    hl_url_kind  kind;
+    char        *host;      /* TCP */
+    int          port;
+    char        *path;      /* UNIX */
+    char        *user;      /* NULL = no ACL user */
+    char        *pass;      /* NULL = no AUTH */
+    int          db;        /* SELECT when > 0 */
+    hl_hostport *sentinels; /* SENTINEL: the list, in order */
+    size_t       nsentinels;
+    char        *master;    /* SENTINEL: master name */
+} hl_url;
+
+/* Parse `s` into *u (zeroed first). Returns OK, EINVAL (why in err, err_len bytes) or ENOMEM.
+ * On failure nothing needs freeing. */
+hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len);
+void          hl_url_free(hl_url *u);
+
+/* ---- replies: a thin view of the transport's reply type (engine.c) ---- */
+typedef struct redisReply hl_reply;
+enum { HL_R_STRING = 1, HL_R_ARRAY, HL_R_INTEGER, HL_R_NIL, HL_R_STATUS, HL_R_ERROR };
+int         hl_reply_type(const hl_reply *r);
+long long   hl_reply_int(const hl_reply *r);
+const char *hl_reply_str(const hl_reply *r, size_t *len);   /* STRING, STATUS, ERROR */
+size_t      hl_reply_nelem(const hl_reply *r);
+hl_reply   *hl_reply_elem(const hl_reply *r, size_t i);
+void        hl_reply_free(hl_reply *r);
+
+/* ---- scripts (scripts.c, generated from src/lua/NAME.lua) ---- */
+typedef struct hl_script {
+    const char *name;
+    const char *body;
+    size_t      len;
+    const char *sha;    /* 40 hex, computed at build time */
+} hl_script;
+extern const hl_script hl_lua_acquire, hl_lua_release, hl_lua_extend;
+
+/* ---- commands ---- */
+#define HL_MAX_ARGS 12
+#define HL_MAX_CMDS 4
+
+/* One command of a pipeline: a script call (EVALSHA, EVAL on NOSCRIPT) or a plain command.
+ * argv/len are borrowed for the duration of the call. */
+typedef struct hl_cmd {
+    const hl_script *script;   /* NULL: plain command argv[0..argc) */
+    int              nkeys;    /* script: argv[0..nkeys) are KEYS, the rest ARGV */
+    int              argc;
+    const char      *argv[HL_MAX_ARGS];
+    size_t           arglen[HL_MAX_ARGS];
+} hl_cmd;
+
+void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
+void hl_cmd_arg(hl_cmd *c, const char *s, size_t len);  /* len (size_t)-1 = strlen */
+void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in scratch */
+
+/* ---- nodes and the client ---- */
+struct hl_conn;   /* the transport's connection, opaque outside engine.c */
+
+typedef struct hl_undo {   /* a write whose fate is unknown: delete it by value on next contact */
+    char *key;
+    char *value;
+} hl_undo;
+
+typedef struct hl_node {
+    hl_url          url;
+    char           *name;        /* "127.0.0.1:6379" / "/tmp/r.sock" (no password) */
+    struct hl_conn *conn;        /* NULL = not connected */
+    hl_undo        *undo;
+    size_t          nundo, capundo;
+    /* failover identity of the master we are connected to (filled by the topology code) */
+    char            replid[41];
+    /* result of the last hl_exec on this node */
+    hilock_status   st;
+    char            err[200];
+    hl_reply       *reply[HL_MAX_CMDS];
+} hl_node;
+
+struct hilock_client {
+    int            refs;         /* the user's reference + one per live lock */
+    hilock_options opt;          /* deep copy: servers point into owned strings */
+    char         **servers;
+    size_t         nnodes;
+    hl_node       *nodes;
+    size_t         quorum;       /* nnodes/2 + 1 */
+    uint64_t       rng;
+    char           errmsg[HL_ERRMSG_MAX];
+};
+
+void hl_client_ref(hilock_client *c);
+void hl_client_unref(hilock_client *c);
+
+/* Set c->errmsg (printf-style) and return st; hl_ok() clears it and returns HILOCK_OK. */
+hilock_status hl_fail(hilock_client *c, hilock_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+hilock_status hl_ok(hilock_client *c);
+/* errmsg from the nodes' own errors ("node: why; node: why") with the given status. */
+hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, const char *what);
+
+/* Run the same pipeline of `ncmd` commands on every node in `mask` (bit i = node i), all at
+ * once: connect where needed (handshake and pending undos go first), write, and read the
+ * replies, under one poll() loop. Each node stops at its own deadline:
+ * min(now + per_node_timeout_us, hard_deadline_us). Fills node->st, node->err,
+ * node->reply[0..ncmd) (free with hl_exec_clear). A timed-out or broken connection is
+ * closed (it reconnects on the next call). Script commands answered NOSCRIPT are sent again
+ * as EVAL, within the same deadline. Returns the mask of nodes with st == OK (all replies,
+ * which may still be error replies). */
+uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                 int64_t per_node_timeout_us, int64_t hard_deadline_us);
+void     hl_exec_clear(hilock_client *c);
+uint32_t hl_all_nodes(const hilock_client *c);
+
+/* Remember that `value` may have been written to `key` on node i: deleted if still equal,
+ * before anything else, on the next contact with that node. */
+void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value);
+
+/* Map an error reply to a status (NOPERM/WRONGPASS/NOAUTH -> EAUTH, else EREPLY) and write
+ * "node: text" to node->err. */
+hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r);
+
+/* Close node i's connection (next call reconnects). */
+void hl_node_close(hl_node *n);
+
+/* ---- locks ---- */
+typedef enum hl_kind { HL_MODERN = 0, HL_LEGACY, HL_BRIDGE } hl_kind;
+
+struct hl_keepalive;
+
+struct hilock {
+    hilock_client *c;
+    hl_kind        kind;
+    char          *key;
+    char          *fence_key;
+    char          *token;          /* NUL-terminated value we wrote */
+    int64_t        ttl_ms;
+    int64_t        valid_until_us; /* monotonic; 0 after release */
+    uint64_t       fence;
+    uint32_t       held;           /* nodes where the value was written */
+    int            released;
+    struct hl_keepalive *ka;
+};
+
+/* aux key in the same hash slot as `key`: "{key}<suffix>", or "key<suffix>" if key has a tag */
+char *hl_aux_key(const char *key, const char *suffix);
+
+/* ttl_ms - elapsed - (ttl_ms * drift + 2 ms), as an absolute monotonic deadline */
+int64_t hl_valid_until(const hilock_client *c, int64_t ttl_ms, int64_t t0_us);
+
+/* Common argument checks; return EINVAL with a message or OK. */
+hilock_status hl_check_key(hilock_client *c, const char *key);
+hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms);
+
+/* Jittered pause before the next attempt: mean retry_delay_ms, capped by hint_us (e.g. the
+ * holder's remaining PTTL; <= 0 = no hint) and by the deadline. */
+int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us);
+
+/* memory helpers: NULL on failure */
+char *hl_strdup(const char *s);
+char *hl_strndup(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,9 @@
+-- release: KEYS[1] lock; ARGV[1] our value
+-- 1: deleted; 0: no such key; -1: held by another value
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if cur then return -1 end
+return 0

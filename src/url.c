@@ -1,0 +1,250 @@
+/* url.c -- server URLs, as the Redis ecosystem writes them:
+ *   redis://[[user]:password@]host[:port][/db]
+ *   unix://[[user]:password@]/path/to/redis.sock[?db=N]
+ *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master-name
+ * Strict: anything not in these forms is EINVAL with a message saying what is wrong, so a
+ * typo never silently becomes "localhost, no password". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define FAIL(...) do { snprintf(err, err_len, __VA_ARGS__); goto fail; } while (0)
+#define NEED(p)   do { if (!(p)) { st = HILOCK_ENOMEM; snprintf(err, err_len, "out of memory"); goto fail; } } while (0)
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode s[0..n) into a new string; NULL with *bad=1 on a bad escape or a NUL. */
+static char *pct_decode(const char *s, size_t n, int *bad)
+{
+    char *d = malloc(n + 1), *o = d;
+    *bad = 0;
+    if (!d) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            int h, l;
+            if (i + 2 >= n || (h = hexval(s[i + 1])) < 0 || (l = hexval(s[i + 2])) < 0 ||
+                (h == 0 && l == 0)) {
+                *bad = 1;
+                break;
+            }
+            *o++ = (char)(h * 16 + l);
+            i += 2;
+        } else {
+            *o++ = s[i];
+        }
+    }
+    if (*bad) {
+        free(d);
+        return NULL;
+    }
+    *o = '\0';
+    return d;
+}
+
+/* Parse a decimal in [lo, hi] from s[0..n); -1 if not. */
+static long parse_num(const char *s, size_t n, long lo, long hi)
+{
+    long v = 0;
+    if (n == 0 || n > 10) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v >= lo && v <= hi ? v : -1;
+}
+
+static int host_char(int ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '-' || ch == '.' || ch == '_';
+}
+
+/* host[:port] in s[0..n) -> hp. Returns 0, or -1 with err written. */
+static int parse_hostport(const char *s, size_t n, int defport, hl_hostport *hp,
+                          char *err, size_t err_len)
+{
+    size_t hend, i = 0;
+    const char *h;
+    if (n > 0 && s[0] == '[') {
+        const char *rb = memchr(s, ']', n);
+        if (!rb || rb == s + 1) {
+            snprintf(err, err_len, "bad IPv6 address (use [::1])");
+            return -1;
+        }
+        for (const char *q = s + 1; q < rb; q++)
+            if (hexval(*q) < 0 && *q != ':' && *q != '.') {
+                snprintf(err, err_len, "bad character in IPv6 address");
+                return -1;
+            }
+        h = s + 1;
+        hend = (size_t)(rb - s - 1);
+        i = (size_t)(rb - s) + 1;
+    } else {
+        while (i < n && s[i] != ':') {
+            if (!host_char((unsigned char)s[i])) {
+                snprintf(err, err_len, "bad character '%c' in host", s[i]);
+                return -1;
+            }
+            i++;
+        }
+        h = s;
+        hend = i;
+        if (hend == 0) {
+            snprintf(err, err_len, "missing host");
+            return -1;
+        }
+    }
+    hp->port = defport;
+    if (i < n) {
+        long p;
+        if (s[i] != ':' || (p = parse_num(s + i + 1, n - i - 1, 1, 65535)) < 0) {
+            snprintf(err, err_len, "bad port (want 1..65535)");
+            return -1;
+        }
+        hp->port = (int)p;
+    }
+    hp->host = hl_strndup(h, hend);
+    if (!hp->host) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* "[[user]:password@]" at the start of s[0..n): consumes it, sets u->user/u->pass. */
+static hilock_status parse_userinfo(const char **sp, const char *end, hl_url *u,
+                                    char *err, size_t err_len)
+{
+    const char *s = *sp, *at = NULL, *colon;
+    int bad = 0;
+    for (const char *q = s; q < end && *q != '/' && *q != '#' && *q != '?'; q++)
+        if (*q == '@') at = q;
+    if (!at) return HILOCK_OK;
+    colon = memchr(s, ':', (size_t)(at - s));
+    if (!colon) {
+        snprintf(err, err_len, "user info needs a password: [user]:password@");
+        return HILOCK_EINVAL;
+    }
+    if (at == colon + 1) {
+        snprintf(err, err_len, "empty password");
+        return HILOCK_EINVAL;
+    }
+    if (colon > s) {
+        u->user = pct_decode(s, (size_t)(colon - s), &bad);
+        if (!u->user) goto bad;
+    }
+    u->pass = pct_decode(colon + 1, (size_t)(at - colon - 1), &bad);
+    if (!u->pass) goto bad;
+    *sp = at + 1;
+    return HILOCK_OK;
+bad:
+    snprintf(err, err_len, bad ? "bad %%-escape in user info" : "out of memory");
+    return bad ? HILOCK_EINVAL : HILOCK_ENOMEM;
+}
+
+hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
+{
+    hilock_status st = HILOCK_EINVAL;
+    const char *p, *end;
+    memset(u, 0, sizeof *u);
+    if (!s || !*s) FAIL("empty URL");
+    end = s + strlen(s);
+    for (p = s; p < end; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) FAIL("control character or space in URL");
+
+    if (!strncmp(s, "redis://", 8)) {
+        u->kind = HL_URL_TCP;
+        p = s + 8;
+    } else if (!strncmp(s, "unix://", 7)) {
+        u->kind = HL_URL_UNIX;
+        p = s + 7;
+    } else if (!strncmp(s, "redis-sentinel://", 17)) {
+        u->kind = HL_URL_SENTINEL;
+        p = s + 17;
+    } else if (!strncmp(s, "rediss://", 9)) {
+        FAIL("TLS (rediss://) is not supported by this build");
+    } else {
+        FAIL("unknown scheme (want redis://, unix:// or redis-sentinel://)");
+    }
+
+    if ((st = parse_userinfo(&p, end, u, err, err_len)) != HILOCK_OK) goto fail;
+    st = HILOCK_EINVAL;
+
+    if (u->kind == HL_URL_UNIX) {
+        const char *q = strchr(p, '?');
+        size_t plen = q ? (size_t)(q - p) : (size_t)(end - p);
+        if (plen == 0 || p[0] != '/') FAIL("unix socket path must be absolute: unix:///path");
+        if (memchr(p, '#', plen)) FAIL("unexpected '#' in unix URL");
+        NEED(u->path = hl_strndup(p, plen));
+        if (q) {
+            long db;
+            if (strncmp(q, "?db=", 4) || (db = parse_num(q + 4, strlen(q + 4), 0, 1000000)) < 0)
+                FAIL("unix URL query must be ?db=N");
+            u->db = (int)db;
+        }
+        return HILOCK_OK;
+    }
+
+    /* authority: up to '/', '#' or end */
+    const char *slash = p, *hash;
+    while (slash < end && *slash != '/' && *slash != '#' && *slash != '?') slash++;
+    if (slash < end && *slash == '?') FAIL("unexpected query ('?') in URL");
+    hash = memchr(slash, '#', (size_t)(end - slash));
+    if (u->kind == HL_URL_TCP) {
+        hl_hostport hp;
+        if (hash) FAIL("unexpected '#' in redis:// URL (Sentinel URLs are redis-sentinel://)");
+        if (parse_hostport(p, (size_t)(slash - p), 6379, &hp, err, err_len)) goto fail;
+        u->host = hp.host;
+        u->port = hp.port;
+    } else {
+        if (!hash || !hash[1]) FAIL("Sentinel URL needs the master name: ...#mymaster");
+        NEED(u->master = hl_strdup(hash + 1));
+        for (const char *q = p; q < slash;) {
+            const char *comma = memchr(q, ',', (size_t)(slash - q));
+            const char *e = comma ? comma : slash;
+            hl_hostport *ns = realloc(u->sentinels, (u->nsentinels + 1) * sizeof *ns);
+            NEED(ns);
+            u->sentinels = ns;
+            memset(&ns[u->nsentinels], 0, sizeof *ns);
+            if (parse_hostport(q, (size_t)(e - q), 26379, &ns[u->nsentinels], err, err_len))
+                goto fail;
+            u->nsentinels++;
+            q = comma ? comma + 1 : slash;
+            if (comma && q == slash) FAIL("empty sentinel address after ','");
+        }
+        if (u->nsentinels == 0) FAIL("missing sentinel address");
+    }
+    if (slash < end && *slash == '/') {
+        const char *dbend = hash ? hash : end;
+        long db = 0;
+        if (dbend > slash + 1 && (db = parse_num(slash + 1, (size_t)(dbend - slash - 1), 0, 1000000)) < 0)
+            FAIL("bad database number after '/'");
+        u->db = (int)db;
+    }
+    return HILOCK_OK;
+fail:
+    hl_url_free(u);
+    return st;
+}
+
+void hl_url_free(hl_url *u)
+{
+    if (!u) return;
+    free(u->host);
+    free(u->path);
+    free(u->user);
+    if (u->pass) memset(u->pass, 0, strlen(u->pass));
+    free(u->pass);
+    for (size_t i = 0; i < u->nsentinels; i++) free(u->sentinels[i].host);
+    free(u->sentinels);
+    free(u->master);
+    memset(u, 0, sizeof *u);
+}

@@ -1,0 +1,162 @@
+/* util.c -- clocks, randomness, buffers, error text: the small things every path shares. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "internal.h"
+
+int64_t hl_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t hl_wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void hl_sleep_until(int64_t t_us)
+{
+    struct timespec ts = { (time_t)(t_us / 1000000), (long)(t_us % 1000000) * 1000 };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+int64_t hl_add_sat(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+    return a + b;
+}
+
+int hl_random_bytes(void *buf, size_t n)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t r = getrandom(p, n, 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+void hl_hex(char *dst, const unsigned char *src, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        dst[2 * i] = digits[src[i] >> 4];
+        dst[2 * i + 1] = digits[src[i] & 15];
+    }
+    dst[2 * n] = '\0';
+}
+
+uint64_t hl_rng_next(uint64_t *s)
+{
+    uint64_t x = *s ? *s : 0x9e3779b97f4a7c15ULL;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545f4914f6cdd1dULL;
+}
+
+void hl_buf_put(hl_buf *b, const void *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void hl_buf_free(hl_buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+char *hl_strndup(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (!d) return NULL;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+char *hl_strdup(const char *s)
+{
+    return s ? hl_strndup(s, strlen(s)) : NULL;
+}
+
+hilock_status hl_fail(hilock_client *c, hilock_status st, const char *fmt, ...)
+{
+    if (c) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+hilock_status hl_ok(hilock_client *c)
+{
+    if (c) c->errmsg[0] = '\0';
+    return HILOCK_OK;
+}
+
+hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, const char *what)
+{
+    size_t off = 0;
+    int w = snprintf(c->errmsg, sizeof c->errmsg, "%s", what ? what : "");
+    off = w > 0 ? (size_t)w : 0;
+    for (size_t i = 0; i < c->nnodes && off < sizeof c->errmsg; i++) {
+        if (!(mask & (1u << i)) || !c->nodes[i].err[0]) continue;
+        w = snprintf(c->errmsg + off, sizeof c->errmsg - off, "%s%s", off ? "; " : "",
+                     c->nodes[i].err);
+        if (w > 0) off += (size_t)w;
+    }
+    return st;
+}
+
+const char *hilock_strerror(hilock_status s)
+{
+    switch (s) {
+    case HILOCK_OK:         return "ok";
+    case HILOCK_BUSY:       return "lock is held by someone else";
+    case HILOCK_NOT_HELD:   return "lock is no longer held (expired, released or taken)";
+    case HILOCK_LOST:       return "a failover happened since acquisition: ownership cannot be trusted";
+    case HILOCK_EINVAL:     return "invalid argument or option";
+    case HILOCK_EIO:        return "cannot connect, or the connection broke";
+    case HILOCK_ETIMEDOUT:  return "a round trip took longer than io_timeout_ms";
+    case HILOCK_EAUTH:      return "authentication or ACL refused";
+    case HILOCK_EREPLY:     return "server error or unexpected reply";
+    case HILOCK_EREPLICAS:  return "too few replicas acknowledged; the lock was undone";
+    case HILOCK_ENOQUORUM:  return "too few masters answered to decide";
+    case HILOCK_ENOMEM:     return "out of memory";
+    }
+    return "unknown status";
+}

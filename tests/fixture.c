@@ -1,0 +1,205 @@
+/* fixture.c -- see fixture.h */
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture.h"
+
+long long hlt_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void hlt_sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+int hlt_free_port(void)
+{
+    struct sockaddr_in a;
+    socklen_t l = sizeof a;
+    int s = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(s, (struct sockaddr *)&a, &l) == 0)
+        port = ntohs(a.sin_port);
+    if (s >= 0) close(s);
+    return port;
+}
+
+static pid_t spawn(hlt_redis *r)
+{
+    char port[16], cmd[2048];
+    pid_t pid;
+    snprintf(port, sizeof port, "%d", r->port);
+    snprintf(cmd, sizeof cmd,
+             "exec redis-server --port %d --bind 127.0.0.1 --unixsocket %s --unixsocketperm 700 "
+             "--save '' --appendonly no --dir %s --logfile %s/redis.log --daemonize no "
+             "--protected-mode no %s",
+             r->port, r->sock, r->dir, r->dir, r->extra);
+    pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);   /* dies with the test, even on a crash */
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_ready(hlt_redis *r)
+{
+    long long end = hlt_now_ms() + 10000;
+    while (hlt_now_ms() < end) {
+        int st;
+        if (waitpid(r->pid, &st, WNOHANG) == r->pid) {
+            r->pid = 0;
+            return -1;
+        }
+        redisContext *c = redisConnectUnix(r->sock);
+        if (c && !c->err) {
+            redisReply *rep = redisCommand(c, "PING");
+            int ok = rep && rep->type == REDIS_REPLY_STATUS;
+            int auth = rep && rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "NOAUTH", 6);
+            if (rep) freeReplyObject(rep);
+            redisFree(c);
+            if (ok || auth) return 0;
+        } else if (c) {
+            redisFree(c);
+        }
+        hlt_sleep_ms(10);
+    }
+    return -1;
+}
+
+hlt_redis *hlt_redis_start(const char *extra)
+{
+    hlt_redis *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    snprintf(r->dir, sizeof r->dir, "/tmp/hilock-test-XXXXXX");
+    if (!mkdtemp(r->dir)) {
+        perror("mkdtemp");
+        free(r);
+        return NULL;
+    }
+    snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
+    snprintf(r->extra, sizeof r->extra, "%s", extra ? extra : "");
+    for (int tries = 0; tries < 5; tries++) {
+        r->port = hlt_free_port();
+        r->pid = spawn(r);
+        if (r->pid > 0 && wait_ready(r) == 0) {
+            snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
+            snprintf(r->unix_url, sizeof r->unix_url, "unix://%s", r->sock);
+            return r;
+        }
+        hlt_redis_kill(r);   /* port taken in between, most likely: try another */
+    }
+    fprintf(stderr, "fixture: redis-server did not start (see %s/redis.log)\n", r->dir);
+    hlt_redis_stop(r);
+    return NULL;
+}
+
+void hlt_redis_kill(hlt_redis *r)
+{
+    if (r && r->pid > 0) {
+        kill(r->pid, SIGCONT);
+        kill(r->pid, SIGKILL);
+        waitpid(r->pid, NULL, 0);
+        r->pid = 0;
+    }
+    if (r && r->cli) {
+        redisFree(r->cli);
+        r->cli = NULL;
+    }
+}
+
+int hlt_redis_restart(hlt_redis *r)
+{
+    hlt_redis_kill(r);
+    unlink(r->sock);
+    for (int tries = 0; tries < 50; tries++) {   /* the port may linger briefly */
+        r->pid = spawn(r);
+        if (r->pid > 0 && wait_ready(r) == 0) return 0;
+        hlt_redis_kill(r);
+        hlt_sleep_ms(50);
+    }
+    return -1;
+}
+
+void hlt_redis_freeze(hlt_redis *r) { if (r && r->pid > 0) kill(r->pid, SIGSTOP); }
+void hlt_redis_thaw(hlt_redis *r) { if (r && r->pid > 0) kill(r->pid, SIGCONT); }
+
+void hlt_redis_stop(hlt_redis *r)
+{
+    char cmd[256];
+    if (!r) return;
+    hlt_redis_kill(r);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
+    if (r->dir[0] && system(cmd) != 0) fprintf(stderr, "fixture: could not remove %s\n", r->dir);
+    free(r);
+}
+
+redisReply *hlt_cmd(hlt_redis *r, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *rep;
+    if (r->cli && r->cli->err) {
+        redisFree(r->cli);
+        r->cli = NULL;
+    }
+    if (!r->cli) {
+        struct timeval tv = { 2, 0 };
+        r->cli = redisConnectUnixWithTimeout(r->sock, tv);
+        if (!r->cli || r->cli->err) return NULL;
+        redisSetTimeout(r->cli, tv);
+        /* a password given to the server applies to this connection too */
+        const char *p = strstr(r->extra, "--requirepass ");
+        if (p) {
+            char pw[128];
+            if (sscanf(p + 14, "%127s", pw) == 1) {
+                redisReply *a = redisCommand(r->cli, "AUTH %s", pw);
+                if (a) freeReplyObject(a);
+            }
+        }
+    }
+    va_start(ap, fmt);
+    rep = redisvCommand(r->cli, fmt, ap);
+    va_end(ap);
+    return rep;
+}
+
+char *hlt_get(hlt_redis *r, const char *key)
+{
+    redisReply *rep = hlt_cmd(r, "GET %s", key);
+    char *v = NULL;
+    if (rep && rep->type == REDIS_REPLY_STRING) v = strdup(rep->str);
+    if (rep) freeReplyObject(rep);
+    return v;
+}
+
+static long long int_cmd(hlt_redis *r, const char *cmd, const char *key)
+{
+    redisReply *rep = key ? hlt_cmd(r, "%s %s", cmd, key) : hlt_cmd(r, "%s", cmd);
+    long long v = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -99;
+    if (rep) freeReplyObject(rep);
+    return v;
+}
+
+long long hlt_pttl(hlt_redis *r, const char *key) { return int_cmd(r, "PTTL", key); }
+long long hlt_exists(hlt_redis *r, const char *key) { return int_cmd(r, "EXISTS", key); }
+long long hlt_dbsize(hlt_redis *r) { return int_cmd(r, "DBSIZE", NULL); }

@@ -1,0 +1,45 @@
+/* fixture.h -- real redis-server processes for tests and benchmarks.
+ * Each server gets its own temp dir, a unix socket there and a free port on 127.0.0.1, and
+ * is killed by the kernel if the test process dies (PR_SET_PDEATHSIG). */
+#ifndef HILOCK_TEST_FIXTURE_H
+#define HILOCK_TEST_FIXTURE_H
+
+#include <sys/types.h>
+#include <hiredis/hiredis.h>
+
+typedef struct hlt_redis {
+    pid_t pid;
+    int   port;
+    char  dir[128];
+    char  sock[192];
+    char  url[256];        /* redis://127.0.0.1:PORT  */
+    char  unix_url[256];   /* unix://DIR/redis.sock   */
+    char  extra[512];      /* extra redis-server arguments, kept for restarts */
+    redisContext *cli;     /* a separate connection for reading back state */
+} hlt_redis;
+
+/* Start a server; extra = more redis-server arguments ("--requirepass s3cret"), or NULL.
+ * Returns NULL (and prints why) on failure. */
+hlt_redis *hlt_redis_start(const char *extra);
+/* Stop it (SIGKILL if SIGTERM is not enough), remove its dir, free. NULL-safe. */
+void hlt_redis_stop(hlt_redis *r);
+/* Kill the process (no cleanup of the struct) / start again on the same port and socket. */
+void hlt_redis_kill(hlt_redis *r);
+int  hlt_redis_restart(hlt_redis *r);
+void hlt_redis_freeze(hlt_redis *r);   /* SIGSTOP */
+void hlt_redis_thaw(hlt_redis *r);     /* SIGCONT */
+
+/* Commands on the read-back connection (reconnects if needed). Caller frees the reply. */
+redisReply *hlt_cmd(hlt_redis *r, const char *fmt, ...);
+/* GET as a malloc'd string, NULL if no key. */
+char *hlt_get(hlt_redis *r, const char *key);
+long long hlt_pttl(hlt_redis *r, const char *key);
+long long hlt_exists(hlt_redis *r, const char *key);
+long long hlt_dbsize(hlt_redis *r);
+
+/* A free TCP port on 127.0.0.1 (bind to 0 and read it back). */
+int  hlt_free_port(void);
+long long hlt_now_ms(void);   /* monotonic */
+void hlt_sleep_ms(long ms);
+
+#endif
