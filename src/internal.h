@@ -197,6 +197,17 @@ hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms);
  * holder's remaining PTTL; <= 0 = no hint) and by the deadline. */
 int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us);
 
+/* ---- seams owned by other files ---- */
+/* legacy/legacy.c: release, extend and check of HL_LEGACY and HL_BRIDGE locks */
+hilock_status hl_legacy_release(hilock *l);
+hilock_status hl_legacy_extend(hilock *l, int64_t ttl_ms);
+hilock_status hl_legacy_check(hilock *l);
+/* src/wait.c: pause between acquire attempts until the holder's release (or hint_us, the
+ * holder's remaining PTTL, or the deadline): the waiting strategy lives in one place. */
+void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);
+/* src/keepalive.c: stop and join the lock's keepalive thread, if any (release and free). */
+void hl_keepalive_stop(hilock *l);
+
 /* memory helpers: NULL on failure */
 char *hl_strdup(const char *s);
 char *hl_strndup(const char *s, size_t n);

@@ -203,7 +203,7 @@ hilock_status hilock_acquire(hilock_client *c, const char *key, int64_t ttl_ms, 
             return st;
         }
         if (!retryable(st) || hl_now_us() >= deadline) break;
-        hl_sleep_until(hl_next_attempt(c, hint, deadline));
+        hl_wait_turn(l, hint, deadline);
     }
     hilock_free(l);
     return st;
@@ -244,7 +244,9 @@ hilock_status hilock_release(hilock *l)
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
+    hl_keepalive_stop(l);   /* no renewal may outlive the release */
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "release %s: already released", l->key);
+    if (l->kind != HL_MODERN) return hl_legacy_release(l);
     t = run_tristate(l, &hl_lua_release, 0, &ok, &t0);
     if ((size_t)popcount(t.yes | t.gone | t.other) < c->quorum) {
         if (t.err != HILOCK_OK && c->nnodes == 1) return hl_fail(c, t.err, "%s", c->nodes[0].err);
@@ -268,6 +270,7 @@ hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
     c = l->c;
     if ((st = hl_check_ttl(c, ttl_ms)) != HILOCK_OK) return st;
     if (l->released) return hl_fail(c, HILOCK_EINVAL, "extend %s: the lock was released", l->key);
+    if (l->kind != HL_MODERN) return hl_legacy_extend(l, ttl_ms);
     t = run_tristate(l, &hl_lua_extend, ttl_ms, &ok, &t0);
     if ((size_t)popcount(t.yes | t.gone | t.other) < c->quorum) {
         if (t.err != HILOCK_OK && c->nnodes == 1) return hl_fail(c, t.err, "%s", c->nodes[0].err);
@@ -298,6 +301,7 @@ hilock_status hilock_check(hilock *l)
     if (!l) return HILOCK_EINVAL;
     c = l->c;
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "check %s: released", l->key);
+    if (l->kind != HL_MODERN) return hl_legacy_check(l);
     all = hl_all_nodes(c);
     per = node_timeout_us(c, l->ttl_ms);
     hl_cmd_init(&cmd, NULL, 0);
@@ -347,6 +351,7 @@ const char *hilock_key(const hilock *l) { return l ? l->key : NULL; }
 void hilock_free(hilock *l)
 {
     if (!l) return;
+    hl_keepalive_stop(l);
     free(l->key);
     free(l->fence_key);
     free(l->token);
