@@ -25,7 +25,18 @@ HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h)
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BIN  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
-CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Itests $(EXTRA_CFLAGS)
+# -Isrc: unit tests of internals (tests/test_url.c) include internal.h
+CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests $(EXTRA_CFLAGS)
+
+# The hilock command (cli/): part of `all`; built for `test` (tests/test_cli.c runs it) and
+# `demo`; installed with its man page.
+CLI_BIN   := $(B)/hilock
+EXTRA_ALL += $(CLI_BIN)
+EXTRA_DEMO += $(CLI_BIN)
+EXTRA_TEST_BINS += $(CLI_BIN)
+INSTALL_EXTRA += install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 && \
+  install -m 755 $(CLI_BIN) $(DESTDIR)$(BINDIR)/hilock && \
+  install -m 644 cli/hilock.1 $(DESTDIR)$(MANDIR)/man1/hilock.1 || exit 1;
 
 .PHONY: all lib test test-asan test-valgrind demo bench install uninstall deps clean check-install
 
@@ -79,6 +90,20 @@ test-asan: deps
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test
 
+# The keepalive and handoff races under ThreadSanitizer (tests/tsan/*.c: plain programs, as
+# Criterion cannot run under TSan, Snaipe/Criterion#274).
+TSAN_SRC := $(sort $(wildcard tests/tsan/*.c))
+.PHONY: test-tsan
+test-tsan: deps
+	@$(MAKE) --no-print-directory B=build-tsan OPT="-O1 -g" EXTRA_CFLAGS="-fsanitize=thread" \
+	  EXTRA_LDFLAGS="-fsanitize=thread" $(patsubst tests/tsan/%.c,build-tsan/tsan/%,$(TSAN_SRC))
+	@for t in $(patsubst tests/tsan/%.c,build-tsan/tsan/%,$(TSAN_SRC)); do \
+	  TSAN_OPTIONS="halt_on_error=1 $$TSAN_OPTIONS" $$t || exit 1; done
+
+$(B)/tsan/%: tests/tsan/%.c tests/fixture.c tests/fixture.h $(B)/libhilock.a $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_TEST) -o $@ $< tests/fixture.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+
 # The same suites under valgrind (leaks are errors).
 test-valgrind: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN)
@@ -95,6 +120,57 @@ $(B)/bench/bench: bench/bench.c tests/fixture.c tests/fixture.h $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests -o $@ bench/bench.c tests/fixture.c $(B)/libhilock.a $(LDLIBS_LIB)
 
+$(CLI_BIN): cli/hilock.c $(HEADERS) $(B)/libhilock.a
+	@mkdir -p $(@D)
+	$(CC) $(WARN) $(OPT) -Iinclude $(EXTRA_CFLAGS) -o $@ cli/hilock.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+install: $(CLI_BIN)
+
+# ---- proof under faults (torture/README.md) ----
+# make torture [DURATION=s per mode] [SEED=n, 0 = new] [WORKERS=8] [MODES=single,redlock,...]
+# make torture-violation: the delayed-restart rule broken on purpose; passes if the checker
+# reports the overlap. Logs and reports: $(B)/torture/<mode>/.
+DURATION ?= 20
+SEED     ?= 0
+WORKERS  ?= 8
+MODES    ?=
+TORTURE_SRC := $(sort $(wildcard torture/*.c))
+TORTURE_DEF := $(if $(wildcard include/hilock_legacy.h),-DHL_TORTURE_LEGACY)
+
+.PHONY: torture torture-violation fuzz
+torture: deps lib
+	@$(MAKE) --no-print-directory $(B)/torture/torture
+	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --workers=$(WORKERS) \
+	  $(if $(MODES),--modes=$(MODES))
+
+torture-violation: deps lib
+	@$(MAKE) --no-print-directory $(B)/torture/torture
+	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --modes=redlock-violation
+
+$(B)/torture/torture: $(TORTURE_SRC) torture/torture.h tests/fixture.c tests/fixture.h tests/sentinel_fixture.c \
+    tests/sentinel_fixture.h $(B)/libhilock.a $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE $(TORTURE_DEF) -Iinclude -Itests -Itorture -o $@ $(TORTURE_SRC) \
+	  tests/fixture.c tests/sentinel_fixture.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+
+# libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan and UBSan against the library
+# compiled the same way in $(FUZZ_B); each runs FUZZ_SECONDS on a scratch copy of its seed
+# corpus (fuzz/corpus/<target>/, never written to). Crashes: $(FUZZ_B)/artifacts/.
+FUZZ_SECONDS ?= 10
+FUZZ_B       ?= build-fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_TARGETS := $(patsubst fuzz/%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
+fuzz:
+	@sh scripts/deps.sh clang libclang-rt-14-dev
+	@$(MAKE) --no-print-directory B=$(FUZZ_B) CC=clang OPT="-O1 -g" \
+	  EXTRA_CFLAGS="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" \
+	  $(FUZZ_B)/libhilock.a $(patsubst %,$(FUZZ_B)/fuzz/%,$(FUZZ_TARGETS))
+	@sh fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) src/internal.h
+	@mkdir -p $(@D)
+	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude -Isrc -Ilegacy -I$(B) -o $@ $< \
+	  $(B)/libhilock.a $(LDLIBS_LIB)
+
 install: lib $(B)/hilock.pc
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCDIR)/
@@ -107,7 +183,8 @@ install: lib $(B)/hilock.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(INCDIR)/hilock.h $(DESTDIR)$(INCDIR)/hilock_legacy.h \
-	  $(DESTDIR)$(LIBDIR)/libhilock.* $(DESTDIR)$(LIBDIR)/pkgconfig/hilock.pc
+	  $(DESTDIR)$(LIBDIR)/libhilock.* $(DESTDIR)$(LIBDIR)/pkgconfig/hilock.pc \
+	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-tsan build-fuzz

@@ -40,6 +40,10 @@ void hilock_options_init(hilock_options *o)
     o->codec.plus_one = 1;
     o->codec.expired_if_equal = 0;
     o->codec.suffix = HILOCK_SUFFIX_NONE;
+    o->skew_margin_ms = 0;
+    o->clock_offset_ms = 0;
+    o->legacy_pexpire = 0;
+    o->wake = 1;
 }
 
 static const char *check_options(const hilock_options *o)
@@ -57,11 +61,20 @@ static const char *check_options(const hilock_options *o)
     if (o->replicas_timeout_ms <= 0 || o->replicas_timeout_ms > 3600000)
         return "replicas_timeout_ms must be in 1..3600000";
     if (o->failover_guard < -1 || o->failover_guard > 1) return "failover_guard must be -1, 0 or 1";
+    if (o->failover_guard_ms < 0 || o->failover_guard_ms > HILOCK_TTL_MAX_MS)
+        return "failover_guard_ms must be in 0..HILOCK_TTL_MAX_MS";
     if (o->bridge < 0 || o->bridge > 1) return "bridge must be 0 or 1";
+    if (o->wake < 0 || o->wake > 1) return "wake must be 0 or 1";
     if (o->codec.unit < HILOCK_UNIT_S || o->codec.unit > HILOCK_UNIT_US) return "codec.unit is not a hilock_unit";
     if (o->codec.decimals < 0 || o->codec.decimals > 6) return "codec.decimals must be in 0..6";
     if (o->codec.suffix < HILOCK_SUFFIX_NONE || o->codec.suffix > HILOCK_SUFFIX_PID_THREAD)
         return "codec.suffix is not a hilock_suffix";
+    if (o->bridge && o->nservers != 1)
+        return "bridge mode needs exactly one server (legacy peers use one; no quorum)";
+    if (o->skew_margin_ms < 0 || o->skew_margin_ms > 3600000) return "skew_margin_ms must be in 0..3600000";
+    if (o->clock_offset_ms < -86400000 || o->clock_offset_ms > 86400000)
+        return "clock_offset_ms must be in -86400000..86400000";
+    if (o->legacy_pexpire < 0 || o->legacy_pexpire > 1) return "legacy_pexpire must be 0 or 1";
     return NULL;
 }
 
@@ -70,6 +83,7 @@ static void client_destroy(hilock_client *c)
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
         hl_node_close(n);
+        hl_topo_free(n);
         for (size_t u = 0; u < n->nundo; u++) {
             free(n->undo[u].key);
             free(n->undo[u].value);
@@ -80,7 +94,9 @@ static void client_destroy(hilock_client *c)
         for (int q = 0; q < HL_MAX_CMDS; q++) hl_reply_free(n->reply[q]);
     }
     free(c->nodes);
-    for (size_t i = 0; i < c->opt.nservers && c->servers; i++) free(c->servers[i]);
+    hl_buf_free(&c->obuf);
+    /* nnodes, not opt.nservers: a copy made just before node_name() failed is freed too */
+    for (size_t i = 0; i < c->nnodes && c->servers; i++) free(c->servers[i]);
     free(c->servers);
     free(c);
 }

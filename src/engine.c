@@ -8,7 +8,10 @@
  * beyond SO_RCVTIMEO, which bounds one read(), not a round trip). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,40 +151,65 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
 {
     const char *s = r && r->str ? r->str : "unexpected reply";
     hilock_status st = HILOCK_EREPLY;
-    if (!strncmp(s, "NOPERM", 6) || !strncmp(s, "WRONGPASS", 9) || !strncmp(s, "NOAUTH", 6))
+    /* "ERR Protocol error: unauthenticated multibulk length": a server with a password
+     * refuses long commands before AUTH (and closes), rather than saying NOAUTH */
+    if (!strncmp(s, "NOPERM", 6) || !strncmp(s, "WRONGPASS", 9) || !strncmp(s, "NOAUTH", 6) ||
+        strstr(s, "unauthenticated"))
         st = HILOCK_EAUTH;
+    else if (!strncmp(s, "READONLY", 8))
+        st = HILOCK_EIO;         /* a replica now (failover): the connection is closed, retry */
+    else if (!strncmp(s, "LOADING", 7))
+        st = HILOCK_EIO;         /* restarted, still reading its AOF/RDB: not up yet, retry
+                                    (make torture: a waiting acquire gave up with EREPLY) */
+    else if (!strncmp(s, "NOREPLICAS", 10))
+        st = HILOCK_EREPLICAS;   /* min-replicas-to-write refused the write */
     node_set_err(n, st, s, NULL);
     return st;
 }
 
-/* Where to connect. The Sentinel topology code hooks in here (resolve, then connect). */
-static redisContext *conn_open(hl_node *n)
+/* Where to connect. A Sentinel node asks its Sentinels on every new connection (never a
+ * cached address); that takes part of the connect deadline. NULL with n->st set on failure. */
+static redisContext *conn_open(hilock_client *c, hl_node *n, int64_t deadline)
 {
+    const char *host;
+    int port;
     if (n->url.kind == HL_URL_UNIX) return redisConnectUnixNonBlock(n->url.path);
     if (n->url.kind == HL_URL_TCP) return redisConnectNonBlock(n->url.host, n->url.port);
-    return NULL;
+    if (hl_topo_resolve(c, n, deadline, &host, &port) != HILOCK_OK) return NULL;
+    return redisConnectNonBlock(host, port);
 }
 
-static int conn_start(hl_node *n)
+static int conn_start(hilock_client *c, hl_node *n, int64_t deadline)
 {
     struct hl_conn *k = calloc(1, sizeof *k);
     if (!k) {
         node_set_err(n, HILOCK_ENOMEM, "out of memory", NULL);
         return -1;
     }
-    k->rc = conn_open(n);
+    k->rc = conn_open(c, n, deadline);
     if (!k->rc || k->rc->err) {
-        node_set_err(n, HILOCK_EIO, "connect", k->rc ? k->rc->errstr :
-                     n->url.kind == HL_URL_SENTINEL ? "Sentinel URLs are not supported yet" :
-                     "out of memory");
+        if (n->st == HILOCK_OK)   /* (a failed Sentinel resolution has said why) */
+            node_set_err(n, HILOCK_EIO, "connect", k->rc ? k->rc->errstr : "out of memory");
         if (k->rc) redisFree(k->rc);
         free(k);
         return -1;
     }
+    /* hiredis 0.14 opens sockets without SOCK_CLOEXEC: keep them out of programs the
+     * caller runs (fork + exec), e.g. the hilock command's COMMAND */
+    fcntl(k->rc->fd, F_SETFD, FD_CLOEXEC);
     k->connecting = 1;
     k->fresh = 1;
     n->conn = k;
     return 0;
+}
+
+/* An idle connection has nothing to read: if it polls readable (EOF, reset), the server
+ * closed it since our last call (restart, its `timeout`, CLIENT KILL). Nothing has been sent
+ * on it yet, so reconnecting now is safe, and spares the caller a needless EIO. */
+static int conn_stale(const struct hl_conn *k)
+{
+    struct pollfd pf = { k->rc->fd, POLLIN, 0 };
+    return !k->connecting && poll(&pf, 1, 0) != 0;
 }
 
 /* ---- the exec loop ---- */
@@ -193,6 +221,7 @@ typedef struct pending {
     int     expect, got;
     int     wdone;
     int     resend;        /* a script answered NOSCRIPT: send again with EVAL */
+    int     more;          /* only the handshake was sent: the commands follow its replies */
     int     used_eval;
     int64_t deadline;
     size_t  nundo;         /* undos sent in this pipeline */
@@ -223,9 +252,19 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
             put_cmd(b, &s, 0);
             p->nhandshake++;
         }
+        if (n->url.kind == HL_URL_SENTINEL) {   /* the address a Sentinel gave: a master? */
+            hl_cmd r;
+            hl_cmd_init(&r, NULL, 0);
+            hl_cmd_arg(&r, "ROLE", 4);
+            put_cmd(b, &r, 0);
+            p->nhandshake++;
+        }
     }
     p->prefix = p->nhandshake;
-    for (size_t i = 0; i < n->nundo; i++) {
+    /* The handshake goes alone, one round trip on a new connection: if AUTH or SELECT fails,
+     * commands pipelined behind it would still run (as the default user, or in db 0). */
+    p->more = p->nhandshake > 0;
+    for (size_t i = 0; !p->more && i < n->nundo; i++) {
         hl_cmd u;
         hl_cmd_init(&u, &hl_lua_release, 1);
         hl_cmd_arg(&u, n->undo[i].key, (size_t)-1);
@@ -234,8 +273,8 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
         p->nundo++;
     }
     p->prefix += (int)p->nundo;
-    for (int i = 0; i < ncmd; i++) put_cmd(b, &cmds[i], use_eval);
-    p->expect = p->prefix + ncmd;
+    for (int i = 0; !p->more && i < ncmd; i++) put_cmd(b, &cmds[i], use_eval);
+    p->expect = p->prefix + (p->more ? 0 : ncmd);
     p->got = 0;
     p->wdone = 0;
     p->resend = 0;
@@ -245,6 +284,7 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
 
 static void drop_undos(hl_node *n, size_t k)
 {
+    if (k == 0) return;   /* n->undo may be NULL: memmove(NULL, NULL, 0) is undefined */
     for (size_t i = 0; i < k; i++) {
         free(n->undo[i].key);
         free(n->undo[i].value);
@@ -273,6 +313,16 @@ static int send_pipeline(hl_node *n, pending *p, hl_buf *b)
     return 0;
 }
 
+/* A reply said READONLY: the node is a replica now (a failover demoted it, or Sentinel
+ * named it before it was promoted). Its replies stand; the connection must not. */
+static int saw_readonly(const hl_node *n, int ncmd)
+{
+    for (int q = 0; q < ncmd; q++)
+        if (hl_reply_type(n->reply[q]) == HL_R_ERROR && !strncmp(n->reply[q]->str, "READONLY", 8))
+            return 1;
+    return 0;
+}
+
 /* One reply arrived for node n. */
 static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, redisReply *r)
 {
@@ -287,6 +337,12 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, redisReply *r)
             freeReplyObject(r);
             finish(n, p, st, NULL, NULL);
             hl_node_close(n);
+            return;
+        }
+        if (n->url.kind == HL_URL_SENTINEL && p->got == p->nhandshake &&
+            hl_topo_role(n, r) != HILOCK_OK) {   /* ROLE is last: not a master (yet, or now) */
+            freeReplyObject(r);
+            finish(n, p, n->st, NULL, NULL);
             return;
         }
         freeReplyObject(r);
@@ -304,14 +360,48 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, redisReply *r)
     n->reply[idx] = r;
 }
 
-uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                 int64_t per_node_timeout_us, int64_t hard_deadline_us)
+/* hiredis 0.14 writes with write(2), so writing to a master that went away raises SIGPIPE,
+ * whose default action kills the caller's process (at once on a unix socket). Block it on
+ * this thread for the round trip and swallow what our writes raised (their EPIPE is what we
+ * report); a SIGPIPE that was already pending is left alone. */
+static int sigpipe_block(sigset_t *set, sigset_t *old)
+{
+    sigset_t pend;
+    sigemptyset(set);
+    sigaddset(set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, set, old);
+    return sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE);
+}
+
+static void sigpipe_restore(const sigset_t *set, const sigset_t *old, int was_pending)
+{
+    sigset_t pend;
+    struct timespec zero = { 0, 0 };
+    if (!was_pending && sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE))
+        sigtimedwait(set, NULL, &zero);
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* hl_exec_any: stop waiting on a node whose command is still pending because another node
+ * answered. Its connection is closed, so that reply can never be read as the answer to a
+ * later command; undos it already answered are done. */
+static void abandon(hl_node *n, pending *p)
+{
+    if (!p->more && p->got >= p->prefix) drop_undos(n, p->nundo);
+    finish(n, p, HILOCK_ETIMEDOUT, "wait", "abandoned: another node answered first");
+}
+
+static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                           int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
 {
     pending p[32];
     struct pollfd fds[32];
     int map[32];
-    hl_buf b = { 0 };
+    hl_buf *b = &c->obuf;
     uint32_t okmask = 0;
+    int answered = 0;   /* any: a node's last reply carries data (not nil, not an error) */
+    sigset_t pipe_set, pipe_old;
+    int pipe_was_pending = sigpipe_block(&pipe_set, &pipe_old);
     int64_t now = hl_now_us();
     int64_t io_dl = hl_add_sat(now, per_node_timeout_us);
     int64_t cn_dl = hl_add_sat(now, c->opt.connect_timeout_ms * 1000);
@@ -325,21 +415,27 @@ uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
         if (!(mask & (1u << i))) continue;
         n->st = HILOCK_OK;
         n->err[0] = '\0';
-        if (!n->conn && conn_start(n) < 0) continue;
+        if (n->conn && conn_stale(n->conn)) hl_node_close(n);
+        if (!n->conn && conn_start(c, n, cn_dl) < 0) continue;
         p[i].active = 1;
         p[i].deadline = n->conn->connecting ? cn_dl : io_dl;
-        build_pipeline(c, n, &p[i], cmds, ncmd, 0, &b);
-        if (b.oom) {
+        build_pipeline(c, n, &p[i], cmds, ncmd, 0, b);
+        if (b->oom) {
             finish(n, &p[i], HILOCK_ENOMEM, "out of memory", NULL);
             continue;
         }
-        if (send_pipeline(n, &p[i], &b) < 0)
+        if (send_pipeline(n, &p[i], b) < 0)
             finish(n, &p[i], HILOCK_EIO, "write", n->conn->rc->errstr);
     }
 
     for (;;) {
         int nfds = 0;
         int64_t first = INT64_MAX;
+        if (answered) {
+            for (size_t i = 0; i < c->nnodes; i++)
+                if (p[i].active) abandon(&c->nodes[i], &p[i]);
+            break;
+        }
         now = hl_now_us();
         for (size_t i = 0; i < c->nnodes; i++) {
             hl_node *n = &c->nodes[i];
@@ -401,31 +497,50 @@ uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                 if (!p[i].active || !n->conn) break;
                 if (p[i].got < p[i].expect) continue;
                 drop_undos(n, p[i].nundo);
-                if (p[i].resend) {   /* script cache empty (restart, failover): EVAL */
+                if (p[i].resend || p[i].more) {   /* script cache empty (restart, failover):
+                                                      EVAL; or the handshake is done */
+                    int use_eval = p[i].resend || p[i].used_eval;
                     for (int q = 0; q < ncmd; q++) {
                         hl_reply_free(n->reply[q]);
                         n->reply[q] = NULL;
                     }
-                    build_pipeline(c, n, &p[i], cmds, ncmd, 1, &b);
-                    if (b.oom || send_pipeline(n, &p[i], &b) < 0)
-                        finish(n, &p[i], b.oom ? HILOCK_ENOMEM : HILOCK_EIO, "write",
-                               b.oom ? "out of memory" : k->rc->errstr);
+                    build_pipeline(c, n, &p[i], cmds, ncmd, use_eval, b);
+                    if (b->oom || send_pipeline(n, &p[i], b) < 0)
+                        finish(n, &p[i], b->oom ? HILOCK_ENOMEM : HILOCK_EIO, "write",
+                               b->oom ? "out of memory" : k->rc->errstr);
                 } else {
                     finish(n, &p[i], HILOCK_OK, NULL, NULL);
                     okmask |= 1u << i;
+                    if (saw_readonly(n, ncmd)) hl_node_close(n);   /* resolve again next time */
+                    if (any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
+                        hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)
+                        answered = 1;
                 }
                 break;
             }
         }
     }
-    hl_buf_free(&b);
+    if (b->oom || b->cap > 65536) hl_buf_free(b);   /* don't keep a huge one (or a broken one) */
     for (size_t i = 0; i < c->nnodes; i++)
         if ((mask & (1u << i)) && c->nodes[i].st != HILOCK_OK)
             for (int q = 0; q < HL_MAX_CMDS; q++) {
                 hl_reply_free(c->nodes[i].reply[q]);
                 c->nodes[i].reply[q] = NULL;
             }
+    sigpipe_restore(&pipe_set, &pipe_old, pipe_was_pending);
     return okmask;
+}
+
+uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                 int64_t per_node_timeout_us, int64_t hard_deadline_us)
+{
+    return exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 0);
+}
+
+uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                     int64_t per_node_timeout_us, int64_t hard_deadline_us)
+{
+    return exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 1);
 }
 
 void hl_exec_clear(hilock_client *c)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "hilock.h"
+#include "hilock_legacy.h"   /* HILOCK_CODEC_MAX: a lock's value may be a legacy stamp */
 
 #define HL_ERRMSG_MAX 512
 
@@ -70,6 +71,19 @@ size_t      hl_reply_nelem(const hl_reply *r);
 hl_reply   *hl_reply_elem(const hl_reply *r, size_t i);
 void        hl_reply_free(hl_reply *r);
 
+/* ---- what one script reply means (lock.c): pure functions of a reply, no I/O, so the
+ * fuzzers (fuzz/) can feed them any reply a server or a broken proxy could send ---- */
+typedef enum hl_verdict {
+    HL_V_BAD = 0,   /* an error reply, or a shape the script never returns */
+    HL_V_OURS,      /* acquire: granted; release/extend/check: our value was there */
+    HL_V_GONE,      /* release/extend/check: no such key */
+    HL_V_OTHER      /* held by another value (acquire: *pttl_ms = its PTTL) */
+} hl_verdict;
+hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
+hl_verdict hl_tristate_verdict(const hl_reply *r);                   /* release, extend */
+hl_verdict hl_check_verdict(const hl_reply *r, const char *token);   /* GET key */
+hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms);  /* check.lua */
+
 /* ---- scripts (scripts.c, generated from src/lua/NAME.lua) ---- */
 typedef struct hl_script {
     const char *name;
@@ -78,6 +92,9 @@ typedef struct hl_script {
     const char *sha;    /* 40 hex, computed at build time */
 } hl_script;
 extern const hl_script hl_lua_acquire, hl_lua_release, hl_lua_extend;
+extern const hl_script hl_lua_check, hl_lua_fence_raise;   /* lock.c: check, Redlock fencing */
+extern const hl_script hl_lua_failover;   /* topology.c: master identity, failover guard */
+extern const hl_script hl_lua_legacy_acquire, hl_lua_legacy_extend;   /* legacy/lua: legacy, bridge */
 
 /* ---- commands ---- */
 #define HL_MAX_ARGS 12
@@ -111,8 +128,7 @@ typedef struct hl_node {
     struct hl_conn *conn;        /* NULL = not connected */
     hl_undo        *undo;
     size_t          nundo, capundo;
-    /* failover identity of the master we are connected to (filled by the topology code) */
-    char            replid[41];
+    struct hl_topo *topo;        /* Sentinel nodes: the Sentinels, the master in use (topology.c) */
     /* result of the last hl_exec on this node */
     hilock_status   st;
     char            err[200];
@@ -127,6 +143,7 @@ struct hilock_client {
     hl_node       *nodes;
     size_t         quorum;       /* nnodes/2 + 1 */
     uint64_t       rng;
+    hl_buf         obuf;         /* pipeline scratch, reused so a round trip allocates nothing */
     char           errmsg[HL_ERRMSG_MAX];
 };
 
@@ -150,6 +167,11 @@ hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, c
  * which may still be error replies). */
 uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                  int64_t per_node_timeout_us, int64_t hard_deadline_us);
+/* hl_exec for blocking commands (BLPOP) on several nodes: returns as soon as one node's
+ * last reply carries data (not nil, not an error); the nodes still waiting are abandoned:
+ * closed (no stale reply can arrive later; the next call reconnects), st = ETIMEDOUT. */
+uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                     int64_t per_node_timeout_us, int64_t hard_deadline_us);
 void     hl_exec_clear(hilock_client *c);
 uint32_t hl_all_nodes(const hilock_client *c);
 
@@ -174,13 +196,23 @@ struct hilock {
     hl_kind        kind;
     char          *key;
     char          *fence_key;
+    char          *signal_key;     /* wait.c: list a release pushes to, to wake one waiter */
+    char          *waiters_key;    /* wait.c: set by busy attempts, so the release signals */
     char          *token;          /* NUL-terminated value we wrote */
     int64_t        ttl_ms;
     int64_t        valid_until_us; /* monotonic; 0 after release */
     uint64_t       fence;
     uint32_t       held;           /* nodes where the value was written */
+    uint32_t       freed;          /* release: nodes that confirmed deleting our value */
+    uint32_t       rel_pending;    /* release: sent while valid, no answer (may have landed) */
     int            released;
+    /* HL_LEGACY / HL_BRIDGE (legacy.c): the stamp in token, by the wall clock (+ clock_offset_ms)
+     * and pinned to the monotonic clock; and an expired value that the next acquire attempt
+     * may replace ("" = none) */
+    int64_t        stamp_us, stamp_mono_us;
+    char           expect[HILOCK_CODEC_MAX];
     struct hl_keepalive *ka;
+    struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
 };
 
 /* aux key in the same hash slot as `key`: "{key}<suffix>", or "key<suffix>" if key has a tag */
@@ -202,11 +234,79 @@ int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us);
 hilock_status hl_legacy_release(hilock *l);
 hilock_status hl_legacy_extend(hilock *l, int64_t ttl_ms);
 hilock_status hl_legacy_check(hilock *l);
+/* legacy/legacy.c: acquire attempts of HL_LEGACY and HL_BRIDGE locks, inside lock.c's
+ * attempt(). hl_legacy_cmd: a fresh stamp into l->token and the legacy_acquire.lua call
+ * (a_px, a_keep: 24-byte scratch); EINVAL for a client with several servers or a timeout
+ * eaten by drift + skew_margin_ms. hl_legacy_busy: judges the value a busy reply
+ * {0, pttl, value} carries and sets the BUSY message (naming key and value); returns the
+ * wait hint: -1 = an expired stamp, replace it now (l->expect), > 0 = us until it passes or
+ * its TTL ends, 0 = none. hl_legacy_valid_until: validity, never past our own stamp, less
+ * skew_margin_ms. */
+hilock_status hl_legacy_cmd(hilock *l, hl_cmd *cmd, char *a_px, char *a_keep);
+int64_t       hl_legacy_busy(hilock *l, const hl_reply *r);
+int64_t       hl_legacy_valid_until(const hilock *l, int64_t t0_us);
+/* src/lock.c: the acquire loop of every kind (hilock_acquire: HL_MODERN, or HL_BRIDGE with
+ * options.bridge; hilock_legacy_acquire: HL_LEGACY), so they share timing, retries, errors. */
+hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
+                         hl_kind kind, hilock **out);
 /* src/wait.c: pause between acquire attempts until the holder's release (or hint_us, the
  * holder's remaining PTTL, or the deadline): the waiting strategy lives in one place. */
 void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);
+/* How long (ms) a busy attempt marks the lock awaited (acquire.lua ARGV[5]): at least as
+ * long as the wait that follows it can last; 0 = this caller will not wait. */
+int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us);
 /* src/keepalive.c: stop and join the lock's keepalive thread, if any (release and free). */
 void hl_keepalive_stop(hilock *l);
+/* While a keepalive runs, its thread renews the lock (hilock_extend on a copy bound to its
+ * own client) and writes back ttl_ms, valid_until_us and held. So the owner's calls that
+ * write them (extend, check) run between hl_keepalive_op(l, 1) and (l, 0): one at a time
+ * with the renewals; and readers outside those use hl_lock_valid_until. No-ops (plain
+ * reads) without a keepalive. */
+void    hl_keepalive_op(hilock *l, int begin);
+int64_t hl_lock_valid_until(const hilock *l);
+
+/* ---- failover awareness (topology.c) ---- */
+/* engine.c, on a new connection of a Sentinel node: ask its Sentinels (in order, each bounded
+ * by a short timeout, all by deadline_us) for the master. OK with *host, *port (owned by the
+ * node, valid until the next resolve), or an error status with n->st and n->err set:
+ * EIO (no Sentinel answered), EINVAL (none of those that answered knows the master name). */
+hilock_status hl_topo_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
+                              const char **host, int *port);
+/* engine.c, handshake of that connection: OK if ROLE says master, else EIO with n->err set. */
+hilock_status hl_topo_role(hl_node *n, const hl_reply *role);
+void          hl_topo_free(hl_node *n);   /* client.c: the node's Sentinel state; NULL-safe */
+
+typedef enum hl_topo_kind { HL_TOPO_ACQUIRE, HL_TOPO_EXTEND, HL_TOPO_RELEASE, HL_TOPO_CHECK } hl_topo_kind;
+
+/* One lock operation's failover part: commands it added to the pipeline, what it found. */
+typedef struct hl_topo_op {
+    hl_topo_kind  kind;
+    int           id_at, wait_at;  /* pipeline index of failover.lua / WAIT; -1: not sent */
+    int64_t       extra_us;        /* add to the per-node timeout: WAIT's share of the round trip */
+    uint32_t      refused;         /* acquire: the failover guard refused (the value is gone) */
+    uint32_t      undo;            /* acquire: granted, not safely (WAIT short, ...): undone */
+    uint32_t      moved;           /* acquire: granted on a master the Sentinels no longer name */
+    uint32_t      short_acks;      /* extend: WAIT short (the lock keeps its old validity) */
+    uint32_t      lost;            /* extend, release, check: no proof the lock survived */
+    hilock_status err;             /* the status of refused / undo / short_acks */
+    char          arg[4][24];
+} hl_topo_op;
+
+/* Before the round trip of a lock operation: append failover.lua (Sentinel clients, or
+ * failover_guard = 1) and WAIT (min_replicas > 0; acquire and extend) after cmds[0..n);
+ * returns the new count. Release, extend and check first ask a Sentinel whether the master
+ * moved (closing the connection if so). Nothing for legacy/bridge locks. */
+int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind,
+                   int64_t ttl_ms, hl_cmd *cmds, int n);
+/* After hl_exec, before hl_exec_clear: read those replies on the nodes in ok (granted: where
+ * the acquire script granted) and fill op's masks; node->err says why for each. Acquire:
+ * records where the lock was granted, undoes unsafe grants at once, and asks a Sentinel
+ * whether the master in use is still the master (see topology.c for when it asks). */
+void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
+/* The fencing token of a grant on the nodes in granted: Sentinel config-epoch << 42 | low. */
+uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low);
+/* LOST, with the nodes' reasons in errmsg ("<op> <key>: ..."). */
+hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost);
 
 /* memory helpers: NULL on failure */
 char *hl_strdup(const char *s);

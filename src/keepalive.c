@@ -1,10 +1,334 @@
-/* keepalive.c -- background renewal. (In progress.) */
+/* keepalive.c -- renew a lock in the background until it is released or freed.
+ *
+ * One thread and one private client per keepalive: the owner's client is never used from two
+ * threads (the thread rule), and a slow renewal never delays the owner's own calls.
+ *
+ * A renewal is hilock_extend itself, run on a shadow copy of the lock bound to the private
+ * client, so single-master, Sentinel and Redlock renewals are exactly the extend path (same
+ * script, quorum, validity and error rules); its results (validity, ttl, masters held) are
+ * copied back into the lock.
+ *
+ * Locking. `op` makes extends of one lock take turns: a renewal here, hilock_extend and
+ * hilock_check by the owner (hl_keepalive_op), so their results cannot cross; every owner
+ * write of ttl_ms / valid_until_us / held happens under it. `mu` guards the flags below and
+ * the copy-back, so the owner may read the validity without waiting for a round trip
+ * (hl_lock_valid_until). Order: op, then mu. Neither is held while on_lost runs.
+ *
+ * Stopping. hl_keepalive_stop sets `stop`, signals the condition variable (CLOCK_MONOTONIC)
+ * and joins the thread: once hilock_release or hilock_free has stopped it, no renewal is in
+ * flight and none will be sent. A renewal already on the wire is waited for (bounded by
+ * io_timeout_ms, connect_timeout_ms). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "internal.h"
 
-void hl_keepalive_stop(hilock *l) { (void)l; }
+struct hl_keepalive {
+    hilock          *l;
+    hilock_client   *pc;            /* private client: used by the thread only */
+    hilock_lost_fn   on_lost;
+    void            *arg;
+    long             max_renewals;  /* 0 = no limit */
+    int64_t          hold_end_us;   /* HL_NEVER = no limit */
+    pthread_t        th;
+    pthread_mutex_t  op, mu;
+    pthread_cond_t   cv;
+    int              stop;          /* mu: the owner wants it to end */
+    int              kick;          /* mu: the owner changed the lock (extend, check) */
+    int              done;          /* mu: the thread is over; status and errmsg are final */
+    hilock_status    status;        /* mu: OK while renewing or after a cap; else why it stopped */
+    char             errmsg[HL_ERRMSG_MAX];   /* written once, before done is set */
+};
+
+typedef enum outcome { GO_ON, RETRY, CAPPED, FAILED } outcome;
+
+void hilock_keepalive_options_init(hilock_keepalive_options *o)
+{
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+}
+
+/* ---- the owner's side of the shared fields ---- */
+
+void hl_keepalive_op(hilock *l, int begin)
+{
+    struct hl_keepalive *k = l ? l->ka : NULL;
+    if (!k) return;
+    if (begin) {
+        pthread_mutex_lock(&k->op);
+        return;
+    }
+    pthread_mutex_unlock(&k->op);
+    pthread_mutex_lock(&k->mu);
+    k->kick = 1;   /* the validity or ttl may have changed: reschedule */
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+}
+
+int64_t hl_lock_valid_until(const hilock *l)
+{
+    struct hl_keepalive *k = l->ka;
+    int64_t v;
+    if (!k) return l->valid_until_us;
+    pthread_mutex_lock(&k->mu);
+    v = l->valid_until_us;
+    pthread_mutex_unlock(&k->mu);
+    return v;
+}
+
+static int ka_done(struct hl_keepalive *k)
+{
+    int done;
+    pthread_mutex_lock(&k->mu);
+    done = k->done;
+    pthread_mutex_unlock(&k->mu);
+    return done;
+}
+
+const char *hilock_keepalive_errmsg(const hilock *l)
+{
+    struct hl_keepalive *k = l ? l->ka : NULL;
+    return k && ka_done(k) ? k->errmsg : "";   /* never written again once done is set */
+}
+
+/* ---- the thread ---- */
+
+/* Renew once a third of the ttl has passed since the last grant, i.e. while two thirds are
+ * left (valid_until_us already has the drift taken off). Under op. */
+static int64_t renew_due(const hilock *l)
+{
+    return l->valid_until_us - l->ttl_ms * 2000 / 3;
+}
+
+/* The ttl of the next renewal under max_hold_ms: the full ttl, or what is left of the hold
+ * (the last renewal), or 0 when renewing would not make the lock last longer. Under op. */
+static int64_t capped_ttl(const struct hl_keepalive *k, const hilock *l, int *last)
+{
+    int64_t now = hl_now_us(), left_ms;
+    *last = 0;
+    if (k->hold_end_us == HL_NEVER) return l->ttl_ms;
+    left_ms = (k->hold_end_us - now) / 1000;
+    if (left_ms >= l->ttl_ms) return l->ttl_ms;
+    if (left_ms <= 0 || hl_valid_until(k->pc, left_ms, now) <= l->valid_until_us ||
+        hl_valid_until(k->pc, left_ms, 0) <= 1000)
+        return 0;
+    *last = 1;
+    return left_ms;
+}
+
+/* One renewal: hilock_extend on a shadow of the lock bound to the private client. Under op. */
+static hilock_status renew(struct hl_keepalive *k, hilock *l, int64_t ttl_ms)
+{
+    hilock shadow = *l;
+    hilock_status st;
+    shadow.c = k->pc;
+    shadow.ka = NULL;   /* its extend must not take our locks */
+    st = hilock_extend(&shadow, ttl_ms);
+    pthread_mutex_lock(&k->mu);
+    /* every field extend may change (keep in step with lock.c and topology.c) */
+    l->valid_until_us = shadow.valid_until_us;
+    l->ttl_ms = shadow.ttl_ms;
+    l->held = shadow.held;
+    l->ids = shadow.ids;   /* topology.c re-anchors the lock in place, or allocates this */
+    pthread_mutex_unlock(&k->mu);
+    return st;
+}
+
+/* Errors that the next renewal may not see (a dropped connection, a slow or restarting
+ * master): tried again while the lock is still valid. The rest mean the lock is gone or
+ * cannot be renewed. */
+static int transient(hilock_status st)
+{
+    return st == HILOCK_EIO || st == HILOCK_ETIMEDOUT || st == HILOCK_ENOQUORUM ||
+           st == HILOCK_EREPLICAS;
+}
+
+/* Renew (under op) and decide what comes next; *retry_at is set for RETRY. */
+static outcome renew_step(struct hl_keepalive *k, hilock *l, long *renewals, int64_t *retry_at,
+                          hilock_status *st)
+{
+    int last;
+    int64_t ttl = capped_ttl(k, l, &last);
+    if (ttl == 0) return CAPPED;
+    *st = renew(k, l, ttl);
+    if (*st == HILOCK_OK) {
+        ++*renewals;
+        return last || (k->max_renewals && *renewals >= k->max_renewals) ? CAPPED : GO_ON;
+    }
+    if (!transient(*st)) return FAILED;
+    *retry_at = hl_next_attempt(k->pc, 0, l->valid_until_us);
+    return *retry_at < l->valid_until_us ? RETRY : FAILED;   /* no time left: report it */
+}
+
+static void wait_until(struct hl_keepalive *k, int64_t t_us)
+{
+    struct timespec ts = { (time_t)(t_us / 1000000), (long)(t_us % 1000000) * 1000 };
+    pthread_cond_timedwait(&k->cv, &k->mu, &ts);
+}
+
+static void *ka_main(void *arg)
+{
+    struct hl_keepalive *k = arg;
+    hilock *l = k->l;
+    hilock_status st = HILOCK_OK;
+    outcome out = GO_ON;
+    long renewals = 0;
+    int64_t retry_at = 0;
+    int stop = 0;
+
+    while (out == GO_ON || out == RETRY) {
+        int64_t due;
+        pthread_mutex_lock(&k->op);
+        due = out == RETRY ? retry_at : renew_due(l);
+        pthread_mutex_unlock(&k->op);
+        pthread_mutex_lock(&k->mu);
+        while (!k->stop && !k->kick && hl_now_us() < due) wait_until(k, due);
+        stop = k->stop;
+        if (k->kick && !stop && hl_now_us() < due) {   /* the owner extended or checked */
+            k->kick = 0;
+            pthread_mutex_unlock(&k->mu);
+            out = GO_ON;
+            continue;
+        }
+        k->kick = 0;
+        pthread_mutex_unlock(&k->mu);
+        if (stop) break;
+        pthread_mutex_lock(&k->op);
+        out = renew_step(k, l, &renewals, &retry_at, &st);
+        pthread_mutex_unlock(&k->op);
+    }
+
+    pthread_mutex_lock(&k->mu);
+    if (out == FAILED)
+        snprintf(k->errmsg, sizeof k->errmsg, "%s", k->pc->errmsg[0] ? k->pc->errmsg :
+                 hilock_strerror(st));
+    else if (out == CAPPED)
+        snprintf(k->errmsg, sizeof k->errmsg, "keepalive %.200s: stopped after %ld renewals "
+                 "(max_renewals / max_hold_ms)", l->key, renewals);
+    k->status = out == FAILED ? st : HILOCK_OK;
+    k->done = 1;
+    stop = k->stop;
+    pthread_mutex_unlock(&k->mu);
+    /* once, and not after the owner began to release or free the lock */
+    if (out == FAILED && !stop && k->on_lost) k->on_lost(l, st, k->arg);
+    return NULL;
+}
+
+/* ---- start and stop ---- */
+
+static void ka_free(struct hl_keepalive *k)
+{
+    pthread_cond_destroy(&k->cv);
+    pthread_mutex_destroy(&k->mu);
+    pthread_mutex_destroy(&k->op);
+    hilock_client_free(k->pc);
+    free(k);
+}
+
+void hl_keepalive_stop(hilock *l)
+{
+    struct hl_keepalive *k = l ? l->ka : NULL;
+    if (!k) return;
+    if (pthread_equal(pthread_self(), k->th)) {
+        /* release/free from on_lost: joining ourselves would hang, going on would free what
+         * this thread is using. A programming error the header forbids: fail loudly. */
+        fputs("hilock: hilock_release/hilock_free called from on_lost (see hilock.h)\n", stderr);
+        abort();
+    }
+    pthread_mutex_lock(&k->mu);
+    k->stop = 1;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    pthread_join(k->th, NULL);
+    l->ka = NULL;
+    ka_free(k);
+}
+
+static hilock_status ka_init(struct hl_keepalive *k)
+{
+    pthread_condattr_t ca;
+    int rc;
+    if (pthread_mutex_init(&k->op, NULL)) return HILOCK_ENOMEM;
+    if (pthread_mutex_init(&k->mu, NULL)) {
+        pthread_mutex_destroy(&k->op);
+        return HILOCK_ENOMEM;
+    }
+    rc = pthread_condattr_init(&ca);
+    if (!rc) {
+        rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);   /* deadlines are hl_now_us() */
+        if (!rc) rc = pthread_cond_init(&k->cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    if (rc) {
+        pthread_mutex_destroy(&k->mu);
+        pthread_mutex_destroy(&k->op);
+        return HILOCK_ENOMEM;
+    }
+    return HILOCK_OK;
+}
+
+hilock_status hilock_keepalive_ex(hilock *l, hilock_lost_fn on_lost, void *arg,
+                                  const hilock_keepalive_options *o)
+{
+    hilock_keepalive_options def;
+    struct hl_keepalive *k;
+    hilock_client *c;
+    hilock_status st;
+    sigset_t all, old;
+    int rc;
+    if (!l) return HILOCK_EINVAL;
+    c = l->c;
+    if (!o) {
+        hilock_keepalive_options_init(&def);
+        o = &def;
+    }
+    if (o->max_renewals < 0) return hl_fail(c, HILOCK_EINVAL, "keepalive: max_renewals must be >= 0");
+    if (o->max_hold_ms < 0 || o->max_hold_ms > HILOCK_TTL_MAX_MS)
+        return hl_fail(c, HILOCK_EINVAL, "keepalive: max_hold_ms must be in 0..HILOCK_TTL_MAX_MS");
+    if (l->released) return hl_fail(c, HILOCK_EINVAL, "keepalive %s: the lock was released", l->key);
+    if (l->kind != HL_MODERN)
+        return hl_fail(c, HILOCK_EINVAL, "keepalive %s: only for locks from hilock_acquire", l->key);
+    if (l->ka) {
+        if (!ka_done(l->ka))
+            return hl_fail(c, HILOCK_EINVAL, "keepalive %s: already running", l->key);
+        hl_keepalive_stop(l);   /* the last one ended (on_lost or a cap): replace it */
+    }
+    if (!(k = calloc(1, sizeof *k))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
+    if ((st = ka_init(k)) != HILOCK_OK) {
+        free(k);
+        return hl_fail(c, st, "keepalive: out of resources");
+    }
+    if ((st = hilock_client_new(&c->opt, &k->pc)) != HILOCK_OK) {
+        k->pc = NULL;
+        ka_free(k);
+        return hl_fail(c, st, "keepalive: %s", hilock_last_config_error());
+    }
+    k->l = l;
+    k->on_lost = on_lost;
+    k->arg = arg;
+    k->max_renewals = o->max_renewals;
+    k->hold_end_us = o->max_hold_ms ? hl_add_sat(hl_now_us(), o->max_hold_ms * 1000) : HL_NEVER;
+    l->ka = k;
+    /* the thread starts with every signal blocked: the program's handlers run on its own
+     * threads, and a write to a dead master cannot raise SIGPIPE on this one */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&k->th, NULL, ka_main, k);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        l->ka = NULL;
+        ka_free(k);
+        return hl_fail(c, HILOCK_EIO, "keepalive %s: cannot start a thread", l->key);
+    }
+    return hl_ok(c);
+}
 
 hilock_status hilock_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg)
 {
-    (void)on_lost; (void)arg;
-    return l ? hl_fail(l->c, HILOCK_EINVAL, "keepalive: not built yet") : HILOCK_EINVAL;
+    return hilock_keepalive_ex(l, on_lost, arg, NULL);
 }

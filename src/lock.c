@@ -20,63 +20,190 @@ static int64_t node_timeout_us(const hilock_client *c, int64_t ttl_ms)
     return share < io ? share : io;
 }
 
-/* The status of a round trip that reached fewer than `need` nodes: the node's own error for
- * one master, ENOQUORUM (with every node's reason) for several. */
-static hilock_status unreached(hilock_client *c, uint32_t failed, const char *what)
-{
-    if (c->nnodes == 1) return hl_fail(c, c->nodes[0].st, "%s%s", what, c->nodes[0].err);
-    return hl_fail_nodes(c, HILOCK_ENOQUORUM, failed, what);
-}
-
 static int popcount(uint32_t m) { return __builtin_popcount(m); }
 
-/* Tri-state replies of release/extend (1 ours, 0 gone, -1 someone else's). Error replies
- * count as failures of that node. */
+/* acquire.lua answers {1, fence} or {0, pttl} (legacy_acquire.lua adds the value it found,
+ * {0, pttl, value}, which hl_legacy_busy reads).
+ * Any other shape is not an answer of our scripts (a proxy, a foreign script under our SHA, a
+ * broken server) and is BAD, never read as a grant, a loss or a foreign owner: fuzz/fuzz_reply.c
+ * found that {1, "x"} granted a lock with fence 0, {1, -5} one with fence 2^64 - 5, an integer
+ * 2 from release/extend meant "another owner", and an integer or an array from GET meant
+ * "gone". A PTTL beyond HL_PTTL_MAX (centuries) is refused so callers may do pttl * 1000 + 1. */
+#define HL_PTTL_MAX (INT64_MAX / 2000)
+
+static int pttl_ok(const hl_reply *r)
+{
+    return hl_reply_type(r) == HL_R_INTEGER && hl_reply_int(r) >= -2 && hl_reply_int(r) <= HL_PTTL_MAX;
+}
+
+hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms)
+{
+    const hl_reply *s = hl_reply_elem(r, 0), *n = hl_reply_elem(r, 1);
+    *fence = 0;
+    *pttl_ms = 0;
+    if (hl_reply_nelem(r) < 2 || hl_reply_nelem(r) > 3 || hl_reply_type(s) != HL_R_INTEGER) return HL_V_BAD;
+    if (hl_reply_int(s) == 1 && hl_reply_nelem(r) == 2 && hl_reply_type(n) == HL_R_INTEGER &&
+        hl_reply_int(n) > 0) {
+        *fence = (uint64_t)hl_reply_int(n);
+        return HL_V_OURS;
+    }
+    if (hl_reply_int(s) != 0 || !pttl_ok(n)) return HL_V_BAD;
+    *pttl_ms = hl_reply_int(n);
+    return HL_V_OTHER;
+}
+
+/* release.lua / extend.lua answer 1 (ours), 0 (gone) or -1 (another value). */
+hl_verdict hl_tristate_verdict(const hl_reply *r)
+{
+    if (hl_reply_type(r) != HL_R_INTEGER) return HL_V_BAD;
+    switch (hl_reply_int(r)) {
+    case 1:  return HL_V_OURS;
+    case 0:  return HL_V_GONE;
+    case -1: return HL_V_OTHER;
+    default: return HL_V_BAD;
+    }
+}
+
+/* GET key: our token, nil, or another value. */
+hl_verdict hl_check_verdict(const hl_reply *r, const char *token)
+{
+    size_t len;
+    const char *v;
+    if (hl_reply_type(r) == HL_R_NIL) return HL_V_GONE;
+    if (hl_reply_type(r) != HL_R_STRING) return HL_V_BAD;
+    v = hl_reply_str(r, &len);
+    return len == strlen(token) && !memcmp(v, token, len) ? HL_V_OURS : HL_V_OTHER;
+}
+
+/* check.lua answers {1, pttl} (ours), {0, -2} (gone) or {-1, pttl} (another value). */
+hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms)
+{
+    long long s;
+    *pttl_ms = 0;
+    if (hl_reply_nelem(r) != 2 || hl_reply_type(hl_reply_elem(r, 0)) != HL_R_INTEGER ||
+        !pttl_ok(hl_reply_elem(r, 1)))
+        return HL_V_BAD;
+    s = hl_reply_int(hl_reply_elem(r, 0));
+    if (s != 1 && s != 0 && s != -1) return HL_V_BAD;
+    *pttl_ms = hl_reply_int(hl_reply_elem(r, 1));
+    return s == 1 ? HL_V_OURS : s == 0 ? HL_V_GONE : HL_V_OTHER;
+}
+
+/* What each master said in one round trip, as masks (bit i = node i). */
 typedef struct tally {
-    uint32_t yes, gone, other, failed;
-    hilock_status err;       /* an error reply (EREPLY/EAUTH), if any */
+    uint32_t yes, gone, other;  /* ours (acquire: granted) / no key / another value (acquire: busy) */
+    uint32_t failed;            /* no answer: connect, timeout, broken connection */
+    uint32_t errs;              /* answered with an error: WRONGTYPE, NOPERM, refused AUTH, ... */
+    uint32_t lost;              /* answered, but no proof the lock survived a failover (topology.c) */
+    hilock_status err;          /* the status of one of the errs */
+    long long num[32];          /* the number in the reply: acquire fence or pttl, check pttl */
 } tally;
 
-static tally count_tristate(hilock_client *c, uint32_t mask, uint32_t ok)
+typedef enum reply_kind { R_ACQUIRE, R_TRISTATE, R_CHECK } reply_kind;
+
+static tally tally_replies(hilock_client *c, uint32_t mask, uint32_t ok, reply_kind kind)
 {
-    tally t = { 0, 0, 0, 0, HILOCK_OK };
+    tally t;
+    memset(&t, 0, sizeof t);
     for (size_t i = 0; i < c->nnodes; i++) {
         uint32_t bit = 1u << i;
-        hl_reply *r;
+        hl_node *n = &c->nodes[i];
+        uint64_t fence = 0;
+        hl_verdict v;
         if (!(mask & bit)) continue;
-        r = c->nodes[i].reply[0];
         if (!(ok & bit)) {
-            t.failed |= bit;
-        } else if (hl_reply_type(r) != HL_R_INTEGER) {
-            t.err = hl_node_reply_error(&c->nodes[i], r);
-            t.failed |= bit;
-        } else if (hl_reply_int(r) == 1) {
+            if (n->st == HILOCK_EIO || n->st == HILOCK_ETIMEDOUT || n->st == HILOCK_ENOMEM) {
+                t.failed |= bit;
+            } else {   /* a refused handshake (AUTH, SELECT): an answer, and a final one */
+                t.errs |= bit;
+                t.err = n->st;
+            }
+            continue;
+        }
+        if (kind == R_ACQUIRE) v = hl_acquire_verdict(n->reply[0], &fence, &t.num[i]);
+        else if (kind == R_CHECK) v = hl_check_pttl_verdict(n->reply[0], &t.num[i]);
+        else v = hl_tristate_verdict(n->reply[0]);
+        switch (v) {
+        case HL_V_OURS:
             t.yes |= bit;
-        } else if (hl_reply_int(r) == 0) {
-            t.gone |= bit;
-        } else {
-            t.other |= bit;
+            if (kind == R_ACQUIRE) t.num[i] = (long long)fence;
+            break;
+        case HL_V_GONE:  t.gone |= bit; break;
+        case HL_V_OTHER: t.other |= bit; break;
+        default:
+            t.err = hl_node_reply_error(n, n->reply[0]);
+            t.errs |= bit;
         }
     }
     return t;
 }
 
+/* A round trip that could not decide. One master: its own error, as it is. Several: the
+ * error replies when they alone rule out a quorum (WRONGTYPE everywhere is not cured by
+ * waiting), else ENOQUORUM. errmsg names every master that failed and why:
+ * "<what>no quorum (...): 127.0.0.1:7001: connect: Connection refused; 127.0.0.1:7002: ..." */
+static hilock_status undecided(hilock_client *c, const tally *t, const char *what,
+                               const char *counted, int count)
+{
+    char pre[160];
+    uint32_t named = t->failed | t->errs | t->other;   /* nodes without an err text are skipped */
+    if (c->nnodes == 1)
+        return hl_fail(c, t->errs ? t->err : c->nodes[0].st, "%s%s", what, c->nodes[0].err);
+    if ((size_t)popcount(t->errs) > c->nnodes - c->quorum) return hl_fail_nodes(c, t->err, named, what);
+    snprintf(pre, sizeof pre, "%sno quorum (%s %d of %zu masters, %zu needed): ", what, counted,
+             count, c->nnodes, c->quorum);
+    return hl_fail_nodes(c, HILOCK_ENOQUORUM, named, pre);
+}
+
 /* Delete our value on the nodes in mask (partial or expired grants), all at once. A node
  * that does not answer gets an undo, sent first on the next contact. */
 static void undo_on(hilock_client *c, uint32_t mask, const char *key, const char *token,
-                    int64_t hard_deadline)
+                    int64_t per_node_us, int64_t hard_deadline)
 {
     hl_cmd cmd;
     uint32_t ok;
-    int64_t dl = hl_add_sat(hl_now_us(), c->opt.io_timeout_ms * 1000);
+    int64_t dl = hl_add_sat(hl_now_us(), per_node_us);
     if (!mask) return;
     hl_cmd_init(&cmd, &hl_lua_release, 1);
     hl_cmd_arg(&cmd, key, (size_t)-1);
     hl_cmd_arg(&cmd, token, (size_t)-1);
-    ok = hl_exec(c, mask, &cmd, 1, c->opt.io_timeout_ms * 1000, dl < hard_deadline ? dl : hard_deadline);
+    ok = hl_exec(c, mask, &cmd, 1, per_node_us, dl < hard_deadline ? dl : hard_deadline);
     for (size_t i = 0; i < c->nnodes; i++)
         if ((mask & (1u << i)) && !(ok & (1u << i))) hl_undo_add(c, i, key, token);
     hl_exec_clear(c);
+}
+
+/* Redlock fencing. The token is the largest counter among the granted masters, and a quorum
+ * must hold a counter >= it, so that any later quorum (which shares a master with this one)
+ * mints a larger token. Masters that returned less are raised, all at once; nothing is sent
+ * when a quorum already returned the token (always so with one master, and so in most
+ * grants: the counters of masters that granted the same locks move together). Returns the
+ * masters known to hold a counter >= fence. */
+static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t per, int64_t hard)
+{
+    hilock_client *c = l->c;
+    hl_cmd cmd;
+    char a_fence[24], a_keep[24];
+    uint32_t have = 0, low = 0, ok;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (t->yes & (1u << i)) {
+            if ((uint64_t)t->num[i] >= fence) have |= 1u << i;
+            else low |= 1u << i;
+        }
+    if ((size_t)popcount(have) >= c->quorum) return have;
+    hl_cmd_init(&cmd, &hl_lua_fence_raise, 1);
+    hl_cmd_arg(&cmd, l->fence_key, (size_t)-1);
+    hl_cmd_argi(&cmd, a_fence, (long long)fence);
+    hl_cmd_argi(&cmd, a_keep, l->ttl_ms + FENCE_KEEP_MS);
+    ok = hl_exec(c, low, &cmd, 1, per, hard);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        hl_reply *r = c->nodes[i].reply[0];
+        if (!(low & ok & (1u << i))) continue;
+        if (hl_reply_type(r) == HL_R_INTEGER) have |= 1u << i;
+        else hl_node_reply_error(&c->nodes[i], r);
+    }
+    hl_exec_clear(c);
+    return have;
 }
 
 static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
@@ -86,10 +213,15 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     if (!l) return NULL;
     l->key = hl_strdup(key);
     l->fence_key = hl_aux_key(key, ":fence");
-    l->token = malloc(2 * sizeof raw + 1);
-    if (!l->key || !l->fence_key || !l->token || hl_random_bytes(raw, sizeof raw) < 0) {
+    l->signal_key = hl_aux_key(key, ":signal");     /* wake-up: see wait.c */
+    l->waiters_key = hl_aux_key(key, ":waiters");
+    l->token = malloc(HILOCK_CODEC_MAX);   /* 32 hex digits, or room for a legacy stamp */
+    if (!l->key || !l->fence_key || !l->signal_key || !l->waiters_key || !l->token ||
+        hl_random_bytes(raw, sizeof raw) < 0) {
         free(l->key);
         free(l->fence_key);
+        free(l->signal_key);
+        free(l->waiters_key);
         free(l->token);
         free(l);
         return NULL;
@@ -101,75 +233,98 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     return l;
 }
 
-/* One attempt on every node at once. Returns OK (l->held, fence, validity set), BUSY
- * (*hint_us = shortest holder PTTL seen), or an error. */
-static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t *hint_us)
+/* One attempt on every master at once. Returns OK (l->held, fence, validity set), BUSY
+ * (*hint_us = shortest holder PTTL seen), or an error. A failed attempt leaves no grant of
+ * ours behind: undone at once, or first thing on the next contact with a master that did
+ * not answer (its write may have landed). */
+static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, int64_t *hint_us)
 {
     hilock_client *c = l->c;
-    hl_cmd cmd;
-    char a_ttl[24], a_keep[24];
-    uint32_t all = hl_all_nodes(c), ok, granted = 0, busy = 0, failed = 0;
-    hilock_status err = HILOCK_OK;
+    hl_cmd cmd, cmds[HL_MAX_CMDS];
+    hl_topo_op top;
+    int ncmd;
+    char a_ttl[24], a_keep[24], a_mark[24], pre[200];
+    uint32_t all = hl_all_nodes(c), ok, have;
     uint64_t fence = 0;
-    int64_t t0, hint = 0;
+    int64_t per = node_timeout_us(c, l->ttl_ms), t0, exec_dl, until, now, hint = 0;
+    tally t;
 
-    hl_cmd_init(&cmd, &hl_lua_acquire, 2);
-    hl_cmd_arg(&cmd, l->key, (size_t)-1);
-    hl_cmd_arg(&cmd, l->fence_key, (size_t)-1);
-    hl_cmd_arg(&cmd, l->token, (size_t)-1);
-    hl_cmd_argi(&cmd, a_ttl, l->ttl_ms);
-    hl_cmd_argi(&cmd, a_keep, l->ttl_ms + FENCE_KEEP_MS);
-    hl_cmd_arg(&cmd, "0", 1);
+    if (l->kind != HL_MODERN) {   /* legacy recipe, bridge: a fresh stamp, legacy_acquire.lua */
+        hilock_status st = hl_legacy_cmd(l, &cmd, a_ttl, a_keep);
+        if (st != HILOCK_OK) return st;
+    } else {
+        hl_cmd_init(&cmd, &hl_lua_acquire, 3);
+        hl_cmd_arg(&cmd, l->key, (size_t)-1);
+        hl_cmd_arg(&cmd, l->fence_key, (size_t)-1);
+        hl_cmd_arg(&cmd, l->waiters_key, (size_t)-1);   /* a waiter marks the lock (wait.c) */
+        hl_cmd_arg(&cmd, l->token, (size_t)-1);
+        hl_cmd_argi(&cmd, a_ttl, l->ttl_ms);
+        hl_cmd_argi(&cmd, a_keep, l->ttl_ms + FENCE_KEEP_MS);
+        hl_cmd_arg(&cmd, "0", 1);
+        hl_cmd_argi(&cmd, a_mark, mark_ms);
+    }
 
+    cmds[0] = cmd;   /* then failover.lua and WAIT where asked for (topology.c) */
+    ncmd = hl_topo_begin(c, l, &top, HL_TOPO_ACQUIRE, l->ttl_ms, cmds, 1);
     t0 = hl_now_us();   /* before the first byte is sent: validity counts from here */
-    ok = hl_exec(c, all, &cmd, 1, node_timeout_us(c, l->ttl_ms), hard_deadline);
+    /* Redlock: a master gets its per-master timeout to connect and as long again to answer,
+     * never the full connect/io timeouts, so a dead or frozen one costs little validity */
+    exec_dl = hard_deadline;
+    if (c->nnodes > 1 && hl_add_sat(t0, 2 * per) < exec_dl) exec_dl = t0 + 2 * per;
+    ok = hl_exec(c, all, cmds, ncmd, per + top.extra_us, hl_add_sat(exec_dl, top.extra_us));
+    t = tally_replies(c, all, ok, R_ACQUIRE);
+    if (l->kind != HL_MODERN && t.other) hint = hl_legacy_busy(l, c->nodes[0].reply[0]);
+    hl_topo_end(c, l, &top, ok, t.yes);   /* failover guard, WAIT, identity, master moved */
+    t.yes &= ~(top.refused | top.undo | top.moved);
+    t.errs |= top.refused | top.undo;     /* BUSY (guard), EREPLICAS: answers; already undone */
+    t.failed |= top.moved;                /* undone on the next contact (the new master) */
+    if (top.refused | top.undo) t.err = top.err;
+    hl_exec_clear(c);
     for (size_t i = 0; i < c->nnodes; i++) {
         uint32_t bit = 1u << i;
-        hl_reply *r = c->nodes[i].reply[0];
-        if (!(ok & bit)) {
-            failed |= bit;
-            /* the write may have landed before the connection broke or timed out */
-            if (c->nodes[i].st == HILOCK_ETIMEDOUT || c->nodes[i].st == HILOCK_EIO)
-                hl_undo_add(c, i, l->key, l->token);
-        } else if (hl_reply_nelem(r) != 2 || hl_reply_type(hl_reply_elem(r, 0)) != HL_R_INTEGER) {
-            err = hl_node_reply_error(&c->nodes[i], r);
-            failed |= bit;
-        } else if (hl_reply_int(hl_reply_elem(r, 0)) == 1) {
-            uint64_t f = (uint64_t)hl_reply_int(hl_reply_elem(r, 1));
-            granted |= bit;
-            if (f > fence) fence = f;
-        } else {
-            long long pttl = hl_reply_int(hl_reply_elem(r, 1));
-            busy |= bit;
+        hl_node *n = &c->nodes[i];
+        /* sent before the write, or lost after it. Not for legacy stamps: they are not unique
+         * (two owners in one tick write the same bytes), so such a write expires by itself */
+        if ((t.failed & bit) && n->st != HILOCK_ENOMEM && l->kind == HL_MODERN)
+            hl_undo_add(c, i, l->key, l->token);
+        if ((t.yes & bit) && (uint64_t)t.num[i] > fence) fence = (uint64_t)t.num[i];
+        if (t.other & bit) {
+            long long pttl = t.num[i];
             if (pttl > 0 && (hint == 0 || pttl * 1000 < hint)) hint = pttl * 1000;
+            snprintf(n->err, sizeof n->err, pttl >= 0 ? "%s: held by another owner (%lld ms left)"
+                     : "%s: held by another owner (no expiry)", n->name, pttl);
         }
     }
-    hl_exec_clear(c);
     *hint_us = hint;
 
-    if ((size_t)popcount(granted) >= c->quorum) {
-        int64_t until = hl_valid_until(c, l->ttl_ms, t0);
-        int64_t now = hl_now_us();
-        if (until > now) {
-            l->held = granted;
-            l->fence = fence;
+    if ((size_t)popcount(t.yes) >= c->quorum) {
+        have = fence_record(l, &t, fence, per, hard_deadline);
+        until = l->kind == HL_MODERN ? hl_valid_until(c, l->ttl_ms, t0) : hl_legacy_valid_until(l, t0);
+        now = hl_now_us();
+        if ((size_t)popcount(have) >= c->quorum && until > now) {
+            l->held = t.yes;
+            l->fence = hl_topo_fence(c, t.yes, fence);   /* Sentinel: epoch in the high bits */
             l->valid_until_us = until;
             return hl_ok(c);
         }
-        undo_on(c, granted, l->key, l->token, hl_add_sat(now, c->opt.io_timeout_ms * 1000));
+        undo_on(c, t.yes, l->key, l->token, per, hl_add_sat(now, per));
+        if ((size_t)popcount(have) < c->quorum)
+            return hl_fail_nodes(c, HILOCK_ENOQUORUM, t.yes & ~have, "acquired, but the fencing "
+                                 "token could not be recorded on a quorum; undone: ");
         return hl_fail(c, HILOCK_ETIMEDOUT, "%s: acquired, but the round trip took %lld ms of a "
                        "%lld ms ttl: no validity left; undone", l->key,
                        (long long)((now - t0) / 1000), (long long)l->ttl_ms);
     }
     /* not granted: give back any partial grant at once, so it blocks nobody */
-    undo_on(c, granted, l->key, l->token, hard_deadline);
-    if (err != HILOCK_OK && (size_t)popcount(granted | busy) < c->quorum)
-        return c->nnodes == 1 ? hl_fail(c, err, "%s", c->nodes[0].err)
-                              : hl_fail_nodes(c, HILOCK_ENOQUORUM, failed, "");
-    if ((size_t)popcount(granted | busy) < c->quorum) return unreached(c, failed, "");
-    if (c->nnodes == 1) return hl_fail(c, HILOCK_BUSY, "%s: held by another owner", l->key);
-    return hl_fail(c, HILOCK_BUSY, "%s: held by another owner on %d of %zu masters",
-                   l->key, popcount(busy), c->nnodes);
+    undo_on(c, t.yes, l->key, l->token, per, hard_deadline);
+    if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
+        if (c->nnodes == 1)   /* (for a legacy value, hl_legacy_busy has said why) */
+            return l->kind != HL_MODERN ? HILOCK_BUSY : hl_fail(c, HILOCK_BUSY, "%s: held by another owner", l->key);
+        snprintf(pre, sizeof pre, "%.100s: held by another owner on %d of %zu masters: ", l->key,
+                 popcount(t.other), c->nnodes);
+        return hl_fail_nodes(c, HILOCK_BUSY, t.other | t.failed | t.errs, pre);
+    }
+    return undecided(c, &t, "", "granted on", popcount(t.yes));
 }
 
 /* Errors that a later attempt can cure (a server coming back); the rest end the wait. */
@@ -181,6 +336,12 @@ static int retryable(hilock_status st)
 hilock_status hilock_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                              hilock **out)
 {
+    return hl_acquire(c, key, ttl_ms, wait_ms, c && c->opt.bridge ? HL_BRIDGE : HL_MODERN, out);
+}
+
+hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
+                         hl_kind kind, hilock **out)
+{
     hilock_status st;
     hilock *l;
     int64_t start, deadline, hard;
@@ -191,79 +352,158 @@ hilock_status hilock_acquire(hilock_client *c, const char *key, int64_t ttl_ms, 
     if ((st = hl_check_ttl(c, ttl_ms)) != HILOCK_OK) return st;
     if (wait_ms < -1) return hl_fail(c, HILOCK_EINVAL, "wait_ms must be >= -1 (got %lld)", (long long)wait_ms);
     if (!(l = lock_new(c, key, ttl_ms))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
+    l->kind = kind;
 
     start = hl_now_us();
-    deadline = wait_ms < 0 ? HL_NEVER : hl_add_sat(start, wait_ms * 1000);
+    /* a wait too long to count in microseconds is as good as forever (and must not overflow) */
+    deadline = wait_ms < 0 || wait_ms > HL_NEVER / 1000 ? HL_NEVER : hl_add_sat(start, wait_ms * 1000);
     hard = hl_add_sat(deadline, c->opt.io_timeout_ms * 1000);
-    for (;;) {
+    for (int retake = 0;;) {
         int64_t hint = 0;
-        st = attempt(l, hard, &hint);
+        st = attempt(l, hard, hl_wait_mark_ms(l, deadline), &hint);
         if (st == HILOCK_OK) {
             *out = l;
             return st;
         }
-        if (!retryable(st) || hl_now_us() >= deadline) break;
+        /* legacy: an expired stamp is replaced at once, as the recipe's GETSET follows its GET
+         * (so even a one-shot try takes it over); twice in a row at most */
+        if (st == HILOCK_BUSY && hint < 0 && retake++ < 2) continue;
+        /* a server may come back before a finite deadline; "forever" waits for the lock,
+         * not for a server, so there an error ends the wait (as the header says) */
+        if (!retryable(st) || (deadline == HL_NEVER && st != HILOCK_BUSY) || hl_now_us() >= deadline)
+            break;
+        retake = 0;
         hl_wait_turn(l, hint, deadline);
     }
     hilock_free(l);
     return st;
 }
 
-/* Run a tri-state script (release or extend) on every node. */
-static tally run_tristate(hilock *l, const hl_script *s, int64_t ttl_ms, uint32_t *ok_out, int64_t *t0)
+/* Run one of the per-key scripts (release, extend, check) on every master at once. */
+static tally run_on_all(hilock *l, const hl_script *s, reply_kind kind, int64_t ttl_ms, int64_t *t0)
 {
     hilock_client *c = l->c;
-    hl_cmd cmd;
+    hl_cmd cmd, cmds[HL_MAX_CMDS];
+    hl_topo_op top;
+    int ncmd;
     char a_ttl[24];
     int64_t per = node_timeout_us(c, ttl_ms > 0 ? ttl_ms : l->ttl_ms);
     uint32_t ok;
-    hl_cmd_init(&cmd, s, 1);
+    tally t;
+    int wake = s == &hl_lua_release && l->kind == HL_MODERN;   /* wakes a waiter (wait.c) */
+    hl_cmd_init(&cmd, s, wake ? 3 : 1);
     hl_cmd_arg(&cmd, l->key, (size_t)-1);
+    if (wake) {
+        hl_cmd_arg(&cmd, l->signal_key, (size_t)-1);
+        hl_cmd_arg(&cmd, l->waiters_key, (size_t)-1);
+    }
     hl_cmd_arg(&cmd, l->token, (size_t)-1);
     if (ttl_ms > 0) hl_cmd_argi(&cmd, a_ttl, ttl_ms);
+    cmds[0] = cmd;   /* then failover.lua and WAIT where asked for (topology.c) */
+    ncmd = hl_topo_begin(c, l, &top, ttl_ms > 0 ? HL_TOPO_EXTEND : kind == R_CHECK ? HL_TOPO_CHECK
+                         : HL_TOPO_RELEASE, ttl_ms, cmds, 1);
     *t0 = hl_now_us();
-    ok = hl_exec(c, hl_all_nodes(c), &cmd, 1, per, hl_add_sat(*t0, per));
-    *ok_out = ok;
-    tally t = count_tristate(c, hl_all_nodes(c), ok);
+    /* Redlock: connect and answer within twice the per-master timeout (see attempt) */
+    ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us,
+                 hl_add_sat(*t0, (c->nnodes > 1 ? 2 * per : per) + top.extra_us));
+    t = tally_replies(c, hl_all_nodes(c), ok, kind);
+    hl_topo_end(c, l, &top, ok, 0);       /* did the lock survive a failover? WAIT (extend) */
+    t.lost = top.lost;
+    t.yes &= ~top.short_acks;             /* extend: EREPLICAS, the old validity stands */
+    t.errs |= top.short_acks;
+    if (top.short_acks) t.err = top.err;
     hl_exec_clear(c);
     return t;
 }
 
-/* NOT_HELD with the reason the servers gave. */
-static hilock_status not_held(hilock *l, const tally *t, const char *op)
+/* NOT_HELD with the reason the servers gave (and, for several masters, the count and the
+ * masters that did not answer). */
+static hilock_status not_held(hilock *l, const tally *t, const char *op, uint32_t yes)
 {
+    hilock_client *c = l->c;
     const char *why = t->other ? "now held by another owner" : "expired or already released";
-    return hl_fail(l->c, HILOCK_NOT_HELD, "%s %s: %s", op, l->key, why);
+    char pre[200];
+    if (c->nnodes == 1) return hl_fail(c, HILOCK_NOT_HELD, "%s %s: %s", op, l->key, why);
+    snprintf(pre, sizeof pre, "%s %.100s: %s: ours on %d of %zu masters (%zu needed)%s", op,
+             l->key, why, popcount(yes), c->nnodes, c->quorum, t->failed | t->errs ? "; " : "");
+    return hl_fail_nodes(c, HILOCK_NOT_HELD, t->failed | t->errs, pre);
+}
+
+/* The lock lasts while a quorum holds it: until the quorum-th longest remaining ttl among
+ * the masters holding our value, counted from before the question was sent, minus drift. */
+static int64_t quorum_valid_until(const hilock *l, const tally *t, int64_t t0)
+{
+    long long p[32];
+    size_t n = 0;
+    for (size_t i = 0; i < l->c->nnodes; i++) {
+        long long v;
+        size_t k;
+        if (!(t->yes & (1u << i))) continue;
+        v = t->num[i] < 0 ? l->ttl_ms : t->num[i];   /* -1: no expiry (someone ran PERSIST) */
+        for (k = n++; k > 0 && p[k - 1] < v; k--) p[k] = p[k - 1];   /* keep p descending */
+        p[k] = v;
+    }
+    return hl_valid_until(l->c, p[l->c->quorum - 1], t0);
 }
 
 hilock_status hilock_release(hilock *l)
 {
     hilock_client *c;
-    uint32_t ok;
+    uint32_t yes, answered;
     int64_t t0;
+    int was_valid;
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
     hl_keepalive_stop(l);   /* no renewal may outlive the release */
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "release %s: already released", l->key);
     if (l->kind != HL_MODERN) return hl_legacy_release(l);
-    t = run_tristate(l, &hl_lua_release, 0, &ok, &t0);
-    if ((size_t)popcount(t.yes | t.gone | t.other) < c->quorum) {
-        if (t.err != HILOCK_OK && c->nnodes == 1) return hl_fail(c, t.err, "%s", c->nodes[0].err);
-        return unreached(c, t.failed, "release: ");
-    }
+    was_valid = l->valid_until_us > hl_now_us();
+    t = run_on_all(l, &hl_lua_release, R_TRISTATE, 0, &t0);
+    l->valid_until_us = 0;   /* from the first try on, it may be partly gone: not safe to use */
+    /* A retry after an error counts what earlier tries did: masters that confirmed, and
+     * masters sent a release while the lock was valid that now find no key (it landed). */
+    yes = t.yes | l->freed | (t.gone & l->rel_pending);
+    answered = t.yes | t.gone | t.other | l->freed;
+    l->freed |= t.yes;
+    if (was_valid) l->rel_pending |= t.failed;
+    if ((size_t)popcount(answered) < c->quorum)
+        return undecided(c, &t, "release: ", "answered", popcount(answered));
     l->released = 1;
-    l->valid_until_us = 0;
-    if ((size_t)popcount(t.yes) >= c->quorum || (c->nnodes > 1 && t.yes && !t.other))
-        return hl_ok(c);
-    return not_held(l, &t, "release");
+    if (t.lost && (size_t)popcount(yes & ~t.lost) < c->quorum)   /* (our value was deleted) */
+        return hl_topo_lost(c, l, "release", t.lost);
+    if ((size_t)popcount(yes) >= c->quorum) return hl_ok(c);
+    return not_held(l, &t, "release", yes);
 }
 
+static hilock_status extend_once(hilock *l, int64_t ttl_ms);
+static hilock_status check_once(hilock *l);
+
+/* A running keepalive renews the lock from its own thread: extends and checks take turns
+ * with its renewals (keepalive.c), so their results cannot cross. */
 hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
+{
+    hilock_status st;
+    hl_keepalive_op(l, 1);
+    st = extend_once(l, ttl_ms);
+    hl_keepalive_op(l, 0);
+    return st;
+}
+
+hilock_status hilock_check(hilock *l)
+{
+    hilock_status st;
+    hl_keepalive_op(l, 1);
+    st = check_once(l);
+    hl_keepalive_op(l, 0);
+    return st;
+}
+
+static hilock_status extend_once(hilock *l, int64_t ttl_ms)
 {
     hilock_client *c;
     hilock_status st;
-    uint32_t ok;
+    uint32_t answered;
     int64_t t0, until;
     tally t;
     if (!l) return HILOCK_EINVAL;
@@ -271,16 +511,25 @@ hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
     if ((st = hl_check_ttl(c, ttl_ms)) != HILOCK_OK) return st;
     if (l->released) return hl_fail(c, HILOCK_EINVAL, "extend %s: the lock was released", l->key);
     if (l->kind != HL_MODERN) return hl_legacy_extend(l, ttl_ms);
-    t = run_tristate(l, &hl_lua_extend, ttl_ms, &ok, &t0);
-    if ((size_t)popcount(t.yes | t.gone | t.other) < c->quorum) {
-        if (t.err != HILOCK_OK && c->nnodes == 1) return hl_fail(c, t.err, "%s", c->nodes[0].err);
-        return unreached(c, t.failed, "extend: ");
+    t = run_on_all(l, &hl_lua_extend, R_TRISTATE, ttl_ms, &t0);
+    until = hl_valid_until(c, ttl_ms, t0);
+    answered = t.yes | t.gone | t.other;
+    if ((size_t)popcount(answered) < c->quorum) {
+        /* the new ttl may have landed on some masters: if it is shorter, so is the lock */
+        if (until < l->valid_until_us) l->valid_until_us = until;
+        return undecided(c, &t, "extend: ", "answered", popcount(answered));
+    }
+    if (t.lost && (size_t)popcount(t.yes & ~t.lost) < c->quorum) {
+        l->valid_until_us = 0;
+        return hl_topo_lost(c, l, "extend", t.lost);
     }
     if ((size_t)popcount(t.yes) < c->quorum) {
+        int64_t per = node_timeout_us(c, ttl_ms);
         l->valid_until_us = 0;
-        return not_held(l, &t, "extend");
+        /* lost: what is left of it on a minority (now with the new ttl) only blocks others */
+        undo_on(c, t.yes, l->key, l->token, per, hl_add_sat(hl_now_us(), per));
+        return not_held(l, &t, "extend", t.yes);
     }
-    until = hl_valid_until(c, ttl_ms, t0);
     if (until <= hl_now_us()) {
         l->valid_until_us = 0;
         return hl_fail(c, HILOCK_ETIMEDOUT, "extend %s: the round trip used up the new ttl", l->key);
@@ -291,56 +540,37 @@ hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
     return hl_ok(c);
 }
 
-hilock_status hilock_check(hilock *l)
+static hilock_status check_once(hilock *l)
 {
     hilock_client *c;
-    hl_cmd cmd;
-    uint32_t ok, all, yes = 0, answered = 0, failed = 0, other = 0;
-    hilock_status err = HILOCK_OK;
-    int64_t per;
+    uint32_t answered;
+    int64_t t0;
+    tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "check %s: released", l->key);
     if (l->kind != HL_MODERN) return hl_legacy_check(l);
-    all = hl_all_nodes(c);
-    per = node_timeout_us(c, l->ttl_ms);
-    hl_cmd_init(&cmd, NULL, 0);
-    hl_cmd_arg(&cmd, "GET", 3);
-    hl_cmd_arg(&cmd, l->key, (size_t)-1);
-    ok = hl_exec(c, all, &cmd, 1, per, hl_add_sat(hl_now_us(), per));
-    for (size_t i = 0; i < c->nnodes; i++) {
-        uint32_t bit = 1u << i;
-        hl_reply *r = c->nodes[i].reply[0];
-        size_t len;
-        const char *v;
-        if (!(ok & bit)) { failed |= bit; continue; }
-        if (hl_reply_type(r) == HL_R_ERROR) {
-            err = hl_node_reply_error(&c->nodes[i], r);
-            failed |= bit;
-            continue;
-        }
-        answered |= bit;
-        v = hl_reply_type(r) == HL_R_STRING ? hl_reply_str(r, &len) : NULL;
-        if (v && len == strlen(l->token) && !memcmp(v, l->token, len)) yes |= bit;
-        else if (v) other |= bit;
+    t = run_on_all(l, &hl_lua_check, R_CHECK, 0, &t0);
+    answered = t.yes | t.gone | t.other;
+    if ((size_t)popcount(answered) < c->quorum)
+        return undecided(c, &t, "check: ", "answered", popcount(answered));
+    if (t.lost && (size_t)popcount(t.yes & ~t.lost) < c->quorum) {
+        l->valid_until_us = 0;
+        return hl_topo_lost(c, l, "check", t.lost);
     }
-    hl_exec_clear(c);
-    if ((size_t)popcount(answered) < c->quorum) {
-        if (err != HILOCK_OK && c->nnodes == 1) return hl_fail(c, err, "%s", c->nodes[0].err);
-        return unreached(c, failed, "check: ");
+    if ((size_t)popcount(t.yes) < c->quorum) {
+        l->valid_until_us = 0;
+        return not_held(l, &t, "check", t.yes);
     }
-    if ((size_t)popcount(yes) >= c->quorum) return hl_ok(c);
-    {
-        tally t = { yes, 0, other, failed, HILOCK_OK };
-        return not_held(l, &t, "check");
-    }
+    l->valid_until_us = quorum_valid_until(l, &t, t0);   /* what the servers say is left */
+    return hl_ok(c);
 }
 
 int64_t hilock_validity_ms(const hilock *l)
 {
-    int64_t left;
-    if (!l || l->released || !l->valid_until_us) return 0;
-    left = (l->valid_until_us - hl_now_us()) / 1000;
+    int64_t left, until;
+    if (!l || l->released || !(until = hl_lock_valid_until(l))) return 0;   /* keepalive.c */
+    left = (until - hl_now_us()) / 1000;
     return left > 0 ? left : 0;
 }
 
@@ -354,7 +584,10 @@ void hilock_free(hilock *l)
     hl_keepalive_stop(l);
     free(l->key);
     free(l->fence_key);
+    free(l->signal_key);
+    free(l->waiters_key);
     free(l->token);
+    free(l->ids);
     hl_client_unref(l->c);
     free(l);
 }

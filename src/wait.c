@@ -1,9 +1,79 @@
-/* wait.c -- how a waiter spends the time between two acquire attempts. */
+/* wait.c -- how a waiter spends the time between two acquire attempts.
+ *
+ * Wake-up (options.wake = 1, modern locks). A waiter blocks with BLPOP on the lock's signal
+ * list, {key}:signal, and the release script pushes one element there, so a release wakes
+ * one waiter (Redis serves the longest-blocked client first) and the next holder is one round
+ * trip away: release -> the waiter's BLPOP returns -> the waiter's acquire.
+ *   - Only awaited locks are signalled: an attempt that finds the lock busy and will wait
+ *     marks it in the same script ({key}:waiters, expiring after the longest wait that can
+ *     follow, hl_wait_mark_ms), and release.lua pushes only if that mark exists. So an
+ *     uncontended release writes nothing more, and a release that lands between a waiter's
+ *     busy attempt and its BLPOP is not missed: the element waits in the list.
+ *   - The element expires after 1 s if nobody takes it (no waiter left, or one that gave
+ *     up); a later waiter may then be woken once for nothing, and simply waits again.
+ *   - A woken waiter must still win SET NX: a newcomer can barge in first (no FIFO). The
+ *     woken one then waits again, and the newcomer's release wakes it.
+ *   - Redlock: a waiter blocks on every master at once (hl_exec_any) and retries as soon as
+ *     one master signals; the others are abandoned (their connections closed and reopened
+ *     by the next attempt). Each master's element wakes its own oldest waiter, so a release
+ *     wakes at most N waiters, usually one.
+ *
+ * Fallback. Every wait still ends at the jittered poll time (retry_delay_ms, hl_next_attempt),
+ * and never after the holder's PTTL (hint_us) or the caller's deadline: a holder that crashed,
+ * a client that deletes the key without signalling (another library, an operator's DEL), or
+ * an element lost with a closed connection cost at most one poll. The server ends a BLPOP by
+ * its own timer (every 1000/hz ms: 100 ms by default), so a wait that nobody signals can end
+ * up to that much late; the round trip is allowed half of io_timeout_ms beyond the wait
+ * (leaving the other half for the final attempt), after which the connection is closed.
+ * A server that refuses BLPOP (an ACL, a proxy) costs one error reply, then the pause is
+ * slept. Legacy locks (no signal keys: their fleets do not signal) and options.wake = 0
+ * just sleep. */
+#include <stdio.h>
+
 #include "internal.h"
 
-/* Polling with jitter: a pause of about retry_delay_ms, never past the holder's expiry
- * (hint_us) nor the caller's deadline. */
+/* Shorter pauses are slept: BLPOP cannot express less than 1 ms (and 0 means forever). */
+#define MIN_BLOCK_US 2000
+
+int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us)
+{
+    const hilock_client *c = l->c;
+    int64_t now = hl_now_us(), w;
+    if (!c->opt.wake || l->kind != HL_MODERN || deadline_us <= now) return 0;
+    w = c->opt.retry_delay_ms * 1500;   /* the longest pause hl_next_attempt picks */
+    if (deadline_us - now < w) w = deadline_us - now;
+    /* + the allowance for a late BLPOP and the round trips around it */
+    return (w + c->opt.io_timeout_ms * 1000) / 1000 + 1;
+}
+
+/* Block on the signal list of every master until `until`. 1: a release woke us. */
+static int block_on_signal(hilock *l, int64_t until)
+{
+    hilock_client *c = l->c;
+    hl_cmd cmd;
+    char secs[32];
+    int64_t now = hl_now_us(), late = c->opt.io_timeout_ms * 500;
+    long long ms = (long long)((until - now) / 1000);
+    uint32_t ok;
+    int woken = 0;
+    if (ms < 1) ms = 1;
+    snprintf(secs, sizeof secs, "%lld.%03lld", ms / 1000, ms % 1000);   /* Redis >= 6: decimals */
+    hl_cmd_init(&cmd, NULL, 0);
+    hl_cmd_arg(&cmd, "BLPOP", 5);
+    hl_cmd_arg(&cmd, l->signal_key, (size_t)-1);
+    hl_cmd_arg(&cmd, secs, (size_t)-1);
+    ok = hl_exec_any(c, hl_all_nodes(c), &cmd, 1, until - now + late, hl_add_sat(until, late));
+    for (size_t i = 0; i < c->nnodes; i++)   /* [list, element]; nil when the time ran out */
+        if ((ok & (1u << i)) && hl_reply_type(c->nodes[i].reply[0]) == HL_R_ARRAY) woken = 1;
+    hl_exec_clear(c);
+    return woken;
+}
+
 void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us)
 {
-    hl_sleep_until(hl_next_attempt(l->c, hint_us, deadline_us));
+    int64_t until = hl_next_attempt(l->c, hint_us, deadline_us);
+    if (l->c->opt.wake && l->kind == HL_MODERN && until - hl_now_us() >= MIN_BLOCK_US &&
+        block_on_signal(l, until))
+        return;
+    hl_sleep_until(until);   /* the rest of the pause after an error; at once if it is over */
 }

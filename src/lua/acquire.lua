@@ -2,15 +2,24 @@
 -- ARGV[1] token, ARGV[2] ttl ms, ARGV[3] ms to keep the counter, ARGV[4] fence floor
 -- {1, fence}: granted (also when the value is already ours: a retry after a lost reply)
 -- {0, pttl}:  held by another value (pttl -1: no expiry, e.g. a legacy key)
+-- Optional wake-up (src/wait.c): KEYS[3] the waiters marker, ARGV[5] ms a waiter may block:
+-- a busy attempt that will wait marks the lock awaited, so its release signals a waiter.
+-- Every command that can fail (WRONGTYPE) runs before the first write: Redis does not roll
+-- back a script, so a failure must leave nothing behind.
+local last = tonumber(redis.call('GET', KEYS[2])) or 0
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    local w = tonumber(ARGV[5]) or 0
+    if KEYS[3] and w > 0 and redis.call('PTTL', KEYS[3]) < w then
+      redis.call('SET', KEYS[3], '1', 'PX', w)
+    end
     return {0, redis.call('PTTL', KEYS[1])}
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 -- the token never goes back: counter + 1, but at least the server clock in ms
 local t = redis.call('TIME')
-local f = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1,
+local f = math.max(last + 1,
                    tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
                    tonumber(ARGV[4]))
 redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[3])

@@ -1,8 +1,16 @@
 -- release: KEYS[1] lock; ARGV[1] our value
+-- Optional wake-up (src/wait.c): KEYS[2] the signal list waiters block on (BLPOP), KEYS[3]
+-- the marker a busy acquire sets while someone waits. Without them: a plain release.
 -- 1: deleted; 0: no such key; -1: held by another value
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
+    -- one element wakes one waiter (the longest blocked); unclaimed, it expires
+    redis.call('DEL', KEYS[2])
+    redis.call('RPUSH', KEYS[2], '1')
+    redis.call('PEXPIRE', KEYS[2], 1000)
+  end
   return 1
 end
 if cur then return -1 end

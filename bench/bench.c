@@ -1,0 +1,646 @@
+/*
+ * bench.c -- `make bench`: hilock against bare hiredis, in one run, on one throwaway
+ * redis-server (tests/fixture.c) over TCP 127.0.0.1 and a unix socket.
+ *
+ *  1. Uncontended acquire+release cycles per second on one connection, next to two bare
+ *     blocking-hiredis loops: (a) the very commands the library sends, (b) plain
+ *     `SET k v NX PX` + the library's release. "The very commands" are not written here:
+ *     they are captured with MONITOR from one library cycle and replayed with a fresh token
+ *     per cycle, so the baseline keeps mirroring the library whatever its scripts' keys and
+ *     arguments become. The scripts are put in the cache first (SCRIPT LOAD of every src/lua file).
+ *     Runs are interleaved (ours, (a), (b), ours, ...) after a warm-up, each a fixed time.
+ *  2. Contention: 4 processes, each acquire (blocking) -> hold 1 ms -> release, for a fixed
+ *     time, with wake-up on release (options.wake = 1) and with pure polling (wake = 0):
+ *     acquisitions/s, the release -> next acquire latency, and how long acquire waited.
+ *  3. Redlock: acquire+release latency over 1, 3 and 5 masters (all asked at once).
+ *
+ * Knobs (environment): HILOCK_BENCH_SECONDS (per run, default 2), HILOCK_BENCH_ROUNDS
+ * (interleaved rounds, default 2), HILOCK_LUA_DIR (default src/lua).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "fixture.h"
+#include "hilock.h"
+
+#define KEY "bench:lock"
+#define TTL_MS 30000
+#define MAX_CMDS 4
+#define MAX_ARGS 16
+
+static double run_s = 2.0;
+static int rounds = 2;
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void die(const char *what, const char *why)
+{
+    fprintf(stderr, "bench: %s: %s\n", what, why);
+    exit(1);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* nearest-rank percentile of a sorted array, in ms */
+static double pct_ms(const int64_t *v, size_t n, double q)
+{
+    size_t i;
+    if (n == 0) return 0;
+    i = (size_t)(q * (double)n + 0.999999);
+    if (i < 1) i = 1;
+    return (double)v[(i > n ? n : i) - 1] / 1000.0;
+}
+
+static hilock_client *client(const char *const *urls, size_t n, int wake)
+{
+    hilock_options o;
+    hilock_client *c;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = n;
+    o.wake = wake;
+    if (hilock_client_new(&o, &c) != HILOCK_OK) die("client", hilock_last_config_error());
+    return c;
+}
+
+static redisContext *bare_connect(const hlt_redis *r, int unix_socket)
+{
+    redisContext *rc = unix_socket ? redisConnectUnix(r->sock) : redisConnect("127.0.0.1", r->port);
+    if (!rc || rc->err) die("hiredis connect", rc ? rc->errstr : "out of memory");
+    return rc;
+}
+
+/* ---- capturing what the library sends (MONITOR) ---- */
+
+typedef struct cmd {
+    int    argc;
+    char  *argv[MAX_ARGS];
+    size_t len[MAX_ARGS];
+    int    is_token[MAX_ARGS];   /* replaced by the cycle's token */
+} cmd;
+
+typedef struct script { cmd c[MAX_CMDS]; int n; } script;
+
+static script lib_acquire, lib_release;
+
+/* Parse the quoted arguments of a MONITOR line (sdscatrepr escaping). */
+static int parse_monitor(const char *s, cmd *c)
+{
+    const char *p = strstr(s, "] ");
+    c->argc = 0;
+    if (!p) return -1;
+    for (p += 2; *p == '"' && c->argc < MAX_ARGS; p++) {
+        char *out = malloc(strlen(p) + 1);
+        size_t n = 0;
+        if (!out) return -1;
+        for (p++; *p && *p != '"'; p++) {
+            if (*p != '\\') { out[n++] = *p; continue; }
+            switch (*++p) {
+            case 'n': out[n++] = '\n'; break;
+            case 'r': out[n++] = '\r'; break;
+            case 't': out[n++] = '\t'; break;
+            case 'a': out[n++] = '\a'; break;
+            case 'b': out[n++] = '\b'; break;
+            case 'x': {
+                unsigned v = 0;
+                if (sscanf(p + 1, "%2x", &v) != 1) return -1;
+                out[n++] = (char)v;
+                p += 2;
+                break;
+            }
+            default: out[n++] = *p;
+            }
+        }
+        if (*p != '"') return -1;
+        out[n] = '\0';
+        c->argv[c->argc] = out;
+        c->len[c->argc++] = n;
+        if (p[1] == ' ') p++;
+    }
+    return c->argc > 0 ? 0 : -1;
+}
+
+static void marker(redisContext *side, const char *m)
+{
+    redisReply *rep = redisCommand(side, "ECHO %s", m);
+    if (!rep) die("marker", side->errstr);
+    freeReplyObject(rep);
+}
+
+/* One library cycle under MONITOR; lines between markers A-B are the acquire, B-C the
+ * release (script-internal "[0 lua]" lines skipped). */
+static void capture(hlt_redis *r)
+{
+    const char *url = r->url;
+    hilock_client *c = client(&url, 1, 1);
+    redisContext *mon = bare_connect(r, 1), *side = bare_connect(r, 1);
+    redisReply *rep;
+    script *cur = NULL;
+    hilock *l;
+    char token[64];
+    for (int i = 0; i < 2; i++) {   /* warm: connect, and EVAL if the cache was empty */
+        if (hilock_acquire(c, KEY, TTL_MS, 0, &l) != HILOCK_OK) die("acquire", hilock_client_errmsg(c));
+        hilock_release(l);
+        hilock_free(l);
+    }
+    rep = redisCommand(mon, "MONITOR");
+    if (!rep) die("MONITOR", mon->errstr);
+    freeReplyObject(rep);
+    marker(side, "hilock-bench-A");
+    if (hilock_acquire(c, KEY, TTL_MS, 0, &l) != HILOCK_OK) die("acquire", hilock_client_errmsg(c));
+    snprintf(token, sizeof token, "%s", hilock_token(l));
+    marker(side, "hilock-bench-B");
+    if (hilock_release(l) != HILOCK_OK) die("release", hilock_client_errmsg(c));
+    hilock_free(l);
+    marker(side, "hilock-bench-C");
+    for (;;) {
+        cmd k;
+        void *v;
+        if (redisGetReply(mon, &v) != REDIS_OK) die("MONITOR read", mon->errstr);
+        rep = v;
+        if (rep->type != REDIS_REPLY_STATUS || strstr(rep->str, " lua] ")) {
+            freeReplyObject(rep);
+            continue;
+        }
+        if (parse_monitor(rep->str, &k) < 0) die("MONITOR line", rep->str);
+        freeReplyObject(rep);
+        if (!strcasecmp(k.argv[0], "ECHO") && k.argc == 2 && !strncmp(k.argv[1], "hilock-bench-", 13)) {
+            char m = k.argv[1][13];
+            for (int i = 0; i < k.argc; i++) free(k.argv[i]);
+            if (m == 'C') break;
+            cur = m == 'A' ? &lib_acquire : &lib_release;
+            continue;
+        }
+        if (!cur || cur->n == MAX_CMDS) die("capture", "unexpected commands");
+        for (int i = 0; i < k.argc; i++) k.is_token[i] = !strcmp(k.argv[i], token);
+        cur->c[cur->n++] = k;
+    }
+    redisFree(mon);
+    redisFree(side);
+    hilock_client_free(c);
+    if (!lib_acquire.n || !lib_release.n) die("capture", "no commands seen");
+}
+
+static void print_script(const char *name, const script *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        printf("  %-8s", i ? "" : name);
+        for (int a = 0; a < s->c[i].argc; a++) {
+            const char *v = s->c[i].is_token[a] ? "<token>" : s->c[i].argv[a];
+            printf(" %.*s%s", s->c[i].len[a] == 40 ? 12 : 40, v, s->c[i].len[a] == 40 ? ".." : "");
+        }
+        printf("\n");
+    }
+}
+
+static void free_script(script *s)
+{
+    for (int i = 0; i < s->n; i++)
+        for (int a = 0; a < s->c[i].argc; a++) free(s->c[i].argv[a]);
+    s->n = 0;
+}
+
+/* SCRIPT LOAD every .lua file of the library, as a client of the scripts would. */
+static int load_scripts(hlt_redis *r)
+{
+    const char *dir = getenv("HILOCK_LUA_DIR") ? getenv("HILOCK_LUA_DIR") : "src/lua";
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d))) {
+        char p[1024], buf[65536];
+        size_t len;
+        FILE *f;
+        redisReply *rep;
+        if (!strstr(e->d_name, ".lua")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (!(f = fopen(p, "r"))) continue;
+        len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        rep = hlt_cmd(r, "SCRIPT LOAD %b", buf, len);
+        if (rep && rep->type == REDIS_REPLY_STRING) n++;
+        if (rep) freeReplyObject(rep);
+    }
+    closedir(d);
+    return n;
+}
+
+/* ---- uncontended cycles ---- */
+
+typedef enum variant { V_OURS, V_SAME, V_SETNX, NVARIANTS } variant;
+
+typedef struct runner {
+    variant        v;
+    hilock_client *c;
+    redisContext  *rc;
+    uint64_t       seq;
+    char           token[40];
+} runner;
+
+/* Send a script's commands as one pipeline and read every reply. */
+static void bare_send(runner *u, const script *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        const char *argv[MAX_ARGS];
+        size_t len[MAX_ARGS];
+        for (int a = 0; a < s->c[i].argc; a++) {
+            argv[a] = s->c[i].is_token[a] ? u->token : s->c[i].argv[a];
+            len[a] = s->c[i].is_token[a] ? 32 : s->c[i].len[a];
+        }
+        redisAppendCommandArgv(u->rc, s->c[i].argc, argv, len);
+    }
+    for (int i = 0; i < s->n; i++) {
+        void *v;
+        redisReply *rep;
+        if (redisGetReply(u->rc, &v) != REDIS_OK) die("hiredis", u->rc->errstr);
+        rep = v;
+        if (rep->type == REDIS_REPLY_ERROR) die("baseline reply", rep->str);
+        freeReplyObject(rep);
+    }
+}
+
+static void cycle(runner *u)
+{
+    if (u->v == V_OURS) {
+        hilock *l;
+        if (hilock_acquire(u->c, KEY, TTL_MS, 0, &l) != HILOCK_OK) die("acquire", hilock_client_errmsg(u->c));
+        if (hilock_release(l) != HILOCK_OK) die("release", hilock_client_errmsg(u->c));
+        hilock_free(l);
+        return;
+    }
+    snprintf(u->token, sizeof u->token, "%016llx%016llx", 0x5eedULL, (unsigned long long)++u->seq);
+    if (u->v == V_SAME) {
+        bare_send(u, &lib_acquire);
+    } else {
+        const char *argv[] = { "SET", KEY, u->token, "NX", "PX", "30000" };
+        redisReply *rep = redisCommandArgv(u->rc, 6, argv, NULL);
+        if (!rep || rep->type != REDIS_REPLY_STATUS) die("SET NX", rep ? "not OK" : u->rc->errstr);
+        freeReplyObject(rep);
+    }
+    bare_send(u, &lib_release);
+}
+
+/* Cycles for `secs` seconds; adds to *cycles and *us. */
+/* This process's CPU time (user + system), us: less sensitive to a busy machine than the
+ * wall clock. */
+static int64_t cpu_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
+           ru.ru_stime.tv_usec;
+}
+
+typedef struct tally { uint64_t cycles; int64_t us, cpu; } tally;
+
+/* Cycles for `secs` seconds, added to *t. */
+static void timed(runner *u, double secs, tally *t)
+{
+    int64_t t0 = now_us(), c0 = cpu_us(), end = t0 + (int64_t)(secs * 1e6), t1;
+    uint64_t n = 0;
+    do {
+        for (int i = 0; i < 64; i++) cycle(u);
+        n += 64;
+    } while ((t1 = now_us()) < end);
+    t->cycles += n;
+    t->us += t1 - t0;
+    t->cpu += cpu_us() - c0;
+}
+
+/* rate: cycles/s; cpu: client CPU us per cycle */
+static void uncontended(hlt_redis *r, int unix_socket, double rate[NVARIANTS], double cpu[NVARIANTS])
+{
+    const char *url = unix_socket ? r->unix_url : r->url;
+    runner u[NVARIANTS];
+    tally t[NVARIANTS];
+    memset(t, 0, sizeof t);
+    for (int v = 0; v < NVARIANTS; v++) {
+        tally warm = { 0, 0, 0 };
+        memset(&u[v], 0, sizeof u[v]);
+        u[v].v = (variant)v;
+        if (v == V_OURS) u[v].c = client(&url, 1, 1);
+        else u[v].rc = bare_connect(r, unix_socket);
+        timed(&u[v], 0.3, &warm);
+    }
+    for (int k = 0; k < rounds; k++)
+        for (int v = 0; v < NVARIANTS; v++) timed(&u[v], run_s, &t[v]);
+    for (int v = 0; v < NVARIANTS; v++) {
+        rate[v] = (double)t[v].cycles * 1e6 / (double)t[v].us;
+        cpu[v] = (double)t[v].cpu / (double)t[v].cycles;
+        if (u[v].c) hilock_client_free(u[v].c);
+        if (u[v].rc) redisFree(u[v].rc);
+    }
+}
+
+/* ---- contention ---- */
+
+#define NPROC 4
+#define MAX_SAMPLES 200000
+
+typedef struct shared {
+    int64_t  last_rel_us;    /* when the last holder called release */
+    int      last_owner;
+    int      holder;         /* -1: nobody (overlap check) */
+    int      overlaps;
+    uint32_t nacq, nother, ngap, nwait;
+    uint32_t per[8];                /* acquisitions per process */
+    int64_t  max_wait;
+    int64_t  gap[MAX_SAMPLES];      /* release called -> next acquire returned, any process */
+    int64_t  gap_other[MAX_SAMPLES];/* the same, when another process got it */
+    uint32_t ngap_other;
+    int64_t  wait[MAX_SAMPLES];     /* acquire called -> acquire returned */
+} shared;
+
+static void put(int64_t *arr, uint32_t *n, int64_t v)
+{
+    uint32_t i = __atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
+    if (i < MAX_SAMPLES) arr[i] = v;
+}
+
+static void contender(hlt_redis *r, shared *sh, int me, int wake, int64_t start, int64_t end)
+{
+    const char *url = r->url;
+    hilock_client *c = client(&url, 1, wake);
+    struct timespec hold = { 0, 1000000 };
+    while (now_us() < start) usleep(100);
+    for (;;) {
+        int64_t t0 = now_us(), t1;
+        hilock *l;
+        hilock_status st;
+        if (t0 >= end) break;
+        st = hilock_acquire(c, "bench:contended", 5000, (end - t0) / 1000 + 1, &l);
+        if (st == HILOCK_BUSY) {   /* still waiting at the end: a wait that counts too */
+            put(sh->wait, &sh->nwait, now_us() - t0);
+            break;
+        }
+        if (st != HILOCK_OK) die("contended acquire", hilock_client_errmsg(c));
+        t1 = now_us();
+        if (__atomic_exchange_n(&sh->holder, me, __ATOMIC_SEQ_CST) != -1)
+            __atomic_fetch_add(&sh->overlaps, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&sh->nacq, 1, __ATOMIC_RELAXED);
+        sh->per[me]++;
+        put(sh->wait, &sh->nwait, t1 - t0);
+        if (sh->last_rel_us) {
+            put(sh->gap, &sh->ngap, t1 - sh->last_rel_us);
+            if (sh->last_owner != me) {
+                put(sh->gap_other, &sh->ngap_other, t1 - sh->last_rel_us);
+                __atomic_fetch_add(&sh->nother, 1, __ATOMIC_RELAXED);
+            }
+        }
+        nanosleep(&hold, NULL);
+        sh->last_owner = me;
+        __atomic_store_n(&sh->holder, -1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&sh->last_rel_us, now_us(), __ATOMIC_SEQ_CST);
+        if ((st = hilock_release(l)) != HILOCK_OK) die("contended release", hilock_client_errmsg(c));
+        hilock_free(l);
+    }
+    hilock_client_free(c);
+}
+
+static void contention(hlt_redis *r, int wake, const char *label)
+{
+    shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int64_t start, end;
+    pid_t pid[NPROC];
+    uint32_t ng, ngo, nw;
+    double secs = run_s * 1.5;
+    if (sh == MAP_FAILED) die("mmap", strerror(errno));
+    memset(sh, 0, sizeof *sh);
+    sh->holder = -1;
+    fflush(stdout);
+    start = now_us() + 200000;   /* every process connected and ready */
+    end = start + (int64_t)(secs * 1e6);
+    for (int i = 0; i < NPROC; i++) {
+        if ((pid[i] = fork()) < 0) die("fork", strerror(errno));
+        if (pid[i] == 0) {
+            contender(r, sh, i, wake, start, end);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < NPROC; i++) {
+        int st;
+        waitpid(pid[i], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st)) die("contender", "failed");
+    }
+    ng = sh->ngap < MAX_SAMPLES ? sh->ngap : MAX_SAMPLES;
+    ngo = sh->ngap_other < MAX_SAMPLES ? sh->ngap_other : MAX_SAMPLES;
+    nw = sh->nwait < MAX_SAMPLES ? sh->nwait : MAX_SAMPLES;
+    qsort(sh->gap, ng, sizeof *sh->gap, cmp_i64);
+    qsort(sh->gap_other, ngo, sizeof *sh->gap_other, cmp_i64);
+    qsort(sh->wait, nw, sizeof *sh->wait, cmp_i64);
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (int i = 0; i < NPROC; i++) {
+        if (sh->per[i] < lo) lo = sh->per[i];
+        if (sh->per[i] > hi) hi = sh->per[i];
+    }
+    printf("  %-16s %6.0f %5u-%-5u %4.0f%%  %6.3f %6.3f   %6.3f %6.3f   %6.2f %7.2f %7.1f  %d\n", label,
+           sh->nacq / secs, lo, hi, sh->nacq ? 100.0 * sh->nother / sh->nacq : 0.0,
+           pct_ms(sh->gap, ng, 0.5), pct_ms(sh->gap, ng, 0.99),
+           pct_ms(sh->gap_other, ngo, 0.5), pct_ms(sh->gap_other, ngo, 0.99),
+           pct_ms(sh->wait, nw, 0.5), pct_ms(sh->wait, nw, 0.99), pct_ms(sh->wait, nw, 1.0), sh->overlaps);
+    munmap(sh, sizeof *sh);
+}
+
+/* ---- Redlock ---- */
+
+#define NMASTERS 5
+
+typedef struct lat { int64_t *v; size_t n, cap; } lat;
+
+static void add_lat(lat *L, int64_t us)
+{
+    if (L->n == L->cap) {
+        L->cap = L->cap ? L->cap * 2 : 4096;
+        if (!(L->v = realloc(L->v, L->cap * sizeof *L->v))) die("realloc", "out of memory");
+    }
+    L->v[L->n++] = us;
+}
+
+/* One cycle of the bare floor: the library's commands to every master at once (all writes
+ * out before the first read), acquire then release. */
+static void bare_all(redisContext **rc, size_t n, const script *s, const char *token)
+{
+    for (size_t m = 0; m < n; m++) {
+        for (int i = 0; i < s->n; i++) {
+            const char *argv[MAX_ARGS];
+            size_t len[MAX_ARGS];
+            for (int a = 0; a < s->c[i].argc; a++) {
+                argv[a] = s->c[i].is_token[a] ? token : s->c[i].argv[a];
+                len[a] = s->c[i].is_token[a] ? strlen(token) : s->c[i].len[a];
+            }
+            redisAppendCommandArgv(rc[m], s->c[i].argc, argv, len);
+        }
+        for (int done = 0; !done;)
+            if (redisBufferWrite(rc[m], &done) != REDIS_OK) die("hiredis", rc[m]->errstr);
+    }
+    for (size_t m = 0; m < n; m++)
+        for (int i = 0; i < s->n; i++) {
+            void *v;
+            if (redisGetReply(rc[m], &v) != REDIS_OK) die("hiredis", rc[m]->errstr);
+            if (((redisReply *)v)->type == REDIS_REPLY_ERROR) die("floor reply", ((redisReply *)v)->str);
+            freeReplyObject(v);
+        }
+}
+
+static void redlock_run(hilock_client *c, redisContext **rc, size_t n, double secs, lat *L)
+{
+    int64_t end = now_us() + (int64_t)(secs * 1e6);
+    uint64_t seq = 0;
+    while (now_us() < end) {
+        int64_t t0 = now_us();
+        if (c) {
+            hilock *l;
+            if (hilock_acquire(c, KEY, TTL_MS, 0, &l) != HILOCK_OK)
+                die("redlock acquire", hilock_client_errmsg(c));
+            if (hilock_release(l) != HILOCK_OK) die("redlock release", hilock_client_errmsg(c));
+            hilock_free(l);
+        } else {
+            char token[40];
+            snprintf(token, sizeof token, "%016llx%016llx", 0xf100ULL, (unsigned long long)++seq);
+            bare_all(rc, n, &lib_acquire, token);
+            bare_all(rc, n, &lib_release, token);
+        }
+        add_lat(L, now_us() - t0);
+    }
+}
+
+static void summary(lat *L, double *mean, double *p50)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < L->n; i++) sum += L->v[i];
+    *mean = L->n ? (double)sum / (double)L->n / 1000.0 : 0;
+    qsort(L->v, L->n, sizeof *L->v, cmp_i64);
+    *p50 = pct_ms(L->v, L->n, 0.5);
+}
+
+static void redlock(hlt_redis *first)
+{
+    static const size_t sizes[] = { 1, 3, 5 };
+    hlt_redis *m[NMASTERS] = { first };
+    const char *urls[NMASTERS];
+    redisContext *rc[NMASTERS];
+    hilock_client *c[3];
+    lat L[3] = { { 0 } }, F[3] = { { 0 } };
+    double mean[3], p50[3], fmean[3], fp50[3];
+    for (int i = 1; i < NMASTERS; i++)
+        if (!(m[i] = hlt_redis_start(NULL))) die("redlock", "could not start 5 servers");
+    for (int i = 0; i < NMASTERS; i++) {
+        urls[i] = m[i]->url;
+        load_scripts(m[i]);
+        rc[i] = bare_connect(m[i], 0);
+    }
+    for (int s = 0; s < 3; s++) {
+        c[s] = client(urls, sizes[s], 1);
+        redlock_run(c[s], NULL, 0, 0.2, &L[s]);   /* warm-up: connect everywhere */
+        redlock_run(NULL, rc, sizes[s], 0.2, &F[s]);
+        L[s].n = F[s].n = 0;
+    }
+    for (int k = 0; k < rounds; k++)
+        for (int s = 0; s < 3; s++) {
+            redlock_run(c[s], NULL, 0, run_s / 2, &L[s]);
+            redlock_run(NULL, rc, sizes[s], run_s / 2, &F[s]);
+        }
+    printf("\nRedlock: acquire+release latency, all masters asked at once (TCP 127.0.0.1, %d x %.1f s "
+           "interleaved);\n  floor = bare hiredis sending the same commands to every master at once\n",
+           rounds, run_s / 2);
+    printf("  masters   hilock mean  p50 ms  p99 ms    floor mean  p50 ms\n");
+    for (int s = 0; s < 3; s++) {
+        summary(&L[s], &mean[s], &p50[s]);
+        summary(&F[s], &fmean[s], &fp50[s]);
+        printf("  %7zu      %7.3f %7.3f %7.3f       %7.3f %7.3f\n", sizes[s], mean[s], p50[s],
+               pct_ms(L[s].v, L[s].n, 0.99), fmean[s], fp50[s]);
+    }
+    printf("  5 vs 1 master: hilock mean x%.2f, p50 x%.2f (target <= 1.5); floor p50 x%.2f\n",
+           mean[2] / mean[0], p50[2] / p50[0], fp50[2] / fp50[0]);
+    for (int s = 0; s < 3; s++) {
+        hilock_client_free(c[s]);
+        free(L[s].v);
+        free(F[s].v);
+    }
+    for (int i = 0; i < NMASTERS; i++) redisFree(rc[i]);
+    for (int i = 1; i < NMASTERS; i++) hlt_redis_stop(m[i]);
+}
+
+int main(void)
+{
+    const char *e;
+    hlt_redis *r;
+    redisReply *ver;
+    double rate[2][NVARIANTS], cpu[2][NVARIANTS];
+    int nloaded;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if ((e = getenv("HILOCK_BENCH_SECONDS")) && atof(e) > 0) run_s = atof(e);
+    if ((e = getenv("HILOCK_BENCH_ROUNDS")) && atoi(e) > 0) rounds = atoi(e);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!(r = hlt_redis_start(NULL))) die("redis-server", "did not start");
+    ver = hlt_cmd(r, "INFO server");
+    printf("hilock %s bench: redis-server %s, %ld CPUs, %.1f s per run, %d interleaved rounds\n",
+           HILOCK_VERSION, ver && ver->str && strstr(ver->str, "redis_version:") ?
+           strtok(strstr(ver->str, "redis_version:") + 14, "\r\n") : "?", ncpu, run_s, rounds);
+    if (ver) freeReplyObject(ver);
+
+    nloaded = load_scripts(r);
+    capture(r);
+    printf("\nWhat one library cycle sends (captured with MONITOR; baseline (a) replays it, after "
+           "SCRIPT LOAD of %d scripts):\n", nloaded);
+    print_script("acquire", &lib_acquire);
+    print_script("release", &lib_release);
+
+    uncontended(r, 0, rate[0], cpu[0]);
+    uncontended(r, 1, rate[1], cpu[1]);
+    printf("\nUncontended acquire+release on one connection, cycles/s (ratio = hilock / baseline; "
+           "target >= 0.9 vs (a))\n");
+    printf("  transport        hilock  (a) same cmds  ratio   (b) SET NX PX + release  ratio\n");
+    for (int t = 0; t < 2; t++)
+        printf("  %-12s  %9.0f      %9.0f   %5.2f                %9.0f   %5.2f\n",
+               t ? "unix socket" : "tcp 127.0.0.1", rate[t][V_OURS], rate[t][V_SAME],
+               rate[t][V_OURS] / rate[t][V_SAME], rate[t][V_SETNX], rate[t][V_OURS] / rate[t][V_SETNX]);
+    printf("  client CPU per cycle, us (user+sys; steadier than the wall clock on a busy machine):\n");
+    for (int t = 0; t < 2; t++)
+        printf("  %-12s  %9.1f      %9.1f   %5.2f                %9.1f   %5.2f\n",
+               t ? "unix socket" : "tcp 127.0.0.1", cpu[t][V_OURS], cpu[t][V_SAME],
+               cpu[t][V_SAME] / cpu[t][V_OURS], cpu[t][V_SETNX], cpu[t][V_SETNX] / cpu[t][V_OURS]);
+
+    printf("\nContention: %d processes, each acquire (blocking) -> hold 1 ms -> release, %.1f s "
+           "(TCP 127.0.0.1; ms; target: handoff p50 < 1 ms)\n", NPROC, run_s * 1.5);
+    printf("  per process = acquisitions of the least and the most lucky process; other = share "
+           "of acquisitions\n  by another process than the last holder; handoff = the holder "
+           "calls release -> the next holder's\n  acquire returns (all / to another process); "
+           "wait = acquire called -> returned (or the run ended)\n");
+    printf("  %-16s %6s %11s %5s  %-13s   %-13s   %-22s\n", "", "", "", "", "handoff ms", "to other ms",
+           "wait ms");
+    printf("  %-16s %6s %11s %5s  %6s %6s   %6s %6s   %6s %7s %7s  %s\n", "mode", "acq/s",
+           "per process", "other", "p50", "p99", "p50", "p99", "p50", "p99", "max", "overlaps");
+    contention(r, 1, "wake-up");
+    contention(r, 0, "polling (wake=0)");
+
+    redlock(r);
+    free_script(&lib_acquire);
+    free_script(&lib_release);
+    hlt_redis_stop(r);
+    return 0;
+}

@@ -1,0 +1,216 @@
+/* fuzz_reply.c -- libFuzzer target for what hilock makes of a server's reply to each of its
+ * scripts (src/lock.c: hl_acquire_verdict, hl_tristate_verdict, hl_check_verdict,
+ * hl_check_pttl_verdict; legacy/legacy.c: hl_legacy_busy, which reads the value a legacy
+ * holder left) and for the error mapping (hl_node_reply_error).
+ *
+ * The input is raw RESP bytes, as a server (or a broken proxy) could send them; hiredis'
+ * own reader turns them into replies, exactly as on a live connection. Each reply is then
+ * judged as the answer to every script, and the verdict must follow the scripts' contract:
+ *   acquire.lua   {1, fence>0} = granted with that fence; {0, pttl} = busy; else BAD
+ *                 (legacy_acquire.lua: {0, pttl, value}; the value is judged by the codec)
+ *   release.lua / extend.lua / legacy_extend.lua   1 = ours, 0 = gone, -1 = another value
+ *   check.lua     {1|0|-1, pttl}
+ *   GET key       our token = ours, nil = gone, another string = other; else BAD
+ * with pttl a real PTTL (-2, -1 or a number of ms a server could hold).
+ * A verdict outside this (e.g. "granted" with no usable fence) is a bug: abort. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "internal.h"
+#include "hilock_legacy.h"
+
+#define CHECK(cond) do { if (!(cond)) { \
+    fprintf(stderr, "fuzz_reply: %s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
+    abort(); } } while (0)
+
+static const char token[] = "00112233445566778899aabbccddeeff";
+
+#define PTTL_MAX (INT64_MAX / 2000)   /* lock.c refuses more: callers compute pttl * 1000 + 1 */
+
+static int is_pttl(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_INTEGER && r->integer >= -2 && r->integer <= PTTL_MAX;
+}
+
+static int is_int(const redisReply *r, long long v)
+{
+    return r && r->type == REDIS_REPLY_INTEGER && r->integer == v;
+}
+
+static void judge_acquire(const redisReply *r)
+{
+    uint64_t fence = 42;
+    long long pttl = 42;
+    hl_verdict v = hl_acquire_verdict(r, &fence, &pttl);
+    int shape = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                r->element[1]->type == REDIS_REPLY_INTEGER;
+    switch (v) {
+    case HL_V_OURS:
+        CHECK(shape && is_int(r->element[0], 1) && r->element[1]->integer > 0);
+        CHECK(fence == (uint64_t)r->element[1]->integer && fence > 0);
+        break;
+    case HL_V_OTHER:
+        CHECK(r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3));
+        CHECK(is_int(r->element[0], 0) && is_pttl(r->element[1]));
+        CHECK(pttl == r->element[1]->integer && fence == 0);
+        break;
+    case HL_V_BAD:
+        CHECK(fence == 0);
+        CHECK(!(shape && is_int(r->element[0], 1) && r->element[1]->integer > 0));
+        CHECK(!(r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3) &&
+                is_int(r->element[0], 0) && is_pttl(r->element[1])));
+        break;
+    default:
+        CHECK(!"acquire verdict out of range");
+    }
+}
+
+static void judge_tristate(const redisReply *r)
+{
+    hl_verdict v = hl_tristate_verdict(r);
+    CHECK((v == HL_V_OURS) == is_int(r, 1));
+    CHECK((v == HL_V_GONE) == is_int(r, 0));
+    CHECK((v == HL_V_OTHER) == is_int(r, -1));
+    CHECK(v == HL_V_OURS || v == HL_V_GONE || v == HL_V_OTHER || v == HL_V_BAD);
+}
+
+static void judge_check_pttl(const redisReply *r)
+{
+    long long pttl = 42;
+    hl_verdict v = hl_check_pttl_verdict(r, &pttl);
+    int shape = r->type == REDIS_REPLY_ARRAY && r->elements == 2 && is_pttl(r->element[1]) &&
+                r->element[0]->type == REDIS_REPLY_INTEGER;
+    CHECK((v == HL_V_OURS) == (shape && is_int(r->element[0], 1)));
+    CHECK((v == HL_V_GONE) == (shape && is_int(r->element[0], 0)));
+    CHECK((v == HL_V_OTHER) == (shape && is_int(r->element[0], -1)));
+    CHECK(v == HL_V_BAD ? pttl == 0 : pttl == r->element[1]->integer);
+}
+
+/* The value a busy legacy_acquire.lua reply carries, judged with each preset codec. The
+ * answer is a pause (us, >= 0), or -1 = "it has passed: replace exactly that value", which
+ * only a parseable stamp without TTL may produce, and then l->expect is that value. */
+static hilock_client *legacy_client[6];
+
+static void judge_legacy_busy(const redisReply *r)
+{
+    static const char *const names[6] = { "doc", "node-redis-lock", "jedis-lock", "redis-objects",
+                                           "redis-py-2", "ruby-redis-lock" };
+    uint64_t fence;
+    long long pttl;
+    if (hl_acquire_verdict(r, &fence, &pttl) != HL_V_OTHER) return;   /* as attempt() does */
+    for (int i = 0; i < 6; i++) {
+        hilock l;
+        hilock_codec k;
+        int64_t stamp, hint;
+        if (!legacy_client[i]) {
+            hilock_options o;
+            const char *url = "unix:///nonexistent/fuzz.sock";   /* never contacted */
+            hilock_options_init(&o);
+            o.servers = &url;
+            o.nservers = 1;
+            CHECK(hilock_codec_preset(names[i], &o.codec) == HILOCK_OK);
+            CHECK(hilock_client_new(&o, &legacy_client[i]) == HILOCK_OK);
+        }
+        memset(&l, 0, sizeof l);
+        l.c = legacy_client[i];
+        l.kind = HL_LEGACY;
+        l.key = (char *)"fuzz";
+        l.ttl_ms = 1000;
+        hint = hl_legacy_busy(&l, r);
+        CHECK(memchr(l.expect, '\0', sizeof l.expect) != NULL);
+        CHECK(hilock_client_errmsg(l.c)[0] != '\0');
+        if (hint == -1) {
+            const redisReply *v = r->elements == 3 ? r->element[2] : NULL;
+            CHECK(pttl < 0 && v && v->type == REDIS_REPLY_STRING);
+            CHECK(hilock_codec_preset(names[i], &k) == HILOCK_OK);
+            CHECK(hilock_codec_parse(&k, v->str, v->len, &stamp) == HILOCK_OK);
+            CHECK(strlen(l.expect) == v->len && !memcmp(l.expect, v->str, v->len));
+        } else {
+            CHECK(hint >= 0 && l.expect[0] == '\0');
+        }
+    }
+}
+
+static void judge_check(const redisReply *r)
+{
+    hl_verdict v = hl_check_verdict(r, token);
+    int str = r->type == REDIS_REPLY_STRING;
+    int ours = str && r->len == sizeof token - 1 && !memcmp(r->str, token, r->len);
+    CHECK((v == HL_V_OURS) == ours);
+    CHECK((v == HL_V_GONE) == (r->type == REDIS_REPLY_NIL));
+    CHECK((v == HL_V_OTHER) == (str && !ours));
+    CHECK((v == HL_V_BAD) == (!str && r->type != REDIS_REPLY_NIL));
+}
+
+static void judge_error(const redisReply *r)
+{
+    hl_node n;
+    hilock_status st;
+    memset(&n, 0, sizeof n);
+    n.name = (char *)"127.0.0.1:6379";
+    st = hl_node_reply_error(&n, r);
+    /* READONLY: a replica now (EIO, retried); NOREPLICAS: min-replicas-to-write */
+    CHECK(st == HILOCK_EREPLY || st == HILOCK_EAUTH || st == HILOCK_EIO || st == HILOCK_EREPLICAS);
+    CHECK(n.st == st);
+    if (r->type == REDIS_REPLY_ERROR) {   /* the documented mapping */
+        if (!strncmp(r->str, "WRONGPASS", 9) || !strncmp(r->str, "NOPERM", 6) || !strncmp(r->str, "NOAUTH", 6))
+            CHECK(st == HILOCK_EAUTH);
+        if (!strncmp(r->str, "LOADING", 7) || !strncmp(r->str, "READONLY", 8)) CHECK(st == HILOCK_EIO);
+        if (!strncmp(r->str, "NOREPLICAS", 10)) CHECK(st == HILOCK_EREPLICAS);
+    }
+    CHECK(memchr(n.err, '\0', sizeof n.err) && !strncmp(n.err, "127.0.0.1:6379: ", 16));
+}
+
+/* walk the accessors the library uses on every element, with out-of-range indexes too */
+static void walk(const redisReply *r, int depth)
+{
+    size_t len = 99;
+    const char *s = hl_reply_str(r, &len);
+    CHECK(s ? len == r->len : len == 0);
+    CHECK(hl_reply_elem(r, hl_reply_nelem(r)) == NULL);
+    for (size_t i = 0; i < hl_reply_nelem(r) && depth < 8; i++) walk(hl_reply_elem(r, i), depth + 1);
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+
+/* hiredis 0.14 allocates an array's element table as soon as it reads "*<count>": a count of
+ * 10^9 is a 8 GB calloc (a limit of hiredis, not of hilock: its 1.x reader has maxelements).
+ * Such inputs are skipped so the fuzzer looks at hilock, not at that. */
+static int huge_array(const unsigned char *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        long long v = 0;
+        size_t j = i + 1;
+        if (d[i] != '*') continue;
+        while (j < n && d[j] >= '0' && d[j] <= '9' && v < 100000) v = v * 10 + (d[j++] - '0');
+        if (v > 4096) return 1;
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
+{
+    redisReader *rd;
+    if (huge_array(data, size) || !(rd = redisReaderCreate())) return 0;
+    if (redisReaderFeed(rd, (const char *)data, size) == REDIS_OK) {
+        for (int n = 0; n < 64; n++) {
+            void *p = NULL;
+            redisReply *r;
+            if (redisReaderGetReply(rd, &p) != REDIS_OK || !p) break;
+            r = p;
+            judge_acquire(r);
+            judge_tristate(r);
+            judge_check(r);
+            judge_check_pttl(r);
+            judge_legacy_busy(r);
+            judge_error(r);
+            walk(r, 0);
+            freeReplyObject(r);
+        }
+    }
+    redisReaderFree(rd);
+    return 0;
+}

@@ -1,0 +1,25 @@
+-- legacy_acquire: the SETNX / GET / GETSET recipe decided in one step; also bridge acquire.
+-- KEYS[1] lock, KEYS[2] fence counter (same hash slot)
+-- ARGV[1] our stamp, ARGV[2] PX ms ('0' = no expiry, as the recipe), ARGV[3] ms to keep
+-- the counter, ARGV[4] a value the client judged expired ('' = none)
+-- {1, fence}:        granted (the key was absent, or held exactly ARGV[4] with no TTL)
+-- {0, pttl, value}:  held; the client parses the value (one parser, in C)
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  -- take over only the very value judged expired, and never a key that has a TTL: that one
+  -- expires by the server's clock, which beats any client's
+  if ARGV[4] == '' or cur ~= ARGV[4] or redis.call('PTTL', KEYS[1]) >= 0 then
+    return {0, redis.call('PTTL', KEYS[1]), cur}
+  end
+end
+if ARGV[2] ~= '0' then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+else
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+-- the fencing token, as acquire.lua: counter + 1, but at least the server clock in ms
+local t = redis.call('TIME')
+local f = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1,
+                   tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[3])
+return {1, f}

@@ -1,0 +1,7 @@
+-- fence_raise: KEYS[1] fence counter; ARGV[1] a token granted on a quorum, ARGV[2] ms to keep
+-- Redlock: raise this master's counter to the token, so it mints a larger one next time.
+-- 1: raised; 0: already at or above it
+local cur = tonumber(redis.call('GET', KEYS[1])) or 0
+if cur >= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1

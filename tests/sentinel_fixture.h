@@ -1,0 +1,71 @@
+/* sentinel_fixture.h -- a master, its replica and three Sentinels, on free loopback ports.
+ *
+ * The data nodes are hlt_redis servers (fixture.h); the Sentinels are redis-sentinel
+ * processes with their config in the fixture's temp dir. Every process is a child of the
+ * test with PR_SET_PDEATHSIG, so it dies with the test even on a crash; hlt_sentinel_stop()
+ * kills them all and removes the dir. Sentinels run with down-after 1000 ms and
+ * SENTINEL DEBUG info-period 500 publish-period 250, which shortens the old master's
+ * split-brain window from ~11 s to ~2 s (reference/failover.md section 1.4). */
+#ifndef HILOCK_TEST_SENTINEL_FIXTURE_H
+#define HILOCK_TEST_SENTINEL_FIXTURE_H
+
+#include "fixture.h"
+
+#define HLT_NSENTINELS 3
+
+typedef struct hlt_sentinel {
+    hlt_redis *data[2];                /* [0] starts as the master, [1] as its replica   */
+    pid_t      spid[HLT_NSENTINELS];
+    int        sport[HLT_NSENTINELS];
+    char       dir[128];
+    char       name[32];               /* master name                                     */
+    char       pass[64];               /* requirepass of the data nodes ("" = none)       */
+    char       url[512];               /* redis-sentinel://127.0.0.1:A,...:C#name         */
+    /* timings of the last hlt_sentinel_failover / hlt_sentinel_wait_switch, ms from its start */
+    long long  t_promoted, t_switched, t_demoted;
+} hlt_sentinel;
+
+/* Start the five processes and wait until every Sentinel knows the other two and the replica.
+ * NULL (and why, on stderr) on failure; nothing is left running then. */
+hlt_sentinel *hlt_sentinel_start(void);
+/* The same with `password` required by both data nodes (masterauth and Sentinel auth-pass set
+ * to match); the Sentinels themselves need none. */
+hlt_sentinel *hlt_sentinel_start_auth(const char *password);
+/* Kill every process this fixture started (thawing frozen ones first), remove the dir, free.
+ * NULL-safe. */
+void hlt_sentinel_stop(hlt_sentinel *f);
+
+/* Index in data[] of the node the first live Sentinel names as master; -1 if none answers. */
+int hlt_sentinel_master(hlt_sentinel *f);
+/* Command on Sentinel k (fresh connection, 2 s timeout). Caller frees the reply. */
+redisReply *hlt_sentinel_cmd(hlt_sentinel *f, int k, const char *fmt, ...);
+/* Command on data node i, retried once on a connection Sentinel has just killed. */
+redisReply *hlt_data_cmd(hlt_sentinel *f, int i, const char *fmt, ...);
+/* ROLE of data node i: "master", "slave", or "" if it does not answer. */
+const char *hlt_data_role(hlt_sentinel *f, int i);
+
+/* SENTINEL failover, then wait until every Sentinel names the other node (t_promoted,
+ * t_switched); with wait_demotion also until the old master is a connected replica again and
+ * the Sentinels see it as a healthy replica (t_demoted), so another failover can follow.
+ * 0 on success, -1 on timeout. */
+int hlt_sentinel_failover(hlt_sentinel *f, int wait_demotion);
+/* After freezing the master: wait until every Sentinel names data[to] (t_switched). */
+int hlt_sentinel_wait_switch(hlt_sentinel *f, int to, long timeout_ms);
+/* Wait until data[i] is a replica with its link up and its master streaming to it (e.g. the
+ * old master after a thaw). */
+int hlt_sentinel_wait_replica(hlt_sentinel *f, int i, long timeout_ms);
+
+/* Cut replication on replica i without touching the master: a bogus masterauth and a killed
+ * master link (it then fails to AUTH on every retry). hlt_sentinel_heal undoes it. */
+int hlt_sentinel_cut(hlt_sentinel *f, int i);
+int hlt_sentinel_heal(hlt_sentinel *f, int i);
+
+/* Freeze / thaw data node i (SIGSTOP / SIGCONT). */
+void hlt_sentinel_freeze(hlt_sentinel *f, int i);
+void hlt_sentinel_thaw(hlt_sentinel *f, int i);
+
+/* Read-back helpers on data node i (through hlt_data_cmd). */
+char     *hlt_data_get(hlt_sentinel *f, int i, const char *key);   /* malloc'd, NULL if none */
+long long hlt_data_exists(hlt_sentinel *f, int i, const char *key);
+
+#endif

@@ -1,0 +1,514 @@
+/* test_cli.c -- the hilock command ($(B)/hilock, next to this suite's directory), run as a
+ * user runs it, against a real redis-server: exit statuses, the state left in Redis, signal
+ * forwarding, the lost-lock path, and two commands serialized by one key. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "hilock.h"
+
+static char bin[PATH_MAX];
+
+/* $(B)/tests/test_cli -> $(B)/hilock */
+static void find_bin(void)
+{
+    ssize_t n = readlink("/proc/self/exe", bin, sizeof bin - 16);
+    char *slash;
+    cr_assert(n > 0);
+    bin[n] = '\0';
+    slash = strrchr(bin, '/');
+    *slash = '\0';
+    slash = strrchr(bin, '/');
+    cr_assert_not_null(slash);
+    strcpy(slash, "/hilock");
+    cr_assert_eq(access(bin, X_OK), 0, "%s not built", bin);
+}
+
+static hlt_redis *setup(void)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    find_bin();
+    setenv("HILOCK_SERVERS", r->unix_url, 1);
+    return r;
+}
+
+/* path of a file in the server's temp dir (removed with it) */
+static const char *path(hlt_redis *r, const char *name)
+{
+    static char p[8][320];
+    static int i;
+    i = (i + 1) % 8;
+    snprintf(p[i], sizeof p[i], "%s/%s", r->dir, name);
+    return p[i];
+}
+
+/* Run bin with argv[1..] (NULL-terminated), stdout to out.txt, stderr to err.txt. */
+static pid_t start(hlt_redis *r, const char *const *args)
+{
+    const char *argv[32];
+    int n = 0;
+    pid_t pid;
+    argv[n++] = bin;
+    while (*args && n < 31) argv[n++] = *args++;
+    argv[n] = NULL;
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int o = open(path(r, "out.txt"), O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int e = open(path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0 || chdir(r->dir) < 0) _exit(120);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(bin, (char *const *)argv);
+        _exit(121);
+    }
+    return pid;
+}
+
+/* The exit status as a shell shows it (128+N for signal N); -1 if it did not end within
+ * limit_ms (then it is killed). */
+static int finish(pid_t pid, long limit_ms)
+{
+    long long end = hlt_now_ms() + limit_ms;
+    int st;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (hlt_now_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        hlt_sleep_ms(5);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int run(hlt_redis *r, const char *const *args)
+{
+    return finish(start(r, args), 20000);
+}
+
+/* Contents of a file in the temp dir ("" if none); static, overwritten by the next call. */
+static const char *slurp(hlt_redis *r, const char *name)
+{
+    static char buf[4096];
+    FILE *f = fopen(path(r, name), "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = '\0';
+    if (f) fclose(f);
+    return buf;
+}
+
+static int wait_for_file(hlt_redis *r, const char *name, const char *text, long limit_ms)
+{
+    long long end = hlt_now_ms() + limit_ms;
+    while (hlt_now_ms() < end) {
+        if (strstr(slurp(r, name), text)) return 1;
+        hlt_sleep_ms(10);
+    }
+    return 0;
+}
+
+static int one_line(const char *s)
+{
+    const char *nl = strchr(s, '\n');
+    return nl && nl[1] == '\0';
+}
+
+/* Hold `key` from the test itself. */
+static hilock *hold(hlt_redis *r, hilock_client **c, const char *key, int64_t ttl_ms)
+{
+    hilock *l;
+    cr_assert_eq(hilock_client_open(r->url, c), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(*c, key, ttl_ms, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(*c));
+    return l;
+}
+
+Test(cli, runs_the_command_and_exits_with_its_status)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "job", "--", "sh", "-c", "echo \"$HILOCK_KEY $HILOCK_FENCE\" > env.txt; exit 3", NULL };
+    unsigned long long fence = 0;
+    char key[16] = "";
+    cr_assert_eq(run(r, a), 3);
+    cr_assert_eq(sscanf(slurp(r, "env.txt"), "%15s %llu", key, &fence), 2);
+    cr_assert_str_eq(key, "job");
+    cr_assert(fence > 1000000000000ULL, "fence %llu", fence);
+    cr_assert_eq(hlt_exists(r, "job"), 0, "released");
+    cr_assert_str_empty(slurp(r, "err.txt"));
+    hlt_redis_stop(r);
+}
+
+Test(cli, holds_the_lock_while_the_command_runs)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "5", "job", "sh", "-c", "echo up > up.txt; sleep 0.4", NULL };
+    pid_t pid = start(r, a);
+    char *v;
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000));
+    v = hlt_get(r, "job");
+    cr_assert_not_null(v, "the key is set while COMMAND runs");
+    cr_assert_eq(strlen(v), 32);
+    free(v);
+    cr_assert(hlt_pttl(r, "job") > 3000 && hlt_pttl(r, "job") <= 5000);
+    cr_assert_eq(finish(pid, 10000), 0);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, busy_with_n_exits_1_or_the_E_code_without_running_the_command)
+{
+    hlt_redis *r = setup();
+    hilock_client *c;
+    hilock *l = hold(r, &c, "job", 10000);
+    const char *a[] = { "-n", "job", "--", "touch", "ran", NULL };
+    const char *b[] = { "-n", "-E", "42", "job", "--", "touch", "ran", NULL };
+    char *v;
+    cr_assert_eq(run(r, a), 1);
+    cr_assert_eq(run(r, b), 42);
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1, "COMMAND must not run");
+    cr_assert_str_empty(slurp(r, "err.txt"), "busy is a result, not an error");
+    v = hlt_get(r, "job");
+    cr_assert_str_eq(v, hilock_token(l), "the holder's value is untouched");
+    free(v);
+    hilock_release(l);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(cli, wait_limit_exits_with_the_conflict_code)
+{
+    hlt_redis *r = setup();
+    hilock_client *c;
+    hilock *l = hold(r, &c, "job", 10000);
+    const char *a[] = { "-w", "0.3", "-E", "7", "job", "touch", "ran", NULL };
+    long long t0 = hlt_now_ms(), took;
+    cr_assert_eq(run(r, a), 7);
+    took = hlt_now_ms() - t0;
+    cr_assert(took >= 250 && took < 5000, "took %lld ms", took);
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    cr_assert_eq(hlt_exists(r, "job"), 1);
+    hilock_release(l);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(cli, waits_for_the_holder_and_then_runs)
+{
+    hlt_redis *r = setup();
+    hilock_client *c;
+    hilock *l = hold(r, &c, "job", 10000);
+    const char *a[] = { "-w", "10", "job", "touch", "ran", NULL };
+    pid_t pid = start(r, a);
+    hlt_sleep_ms(300);
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1, "runs only once the lock is free");
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    cr_assert_eq(finish(pid, 5000), 0);
+    cr_assert_eq(access(path(r, "ran"), F_OK), 0);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(cli, keeps_the_lock_alive_past_its_ttl)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "0.6", "job", "sleep", "1.5", NULL };
+    cr_assert_eq(run(r, a), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, lost_lock_terminates_the_command_and_exits_75)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "0.6", "job", "--", "sh", "-c",
+                        "trap 'echo term > term.txt; kill $!; exit 0' TERM; echo up > up.txt; "
+                        "sleep 30 & wait", NULL };
+    pid_t pid = start(r, a);
+    redisReply *rep;
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000));
+    rep = hlt_cmd(r, "DEL job");   /* the lock is deleted from outside */
+    freeReplyObject(rep);
+    cr_assert_eq(finish(pid, 5000), 75, "exit 75 even though COMMAND exited 0");
+    cr_assert_str_eq(slurp(r, "term.txt"), "term\n", "COMMAND got SIGTERM");
+    cr_assert(strstr(slurp(r, "err.txt"), "lock lost"));
+    cr_assert(one_line(slurp(r, "err.txt")));
+    cr_assert_eq(hlt_exists(r, "job"), 0, "a lost key is never re-created");
+    hlt_redis_stop(r);
+}
+
+Test(cli, lost_lock_escalates_to_sigkill_after_the_grace_period)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "0.6", "-k", "0.3", "job", "--", "sh", "-c",
+                        "trap '' TERM; echo up > up.txt; while :; do sleep 0.05; done", NULL };
+    pid_t pid = start(r, a);
+    redisReply *rep;
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000));
+    rep = hlt_cmd(r, "DEL job");
+    freeReplyObject(rep);
+    cr_assert_eq(finish(pid, 5000), 75);
+    cr_assert(strstr(slurp(r, "err.txt"), "SIGKILL"));
+    hlt_redis_stop(r);
+}
+
+Test(cli, on_lost_none_lets_the_command_finish_and_still_exits_75)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "0.6", "-L", "none", "job", "--", "sh", "-c",
+                        "echo up > up.txt; sleep 1; echo done > done.txt", NULL };
+    pid_t pid = start(r, a);
+    redisReply *rep;
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000));
+    rep = hlt_cmd(r, "DEL job");
+    freeReplyObject(rep);
+    cr_assert_eq(finish(pid, 5000), 75);
+    cr_assert_str_eq(slurp(r, "done.txt"), "done\n");
+    hlt_redis_stop(r);
+}
+
+Test(cli, forwards_signals_to_the_command)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-v", "job", "--", "sh", "-c",
+                        "trap 'echo usr1 >> sig.txt' USR1; trap 'echo hup >> sig.txt' HUP; "
+                        "trap 'echo term >> sig.txt; exit 5' TERM; echo up > up.txt; "
+                        "while :; do sleep 0.02; done", NULL };
+    pid_t pid = start(r, a);
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000));
+    kill(pid, SIGUSR1);
+    cr_assert(wait_for_file(r, "sig.txt", "usr1", 3000));
+    kill(pid, SIGHUP);
+    cr_assert(wait_for_file(r, "sig.txt", "hup", 3000));
+    kill(pid, SIGTERM);
+    cr_assert_eq(finish(pid, 5000), 5, "COMMAND's status after its TERM trap");
+    cr_assert_str_eq(slurp(r, "sig.txt"), "usr1\nhup\nterm\n");
+    cr_assert(strstr(slurp(r, "err.txt"), "passing SIGUSR1 to COMMAND"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+/* Ctrl-C on a terminal reaches the whole foreground process group: COMMAND gets it from the
+ * kernel, and hilock must not pass it on a second time (-v reports what it passes on). */
+Test(cli, terminal_interrupt_is_not_passed_on_twice)
+{
+    hlt_redis *r = setup();
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    pid_t pid;
+    cr_assert(master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0);
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {   /* a new session whose controlling terminal is the pty */
+        const char *argv[] = { bin, "-v", "job", "sh", "-c",
+                               "trap 'echo int > int.txt; exit 0' INT; echo up > up.txt; "
+                               "while :; do sleep 0.02; done", NULL };
+        int tty, e;
+        setsid();
+        if ((tty = open(ptsname(master), O_RDWR)) < 0 || chdir(r->dir) < 0) _exit(120);
+        if ((e = open("err.txt", O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0) _exit(120);
+        dup2(tty, 0);
+        dup2(e, 2);
+        execv(bin, (char *const *)argv);
+        _exit(121);
+    }
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000));
+    cr_assert_eq(write(master, "\003", 1), 1);   /* ^C */
+    cr_assert_eq(finish(pid, 10000), 0);
+    cr_assert_str_eq(slurp(r, "int.txt"), "int\n", "COMMAND got the terminal's SIGINT");
+    cr_assert_null(strstr(slurp(r, "err.txt"), "passing"), "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    close(master);
+    hlt_redis_stop(r);
+}
+
+Test(cli, killed_command_exits_128_plus_the_signal)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "job", "sh", "-c", "kill -9 $$", NULL };
+    cr_assert_eq(run(r, a), 128 + SIGKILL);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, command_that_cannot_run_exits_127_or_126_and_releases)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "job", "no-such-command-hilock", NULL };
+    const char *b[] = { "job", "./plain.txt", NULL };
+    FILE *f = fopen(path(r, "plain.txt"), "w");
+    fclose(f);
+    cr_assert_eq(run(r, a), 127);
+    cr_assert(strstr(slurp(r, "err.txt"), "no-such-command-hilock"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    cr_assert_eq(run(r, b), 126);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, script_without_interpreter_line_runs_with_sh)
+{
+    hlt_redis *r;
+    const char *a[] = { "job", "./script", "x", "y", NULL };
+    const char *pre = getenv("LD_PRELOAD");
+    FILE *f;
+    /* valgrind (make test-valgrind) follows exec itself and cannot run such a file */
+    if (pre && strstr(pre, "vgpreload")) cr_skip_test("under valgrind");
+    r = setup();
+    f = fopen(path(r, "script"), "w");
+    fputs("echo \"$HILOCK_KEY $*\" > ran.txt; exit 4\n", f);
+    fclose(f);
+    chmod(path(r, "script"), 0700);
+    cr_assert_eq(run(r, a), 4);
+    cr_assert_str_eq(slurp(r, "ran.txt"), "job x y\n");
+    hlt_redis_stop(r);
+}
+
+Test(cli, bad_usage_exits_64_with_one_line_and_touches_nothing)
+{
+    hlt_redis *r = setup();
+    const char *cases[][8] = {
+        { NULL },
+        { "job", NULL },
+        { "job", "--", NULL },
+        { "-w", "soon", "job", "true", NULL },
+        { "-E", "300", "job", "true", NULL },
+        { "-t", "0", "job", "true", NULL },
+        { "-t", "1ms", "job", "true", NULL },
+        { "-L", "SIGNOPE", "job", "true", NULL },
+        { "--frobnicate", "job", "true", NULL },
+        { "-s", "redis://[::1", "job", "true", NULL },
+        { "--legacy=no-such-preset", "job", "true", NULL },
+        { "--legacy", "--bridge", "job", "true", NULL },
+        { "", "true", NULL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(run(r, cases[i]), 64, "case %zu: %s", i, slurp(r, "err.txt"));
+        cr_assert(one_line(slurp(r, "err.txt")), "case %zu: '%s'", i, slurp(r, "err.txt"));
+        cr_assert(!strncmp(slurp(r, "err.txt"), "hilock: ", 8));
+    }
+    cr_assert_eq(hlt_dbsize(r), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, unreachable_server_exits_69_naming_it)
+{
+    hlt_redis *r = setup();
+    char url[64], name[32];
+    int port = hlt_free_port();
+    const char *a[] = { "-s", url, "job", "touch", "ran", NULL };
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    snprintf(name, sizeof name, "127.0.0.1:%d", port);
+    cr_assert_eq(run(r, a), 69);
+    cr_assert(strstr(slurp(r, "err.txt"), name), "%s", slurp(r, "err.txt"));
+    cr_assert(one_line(slurp(r, "err.txt")));
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    hlt_redis_stop(r);
+}
+
+Test(cli, servers_come_from_HILOCK_SERVERS_unless_given)
+{
+    hlt_redis *r = setup();
+    char env[400], dead[64];
+    const char *a[] = { "job", "true", NULL };
+    const char *b[] = { "-s", r->url, "job", "true", NULL };
+    snprintf(env, sizeof env, "  %s  ", r->unix_url);
+    setenv("HILOCK_SERVERS", env, 1);
+    cr_assert_eq(run(r, a), 0, "%s", slurp(r, "err.txt"));
+    snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", hlt_free_port());
+    setenv("HILOCK_SERVERS", dead, 1);
+    cr_assert_eq(run(r, a), 69);
+    cr_assert_eq(run(r, b), 0, "-s wins over the environment");
+    hlt_redis_stop(r);
+}
+
+Test(cli, two_hilocks_serialize_a_shell_command)
+{
+    hlt_redis *r = setup();
+    char loop[PATH_MAX + 256];
+    pid_t w[2];
+    FILE *f = fopen(path(r, "counter"), "w");
+    fputs("0\n", f);
+    fclose(f);
+    /* read-modify-write with a pause in the middle: without the lock, updates get lost */
+    snprintf(loop, sizeof loop,
+             "i=0; while [ $i -lt 15 ]; do i=$((i+1)); "
+             "'%s' -w 30 counter -- sh -c 'n=$(cat counter); sleep 0.01; echo $((n+1)) > counter' "
+             "|| exit 1; done", bin);
+    for (int k = 0; k < 2; k++) {
+        w[k] = fork();
+        cr_assert(w[k] >= 0);
+        if (w[k] == 0) {
+            if (chdir(r->dir) < 0) _exit(120);
+            execl("/bin/sh", "sh", "-c", loop, (char *)NULL);
+            _exit(121);
+        }
+    }
+    cr_assert_eq(finish(w[0], 60000), 0);
+    cr_assert_eq(finish(w[1], 60000), 0);
+    cr_assert_str_eq(slurp(r, "counter"), "30\n");
+    cr_assert_eq(hlt_exists(r, "counter"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, help_documents_the_exit_codes)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "--help", NULL };
+    const char *out;
+    cr_assert_eq(run(r, a), 0);
+    out = slurp(r, "out.txt");
+    cr_assert(strstr(out, "Usage: hilock"));
+    cr_assert(strstr(out, "75"));
+    cr_assert(strstr(out, "HILOCK_SERVERS"));
+    hlt_redis_stop(r);
+}
+
+Test(cli, legacy_lock_writes_a_stamp_and_is_renewed)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "--legacy=jedis-lock", "-t", "0.9", "job", "--", "sh", "-c",
+                        "echo up > up.txt; sleep 1.5", NULL };
+    pid_t pid = start(r, a);
+    char *v;
+    long long stamp;
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000));
+    v = hlt_get(r, "job");
+    cr_assert_not_null(v);
+    stamp = atoll(v);
+    cr_assert(strlen(v) == 13 && stamp > 1000000000000LL, "an integer ms stamp: '%s'", v);
+    free(v);
+    cr_assert_eq(finish(pid, 10000), 0, "renewed past its timeout: %s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, bridge_lock_is_renewed_and_released)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "--bridge", "-t", "0.9", "job", "--", "sh", "-c",
+                        "echo up > up.txt; sleep 1.5", NULL };
+    pid_t pid = start(r, a);
+    char *v;
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000));
+    v = hlt_get(r, "job");
+    cr_assert_not_null(v);
+    cr_assert(strspn(v, "0123456789") == strlen(v), "a legacy-readable stamp: '%s'", v);
+    free(v);
+    cr_assert(hlt_pttl(r, "job") > 0, "with a TTL");
+    cr_assert_eq(finish(pid, 10000), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}

@@ -1,0 +1,362 @@
+/* test_faults.c -- servers that refuse, stop, restart, freeze or want a password: every call
+ * returns a clear status within its bound, names the server, and the client recovers. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture.h"
+#include "hilock.h"
+
+TestSuite(faults, .timeout = 30);
+
+/* io_timeout_ms against a frozen server: short, yet enough for a first round trip (connect,
+ * NOSCRIPT, EVAL) under valgrind. Bounds asserted are generous multiples of it. */
+#define FREEZE_IO_MS 300
+
+static hilock_client *client_io(const char *url, int64_t io_ms)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.io_timeout_ms = io_ms;
+    o.connect_timeout_ms = io_ms;
+    o.retry_delay_ms = 20;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+static hilock_client *client_at(const char *url) { return client_io(url, 1000); }
+
+static void assert_names(hilock_client *c, const char *server, const char *why)
+{
+    const char *m = hilock_client_errmsg(c);
+    cr_assert(strstr(m, server), "errmsg '%s' does not name %s", m, server);
+    if (why) cr_assert(strstr(m, why), "errmsg '%s' does not say '%s'", m, why);
+}
+
+static void tcp_name(const hlt_redis *r, char *buf, size_t n) { snprintf(buf, n, "127.0.0.1:%d", r->port); }
+
+/* ---- nobody there ---- */
+
+Test(faults, connection_refused_is_eio_and_names_the_server)
+{
+    char url[64], name[64];
+    int port = hlt_free_port();
+    hilock_client *c;
+    hilock *l = (hilock *)&l;
+    long long t0;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    snprintf(name, sizeof name, "127.0.0.1:%d", port);
+    c = client_at(url);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EIO);
+    cr_assert_lt(hlt_now_ms() - t0, 2000);
+    cr_assert_null(l);
+    assert_names(c, name, "refused");
+    /* with a wait: retried until the deadline, then the error (not BUSY) */
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 300, &l), HILOCK_EIO);
+    cr_assert_lt(hlt_now_ms() - t0, 3000);
+    assert_names(c, name, "refused");
+    hilock_client_free(c);
+}
+
+Test(faults, a_missing_unix_socket_is_eio_and_names_the_path)
+{
+    hilock_client *c = client_at("unix:///tmp/hilock-no-such-dir/redis.sock");
+    hilock *l = NULL;
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EIO);
+    assert_names(c, "/tmp/hilock-no-such-dir/redis.sock", NULL);
+    hilock_client_free(c);
+}
+
+Test(faults, wait_forever_on_a_dead_server_returns_the_error)
+{
+    char url[64];
+    hilock_client *c;
+    hilock *l = NULL;
+    long long t0;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", hlt_free_port());
+    c = client_at(url);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "k", 5000, HILOCK_WAIT_FOREVER, &l), HILOCK_EIO);
+    cr_assert_lt(hlt_now_ms() - t0, 3000, "waiting forever is for the lock, not for a dead server");
+    hilock_client_free(c);
+}
+
+/* ---- authentication ---- */
+
+static void assert_auth(const char *url, hlt_redis *r, int db, const char *key, hilock_status want)
+{
+    hilock_client *c = client_at(url);
+    hilock *l = NULL;
+    char name[64];
+    hilock_status st = hilock_acquire(c, key, 5000, 0, &l);
+    freeReplyObject(hlt_cmd(r, "SELECT %d", db));
+    cr_assert_eq(st, want, "%s: %s (%s)", key, hilock_strerror(st), hilock_client_errmsg(c));
+    if (want == HILOCK_OK) {
+        char *v = hlt_get(r, key);
+        cr_assert(v && !strcmp(v, hilock_token(l)));
+        free(v);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    } else {
+        tcp_name(r, name, sizeof name);
+        assert_names(c, name, NULL);
+        cr_assert_eq(hlt_exists(r, key), 0, "refused, yet %s was written", key);
+    }
+    hilock_client_free(c);
+}
+
+Test(faults, requirepass_right_wrong_and_missing_password)
+{
+    hlt_redis *r = hlt_redis_start("--requirepass s3cret");
+    char url[300];
+    cr_assert_not_null(r);
+    snprintf(url, sizeof url, "redis://:s3cret@127.0.0.1:%d", r->port);
+    assert_auth(url, r, 0, "ok", HILOCK_OK);
+    snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", r->port);
+    assert_auth(url, r, 0, "wrong", HILOCK_EAUTH);
+    assert_auth(r->url, r, 0, "none", HILOCK_EAUTH);
+    snprintf(url, sizeof url, "unix://:s3cret@%s?db=2", r->sock);
+    assert_auth(url, r, 2, "unix", HILOCK_OK);
+    cr_assert_eq(hlt_dbsize(r), 1, "only the fence counter of 'ok' is left in db 0");
+    hlt_redis_stop(r);
+}
+
+Test(faults, a_password_for_a_server_without_one_is_eauth)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    char url[300];
+    cr_assert_not_null(r);
+    snprintf(url, sizeof url, "redis://:s3cret@127.0.0.1:%d", r->port);
+    assert_auth(url, r, 0, "k", HILOCK_EAUTH);
+    hlt_redis_stop(r);
+}
+
+Test(faults, acl_users_are_authenticated_and_their_key_rules_apply)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    redisReply *rep;
+    char url[300];
+    cr_assert_not_null(r);
+    rep = hlt_cmd(r, "ACL SETUSER alice on >wonderland ~* +@all");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    /* a user who may only touch locks:* and their fence keys */
+    rep = hlt_cmd(r, "ACL SETUSER bob on >p@ss:w/rd ~locks:* ~{locks:* +@all");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    snprintf(url, sizeof url, "redis://alice:wonderland@127.0.0.1:%d", r->port);
+    assert_auth(url, r, 0, "k", HILOCK_OK);
+    snprintf(url, sizeof url, "redis://alice:wrong@127.0.0.1:%d", r->port);
+    assert_auth(url, r, 0, "k2", HILOCK_EAUTH);
+    snprintf(url, sizeof url, "redis://nobody:wonderland@127.0.0.1:%d", r->port);
+    assert_auth(url, r, 0, "k3", HILOCK_EAUTH);
+    /* percent-escapes in the password are decoded */
+    snprintf(url, sizeof url, "redis://bob:p%%40ss%%3Aw%%2Frd@127.0.0.1:%d", r->port);
+    assert_auth(url, r, 0, "locks:a", HILOCK_OK);
+    assert_auth(url, r, 0, "elsewhere", HILOCK_EAUTH);
+    hlt_redis_stop(r);
+}
+
+/* ---- the server goes away ---- */
+
+Test(faults, server_stopped_mid_session_is_eio_then_recovers)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l, *m = NULL;
+    hilock_status st;
+    char name[64];
+    long long t0;
+    cr_assert_not_null(r);
+    tcp_name(r, name, sizeof name);
+    c = client_at(r->url);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
+    hlt_redis_kill(r);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_extend(l, 30000), HILOCK_EIO);
+    assert_names(c, name, NULL);
+    cr_assert_gt(hilock_validity_ms(l), 20000, "an error keeps the old validity");
+    cr_assert_eq(hilock_check(l), HILOCK_EIO);
+    assert_names(c, name, NULL);
+    cr_assert_eq(hilock_release(l), HILOCK_EIO);
+    assert_names(c, name, NULL);
+    cr_assert_eq(hilock_acquire(c, "other", 5000, 0, &m), HILOCK_EIO);
+    assert_names(c, name, NULL);
+    cr_assert_lt(hlt_now_ms() - t0, 3000);
+    cr_assert_eq(hlt_redis_restart(r), 0);
+    cr_assert_eq(hilock_acquire(c, "other", 5000, 0, &m), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_str_eq(hilock_client_errmsg(c), "");
+    /* the restarted server kept nothing (no persistence): the old lock is gone; as a release
+     * was tried while it was valid, OK (it may have landed) and NOT_HELD are both right */
+    st = hilock_release(l);
+    cr_assert(st == HILOCK_OK || st == HILOCK_NOT_HELD, "%s", hilock_strerror(st));
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    cr_assert_eq(hilock_release(m), HILOCK_OK);
+    cr_assert_eq(hlt_exists(r, "other"), 0);
+    hilock_free(l);
+    hilock_free(m);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(faults, a_restart_between_two_calls_is_not_an_error)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l, *m = NULL;
+    cr_assert_not_null(r);
+    c = client_at(r->url);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
+    cr_assert_eq(hlt_redis_restart(r), 0);
+    /* the idle connection is dead; nothing was sent on it, so the next call reconnects */
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &m), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(m), HILOCK_OK);
+    hilock_free(l);
+    hilock_free(m);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(faults, a_connection_the_server_closed_is_reconnected)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    redisReply *rep;
+    cr_assert_not_null(r);
+    c = client_at(r->url);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
+    /* as the server's `timeout` setting does to idle clients */
+    rep = hlt_cmd(r, "CLIENT KILL TYPE normal SKIPME yes");
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
+    freeReplyObject(rep);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_extend(l, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(faults, the_script_cache_is_refilled_after_a_restart)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    cr_assert_not_null(r);
+    c = client_at(r->url);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
+    hilock_free(l);
+    cr_assert_eq(hlt_redis_restart(r), 0);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 1000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_redis_restart(r), 0);
+    hilock_check(l);   /* whatever it says, the connection is fresh afterwards */
+    freeReplyObject(hlt_cmd(r, "SET k %s PX 30000", hilock_token(l)));
+    cr_assert_eq(hilock_extend(l, 20000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- the server freezes (SIGSTOP) ---- */
+
+Test(faults, a_frozen_server_times_out_within_the_bound_then_recovers)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l, *m = NULL;
+    char name[64];
+    long long t0, dt;
+    int64_t v;
+    cr_assert_not_null(r);
+    tcp_name(r, name, sizeof name);
+    c = client_io(r->url, FREEZE_IO_MS);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 3000, &l), HILOCK_OK);
+    hlt_redis_freeze(r);
+
+    t0 = hlt_now_ms();
+    v = hilock_validity_ms(l);
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_ETIMEDOUT);
+    dt = hlt_now_ms() - t0;
+    cr_assert_lt(dt, 3000, "extend took %lld ms", dt);
+    assert_names(c, name, "timed out");
+    cr_assert_leq(hilock_validity_ms(l), v, "a failed extend must not add validity");
+    cr_assert_gt(hilock_validity_ms(l), 0);
+
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_check(l), HILOCK_ETIMEDOUT);
+    cr_assert_lt(hlt_now_ms() - t0, 3000);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "other", 5000, 0, &m), HILOCK_ETIMEDOUT);
+    cr_assert_null(m);
+    cr_assert_lt(hlt_now_ms() - t0, 3000);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "other", 5000, 400, &m), HILOCK_ETIMEDOUT);
+    dt = hlt_now_ms() - t0;
+    cr_assert_lt(dt, 3500, "a 400 ms wait took %lld ms", dt);
+
+    hlt_redis_thaw(r);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(faults, an_acquire_that_timed_out_is_undone_on_the_next_contact)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l = NULL;
+    long long end;
+    cr_assert_not_null(r);
+    c = client_io(r->url, FREEZE_IO_MS);
+    cr_assert_eq(hilock_acquire(c, "warmup", 5000, 3000, &l), HILOCK_OK);
+    hilock_free(l);
+    hlt_redis_freeze(r);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_ETIMEDOUT);
+    cr_assert_null(l);
+    hlt_redis_thaw(r);
+    /* the server still runs the command it had buffered: the write lands after the timeout */
+    end = hlt_now_ms() + 3000;
+    while (hlt_exists(r, "k") != 1 && hlt_now_ms() < end) hlt_sleep_ms(10);
+    cr_assert_eq(hlt_exists(r, "k"), 1, "the buffered SET never ran");
+    /* the next call on this client first deletes it, by token */
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(faults, a_release_that_timed_out_can_be_retried)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    hilock_status st;
+    cr_assert_not_null(r);
+    c = client_io(r->url, FREEZE_IO_MS);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 3000, &l), HILOCK_OK);
+    hlt_redis_freeze(r);
+    cr_assert_eq(hilock_release(l), HILOCK_ETIMEDOUT);
+    hlt_redis_thaw(r);
+    /* the first release may have run after all: either answer is right, the key is gone */
+    st = hilock_release(l);
+    cr_assert(st == HILOCK_OK || st == HILOCK_NOT_HELD, "%s", hilock_strerror(st));
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}

@@ -1,0 +1,486 @@
+/* test_handoff.c -- a waiter is woken by the release (one waiter per release), with polling
+ * and the holder's PTTL as fallbacks; signal keys expire. Real redis-servers; timing asserts
+ * are generous upper bounds, set far below what the fallback alone could achieve (waiters
+ * poll every 10 s here unless the test is about polling), so they prove the wake-up without
+ * depending on the machine's speed. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture.h"
+#include "hilock.h"
+#include "sentinel_fixture.h"
+
+#define SLOW_POLL_MS 10000   /* a fallback this slow cannot explain a prompt acquire */
+
+/* ---- helpers ---- */
+
+static hilock_client *client_n(const char *const *urls, size_t n, int64_t retry_ms, int64_t io_ms)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = n;
+    o.retry_delay_ms = retry_ms;
+    o.io_timeout_ms = io_ms;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+static hilock_client *client1(const char *url, int64_t retry_ms)
+{
+    return client_n(&url, 1, retry_ms, 1000);
+}
+
+static hilock_client *client_fast(const char *url)   /* short waits: short-lived marks */
+{
+    return client_n(&url, 1, 100, 300);
+}
+
+/* An integer field of INFO (e.g. "blocked_clients"); -1 if missing. */
+static long long info_int(hlt_redis *r, const char *section, const char *field)
+{
+    redisReply *rep = hlt_cmd(r, "INFO %s", section);
+    long long v = -1;
+    char pat[64];
+    const char *p;
+    snprintf(pat, sizeof pat, "\n%s", field);
+    if (rep && rep->type == REDIS_REPLY_STRING && (p = strstr(rep->str, pat)))
+        v = atoll(p + strlen(pat));
+    if (rep) freeReplyObject(rep);
+    return v;
+}
+
+static long long blocked(hlt_redis *r) { return info_int(r, "clients", "blocked_clients:"); }
+static long long blpops(hlt_redis *r) { return info_int(r, "commandstats", "cmdstat_blpop:calls="); }
+
+/* Wait (bounded) until the server has n blocked clients. */
+static void await_blocked(hlt_redis *r, long long n)
+{
+    long long end = hlt_now_ms() + 5000;
+    while (blocked(r) != n && hlt_now_ms() < end) hlt_sleep_ms(2);
+    cr_assert_eq(blocked(r), n, "expected %lld blocked clients, have %lld", n, blocked(r));
+}
+
+/* How many keys match a pattern. */
+static long long nkeys(hlt_redis *r, const char *pattern)
+{
+    redisReply *rep = hlt_cmd(r, "KEYS %s", pattern);
+    long long n = rep && rep->type == REDIS_REPLY_ARRAY ? (long long)rep->elements : -1;
+    if (rep) freeReplyObject(rep);
+    return n;
+}
+
+/* No wake-up key without an expiry. (A waiters mark lasts as long as the longest wait that
+ * can follow it: with a 10 s poll, 16 s; the tests that wait for it to go poll faster.) */
+static void assert_aux_keys_have_ttl(hlt_redis *r)
+{
+    const char *aux[] = { "*:signal", "*:waiters" };
+    for (int i = 0; i < 2; i++) {
+        redisReply *rep = hlt_cmd(r, "KEYS %s", aux[i]);
+        cr_assert(rep && rep->type == REDIS_REPLY_ARRAY);
+        for (size_t k = 0; k < rep->elements; k++)
+            cr_assert_gt(hlt_pttl(r, rep->element[k]->str), 0, "%s has no expiry", rep->element[k]->str);
+        freeReplyObject(rep);
+    }
+}
+
+/* ... and none at all once they had time to expire. */
+static void assert_aux_keys_expire(hlt_redis *r)
+{
+    long long end = hlt_now_ms() + 8000;
+    assert_aux_keys_have_ttl(r);
+    while ((nkeys(r, "*:signal") || nkeys(r, "*:waiters")) && hlt_now_ms() < end) hlt_sleep_ms(20);
+    cr_assert_eq(nkeys(r, "*:signal"), 0, "a signal list was left behind");
+    cr_assert_eq(nkeys(r, "*:waiters"), 0, "a waiters mark was left behind");
+}
+
+/* A waiter: acquires on its own thread with its own client, records when it got the lock,
+ * holds it hold_ms, releases it. */
+typedef struct waiter {
+    hilock_client  *c;
+    const char     *key;
+    int64_t         ttl_ms, wait_ms, hold_ms;
+    hilock_status   st, rel;
+    long long       t_acquired;   /* hlt_now_ms() */
+    char            token[64];
+    pthread_t       th;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    hilock *l = NULL;
+    w->st = hilock_acquire(w->c, w->key, w->ttl_ms, w->wait_ms, &l);
+    w->t_acquired = hlt_now_ms();
+    if (w->st == HILOCK_OK) {
+        snprintf(w->token, sizeof w->token, "%s", hilock_token(l));
+        if (w->hold_ms > 0) hlt_sleep_ms((long)w->hold_ms);
+        w->rel = hilock_release(l);
+        hilock_free(l);
+    }
+    return NULL;
+}
+
+static void waiter_start(waiter *w, hilock_client *c, const char *key, int64_t wait_ms, int64_t hold_ms)
+{
+    memset(w, 0, sizeof *w);
+    w->c = c;
+    w->key = key;
+    w->ttl_ms = 30000;
+    w->wait_ms = wait_ms;
+    w->hold_ms = hold_ms;
+    w->st = HILOCK_EINVAL;
+    cr_assert_eq(pthread_create(&w->th, NULL, waiter_main, w), 0);
+}
+
+static void waiter_join(waiter *w)
+{
+    pthread_join(w->th, NULL);
+    hilock_client_free(w->c);
+}
+
+/* ---- single master ---- */
+
+Test(handoff, release_wakes_a_blocked_waiter_at_once)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    hilock_client *hc = client1(r->url, 50);
+    hilock *h;
+    waiter w;
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+
+    waiter_start(&w, client1(r->unix_url, SLOW_POLL_MS), "job", 20000, 0);
+    await_blocked(r, 1);                     /* it waits on the signal list, not sleeping */
+    cr_assert_gt(hlt_pttl(r, "{job}:waiters"), 0, "the busy attempt marked the lock awaited");
+
+    long long t_rel = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK);
+    cr_assert_eq(w.rel, HILOCK_OK);
+    long long lat = w.t_acquired - t_rel;
+    cr_log_info("release -> next holder: %lld ms", lat);
+    /* the fallback poll would take >= 5 s and the holder's ttl 30 s */
+    cr_assert_lt(lat, 2000, "the waiter took %lld ms after the release", lat);
+    cr_assert_eq(blpops(r), 1, "one wait, ended by the signal");
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hilock_free(h);
+    hilock_client_free(hc);
+    assert_aux_keys_have_ttl(r);
+    hlt_redis_stop(r);
+}
+
+Test(handoff, waiter_acquires_when_the_holder_crashes)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    hilock_client *hc = client1(r->url, 50);
+    hilock *h;
+    waiter w;
+    cr_assert_eq(hilock_acquire(hc, "job", 700, 0, &h), HILOCK_OK);
+    /* the holder dies: no release, its connection closes, the key lives out its ttl */
+    hilock_free(h);
+    hilock_client_free(hc);
+
+    long long t0 = hlt_now_ms();
+    waiter_start(&w, client1(r->url, SLOW_POLL_MS), "job", 10000, 0);
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK);
+    /* bounded by the holder's PTTL (0.7 s, + the server's 100 ms timer), not the 5-15 s poll */
+    cr_assert_lt(w.t_acquired - t0, 3000, "took %lld ms", w.t_acquired - t0);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    assert_aux_keys_have_ttl(r);
+    hlt_redis_stop(r);
+}
+
+Test(handoff, waiter_acquires_when_another_client_deletes_the_key_without_signal)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    hilock_client *hc = client1(r->url, 50);
+    hilock *h;
+    waiter w;
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    waiter_start(&w, client1(r->url, 300), "job", 20000, 0);   /* polls every 150-450 ms */
+    await_blocked(r, 1);
+
+    long long t0 = hlt_now_ms();
+    redisReply *rep = hlt_cmd(r, "DEL job");   /* an operator, or a library that does not signal */
+    cr_assert(rep && rep->integer == 1);
+    freeReplyObject(rep);
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK);
+    cr_assert_lt(w.t_acquired - t0, 5000, "took %lld ms (the holder's ttl is 30 s)", w.t_acquired - t0);
+    cr_assert_eq(hilock_release(h), HILOCK_NOT_HELD);   /* ours was deleted: no signal, no harm */
+    hilock_free(h);
+    hilock_client_free(hc);
+    assert_aux_keys_expire(r);
+    hlt_redis_stop(r);
+}
+
+Test(handoff, one_release_wakes_one_waiter)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    hilock_client *hc = client1(r->url, 50);
+    hilock *h;
+    waiter w[3];
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    for (int i = 0; i < 3; i++) waiter_start(&w[i], client1(r->url, SLOW_POLL_MS), "job", 20000, 300);
+    await_blocked(r, 3);
+
+    long long t_rel = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    /* the woken one holds it 300 ms: meanwhile the other two stay blocked */
+    hlt_sleep_ms(150);
+    cr_assert_eq(blocked(r), 2, "a release woke more than one waiter");
+    for (int i = 0; i < 3; i++) waiter_join(&w[i]);
+
+    /* each release handed over to the next: three waits in all, no retries, no polling */
+    long long last = 0;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(w[i].st, HILOCK_OK, "waiter %d: %s", i, hilock_strerror(w[i].st));
+        cr_assert_eq(w[i].rel, HILOCK_OK);
+        if (w[i].t_acquired > last) last = w[i].t_acquired;
+    }
+    cr_assert_eq(blpops(r), 3, "BLPOP calls: %lld", blpops(r));
+    cr_assert_lt(last - t_rel, 4000, "three handoffs took %lld ms", last - t_rel);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+Test(handoff, a_stale_signal_wakes_a_later_waiter_once)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    hilock_client *hc = client1(r->url, 50);
+    hilock *h, *h2;
+    waiter w;
+    /* a release while the lock is marked awaited but nobody blocks: the signal is left */
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    redisReply *rep = hlt_cmd(r, "SET {job}:waiters 1 PX 5000");
+    freeReplyObject(rep);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    long long pttl = hlt_pttl(r, "{job}:signal");
+    cr_assert(pttl > 0 && pttl <= 1000, "the signal expires within 1 s (pttl %lld)", pttl);
+
+    /* a new holder, and a waiter: it takes the stale signal, fails once, and blocks again */
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h2), HILOCK_OK);
+    waiter_start(&w, client1(r->url, SLOW_POLL_MS), "job", 20000, 0);
+    await_blocked(r, 1);
+    hlt_sleep_ms(300);
+    cr_assert_eq(blocked(r), 1);
+    cr_assert_leq(blpops(r), 2, "the waiter spins: %lld BLPOPs", blpops(r));
+    cr_assert_eq(hilock_release(h2), HILOCK_OK);
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK);
+    hilock_free(h2);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+Test(handoff, an_uncontended_release_writes_no_signal)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    hilock_client *c = client1(r->url, 50);
+    hilock *l;
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &l), HILOCK_OK);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    }
+    cr_assert_eq(nkeys(r, "*:signal"), 0);
+    cr_assert_eq(nkeys(r, "*:waiters"), 0);
+    /* a try-lock that finds it busy will not wait, so it does not mark it either */
+    hilock *a, *b;
+    cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &a), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &b), HILOCK_BUSY);
+    cr_assert_eq(nkeys(r, "*:waiters"), 0);
+    cr_assert_eq(hilock_release(a), HILOCK_OK);
+    cr_assert_eq(nkeys(r, "*:signal"), 0);
+    hilock_free(a);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(handoff, hash_tagged_keys_keep_their_aux_keys_in_the_slot)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    hilock_client *hc = client1(r->url, 50);
+    hilock *h;
+    waiter w;
+    cr_assert_eq(hilock_acquire(hc, "{user:7}:job", 30000, 0, &h), HILOCK_OK);
+    waiter_start(&w, client1(r->url, SLOW_POLL_MS), "{user:7}:job", 20000, 0);
+    await_blocked(r, 1);
+    cr_assert_eq(hlt_exists(r, "{user:7}:job:waiters"), 1);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK);
+    hilock_free(h);
+    hilock_client_free(hc);
+    assert_aux_keys_have_ttl(r);
+    hlt_redis_stop(r);
+}
+
+Test(handoff, with_wake_off_waiters_poll)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    const char *url = r->url;
+    hilock_options o;
+    hilock_client *hc = client1(r->url, 50), *wc;
+    hilock *h;
+    waiter w;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.retry_delay_ms = 100;
+    o.wake = 0;
+    cr_assert_eq(hilock_client_new(&o, &wc), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    waiter_start(&w, wc, "job", 10000, 0);
+    hlt_sleep_ms(300);
+    cr_assert_eq(blocked(r), 0, "wake = 0 must not block");
+    cr_assert_eq(nkeys(r, "*:waiters"), 0, "nor mark the lock");
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK);
+    cr_assert_eq(blpops(r), -1, "no BLPOP was sent");
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+Test(handoff, a_waiter_still_gives_up_at_its_deadline)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    hilock_client *hc = client1(r->url, 50), *wc = client1(r->url, SLOW_POLL_MS);
+    hilock *h, *l;
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    long long t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(wc, "job", 30000, 400, &l), HILOCK_BUSY);
+    long long took = hlt_now_ms() - t0;
+    /* wait_ms + io_timeout_ms is the contract; BLPOP's own timer may add ~100 ms */
+    cr_assert(took >= 390 && took < 1400, "took %lld ms", took);
+    cr_assert_null(l);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hilock_client_free(wc);
+    assert_aux_keys_expire(r);
+    hlt_redis_stop(r);
+}
+
+/* ---- Redlock ---- */
+
+Test(handoff, redlock_waiter_is_woken_through_any_master)
+{
+    hlt_redis *m[3];
+    const char *urls[3];
+    for (int i = 0; i < 3; i++) {
+        cr_assert_not_null(m[i] = hlt_redis_start(NULL));
+        urls[i] = i % 2 ? m[i]->unix_url : m[i]->url;
+    }
+    hilock_client *hc = client_n(urls, 3, 50, 1000);
+    hilock *h;
+    waiter w;
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    /* one master goes away: the waiter blocks on the two others */
+    hlt_redis_kill(m[2]);
+    waiter_start(&w, client_n(urls, 3, SLOW_POLL_MS, 1000), "job", 20000, 0);
+    await_blocked(m[0], 1);
+    await_blocked(m[1], 1);
+
+    long long t_rel = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK);
+    cr_log_info("redlock release -> next holder: %lld ms", w.t_acquired - t_rel);
+    cr_assert_lt(w.t_acquired - t_rel, 2000, "took %lld ms", w.t_acquired - t_rel);
+    hilock_free(h);
+    hilock_client_free(hc);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(blocked(m[i]), 0, "an abandoned BLPOP is still blocked on master %d", i);
+        assert_aux_keys_have_ttl(m[i]);
+    }
+    for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
+}
+
+Test(handoff, leaves_no_signal_keys)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    hilock_client *hc = client_fast(r->url);
+    hilock *h;
+    waiter w[2];
+    /* a handoff chain, a crashed holder, a waiter that gives up */
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    for (int i = 0; i < 2; i++) waiter_start(&w[i], client_fast(r->url), "job", 10000, 50);
+    await_blocked(r, 2);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    for (int i = 0; i < 2; i++) {
+        waiter_join(&w[i]);
+        cr_assert_eq(w[i].st, HILOCK_OK);
+    }
+    cr_assert_eq(hilock_acquire(hc, "job", 500, 0, &h), HILOCK_OK);
+    hilock_free(h);   /* crashed: never released */
+    waiter_start(&w[0], client_fast(r->url), "job", 100, 0);
+    waiter_join(&w[0]);
+    cr_assert_eq(w[0].st, HILOCK_BUSY);
+    waiter_start(&w[0], client_fast(r->url), "job", 5000, 0);
+    waiter_join(&w[0]);
+    cr_assert_eq(w[0].st, HILOCK_OK);
+    hilock_client_free(hc);
+
+    assert_aux_keys_expire(r);
+    /* what is left: the fencing counter alone (kept ttl + 1 h by design) */
+    /* (KEYS, not DBSIZE: DBSIZE still counts expired keys the server has not reaped yet) */
+    cr_assert_eq(nkeys(r, "*"), 1);
+    cr_assert_eq(hlt_exists(r, "{job}:fence"), 1);
+    hlt_redis_stop(r);
+}
+
+/* ---- Sentinel ---- */
+
+static hlt_sentinel *SF;
+
+static void sentinel_fini(void)
+{
+    hlt_sentinel_stop(SF);
+    SF = NULL;
+}
+
+Test(handoff, sentinel_waiter_is_woken_by_the_release, .fini = sentinel_fini, .timeout = 60)
+{
+    SF = hlt_sentinel_start();
+    cr_assert_not_null(SF, "sentinel fixture did not start");
+    hlt_redis *m = SF->data[hlt_sentinel_master(SF)];
+    hilock_client *hc = client1(SF->url, 50);
+    hilock *h;
+    waiter w;
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    waiter_start(&w, client1(SF->url, SLOW_POLL_MS), "job", 20000, 0);
+    await_blocked(m, 1);
+
+    long long t_rel = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK);
+    cr_log_info("sentinel release -> next holder: %lld ms", w.t_acquired - t_rel);
+    cr_assert_lt(w.t_acquired - t_rel, 2000, "took %lld ms", w.t_acquired - t_rel);
+    cr_assert_eq(w.rel, HILOCK_OK);
+    hilock_free(h);
+    hilock_client_free(hc);
+    assert_aux_keys_have_ttl(m);
+}

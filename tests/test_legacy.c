@@ -1,0 +1,801 @@
+/* test_legacy.c -- the SETNX/GETSET recipe against a real redis-server: values on the wire,
+ * take-over of expired stamps, the documented race, crashed holders, late releases, clock
+ * skew, the skew margin, "<" vs "<=" at the exact stamp, and values that are never stolen.
+ *
+ * The "doc peer" below is an emulation, written for these tests, of a client that follows
+ * the documented recipe with separate SETNX / GET / GETSET / guarded DEL commands. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "hilock.h"
+#include "hilock_legacy.h"
+
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static long long wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+typedef struct opts {
+    const char *preset;
+    int64_t     margin_ms, offset_ms;
+    int         pexpire, eq;   /* eq: 1 = force expired_if_equal on, -1 = off, 0 = as preset */
+} opts;
+
+static hilock_client *mk(hlt_redis *r, opts x)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    const char *url = r->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.retry_delay_ms = 10;
+    if (x.preset) cr_assert_eq(hilock_codec_preset(x.preset, &o.codec), HILOCK_OK);
+    if (x.eq) o.codec.expired_if_equal = x.eq > 0;
+    o.skew_margin_ms = x.margin_ms;
+    o.clock_offset_ms = x.offset_ms;
+    o.legacy_pexpire = x.pexpire;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+static void set(hlt_redis *r, const char *key, const char *v)
+{
+    redisReply *rep = hlt_cmd(r, "SET %s %s", key, v);
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+}
+
+static void setb(hlt_redis *r, const char *key, const char *v, size_t len)
+{
+    redisReply *rep = hlt_cmd(r, "SET %s %b", key, v, len);
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+}
+
+static void setpx(hlt_redis *r, const char *key, const char *v, long long px)
+{
+    redisReply *rep = hlt_cmd(r, "SET %s %s PX %lld", key, v, px);
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+}
+
+/* the key holds exactly v (v NULL: no key) */
+static void holds(hlt_redis *r, const char *key, const char *v)
+{
+    char *got = hlt_get(r, key);
+    if (!v) cr_assert_null(got, "%s holds \"%s\"", key, got);
+    else {
+        cr_assert_not_null(got, "%s is gone, expected \"%s\"", key, v);
+        cr_assert_str_eq(got, v);
+    }
+    free(got);
+}
+
+static int matches(const char *s, const char *re)
+{
+    regex_t rx;
+    int ok;
+    cr_assert_eq(regcomp(&rx, re, REG_EXTENDED | REG_NOSUB), 0);
+    ok = regexec(&rx, s, 0, NULL, 0) == 0;
+    regfree(&rx);
+    return ok;
+}
+
+static int64_t stamp_of(const char *preset, const char *v)
+{
+    hilock_codec k;
+    int64_t s = 0;
+    cr_assert_eq(hilock_codec_preset(preset, &k), HILOCK_OK);
+    cr_assert_eq(hilock_codec_parse(&k, v, strlen(v), &s), HILOCK_OK, "\"%s\"", v);
+    return s;
+}
+
+/* ---- the values on the wire ---- */
+
+Test(legacy, doc_writes_seconds_plus_timeout_plus_one_without_ttl)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "doc", 0, 0, 0, 0 });
+    hilock *l;
+    long long before = wall_ms() / 1000, after;
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.doc", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    after = wall_ms() / 1000;
+    holds(r, "lock.doc", hilock_token(l));
+    cr_assert(matches(hilock_token(l), "^[0-9]{10}$"), "%s", hilock_token(l));
+    long long v = atoll(hilock_token(l));
+    cr_assert(v >= before + 10 + 1 && v <= after + 10 + 1, "%lld not in [%lld, %lld]", v, before + 11, after + 11);
+    cr_assert_eq(hlt_pttl(r, "lock.doc"), -1);
+    cr_assert(hilock_fence(l) > 1600000000000ULL);
+    cr_assert(hilock_validity_ms(l) > 5000 && hilock_validity_ms(l) <= 10000);
+    cr_assert_str_eq(hilock_key(l), "lock.doc");
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    holds(r, "lock.doc", NULL);
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
+    cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, every_preset_writes_its_own_format)
+{
+    static const struct { const char *preset, *re; } t[] = {
+        { "doc", "^[0-9]{10}$" },
+        { "node-redis-lock", "^[0-9]{13}$" },
+        { "jedis-lock", "^[0-9]{13}$" },
+        { "redis-objects", "^[0-9]{10}\\.[0-9]{6}$" },
+        { "redis-py-2", "^[0-9]{10}\\.[0-9]{2}$" },
+        { "ruby-redis-lock", "^[0-9]{10}-[0-9]+-[0-9]+$" },
+    };
+    hlt_redis *r = hlt_redis_start(NULL);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        hilock_client *c = mk(r, (opts){ t[i].preset, 0, 0, 0, 0 });
+        hilock *l;
+        long long t0 = wall_us();
+        cr_assert_eq(hilock_legacy_acquire(c, "lock:fmt", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        holds(r, "lock:fmt", hilock_token(l));
+        cr_assert(matches(hilock_token(l), t[i].re), "%s: \"%s\"", t[i].preset, hilock_token(l));
+        /* stamp = now + timeout (+1 unit), truncated to the codec's resolution */
+        int64_t s = stamp_of(t[i].preset, hilock_token(l));
+        cr_assert(s >= t0 + 5000000 - 1000000 && s <= wall_us() + 5000000 + 1000000, "%s: %lld",
+                  t[i].preset, (long long)s);
+        if (!strcmp(t[i].preset, "ruby-redis-lock")) {
+            char pid[32];
+            snprintf(pid, sizeof pid, "-%ld-", (long)getpid());
+            cr_assert(strstr(hilock_token(l), pid), "%s", hilock_token(l));
+        }
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        holds(r, "lock:fmt", NULL);
+        hilock_free(l);
+        hilock_client_free(c);
+    }
+    hlt_redis_stop(r);
+}
+
+Test(legacy, pexpire_option_gives_the_key_a_ttl)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 0, 1, 0 });
+    hilock *l;
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.px", 3000, 0, &l), HILOCK_OK);
+    long long p = hlt_pttl(r, "lock.px");
+    cr_assert(p > 0 && p <= 3000, "pttl %lld", p);
+    cr_assert_eq(hilock_extend(l, 20000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    p = hlt_pttl(r, "lock.px");
+    cr_assert(p > 15000 && p <= 20000, "pttl %lld", p);
+    holds(r, "lock.px", hilock_token(l));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- held, expired, taken over ---- */
+
+Test(legacy, a_live_stamp_is_busy_and_untouched)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock *l = (hilock *)1;
+    char v[32];
+    snprintf(v, sizeof v, "%lld", wall_ms() + 60000);
+    set(r, "lock.live", v);
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.live", 1000, 0, &l), HILOCK_BUSY);
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "lock.live") && strstr(hilock_client_errmsg(c), v),
+              "%s", hilock_client_errmsg(c));
+    long long t0 = hlt_now_ms();
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.live", 1000, 150, &l), HILOCK_BUSY);
+    cr_assert(hlt_now_ms() - t0 < 2000);
+    holds(r, "lock.live", v);
+    cr_assert_eq(hlt_pttl(r, "lock.live"), -1);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, an_expired_stamp_is_taken_over_even_by_a_single_try)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock *l;
+    char v[32];
+    snprintf(v, sizeof v, "%lld", wall_ms() - 1000);
+    set(r, "lock.exp", v);
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.exp", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    holds(r, "lock.exp", hilock_token(l));
+    cr_assert_str_neq(hilock_token(l), v);
+    cr_assert_eq(hlt_pttl(r, "lock.exp"), -1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, expired_values_of_other_formats_are_taken_over)
+{
+    static const struct { const char *preset, *v; } t[] = {
+        { "ruby-redis-lock", "1600000000-123-456" },
+        { "ruby-redis-lock", "1600000000-123" },
+        { "redis-py-2", "1600000000.25" },
+        { "redis-objects", "1600000000.123456" },
+        { "doc", "1600000000" },
+        { "jedis-lock", "1600000000000" },
+    };
+    hlt_redis *r = hlt_redis_start(NULL);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        hilock_client *c = mk(r, (opts){ t[i].preset, 0, 0, 0, 0 });
+        hilock *l;
+        set(r, "lock:x", t[i].v);
+        cr_assert_eq(hilock_legacy_acquire(c, "lock:x", 5000, 0, &l), HILOCK_OK, "%s: %s", t[i].v,
+                     hilock_client_errmsg(c));
+        holds(r, "lock:x", hilock_token(l));
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+        hilock_client_free(c);
+    }
+    hlt_redis_stop(r);
+}
+
+Test(legacy, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock *l = NULL;
+    char v[32];
+    snprintf(v, sizeof v, "%lld", wall_ms() - 5000);
+    long long t0 = hlt_now_ms();   /* before the SET: its PX ends 400 ms after this, or later */
+    setpx(r, "lock.ttl", v, 400);
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.ttl", 2000, 0, &l), HILOCK_BUSY);
+    cr_assert(strstr(hilock_client_errmsg(c), "TTL"), "%s", hilock_client_errmsg(c));
+    holds(r, "lock.ttl", v);
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.ttl", 2000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(hlt_now_ms() - t0 >= 395, "took over %lld ms after the SET, before its PX ended", hlt_now_ms() - t0);
+    holds(r, "lock.ttl", hilock_token(l));
+    hilock_release(l);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, a_fresh_stamp_is_computed_on_the_attempt_that_wins)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock *l;
+    char v[32];
+    long long start = wall_ms();
+    snprintf(v, sizeof v, "%lld", start + 400);
+    set(r, "lock.fresh", v);
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.fresh", 1000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    /* a stamp computed at the start of the wait would be ~start + 1001: already half gone */
+    long long s = atoll(hilock_token(l));
+    cr_assert(s >= start + 400 + 1000, "stamp %lld is from before the wait (start %lld)", s, start);
+    cr_assert(hilock_validity_ms(l) > 0);
+    hilock_release(l);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- values that are never stolen ---- */
+
+Test(legacy, values_that_are_not_stamps_are_never_taken)
+{
+    static const char *bad[] = { "garbage", "", "c0ffee-4f1d-token", "1", "123456", "1.7e9", "-1",
+                                 "4f1d2a7b9c0e11aa22bb33cc44dd55ee", "1600000000-123-456" };
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hilock *l = (hilock *)1;
+        set(r, "lock.bad", bad[i]);
+        cr_assert_eq(hilock_legacy_acquire(c, "lock.bad", 1000, 0, &l), HILOCK_BUSY, "\"%s\"", bad[i]);
+        cr_assert_null(l);
+        const char *m = hilock_client_errmsg(c);
+        cr_assert(strstr(m, "lock.bad") && strstr(m, "not a stamp") && strstr(m, "never"), "%s", m);
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, "\"%s\"", bad[i]);
+        cr_assert(strstr(m, quoted), "message does not name the value: %s", m);
+        holds(r, "lock.bad", bad[i]);
+        cr_assert_eq(hlt_pttl(r, "lock.bad"), -1);
+    }
+    /* and while waiting, too */
+    hilock *l = NULL;
+    set(r, "lock.bad", "garbage");
+    long long t0 = hlt_now_ms();
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.bad", 1000, 200, &l), HILOCK_BUSY);
+    cr_assert(hlt_now_ms() - t0 < 2000);
+    holds(r, "lock.bad", "garbage");
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, binary_values_are_shown_escaped)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "doc", 0, 0, 0, 0 });
+    hilock *l;
+    setb(r, "lock.bin", "17\0\x01\xff\"x", 7);
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.bin", 5000, 0, &l), HILOCK_BUSY);
+    cr_assert(strstr(hilock_client_errmsg(c), "17\\x00\\x01\\xff\\x22x"), "%s", hilock_client_errmsg(c));
+    redisReply *rep = hlt_cmd(r, "STRLEN lock.bin");
+    cr_assert_eq(rep->integer, 7);
+    freeReplyObject(rep);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, a_modern_lock_is_never_taken)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *m, *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock *ml, *l = NULL;
+    cr_assert_eq(hilock_client_open(r->url, &m), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(m, "lock.modern", 5000, 0, &ml), HILOCK_OK);
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.modern", 1000, 100, &l), HILOCK_BUSY);
+    holds(r, "lock.modern", hilock_token(ml));
+    cr_assert_eq(hilock_release(ml), HILOCK_OK);
+    hilock_free(ml);
+    hilock_client_free(m);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, a_unit_mismatch_is_reported_not_stolen)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *ms = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock_client *s = mk(r, (opts){ "doc", 0, 0, 0, 0 });
+    hilock *l = NULL;
+    char v[32];
+    /* a live seconds stamp: a ms client would read 1970 and steal it */
+    snprintf(v, sizeof v, "%lld", wall_ms() / 1000 + 30);
+    set(r, "lock.unit", v);
+    cr_assert_eq(hilock_legacy_acquire(ms, "lock.unit", 1000, 0, &l), HILOCK_BUSY);
+    cr_assert(strstr(hilock_client_errmsg(ms), "looks like seconds"), "%s", hilock_client_errmsg(ms));
+    holds(r, "lock.unit", v);
+    /* an expired ms stamp read by a seconds client: far future, never stolen, and said so */
+    snprintf(v, sizeof v, "%lld", wall_ms() - 60000);
+    set(r, "lock.unit", v);
+    cr_assert_eq(hilock_legacy_acquire(s, "lock.unit", 1000, 0, &l), HILOCK_BUSY);
+    cr_assert(strstr(hilock_client_errmsg(s), "looks like milliseconds"), "%s", hilock_client_errmsg(s));
+    holds(r, "lock.unit", v);
+    hilock_client_free(ms);
+    hilock_client_free(s);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, a_key_of_another_type_is_ereply_and_untouched)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "doc", 0, 0, 0, 0 });
+    hilock *l = (hilock *)1;
+    freeReplyObject(hlt_cmd(r, "HSET lock.h f v"));
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.h", 5000, 0, &l), HILOCK_EREPLY);
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "WRONGTYPE"), "%s", hilock_client_errmsg(c));
+    redisReply *rep = hlt_cmd(r, "HGET lock.h f");
+    cr_assert_str_eq(rep->str, "v");
+    freeReplyObject(rep);
+    cr_assert_eq(hlt_dbsize(r), 1);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- bad input: a clear status, nothing written ---- */
+
+Test(legacy, bad_arguments_are_einval_and_change_nothing)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "doc", 2000, 0, 0, 0 });
+    hilock *l = (hilock *)1;
+    char big[HILOCK_KEY_MAX + 2];
+    memset(big, 'k', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    cr_assert_eq(hilock_legacy_acquire(NULL, "k", 5000, 0, &l), HILOCK_EINVAL);
+    cr_assert_null(l);
+    cr_assert_eq(hilock_legacy_acquire(c, NULL, 5000, 0, &l), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire(c, "", 5000, 0, &l), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire(c, big, 5000, 0, &l), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire(c, "k", 5000, 0, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire(c, "k", 0, 0, &l), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire(c, "k", -5, 0, &l), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire(c, "k", HILOCK_TTL_MAX_MS + 1, 0, &l), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire(c, "k", 5000, -2, &l), HILOCK_EINVAL);
+    /* the 2 s skew margin eats a 1.5 s timeout */
+    cr_assert_eq(hilock_legacy_acquire(c, "k", 1500, 0, &l), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "skew_margin_ms"), "%s", hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert_eq(hlt_dbsize(r), 0);
+    hilock_client_free(c);
+
+    /* several servers: legacy peers know no quorum */
+    hlt_redis *r2 = hlt_redis_start(NULL);
+    const char *urls[] = { r->url, r2->url, r->unix_url };
+    hilock_options o;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 3;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK);
+    cr_assert_eq(hilock_legacy_acquire(c, "k", 5000, 0, &l), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "one server"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_dbsize(r), 0);
+    cr_assert_eq(hlt_dbsize(r2), 0);
+    hilock_client_free(c);
+    hlt_redis_stop(r2);
+    hlt_redis_stop(r);
+}
+
+/* ---- the documented race: two take-overs of one expired lock at once ---- */
+
+typedef struct racer {
+    hlt_redis         *r;
+    pthread_barrier_t *go;
+    hilock_client     *c;      /* NULL: the doc peer */
+    redisContext      *rc;
+    hilock            *won;
+    int                peer_won;
+    char               peer_value[32];
+} racer;
+
+/* The documented recipe, one attempt, as separate commands (ms codec, "<"): SETNX; GET;
+ * if passed, GETSET and win iff the old value returned had passed. */
+static int doc_peer_try(redisContext *rc, const char *key, long long timeout_ms, char *mine)
+{
+    redisReply *a;
+    int won = 0;
+    snprintf(mine, 32, "%lld", wall_ms() + timeout_ms + 1);
+    a = redisCommand(rc, "SETNX %s %s", key, mine);
+    won = a && a->type == REDIS_REPLY_INTEGER && a->integer == 1;
+    if (a) freeReplyObject(a);
+    if (won) return 1;
+    a = redisCommand(rc, "GET %s", key);
+    if (a && a->type == REDIS_REPLY_STRING && atoll(a->str) < wall_ms()) {
+        redisReply *g;
+        snprintf(mine, 32, "%lld", wall_ms() + timeout_ms + 1);
+        g = redisCommand(rc, "GETSET %s %s", key, mine);
+        won = g && (g->type == REDIS_REPLY_NIL || (g->type == REDIS_REPLY_STRING && atoll(g->str) < wall_ms()));
+        if (g) freeReplyObject(g);
+    }
+    if (a) freeReplyObject(a);
+    return won;
+}
+
+static void *race(void *arg)
+{
+    racer *x = arg;
+    pthread_barrier_wait(x->go);
+    if (x->c) {
+        if (hilock_legacy_acquire(x->c, "lock.race", 5000, 0, &x->won) != HILOCK_OK) x->won = NULL;
+    } else {
+        x->peer_won = doc_peer_try(x->rc, "lock.race", 5000, x->peer_value);
+    }
+    return NULL;
+}
+
+static void race_rounds(int with_peer, int rounds)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    pthread_barrier_t go;
+    racer x[2];
+    int ours = 0, peers = 0, overwritten = 0;
+    memset(x, 0, sizeof x);
+    pthread_barrier_init(&go, NULL, 2);
+    for (int i = 0; i < 2; i++) {
+        x[i].r = r;
+        x[i].go = &go;
+        if (i == 1 && with_peer) {
+            struct timeval tv = { 2, 0 };
+            x[i].rc = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+            cr_assert(x[i].rc && !x[i].rc->err);
+        } else {
+            x[i].c = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+        }
+    }
+    for (int round = 0; round < rounds; round++) {
+        pthread_t th[2];
+        char expired[32];
+        int winners = 0;
+        hilock *w = NULL;
+        snprintf(expired, sizeof expired, "%lld", wall_ms() - 10000);
+        set(r, "lock.race", expired);
+        for (int i = 0; i < 2; i++) {
+            x[i].won = NULL;
+            x[i].peer_won = 0;
+            pthread_create(&th[i], NULL, race, &x[i]);
+        }
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        for (int i = 0; i < 2; i++) {
+            if (x[i].won) { winners++; ours++; w = x[i].won; }
+            if (x[i].peer_won) { winners++; peers++; }
+        }
+        cr_assert_eq(winners, 1, "round %d: %d winners", round, winners);
+        char *v = hlt_get(r, "lock.race");
+        cr_assert_not_null(v, "round %d: the winner's key was deleted", round);
+        if (w) {
+            /* our win; a losing doc peer may have overwritten our value with its own stamp
+             * (the recipe's accepted hazard), but nobody deleted the key, and our release
+             * deletes only our exact value */
+            if (strcmp(v, hilock_token(w))) {
+                overwritten++;
+                cr_assert_str_eq(v, x[1].peer_value);
+                cr_assert_eq(hilock_release(w), HILOCK_NOT_HELD);
+                holds(r, "lock.race", v);
+            } else {
+                cr_assert_eq(hilock_release(w), HILOCK_OK);
+                holds(r, "lock.race", NULL);
+            }
+            hilock_free(w);
+        } else {
+            cr_assert_str_eq(v, x[1].peer_value, "round %d: the losing hilock client wrote", round);
+        }
+        free(v);
+    }
+    cr_log_info("race: %d rounds, hilock won %d, doc peer won %d, peer overwrote our value %d",
+                rounds, ours, peers, overwritten);
+    for (int i = 0; i < 2; i++) {
+        hilock_client_free(x[i].c);
+        if (x[i].rc) redisFree(x[i].rc);
+    }
+    pthread_barrier_destroy(&go);
+    hlt_redis_stop(r);
+}
+
+Test(legacy_race, two_hilock_takeovers_of_one_expired_lock_one_wins)
+{
+    race_rounds(0, 60);
+}
+
+Test(legacy_race, hilock_and_a_doc_peer_take_over_at_once_one_wins)
+{
+    race_rounds(1, 60);
+}
+
+/* ---- crashes, late releases, skew ---- */
+
+Test(legacy, a_crashed_holder_is_taken_over_after_its_stamp_passes)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *a = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock_client *b = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock *la, *lb = NULL;
+    cr_assert_eq(hilock_legacy_acquire(a, "lock.crash", 1000, 0, &la), HILOCK_OK);
+    int64_t sa = stamp_of("node-redis-lock", hilock_token(la));
+    hilock_free(la);   /* the holder dies: no release, no TTL */
+    cr_assert_eq(hlt_pttl(r, "lock.crash"), -1);
+    cr_assert_eq(hilock_legacy_acquire(b, "lock.crash", 600, 0, &lb), HILOCK_BUSY);
+    cr_assert_eq(hilock_legacy_acquire(b, "lock.crash", 5000, 5000, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    cr_assert(wall_us() >= sa, "taken over before the dead holder's stamp passed");
+    holds(r, "lock.crash", hilock_token(lb));
+    cr_assert_eq(hilock_release(lb), HILOCK_OK);
+    hilock_free(lb);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, a_late_release_after_takeover_deletes_nothing)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *a = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock_client *b = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock *la, *lb;
+    cr_assert_eq(hilock_legacy_acquire(a, "lock.late", 1000, 0, &la), HILOCK_OK);
+    hlt_sleep_ms(1200);   /* a pauses past its stamp */
+    cr_assert_eq(hilock_legacy_acquire(b, "lock.late", 5000, 0, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    cr_assert_eq(hilock_validity_ms(la), 0);
+    cr_assert_eq(hilock_check(la), HILOCK_NOT_HELD);
+    cr_assert_eq(hilock_extend(la, 5000), HILOCK_NOT_HELD);
+    cr_assert_eq(hilock_release(la), HILOCK_NOT_HELD);
+    cr_assert(strstr(hilock_client_errmsg(a), "has passed"), "%s", hilock_client_errmsg(a));
+    holds(r, "lock.late", hilock_token(lb));
+    cr_assert_eq(hilock_release(lb), HILOCK_OK);
+    hilock_free(la);
+    hilock_free(lb);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, skew_injected_into_our_client_never_deletes_the_new_owner)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    /* a's clock is 3 s behind: its 1 s stamp is already 2 s old for everyone else */
+    hilock_client *a = mk(r, (opts){ "jedis-lock", 0, -3000, 0, 0 });
+    hilock_client *b = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock *la, *lb;
+    cr_assert_eq(hilock_legacy_acquire(a, "lock.skew", 1000, 0, &la), HILOCK_OK);
+    int64_t sa = stamp_of("jedis-lock", hilock_token(la));
+    cr_assert(sa < wall_us() - 1000000, "offset not applied: %s", hilock_token(la));
+    cr_assert(hilock_validity_ms(la) > 0);   /* a believes it holds the lock */
+    cr_assert_eq(hilock_legacy_acquire(b, "lock.skew", 5000, 0, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    /* a's own guard passes (its clock), the compare on the exact value saves b */
+    cr_assert_eq(hilock_check(la), HILOCK_NOT_HELD);
+    cr_assert(strstr(hilock_client_errmsg(a), "another value"), "%s", hilock_client_errmsg(a));
+    cr_assert_eq(hilock_extend(la, 2000), HILOCK_NOT_HELD);
+    holds(r, "lock.skew", hilock_token(lb));
+    cr_assert_eq(hilock_release(la), HILOCK_NOT_HELD);
+    holds(r, "lock.skew", hilock_token(lb));
+    cr_assert_eq(hilock_release(lb), HILOCK_OK);
+    hilock_free(la);
+    hilock_free(lb);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, clock_offset_moves_our_stamps)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 60000, 0, 0 });
+    hilock *l;
+    long long before = wall_ms();
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.off", 1000, 0, &l), HILOCK_OK);
+    long long s = atoll(hilock_token(l));
+    cr_assert(s >= before + 61001 && s <= wall_ms() + 61001, "%lld", s - before);
+    hilock_release(l);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, the_skew_margin_delays_takeover_and_shortens_validity)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "jedis-lock", 2000, 0, 0, 0 });
+    hilock *l = NULL;
+    char v[32];
+    snprintf(v, sizeof v, "%lld", wall_ms() - 1000);   /* passed 1 s ago: within the margin */
+    set(r, "lock.m", v);
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.m", 5000, 0, &l), HILOCK_BUSY);
+    holds(r, "lock.m", v);
+    snprintf(v, sizeof v, "%lld", wall_ms() - 3000);   /* passed 3 s ago: beyond it */
+    set(r, "lock.m", v);
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.m", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(hilock_validity_ms(l) <= 3000 && hilock_validity_ms(l) > 1000, "%lld",
+              (long long)hilock_validity_ms(l));
+    holds(r, "lock.m", hilock_token(l));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* "<" vs "<=" at the exact stamp: with seconds, "now" equals the stamp for a whole second. */
+Test(legacy, lt_and_le_disagree_at_the_exact_stamp)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *lt = mk(r, (opts){ "doc", 0, 0, 0, -1 });
+    hilock_client *le = mk(r, (opts){ "doc", 0, 0, 0, 1 });
+    int done = 0;
+    for (int tries = 0; tries < 4 && !done; tries++) {
+        hilock *l = NULL;
+        char v[32];
+        long long us = wall_us(), sec;
+        /* start 50 ms into a second, so both attempts fall within it */
+        hlt_sleep_ms((long)(1000 - (us / 1000) % 1000 + 50));
+        sec = wall_us() / 1000000;
+        snprintf(v, sizeof v, "%lld", sec);
+        set(r, "lock.eq", v);
+        hilock_status a = hilock_legacy_acquire(lt, "lock.eq", 5000, 0, &l);
+        char *after_lt = hlt_get(r, "lock.eq");
+        hilock_status b = hilock_legacy_acquire(le, "lock.eq", 5000, 0, &l);
+        if (wall_us() / 1000000 != sec) {   /* crossed into the next second: try again */
+            if (l) { hilock_release(l); hilock_free(l); l = NULL; }
+            free(after_lt);
+            continue;
+        }
+        cr_assert_eq(a, HILOCK_BUSY, "\"<\" took a stamp equal to now");
+        cr_assert_str_eq(after_lt, v);
+        cr_assert_eq(b, HILOCK_OK, "\"<=\" did not take a stamp equal to now: %s", hilock_client_errmsg(le));
+        holds(r, "lock.eq", hilock_token(l));
+        hilock_release(l);
+        hilock_free(l);
+        free(after_lt);
+        done = 1;
+    }
+    cr_assert(done, "could not stay within one second");
+    hilock_client_free(lt);
+    hilock_client_free(le);
+    hlt_redis_stop(r);
+}
+
+/* ---- release, extend, check on a legacy lock ---- */
+
+Test(legacy, release_never_deletes_a_value_that_is_not_ours)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock *l;
+    char other[32];
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.o", 5000, 0, &l), HILOCK_OK);
+    /* a doc peer that lost a GETSET race overwrote our stamp with its own */
+    snprintf(other, sizeof other, "%lld", atoll(hilock_token(l)) + 7);   /* never equal to ours */
+    set(r, "lock.o", other);
+    cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD);
+    cr_assert_eq(hilock_extend(l, 5000), HILOCK_NOT_HELD);
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
+    cr_assert(strstr(hilock_client_errmsg(c), "another value"), "%s", hilock_client_errmsg(c));
+    holds(r, "lock.o", other);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, extend_writes_a_fresh_later_stamp)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock *l;
+    char old[64];
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.ext", 1000, 0, &l), HILOCK_OK);
+    snprintf(old, sizeof old, "%s", hilock_token(l));
+    uint64_t fence = hilock_fence(l);
+    long long before = wall_ms();
+    cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_str_neq(hilock_token(l), old);
+    long long s = atoll(hilock_token(l));
+    cr_assert(s >= before + 10001 && s <= wall_ms() + 10001, "%lld", s - before);
+    holds(r, "lock.ext", hilock_token(l));
+    cr_assert_eq(hlt_pttl(r, "lock.ext"), -1);
+    cr_assert(hilock_validity_ms(l) > 5000);
+    cr_assert_eq(hilock_fence(l), fence);
+    cr_assert_eq(hilock_check(l), HILOCK_OK);
+    cr_assert_eq(hilock_extend(l, 0), HILOCK_EINVAL);
+    holds(r, "lock.ext", hilock_token(l));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    holds(r, "lock.ext", NULL);
+    cr_assert_eq(hilock_extend(l, 1000), HILOCK_EINVAL);   /* released */
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, fences_grow_with_every_grant)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    uint64_t last = 0;
+    for (int i = 0; i < 5; i++) {
+        hilock *l;
+        cr_assert_eq(hilock_legacy_acquire(c, "lock.f", 5000, 0, &l), HILOCK_OK);
+        cr_assert_gt(hilock_fence(l), last);
+        last = hilock_fence(l);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    }
+    cr_assert(hlt_pttl(r, "{lock.f}:fence") > 0);   /* the counter expires too */
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(legacy, an_unreachable_server_is_an_error_not_busy)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = mk(r, (opts){ "doc", 0, 0, 0, 0 });
+    hilock *l = (hilock *)1;
+    hlt_redis_kill(r);
+    hilock_status st = hilock_legacy_acquire(c, "lock.down", 5000, 0, &l);
+    cr_assert(st == HILOCK_EIO || st == HILOCK_ETIMEDOUT, "%s", hilock_strerror(st));
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "127.0.0.1"), "%s", hilock_client_errmsg(c));
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}

@@ -1,0 +1,712 @@
+/* test_redlock.c -- the same API over N independent masters (Redlock), on real redis-servers.
+ * Every test starts its own masters; timing asserts are generous upper bounds ("does not
+ * hang", "does not wait for the full io_timeout") or bounds the design guarantees. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "hilock.h"
+
+#define NMAX 5
+#define IO_MS 5000   /* long on purpose: Redlock calls must finish far sooner */
+
+typedef struct cluster {
+    hlt_redis *m[NMAX];
+    const char *url[NMAX + 1];
+    int n;
+} cluster;
+
+static void start(cluster *k, int n)
+{
+    memset(k, 0, sizeof *k);
+    k->n = n;
+    for (int i = 0; i < n; i++) {
+        k->m[i] = hlt_redis_start(NULL);
+        cr_assert_not_null(k->m[i], "redis-server %d did not start", i);
+        /* a mix of unix sockets and TCP: nothing may assume one kind of member */
+        k->url[i] = i % 2 ? k->m[i]->unix_url : k->m[i]->url;
+    }
+}
+
+static void stop(cluster *k)
+{
+    for (int i = 0; i < k->n; i++) hlt_redis_stop(k->m[i]);
+}
+
+static hilock_client *client_for(const char *const *urls, int n)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = (size_t)n;
+    o.io_timeout_ms = IO_MS;
+    o.connect_timeout_ms = 1000;
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+static hilock_client *client(cluster *k) { return client_for(k->url, k->n); }
+
+/* How many of the first `upto` masters hold `value` at `key` (killed ones do not; frozen
+ * ones must be left out, the read-back would wait for them). */
+static int holders_in(cluster *k, int upto, const char *key, const char *value)
+{
+    int n = 0;
+    for (int i = 0; i < upto; i++) {
+        char *v = k->m[i]->pid > 0 ? hlt_get(k->m[i], key) : NULL;
+        if (v && !strcmp(v, value)) n++;
+        free(v);
+    }
+    return n;
+}
+
+static int holders(cluster *k, const char *key, const char *value)
+{
+    return holders_in(k, k->n, key, value);
+}
+
+static int with_key_in(cluster *k, int upto, const char *key)
+{
+    int n = 0;
+    for (int i = 0; i < upto; i++)
+        if (k->m[i]->pid > 0 && hlt_exists(k->m[i], key) == 1) n++;
+    return n;
+}
+
+static int with_key(cluster *k, const char *key) { return with_key_in(k, k->n, key); }
+
+static void set_on(hlt_redis *r, const char *key, const char *value, long long px)
+{
+    redisReply *rep = hlt_cmd(r, "SET %s %s PX %lld", key, value, px);
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+}
+
+static unsigned long long fence_on(hlt_redis *r, const char *fence_key)
+{
+    char *v = hlt_get(r, fence_key);
+    unsigned long long f = v ? strtoull(v, NULL, 10) : 0;
+    free(v);
+    return f;
+}
+
+static long long drift_ms(long long ttl) { return ttl / 100 + 2; }
+
+Test(redlock, grants_on_every_master_with_one_token)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_str_eq(hilock_client_errmsg(c), "");
+    cr_assert_eq(holders(&k, "res", hilock_token(l)), 5);
+    for (int i = 0; i < 5; i++) {
+        long long p = hlt_pttl(k.m[i], "res");
+        cr_assert(p > 9000 && p <= 10000, "pttl %lld on master %d", p, i);
+    }
+    cr_assert(hilock_validity_ms(l) > 9000 && hilock_validity_ms(l) <= 10000 - drift_ms(10000));
+    cr_assert(hilock_fence(l) > 1000000000000ULL);
+    int at_or_above = 0;   /* a quorum holds a counter >= the token: later quorums mint more */
+    for (int i = 0; i < 5; i++) at_or_above += fence_on(k.m[i], "{res}:fence") >= hilock_fence(l);
+    cr_assert_geq(at_or_above, 3);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(with_key(&k, "res"), 0);
+    cr_assert_eq(hilock_validity_ms(l), 0);
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);   /* twice: said, not done again */
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, works_with_two_masters_down)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    hlt_redis_kill(k.m[0]);
+    hlt_redis_kill(k.m[3]);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(holders(&k, "res", hilock_token(l)), 3);
+    cr_assert(hilock_validity_ms(l) > 9000);
+    cr_assert_eq(hilock_extend(l, 20000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(with_key(&k, "res"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, three_masters_down_is_enoquorum_at_once)
+{
+    cluster k;
+    hilock *l = (hilock *)1;
+    char want[128];
+    const char *urls[5];
+    start(&k, 5);
+    for (int i = 0; i < 5; i++) urls[i] = k.m[i]->url;   /* TCP names in the message */
+    hilock_client *c = client_for(urls, 5);
+    for (int i = 0; i < 3; i++) hlt_redis_kill(k.m[i]);
+    long long t = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_ENOQUORUM);
+    cr_assert_lt(hlt_now_ms() - t, 1000, "refused connections must fail fast");
+    cr_assert_null(l);
+    const char *msg = hilock_client_errmsg(c);
+    cr_assert(strstr(msg, "no quorum (granted on 2 of 5 masters, 3 needed): ") == msg, "%s", msg);
+    snprintf(want, sizeof want, "127.0.0.1:%d: connect: Connection refused; 127.0.0.1:%d: connect: "
+             "Connection refused; 127.0.0.1:%d: connect: Connection refused", k.m[0]->port,
+             k.m[1]->port, k.m[2]->port);
+    cr_assert(strstr(msg, want), "%s", msg);
+    cr_assert_eq(with_key(&k, "res"), 0, "the partial grant on the live two is undone");
+    /* waiting does not change the verdict, and the wait stays bounded */
+    t = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 300, &l), HILOCK_ENOQUORUM);
+    cr_assert_lt(hlt_now_ms() - t, 2000);
+    cr_assert_eq(with_key(&k, "res"), 0);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, frozen_master_costs_the_per_master_timeout_not_io_timeout)
+{
+    cluster k;
+    hilock *l, *l2;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    hlt_redis_freeze(k.m[4]);
+    long long t = hlt_now_ms();
+    /* ttl 10 s: each master gets 5% = 500 ms, far below io_timeout (5 s) */
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    long long took = hlt_now_ms() - t;
+    cr_assert_lt(took, 2500, "acquire took %lld ms", took);
+    cr_assert_geq(took, 400, "the frozen master was given its time (%lld ms)", took);
+    cr_assert(hilock_validity_ms(l) <= 10000 - drift_ms(10000) - 400);
+    cr_assert(hilock_validity_ms(l) > 8000);
+    cr_assert_eq(holders_in(&k, 4, "res", hilock_token(l)), 4);
+    t = hlt_now_ms();
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_lt(hlt_now_ms() - t, 2500);
+    cr_assert_eq(with_key_in(&k, 4, "res"), 0);
+    hlt_redis_thaw(k.m[4]);
+    hlt_sleep_ms(200);   /* it now runs what was queued for it, in any order */
+    /* our write may have landed late on the thawed master; the next contact undoes it */
+    cr_assert_eq(hilock_acquire(c, "other", 10000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(k.m[4], "res"), 0);
+    cr_assert_eq(holders(&k, "other", hilock_token(l2)), 5);
+    cr_assert_eq(hilock_release(l2), HILOCK_OK);
+    hilock_free(l2);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, quorum_held_by_another_client_is_busy)
+{
+    cluster k;
+    hilock *a, *b = (hilock *)1;
+    start(&k, 5);
+    hilock_client *ca = client(&k), *cb = client(&k);
+    cr_assert_eq(hilock_acquire(ca, "res", 10000, 0, &a), HILOCK_OK, "%s", hilock_client_errmsg(ca));
+    cr_assert_eq(hilock_acquire(cb, "res", 10000, 0, &b), HILOCK_BUSY);
+    cr_assert_null(b);
+    cr_assert(strstr(hilock_client_errmsg(cb), "res: held by another owner on 5 of 5 masters: "),
+              "%s", hilock_client_errmsg(cb));
+    cr_assert(strstr(hilock_client_errmsg(cb), "ms left)"), "%s", hilock_client_errmsg(cb));
+    long long t = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(cb, "res", 10000, 200, &b), HILOCK_BUSY);
+    cr_assert_geq(hlt_now_ms() - t, 200);
+    cr_assert_lt(hlt_now_ms() - t, 3000);
+    cr_assert_eq(holders(&k, "res", hilock_token(a)), 5, "B changed nothing");
+    cr_assert_eq(hilock_release(a), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(cb, "res", 10000, 0, &b), HILOCK_OK, "%s", hilock_client_errmsg(cb));
+    cr_assert_eq(holders(&k, "res", hilock_token(b)), 5);
+    cr_assert_eq(hilock_release(b), HILOCK_OK);
+    hilock_free(a);
+    hilock_free(b);
+    hilock_client_free(ca);
+    hilock_client_free(cb);
+    stop(&k);
+}
+
+Test(redlock, minority_held_by_a_crashed_client_does_not_block)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    set_on(k.m[0], "res", "crashed-holder", 60000);
+    set_on(k.m[1], "res", "crashed-holder", 60000);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(holders(&k, "res", hilock_token(l)), 3);
+    cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(holders(&k, "res", "crashed-holder"), 2, "never touch a value that is not ours");
+    cr_assert_eq(with_key(&k, "res"), 2);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, partial_grants_are_undone_after_a_failed_attempt)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    for (int i = 0; i < 3; i++) set_on(k.m[i], "res", "other-owner", 60000);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_BUSY);
+    cr_assert(strstr(hilock_client_errmsg(c), "held by another owner on 3 of 5 masters"), "%s",
+              hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(k.m[3], "res"), 0);
+    cr_assert_eq(hlt_exists(k.m[4], "res"), 0);
+    /* several attempts: each one gives its partial grant back before the next */
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 300, &l), HILOCK_BUSY);
+    for (int i = 3; i < 5; i++) {
+        cr_assert_eq(hlt_exists(k.m[i], "res"), 0);
+        /* what is left is the fence counter alone, and it expires (ttl + 1 h) */
+        cr_assert_leq(hlt_dbsize(k.m[i]), 1);
+        long long p = hlt_pttl(k.m[i], "{res}:fence");
+        cr_assert(p > 0 && p <= 10000 + 3600 * 1000, "fence pttl %lld", p);
+    }
+    cr_assert_eq(holders(&k, "res", "other-owner"), 3);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, extend_on_a_majority_recomputes_validity)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_redis_kill(k.m[1]);
+    hlt_redis_kill(k.m[2]);
+    cr_assert_eq(hilock_extend(l, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(hilock_validity_ms(l) > 20000 && hilock_validity_ms(l) <= 30000 - drift_ms(30000));
+    for (int j = 0; j < 3; j++) {
+        int i = (int[]){ 0, 3, 4 }[j];   /* the live ones */
+        long long p = hlt_pttl(k.m[i], "res");
+        cr_assert(p > 20000 && p <= 30000, "pttl %lld on master %d", p, i);
+    }
+    /* one more down: no majority answers, so no verdict; the lock keeps its validity */
+    hlt_redis_kill(k.m[3]);
+    int64_t before = hilock_validity_ms(l);
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_ENOQUORUM);
+    cr_assert(strstr(hilock_client_errmsg(c), "extend: no quorum (answered 2 of 5 masters, 3 needed): "),
+              "%s", hilock_client_errmsg(c));
+    cr_assert_leq(hilock_validity_ms(l), before);
+    cr_assert(hilock_validity_ms(l) > 20000);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, extend_with_too_few_masters_keeps_the_shorter_validity)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    cr_assert_eq(hilock_acquire(c, "res", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < 3; i++) hlt_redis_kill(k.m[i]);
+    cr_assert_eq(hilock_extend(l, 5000), HILOCK_ENOQUORUM);
+    /* the shorter ttl landed on the two that answered: the old validity is no longer safe */
+    cr_assert_leq(hilock_validity_ms(l), 5000);
+    cr_assert_leq(hlt_pttl(k.m[3], "res"), 5000);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, extend_below_a_quorum_is_not_held_and_cleans_up)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < 3; i++) {   /* as if they restarted empty */
+        redisReply *r = hlt_cmd(k.m[i], "DEL res");
+        freeReplyObject(r);
+    }
+    set_on(k.m[0], "res", "new-owner", 60000);
+    cr_assert_eq(hilock_extend(l, 10000), HILOCK_NOT_HELD);
+    cr_assert(strstr(hilock_client_errmsg(c), "ours on 2 of 5 masters (3 needed)"), "%s",
+              hilock_client_errmsg(c));
+    cr_assert_eq(hilock_validity_ms(l), 0);
+    cr_assert_eq(holders(&k, "res", hilock_token(l)), 0, "what was left is given back");
+    cr_assert_eq(holders(&k, "res", "new-owner"), 1);
+    cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD);
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, release_with_masters_down)
+{
+    cluster k;
+    hilock *l;
+    char want[96];
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_redis_kill(k.m[0]);
+    hlt_redis_kill(k.m[4]);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(with_key(&k, "res"), 0);
+    hilock_free(l);
+    cr_assert_eq(hlt_redis_restart(k.m[0]), 0);
+    cr_assert_eq(hlt_redis_restart(k.m[4]), 0);
+
+    /* three frozen: no verdict yet, but the value is gone where it could be reached */
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < 3; i++) hlt_redis_freeze(k.m[i]);
+    long long t = hlt_now_ms();
+    cr_assert_eq(hilock_release(l), HILOCK_ENOQUORUM);
+    cr_assert_lt(hlt_now_ms() - t, 2500);
+    snprintf(want, sizeof want, "127.0.0.1:%d: read: timed out", k.m[0]->port);
+    cr_assert(strstr(hilock_client_errmsg(c), want), "%s", hilock_client_errmsg(c));
+    cr_assert(strstr(hilock_client_errmsg(c), "release: no quorum (answered 2 of 5 masters"), "%s",
+              hilock_client_errmsg(c));
+    cr_assert_eq(hilock_validity_ms(l), 0, "a lock being released is not safe to use");
+    cr_assert_eq(hlt_exists(k.m[3], "res"), 0);
+    cr_assert_eq(hlt_exists(k.m[4], "res"), 0);
+    for (int i = 0; i < 3; i++) hlt_redis_thaw(k.m[i]);
+    /* called again: what the first call did counts, so this is a release of a held lock */
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(with_key(&k, "res"), 0);
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+typedef struct thaw_later {
+    hlt_redis *r;
+    long ms;
+} thaw_later;
+
+static void *thaw_after(void *arg)
+{
+    thaw_later *t = arg;
+    hlt_sleep_ms(t->ms);
+    hlt_redis_thaw(t->r);
+    return NULL;
+}
+
+Test(redlock, a_slow_master_shrinks_validity)
+{
+    cluster k;
+    hilock *l;
+    pthread_t th;
+    thaw_later tl;
+    start(&k, 3);
+    hilock_client *c = client(&k);
+    /* ttl 20 s: each master may take 1 s; the slow one answers after ~300 ms */
+    cr_assert_eq(hilock_acquire(c, "res", 20000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    int64_t fast = hilock_validity_ms(l);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+
+    hlt_redis_freeze(k.m[2]);
+    tl.r = k.m[2];
+    tl.ms = 300;
+    cr_assert_eq(pthread_create(&th, NULL, thaw_after, &tl), 0);
+    cr_assert_eq(hilock_acquire(c, "res", 20000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    int64_t slow = hilock_validity_ms(l);
+    pthread_join(th, NULL);
+    cr_assert_eq(holders(&k, "res", hilock_token(l)), 3, "the slow master answered in time");
+    cr_assert(slow <= fast - 200, "validity %lld with a slow master, %lld without", (long long)slow,
+              (long long)fast);
+    cr_assert(slow > 15000, "validity %lld", (long long)slow);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+/* ---- contention: several processes, one counter only the holder may touch ---- */
+
+typedef struct shared {
+    int inside;                 /* holders right now: must never exceed 1 */
+    int overlaps;               /* times a holder found another inside */
+    long counter;               /* incremented non-atomically by the holder */
+    unsigned long long fence;   /* last fencing token seen: must only grow */
+    int fence_backwards;
+    int errors;
+} shared;
+
+static void worker(const char *const *urls, int n, shared *sh, int rounds)
+{
+    hilock_options o;
+    hilock_client *c;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = (size_t)n;
+    o.io_timeout_ms = IO_MS;
+    o.retry_delay_ms = 5;
+    if (hilock_client_new(&o, &c) != HILOCK_OK) _exit(2);
+    for (int i = 0; i < rounds; i++) {
+        hilock *l;
+        hilock_status st = hilock_acquire(c, "counter-lock", 10000, 20000, &l);
+        if (st != HILOCK_OK) {
+            __atomic_add_fetch(&sh->errors, 1, __ATOMIC_SEQ_CST);
+            fprintf(stderr, "acquire: %s: %s\n", hilock_strerror(st), hilock_client_errmsg(c));
+            continue;
+        }
+        if (__atomic_add_fetch(&sh->inside, 1, __ATOMIC_SEQ_CST) != 1)
+            __atomic_add_fetch(&sh->overlaps, 1, __ATOMIC_SEQ_CST);
+        if (hilock_fence(l) <= sh->fence) sh->fence_backwards++;
+        sh->fence = hilock_fence(l);
+        long v = sh->counter;
+        usleep(300);   /* widen the window a second holder would need */
+        sh->counter = v + 1;
+        __atomic_sub_fetch(&sh->inside, 1, __ATOMIC_SEQ_CST);
+        if (hilock_release(l) != HILOCK_OK) __atomic_add_fetch(&sh->errors, 1, __ATOMIC_SEQ_CST);
+        hilock_free(l);
+    }
+    hilock_client_free(c);
+}
+
+static void contend(int masters, int procs, int rounds)
+{
+    cluster k;
+    pid_t pid[8];
+    shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(sh, MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+    start(&k, masters);
+    for (int p = 0; p < procs; p++) {
+        pid[p] = fork();
+        cr_assert_geq(pid[p], 0);
+        if (pid[p] == 0) {
+            worker(k.url, masters, sh, rounds);
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < procs; p++) {
+        int st;
+        cr_assert_eq(waitpid(pid[p], &st, 0), pid[p]);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d ended with %d", p, st);
+    }
+    cr_assert_eq(sh->errors, 0);
+    cr_assert_eq(sh->overlaps, 0, "two holders at once");
+    cr_assert_eq(sh->fence_backwards, 0, "a fencing token did not grow");
+    cr_assert_eq(sh->counter, (long)procs * rounds);
+    cr_assert_eq(with_key(&k, "counter-lock"), 0);
+    munmap(sh, sizeof *sh);
+    stop(&k);
+}
+
+Test(redlock, contention_on_3_masters_never_yields_two_holders) { contend(3, 4, 25); }
+Test(redlock, contention_on_5_masters_never_yields_two_holders) { contend(5, 4, 25); }
+
+/* ---- fencing ---- */
+
+Test(redlock, fence_is_above_any_token_a_quorum_issued)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    /* one master's counter is far ahead (it issued tokens the others never saw) */
+    set_on(k.m[0], "{res}:fence", "5000000000000", 3600000);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    unsigned long long f1 = hilock_fence(l);
+    cr_assert_eq(f1, 5000000000001ULL);
+    /* written back: every granted master now mints above it */
+    for (int i = 0; i < 5; i++) cr_assert_geq(fence_on(k.m[i], "{res}:fence"), f1, "master %d", i);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    /* the master that knew the high value is gone: the next quorum still goes above it */
+    hlt_redis_kill(k.m[0]);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_gt(hilock_fence(l), f1);
+    unsigned long long f2 = hilock_fence(l);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    /* disjoint-but-one quorums: {1,2,3} then {3,4,0'} (0 restarted empty) */
+    cr_assert_eq(hlt_redis_restart(k.m[0]), 0);
+    hlt_redis_kill(k.m[4]);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    unsigned long long f3 = hilock_fence(l);
+    cr_assert_gt(f3, f2);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hlt_redis_kill(k.m[1]);
+    hlt_redis_kill(k.m[2]);
+    cr_assert_eq(hlt_redis_restart(k.m[4]), 0);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_gt(hilock_fence(l), f3);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+/* ---- errors ---- */
+
+Test(redlock, error_replies_on_a_majority_are_ereply_not_a_wait)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    for (int i = 0; i < 3; i++) {
+        redisReply *r = hlt_cmd(k.m[i], "HSET res f v");
+        freeReplyObject(r);
+    }
+    long long t = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 3000, &l), HILOCK_EREPLY);
+    cr_assert_lt(hlt_now_ms() - t, 1500, "a wrong type is not cured by waiting");
+    cr_assert(strstr(hilock_client_errmsg(c), "WRONGTYPE"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(k.m[3], "res"), 0);
+    cr_assert_eq(hlt_exists(k.m[4], "res"), 0);
+    /* on a minority only: a quorum is still there */
+    redisReply *r = hlt_cmd(k.m[2], "DEL res");
+    freeReplyObject(r);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(holders(&k, "res", hilock_token(l)), 3);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, one_url_keeps_the_single_master_behaviour)
+{
+    cluster k;
+    hilock *a, *b;
+    char want[96];
+    start(&k, 1);
+    hilock_client *c = client(&k), *c2 = client(&k);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &a), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire(c2, "res", 10000, 0, &b), HILOCK_BUSY);
+    cr_assert_str_eq(hilock_client_errmsg(c2), "res: held by another owner");
+    cr_assert_eq(hilock_check(a), HILOCK_OK);
+    cr_assert_eq(hilock_release(a), HILOCK_OK);
+    hilock_free(a);
+    hlt_redis_kill(k.m[0]);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &a), HILOCK_EIO, "not ENOQUORUM");
+    snprintf(want, sizeof want, "127.0.0.1:%d: connect: Connection refused", k.m[0]->port);
+    cr_assert_str_eq(hilock_client_errmsg(c), want);
+    hilock_client_free(c);
+    hilock_client_free(c2);
+    stop(&k);
+}
+
+Test(redlock, check_needs_a_quorum_and_recomputes_validity)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 5);
+    hilock_client *c = client(&k);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < 5; i++) freeReplyObject(hlt_cmd(k.m[i], "PEXPIRE res 3000"));
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_leq(hilock_validity_ms(l), 3000, "the servers say 3 s are left");
+    cr_assert_gt(hilock_validity_ms(l), 2000);
+    /* a quorum holds it for a minute, two masters for 30 s: a minute it is */
+    for (int i = 0; i < 5; i++)
+        freeReplyObject(hlt_cmd(k.m[i], "PEXPIRE res %d", i < 3 ? 60000 : 30000));
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_gt(hilock_validity_ms(l), 50000);
+    cr_assert_leq(hilock_validity_ms(l), 60000);
+    hlt_redis_kill(k.m[0]);
+    hlt_redis_kill(k.m[1]);
+    hlt_redis_kill(k.m[2]);
+    int64_t before = hilock_validity_ms(l);
+    cr_assert_eq(hilock_check(l), HILOCK_ENOQUORUM);
+    cr_assert_leq(hilock_validity_ms(l), before);
+    cr_assert_gt(hilock_validity_ms(l), 0, "no verdict: validity unchanged");
+    cr_assert_eq(hlt_redis_restart(k.m[0]), 0);   /* back, empty */
+    cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD);
+    cr_assert(strstr(hilock_client_errmsg(c), "ours on 2 of 5 masters (3 needed)"), "%s",
+              hilock_client_errmsg(c));
+    cr_assert_eq(hilock_validity_ms(l), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, two_masters_need_both)
+{
+    cluster k;
+    hilock *l;
+    start(&k, 2);
+    hilock_client *c = client(&k);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hlt_redis_kill(k.m[1]);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_ENOQUORUM);
+    cr_assert(strstr(hilock_client_errmsg(c), "granted on 1 of 2 masters, 2 needed"), "%s",
+              hilock_client_errmsg(c));
+    cr_assert_eq(with_key(&k, "res"), 0);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, a_sentinel_url_can_be_a_member)
+{
+    cluster k;
+    hilock *l;
+    char sentinel[128];
+    const char *urls[3];
+    start(&k, 2);
+    /* nothing listens there: this member is simply down, and two of three is a quorum */
+    snprintf(sentinel, sizeof sentinel, "redis-sentinel://127.0.0.1:%d#mymaster", hlt_free_port());
+    urls[0] = k.url[0];
+    urls[1] = sentinel;
+    urls[2] = k.url[1];
+    hilock_client *c = client_for(urls, 3);
+    long long t = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_lt(hlt_now_ms() - t, 2500);
+    cr_assert_eq(holders(&k, "res", hilock_token(l)), 2);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(with_key(&k, "res"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+Test(redlock, bad_input_changes_nothing)
+{
+    cluster k;
+    hilock_client *c;
+    hilock *l = (hilock *)1;
+    hilock_options o;
+    const char *urls[3];
+    start(&k, 2);
+    urls[0] = k.url[0];
+    urls[1] = "redis://127.0.0.1:notaport";
+    urls[2] = k.url[1];
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 3;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_EINVAL);
+    cr_assert_null(c);
+    cr_assert(strstr(hilock_last_config_error(), "servers[1]"), "%s", hilock_last_config_error());
+    c = client(&k);
+    cr_assert_eq(hilock_acquire(c, "res", 0, 0, &l), HILOCK_EINVAL);
+    cr_assert_null(l);
+    cr_assert_eq(hilock_acquire(c, "", 1000, 0, &l), HILOCK_EINVAL);
+    cr_assert_eq(hlt_dbsize(k.m[0]) + hlt_dbsize(k.m[1]), 0);
+    hilock_client_free(c);
+    stop(&k);
+}

@@ -1,0 +1,578 @@
+/* test_sentinel.c -- locks behind Sentinel: resolution, failovers, lost locks, the failover
+ * guard, WAIT, fencing across failovers. Real redis-server and redis-sentinel processes:
+ * every test starts its own master + replica + 3 Sentinels (sentinel_fixture.h, ~0.5 s),
+ * so no test sees another's failover; the fixture is stopped in .fini even when an assertion
+ * fails, and its processes die with the test process if it crashes.
+ *
+ * Failovers are deterministic: SENTINEL failover (clean), or, for a lost lock, the recipe of
+ * reference/failover.md 6.3: cut replication, acquire, freeze the master, wait for the
+ * Sentinels to promote the replica. Timing asserts are generous upper bounds only. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hilock.h"
+#include "sentinel_fixture.h"
+
+static hlt_sentinel *F;
+
+static void fini(void)
+{
+    hlt_sentinel_stop(F);
+    F = NULL;
+}
+
+TestSuite(sentinel, .fini = fini, .timeout = 120);
+
+static hlt_sentinel *fx(void)
+{
+    F = hlt_sentinel_start();
+    cr_assert_not_null(F, "sentinel fixture did not start");
+    return F;
+}
+
+static hilock_client *client_opt(const char *url, int guard, int min_replicas)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.retry_delay_ms = 20;
+    o.failover_guard = guard;
+    o.min_replicas = min_replicas;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+static hilock_client *client(const char *url) { return client_opt(url, -1, 0); }
+
+#define assert_msg(c, text)                                                                    \
+    cr_assert(strstr(hilock_client_errmsg(c), (text)), "errmsg '%s' does not say '%s'",        \
+              hilock_client_errmsg(c), (text))
+
+/* data[i] holds `key` with our token (polled: replication is asynchronous). */
+static int holds_within(int i, const char *key, const char *token, long ms)
+{
+    long long end = hlt_now_ms() + ms;
+    do {
+        char *v = hlt_data_get(F, i, key);
+        int ok = v && !strcmp(v, token);
+        free(v);
+        if (ok) return 1;
+        hlt_sleep_ms(20);
+    } while (hlt_now_ms() < end);
+    return 0;
+}
+
+static long long data_pttl(int i, const char *key)
+{
+    redisReply *r = hlt_data_cmd(F, i, "PTTL %s", key);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -99;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+static void report(const char *what)
+{
+    fprintf(stderr, "[timing] %s: promoted %lld ms, all Sentinels switched %lld ms, old master "
+            "demoted %lld ms\n", what, F->t_promoted, F->t_switched, F->t_demoted);
+}
+
+/* ---- failovers ---- */
+
+Test(sentinel, clean_failover_keeps_the_lock_and_blocks_others)
+{
+    hilock_client *c1, *c2;
+    hilock *l, *l2 = NULL;
+    fx();
+    c1 = client(F->url);
+    cr_assert_eq(hilock_acquire(c1, "job", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
+    cr_assert_eq(hlt_sentinel_master(F), 0);
+    cr_assert(holds_within(1, "job", hilock_token(l), 3000), "the replica never got the lock");
+
+    cr_assert_eq(hlt_sentinel_failover(F, 0), 0, "failover did not complete");
+    report("SENTINEL failover");
+    /* the holder's connection still reaches the old master (it answers ROLE master for ~2 s
+     * more); the check asks a Sentinel first, moves to the new master and proves survival */
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
+    cr_assert(holds_within(1, "job", hilock_token(l), 0));
+
+    c2 = client(F->url);
+    cr_assert_eq(hilock_acquire(c2, "job", 30000, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(c2));
+    cr_assert_null(l2);
+    cr_assert_eq(hilock_extend(l, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c1));
+    cr_assert_gt(data_pttl(1, "job"), 25000);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
+    cr_assert_eq(hlt_data_exists(F, 1, "job"), 0);
+    /* the key is free, but the new master still guards (it cannot know nothing was lost) */
+    cr_assert_eq(hilock_acquire(c2, "job", 30000, 0, &l2), HILOCK_BUSY);
+    assert_msg(c2, "failover guard");
+    cr_assert_eq(hlt_data_exists(F, 1, "job"), 0);
+    hilock_free(l);
+    hilock_client_free(c1);
+    hilock_client_free(c2);
+}
+
+Test(sentinel, lost_lock_is_lost_and_guarded_and_fenced)
+{
+    const int64_t ttl = 5000;
+    hilock_client *c1, *c2;
+    hilock *l, *l2 = NULL;
+    long long t_acq, t_ok = 0, end;
+    hilock_status st;
+    uint64_t f1;
+    fx();
+    c1 = client(F->url);
+    cr_assert_eq(hlt_sentinel_cut(F, 1), 0, "could not cut replication");
+    cr_assert_eq(hilock_acquire(c1, "res", ttl, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
+    t_acq = hlt_now_ms();
+    f1 = hilock_fence(l);
+    hlt_sleep_ms(200);
+    cr_assert_eq(hlt_data_exists(F, 1, "res"), 0, "the lock reached the replica: not a lost write");
+
+    hlt_sentinel_freeze(F, 0);
+    cr_assert_eq(hlt_sentinel_wait_switch(F, 1, 20000), 0, "no failover");
+    report("frozen master");
+    hlt_sentinel_thaw(F, 0);   /* and it still believes it is the master, with our key */
+
+    cr_assert_eq(hilock_check(l), HILOCK_LOST, "%s", hilock_client_errmsg(c1));
+    assert_msg(c1, "no proof the lock survived");
+    cr_assert_eq(hilock_extend(l, ttl), HILOCK_LOST, "%s", hilock_client_errmsg(c1));
+    cr_assert_eq(hilock_validity_ms(l), 0);
+    cr_assert_eq(hilock_release(l), HILOCK_LOST, "%s", hilock_client_errmsg(c1));
+
+    /* a client that starts after the failover: the new master lacks the key, yet refuses */
+    c2 = client(F->url);
+    cr_assert_eq(hilock_acquire(c2, "res", ttl, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(c2));
+    assert_msg(c2, "failover guard");
+    cr_assert_eq(hlt_data_exists(F, 1, "res"), 0);
+    end = hlt_now_ms() + 3 * ttl;
+    while ((st = hilock_acquire(c2, "res", ttl, 0, &l2)) == HILOCK_BUSY && hlt_now_ms() < end)
+        hlt_sleep_ms(50);
+    t_ok = hlt_now_ms();
+    cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c2));
+    fprintf(stderr, "[timing] lost lock: second holder after %lld ms (ttl %lld)\n", t_ok - t_acq,
+            (long long)ttl);
+    /* nobody held it again before the lost lock's ttl ran out */
+    cr_assert_geq(t_ok - t_acq, ttl);
+    cr_assert(holds_within(1, "res", hilock_token(l2), 0));
+    /* fencing: the new master's counter went back, the config-epoch went up */
+    cr_assert_gt(hilock_fence(l2), f1, "fence %llu after %llu", (unsigned long long)hilock_fence(l2),
+                 (unsigned long long)f1);
+    cr_assert_gt(hilock_fence(l2) >> 42, f1 >> 42);   /* +1 per failover (more after a split vote) */
+    cr_assert_eq(hilock_release(l2), HILOCK_OK, "%s", hilock_client_errmsg(c2));
+    hilock_free(l);
+    hilock_free(l2);
+    hilock_client_free(c1);
+    hilock_client_free(c2);
+}
+
+Test(sentinel, acquire_while_the_master_is_frozen_is_bounded_then_succeeds)
+{
+    hilock_client *c;
+    hilock *l = NULL;
+    long long t0, took;
+    hilock_status st;
+    fx();
+    c = client(F->url);
+    cr_assert_eq(hilock_acquire(c, "warm", 1000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    l = NULL;
+    hlt_sleep_ms(100);   /* the warm-up's record (longest ttl: 1 s) reaches the replica */
+
+    hlt_sentinel_freeze(F, 0);
+    t0 = hlt_now_ms();
+    st = hilock_acquire(c, "during", 1000, 25000, &l);   /* (a split vote delays a failover 10 s) */
+    took = hlt_now_ms() - t0;
+    fprintf(stderr, "[timing] acquire across a failover (frozen master): %s after %lld ms\n",
+            hilock_strerror(st), took);
+    hlt_sentinel_thaw(F, 0);
+    cr_assert_lt(took, 25000 + 1000 + 1000 + 3000, "acquire took %lld ms", took);
+    cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_sentinel_wait_switch(F, 1, 5000), 0);
+    cr_assert(holds_within(1, "during", hilock_token(l), 0), "not granted on the new master");
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+/* A check (or extend) on the new master anchors the lock there, so a second failover is
+ * judged against it: replid2 only reaches back one failover. */
+Test(sentinel, a_lock_checked_between_two_failovers_survives_both)
+{
+    hilock_client *c;
+    hilock *l;
+    fx();
+    c = client(F->url);
+    cr_assert_eq(hilock_acquire(c, "twice", 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(holds_within(1, "twice", hilock_token(l), 3000));
+    cr_assert_eq(hlt_sentinel_failover(F, 1), 0, "first failover");
+    report("SENTINEL failover, waiting for the demotion");
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(holds_within(0, "twice", hilock_token(l), 3000), "the demoted master did not resync");
+    cr_assert_eq(hlt_sentinel_failover(F, 0), 0, "second failover");
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_data_exists(F, 0, "twice"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+/* Acquire in a loop while a manual failover runs (the old master stays up, answering ROLE
+ * master and taking writes until it is demoted): every call returns within its bound, and
+ * a lock that later checks OK really is on the new master. */
+Test(sentinel, acquires_racing_a_failover_never_check_ok_wrongly)
+{
+    hilock_client *c;
+    hilock *locks[200];
+    int n = 0, ok = 0, lost = 0, errs = 0;
+    long long end;
+    redisReply *r;
+    fx();
+    c = client_opt(F->url, 0, 0);   /* guard off: the checks alone must be right */
+    r = hlt_sentinel_cmd(F, 0, "SENTINEL failover %s", F->name);
+    cr_assert(r && r->type == REDIS_REPLY_STATUS, "SENTINEL failover: %s", r ? r->str : "no reply");
+    freeReplyObject(r);
+    end = hlt_now_ms() + 4000;
+    while (hlt_now_ms() < end && n < 200) {
+        char key[32];
+        hilock *l = NULL;
+        long long t0 = hlt_now_ms();
+        hilock_status st;
+        snprintf(key, sizeof key, "race%d", n);
+        st = hilock_acquire(c, key, 60000, 1000, &l);
+        cr_assert_lt(hlt_now_ms() - t0, 1000 + 1000 + 1000 + 2000);
+        if (st == HILOCK_OK) locks[n++] = l;
+        else if (st == HILOCK_EIO || st == HILOCK_ETIMEDOUT) errs++;
+        else cr_assert_fail("acquire: %s (%s)", hilock_strerror(st), hilock_client_errmsg(c));
+        hlt_sleep_ms(20);
+    }
+    cr_assert_eq(hlt_sentinel_wait_switch(F, 1, 5000), 0);
+    cr_assert_eq(hlt_sentinel_wait_replica(F, 0, 20000), 0, "old master not demoted");
+    for (int i = 0; i < n; i++) {
+        hilock_status st = hilock_check(locks[i]);
+        char key[32];
+        snprintf(key, sizeof key, "race%d", i);
+        if (st == HILOCK_OK) {
+            ok++;
+            cr_assert(holds_within(1, key, hilock_token(locks[i]), 0), "%s checked OK but is not on "
+                      "the new master", key);
+        } else {
+            cr_assert(st == HILOCK_LOST || st == HILOCK_NOT_HELD, "check %s: %s (%s)", key,
+                      hilock_strerror(st), hilock_client_errmsg(c));
+            lost++;
+        }
+        hilock_free(locks[i]);
+    }
+    fprintf(stderr, "[count] racing a failover: %d granted (%d survived, %d lost), %d errors\n",
+            n, ok, lost, errs);
+    cr_assert_gt(ok, 0);
+    hilock_client_free(c);
+}
+
+/* ---- WAIT ---- */
+
+Test(sentinel, min_replicas_with_replication_cut_is_ereplicas_and_leaves_no_key)
+{
+    hilock_client *c;
+    hilock *l = NULL;
+    fx();
+    c = client_opt(F->url, -1, 1);
+    cr_assert_eq(hlt_sentinel_cut(F, 1), 0);
+    cr_assert_eq(hilock_acquire(c, "mr", 5000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert_null(l);
+    assert_msg(c, "0 of 1 replicas");
+    cr_assert_eq(hlt_data_exists(F, 0, "mr"), 0);
+    /* with a wait: not retried (a missing replica is not a busy lock) */
+    cr_assert_eq(hilock_acquire(c, "mr", 5000, 2000, &l), HILOCK_EREPLICAS);
+    cr_assert_eq(hlt_data_exists(F, 0, "mr"), 0);
+
+    cr_assert_eq(hlt_sentinel_heal(F, 1), 0);
+    cr_assert_eq(hlt_sentinel_wait_replica(F, 1, 10000), 0);
+    cr_assert_eq(hilock_acquire(c, "mr", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(holds_within(1, "mr", hilock_token(l), 0), "WAIT said 1, the replica lacks it");
+    /* extend with the replica gone again: EREPLICAS, the old validity stands */
+    cr_assert_eq(hlt_sentinel_cut(F, 1), 0);
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert_leq(hilock_validity_ms(l), 5000);
+    cr_assert_gt(hilock_validity_ms(l), 0);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_data_exists(F, 0, "mr"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+/* ---- resolution ---- */
+
+Test(sentinel, dead_sentinels_first_in_the_list_are_skipped)
+{
+    char url[600];
+    hilock_client *c;
+    hilock *l;
+    long long t0;
+    fx();
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#%s",
+             hlt_free_port(), hlt_free_port(), F->sport[2], F->name);
+    c = client(url);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "skip", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_lt(hlt_now_ms() - t0, 3000);
+    cr_assert(holds_within(0, "skip", hilock_token(l), 0));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+Test(sentinel, wrong_master_name_is_einval_at_once)
+{
+    char url[600];
+    hilock_client *c;
+    hilock *l = (hilock *)&l;
+    long long t0;
+    fx();
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#nosuchmaster",
+             F->sport[0], F->sport[1]);
+    c = client(url);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 3000, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
+    cr_assert_lt(hlt_now_ms() - t0, 1500, "a wrong name is not worth waiting for");
+    cr_assert_null(l);
+    assert_msg(c, "nosuchmaster");
+    assert_msg(c, "knows this master name");
+    cr_assert_eq(hlt_data_exists(F, 0, "k"), 0);
+    hilock_client_free(c);
+}
+
+Test(sentinel, all_sentinels_down_is_eio_within_the_bound)
+{
+    char url[300], port[16];
+    hilock_client *c;
+    hilock *l = (hilock *)&l;
+    long long t0;
+    int p = hlt_free_port();
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#m", p,
+             hlt_free_port(), hlt_free_port());
+    snprintf(port, sizeof port, "%d", p);
+    c = client(url);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EIO);
+    cr_assert_lt(hlt_now_ms() - t0, 1500);
+    cr_assert_null(l);
+    assert_msg(c, "no Sentinel answered");
+    assert_msg(c, port);
+    assert_msg(c, "refused");
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 500, &l), HILOCK_EIO);   /* retried, then EIO */
+    cr_assert_lt(hlt_now_ms() - t0, 500 + 1000 + 1000 + 1000);
+    hilock_client_free(c);
+}
+
+Test(sentinel, an_address_that_is_a_replica_fails_the_role_check)
+{
+    char url[300];
+    hilock_client *c;
+    hilock *l = (hilock *)&l;
+    redisReply *r;
+    fx();
+    /* a Sentinel told to monitor the replica as a master names it (ROLE says slave) */
+    r = hlt_sentinel_cmd(F, 0, "SENTINEL MONITOR fake 127.0.0.1 %d 2", F->data[1]->port);
+    cr_assert(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r ? r->str : "no reply");
+    freeReplyObject(r);
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#fake", F->sport[0]);
+    c = client(url);
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EIO, "%s", hilock_client_errmsg(c));
+    cr_assert_null(l);
+    assert_msg(c, "ROLE is 'slave'");
+    cr_assert_eq(hlt_data_exists(F, 1, "k"), 0);
+    cr_assert_eq(hlt_data_exists(F, 0, "k"), 0);
+    hilock_client_free(c);
+}
+
+Test(sentinel, the_url_password_is_for_the_data_nodes)
+{
+    char url[600], *sent;
+    hilock_client *c;
+    hilock *l = NULL;
+    F = hlt_sentinel_start_auth("s3cret");
+    cr_assert_not_null(F);
+    sent = strstr(F->url, "://") + 3;
+    snprintf(url, sizeof url, "redis-sentinel://:s3cret@%s", sent);
+    c = client(url);
+    cr_assert_eq(hilock_acquire(c, "pw", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(holds_within(0, "pw", hilock_token(l), 0));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    hilock_client_free(c);
+    c = client(F->url);   /* no password: the Sentinels answer, the master refuses */
+    cr_assert_eq(hilock_acquire(c, "pw", 5000, 0, &l), HILOCK_EAUTH, "%s", hilock_client_errmsg(c));
+    hilock_client_free(c);
+    snprintf(url, sizeof url, "redis-sentinel://:wrong@%s", sent);
+    c = client(url);
+    cr_assert_eq(hilock_acquire(c, "pw", 5000, 0, &l), HILOCK_EAUTH, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_data_exists(F, 0, "pw"), 0);
+    hilock_client_free(c);
+}
+
+/* ---- the same checks without Sentinel (failover_guard = 1 on plain URLs) ---- */
+
+TestSuite(guard, .timeout = 60);
+
+static int guard_field(hlt_redis *r, const char *field, long long *v)
+{
+    redisReply *x = hlt_cmd(r, "HGET hilock:guard %s", field);
+    int ok = x && x->type == REDIS_REPLY_STRING;
+    if (ok) *v = atoll(x->str);
+    if (x) freeReplyObject(x);
+    return ok;
+}
+
+/* REPLICAOF NO ONE by hand: the promoted replica guards for the longest ttl that was granted
+ * on its master (replicated in hilock:guard), not just the requester's shorter one. */
+Test(guard, a_promoted_replica_guards_for_the_longest_replicated_ttl)
+{
+    char extra[128];
+    hlt_redis *a = hlt_redis_start("--repl-diskless-sync-delay 0"), *b;
+    hilock_client *ca, *cb;
+    hilock *l = NULL;
+    long long maxttl = 0, since = 0, until = 0, t0, end;
+    redisReply *r;
+    hilock_status st;
+    cr_assert_not_null(a);
+    snprintf(extra, sizeof extra, "--repl-diskless-sync-delay 0 --replicaof 127.0.0.1 %d", a->port);
+    b = hlt_redis_start(extra);
+    cr_assert_not_null(b);
+    ca = client_opt(a->url, 1, 1);   /* WAIT 1: the grant and its record are on b */
+    end = hlt_now_ms() + 10000;
+    while ((st = hilock_acquire(ca, "long", 3000, 0, &l)) == HILOCK_EREPLICAS && hlt_now_ms() < end)
+        hlt_sleep_ms(50);   /* until b has synced */
+    cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(ca));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    cr_assert(guard_field(b, "maxttl", &maxttl) && maxttl == 3000, "maxttl %lld on the replica", maxttl);
+    /* a fresh master is not guarded */
+    cr_assert(guard_field(a, "until", &until) && until == 0);
+
+    r = hlt_cmd(b, "REPLICAOF NO ONE");
+    cr_assert(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    cb = client_opt(b->url, 1, 0);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(cb, "short", 1000, 0, &l), HILOCK_BUSY, "%s", hilock_client_errmsg(cb));
+    assert_msg(cb, "failover guard");
+    cr_assert_eq(hlt_exists(b, "short"), 0);
+    cr_assert(guard_field(b, "since", &since) && guard_field(b, "until", &until));
+    cr_assert_eq(until - since, 3000, "guard of %lld ms", until - since);
+    cr_assert_eq(hilock_acquire(cb, "short", 1000, 6000, &l), HILOCK_OK, "%s", hilock_client_errmsg(cb));
+    cr_assert_geq(hlt_now_ms() - t0, 2500);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(ca);
+    hilock_client_free(cb);
+    hlt_redis_stop(b);
+    hlt_redis_stop(a);
+}
+
+Test(guard, a_restarted_master_is_lost_with_identity_on_and_not_held_without)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *on, *off;
+    hilock *l1, *l2;
+    cr_assert_not_null(r);
+    on = client_opt(r->url, 1, 0);
+    off = client_opt(r->url, 0, 0);
+    cr_assert_eq(hilock_acquire(on, "a", 30000, 0, &l1), HILOCK_OK, "%s", hilock_client_errmsg(on));
+    cr_assert_eq(hilock_acquire(off, "b", 30000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(off));
+    cr_assert_eq(hlt_redis_restart(r), 0);
+    cr_assert_eq(hilock_check(l1), HILOCK_LOST, "%s", hilock_client_errmsg(on));
+    assert_msg(on, "the master changed");
+    cr_assert_eq(hilock_check(l2), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(off));
+    hilock_free(l1);
+    hilock_free(l2);
+    hilock_client_free(on);
+    hilock_client_free(off);
+    hlt_redis_stop(r);
+}
+
+Test(guard, plain_urls_by_default_send_and_write_nothing_more)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    cr_assert_not_null(r);
+    cr_assert_eq(hilock_client_open(r->url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "plain", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    cr_assert_eq(hlt_exists(r, "hilock:guard"), 0);
+    cr_assert_eq(hlt_dbsize(r), 1);   /* the fence counter only */
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- the fixture itself ---- */
+
+static int dead(pid_t pid)
+{
+    char path[64], buf[256];
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (!(f = fopen(path, "r"))) return 1;
+    buf[0] = '\0';
+    if (!fgets(buf, sizeof buf, f)) buf[0] = '\0';
+    fclose(f);
+    return strstr(buf, ") Z ") != NULL || strstr(buf, ") X ") != NULL;   /* zombie: gone */
+}
+
+typedef struct started {
+    pid_t pid[5];
+    char  dir[3][128];
+} started;
+
+Test(sentinel, fixture_processes_die_with_a_crashed_test)
+{
+    int fds[2];
+    pid_t child, *pids;
+    started s;
+    char cmd[512];
+    long long end;
+    cr_assert_eq(pipe(fds), 0);
+    child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {   /* a "test" that starts a fixture and crashes */
+        hlt_sentinel *f = hlt_sentinel_start();
+        started p;
+        memset(&p, 0, sizeof p);
+        if (f) {
+            p.pid[0] = f->data[0]->pid;
+            p.pid[1] = f->data[1]->pid;
+            for (int k = 0; k < 3; k++) p.pid[2 + k] = f->spid[k];
+            snprintf(p.dir[0], sizeof p.dir[0], "%s", f->dir);
+            snprintf(p.dir[1], sizeof p.dir[1], "%s", f->data[0]->dir);
+            snprintf(p.dir[2], sizeof p.dir[2], "%s", f->data[1]->dir);
+        }
+        if (write(fds[1], &p, sizeof p) != (ssize_t)sizeof p) _exit(2);
+        kill(getpid(), SIGKILL);   /* a crash, without a core file */
+        _exit(3);
+    }
+    close(fds[1]);
+    cr_assert_eq(read(fds[0], &s, sizeof s), (ssize_t)sizeof s);
+    close(fds[0]);
+    waitpid(child, NULL, 0);
+    pids = s.pid;
+    /* what a crash cannot clean: the temp dirs (removed here, once the processes are gone) */
+    snprintf(cmd, sizeof cmd, "sleep 0.5; rm -rf '%s' '%s' '%s'", s.dir[0], s.dir[1], s.dir[2]);
+    for (int i = 0; i < 5; i++) cr_assert_gt(pids[i], 0, "the child's fixture did not start");
+    end = hlt_now_ms() + 5000;
+    for (int i = 0; i < 5; i++) {
+        while (!dead(pids[i]) && hlt_now_ms() < end) hlt_sleep_ms(20);
+        cr_assert(dead(pids[i]), "process %d outlived the crashed test", (int)pids[i]);
+    }
+    cr_assert_eq(system(cmd), 0);
+}

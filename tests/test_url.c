@@ -1,0 +1,195 @@
+/* test_url.c -- the URL parser, as a table (unit tests: no server). Every accepted form with
+ * every field it yields; every malformed one with the reason given, which never echoes the
+ * password. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct good {
+    const char *url;
+    hl_url_kind kind;
+    const char *host;   /* TCP */
+    int         port;
+    const char *path;   /* UNIX */
+    const char *user;
+    const char *pass;
+    int         db;
+} good;
+
+static const good goods[] = {
+    { "redis://127.0.0.1", HL_URL_TCP, "127.0.0.1", 6379, NULL, NULL, NULL, 0 },
+    { "redis://localhost:6380", HL_URL_TCP, "localhost", 6380, NULL, NULL, NULL, 0 },
+    { "redis://my-host.example_1:1", HL_URL_TCP, "my-host.example_1", 1, NULL, NULL, NULL, 0 },
+    { "redis://h:65535", HL_URL_TCP, "h", 65535, NULL, NULL, NULL, 0 },
+    { "redis://h/", HL_URL_TCP, "h", 6379, NULL, NULL, NULL, 0 },
+    { "redis://h/0", HL_URL_TCP, "h", 6379, NULL, NULL, NULL, 0 },
+    { "redis://h:7000/15", HL_URL_TCP, "h", 7000, NULL, NULL, NULL, 15 },
+    { "redis://h/1000000", HL_URL_TCP, "h", 6379, NULL, NULL, NULL, 1000000 },
+    { "redis://:pw@h", HL_URL_TCP, "h", 6379, NULL, NULL, "pw", 0 },
+    { "redis://alice:pw@h:7000/2", HL_URL_TCP, "h", 7000, NULL, "alice", "pw", 2 },
+    { "redis://al%40ice:p%3Aw%2F%25@h", HL_URL_TCP, "h", 6379, NULL, "al@ice", "p:w/%", 0 },
+    { "redis://u:p@ss@h", HL_URL_TCP, "h", 6379, NULL, "u", "p@ss", 0 },
+    { "redis://[::1]", HL_URL_TCP, "::1", 6379, NULL, NULL, NULL, 0 },
+    { "redis://:x@[::1]:6380/3", HL_URL_TCP, "::1", 6380, NULL, NULL, "x", 3 },
+    { "redis://[fe80::1:2]:1", HL_URL_TCP, "fe80::1:2", 1, NULL, NULL, NULL, 0 },
+    { "unix:///tmp/r.sock", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", NULL, NULL, 0 },
+    { "unix:///tmp/r.sock?db=4", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", NULL, NULL, 4 },
+    { "unix:///tmp/a@b.sock", HL_URL_UNIX, NULL, 0, "/tmp/a@b.sock", NULL, NULL, 0 },
+    { "unix:///tmp/a:b/c.sock", HL_URL_UNIX, NULL, 0, "/tmp/a:b/c.sock", NULL, NULL, 0 },
+    { "unix://:pw@/tmp/r.sock", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", NULL, "pw", 0 },
+    { "unix://u:pw@/tmp/r.sock?db=1", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", "u", "pw", 1 },
+};
+
+Test(url, accepts_every_documented_form)
+{
+    for (size_t i = 0; i < sizeof goods / sizeof *goods; i++) {
+        const good *g = &goods[i];
+        hl_url u;
+        char err[200] = "";
+        hilock_status st = hl_url_parse(g->url, &u, err, sizeof err);
+        cr_assert_eq(st, HILOCK_OK, "%s: %s", g->url, err);
+        cr_assert_eq(u.kind, g->kind, "%s", g->url);
+#define STR(field, want) do { \
+            if (want) cr_assert(u.field && !strcmp(u.field, want), "%s: " #field " '%s', want '%s'", g->url, \
+                                u.field ? u.field : "(null)", want); \
+            else cr_assert_null(u.field, "%s: " #field " '%s'", g->url, u.field); } while (0)
+        STR(host, g->host);
+        STR(path, g->path);
+        STR(user, g->user);
+        STR(pass, g->pass);
+#undef STR
+        cr_assert_eq(u.port, g->port, "%s: port %d", g->url, u.port);
+        cr_assert_eq(u.db, g->db, "%s: db %d", g->url, u.db);
+        hl_url_free(&u);
+        hl_url_free(&u);   /* freeing twice is harmless: it zeroes */
+    }
+}
+
+Test(url, sentinel_lists_every_address_with_its_port)
+{
+    hl_url u;
+    char err[200] = "";
+    cr_assert_eq(hl_url_parse("redis-sentinel://:pw@h1,h2:26380,[::1]/2#mymaster", &u, err, sizeof err),
+                 HILOCK_OK, "%s", err);
+    cr_assert_eq(u.kind, HL_URL_SENTINEL);
+    cr_assert_eq(u.nsentinels, 3);
+    cr_assert_str_eq(u.sentinels[0].host, "h1");
+    cr_assert_eq(u.sentinels[0].port, 26379);
+    cr_assert_str_eq(u.sentinels[1].host, "h2");
+    cr_assert_eq(u.sentinels[1].port, 26380);
+    cr_assert_str_eq(u.sentinels[2].host, "::1");
+    cr_assert_eq(u.sentinels[2].port, 26379);
+    cr_assert_str_eq(u.master, "mymaster");
+    cr_assert_str_eq(u.pass, "pw");
+    cr_assert_eq(u.db, 2);
+    hl_url_free(&u);
+}
+
+typedef struct bad {
+    const char *url;
+    const char *why;    /* a word the reason must contain */
+} bad;
+
+static const bad bads[] = {
+    { "", "empty" },
+    { "localhost", "scheme" },
+    { "127.0.0.1:6379", "scheme" },
+    { "http://h", "scheme" },
+    { "REDIS://h", "scheme" },
+    { "redis:/h", "scheme" },
+    { "rediss://h", "TLS" },
+    { "redis://", "host" },
+    { "redis://:6379", "host" },
+    { "redis://h:", "port" },
+    { "redis://h:0", "port" },
+    { "redis://h:65536", "port" },
+    { "redis://h:123456", "port" },
+    { "redis://h:99999999999", "port" },
+    { "redis://h:-1", "port" },
+    { "redis://h:63x9", "port" },
+    { "redis://h:6379:1", "port" },
+    { "redis://h/x", "database" },
+    { "redis://h/-1", "database" },
+    { "redis://h/1/2", "database" },
+    { "redis://h/1000001", "database" },
+    { "redis://h/99999999999", "database" },
+    { "redis://h?db=1", "query" },
+    { "redis://h/1?db=1", "database" },
+    { "redis://h#m", "#" },
+    { "redis://ho$t", "character" },
+    { "redis://h h", "space" },
+    { "redis://h\t", "control" },
+    { "redis://h\n", "control" },
+    { "redis://h\x7f", "control" },
+    { "redis://[::1", "IPv6" },
+    { "redis://[]:1", "IPv6" },
+    { "redis://[g::1]", "IPv6" },
+    { "redis://[::1]x", "port" },
+    { "redis://u@h", "password" },
+    { "redis://:@h", "empty password" },
+    { "redis://u:@h", "empty password" },
+    { "redis://:p%4@h", "escape" },
+    { "redis://:p%zz@h", "escape" },
+    { "redis://:p%00x@h", "escape" },
+    { "redis://u%4:p@h", "escape" },
+    { "redis://:pw@", "host" },
+    { "unix://", "absolute" },
+    { "unix://relative/r.sock", "absolute" },
+    { "unix://:pw@relative", "absolute" },
+    { "unix:///tmp/r.sock?db=", "?db=N" },
+    { "unix:///tmp/r.sock?db=x", "?db=N" },
+    { "unix:///tmp/r.sock?db=-1", "?db=N" },
+    { "unix:///tmp/r.sock?foo=1", "?db=N" },
+    { "unix:///tmp/r.sock?db=1&x=2", "?db=N" },
+    { "unix:///tmp/r#x.sock", "#" },
+    { "redis-sentinel://h", "master name" },
+    { "redis-sentinel://h#", "master name" },
+    { "redis-sentinel://h/1", "master name" },
+    { "redis-sentinel://#m", "sentinel address" },
+    { "redis-sentinel://a,#m", "empty sentinel" },
+    { "redis-sentinel://a,,b#m", "host" },
+    { "redis-sentinel://a:0#m", "port" },
+    { "redis-sentinel://a/x#m", "database" },
+};
+
+Test(url, rejects_malformed_urls_saying_why)
+{
+    for (size_t i = 0; i < sizeof bads / sizeof *bads; i++) {
+        const bad *b = &bads[i];
+        hl_url u;
+        char err[200] = "";
+        hilock_status st = hl_url_parse(b->url, &u, err, sizeof err);
+        cr_assert_eq(st, HILOCK_EINVAL, "accepted '%s'", b->url);
+        cr_assert(strstr(err, b->why), "'%s': reason '%s' should mention '%s'", b->url, err, b->why);
+        /* nothing to free on failure: every pointer is NULL */
+        cr_assert(!u.host && !u.path && !u.user && !u.pass && !u.sentinels && !u.master, "%s", b->url);
+    }
+}
+
+Test(url, reasons_never_echo_the_password)
+{
+    static const char *urls[] = {
+        "redis://alice:Sekr1tPw@h:0", "redis://alice:Sekr1tPw@h/x", "redis://alice:Sekr1tPw@ho$t",
+        "redis://:Sekr1tPw%zz@h", "unix://:Sekr1tPw@relative", "redis-sentinel://:Sekr1tPw@h",
+        "redis://:Sekr1tPw@[::1", "redis://u:Sekr1tPw@h?db=1",
+    };
+    for (size_t i = 0; i < sizeof urls / sizeof *urls; i++) {
+        hl_url u;
+        char err[200] = "";
+        cr_assert_eq(hl_url_parse(urls[i], &u, err, sizeof err), HILOCK_EINVAL, "accepted %s", urls[i]);
+        cr_assert_null(strstr(err, "Sekr1t"), "'%s' echoes the password", err);
+    }
+}
+
+Test(url, a_short_error_buffer_is_truncated_not_overrun)
+{
+    hl_url u;
+    char err[8];
+    memset(err, 'x', sizeof err);
+    cr_assert_eq(hl_url_parse("rediss://h", &u, err, 6), HILOCK_EINVAL);
+    cr_assert_eq(strlen(err), 5);
+    cr_assert_eq(err[6], 'x');
+    cr_assert_eq(hl_url_parse(NULL, &u, err, 6), HILOCK_EINVAL);
+}

@@ -1,0 +1,769 @@
+/* main.c -- the torture orchestrator: start the lock servers of a mode, fork the workers,
+ * inject faults at random (all on loopback, all bounded), stop, and run the checker.
+ *
+ *   torture [--modes=a,b] [--duration=S] [--seed=N] [--workers=N] [--keys=N] [--dir=D]
+ *           [--tolerance-ms=N]
+ *   torture check DIR [--mode=NAME] [--expect-overlap] [--allow-lost]
+ *   torture --list
+ *
+ * See torture/README.md for the modes, the faults and what the checker judges. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "sentinel_fixture.h"
+#include "hilock.h"
+#include "torture.h"
+
+#define IO_TIMEOUT_MS      250
+#define LEGACY_TTL_MS      700   /* the recipe needs one timeout for every client of a key */
+#define LEGACY_CODEC       "node-redis-lock"
+#define NODE_MODULES       "tests/interop/node/node_modules"
+#define CONNECT_TIMEOUT_MS 250
+#define RETRY_DELAY_MS     20
+
+/* ---- faults ---- */
+enum {
+    F_KILL_HOLDER = 0,    /* kill -9 of a worker while it holds a lock, then a new worker   */
+    F_PAUSE_HOLDER,       /* SIGSTOP of a holder for longer than its ttl, then SIGCONT       */
+    F_RESTART_DELAYED,    /* kill -9 of a server, down for the max TTL, restart (no persistence) */
+    F_RESTART_AOF,        /* appendfsync always on, kill -9, restart at once (data kept)     */
+    F_FREEZE_SHORT,       /* SIGSTOP of a server shorter than io_timeout                      */
+    F_FREEZE_LONG,        /* SIGSTOP of a server longer than io_timeout (up to 6x)            */
+    F_RESTART_NOW,        /* violation scenario: rolling restart of a majority at once        */
+    F_FAILOVER,           /* Sentinel: SENTINEL failover, until the old master is a replica   */
+    F_FAILOVER_FREEZE,    /* Sentinel: master stopped until the Sentinels promote the replica */
+    F_NKINDS
+};
+static const char *const fault_names[F_NKINDS] = { "kill9-holder", "pause-holder", "restart-delayed",
+    "restart-aof", "freeze-short", "freeze-long", "restart-immediately", "failover", "failover-by-freeze" };
+
+typedef struct mode {
+    const char *name;
+    const char *what;
+    int         nservers;
+    int         flavour;
+    int         weights[F_NKINDS];   /* relative frequency of each fault; 0 = never */
+    int         workers, keys;       /* 0 = the command line's */
+    int64_t     ttl_fixed_ms;
+    int         long_holds;
+    int         expect_overlap;
+    int         gap_min_ms, gap_max_ms;
+    const char *(*unavailable)(void);   /* NULL = always available; else why not */
+    int         mixed;       /* bridge: even workers bridge, odd workers legacy (a fleet mid-migration) */
+    int         node_peer;   /* one more worker: the real npm redis-lock 0.0.9 client, if installed */
+    int         sentinel;    /* servers: master + replica + 3 Sentinels (tests/sentinel_fixture.h) */
+} mode;
+
+static const char *legacy_missing(void)
+{
+    return tt_have_legacy() ? NULL : "hilock_legacy_acquire is not in the tree yet (legacy issue)";
+}
+
+static const char *sentinel_missing(void)
+{
+    hilock_client *c = NULL;
+    const char *url = "redis-sentinel://127.0.0.1:1#probe";
+    hilock_status st = hilock_client_open(url, &c);
+    hilock_client_free(c);
+    return st == HILOCK_OK ? NULL : "this build refuses redis-sentinel:// URLs";
+}
+
+static const mode modes[] = {
+    { .name = "single", .nservers = 1, .flavour = TT_MODERN,
+      .what = "one master: workers killed and paused, server restarted (delayed, and with appendfsync "
+              "always), server stopped shorter and longer than io_timeout",
+      .weights = { [F_KILL_HOLDER] = 3, [F_PAUSE_HOLDER] = 3, [F_RESTART_DELAYED] = 1, [F_RESTART_AOF] = 1,
+                   [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 2 },
+      .gap_min_ms = 300, .gap_max_ms = 1200 },
+    { .name = "redlock", .nservers = 5, .flavour = TT_MODERN,
+      .what = "5 independent masters: workers killed and paused, one or two masters killed and "
+              "restarted after the max TTL, one or two masters stopped shorter and longer than io_timeout",
+      .weights = { [F_KILL_HOLDER] = 3, [F_PAUSE_HOLDER] = 3, [F_RESTART_DELAYED] = 2,
+                   [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 2 },
+      .gap_min_ms = 300, .gap_max_ms = 1200 },
+    { .name = "legacy", .nservers = 1, .flavour = TT_LEGACY, .node_peer = 1, .ttl_fixed_ms = LEGACY_TTL_MS,
+      .what = "one master, the legacy SETNX/GETSET recipe (codec node-redis-lock, one timeout for every "
+              "client, as the recipe requires), the real node client as a peer: the faults of single",
+      .weights = { [F_KILL_HOLDER] = 3, [F_PAUSE_HOLDER] = 3, [F_RESTART_DELAYED] = 1, [F_RESTART_AOF] = 1,
+                   [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 2 },
+      .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = legacy_missing },
+    { .name = "bridge", .nservers = 1, .flavour = TT_BRIDGE, .mixed = 1, .node_peer = 1,
+      .ttl_fixed_ms = LEGACY_TTL_MS,
+      .what = "one master, a fleet mid-migration: bridge locks and legacy locks on the same keys, the "
+              "real node client as a peer: the faults of single",
+      .weights = { [F_KILL_HOLDER] = 3, [F_PAUSE_HOLDER] = 3, [F_RESTART_DELAYED] = 1, [F_RESTART_AOF] = 1,
+                   [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 2 },
+      .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = legacy_missing },
+    { .name = "sentinel", .nservers = 1, .flavour = TT_MODERN, .sentinel = 1,
+      .what = "master + replica behind 3 Sentinels (failover_guard on): manual failovers, failovers "
+              "by a stopped master, workers killed and paused, master stopped below io_timeout and "
+              "below down-after-milliseconds",
+      .weights = { [F_KILL_HOLDER] = 2, [F_PAUSE_HOLDER] = 2, [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 1,
+                   [F_FAILOVER] = 2, [F_FAILOVER_FREEZE] = 1 },
+      .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = sentinel_missing },
+    { .name = "redlock-violation", .nservers = 5, .flavour = TT_MODERN, .workers = 4, .keys = 1,
+      .ttl_fixed_ms = 2000, .long_holds = 1, .expect_overlap = 1,
+      .what = "5 masters, a majority restarted at once while a lock is held: breaks the delayed-restart "
+              "rule on purpose; the checker must report the overlap",
+      .weights = { [F_RESTART_NOW] = 1 },
+      .gap_min_ms = 1500, .gap_max_ms = 2500 },
+};
+#define NMODES (sizeof modes / sizeof modes[0])
+#define DEFAULT_MODES "single,redlock,legacy,bridge,sentinel"
+
+typedef struct run {
+    const mode *m;
+    char        dir[512];
+    int         nworkers, nkeys;
+    int         nslots;                   /* nworkers, + 1 for the node peer */
+    int         node_slot;                /* -1: none */
+    char        node_state[600];
+    int         duration_s;
+    uint64_t    seed, rng;
+    hlt_redis  *srv[TT_MAXSERVERS];
+    hlt_sentinel *sf;
+    char       *urls[2][TT_MAXSERVERS];   /* TCP and unix forms */
+    tt_shm     *shm;
+    pid_t       pid[TT_MAXWORKERS];
+    int         gen[TT_MAXWORKERS];
+    int         faults_fd;
+    long        unexpected_deaths;
+    long        infra_errors;
+} run;
+
+static const char *const key_names[TT_MAXKEYS] = { "tt:k0", "{tt:k1}", "tt:{k2}:x", "tt:k3",
+    "tt:k4", "tt:k5", "tt:k6", "tt:k7" };
+/* legacy fleets: npm redis-lock locks "lock.<name>" */
+static const char *const legacy_keys[TT_MAXKEYS] = { "lock.tt0", "lock.tt1", "lock.tt2", "lock.tt3",
+    "lock.tt4", "lock.tt5", "lock.tt6", "lock.tt7" };
+
+static const char *key_of(const run *r, int k) { return r->m->flavour == TT_MODERN ? key_names[k] : legacy_keys[k]; }
+
+static void fault_log(run *r, int kind, int64_t t0, int64_t t1, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void fault_log(run *r, int kind, int64_t t0, int64_t t1, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    int n = snprintf(line, sizeof line, "F %s %lld %lld ", fault_names[kind], (long long)t0, (long long)t1);
+    va_start(ap, fmt);
+    n += vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    if (write(r->faults_fd, line, (size_t)n) != n) r->infra_errors++;
+}
+
+static void sleep_ms(int64_t ms) { tt_sleep_us(ms * 1000); }
+static int64_t between(run *r, int64_t lo, int64_t hi) { return lo + (int64_t)(tt_uniform(&r->rng) * (double)(hi - lo)); }
+
+/* ---- workers ---- */
+
+/* The real legacy client (npm redis-lock 0.0.9 on node_redis 3.1.2) as one more worker,
+ * where node and the interop test's node_modules are installed. */
+static const char *node_missing(void)
+{
+    if (system("node --version >/dev/null 2>&1") != 0) return "node is not installed";
+    if (access(NODE_MODULES "/redis-lock/index.js", R_OK) != 0 || access(NODE_MODULES "/redis/index.js", R_OK) != 0)
+        return NODE_MODULES " has no redis-lock/redis (npm ci in tests/interop/node)";
+    return NULL;
+}
+
+static void spawn_node(run *r, int slot, int gen)
+{
+    char sslot[16], sgen[16], sport[16], sttl[24], sseed[32], mods[PATH_MAX];
+    const char *argv[8 + TT_MAXKEYS + 1];
+    int n = 0;
+    pid_t pid;
+    if (!realpath(NODE_MODULES, mods)) {
+        r->infra_errors++;
+        return;
+    }
+    snprintf(sslot, sizeof sslot, "%d", slot);
+    snprintf(sgen, sizeof sgen, "%d", gen);
+    snprintf(sport, sizeof sport, "%d", r->srv[0]->port);
+    snprintf(sttl, sizeof sttl, "%lld", (long long)r->m->ttl_fixed_ms);
+    snprintf(sseed, sizeof sseed, "%llu", (unsigned long long)(r->seed + (uint64_t)gen));
+    argv[n++] = "node";
+    argv[n++] = "torture/node_worker.js";
+    argv[n++] = mods;
+    argv[n++] = r->dir;
+    argv[n++] = sslot;
+    argv[n++] = sgen;
+    argv[n++] = sport;
+    argv[n++] = sttl;
+    argv[n++] = sseed;
+    for (int k = 0; k < r->nkeys; k++) argv[n++] = legacy_keys[k] + 5;   /* it adds "lock." */
+    argv[n] = NULL;
+    pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execvp("node", (char *const *)argv);
+        _exit(127);
+    }
+    if (pid < 0) {
+        r->infra_errors++;
+        return;
+    }
+    r->pid[slot] = pid;
+    r->shm->slot[slot].pid = pid;
+}
+
+/* the node peer publishes "1 key deadline_us" while it holds, "0" otherwise */
+static int node_holding(run *r, int *key, int64_t *deadline)
+{
+    char buf[64];
+    int fd = open(r->node_state, O_RDONLY), ok = 0;
+    ssize_t n;
+    long long d;
+    if (fd < 0) return 0;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n > 0) {
+        buf[n] = '\0';
+        ok = sscanf(buf, "1 %d %lld", key, &d) == 2;
+        *deadline = d;
+    }
+    return ok;
+}
+
+static void spawn_worker(run *r, int slot)
+{
+    tt_worker_cfg cfg;
+    pid_t pid;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.dir = r->dir;
+    cfg.slot = slot;
+    cfg.gen = r->gen[slot]++;
+    cfg.seed = r->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)slot;
+    cfg.nkeys = r->nkeys;
+    for (int k = 0; k < r->nkeys; k++) cfg.keys[k] = key_of(r, k);
+    cfg.nurls = r->m->nservers;
+    for (int i = 0; i < r->m->nservers; i++) cfg.urls[i] = r->urls[slot % 2][i];   /* TCP and unix */
+    cfg.flavour = r->m->mixed && slot % 2 ? TT_LEGACY : r->m->flavour;
+    cfg.codec = cfg.flavour == TT_MODERN ? NULL : LEGACY_CODEC;
+    cfg.io_timeout_ms = IO_TIMEOUT_MS;
+    cfg.connect_timeout_ms = CONNECT_TIMEOUT_MS;
+    cfg.retry_delay_ms = RETRY_DELAY_MS;
+    cfg.long_holds = r->m->long_holds;
+    cfg.ttl_fixed_ms = r->m->ttl_fixed_ms;
+    cfg.shm = r->shm;
+    memset((void *)&r->shm->slot[slot], 0, sizeof r->shm->slot[slot]);
+    if (slot == r->node_slot) {
+        spawn_node(r, slot, cfg.gen);
+        return;
+    }
+    pid = fork();
+    if (pid == 0) tt_worker_main(&cfg);
+    if (pid < 0) {
+        perror("fork");
+        r->infra_errors++;
+        return;
+    }
+    r->pid[slot] = pid;
+    r->shm->slot[slot].pid = pid;
+}
+
+/* Reap workers that died; any death we did not cause is a failure (a crash, an abort). */
+static void reap(run *r, int respawn)
+{
+    for (int i = 0; i < r->nslots; i++) {
+        int st;
+        if (r->pid[i] <= 0 || waitpid(r->pid[i], &st, WNOHANG) != r->pid[i]) continue;
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+            r->unexpected_deaths++;
+            fprintf(stderr, "torture: worker %d (pid %d) died unexpectedly: %s %d\n", i, (int)r->pid[i],
+                    WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        }
+        r->pid[i] = 0;
+        if (respawn) spawn_worker(r, i);
+    }
+}
+
+/* A worker that holds a lock now, at random; -1 if none shows up within 1 s. */
+static int pick_holder(run *r, int64_t min_left_us)
+{
+    int64_t end = tt_now_us() + 1000000;
+    while (tt_now_us() < end) {
+        int cand[TT_MAXWORKERS], n = 0;
+        for (int i = 0; i < r->nslots; i++) {
+            tt_slot *s = &r->shm->slot[i];
+            if (r->pid[i] <= 0) continue;
+            if (i == r->node_slot) {
+                int k;
+                int64_t d;
+                if (node_holding(r, &k, &d) && d - tt_now_us() > min_left_us) {
+                    s->state = TT_HOLDING;   /* for the injector's bookkeeping only */
+                    s->key = k;
+                    s->fence = 0;
+                    s->ttl_ms = r->m->ttl_fixed_ms;
+                    cand[n++] = i;
+                }
+                continue;
+            }
+            if (s->state == TT_HOLDING && s->valid_until_us - tt_now_us() > min_left_us) cand[n++] = i;
+        }
+        if (n) return cand[tt_rand(&r->rng) % (uint64_t)n];
+        sleep_ms(2);
+    }
+    return -1;
+}
+
+static void fault_kill_holder(run *r)
+{
+    int i = pick_holder(r, 0);
+    tt_slot *s;
+    int64_t t0;
+    pid_t pid;
+    if (i < 0) return;
+    s = &r->shm->slot[i];
+    pid = r->pid[i];
+    t0 = tt_now_us();
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    r->pid[i] = 0;
+    fault_log(r, F_KILL_HOLDER, t0, tt_now_us(), "slot=%d pid=%d state=%s key=%d fence=%llu", i, (int)pid,
+              s->state == TT_HOLDING ? "holding" : "between-calls", (int)s->key, (unsigned long long)s->fence);
+    spawn_worker(r, i);
+}
+
+/* Stop a holder for longer than its ttl; resume it once a newer holder has written to the
+ * resource (so its late write meets a newer token), or after 4 x the max TTL. */
+static void fault_pause_holder(run *r)
+{
+    int i = pick_holder(r, 0), st, holding, k, newer;
+    tt_slot *s;
+    int64_t t0, until, give_up;
+    uint64_t f;
+    pid_t pid;
+    if (i < 0) return;
+    s = &r->shm->slot[i];
+    pid = r->pid[i];
+    t0 = tt_now_us();
+    kill(pid, SIGSTOP);
+    if (waitpid(pid, &st, WUNTRACED) != pid || !WIFSTOPPED(st)) {   /* it died on its own: a crash */
+        fprintf(stderr, "torture: worker %d (pid %d) died unexpectedly\n", i, (int)pid);
+        r->unexpected_deaths++;
+        r->pid[i] = 0;
+        spawn_worker(r, i);
+        return;
+    }
+    holding = s->state == TT_HOLDING;
+    k = s->key;
+    f = s->fence;
+    until = t0 + (s->ttl_ms > 0 ? s->ttl_ms : TT_TTL_MAX_MS) * 1000 + between(r, 100, 600) * 1000;
+    give_up = t0 + 4 * TT_TTL_MAX_MS * 1000;
+    for (;;) {
+        int64_t now = tt_now_us();
+        newer = holding && __atomic_load_n(&r->shm->res[k].highest, __ATOMIC_SEQ_CST) > f;
+        if (now >= give_up || (now >= until && (newer || !holding))) break;
+        sleep_ms(5);
+    }
+    kill(pid, SIGCONT);
+    fault_log(r, F_PAUSE_HOLDER, t0, tt_now_us(), "slot=%d stopped=%d state=%s key=%d fence=%llu newer-write=%d",
+              i, (int)pid, holding ? "holding" : "between-calls", k, (unsigned long long)f, newer);
+}
+
+static int pick_server(run *r) { return (int)(tt_rand(&r->rng) % (uint64_t)r->m->nservers); }
+
+/* one server, or two distinct ones (of 5: the quorum of 3 stays up) */
+static int pick_servers(run *r, int *a, int *b)
+{
+    *a = pick_server(r);
+    *b = -1;
+    if (r->m->nservers >= 5 && tt_uniform(&r->rng) < 0.3) {
+        do *b = pick_server(r); while (*b == *a);
+    }
+    return *b < 0 ? 1 : 2;
+}
+
+static void restart_or_fail(run *r, int i)
+{
+    if (hlt_redis_restart(r->srv[i]) != 0) {
+        fprintf(stderr, "torture: server %d did not restart\n", i);
+        r->infra_errors++;
+    }
+}
+
+/* The delayed-restart rule: a server that lost its data stays down for the max TTL, so
+ * every lock it granted has expired everywhere before it answers again. */
+static void fault_restart_delayed(run *r)
+{
+    int a, b, n = pick_servers(r, &a, &b);
+    int64_t t0 = tt_now_us(), down = TT_TTL_MAX_MS + between(r, 100, 400);
+    hlt_redis_kill(r->srv[a]);
+    if (n == 2) hlt_redis_kill(r->srv[b]);
+    sleep_ms(down);
+    restart_or_fail(r, a);
+    if (n == 2) restart_or_fail(r, b);
+    if (n == 2)
+        fault_log(r, F_RESTART_DELAYED, t0, tt_now_us(), "servers=%d,%d down_ms=%lld persistence=off", a, b, (long long)down);
+    else
+        fault_log(r, F_RESTART_DELAYED, t0, tt_now_us(), "server=%d down_ms=%lld persistence=off", a, (long long)down);
+}
+
+static int info_has(hlt_redis *s, const char *section, const char *const *want, int nwant)
+{
+    redisReply *rep = hlt_cmd(s, "INFO %s", section);
+    int ok = rep && rep->type == REDIS_REPLY_STRING;
+    for (int i = 0; ok && i < nwant; i++) ok = strstr(rep->str, want[i]) != NULL;
+    if (rep) freeReplyObject(rep);
+    return ok;
+}
+
+static int config_set(hlt_redis *s, const char *name, const char *value)
+{
+    redisReply *rep = hlt_cmd(s, "CONFIG SET %s %s", name, value);
+    int ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep) freeReplyObject(rep);
+    return ok;
+}
+
+/* Persistence on (appendfsync always), then kill -9 and restart at once: every lock and
+ * fence counter must come back from the AOF, so nothing may overlap. */
+static void fault_restart_aof(run *r)
+{
+    static const char *const ready[] = { "aof_enabled:1", "aof_rewrite_in_progress:0",
+                                         "aof_rewrite_scheduled:0" };
+    int i = pick_server(r);
+    hlt_redis *s = r->srv[i];
+    int64_t t0, end = tt_now_us() + 5000000;
+    if (!config_set(s, "appendfsync", "always") || !config_set(s, "appendonly", "yes")) {
+        r->infra_errors++;
+        fprintf(stderr, "torture: CONFIG SET appendonly failed on server %d\n", i);
+        return;
+    }
+    while (!info_has(s, "persistence", ready, 3) && tt_now_us() < end) sleep_ms(10);
+    sleep_ms(between(r, 100, 400));   /* some grants written with fsync before the crash */
+    t0 = tt_now_us();
+    hlt_redis_kill(s);
+    snprintf(s->extra, sizeof s->extra, "--appendonly yes --appendfsync always");
+    restart_or_fail(r, i);
+    fault_log(r, F_RESTART_AOF, t0, tt_now_us(), "server=%d persistence=appendfsync-always", i);
+    s->extra[0] = '\0';
+    if (!config_set(s, "appendonly", "no")) r->infra_errors++;
+}
+
+/* Sentinel: stop the master shorter than io_timeout, or longer but below the Sentinels'
+ * down-after-milliseconds (1000): no failover, only timeouts. */
+static void fault_freeze_master(run *r, int kind)
+{
+    int m = hlt_sentinel_master(r->sf);
+    double f = kind == F_FREEZE_SHORT ? 0.2 + 0.6 * tt_uniform(&r->rng) : 1.5 + 1.5 * tt_uniform(&r->rng);
+    int64_t ms = (int64_t)(f * IO_TIMEOUT_MS), t0 = tt_now_us();
+    if (m < 0) return;
+    hlt_sentinel_freeze(r->sf, m);
+    sleep_ms(ms);
+    hlt_sentinel_thaw(r->sf, m);
+    fault_log(r, kind, t0, tt_now_us(), "master=data%d stopped_ms=%lld io_timeout_ms=%d down_after_ms=1000", m,
+              (long long)ms, IO_TIMEOUT_MS);
+}
+
+/* Sentinel failovers. The window logged runs until the old master is a healthy replica again:
+ * the checker reports overlaps inside such a window apart (asynchronous replication can lose
+ * a grant made just before the switch: DESIGN.md, "Failover awareness"). */
+static void fault_failover(run *r)
+{
+    int64_t t0 = tt_now_us();
+    int from = hlt_sentinel_master(r->sf);
+    int rc = hlt_sentinel_failover(r->sf, 1);
+    if (rc != 0) r->infra_errors++;
+    fault_log(r, F_FAILOVER, t0, tt_now_us(), "from=data%d promoted_ms=%lld switched_ms=%lld demoted_ms=%lld%s",
+              from, r->sf->t_promoted, r->sf->t_switched, r->sf->t_demoted, rc ? " TIMEOUT" : "");
+}
+
+static void fault_failover_freeze(run *r)
+{
+    int64_t t0 = tt_now_us();
+    int m = hlt_sentinel_master(r->sf), rc;
+    if (m < 0) return;
+    hlt_sentinel_freeze(r->sf, m);
+    rc = hlt_sentinel_wait_switch(r->sf, 1 - m, 15000);
+    hlt_sentinel_thaw(r->sf, m);
+    if (rc == 0) rc = hlt_sentinel_wait_replica(r->sf, m, 30000);
+    if (rc != 0) r->infra_errors++;
+    fault_log(r, F_FAILOVER_FREEZE, t0, tt_now_us(), "stopped=data%d switched_ms=%lld%s", m, r->sf->t_switched,
+              rc ? " TIMEOUT" : "");
+}
+
+static void fault_freeze(run *r, int kind)
+{
+    if (r->sf) {
+        fault_freeze_master(r, kind);
+        return;
+    }
+    int a, b, n = pick_servers(r, &a, &b);
+    double f = kind == F_FREEZE_SHORT ? 0.2 + 0.6 * tt_uniform(&r->rng) : 1.5 + 4.5 * tt_uniform(&r->rng);
+    int64_t ms = (int64_t)(f * IO_TIMEOUT_MS), t0 = tt_now_us();
+    hlt_redis_freeze(r->srv[a]);
+    if (n == 2) hlt_redis_freeze(r->srv[b]);
+    sleep_ms(ms);
+    hlt_redis_thaw(r->srv[a]);
+    if (n == 2) hlt_redis_thaw(r->srv[b]);
+    if (n == 2)
+        fault_log(r, kind, t0, tt_now_us(), "servers=%d,%d stopped_ms=%lld io_timeout_ms=%d", a, b, (long long)ms, IO_TIMEOUT_MS);
+    else
+        fault_log(r, kind, t0, tt_now_us(), "server=%d stopped_ms=%lld io_timeout_ms=%d", a, (long long)ms, IO_TIMEOUT_MS);
+}
+
+/* Breaks the delayed-restart rule on purpose: while a lock is held (for a while yet), a
+ * majority of the masters is restarted at once, one after the other, without persistence.
+ * The holder's key survives only on a minority, so another worker gets a quorum. */
+static void fault_restart_now(run *r)
+{
+    int i = pick_holder(r, 800000), maj = r->m->nservers / 2 + 1;
+    int64_t t0;
+    if (i < 0) return;
+    t0 = tt_now_us();
+    for (int m = 0; m < maj; m++) {
+        hlt_redis_kill(r->srv[m]);
+        restart_or_fail(r, m);
+    }
+    fault_log(r, F_RESTART_NOW, t0, tt_now_us(), "masters=0..%d holder-slot=%d fence=%llu persistence=off "
+              "(violates the delayed-restart rule)", maj - 1, i, (unsigned long long)r->shm->slot[i].fence);
+}
+
+static void inject(run *r)
+{
+    int total = 0, pick, kind = 0;
+    for (int k = 0; k < F_NKINDS; k++) total += r->m->weights[k];
+    if (!total) return;
+    pick = (int)(tt_rand(&r->rng) % (uint64_t)total);
+    while (pick >= r->m->weights[kind]) pick -= r->m->weights[kind++];
+    switch (kind) {
+    case F_KILL_HOLDER:     fault_kill_holder(r); break;
+    case F_PAUSE_HOLDER:    fault_pause_holder(r); break;
+    case F_RESTART_DELAYED: fault_restart_delayed(r); break;
+    case F_RESTART_AOF:     fault_restart_aof(r); break;
+    case F_FREEZE_SHORT:
+    case F_FREEZE_LONG:     fault_freeze(r, kind); break;
+    case F_RESTART_NOW:     fault_restart_now(r); break;
+    case F_FAILOVER:        fault_failover(r); break;
+    case F_FAILOVER_FREEZE: fault_failover_freeze(r); break;
+    }
+}
+
+/* ---- one mode ---- */
+
+static int prepare_dir(run *r, const char *base)
+{
+    char cmd[2048];
+    snprintf(r->dir, sizeof r->dir, "%s/%s", base, r->m->name);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && rm -f '%s'/*.log '%s'/report.txt", r->dir, r->dir, r->dir);
+    if (system(cmd) != 0) return -1;
+    snprintf(cmd, sizeof cmd, "%s/faults.log", r->dir);
+    r->faults_fd = open(cmd, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    return r->faults_fd < 0 ? -1 : 0;
+}
+
+static int start_servers(run *r)
+{
+    if (r->m->sentinel) {
+        if (!(r->sf = hlt_sentinel_start())) return -1;
+        r->urls[0][0] = r->urls[1][0] = r->sf->url;
+        return 0;
+    }
+    for (int i = 0; i < r->m->nservers; i++) {
+        if (!(r->srv[i] = hlt_redis_start(NULL))) return -1;
+        r->urls[0][i] = r->srv[i]->url;
+        r->urls[1][i] = r->srv[i]->unix_url;
+    }
+    return 0;
+}
+
+static void stop_all(run *r)
+{
+    int64_t end = tt_now_us() + 8000000;   /* every call is bounded well below this */
+    int left;
+    r->shm->stop = 1;
+    if (r->node_slot >= 0 && r->pid[r->node_slot] > 0) kill(r->pid[r->node_slot], SIGTERM);
+    for (;;) {
+        reap(r, 0);
+        left = 0;
+        for (int i = 0; i < r->nslots; i++) left += r->pid[i] > 0;
+        if (!left || tt_now_us() > end) break;
+        sleep_ms(10);
+    }
+    for (int i = 0; i < r->nslots; i++)
+        if (r->pid[i] > 0) {
+            fprintf(stderr, "torture: worker %d did not stop within 8 s: a call hung\n", i);
+            r->unexpected_deaths++;
+            kill(r->pid[i], SIGKILL);
+            waitpid(r->pid[i], NULL, 0);
+            r->pid[i] = 0;
+        }
+    if (r->sf) hlt_sentinel_stop(r->sf);
+    else
+        for (int i = 0; i < r->m->nservers; i++) hlt_redis_stop(r->srv[i]);
+}
+
+static int run_mode(const mode *m, const char *base, int duration_s, uint64_t seed, int workers,
+                    int keys, int64_t tolerance_ms)
+{
+    run r;
+    tt_check_opts co;
+    int64_t start, end, next;
+    int rc;
+    memset(&r, 0, sizeof r);
+    r.m = m;
+    r.duration_s = duration_s;
+    r.seed = seed;
+    r.rng = seed ^ 0x5deece66dULL;
+    r.nworkers = m->workers ? m->workers : workers;
+    r.nkeys = m->keys ? m->keys : keys;
+    r.nslots = r.nworkers;
+    r.node_slot = -1;
+    if (m->node_peer && !node_missing() && r.nslots < TT_MAXWORKERS) r.node_slot = r.nslots++;
+    printf("== torture %s: %d workers%s, %d keys, %d s, seed %llu\n   %s\n", m->name, r.nworkers,
+           r.node_slot >= 0 ? " + the node redis-lock peer" : "", r.nkeys, duration_s,
+           (unsigned long long)seed, m->what);
+    if (m->node_peer && r.node_slot < 0) printf("   node peer not available: %s\n", node_missing());
+    fflush(stdout);
+    r.shm = mmap(NULL, sizeof *r.shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (r.shm == MAP_FAILED || prepare_dir(&r, base) < 0 || start_servers(&r) < 0) {
+        fprintf(stderr, "torture %s: set-up failed\n", m->name);
+        return 1;
+    }
+    snprintf(r.node_state, sizeof r.node_state, "%s/node-%d.state", r.dir, r.node_slot);
+    unlink(r.node_state);
+    for (int i = 0; i < r.nslots; i++) spawn_worker(&r, i);
+
+    start = tt_now_us();
+    end = start + (int64_t)duration_s * 1000000;
+    next = start + between(&r, 300, 1000) * 1000;
+    while (tt_now_us() < end) {
+        reap(&r, 1);
+        if (tt_now_us() >= next) {
+            inject(&r);
+            next = tt_now_us() + between(&r, m->gap_min_ms, m->gap_max_ms) * 1000;
+        }
+        sleep_ms(10);
+    }
+    stop_all(&r);
+    close(r.faults_fd);
+    munmap(r.shm, sizeof *r.shm);
+
+    memset(&co, 0, sizeof co);
+    co.dir = r.dir;
+    co.mode = m->name;
+    co.expect_overlap = m->expect_overlap;
+    co.allow_lost = m->sentinel;
+    co.quorum = m->nservers > 1;
+    co.tolerance_us = tolerance_ms * 1000;
+    rc = tt_check(&co);
+    if (r.unexpected_deaths || r.infra_errors) {
+        printf("  harness: %ld unexpected worker deaths or hangs, %ld set-up errors: FAIL\n",
+               r.unexpected_deaths, r.infra_errors);
+        rc = 1;
+    }
+    printf("\n");
+    return rc;
+}
+
+/* ---- command line ---- */
+
+static const mode *find_mode(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NMODES; i++)
+        if (strlen(modes[i].name) == len && !strncmp(modes[i].name, name, len)) return &modes[i];
+    return NULL;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: torture [--modes=a,b] [--duration=S] [--seed=N] [--workers=N] [--keys=N] "
+                    "[--dir=D] [--tolerance-ms=N]\n       torture check DIR [--mode=NAME] "
+                    "[--expect-overlap] [--allow-lost] [--quorum]\n       torture --list\n");
+    return 2;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    tt_check_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = "?";
+    o.tolerance_us = 100000;
+    if (argc < 3) return usage();
+    o.dir = argv[2];
+    for (int i = 3; i < argc; i++) {
+        if (!strncmp(argv[i], "--mode=", 7)) o.mode = argv[i] + 7;
+        else if (!strcmp(argv[i], "--expect-overlap")) o.expect_overlap = 1;
+        else if (!strcmp(argv[i], "--allow-lost")) o.allow_lost = 1;
+        else if (!strcmp(argv[i], "--quorum")) o.quorum = 1;
+        else return usage();
+    }
+    return tt_check(&o);
+}
+
+int main(int argc, char **argv)
+{
+    const char *list = DEFAULT_MODES, *base = "build/torture";
+    int duration = 20, workers = 8, keys = 3, failed = 0, ran = 0;
+    int64_t tolerance_ms = 100;
+    uint64_t seed = 0;
+    char summary[2048] = "";
+
+    if (argc >= 2 && !strcmp(argv[1], "check")) return cmd_check(argc, argv);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strncmp(a, "--modes=", 8)) list = a + 8;
+        else if (!strncmp(a, "--duration=", 11)) duration = atoi(a + 11);
+        else if (!strncmp(a, "--seed=", 7)) seed = strtoull(a + 7, NULL, 10);
+        else if (!strncmp(a, "--workers=", 10)) workers = atoi(a + 10);
+        else if (!strncmp(a, "--keys=", 7)) keys = atoi(a + 7);
+        else if (!strncmp(a, "--dir=", 6)) base = a + 6;
+        else if (!strncmp(a, "--tolerance-ms=", 15)) tolerance_ms = atoll(a + 15);
+        else if (!strcmp(a, "--list")) {
+            for (size_t m = 0; m < NMODES; m++)
+                printf("%-18s %s%s%s\n", modes[m].name, modes[m].unavailable && modes[m].unavailable() ?
+                       "[not available: " : "", modes[m].unavailable && modes[m].unavailable() ?
+                       modes[m].unavailable() : "", modes[m].unavailable && modes[m].unavailable() ? "] " : "");
+            return 0;
+        } else return usage();
+    }
+    if (duration < 1 || duration > 86400 || workers < 2 || workers > TT_MAXWORKERS || keys < 1 || keys > TT_MAXKEYS)
+        return usage();
+    if (!*list) list = DEFAULT_MODES;
+    if (!seed) seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
+    signal(SIGPIPE, SIG_IGN);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        const mode *m = find_mode(p, len);
+        char line[300];
+        if (!m) {
+            fprintf(stderr, "torture: unknown mode '%.*s' (torture --list)\n", (int)len, p);
+            return 2;
+        }
+        if (m->unavailable && m->unavailable()) {
+            snprintf(line, sizeof line, "  %-18s not available: %s\n", m->name, m->unavailable());
+            printf("== torture %s: not available: %s\n\n", m->name, m->unavailable());
+        } else {
+            int rc = run_mode(m, base, duration, seed, workers, keys, tolerance_ms);
+            ran++;
+            failed += rc != 0;
+            snprintf(line, sizeof line, "  %-18s %s\n", m->name, rc ? "FAIL" : "PASS");
+        }
+        strncat(summary, line, sizeof summary - strlen(summary) - 1);
+        p += len;
+        if (*p == ',') p++;
+    }
+    printf("torture summary (seed %llu, %d s per mode; logs and reports in %s/<mode>/):\n%s",
+           (unsigned long long)seed, duration, base, summary);
+    return failed || !ran ? 1 : 0;
+}

@@ -1,0 +1,266 @@
+/* worker.c -- one contender: acquire a random key through the public API, write to the
+ * guarded resource with the fencing token, maybe check and extend, write again, release.
+ * Every call is logged with its start, end, bound and result; every belief ("I hold key k
+ * with fence f until t") is logged the moment it starts and ends. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hilock.h"
+#ifdef HL_TORTURE_LEGACY
+#include "hilock_legacy.h"
+/* weak: the harness builds (and says "not available") while the legacy path is unfinished */
+#pragma weak hilock_legacy_acquire
+#endif
+#include "torture.h"
+
+int tt_have_legacy(void)
+{
+#ifdef HL_TORTURE_LEGACY
+    return hilock_legacy_acquire != NULL;
+#else
+    return 0;
+#endif
+}
+
+int64_t tt_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+uint64_t tt_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);   /* splitmix64: any seed is fine */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+double tt_uniform(uint64_t *s) { return (double)(tt_rand(s) >> 11) / 9007199254740992.0; }
+
+void tt_sleep_us(int64_t us)
+{
+    struct timespec ts;
+    if (us <= 0) return;
+    ts.tv_sec = (time_t)(us / 1000000);
+    ts.tv_nsec = (long)(us % 1000000) * 1000;
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+typedef struct worker {
+    const tt_worker_cfg *cfg;
+    tt_slot  *slot;
+    int       fd;
+    uint64_t  rng;
+    hilock_client *c;
+} worker;
+
+static void logf_(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void logf_(worker *w, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    if (write(w->fd, line, (size_t)n) != n) _exit(3);   /* a lost record would falsify the check */
+}
+
+static const char *stname(hilock_status s)
+{
+    static const char *const names[] = { "OK", "BUSY", "NOT_HELD", "LOST", "EINVAL", "EIO",
+        "ETIMEDOUT", "EAUTH", "EREPLY", "EREPLICAS", "ENOQUORUM", "ENOMEM" };
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "UNKNOWN";
+}
+
+/* One call record: op status t_start t_end bound believed late key fence.
+ * believed: the call ended before the holder's deadline, so the server answered while the
+ * key was surely still ours (NOT_HELD then is a loss); late: it started surely after the
+ * server's expiry (OK then is a lie). */
+static void log_call(worker *w, const char *op, hilock_status st, int64_t t0, int64_t t1,
+                     int64_t bound_us, int believed, int late, int key, uint64_t fence)
+{
+    logf_(w, "C %s %s %lld %lld %lld %d %d %d %llu", op, stname(st), (long long)t0, (long long)t1,
+          (long long)bound_us, believed, late, key, (unsigned long long)fence);
+    if (st != HILOCK_OK && st != HILOCK_BUSY && st != HILOCK_NOT_HELD) {
+        char msg[300];
+        size_t i;
+        snprintf(msg, sizeof msg, "%s", hilock_client_errmsg(w->c));
+        for (i = 0; msg[i]; i++)
+            if (msg[i] == '\n' || msg[i] == '\r') msg[i] = ' ';
+        logf_(w, "X %s %s %s", op, stname(st), msg);
+    }
+}
+
+/* The guarded write: refused if a higher token was accepted before (compare-and-swap). */
+static void guarded_write(worker *w, int k, uint64_t fence, int64_t deadline, int64_t expiry_upper)
+{
+    tt_resource *r = &w->cfg->shm->res[k];
+    uint64_t h = __atomic_load_n(&r->highest, __ATOMIC_SEQ_CST);
+    int accepted;
+    int64_t t;
+    for (;;) {
+        if (fence < h) {
+            accepted = 0;
+            __atomic_add_fetch(&r->rejected, 1, __ATOMIC_SEQ_CST);
+            break;
+        }
+        if (__atomic_compare_exchange_n(&r->highest, &h, fence, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            accepted = 1;
+            __atomic_add_fetch(&r->accepted, 1, __ATOMIC_SEQ_CST);
+            break;
+        }
+    }
+    t = tt_now_us();   /* after the decision: a refusal means the higher token was there before t */
+    logf_(w, "W %d %llu %lld %d %llu %d %d", k, (unsigned long long)fence, (long long)t, accepted,
+          (unsigned long long)h, t < deadline, t > expiry_upper + TT_LATE_MARGIN_US);
+}
+
+static hilock_status acquire(worker *w, const char *key, int64_t ttl, int64_t wait, hilock **l)
+{
+#ifdef HL_TORTURE_LEGACY
+    if (w->cfg->flavour == TT_LEGACY) return hilock_legacy_acquire(w->c, key, ttl, wait, l);
+#endif
+    return hilock_acquire(w->c, key, ttl, wait, l);
+}
+
+static int64_t pick_ttl(worker *w)
+{
+    static const int64_t choices[] = TT_TTL_CHOICES;
+    if (w->cfg->ttl_fixed_ms > 0) return w->cfg->ttl_fixed_ms;
+    return choices[tt_rand(&w->rng) % (sizeof choices / sizeof choices[0])];
+}
+
+static int64_t pick_wait(worker *w)
+{
+    double u = tt_uniform(&w->rng);
+    return u < 0.2 ? 0 : u < 0.5 ? 300 : 1000;
+}
+
+static int64_t hold_us(worker *w, hilock *l)
+{
+    int64_t v = hilock_validity_ms(l) * 1000;
+    if (w->cfg->long_holds) return v * 8 / 10;
+    if (tt_uniform(&w->rng) < 0.85) return (int64_t)(tt_uniform(&w->rng) * 5000);
+    return (int64_t)(tt_uniform(&w->rng) * 0.7 * (double)v);
+}
+
+static void one_round(worker *w)
+{
+    const tt_worker_cfg *cfg = w->cfg;
+    int k = (int)(tt_rand(&w->rng) % (uint64_t)cfg->nkeys);
+    int64_t ttl = pick_ttl(w), wait = pick_wait(w);
+    int64_t io = (cfg->io_timeout_ms + cfg->connect_timeout_ms) * 1000;
+    int64_t t0, t1, deadline, expiry_upper;
+    uint64_t fence;
+    hilock_status st;
+    hilock *l = NULL;
+
+    w->slot->key = k;
+    w->slot->state = TT_ACQUIRING;
+    t0 = tt_now_us();
+    st = acquire(w, cfg->keys[k], ttl, wait, &l);
+    t1 = tt_now_us();
+    log_call(w, "acq", st, t0, t1, wait * 1000 + io, 0, 0, k, st == HILOCK_OK ? hilock_fence(l) : 0);
+    if (st != HILOCK_OK) {
+        w->slot->state = TT_IDLE;
+        if (st != HILOCK_BUSY) tt_sleep_us(5000 + (int64_t)(tt_rand(&w->rng) % 15000));
+        return;
+    }
+    /* the belief starts now and lasts what the library says is safe */
+    deadline = tt_now_us() + hilock_validity_ms(l) * 1000;
+    expiry_upper = t1 + ttl * 1000;   /* the server's PX started before t1 */
+    fence = hilock_fence(l);
+    logf_(w, "A %d %llu %lld %lld %lld %lld %lld", k, (unsigned long long)fence, (long long)t0,
+          (long long)t1, (long long)deadline, (long long)ttl, (long long)wait);
+    w->slot->fence = fence;
+    w->slot->ttl_ms = ttl;
+    w->slot->valid_until_us = deadline;
+    w->slot->state = TT_HOLDING;
+
+    guarded_write(w, k, fence, deadline, expiry_upper);
+    tt_sleep_us(hold_us(w, l));
+
+    if (tt_uniform(&w->rng) < 0.1) {
+        t0 = tt_now_us();
+        st = hilock_check(l);
+        t1 = tt_now_us();
+        log_call(w, "chk", st, t0, t1, io, t1 < deadline, t0 > expiry_upper + TT_LATE_MARGIN_US, k, fence);
+    }
+    if (tt_uniform(&w->rng) < 0.3) {
+        t0 = tt_now_us();
+        st = hilock_extend(l, ttl);
+        t1 = tt_now_us();
+        log_call(w, "ext", st, t0, t1, io, t1 < deadline, t0 > expiry_upper + TT_LATE_MARGIN_US, k, fence);
+        if (st == HILOCK_OK) {
+            deadline = tt_now_us() + hilock_validity_ms(l) * 1000;
+            expiry_upper = t1 + ttl * 1000;
+            w->slot->valid_until_us = deadline;
+            logf_(w, "E %d %llu %lld %lld", k, (unsigned long long)fence, (long long)t1, (long long)deadline);
+            if (!w->cfg->long_holds) tt_sleep_us((int64_t)(tt_uniform(&w->rng) * 3000));
+        }
+    }
+    guarded_write(w, k, fence, deadline, expiry_upper);
+
+    w->slot->state = TT_RELEASING;
+    t0 = tt_now_us();
+    logf_(w, "R %d %llu %lld", k, (unsigned long long)fence, (long long)t0);   /* belief ends */
+    st = hilock_release(l);
+    t1 = tt_now_us();
+    log_call(w, "rel", st, t0, t1, io, t1 < deadline, t0 > expiry_upper + TT_LATE_MARGIN_US, k, fence);
+    hilock_free(l);
+    w->slot->state = TT_IDLE;
+    tt_sleep_us((int64_t)(tt_rand(&w->rng) % 10000));
+}
+
+void tt_worker_main(const tt_worker_cfg *cfg)
+{
+    char path[512];
+    hilock_options o;
+    worker w;
+    memset(&w, 0, sizeof w);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the orchestrator */
+    signal(SIGPIPE, SIG_DFL);   /* as an application would have it: the library must cope */
+    if (getppid() == 1) _exit(2);
+    w.cfg = cfg;
+    w.slot = &cfg->shm->slot[cfg->slot];
+    w.rng = cfg->seed ^ ((uint64_t)cfg->slot << 32) ^ ((uint64_t)cfg->gen << 48);
+    snprintf(path, sizeof path, "%s/w%02d-%03d.log", cfg->dir, cfg->slot, cfg->gen);
+    w.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
+    if (w.fd < 0) _exit(2);
+    logf_(&w, "H %d %d %d", cfg->slot, cfg->gen, (int)getpid());
+
+    hilock_options_init(&o);
+    o.servers = cfg->urls;
+    o.nservers = (size_t)cfg->nurls;
+    o.io_timeout_ms = cfg->io_timeout_ms;
+    o.connect_timeout_ms = cfg->connect_timeout_ms;
+    o.retry_delay_ms = cfg->retry_delay_ms;
+    o.bridge = cfg->flavour == TT_BRIDGE;
+#ifdef HL_TORTURE_LEGACY
+    if (cfg->codec && hilock_codec_preset(cfg->codec, &o.codec) != HILOCK_OK) _exit(2);
+#endif
+    if (hilock_client_new(&o, &w.c) != HILOCK_OK) {
+        logf_(&w, "X new EINVAL %s", hilock_last_config_error());
+        _exit(2);
+    }
+    while (!cfg->shm->stop) one_round(&w);
+    hilock_client_free(w.c);
+    logf_(&w, "Q");
+    _exit(0);
+}
