@@ -106,7 +106,7 @@ $(B)/tsan/%: tests/tsan/%.c tests/fixture.c tests/fixture.h $(B)/libhilock.a $(H
 
 # The same suites under valgrind (leaks are errors).
 test-valgrind: deps
-	@$(MAKE) --no-print-directory lib $(TEST_BIN)
+	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
 	@VALGRIND=1 sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
 demo: deps lib $(EXTRA_DEMO)

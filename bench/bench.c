@@ -7,15 +7,21 @@
  *     `SET k v NX PX` + the library's release. "The very commands" are not written here:
  *     they are captured with MONITOR from one library cycle and replayed with a fresh token
  *     per cycle, so the baseline keeps mirroring the library whatever its scripts' keys and
- *     arguments become. The scripts are put in the cache first (SCRIPT LOAD of every src/lua file).
- *     Runs are interleaved (ours, (a), (b), ours, ...) after a warm-up, each a fixed time.
+ *     arguments become. The scripts are put in the cache first (SCRIPT LOAD of each file of
+ *     src/lua). After a warm-up, the variants run in turn in short slices (ours, (a), (b),
+ *     ours, ...) for a fixed total time each, so that a burst of load elsewhere on the machine
+ *     hits all of them alike; the ratio reported is the median of the per-slice ratios. The
+ *     client's CPU time per cycle is shown too (steadier than the wall clock).
  *  2. Contention: 4 processes, each acquire (blocking) -> hold 1 ms -> release, for a fixed
  *     time, with wake-up on release (options.wake = 1) and with pure polling (wake = 0):
- *     acquisitions/s, the release -> next acquire latency, and how long acquire waited.
- *  3. Redlock: acquire+release latency over 1, 3 and 5 masters (all asked at once).
+ *     acquisitions/s, fairness, the release -> next acquire latency, how long acquire waited,
+ *     and a check that no two processes ever held the lock at once.
+ *  3. Redlock: acquire+release latency over 1, 3 and 5 masters (all asked at once), next to
+ *     the floor of the machine: bare hiredis sending the same commands to every master at
+ *     once (on a small machine the masters compete for its CPUs).
  *
- * Knobs (environment): HILOCK_BENCH_SECONDS (per run, default 2), HILOCK_BENCH_ROUNDS
- * (interleaved rounds, default 2), HILOCK_LUA_DIR (default src/lua).
+ * Knobs (environment): HILOCK_BENCH_SECONDS (time per variant, default 4),
+ * HILOCK_LUA_DIR (default src/lua).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -42,8 +48,11 @@
 #define MAX_CMDS 4
 #define MAX_ARGS 16
 
-static double run_s = 2.0;
-static int rounds = 2;
+#define SLICE_S 0.25
+#define MAX_SLICES 1024
+
+static double run_s = 4.0;   /* per variant */
+static int slices = 16;      /* run_s / SLICE_S */
 
 static int64_t now_us(void)
 {
@@ -331,10 +340,28 @@ static void timed(runner *u, double secs, tally *t)
     t->cpu += cpu_us() - c0;
 }
 
-/* rate: cycles/s; cpu: client CPU us per cycle */
-static void uncontended(hlt_redis *r, int unix_socket, double rate[NVARIANTS], double cpu[NVARIANTS])
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+typedef struct result {
+    double rate[NVARIANTS];   /* cycles/s over all slices */
+    double cpu[NVARIANTS];    /* client CPU us per cycle */
+    double ratio[NVARIANTS];  /* median over slices of hilock's rate / this variant's */
+} result;
+
+static void uncontended(hlt_redis *r, int unix_socket, result *res)
 {
     const char *url = unix_socket ? r->unix_url : r->url;
+    static double ratio[NVARIANTS][MAX_SLICES];
     runner u[NVARIANTS];
     tally t[NVARIANTS];
     memset(t, 0, sizeof t);
@@ -346,11 +373,22 @@ static void uncontended(hlt_redis *r, int unix_socket, double rate[NVARIANTS], d
         else u[v].rc = bare_connect(r, unix_socket);
         timed(&u[v], 0.3, &warm);
     }
-    for (int k = 0; k < rounds; k++)
-        for (int v = 0; v < NVARIANTS; v++) timed(&u[v], run_s, &t[v]);
+    for (int k = 0; k < slices; k++) {
+        double rate[NVARIANTS];
+        for (int v = 0; v < NVARIANTS; v++) {
+            tally one = { 0, 0, 0 };
+            timed(&u[v], SLICE_S, &one);
+            rate[v] = (double)one.cycles * 1e6 / (double)one.us;
+            t[v].cycles += one.cycles;
+            t[v].us += one.us;
+            t[v].cpu += one.cpu;
+        }
+        for (int v = 0; v < NVARIANTS; v++) ratio[v][k] = rate[V_OURS] / rate[v];
+    }
     for (int v = 0; v < NVARIANTS; v++) {
-        rate[v] = (double)t[v].cycles * 1e6 / (double)t[v].us;
-        cpu[v] = (double)t[v].cpu / (double)t[v].cycles;
+        res->rate[v] = (double)t[v].cycles * 1e6 / (double)t[v].us;
+        res->cpu[v] = (double)t[v].cpu / (double)t[v].cycles;
+        res->ratio[v] = median(ratio[v], slices);
         if (u[v].c) hilock_client_free(u[v].c);
         if (u[v].rc) redisFree(u[v].rc);
     }
@@ -427,7 +465,7 @@ static void contention(hlt_redis *r, int wake, const char *label)
     int64_t start, end;
     pid_t pid[NPROC];
     uint32_t ng, ngo, nw;
-    double secs = run_s * 1.5;
+    double secs = run_s * 0.75;
     if (sh == MAP_FAILED) die("mmap", strerror(errno));
     memset(sh, 0, sizeof *sh);
     sh->holder = -1;
@@ -559,14 +597,14 @@ static void redlock(hlt_redis *first)
         redlock_run(NULL, rc, sizes[s], 0.2, &F[s]);
         L[s].n = F[s].n = 0;
     }
-    for (int k = 0; k < rounds; k++)
+    for (int k = 0; k < slices / 2; k++)   /* half the time of the other parts */
         for (int s = 0; s < 3; s++) {
-            redlock_run(c[s], NULL, 0, run_s / 2, &L[s]);
-            redlock_run(NULL, rc, sizes[s], run_s / 2, &F[s]);
+            redlock_run(c[s], NULL, 0, SLICE_S, &L[s]);
+            redlock_run(NULL, rc, sizes[s], SLICE_S, &F[s]);
         }
-    printf("\nRedlock: acquire+release latency, all masters asked at once (TCP 127.0.0.1, %d x %.1f s "
+    printf("\nRedlock: acquire+release latency, all masters asked at once (TCP 127.0.0.1, %.1f s each, "
            "interleaved);\n  floor = bare hiredis sending the same commands to every master at once\n",
-           rounds, run_s / 2);
+           slices / 2 * SLICE_S);
     printf("  masters   hilock mean  p50 ms  p99 ms    floor mean  p50 ms\n");
     for (int s = 0; s < 3; s++) {
         summary(&L[s], &mean[s], &p50[s]);
@@ -590,17 +628,19 @@ int main(void)
     const char *e;
     hlt_redis *r;
     redisReply *ver;
-    double rate[2][NVARIANTS], cpu[2][NVARIANTS];
+    result res[2];
     int nloaded;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if ((e = getenv("HILOCK_BENCH_SECONDS")) && atof(e) > 0) run_s = atof(e);
-    if ((e = getenv("HILOCK_BENCH_ROUNDS")) && atoi(e) > 0) rounds = atoi(e);
+    slices = (int)(run_s / SLICE_S + 0.5);
+    if (slices < 2) slices = 2;
+    if (slices > MAX_SLICES) slices = MAX_SLICES;
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!(r = hlt_redis_start(NULL))) die("redis-server", "did not start");
     ver = hlt_cmd(r, "INFO server");
-    printf("hilock %s bench: redis-server %s, %ld CPUs, %.1f s per run, %d interleaved rounds\n",
-           HILOCK_VERSION, ver && ver->str && strstr(ver->str, "redis_version:") ?
-           strtok(strstr(ver->str, "redis_version:") + 14, "\r\n") : "?", ncpu, run_s, rounds);
+    printf("hilock %s bench: redis-server %s, %ld CPUs, %.1f s per variant in %d interleaved slices "
+           "(HILOCK_BENCH_SECONDS)\n", HILOCK_VERSION, ver && ver->str && strstr(ver->str, "redis_version:") ?
+           strtok(strstr(ver->str, "redis_version:") + 14, "\r\n") : "?", ncpu, slices * SLICE_S, slices);
     if (ver) freeReplyObject(ver);
 
     nloaded = load_scripts(r);
@@ -610,23 +650,19 @@ int main(void)
     print_script("acquire", &lib_acquire);
     print_script("release", &lib_release);
 
-    uncontended(r, 0, rate[0], cpu[0]);
-    uncontended(r, 1, rate[1], cpu[1]);
-    printf("\nUncontended acquire+release on one connection, cycles/s (ratio = hilock / baseline; "
-           "target >= 0.9 vs (a))\n");
-    printf("  transport        hilock  (a) same cmds  ratio   (b) SET NX PX + release  ratio\n");
+    uncontended(r, 0, &res[0]);
+    uncontended(r, 1, &res[1]);
+    printf("\nUncontended acquire+release on one connection, cycles/s; ratio = hilock / baseline, the "
+           "median of\n%d slice ratios (target >= 0.9 vs (a)); CPU = client user+sys us per cycle\n", slices);
+    printf("  transport        hilock  CPU  | (a) same commands  CPU  ratio | (b) SET NX PX + release  CPU  ratio\n");
     for (int t = 0; t < 2; t++)
-        printf("  %-12s  %9.0f      %9.0f   %5.2f                %9.0f   %5.2f\n",
-               t ? "unix socket" : "tcp 127.0.0.1", rate[t][V_OURS], rate[t][V_SAME],
-               rate[t][V_OURS] / rate[t][V_SAME], rate[t][V_SETNX], rate[t][V_OURS] / rate[t][V_SETNX]);
-    printf("  client CPU per cycle, us (user+sys; steadier than the wall clock on a busy machine):\n");
-    for (int t = 0; t < 2; t++)
-        printf("  %-12s  %9.1f      %9.1f   %5.2f                %9.1f   %5.2f\n",
-               t ? "unix socket" : "tcp 127.0.0.1", cpu[t][V_OURS], cpu[t][V_SAME],
-               cpu[t][V_SAME] / cpu[t][V_OURS], cpu[t][V_SETNX], cpu[t][V_SETNX] / cpu[t][V_OURS]);
+        printf("  %-13s %9.0f %5.1f |         %9.0f %5.1f  %5.2f |               %9.0f %5.1f  %5.2f\n",
+               t ? "unix socket" : "tcp 127.0.0.1", res[t].rate[V_OURS], res[t].cpu[V_OURS],
+               res[t].rate[V_SAME], res[t].cpu[V_SAME], res[t].ratio[V_SAME],
+               res[t].rate[V_SETNX], res[t].cpu[V_SETNX], res[t].ratio[V_SETNX]);
 
     printf("\nContention: %d processes, each acquire (blocking) -> hold 1 ms -> release, %.1f s "
-           "(TCP 127.0.0.1; ms; target: handoff p50 < 1 ms)\n", NPROC, run_s * 1.5);
+           "(TCP 127.0.0.1; target: handoff p50 < 1 ms)\n", NPROC, run_s * 0.75);
     printf("  per process = acquisitions of the least and the most lucky process; other = share "
            "of acquisitions\n  by another process than the last holder; handoff = the holder "
            "calls release -> the next holder's\n  acquire returns (all / to another process); "

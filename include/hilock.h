@@ -8,6 +8,11 @@
  * clients share nothing, so use one client per thread. (A keepalive runs on its own
  * thread with its own connection; see hilock_keepalive.)
  *
+ * Connections: a client connects on first use and keeps its connection(s). One that the server
+ * closed while it sat idle for 250 ms or more (a restart, its `timeout`, CLIENT KILL) is
+ * reopened before use, transparently; one that breaks during a call makes that call fail
+ * (HILOCK_EIO), and the next call reconnects.
+ *
  * Quick start:
  *
  *     hilock_client *c;

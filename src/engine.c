@@ -10,8 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +20,12 @@
 #include "internal.h"
 
 struct hl_conn {
-    redisContext *rc;
+    redisContext *rc;           /* hiredis connects, reads and parses; we write (see conn_send) */
     int           connecting;   /* non-blocking connect in progress */
     int           fresh;        /* handshake (AUTH, SELECT) not sent yet */
+    hl_buf        out;          /* bytes not yet accepted by the socket */
+    size_t        off;
+    int64_t       last_us;      /* when its last round trip ended (monotonic) */
 };
 
 /* ---- replies ---- */
@@ -67,28 +68,54 @@ void hl_cmd_arg(hl_cmd *c, const char *s, size_t len)
     c->argc++;
 }
 
+/* Decimal digits of v at dst (no NUL); returns how many. snprintf was half of the client's
+ * instructions per lock cycle. */
+static size_t put_dec(char *dst, unsigned long long v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) dst[i] = tmp[n - 1 - i];
+    return n;
+}
+
 void hl_cmd_argi(hl_cmd *c, char *scratch, long long v)
 {
-    int n = snprintf(scratch, 24, "%lld", v);
-    hl_cmd_arg(c, scratch, (size_t)n);
+    size_t n = 0;
+    if (v < 0) scratch[n++] = '-';
+    n += put_dec(scratch + n, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
+    scratch[n] = '\0';
+    hl_cmd_arg(c, scratch, n);
 }
 
 /* RESP encoding straight into a buffer: no printf-style parsing on the hot path. */
-static void put_bulk(hl_buf *b, const char *s, size_t n)
+static void put_header(hl_buf *b, char kind, size_t n)
 {
     char hdr[32];
-    int h = snprintf(hdr, sizeof hdr, "$%zu\r\n", n);
-    hl_buf_put(b, hdr, (size_t)h);
+    size_t h = 1;
+    hdr[0] = kind;
+    h += put_dec(hdr + 1, n);
+    hdr[h++] = '\r';
+    hdr[h++] = '\n';
+    hl_buf_put(b, hdr, h);
+}
+
+static void put_bulk(hl_buf *b, const char *s, size_t n)
+{
+    put_header(b, '$', n);
     hl_buf_put(b, s, n);
     hl_buf_put(b, "\r\n", 2);
 }
 
 static void put_cmd(hl_buf *b, const hl_cmd *c, int use_eval)
 {
-    char hdr[32], nk[24];
-    int extra = c->script ? 3 : 0, h;
-    h = snprintf(hdr, sizeof hdr, "*%d\r\n", c->argc + extra);
-    hl_buf_put(b, hdr, (size_t)h);
+    char nk[24];
+    int extra = c->script ? 3 : 0;
+    size_t h;
+    put_header(b, '*', (size_t)(c->argc + extra));
     if (c->script) {
         if (use_eval) {
             put_bulk(b, "EVAL", 4);
@@ -97,8 +124,8 @@ static void put_cmd(hl_buf *b, const hl_cmd *c, int use_eval)
             put_bulk(b, "EVALSHA", 7);
             put_bulk(b, c->script->sha, 40);
         }
-        h = snprintf(nk, sizeof nk, "%d", c->nkeys);
-        put_bulk(b, nk, (size_t)h);
+        h = put_dec(nk, (unsigned long long)c->nkeys);
+        put_bulk(b, nk, h);
     }
     for (int i = 0; i < c->argc; i++) put_bulk(b, c->argv[i], c->arglen[i]);
 }
@@ -109,6 +136,7 @@ void hl_node_close(hl_node *n)
 {
     if (n->conn) {
         if (n->conn->rc) redisFree(n->conn->rc);
+        hl_buf_free(&n->conn->out);
         free(n->conn);
         n->conn = NULL;
     }
@@ -205,11 +233,14 @@ static int conn_start(hilock_client *c, hl_node *n, int64_t deadline)
 
 /* An idle connection has nothing to read: if it polls readable (EOF, reset), the server
  * closed it since our last call (restart, its `timeout`, CLIENT KILL). Nothing has been sent
- * on it yet, so reconnecting now is safe, and spares the caller a needless EIO. */
-static int conn_stale(const struct hl_conn *k)
+ * on it yet, so reconnecting now is safe, and spares the caller a needless EIO. Only asked
+ * of a connection idle for STALE_AFTER_US: the server's `timeout` is at least 1 s, and in a
+ * busy loop the probe would be a third of the system calls of a round trip. */
+#define STALE_AFTER_US 250000
+static int conn_stale(const struct hl_conn *k, int64_t now)
 {
     struct pollfd pf = { k->rc->fd, POLLIN, 0 };
-    return !k->connecting && poll(&pf, 1, 0) != 0;
+    return !k->connecting && now - k->last_us >= STALE_AFTER_US && poll(&pf, 1, 0) != 0;
 }
 
 /* ---- the exec loop ---- */
@@ -306,11 +337,35 @@ static void finish(hl_node *n, pending *p, hilock_status st, const char *what, c
     if (st != HILOCK_EREPLY) hl_node_close(n);
 }
 
+/* Write what the socket takes now. send(MSG_NOSIGNAL), not hiredis' write(2): writing to a
+ * server that went away must be an EPIPE we report, never a SIGPIPE that kills the caller
+ * (and blocking the signal around every round trip would cost four system calls). */
+static int conn_flush(struct hl_conn *k, int *done)
+{
+    while (k->off < k->out.len) {
+        ssize_t w = send(k->rc->fd, k->out.p + k->off, k->out.len - k->off, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            return -1;
+        }
+        k->off += (size_t)w;
+    }
+    *done = k->off == k->out.len;
+    if (*done) k->out.len = k->off = 0;
+    return 0;
+}
+
 static int send_pipeline(hl_node *n, pending *p, hl_buf *b)
 {
-    if (redisAppendFormattedCommand(n->conn->rc, b->p, b->len) != REDIS_OK) return -1;
-    if (!n->conn->connecting && redisBufferWrite(n->conn->rc, &p->wdone) != REDIS_OK) return -1;
-    return 0;
+    struct hl_conn *k = n->conn;
+    hl_buf_put(&k->out, b->p, b->len);
+    if (k->out.oom) {
+        errno = ENOMEM;
+        return -1;
+    }
+    p->wdone = 0;
+    return k->connecting ? 0 : conn_flush(k, &p->wdone);
 }
 
 /* A reply said READONLY: the node is a replica now (a failover demoted it, or Sentinel
@@ -360,28 +415,6 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, redisReply *r)
     n->reply[idx] = r;
 }
 
-/* hiredis 0.14 writes with write(2), so writing to a master that went away raises SIGPIPE,
- * whose default action kills the caller's process (at once on a unix socket). Block it on
- * this thread for the round trip and swallow what our writes raised (their EPIPE is what we
- * report); a SIGPIPE that was already pending is left alone. */
-static int sigpipe_block(sigset_t *set, sigset_t *old)
-{
-    sigset_t pend;
-    sigemptyset(set);
-    sigaddset(set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, set, old);
-    return sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE);
-}
-
-static void sigpipe_restore(const sigset_t *set, const sigset_t *old, int was_pending)
-{
-    sigset_t pend;
-    struct timespec zero = { 0, 0 };
-    if (!was_pending && sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE))
-        sigtimedwait(set, NULL, &zero);
-    pthread_sigmask(SIG_SETMASK, old, NULL);
-}
-
 /* hl_exec_any: stop waiting on a node whose command is still pending because another node
  * answered. Its connection is closed, so that reply can never be read as the answer to a
  * later command; undos it already answered are done. */
@@ -400,8 +433,6 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
     hl_buf *b = &c->obuf;
     uint32_t okmask = 0;
     int answered = 0;   /* any: a node's last reply carries data (not nil, not an error) */
-    sigset_t pipe_set, pipe_old;
-    int pipe_was_pending = sigpipe_block(&pipe_set, &pipe_old);
     int64_t now = hl_now_us();
     int64_t io_dl = hl_add_sat(now, per_node_timeout_us);
     int64_t cn_dl = hl_add_sat(now, c->opt.connect_timeout_ms * 1000);
@@ -415,17 +446,28 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         if (!(mask & (1u << i))) continue;
         n->st = HILOCK_OK;
         n->err[0] = '\0';
-        if (n->conn && conn_stale(n->conn)) hl_node_close(n);
-        if (!n->conn && conn_start(c, n, cn_dl) < 0) continue;
-        p[i].active = 1;
-        p[i].deadline = n->conn->connecting ? cn_dl : io_dl;
-        build_pipeline(c, n, &p[i], cmds, ncmd, 0, b);
-        if (b->oom) {
-            finish(n, &p[i], HILOCK_ENOMEM, "out of memory", NULL);
-            continue;
+        if (n->conn && conn_stale(n->conn, now)) hl_node_close(n);
+        for (int tries = 0; tries < 2; tries++) {
+            int reused = n->conn != NULL;
+            if (!n->conn && conn_start(c, n, cn_dl) < 0) break;
+            p[i].active = 1;
+            p[i].deadline = n->conn->connecting ? cn_dl : io_dl;
+            build_pipeline(c, n, &p[i], cmds, ncmd, 0, b);
+            if (b->oom) {
+                finish(n, &p[i], HILOCK_ENOMEM, "out of memory", NULL);
+                break;
+            }
+            if (send_pipeline(n, &p[i], b) == 0) break;
+            /* A reused connection that refuses the very first write (the peer is gone: a unix
+             * socket says so at once) delivered nothing: open a new one and send again. */
+            if (reused && tries == 0 && (errno == EPIPE || errno == ECONNRESET)) {
+                hl_node_close(n);
+                p[i].active = 0;
+                continue;
+            }
+            finish(n, &p[i], HILOCK_EIO, "write", strerror(errno));
+            break;
         }
-        if (send_pipeline(n, &p[i], b) < 0)
-            finish(n, &p[i], HILOCK_EIO, "write", n->conn->rc->errstr);
     }
 
     for (;;) {
@@ -477,8 +519,8 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                 p[i].deadline = hl_add_sat(hl_now_us(), per_node_timeout_us);
                 if (p[i].deadline > hard_deadline_us) p[i].deadline = hard_deadline_us;
             }
-            if (!p[i].wdone && redisBufferWrite(k->rc, &p[i].wdone) != REDIS_OK) {
-                finish(n, &p[i], HILOCK_EIO, "write", k->rc->errstr);
+            if (!p[i].wdone && conn_flush(k, &p[i].wdone) < 0) {
+                finish(n, &p[i], HILOCK_EIO, "write", strerror(errno));
                 continue;
             }
             if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -507,10 +549,11 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                     build_pipeline(c, n, &p[i], cmds, ncmd, use_eval, b);
                     if (b->oom || send_pipeline(n, &p[i], b) < 0)
                         finish(n, &p[i], b->oom ? HILOCK_ENOMEM : HILOCK_EIO, "write",
-                               b->oom ? "out of memory" : k->rc->errstr);
+                               b->oom ? "out of memory" : strerror(errno));
                 } else {
                     finish(n, &p[i], HILOCK_OK, NULL, NULL);
                     okmask |= 1u << i;
+                    k->last_us = hl_now_us();
                     if (saw_readonly(n, ncmd)) hl_node_close(n);   /* resolve again next time */
                     if (any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
                         hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)
@@ -527,7 +570,6 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                 hl_reply_free(c->nodes[i].reply[q]);
                 c->nodes[i].reply[q] = NULL;
             }
-    sigpipe_restore(&pipe_set, &pipe_old, pipe_was_pending);
     return okmask;
 }
 

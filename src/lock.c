@@ -357,7 +357,8 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     start = hl_now_us();
     /* a wait too long to count in microseconds is as good as forever (and must not overflow) */
     deadline = wait_ms < 0 || wait_ms > HL_NEVER / 1000 ? HL_NEVER : hl_add_sat(start, wait_ms * 1000);
-    hard = hl_add_sat(deadline, c->opt.io_timeout_ms * 1000);
+    /* the last attempt may start just before the deadline, and may have to connect first */
+    hard = hl_add_sat(hl_add_sat(deadline, c->opt.io_timeout_ms * 1000), c->opt.connect_timeout_ms * 1000);
     for (int retake = 0;;) {
         int64_t hint = 0;
         st = attempt(l, hard, hl_wait_mark_ms(l, deadline), &hint);
@@ -405,7 +406,8 @@ static tally run_on_all(hilock *l, const hl_script *s, reply_kind kind, int64_t 
     *t0 = hl_now_us();
     /* Redlock: connect and answer within twice the per-master timeout (see attempt) */
     ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us,
-                 hl_add_sat(*t0, (c->nnodes > 1 ? 2 * per : per) + top.extra_us));
+                 hl_add_sat(*t0, (c->nnodes > 1 ? 2 * per : per + c->opt.connect_timeout_ms * 1000) +
+                                     top.extra_us));
     t = tally_replies(c, hl_all_nodes(c), ok, kind);
     hl_topo_end(c, l, &top, ok, 0);       /* did the lock survive a failover? WAIT (extend) */
     t.lost = top.lost;

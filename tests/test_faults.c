@@ -214,6 +214,7 @@ Test(faults, a_restart_between_two_calls_is_not_an_error)
     c = client_at(r->url);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
     cr_assert_eq(hlt_redis_restart(r), 0);
+    hlt_sleep_ms(300);   /* the engine probes connections idle >= 250 ms before using them */
     /* the idle connection is dead; nothing was sent on it, so the next call reconnects */
     cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &m), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(m), HILOCK_OK);
@@ -236,6 +237,7 @@ Test(faults, a_connection_the_server_closed_is_reconnected)
     rep = hlt_cmd(r, "CLIENT KILL TYPE normal SKIPME yes");
     cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
     freeReplyObject(rep);
+    hlt_sleep_ms(300);   /* idle, as `timeout` requires (>= 1 s); the engine probes idle connections */
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_extend(l, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -357,6 +359,27 @@ Test(faults, a_release_that_timed_out_can_be_retried)
     cr_assert(st == HILOCK_OK || st == HILOCK_NOT_HELD, "%s", hilock_strerror(st));
     cr_assert_eq(hlt_exists(r, "k"), 0);
     hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(faults, a_unix_socket_restarted_right_after_a_call_is_reopened_at_once)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l, *m = NULL;
+    cr_assert_not_null(r);
+    c = client_at(r->unix_url);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
+    cr_assert_eq(hlt_redis_restart(r), 0);
+    /* no idle pause, so no probe: the old socket refuses the first write (EPIPE), nothing was
+     * delivered, and the engine sends again on a new connection */
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &m), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "k"), 1);
+    cr_assert_eq(hilock_release(m), HILOCK_OK);
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_free(m);
     hilock_client_free(c);
     hlt_redis_stop(r);
 }

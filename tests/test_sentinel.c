@@ -490,6 +490,7 @@ Test(guard, a_restarted_master_is_lost_with_identity_on_and_not_held_without)
     cr_assert_eq(hilock_acquire(on, "a", 30000, 0, &l1), HILOCK_OK, "%s", hilock_client_errmsg(on));
     cr_assert_eq(hilock_acquire(off, "b", 30000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(off));
     cr_assert_eq(hlt_redis_restart(r), 0);
+    hlt_sleep_ms(300);   /* idle connections are probed, and reopened, before use */
     cr_assert_eq(hilock_check(l1), HILOCK_LOST, "%s", hilock_client_errmsg(on));
     assert_msg(on, "the master changed");
     cr_assert_eq(hilock_check(l2), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(off));
