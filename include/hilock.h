@@ -120,7 +120,7 @@ typedef struct hilock_options {
      * costs a little validity, never a whole io_timeout. Success needs a quorum and
      * validity > 0; a failed attempt gives its partial grants back on every master before
      * the next one. Masters without fsync must stay down, after a crash, for longer than the
-     * largest ttl in use (see docs/redlock.md). */
+     * largest ttl in use (see "From one Redis to Redlock" in README.md). */
     const char *const *servers;
     size_t       nservers;
 
@@ -143,7 +143,7 @@ typedef struct hilock_options {
                                      passed (BUSY meanwhile, errmsg says so); the state is kept
                                      on the server, so it holds for every client.
                                      -1 = on for Sentinel URLs, off otherwise (default);
-                                     0 = off; 1 = on. See docs/sentinel.md.                    */
+                                     0 = off; 1 = on. See README.md, "behind Sentinel". */
     int     bridge;               /* modern locks write a legacy-readable stamp (see
                                      hilock_legacy.h). Needs exactly one server URL.
                                      Default 0.                                                 */
@@ -184,9 +184,8 @@ HILOCK_API void hilock_options_init(hilock_options *o);
 /* Make a client from options. Validates every option and URL; connects lazily, on the first
  * call that needs a server (so a server that is down now is not an error here).
  * On success *out owns a new client (free with hilock_client_free); on failure *out = NULL.
- * Returns OK, EINVAL (a bad option or URL: detail via hilock_client_errmsg(NULL) is not
- * possible, so the detail is also written to the message returned by
- * hilock_last_config_error()), ENOMEM. */
+ * Returns OK, EINVAL (a bad option or URL; as there is no client to carry the detail, it is
+ * in hilock_last_config_error(), which never echoes a password), ENOMEM. */
 HILOCK_API hilock_status hilock_client_new(const hilock_options *o, hilock_client **out);
 
 /* hilock_client_new() with the default options and one server URL. */
@@ -211,7 +210,7 @@ HILOCK_API void hilock_client_free(hilock_client *c);
 
 /* ---- Lock ------------------------------------------------------------------------------ */
 
-/* Behind Sentinel (redis-sentinel:// URLs; details and guarantees in docs/sentinel.md):
+/* Behind Sentinel (redis-sentinel:// URLs; details and guarantees in README.md):
  *   - Every new connection asks the Sentinels, in order (each ~300 ms at most, all within
  *     connect_timeout_ms), for the master, and checks ROLE on it; the Sentinel that answered
  *     is asked first next time. A READONLY reply, EOF or a timeout closes the connection and
