@@ -178,7 +178,8 @@ static hilock_status run(hilock *l, const hl_cmd *cmd, const char *token, int64_
     int64_t io = c->opt.io_timeout_ms * 1000;
     hl_reply *r;
     *t0 = hl_now_us();
-    if (!hl_exec(c, 1u, cmd, 1, io, hl_add_sat(*t0, io)))
+    /* bounded as a modern lock's calls: a round trip, plus a connect if one is needed */
+    if (!hl_exec(c, 1u, cmd, 1, io, hl_add_sat(*t0, io + c->opt.connect_timeout_ms * 1000)))
         return hl_fail(c, c->nodes[0].st, "%s", c->nodes[0].err);
     r = c->nodes[0].reply[0];
     *v = token ? hl_check_verdict(r, token) : hl_tristate_verdict(r);
