@@ -155,13 +155,16 @@ static void judge_error(const redisReply *r)
     /* READONLY: a replica now (EIO, retried); NOREPLICAS: min-replicas-to-write */
     CHECK(st == HILOCK_EREPLY || st == HILOCK_EAUTH || st == HILOCK_EIO || st == HILOCK_EREPLICAS);
     CHECK(n.st == st);
-    if (r->type == REDIS_REPLY_ERROR) {   /* the documented mapping */
-        if (!strncmp(r->str, "WRONGPASS", 9) || !strncmp(r->str, "NOPERM", 6) || !strncmp(r->str, "NOAUTH", 6))
+    CHECK(memchr(n.err, '\0', sizeof n.err) && !strncmp(n.err, "127.0.0.1:6379: ", 16));
+    if (r->type == REDIS_REPLY_ERROR) {   /* the mapping (engine.c), in its order of precedence */
+        if (!strncmp(r->str, "WRONGPASS", 9) || !strncmp(r->str, "NOPERM", 6) || !strncmp(r->str, "NOAUTH", 6) ||
+            strstr(r->str, "unauthenticated")) {   /* "ERR Protocol error: unauthenticated ..." */
             CHECK(st == HILOCK_EAUTH);
+            return;
+        }
         if (!strncmp(r->str, "LOADING", 7) || !strncmp(r->str, "READONLY", 8)) CHECK(st == HILOCK_EIO);
         if (!strncmp(r->str, "NOREPLICAS", 10)) CHECK(st == HILOCK_EREPLICAS);
     }
-    CHECK(memchr(n.err, '\0', sizeof n.err) && !strncmp(n.err, "127.0.0.1:6379: ", 16));
 }
 
 /* walk the accessors the library uses on every element, with out-of-range indexes too */

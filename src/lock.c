@@ -431,6 +431,18 @@ static hilock_status not_held(hilock *l, const tally *t, const char *op, uint32_
     return hl_fail_nodes(c, HILOCK_NOT_HELD, t->failed | t->errs, pre);
 }
 
+/* NOT_HELD needs evidence: a master that granted our value (l->held) saying it is gone or
+ * another's, or too few masters left that could still hold it. "No such key" from a master
+ * that never had our value is no evidence: while the lock's majority sits on masters that are
+ * down or stopped, and none of them has said otherwise, nothing is decided (make torture,
+ * redlock: a lock granted on 3 of 5 masters, 2 of them stopped, release said NOT_HELD while
+ * the lock still held its majority). */
+static int may_hold(const hilock *l, const tally *t, uint32_t yes)
+{
+    uint32_t silent = l->held & ~(t->yes | t->gone | t->other);
+    return !(l->held & (t->gone | t->other)) && (size_t)popcount(yes | silent) >= l->c->quorum;
+}
+
 /* The lock lasts while a quorum holds it: until the quorum-th longest remaining ttl among
  * the masters holding our value, counted from before the question was sent, minus drift. */
 static int64_t quorum_valid_until(const hilock *l, const tally *t, int64_t t0)
@@ -471,6 +483,8 @@ hilock_status hilock_release(hilock *l)
     if (was_valid) l->rel_pending |= t.failed;
     if ((size_t)popcount(answered) < c->quorum)
         return undecided(c, &t, "release: ", "answered", popcount(answered));
+    if ((size_t)popcount(yes) < c->quorum && may_hold(l, &t, yes))
+        return undecided(c, &t, "release: ", "ours on", popcount(yes));
     l->released = 1;
     if (t.lost && (size_t)popcount(yes & ~t.lost) < c->quorum)   /* (our value was deleted) */
         return hl_topo_lost(c, l, "release", t.lost);
@@ -525,6 +539,10 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
         l->valid_until_us = 0;
         return hl_topo_lost(c, l, "extend", t.lost);
     }
+    if ((size_t)popcount(t.yes) < c->quorum && may_hold(l, &t, t.yes)) {
+        if (until < l->valid_until_us) l->valid_until_us = until;
+        return undecided(c, &t, "extend: ", "ours on", popcount(t.yes));
+    }
     if ((size_t)popcount(t.yes) < c->quorum) {
         int64_t per = node_timeout_us(c, ttl_ms);
         l->valid_until_us = 0;
@@ -560,6 +578,8 @@ static hilock_status check_once(hilock *l)
         l->valid_until_us = 0;
         return hl_topo_lost(c, l, "check", t.lost);
     }
+    if ((size_t)popcount(t.yes) < c->quorum && may_hold(l, &t, t.yes))
+        return undecided(c, &t, "check: ", "ours on", popcount(t.yes));
     if ((size_t)popcount(t.yes) < c->quorum) {
         l->valid_until_us = 0;
         return not_held(l, &t, "check", t.yes);

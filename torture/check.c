@@ -35,7 +35,7 @@ typedef struct holding { int key; uint64_t fence; int64_t start; int worker; int
 typedef struct clobber { int key; int64_t sent, reply; } clobber;
 /* NOT_HELD/LOST while believed held (op < NOPS), or a write refused while believed (op ==
  * NOPS): judged once every log is read */
-typedef struct early { int key; int op; int64_t hold_t0, t_end; } early;
+typedef struct early { int key; int op; int64_t hold_t0, t_end; int stamp_unknown; } early;
 typedef struct pause_ { int pid; int64_t s, e; } pause_;
 typedef struct msg { char *text; long n; } msg;
 
@@ -59,7 +59,7 @@ typedef struct state {
     char *fault_kind[64]; long fault_n[64]; int nfk;
     long workers, quits, headers_missing, bad_lines;
     long node_holdings;
-    long overlaps, overlaps_failover, overlaps_peer, premature_peer, premature_quorum, rej_peer;
+    long overlaps, overlaps_failover, overlaps_peer, premature_peer, premature_quorum, premature_stamp, rej_peer;
     long peer_getsets, peer_dels;
     int64_t overlap_max_us;
     long fence_regress;
@@ -159,6 +159,7 @@ static void read_worker(state *S, const char *path, int widx)
     char line[1024];
     FILE *f = fopen(path, "r");
     int pid = 0, wslot = widx, cur = -1, last = -1, node = 0;   /* current / latest holding */
+    int stamps = 0, stamp_unknown = 0;   /* legacy/bridge worker; an extend's new stamp may have landed */
     size_t cur_iv = 0;
     if (!f) return;
     S->workers++;
@@ -174,6 +175,7 @@ static void read_worker(state *S, const char *path, int widx)
             if (sscanf(line, "H %d %d %d", &x, &y, &pid) != 3) S->bad_lines++;
             else wslot = x;
             node = strstr(line, " node") != NULL;   /* the npm redis-lock peer */
+            stamps = strstr(line, " legacy") || strstr(line, " bridge");
             break;
         case 'Q':
             S->quits++;
@@ -183,6 +185,7 @@ static void read_worker(state *S, const char *path, int widx)
             GROW(S->h, S->nh, S->caph);
             S->h[S->nh] = (holding){ k, fence, b, wslot, pid, a };
             cur = last = (int)S->nh++;
+            stamp_unknown = 0;
             S->node_holdings += node;
             cur_iv = S->niv;
             if (c > b) {
@@ -197,6 +200,10 @@ static void read_worker(state *S, const char *path, int widx)
                 S->iv[S->niv++] = (ival){ a, b, cur, k };
             }
             break;
+        case 'V':   /* the library now says the lock is safe only until b: cut the windows */
+            if (sscanf(line, "V %d %llu %lld %lld", &k, &fence, &a, &b) != 4 || cur < 0) { S->bad_lines++; break; }
+            end_holding(S, cur_iv, b > a ? b : a);
+            break;
         case 'R':
             if (sscanf(line, "R %d %llu %lld", &k, &fence, &a) != 3 || cur < 0) { S->bad_lines++; break; }
             end_holding(S, cur_iv, a);
@@ -210,7 +217,7 @@ static void read_worker(state *S, const char *path, int widx)
             if (x) S->writes_ok++; else S->writes_rej++;
             if (!x && y && last >= 0) {
                 GROW(S->ea, S->nea, S->capea);
-                S->ea[S->nea++] = (early){ k, NOPS, S->h[last].t0, a };
+                S->ea[S->nea++] = (early){ k, NOPS, S->h[last].t0, a, 0 };
             }
             if (z) { if (x) S->late_w_ok++; else S->late_w_rej++; }
             break;
@@ -223,6 +230,7 @@ static void read_worker(state *S, const char *path, int widx)
             }
             si = st_index(st);
             S->calls[oi][si]++;
+            if (oi == 2 && stamps && (si == 5 || si == 6)) stamp_unknown = 1;   /* ext EIO/ETIMEDOUT */
             e2 = paused_within(S, pid, a, b);
             d = b - a - e2;
             if (e2 > 0) S->spanning_pause++;
@@ -239,7 +247,7 @@ static void read_worker(state *S, const char *path, int widx)
             }
             if (x && e2 == 0 && (si == 2 || si == 3) && last >= 0) {
                 GROW(S->ea, S->nea, S->capea);
-                S->ea[S->nea++] = (early){ k, oi, S->h[last].t0, b };
+                S->ea[S->nea++] = (early){ k, oi, S->h[last].t0, b, stamp_unknown };
             }
             break;
         }
@@ -406,6 +414,8 @@ int tt_check(const tt_check_opts *o)
             S->premature_peer++;
         } else if (o->quorum && restarted(S, x->hold_t0, x->t_end)) {
             S->premature_quorum++;
+        } else if (x->stamp_unknown) {
+            S->premature_stamp++;
         } else {
             S->premature[x->op]++;
         }
@@ -461,6 +471,10 @@ int tt_check(const tt_check_opts *o)
         fprintf(out, "  legacy peer's writes to others' locks: %ld GETSETs that lost their race (overwrote the "
                 "winner's stamp), %ld DELs that landed after its stamp had passed; NOT_HELD they caused: %ld "
                 "(not judged)\n", S->peer_getsets, S->peer_dels, S->premature_peer);
+    if (S->premature_stamp)
+        fprintf(out, "  NOT_HELD after a legacy/bridge extend whose answer was lost: %ld (its new stamp landed "
+                "late; the lock kept the old one, so release finds \"another value\": see the report)\n",
+                S->premature_stamp);
     if (S->premature_quorum)
         fprintf(out, "  NOT_HELD after masters holding part of the quorum crashed (delayed restart): %ld "
                 "(the lock lost its majority; nobody else could get one)\n", S->premature_quorum);

@@ -160,6 +160,21 @@ static int64_t hold_us(worker *w, hilock *l)
     return (int64_t)(tt_uniform(&w->rng) * 0.7 * (double)v);
 }
 
+/* After any call the belief is what the library now says: a check re-reads the servers'
+ * PTTL, an extend whose answer was lost may have landed a shorter ttl. Shorter: "V" cuts
+ * the windows; longer (check or extend OK): "E" opens a new one. */
+static int64_t rebelieve(worker *w, hilock *l, int k, uint64_t fence, int64_t deadline)
+{
+    int64_t now = tt_now_us(), d = now + hilock_validity_ms(l) * 1000;
+    if (d < deadline) {
+        logf_(w, "V %d %llu %lld %lld", k, (unsigned long long)fence, (long long)now, (long long)d);
+    } else if (d > deadline) {
+        logf_(w, "E %d %llu %lld %lld", k, (unsigned long long)fence, (long long)now, (long long)d);
+    }
+    w->slot->valid_until_us = d;
+    return d;
+}
+
 static void one_round(worker *w)
 {
     const tt_worker_cfg *cfg = w->cfg;
@@ -201,19 +216,17 @@ static void one_round(worker *w)
         st = hilock_check(l);
         t1 = tt_now_us();
         log_call(w, "chk", st, t0, t1, io, t1 < deadline, t0 > expiry_upper + TT_LATE_MARGIN_US, k, fence);
+        deadline = rebelieve(w, l, k, fence, deadline);
     }
     if (tt_uniform(&w->rng) < 0.3) {
         t0 = tt_now_us();
         st = hilock_extend(l, ttl);
         t1 = tt_now_us();
         log_call(w, "ext", st, t0, t1, io, t1 < deadline, t0 > expiry_upper + TT_LATE_MARGIN_US, k, fence);
-        if (st == HILOCK_OK) {
-            deadline = tt_now_us() + hilock_validity_ms(l) * 1000;
-            expiry_upper = t1 + ttl * 1000;
-            w->slot->valid_until_us = deadline;
-            logf_(w, "E %d %llu %lld %lld", k, (unsigned long long)fence, (long long)t1, (long long)deadline);
-            if (!w->cfg->long_holds) tt_sleep_us((int64_t)(tt_uniform(&w->rng) * 3000));
-        }
+        if (st == HILOCK_OK || st == HILOCK_ETIMEDOUT || st == HILOCK_EIO || st == HILOCK_ENOQUORUM)
+            expiry_upper = t1 + ttl * 1000;   /* the new ttl may have landed */
+        deadline = rebelieve(w, l, k, fence, deadline);
+        if (st == HILOCK_OK && !w->cfg->long_holds) tt_sleep_us((int64_t)(tt_uniform(&w->rng) * 3000));
     }
     guarded_write(w, k, fence, deadline, expiry_upper);
 
@@ -243,7 +256,8 @@ void tt_worker_main(const tt_worker_cfg *cfg)
     snprintf(path, sizeof path, "%s/w%02d-%03d.log", cfg->dir, cfg->slot, cfg->gen);
     w.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
     if (w.fd < 0) _exit(2);
-    logf_(&w, "H %d %d %d", cfg->slot, cfg->gen, (int)getpid());
+    logf_(&w, "H %d %d %d %s", cfg->slot, cfg->gen, (int)getpid(),
+          cfg->flavour == TT_LEGACY ? "legacy" : cfg->flavour == TT_BRIDGE ? "bridge" : "modern");
 
     hilock_options_init(&o);
     o.servers = cfg->urls;
