@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "checks.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
@@ -34,34 +35,6 @@ static hilock_client *mk(hlt_redis *r, const char *preset, int bridge)
     cr_assert_eq(hilock_codec_preset(preset, &o.codec), HILOCK_OK);
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     return c;
-}
-
-static void set(hlt_redis *r, const char *key, const char *v, long long px)
-{
-    redisReply *rep = px > 0 ? hlt_cmd(r, "SET %s %s PX %lld", key, v, px) : hlt_cmd(r, "SET %s %s", key, v);
-    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
-    freeReplyObject(rep);
-}
-
-static void holds(hlt_redis *r, const char *key, const char *v)
-{
-    char *got = hlt_get(r, key);
-    if (!v) cr_assert_null(got, "%s holds \"%s\"", key, got);
-    else {
-        cr_assert_not_null(got, "%s is gone, expected \"%s\"", key, v);
-        cr_assert_str_eq(got, v);
-    }
-    free(got);
-}
-
-static int matches(const char *s, const char *re)
-{
-    regex_t rx;
-    int ok;
-    cr_assert_eq(regcomp(&rx, re, REG_EXTENDED | REG_NOSUB), 0);
-    ok = regexec(&rx, s, 0, NULL, 0) == 0;
-    regfree(&rx);
-    return ok;
 }
 
 /* One attempt of the documented recipe (ms, "<"), separate commands. */
@@ -93,17 +66,17 @@ Test(bridge, writes_a_pure_digits_future_stamp_with_px)
     hilock *l;
     long long before = wall_ms();
     cr_assert_eq(hilock_acquire(c, "lock.b", 2000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert(matches(hilock_token(l), "^[0-9]{13}$"), "%s", hilock_token(l));
+    cr_assert(hlt_matches(hilock_token(l), "^[0-9]{13}$"), "%s", hilock_token(l));
     long long s = atoll(hilock_token(l));
     cr_assert(s >= before + 2000 + 1 && s <= wall_ms() + 2000 + 2, "stamp - before = %lld", s - before);
-    holds(r, "lock.b", hilock_token(l));
+    hlt_holds(r, "lock.b", hilock_token(l));
     long long p = hlt_pttl(r, "lock.b");
     cr_assert(p > 1000 && p <= 2000, "pttl %lld", p);
     cr_assert(hilock_fence(l) > 1600000000000ULL);
     cr_assert(hilock_validity_ms(l) > 500 && hilock_validity_ms(l) <= 2000);
     cr_assert_eq(hilock_check(l), HILOCK_OK);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
-    holds(r, "lock.b", NULL);
+    hlt_holds(r, "lock.b", NULL);
     cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
     hilock_free(l);
     hilock_client_free(c);
@@ -119,7 +92,7 @@ Test(bridge, seconds_and_suffix_codecs_still_write_pure_digits_rounded_up)
         hilock *l;
         long long before = wall_ms();
         cr_assert_eq(hilock_acquire(c, "lock:s", 3000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-        cr_assert(matches(hilock_token(l), "^[0-9]{10}$"), "%s: %s", presets[i], hilock_token(l));
+        cr_assert(hlt_matches(hilock_token(l), "^[0-9]{10}$"), "%s: %s", presets[i], hilock_token(l));
         /* never before the PX ends, whatever the rounding */
         cr_assert(atoll(hilock_token(l)) * 1000 >= before + 3000, "%s: %s", presets[i], hilock_token(l));
         cr_assert(hlt_pttl(r, "lock:s") > 0);
@@ -141,11 +114,11 @@ Test(bridge, legacy_clients_see_a_bridge_lock_as_held)
     cr_assert_eq(hilock_acquire(b, "lock.held", 3000, 0, &lb), HILOCK_OK);
     cr_assert_eq(hilock_legacy_acquire(leg, "lock.held", 3000, 100, &ll), HILOCK_BUSY);
     for (int i = 0; i < 20; i++) cr_assert_eq(doc_peer_try(peer, "lock.held", 3000, mine), 0);
-    holds(r, "lock.held", hilock_token(lb));
+    hlt_holds(r, "lock.held", hilock_token(lb));
     cr_assert(hlt_pttl(r, "lock.held") > 0, "the PX was stripped");
     cr_assert_eq(hilock_release(lb), HILOCK_OK);
     cr_assert_eq(doc_peer_try(peer, "lock.held", 3000, mine), 1);
-    holds(r, "lock.held", mine);
+    hlt_holds(r, "lock.held", mine);
     redisFree(peer);
     hilock_free(lb);
     hilock_client_free(b);
@@ -163,7 +136,7 @@ Test(bridge, bridge_clients_see_legacy_locks_as_held)
     cr_assert_eq(hilock_acquire(b, "lock.leg", 3000, 150, &lb), HILOCK_BUSY);
     cr_assert_null(lb);
     cr_assert(strstr(hilock_client_errmsg(b), "held until"), "%s", hilock_client_errmsg(b));
-    holds(r, "lock.leg", hilock_token(ll));
+    hlt_holds(r, "lock.leg", hilock_token(ll));
     cr_assert_eq(hlt_pttl(r, "lock.leg"), -1);
     cr_assert_eq(hilock_release(ll), HILOCK_OK);
     cr_assert_eq(hilock_acquire(b, "lock.leg", 3000, 0, &lb), HILOCK_OK);
@@ -182,9 +155,9 @@ Test(bridge, takes_over_an_expired_legacy_stamp_without_ttl_and_sets_px)
     hilock *l;
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 2000);   /* a crashed 0.0.x holder's stamp */
-    set(r, "lock.crashed", v, 0);
+    hlt_set(r, "lock.crashed", v, 0);
     cr_assert_eq(hilock_acquire(b, "lock.crashed", 2000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(b));
-    holds(r, "lock.crashed", hilock_token(l));
+    hlt_holds(r, "lock.crashed", hilock_token(l));
     long long p = hlt_pttl(r, "lock.crashed");
     cr_assert(p > 0 && p <= 2000, "pttl %lld", p);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
@@ -200,22 +173,22 @@ Test(bridge, never_steals_values_that_are_not_stamps)
     hilock_client *b = mk(r, "node-redis-lock", 1), *m;
     hilock *l = NULL, *ml;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        set(r, "lock.tok", bad[i], 0);
+        hlt_set(r, "lock.tok", bad[i], 0);
         cr_assert_eq(hilock_acquire(b, "lock.tok", 2000, 0, &l), HILOCK_BUSY, "\"%s\"", bad[i]);
         cr_assert(strstr(hilock_client_errmsg(b), "not a stamp"), "%s", hilock_client_errmsg(b));
-        holds(r, "lock.tok", bad[i]);
+        hlt_holds(r, "lock.tok", bad[i]);
         cr_assert_eq(hlt_pttl(r, "lock.tok"), -1);
     }
     /* a live plain modern lock: random token + PX */
     cr_assert_eq(hilock_client_open(r->url, &m), HILOCK_OK);
     cr_assert_eq(hilock_acquire(m, "lock.modern", 3000, 0, &ml), HILOCK_OK);
     cr_assert_eq(hilock_acquire(b, "lock.modern", 2000, 100, &l), HILOCK_BUSY);
-    holds(r, "lock.modern", hilock_token(ml));
+    hlt_holds(r, "lock.modern", hilock_token(ml));
     /* and the plain modern client sees the bridge lock as held */
     hilock *lb, *l2 = NULL;
     cr_assert_eq(hilock_acquire(b, "lock.b2", 3000, 0, &lb), HILOCK_OK);
     cr_assert_eq(hilock_acquire(m, "lock.b2", 3000, 0, &l2), HILOCK_BUSY);
-    holds(r, "lock.b2", hilock_token(lb));
+    hlt_holds(r, "lock.b2", hilock_token(lb));
     hilock_release(lb);
     hilock_release(ml);
     hilock_free(lb);
@@ -233,9 +206,9 @@ Test(bridge, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 2000);
     long long t0 = hlt_now_ms();   /* before the SET: its PX ends 400 ms after this, or later */
-    set(r, "lock.px", v, 400);   /* e.g. npm redis-lock 0.1.x: legacy value + PX */
+    hlt_set(r, "lock.px", v, 400);   /* e.g. npm redis-lock 0.1.x: legacy value + PX */
     cr_assert_eq(hilock_acquire(b, "lock.px", 2000, 0, &l), HILOCK_BUSY);
-    holds(r, "lock.px", v);
+    hlt_holds(r, "lock.px", v);
     cr_assert_eq(hilock_acquire(b, "lock.px", 2000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(b));
     cr_assert(hlt_now_ms() - t0 >= 395, "taken %lld ms after the SET, before its PX ended", hlt_now_ms() - t0);
     hilock_release(l);
@@ -257,13 +230,13 @@ Test(bridge, extend_moves_stamp_and_px_together)
     cr_assert_str_neq(hilock_token(l), old);
     long long s = atoll(hilock_token(l));
     cr_assert(s >= before + 10001, "stamp did not move: %lld", s - before);
-    holds(r, "lock.e", hilock_token(l));
+    hlt_holds(r, "lock.e", hilock_token(l));
     long long p = hlt_pttl(r, "lock.e");
     cr_assert(p > 8000 && p <= 10000, "pttl %lld", p);
     cr_assert(hilock_validity_ms(l) > 5000);
     cr_assert_eq(hilock_check(l), HILOCK_OK);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
-    holds(r, "lock.e", NULL);
+    hlt_holds(r, "lock.e", NULL);
     hilock_free(l);
     hilock_client_free(b);
     hlt_redis_stop(r);
@@ -277,10 +250,10 @@ Test(bridge, release_compares_the_exact_value)
     char other[32];
     cr_assert_eq(hilock_acquire(b, "lock.r", 3000, 0, &l), HILOCK_OK);
     snprintf(other, sizeof other, "%lld", atoll(hilock_token(l)) + 1);   /* one ms off */
-    set(r, "lock.r", other, 0);
+    hlt_set(r, "lock.r", other, 0);
     cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD);
     cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
-    holds(r, "lock.r", other);
+    hlt_holds(r, "lock.r", other);
     hilock_free(l);
     hilock_client_free(b);
     hlt_redis_stop(r);

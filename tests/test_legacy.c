@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
@@ -55,47 +56,11 @@ static hilock_client *mk(hlt_redis *r, opts x)
     return c;
 }
 
-static void set(hlt_redis *r, const char *key, const char *v)
-{
-    redisReply *rep = hlt_cmd(r, "SET %s %s", key, v);
-    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
-    freeReplyObject(rep);
-}
-
 static void setb(hlt_redis *r, const char *key, const char *v, size_t len)
 {
     redisReply *rep = hlt_cmd(r, "SET %s %b", key, v, len);
     cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
     freeReplyObject(rep);
-}
-
-static void setpx(hlt_redis *r, const char *key, const char *v, long long px)
-{
-    redisReply *rep = hlt_cmd(r, "SET %s %s PX %lld", key, v, px);
-    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
-    freeReplyObject(rep);
-}
-
-/* the key holds exactly v (v NULL: no key) */
-static void holds(hlt_redis *r, const char *key, const char *v)
-{
-    char *got = hlt_get(r, key);
-    if (!v) cr_assert_null(got, "%s holds \"%s\"", key, got);
-    else {
-        cr_assert_not_null(got, "%s is gone, expected \"%s\"", key, v);
-        cr_assert_str_eq(got, v);
-    }
-    free(got);
-}
-
-static int matches(const char *s, const char *re)
-{
-    regex_t rx;
-    int ok;
-    cr_assert_eq(regcomp(&rx, re, REG_EXTENDED | REG_NOSUB), 0);
-    ok = regexec(&rx, s, 0, NULL, 0) == 0;
-    regfree(&rx);
-    return ok;
 }
 
 static int64_t stamp_of(const char *preset, const char *v)
@@ -117,8 +82,8 @@ Test(legacy, doc_writes_seconds_plus_timeout_plus_one_without_ttl)
     long long before = wall_ms() / 1000, after;
     cr_assert_eq(hilock_legacy_acquire(c, "lock.doc", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     after = wall_ms() / 1000;
-    holds(r, "lock.doc", hilock_token(l));
-    cr_assert(matches(hilock_token(l), "^[0-9]{10}$"), "%s", hilock_token(l));
+    hlt_holds(r, "lock.doc", hilock_token(l));
+    cr_assert(hlt_matches(hilock_token(l), "^[0-9]{10}$"), "%s", hilock_token(l));
     long long v = atoll(hilock_token(l));
     cr_assert(v >= before + 10 + 1 && v <= after + 10 + 1, "%lld not in [%lld, %lld]", v, before + 11, after + 11);
     cr_assert_eq(hlt_pttl(r, "lock.doc"), -1);
@@ -127,7 +92,7 @@ Test(legacy, doc_writes_seconds_plus_timeout_plus_one_without_ttl)
     cr_assert_str_eq(hilock_key(l), "lock.doc");
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    holds(r, "lock.doc", NULL);
+    hlt_holds(r, "lock.doc", NULL);
     cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
     cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD);
     hilock_free(l);
@@ -151,8 +116,8 @@ Test(legacy, every_preset_writes_its_own_format)
         hilock *l;
         long long t0 = wall_us();
         cr_assert_eq(hilock_legacy_acquire(c, "lock:fmt", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-        holds(r, "lock:fmt", hilock_token(l));
-        cr_assert(matches(hilock_token(l), t[i].re), "%s: \"%s\"", t[i].preset, hilock_token(l));
+        hlt_holds(r, "lock:fmt", hilock_token(l));
+        cr_assert(hlt_matches(hilock_token(l), t[i].re), "%s: \"%s\"", t[i].preset, hilock_token(l));
         /* stamp = now + timeout (+1 unit), truncated to the codec's resolution */
         int64_t s = stamp_of(t[i].preset, hilock_token(l));
         cr_assert(s >= t0 + 5000000 - 1000000 && s <= wall_us() + 5000000 + 1000000, "%s: %lld",
@@ -163,7 +128,7 @@ Test(legacy, every_preset_writes_its_own_format)
             cr_assert(strstr(hilock_token(l), pid), "%s", hilock_token(l));
         }
         cr_assert_eq(hilock_release(l), HILOCK_OK);
-        holds(r, "lock:fmt", NULL);
+        hlt_holds(r, "lock:fmt", NULL);
         hilock_free(l);
         hilock_client_free(c);
     }
@@ -181,7 +146,7 @@ Test(legacy, pexpire_option_gives_the_key_a_ttl)
     cr_assert_eq(hilock_extend(l, 20000), HILOCK_OK, "%s", hilock_client_errmsg(c));
     p = hlt_pttl(r, "lock.px");
     cr_assert(p > 15000 && p <= 20000, "pttl %lld", p);
-    holds(r, "lock.px", hilock_token(l));
+    hlt_holds(r, "lock.px", hilock_token(l));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     hilock_client_free(c);
@@ -197,7 +162,7 @@ Test(legacy, a_live_stamp_is_busy_and_untouched)
     hilock *l = (hilock *)1;
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() + 60000);
-    set(r, "lock.live", v);
+    hlt_set(r, "lock.live", v, 0);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.live", 1000, 0, &l), HILOCK_BUSY);
     cr_assert_null(l);
     cr_assert(strstr(hilock_client_errmsg(c), "lock.live") && strstr(hilock_client_errmsg(c), v),
@@ -205,7 +170,7 @@ Test(legacy, a_live_stamp_is_busy_and_untouched)
     long long t0 = hlt_now_ms();
     cr_assert_eq(hilock_legacy_acquire(c, "lock.live", 1000, 150, &l), HILOCK_BUSY);
     cr_assert(hlt_now_ms() - t0 < 2000);
-    holds(r, "lock.live", v);
+    hlt_holds(r, "lock.live", v);
     cr_assert_eq(hlt_pttl(r, "lock.live"), -1);
     hilock_client_free(c);
     hlt_redis_stop(r);
@@ -218,9 +183,9 @@ Test(legacy, an_expired_stamp_is_taken_over_even_by_a_single_try)
     hilock *l;
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 1000);
-    set(r, "lock.exp", v);
+    hlt_set(r, "lock.exp", v, 0);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.exp", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    holds(r, "lock.exp", hilock_token(l));
+    hlt_holds(r, "lock.exp", hilock_token(l));
     cr_assert_str_neq(hilock_token(l), v);
     cr_assert_eq(hlt_pttl(r, "lock.exp"), -1);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
@@ -243,10 +208,10 @@ Test(legacy, expired_values_of_other_formats_are_taken_over)
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         hilock_client *c = mk(r, (opts){ t[i].preset, 0, 0, 0, 0 });
         hilock *l;
-        set(r, "lock:x", t[i].v);
+        hlt_set(r, "lock:x", t[i].v, 0);
         cr_assert_eq(hilock_legacy_acquire(c, "lock:x", 5000, 0, &l), HILOCK_OK, "%s: %s", t[i].v,
                      hilock_client_errmsg(c));
-        holds(r, "lock:x", hilock_token(l));
+        hlt_holds(r, "lock:x", hilock_token(l));
         cr_assert_eq(hilock_release(l), HILOCK_OK);
         hilock_free(l);
         hilock_client_free(c);
@@ -262,13 +227,13 @@ Test(legacy, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 5000);
     long long t0 = hlt_now_ms();   /* before the SET: its PX ends 400 ms after this, or later */
-    setpx(r, "lock.ttl", v, 400);
+    hlt_set(r, "lock.ttl", v, 400);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.ttl", 2000, 0, &l), HILOCK_BUSY);
     cr_assert(strstr(hilock_client_errmsg(c), "TTL"), "%s", hilock_client_errmsg(c));
-    holds(r, "lock.ttl", v);
+    hlt_holds(r, "lock.ttl", v);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.ttl", 2000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert(hlt_now_ms() - t0 >= 395, "took over %lld ms after the SET, before its PX ended", hlt_now_ms() - t0);
-    holds(r, "lock.ttl", hilock_token(l));
+    hlt_holds(r, "lock.ttl", hilock_token(l));
     hilock_release(l);
     hilock_free(l);
     hilock_client_free(c);
@@ -283,7 +248,7 @@ Test(legacy, a_fresh_stamp_is_computed_on_the_attempt_that_wins)
     char v[32];
     long long start = wall_ms();
     snprintf(v, sizeof v, "%lld", start + 400);
-    set(r, "lock.fresh", v);
+    hlt_set(r, "lock.fresh", v, 0);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.fresh", 1000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     /* a stamp computed at the start of the wait would be ~start + 1001: already half gone */
     long long s = atoll(hilock_token(l));
@@ -305,7 +270,7 @@ Test(legacy, values_that_are_not_stamps_are_never_taken)
     hilock_client *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         hilock *l = (hilock *)1;
-        set(r, "lock.bad", bad[i]);
+        hlt_set(r, "lock.bad", bad[i], 0);
         cr_assert_eq(hilock_legacy_acquire(c, "lock.bad", 1000, 0, &l), HILOCK_BUSY, "\"%s\"", bad[i]);
         cr_assert_null(l);
         const char *m = hilock_client_errmsg(c);
@@ -313,16 +278,16 @@ Test(legacy, values_that_are_not_stamps_are_never_taken)
         char quoted[64];
         snprintf(quoted, sizeof quoted, "\"%s\"", bad[i]);
         cr_assert(strstr(m, quoted), "message does not name the value: %s", m);
-        holds(r, "lock.bad", bad[i]);
+        hlt_holds(r, "lock.bad", bad[i]);
         cr_assert_eq(hlt_pttl(r, "lock.bad"), -1);
     }
     /* and while waiting, too */
     hilock *l = NULL;
-    set(r, "lock.bad", "garbage");
+    hlt_set(r, "lock.bad", "garbage", 0);
     long long t0 = hlt_now_ms();
     cr_assert_eq(hilock_legacy_acquire(c, "lock.bad", 1000, 200, &l), HILOCK_BUSY);
     cr_assert(hlt_now_ms() - t0 < 2000);
-    holds(r, "lock.bad", "garbage");
+    hlt_holds(r, "lock.bad", "garbage");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -350,7 +315,7 @@ Test(legacy, a_modern_lock_is_never_taken)
     cr_assert_eq(hilock_client_open(r->url, &m), HILOCK_OK);
     cr_assert_eq(hilock_acquire(m, "lock.modern", 5000, 0, &ml), HILOCK_OK);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.modern", 1000, 100, &l), HILOCK_BUSY);
-    holds(r, "lock.modern", hilock_token(ml));
+    hlt_holds(r, "lock.modern", hilock_token(ml));
     cr_assert_eq(hilock_release(ml), HILOCK_OK);
     hilock_free(ml);
     hilock_client_free(m);
@@ -367,16 +332,16 @@ Test(legacy, a_unit_mismatch_is_reported_not_stolen)
     char v[32];
     /* a live seconds stamp: a ms client would read 1970 and steal it */
     snprintf(v, sizeof v, "%lld", wall_ms() / 1000 + 30);
-    set(r, "lock.unit", v);
+    hlt_set(r, "lock.unit", v, 0);
     cr_assert_eq(hilock_legacy_acquire(ms, "lock.unit", 1000, 0, &l), HILOCK_BUSY);
     cr_assert(strstr(hilock_client_errmsg(ms), "looks like seconds"), "%s", hilock_client_errmsg(ms));
-    holds(r, "lock.unit", v);
+    hlt_holds(r, "lock.unit", v);
     /* an expired ms stamp read by a seconds client: far future, never stolen, and said so */
     snprintf(v, sizeof v, "%lld", wall_ms() - 60000);
-    set(r, "lock.unit", v);
+    hlt_set(r, "lock.unit", v, 0);
     cr_assert_eq(hilock_legacy_acquire(s, "lock.unit", 1000, 0, &l), HILOCK_BUSY);
     cr_assert(strstr(hilock_client_errmsg(s), "looks like milliseconds"), "%s", hilock_client_errmsg(s));
-    holds(r, "lock.unit", v);
+    hlt_holds(r, "lock.unit", v);
     hilock_client_free(ms);
     hilock_client_free(s);
     hlt_redis_stop(r);
@@ -515,7 +480,7 @@ static void race_rounds(int with_peer, int rounds)
         int winners = 0;
         hilock *w = NULL;
         snprintf(expired, sizeof expired, "%lld", wall_ms() - 10000);
-        set(r, "lock.race", expired);
+        hlt_set(r, "lock.race", expired, 0);
         for (int i = 0; i < 2; i++) {
             x[i].won = NULL;
             x[i].peer_won = 0;
@@ -537,10 +502,10 @@ static void race_rounds(int with_peer, int rounds)
                 overwritten++;
                 cr_assert_str_eq(v, x[1].peer_value);
                 cr_assert_eq(hilock_release(w), HILOCK_NOT_HELD);
-                holds(r, "lock.race", v);
+                hlt_holds(r, "lock.race", v);
             } else {
                 cr_assert_eq(hilock_release(w), HILOCK_OK);
-                holds(r, "lock.race", NULL);
+                hlt_holds(r, "lock.race", NULL);
             }
             hilock_free(w);
         } else {
@@ -583,7 +548,7 @@ Test(legacy, a_crashed_holder_is_taken_over_after_its_stamp_passes)
     cr_assert_eq(hilock_legacy_acquire(b, "lock.crash", 600, 0, &lb), HILOCK_BUSY);
     cr_assert_eq(hilock_legacy_acquire(b, "lock.crash", 5000, 5000, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
     cr_assert(wall_us() >= sa, "taken over before the dead holder's stamp passed");
-    holds(r, "lock.crash", hilock_token(lb));
+    hlt_holds(r, "lock.crash", hilock_token(lb));
     cr_assert_eq(hilock_release(lb), HILOCK_OK);
     hilock_free(lb);
     hilock_client_free(a);
@@ -605,7 +570,7 @@ Test(legacy, a_late_release_after_takeover_deletes_nothing)
     cr_assert_eq(hilock_extend(la, 5000), HILOCK_NOT_HELD);
     cr_assert_eq(hilock_release(la), HILOCK_NOT_HELD);
     cr_assert(strstr(hilock_client_errmsg(a), "has passed"), "%s", hilock_client_errmsg(a));
-    holds(r, "lock.late", hilock_token(lb));
+    hlt_holds(r, "lock.late", hilock_token(lb));
     cr_assert_eq(hilock_release(lb), HILOCK_OK);
     hilock_free(la);
     hilock_free(lb);
@@ -630,9 +595,9 @@ Test(legacy, skew_injected_into_our_client_never_deletes_the_new_owner)
     cr_assert_eq(hilock_check(la), HILOCK_NOT_HELD);
     cr_assert(strstr(hilock_client_errmsg(a), "another value"), "%s", hilock_client_errmsg(a));
     cr_assert_eq(hilock_extend(la, 2000), HILOCK_NOT_HELD);
-    holds(r, "lock.skew", hilock_token(lb));
+    hlt_holds(r, "lock.skew", hilock_token(lb));
     cr_assert_eq(hilock_release(la), HILOCK_NOT_HELD);
-    holds(r, "lock.skew", hilock_token(lb));
+    hlt_holds(r, "lock.skew", hilock_token(lb));
     cr_assert_eq(hilock_release(lb), HILOCK_OK);
     hilock_free(la);
     hilock_free(lb);
@@ -663,15 +628,15 @@ Test(legacy, the_skew_margin_delays_takeover_and_shortens_validity)
     hilock *l = NULL;
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 1000);   /* passed 1 s ago: within the margin */
-    set(r, "lock.m", v);
+    hlt_set(r, "lock.m", v, 0);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.m", 5000, 0, &l), HILOCK_BUSY);
-    holds(r, "lock.m", v);
+    hlt_holds(r, "lock.m", v);
     snprintf(v, sizeof v, "%lld", wall_ms() - 3000);   /* passed 3 s ago: beyond it */
-    set(r, "lock.m", v);
+    hlt_set(r, "lock.m", v, 0);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.m", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert(hilock_validity_ms(l) <= 3000 && hilock_validity_ms(l) > 1000, "%lld",
               (long long)hilock_validity_ms(l));
-    holds(r, "lock.m", hilock_token(l));
+    hlt_holds(r, "lock.m", hilock_token(l));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     hilock_client_free(c);
@@ -693,7 +658,7 @@ Test(legacy, lt_and_le_disagree_at_the_exact_stamp)
         hlt_sleep_ms((long)(1000 - (us / 1000) % 1000 + 50));
         sec = wall_us() / 1000000;
         snprintf(v, sizeof v, "%lld", sec);
-        set(r, "lock.eq", v);
+        hlt_set(r, "lock.eq", v, 0);
         hilock_status a = hilock_legacy_acquire(lt, "lock.eq", 5000, 0, &l);
         char *after_lt = hlt_get(r, "lock.eq");
         hilock_status b = hilock_legacy_acquire(le, "lock.eq", 5000, 0, &l);
@@ -705,7 +670,7 @@ Test(legacy, lt_and_le_disagree_at_the_exact_stamp)
         cr_assert_eq(a, HILOCK_BUSY, "\"<\" took a stamp equal to now");
         cr_assert_str_eq(after_lt, v);
         cr_assert_eq(b, HILOCK_OK, "\"<=\" did not take a stamp equal to now: %s", hilock_client_errmsg(le));
-        holds(r, "lock.eq", hilock_token(l));
+        hlt_holds(r, "lock.eq", hilock_token(l));
         hilock_release(l);
         hilock_free(l);
         free(after_lt);
@@ -728,12 +693,12 @@ Test(legacy, release_never_deletes_a_value_that_is_not_ours)
     cr_assert_eq(hilock_legacy_acquire(c, "lock.o", 5000, 0, &l), HILOCK_OK);
     /* a doc peer that lost a GETSET race overwrote our stamp with its own */
     snprintf(other, sizeof other, "%lld", atoll(hilock_token(l)) + 7);   /* never equal to ours */
-    set(r, "lock.o", other);
+    hlt_set(r, "lock.o", other, 0);
     cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD);
     cr_assert_eq(hilock_extend(l, 5000), HILOCK_NOT_HELD);
     cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
     cr_assert(strstr(hilock_client_errmsg(c), "another value"), "%s", hilock_client_errmsg(c));
-    holds(r, "lock.o", other);
+    hlt_holds(r, "lock.o", other);
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
@@ -753,15 +718,15 @@ Test(legacy, extend_writes_a_fresh_later_stamp)
     cr_assert_str_neq(hilock_token(l), old);
     long long s = atoll(hilock_token(l));
     cr_assert(s >= before + 10001 && s <= wall_ms() + 10001, "%lld", s - before);
-    holds(r, "lock.ext", hilock_token(l));
+    hlt_holds(r, "lock.ext", hilock_token(l));
     cr_assert_eq(hlt_pttl(r, "lock.ext"), -1);
     cr_assert(hilock_validity_ms(l) > 5000);
     cr_assert_eq(hilock_fence(l), fence);
     cr_assert_eq(hilock_check(l), HILOCK_OK);
     cr_assert_eq(hilock_extend(l, 0), HILOCK_EINVAL);
-    holds(r, "lock.ext", hilock_token(l));
+    hlt_holds(r, "lock.ext", hilock_token(l));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
-    holds(r, "lock.ext", NULL);
+    hlt_holds(r, "lock.ext", NULL);
     cr_assert_eq(hilock_extend(l, 1000), HILOCK_EINVAL);   /* released */
     hilock_free(l);
     hilock_client_free(c);
