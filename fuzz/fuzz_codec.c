@@ -8,7 +8,9 @@
  *   - OK or EINVAL only; an invalid codec is EINVAL; *stamp_us untouched on EINVAL;
  *   - OK only for digits [ "." digits ] [ owner suffix ] with a stamp in the plausible window;
  *   - format(stamp) is a short NUL-terminated string that parses back to the stamp truncated
- *     to the codec's resolution (never later than the stamp), and formats identically;
+ *     to the codec's resolution (never later than the stamp), and formats identically; for
+ *     the Ruby/Python float styles (the peer's double, shortest repr) it parses back to
+ *     within two ulps of the stamp, or format refuses a stamp whose double leaves the window;
  *   - expired() is monotone in time: once expired, expired a microsecond later; a stamp two
  *     units in the future is live, two units in the past expired. */
 #include <stdio.h>
@@ -61,6 +63,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     } else {
         k.unit = (hilock_unit)(data[0] % 4);              /* 3: invalid */
         k.decimals = (data[0] >> 2) % 8;                  /* 7: invalid */
+        if (k.decimals == 7 && (data[1] & 4)) k.decimals = (data[1] & 8) ? HILOCK_DECIMALS_RUBY
+                                                                          : HILOCK_DECIMALS_PYTHON;
         k.plus_one = (data[0] >> 5) & 1;
         k.expired_if_equal = (data[0] >> 6) & 1;
         k.suffix = (hilock_suffix)(data[1] % 3);          /* 2: invalid */
@@ -83,12 +87,26 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 
     unit = hl_codec_unit_us(&k);
     res = hl_codec_res_us(&k);
-    CHECK(hilock_codec_format(&k, stamp, buf, sizeof buf) == HILOCK_OK);
-    CHECK(memchr(buf, '\0', sizeof buf) != NULL);
-    CHECK(hilock_codec_parse(&k, buf, strlen(buf), &s2) == HILOCK_OK);
-    CHECK(s2 <= stamp && stamp - s2 < res);
-    CHECK(hilock_codec_format(&k, s2, buf2, sizeof buf2) == HILOCK_OK && !strcmp(buf, buf2));
-    CHECK(hilock_codec_parse(&k, buf2, strlen(buf2), &s3) == HILOCK_OK && s3 == s2);
+    if (hl_codec_float(&k)) {
+        /* ulp of a stamp below 1e11 s: <= 2^-16 s, about 15.3 us */
+        int64_t ulp = stamp < ((int64_t)1 << 32) * 1000000 ? 1 : 16, own = 7;
+        st = hl_codec_format_at(&k, stamp, 0, buf, sizeof buf, &own);
+        if (st != HILOCK_OK) {
+            CHECK(st == HILOCK_EINVAL && (stamp < STAMP_MIN_US + 16 || stamp > STAMP_MAX_US - 16) &&
+                  buf[0] == '\0');
+            free(v);
+            return 0;
+        }
+        CHECK(hilock_codec_parse(&k, buf, strlen(buf), &s2) == HILOCK_OK);
+        CHECK(s2 - stamp <= 2 * ulp && stamp - s2 <= 2 * ulp && own <= s2 && s2 - own <= 1);
+    } else {
+        CHECK(hilock_codec_format(&k, stamp, buf, sizeof buf) == HILOCK_OK);
+        CHECK(memchr(buf, '\0', sizeof buf) != NULL);
+        CHECK(hilock_codec_parse(&k, buf, strlen(buf), &s2) == HILOCK_OK);
+        CHECK(s2 <= stamp && stamp - s2 < res);
+        CHECK(hilock_codec_format(&k, s2, buf2, sizeof buf2) == HILOCK_OK && !strcmp(buf, buf2));
+        CHECK(hilock_codec_parse(&k, buf2, strlen(buf2), &s3) == HILOCK_OK && s3 == s2);
+    }
 
     CHECK(!hilock_codec_expired(&k, s2, s2 - 2 * unit));
     CHECK(hilock_codec_expired(&k, s2, s2 + 2 * unit));

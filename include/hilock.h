@@ -93,9 +93,21 @@ typedef enum hilock_suffix {
     HILOCK_SUFFIX_PID_THREAD      /* "-<pid>-<thread>" as the Ruby redis-lock gem writes      */
 } hilock_suffix;
 
+/* codec.decimals for float seconds as Ruby and Python write them (codec.unit must be
+ * HILOCK_UNIT_S): the shortest decimal that reads back as the same double (Ruby's
+ * Float#to_s, Python's repr: "1795417220.4802637", "1795417238.0" for a whole second),
+ * computed from the clock as that runtime computes the double:
+ *   RUBY:   (Time.now + timeout + 1).to_f -- an exact sum in nanoseconds, then
+ *           (double)ns / 1e9 (redis-objects);
+ *   PYTHON: time.time() + timeout -- Python 2.7's tv_sec + tv_usec * 0.000001, then the
+ *           timeout added as a double (redis-py 2.8-2.9). */
+#define HILOCK_DECIMALS_RUBY   (-1)
+#define HILOCK_DECIMALS_PYTHON (-2)
+
 typedef struct hilock_codec {
     hilock_unit   unit;
-    int           decimals;          /* 0: integer; 1..6: fixed decimals ("%.Nf")            */
+    int           decimals;          /* 0: integer; 1..6: fixed decimals ("%.Nf"); or one of
+                                        the HILOCK_DECIMALS_RUBY/_PYTHON float styles above    */
     int           plus_one;          /* stamp = now + timeout + 1 unit (the documented "+1")  */
     int           expired_if_equal;  /* a stamp equal to now is expired ("<=" rather than "<") */
     hilock_suffix suffix;            /* what follows the number                               */

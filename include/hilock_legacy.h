@@ -57,7 +57,8 @@ extern "C" {
 /* Acquire `key` with the legacy recipe, in the format of the client's options.codec.
  * The key is used exactly as given (npm redis-lock prepends "lock.", the Ruby gem "lock:":
  * pass the full key). The stamp written is now + timeout_ms (+1 unit if codec.plus_one),
- * truncated to the codec's resolution, as the fleet's own clients compute it.
+ * truncated to the codec's resolution, as the fleet's own clients compute it (the float
+ * styles: the double their runtime makes of this host's microsecond clock).
  *   wait_ms: as hilock_acquire (0 = one attempt, which still takes over an expired stamp;
  *            HILOCK_WAIT_FOREVER; > 0 = give up after that long).
  * The result is an ordinary hilock: hilock_token() is the value written, hilock_fence() a
@@ -80,10 +81,15 @@ HILOCK_API hilock_status hilock_legacy_acquire(hilock_client *c, const char *key
  *   "node-redis-lock" npm redis-lock 0.0.x (and 0.1.x values): integer ms, +1, a stamp equal
  *                     to now is expired (held iff stamp > Date.now())
  *   "jedis-lock"      jedis-lock 1.0 and its Spring copies: integer ms, +1, expired iff < now
- *   "redis-objects"   Ruby redis-objects Redis::Lock <= 1.4: float seconds (written with 6
- *                     decimals), +1, expired iff < now
- *   "redis-py-2"      redis-py Lock <= 2.9: float seconds (2 decimals, as Python 2 str()
- *                     writes), no +1, expired iff < now
+ *   "redis-objects"   Ruby redis-objects Redis::Lock <= 1.4: float seconds, +1, expired iff
+ *                     < now; written as Ruby's Float#to_s writes (Time.now + timeout + 1).to_f:
+ *                     the shortest decimal that reads back as that double, 6 or 7 decimals for
+ *                     today's stamps ("1795417220.4802637"; "1795417221.0" on a whole second)
+ *                     (decimals = HILOCK_DECIMALS_RUBY)
+ *   "redis-py-2"      redis-py Lock 2.4-2.9: float seconds, no +1, expired iff < now; written
+ *                     as 2.8-2.9 write time.time() + timeout, Python's repr of the float (also
+ *                     the shortest round trip: "1795417238.2352152") (HILOCK_DECIMALS_PYTHON).
+ *                     2.4-2.7 wrote whole seconds with one decimal ("1795417238.0"): read too
  *   "ruby-redis-lock" Ruby redis-lock gem 0.2: integer seconds, +1, expired iff < now, value
  *                     "<stamp>-<pid>-<thread>" (values of gem 0.1, "<stamp>-<pid>", parse too)
  * Returns OK; EINVAL (NULL name or out, or an unknown name: *out is left unchanged). */
@@ -106,9 +112,14 @@ HILOCK_API hilock_status hilock_codec_parse(const hilock_codec *codec, const cha
 /* Format `stamp_us` (microseconds since 1970) as the codec writes it: the number in the
  * codec's unit, truncated to its decimals, then the suffix (for HILOCK_SUFFIX_PID_THREAD:
  * "-<pid>-<thread id>" of the caller). buf gets a NUL-terminated string of at most
- * HILOCK_CODEC_MAX bytes. hilock_codec_parse() reads back the truncated stamp exactly.
- * Returns OK; EINVAL (NULL codec/buf, invalid codec, stamp outside the range parse accepts,
- * cap too small for the value: buf is then "" if cap > 0). */
+ * HILOCK_CODEC_MAX bytes. hilock_codec_parse() reads back the truncated stamp exactly. The
+ * Ruby/Python float styles write the shortest repr of the double that runtime makes of a
+ * clock reading of stamp_us (for Python: with the timeout already in it); parse reads that
+ * back rounded up to a microsecond, within a fraction of a microsecond of stamp_us today
+ * (the double's own precision: up to 15 us near the year 5138).
+ * Returns OK; EINVAL (NULL codec/buf, invalid codec, stamp outside the range parse accepts
+ * or, for a float style, a double that rounds out of it, cap too small for the value: buf is
+ * then "" if cap > 0). */
 HILOCK_API hilock_status hilock_codec_format(const hilock_codec *codec, int64_t stamp_us, char *buf,
                                              size_t cap);
 

@@ -49,25 +49,22 @@ static void shown(char *dst, size_t cap, const char *s, size_t len)
 
 /* Write a fresh stamp for ttl_ms into l->token (every attempt and every extend: a stamp made
  * before a wait is stale when written, the Ruby gem's "all waiters get the lock" bug).
- * Legacy: exactly what the fleet's clients write, now + ttl truncated to the codec's
- * resolution, +1 unit. Bridge: pure digits (the one format every legacy parser reads), no
- * suffix, rounded up, so the stamp never passes before the PX removes the key. */
+ * Legacy: exactly what the fleet's clients write, now + ttl (+1 unit) truncated to the
+ * codec's resolution, or the Ruby/Python double of it. Bridge: pure digits (the one format
+ * every legacy parser reads), no suffix, rounded up, so the stamp never passes before the PX
+ * removes the key. */
 static hilock_status new_stamp(hilock *l, int64_t ttl_ms)
 {
     hilock_client *c = l->c;
     hilock_codec k = c->opt.codec;
-    int64_t now = wall_now(c), mono = hl_now_us(), s = hl_add_sat(now, ttl_ms * 1000), res;
+    int64_t now = wall_now(c), mono = hl_now_us(), add = ttl_ms * 1000, s = 0;
     if (l->kind == HL_BRIDGE) {
         k.decimals = 0;
         k.suffix = HILOCK_SUFFIX_NONE;
-        res = hl_codec_unit_us(&k);
-        s = hl_add_sat(s, res - 1);
-    } else {
-        res = hl_codec_res_us(&k);
+        add = hl_add_sat(add, hl_codec_unit_us(&k) - 1);
     }
-    s -= s % res;
-    if (k.plus_one) s = hl_add_sat(s, hl_codec_unit_us(&k));
-    if (hilock_codec_format(&k, s, l->token, HILOCK_CODEC_MAX) != HILOCK_OK)
+    if (k.plus_one) add = hl_add_sat(add, hl_codec_unit_us(&k));
+    if (hl_codec_format_at(&k, now, add, l->token, HILOCK_CODEC_MAX, &s) != HILOCK_OK)
         return hl_fail(c, HILOCK_EINVAL, "%s: no stamp for wall clock %lld us + %lld ms: outside "
                        "2000..5138 (clock or clock_offset_ms wrong?)", l->key, (long long)now,
                        (long long)ttl_ms);

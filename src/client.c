@@ -66,7 +66,11 @@ static const char *check_options(const hilock_options *o)
     if (o->bridge < 0 || o->bridge > 1) return "bridge must be 0 or 1";
     if (o->wake < 0 || o->wake > 1) return "wake must be 0 or 1";
     if (o->codec.unit < HILOCK_UNIT_S || o->codec.unit > HILOCK_UNIT_US) return "codec.unit is not a hilock_unit";
-    if (o->codec.decimals < 0 || o->codec.decimals > 6) return "codec.decimals must be in 0..6";
+    if ((o->codec.decimals < 0 || o->codec.decimals > 6) && o->codec.decimals != HILOCK_DECIMALS_RUBY &&
+        o->codec.decimals != HILOCK_DECIMALS_PYTHON)
+        return "codec.decimals must be in 0..6, HILOCK_DECIMALS_RUBY or HILOCK_DECIMALS_PYTHON";
+    if (o->codec.decimals < 0 && o->codec.unit != HILOCK_UNIT_S)
+        return "codec.decimals HILOCK_DECIMALS_RUBY and _PYTHON need codec.unit HILOCK_UNIT_S";
     if (o->codec.suffix < HILOCK_SUFFIX_NONE || o->codec.suffix > HILOCK_SUFFIX_PID_THREAD)
         return "codec.suffix is not a hilock_suffix";
     if (o->bridge && o->nservers != 1)

@@ -1,12 +1,14 @@
 /* test_codec.c -- the legacy value codecs and presets, without a server: format, parse,
  * expiry at the boundaries, garbage, overflow, negative and huge values, options. */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "hilock.h"
 #include "hilock_legacy.h"
+#include "../legacy/codec.h"   /* hl_codec_format_at: the peers' own arithmetic */
 
 #define T0 ((int64_t)1700000000123456)   /* 2023-11-14T22:13:20.123456Z */
 #define MIN_US ((int64_t)946684800 * 1000000)
@@ -69,11 +71,11 @@ Test(codec_preset, every_fixed_name_has_its_format)
     cr_assert(k.unit == HILOCK_UNIT_MS && k.decimals == 0 && k.plus_one && !k.expired_if_equal &&
               k.suffix == HILOCK_SUFFIX_NONE);
     k = preset("redis-objects");
-    cr_assert(k.unit == HILOCK_UNIT_S && k.decimals > 0 && k.plus_one && !k.expired_if_equal &&
-              k.suffix == HILOCK_SUFFIX_NONE);
+    cr_assert(k.unit == HILOCK_UNIT_S && k.decimals == HILOCK_DECIMALS_RUBY && k.plus_one &&
+              !k.expired_if_equal && k.suffix == HILOCK_SUFFIX_NONE);
     k = preset("redis-py-2");
-    cr_assert(k.unit == HILOCK_UNIT_S && k.decimals > 0 && !k.plus_one && !k.expired_if_equal &&
-              k.suffix == HILOCK_SUFFIX_NONE);
+    cr_assert(k.unit == HILOCK_UNIT_S && k.decimals == HILOCK_DECIMALS_PYTHON && !k.plus_one &&
+              !k.expired_if_equal && k.suffix == HILOCK_SUFFIX_NONE);
     k = preset("ruby-redis-lock");
     cr_assert(k.unit == HILOCK_UNIT_S && k.decimals == 0 && k.plus_one && !k.expired_if_equal &&
               k.suffix == HILOCK_SUFFIX_PID_THREAD);
@@ -124,19 +126,80 @@ Test(codec_format, node_and_jedis_write_integer_milliseconds)
     formats_to(&n, 1700000000123999, "1700000000123");
 }
 
-Test(codec_format, redis_objects_writes_six_decimals)
+/* What the real peers wrote for the same clock reading (microseconds), produced once with
+ * Ruby 3.1 (redis-rb sends Float#to_s) and Python 2.7.18:
+ *   ruby -e 'puts((Time.at(s, us, :usec) + timeout.to_f + 1).to_f.to_s)'   (redis-objects)
+ *   python2 -c 'print(repr((float(s) + us * 0.000001) + timeout))'          (redis-py 2.8-2.9)
+ * The stamp is the sum (for Python: with a whole-second timeout, no 2^n crossing). */
+static const struct vec { int64_t stamp; const char *want; } ruby_vecs[] = {
+    { 1795417238235215LL, "1795417238.2352152" },   /* the double lies below .235215 */
+    { 1816822848057998LL, "1816822848.0579982" },
+    { 1813796155059601LL, "1813796155.0596008" },
+    { 2029237831396680LL, "2029237831.3966799" },
+    { 1795417220480263LL, "1795417220.480263" },
+    { 1700000001123456LL, "1700000001.123456" },
+    { 1700000001000000LL, "1700000001.0" },         /* whole seconds keep ".0" */
+    { 1795417239500000LL, "1795417239.5" },
+    { 1921001599788450LL, "1921001599.78845" },
+    { 946684801000001LL, "946684801.0000011" },
+    { 2147483648999999LL, "2147483648.999999" },
+    { 41161213483237668LL, "41161213483.23767" },   /* far future: fewer digits fit */
+    { 43140962579888627LL, "43140962579.888626" },
+}, python_vecs[] = {
+    { 1795417237235215LL, "1795417237.235215" },
+    { 1700000000000000LL, "1700000000.0" },
+    { 1795417238500000LL, "1795417238.5" },
+    { 1873872263581600LL, "1873872263.5816" },
+    { 1803272017123920LL, "1803272017.12392" },
+    { 946684800000001LL, "946684800.000001" },
+    { 2147483647999999LL, "2147483647.999999" },
+    { 55308141476690288LL, "55308141476.690285" },
+    { 88394202860967544LL, "88394202860.96754" },
+};
+
+Test(codec_format, redis_objects_writes_rubys_shortest_float)
 {
     hilock_codec k = preset("redis-objects");
-    formats_to(&k, T0, "1700000000.123456");
-    formats_to(&k, 1700000000000001, "1700000000.000001");
-    formats_to(&k, 1700000000000000, "1700000000.000000");
+    for (size_t i = 0; i < sizeof ruby_vecs / sizeof ruby_vecs[0]; i++)
+        formats_to(&k, ruby_vecs[i].stamp, ruby_vecs[i].want);
 }
 
-Test(codec_format, redis_py_2_writes_two_decimals_truncated)
+Test(codec_format, redis_py_2_writes_pythons_repr)
 {
     hilock_codec k = preset("redis-py-2");
-    formats_to(&k, T0, "1700000000.12");
-    formats_to(&k, 1700000000999999, "1700000000.99");
+    for (size_t i = 0; i < sizeof python_vecs / sizeof python_vecs[0]; i++)
+        formats_to(&k, python_vecs[i].stamp, python_vecs[i].want);
+}
+
+Test(codec_format, python_adds_the_timeout_after_reading_the_clock)
+{
+    /* across 2^31 s the rounding of time.time() and of the sum differ: python2 -c
+     * 'print(repr((float(2147483626) + 916345 * 0.000001) + 30))' */
+    hilock_codec k = preset("redis-py-2");
+    char buf[HILOCK_CODEC_MAX];
+    int64_t stamp = 0;
+    cr_assert_eq(hl_codec_format_at(&k, 2147483626916345LL, 30000000, buf, sizeof buf, &stamp), HILOCK_OK);
+    cr_assert_str_eq(buf, "2147483656.9163446");
+    cr_assert_eq(stamp, 2147483656916344LL, "our own stamp: the value written, rounded down");
+    formats_to(&k, 2147483656916345LL, "2147483656.916345");   /* the sum read at once */
+    cr_assert_eq(hl_codec_format_at(&k, 2147483618871404LL, 30000000, buf, sizeof buf, NULL), HILOCK_OK);
+    cr_assert_str_eq(buf, "2147483648.8714037");
+}
+
+Test(codec_format, float_styles_need_seconds)
+{
+    hilock_codec k = custom(HILOCK_UNIT_MS, HILOCK_DECIMALS_RUBY, 1, 0, HILOCK_SUFFIX_NONE);
+    char buf[HILOCK_CODEC_MAX];
+    int64_t got = -7;
+    cr_assert_eq(hilock_codec_format(&k, T0, buf, sizeof buf), HILOCK_EINVAL);
+    cr_assert_eq(hilock_codec_parse(&k, "1700000000123.5", 15, &got), HILOCK_EINVAL);
+    k.decimals = -3;
+    k.unit = HILOCK_UNIT_S;
+    cr_assert_eq(hilock_codec_format(&k, T0, buf, sizeof buf), HILOCK_EINVAL);
+    /* a stamp whose double rounds out of the window parse accepts is not written */
+    k.decimals = HILOCK_DECIMALS_RUBY;
+    cr_assert_eq(hilock_codec_format(&k, MAX_US - 1, buf, sizeof buf), HILOCK_EINVAL);
+    cr_assert_str_eq(buf, "");
 }
 
 Test(codec_format, ruby_gem_appends_pid_and_thread)
@@ -202,7 +265,7 @@ Test(codec_format, small_buffer_null_and_bad_codec_are_einval)
     bad.decimals = 7;
     cr_assert_eq(hilock_codec_format(&bad, T0, buf, sizeof buf), HILOCK_EINVAL);
     bad = k;
-    bad.decimals = -1;
+    bad.decimals = -3;
     cr_assert_eq(hilock_codec_format(&bad, T0, buf, sizeof buf), HILOCK_EINVAL);
     bad = k;
     bad.suffix = (hilock_suffix)2;
@@ -244,6 +307,15 @@ Test(codec_parse, redis_py_2_reads_int_and_float_seconds)
     parses_to(&k, "1700000000.12", 1700000000120000);
     parses_to(&k, "1700000000", 1700000000000000);
     parses_to(&k, "2147483649", (int64_t)2147483649 * 1000000);   /* its "no timeout" value */
+}
+
+Test(codec_parse, redis_py_2_reads_the_one_decimal_of_2_4_to_2_7_and_the_repr_of_2_8)
+{
+    hilock_codec k = preset("redis-py-2");
+    parses_to(&k, "1795417238.0", 1795417238000000);       /* float(int(time.time()) + timeout) */
+    parses_to(&k, "2147483649.0", (int64_t)2147483649 * 1000000);
+    parses_to(&k, "1795417238.2352152", 1795417238235216); /* repr: never read earlier */
+    parses_to(&k, "1795417237.235215", 1795417237235215);
 }
 
 Test(codec_parse, ruby_gem_reads_its_owner_suffixes)
@@ -402,6 +474,7 @@ Test(codec_roundtrip, parse_reads_back_the_truncated_stamp_for_every_codec)
         else k = custom((hilock_unit)(n % 3), (int)(n % 7), 1, 0, HILOCK_SUFFIX_NONE);
         int64_t res = (k.unit == HILOCK_UNIT_S ? 1000000 : k.unit == HILOCK_UNIT_MS ? 1000 : 1);
         for (int d = 0; d < k.decimals && res > 1; d++) res /= 10;
+        if (k.decimals < 0) continue;   /* the float styles: codec_roundtrip/floats */
         for (int i = 0; i < 5000; i++) {
             char buf[HILOCK_CODEC_MAX];
             int64_t s, back = 0;
@@ -413,6 +486,36 @@ Test(codec_roundtrip, parse_reads_back_the_truncated_stamp_for_every_codec)
             cr_assert_eq(hilock_codec_parse(&k, buf, strlen(buf), &back), HILOCK_OK, "%s", buf);
             cr_assert_eq(back, s - s % res, "codec %zu: %lld -> \"%s\" -> %lld", n, (long long)s, buf,
                          (long long)back);
+        }
+    }
+}
+
+Test(codec_roundtrip, floats_read_back_within_their_double_and_never_earlier)
+{
+    const char *names[] = { "redis-objects", "redis-py-2" };
+    uint64_t x = 0x243f6a8885a308d3ULL;
+    for (size_t n = 0; n < 2; n++) {
+        hilock_codec k = preset(names[n]);
+        for (int i = 0; i < 20000; i++) {
+            char buf[HILOCK_CODEC_MAX];
+            int64_t s, back = 0, own = 0;
+            double d, ulp_us;
+            x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+            s = MIN_US + (int64_t)((x * 0x2545f4914f6cdd1dULL) % (uint64_t)(MAX_US - MIN_US));
+            if (i % 2) s = 1600000000000000 + s % 500000000000000;   /* mostly today */
+            if (i == 0) s = MIN_US;
+            if (i == 1) s = MAX_US - 100;   /* (MAX_US - 1's double is 1e11: outside) */
+            cr_assert_eq(hl_codec_format_at(&k, s, 0, buf, sizeof buf, &own), HILOCK_OK);
+            cr_assert_eq(hilock_codec_parse(&k, buf, strlen(buf), &back), HILOCK_OK, "%s", buf);
+            d = strtod(buf, NULL);
+            for (ulp_us = DBL_EPSILON * 1e6; ulp_us * 2 <= d * DBL_EPSILON * 1e6;) ulp_us *= 2;
+            /* the value written is the peer's double: within about one ulp of the stamp */
+            cr_assert(llabs(back - s) <= (long long)(2 * ulp_us) + 1, "%lld -> \"%s\" -> %lld",
+                      (long long)s, buf, (long long)back);
+            /* parse rounds up (others' stamps), our own stamp rounds down: at most 1 us apart */
+            cr_assert(own <= back && back - own <= 1, "%s: own %lld, parsed %lld", buf,
+                      (long long)own, (long long)back);
+            cr_assert(strchr(buf, '.') && buf[strlen(buf) - 1] != '.', "%s", buf);
         }
     }
 }
@@ -506,6 +609,14 @@ Test(codec_options, legacy_options_are_validated)
     cr_assert(strstr(hilock_last_config_error(), "legacy_pexpire"));
     o.legacy_pexpire = 1;
     o.codec.decimals = 7;
+    cr_assert_eq(make(&o), HILOCK_EINVAL);
+    o.codec.decimals = HILOCK_DECIMALS_PYTHON;
+    o.codec.unit = HILOCK_UNIT_MS;
+    cr_assert_eq(make(&o), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_last_config_error(), "HILOCK_UNIT_S"));
+    o.codec.unit = HILOCK_UNIT_S;
+    cr_assert_eq(make(&o), HILOCK_OK);
+    o.codec.decimals = -3;
     cr_assert_eq(make(&o), HILOCK_EINVAL);
     o.codec.decimals = 0;
     o.bridge = 1;

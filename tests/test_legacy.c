@@ -106,8 +106,8 @@ Test(legacy, every_preset_writes_its_own_format)
         { "doc", "^[0-9]{10}$" },
         { "node-redis-lock", "^[0-9]{13}$" },
         { "jedis-lock", "^[0-9]{13}$" },
-        { "redis-objects", "^[0-9]{10}\\.[0-9]{6}$" },
-        { "redis-py-2", "^[0-9]{10}\\.[0-9]{2}$" },
+        { "redis-objects", "^[0-9]{10}\\.[0-9]{1,7}$" },   /* Ruby's shortest float */
+        { "redis-py-2", "^[0-9]{10}\\.[0-9]{1,7}$" },      /* Python's repr */
         { "ruby-redis-lock", "^[0-9]{10}-[0-9]+-[0-9]+$" },
     };
     hlt_redis *r = hlt_redis_start(NULL);
@@ -122,6 +122,19 @@ Test(legacy, every_preset_writes_its_own_format)
         int64_t s = stamp_of(t[i].preset, hilock_token(l));
         cr_assert(s >= t0 + 5000000 - 1000000 && s <= wall_us() + 5000000 + 1000000, "%s: %lld",
                   t[i].preset, (long long)s);
+        if (!strcmp(t[i].preset, "redis-objects") || !strcmp(t[i].preset, "redis-py-2")) {
+            /* byte for byte what the peer writes for one microsecond of the call */
+            long long t1 = wall_us(), add = strcmp(t[i].preset, "redis-py-2") ? 6000000 : 5000000;
+            hilock_codec k;
+            char v[HILOCK_CODEC_MAX];
+            int found = 0;
+            cr_assert_eq(hilock_codec_preset(t[i].preset, &k), HILOCK_OK);
+            for (long long x = t0; x <= t1 && !found; x++)
+                found = hilock_codec_format(&k, x + add, v, sizeof v) == HILOCK_OK &&
+                        !strcmp(v, hilock_token(l));
+            cr_assert(found, "%s: \"%s\" is no value the peer writes in [%lld, %lld]", t[i].preset,
+                      hilock_token(l), t0, t1);
+        }
         if (!strcmp(t[i].preset, "ruby-redis-lock")) {
             char pid[32];
             snprintf(pid, sizeof pid, "-%ld-", (long)getpid());
