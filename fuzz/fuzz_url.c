@@ -5,7 +5,7 @@
  *     ("on failure nothing needs freeing");
  *   - on OK the fields of the kind are there and in range (port 1..65535, db >= 0,
  *     an absolute unix path, at least one sentinel and a master name, a user only with
- *     a password);
+ *     a password, for the data nodes and for the Sentinels alike);
  *   - printing the parsed URL back in canonical form and parsing that again gives the
  *     same fields (what the parser accepts, it understands one way only). */
 #include <stdio.h>
@@ -77,6 +77,14 @@ static void print_url(hl_buf *b, const hl_url *u)
         put(b, num);
     }
     if (u->kind == HL_URL_SENTINEL) {
+        if (u->sentinel_pass) {
+            put(b, "?sentinel_password=");
+            put_escaped(b, u->sentinel_pass);
+        }
+        if (u->sentinel_user) {
+            put(b, "&sentinel_username=");
+            put_escaped(b, u->sentinel_user);
+        }
         put(b, "#");
         put(b, u->master);
     }
@@ -97,6 +105,8 @@ static void check_same(const hl_url *a, const hl_url *b)
     CHECK(same_str(a->pass, b->pass));
     CHECK(a->db == b->db);
     CHECK(same_str(a->master, b->master));
+    CHECK(same_str(a->sentinel_user, b->sentinel_user));
+    CHECK(same_str(a->sentinel_pass, b->sentinel_pass));
     CHECK(a->nsentinels == b->nsentinels);
     for (size_t i = 0; i < a->nsentinels; i++) {
         CHECK(same_str(a->sentinels[i].host, b->sentinels[i].host));
@@ -115,6 +125,8 @@ static void check_fields(const hl_url *u)
     CHECK(u->db >= 0);
     CHECK(!u->user || u->pass);            /* user info needs a password */
     CHECK(!u->pass || u->pass[0]);         /* "empty password" is refused */
+    CHECK(!u->sentinel_user || (u->sentinel_user[0] && u->sentinel_pass));
+    CHECK(!u->sentinel_pass || (u->sentinel_pass[0] && u->kind == HL_URL_SENTINEL));
     switch (u->kind) {
     case HL_URL_TCP:
         CHECK(u->host && u->host[0] && !u->path && !u->master && !u->nsentinels);

@@ -123,9 +123,12 @@ typedef struct hilock_options {
      * over independent masters (quorum N/2+1). Forms:
      *   redis://[[user]:password@]host[:port][/db]            (host may be [::1]; port 6379)
      *   unix:///path/to/redis.sock[?db=N]
-     *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master-name
-     * Percent-escapes (%40 for '@') are decoded in user and password. No default: at least
-     * one server must be given; at most 32.
+     *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
+     *       [?sentinel_username=U&sentinel_password=P]#master-name
+     * Percent-escapes (%40 for '@') are decoded in user and password. The user info of a
+     * Sentinel URL is for the data nodes; the query, for the Sentinels themselves (requirepass
+     * on a Sentinel, Redis >= 6; sentinel_username only with sentinel_password). No default:
+     * at least one server must be given; at most 32.
      * Redlock (2..32 URLs, any of the forms above, a Sentinel URL being one member): one token
      * for all masters, all asked at once; each master gets ~5% of the ttl (at least 5 ms, at
      * most io_timeout_ms; twice that if it has to connect first), so a dead or frozen master
@@ -227,7 +230,10 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  *     connect_timeout_ms), for the master, and checks ROLE on it; the Sentinel that answered
  *     is asked first next time. A READONLY reply, EOF or a timeout closes the connection and
  *     the next call resolves again. The URL's user and password are for the data nodes; the
- *     Sentinels are asked without AUTH. Unknown master name: EINVAL; no Sentinel: EIO.
+ *     Sentinels AUTH with the URL's sentinel_username/sentinel_password, and without AUTH
+ *     when it has none. Unknown master name: EINVAL; no Sentinel: EIO; a Sentinel that
+ *     refuses us (NOAUTH: it wants a password; WRONGPASS) and none that answers: EAUTH,
+ *     errmsg naming each Sentinel and its reply.
  *   - Each lock records the replication history of the master that granted it. release,
  *     extend and check first ask a Sentinel whether the master moved, and return LOST when the
  *     master that answers cannot prove the lock survived (it was promoted from a replica that

@@ -54,6 +54,8 @@ typedef struct hl_url {
     hl_hostport *sentinels; /* SENTINEL: the list, in order */
     size_t       nsentinels;
     char        *master;    /* SENTINEL: master name */
+    char        *sentinel_user;   /* SENTINEL: the Sentinels' own AUTH (query), NULL = none */
+    char        *sentinel_pass;
 } hl_url;
 
 /* Parse `s` into *u (zeroed first). Returns OK, EINVAL (why in err, err_len bytes) or ENOMEM.

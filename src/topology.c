@@ -8,7 +8,8 @@
  * moves to the front. The engine then verifies ROLE = master in the handshake. Nothing is
  * cached: the engine closes a connection on EOF, a timeout or a READONLY reply, and the next
  * call resolves again. The Sentinels are plain TCP nodes of a private client, so hl_exec does
- * their I/O too (non-blocking connect, deadlines, one poll loop): no second transport.
+ * their I/O too (non-blocking connect, deadlines, one poll loop, the AUTH handshake with the
+ * URL's sentinel_username/sentinel_password): no second transport.
  *
  * The old master keeps answering ROLE master, and keeps its connections, for ~10 s after a
  * failover (until a Sentinel demotes it). So release, extend and check first ask a Sentinel
@@ -108,7 +109,7 @@ static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
     for (size_t k = 0; k < ns; k++) {
         hl_node *s = &t->sc.nodes[k];
         const hl_hostport *hp = &n->url.sentinels[k];
-        /* no AUTH: the URL's user info is for the data nodes (Sentinels rarely have one) */
+        /* the URL's user info is for the data nodes; the Sentinels have their own (query) */
         s->url.kind = HL_URL_TCP;
         s->url.port = hp->port;
         snprintf(name, sizeof name, strchr(hp->host, ':') ? "sentinel [%s]:%d" : "sentinel %s:%d",
@@ -117,6 +118,8 @@ static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
         s->name = hl_strdup(name);
         t->sc.nnodes++;
         if (!s->url.host || !s->name) goto oom;
+        if (n->url.sentinel_pass && !(s->url.pass = hl_strdup(n->url.sentinel_pass))) goto oom;
+        if (n->url.sentinel_user && !(s->url.user = hl_strdup(n->url.sentinel_user))) goto oom;
     }
     n->topo = t;
     return t;
@@ -166,6 +169,7 @@ static int ask(struct hl_topo *t, const char *master, size_t k, int64_t deadline
     int rc = -1;
     if (hl_add_sat(now, per) < deadline) deadline = now + per;
     if (deadline <= now) {
+        s->st = HILOCK_ETIMEDOUT;
         snprintf(s->err, sizeof s->err, "%s: not asked: no time left", s->name);
         return -1;
     }
@@ -190,10 +194,11 @@ static int ask(struct hl_topo *t, const char *master, size_t k, int64_t deadline
         ep = kv_field(s->reply[1], "config-epoch");
         a->epoch = ep ? strtoull(ep, NULL, 10) : 0;
         rc = 1;
+    } else if (hl_reply_type(addr) == HL_R_ERROR) {
+        hl_node_reply_error(s, addr);   /* "NOAUTH Authentication required.": EAUTH */
     } else {
-        const char *e = hl_reply_str(addr, NULL);
-        snprintf(s->err, sizeof s->err, "%s: %s", s->name,
-                 hl_reply_type(addr) == HL_R_ERROR && e ? e : "unexpected reply (not a Sentinel?)");
+        s->st = HILOCK_EREPLY;
+        snprintf(s->err, sizeof s->err, "%s: unexpected reply (not a Sentinel?)", s->name);
     }
     hl_exec_clear(&t->sc);
     return rc;
@@ -211,13 +216,15 @@ static void to_front(struct hl_topo *t, size_t k)
  * than we have seen lags behind a failover: the others are asked for a fresher answer, and
  * it is used only if none has one. 1: *a; 0: every Sentinel that answered did not know the
  * name; -1: none answered. why: the reasons, for the error message. */
-static int query(hilock_client *c, hl_node *n, int64_t deadline, answer *a, char *why, size_t whylen)
+static int query(hilock_client *c, hl_node *n, int64_t deadline, answer *a, char *why, size_t whylen,
+                 int *auth)
 {
     struct hl_topo *t = topo_get(c, n);
     int best = -1, unknown = 0;
     size_t off = 0;
     answer cur;
     why[0] = '\0';
+    *auth = 0;
     if (!t) {
         snprintf(why, whylen, "out of memory");
         return -1;
@@ -234,9 +241,12 @@ static int query(hilock_client *c, hl_node *n, int64_t deadline, answer *a, char
             if (cur.epoch >= t->epoch) break;
         } else if (rc == 0) {
             unknown++;
-        } else if (rc < 0 && off + 3 < whylen) {
-            int w = snprintf(why + off, whylen - off, "%s%s", off ? "; " : "", t->sc.nodes[k].err);
-            if (w > 0) off += (size_t)w < whylen - off ? (size_t)w : whylen - off - 1;
+        } else if (rc < 0) {
+            if (t->sc.nodes[k].st == HILOCK_EAUTH && !(*auth)++) off = 0;   /* that reason first */
+            if (off + 3 < whylen && (t->sc.nodes[k].st == HILOCK_EAUTH || *auth == 0)) {
+                int w = snprintf(why + off, whylen - off, "%s%s", off ? "; " : "", t->sc.nodes[k].err);
+                if (w > 0) off += (size_t)w < whylen - off ? (size_t)w : whylen - off - 1;
+            }
         }
     }
     if (best >= 0) {
@@ -251,7 +261,7 @@ hilock_status hl_topo_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
 {
     char why[160], name[300];
     answer a;
-    int rc = query(c, n, deadline_us, &a, why, sizeof why);
+    int auth, rc = query(c, n, deadline_us, &a, why, sizeof why, &auth);
     struct hl_topo *t = n->topo;
     if (rc == 0) {
         n->st = HILOCK_EINVAL;
@@ -259,9 +269,13 @@ hilock_status hl_topo_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
                  "name", n->url.master);
         return n->st;
     }
-    if (rc < 0) {
-        n->st = HILOCK_EIO;
-        snprintf(n->err, sizeof n->err, "sentinel %.50s: no Sentinel answered (%.100s)", n->url.master, why);
+    if (rc < 0) {   /* a Sentinel that refused our AUTH (or its absence) is the reason to act on */
+        n->st = auth ? HILOCK_EAUTH : HILOCK_EIO;
+        if (auth)
+            snprintf(n->err, sizeof n->err, "sentinel %.40s: refused by the Sentinels (URL's "
+                     "sentinel_password?): %.95s", n->url.master, why);
+        else
+            snprintf(n->err, sizeof n->err, "sentinel %.40s: no Sentinel answered (%.110s)", n->url.master, why);
         return n->st;
     }
     snprintf(t->host, sizeof t->host, "%s", a.host);
@@ -307,11 +321,12 @@ static uint32_t moved(hilock_client *c, uint32_t mask)
         struct hl_topo *t = n->topo;
         char why[160];
         answer a;
+        int auth;
         if (!(mask & (1u << i)) || !is_sentinel(c, i) || !n->conn || !t ||
             hl_now_us() - t->confirmed_us < CONFIRM_FRESH_US)
             continue;
         if (query(c, n, hl_add_sat(hl_now_us(), c->opt.connect_timeout_ms * 1000), &a, why,
-                  sizeof why) != 1)
+                  sizeof why, &auth) != 1)
             continue;   /* no Sentinel to ask: keep the connection we have */
         if (a.port == t->port && !strcmp(a.host, t->host) && a.epoch <= t->epoch) {
             t->confirmed_us = hl_now_us();

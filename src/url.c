@@ -1,9 +1,12 @@
 /* url.c -- server URLs, as the Redis ecosystem writes them:
  *   redis://[[user]:password@]host[:port][/db]
  *   unix://[[user]:password@]/path/to/redis.sock[?db=N]
- *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master-name
+ *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
+ *                    [?sentinel_username=U&sentinel_password=P]#master-name
+ * The user info is for the data nodes; the query gives the Sentinels their own AUTH (the
+ * names go-redis, redis-rb and ioredis give these options), %-escaped like the user info.
  * Strict: anything not in these forms is EINVAL with a message saying what is wrong, so a
- * typo never silently becomes "localhost, no password". */
+ * typo never silently becomes "localhost, no password". No message repeats a value. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +153,45 @@ bad:
     return bad ? HILOCK_EINVAL : HILOCK_ENOMEM;
 }
 
+/* "sentinel_username=U&sentinel_password=P" (either order) in s[0..n), after the '?'. */
+static hilock_status parse_sentinel_query(const char *s, size_t n, hl_url *u, char *err,
+                                          size_t err_len)
+{
+    const char *q = s, *end = s + n;
+    for (;;) {
+        const char *amp = memchr(q, '&', (size_t)(end - q)), *e = amp ? amp : end;
+        const char *eq = memchr(q, '=', (size_t)(e - q));
+        char **field = NULL;
+        int bad = 0;
+        if (eq && (size_t)(eq - q) == 17 && !strncmp(q, "sentinel_username", 17)) field = &u->sentinel_user;
+        if (eq && (size_t)(eq - q) == 17 && !strncmp(q, "sentinel_password", 17)) field = &u->sentinel_pass;
+        if (!field) {
+            snprintf(err, err_len, "unknown query parameter in Sentinel URL (want "
+                     "?sentinel_username=U&sentinel_password=P before the '#')");
+            return HILOCK_EINVAL;
+        }
+        if (*field) {
+            snprintf(err, err_len, "%.17s given twice", q);
+            return HILOCK_EINVAL;
+        }
+        if (eq + 1 == e) {
+            snprintf(err, err_len, "empty %.17s", q);
+            return HILOCK_EINVAL;
+        }
+        if (!(*field = pct_decode(eq + 1, (size_t)(e - eq - 1), &bad))) {
+            snprintf(err, err_len, bad ? "bad %%-escape in %.17s" : "out of memory", q);
+            return bad ? HILOCK_EINVAL : HILOCK_ENOMEM;
+        }
+        if (!amp) break;
+        q = amp + 1;
+    }
+    if (u->sentinel_user && !u->sentinel_pass) {
+        snprintf(err, err_len, "sentinel_username needs sentinel_password");
+        return HILOCK_EINVAL;
+    }
+    return HILOCK_OK;
+}
+
 hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
 {
     hilock_status st = HILOCK_EINVAL;
@@ -193,11 +235,12 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
         return HILOCK_OK;
     }
 
-    /* authority: up to '/', '#' or end */
-    const char *slash = p, *hash;
+    /* authority: up to '/', '?', '#' or end; a Sentinel URL's query runs up to the '#' */
+    const char *slash = p, *hash, *query;
     while (slash < end && *slash != '/' && *slash != '#' && *slash != '?') slash++;
-    if (slash < end && *slash == '?') FAIL("unexpected query ('?') in URL");
     hash = memchr(slash, '#', (size_t)(end - slash));
+    query = memchr(slash, '?', (size_t)((hash ? hash : end) - slash));
+    if (query && u->kind != HL_URL_SENTINEL) FAIL("unexpected query ('?') in URL");
     if (u->kind == HL_URL_TCP) {
         hl_hostport hp;
         if (hash) FAIL("unexpected '#' in redis:// URL (Sentinel URLs are redis-sentinel://)");
@@ -221,9 +264,13 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
             if (comma && q == slash) FAIL("empty sentinel address after ','");
         }
         if (u->nsentinels == 0) FAIL("missing sentinel address");
+        if (query && (st = parse_sentinel_query(query + 1, (size_t)(hash - query - 1), u, err,
+                                                err_len)) != HILOCK_OK)
+            goto fail;
+        st = HILOCK_EINVAL;
     }
     if (slash < end && *slash == '/') {
-        const char *dbend = hash ? hash : end;
+        const char *dbend = query ? query : hash ? hash : end;
         long db = 0;
         if (dbend > slash + 1 && (db = parse_num(slash + 1, (size_t)(dbend - slash - 1), 0, 1000000)) < 0)
             FAIL("bad database number after '/'");
@@ -243,6 +290,9 @@ void hl_url_free(hl_url *u)
     free(u->user);
     if (u->pass) memset(u->pass, 0, strlen(u->pass));
     free(u->pass);
+    free(u->sentinel_user);
+    if (u->sentinel_pass) memset(u->sentinel_pass, 0, strlen(u->sentinel_pass));
+    free(u->sentinel_pass);
     for (size_t i = 0; i < u->nsentinels; i++) free(u->sentinels[i].host);
     free(u->sentinels);
     free(u->master);

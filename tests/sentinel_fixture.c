@@ -31,6 +31,10 @@ redisReply *hlt_sentinel_cmd(hlt_sentinel *f, int k, const char *fmt, ...)
     redisReply *r;
     redisContext *c = f->spid[k] > 0 ? dial_tcp(f->sport[k]) : NULL;
     if (!c) return NULL;
+    if (f->spass[0]) {
+        redisReply *a = redisCommand(c, "AUTH %s", f->spass);
+        if (a) freeReplyObject(a);
+    }
     va_start(ap, fmt);
     r = redisvCommand(c, fmt, ap);
     va_end(ap);
@@ -184,6 +188,7 @@ static pid_t spawn_sentinel(hlt_sentinel *f, int k)
             f->sport[k], f->dir, f->sport[k], f->dir, f->name, f->data[0]->port, f->name, f->name,
             f->name);
     if (f->pass[0]) fprintf(fp, "sentinel auth-pass %s %s\n", f->name, f->pass);
+    if (f->spass[0]) fprintf(fp, "requirepass %s\nsentinel sentinel-pass %s\n", f->spass, f->spass);
     fclose(fp);
     snprintf(cmd, sizeof cmd, "exec redis-sentinel %s", conf);
     pid = fork();
@@ -252,9 +257,18 @@ hlt_sentinel *hlt_sentinel_start(void) { return hlt_sentinel_start_auth(NULL); }
 
 hlt_sentinel *hlt_sentinel_start_auth(const char *password)
 {
-    char extra[256], auth[160] = "";
+    return hlt_sentinel_start_opts(password, NULL);
+}
+
+hlt_sentinel *hlt_sentinel_start_opts(const char *password, const char *sentinel_password)
+{
+    char extra[256], auth[160] = "", query[96] = "";
     hlt_sentinel *f = calloc(1, sizeof *f);
     if (!f) return NULL;
+    if (sentinel_password) {
+        snprintf(f->spass, sizeof f->spass, "%s", sentinel_password);
+        snprintf(query, sizeof query, "?sentinel_password=%s", f->spass);
+    }
     if (password) {
         snprintf(f->pass, sizeof f->pass, "%s", password);
         snprintf(auth, sizeof auth, " --requirepass %s --masterauth %s", f->pass, f->pass);
@@ -286,8 +300,8 @@ hlt_sentinel *hlt_sentinel_start_auth(const char *password)
         fprintf(stderr, "sentinel fixture: the Sentinels did not discover each other\n");
         goto fail;
     }
-    snprintf(f->url, sizeof f->url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#%s",
-             f->sport[0], f->sport[1], f->sport[2], f->name);
+    snprintf(f->url, sizeof f->url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s#%s",
+             f->sport[0], f->sport[1], f->sport[2], query, f->name);
     return f;
 fail:
     hlt_sentinel_stop(f);

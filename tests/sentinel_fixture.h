@@ -20,7 +20,9 @@ typedef struct hlt_sentinel {
     char       dir[128];
     char       name[32];               /* master name                                     */
     char       pass[64];               /* requirepass of the data nodes ("" = none)       */
-    char       url[512];               /* redis-sentinel://127.0.0.1:A,...:C#name         */
+    char       spass[64];              /* requirepass of the Sentinels ("" = none)        */
+    char       url[512];               /* redis-sentinel://127.0.0.1:A,...:C#name, with
+                                          ?sentinel_password=spass before the '#' if set  */
     /* timings of the last hlt_sentinel_failover / hlt_sentinel_wait_switch, ms from its start */
     long long  t_promoted, t_switched, t_demoted;
 } hlt_sentinel;
@@ -31,6 +33,10 @@ hlt_sentinel *hlt_sentinel_start(void);
 /* The same with `password` required by both data nodes (masterauth and Sentinel auth-pass set
  * to match); the Sentinels themselves need none. */
 hlt_sentinel *hlt_sentinel_start_auth(const char *password);
+/* The same, and with `sentinel_password` (if not NULL) required by the Sentinels themselves
+ * (requirepass, and sentinel-pass so that they can talk to each other). The fixture's own
+ * commands to the Sentinels AUTH first. */
+hlt_sentinel *hlt_sentinel_start_opts(const char *password, const char *sentinel_password);
 /* Kill every process this fixture started (thawing frozen ones first), remove the dir, free.
  * NULL-safe. */
 void hlt_sentinel_stop(hlt_sentinel *f);

@@ -420,6 +420,69 @@ Test(sentinel, the_url_password_is_for_the_data_nodes)
     hilock_client_free(c);
 }
 
+/* The Sentinels' own password (requirepass on each Sentinel) comes from the URL's query; the
+ * user info stays the data nodes'. The two differ here, so neither can stand in for the other. */
+Test(sentinel, a_sentinel_password_in_the_query_authenticates_to_the_sentinels)
+{
+    char url[700], *sent, *hash;
+    hilock_client *c;
+    hilock *l = NULL;
+    F = hlt_sentinel_start_opts("dAtaPw", "sEntPw");
+    cr_assert_not_null(F, "sentinel fixture did not start");
+    sent = strstr(F->url, "://") + 3;
+    snprintf(url, sizeof url, "redis-sentinel://:dAtaPw@%s", sent);
+    c = client(url);
+    cr_assert_eq(hilock_acquire(c, "spw", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(holds_within(0, "spw", hilock_token(l), 0));
+    hlt_sleep_ms(150);   /* older than 100 ms: check and release ask a Sentinel again */
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_data_exists(F, 0, "spw"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    /* with the ACL user named too (Sentinel's default user) */
+    hash = strchr(sent, '#');
+    snprintf(url, sizeof url, "redis-sentinel://:dAtaPw@%.*s?sentinel_username=default&"
+             "sentinel_password=sEntPw%s", (int)(strchr(sent, '?') - sent), sent, hash);
+    c = client(url);
+    cr_assert_eq(hilock_acquire(c, "spw", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+Test(sentinel, a_missing_or_wrong_sentinel_password_is_eauth_naming_the_sentinel)
+{
+    char url[700], *sent, port[40];
+    const char *q[] = { "", "?sentinel_password=Wr0ngPw" }, *why[] = { "NOAUTH", "WRONGPASS" };
+    F = hlt_sentinel_start_opts("dAtaPw", "sEntPw");
+    cr_assert_not_null(F, "sentinel fixture did not start");
+    sent = strstr(F->url, "://") + 3;
+    snprintf(port, sizeof port, "sentinel 127.0.0.1:%d", F->sport[0]);
+    for (int i = 0; i < 2; i++) {
+        hilock_client *c;
+        hilock *l = (hilock *)&l;
+        long long t0;
+        snprintf(url, sizeof url, "redis-sentinel://:dAtaPw@%.*s%s%s", (int)(strchr(sent, '?') - sent),
+                 sent, q[i], strchr(sent, '#'));
+        c = client(url);
+        t0 = hlt_now_ms();
+        cr_assert_eq(hilock_acquire(c, "spw", 5000, 0, &l), HILOCK_EAUTH, "%s: %s", q[i],
+                     hilock_client_errmsg(c));
+        cr_assert_lt(hlt_now_ms() - t0, 1500);
+        cr_assert_null(l);
+        assert_msg(c, port);
+        assert_msg(c, why[i]);
+        cr_assert_null(strstr(hilock_client_errmsg(c), "Pw"), "echoes a password: %s",
+                       hilock_client_errmsg(c));
+        t0 = hlt_now_ms();   /* waiting does not help, and ends within its bound */
+        cr_assert_eq(hilock_acquire(c, "spw", 5000, 500, &l), HILOCK_EAUTH, "%s", hilock_client_errmsg(c));
+        cr_assert_lt(hlt_now_ms() - t0, 500 + 1500);
+        cr_assert_eq(hlt_data_exists(F, 0, "spw"), 0);
+        hilock_client_free(c);
+    }
+}
+
 /* ---- the same checks without Sentinel (failover_guard = 1 on plain URLs) ---- */
 
 TestSuite(guard, .timeout = 60);

@@ -87,6 +87,39 @@ Test(url, sentinel_lists_every_address_with_its_port)
     hl_url_free(&u);
 }
 
+/* The Sentinels' own AUTH comes from the query before the '#'; the user info stays the data
+ * nodes'. */
+Test(url, sentinel_user_and_password_come_from_the_query)
+{
+    static const struct {
+        const char *url, *user, *pass, *suser, *spass, *master;
+        int db;
+    } t[] = {
+        { "redis-sentinel://:pw@h1,h2/3?sentinel_password=sp#m", NULL, "pw", NULL, "sp", "m", 3 },
+        { "redis-sentinel://h?sentinel_username=al%40ice&sentinel_password=s%23p%26#m", NULL, NULL,
+          "al@ice", "s#p&", "m", 0 },
+        { "redis-sentinel://u:pw@h?sentinel_password=x&sentinel_username=v#m", "u", "pw", "v", "x", "m", 0 },
+        { "redis-sentinel://h?sentinel_password=a/b?c=d#m?e", NULL, NULL, NULL, "a/b?c=d", "m?e", 0 },
+        { "redis-sentinel://h#m?sentinel_password=x", NULL, NULL, NULL, NULL, "m?sentinel_password=x", 0 },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        hl_url u;
+        char err[200] = "";
+        cr_assert_eq(hl_url_parse(t[i].url, &u, err, sizeof err), HILOCK_OK, "%s: %s", t[i].url, err);
+#define SAME(field, want) cr_assert((!u.field && !(want)) || (u.field && (want) && !strcmp(u.field, want)), \
+                                    "%s: " #field " '%s'", t[i].url, u.field ? u.field : "(null)")
+        SAME(user, t[i].user);
+        SAME(pass, t[i].pass);
+        SAME(sentinel_user, t[i].suser);
+        SAME(sentinel_pass, t[i].spass);
+        SAME(master, t[i].master);
+#undef SAME
+        cr_assert_eq(u.db, t[i].db, "%s", t[i].url);
+        cr_assert_eq(u.nsentinels, strstr(t[i].url, "h1,h2") ? 2u : 1u, "%s", t[i].url);
+        hl_url_free(&u);
+    }
+}
+
 typedef struct bad {
     const char *url;
     const char *why;    /* a word the reason must contain */
@@ -116,7 +149,7 @@ static const bad bads[] = {
     { "redis://h/1000001", "database" },
     { "redis://h/99999999999", "database" },
     { "redis://h?db=1", "query" },
-    { "redis://h/1?db=1", "database" },
+    { "redis://h/1?db=1", "query" },
     { "redis://h#m", "#" },
     { "redis://ho$t", "character" },
     { "redis://h h", "space" },
@@ -152,6 +185,21 @@ static const bad bads[] = {
     { "redis-sentinel://a,,b#m", "host" },
     { "redis-sentinel://a:0#m", "port" },
     { "redis-sentinel://a/x#m", "database" },
+    { "redis-sentinel://h?#m", "unknown query parameter" },
+    { "redis-sentinel://h?password=x#m", "unknown query parameter" },
+    { "redis-sentinel://h?sentinel_password#m", "unknown query parameter" },
+    { "redis-sentinel://h?sentinel_password=a&#m", "unknown query parameter" },
+    { "redis-sentinel://h?sentinel_user=u&sentinel_password=a#m", "unknown query parameter" },
+    { "redis-sentinel://h?sentinel_password=#m", "empty sentinel_password" },
+    { "redis-sentinel://h?sentinel_username=&sentinel_password=a#m", "empty sentinel_username" },
+    { "redis-sentinel://h?sentinel_username=u#m", "needs sentinel_password" },
+    { "redis-sentinel://h?sentinel_password=a&sentinel_password=b#m", "twice" },
+    { "redis-sentinel://h?sentinel_password=a%zz#m", "escape" },
+    { "redis-sentinel://h?sentinel_password=a%00#m", "escape" },
+    { "redis-sentinel://h/x?sentinel_password=a#m", "database" },
+    { "redis-sentinel://h?sentinel_password=a", "master name" },
+    { "redis://h?sentinel_password=a", "query" },
+    { "unix:///tmp/r.sock?sentinel_password=a", "?db=N" },
 };
 
 Test(url, rejects_malformed_urls_saying_why)
@@ -164,7 +212,8 @@ Test(url, rejects_malformed_urls_saying_why)
         cr_assert_eq(st, HILOCK_EINVAL, "accepted '%s'", b->url);
         cr_assert(strstr(err, b->why), "'%s': reason '%s' should mention '%s'", b->url, err, b->why);
         /* nothing to free on failure: every pointer is NULL */
-        cr_assert(!u.host && !u.path && !u.user && !u.pass && !u.sentinels && !u.master, "%s", b->url);
+        cr_assert(!u.host && !u.path && !u.user && !u.pass && !u.sentinels && !u.master &&
+                  !u.sentinel_user && !u.sentinel_pass, "%s", b->url);
     }
 }
 
@@ -174,6 +223,10 @@ Test(url, reasons_never_echo_the_password)
         "redis://alice:Sekr1tPw@h:0", "redis://alice:Sekr1tPw@h/x", "redis://alice:Sekr1tPw@ho$t",
         "redis://:Sekr1tPw%zz@h", "unix://:Sekr1tPw@relative", "redis-sentinel://:Sekr1tPw@h",
         "redis://:Sekr1tPw@[::1", "redis://u:Sekr1tPw@h?db=1",
+        "redis-sentinel://h?sentinel_password=Sekr1tPw%zz#m", "redis-sentinel://h?Sekr1tPw#m",
+        "redis-sentinel://h?x=Sekr1tPw#m", "redis-sentinel://h?sentinel_username=Sekr1tPw#m",
+        "redis-sentinel://h?sentinel_password=Sekr1tPw&sentinel_password=Sekr1tPw#m",
+        "redis-sentinel://h/Sekr1tPw?sentinel_password=x#m", "redis://h?sentinel_password=Sekr1tPw",
     };
     for (size_t i = 0; i < sizeof urls / sizeof *urls; i++) {
         hl_url u;
