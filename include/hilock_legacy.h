@@ -84,7 +84,8 @@ HILOCK_API hilock_status hilock_legacy_acquire(hilock_client *c, const char *key
  *   "redis-objects"   Ruby redis-objects Redis::Lock <= 1.4: float seconds, +1, expired iff
  *                     < now; written as Ruby's Float#to_s writes (Time.now + timeout + 1).to_f:
  *                     the shortest decimal that reads back as that double, 6 or 7 decimals for
- *                     today's stamps ("1795417220.4802637"; "1795417221.0" on a whole second)
+ *                     today's stamps unless they end in zeros ("1795417220.4802637",
+ *                     "1795417239.5"; "1795417221.0" on a whole second)
  *                     (decimals = HILOCK_DECIMALS_RUBY)
  *   "redis-py-2"      redis-py Lock 2.4-2.9: float seconds, no +1, expired iff < now; written
  *                     as 2.8-2.9 write time.time() + timeout, Python's repr of the float (also
