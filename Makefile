@@ -76,6 +76,22 @@ $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(EXTRA_LDFLAGS)
 
+# The ABI test (tests/test_abi.c, docs/versioning.md): v0_app is an application built against
+# 0.1.0's frozen header (tests/abi/v0/, never include/) and linked to this build's shared
+# library (rpath $ORIGIN/../..); cxx_app uses today's header from C++.
+CXX      ?= c++
+ABI_BINS := $(B)/tests/abi/v0_app $(B)/tests/abi/cxx_app
+EXTRA_TEST_BINS += $(ABI_BINS)
+$(B)/tests/abi/v0_app: tests/abi/v0_app.c tests/abi/v0/hilock.h tests/abi/v0/hilock_legacy.h $(B)/libhilock.so
+	@mkdir -p $(@D)
+	$(CC) $(WARN) -O1 -g -Itests/abi/v0 $(EXTRA_CFLAGS) -o $@ $< -L$(B) -lhilock \
+	  -Wl,-rpath,'$$ORIGIN/../..' $(HIREDIS_LIBS) $(EXTRA_LDFLAGS)
+
+$(B)/tests/abi/cxx_app: tests/abi/cxx_app.cpp $(HEADERS) $(B)/libhilock.a
+	@mkdir -p $(@D)
+	$(CXX) -Wall -Wextra -Werror -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a $(LDLIBS_LIB) \
+	  $(EXTRA_LDFLAGS)
+
 deps:
 	@sh scripts/deps.sh
 
