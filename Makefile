@@ -92,6 +92,15 @@ $(B)/tests/abi/cxx_app: tests/abi/cxx_app.cpp $(HEADERS) $(B)/libhilock.a
 	$(CXX) -Wall -Wextra -Werror -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a $(LDLIBS_LIB) \
 	  $(EXTRA_LDFLAGS)
 
+# README.md's example, compiled as it stands (the first ```c block) and run by tests/test_readme.c.
+EXTRA_TEST_BINS += $(B)/tests/readme_example
+$(B)/tests/readme_example.c: README.md
+	@mkdir -p $(@D)
+	awk '/^```c$$/ && !done { p = 1; next } p && /^```$$/ { p = 0; done = 1 } p' README.md > $@
+
+$(B)/tests/readme_example: $(B)/tests/readme_example.c $(HEADERS) $(B)/libhilock.a
+	$(CC) $(WARN) -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+
 deps:
 	@sh scripts/deps.sh
 

@@ -134,7 +134,7 @@ typedef struct hilock_options {
      * costs a little validity, never a whole io_timeout. Success needs a quorum and
      * validity > 0; a failed attempt gives its partial grants back on every master before
      * the next one. Masters without fsync must stay down, after a crash, for longer than the
-     * largest ttl in use (see "From one Redis to Redlock" in README.md). */
+     * largest ttl in use (see docs/redlock.md, "The delayed-restart rule"). */
     const char *const *servers;
     size_t       nservers;
 
@@ -157,7 +157,7 @@ typedef struct hilock_options {
                                      passed (BUSY meanwhile, errmsg says so); the state is kept
                                      on the server, so it holds for every client.
                                      -1 = on for Sentinel URLs, off otherwise (default);
-                                     0 = off; 1 = on. See README.md, "behind Sentinel". */
+                                     0 = off; 1 = on. See docs/sentinel.md. */
     int     bridge;               /* modern locks write a legacy-readable stamp (see
                                      hilock_legacy.h). Needs exactly one server URL.
                                      Default 0.                                                 */
@@ -245,7 +245,7 @@ HILOCK_API void hilock_client_free(hilock_client *c);
 
 /* ---- Lock ------------------------------------------------------------------------------ */
 
-/* Behind Sentinel (redis-sentinel:// URLs; details and guarantees in README.md):
+/* Behind Sentinel (redis-sentinel:// URLs; details and guarantees in docs/sentinel.md):
  *   - Every new connection asks the Sentinels, in order (each ~300 ms at most, all within
  *     connect_timeout_ms), for the master, and checks ROLE on it; the Sentinel that answered
  *     is asked first next time. A READONLY reply, EOF or a timeout closes the connection and
