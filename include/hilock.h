@@ -191,7 +191,7 @@ typedef struct hilock_options {
 } hilock_options;
 
 /* Fill *o with the defaults listed above. Never fails; NULL is ignored.
- * Write it hilock_options_init(&o): a macro for hilock_options_init_sized(&o, sizeof o). */
+ * Write it hilock_options_init(&o): a macro for hilock_options_init_sized(&o, sizeof(hilock_options)). */
 HILOCK_API void hilock_options_init(hilock_options *o);
 
 /* Fill the first `size` bytes at o: the defaults of every field that lies wholly inside

@@ -30,6 +30,9 @@ static const size_t options_ends[] = {
     END(codec), END(skew_margin_ms), END(clock_offset_ms), END(legacy_pexpire), END(wake),
     END(failover_guard_ms),
 };
+/* A field appended to the struct but not to the list above fails the build here (the last
+ * field listed must end within the struct's trailing padding). */
+typedef char hl_options_ends_complete[sizeof(hilock_options) - END(failover_guard_ms) < 8 ? 1 : -1];
 #undef END
 
 static void options_defaults(hilock_options *o)

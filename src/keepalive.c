@@ -51,6 +51,9 @@ static const size_t ka_options_ends[] = {
     HL_FIELD_END(hilock_keepalive_options, max_renewals),
     HL_FIELD_END(hilock_keepalive_options, max_hold_ms),
 };
+/* A field appended to the struct but not to the list above fails the build here. */
+typedef char hl_ka_options_ends_complete[sizeof(hilock_keepalive_options) -
+                                         HL_FIELD_END(hilock_keepalive_options, max_hold_ms) < 8 ? 1 : -1];
 
 void hilock_keepalive_options_init_sized(hilock_keepalive_options *o, size_t size)
 {
