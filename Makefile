@@ -204,12 +204,14 @@ install: lib $(B)/hilock.pc
 	ln -sf libhilock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libhilock.so.$(SOVERSION)
 	ln -sf libhilock.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libhilock.so
 	install -m 644 $(B)/hilock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -d $(DESTDIR)$(MANDIR)/man3
+	install -m 644 docs/hilock.3 $(DESTDIR)$(MANDIR)/man3/hilock.3
 	$(INSTALL_EXTRA)
 
 uninstall:
 	rm -f $(DESTDIR)$(INCDIR)/hilock.h $(DESTDIR)$(INCDIR)/hilock_legacy.h \
 	  $(DESTDIR)$(LIBDIR)/libhilock.* $(DESTDIR)$(LIBDIR)/pkgconfig/hilock.pc \
-	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1
+	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1 $(DESTDIR)$(MANDIR)/man3/hilock.3
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
