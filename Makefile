@@ -76,6 +76,31 @@ $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(EXTRA_LDFLAGS)
 
+# The ABI test (tests/test_abi.c, docs/versioning.md): v0_app is an application built against
+# 0.1.0's frozen header (tests/abi/v0/, never include/) and linked to this build's shared
+# library (rpath $ORIGIN/../..); cxx_app uses today's header from C++.
+CXX      ?= c++
+ABI_BINS := $(B)/tests/abi/v0_app $(B)/tests/abi/cxx_app
+EXTRA_TEST_BINS += $(ABI_BINS)
+$(B)/tests/abi/v0_app: tests/abi/v0_app.c tests/abi/v0/hilock.h tests/abi/v0/hilock_legacy.h $(B)/libhilock.so
+	@mkdir -p $(@D)
+	$(CC) $(WARN) -O1 -g -Itests/abi/v0 $(EXTRA_CFLAGS) -o $@ $< -L$(B) -lhilock \
+	  -Wl,-rpath,'$$ORIGIN/../..' $(HIREDIS_LIBS) $(EXTRA_LDFLAGS)
+
+$(B)/tests/abi/cxx_app: tests/abi/cxx_app.cpp $(HEADERS) $(B)/libhilock.a
+	@mkdir -p $(@D)
+	$(CXX) -Wall -Wextra -Werror -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a $(LDLIBS_LIB) \
+	  $(EXTRA_LDFLAGS)
+
+# README.md's example, compiled as it stands (the first ```c block) and run by tests/test_readme.c.
+EXTRA_TEST_BINS += $(B)/tests/readme_example
+$(B)/tests/readme_example.c: README.md
+	@mkdir -p $(@D)
+	awk '/^```c$$/ && !done { p = 1; next } p && /^```$$/ { p = 0; done = 1 } p' README.md > $@
+
+$(B)/tests/readme_example: $(B)/tests/readme_example.c $(HEADERS) $(B)/libhilock.a
+	$(CC) $(WARN) -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+
 deps:
 	@sh scripts/deps.sh
 
@@ -179,12 +204,14 @@ install: lib $(B)/hilock.pc
 	ln -sf libhilock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libhilock.so.$(SOVERSION)
 	ln -sf libhilock.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libhilock.so
 	install -m 644 $(B)/hilock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -d $(DESTDIR)$(MANDIR)/man3
+	install -m 644 docs/hilock.3 $(DESTDIR)$(MANDIR)/man3/hilock.3
 	$(INSTALL_EXTRA)
 
 uninstall:
 	rm -f $(DESTDIR)$(INCDIR)/hilock.h $(DESTDIR)$(INCDIR)/hilock_legacy.h \
 	  $(DESTDIR)$(LIBDIR)/libhilock.* $(DESTDIR)$(LIBDIR)/pkgconfig/hilock.pc \
-	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1
+	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1 $(DESTDIR)$(MANDIR)/man3/hilock.3
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

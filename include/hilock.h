@@ -117,7 +117,21 @@ typedef struct hilock_codec {
  *
  * Always start from hilock_options_init(); fields may be added in later versions and the
  * init function gives each one its default. hilock_client_new() copies what it keeps, so
- * the struct and its strings may be freed or reused after the call. */
+ * the struct and its strings may be freed or reused after the call.
+ *
+ * Growing without breaking applications (docs/versioning.md): fields are only ever
+ * appended, never moved, resized or removed, and hilock_options_init() and
+ * hilock_client_new() are macros that pass sizeof(hilock_options) -- the size this program
+ * was compiled with -- to hilock_options_init_sized() and hilock_client_new_sized(). So a
+ * program built against an older header and run on a newer libhilock.so.0 is read and
+ * written only within its own, smaller struct: the fields it does not know get their
+ * defaults. The library also keeps exporting the plain functions hilock_options_init and
+ * hilock_client_new, frozen at the size of the first release (0.1.0), for the binaries
+ * built before the macros existed; taking their address (&hilock_options_init) gets those
+ * frozen functions, which know only the fields of 0.1.0 -- a program that calls through a
+ * pointer and sets newer fields must point at the _sized functions and pass the size.
+ * hilock_codec is embedded in hilock_options and therefore frozen: new codec properties
+ * would become new options fields. */
 typedef struct hilock_options {
     /* Server URLs. One URL = one master (direct, or through Sentinel); two or more = Redlock
      * over independent masters (quorum N/2+1). Forms:
@@ -135,7 +149,7 @@ typedef struct hilock_options {
      * costs a little validity, never a whole io_timeout. Success needs a quorum and
      * validity > 0; a failed attempt gives its partial grants back on every master before
      * the next one. Masters without fsync must stay down, after a crash, for longer than the
-     * largest ttl in use (see "From one Redis to Redlock" in README.md). */
+     * largest ttl in use (see docs/redlock.md, "The delayed-restart rule"). */
     const char *const *servers;
     size_t       nservers;
 
@@ -158,7 +172,7 @@ typedef struct hilock_options {
                                      passed (BUSY meanwhile, errmsg says so); the state is kept
                                      on the server, so it holds for every client.
                                      -1 = on for Sentinel URLs, off otherwise (default);
-                                     0 = off; 1 = on. See README.md, "behind Sentinel". */
+                                     0 = off; 1 = on. See docs/sentinel.md. */
     int     bridge;               /* modern locks write a legacy-readable stamp (see
                                      hilock_legacy.h). Needs exactly one server URL.
                                      Default 0.                                                 */
@@ -191,8 +205,17 @@ typedef struct hilock_options {
                                      Range 0..HILOCK_TTL_MAX_MS.                                */
 } hilock_options;
 
-/* Fill *o with the defaults listed above. Never fails; NULL is ignored. */
+/* Fill *o with the defaults listed above. Never fails; NULL is ignored.
+ * Write it hilock_options_init(&o): a macro for hilock_options_init_sized(&o, sizeof(hilock_options)). */
 HILOCK_API void hilock_options_init(hilock_options *o);
+
+/* Fill the first `size` bytes at o: the defaults of every field that lies wholly inside
+ * them (a field cut by `size` gets the default's leading bytes, which nothing reads), and
+ * zero for any bytes past the fields this library knows (the fields of a newer header: zero
+ * is what hilock_client_new_sized() accepts for them). Never fails; NULL is ignored. */
+HILOCK_API void hilock_options_init_sized(hilock_options *o, size_t size);
+
+#define hilock_options_init(o) hilock_options_init_sized((o), sizeof(hilock_options))
 
 /* ---- Client ---------------------------------------------------------------------------- */
 
@@ -202,6 +225,18 @@ HILOCK_API void hilock_options_init(hilock_options *o);
  * Returns OK, EINVAL (a bad option or URL; as there is no client to carry the detail, it is
  * in hilock_last_config_error(), which never echoes a password), ENOMEM. */
 HILOCK_API hilock_status hilock_client_new(const hilock_options *o, hilock_client **out);
+
+/* hilock_client_new() reading only the first `size` bytes at o (hilock_client_new(o, out) is
+ * a macro passing sizeof(hilock_options)). A field that does not lie wholly inside `size`
+ * (a program built against an older header) gets its default. Bytes past the fields this
+ * library knows (a program built against a newer header) must be zero, as
+ * hilock_options_init_sized() leaves them: a nonzero one is an option this library cannot
+ * honour, and the call fails with EINVAL ("options from a newer hilock: ..."), never
+ * ignoring it. Returns what hilock_client_new returns. */
+HILOCK_API hilock_status hilock_client_new_sized(const hilock_options *o, size_t size,
+                                                 hilock_client **out);
+
+#define hilock_client_new(o, out) hilock_client_new_sized((o), sizeof(hilock_options), (out))
 
 /* hilock_client_new() with the default options and one server URL. */
 HILOCK_API hilock_status hilock_client_open(const char *url, hilock_client **out);
@@ -225,7 +260,7 @@ HILOCK_API void hilock_client_free(hilock_client *c);
 
 /* ---- Lock ------------------------------------------------------------------------------ */
 
-/* Behind Sentinel (redis-sentinel:// URLs; details and guarantees in README.md):
+/* Behind Sentinel (redis-sentinel:// URLs; details and guarantees in docs/sentinel.md):
  *   - Every new connection asks the Sentinels, in order (each ~300 ms at most, all within
  *     connect_timeout_ms), for the master, and checks ROLE on it; the Sentinel that answered
  *     is asked first next time. A READONLY reply, EOF or a timeout closes the connection and
@@ -383,6 +418,9 @@ typedef void (*hilock_lost_fn)(hilock *l, hilock_status why, void *arg);
 HILOCK_API hilock_status hilock_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg);
 
 /* Optional caps for hilock_keepalive_ex, so a stuck worker cannot hold a lock forever.
+ * It grows as hilock_options does (appended fields; hilock_keepalive_options_init() and
+ * hilock_keepalive_ex() are macros passing sizeof(hilock_keepalive_options) to the _sized
+ * functions; the plain symbols stay, frozen at the size of 0.1.0).
  * When a cap is reached the keepalive stops quietly (on_lost is not called): the lock then
  * expires by itself, ttl after its last renewal, unless the owner releases or extends it. */
 typedef struct hilock_keepalive_options {
@@ -395,10 +433,25 @@ typedef struct hilock_keepalive_options {
 /* Fill *o with the defaults (no caps). NULL is ignored. */
 HILOCK_API void hilock_keepalive_options_init(hilock_keepalive_options *o);
 
+/* The same for the first `size` bytes at o, as hilock_options_init_sized() does. */
+HILOCK_API void hilock_keepalive_options_init_sized(hilock_keepalive_options *o, size_t size);
+
+#define hilock_keepalive_options_init(o) \
+    hilock_keepalive_options_init_sized((o), sizeof(hilock_keepalive_options))
+
 /* hilock_keepalive with caps. o NULL = the defaults. Returns what hilock_keepalive returns;
  * EINVAL also for max_renewals < 0 or max_hold_ms outside 0..HILOCK_TTL_MAX_MS. */
 HILOCK_API hilock_status hilock_keepalive_ex(hilock *l, hilock_lost_fn on_lost, void *arg,
                                              const hilock_keepalive_options *o);
+
+/* hilock_keepalive_ex reading only the first `size` bytes at o, as hilock_client_new_sized()
+ * reads options: missing fields get their defaults; nonzero bytes past the fields this
+ * library knows -> EINVAL ("options from a newer hilock: ..."). */
+HILOCK_API hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void *arg,
+                                                   const hilock_keepalive_options *o, size_t size);
+
+#define hilock_keepalive_ex(l, on_lost, arg, o) \
+    hilock_keepalive_ex_sized((l), (on_lost), (arg), (o), sizeof(hilock_keepalive_options))
 
 /* Why the lock's keepalive stopped: the error detail behind on_lost's status (which server
  * and why), or which cap was reached. "" while it runs, when there is none, and for NULL.

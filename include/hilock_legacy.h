@@ -29,7 +29,7 @@
  * Bridge mode (options.bridge = 1): hilock_acquire() writes a pure-digits future stamp in the
  * fleet's unit together with PX, takes over expired legacy stamps that have no TTL (never
  * unparseable values), and extend moves stamp and PX together. Legacy clients see a bridge
- * lock as held; bridge clients see legacy locks as held. See "Migrating a legacy fleet" in README.md.
+ * lock as held; bridge clients see legacy locks as held. See docs/legacy-migration.md.
  *
  * Limits of the recipe that no client can fix alone (documented, not hidden):
  *   - every client on a key must use the same codec (units: ms clients read seconds stamps as

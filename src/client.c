@@ -22,9 +22,21 @@ static hilock_status config_fail(hilock_status st, const char *fmt, ...)
     return st;
 }
 
-void hilock_options_init(hilock_options *o)
+/* Where each field ends, in declaration order: fields are only ever appended (here too). */
+#define END(f) HL_FIELD_END(hilock_options, f)
+static const size_t options_ends[] = {
+    END(servers), END(nservers), END(connect_timeout_ms), END(io_timeout_ms), END(retry_delay_ms),
+    END(drift_factor), END(min_replicas), END(replicas_timeout_ms), END(failover_guard), END(bridge),
+    END(codec), END(skew_margin_ms), END(clock_offset_ms), END(legacy_pexpire), END(wake),
+    END(failover_guard_ms),
+};
+/* A field appended to the struct but not to the list above fails the build here (the last
+ * field listed must end within the struct's trailing padding). */
+typedef char hl_options_ends_complete[sizeof(hilock_options) - END(failover_guard_ms) < 8 ? 1 : -1];
+#undef END
+
+static void options_defaults(hilock_options *o)
 {
-    if (!o) return;
     memset(o, 0, sizeof *o);
     o->connect_timeout_ms = 1000;
     o->io_timeout_ms = 1000;
@@ -44,6 +56,19 @@ void hilock_options_init(hilock_options *o)
     o->clock_offset_ms = 0;
     o->legacy_pexpire = 0;
     o->wake = 1;
+}
+
+void hilock_options_init_sized(hilock_options *o, size_t size)
+{
+    hilock_options def;
+    options_defaults(&def);
+    hl_sized_init(o, size, &def, sizeof def);
+}
+
+/* The symbol binaries built against 0.1.0's header call (no size argument): that size. */
+void (hilock_options_init)(hilock_options *o)
+{
+    hilock_options_init_sized(o, HL_OPTIONS_V0_SIZE);
 }
 
 static const char *check_options(const hilock_options *o)
@@ -117,15 +142,20 @@ static char *node_name(const hl_url *u)
     return hl_strdup(buf);
 }
 
-hilock_status hilock_client_new(const hilock_options *o, hilock_client **out)
+hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, hilock_client **out)
 {
+    hilock_options full, *o = &full;
     hilock_client *c;
     const char *why;
     char err[200];
     config_err[0] = '\0';
     if (!out) return config_fail(HILOCK_EINVAL, "out is NULL");
     *out = NULL;
-    if (!o) return config_fail(HILOCK_EINVAL, "options are NULL");
+    if (!given) return config_fail(HILOCK_EINVAL, "options are NULL");
+    options_defaults(&full);
+    if (hl_sized_take(&full, sizeof full, given, size, options_ends,
+                      sizeof options_ends / sizeof options_ends[0], "hilock_options", err, sizeof err))
+        return config_fail(HILOCK_EINVAL, "%s", err);
     if ((why = check_options(o))) return config_fail(HILOCK_EINVAL, "%s", why);
     for (size_t i = 0; i < o->nservers; i++)
         if (!o->servers[i]) return config_fail(HILOCK_EINVAL, "servers[] holds a NULL");
@@ -159,6 +189,12 @@ hilock_status hilock_client_new(const hilock_options *o, hilock_client **out)
 oom:
     client_destroy(c);
     return config_fail(HILOCK_ENOMEM, "out of memory");
+}
+
+/* The symbol binaries built against 0.1.0's header call (no size argument): that size. */
+hilock_status (hilock_client_new)(const hilock_options *o, hilock_client **out)
+{
+    return hilock_client_new_sized(o, HL_OPTIONS_V0_SIZE, out);
 }
 
 hilock_status hilock_client_open(const char *url, hilock_client **out)

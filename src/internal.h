@@ -149,6 +149,25 @@ struct hilock_client {
     char           errmsg[HL_ERRMSG_MAX];
 };
 
+/* ---- public structs that grow (docs/versioning.md) ----
+ * A caller passes the size of the struct its header declared; fields are only ever
+ * appended. `ends` lists where each field the library knows ends, in order. */
+#define HL_FIELD_END(type, f) (offsetof(type, f) + sizeof(((type *)0)->f))
+/* The sizes of 0.1.0, the first release: what the plain hilock_options_init,
+ * hilock_client_new, hilock_keepalive_options_init and hilock_keepalive_ex entry points (the
+ * symbols binaries built before the _sized functions call) read and write. Frozen. */
+#define HL_OPTIONS_V0_SIZE HL_FIELD_END(hilock_options, failover_guard_ms)
+#define HL_KEEPALIVE_OPTIONS_V0_SIZE HL_FIELD_END(hilock_keepalive_options, max_hold_ms)
+/* Give the caller's `size` bytes at dst what the library's full `def` (ours bytes) holds,
+ * zero past ours. */
+void hl_sized_init(void *dst, size_t size, const void *def, size_t ours);
+/* Read the caller's `size` bytes at src into the library's full struct `full` (ours bytes,
+ * holding the defaults): every field wholly inside `size`. Returns 0, or -1 when a byte past
+ * `ours` is set -- a field of a newer header this library cannot honour; err then says so
+ * (naming `type`). */
+int hl_sized_take(void *full, size_t ours, const void *src, size_t size, const size_t *ends,
+                  size_t nends, const char *type, char *err, size_t err_len);
+
 void hl_client_ref(hilock_client *c);
 void hl_client_unref(hilock_client *c);
 

@@ -47,10 +47,25 @@ struct hl_keepalive {
 
 typedef enum outcome { GO_ON, RETRY, CAPPED, FAILED } outcome;
 
-void hilock_keepalive_options_init(hilock_keepalive_options *o)
+static const size_t ka_options_ends[] = {
+    HL_FIELD_END(hilock_keepalive_options, max_renewals),
+    HL_FIELD_END(hilock_keepalive_options, max_hold_ms),
+};
+/* A field appended to the struct but not to the list above fails the build here. */
+typedef char hl_ka_options_ends_complete[sizeof(hilock_keepalive_options) -
+                                         HL_FIELD_END(hilock_keepalive_options, max_hold_ms) < 8 ? 1 : -1];
+
+void hilock_keepalive_options_init_sized(hilock_keepalive_options *o, size_t size)
 {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
+    hilock_keepalive_options def;
+    memset(&def, 0, sizeof def);
+    hl_sized_init(o, size, &def, sizeof def);
+}
+
+/* The symbol binaries built against 0.1.0's header call (no size argument): that size. */
+void (hilock_keepalive_options_init)(hilock_keepalive_options *o)
+{
+    hilock_keepalive_options_init_sized(o, HL_KEEPALIVE_OPTIONS_V0_SIZE);
 }
 
 /* ---- the owner's side of the shared fields ---- */
@@ -272,21 +287,23 @@ static hilock_status ka_init(struct hl_keepalive *k)
     return HILOCK_OK;
 }
 
-hilock_status hilock_keepalive_ex(hilock *l, hilock_lost_fn on_lost, void *arg,
-                                  const hilock_keepalive_options *o)
+hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void *arg,
+                                        const hilock_keepalive_options *given, size_t size)
 {
-    hilock_keepalive_options def;
+    hilock_keepalive_options full, *o = &full;
     struct hl_keepalive *k;
     hilock_client *c;
     hilock_status st;
     sigset_t all, old;
+    char why[200];
     int rc;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
-    if (!o) {
-        hilock_keepalive_options_init(&def);
-        o = &def;
-    }
+    hilock_keepalive_options_init(&full);
+    if (given && hl_sized_take(&full, sizeof full, given, size, ka_options_ends,
+                               sizeof ka_options_ends / sizeof ka_options_ends[0],
+                               "hilock_keepalive_options", why, sizeof why))
+        return hl_fail(c, HILOCK_EINVAL, "keepalive: %s", why);
     if (o->max_renewals < 0) return hl_fail(c, HILOCK_EINVAL, "keepalive: max_renewals must be >= 0");
     if (o->max_hold_ms < 0 || o->max_hold_ms > HILOCK_TTL_MAX_MS)
         return hl_fail(c, HILOCK_EINVAL, "keepalive: max_hold_ms must be in 0..HILOCK_TTL_MAX_MS");
@@ -326,6 +343,13 @@ hilock_status hilock_keepalive_ex(hilock *l, hilock_lost_fn on_lost, void *arg,
         return hl_fail(c, HILOCK_EIO, "keepalive %s: cannot start a thread", l->key);
     }
     return hl_ok(c);
+}
+
+/* The symbol binaries built against 0.1.0's header call (no size argument): that size. */
+hilock_status (hilock_keepalive_ex)(hilock *l, hilock_lost_fn on_lost, void *arg,
+                                    const hilock_keepalive_options *o)
+{
+    return hilock_keepalive_ex_sized(l, on_lost, arg, o, HL_KEEPALIVE_OPTIONS_V0_SIZE);
 }
 
 hilock_status hilock_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg)

@@ -102,6 +102,8 @@ static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
     if (t) return t;
     if (!(t = calloc(1, sizeof *t))) return NULL;
     t->sc.refs = 1;
+    /* every field at its default first: a later one may default to nonzero (tls_verify) */
+    hilock_options_init(&t->sc.opt);
     t->sc.opt.connect_timeout_ms = c->opt.connect_timeout_ms < SENTINEL_TIMEOUT_MS
                                        ? c->opt.connect_timeout_ms : SENTINEL_TIMEOUT_MS;
     t->sc.quorum = 1;

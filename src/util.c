@@ -9,6 +9,33 @@
 
 #include "internal.h"
 
+void hl_sized_init(void *dst, size_t size, const void *def, size_t ours)
+{
+    if (!dst) return;
+    memcpy(dst, def, size < ours ? size : ours);
+    if (size > ours) memset((char *)dst + ours, 0, size - ours);
+}
+
+int hl_sized_take(void *full, size_t ours, const void *src, size_t size, const size_t *ends,
+                  size_t nends, const char *type, char *err, size_t err_len)
+{
+    size_t whole = 0;
+    /* a newer header's fields: zero is "not set" (what init leaves there); anything else is
+     * an option we would silently drop */
+    for (size_t i = ours; i < size; i++)
+        if (((const unsigned char *)src)[i]) {
+            snprintf(err, err_len, "options from a newer hilock: this library (%s) knows the first "
+                     "%zu bytes of %s, and byte %zu of %zu is set (an option it cannot honour)",
+                     HILOCK_VERSION, ours, type, i, size);
+            return -1;
+        }
+    /* an older header's struct ends at one of our field ends (+ padding): copy only whole
+     * fields, so a field it never had keeps its default */
+    for (size_t i = 0; i < nends && ends[i] <= size; i++) whole = ends[i];
+    memcpy(full, src, whole);
+    return 0;
+}
+
 int64_t hl_now_us(void)
 {
     struct timespec ts;

@@ -1,0 +1,393 @@
+/*
+ * hilock.h -- locks on Redis: one master, a master behind Sentinel, or N masters (Redlock).
+ *
+ * The header is the manual. Every function says what it does, who owns what, and which
+ * statuses it can return. Nothing outside include/ is API.
+ *
+ * Thread rule: a client and the locks made from it are used by one thread at a time;
+ * clients share nothing, so use one client per thread. (A keepalive runs on its own
+ * thread with its own connection; see hilock_keepalive.)
+ *
+ * Connections: a client connects on first use and keeps its connection(s). One that the server
+ * closed while it sat idle for 250 ms or more (a restart, its `timeout`, CLIENT KILL) is
+ * reopened before use, transparently; one that breaks during a call makes that call fail
+ * (HILOCK_EIO), and the next call reconnects.
+ *
+ * Quick start:
+ *
+ *     hilock_client *c;
+ *     hilock *l;
+ *     if (hilock_client_open("redis://127.0.0.1:6379", &c) != HILOCK_OK) ...
+ *     hilock_status s = hilock_acquire(c, "jobs:nightly", 30000, 5000, &l);
+ *     if (s == HILOCK_OK) {
+ *         ... work, using hilock_fence(l) with the protected resource ...
+ *         hilock_release(l);
+ *         hilock_free(l);
+ *     } else if (s == HILOCK_BUSY) {
+ *         ... someone else has it ...
+ *     } else {
+ *         fprintf(stderr, "lock: %s\n", hilock_client_errmsg(c));
+ *     }
+ *     hilock_client_free(c);
+ */
+#ifndef HILOCK_H
+#define HILOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(HILOCK_BUILDING)
+#define HILOCK_API __attribute__((visibility("default")))
+#else
+#define HILOCK_API
+#endif
+
+#define HILOCK_VERSION "0.1.0"
+
+/* Every call returns one of these. HILOCK_OK is 0; BUSY, NOT_HELD and LOST are results,
+ * the rest are errors whose detail (which server, why) is in hilock_client_errmsg(). */
+typedef enum hilock_status {
+    HILOCK_OK = 0,
+    HILOCK_BUSY,        /* someone else holds it: try-lock failed, or wait_ms passed            */
+    HILOCK_NOT_HELD,    /* release/extend/check: our value is gone (expired, released, taken)   */
+    HILOCK_LOST,        /* a failover since acquisition: ownership can't be trusted             */
+    HILOCK_EINVAL,      /* bad argument or option                                               */
+    HILOCK_EIO,         /* can't connect, connection broke                                      */
+    HILOCK_ETIMEDOUT,   /* a round trip took longer than io_timeout_ms                          */
+    HILOCK_EAUTH,       /* AUTH / ACL refused                                                   */
+    HILOCK_EREPLY,      /* server error or unexpected reply (WRONGTYPE, OOM, script error, ...) */
+    HILOCK_EREPLICAS,   /* fewer replicas acknowledged than min_replicas; the lock was undone   */
+    HILOCK_ENOQUORUM,   /* Redlock: too few masters answered to decide                          */
+    HILOCK_ENOMEM
+} hilock_status;
+
+/* wait_ms value for hilock_acquire: wait as long as it takes. */
+#define HILOCK_WAIT_FOREVER ((int64_t)-1)
+
+/* The longest ttl accepted: 365 days. Longer is treated as a mistake (HILOCK_EINVAL). */
+#define HILOCK_TTL_MAX_MS ((int64_t)365 * 24 * 3600 * 1000)
+
+/* The longest key accepted, in bytes (aux keys add a few bytes to it). */
+#define HILOCK_KEY_MAX 4096
+
+typedef struct hilock_client hilock_client;   /* opaque; one per thread */
+typedef struct hilock hilock;                 /* opaque; one held lock  */
+
+/* ---- Legacy value codec (used by hilock_legacy.h and by bridge mode) -----------------
+ *
+ * How a fleet of old SETNX/GETSET clients writes "unix time + timeout (+1)" into the key.
+ * Declared here because hilock_options carries one; the functions that use it are in
+ * hilock_legacy.h. Get a filled one from hilock_codec_preset(). */
+typedef enum hilock_unit {
+    HILOCK_UNIT_S = 0,     /* seconds      */
+    HILOCK_UNIT_MS,        /* milliseconds */
+    HILOCK_UNIT_US         /* microseconds */
+} hilock_unit;
+
+typedef enum hilock_suffix {
+    HILOCK_SUFFIX_NONE = 0,       /* pure number: the only format every legacy parser accepts */
+    HILOCK_SUFFIX_PID_THREAD      /* "-<pid>-<thread>" as the Ruby redis-lock gem writes      */
+} hilock_suffix;
+
+typedef struct hilock_codec {
+    hilock_unit   unit;
+    int           decimals;          /* 0: integer; 1..6: fixed decimals ("%.Nf")            */
+    int           plus_one;          /* stamp = now + timeout + 1 unit (the documented "+1")  */
+    int           expired_if_equal;  /* a stamp equal to now is expired ("<=" rather than "<") */
+    hilock_suffix suffix;            /* what follows the number                               */
+} hilock_codec;
+
+/* ---- Options --------------------------------------------------------------------------
+ *
+ * Always start from hilock_options_init(); fields may be added in later versions and the
+ * init function gives each one its default. hilock_client_new() copies what it keeps, so
+ * the struct and its strings may be freed or reused after the call. */
+typedef struct hilock_options {
+    /* Server URLs. One URL = one master (direct, or through Sentinel); two or more = Redlock
+     * over independent masters (quorum N/2+1). Forms:
+     *   redis://[[user]:password@]host[:port][/db]            (host may be [::1]; port 6379)
+     *   unix:///path/to/redis.sock[?db=N]
+     *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master-name
+     * Percent-escapes (%40 for '@') are decoded in user and password. No default: at least
+     * one server must be given; at most 32.
+     * Redlock (2..32 URLs, any of the forms above, a Sentinel URL being one member): one token
+     * for all masters, all asked at once; each master gets ~5% of the ttl (at least 5 ms, at
+     * most io_timeout_ms; twice that if it has to connect first), so a dead or frozen master
+     * costs a little validity, never a whole io_timeout. Success needs a quorum and
+     * validity > 0; a failed attempt gives its partial grants back on every master before
+     * the next one. Masters without fsync must stay down, after a crash, for longer than the
+     * largest ttl in use (see "From one Redis to Redlock" in README.md). */
+    const char *const *servers;
+    size_t       nservers;
+
+    int64_t connect_timeout_ms;   /* bound on one connect (and handshake). Default 1000.       */
+    int64_t io_timeout_ms;        /* bound on one round trip. Default 1000.                     */
+    int64_t retry_delay_ms;       /* mean pause between attempts while waiting (jittered
+                                     +-50%, never past the holder's expiry or the deadline);
+                                     with `wake`, the release ends it early, so this is only
+                                     the fallback poll. Default 50.                             */
+    double  drift_factor;         /* clock drift allowance: validity loses ttl*drift_factor
+                                     + 2 ms. Default 0.01. Range [0, 0.5).                      */
+    int     min_replicas;         /* replicas that must acknowledge acquire/extend (WAIT,
+                                     pipelined after the script); fewer -> HILOCK_EREPLICAS
+                                     (acquire: the grant is deleted again; extend: the lock
+                                     keeps its old validity). 0 = don't wait. Default 0.       */
+    int64_t replicas_timeout_ms;  /* bound on that WAIT (it adds to the round trip's bound).
+                                     Default 100.                                               */
+    int     failover_guard;       /* a master that took over in a failover grants no lock
+                                     until the longest ttl granted under its predecessor has
+                                     passed (BUSY meanwhile, errmsg says so); the state is kept
+                                     on the server, so it holds for every client.
+                                     -1 = on for Sentinel URLs, off otherwise (default);
+                                     0 = off; 1 = on. See README.md, "behind Sentinel". */
+    int     bridge;               /* modern locks write a legacy-readable stamp (see
+                                     hilock_legacy.h). Needs exactly one server URL.
+                                     Default 0.                                                 */
+    hilock_codec codec;           /* the legacy value format; default: the "doc" preset.       */
+    int64_t skew_margin_ms;       /* legacy and bridge locks: others' stamps count as passed
+                                     only this much later, our own validity ends this much
+                                     sooner, and release/extend stop this much before our stamp
+                                     passes. Set it to the worst clock difference between the
+                                     fleet's hosts. Default 0 (the recipe as written).
+                                     Range 0..3600000.                                          */
+    int64_t clock_offset_ms;      /* added to this host's wall clock for legacy stamps: to
+                                     compensate a known offset, or to inject skew in tests.
+                                     Default 0. Range -86400000..86400000.                      */
+    int     legacy_pexpire;       /* 1 = hilock_legacy_acquire/extend also give the key a TTL of
+                                     the timeout (crash protection; harmless to legacy peers,
+                                     though a peer's GETSET removes it again). Default 0.       */
+    int     wake;                 /* 1 = a waiting acquire is woken by the holder's release,
+                                     with polling only as a fallback; 0 = pure polling every
+                                     retry_delay_ms (a knob for comparisons: make bench; or
+                                     for proxies without blocking commands). Default 1.
+                                     Waiters block with BLPOP on {key}:signal; an acquire that
+                                     finds the lock busy and will wait sets {key}:waiters, and
+                                     a release that sees it pushes one element to
+                                     {key}:signal, waking one waiter. Both keys expire (the
+                                     signal after 1 s). Legacy and bridge locks always poll. */
+    int64_t failover_guard_ms;    /* the failover guard lasts at least this long: set it to
+                                     the longest ttl any client of these keys uses. 0 = rely on
+                                     the longest ttl recorded on the master before the failover
+                                     (replicated) and the requester's own ttl. Default 0.
+                                     Range 0..HILOCK_TTL_MAX_MS.                                */
+} hilock_options;
+
+/* Fill *o with the defaults listed above. Never fails; NULL is ignored. */
+HILOCK_API void hilock_options_init(hilock_options *o);
+
+/* ---- Client ---------------------------------------------------------------------------- */
+
+/* Make a client from options. Validates every option and URL; connects lazily, on the first
+ * call that needs a server (so a server that is down now is not an error here).
+ * On success *out owns a new client (free with hilock_client_free); on failure *out = NULL.
+ * Returns OK, EINVAL (a bad option or URL; as there is no client to carry the detail, it is
+ * in hilock_last_config_error(), which never echoes a password), ENOMEM. */
+HILOCK_API hilock_status hilock_client_new(const hilock_options *o, hilock_client **out);
+
+/* hilock_client_new() with the default options and one server URL. */
+HILOCK_API hilock_status hilock_client_open(const char *url, hilock_client **out);
+
+/* Why the last hilock_client_new()/hilock_client_open() on this thread failed with EINVAL
+ * or ENOMEM (thread-local, static text owned by the library; "" if none). */
+HILOCK_API const char *hilock_last_config_error(void);
+
+/* Detail of the last failure on this client or on a lock made from it: which server and
+ * why ("127.0.0.1:6379: connect: Connection refused"). With several masters, a summary and
+ * then each master that failed (or, for BUSY, holds it) and why, separated by "; ":
+ * "no quorum (granted on 2 of 5 masters, 3 needed): 127.0.0.1:7001: connect: Connection
+ * refused; 127.0.0.1:7002: read: timed out; ...". Owned by the client, valid until the
+ * next call on it. "" after a success; never NULL (NULL client -> "no client"). */
+HILOCK_API const char *hilock_client_errmsg(const hilock_client *c);
+
+/* Drop the caller's reference. Connections close when the client and every lock made from
+ * it are freed (locks keep their client alive, so freeing in either order is safe).
+ * Does no network I/O. NULL-safe. */
+HILOCK_API void hilock_client_free(hilock_client *c);
+
+/* ---- Lock ------------------------------------------------------------------------------ */
+
+/* Behind Sentinel (redis-sentinel:// URLs; details and guarantees in README.md):
+ *   - Every new connection asks the Sentinels, in order (each ~300 ms at most, all within
+ *     connect_timeout_ms), for the master, and checks ROLE on it; the Sentinel that answered
+ *     is asked first next time. A READONLY reply, EOF or a timeout closes the connection and
+ *     the next call resolves again. The URL's user and password are for the data nodes; the
+ *     Sentinels are asked without AUTH. Unknown master name: EINVAL; no Sentinel: EIO.
+ *   - Each lock records the replication history of the master that granted it. release,
+ *     extend and check first ask a Sentinel whether the master moved, and return LOST when the
+ *     master that answers cannot prove the lock survived (it was promoted from a replica that
+ *     had our write: its master_replid2 is our replid and our offset < its
+ *     second_repl_offset). release still deletes our value where it finds it.
+ *   - failover_guard (on by default): a master promoted in a failover grants nothing until
+ *     the longest ttl granted under its predecessor has passed (BUSY, errmsg "failover guard").
+ *   - min_replicas: WAIT after acquire and extend, pipelined (see hilock_options).
+ * These also apply to redis:// and unix:// URLs with failover_guard = 1. */
+
+/* Acquire `key` for ttl_ms milliseconds.
+ *   wait_ms: 0 = try once; HILOCK_WAIT_FOREVER (-1) = until acquired (or an error);
+ *            > 0 = give up after that long. The call never takes longer than
+ *            wait_ms + io_timeout_ms (+ connect_timeout_ms when it has to connect,
+ *            + replicas_timeout_ms with min_replicas).
+ *   While waiting, the holder's release wakes one waiter at once (options.wake); otherwise
+ *   the waiter tries again every ~retry_delay_ms, and as soon as the holder's ttl runs out
+ *   (a crashed holder costs its ttl, not more). Not FIFO: a woken waiter still has to win
+ *   the key, and a newcomer may get it first; the woken one then waits for the next release.
+ *   With several masters, a signal from any one master wakes the waiter.
+ * The lock is a fresh random token (16 bytes from getrandom(), hex) written with
+ * SET NX PX, and a fencing token minted in the same script. Validity is measured from
+ * before the command was sent; an acquisition whose validity is <= 0 is undone.
+ * On OK, *out owns a new lock (release with hilock_release, free with hilock_free);
+ * otherwise *out = NULL.
+ * Returns OK; BUSY (held by someone else, or a new master's failover guard runs, when
+ * wait_ms ran out or was 0);
+ * EINVAL (NULL client/key/out, empty key or longer than HILOCK_KEY_MAX, ttl_ms <= 0, ttl_ms
+ * > HILOCK_TTL_MAX_MS or too short for the drift allowance, wait_ms < -1; a Sentinel master
+ * name no Sentinel knows);
+ * EIO, ETIMEDOUT (a write may have landed: it is undone by token on the next contact),
+ * EAUTH, EREPLY (e.g. the key holds a hash), EREPLICAS (fewer than min_replicas acknowledged:
+ * the grant was deleted again; not retried while waiting), ENOQUORUM, ENOMEM.
+ * With several masters: BUSY when masters held by others leave too few for a quorum;
+ * ENOQUORUM when too few answered to decide (down, timed out); EREPLY/EAUTH when error
+ * replies alone rule out a quorum (those are not retried while waiting). */
+HILOCK_API hilock_status hilock_acquire(hilock_client *c, const char *key, int64_t ttl_ms,
+                                        int64_t wait_ms, hilock **out);
+
+/* Delete the lock if, and only if, it still holds our token (atomic compare in Lua).
+ * A network operation; it does not free *l. Safe to call twice (the second says NOT_HELD).
+ * From the first call on, validity is 0. Redlock: deletes our value on every master it can
+ * reach; OK if a quorum still held it, NOT_HELD if fewer did, ENOQUORUM if too few
+ * answered. After an error, call it again later (masters back): what earlier calls did
+ * counts, so a release whose reply was lost is not reported as NOT_HELD.
+ * Returns OK; NOT_HELD (expired, or now held by someone else: see errmsg); LOST (a failover
+ * since the grant that the new master cannot prove the lock survived; our value was deleted
+ * if it was there); EINVAL (NULL); EIO, ETIMEDOUT, EAUTH, EREPLY, ENOQUORUM. */
+HILOCK_API hilock_status hilock_release(hilock *l);
+
+/* Set the lock's expiry to ttl_ms from now, if it still holds our token. On OK the validity
+ * is recomputed (measured from before the command was sent). Redlock: OK needs our value
+ * on a quorum; on NOT_HELD the lock is lost (validity 0) and what is left of it on a
+ * minority is deleted.
+ * Returns OK; NOT_HELD; LOST (validity 0: stop the work; hilock_release deletes what may be
+ * left); EINVAL (NULL, ttl out of range, or a released lock);
+ * EIO, ETIMEDOUT, EAUTH, EREPLY, EREPLICAS (min_replicas: the new ttl was not acknowledged),
+ * ENOQUORUM. On an error the validity is the smaller of the old one and ttl_ms (the new ttl
+ * may have landed on some masters). */
+HILOCK_API hilock_status hilock_extend(hilock *l, int64_t ttl_ms);
+
+/* Ask the server(s) whether our token is still there (Redlock: on a quorum), and recompute
+ * the validity from what they say is left: on OK, the remaining ttl that a quorum still
+ * has (measured from before the question, minus the drift allowance); on NOT_HELD, 0; on
+ * an error, unchanged.
+ * Returns OK, NOT_HELD, LOST, EINVAL (NULL), EIO, ETIMEDOUT, EAUTH, EREPLY, ENOQUORUM. */
+HILOCK_API hilock_status hilock_check(hilock *l);
+
+/* Milliseconds the lock is still safely ours by the monotonic clock, minus the drift
+ * allowance; 0 once that has passed, after a release, or for NULL. No network I/O. */
+HILOCK_API int64_t hilock_validity_ms(const hilock *l);
+
+/* The fencing token: a number that grows with every grant of this key, so a resource that
+ * remembers the highest token it has seen can refuse a stale holder. It is at least the
+ * server's clock in milliseconds since 1970, so it keeps growing even after the counter key
+ * (kept ttl + 1 hour past each grant) has expired. 0 for NULL.
+ * Redlock: the largest token the granted masters minted (each: counter + 1, at least its
+ * clock), written back before acquire returns so that a quorum holds a counter >= it; any
+ * later quorum shares a master with this one and so mints a larger token. Limits: a master restarted without persistence
+ * forgets its counter, and a counter expires ttl + 1 hour after the last grant; a quorum
+ * that meets the last one only there relies on the clock floor alone, which holds while
+ * the masters' clocks agree, never step back, and run ahead of the counter (fewer than one
+ * grant per millisecond on average). The resource itself must compare tokens.
+ * Sentinel URLs: bits 63..42 hold the Sentinel config-epoch of the master that granted it
+ * (read with its address; it rises by one with every failover), bits 41..0 the counter
+ * above (the clock floor fits in 42 bits until the year 2109). A master promoted in a
+ * failover may have lost the counter with the writes it never received; the higher epoch
+ * still makes its tokens exceed every token of its predecessor. Tokens of one epoch are
+ * ordered by that master's counter. Other URLs: the epoch bits are 0. */
+HILOCK_API uint64_t hilock_fence(const hilock *l);
+
+/* The value this lock wrote (32 hex characters, or the legacy stamp). Owned by the lock.
+ * NULL for NULL. */
+HILOCK_API const char *hilock_token(const hilock *l);
+
+/* The key, as given to acquire. Owned by the lock. NULL for NULL. */
+HILOCK_API const char *hilock_key(const hilock *l);
+
+/* Free the lock's memory (and stop its keepalive). Does no network I/O and does not release
+ * the lock on the server: call hilock_release first, or the key lives until it expires.
+ * NULL-safe. */
+HILOCK_API void hilock_free(hilock *l);
+
+/* Static text for a status; never NULL (unknown values -> "unknown status"). */
+HILOCK_API const char *hilock_strerror(hilock_status s);
+
+/* ---- Keepalive ------------------------------------------------------------------------- */
+
+/* Called once, on the keepalive thread, when the keepalive gives up: why = NOT_HELD (our
+ * value is gone: expired, deleted, taken), LOST (a failover), or the error that kept renewing
+ * until the lock's validity ran out (EIO, ETIMEDOUT, ENOQUORUM, EREPLICAS), or another error
+ * at once (EAUTH, EREPLY, ...). Renewal stops after it; the detail is in
+ * hilock_keepalive_errmsg(l). Treat the lock as lost: stop the work it protects.
+ * From the callback you may call hilock_validity_ms, hilock_keepalive_errmsg, hilock_key,
+ * hilock_token and hilock_fence on l, and nothing that uses the client (the owner's thread
+ * may be using it). It must not call hilock_release or hilock_free on l (the program aborts
+ * with a message). hilock_release and hilock_free wait for a running callback, so keep it
+ * short and don't make it wait for a lock the owner holds while releasing. It is not called
+ * once the owner has begun hilock_release or hilock_free. */
+typedef void (*hilock_lost_fn)(hilock *l, hilock_status why, void *arg);
+
+/* Renew the lock in the background until hilock_release or hilock_free: a thread with its
+ * own connection (a private client made from the same options; the owner's client is never
+ * touched by it) calls the equivalent of hilock_extend(l, ttl) whenever a third of the ttl has
+ * passed since the last grant (ttl = the lock's current ttl_ms). Each renewal updates what
+ * hilock_validity_ms reports.
+ *   - A renewal that fails for a passing reason (EIO, ETIMEDOUT, ENOQUORUM, EREPLICAS: a
+ *     dropped connection, a restarting master) is tried again after about retry_delay_ms,
+ *     for as long as the lock is still valid; then on_lost runs with that status. NOT_HELD,
+ *     LOST and any other error call on_lost at once. A lost key is never re-created.
+ *   - hilock_release and hilock_free stop the keepalive before they return, also when the
+ *     release fails (they signal the thread and join it), so no renewal is in flight after
+ *     them and none will be sent; a renewal already on the wire is waited for (at most
+ *     io_timeout_ms, + connect_timeout_ms when it had to connect).
+ *   - While it runs, the owner's thread may still call hilock_extend (a new ttl is then used
+ *     by later renewals) and hilock_check: they take turns with the renewals (each may wait
+ *     for one in flight).
+ *   - Sentinel: a renewal that lands on the old master during a failover is not on the new
+ *     one, so the next renewal cannot prove the lock and on_lost says LOST (as
+ *     hilock_extend would).
+ *   - One thread and one connection per keepalive: meant for a few long-held locks.
+ *   - Only for locks from hilock_acquire (legacy locks: EINVAL).
+ * on_lost may be NULL (then watch hilock_validity_ms, which drops to 0 on NOT_HELD).
+ * Returns OK; EINVAL (NULL, a released lock, a legacy lock, or a keepalive already running;
+ * one that ended, by on_lost or a cap, is replaced); ENOMEM; EIO (no thread could be
+ * started). Errors are described in hilock_client_errmsg(the lock's client). */
+HILOCK_API hilock_status hilock_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg);
+
+/* Optional caps for hilock_keepalive_ex, so a stuck worker cannot hold a lock forever.
+ * When a cap is reached the keepalive stops quietly (on_lost is not called): the lock then
+ * expires by itself, ttl after its last renewal, unless the owner releases or extends it. */
+typedef struct hilock_keepalive_options {
+    long    max_renewals;   /* renew at most this many times; 0 = no limit. Default 0.        */
+    int64_t max_hold_ms;    /* do not keep the lock past this long after the keepalive starts:
+                               the last renewal is shortened to end then (a longer ttl from
+                               acquire or extend is not cut). 0 = no limit. Default 0.         */
+} hilock_keepalive_options;
+
+/* Fill *o with the defaults (no caps). NULL is ignored. */
+HILOCK_API void hilock_keepalive_options_init(hilock_keepalive_options *o);
+
+/* hilock_keepalive with caps. o NULL = the defaults. Returns what hilock_keepalive returns;
+ * EINVAL also for max_renewals < 0 or max_hold_ms outside 0..HILOCK_TTL_MAX_MS. */
+HILOCK_API hilock_status hilock_keepalive_ex(hilock *l, hilock_lost_fn on_lost, void *arg,
+                                             const hilock_keepalive_options *o);
+
+/* Why the lock's keepalive stopped: the error detail behind on_lost's status (which server
+ * and why), or which cap was reached. "" while it runs, when there is none, and for NULL.
+ * Owned by the lock; valid until hilock_release, hilock_free or the next hilock_keepalive. */
+HILOCK_API const char *hilock_keepalive_errmsg(const hilock *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HILOCK_H */

@@ -1,0 +1,36 @@
+/* test_readme.c -- README.md's example compiles as it stands (the Makefile extracts its first
+ * ```c block into $(B)/tests/readme_example.c) and does what it says on a real server. */
+#include <criterion/criterion.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "fixture.h"
+
+/* Run $(B)/tests/readme_example (next to this suite) with a URL; its exit status. */
+static int run_example(const char *url)
+{
+    char self[PATH_MAX], cmd[2 * PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert_gt(len, 0);
+    self[len] = '\0';
+    snprintf(cmd, sizeof cmd, "'%s/readme_example' '%s' >/dev/null 2>&1", dirname(self), url);
+    return system(cmd);
+}
+
+Test(readme, the_example_takes_and_releases_the_lock, .timeout = 30)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    cr_assert_eq(run_example(r->url), 0);
+    cr_assert_eq(hlt_exists(r, "{jobs:nightly}:fence"), 1);   /* it was granted... */
+    cr_assert_eq(hlt_exists(r, "jobs:nightly"), 0);           /* ...and released */
+    hlt_redis_stop(r);
+}
+
+Test(readme, the_example_reports_a_bad_url, .timeout = 30)
+{
+    cr_assert_neq(run_example("redis://[::1"), 0);
+}
