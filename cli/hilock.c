@@ -62,7 +62,10 @@ static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGU
 typedef struct cli {
     const char *servers[MAX_SERVERS];
     size_t      nservers;
-    char       *env_copy;        /* HILOCK_SERVERS, split in place */
+    char       *list_copy;       /* HILOCK_SERVERS or --servers-file, split in place */
+    char       *arg_copy[MAX_SERVERS];   /* -s URLs: copies, as argv is scrubbed */
+    size_t      narg_copy;
+    const char *servers_file;
     int64_t     wait_ms;         /* HILOCK_WAIT_FOREVER, 0 (-n) or -w */
     int         conflict_code;   /* -E */
     int64_t     ttl_ms;
@@ -227,13 +230,31 @@ static int add_server(cli *o, const char *url)
     return 0;
 }
 
-/* Split $HILOCK_SERVERS at blanks, and at commas that start a new URL. */
-static int servers_from_env(cli *o, const char *env)
+/* -s URL: keep a copy, then overwrite the password in argv (what ps and /proc/PID/cmdline
+ * show) with '*'. Best effort: it was visible from exec until here. */
+static int add_server_arg(cli *o, char *url)
+{
+    char *info = strstr(url, "://"), *p, *at = NULL, *colon;
+    if (o->narg_copy == MAX_SERVERS) return usage_error("at most %d servers", MAX_SERVERS);
+    if (!(o->arg_copy[o->narg_copy] = strdup(url))) return EXIT_OSERR;
+    if (add_server(o, o->arg_copy[o->narg_copy++])) return EXIT_USAGE;
+    if (!info) return 0;
+    /* the user info as the library reads it: up to the last '@' before '/', '#' or '?' */
+    for (p = info += 3; *p && *p != '/' && *p != '#' && *p != '?'; p++)
+        if (*p == '@') at = p;
+    if (at && (colon = memchr(info, ':', (size_t)(at - info))))
+        memset(colon + 1, '*', (size_t)(at - colon - 1));
+    return 0;
+}
+
+/* Split a server list (HILOCK_SERVERS, a --servers-file) at blanks, and at commas that start
+ * a new URL. */
+static int servers_from_list(cli *o, const char *list)
 {
     char *p, *start;
-    if (!(o->env_copy = strdup(env))) return EXIT_OSERR;
-    for (p = start = o->env_copy;; p++) {
-        int sep = *p == ' ' || *p == '\t' || *p == '\n' || (*p == ',' && starts_url(p + 1));
+    if (!(o->list_copy = strdup(list))) return EXIT_OSERR;
+    for (p = start = o->list_copy;; p++) {
+        int sep = *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || (*p == ',' && starts_url(p + 1));
         if (*p && !sep) continue;
         int last = !*p;
         *p = '\0';
@@ -243,9 +264,28 @@ static int servers_from_env(cli *o, const char *env)
     }
 }
 
+/* --servers-file: the same list as HILOCK_SERVERS, from a file (keep it mode 0600). */
+static int servers_from_file(cli *o, const char *name)
+{
+    char buf[8192];
+    size_t n;
+    int rc;
+    FILE *f = fopen(name, "r");
+    if (!f) return usage_error("--servers-file: %s: %s", name, strerror(errno));
+    n = fread(buf, 1, sizeof buf, f);
+    rc = ferror(f) ? usage_error("--servers-file: %s: read error", name)
+       : n == sizeof buf ? usage_error("--servers-file: %s: longer than %zu bytes", name, sizeof buf - 1)
+       : memchr(buf, '\0', n) ? usage_error("--servers-file: %s: not a text file", name) : -1;
+    fclose(f);
+    if (rc >= 0) return rc;
+    buf[n] = '\0';
+    if ((rc = servers_from_list(o, buf)) != 0) return rc;
+    return o->nservers ? 0 : usage_error("--servers-file: %s: no server URL in it", name);
+}
+
 /* ---- options ---- */
 
-enum { OPT_LEGACY = 256, OPT_BRIDGE };
+enum { OPT_LEGACY = 256, OPT_BRIDGE, OPT_SERVERS_FILE };
 
 static const struct option longopts[] = {
     { "nonblock", no_argument, NULL, 'n' },
@@ -255,6 +295,7 @@ static const struct option longopts[] = {
     { "conflict-exit-code", required_argument, NULL, 'E' },
     { "ttl", required_argument, NULL, 't' },
     { "server", required_argument, NULL, 's' },
+    { "servers-file", required_argument, NULL, OPT_SERVERS_FILE },
     { "legacy", optional_argument, NULL, OPT_LEGACY },
     { "bridge", no_argument, NULL, OPT_BRIDGE },
     { "on-lost", required_argument, NULL, 'L' },
@@ -295,8 +336,9 @@ static int parse_args(int argc, char **argv, cli *o)
                 return usage_error("-t: not a duration > 0 and <= 365 days: '%s'", optarg);
             break;
         case 's':
-            if (add_server(o, optarg)) return EXIT_USAGE;
+            if ((c = add_server_arg(o, optarg)) != 0) return c;
             break;
+        case OPT_SERVERS_FILE: o->servers_file = optarg; break;
         case OPT_LEGACY:
             o->legacy = 1;
             o->preset = optarg ? optarg : "doc";
@@ -327,8 +369,11 @@ static int parse_args(int argc, char **argv, cli *o)
     if (optind >= argc) return usage_error("no COMMAND given");
     o->cmd = argv + optind;
     if (o->legacy && o->bridge) return usage_error("--legacy and --bridge exclude each other");
-    if (o->nservers == 0 && (env = getenv("HILOCK_SERVERS")) && *env) {
-        if ((c = servers_from_env(o, env)) != 0) return c;
+    if (o->nservers && o->servers_file) return usage_error("-s and --servers-file exclude each other");
+    if (o->servers_file) {
+        if ((c = servers_from_file(o, o->servers_file)) != 0) return c;
+    } else if (o->nservers == 0 && (env = getenv("HILOCK_SERVERS")) && *env) {
+        if ((c = servers_from_list(o, env)) != 0) return c;
     }
     if (o->nservers == 0) o->servers[o->nservers++] = "redis://127.0.0.1:6379";
     return -1;
@@ -900,7 +945,8 @@ int main(int argc, char **argv)
     }
     hilock_free(l);
     hilock_client_free(c);
-    free(o.env_copy);
+    free(o.list_copy);
+    for (size_t i = 0; i < o.narg_copy; i++) free(o.arg_copy[i]);
     if (pipe_fd[0] >= 0) close(pipe_fd[0]);
     if (pipe_fd[1] >= 0) close(pipe_fd[1]);
     return rc;
