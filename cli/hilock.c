@@ -20,13 +20,14 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,7 +62,10 @@ static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGU
 typedef struct cli {
     const char *servers[MAX_SERVERS];
     size_t      nservers;
-    char       *env_copy;        /* HILOCK_SERVERS, split in place */
+    char       *list_copy;       /* HILOCK_SERVERS or --servers-file, split in place */
+    char       *arg_copy[MAX_SERVERS];   /* -s URLs: copies, as argv is scrubbed */
+    size_t      narg_copy;
+    const char *servers_file;
     int64_t     wait_ms;         /* HILOCK_WAIT_FOREVER, 0 (-n) or -w */
     int         conflict_code;   /* -E */
     int64_t     ttl_ms;
@@ -76,6 +80,7 @@ typedef struct cli {
 } cli;
 
 static int pipe_fd[2] = { -1, -1 };
+static int own_group;   /* COMMAND leads a process group of its own (see in_foreground) */
 
 static const char usage_text[] =
     "Usage: hilock [options] KEY [--] COMMAND [ARGS...]\n"
@@ -91,24 +96,34 @@ static const char usage_text[] =
     "                             runs; bounds how long a crashed hilock blocks others\n"
     "                             (default 30s)\n"
     "  -s, --server=URL           a Redis server; repeat for Redlock over N masters.\n"
-    "                             Default: $HILOCK_SERVERS (URLs separated by spaces or\n"
-    "                             commas), else redis://127.0.0.1:6379\n"
+    "                             Default: --servers-file, else $HILOCK_SERVERS (URLs\n"
+    "                             separated by blanks or commas), else redis://127.0.0.1:6379.\n"
+    "                             A password in URL is overwritten in hilock's argv once\n"
+    "                             read (best effort: ps may see it before that)\n"
+    "      --servers-file=FILE    read the URLs from FILE (as in HILOCK_SERVERS): keeps\n"
+    "                             passwords out of the process list\n"
     "      --legacy[=PRESET]      use the legacy SETNX/GETSET recipe with that value format\n"
     "                             (doc, node-redis-lock, jedis-lock, redis-objects,\n"
     "                             redis-py-2, ruby-redis-lock; default doc)\n"
     "      --bridge               modern lock that legacy clients also respect\n"
     "  -L, --on-lost=SIGNAL       signal sent to COMMAND if the lock is lost (default TERM;\n"
     "                             'none' lets COMMAND finish)\n"
-    "  -k, --kill-after=DURATION  then SIGKILL if COMMAND is still running after this long\n"
+    "  -k, --kill-after=DURATION  then SIGKILL (to COMMAND's process group, see below) if\n"
+    "                             COMMAND is still running after this long\n"
     "                             (default 5s; 0 = never)\n"
     "  -v, --verbose              report acquisition, passed signals and release on stderr\n"
     "  -h, --help                 this text\n"
     "  -V, --version              the version\n"
-    "DURATION is a number of seconds (fractions allowed) or NUMBER followed by ms, s or m.\n"
+    "DURATION is a number of seconds (fractions allowed) or NUMBER followed by ms, s, m, h or d.\n"
     "URLs: redis://[[user]:password@]host[:port][/db], unix:///path/redis.sock[?db=N],\n"
     "      redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master\n"
     "\n"
-    "COMMAND gets HILOCK_KEY and HILOCK_FENCE (the fencing token) in its environment.\n"
+    "COMMAND gets HILOCK_KEY and HILOCK_FENCE (the fencing token) in its environment, and\n"
+    "not HILOCK_SERVERS. It runs in a process group of its own, unless hilock is the\n"
+    "foreground job of a terminal (then it shares hilock's, and only COMMAND is killed).\n"
+    "If hilock dies (kill -9, OOM killer), COMMAND gets the -L signal (TERM if 'none') at\n"
+    "once, and SIGKILL goes to its process group a quarter of the ttl later (or after -k if\n"
+    "shorter): before the lock can expire. Processes that leave the group are not reached.\n"
     "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to hilock are passed on to\n"
     "COMMAND (the terminal's Ctrl-C already reaches it and is not sent twice).\n"
     "\n"
@@ -151,19 +166,25 @@ static void print_error(const char *what, const char *key, const char *msg)
     fputc('\n', stderr);
 }
 
-/* "2", "1.5", "2s", "500ms", "1m" -> milliseconds, rounded; -1 if malformed or > max_ms. */
+/* "2", "1.5", "2s", "500ms", "1m", "2h", "365d" -> milliseconds, rounded to the nearest;
+ * -1 if malformed or, once rounded, > max_ms. */
 static int64_t parse_duration(const char *s, int64_t max_ms)
 {
+    static const struct { const char *name; double ms; } units[] = {
+        { "", 1000 }, { "s", 1000 }, { "ms", 1 }, { "m", 60000 }, { "h", 3600000 }, { "d", 86400000 },
+    };
     char *end;
-    double v, unit = 1000;
+    double v;
+    size_t i;
     errno = 0;
     v = strtod(s, &end);
     if (end == s || errno || !(v >= 0)) return -1;
-    if (!strcmp(end, "ms")) unit = 1;
-    else if (!strcmp(end, "m")) unit = 60000;
-    else if (*end && strcmp(end, "s")) return -1;
-    v = v * unit + 0.5;
-    return v > (double)max_ms ? -1 : (int64_t)v;
+    for (i = 0; i < sizeof units / sizeof units[0] && strcmp(end, units[i].name); i++) {}
+    if (i == sizeof units / sizeof units[0]) return -1;
+    /* compare the rounded value: the limit itself (365d = 31536000000 ms, which + 0.5 is
+     * above it) is allowed */
+    v = v * units[i].ms + 0.5;
+    return v >= (double)max_ms + 1 ? -1 : (int64_t)v;
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -219,13 +240,31 @@ static int add_server(cli *o, const char *url)
     return 0;
 }
 
-/* Split $HILOCK_SERVERS at blanks, and at commas that start a new URL. */
-static int servers_from_env(cli *o, const char *env)
+/* -s URL: keep a copy, then overwrite the password in argv (what ps and /proc/PID/cmdline
+ * show) with '*'. Best effort: it was visible from exec until here. */
+static int add_server_arg(cli *o, char *url)
+{
+    char *info = strstr(url, "://"), *p, *at = NULL, *colon;
+    if (o->narg_copy == MAX_SERVERS) return usage_error("at most %d servers", MAX_SERVERS);
+    if (!(o->arg_copy[o->narg_copy] = strdup(url))) return EXIT_OSERR;
+    if (add_server(o, o->arg_copy[o->narg_copy++])) return EXIT_USAGE;
+    if (!info) return 0;
+    /* the user info as the library reads it: up to the last '@' before '/', '#' or '?' */
+    for (p = info += 3; *p && *p != '/' && *p != '#' && *p != '?'; p++)
+        if (*p == '@') at = p;
+    if (at && (colon = memchr(info, ':', (size_t)(at - info))))
+        memset(colon + 1, '*', (size_t)(at - colon - 1));
+    return 0;
+}
+
+/* Split a server list (HILOCK_SERVERS, a --servers-file) at blanks, and at commas that start
+ * a new URL. */
+static int servers_from_list(cli *o, const char *list)
 {
     char *p, *start;
-    if (!(o->env_copy = strdup(env))) return EXIT_OSERR;
-    for (p = start = o->env_copy;; p++) {
-        int sep = *p == ' ' || *p == '\t' || *p == '\n' || (*p == ',' && starts_url(p + 1));
+    if (!(o->list_copy = strdup(list))) return EXIT_OSERR;
+    for (p = start = o->list_copy;; p++) {
+        int sep = *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || (*p == ',' && starts_url(p + 1));
         if (*p && !sep) continue;
         int last = !*p;
         *p = '\0';
@@ -235,9 +274,28 @@ static int servers_from_env(cli *o, const char *env)
     }
 }
 
+/* --servers-file: the same list as HILOCK_SERVERS, from a file (keep it mode 0600). */
+static int servers_from_file(cli *o, const char *name)
+{
+    char buf[8192];
+    size_t n;
+    int rc;
+    FILE *f = fopen(name, "r");
+    if (!f) return usage_error("--servers-file: %s: %s", name, strerror(errno));
+    n = fread(buf, 1, sizeof buf, f);
+    rc = ferror(f) ? usage_error("--servers-file: %s: read error", name)
+       : n == sizeof buf ? usage_error("--servers-file: %s: longer than %zu bytes", name, sizeof buf - 1)
+       : memchr(buf, '\0', n) ? usage_error("--servers-file: %s: not a text file", name) : -1;
+    fclose(f);
+    if (rc >= 0) return rc;
+    buf[n] = '\0';
+    if ((rc = servers_from_list(o, buf)) != 0) return rc;
+    return o->nservers ? 0 : usage_error("--servers-file: %s: no server URL in it", name);
+}
+
 /* ---- options ---- */
 
-enum { OPT_LEGACY = 256, OPT_BRIDGE };
+enum { OPT_LEGACY = 256, OPT_BRIDGE, OPT_SERVERS_FILE };
 
 static const struct option longopts[] = {
     { "nonblock", no_argument, NULL, 'n' },
@@ -247,6 +305,7 @@ static const struct option longopts[] = {
     { "conflict-exit-code", required_argument, NULL, 'E' },
     { "ttl", required_argument, NULL, 't' },
     { "server", required_argument, NULL, 's' },
+    { "servers-file", required_argument, NULL, OPT_SERVERS_FILE },
     { "legacy", optional_argument, NULL, OPT_LEGACY },
     { "bridge", no_argument, NULL, OPT_BRIDGE },
     { "on-lost", required_argument, NULL, 'L' },
@@ -287,8 +346,9 @@ static int parse_args(int argc, char **argv, cli *o)
                 return usage_error("-t: not a duration > 0 and <= 365 days: '%s'", optarg);
             break;
         case 's':
-            if (add_server(o, optarg)) return EXIT_USAGE;
+            if ((c = add_server_arg(o, optarg)) != 0) return c;
             break;
+        case OPT_SERVERS_FILE: o->servers_file = optarg; break;
         case OPT_LEGACY:
             o->legacy = 1;
             o->preset = optarg ? optarg : "doc";
@@ -319,8 +379,11 @@ static int parse_args(int argc, char **argv, cli *o)
     if (optind >= argc) return usage_error("no COMMAND given");
     o->cmd = argv + optind;
     if (o->legacy && o->bridge) return usage_error("--legacy and --bridge exclude each other");
-    if (o->nservers == 0 && (env = getenv("HILOCK_SERVERS")) && *env) {
-        if ((c = servers_from_env(o, env)) != 0) return c;
+    if (o->nservers && o->servers_file) return usage_error("-s and --servers-file exclude each other");
+    if (o->servers_file) {
+        if ((c = servers_from_file(o, o->servers_file)) != 0) return c;
+    } else if (o->nservers == 0 && (env = getenv("HILOCK_SERVERS")) && *env) {
+        if ((c = servers_from_list(o, env)) != 0) return c;
     }
     if (o->nservers == 0) o->servers[o->nservers++] = "redis://127.0.0.1:6379";
     return -1;
@@ -342,8 +405,9 @@ static void on_signal(int sig, siginfo_t *si, void *ctx)
 {
     (void)ctx;
     /* a signal the kernel sent (the terminal's Ctrl-C, hangup) went to the whole foreground
-     * process group, COMMAND included: passing it on would deliver it twice */
-    put_record(si && si->si_code == SI_KERNEL ? REC_TTY_SIGNAL : REC_SIGNAL, sig);
+     * process group, COMMAND included unless it has a group of its own: passing it on would
+     * deliver it twice */
+    put_record(si && si->si_code == SI_KERNEL && !own_group ? REC_TTY_SIGNAL : REC_SIGNAL, sig);
 }
 
 /* Runs on the keepalive thread: only hand the news to the main loop. */
@@ -423,6 +487,8 @@ typedef struct run_state {
     hilock_client *c;
     hilock        *l;
     pid_t          child;
+    pid_t          guard;        /* the guard process (see start_guard), 0 = none */
+    int            guard_fd;     /* our end of its pipe: EOF tells it hilock died */
     int            self_renew;   /* no keepalive for this kind of lock: the loop renews */
     int64_t        renew_at;     /* self_renew: next renewal, -1 = none */
     int64_t        kill_at;      /* SIGKILL time after a loss, -1 = none */
@@ -461,39 +527,255 @@ static int find_command(const char *cmd, char *buf, size_t len)
     }
 }
 
-static int spawn(const cli *o, const hilock *l, pid_t *pid)
+/* ---- COMMAND must not outlive hilock ----
+ *
+ * If hilock dies (SIGKILL, the OOM killer, a crash), nothing renews the lock any more and
+ * it expires ttl later; COMMAND must be gone by then, or a second hilock would run its own
+ * COMMAND alongside it. Two mechanisms, as neither suffices alone:
+ *   - COMMAND asks the kernel for a signal when hilock dies (PR_SET_PDEATHSIG, the -L signal,
+ *     TERM if that is none), so it can clean up. It is kept across execve (not for set-user-ID
+ *     or file-capability programs) but can be ignored, and reaches COMMAND only.
+ *   - A guard: a small process of hilock's own, forked before COMMAND may exec, blocked on a
+ *     pipe whose other end only hilock holds. EOF means hilock died: it then sends SIGKILL,
+ *     grace_ms later, to COMMAND's process group (own_group) or to COMMAND. When COMMAND has
+ *     exited, hilock tells it so (one byte) before reaping COMMAND, so its kill can never
+ *     reach a recycled pid.
+ * COMMAND gets a process group of its own unless hilock is the foreground job of a
+ * terminal: there it stays in hilock's group, to read the terminal and get its Ctrl-C, and
+ * the guard can only kill COMMAND itself (hilock's group holds the shell's other processes).
+ * Both forks happen in a threaded process (the keepalive): the children run only
+ * async-signal-safe calls until execve or _exit. */
+
+/* Is hilock the foreground job of its controlling terminal? */
+static int in_foreground(void)
 {
-    posix_spawnattr_t attr;
-    sigset_t dfl;
-    char fence[24], path[PATH_MAX];
-    int err;
-    if ((err = find_command(o->cmd[0], path, sizeof path)) != 0) return err;
-    snprintf(fence, sizeof fence, "%llu", (unsigned long long)hilock_fence(l));
-    if (setenv("HILOCK_KEY", o->key, 1) < 0 || setenv("HILOCK_FENCE", fence, 1) < 0) return errno;
-    /* COMMAND starts with default dispositions for what hilock catches or ignores itself
-     * (SIGPIPE is ignored here because the server connections must not kill hilock) */
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGPIPE);
-    sigaddset(&dfl, SIGCHLD);
-    if ((err = posix_spawnattr_init(&attr)) != 0) return err;
-    posix_spawnattr_setsigdefault(&attr, &dfl);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
-    err = posix_spawn(pid, path, NULL, &attr, o->cmd, environ);
-    if (err == ENOEXEC) {   /* a script without "#!": run it with sh, as execvp does */
-        size_t n = 0;
-        char **argv;
-        while (o->cmd[n]) n++;
-        if (!(argv = calloc(n + 2, sizeof *argv))) {
-            err = ENOMEM;
-        } else {
-            argv[0] = (char *)"sh";
-            argv[1] = path;
-            memcpy(argv + 2, o->cmd + 1, n * sizeof *argv);   /* with the final NULL */
-            err = posix_spawn(pid, "/bin/sh", NULL, &attr, argv, environ);
-            free(argv);
-        }
+    int fd = open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC), fg;
+    if (fd < 0) return 0;   /* no controlling terminal (cron, systemd, setsid) */
+    fg = tcgetpgrp(fd) == getpgrp();
+    close(fd);
+    return fg;
+}
+
+/* SIGKILL after hilock's death: within a quarter of the ttl, when renewals were on time
+ * the lock still has two thirds of it (minus drift); -k if shorter. */
+static int64_t death_grace_ms(const cli *o)
+{
+    int64_t g = o->ttl_ms / 4;
+    return o->kill_after_ms > 0 && o->kill_after_ms < g ? o->kill_after_ms : g;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
+}
+
+/* The guard's whole life (forked with every signal blocked; never returns). */
+static void guard_main(int fd, pid_t target, int64_t grace_ms, const char *msg)
+{
+    static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD };
+    struct sigaction sa;
+    sigset_t none;
+    unsigned char b;
+    ssize_t n;
+    int64_t end;
+    /* signals meant for hilock or its group (Ctrl-C, kill -TERM -PGID) are not for us */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    for (size_t i = 0; i < sizeof quiet / sizeof quiet[0]; i++) sigaction(quiet[i], &sa, NULL);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* keep only the pipe and stderr: no copies of server sockets or of hilock's stdout */
+    if (dup2(fd, 3) < 0) _exit(1);
+    close(0);
+    close(1);
+    if (syscall(SYS_close_range, 4, ~0U, 0) < 0)
+        for (int i = 4; i < 1024; i++) close(i);
+    prctl(PR_SET_NAME, "hilock-guard", 0, 0, 0);
+    while ((n = read(3, &b, 1)) < 0 && errno == EINTR) {}
+    if (n == 1) _exit(0);   /* COMMAND exited normally */
+    if (write(2, msg, strlen(msg)) < 0) { /* nowhere to say it */ }
+    /* hilock died: wait for COMMAND('s group) to go, SIGKILL it at the end of the grace */
+    end = now_ms() + grace_ms;
+    while (now_ms() < end) {
+        if (kill(target, 0) < 0 && errno == ESRCH) _exit(0);
+        sleep_ms(20);
     }
-    posix_spawnattr_destroy(&attr);
+    kill(target, SIGKILL);
+    _exit(0);
+}
+
+/* Fork the guard of COMMAND (pid cmd). Called with every signal blocked. 0 or errno. */
+static int start_guard(run_state *r, pid_t cmd)
+{
+    char msg[400], name[24];
+    int p[2];
+    int64_t grace = death_grace_ms(r->o);
+    if (pipe2(p, O_CLOEXEC) < 0) return errno;
+    snprintf(msg, sizeof msg, "hilock: %.200s: hilock died while COMMAND ran (COMMAND got %s); "
+             "SIGKILL to COMMAND%s in %lld ms\n", r->o->key,
+             signal_name(r->o->lost_sig ? r->o->lost_sig : SIGTERM, name, sizeof name),
+             own_group ? "'s process group" : "", (long long)grace);
+    if ((r->guard = fork()) < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        r->guard = 0;
+        return e;
+    }
+    if (r->guard == 0) {
+        close(p[1]);
+        guard_main(p[0], own_group ? -cmd : cmd, grace, msg);
+    }
+    close(p[0]);
+    r->guard_fd = p[1];
+    return 0;
+}
+
+/* COMMAND has exited (not yet reaped) or never ran: the guard may go. */
+static void stop_guard(run_state *r)
+{
+    if (!r->guard) return;
+    if (write(r->guard_fd, "d", 1) < 0) { /* it is gone already */ }
+    close(r->guard_fd);
+    while (waitpid(r->guard, NULL, 0) < 0 && errno == EINTR) {}
+    r->guard = 0;
+}
+
+/* What the child between fork and execve needs, all prepared before fork. */
+typedef struct exec_plan {
+    const char *path;
+    char      **argv;
+    char      **sh_argv;   /* ENOEXEC: sh path args... (as execvp does) */
+    char      **envp;
+    pid_t       parent;
+    int         death_sig;
+    int         go_fd, err_fd;
+    sigset_t    mask;      /* the mask to restore */
+} exec_plan;
+
+/* In the child: never returns. Writes errno to err_fd if COMMAND cannot be executed. */
+static void child_exec(const exec_plan *x)
+{
+    struct sigaction dfl, cur;
+    unsigned char b;
+    ssize_t n;
+    int e;
+    if (own_group) setpgid(0, 0);
+    /* the race at start-up: hilock may have died before the request was made */
+    if (prctl(PR_SET_PDEATHSIG, x->death_sig, 0, 0, 0) < 0 || getppid() != x->parent) _exit(127);
+    /* COMMAND starts with default dispositions for what hilock catches or ignores itself
+     * (SIGPIPE: the server connections must not kill hilock); set before unblocking, so a
+     * signal pending now acts on COMMAND, not through hilock's handler */
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (size_t i = 0; i < NFORWARDED; i++)
+        if (sigaction(forwarded[i], NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
+            sigaction(forwarded[i], &dfl, NULL);
+    sigaction(SIGPIPE, &dfl, NULL);
+    sigaction(SIGCHLD, &dfl, NULL);
+    sigprocmask(SIG_SETMASK, &x->mask, NULL);
+    /* run only once the guard is up; EOF: hilock died first */
+    while ((n = read(x->go_fd, &b, 1)) < 0 && errno == EINTR) {}
+    if (n != 1) _exit(127);
+    execve(x->path, x->argv, x->envp);
+    if (errno == ENOEXEC) execve("/bin/sh", x->sh_argv, x->envp);   /* no "#!": sh runs it */
+    e = errno;
+    if (write(x->err_fd, &e, sizeof e) < 0) { /* the parent sees 126 anyway */ }
+    _exit(127);
+}
+
+/* COMMAND's environment: ours with HILOCK_KEY and HILOCK_FENCE, without HILOCK_SERVERS
+ * (it may hold passwords). NULL on ENOMEM or a setenv failure. */
+static char **command_env(const cli *o, const hilock *l)
+{
+    char fence[24], **env;
+    size_t n = 0, k = 0;
+    snprintf(fence, sizeof fence, "%llu", (unsigned long long)hilock_fence(l));
+    if (setenv("HILOCK_KEY", o->key, 1) < 0 || setenv("HILOCK_FENCE", fence, 1) < 0) return NULL;
+    while (environ[n]) n++;
+    if (!(env = calloc(n + 1, sizeof *env))) return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "HILOCK_SERVERS=", 15)) env[k++] = environ[i];
+    return env;
+}
+
+/* Start COMMAND (r->child) with its guard. 0, or the errno of what failed (ENOENT: not
+ * found, else cannot run); nothing is left running on failure. */
+static int spawn(run_state *r)
+{
+    const cli *o = r->o;
+    exec_plan x;
+    sigset_t all;
+    char path[PATH_MAX];
+    int go[2] = { -1, -1 }, ep[2] = { -1, -1 }, err, e = 0;
+    size_t n = 0;
+    pid_t pid;
+    if ((err = find_command(o->cmd[0], path, sizeof path)) != 0) return err;
+    memset(&x, 0, sizeof x);
+    while (o->cmd[n]) n++;
+    x.path = path;
+    x.argv = o->cmd;
+    x.sh_argv = calloc(n + 2, sizeof *x.sh_argv);
+    x.envp = command_env(o, r->l);
+    if (!x.sh_argv || !x.envp) {
+        err = ENOMEM;
+        goto out;
+    }
+    x.sh_argv[0] = (char *)"sh";
+    x.sh_argv[1] = path;
+    memcpy(x.sh_argv + 2, o->cmd + 1, n * sizeof *x.sh_argv);   /* with the final NULL */
+    x.parent = getpid();
+    x.death_sig = o->lost_sig ? o->lost_sig : SIGTERM;
+    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+        err = errno;
+        goto out;
+    }
+    x.go_fd = go[0];
+    x.err_fd = ep[1];
+    own_group = !in_foreground();
+    /* no handler of ours may run in the children before they have set up their own */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &x.mask);
+    if ((pid = fork()) == 0) {
+        close(go[1]);   /* so that hilock's death is an EOF */
+        close(ep[0]);
+        child_exec(&x);
+    }
+    if (pid < 0) {
+        err = errno;
+        pthread_sigmask(SIG_SETMASK, &x.mask, NULL);
+        goto out;
+    }
+    if (own_group) setpgid(pid, pid);   /* (also in the child: whichever runs first) */
+    err = start_guard(r, pid);
+    pthread_sigmask(SIG_SETMASK, &x.mask, NULL);
+    close(go[0]);
+    close(ep[1]);
+    go[0] = ep[1] = -1;
+    if (!err && write(go[1], "g", 1) != 1) err = errno;
+    close(go[1]);   /* without "g" the child ends without running COMMAND */
+    go[1] = -1;
+    /* the exec error, or EOF once execve closed the pipe */
+    if (!err) {
+        ssize_t got;
+        while ((got = read(ep[0], &e, sizeof e)) < 0 && errno == EINTR) {}
+        if (got == (ssize_t)sizeof e) err = e;
+    }
+    if (err) {
+        stop_guard(r);
+        kill(pid, SIGKILL);   /* not yet COMMAND, or a failed one */
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    } else {
+        r->child = pid;
+    }
+out:
+    for (int i = 0; i < 2; i++) {
+        if (go[i] >= 0) close(go[i]);
+        if (ep[i] >= 0) close(ep[i]);
+    }
+    free(x.sh_argv);
+    free(x.envp);
     return err;
 }
 
@@ -574,13 +856,23 @@ static int supervise(run_state *r)
 {
     for (;;) {
         struct pollfd p = { pipe_fd[0], POLLIN, 0 };
+        siginfo_t si;
         int status;
-        pid_t w = waitpid(r->child, &status, WNOHANG);
-        if (w == r->child) return status;
+        int w;
+        si.si_pid = 0;
+        /* WNOWAIT: seen exited, not yet reaped, so the guard can go while the pid is ours */
+        w = waitid(P_PID, (id_t)r->child, &si, WEXITED | WNOHANG | WNOWAIT);
+        if (w == 0 && si.si_pid == r->child) {
+            stop_guard(r);
+            while (waitpid(r->child, &status, 0) < 0)
+                if (errno != EINTR) return -1;
+            return status;
+        }
         if (w < 0 && errno != EINTR) return -1;
         if (r->kill_at >= 0 && now_ms() >= r->kill_at) {
-            fprintf(stderr, "hilock: %s: COMMAND still running after -k: sending SIGKILL\n", r->o->key);
-            kill(r->child, SIGKILL);
+            fprintf(stderr, "hilock: %s: COMMAND still running after -k: sending SIGKILL%s\n", r->o->key,
+                    own_group ? " to its process group" : "");
+            kill(own_group ? -r->child : r->child, SIGKILL);
             r->kill_at = -1;
         }
         if (r->renew_at >= 0 && now_ms() >= r->renew_at) self_renew(r);
@@ -619,7 +911,7 @@ static int finish(run_state *r, int status)
 /* Keep the lock alive, run COMMAND under supervision, release. */
 static int run(const cli *o, hilock_client *c, hilock *l)
 {
-    run_state r = { o, c, l, 0, 0, -1, -1, 0 };
+    run_state r = { o, c, l, 0, 0, -1, 0, -1, -1, 0 };
     hilock_status st;
     int err;
     if (pipe2(pipe_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -641,7 +933,7 @@ static int run(const cli *o, hilock_client *c, hilock *l)
         hilock_release(l);
         return EXIT_OSERR;
     }
-    if ((err = spawn(o, l, &r.child)) != 0) {
+    if ((err = spawn(&r)) != 0) {
         fprintf(stderr, "hilock: %s: %s\n", o->cmd[0], strerror(err));
         hilock_release(l);
         return err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
@@ -663,7 +955,8 @@ int main(int argc, char **argv)
     }
     hilock_free(l);
     hilock_client_free(c);
-    free(o.env_copy);
+    free(o.list_copy);
+    for (size_t i = 0; i < o.narg_copy; i++) free(o.arg_copy[i]);
     if (pipe_fd[0] >= 0) close(pipe_fd[0]);
     if (pipe_fd[1] >= 0) close(pipe_fd[1]);
     return rc;

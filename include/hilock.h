@@ -8,6 +8,14 @@
  * clients share nothing, so use one client per thread. (A keepalive runs on its own
  * thread with its own connection; see hilock_keepalive.)
  *
+ * fork(): a client, and every lock made from it, belongs to the process that made the
+ * client. In a forked child its copy may only be freed: hilock_free and hilock_client_free
+ * free the child's memory (no network I/O on the parent's connections, no joining of the
+ * parent's keepalive threads); every other call on it returns HILOCK_EINVAL with
+ * "client used in a forked child (pid N); made in pid M" in hilock_client_errmsg
+ * (hilock_validity_ms: 0; hilock_keepalive_errmsg: ""). The parent's lock and keepalive are
+ * unaffected. A child that needs locks makes its own client.
+ *
  * Connections: a client connects on first use and keeps its connection(s). One that the server
  * closed while it sat idle for 250 ms or more (a restart, its `timeout`, CLIENT KILL) is
  * reopened before use, transparently; one that breaks during a call makes that call fail

@@ -1,12 +1,30 @@
 /* client.c -- options, validation and the client's lifetime. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
 static __thread char config_err[256];
+
+/* Only ever changed in a fresh child, which has one thread: no other thread can race it. */
+unsigned long hl_fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void) { hl_fork_gen++; }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+int hl_forked(const hilock_client *c) { return c->fork_gen != hl_fork_gen; }
+
+hilock_status hl_check_fork(hilock_client *c)
+{
+    if (!hl_forked(c)) return HILOCK_OK;
+    return hl_fail(c, HILOCK_EINVAL, "client used in a forked child (pid %ld); made in pid %ld "
+                   "(after fork, the child may only free it)", (long)getpid(), c->pid);
+}
 
 const char *hilock_last_config_error(void) { return config_err; }
 
@@ -162,6 +180,9 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
 
     if (!(c = calloc(1, sizeof *c))) return config_fail(HILOCK_ENOMEM, "out of memory");
     c->refs = 1;
+    pthread_once(&fork_once, watch_forks);
+    c->fork_gen = hl_fork_gen;
+    c->pid = (long)getpid();
     c->opt = *o;
     c->servers = calloc(o->nservers, sizeof *c->servers);
     c->nodes = calloc(o->nservers, sizeof *c->nodes);

@@ -146,6 +146,8 @@ struct hilock_client {
     size_t         quorum;       /* nnodes/2 + 1 */
     uint64_t       rng;
     hl_buf         obuf;         /* pipeline scratch, reused so a round trip allocates nothing */
+    unsigned long  fork_gen;     /* hl_fork_gen when made: another value = a forked child's copy */
+    long           pid;          /* the process that made it (for the message) */
     char           errmsg[HL_ERRMSG_MAX];
 };
 
@@ -167,6 +169,16 @@ void hl_sized_init(void *dst, size_t size, const void *def, size_t ours);
  * (naming `type`). */
 int hl_sized_take(void *full, size_t ours, const void *src, size_t size, const size_t *ends,
                   size_t nends, const char *type, char *err, size_t err_len);
+
+/* fork(): a child's copy of a client (and of its locks, and their keepalives) shares the
+ * parent's connections and names threads that do not exist in the child. It may only be
+ * freed, memory only. hl_fork_gen counts forks in this process's ancestry (pthread_atfork,
+ * registered by hilock_client_new), so the check is a load and a compare, not a getpid()
+ * system call per call. hl_forked: is c such a copy? hl_check_fork: EINVAL with the
+ * message if it is, else OK. */
+extern unsigned long hl_fork_gen;
+int           hl_forked(const hilock_client *c);
+hilock_status hl_check_fork(hilock_client *c);
 
 void hl_client_ref(hilock_client *c);
 void hl_client_unref(hilock_client *c);
@@ -276,7 +288,9 @@ void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);
 /* How long (ms) a busy attempt marks the lock awaited (acquire.lua ARGV[5]): at least as
  * long as the wait that follows it can last; 0 = this caller will not wait. */
 int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us);
-/* src/keepalive.c: stop and join the lock's keepalive thread, if any (release and free). */
+/* src/keepalive.c: stop and join the lock's keepalive thread, if any (release and free).
+ * In a forked child (hl_forked) it only frees the keepalive's memory: the thread and the
+ * state of its mutexes belong to the parent. */
 void hl_keepalive_stop(hilock *l);
 /* While a keepalive runs, its thread renews the lock (hilock_extend on a copy bound to its
  * own client) and writes back ttl_ms, valid_until_us and held. So the owner's calls that

@@ -107,7 +107,7 @@ static int ka_done(struct hl_keepalive *k)
 
 const char *hilock_keepalive_errmsg(const hilock *l)
 {
-    struct hl_keepalive *k = l ? l->ka : NULL;
+    struct hl_keepalive *k = l && !hl_forked(l->c) ? l->ka : NULL;
     return k && ka_done(k) ? k->errmsg : "";   /* never written again once done is set */
 }
 
@@ -249,6 +249,15 @@ void hl_keepalive_stop(hilock *l)
 {
     struct hl_keepalive *k = l ? l->ka : NULL;
     if (!k) return;
+    if (hl_forked(l->c)) {
+        /* the thread is the parent's, and its mutexes may have been copied locked: joining or
+         * destroying them hangs. Free the memory (the private client closes only our copies
+         * of its sockets) and leave the rest alone. */
+        hilock_client_free(k->pc);
+        free(k);
+        l->ka = NULL;
+        return;
+    }
     if (pthread_equal(pthread_self(), k->th)) {
         /* release/free from on_lost: joining ourselves would hang, going on would free what
          * this thread is using. A programming error the header forbids: fail loudly. */
@@ -299,6 +308,7 @@ hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void 
     int rc;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
+    if ((st = hl_check_fork(c)) != HILOCK_OK) return st;
     hilock_keepalive_options_init(&full);
     if (given && hl_sized_take(&full, sizeof full, given, size, ka_options_ends,
                                sizeof ka_options_ends / sizeof ka_options_ends[0],

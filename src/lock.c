@@ -347,6 +347,7 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     int64_t start, deadline, hard;
     if (out) *out = NULL;
     if (!c) return HILOCK_EINVAL;
+    if ((st = hl_check_fork(c)) != HILOCK_OK) return st;
     if (!out) return hl_fail(c, HILOCK_EINVAL, "out is NULL");
     if ((st = hl_check_key(c, key)) != HILOCK_OK) return st;
     if ((st = hl_check_ttl(c, ttl_ms)) != HILOCK_OK) return st;
@@ -469,6 +470,7 @@ hilock_status hilock_release(hilock *l)
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
+    if (hl_check_fork(c) != HILOCK_OK) return HILOCK_EINVAL;   /* before touching the keepalive */
     hl_keepalive_stop(l);   /* no renewal may outlive the release */
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "release %s: already released", l->key);
     if (l->kind != HL_MODERN) return hl_legacy_release(l);
@@ -500,6 +502,7 @@ static hilock_status check_once(hilock *l);
 hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
 {
     hilock_status st;
+    if (l && hl_check_fork(l->c) != HILOCK_OK) return HILOCK_EINVAL;   /* (op: the parent's) */
     hl_keepalive_op(l, 1);
     st = extend_once(l, ttl_ms);
     hl_keepalive_op(l, 0);
@@ -509,6 +512,7 @@ hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
 hilock_status hilock_check(hilock *l)
 {
     hilock_status st;
+    if (l && hl_check_fork(l->c) != HILOCK_OK) return HILOCK_EINVAL;
     hl_keepalive_op(l, 1);
     st = check_once(l);
     hl_keepalive_op(l, 0);
@@ -591,7 +595,8 @@ static hilock_status check_once(hilock *l)
 int64_t hilock_validity_ms(const hilock *l)
 {
     int64_t left, until;
-    if (!l || l->released || !(until = hl_lock_valid_until(l))) return 0;   /* keepalive.c */
+    /* a forked child holds nothing (and must not take the keepalive's mutex) */
+    if (!l || l->released || hl_forked(l->c) || !(until = hl_lock_valid_until(l))) return 0;
     left = (until - hl_now_us()) / 1000;
     return left > 0 ? left : 0;
 }

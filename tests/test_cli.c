@@ -67,6 +67,9 @@ static pid_t start(hlt_redis *r, const char *const *args)
         int o = open(path(r, "out.txt"), O_WRONLY | O_CREAT | O_APPEND, 0600);
         int e = open(path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (o < 0 || e < 0 || chdir(r->dir) < 0) _exit(120);
+        /* no controlling terminal, as under cron, whatever runs the tests (the terminal
+         * case has its own test) */
+        setsid();
         dup2(o, 1);
         dup2(e, 2);
         execv(bin, (char *const *)argv);
@@ -376,6 +379,23 @@ Test(cli, script_without_interpreter_line_runs_with_sh)
     hlt_redis_stop(r);
 }
 
+Test(cli, ttl_of_365_days_is_accepted_and_366_refused)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "365d", "job", "sh", "-c", "echo up > up.txt; sleep 0.3", NULL };
+    const char *b[] = { "-t", "31536000", "job", "true", NULL };
+    const char *c[] = { "-t", "366d", "job", "true", NULL };
+    pid_t pid = start(r, a);
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000), "%s", slurp(r, "err.txt"));
+    cr_assert(hlt_pttl(r, "job") > 31535000000LL, "pttl %lld", hlt_pttl(r, "job"));
+    cr_assert_eq(finish(pid, 10000), 0);
+    cr_assert_eq(run(r, b), 0, "365 days in seconds: %s", slurp(r, "err.txt"));
+    cr_assert_eq(run(r, c), 64);
+    cr_assert(strstr(slurp(r, "err.txt"), "<= 365 days"), "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
 Test(cli, bad_usage_exits_64_with_one_line_and_touches_nothing)
 {
     hlt_redis *r = setup();
@@ -509,6 +529,190 @@ Test(cli, bridge_lock_is_renewed_and_released)
     free(v);
     cr_assert(hlt_pttl(r, "job") > 0, "with a TTL");
     cr_assert_eq(finish(pid, 10000), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+/* ---- hilock killed: COMMAND must not outlive the lock ---- */
+
+/* Has pid ended (no such process, or a zombie nobody reaped yet)? */
+static int gone(pid_t pid)
+{
+    char p[64], buf[512], *rp;
+    FILE *f;
+    size_t n;
+    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+    if (!(f = fopen(p, "r"))) return 1;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    rp = strrchr(buf, ')');
+    return !rp || rp[2] == 'Z' || rp[2] == 'X';
+}
+
+static int wait_gone(pid_t pid, long limit_ms)
+{
+    long long end = hlt_now_ms() + limit_ms;
+    while (!gone(pid)) {
+        if (hlt_now_ms() > end) return 0;
+        hlt_sleep_ms(10);
+    }
+    return 1;
+}
+
+/* The pid a COMMAND wrote to a file (waits for it). */
+static pid_t pid_in(hlt_redis *r, const char *name)
+{
+    cr_assert(wait_for_file(r, name, "\n", 5000), "no %s: %s", name, slurp(r, "err.txt"));
+    return (pid_t)atoi(slurp(r, name));
+}
+
+/* Smallest and largest timestamp (ns) in a file of one per line. */
+static void span(hlt_redis *r, const char *name, unsigned long long *lo, unsigned long long *hi)
+{
+    const char *s = slurp(r, name);
+    *lo = ~0ULL;
+    *hi = 0;
+    while (*s) {
+        char *end;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (end == s) break;
+        if (v < *lo) *lo = v;
+        if (v > *hi) *hi = v;
+        s = end + strspn(end, "\n");
+    }
+}
+
+/* kill -9 the first hilock while its COMMAND (the processes whose pids are in pidfiles)
+ * writes timestamps to one.txt; then a second hilock on the same key writes two.txt. Its
+ * COMMAND must start after the first one's last write. (Everything is gathered before the
+ * asserts, so that on failure no COMMAND is left running.) */
+static void killed_then_second(hlt_redis *r, const char *const *first, const char *const *pidfiles,
+                               int npid)
+{
+    const char *second[] = { "-w", "20", "job", "--", "sh", "-c",
+                             "date +%s%N >> two.txt; sleep 0.2; date +%s%N >> two.txt", NULL };
+    pid_t h = start(r, first), p[4];
+    unsigned long long lo1, hi1, lo2, hi2;
+    int all_gone = 1, held, rc2;
+    char err[512];
+    for (int i = 0; i < npid; i++) p[i] = pid_in(r, pidfiles[i]);
+    cr_assert(wait_for_file(r, "one.txt", "\n", 5000));
+    cr_assert_eq(hlt_exists(r, "job"), 1);
+    kill(h, SIGKILL);
+    cr_assert_eq(finish(h, 5000), 128 + SIGKILL);
+    for (int i = 0; i < npid; i++) all_gone &= wait_gone(p[i], 5000);
+    held = hlt_exists(r, "job") == 1;
+    snprintf(err, sizeof err, "%s", slurp(r, "err.txt"));
+    rc2 = finish(start(r, second), 30000);
+    for (int i = 0; i < npid; i++) kill(p[i], SIGKILL);   /* (old code: they still run) */
+    cr_assert(all_gone, "COMMAND still runs after hilock was killed");
+    cr_assert(held, "COMMAND was gone before the lock expired");
+    cr_assert(strstr(err, "hilock died"), "the guard says what it does: %s", err);
+    cr_assert_eq(rc2, 0, "%s", slurp(r, "err.txt"));
+    span(r, "one.txt", &lo1, &hi1);
+    span(r, "two.txt", &lo2, &hi2);
+    cr_assert(hi1 > 0 && hi2 > 0 && lo2 != ~0ULL);
+    cr_assert(hi1 < lo2, "the two COMMANDs overlap: first wrote until %llu, second began at %llu",
+              hi1, lo2);
+}
+
+Test(cli, killed_hilock_takes_its_command_down_before_the_lock_expires)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "3", "job", "--", "sh", "-c",
+                        "echo $$ > cmd.pid; while :; do date +%s%N >> one.txt; sleep 0.02; done", NULL };
+    const char *pids[] = { "cmd.pid" };
+    killed_then_second(r, a, pids, 1);
+    hlt_redis_stop(r);
+}
+
+/* COMMAND and a child of it in its process group both ignore SIGTERM: SIGKILL reaches both
+ * (within a quarter of the ttl), before the lock could be granted again. */
+Test(cli, killed_hilock_kills_a_command_group_that_ignores_sigterm)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "3", "job", "--", "sh", "-c",
+                        "trap '' TERM; sh ./loop.sh kid & exec sh ./loop.sh cmd", NULL };
+    const char *pids[] = { "cmd.pid", "kid.pid" };
+    FILE *f = fopen(path(r, "loop.sh"), "w");
+    fputs("trap '' TERM\necho $$ > \"$1.pid\"\nwhile :; do date +%s%N >> one.txt; sleep 0.02; done\n", f);
+    fclose(f);
+    killed_then_second(r, a, pids, 2);
+    hlt_redis_stop(r);
+}
+
+/* ---- credentials: not in COMMAND's environment, not in the process list ---- */
+
+Test(cli, command_environment_has_no_server_password)
+{
+    hlt_redis *r = hlt_redis_start("--requirepass s3cret");
+    char url[400];
+    const char *a[] = { "job", "--", "sh", "-c", "env > env.txt", NULL };
+    const char *env;
+    cr_assert_not_null(r);
+    find_bin();
+    snprintf(url, sizeof url, "unix://:s3cret@%s", r->sock);
+    setenv("HILOCK_SERVERS", url, 1);
+    cr_assert_eq(run(r, a), 0, "%s", slurp(r, "err.txt"));
+    env = slurp(r, "env.txt");
+    cr_assert(strstr(env, "HILOCK_KEY=job\n"), "%s", env);
+    cr_assert(strstr(env, "HILOCK_FENCE="));
+    cr_assert_null(strstr(env, "s3cret"), "%s", env);
+    cr_assert_null(strstr(env, "HILOCK_SERVERS"));
+    hlt_redis_stop(r);
+}
+
+Test(cli, password_given_with_s_is_hidden_from_the_process_list)
+{
+    hlt_redis *r = hlt_redis_start("--requirepass s3cret");
+    char url[400], proc[64], cmdline[2048];
+    const char *a[] = { "-s", url, "job", "--", "sh", "-c", "echo up > up.txt; sleep 0.5", NULL };
+    pid_t pid;
+    FILE *f;
+    size_t n;
+    cr_assert_not_null(r);
+    find_bin();
+    unsetenv("HILOCK_SERVERS");
+    snprintf(url, sizeof url, "redis://:s3cret@127.0.0.1:%d", r->port);
+    pid = start(r, a);
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000), "%s", slurp(r, "err.txt"));
+    snprintf(proc, sizeof proc, "/proc/%d/cmdline", (int)pid);
+    f = fopen(proc, "r");
+    cr_assert_not_null(f);
+    n = fread(cmdline, 1, sizeof cmdline - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (!cmdline[i]) cmdline[i] = ' ';
+    cmdline[n] = '\0';
+    cr_assert(strstr(cmdline, "127.0.0.1"), "%s", cmdline);
+    cr_assert_null(strstr(cmdline, "s3cret"), "%s", cmdline);
+    cr_assert_eq(finish(pid, 10000), 0, "%s", slurp(r, "err.txt"));
+    hlt_redis_stop(r);
+}
+
+Test(cli, servers_file_reaches_a_password_protected_server)
+{
+    hlt_redis *r = hlt_redis_start("--requirepass s3cret");
+    char dead[64];
+    const char *a[] = { "--servers-file", "servers", "job", "--", "sh", "-c", "env > env.txt", NULL };
+    const char *b[] = { "--servers-file", "missing", "job", "true", NULL };
+    const char *c[] = { "--servers-file", "servers", "-s", dead, "job", "true", NULL };
+    FILE *f;
+    cr_assert_not_null(r);
+    find_bin();
+    snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", hlt_free_port());
+    setenv("HILOCK_SERVERS", dead, 1);   /* the file wins over the environment */
+    f = fopen(path(r, "servers"), "w");
+    fprintf(f, "redis://:s3cret@127.0.0.1:%d\n", r->port);
+    fclose(f);
+    cr_assert_eq(run(r, a), 0, "%s", slurp(r, "err.txt"));
+    cr_assert(strstr(slurp(r, "env.txt"), "HILOCK_KEY=job"));
+    cr_assert_null(strstr(slurp(r, "env.txt"), "s3cret"));
+    cr_assert_eq(run(r, b), 64);
+    cr_assert(strstr(slurp(r, "err.txt"), "missing"), "%s", slurp(r, "err.txt"));
+    cr_assert_eq(run(r, c), 64);
+    cr_assert(one_line(slurp(r, "err.txt")));
     cr_assert_eq(hlt_exists(r, "job"), 0);
     hlt_redis_stop(r);
 }

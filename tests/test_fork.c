@@ -1,0 +1,146 @@
+/* test_fork.c -- a forked child's copy of a client and its locks: it can be freed (memory
+ * only, promptly, leaving the parent's lock and keepalive alone), and every other call is
+ * refused with EINVAL and a message naming both processes. Real redis-server. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "hilock.h"
+
+/* The child's exit status, or -1 if it did not end within limit_ms (then it is killed). */
+static int reap(pid_t pid, long limit_ms)
+{
+    long long end = hlt_now_ms() + limit_ms;
+    int st;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (hlt_now_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        hlt_sleep_ms(5);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static hilock *hold(hlt_redis *r, hilock_client **c, int64_t ttl_ms)
+{
+    hilock *l;
+    cr_assert_eq(hilock_client_open(r->url, c), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(*c, "job", ttl_ms, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(*c));
+    return l;
+}
+
+static void assert_held_by(hlt_redis *r, const hilock *l)
+{
+    char *v = hlt_get(r, "job");
+    cr_assert_not_null(v, "the parent's key is still there");
+    cr_assert_str_eq(v, hilock_token(l));
+    free(v);
+}
+
+Test(fork, child_frees_a_lock_whose_keepalive_runs_in_the_parent)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    pid_t pid;
+    cr_assert_not_null(r);
+    l = hold(r, &c, 600);
+    cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK);
+    hlt_sleep_ms(300);   /* past a renewal: the thread now waits on its condition variable */
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        hilock_free(l);
+        hilock_client_free(c);
+        _exit(0);
+    }
+    cr_assert_eq(reap(pid, 5000), 0, "the child must free and exit, not hang");
+    hlt_sleep_ms(1500);   /* past the ttl: only the parent's keepalive keeps it */
+    assert_held_by(r, l);
+    cr_assert(hilock_validity_ms(l) > 0);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* Exit codes of the child below: 0 = all as expected, else the number of the check that
+ * failed. */
+static int child_calls(hilock_client *c, hilock *l)
+{
+    char want[96];
+    hilock *other = NULL;
+    snprintf(want, sizeof want, "client used in a forked child (pid %ld); made in pid %ld",
+             (long)getpid(), (long)getppid());
+    if (hilock_release(l) != HILOCK_EINVAL) return 1;
+    if (!strstr(hilock_client_errmsg(c), want)) return 2;
+    if (hilock_extend(l, 5000) != HILOCK_EINVAL) return 3;
+    if (hilock_check(l) != HILOCK_EINVAL) return 4;
+    if (hilock_acquire(c, "other", 5000, 0, &other) != HILOCK_EINVAL || other) return 5;
+    if (hilock_keepalive(l, NULL, NULL) != HILOCK_EINVAL) return 6;
+    if (hilock_validity_ms(l) != 0) return 7;
+    hilock_free(l);
+    hilock_client_free(c);
+    return 0;
+}
+
+Test(fork, child_calls_are_refused_and_the_key_stays_held)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    pid_t pid;
+    cr_assert_not_null(r);
+    l = hold(r, &c, 10000);
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) _exit(child_calls(c, l));
+    cr_assert_eq(reap(pid, 5000), 0, "child check failed (see child_calls)");
+    assert_held_by(r, l);
+    cr_assert(hlt_pttl(r, "job") > 5000, "not extended or shortened by the child");
+    cr_assert_eq(hlt_exists(r, "other"), 0);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "the parent's client still works: %s",
+                 hilock_client_errmsg(c));
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* A client made in the child is the child's own, and works. */
+Test(fork, child_makes_its_own_client)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    pid_t pid;
+    cr_assert_not_null(r);
+    l = hold(r, &c, 10000);
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        hilock_client *mine;
+        hilock *l2;
+        if (hilock_client_open(r->url, &mine) != HILOCK_OK) _exit(1);
+        if (hilock_acquire(mine, "job2", 5000, 0, &l2) != HILOCK_OK) _exit(2);
+        if (hilock_release(l2) != HILOCK_OK) _exit(3);
+        hilock_free(l2);
+        hilock_client_free(mine);
+        hilock_free(l);
+        hilock_client_free(c);
+        _exit(0);
+    }
+    cr_assert_eq(reap(pid, 5000), 0);
+    assert_held_by(r, l);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
