@@ -141,10 +141,12 @@ static const char *ossl_why(char *buf, size_t len)
     return s ? s : "unknown error";
 }
 
-/* A passphrase prompt on the terminal would block a library: an encrypted key just fails. */
-static int no_passphrase(char *buf, int size, int rw, void *u)
+/* A passphrase prompt on the terminal would block a library: an encrypted key fails, and
+ * the error says so (*asked). */
+static int no_passphrase(char *buf, int size, int rw, void *asked)
 {
-    (void)buf, (void)size, (void)rw, (void)u;
+    (void)buf, (void)size, (void)rw;
+    *(int *)asked = 1;
     return 0;
 }
 
@@ -181,6 +183,7 @@ static int load_trust(SSL_CTX *s, const hl_tls_config *cfg, char *err, size_t le
 static int load_client_cert(SSL_CTX *s, const hl_tls_config *cfg, char *err, size_t len)
 {
     char buf[256];
+    int asked = 0;
     if (!cfg->cert_file && !cfg->key_file) return 0;
     if (!cfg->cert_file || !cfg->key_file) {
         set_err(err, len, "TLS: tls_cert_file and tls_key_file go together (%s is missing)",
@@ -192,12 +195,16 @@ static int load_client_cert(SSL_CTX *s, const hl_tls_config *cfg, char *err, siz
         return -1;
     }
     SSL_CTX_set_default_passwd_cb(s, no_passphrase);
+    SSL_CTX_set_default_passwd_cb_userdata(s, &asked);
     /* (a key of the certificate's type is checked against it here, any other type below) */
     if (SSL_CTX_use_PrivateKey_file(s, cfg->key_file, SSL_FILETYPE_PEM) != 1 &&
         ERR_GET_REASON(ERR_peek_error()) != X509_R_KEY_VALUES_MISMATCH) {
-        set_err(err, len, "TLS: tls_key_file %s: %s", cfg->key_file, ossl_why(buf, sizeof buf));
+        set_err(err, len, "TLS: tls_key_file %s: %s", cfg->key_file,
+                asked ? "encrypted with a passphrase (give the key unencrypted)" : ossl_why(buf, sizeof buf));
+        ERR_clear_error();
         return -1;
     }
+    SSL_CTX_set_default_passwd_cb_userdata(s, NULL);   /* (&asked dies with this call) */
     if (SSL_CTX_check_private_key(s) != 1) {
         set_err(err, len, "TLS: tls_key_file %s does not match tls_cert_file %s", cfg->key_file,
                 cfg->cert_file);
@@ -409,10 +416,10 @@ static int not_tls(const struct hl_tls *t)
     return !t->done && t->first_byte >= 0 && (t->first_byte < 20 || t->first_byte > 24);
 }
 
+/* The end of the session; a later call is an error with these words. */
 static hl_tls_io closed(struct hl_tls *t)
 {
-    ERR_clear_error();
-    t->broken = 1;
+    fail(t, "TLS: the server closed the connection");
     return HL_TLS_CLOSED;
 }
 

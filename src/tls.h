@@ -39,7 +39,7 @@ typedef enum hl_tls_io {
     HL_TLS_OK = 0,       /* handshake done / bytes moved */
     HL_TLS_WANT_READ,    /* poll the fd for POLLIN, then call the same function again */
     HL_TLS_WANT_WRITE,   /* poll the fd for POLLOUT, then call the same function again */
-    HL_TLS_CLOSED,       /* read: the server ended the session (close_notify or plain EOF) */
+    HL_TLS_CLOSED,       /* read: the server ended the session (close_notify or EOF); later calls: ERROR */
     HL_TLS_ERROR         /* the session is broken: hl_tls_error() says why */
 } hl_tls_io;
 

@@ -525,6 +525,8 @@ Test(tls_layer, a_session_the_server_ends_reads_as_closed)
     freeReplyObject(k);
     cr_assert_eq(recv_reply(&s, &rep, 5000), HL_TLS_CLOSED, "%s", hl_tls_error(s.t));
     cr_assert_eq(ERR_peek_error(), 0);
+    cr_assert_eq(send_all(&s, "*1\r\n$4\r\nPING\r\n", 14, 5000), HL_TLS_ERROR);   /* and stays closed */
+    cr_assert_str_eq(hl_tls_error(s.t), "TLS: the server closed the connection");
     close_session(&s);
     hlt_redis_stop(r);
 }
@@ -554,6 +556,10 @@ Test(tls_layer, unusable_settings_are_refused_naming_the_setting)
     cfg.ca_path = NULL;
     cfg.cert_file = pki->client.crt;
     assert_ctx_fails(cfg, "TLS: tls_cert_file and tls_key_file go together (tls_key_file is missing)");
+    cfg.key_file = pki->client_encrypted_key;
+    snprintf(want, sizeof want, "TLS: tls_key_file %s: encrypted with a passphrase (give the key unencrypted)",
+             pki->client_encrypted_key);
+    assert_ctx_fails(cfg, want);
     cfg.key_file = pki->server.key;
     snprintf(want, sizeof want, "TLS: tls_key_file %s does not match tls_cert_file %s", pki->server.key,
              pki->client.crt);

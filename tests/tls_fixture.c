@@ -25,7 +25,8 @@ static const char pki_script[] =
     "leaf other redis.other.example ca 'subjectAltName=DNS:redis.other.example' 2\n"
     "leaf expired localhost ca 'subjectAltName=DNS:localhost,IP:127.0.0.1' -1\n"
     "leaf client hilock-client client-ca 'extendedKeyUsage=clientAuth' 2\n"
-    "leaf stranger hilock-client ca 'extendedKeyUsage=clientAuth' 2\n";
+    "leaf stranger hilock-client ca 'extendedKeyUsage=clientAuth' 2\n"
+    "openssl pkey -in client.key -aes256 -passout pass:secret -out client-encrypted.key\n";
 
 static void path(char *out, const hlt_pki *p, const char *file)
 {
@@ -47,6 +48,7 @@ static void name_files(hlt_pki *p)
     keypair(&p->expired, p, "expired");
     keypair(&p->client, p, "client");
     keypair(&p->stranger, p, "stranger");
+    path(p->client_encrypted_key, p, "client-encrypted.key");
 }
 
 hlt_pki *hlt_pki_make(void)

@@ -26,6 +26,7 @@ typedef struct hlt_pki {
     hlt_keypair expired;            /* as server, expired yesterday */
     hlt_keypair client;             /* a client certificate */
     hlt_keypair stranger;           /* a client certificate from the wrong CA (ca) */
+    char client_encrypted_key[HLT_PKI_PATH];   /* client.key under the passphrase "secret" */
 } hlt_pki;
 
 /* Make all of the above. NULL (and prints why, with openssl's own log) on failure. */
