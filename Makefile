@@ -29,7 +29,7 @@ TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BIN  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 # -Isrc: unit tests of internals (tests/test_url.c) include internal.h
-CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests $(EXTRA_CFLAGS)
+CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
 
 # The hilock command (cli/): part of `all`; built for `test` (tests/test_cli.c runs it) and
 # `demo`; installed with its man page.
