@@ -14,8 +14,11 @@ B         ?= build
 WARN      := -std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror
 OPT       ?= -O2 -g
 HIREDIS_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
-CFLAGS_LIB = $(WARN) $(OPT) -fPIC -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc -I$(B) $(EXTRA_CFLAGS)
-LDLIBS_LIB = $(HIREDIS_LIBS) -lpthread
+# OpenSSL (src/tls.c): the library's own TLS; its symbols stay hidden like ours
+OPENSSL_CFLAGS := $(shell pkg-config --cflags openssl 2>/dev/null)
+OPENSSL_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
+CFLAGS_LIB = $(WARN) $(OPT) -fPIC -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc -I$(B) $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 
 LIB_SRC   := $(wildcard src/*.c) $(wildcard legacy/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
@@ -26,7 +29,7 @@ TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BIN  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 # -Isrc: unit tests of internals (tests/test_url.c) include internal.h
-CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests $(EXTRA_CFLAGS)
+CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
 
 # The hilock command (cli/): part of `all`; built for `test` (tests/test_cli.c runs it) and
 # `demo`; installed with its man page.
@@ -54,6 +57,8 @@ $(B)/%.o: %.c src/internal.h $(HEADERS) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
+$(B)/src/tls.o: src/tls.h
+
 $(B)/libhilock.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
@@ -68,10 +73,11 @@ $(B)/hilock.pc: Makefile
 	@mkdir -p $(@D)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
 	  'Name: hilock' 'Description: Locks on Redis: single master, Sentinel, Redlock, legacy SETNX fleets' \
-	  'Version: $(VERSION)' 'Requires.private: hiredis' 'Cflags: -I$${includedir}' \
+	  'Version: $(VERSION)' 'Requires.private: hiredis, openssl' 'Cflags: -I$${includedir}' \
 	  'Libs: -L$${libdir} -lhilock' 'Libs.private: -lpthread' > $@
 
 # ---- tests ----
+$(B)/tests/test_tls_layer: src/tls.h
 $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(EXTRA_LDFLAGS)
