@@ -33,6 +33,7 @@
 
 #include "hilock.h"
 #include "hilock_legacy.h"
+#include "inspect.h"
 
 extern char **environ;
 
@@ -73,6 +74,8 @@ typedef struct cli {
     int         verbose;
     const char *key;
     char      **cmd;
+    char      **tool;            /* inventory / inspect and their arguments (cli/inspect.c) */
+    int         ntool;
 } cli;
 
 static int pipe_fd[2] = { -1, -1 };
@@ -314,9 +317,13 @@ static int parse_args(int argc, char **argv, cli *o)
         }
     }
     if (optind >= argc) return usage_error("no KEY given");
+    if (hl_tool_word(argv[optind]) && strcmp(argv[optind - 1], "--")) {   /* `-- inventory`: a KEY */
+        o->tool = argv + optind;
+        o->ntool = argc - optind;
+    }
     o->key = argv[optind++];
     if (optind < argc && !strcmp(argv[optind], "--")) optind++;
-    if (optind >= argc) return usage_error("no COMMAND given");
+    if (optind >= argc && !o->tool) return usage_error("no COMMAND given");
     o->cmd = argv + optind;
     if (o->legacy && o->bridge) return usage_error("--legacy and --bridge exclude each other");
     if (o->nservers == 0 && (env = getenv("HILOCK_SERVERS")) && *env) {
@@ -655,6 +662,7 @@ int main(int argc, char **argv)
     hilock_client *c = NULL;
     hilock *l = NULL;
     int rc = parse_args(argc, argv, &o);
+    if (rc < 0 && o.tool) rc = hl_tool_main(o.servers, o.nservers, o.ntool, o.tool);
     if (rc < 0) {
         /* a server closing the connection must not kill hilock with SIGPIPE */
         signal(SIGPIPE, SIG_IGN);
