@@ -82,6 +82,8 @@ static int pipe_fd[2] = { -1, -1 };
 
 static const char usage_text[] =
     "Usage: hilock [options] KEY [--] COMMAND [ARGS...]\n"
+    "       hilock [-s URL]... inventory [--json] [--progress] [--count=N] [--by-prefix] PATTERN...\n"
+    "       hilock [-s URL]... inspect [--json] KEY\n"
     "Run COMMAND while holding the lock KEY on Redis: acquire it, keep it alive while\n"
     "COMMAND runs, release it when COMMAND exits, and exit with COMMAND's status.\n"
     "\n"
@@ -115,6 +117,11 @@ static const char usage_text[] =
     "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to hilock are passed on to\n"
     "COMMAND (the terminal's Ctrl-C already reaches it and is not sent twice).\n"
     "\n"
+    "inventory classifies the values of the keys matching each PATTERN on every master\n"
+    "(modern token, legacy stamp of which preset, unknown; TTL; passed stamps) and sums\n"
+    "them up per key family with advice; inspect shows who holds KEY and how, its fence\n"
+    "counter and waiters. Both only read. (A lock named inventory: hilock -- inventory ...)\n"
+    "\n"
     "Exit status:\n"
     "  COMMAND's status; 128+N if COMMAND was killed by signal N\n"
     "  1    the lock was not acquired: busy with -n, or the -w limit passed (see -E)\n"
@@ -122,7 +129,8 @@ static const char usage_text[] =
     "  69   a server failed (connect, auth, reply, no quorum); COMMAND was not run\n"
     "  71   a system call failed (pipe, thread)\n"
     "  75   the lock was lost while COMMAND ran (COMMAND was signalled, see -L)\n"
-    "  126  COMMAND could not be run; 127 COMMAND was not found\n";
+    "  126  COMMAND could not be run; 127 COMMAND was not found\n"
+    "  130  inventory or inspect stopped by Ctrl-C\n";
 
 /* ---- small helpers ---- */
 
