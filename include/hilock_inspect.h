@@ -33,8 +33,9 @@ extern "C" {
  * indexes below are 0..N-1. 0 for NULL. */
 HILOCK_API size_t hilock_client_masters(const hilock_client *c);
 
-/* A printable name of master i, as errmsg uses it: "127.0.0.1:6379", "/tmp/redis.sock",
- * "sentinel mymaster"; never a password. Owned by the client. NULL for NULL or i out of range. */
+/* A printable name of master i, as errmsg uses it: "127.0.0.1:6379", "/tmp/redis.sock", and
+ * for a Sentinel URL "sentinel mymaster", then "mymaster@10.0.0.5:6379" once resolved; never
+ * a password. Owned by the client, valid until its next call. NULL for NULL or i out of range. */
 HILOCK_API const char *hilock_client_master_name(const hilock_client *c, size_t i);
 
 /* What one key holds. Every pointer is owned by the library and valid only during the

@@ -18,7 +18,9 @@
 #include "checks.h"
 #include "fixture.h"
 #include "hilock.h"
+#include "hilock_inspect.h"
 #include "hilock_legacy.h"
+#include "sentinel_fixture.h"
 
 static char bin[PATH_MAX];
 
@@ -635,4 +637,81 @@ Test(inspect, shows_a_blocked_waiter)
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
+}
+
+Test(inventory, finds_the_master_through_sentinel)
+{
+    hlt_sentinel *f = hlt_sentinel_start();
+    const char *a[] = { "-s", NULL, "inventory", "--json", "lock.*", NULL };
+    const char *b[] = { "-s", NULL, "inspect", "lock.new3", NULL };
+    char want[300];
+    run_out *o;
+    cr_assert_not_null(f);
+    find_bin();
+    a[1] = b[1] = f->url;
+    seed_stamps(f->data[0], "lock.", "node-redis-lock", 40, 60 * 1000000, 0);
+    o = run(f->data[0], a);
+    cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
+    /* the master as the Sentinels named it */
+    snprintf(want, sizeof want, "{\"master\":\"%s@127.0.0.1:%d\",\"key\":\"lock.new", f->name, f->data[0]->port);
+    cr_assert_eq(count_lines(o->out, want), 40, "%s", o->out);
+    free(o);
+    o = run(f->data[0], b);
+    cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
+    snprintf(want, sizeof want, "\"lock.new3\" on %s@127.0.0.1:%d\n  holder   a legacy lock", f->name, f->data[0]->port);
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    free(o);
+    hlt_sentinel_stop(f);
+}
+
+/* ---- the API under them: bad input changes nothing and says why ---- */
+
+static void no_call(size_t m, const hilock_key_view *k, void *arg)
+{
+    (void)m, (void)k, (void)arg;
+    cr_assert_fail("called");
+}
+
+static void no_view(size_t m, const hilock_lock_view *v, const char *e, void *arg)
+{
+    (void)m, (void)v, (void)e, (void)arg;
+    cr_assert_fail("called");
+}
+
+Test(inspect_api, refuses_bad_arguments_before_any_io)
+{
+    hilock_client *c;
+    uint64_t cur = 0;
+    char longer[HILOCK_KEY_MAX + 2];
+    memset(longer, 'k', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    /* no server listens there: a call that reached the network would say EIO */
+    cr_assert_eq(hilock_client_open("redis://127.0.0.1:1", &c), HILOCK_OK);
+    cr_assert_eq(hilock_client_masters(c), 1);
+    cr_assert_str_eq(hilock_client_master_name(c, 0), "127.0.0.1:1");
+    cr_assert_null(hilock_client_master_name(c, 1));
+    cr_assert_eq(hilock_client_masters(NULL), 0);
+    cr_assert_eq(hilock_scan(NULL, 0, "*", 10, &cur, no_call, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_scan(c, 0, "*", 10, NULL, no_call, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "cursor or fn is NULL"));
+    cr_assert_eq(hilock_scan(c, 0, "*", 10, &cur, NULL, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_scan(c, 1, "*", 10, &cur, no_call, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "master 1 out of range (1 masters)"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_scan(c, 0, "*", 0, &cur, no_call, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_scan(c, 0, "*", 10001, &cur, no_call, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "count 10001 outside 1..10000"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_scan(c, 0, longer, 10, &cur, no_call, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_inspect(NULL, "k", no_view, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_inspect(c, NULL, no_view, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_inspect(c, "", no_view, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "key is empty"));
+    cr_assert_eq(hilock_inspect(c, longer, no_view, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_inspect(c, "k", NULL, NULL), HILOCK_EINVAL);
+    cr_assert_eq(cur, 0);
+    /* and the network error of a real call names the server, cursor unchanged */
+    cur = 42;
+    cr_assert_eq(hilock_scan(c, 0, "*", 10, &cur, no_call, NULL), HILOCK_EIO);
+    cr_assert(strstr(hilock_client_errmsg(c), "scan: 127.0.0.1:1: connect:"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(cur, 42);
+    hilock_client_free(c);
 }
