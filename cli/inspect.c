@@ -411,7 +411,8 @@ static int first_sight(inventory *inv, size_t master, const char *k, size_t n)
             inv->seen_n++;
             return 1;
         }
-        if (!memcmp(*slot, e, need)) {
+        /* the header (master, length) first: an entry may be shorter than need */
+        if (!memcmp(*slot, e, sizeof master + sizeof n) && !memcmp(*slot, e, need)) {
             free(e);
             return 0;
         }
