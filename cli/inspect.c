@@ -555,7 +555,7 @@ static void advise(const family *f)
         printf("  ! MIXED UNITS:");
         for (int u = 0; u < 3; u++)
             if (f->units[u]) printf(" %s %ld", unit_names[u], f->units[u]);
-        printf(". This fleet already has a bug: ms clients read seconds stamps as 1970 and take live\n"
+        printf(".\n    This fleet already has a bug: ms clients read seconds stamps as 1970 and take live\n"
                "    locks at once, seconds clients wait for ms stamps for ever. Fix it first: one codec per\n"
                "    key family, the same timeout in every client (README, step 0).\n");
     } else if (formats > 1) {
