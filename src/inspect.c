@@ -79,6 +79,7 @@ hilock_status hilock_scan(hilock_client *c, size_t master, const char *pattern, 
     hl_node *n;
     unsigned long long next;
     size_t ne;
+    const char *digits;
     char *end;
     if (!c) return HILOCK_EINVAL;
     if (!cursor || !fn) return hl_fail(c, HILOCK_EINVAL, "scan: cursor or fn is NULL");
@@ -107,8 +108,9 @@ hilock_status hilock_scan(hilock_client *c, size_t master, const char *pattern, 
     ne = hl_reply_nelem(r);
     if (hl_reply_type(r) != HL_R_ARRAY || ne < 1 || (ne - 1) % 5 || !is_str(hl_reply_elem(r, 0)))
         return bad_reply(c, master, "scan");
-    next = strtoull(hl_reply_str(hl_reply_elem(r, 0), NULL), &end, 10);
-    if (*end || end == hl_reply_str(hl_reply_elem(r, 0), NULL)) return bad_reply(c, master, "scan");
+    digits = hl_reply_str(hl_reply_elem(r, 0), NULL);   /* SCAN's cursor: digits only */
+    next = strtoull(digits, &end, 10);
+    if (*end || digits[0] < '0' || digits[0] > '9') return bad_reply(c, master, "scan");
     for (size_t i = 1; i < ne; i += 5) {
         hilock_key_view v;
         if (!page_key(r, i, &v)) return bad_reply(c, master, "scan");
