@@ -23,7 +23,7 @@ LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 LIB_SRC   := $(wildcard src/*.c) $(wildcard legacy/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
-HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h)
+HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h
 
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BIN  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
@@ -151,9 +151,9 @@ $(B)/bench/bench: bench/bench.c tests/fixture.c tests/fixture.h $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests -o $@ bench/bench.c tests/fixture.c $(B)/libhilock.a $(LDLIBS_LIB)
 
-$(CLI_BIN): cli/hilock.c $(HEADERS) $(B)/libhilock.a
+$(CLI_BIN): cli/hilock.c cli/inspect.c cli/inspect.h $(HEADERS) $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(OPT) -Iinclude $(EXTRA_CFLAGS) -o $@ cli/hilock.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+	$(CC) $(WARN) $(OPT) -Iinclude $(EXTRA_CFLAGS) -o $@ cli/hilock.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 install: $(CLI_BIN)
 
 # ---- proof under faults (torture/README.md) ----
@@ -215,7 +215,7 @@ install: lib $(B)/hilock.pc
 	$(INSTALL_EXTRA)
 
 uninstall:
-	rm -f $(DESTDIR)$(INCDIR)/hilock.h $(DESTDIR)$(INCDIR)/hilock_legacy.h \
+	rm -f $(DESTDIR)$(INCDIR)/hilock.h $(DESTDIR)$(INCDIR)/hilock_legacy.h $(DESTDIR)$(INCDIR)/hilock_inspect.h \
 	  $(DESTDIR)$(LIBDIR)/libhilock.* $(DESTDIR)$(LIBDIR)/pkgconfig/hilock.pc \
 	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1 $(DESTDIR)$(MANDIR)/man3/hilock.3
 

@@ -34,6 +34,7 @@
 
 #include "hilock.h"
 #include "hilock_legacy.h"
+#include "inspect.h"
 
 extern char **environ;
 
@@ -77,6 +78,8 @@ typedef struct cli {
     int         verbose;
     const char *key;
     char      **cmd;
+    char      **tool;            /* inventory / inspect and their arguments (cli/inspect.c) */
+    int         ntool;
 } cli;
 
 static int pipe_fd[2] = { -1, -1 };
@@ -84,6 +87,8 @@ static int own_group;   /* COMMAND leads a process group of its own (see in_fore
 
 static const char usage_text[] =
     "Usage: hilock [options] KEY [--] COMMAND [ARGS...]\n"
+    "       hilock [-s URL]... inventory [--json] [--progress] [--count=N] [--by-prefix] PATTERN...\n"
+    "       hilock [-s URL]... inspect [--json] KEY\n"
     "Run COMMAND while holding the lock KEY on Redis: acquire it, keep it alive while\n"
     "COMMAND runs, release it when COMMAND exits, and exit with COMMAND's status.\n"
     "\n"
@@ -127,6 +132,11 @@ static const char usage_text[] =
     "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to hilock are passed on to\n"
     "COMMAND (the terminal's Ctrl-C already reaches it and is not sent twice).\n"
     "\n"
+    "inventory classifies the values of the keys matching each PATTERN on every master\n"
+    "(modern token, legacy stamp of which preset, unknown; TTL; passed stamps) and sums\n"
+    "them up per key family with advice; inspect shows who holds KEY and how, its fence\n"
+    "counter and waiters. Both only read. (A lock named inventory: hilock -- inventory ...)\n"
+    "\n"
     "Exit status:\n"
     "  COMMAND's status; 128+N if COMMAND was killed by signal N\n"
     "  1    the lock was not acquired: busy with -n, or the -w limit passed (see -E)\n"
@@ -134,7 +144,8 @@ static const char usage_text[] =
     "  69   a server failed (connect, auth, reply, no quorum); COMMAND was not run\n"
     "  71   a system call failed (pipe, thread)\n"
     "  75   the lock was lost while COMMAND ran (COMMAND was signalled, see -L)\n"
-    "  126  COMMAND could not be run; 127 COMMAND was not found\n";
+    "  126  COMMAND could not be run; 127 COMMAND was not found\n"
+    "  130  inventory or inspect stopped by Ctrl-C\n";
 
 /* ---- small helpers ---- */
 
@@ -374,9 +385,13 @@ static int parse_args(int argc, char **argv, cli *o)
         }
     }
     if (optind >= argc) return usage_error("no KEY given");
+    if (hl_tool_word(argv[optind]) && strcmp(argv[optind - 1], "--")) {   /* `-- inventory`: a KEY */
+        o->tool = argv + optind;
+        o->ntool = argc - optind;
+    }
     o->key = argv[optind++];
     if (optind < argc && !strcmp(argv[optind], "--")) optind++;
-    if (optind >= argc) return usage_error("no COMMAND given");
+    if (optind >= argc && !o->tool) return usage_error("no COMMAND given");
     o->cmd = argv + optind;
     if (o->legacy && o->bridge) return usage_error("--legacy and --bridge exclude each other");
     if (o->nservers && o->servers_file) return usage_error("-s and --servers-file exclude each other");
@@ -947,6 +962,7 @@ int main(int argc, char **argv)
     hilock_client *c = NULL;
     hilock *l = NULL;
     int rc = parse_args(argc, argv, &o);
+    if (rc < 0 && o.tool) rc = hl_tool_main(o.servers, o.nservers, o.ntool, o.tool);
     if (rc < 0) {
         /* a server closing the connection must not kill hilock with SIGPIPE */
         signal(SIGPIPE, SIG_IGN);

@@ -20,7 +20,7 @@ make -s -C "$src" -j2 B="$work/build" PREFIX="$prefix" install >"$work/make.log"
 
 for h in "$prefix"/include/*; do
   case $(basename "$h") in
-    hilock.h|hilock_legacy.h) ;;
+    hilock.h|hilock_legacy.h|hilock_inspect.h) ;;
     *) fail "installed a non-public header: $h" ;;
   esac
 done

@@ -1,0 +1,918 @@
+/*
+ * inspect.c -- `hilock inventory` and `hilock inspect`: read-only views of a fleet's lock keys,
+ * over the public API of include/hilock_inspect.h (which never writes) and the codecs of
+ * include/hilock_legacy.h. The manual is cli/hilock.1.
+ *
+ * What a value is (classify(), the one place that decides it):
+ *   - "modern": 32 lowercase hex digits, the token hilock_acquire writes;
+ *   - a preset name: a stamp that preset parses (hilock_codec_parse) AND that is plausible
+ *     for it: as many integer digits as now has in that unit (10 for seconds, 13 for ms
+ *     today), a fraction only for decimal presets, an owner suffix only for suffix presets.
+ *     Presets that write identical values (node-redis-lock and jedis-lock: both integer ms)
+ *     cannot be told apart by a value: all that fit are listed, the first of them names it;
+ *   - "hilock-aux": a hilock aux key ({key}:fence, :waiters, :signal), not a lock;
+ *   - the Redis type for keys that are not strings; "unknown" for every other value.
+ *
+ * JSON strings (--json): valid UTF-8 is copied, '"' '\' and control characters are escaped
+ * (\n, \t, ..., \u00XX; also DEL), and each byte of invalid UTF-8 becomes U+FFFD; a key or
+ * value that had invalid UTF-8 also gets "key_hex" / "value_hex" with its exact bytes.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hilock.h"
+#include "hilock_inspect.h"
+#include "hilock_legacy.h"
+#include "inspect.h"
+
+enum { EXIT_OK = 0, EXIT_USAGE = 64, EXIT_SERVER = 69, EXIT_OSERR = 71 };
+
+#define DEFAULT_COUNT 100
+#define DEAD_AFTER_MS (3600 * 1000)   /* a stamp passed this long ago: its holder is gone */
+#define MAX_FAMILIES 10000            /* more families are counted as one "(other families)" */
+#define NSAMPLES 3
+
+/* ---- what a value is ---- */
+
+static const char *const preset_names[] = {
+    "doc", "node-redis-lock", "jedis-lock", "redis-objects", "redis-py-2", "ruby-redis-lock",
+};
+#define NPRESETS (sizeof preset_names / sizeof preset_names[0])
+static hilock_codec presets[NPRESETS];
+
+/* kinds: the presets first (index = preset), then these */
+enum { K_MODERN = NPRESETS, K_UNKNOWN, K_AUX, K_OTHER_TYPE, NKINDS };
+static const char *const unit_names[] = { "seconds", "milliseconds", "microseconds" };
+
+typedef struct verdict {
+    int      kind;
+    unsigned fits;        /* bit p: preset p reads it and finds it plausible */
+    int64_t  stamp_us;    /* a stamp: when it passes (wall clock) */
+    int      passed;      /* a stamp: 1 passed, 0 not yet; -1 no stamp */
+} verdict;
+
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static int digits_of(int64_t v)
+{
+    int n = 1;
+    while (v >= 10) v /= 10, n++;
+    return n;
+}
+
+static int has_suffix(const char *s, size_t n, const char *suf)
+{
+    size_t l = strlen(suf);
+    return n > l && !memcmp(s + n - l, suf, l);
+}
+
+/* {key}:fence, {key}:waiters, {key}:signal (or key{tag}...:fence): a tag closes before it */
+static int is_aux_key(const char *k, size_t n)
+{
+    static const char *const aux[] = { ":fence", ":waiters", ":signal" };
+    for (size_t i = 0; i < 3; i++)
+        if (has_suffix(k, n, aux[i]) && memchr(k, '}', n - strlen(aux[i]))) return 1;
+    return 0;
+}
+
+static int is_token(const char *v, size_t n)
+{
+    if (n != 32) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!is_digit(v[i]) && !(v[i] >= 'a' && v[i] <= 'f')) return 0;
+    return 1;
+}
+
+static void classify(const hilock_key_view *k, int64_t now_us, verdict *out)
+{
+    size_t ip = 0, fd = 0, i;
+    int dot, suffix;
+    memset(out, 0, sizeof *out);
+    out->kind = K_UNKNOWN;
+    out->passed = -1;
+    if (strcmp(k->type, "string")) {
+        out->kind = K_OTHER_TYPE;
+        return;
+    }
+    if (is_aux_key(k->key, k->key_len)) {
+        out->kind = K_AUX;
+        return;
+    }
+    if (is_token(k->value, k->value_len)) {
+        out->kind = K_MODERN;
+        return;
+    }
+    /* the shape of a stamp: digits [.digits] [-owner] */
+    while (ip < k->value_len && is_digit(k->value[ip])) ip++;
+    i = ip;
+    dot = i < k->value_len && k->value[i] == '.';
+    if (dot)
+        for (i++; i < k->value_len && is_digit(k->value[i]); i++) fd++;
+    suffix = i < k->value_len && k->value[i] == '-';
+    for (size_t p = 0; p < NPRESETS; p++) {
+        const hilock_codec *c = &presets[p];
+        int64_t unit = c->unit == HILOCK_UNIT_S ? 1000000 : c->unit == HILOCK_UNIT_MS ? 1000 : 1;
+        int64_t stamp;
+        if (hilock_codec_parse(c, k->value, k->value_len, &stamp) != HILOCK_OK) continue;
+        if ((int)ip != digits_of(now_us / unit) || dot != (c->decimals > 0) ||
+            suffix != (c->suffix != HILOCK_SUFFIX_NONE))
+            continue;
+        out->fits |= 1u << p;
+        /* the first that fits names it, unless a later one writes exactly these decimals */
+        if (out->kind == K_UNKNOWN || (dot && (size_t)c->decimals == fd && (size_t)presets[out->kind].decimals != fd)) {
+            out->kind = (int)p;
+            out->stamp_us = stamp;
+        }
+    }
+    if (out->kind < (int)NPRESETS)
+        out->passed = hilock_codec_expired(&presets[out->kind], out->stamp_us, now_us);
+}
+
+static const char *kind_name(const verdict *v, const hilock_key_view *k)
+{
+    if (v->kind < (int)NPRESETS) return preset_names[v->kind];
+    if (v->kind == K_MODERN) return "modern";
+    if (v->kind == K_AUX) return "hilock-aux";
+    if (v->kind == K_OTHER_TYPE) return k->type;
+    return "unknown";
+}
+
+/* "integer milliseconds", "decimal seconds", "integer seconds -pid-thread" */
+static void format_name(int p, char *buf, size_t cap)
+{
+    const hilock_codec *c = &presets[p];
+    snprintf(buf, cap, "%s %s%s", c->decimals ? "decimal" : "integer", unit_names[c->unit],
+             c->suffix ? " -pid-thread" : "");
+}
+
+/* ---- output helpers ---- */
+
+/* Length of the valid UTF-8 sequence at s[0..n), 0 if invalid (overlong, surrogate, > U+10FFFF). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len;
+    uint32_t cp;
+    if (s[0] < 0x80) return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) len = 2, cp = s[0] & 0x1f;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef) len = 3, cp = s[0] & 0x0f;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4) len = 4, cp = s[0] & 0x07;
+    else return 0;
+    if (len > n) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
+/* A JSON string; returns 1 if some bytes were not UTF-8 (written as U+FFFD). */
+static int json_str(FILE *f, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    int bad = 0;
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_len(u + i, n - i);
+        unsigned char c = u[i];
+        if (l == 0) {
+            fputs("\\ufffd", f);
+            bad = 1;
+            i++;
+            continue;
+        }
+        if (l > 1) fwrite(u + i, 1, l, f);
+        else if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+        i += l;
+    }
+    fputc('"', f);
+    return bad;
+}
+
+static void hex(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%02x", (unsigned char)s[i]);
+    fputc('"', f);
+}
+
+/* A quoted, printable form for humans: "a\x01\"b" (as redis-cli shows keys). */
+static void show(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* "850 ms", "4.2 s", "12 min", "5.0 h", "3.1 d" */
+static const char *human_ms(int64_t ms, char *buf, size_t cap)
+{
+    int64_t a = ms < 0 ? -ms : ms;
+    if (a < 1000) snprintf(buf, cap, "%lld ms", (long long)a);
+    else if (a < 60000) snprintf(buf, cap, "%.1f s", (double)a / 1000);
+    else if (a < 3600000) snprintf(buf, cap, "%lld min", (long long)(a / 60000));
+    else if (a < 86400000) snprintf(buf, cap, "%.1f h", (double)a / 3600000);
+    else snprintf(buf, cap, "%.1f d", (double)a / 86400000);
+    return buf;
+}
+
+static void json_presets(FILE *f, unsigned fits)
+{
+    const char *sep = "";
+    fputs(",\"presets\":[", f);
+    for (size_t p = 0; p < NPRESETS; p++)
+        if (fits & (1u << p)) {
+            fprintf(f, "%s\"%s\"", sep, preset_names[p]);
+            sep = ",";
+        }
+    fputc(']', f);
+}
+
+/* the key's fields shared by both commands' JSON */
+static void json_key(FILE *f, const hilock_key_view *k, const verdict *v, int64_t now_us)
+{
+    fputs(",\"key\":", f);
+    if (json_str(f, k->key, k->key_len)) {
+        fputs(",\"key_hex\":", f);
+        hex(f, k->key, k->key_len);
+    }
+    fputs(",\"type\":", f);
+    json_str(f, k->type, strlen(k->type));
+    fprintf(f, ",\"kind\":\"%s\"", kind_name(v, k));
+    json_presets(f, v->fits);
+    if (k->pttl_ms >= 0) fprintf(f, ",\"pttl_ms\":%lld", (long long)k->pttl_ms);
+    else fputs(",\"pttl_ms\":null", f);
+    if (v->passed >= 0)
+        fprintf(f, ",\"stamp_in_ms\":%lld,\"stamp_passed\":%s", (long long)((v->stamp_us - now_us) / 1000),
+                v->passed ? "true" : "false");
+    else
+        fputs(",\"stamp_in_ms\":null,\"stamp_passed\":null", f);
+    if (k->value) {
+        fputs(",\"value\":", f);
+        if (json_str(f, k->value, k->value_len)) {
+            fputs(",\"value_hex\":", f);
+            hex(f, k->value, k->value_len);
+        }
+        fprintf(f, ",\"value_size\":%lld", (long long)k->value_size);
+    } else {
+        fputs(",\"value\":null,\"value_size\":null", f);
+    }
+}
+
+/* ---- Ctrl-C ---- */
+
+static volatile sig_atomic_t stop_sig;
+
+static void on_stop(int sig) { stop_sig = sig; }
+
+static void catch_stop(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;   /* no SA_RESTART needed: the engine's poll() goes on after EINTR */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* ---- the client ---- */
+
+static int tool_usage(const char *fmt, const char *arg)
+{
+    fputs("hilock: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs(" (see hilock --help)\n", stderr);
+    return EXIT_USAGE;
+}
+
+static int open_client(const char *const *servers, size_t n, hilock_client **c)
+{
+    hilock_options o;
+    hilock_options_init(&o);
+    o.servers = servers;
+    o.nservers = n;
+    if (hilock_client_new(&o, c) != HILOCK_OK) {
+        fprintf(stderr, "hilock: %s\n", hilock_last_config_error());
+        return EXIT_USAGE;
+    }
+    for (size_t p = 0; p < NPRESETS; p++)
+        if (hilock_codec_preset(preset_names[p], &presets[p]) != HILOCK_OK) abort();   /* fixed names */
+    return -1;
+}
+
+/* One line on stderr: "hilock: " and the library's message (which names the call). */
+static void print_error(const char *msg)
+{
+    fputs("hilock: ", stderr);
+    for (; *msg; msg++) fputc(*msg == '\n' || *msg == '\r' ? ' ' : *msg, stderr);
+    fputc('\n', stderr);
+}
+
+/* ---- inventory: families ---- */
+
+typedef struct kind_count {
+    long keys, ttl, passed, passed_no_ttl, dead;
+} kind_count;
+
+typedef struct family {
+    char      *name;
+    size_t     master;
+    kind_count k[NKINDS];
+    long       units[3];           /* stamps per unit */
+    long       formats[NPRESETS];  /* stamps per format (by the preset that names it) */
+    int64_t    oldest_dead_ms;
+    char      *samples[NSAMPLES];  /* unknown values, shown */
+    int        nsamples;
+    struct family *next;           /* hash chain */
+} family;
+
+typedef struct inventory {
+    int          json, progress, tty, by_prefix;
+    size_t       count;
+    char       **patterns;
+    int          npatterns;
+    hilock_client *c;
+    int64_t      now_us;
+    long         scanned, seen;    /* keys returned by SCAN / counted (no repeats) */
+    family      *fam[4096];
+    family     **list;             /* in order of first appearance */
+    size_t       nfam, capfam;
+    family       other;            /* beyond MAX_FAMILIES */
+    int          pattern;          /* the pattern being scanned */
+    /* keys already counted, per master (SCAN may return a key twice; patterns may overlap) */
+    char       **seen_set;
+    size_t       seen_cap, seen_n;
+    int          oom;
+} inventory;
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Add key (as master + length + bytes) to the seen set; 0 if it was there already. */
+static int first_sight(inventory *inv, size_t master, const char *k, size_t n)
+{
+    size_t need = sizeof master + sizeof n + n;
+    char *e;
+    uint64_t h;
+    if (inv->seen_n * 2 >= inv->seen_cap) {   /* grow, rehash */
+        size_t cap = inv->seen_cap ? inv->seen_cap * 2 : 1024;
+        char **t = calloc(cap, sizeof *t);
+        if (!t) return inv->oom = 1, 1;
+        for (size_t i = 0; i < inv->seen_cap; i++)
+            if (inv->seen_set[i]) {
+                size_t ln;
+                memcpy(&ln, inv->seen_set[i] + sizeof master, sizeof ln);
+                h = fnv(inv->seen_set[i], sizeof master + sizeof ln + ln, 14695981039346656037ULL);
+                while (t[h & (cap - 1)]) h++;
+                t[h & (cap - 1)] = inv->seen_set[i];
+            }
+        free(inv->seen_set);
+        inv->seen_set = t;
+        inv->seen_cap = cap;
+    }
+    if (!(e = malloc(need))) return inv->oom = 1, 1;
+    memcpy(e, &master, sizeof master);
+    memcpy(e + sizeof master, &n, sizeof n);
+    memcpy(e + sizeof master + sizeof n, k, n);
+    for (h = fnv(e, need, 14695981039346656037ULL);; h++) {
+        char **slot = &inv->seen_set[h & (inv->seen_cap - 1)];
+        if (!*slot) {
+            *slot = e;
+            inv->seen_n++;
+            return 1;
+        }
+        /* the header (master, length) first: an entry may be shorter than need */
+        if (!memcmp(*slot, e, sizeof master + sizeof n) && !memcmp(*slot, e, need)) {
+            free(e);
+            return 0;
+        }
+    }
+}
+
+static int is_glob(char c) { return c == '*' || c == '?' || c == '['; }
+
+/* The family of a key: its pattern; or, for a pattern that starts with a glob ("*") or with
+ * --by-prefix, the key's prefix up to its last ':' or '.', then "*". */
+static family *family_of(inventory *inv, size_t master, const char *k, size_t n)
+{
+    const char *pat = inv->patterns[inv->pattern];
+    char name[512];
+    size_t len = 0;
+    uint64_t h;
+    family *f;
+    if (inv->by_prefix || is_glob(pat[0])) {
+        size_t cut = n;
+        while (cut > 0 && k[cut - 1] != ':' && k[cut - 1] != '.') cut--;
+        if (cut > 0 && cut < sizeof name - 2) {
+            memcpy(name, k, cut);
+            name[cut] = '*';
+            len = cut + 1;
+        }
+    }
+    if (!len) len = (size_t)snprintf(name, sizeof name, "%s", pat);
+    if (len >= sizeof name) len = sizeof name - 1;
+    h = fnv(&master, sizeof master, fnv(name, len, 14695981039346656037ULL)) % 4096;
+    for (f = inv->fam[h]; f; f = f->next)
+        if (f->master == master && strlen(f->name) == len && !memcmp(f->name, name, len)) return f;
+    if (inv->nfam >= MAX_FAMILIES) return &inv->other;
+    if (inv->nfam == inv->capfam) {
+        size_t cap = inv->capfam ? inv->capfam * 2 : 16;
+        family **l = realloc(inv->list, cap * sizeof *l);
+        if (!l) return inv->oom = 1, &inv->other;
+        inv->list = l;
+        inv->capfam = cap;
+    }
+    if (!(f = calloc(1, sizeof *f)) || !(f->name = strndup(name, len))) {
+        free(f);
+        inv->oom = 1;
+        return &inv->other;
+    }
+    f->master = master;
+    f->next = inv->fam[h];
+    inv->fam[h] = f;
+    inv->list[inv->nfam++] = f;
+    return f;
+}
+
+static void count_key(family *f, const hilock_key_view *k, const verdict *v, int64_t now_us)
+{
+    kind_count *kc = &f->k[v->kind];
+    kc->keys++;
+    if (k->pttl_ms >= 0) kc->ttl++;
+    if (v->kind < (int)NPRESETS) {
+        f->units[presets[v->kind].unit]++;
+        f->formats[v->kind]++;
+    }
+    if (v->passed == 1) {
+        kc->passed++;
+        if (k->pttl_ms < 0) {
+            int64_t ago_ms = (now_us - v->stamp_us) / 1000;
+            kc->passed_no_ttl++;
+            if (ago_ms > DEAD_AFTER_MS) {
+                kc->dead++;
+                if (ago_ms > f->oldest_dead_ms) f->oldest_dead_ms = ago_ms;
+            }
+        }
+    }
+    if (v->kind == K_UNKNOWN && f->nsamples < NSAMPLES) {
+        size_t n = k->value_len > 40 ? 40 : k->value_len;
+        char *s = malloc(n + 1);
+        if (s) {
+            memcpy(s, k->value, n);
+            s[n] = '\0';
+            f->samples[f->nsamples++] = s;
+        }
+    }
+}
+
+static void on_key(size_t master, const hilock_key_view *k, void *arg)
+{
+    inventory *inv = arg;
+    verdict v;
+    inv->scanned++;
+    if (k->pttl_ms == -2 || !strcmp(k->type, "none")) return;   /* gone since SCAN saw it */
+    if (!first_sight(inv, master, k->key, k->key_len)) return;
+    inv->seen++;
+    classify(k, inv->now_us, &v);
+    count_key(family_of(inv, master, k->key, k->key_len), k, &v, inv->now_us);
+    if (inv->json) {
+        fputs("{\"master\":", stdout);
+        json_str(stdout, hilock_client_master_name(inv->c, master),
+                 strlen(hilock_client_master_name(inv->c, master)));
+        json_key(stdout, k, &v, inv->now_us);
+        fputs("}\n", stdout);
+    }
+}
+
+/* ---- inventory: the summary ---- */
+
+static long legacy_keys(const family *f, int what)   /* what: 0 keys, 1 with TTL */
+{
+    long n = 0;
+    for (size_t p = 0; p < NPRESETS; p++) n += what ? f->k[p].ttl : f->k[p].keys;
+    return n;
+}
+
+/* the preset with the most stamps in f, and the others that write the same values */
+static int main_preset(const family *f)
+{
+    int best = 0;
+    for (size_t p = 1; p < NPRESETS; p++)
+        if (f->formats[p] > f->formats[best]) best = (int)p;
+    return best;
+}
+
+static int same_format(int a, int b)
+{
+    return presets[a].unit == presets[b].unit && (presets[a].decimals > 0) == (presets[b].decimals > 0) &&
+           presets[a].suffix == presets[b].suffix;
+}
+
+/* What README's migration section says for this family, as notes ("!") and one advice ("=>"). */
+static void advise(const family *f)
+{
+    long legacy = legacy_keys(f, 0), legacy_ttl = legacy_keys(f, 1), dead = 0, formats = 0;
+    int units = 0, mp = main_preset(f);
+    char age[32], oldest[32];
+    for (size_t p = 0; p < NPRESETS; p++) {
+        int first = f->formats[p] > 0;   /* the first preset of its format that has stamps */
+        for (size_t q = 0; q < p && first; q++) first = !(f->formats[q] && same_format((int)q, (int)p));
+        dead += f->k[p].dead;
+        formats += first;
+    }
+    for (int u = 0; u < 3; u++) units += f->units[u] > 0;
+    if (units > 1) {
+        printf("  ! MIXED UNITS:");
+        for (int u = 0; u < 3; u++)
+            if (f->units[u]) printf(" %s %ld", unit_names[u], f->units[u]);
+        printf(".\n    This fleet already has a bug: ms clients read seconds stamps as 1970 and take live\n"
+               "    locks at once, seconds clients wait for ms stamps for ever. Fix it first: one codec per\n"
+               "    key family, the same timeout in every client (README, step 0).\n");
+    } else if (formats > 1) {
+        printf("  ! MIXED FORMATS in one unit (integer, decimals, -pid suffix): parsers that refuse the other\n"
+               "    format (Java, Python, C#) throw or wait. Fix it first: one codec per key family (step 0).\n");
+    }
+    if (f->k[K_MODERN].keys && legacy)
+        printf("  ! RANDOM TOKENS NEXT TO LEGACY STAMPS: the Ruby gem, redis-objects <= 1.4 and jedis-lock's\n"
+               "    master take a random token at once, npm redis-lock 0.0.x overwrites it. Use bridge mode\n"
+               "    until no legacy client is left (README, steps 1-3).\n");
+    if (dead)
+        printf("  ! %ld DEAD LEGACY HOLDERS: no TTL, stamp passed more than %s ago (oldest %s ago). SET NX PX\n"
+               "    clients wait for them for ever; bridge and legacy clients take them over. With no legacy\n"
+               "    client left, give them a TTL once (README, step 3); inventory never writes.\n",
+               dead, human_ms(DEAD_AFTER_MS, age, sizeof age), human_ms(f->oldest_dead_ms, oldest, sizeof oldest));
+    if (f->k[K_UNKNOWN].keys) {
+        printf("  ! %ld values no preset reads (e.g.", f->k[K_UNKNOWN].keys);
+        for (int s = 0; s < f->nsamples; s++) {
+            fputc(' ', stdout);
+            show(stdout, f->samples[s], strlen(f->samples[s]));
+        }
+        printf("): find their writer before migrating (a custom hilock_codec?).\n");
+    }
+    if (units > 1 || formats > 1) printf("  => fix the codec mix first (README, step 0)\n");
+    else if (legacy && legacy_ttl < legacy)
+        printf("  => step 1: deploy bridge mode with the codec \"%s\" (hilock --bridge; o.bridge = 1 and\n"
+               "     hilock_codec_preset(\"%s\", &o.codec)); legacy writers are active (stamps without TTL)\n",
+               preset_names[mp], preset_names[mp]);
+    else if (legacy)
+        printf("  => every stamp has a TTL (bridge clients, or legacy ones that set one): when no legacy\n"
+               "     client can run any more (README, step 2), step 3: random tokens\n");
+    else if (f->k[K_MODERN].keys)
+        printf("  => modern locks only: nothing to migrate\n");
+    else if (f->k[K_UNKNOWN].keys)
+        printf("  => find the writer of the values above before anything else\n");
+    else
+        printf("  => no lock values found\n");
+}
+
+static void print_family(const inventory *inv, const family *f)
+{
+    long total = 0;
+    char fmt[64];
+    for (int k = 0; k < NKINDS; k++) total += f->k[k].keys;
+    printf("\nfamily ");
+    show(stdout, f->name, strlen(f->name));
+    if (hilock_client_masters(inv->c) > 1) printf(" on %s", hilock_client_master_name(inv->c, f->master));
+    printf(": %ld keys\n", total);
+    printf("  %-16s %8s %8s %8s %8s %8s  %s\n", "kind", "keys", "ttl", "no-ttl", "passed", "dead", "format");
+    for (int k = 0; k < NKINDS; k++) {
+        const kind_count *c = &f->k[k];
+        const char *name = k < (int)NPRESETS ? preset_names[k] : k == K_MODERN ? "modern"
+                           : k == K_UNKNOWN ? "unknown" : k == K_AUX ? "hilock-aux" : "not-a-string";
+        if (!c->keys) continue;
+        if (k < (int)NPRESETS) {
+            format_name(k, fmt, sizeof fmt);
+            for (size_t p = 0; p < NPRESETS; p++)   /* presets no value can tell from this one */
+                if ((int)p != k && same_format((int)p, k) && strlen(fmt) + strlen(preset_names[p]) + 8 < sizeof fmt)
+                    strcat(strcat(fmt, ", or "), preset_names[p]);
+        } else {
+            snprintf(fmt, sizeof fmt, "%s", k == K_MODERN ? "32 hex digits (hilock token)" : "");
+        }
+        if (k < (int)NPRESETS)
+            printf("  %-16s %8ld %8ld %8ld %8ld %8ld  %s\n", name, c->keys, c->ttl, c->keys - c->ttl, c->passed,
+                   c->dead, fmt);
+        else
+            printf("  %-16s %8ld %8ld %8ld %8s %8s  %s\n", name, c->keys, c->ttl, c->keys - c->ttl, "-", "-", fmt);
+    }
+    advise(f);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const family *x = *(const family *const *)a, *y = *(const family *const *)b;
+    return x->master != y->master ? (x->master < y->master ? -1 : 1) : strcmp(x->name, y->name);
+}
+
+static void print_summary(inventory *inv, double secs, const char *incomplete)
+{
+    size_t m = hilock_client_masters(inv->c);
+    if (inv->nfam) qsort(inv->list, inv->nfam, sizeof *inv->list, by_name);
+    printf("hilock inventory: %ld keys on %zu master%s", inv->seen, m, m == 1 ? "" : "s");
+    for (size_t i = 0; i < m; i++) printf("%s%s", i ? ", " : " (", hilock_client_master_name(inv->c, i));
+    printf(") in %.1f s; %zu famil%s%s%s\n", secs, inv->nfam, inv->nfam == 1 ? "y" : "ies",
+           incomplete ? "; INCOMPLETE: " : "", incomplete ? incomplete : "");
+    printf("columns: ttl = has a TTL (PX), passed = the stamp has passed, dead = no TTL and passed more than 1 h ago\n");
+    for (size_t i = 0; i < inv->nfam; i++) print_family(inv, inv->list[i]);
+    if (inv->other.k[K_UNKNOWN].keys || legacy_keys(&inv->other, 0) || inv->other.k[K_MODERN].keys)
+        printf("\n(more than %d families: the rest are not summarized; narrow the patterns)\n", MAX_FAMILIES);
+}
+
+static void free_inventory(inventory *inv)
+{
+    for (size_t i = 0; i < inv->nfam; i++) {
+        for (int s = 0; s < inv->list[i]->nsamples; s++) free(inv->list[i]->samples[s]);
+        free(inv->list[i]->name);
+        free(inv->list[i]);
+    }
+    for (int s = 0; s < inv->other.nsamples; s++) free(inv->other.samples[s]);
+    free(inv->list);
+    for (size_t i = 0; i < inv->seen_cap; i++) free(inv->seen_set[i]);
+    free(inv->seen_set);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void progress(const inventory *inv, double t0, double *last, int final)
+{
+    double now = mono_s();
+    if (!inv->progress || (!final && now - *last < 0.5)) return;
+    *last = now;
+    if (final && inv->tty) {
+        fputs("\r\033[K", stderr);
+        return;
+    }
+    if (final) return;
+    fprintf(stderr, "%shilock: %ld keys scanned (%.0f/s)%s", inv->tty ? "\r" : "", inv->scanned,
+            now > t0 ? (double)inv->scanned / (now - t0) : 0.0, inv->tty ? "" : "\n");
+}
+
+/* Scan every pattern on every master, a page at a time; stop between pages on Ctrl-C. */
+static int inventory_scan(inventory *inv, const char **failed)
+{
+    double t0 = mono_s(), last = t0;
+    int rc = EXIT_OK;
+    for (size_t m = 0; m < hilock_client_masters(inv->c) && !stop_sig; m++)
+        for (inv->pattern = 0; inv->pattern < inv->npatterns && !stop_sig; inv->pattern++) {
+            uint64_t cur = 0;
+            hilock_status st;
+            do {
+                st = hilock_scan(inv->c, m, inv->patterns[inv->pattern], inv->count, &cur, on_key, inv);
+                progress(inv, t0, &last, 0);
+            } while (st == HILOCK_OK && cur && !stop_sig);
+            if (st != HILOCK_OK) {
+                print_error(hilock_client_errmsg(inv->c));
+                *failed = hilock_client_master_name(inv->c, m);
+                rc = st == HILOCK_EINVAL ? EXIT_USAGE : EXIT_SERVER;
+                break;   /* the next master */
+            }
+        }
+    progress(inv, t0, &last, 1);
+    return rc;
+}
+
+static const struct option inv_opts[] = {
+    { "json", no_argument, NULL, 'j' },
+    { "progress", no_argument, NULL, 'p' },
+    { "count", required_argument, NULL, 'c' },
+    { "by-prefix", no_argument, NULL, 'b' },
+    { NULL, 0, NULL, 0 },
+};
+
+static int inventory_main(hilock_client *c, int argc, char **argv)
+{
+    inventory inv;
+    const char *failed = NULL;
+    double t0 = mono_s();
+    int o, rc;
+    char *end;
+    memset(&inv, 0, sizeof inv);
+    inv.count = DEFAULT_COUNT;
+    inv.c = c;
+    inv.tty = isatty(2);
+    inv.progress = inv.tty;
+    optind = 0;   /* glibc: 0 restarts getopt, after hilock.c's own parse */
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, "+:", inv_opts, NULL)) != -1) {
+        switch (o) {
+        case 'j': inv.json = 1; break;
+        case 'p': inv.progress = 1; break;
+        case 'b': inv.by_prefix = 1; break;
+        case 'c':
+            errno = 0;
+            inv.count = (size_t)strtoul(optarg, &end, 10);
+            if (*end || end == optarg || errno || inv.count < 1 || inv.count > 10000)
+                return tool_usage("inventory --count: not a number 1..10000: '%s'", optarg);
+            break;
+        case ':': return tool_usage("inventory: option '%s' needs a value", argv[optind - 1]);
+        default: return tool_usage("inventory: unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return tool_usage("inventory: no PATTERN given%s", "");
+    inv.patterns = argv + optind;
+    inv.npatterns = argc - optind;
+    inv.now_us = wall_us();
+    rc = inventory_scan(&inv, &failed);
+    if (inv.oom) {
+        fprintf(stderr, "hilock: inventory: out of memory\n");
+        rc = EXIT_OSERR;
+    }
+    if (!inv.json)
+        print_summary(&inv, mono_s() - t0, stop_sig ? "interrupted" : failed ? "a master failed" : NULL);
+    if (stop_sig) {
+        fprintf(stderr, "hilock: inventory interrupted after %ld keys\n", inv.scanned);
+        rc = 128 + stop_sig;
+    }
+    free_inventory(&inv);
+    return rc;
+}
+
+/* ---- inspect ---- */
+
+typedef struct inspection {
+    hilock_client *c;
+    const char    *key;
+    int            json;
+    int64_t        now_us;
+} inspection;
+
+/* Who holds it and how, in words. */
+static const char *holder(const hilock_key_view *k, const verdict *v)
+{
+    if (!strcmp(k->type, "none")) return "nobody: no such key";
+    if (v->kind == K_OTHER_TYPE) return "not a lock: the key holds another type";
+    if (v->kind == K_MODERN) return "a modern lock (hilock token)";
+    if (v->kind == K_UNKNOWN) return "a value no preset reads (another library's token?)";
+    if (v->kind == K_AUX) return "not a lock: a hilock aux key";
+    if (k->pttl_ms < 0) return "a legacy lock (SETNX/GETSET stamp, no TTL)";
+    if (presets[v->kind].suffix == HILOCK_SUFFIX_NONE && presets[v->kind].decimals == 0)
+        return "a bridge lock (digits stamp + PX; or a legacy writer that sets a TTL)";
+    return "a legacy lock with a TTL (legacy_pexpire, or a hybrid writer)";
+}
+
+static const char *holder_word(const hilock_key_view *k, const verdict *v)
+{
+    if (!strcmp(k->type, "none")) return "none";
+    if (v->kind == K_OTHER_TYPE) return "not-a-string";
+    if (v->kind == K_MODERN) return "modern";
+    if (v->kind == K_UNKNOWN) return "unknown";
+    if (v->kind == K_AUX) return "hilock-aux";
+    if (k->pttl_ms < 0) return "legacy";
+    return presets[v->kind].suffix == HILOCK_SUFFIX_NONE && presets[v->kind].decimals == 0 ? "bridge" : "legacy-ttl";
+}
+
+static void inspect_json(const inspection *in, size_t master, const hilock_lock_view *lv, const char *error)
+{
+    const char *name = hilock_client_master_name(in->c, master);
+    verdict v;
+    fputs("{\"master\":", stdout);
+    json_str(stdout, name, strlen(name));
+    if (!lv) {
+        fputs(",\"key\":", stdout);
+        json_str(stdout, in->key, strlen(in->key));
+        fputs(",\"error\":", stdout);
+        json_str(stdout, error, strlen(error));
+        fputs("}\n", stdout);
+        return;
+    }
+    classify(&lv->key, in->now_us, &v);
+    json_key(stdout, &lv->key, &v, in->now_us);
+    printf(",\"holder\":\"%s\"", holder_word(&lv->key, &v));
+    if (lv->fence >= 0) printf(",\"fence\":%lld", (long long)lv->fence);
+    else fputs(",\"fence\":null", stdout);
+    printf(",\"fence_pttl_ms\":%lld", (long long)lv->fence_pttl_ms);
+    if (lv->waiters_pttl_ms >= 0) printf(",\"waiters_pttl_ms\":%lld", (long long)lv->waiters_pttl_ms);
+    else fputs(",\"waiters_pttl_ms\":null", stdout);
+    printf(",\"signals\":%lld}\n", (long long)lv->signals);
+}
+
+static void inspect_text(const inspection *in, size_t master, const hilock_lock_view *lv, const char *error)
+{
+    const hilock_key_view *k;
+    char a[32], b[32];
+    verdict v;
+    fputs(master ? "\n" : "", stdout);
+    show(stdout, in->key, strlen(in->key));
+    printf(" on %s\n", hilock_client_master_name(in->c, master));
+    if (!lv) {
+        printf("  error    %s\n", error);
+        return;
+    }
+    k = &lv->key;
+    classify(k, in->now_us, &v);
+    printf("  holder   %s\n", holder(k, &v));
+    if (k->value) {
+        printf("  value    ");
+        show(stdout, k->value, k->value_len);
+        if ((int64_t)k->value_len < k->value_size) printf(" (first %zu of %lld bytes)", k->value_len, (long long)k->value_size);
+        printf("\n  kind     %s", kind_name(&v, k));
+        for (size_t p = 0; p < NPRESETS; p++)
+            if ((v.fits & (1u << p)) && (int)p != v.kind) printf(" (or %s: same values)", preset_names[p]);
+        if (v.kind < (int)NPRESETS) {
+            format_name(v.kind, a, sizeof a);
+            printf(", %s", a);
+        }
+        fputc('\n', stdout);
+    } else if (strcmp(k->type, "none")) {
+        printf("  type     %s\n", k->type);
+    }
+    if (k->pttl_ms >= 0) printf("  pttl     %lld ms (%s)\n", (long long)k->pttl_ms, human_ms(k->pttl_ms, a, sizeof a));
+    else if (k->pttl_ms == -1) printf("  pttl     none (no expiry)\n");
+    if (v.passed >= 0) {
+        int64_t ms = (v.stamp_us - in->now_us) / 1000;
+        printf("  stamp    %s %s%s%s\n", v.passed ? "passed" : "passes in", human_ms(ms, a, sizeof a), v.passed ? " ago" : "",
+               v.passed && k->pttl_ms < 0 ? ": legacy clients take it over; SET NX PX clients wait for ever" : "");
+    }
+    if (lv->fence >= 0)
+        printf("  fence    counter %lld (kept %s more)\n", (long long)lv->fence,
+               lv->fence_pttl_ms >= 0 ? human_ms(lv->fence_pttl_ms, b, sizeof b) : "for ever");
+    else
+        printf("  fence    no counter (no hilock grant in the last ttl + 1 h)\n");
+    if (lv->waiters_pttl_ms >= 0)
+        printf("  waiters  yes: a waiter blocks for the release (marker expires in %s)\n",
+               human_ms(lv->waiters_pttl_ms, a, sizeof a));
+    else
+        printf("  waiters  none marked\n");
+    if (lv->signals > 0) printf("  signals  %lld wake-up(s) not taken yet\n", (long long)lv->signals);
+}
+
+static void on_master(size_t master, const hilock_lock_view *lv, const char *error, void *arg)
+{
+    const inspection *in = arg;
+    if (in->json) inspect_json(in, master, lv, error);
+    else inspect_text(in, master, lv, error);
+}
+
+static int inspect_main(hilock_client *c, int argc, char **argv)
+{
+    static const struct option opts[] = { { "json", no_argument, NULL, 'j' }, { NULL, 0, NULL, 0 } };
+    inspection in = { c, NULL, 0, 0 };
+    hilock_status st;
+    int o;
+    optind = 0;   /* glibc: 0 restarts getopt, after hilock.c's own parse */
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
+        if (o == 'j') in.json = 1;
+        else return tool_usage("inspect: unknown option '%s'", argv[optind - 1]);
+    }
+    if (optind >= argc) return tool_usage("inspect: no KEY given%s", "");
+    if (optind + 1 < argc) return tool_usage("inspect: one KEY only (got '%s' after it)", argv[optind + 1]);
+    in.key = argv[optind];
+    in.now_us = wall_us();
+    st = hilock_inspect(c, in.key, on_master, &in);
+    if (st == HILOCK_OK) return EXIT_OK;
+    print_error(hilock_client_errmsg(c));
+    return st == HILOCK_EINVAL ? EXIT_USAGE : st == HILOCK_ENOMEM ? EXIT_OSERR : EXIT_SERVER;
+}
+
+/* ---- entry ---- */
+
+int hl_tool_word(const char *word)
+{
+    return !strcmp(word, "inventory") || !strcmp(word, "inspect");
+}
+
+int hl_tool_main(const char *const *servers, size_t nservers, int argc, char **argv)
+{
+    hilock_client *c = NULL;
+    int rc = open_client(servers, nservers, &c);
+    if (rc >= 0) return rc;
+    catch_stop();
+    rc = !strcmp(argv[0], "inventory") ? inventory_main(c, argc, argv) : inspect_main(c, argc, argv);
+    hilock_client_free(c);
+    return rc;
+}

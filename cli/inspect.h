@@ -1,0 +1,17 @@
+/* inspect.h -- the read-only subcommands of the hilock command (cli/inspect.c):
+ *   hilock [-s URL]... inventory [--json] [--progress] [--count=N] [--by-prefix] PATTERN...
+ *   hilock [-s URL]... inspect [--json] KEY
+ * cli/hilock.c parses the common options (-s, $HILOCK_SERVERS) and hands over the rest. */
+#ifndef HILOCK_CLI_INSPECT_H
+#define HILOCK_CLI_INSPECT_H
+
+#include <stddef.h>
+
+/* Is word one of the subcommands ("inventory", "inspect")? */
+int hl_tool_word(const char *word);
+
+/* Run the subcommand argv[0] with its arguments argv[1..argc) on the given servers. Returns
+ * the exit status: 0; 64 bad usage; 69 a server failed; 130 interrupted (Ctrl-C). */
+int hl_tool_main(const char *const *servers, size_t nservers, int argc, char **argv);
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * hilock_inspect.h -- read-only views of lock keys, for operators and tools: list what a key
+ * family holds on each master (one SCAN page at a time), and look at one lock and its aux keys.
+ * The `hilock inventory` and `hilock inspect` commands are built on these calls.
+ *
+ * Nothing here writes. Each call runs one Lua script that declares itself `no-writes`, so the
+ * server itself refuses any write from it (this needs Redis >= 7.0; older servers answer with
+ * an error: HILOCK_EREPLY). One exception, which a fresh client never meets: a client that
+ * earlier lock calls left with undos (values whose write timed out, see hilock.h) sends them
+ * first, on every call, as it does for lock calls; they delete only that client's own values.
+ *
+ * Bounds: each call is one round trip (to one master, or to all at once), bounded by
+ * io_timeout_ms (+ connect_timeout_ms when it has to connect), like every call. Long listings
+ * are many calls: the caller decides between pages whether to go on.
+ *
+ * Connections are the client's: the same URLs, AUTH, Sentinel resolution and Redlock server
+ * list as its locks. Thread rule as in hilock.h: one thread at a time per client.
+ */
+#ifndef HILOCK_INSPECT_H
+#define HILOCK_INSPECT_H
+
+#include "hilock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* At most this many bytes of a string value are returned (value_size says how long it is).
+ * Lock values are 32-byte tokens or stamps shorter than HILOCK_CODEC_MAX. */
+#define HILOCK_VIEW_VALUE_MAX 256
+
+/* The number of masters in the client's server list (1, or N for Redlock): the master
+ * indexes below are 0..N-1. 0 for NULL. */
+HILOCK_API size_t hilock_client_masters(const hilock_client *c);
+
+/* A printable name of master i, as errmsg uses it: "127.0.0.1:6379", "/tmp/redis.sock", and
+ * for a Sentinel URL "sentinel mymaster", then "mymaster@10.0.0.5:6379" once resolved; never
+ * a password. Owned by the client, valid until its next call. NULL for NULL or i out of range. */
+HILOCK_API const char *hilock_client_master_name(const hilock_client *c, size_t i);
+
+/* What one key holds. Every pointer is owned by the library and valid only during the
+ * callback that receives it. Strings are NUL-terminated but binary-safe: use the lengths. */
+typedef struct hilock_key_view {
+    const char *key;          /* the key's bytes                                            */
+    size_t      key_len;
+    const char *type;         /* "string", "list", "hash", "set", "zset", "stream", a module
+                                 type, or "none": the key does not exist (it may have expired
+                                 between SCAN and this look)                                 */
+    int64_t     pttl_ms;      /* ms to live; -1: no expiry; -2: no such key                  */
+    const char *value;        /* string keys: its first bytes (at most HILOCK_VIEW_VALUE_MAX);
+                                 NULL for other types and missing keys                       */
+    size_t      value_len;    /* bytes at value                                             */
+    int64_t     value_size;   /* string keys: the whole value's length; -1 otherwise         */
+} hilock_key_view;
+
+typedef void (*hilock_scan_fn)(size_t master, const hilock_key_view *k, void *arg);
+
+/* One page of SCAN on master `master`: SCAN cursor MATCH pattern COUNT count, then TYPE,
+ * PTTL and the start of each string value of the page's keys, in the same script (one
+ * round trip). fn is called once per key of the page, in SCAN's order.
+ *   *cursor: 0 to start a scan; on OK, the cursor of the next page (0: the scan is complete).
+ *   pattern: a Redis glob (MATCH); NULL = "*".
+ *   count:   SCAN's COUNT hint, 1..10000 (keys looked at per page; the page blocks the
+ *            server for as long as its script runs: ~1 us per key).
+ * SCAN's guarantees hold: a key present during the whole scan is returned at least once
+ * (maybe twice); keys added or removed meanwhile may or may not be. Loop:
+ *     uint64_t cur = 0;
+ *     do st = hilock_scan(c, m, "lock.*", 100, &cur, fn, arg); while (st == HILOCK_OK && cur);
+ * Returns OK; EINVAL (NULL c/cursor/fn, master out of range, count outside 1..10000, pattern
+ * longer than HILOCK_KEY_MAX); EIO, ETIMEDOUT, EAUTH, EREPLY (a server error, e.g. Redis <
+ * 7.0, or a reply of the wrong shape), ENOMEM -- with which master and why in
+ * hilock_client_errmsg(). On an error fn was not called and *cursor is unchanged, so the same
+ * page may be asked again. */
+HILOCK_API hilock_status hilock_scan(hilock_client *c, size_t master, const char *pattern, size_t count,
+                                     uint64_t *cursor, hilock_scan_fn fn, void *arg);
+
+/* A lock key and its aux keys on one master (names as hilock.h's options.wake describes). */
+typedef struct hilock_lock_view {
+    hilock_key_view key;      /* the lock key itself                                        */
+    int64_t fence;            /* the fence counter {key}:fence: the last fencing token minted
+                                 on this master (without the Sentinel epoch bits, see
+                                 hilock_fence); -1: none (no grant in the last ttl + 1 hour)  */
+    int64_t fence_pttl_ms;    /* its ms to live, -2: none                                    */
+    int64_t waiters_pttl_ms;  /* the wake-on-release marker {key}:waiters: a waiter is blocked
+                                 (or was, until the marker expires) and the release will wake
+                                 one; ms to live, -2: none                                   */
+    int64_t signals;          /* wake-ups in {key}:signal that no waiter has taken yet        */
+} hilock_lock_view;
+
+/* Called once per master, in order: v on success, else v = NULL and error says which master
+ * and why. Pointers are valid only during the call. */
+typedef void (*hilock_inspect_fn)(size_t master, const hilock_lock_view *v, const char *error, void *arg);
+
+/* Look at `key` on every master at once (one round trip) and call fn for each.
+ * Returns OK (every master answered); EINVAL (NULL c/key/fn, empty key or longer than
+ * HILOCK_KEY_MAX: fn is not called); otherwise the error of a master that failed (EIO,
+ * ETIMEDOUT, EAUTH, EREPLY, ENOMEM), with every failed master in hilock_client_errmsg() --
+ * fn has still been called for every master. */
+HILOCK_API hilock_status hilock_inspect(hilock_client *c, const char *key, hilock_inspect_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HILOCK_INSPECT_H */

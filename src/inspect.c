@@ -1,0 +1,200 @@
+/* inspect.c -- read-only views of lock keys (include/hilock_inspect.h).
+ *
+ * Each call is one script per master: the script does the SCAN (or the look at the aux keys)
+ * and reads every key of the page on the server, because a pipeline of TYPE/PTTL/GET per key
+ * would not fit the engine's few-command pipelines, and one round trip per key would make a
+ * million-key inventory last as many round trips. The scripts declare `no-writes`, so a bug
+ * here can never turn into a write: the server refuses it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "hilock_inspect.h"
+
+/* generated from src/lua/inspect_scan.lua and src/lua/inspect_key.lua */
+extern const hl_script hl_lua_inspect_scan, hl_lua_inspect_key;
+
+#define SCAN_COUNT_MAX 10000
+
+size_t hilock_client_masters(const hilock_client *c) { return c ? c->nnodes : 0; }
+
+const char *hilock_client_master_name(const hilock_client *c, size_t i)
+{
+    return c && i < c->nnodes ? c->nodes[i].name : NULL;
+}
+
+/* Round trip on the nodes in mask: io_timeout_ms each, + connect_timeout_ms to connect. */
+static uint32_t exec_read(hilock_client *c, uint32_t mask, const hl_cmd *cmd)
+{
+    int64_t io = c->opt.io_timeout_ms * 1000;
+    int64_t hard = hl_add_sat(hl_now_us(), io + c->opt.connect_timeout_ms * 1000);
+    return hl_exec(c, mask, cmd, 1, io, hard);
+}
+
+static int is_int(const hl_reply *r) { return hl_reply_type(r) == HL_R_INTEGER; }
+static int is_str(const hl_reply *r) { return hl_reply_type(r) == HL_R_STRING; }
+
+/* Fill v for `key` from the replies type, pttl, value|nil, strlen. 0 if their shape is not
+ * what the scripts return. */
+static int key_view(hilock_key_view *v, const char *key, size_t key_len, hl_reply *const *r)
+{
+    size_t len;
+    memset(v, 0, sizeof *v);
+    if (!is_str(r[0]) || !is_int(r[1]) || !is_int(r[3]) ||
+        (hl_reply_type(r[2]) != HL_R_NIL && !is_str(r[2])))
+        return 0;
+    v->key = key;
+    v->key_len = key_len;
+    v->type = hl_reply_str(r[0], NULL);
+    v->pttl_ms = hl_reply_int(r[1]);
+    v->value = hl_reply_str(r[2], &len);
+    v->value_len = v->value ? len : 0;
+    v->value_size = hl_reply_int(r[3]);
+    return v->value_len <= HILOCK_VIEW_VALUE_MAX && v->pttl_ms >= -2;
+}
+
+/* The key at element i of a scan page and its four replies. */
+static int page_key(const hl_reply *page, size_t i, hilock_key_view *v)
+{
+    hl_reply *four[4] = { hl_reply_elem(page, i + 1), hl_reply_elem(page, i + 2),
+                          hl_reply_elem(page, i + 3), hl_reply_elem(page, i + 4) };
+    size_t kl;
+    const char *k = hl_reply_str(hl_reply_elem(page, i), &kl);
+    return is_str(hl_reply_elem(page, i)) && key_view(v, k, kl, four);
+}
+
+static hilock_status bad_reply(hilock_client *c, size_t i, const char *what)
+{
+    hl_exec_clear(c);
+    return hl_fail(c, HILOCK_EREPLY, "%s: %s: unexpected reply", c->nodes[i].name, what);
+}
+
+hilock_status hilock_scan(hilock_client *c, size_t master, const char *pattern, size_t count,
+                          uint64_t *cursor, hilock_scan_fn fn, void *arg)
+{
+    hl_cmd cmd;
+    char a_cur[24], a_count[24], a_max[24];
+    const hl_reply *r;
+    hl_node *n;
+    unsigned long long next;
+    size_t ne;
+    const char *digits;
+    char *end;
+    if (!c) return HILOCK_EINVAL;
+    if (!cursor || !fn) return hl_fail(c, HILOCK_EINVAL, "scan: cursor or fn is NULL");
+    if (master >= c->nnodes)
+        return hl_fail(c, HILOCK_EINVAL, "scan: master %zu out of range (%zu masters)", master, c->nnodes);
+    if (count < 1 || count > SCAN_COUNT_MAX)
+        return hl_fail(c, HILOCK_EINVAL, "scan: count %zu outside 1..%d", count, SCAN_COUNT_MAX);
+    if (!pattern) pattern = "*";
+    if (strlen(pattern) > HILOCK_KEY_MAX)
+        return hl_fail(c, HILOCK_EINVAL, "scan: pattern longer than %d bytes", HILOCK_KEY_MAX);
+    snprintf(a_cur, sizeof a_cur, "%llu", (unsigned long long)*cursor);
+    hl_cmd_init(&cmd, &hl_lua_inspect_scan, 0);
+    hl_cmd_arg(&cmd, a_cur, (size_t)-1);
+    hl_cmd_arg(&cmd, pattern, (size_t)-1);
+    hl_cmd_argi(&cmd, a_count, (long long)count);
+    hl_cmd_argi(&cmd, a_max, HILOCK_VIEW_VALUE_MAX);
+    n = &c->nodes[master];
+    if (!exec_read(c, 1u << master, &cmd)) return hl_fail_nodes(c, n->st, 1u << master, "scan: ");
+    r = n->reply[0];
+    if (hl_reply_type(r) == HL_R_ERROR) {
+        hilock_status st = hl_node_reply_error(n, r);
+        hl_exec_clear(c);
+        return hl_fail_nodes(c, st, 1u << master, "scan: ");
+    }
+    /* check the whole page before the first callback: on a bad reply, nothing was reported */
+    ne = hl_reply_nelem(r);
+    if (hl_reply_type(r) != HL_R_ARRAY || ne < 1 || (ne - 1) % 5 || !is_str(hl_reply_elem(r, 0)))
+        return bad_reply(c, master, "scan");
+    digits = hl_reply_str(hl_reply_elem(r, 0), NULL);   /* SCAN's cursor: digits only */
+    next = strtoull(digits, &end, 10);
+    if (*end || digits[0] < '0' || digits[0] > '9') return bad_reply(c, master, "scan");
+    for (size_t i = 1; i < ne; i += 5) {
+        hilock_key_view v;
+        if (!page_key(r, i, &v)) return bad_reply(c, master, "scan");
+    }
+    for (size_t i = 1; i < ne; i += 5) {
+        hilock_key_view v;
+        page_key(r, i, &v);
+        fn(master, &v, arg);
+    }
+    hl_exec_clear(c);
+    *cursor = next;
+    return hl_ok(c);
+}
+
+/* "-1" for a missing or non-numeric counter: what the fence counter holds is digits */
+static int64_t counter_of(const hl_reply *r)
+{
+    size_t len;
+    const char *s = hl_reply_str(r, &len);
+    int64_t v = 0;
+    if (!s || len == 0 || len > 18) return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* The reply of inspect_key.lua on one node, as a view; 0 if its shape is not the script's. */
+static int lock_view(const hl_reply *r, const char *key, hilock_lock_view *v)
+{
+    hl_reply *four[4] = { hl_reply_elem(r, 0), hl_reply_elem(r, 1), hl_reply_elem(r, 2), hl_reply_elem(r, 3) };
+    if (hl_reply_type(r) != HL_R_ARRAY || hl_reply_nelem(r) != 8 || !key_view(&v->key, key, strlen(key), four))
+        return 0;
+    if ((hl_reply_type(hl_reply_elem(r, 4)) != HL_R_NIL && !is_str(hl_reply_elem(r, 4))) ||
+        !is_int(hl_reply_elem(r, 5)) || !is_int(hl_reply_elem(r, 6)) || !is_int(hl_reply_elem(r, 7)))
+        return 0;
+    v->fence = counter_of(hl_reply_elem(r, 4));
+    v->fence_pttl_ms = hl_reply_int(hl_reply_elem(r, 5));
+    v->waiters_pttl_ms = hl_reply_int(hl_reply_elem(r, 6));
+    v->signals = hl_reply_int(hl_reply_elem(r, 7));
+    return 1;
+}
+
+hilock_status hilock_inspect(hilock_client *c, const char *key, hilock_inspect_fn fn, void *arg)
+{
+    hl_cmd cmd;
+    char a_max[24], *aux[3];
+    static const char *const suffix[3] = { ":fence", ":waiters", ":signal" };
+    hilock_status st = HILOCK_OK;
+    uint32_t ok, failed = 0;
+    if (!c) return HILOCK_EINVAL;
+    if (hl_check_key(c, key) != HILOCK_OK) return HILOCK_EINVAL;
+    if (!fn) return hl_fail(c, HILOCK_EINVAL, "inspect: fn is NULL");
+    for (int i = 0; i < 3; i++) aux[i] = hl_aux_key(key, suffix[i]);   /* names as lock.c makes them */
+    if (!aux[0] || !aux[1] || !aux[2]) {
+        for (int i = 0; i < 3; i++) free(aux[i]);
+        return hl_fail(c, HILOCK_ENOMEM, "out of memory");
+    }
+    hl_cmd_init(&cmd, &hl_lua_inspect_key, 4);
+    hl_cmd_arg(&cmd, key, (size_t)-1);
+    for (int i = 0; i < 3; i++) hl_cmd_arg(&cmd, aux[i], (size_t)-1);
+    hl_cmd_argi(&cmd, a_max, HILOCK_VIEW_VALUE_MAX);
+    ok = exec_read(c, hl_all_nodes(c), &cmd);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        hl_node *n = &c->nodes[i];
+        hilock_lock_view v;
+        if (ok & (1u << i)) {
+            if (hl_reply_type(n->reply[0]) == HL_R_ERROR) {
+                hl_node_reply_error(n, n->reply[0]);
+            } else if (lock_view(n->reply[0], key, &v)) {
+                fn(i, &v, NULL, arg);
+                continue;
+            } else {
+                n->st = HILOCK_EREPLY;
+                snprintf(n->err, sizeof n->err, "%s: inspect: unexpected reply", n->name);
+            }
+        }
+        if (n->st == HILOCK_OK) n->st = HILOCK_EREPLY;
+        if (st == HILOCK_OK) st = n->st;
+        failed |= 1u << i;
+        fn(i, NULL, n->err, arg);
+    }
+    hl_exec_clear(c);
+    for (int i = 0; i < 3; i++) free(aux[i]);
+    return st == HILOCK_OK ? hl_ok(c) : hl_fail_nodes(c, st, failed, "inspect: ");
+}

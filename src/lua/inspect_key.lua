@@ -1,0 +1,19 @@
+#!lua flags=no-writes
+-- inspect_key: a lock key and its aux keys (src/inspect.c); the flag refuses any write.
+-- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] waiters marker, KEYS[4] signal list
+-- ARGV[1] value bytes to return (>= 1)
+-- {type, pttl, first bytes of a string (else nil), strlen or -1,
+--  fence counter (else nil), its pttl, the waiters marker's pttl, elements in the signal list}
+local max = tonumber(ARGV[1])
+local t = redis.call('TYPE', KEYS[1])['ok']
+local v, n = false, -1
+if t == 'string' then
+  n = redis.call('STRLEN', KEYS[1])
+  v = redis.call('GETRANGE', KEYS[1], 0, max - 1)
+end
+local f = false
+if redis.call('TYPE', KEYS[2])['ok'] == 'string' then f = redis.call('GETRANGE', KEYS[2], 0, 31) end
+local s = 0
+if redis.call('TYPE', KEYS[4])['ok'] == 'list' then s = redis.call('LLEN', KEYS[4]) end
+return {t, redis.call('PTTL', KEYS[1]), v, n, f, redis.call('PTTL', KEYS[2]),
+        redis.call('PTTL', KEYS[3]), s}

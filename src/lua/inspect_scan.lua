@@ -1,0 +1,21 @@
+#!lua flags=no-writes
+-- inspect_scan: one SCAN page and what each key holds (src/inspect.c). The flag above makes
+-- the server itself refuse any write from this script (Redis >= 7.0).
+-- ARGV[1] cursor, ARGV[2] MATCH pattern, ARGV[3] COUNT, ARGV[4] value bytes to return (>= 1)
+-- {next cursor, then per key: key, type, pttl, first bytes of a string (else nil), strlen or -1}
+local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
+local out, max = {r[1]}, tonumber(ARGV[4])
+for _, k in ipairs(r[2]) do
+  local t = redis.call('TYPE', k)['ok']
+  local v, n = false, -1
+  if t == 'string' then
+    n = redis.call('STRLEN', k)
+    v = redis.call('GETRANGE', k, 0, max - 1)
+  end
+  out[#out + 1] = k
+  out[#out + 1] = t
+  out[#out + 1] = redis.call('PTTL', k)
+  out[#out + 1] = v
+  out[#out + 1] = n
+end
+return out

@@ -1,0 +1,717 @@
+/* test_inventory.c -- `hilock inventory` and `hilock inspect` ($(B)/hilock, run as a user runs
+ * it) against a real redis-server seeded with thousands of keys: every preset's values with
+ * and without TTL, passed and live stamps, modern and legacy locks made by the library, bridge
+ * locks, values no preset reads, hashes and lists, keys that need JSON escaping. Asserts the
+ * summary's counts, exact JSON lines, the inspect views, every master of a Redlock list, a
+ * master that is down, Ctrl-C between pages, and that nothing was written. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "fixture.h"
+#include "hilock.h"
+#include "hilock_inspect.h"
+#include "hilock_legacy.h"
+#include "sentinel_fixture.h"
+
+static char bin[PATH_MAX];
+
+/* $(B)/tests/test_inventory -> $(B)/hilock */
+static void find_bin(void)
+{
+    ssize_t n = readlink("/proc/self/exe", bin, sizeof bin - 16);
+    char *slash;
+    cr_assert(n > 0);
+    bin[n] = '\0';
+    *strrchr(bin, '/') = '\0';
+    slash = strrchr(bin, '/');
+    cr_assert_not_null(slash);
+    strcpy(slash, "/hilock");
+    cr_assert_eq(access(bin, X_OK), 0, "%s not built", bin);
+}
+
+typedef struct run_out {
+    int  status;        /* exit status as a shell shows it; -1: did not end in time */
+    char out[1 << 20];  /* stdout */
+    char err[8192];     /* stderr */
+} run_out;
+
+static void slurp_file(const char *p, char *buf, size_t cap)
+{
+    FILE *f = fopen(p, "r");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f) fclose(f);
+}
+
+static pid_t spawn_hilock(hlt_redis *r, const char *const *args)
+{
+    const char *argv[40];
+    char o[320], e[320];
+    int n = 0;
+    pid_t pid;
+    argv[n++] = bin;
+    while (*args && n < 39) argv[n++] = *args++;
+    argv[n] = NULL;
+    snprintf(o, sizeof o, "%s/out.txt", r->dir);
+    snprintf(e, sizeof e, "%s/err.txt", r->dir);
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int fo = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fo < 0 || fe < 0) _exit(120);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(bin, (char *const *)argv);
+        _exit(121);
+    }
+    return pid;
+}
+
+static void collect(hlt_redis *r, pid_t pid, long limit_ms, run_out *res)
+{
+    long long end = hlt_now_ms() + limit_ms;
+    char p[320];
+    int st;
+    res->status = -1;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (hlt_now_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            goto read;
+        }
+        hlt_sleep_ms(5);
+    }
+    res->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+read:
+    snprintf(p, sizeof p, "%s/out.txt", r->dir);
+    slurp_file(p, res->out, sizeof res->out);
+    snprintf(p, sizeof p, "%s/err.txt", r->dir);
+    slurp_file(p, res->err, sizeof res->err);
+}
+
+static run_out *run(hlt_redis *r, const char *const *args)
+{
+    run_out *res = malloc(sizeof *res);
+    cr_assert_not_null(res);
+    collect(r, spawn_hilock(r, args), 30000, res);
+    return res;
+}
+
+/* The section of a summary about one family: from its line to the next family's. */
+static char *section(const char *out, const char *family)
+{
+    char head[300], *s, *end;
+    snprintf(head, sizeof head, "\nfamily \"%s\"", family);
+    s = strstr(out, head);
+    cr_assert_not_null(s, "no family %s in:\n%s", family, out);
+    s = strdup(s + 1);
+    if ((end = strstr(s, "\nfamily "))) *end = '\0';
+    return s;
+}
+
+/* Lines of s (that contain needle, if given). */
+static int count_lines(const char *s, const char *needle)
+{
+    int n = 0;
+    while (*s) {
+        const char *nl = strchr(s, '\n'), *end = nl ? nl : s + strlen(s), *hit = needle ? strstr(s, needle) : s;
+        n += hit && hit < end;
+        s = nl ? nl + 1 : end;
+    }
+    return n;
+}
+
+/* The line of out that contains needle (static copy). */
+static const char *line_with(const char *out, const char *needle)
+{
+    static char line[4096];
+    const char *p = strstr(out, needle), *b, *e;
+    cr_assert_not_null(p, "no line with %s in:\n%.2000s", needle, out);
+    for (b = p; b > out && b[-1] != '\n'; b--) {}
+    e = strchr(p, '\n');
+    snprintf(line, sizeof line, "%.*s", (int)((e ? e : p + strlen(p)) - b), b);
+    return line;
+}
+
+/* ---- seeding ---- */
+
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* SETs pipelined on the fixture's connection: key pattern with %d, values from a codec. */
+static void put(hlt_redis *r, const char *key, size_t klen, const char *v, size_t vlen, long long px)
+{
+    redisReply *rep;
+    if (!r->cli) freeReplyObject(hlt_cmd(r, "PING"));   /* open the fixture's connection */
+    if (px > 0) redisAppendCommand(r->cli, "SET %b %b PX %lld", key, klen, v, vlen, px);
+    else redisAppendCommand(r->cli, "SET %b %b", key, klen, v, vlen);
+    cr_assert_eq(redisGetReply(r->cli, (void **)&rep), REDIS_OK);
+    cr_assert_eq(rep->type, REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+}
+
+static void seed_stamps(hlt_redis *r, const char *prefix, const char *preset, int n, int64_t offset_us,
+                        long long px)
+{
+    hilock_codec k;
+    int64_t now = wall_us();
+    cr_assert_eq(hilock_codec_preset(preset, &k), HILOCK_OK);
+    for (int i = 0; i < n; i++) {
+        char key[64], v[HILOCK_CODEC_MAX];
+        int kl = snprintf(key, sizeof key, "%s%s%d", prefix, offset_us < 0 ? "old" : "new", i + (px > 0 ? 100000 : 0));
+        cr_assert_eq(hilock_codec_format(&k, now + offset_us + i * 1000, v, sizeof v), HILOCK_OK);
+        put(r, key, (size_t)kl, v, strlen(v), px);
+    }
+}
+
+static const struct { const char *key; size_t klen; const char *v; size_t vlen; } weird[] = {
+    { "weird:empty", 11, "", 0 },
+    { "weird:one", 9, "1", 1 },
+    { "weird:digits", 12, "123456", 6 },
+    { "weird:word", 10, "abc", 3 },
+    { "weird:uuid", 10, "c0ffee00-4f1d-4a4a-9c9c-0123456789ab", 36 },
+    { "weird:HEX", 9, "0123456789ABCDEF0123456789ABCDEF", 32 },
+    { "weird:\"q\"\n\x01\xff", 12, "a\"b\\c\x7f\xc3\xa9\xff", 9 },
+};
+#define NWEIRD (sizeof weird / sizeof weird[0] + 1)   /* + weird:big */
+
+/* A server holding every kind of value; returns the modern lock client (kept: its locks). */
+static hlt_redis *seeded(hilock_client **mc)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const int64_t S = 1000000, DAY = 86400 * S;
+    char *big = malloc(100001);
+    cr_assert_not_null(r);
+    find_bin();
+    /* lock.*: npm redis-lock values: 600 live, 300 dead (2 days), 100 just passed, 200 bridge (PX) */
+    seed_stamps(r, "lock.", "node-redis-lock", 600, 60 * S, 0);
+    seed_stamps(r, "lock.d", "node-redis-lock", 300, -2 * DAY, 0);
+    seed_stamps(r, "lock.p", "node-redis-lock", 100, -5 * S, 0);
+    seed_stamps(r, "lock.", "node-redis-lock", 200, 60 * S, 60000);
+    /* lock:*: the Ruby gem: 400 live, 100 dead */
+    seed_stamps(r, "lock:", "ruby-redis-lock", 400, 60 * S, 0);
+    seed_stamps(r, "lock:", "ruby-redis-lock", 100, -2 * DAY, 0);
+    seed_stamps(r, "objects:", "redis-objects", 300, 60 * S, 0);
+    seed_stamps(r, "py:", "redis-py-2", 300, 60 * S, 0);
+    seed_stamps(r, "doc:", "doc", 300, 60 * S, 0);
+    seed_stamps(r, "doc:", "doc", 100, -10 * S, 0);
+    seed_stamps(r, "mixed:s", "doc", 50, 60 * S, 0);
+    seed_stamps(r, "mixed:ms", "jedis-lock", 50, 60 * S, 0);
+    for (size_t i = 0; i < NWEIRD - 1; i++) put(r, weird[i].key, weird[i].klen, weird[i].v, weird[i].vlen, 0);
+    memset(big, 'x', 100000);
+    put(r, "weird:big", 9, big, 100000, 0);
+    free(big);
+    for (int i = 0; i < 20; i++) freeReplyObject(hlt_cmd(r, "HSET misc:h%d f v", i));
+    for (int i = 0; i < 10; i++) freeReplyObject(hlt_cmd(r, "RPUSH misc:l%d a b", i));
+    /* jobs:*: 200 modern locks made by the library (and their {jobs:N}:fence counters) */
+    cr_assert_eq(hilock_client_open(r->unix_url, mc), HILOCK_OK);
+    for (int i = 0; i < 200; i++) {
+        char key[32];
+        hilock *l;
+        snprintf(key, sizeof key, "jobs:%d", i);
+        cr_assert_eq(hilock_acquire(*mc, key, 600000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(*mc));
+        hilock_free(l);   /* stays on the server for its ttl */
+    }
+    return r;
+}
+
+static const char *const all_patterns[] = { "lock.*", "lock:*", "objects:*", "py:*", "doc:*", "mixed:*",
+                                            "weird:*", "misc:*", "jobs:*" };
+
+/* ---- inventory ---- */
+
+Test(inventory, summarizes_every_family_with_its_counts)
+{
+    hilock_client *mc;
+    hlt_redis *r = seeded(&mc);
+    const char *a[16] = { "-s", r->unix_url, "inventory" };
+    run_out *o;
+    char *s;
+    for (size_t i = 0; i < 9; i++) a[3 + i] = all_patterns[i];
+    o = run(r, a);
+    cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
+    cr_assert(strstr(o->out, "hilock inventory: 3038 keys on 1 master"), "%.500s", o->out);
+
+    s = section(o->out, "lock.*");
+    cr_assert(hlt_matches(s, "node-redis-lock +1200 +200 +1000 +400 +300 +integer milliseconds, or jedis-lock"), "%s", s);
+    cr_assert(strstr(s, "! 300 DEAD LEGACY HOLDERS"), "%s", s);
+    cr_assert(strstr(s, "=> step 1: deploy bridge mode with the codec \"node-redis-lock\""), "%s", s);
+    free(s);
+    s = section(o->out, "lock:*");
+    cr_assert(hlt_matches(s, "ruby-redis-lock +500 +0 +500 +100 +100 +integer seconds -pid-thread"), "%s", s);
+    free(s);
+    s = section(o->out, "objects:*");
+    cr_assert(hlt_matches(s, "(redis-objects|redis-py-2) +300 +0 +300 +0 +0 +decimal seconds"), "%s", s);
+    free(s);
+    s = section(o->out, "doc:*");
+    cr_assert(hlt_matches(s, "doc +400 +0 +400 +100 +0 +integer seconds"), "%s", s);
+    cr_assert_null(strstr(s, "DEAD"), "%s", s);   /* passed 10 s ago: not dead yet */
+    free(s);
+    s = section(o->out, "mixed:*");
+    cr_assert(strstr(s, "! MIXED UNITS: seconds 50 milliseconds 50"), "%s", s);
+    cr_assert(strstr(s, "=> fix the codec mix first"), "%s", s);
+    free(s);
+    s = section(o->out, "jobs:*");
+    cr_assert(hlt_matches(s, "modern +200 +200 +0 +- +- +32 hex digits"), "%s", s);
+    cr_assert(strstr(s, "=> modern locks only"), "%s", s);
+    free(s);
+    s = section(o->out, "weird:*");
+    cr_assert(hlt_matches(s, "unknown +8 +0 +8 "), "%s", s);
+    free(s);
+    s = section(o->out, "misc:*");
+    cr_assert(hlt_matches(s, "not-a-string +30 +0 +30 "), "%s", s);
+    free(s);
+    free(o);
+    hilock_client_free(mc);
+    hlt_redis_stop(r);
+}
+
+Test(inventory, json_prints_one_exact_line_per_key)
+{
+    hilock_client *mc;
+    hlt_redis *r = seeded(&mc);
+    const char *a[] = { "-s", r->unix_url, "inventory", "--json", "weird:*", "misc:*", "jobs:*", "lock.*", NULL };
+    char want[1024];
+    run_out *o = run(r, a);
+    cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
+    cr_assert_eq(count_lines(o->out, NULL), 8 + 30 + 200 + 1200, "%d lines", count_lines(o->out, NULL));
+    cr_assert_eq(count_lines(o->out, "\"kind\":\"modern\""), 200);
+    snprintf(want, sizeof want, "{\"master\":\"%s\",\"key\":\"weird:empty\",\"type\":\"string\",\"kind\":\"unknown\","
+             "\"presets\":[],\"pttl_ms\":null,\"stamp_in_ms\":null,\"stamp_passed\":null,\"value\":\"\",\"value_size\":0}",
+             r->sock);
+    cr_assert_str_eq(line_with(o->out, "\"key\":\"weird:empty\""), want);
+    /* quotes, control bytes, DEL, valid UTF-8 kept, invalid bytes -> U+FFFD plus exact hex */
+    snprintf(want, sizeof want, "{\"master\":\"%s\",\"key\":\"weird:\\\"q\\\"\\n\\u0001\\ufffd\","
+             "\"key_hex\":\"77656972643a2271220a01ff\",\"type\":\"string\",\"kind\":\"unknown\",\"presets\":[],"
+             "\"pttl_ms\":null,\"stamp_in_ms\":null,\"stamp_passed\":null,"
+             "\"value\":\"a\\\"b\\\\c\\u007f\xc3\xa9\\ufffd\",\"value_hex\":\"6122625c637fc3a9ff\",\"value_size\":9}",
+             r->sock);
+    cr_assert_str_eq(line_with(o->out, "\"key\":\"weird:\\\"q"), want);
+    snprintf(want, sizeof want, "{\"master\":\"%s\",\"key\":\"misc:h3\",\"type\":\"hash\",\"kind\":\"hash\","
+             "\"presets\":[],\"pttl_ms\":null,\"stamp_in_ms\":null,\"stamp_passed\":null,\"value\":null,\"value_size\":null}",
+             r->sock);
+    cr_assert_str_eq(line_with(o->out, "\"key\":\"misc:h3\""), want);
+    /* a value longer than the view: its first 256 bytes, and its size */
+    cr_assert(hlt_matches(line_with(o->out, "\"key\":\"weird:big\""), "\"value\":\"x{256}\",\"value_size\":100000\\}$"));
+    cr_assert(hlt_matches(line_with(o->out, "\"key\":\"jobs:7\""),
+                          "\"kind\":\"modern\",\"presets\":\\[\\],\"pttl_ms\":[0-9]+,\"stamp_in_ms\":null,"
+                          "\"stamp_passed\":null,\"value\":\"[0-9a-f]{32}\",\"value_size\":32\\}$"));
+    cr_assert(hlt_matches(line_with(o->out, "\"key\":\"lock.dold7\""),
+                          "\"kind\":\"node-redis-lock\",\"presets\":\\[\"node-redis-lock\",\"jedis-lock\"\\],"
+                          "\"pttl_ms\":null,\"stamp_in_ms\":-172(79|80)[0-9]{4},\"stamp_passed\":true,\"value\":\"[0-9]{13}\""));
+    cr_assert(hlt_matches(line_with(o->out, "\"key\":\"lock.new100003\""),
+                          "\"pttl_ms\":[0-9]+,\"stamp_in_ms\":[0-9]+,\"stamp_passed\":false"));
+    free(o);
+    hilock_client_free(mc);
+    hlt_redis_stop(r);
+}
+
+static long long info_field(hlt_redis *r, const char *section_name, const char *field)
+{
+    redisReply *rep = hlt_cmd(r, "INFO %s", section_name);
+    const char *p;
+    long long v = -1;
+    cr_assert(rep && rep->type == REDIS_REPLY_STRING);
+    if ((p = strstr(rep->str, field))) v = atoll(p + strlen(field) + 1);
+    freeReplyObject(rep);
+    return v;
+}
+
+Test(inventory, writes_nothing)
+{
+    static const char *const readonly[] = { "scan", "type", "pttl", "strlen", "getrange", "llen", "evalsha",
+                                            "eval", "info", "dbsize", "config|resetstat", "ping" };
+    hilock_client *mc;
+    hlt_redis *r = seeded(&mc);
+    const char *inv[] = { "-s", r->unix_url, "inventory", "*", NULL };
+    const char *json[] = { "-s", r->unix_url, "inventory", "--json", "--count=7", "*", NULL };
+    const char *ins[] = { "-s", r->unix_url, "inspect", "jobs:3", NULL };
+    const char *ins2[] = { "-s", r->unix_url, "inspect", "--json", "lock.dold3", NULL };
+    const char *const *runs[] = { inv, json, ins, ins2 };
+    long long dirty, keys = hlt_dbsize(r);
+    redisReply *rep;
+    char *line;
+    freeReplyObject(hlt_cmd(r, "CONFIG RESETSTAT"));
+    dirty = info_field(r, "persistence", "rdb_changes_since_last_save");
+    for (size_t i = 0; i < 4; i++) {
+        run_out *o = run(r, runs[i]);
+        cr_assert_eq(o->status, 0, "run %zu: status %d: %s", i, o->status, o->err);
+        free(o);
+    }
+    cr_assert_eq(info_field(r, "persistence", "rdb_changes_since_last_save"), dirty);
+    cr_assert_eq(hlt_dbsize(r), keys);
+    /* every command the server ran since the reset (scripts' calls included) only reads */
+    rep = hlt_cmd(r, "INFO commandstats");
+    cr_assert(rep && rep->type == REDIS_REPLY_STRING);
+    cr_assert(strstr(rep->str, "cmdstat_scan:"), "%s", rep->str);
+    for (line = strstr(rep->str, "cmdstat_"); line; line = strstr(line + 1, "cmdstat_")) {
+        char name[32];
+        int ok = 0;
+        cr_assert_eq(sscanf(line, "cmdstat_%31[^:]", name), 1);
+        for (size_t i = 0; i < sizeof readonly / sizeof readonly[0]; i++) ok |= !strcmp(name, readonly[i]);
+        cr_assert(ok, "a command that is not read-only ran: %s\n%s", name, rep->str);
+    }
+    freeReplyObject(rep);
+    hilock_client_free(mc);
+    hlt_redis_stop(r);
+}
+
+Test(inventory, scans_every_master_of_a_redlock_list)
+{
+    hlt_redis *m[3];
+    run_out *o;
+    char *s;
+    const char *a[12];
+    int n = 0;
+    find_bin();
+    for (int i = 0; i < 3; i++) {
+        cr_assert_not_null(m[i] = hlt_redis_start(NULL));
+        seed_stamps(m[i], "lock.", "node-redis-lock", 10 + i, 60 * 1000000, 0);
+    }
+    for (int i = 0; i < 3; i++) a[n++] = "-s", a[n++] = m[i]->url;
+    a[n++] = "inventory";
+    a[n++] = "lock.*";
+    a[n] = NULL;
+    o = run(m[0], a);
+    cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
+    cr_assert(strstr(o->out, "hilock inventory: 33 keys on 3 masters"), "%s", o->out);
+    for (int i = 0; i < 3; i++) {
+        char head[300], row[64];
+        snprintf(head, sizeof head, "\nfamily \"lock.*\" on 127.0.0.1:%d: %d keys", m[i]->port, 10 + i);
+        cr_assert(strstr(o->out, head), "%s not in:\n%s", head, o->out);
+        snprintf(row, sizeof row, "node-redis-lock +%d ", 10 + i);
+        s = strdup(strstr(o->out, head) + 1);
+        if (strstr(s, "\nfamily ")) *strstr(s, "\nfamily ") = '\0';
+        cr_assert(hlt_matches(s, row), "%s", s);
+        free(s);
+    }
+    free(o);
+    a[n - 1] = "--json";   /* the same with one JSON line per key, each naming its master */
+    a[n] = "lock.*";
+    a[n + 1] = NULL;
+    o = run(m[0], a);
+    cr_assert_eq(o->status, 0);
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "{\"master\":\"127.0.0.1:%d\",", m[i]->port);
+        cr_assert_eq(count_lines(o->out, name), 10 + i, "%s", name);
+    }
+    free(o);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
+}
+
+Test(inventory, a_master_that_is_down_is_named_and_fails_the_run)
+{
+    hlt_redis *up = hlt_redis_start(NULL), *down = hlt_redis_start(NULL);
+    run_out *o;
+    char name[64];
+    cr_assert(up && down);
+    find_bin();
+    seed_stamps(up, "lock.", "node-redis-lock", 5, 60 * 1000000, 0);
+    hlt_redis_kill(down);
+    snprintf(name, sizeof name, "127.0.0.1:%d: connect: Connection refused", down->port);
+    {
+        const char *a[] = { "-s", up->url, "-s", down->url, "inventory", "lock.*", NULL };
+        o = run(up, a);
+        cr_assert_eq(o->status, 69, "status %d", o->status);
+        cr_assert(strstr(o->err, name), "%s", o->err);
+        cr_assert(strstr(o->out, "INCOMPLETE: a master failed"), "%s", o->out);
+        cr_assert(hlt_matches(o->out, "node-redis-lock +5 "), "%s", o->out);   /* the live master's part */
+        free(o);
+    }
+    {
+        const char *a[] = { "-s", down->url, "inspect", "--json", "lock.x", NULL };
+        char want[256];
+        o = run(up, a);
+        cr_assert_eq(o->status, 69, "status %d", o->status);
+        snprintf(want, sizeof want, "{\"master\":\"127.0.0.1:%d\",\"key\":\"lock.x\",\"error\":\"%s\"}\n", down->port, name);
+        cr_assert_str_eq(o->out, want);
+        cr_assert(strstr(o->err, name), "%s", o->err);
+        free(o);
+    }
+    hlt_redis_stop(up);
+    hlt_redis_stop(down);
+}
+
+Test(inventory, ctrl_c_stops_between_pages_with_130)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", r->unix_url, "inventory", "--progress", "--count=1", "big:*", NULL };
+    char p[320], err[4096];
+    run_out *o = malloc(sizeof *o);
+    pid_t pid;
+    long long end;
+    cr_assert(r && o);
+    find_bin();
+    seed_stamps(r, "big:", "doc", 30000, 60 * 1000000, 0);
+    pid = spawn_hilock(r, a);
+    snprintf(p, sizeof p, "%s/err.txt", r->dir);
+    for (end = hlt_now_ms() + 20000; hlt_now_ms() < end; hlt_sleep_ms(10)) {
+        slurp_file(p, err, sizeof err);
+        if (strstr(err, "keys scanned")) break;
+    }
+    cr_assert(strstr(err, "keys scanned ("), "no progress: %s", err);
+    kill(pid, SIGINT);
+    collect(r, pid, 10000, o);
+    cr_assert_eq(o->status, 130, "status %d: %s", o->status, o->err);
+    cr_assert(strstr(o->err, "hilock: inventory interrupted after"), "%s", o->err);
+    cr_assert(strstr(o->out, "INCOMPLETE: interrupted"), "%s", o->out);
+    free(o);
+    hlt_redis_stop(r);
+}
+
+Test(inventory, bad_usage_is_refused_and_a_key_named_inventory_still_locks)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *none[] = { "-s", r->unix_url, "inventory", NULL };
+    const char *count[] = { "-s", r->unix_url, "inventory", "--count=0", "x*", NULL };
+    const char *nokey[] = { "-s", r->unix_url, "inspect", NULL };
+    const char *two[] = { "-s", r->unix_url, "inspect", "a", "b", NULL };
+    const char *url[] = { "-s", "redis://host:notaport", "inspect", "a", NULL };
+    const char *const *bad[] = { none, count, nokey, two, url };
+    const char *lock[] = { "-s", r->unix_url, "--", "inventory", "sh", "-c", "exit 7", NULL };
+    run_out *o;
+    cr_assert_not_null(r);
+    find_bin();
+    for (size_t i = 0; i < 5; i++) {
+        o = run(r, bad[i]);
+        cr_assert_eq(o->status, 64, "case %zu: status %d", i, o->status);
+        cr_assert(strncmp(o->err, "hilock: ", 8) == 0 && strchr(o->err, '\n') == o->err + strlen(o->err) - 1,
+                  "case %zu: %s", i, o->err);
+        free(o);
+    }
+    cr_assert_eq(hlt_dbsize(r), 0);
+    o = run(r, lock);   /* after "--", inventory is a KEY: the lock runs COMMAND */
+    cr_assert_eq(o->status, 7, "status %d: %s", o->status, o->err);
+    free(o);
+    hlt_redis_stop(r);
+}
+
+/* ---- inspect ---- */
+
+Test(inspect, shows_a_modern_lock_its_token_and_fence)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", r->unix_url, "inspect", "jobs:nightly", NULL };
+    const char *j[] = { "-s", r->unix_url, "inspect", "--json", "jobs:nightly", NULL };
+    hilock_client *c;
+    hilock *l;
+    char want[512];
+    run_out *o;
+    cr_assert_not_null(r);
+    find_bin();
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "jobs:nightly", 60000, 0, &l), HILOCK_OK);
+    o = run(r, a);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    cr_assert(strstr(o->out, "  holder   a modern lock (hilock token)\n"), "%s", o->out);
+    snprintf(want, sizeof want, "  value    \"%s\"\n", hilock_token(l));
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    snprintf(want, sizeof want, "  fence    counter %llu (kept ", (unsigned long long)hilock_fence(l));
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    cr_assert(strstr(o->out, "  waiters  none marked\n"), "%s", o->out);
+    free(o);
+    o = run(r, j);
+    cr_assert_eq(o->status, 0);
+    snprintf(want, sizeof want, "\"holder\":\"modern\",\"fence\":%llu,", (unsigned long long)hilock_fence(l));
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    snprintf(want, sizeof want, "\"kind\":\"modern\",\"presets\":[],\"pttl_ms\":");
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    snprintf(want, sizeof want, "\"value\":\"%s\",\"value_size\":32,", hilock_token(l));
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    free(o);
+    hilock_release(l);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(inspect, shows_a_legacy_lock_its_codec_and_a_bridge_lock)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", r->unix_url, "inspect", "lock.report", NULL };
+    const char *b[] = { "-s", r->unix_url, "inspect", "--json", "lock.bridged", NULL };
+    const char *srv[1];
+    hilock_options opt;
+    hilock_client *c, *bc;
+    hilock *l, *bl;
+    run_out *o;
+    cr_assert_not_null(r);
+    find_bin();
+    srv[0] = r->unix_url;
+    hilock_options_init(&opt);
+    opt.servers = srv;
+    opt.nservers = 1;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &opt.codec), HILOCK_OK);
+    cr_assert_eq(hilock_client_new(&opt, &c), HILOCK_OK);
+    cr_assert_eq(hilock_legacy_acquire(c, "lock.report", 60000, 0, &l), HILOCK_OK);
+    opt.bridge = 1;
+    cr_assert_eq(hilock_client_new(&opt, &bc), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(bc, "lock.bridged", 60000, 0, &bl), HILOCK_OK, "%s", hilock_client_errmsg(bc));
+    o = run(r, a);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    cr_assert(strstr(o->out, "  holder   a legacy lock (SETNX/GETSET stamp, no TTL)\n"), "%s", o->out);
+    cr_assert(strstr(o->out, "  kind     node-redis-lock (or jedis-lock: same values), integer milliseconds\n"), "%s", o->out);
+    cr_assert(strstr(o->out, "  pttl     none (no expiry)\n"), "%s", o->out);
+    cr_assert(hlt_matches(o->out, "  stamp    passes in (59|60)\\.[0-9] s\n"), "%s", o->out);
+    free(o);
+    o = run(r, b);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    cr_assert(hlt_matches(o->out, "\"kind\":\"node-redis-lock\".*\"pttl_ms\":[0-9]+,\"stamp_in_ms\":[0-9]+,"
+                                  "\"stamp_passed\":false,.*\"holder\":\"bridge\",\"fence\":[0-9]+,"), "%s", o->out);
+    free(o);
+    hilock_release(l);
+    hilock_release(bl);
+    hilock_free(l);
+    hilock_free(bl);
+    hilock_client_free(c);
+    hilock_client_free(bc);
+    hlt_redis_stop(r);
+}
+
+Test(inspect, a_missing_key_has_no_holder)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", r->unix_url, "inspect", "nothing:here", NULL };
+    const char *j[] = { "-s", r->unix_url, "inspect", "--json", "nothing:here", NULL };
+    char want[512];
+    run_out *o;
+    cr_assert_not_null(r);
+    find_bin();
+    o = run(r, a);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    snprintf(want, sizeof want, "\"nothing:here\" on %s\n  holder   nobody: no such key\n"
+             "  fence    no counter (no hilock grant in the last ttl + 1 h)\n  waiters  none marked\n", r->sock);
+    cr_assert_str_eq(o->out, want);
+    free(o);
+    o = run(r, j);
+    snprintf(want, sizeof want, "{\"master\":\"%s\",\"key\":\"nothing:here\",\"type\":\"none\",\"kind\":\"none\","
+             "\"presets\":[],\"pttl_ms\":null,\"stamp_in_ms\":null,\"stamp_passed\":null,\"value\":null,"
+             "\"value_size\":null,\"holder\":\"none\",\"fence\":null,\"fence_pttl_ms\":-2,\"waiters_pttl_ms\":null,"
+             "\"signals\":0}\n", r->sock);
+    cr_assert_str_eq(o->out, want);
+    free(o);
+    cr_assert_eq(hlt_dbsize(r), 0);
+    hlt_redis_stop(r);
+}
+
+Test(inspect, shows_a_blocked_waiter)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *w[] = { "-s", r->unix_url, "-w", "20s", "q:job", "true", NULL };
+    const char *a[] = { "-s", r->unix_url, "inspect", "q:job", NULL };
+    hilock_client *c;
+    hilock *l;
+    run_out *o = malloc(sizeof *o), *i;
+    pid_t waiter;
+    long long end;
+    cr_assert(r && o);
+    find_bin();
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "q:job", 60000, 0, &l), HILOCK_OK);
+    waiter = spawn_hilock(r, w);
+    for (end = hlt_now_ms() + 10000; hlt_now_ms() < end && !hlt_exists(r, "{q:job}:waiters");) hlt_sleep_ms(10);
+    cr_assert_eq(hlt_exists(r, "{q:job}:waiters"), 1);
+    i = run(r, a);   /* (its output files are the waiter's too: read before the waiter ends) */
+    cr_assert_eq(i->status, 0, "%s", i->err);
+    cr_assert(hlt_matches(i->out, "  waiters  yes: a waiter blocks for the release \\(marker expires in [0-9.]+ s\\)"),
+              "%s", i->out);
+    free(i);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    collect(r, waiter, 20000, o);
+    cr_assert_eq(o->status, 0, "waiter: %d", o->status);
+    free(o);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(inventory, finds_the_master_through_sentinel)
+{
+    hlt_sentinel *f = hlt_sentinel_start();
+    const char *a[] = { "-s", NULL, "inventory", "--json", "lock.*", NULL };
+    const char *b[] = { "-s", NULL, "inspect", "lock.new3", NULL };
+    char want[300];
+    run_out *o;
+    cr_assert_not_null(f);
+    find_bin();
+    a[1] = b[1] = f->url;
+    seed_stamps(f->data[0], "lock.", "node-redis-lock", 40, 60 * 1000000, 0);
+    o = run(f->data[0], a);
+    cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
+    /* the master as the Sentinels named it */
+    snprintf(want, sizeof want, "{\"master\":\"%s@127.0.0.1:%d\",\"key\":\"lock.new", f->name, f->data[0]->port);
+    cr_assert_eq(count_lines(o->out, want), 40, "%s", o->out);
+    free(o);
+    o = run(f->data[0], b);
+    cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
+    snprintf(want, sizeof want, "\"lock.new3\" on %s@127.0.0.1:%d\n  holder   a legacy lock", f->name, f->data[0]->port);
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    free(o);
+    hlt_sentinel_stop(f);
+}
+
+/* ---- the API under them: bad input changes nothing and says why ---- */
+
+static void no_call(size_t m, const hilock_key_view *k, void *arg)
+{
+    (void)m, (void)k, (void)arg;
+    cr_assert_fail("called");
+}
+
+static void no_view(size_t m, const hilock_lock_view *v, const char *e, void *arg)
+{
+    (void)m, (void)v, (void)e, (void)arg;
+    cr_assert_fail("called");
+}
+
+Test(inspect_api, refuses_bad_arguments_before_any_io)
+{
+    hilock_client *c;
+    uint64_t cur = 0;
+    char longer[HILOCK_KEY_MAX + 2];
+    memset(longer, 'k', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    /* no server listens there: a call that reached the network would say EIO */
+    cr_assert_eq(hilock_client_open("redis://127.0.0.1:1", &c), HILOCK_OK);
+    cr_assert_eq(hilock_client_masters(c), 1);
+    cr_assert_str_eq(hilock_client_master_name(c, 0), "127.0.0.1:1");
+    cr_assert_null(hilock_client_master_name(c, 1));
+    cr_assert_eq(hilock_client_masters(NULL), 0);
+    cr_assert_eq(hilock_scan(NULL, 0, "*", 10, &cur, no_call, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_scan(c, 0, "*", 10, NULL, no_call, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "cursor or fn is NULL"));
+    cr_assert_eq(hilock_scan(c, 0, "*", 10, &cur, NULL, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_scan(c, 1, "*", 10, &cur, no_call, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "master 1 out of range (1 masters)"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_scan(c, 0, "*", 0, &cur, no_call, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_scan(c, 0, "*", 10001, &cur, no_call, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "count 10001 outside 1..10000"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_scan(c, 0, longer, 10, &cur, no_call, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_inspect(NULL, "k", no_view, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_inspect(c, NULL, no_view, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_inspect(c, "", no_view, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "key is empty"));
+    cr_assert_eq(hilock_inspect(c, longer, no_view, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_inspect(c, "k", NULL, NULL), HILOCK_EINVAL);
+    cr_assert_eq(cur, 0);
+    /* and the network error of a real call names the server, cursor unchanged */
+    cur = 42;
+    cr_assert_eq(hilock_scan(c, 0, "*", 10, &cur, no_call, NULL), HILOCK_EIO);
+    cr_assert(strstr(hilock_client_errmsg(c), "scan: 127.0.0.1:1: connect:"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(cur, 42);
+    hilock_client_free(c);
+}
