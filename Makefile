@@ -6,8 +6,11 @@ LIBDIR    ?= $(PREFIX)/lib
 INCDIR    ?= $(PREFIX)/include
 BINDIR    ?= $(PREFIX)/bin
 MANDIR    ?= $(PREFIX)/share/man
-SOVERSION := 0
-VERSION   := 0.1.0
+# One source of truth: include/hilock.h (HILOCK_VERSION_MAJOR/MINOR/PATCH); the soname is
+# libhilock.so.MAJOR (README.md, "Versions and ABI").
+hl_version = $(shell sed -n 's/^.define HILOCK_VERSION_$(1) *\([0-9][0-9]*\).*/\1/p' include/hilock.h)
+SOVERSION := $(call hl_version,MAJOR)
+VERSION   := $(SOVERSION).$(call hl_version,MINOR).$(call hl_version,PATCH)
 
 CC        ?= cc
 B         ?= build
@@ -24,6 +27,7 @@ LIB_SRC   := $(wildcard src/*.c) $(wildcard legacy/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
 HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h
+HEADERS   += include/hilock.hpp
 
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BIN  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
@@ -40,6 +44,11 @@ EXTRA_TEST_BINS += $(CLI_BIN)
 INSTALL_EXTRA += install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 && \
   install -m 755 $(CLI_BIN) $(DESTDIR)$(BINDIR)/hilock && \
   install -m 644 cli/hilock.1 $(DESTDIR)$(MANDIR)/man1/hilock.1 || exit 1;
+
+# The C++ wrapper (include/hilock.hpp) exercised by tests/test_cxx.c, built with g++ -std=c++17.
+CXX       ?= g++
+CXX_TEST  := $(B)/tests/cxx_lock
+EXTRA_TEST_BINS += $(CXX_TEST)
 
 .PHONY: all lib test test-asan test-valgrind demo bench install uninstall deps clean check-install
 
@@ -76,6 +85,14 @@ $(B)/hilock.pc: Makefile
 	  'Version: $(VERSION)' 'Requires.private: hiredis, openssl' 'Cflags: -I$${includedir}' \
 	  'Libs: -L$${libdir} -lhilock' 'Libs.private: -lpthread' > $@
 
+# find_package(hilock) for CMake users: the templates in cmake/ with the install paths filled in.
+CMAKE_CFG := $(B)/cmake/hilockConfig.cmake $(B)/cmake/hilockConfigVersion.cmake
+$(B)/cmake/%.cmake: cmake/%.cmake.in Makefile include/hilock.h
+	@mkdir -p $(@D)
+	sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	  -e 's|@SOVERSION@|$(SOVERSION)|g' \
+	  -e "s|@SIZEOF_VOID_P@|$$(echo __SIZEOF_POINTER__ | $(CC) -E -P -x c - | tail -n 1)|g" $< > $@
+
 # ---- tests ----
 $(B)/tests/test_tls_layer: src/tls.h
 $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
@@ -85,7 +102,6 @@ $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 # The ABI test (tests/test_abi.c, docs/versioning.md): v0_app is an application built against
 # 0.1.0's frozen header (tests/abi/v0/, never include/) and linked to this build's shared
 # library (rpath $ORIGIN/../..); cxx_app uses today's header from C++.
-CXX      ?= c++
 ABI_BINS := $(B)/tests/abi/v0_app $(B)/tests/abi/cxx_app
 EXTRA_TEST_BINS += $(ABI_BINS)
 $(B)/tests/abi/v0_app: tests/abi/v0_app.c tests/abi/v0/hilock.h tests/abi/v0/hilock_legacy.h $(B)/libhilock.so
@@ -106,6 +122,11 @@ $(B)/tests/readme_example.c: README.md
 
 $(B)/tests/readme_example: $(B)/tests/readme_example.c $(HEADERS) $(B)/libhilock.a
 	$(CC) $(WARN) -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+
+$(CXX_TEST): tests/cxx_lock.cpp $(HEADERS) $(B)/libhilock.a
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a \
+	  $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 
 deps:
 	@sh scripts/deps.sh
@@ -202,8 +223,8 @@ $(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) src/internal.h
 	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude -Isrc -Ilegacy -I$(B) -o $@ $< \
 	  $(B)/libhilock.a $(LDLIBS_LIB)
 
-install: lib $(B)/hilock.pc
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)
+install: lib $(B)/hilock.pc $(CMAKE_CFG)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/cmake/hilock
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCDIR)/
 	install -m 644 $(B)/libhilock.a $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(B)/libhilock.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
@@ -212,12 +233,33 @@ install: lib $(B)/hilock.pc
 	install -m 644 $(B)/hilock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -d $(DESTDIR)$(MANDIR)/man3
 	install -m 644 docs/hilock.3 $(DESTDIR)$(MANDIR)/man3/hilock.3
+	install -m 644 $(CMAKE_CFG) $(DESTDIR)$(LIBDIR)/cmake/hilock/
 	$(INSTALL_EXTRA)
 
 uninstall:
 	rm -f $(DESTDIR)$(INCDIR)/hilock.h $(DESTDIR)$(INCDIR)/hilock_legacy.h $(DESTDIR)$(INCDIR)/hilock_inspect.h \
 	  $(DESTDIR)$(LIBDIR)/libhilock.* $(DESTDIR)$(LIBDIR)/pkgconfig/hilock.pc \
 	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1 $(DESTDIR)$(MANDIR)/man3/hilock.3
+	rm -f $(DESTDIR)$(INCDIR)/hilock.hpp $(addprefix $(DESTDIR)$(LIBDIR)/cmake/hilock/,$(notdir $(CMAKE_CFG)))
+	-rmdir $(DESTDIR)$(LIBDIR)/cmake/hilock 2>/dev/null
+
+# Debian packages (debian/): libhilock0, libhilock-dev, hilock-tools in $(B)/deb/, built by
+# dpkg-buildpackage from a copy of the tree in $(B)/deb/src (it writes to the parent
+# directory), then checked by lintian. `make deb-check` also installs them, builds a program
+# against them and removes them again (tests/deb-check.sh; root).
+.PHONY: deb deb-check
+deb:
+	@sh scripts/deps.sh dpkg-dev debhelper lintian fakeroot
+	@test "$$(dpkg-parsechangelog -S Version)" = "$(VERSION)" || \
+	  { echo "debian/changelog's version is not $(VERSION) (include/hilock.h)"; exit 1; }
+	rm -rf $(B)/deb && mkdir -p $(B)/deb/src
+	tar -cf - --exclude=./.git --exclude='./build*' --exclude=./$(B) --exclude=node_modules . | \
+	  tar -xf - -C $(B)/deb/src
+	cd $(B)/deb/src && dpkg-buildpackage -us -uc -b
+	lintian --fail-on error -I $(B)/deb/*.changes
+
+deb-check:
+	@sh tests/deb-check.sh $(B)
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

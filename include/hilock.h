@@ -54,7 +54,14 @@ extern "C" {
 #define HILOCK_API
 #endif
 
-#define HILOCK_VERSION "0.1.0"
+/* The version of this header: MAJOR.MINOR.PATCH. The shared library's soname is
+ * libhilock.so.MAJOR, and MAJOR changes only when the ABI breaks (a function or type
+ * removed or changed); MINOR grows with additions that keep old programs working; PATCH
+ * with fixes. The Makefile takes the version from these three lines. */
+#define HILOCK_VERSION_MAJOR 0
+#define HILOCK_VERSION_MINOR 2
+#define HILOCK_VERSION_PATCH 0
+#define HILOCK_VERSION "0.2.0"   /* the three numbers above, as text */
 
 /* Every call returns one of these. HILOCK_OK is 0; BUSY, NOT_HELD and LOST are results,
  * the rest are errors whose detail (which server, why) is in hilock_client_errmsg(). */
@@ -382,6 +389,11 @@ HILOCK_API void hilock_free(hilock *l);
 
 /* Static text for a status; never NULL (unknown values -> "unknown status"). */
 HILOCK_API const char *hilock_strerror(hilock_status s);
+
+/* The version of the library actually loaded, "MAJOR.MINOR.PATCH" (static text, never NULL):
+ * equal to HILOCK_VERSION when the program runs against the library it was built with; a
+ * shared library of the same MAJOR with a larger MINOR may stand in for an older one. */
+HILOCK_API const char *hilock_version(void);
 
 /* ---- Keepalive ------------------------------------------------------------------------- */
 

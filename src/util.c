@@ -188,3 +188,8 @@ const char *hilock_strerror(hilock_status s)
     }
     return "unknown status";
 }
+
+const char *hilock_version(void)
+{
+    return HILOCK_VERSION;
+}

@@ -3,7 +3,10 @@
 # `make install PREFIX=WORKDIR/prefix` (built in its own B= dir, so no build tree collides),
 # then a program outside the repo built only from `pkg-config hilock` (shared, then static)
 # takes and releases a lock on URL. Also: only the public headers are installed, the shared
-# library exports only hilock_* symbols, and `make uninstall` removes what install put there.
+# library exports only hilock_* symbols and has the soname libhilock.so.MAJOR, a program reports
+# the header's version at run time, CMake finds the package (find_package(hilock) and the
+# imported targets hilock::hilock, hilock::hilock_static; when cmake is installed), and
+# `make uninstall` removes what install put there.
 set -eu
 src=$1 work=$2 url=$3
 prefix=$work/prefix
@@ -20,17 +23,22 @@ make -s -C "$src" -j2 B="$work/build" PREFIX="$prefix" install >"$work/make.log"
 
 for h in "$prefix"/include/*; do
   case $(basename "$h") in
-    hilock.h|hilock_legacy.h|hilock_inspect.h) ;;
+    hilock.h|hilock_legacy.h|hilock_inspect.h|hilock.hpp) ;;
     *) fail "installed a non-public header: $h" ;;
   esac
 done
 leaked=$(nm -D --defined-only "$prefix/lib/libhilock.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^hilock_/ {print $3}')
 [ -z "$leaked" ] || fail "libhilock.so exports internal symbols: $leaked"
+major=$(sed -n 's/^#define HILOCK_VERSION_MAJOR *\([0-9]*\).*/\1/p' "$src/include/hilock.h")
+soname=$(readelf -d "$prefix/lib/libhilock.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$soname" = "libhilock.so.$major" ] || fail "soname is '$soname', not libhilock.so.$major"
+step "soname $soname"
 
 mkdir -p "$work/app"
 cat >"$work/app/prog.c" <<'EOF'
 #include <hilock.h>
 #include <stdio.h>
+#include <string.h>
 
 int main(int argc, char **argv)
 {
@@ -38,6 +46,10 @@ int main(int argc, char **argv)
     hilock *l;
     hilock_status st;
     if (argc != 2 || hilock_client_open(argv[1], &c) != HILOCK_OK) return 2;
+    if (strcmp(hilock_version(), HILOCK_VERSION) != 0) {
+        fprintf(stderr, "hilock_version() %s, header %s\n", hilock_version(), HILOCK_VERSION);
+        return 1;
+    }
     st = hilock_acquire(c, "install-check", 5000, 1000, &l);
     if (st != HILOCK_OK) {
         fprintf(stderr, "acquire: %s: %s\n", hilock_strerror(st), hilock_client_errmsg(c));
@@ -67,6 +79,38 @@ if readelf -d prog-static | grep -q 'libhilock'; then fail "prog-static needs li
 if command -v c++ >/dev/null 2>&1; then
   step "the header compiles as C++"
   c++ -x c++ -Wall -Wextra -Werror -c prog.c -o prog-cxx.o $(pkg-config --cflags hilock)
+  step "the installed hilock.hpp compiles (C++17)"
+  printf '#include <hilock.hpp>\n#include <mutex>\nint main() { hilock_cpp::client c("redis://127.0.0.1:1");\n  hilock_cpp::mutex m(c, "k", std::chrono::seconds(1));\n  return std::unique_lock<hilock_cpp::mutex>(m, std::try_to_lock).owns_lock(); }\n' >prog.cpp
+  c++ -std=c++17 -Wall -Wextra -Werror -c prog.cpp -o prog-hpp.o $(pkg-config --cflags hilock)
+fi
+
+if command -v cmake >/dev/null 2>&1; then
+  step "cmake: find_package(hilock 0.1 REQUIRED), hilock::hilock and hilock::hilock_static"
+  mkdir -p "$work/cmake-app"
+  cp prog.c "$work/cmake-app/"
+  cat >"$work/cmake-app/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.13)
+project(app C)
+find_package(hilock 0.1 REQUIRED)
+add_executable(app prog.c)
+target_link_libraries(app PRIVATE hilock::hilock)
+add_executable(app_static prog.c)
+target_link_libraries(app_static PRIVATE hilock::hilock_static)
+EOF
+  cmake -S "$work/cmake-app" -B "$work/cmake-app/b" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cmake.log" 2>&1 &&
+    cmake --build "$work/cmake-app/b" >>"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; fail "cmake build"; }
+  readelf -d "$work/cmake-app/b/app" | grep -q "libhilock.so.$major" || fail "cmake app does not link libhilock.so"
+  if readelf -d "$work/cmake-app/b/app_static" | grep -q 'libhilock'; then fail "app_static needs libhilock.so"; fi
+  LD_LIBRARY_PATH="$prefix/lib" "$work/cmake-app/b/app" "$url" || fail "cmake app"
+  "$work/cmake-app/b/app_static" "$url" || fail "cmake app_static"
+  step "cmake: find_package(hilock $((major + 1)).0) is refused (hilockConfigVersion.cmake)"
+  sed -i "s/find_package(hilock 0.1 REQUIRED)/find_package(hilock $((major + 1)).0 REQUIRED)/" \
+    "$work/cmake-app/CMakeLists.txt"
+  if cmake -S "$work/cmake-app" -B "$work/cmake-app/b2" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cmake.log" 2>&1; then
+    fail "find_package accepted version $((major + 1)).0"
+  fi
+  grep -q "$(sed -n 's/^#define HILOCK_VERSION "\(.*\)".*/\1/p' "$src/include/hilock.h")" "$work/cmake.log" ||
+    { cat "$work/cmake.log"; fail "cmake's refusal does not name the installed version"; }
 fi
 
 step "make uninstall"
