@@ -449,7 +449,7 @@ static const char *timed_out_in(const struct hl_conn *k)
     if (!k->connecting) return "read";
     if (poll(&pf, 1, 0) == 1 && getsockopt(k->rc->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 &&
         soerr == 0)
-        return "read (connected)";
+        return "read";
     return "connect";
 }
 

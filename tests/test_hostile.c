@@ -256,6 +256,44 @@ Test(hostile, a_sentinel_with_a_huge_reply_is_refused)
     hilock_client_free(c);
 }
 
+static void ans_nothing(int fd)
+{
+    (void)fd;
+    sleep(10);
+}
+
+/* Redlock over a live master and a Sentinel node whose Sentinels never answer: resolving the
+ * second eats the connect deadline while the first connection has long been established.
+ * The first one's error must not say "connect". */
+Test(hostile, a_timeout_after_a_completed_connect_does_not_blame_the_connect)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    fake f = fake_start(ans_nothing);
+    char sent[256], live[64];
+    const char *urls[2];
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l = NULL;
+    const char *m;
+    cr_assert_not_null(r);
+    snprintf(sent, sizeof sent, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d,"
+             "127.0.0.1:%d#mymaster", f.port, f.port, f.port, f.port);
+    snprintf(live, sizeof live, "127.0.0.1:%d:", r->port);
+    urls[0] = r->url;
+    urls[1] = sent;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 2;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_neq(hilock_acquire(c, "k", 10000, 0, &l), HILOCK_OK);
+    m = hilock_client_errmsg(c);
+    fake_stop(&f);
+    cr_assert(strstr(m, live), "errmsg '%s' names %s", m, live);
+    cr_assert_null(strstr(strstr(m, live), "connect"), "errmsg '%s' blames the connect", m);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
 /* ---- the undo list ---- */
 
 /* Refused connects send nothing, so they queue nothing: thousands of them cost nothing later,
