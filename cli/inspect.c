@@ -129,11 +129,12 @@ static void classify(const hilock_key_view *k, int64_t now_us, verdict *out)
         int64_t unit = c->unit == HILOCK_UNIT_S ? 1000000 : c->unit == HILOCK_UNIT_MS ? 1000 : 1;
         int64_t stamp;
         if (hilock_codec_parse(c, k->value, k->value_len, &stamp) != HILOCK_OK) continue;
-        if ((int)ip != digits_of(now_us / unit) || dot != (c->decimals > 0) ||
+        if ((int)ip != digits_of(now_us / unit) || dot != (c->decimals != 0) ||
             suffix != (c->suffix != HILOCK_SUFFIX_NONE))
             continue;
         out->fits |= 1u << p;
-        /* the first that fits names it, unless a later one writes exactly these decimals */
+        /* the first that fits names it, unless a later one writes exactly these decimals (the
+         * float styles, decimals < 0, write as many as the shortest round trip needs) */
         if (out->kind == K_UNKNOWN || (dot && (size_t)c->decimals == fd && (size_t)presets[out->kind].decimals != fd)) {
             out->kind = (int)p;
             out->stamp_us = stamp;
@@ -534,7 +535,7 @@ static int main_preset(const family *f)
 
 static int same_format(int a, int b)
 {
-    return presets[a].unit == presets[b].unit && (presets[a].decimals > 0) == (presets[b].decimals > 0) &&
+    return presets[a].unit == presets[b].unit && (presets[a].decimals != 0) == (presets[b].decimals != 0) &&
            presets[a].suffix == presets[b].suffix;
 }
 
@@ -735,8 +736,8 @@ static int inventory_main(hilock_client *c, int argc, char **argv)
         case 'c':
             errno = 0;
             inv.count = (size_t)strtoul(optarg, &end, 10);
-            if (*end || end == optarg || errno || inv.count < 1 || inv.count > 10000)
-                return tool_usage("inventory --count: not a number 1..10000: '%s'", optarg);
+            if (*end || end == optarg || errno || inv.count < 1 || inv.count > 500)
+                return tool_usage("inventory --count: not a number 1..500: '%s'", optarg);
             break;
         case ':': return tool_usage("inventory: option '%s' needs a value", argv[optind - 1]);
         default: return tool_usage("inventory: unknown option '%s'", argv[optind - 1]);

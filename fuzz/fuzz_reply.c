@@ -1,4 +1,5 @@
-/* fuzz_reply.c -- libFuzzer target for what hilock makes of a server's reply to each of its
+/* fuzz_reply.c -- libFuzzer target for the reply limits (src/resp_limit.c) and for what
+ * hilock makes of a server's reply to each of its
  * scripts (src/lock.c: hl_acquire_verdict, hl_tristate_verdict, hl_check_verdict,
  * hl_check_pttl_verdict; legacy/legacy.c: hl_legacy_busy, which reads the value a legacy
  * holder left) and for the error mapping (hl_node_reply_error).
@@ -152,7 +153,8 @@ static void judge_error(const redisReply *r)
     memset(&n, 0, sizeof n);
     n.name = (char *)"127.0.0.1:6379";
     st = hl_node_reply_error(&n, r);
-    /* READONLY: a replica now (EIO, retried); NOREPLICAS: min-replicas-to-write */
+    /* READONLY: a replica now; LOADING, BUSY, MASTERDOWN: transient (EIO, retried);
+     * NOREPLICAS: min-replicas-to-write */
     CHECK(st == HILOCK_EREPLY || st == HILOCK_EAUTH || st == HILOCK_EIO || st == HILOCK_EREPLICAS);
     CHECK(n.st == st);
     CHECK(memchr(n.err, '\0', sizeof n.err) && !strncmp(n.err, "127.0.0.1:6379: ", 16));
@@ -162,7 +164,9 @@ static void judge_error(const redisReply *r)
             CHECK(st == HILOCK_EAUTH);
             return;
         }
-        if (!strncmp(r->str, "LOADING", 7) || !strncmp(r->str, "READONLY", 8)) CHECK(st == HILOCK_EIO);
+        if (!strncmp(r->str, "LOADING", 7) || !strncmp(r->str, "READONLY", 8) ||
+            !strncmp(r->str, "BUSY ", 5) || !strncmp(r->str, "MASTERDOWN", 10))
+            CHECK(st == HILOCK_EIO);   /* transient: retried while waiting */
         if (!strncmp(r->str, "NOREPLICAS", 10)) CHECK(st == HILOCK_EREPLICAS);
     }
 }
@@ -179,30 +183,48 @@ static void walk(const redisReply *r, int depth)
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
-/* hiredis 0.14 allocates an array's element table as soon as it reads "*<count>": a count of
- * 10^9 is a 8 GB calloc (a limit of hiredis, not of hilock: its 1.x reader has maxelements).
- * Such inputs are skipped so the fuzzer looks at hilock, not at that. */
-static int huge_array(const unsigned char *d, size_t n)
+/* The reply limits (src/resp_limit.c) in front of the parser, as in the engine: the input
+ * reaches hiredis only if they accept it. They must frame the same way whatever the read
+ * sizes (one call, or chunks of 1..7 bytes), and on input they accept and hiredis parses,
+ * count the same replies. Inputs past the limits never reach hiredis, so a hostile length
+ * (hiredis 0.14 allocates an array's element table as soon as it reads "*<count>") would
+ * show up here as an allocation over libFuzzer's malloc limit. */
+static int limits_accept(const unsigned char *d, size_t n, unsigned long long *replies)
 {
-    for (size_t i = 0; i < n; i++) {
-        long long v = 0;
-        size_t j = i + 1;
-        if (d[i] != '*') continue;
-        while (j < n && d[j] >= '0' && d[j] <= '9' && v < 100000) v = v * 10 + (d[j++] - '0');
-        if (v > 4096) return 1;
-    }
-    return 0;
+    hl_resp_limit one, chunked;
+    size_t step = n ? (size_t)(d[0] % 7) + 1 : 1;
+    int rc1, rc2 = 0;
+    hl_resp_limit_init(&one);
+    hl_resp_limit_init(&chunked);
+    rc1 = hl_resp_limit_feed(&one, (const char *)d, n);
+    for (size_t i = 0; i < n && rc2 == 0; i += step)
+        rc2 = hl_resp_limit_feed(&chunked, (const char *)d + i, n - i < step ? n - i : step);
+    CHECK(rc1 == rc2);
+    CHECK(rc1 == 0 || rc1 == HL_RESP_TOO_LARGE || rc1 == HL_RESP_PROTOCOL);
+    CHECK(!strcmp(one.why, chunked.why) && (rc1 == 0) == (one.why[0] == '\0'));
+    if (rc1 == 0) CHECK(one.replies == chunked.replies && one.depth <= HL_RESP_MAX_DEPTH);
+    else CHECK(hl_resp_limit_feed(&one, "+OK\r\n", 5) == rc1);   /* a refusal is final */
+    *replies = chunked.replies;
+    return rc1 == 0;
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     redisReader *rd;
-    if (huge_array(data, size) || !(rd = redisReaderCreate())) return 0;
+    unsigned long long framed = 0, parsed = 0;
+    int err = 0;
+    if (!limits_accept(data, size, &framed) || !(rd = redisReaderCreate())) return 0;
     if (redisReaderFeed(rd, (const char *)data, size) == REDIS_OK) {
-        for (int n = 0; n < 64; n++) {
+        for (;;) {
             void *p = NULL;
             redisReply *r;
-            if (redisReaderGetReply(rd, &p) != REDIS_OK || !p) break;
+            if (redisReaderGetReply(rd, &p) != REDIS_OK) err = 1;
+            if (err || !p) break;
+            parsed++;
+            if (parsed > 64) {   /* judged enough: count the rest */
+                freeReplyObject(p);
+                continue;
+            }
             r = p;
             judge_acquire(r);
             judge_tristate(r);
@@ -213,6 +235,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             walk(r, 0);
             freeReplyObject(r);
         }
+        CHECK(err || parsed == framed);
     }
     redisReaderFree(rd);
     return 0;

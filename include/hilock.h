@@ -71,10 +71,12 @@ typedef enum hilock_status {
     HILOCK_NOT_HELD,    /* release/extend/check: our value is gone (expired, released, taken)   */
     HILOCK_LOST,        /* a failover since acquisition: ownership can't be trusted             */
     HILOCK_EINVAL,      /* bad argument or option                                               */
-    HILOCK_EIO,         /* can't connect, connection broke                                      */
+    HILOCK_EIO,         /* can't connect, connection broke; or -LOADING, -BUSY, -MASTERDOWN
+                           (transient: retried while an acquire may wait; errmsg names it)    */
     HILOCK_ETIMEDOUT,   /* a round trip took longer than io_timeout_ms                          */
     HILOCK_EAUTH,       /* AUTH / ACL refused                                                   */
-    HILOCK_EREPLY,      /* server error or unexpected reply (WRONGTYPE, OOM, script error, ...) */
+    HILOCK_EREPLY,      /* server error or unexpected reply (WRONGTYPE, OOM, script error, ...);
+                           "reply too large" past the limits (README: 8192 elements, 64 KiB)  */
     HILOCK_EREPLICAS,   /* fewer replicas acknowledged than min_replicas; the lock was undone   */
     HILOCK_ENOQUORUM,   /* Redlock: too few masters answered to decide                          */
     HILOCK_ENOMEM

@@ -60,13 +60,13 @@ typedef void (*hilock_scan_fn)(size_t master, const hilock_key_view *k, void *ar
  * round trip). fn is called once per key of the page, in SCAN's order.
  *   *cursor: 0 to start a scan; on OK, the cursor of the next page (0: the scan is complete).
  *   pattern: a Redis glob (MATCH); NULL = "*".
- *   count:   SCAN's COUNT hint, 1..10000 (keys looked at per page; the page blocks the
+ *   count:   SCAN's COUNT hint, 1..500 (keys looked at per page; the page blocks the
  *            server for as long as its script runs: ~1 us per key).
  * SCAN's guarantees hold: a key present during the whole scan is returned at least once
  * (maybe twice); keys added or removed meanwhile may or may not be. Loop:
  *     uint64_t cur = 0;
  *     do st = hilock_scan(c, m, "lock.*", 100, &cur, fn, arg); while (st == HILOCK_OK && cur);
- * Returns OK; EINVAL (NULL c/cursor/fn, master out of range, count outside 1..10000, pattern
+ * Returns OK; EINVAL (NULL c/cursor/fn, master out of range, count outside 1..500, pattern
  * longer than HILOCK_KEY_MAX); EIO, ETIMEDOUT, EAUTH, EREPLY (a server error, e.g. Redis <
  * 7.0, or a reply of the wrong shape), ENOMEM -- with which master and why in
  * hilock_client_errmsg(). On an error fn was not called and *cursor is unchanged, so the same

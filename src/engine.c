@@ -26,6 +26,7 @@ struct hl_conn {
     hl_buf        out;          /* bytes not yet accepted by the socket */
     size_t        off;
     int64_t       last_us;      /* when its last round trip ended (monotonic) */
+    hl_resp_limit lim;          /* every byte read passes the reply limits first */
 };
 
 /* ---- replies ---- */
@@ -147,11 +148,45 @@ uint32_t hl_all_nodes(const hilock_client *c)
     return c->nnodes >= 32 ? UINT32_MAX : (1u << c->nnodes) - 1;
 }
 
-void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value)
+/* Forget undos [k, k + cnt) of node n. */
+static void drop_undos(hl_node *n, size_t k, size_t cnt)
+{
+    if (cnt == 0) return;   /* n->undo may be NULL: memmove(NULL, NULL, 0) is undefined */
+    for (size_t i = k; i < k + cnt; i++) {
+        free(n->undo[i].key);
+        free(n->undo[i].value);
+    }
+    memmove(n->undo + k, n->undo + k + cnt, (n->nundo - k - cnt) * sizeof *n->undo);
+    n->nundo -= cnt;
+}
+
+/* Undos whose lock has surely expired on the server are of no use any more. */
+static void drop_expired_undos(hl_node *n, int64_t now)
+{
+    size_t k = 0;
+    while (k < n->nundo) {
+        if (n->undo[k].expires_us <= now) drop_undos(n, k, 1);
+        else k++;
+    }
+}
+
+void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value, int64_t ttl_ms)
 {
     hl_node *n = &c->nodes[i];
+    int64_t now = hl_now_us();
+    /* The write happened before now (a server frozen with it unread executes it later, and
+     * then it expires by itself): past ttl (+ drift, + a second) the key is surely gone. */
+    int64_t expires = hl_add_sat(now, hl_add_sat(ttl_ms * 1000, (int64_t)((double)ttl_ms *
+                                 c->opt.drift_factor * 2000.0) + 1000000));
     for (size_t k = 0; k < n->nundo; k++)   /* retries of one acquire reuse their token */
-        if (!strcmp(n->undo[k].key, key) && !strcmp(n->undo[k].value, value)) return;
+        if (!strcmp(n->undo[k].key, key) && !strcmp(n->undo[k].value, value)) {
+            if (expires > n->undo[k].expires_us) n->undo[k].expires_us = expires;
+            return;
+        }
+    drop_expired_undos(n, now);
+    /* Capped: the oldest go first (the most likely to have expired, and a key that outlives
+     * a lost undo only blocks others until its ttl). */
+    if (n->nundo >= HL_UNDO_MAX) drop_undos(n, 0, n->nundo - HL_UNDO_MAX + 1);
     if (n->nundo == n->capundo) {
         size_t cap = n->capundo ? n->capundo * 2 : 4;
         hl_undo *u = realloc(n->undo, cap * sizeof *u);
@@ -161,6 +196,7 @@ void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value)
     }
     n->undo[n->nundo].key = hl_strdup(key);
     n->undo[n->nundo].value = hl_strdup(value);
+    n->undo[n->nundo].expires_us = expires;
     if (!n->undo[n->nundo].key || !n->undo[n->nundo].value) {
         free(n->undo[n->nundo].key);
         free(n->undo[n->nundo].value);
@@ -186,9 +222,12 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
         st = HILOCK_EAUTH;
     else if (!strncmp(s, "READONLY", 8))
         st = HILOCK_EIO;         /* a replica now (failover): the connection is closed, retry */
-    else if (!strncmp(s, "LOADING", 7))
-        st = HILOCK_EIO;         /* restarted, still reading its AOF/RDB: not up yet, retry
-                                    (make torture: a waiting acquire gave up with EREPLY) */
+    else if (!strncmp(s, "LOADING", 7) || !strncmp(s, "BUSY ", 5) || !strncmp(s, "MASTERDOWN", 10))
+        st = HILOCK_EIO;         /* transient: restarted and still reading its AOF/RDB (make
+                                    torture: a waiting acquire gave up with EREPLY); a script
+                                    past lua-time-limit; a replica cut off from its master with
+                                    replica-serve-stale-data no. The command did not run: a
+                                    waiting acquire retries; errmsg keeps the server's word */
     else if (!strncmp(s, "NOREPLICAS", 10))
         st = HILOCK_EREPLICAS;   /* min-replicas-to-write refused the write */
     node_set_err(n, st, s, NULL);
@@ -254,8 +293,10 @@ typedef struct pending {
     int     resend;        /* a script answered NOSCRIPT: send again with EVAL */
     int     more;          /* only the handshake was sent: the commands follow its replies */
     int     used_eval;
+    int     has_cmds;      /* the caller's commands are in this pipeline */
     int64_t deadline;
-    size_t  nundo;         /* undos sent in this pipeline */
+    size_t  undo_at, nundo;   /* undos [undo_at, undo_at + nundo) sent in this pipeline */
+    size_t  undone;        /* of which answered */
 } pending;
 
 static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cmd *cmds,
@@ -295,7 +336,12 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
     /* The handshake goes alone, one round trip on a new connection: if AUTH or SELECT fails,
      * commands pipelined behind it would still run (as the default user, or in db 0). */
     p->more = p->nhandshake > 0;
-    for (size_t i = 0; !p->more && i < n->nundo; i++) {
+    /* Undos go first, at most HL_UNDO_CHUNK per round trip (the newest: the most likely to
+     * still block someone), so a backlog can never starve the caller's own command. */
+    drop_expired_undos(n, hl_now_us());
+    p->undone = 0;
+    p->undo_at = n->nundo > HL_UNDO_CHUNK ? n->nundo - HL_UNDO_CHUNK : 0;
+    for (size_t i = p->undo_at; !p->more && i < n->nundo; i++) {
         hl_cmd u;
         hl_cmd_init(&u, &hl_lua_release, 1);
         hl_cmd_arg(&u, n->undo[i].key, (size_t)-1);
@@ -305,6 +351,7 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
     }
     p->prefix += (int)p->nundo;
     for (int i = 0; !p->more && i < ncmd; i++) put_cmd(b, &cmds[i], use_eval);
+    p->has_cmds = !p->more && ncmd > 0;
     p->expect = p->prefix + (p->more ? 0 : ncmd);
     p->got = 0;
     p->wdone = 0;
@@ -313,21 +360,13 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
     (void)c;
 }
 
-static void drop_undos(hl_node *n, size_t k)
-{
-    if (k == 0) return;   /* n->undo may be NULL: memmove(NULL, NULL, 0) is undefined */
-    for (size_t i = 0; i < k; i++) {
-        free(n->undo[i].key);
-        free(n->undo[i].value);
-    }
-    memmove(n->undo, n->undo + k, (n->nundo - k) * sizeof *n->undo);
-    n->nundo -= k;
-}
-
-/* A node's part ends: record status, close the connection on transport errors. */
+/* A node's part ends: record status, close the connection on transport errors. Undos it
+ * answered are done, whatever happens to the rest (so a backlog always shrinks). */
 static void finish(hl_node *n, pending *p, hilock_status st, const char *what, const char *why)
 {
     p->active = 0;
+    drop_undos(n, p->undo_at, p->undone);
+    p->nundo = p->undone = 0;
     if (st == HILOCK_OK) {
         n->st = HILOCK_OK;
         return;
@@ -339,9 +378,11 @@ static void finish(hl_node *n, pending *p, hilock_status st, const char *what, c
 
 /* Write what the socket takes now. send(MSG_NOSIGNAL), not hiredis' write(2): writing to a
  * server that went away must be an EPIPE we report, never a SIGPIPE that kills the caller
- * (and blocking the signal around every round trip would cost four system calls). */
-static int conn_flush(struct hl_conn *k, int *done)
+ * (and blocking the signal around every round trip would cost four system calls). Once a
+ * byte of the caller's commands is out, they may reach the server: n->wrote. */
+static int conn_flush(hl_node *n, pending *p)
 {
+    struct hl_conn *k = n->conn;
     while (k->off < k->out.len) {
         ssize_t w = send(k->rc->fd, k->out.p + k->off, k->out.len - k->off, MSG_NOSIGNAL);
         if (w < 0) {
@@ -349,10 +390,11 @@ static int conn_flush(struct hl_conn *k, int *done)
             if (errno == EAGAIN || errno == EWOULDBLOCK) break;
             return -1;
         }
+        if (w > 0 && p->has_cmds) n->wrote = 1;
         k->off += (size_t)w;
     }
-    *done = k->off == k->out.len;
-    if (*done) k->out.len = k->off = 0;
+    p->wdone = k->off == k->out.len;
+    if (p->wdone) k->out.len = k->off = 0;
     return 0;
 }
 
@@ -365,7 +407,50 @@ static int send_pipeline(hl_node *n, pending *p, hl_buf *b)
         return -1;
     }
     p->wdone = 0;
-    return k->connecting ? 0 : conn_flush(k, &p->wdone);
+    return k->connecting ? 0 : conn_flush(n, p);
+}
+
+/* Read what the socket has, through the reply limits, into the parser. 0, or -1 with the
+ * node's part finished (a refused reply: EREPLY, and the connection closed). */
+static int conn_read(hl_node *n, pending *p)
+{
+    struct hl_conn *k = n->conn;
+    char buf[16384];
+    ssize_t r;
+    int lim;
+    do r = recv(k->rc->fd, buf, sizeof buf, 0);
+    while (r < 0 && errno == EINTR);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (r <= 0) {
+        finish(n, p, HILOCK_EIO, "read", r == 0 ? "Server closed the connection" : strerror(errno));
+        return -1;
+    }
+    if ((lim = hl_resp_limit_feed(&k->lim, buf, (size_t)r)) != 0) {
+        finish(n, p, lim == HL_RESP_TOO_LARGE ? HILOCK_EREPLY : HILOCK_EIO,
+               lim == HL_RESP_TOO_LARGE ? "reply too large" : "protocol", k->lim.why);
+        hl_node_close(n);   /* the rest of that reply must never be read as an answer */
+        return -1;
+    }
+    if (redisReaderFeed(k->rc->reader, buf, (size_t)r) != REDIS_OK) {
+        finish(n, p, HILOCK_EIO, "read", "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Its deadline passed while n was connecting. The connect may well have completed unseen
+ * (the loop was busy elsewhere: building a pipeline, another node, a Sentinel): then the
+ * time ran out waiting for the reply, and errmsg must say so, not "connect". */
+static const char *timed_out_in(const struct hl_conn *k)
+{
+    struct pollfd pf = { k->rc->fd, POLLOUT, 0 };
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    if (!k->connecting) return "read";
+    if (poll(&pf, 1, 0) == 1 && getsockopt(k->rc->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 &&
+        soerr == 0)
+        return "read";
+    return "connect";
 }
 
 /* A reply said READONLY: the node is a replica now (a failover demoted it, or Sentinel
@@ -405,6 +490,7 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, redisReply *r)
         return;
     }
     if (idx < p->prefix) {   /* an undo: whatever it says, it has been tried */
+        p->undone++;
         freeReplyObject(r);
         return;
     }
@@ -420,7 +506,6 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, redisReply *r)
  * later command; undos it already answered are done. */
 static void abandon(hl_node *n, pending *p)
 {
-    if (!p->more && p->got >= p->prefix) drop_undos(n, p->nundo);
     finish(n, p, HILOCK_ETIMEDOUT, "wait", "abandoned: another node answered first");
 }
 
@@ -446,6 +531,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         if (!(mask & (1u << i))) continue;
         n->st = HILOCK_OK;
         n->err[0] = '\0';
+        n->wrote = 0;
         if (n->conn && conn_stale(n->conn, now)) hl_node_close(n);
         for (int tries = 0; tries < 2; tries++) {
             int reused = n->conn != NULL;
@@ -483,8 +569,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
             hl_node *n = &c->nodes[i];
             if (!p[i].active) continue;
             if (now >= p[i].deadline) {
-                finish(n, &p[i], HILOCK_ETIMEDOUT, n->conn->connecting ? "connect" : "read",
-                       "timed out");
+                finish(n, &p[i], HILOCK_ETIMEDOUT, timed_out_in(n->conn), "timed out");
                 continue;
             }
             if (p[i].deadline < first) first = p[i].deadline;
@@ -519,15 +604,12 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                 p[i].deadline = hl_add_sat(hl_now_us(), per_node_timeout_us);
                 if (p[i].deadline > hard_deadline_us) p[i].deadline = hard_deadline_us;
             }
-            if (!p[i].wdone && conn_flush(k, &p[i].wdone) < 0) {
+            if (!p[i].wdone && conn_flush(n, &p[i]) < 0) {
                 finish(n, &p[i], HILOCK_EIO, "write", strerror(errno));
                 continue;
             }
             if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            if (redisBufferRead(k->rc) != REDIS_OK) {
-                finish(n, &p[i], HILOCK_EIO, "read", k->rc->errstr);
-                continue;
-            }
+            if (conn_read(n, &p[i]) < 0) continue;
             for (;;) {
                 void *r = NULL;
                 if (redisGetReplyFromReader(k->rc, &r) != REDIS_OK) {
@@ -538,7 +620,8 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                 on_reply(n, &p[i], cmds, r);
                 if (!p[i].active || !n->conn) break;
                 if (p[i].got < p[i].expect) continue;
-                drop_undos(n, p[i].nundo);
+                drop_undos(n, p[i].undo_at, p[i].undone);
+                p[i].nundo = p[i].undone = 0;
                 if (p[i].resend || p[i].more) {   /* script cache empty (restart, failover):
                                                       EVAL; or the handshake is done */
                     int use_eval = p[i].resend || p[i].used_eval;

@@ -15,7 +15,7 @@
 /* generated from src/lua/inspect_scan.lua and src/lua/inspect_key.lua */
 extern const hl_script hl_lua_inspect_scan, hl_lua_inspect_key;
 
-#define SCAN_COUNT_MAX 10000
+#define SCAN_COUNT_MAX 500   /* 1 + 5 elements per key, and SCAN may return twice COUNT: within the reply limits */
 
 size_t hilock_client_masters(const hilock_client *c) { return c ? c->nnodes : 0; }
 

@@ -73,6 +73,36 @@ size_t      hl_reply_nelem(const hl_reply *r);
 hl_reply   *hl_reply_elem(const hl_reply *r, size_t i);
 void        hl_reply_free(hl_reply *r);
 
+/* ---- reply limits (resp_limit.c): every byte read from a server passes here before the
+ * RESP parser, so no reply can cost more than these (hiredis 0.14 has no limits: an array
+ * header makes it allocate the element table at once, a bulk header makes it buffer all that
+ * follows). Far above anything hilock receives (see resp_limit.c): a reply over them is
+ * refused with HILOCK_EREPLY "reply too large: ..." and its connection closed. ---- */
+#define HL_RESP_MAX_BULK     65536       /* bytes in one bulk string or one status/error line */
+#define HL_RESP_MAX_ELEMENTS 8192        /* elements of one array (a hilock_scan page: 1 + 5 per key) */
+#define HL_RESP_MAX_TOTAL    16384       /* elements of all the arrays of one reply */
+#define HL_RESP_MAX_DEPTH    7           /* arrays inside arrays (hiredis itself stops at 8) */
+#define HL_RESP_MAX_REPLY    (1 << 20)   /* bytes of one reply */
+enum { HL_RESP_TOO_LARGE = -1, HL_RESP_PROTOCOL = -2 };
+
+typedef struct hl_resp_limit {   /* zeroed = at the start of a reply */
+    int       state, failed, cr, depth;
+    char      type;
+    char      hdr[16];           /* a '$' or '*' length being read */
+    size_t    hlen, line;
+    uint64_t  bulk_left;         /* payload + CRLF still to come */
+    long long left[HL_RESP_MAX_DEPTH];   /* elements still to come, per open array */
+    size_t    bytes, elements;   /* of the reply being read */
+    unsigned long long replies;  /* complete replies framed so far */
+    char      why[96];           /* what was refused */
+} hl_resp_limit;
+
+void hl_resp_limit_init(hl_resp_limit *f);
+/* Frame n more bytes of a reply stream. 0: within the limits (hand them to the parser);
+ * HL_RESP_TOO_LARGE: a limit was passed; HL_RESP_PROTOCOL: not RESP2. Then f->why says what
+ * ("array of 2147483647 elements (limit 4096)") and every later call returns the same. */
+int  hl_resp_limit_feed(hl_resp_limit *f, const char *p, size_t n);
+
 /* ---- what one script reply means (lock.c): pure functions of a reply, no I/O, so the
  * fuzzers (fuzz/) can feed them any reply a server or a broken proxy could send ---- */
 typedef enum hl_verdict {
@@ -120,19 +150,23 @@ void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in s
 struct hl_conn;   /* the transport's connection, opaque outside engine.c */
 
 typedef struct hl_undo {   /* a write whose fate is unknown: delete it by value on next contact */
-    char *key;
-    char *value;
+    char   *key;
+    char   *value;
+    int64_t expires_us;    /* monotonic: by then the key has surely expired; the undo is dropped */
 } hl_undo;
+#define HL_UNDO_MAX   64   /* per node; past it the oldest is dropped (it expires by its ttl) */
+#define HL_UNDO_CHUNK 8    /* per round trip, ahead of the caller's commands */
 
 typedef struct hl_node {
     hl_url          url;
     char           *name;        /* "127.0.0.1:6379" / "/tmp/r.sock" (no password) */
     struct hl_conn *conn;        /* NULL = not connected */
-    hl_undo        *undo;
+    hl_undo        *undo;        /* oldest first */
     size_t          nundo, capundo;
     struct hl_topo *topo;        /* Sentinel nodes: the Sentinels, the master in use (topology.c) */
     /* result of the last hl_exec on this node */
     hilock_status   st;
+    int             wrote;       /* bytes of its commands were written: they may have run */
     char            err[200];
     hl_reply       *reply[HL_MAX_CMDS];
 } hl_node;
@@ -208,9 +242,13 @@ uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int nc
 void     hl_exec_clear(hilock_client *c);
 uint32_t hl_all_nodes(const hilock_client *c);
 
-/* Remember that `value` may have been written to `key` on node i: deleted if still equal,
- * before anything else, on the next contact with that node. */
-void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value);
+/* Remember that `value` may have been written to `key` (with a ttl of ttl_ms) on node i:
+ * deleted if still equal, before anything else, on the next contacts with that node.
+ * Bounded: a duplicate is not added again, an undo is forgotten once the ttl has surely
+ * passed, at most HL_UNDO_MAX are kept per node (the oldest go), and each round trip sends
+ * at most HL_UNDO_CHUNK of them. Callers add one only when the write may have reached the
+ * server (node->wrote after hl_exec, or a grant seen). */
+void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value, int64_t ttl_ms);
 
 /* Map an error reply to a status (NOPERM/WRONGPASS/NOAUTH -> EAUTH, else EREPLY) and write
  * "node: text" to node->err. */

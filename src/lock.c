@@ -158,7 +158,7 @@ static hilock_status undecided(hilock_client *c, const tally *t, const char *wha
 /* Delete our value on the nodes in mask (partial or expired grants), all at once. A node
  * that does not answer gets an undo, sent first on the next contact. */
 static void undo_on(hilock_client *c, uint32_t mask, const char *key, const char *token,
-                    int64_t per_node_us, int64_t hard_deadline)
+                    int64_t ttl_ms, int64_t per_node_us, int64_t hard_deadline)
 {
     hl_cmd cmd;
     uint32_t ok;
@@ -169,7 +169,7 @@ static void undo_on(hilock_client *c, uint32_t mask, const char *key, const char
     hl_cmd_arg(&cmd, token, (size_t)-1);
     ok = hl_exec(c, mask, &cmd, 1, per_node_us, dl < hard_deadline ? dl : hard_deadline);
     for (size_t i = 0; i < c->nnodes; i++)
-        if ((mask & (1u << i)) && !(ok & (1u << i))) hl_undo_add(c, i, key, token);
+        if ((mask & (1u << i)) && !(ok & (1u << i))) hl_undo_add(c, i, key, token, ttl_ms);
     hl_exec_clear(c);
 }
 
@@ -283,10 +283,13 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
     for (size_t i = 0; i < c->nnodes; i++) {
         uint32_t bit = 1u << i;
         hl_node *n = &c->nodes[i];
-        /* sent before the write, or lost after it. Not for legacy stamps: they are not unique
-         * (two owners in one tick write the same bytes), so such a write expires by itself */
-        if ((t.failed & bit) && n->st != HILOCK_ENOMEM && l->kind == HL_MODERN)
-            hl_undo_add(c, i, l->key, l->token);
+        /* no answer (or one refused as too large) after our command was written: it may have
+         * run. Nothing to undo when it was never sent (connect refused, handshake refused).
+         * Not for legacy stamps: they are not unique (two owners in one tick write the same
+         * bytes), so such a write expires by itself */
+        if (((t.failed & bit) || !(ok & bit)) && n->wrote && n->st != HILOCK_ENOMEM &&
+            l->kind == HL_MODERN)
+            hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
         if ((t.yes & bit) && (uint64_t)t.num[i] > fence) fence = (uint64_t)t.num[i];
         if (t.other & bit) {
             long long pttl = t.num[i];
@@ -307,7 +310,7 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
             l->valid_until_us = until;
             return hl_ok(c);
         }
-        undo_on(c, t.yes, l->key, l->token, per, hl_add_sat(now, per));
+        undo_on(c, t.yes, l->key, l->token, l->ttl_ms, per, hl_add_sat(now, per));
         if ((size_t)popcount(have) < c->quorum)
             return hl_fail_nodes(c, HILOCK_ENOQUORUM, t.yes & ~have, "acquired, but the fencing "
                                  "token could not be recorded on a quorum; undone: ");
@@ -316,7 +319,7 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
                        (long long)((now - t0) / 1000), (long long)l->ttl_ms);
     }
     /* not granted: give back any partial grant at once, so it blocks nobody */
-    undo_on(c, t.yes, l->key, l->token, per, hard_deadline);
+    undo_on(c, t.yes, l->key, l->token, l->ttl_ms, per, hard_deadline);
     if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
         if (c->nnodes == 1)   /* (for a legacy value, hl_legacy_busy has said why) */
             return l->kind != HL_MODERN ? HILOCK_BUSY : hl_fail(c, HILOCK_BUSY, "%s: held by another owner", l->key);
@@ -551,7 +554,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
         int64_t per = node_timeout_us(c, ttl_ms);
         l->valid_until_us = 0;
         /* lost: what is left of it on a minority (now with the new ttl) only blocks others */
-        undo_on(c, t.yes, l->key, l->token, per, hl_add_sat(hl_now_us(), per));
+        undo_on(c, t.yes, l->key, l->token, ttl_ms, per, hl_add_sat(hl_now_us(), per));
         return not_held(l, &t, "extend", t.yes);
     }
     if (until <= hl_now_us()) {

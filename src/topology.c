@@ -515,7 +515,7 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
         char keep[sizeof c->nodes->err];
         for (size_t i = 0; i < c->nnodes; i++) {
             if (!(op->undo & (1u << i))) continue;
-            hl_undo_add(c, i, l->key, l->token);
+            hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
             if (!c->nodes[i].nundo) continue;   /* out of memory: it expires by its ttl */
             memcpy(keep, c->nodes[i].err, sizeof keep);
             hl_exec(c, 1u << i, NULL, 0, c->opt.io_timeout_ms * 1000,
@@ -528,7 +528,7 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
     /* granted on a connection opened before this call: is it still the master? */
     m = moved(c, granted & ~(op->refused | op->undo));
     for (size_t i = 0; i < c->nnodes; i++)
-        if (m & (1u << i)) hl_undo_add(c, i, l->key, l->token);   /* first thing, next contact */
+        if (m & (1u << i)) hl_undo_add(c, i, l->key, l->token, l->ttl_ms);   /* first thing, next contact */
     op->moved = m;
 }
 
