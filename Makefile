@@ -23,7 +23,7 @@ OPENSSL_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcr
 CFLAGS_LIB = $(WARN) $(OPT) -fPIC -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc -I$(B) $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 
-LIB_SRC   := $(wildcard src/*.c) $(wildcard legacy/*.c)
+LIB_SRC   := $(wildcard src/*.c) $(wildcard legacy/*.c) $(wildcard api/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
 HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h
@@ -62,7 +62,7 @@ $(B)/gen/scripts.c: $(LUA) scripts/embed-lua.sh
 $(B)/gen/scripts.o: $(B)/gen/scripts.c src/internal.h include/hilock.h
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(B)/%.o: %.c src/internal.h $(HEADERS) $(wildcard legacy/*.h)
+$(B)/%.o: %.c src/internal.h src/kind.h $(HEADERS) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
@@ -218,7 +218,7 @@ fuzz:
 	  $(FUZZ_B)/libhilock.a $(patsubst %,$(FUZZ_B)/fuzz/%,$(FUZZ_TARGETS))
 	@sh fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) src/internal.h
+$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) src/internal.h src/kind.h legacy/kinds.h
 	@mkdir -p $(@D)
 	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude -Isrc -Ilegacy -I$(B) -o $@ $< \
 	  $(B)/libhilock.a $(LDLIBS_LIB)

@@ -1,9 +1,14 @@
-/* legacy.c -- the SETNX/GETSET recipe of legacy fleets, and bridge mode, on the shared engine.
+/* legacy.c -- two lock kinds (kind.h): the SETNX/GETSET recipe of legacy fleets
+ * (hl_kind_legacy, for hilock_legacy_acquire) and bridge mode (hl_kind_bridge, for
+ * hilock_acquire with options.bridge); the entry points that pick them are in api/acquire.c.
  *
- * Acquisition runs through lock.c's acquire loop and attempt() -- the same connection,
- * timing, retries, validity, fence and errors as the modern lock. For HL_LEGACY and HL_BRIDGE
- * locks attempt() asks hl_legacy_cmd() for the command and hl_legacy_busy() what a busy
- * reply means. Release, extend and check of these kinds are dispatched here whole.
+ * Each is a table of operations that src/lock.c's quorum code runs: the same acquire loop,
+ * connection, timing, retries, fence, release/extend/check flows, verdicts and errors as the
+ * modern lock. What is theirs: the stamp (written fresh for every attempt and extend), the
+ * acquire and extend scripts, reading the value a busy answer carries, validity bounded by
+ * our own stamp, and "our stamp has passed: touch nothing". This file depends on src/ only
+ * through kind.h's types and the engine's commands and helpers (internal.h); it calls no
+ * function of lock.c, and src/ names nothing of it.
  *
  * Why the recipe runs as one Lua script (legacy_acquire.lua) rather than as separate SETNX,
  * GET and GETSET commands: the separate commands leave three windows -- the key can vanish
@@ -23,10 +28,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
 #include "codec.h"
-
-#define FENCE_KEEP_MS (3600 * 1000)   /* as lock.c: the counter outlives each grant by an hour */
+#include "kinds.h"
 
 static int64_t wall_now(const hilock_client *c) { return hl_wall_us() + c->opt.clock_offset_ms * 1000; }
 static int64_t margin_us(const hilock_client *c) { return c->opt.skew_margin_ms * 1000; }
@@ -47,29 +50,31 @@ static void shown(char *dst, size_t cap, const char *s, size_t len)
     dst[o] = '\0';
 }
 
-/* Write a fresh stamp for ttl_ms into l->token (every attempt and every extend: a stamp made
- * before a wait is stale when written, the Ruby gem's "all waiters get the lock" bug).
+/* A fresh stamp for ttl_ms into value (HILOCK_CODEC_MAX bytes), with what it says by the wall
+ * clock and pinned to the monotonic clock (every attempt and every extend: a stamp made before
+ * a wait is stale when written, the Ruby gem's "all waiters get the lock" bug).
  * Legacy: exactly what the fleet's clients write, now + ttl (+1 unit) truncated to the
  * codec's resolution, or the Ruby/Python double of it. Bridge: pure digits (the one format
  * every legacy parser reads), no suffix, rounded up, so the stamp never passes before the PX
  * removes the key. */
-static hilock_status new_stamp(hilock *l, int64_t ttl_ms)
+static hilock_status new_stamp(hilock *l, int64_t ttl_ms, int bridge, char *value,
+                               int64_t *stamp_us, int64_t *mono_us)
 {
     hilock_client *c = l->c;
     hilock_codec k = c->opt.codec;
     int64_t now = wall_now(c), mono = hl_now_us(), add = ttl_ms * 1000, s = 0;
-    if (l->kind == HL_BRIDGE) {
+    if (bridge) {
         k.decimals = 0;
         k.suffix = HILOCK_SUFFIX_NONE;
         add = hl_add_sat(add, hl_codec_unit_us(&k) - 1);
     }
     if (k.plus_one) add = hl_add_sat(add, hl_codec_unit_us(&k));
-    if (hl_codec_format_at(&k, now, add, l->token, HILOCK_CODEC_MAX, &s) != HILOCK_OK)
+    if (hl_codec_format_at(&k, now, add, value, HILOCK_CODEC_MAX, &s) != HILOCK_OK)
         return hl_fail(c, HILOCK_EINVAL, "%s: no stamp for wall clock %lld us + %lld ms: outside "
                        "2000..5138 (clock or clock_offset_ms wrong?)", l->key, (long long)now,
                        (long long)ttl_ms);
-    l->stamp_us = s;
-    l->stamp_mono_us = mono + (s - now);
+    *stamp_us = s;
+    *mono_us = mono + (s - now);
     return HILOCK_OK;
 }
 
@@ -92,27 +97,51 @@ static hilock_status check_timeout(hilock *l, int64_t ttl_ms)
     return HILOCK_OK;
 }
 
-hilock_status hl_legacy_cmd(hilock *l, hl_cmd *cmd, char *a_px, char *a_keep)
+/* The PX argument of our scripts: bridge locks and legacy_pexpire fleets expire by the
+ * server's clock too; "0" = no PX. */
+static void px_arg(hilock *l, hl_cmd *cmd, int bridge, char *scratch, int64_t ttl_ms)
+{
+    if (bridge || l->c->opt.legacy_pexpire) hl_cmd_argi(cmd, scratch, ttl_ms);
+    else hl_cmd_arg(cmd, "0", 1);
+}
+
+/* legacy_acquire.lua with a fresh stamp in l->token; only for a client of one server. */
+static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int bridge)
 {
     hilock_client *c = l->c;
     hilock_status st;
     if (c->nnodes != 1)
         return hl_fail(c, HILOCK_EINVAL, "%s: legacy and bridge locks need exactly one server "
                        "(legacy peers know no quorum); this client has %zu", l->key, c->nnodes);
-    if ((st = check_timeout(l, l->ttl_ms)) != HILOCK_OK || (st = new_stamp(l, l->ttl_ms)) != HILOCK_OK)
+    if ((st = check_timeout(l, l->ttl_ms)) != HILOCK_OK ||
+        (st = new_stamp(l, l->ttl_ms, bridge, l->token, &l->stamp_us, &l->stamp_mono_us)) != HILOCK_OK)
         return st;
     hl_cmd_init(cmd, &hl_lua_legacy_acquire, 2);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     hl_cmd_arg(cmd, l->fence_key, (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
-    if (l->kind == HL_BRIDGE || c->opt.legacy_pexpire) hl_cmd_argi(cmd, a_px, l->ttl_ms);
-    else hl_cmd_arg(cmd, "0", 1);
-    hl_cmd_argi(cmd, a_keep, l->ttl_ms + FENCE_KEEP_MS);
+    px_arg(l, cmd, bridge, b->num[0], l->ttl_ms);
+    hl_cmd_argi(cmd, b->num[1], l->ttl_ms + HL_FENCE_KEEP_MS);
     hl_cmd_arg(cmd, l->expect, (size_t)-1);
     return HILOCK_OK;
 }
 
-int64_t hl_legacy_busy(hilock *l, const hl_reply *r)
+static hilock_status legacy_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
+{
+    (void)mark_ms;   /* no wake-up: the fleets do not signal */
+    return acquire_cmd(l, cmd, b, 0);
+}
+
+static hilock_status bridge_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
+{
+    (void)mark_ms;
+    return acquire_cmd(l, cmd, b, 1);
+}
+
+/* Judges the value a busy reply {0, pttl, value} carries and sets the BUSY message (naming
+ * key and value); returns the wait hint: -1 = an expired stamp, replace it now (l->expect),
+ * > 0 = us until it passes or its TTL ends, 0 = none. */
+static int64_t busy(hilock *l, const hl_reply *r)
 {
     hilock_client *c = l->c;
     const hilock_codec *k = &c->opt.codec;
@@ -149,137 +178,78 @@ int64_t hl_legacy_busy(hilock *l, const hl_reply *r)
     return left > 0 ? left : 1;
 }
 
-int64_t hl_legacy_valid_until(const hilock *l, int64_t t0_us)
+/* Validity: by the ttl from t0_us, and never past our own stamp pinned to the monotonic
+ * clock (with the drift allowance of the longer of the two ttls: a check passes what the
+ * server says is left), less skew_margin_ms. */
+static int64_t valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
 {
     const hilock_client *c = l->c;
-    int64_t by_ttl = hl_valid_until(c, l->ttl_ms, t0_us);
-    int64_t by_stamp = hl_valid_until(c, l->ttl_ms, l->stamp_mono_us - l->ttl_ms * 1000);
+    int64_t t = ttl_ms > l->ttl_ms ? ttl_ms : l->ttl_ms;
+    int64_t by_ttl = hl_valid_until(c, ttl_ms, t0_us);
+    int64_t by_stamp = hl_valid_until(c, t, l->stamp_mono_us - t * 1000);
     return (by_ttl < by_stamp ? by_ttl : by_stamp) - margin_us(c);
 }
 
-hilock_status hilock_legacy_acquire(hilock_client *c, const char *key, int64_t timeout_ms,
-                                    int64_t wait_ms, hilock **out)
+/* The lock is over by our own clock: say so, touch nothing (never a plain DEL, and no
+ * compare once a peer may hold the key). */
+static hilock_status usable(hilock *l, const char *op)
 {
-    if (out) *out = NULL;
-    if (!c) return HILOCK_EINVAL;
-    return hl_acquire(c, key, timeout_ms, wait_ms, HL_LEGACY, out);
-}
-
-/* ---- release, extend, check: one server, one command ---- */
-
-/* Send cmd to the lock's server and judge the reply with the shared verdicts (lock.c), so
- * legacy and modern locks read answers the same way. token: for a GET (check). */
-static hilock_status run(hilock *l, const hl_cmd *cmd, const char *token, int64_t *t0, hl_verdict *v)
-{
-    hilock_client *c = l->c;
-    int64_t io = c->opt.io_timeout_ms * 1000;
-    hl_reply *r;
-    *t0 = hl_now_us();
-    /* bounded as a modern lock's calls: a round trip, plus a connect if one is needed */
-    if (!hl_exec(c, 1u, cmd, 1, io, hl_add_sat(*t0, io + c->opt.connect_timeout_ms * 1000)))
-        return hl_fail(c, c->nodes[0].st, "%s", c->nodes[0].err);
-    r = c->nodes[0].reply[0];
-    *v = token ? hl_check_verdict(r, token) : hl_tristate_verdict(r);
-    if (*v == HL_V_BAD) {
-        hilock_status st = hl_node_reply_error(&c->nodes[0], r);
-        hl_exec_clear(c);
-        return hl_fail(c, st, "%s", c->nodes[0].err);
-    }
-    hl_exec_clear(c);
-    return HILOCK_OK;
-}
-
-/* The lock is over by our own clock: say so, touch nothing. */
-static hilock_status stamp_over(hilock *l, const char *op)
-{
+    if (!stamp_passed(l)) return HILOCK_OK;
     l->valid_until_us = 0;
     return hl_fail(l->c, HILOCK_NOT_HELD, "%s %s: our stamp \"%s\" has passed by this host's "
                    "clock%s: another owner may hold the key now, so it was left alone", op,
                    l->key, l->token, margin_us(l->c) ? " (less skew_margin_ms)" : "");
 }
 
-/* Not ours any more: HL_V_GONE or HL_V_OTHER. */
-static hilock_status not_ours(hilock *l, hl_verdict v, const char *op)
+/* A fresh stamp (and the PX, for bridge and legacy_pexpire locks) replaces ours atomically
+ * (legacy_extend.lua). The new stamp stays in b until a quorum (the one server) has it:
+ * if the answer is lost the new value may have landed, and the lock keeps its old value
+ * (the quorum code shortens the validity to the new ttl's); at worst our release then finds
+ * the new value and the key lives until that stamp passes. */
+static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms, int bridge)
 {
-    l->valid_until_us = 0;
-    if (v == HL_V_OTHER)
-        return hl_fail(l->c, HILOCK_NOT_HELD, "%s %s: the key holds another value: taken over, "
-                       "or overwritten by a legacy peer that lost a GETSET race (the key then "
-                       "lives until that peer's stamp passes)", op, l->key);
-    return hl_fail(l->c, HILOCK_NOT_HELD, "%s %s: expired or already released", op, l->key);
+    hilock_status st;
+    if ((st = check_timeout(l, ttl_ms)) != HILOCK_OK ||
+        (st = new_stamp(l, ttl_ms, bridge, b->value, &b->stamp_us, &b->stamp_mono_us)) != HILOCK_OK)
+        return st;
+    hl_cmd_init(cmd, &hl_lua_legacy_extend, 1);
+    hl_cmd_arg(cmd, l->key, (size_t)-1);
+    hl_cmd_arg(cmd, l->token, (size_t)-1);
+    hl_cmd_arg(cmd, b->value, (size_t)-1);
+    px_arg(l, cmd, bridge, b->num[0], ttl_ms);
+    return HILOCK_OK;
 }
 
-/* Never a plain DEL: skipped once our stamp has passed (a peer may hold the key), and then
- * an atomic compare-and-delete of the exact value we wrote. */
-hilock_status hl_legacy_release(hilock *l)
+static hilock_status legacy_extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
 {
-    hl_cmd cmd;
-    hilock_status st;
-    hl_verdict v;
-    int64_t t0;
-    if (stamp_passed(l)) {
-        l->released = 1;
-        return stamp_over(l, "release");
-    }
-    hl_cmd_init(&cmd, &hl_lua_release, 1);
-    hl_cmd_arg(&cmd, l->key, (size_t)-1);
-    hl_cmd_arg(&cmd, l->token, (size_t)-1);
-    if ((st = run(l, &cmd, NULL, &t0, &v)) != HILOCK_OK) return st;
-    l->released = 1;
-    l->valid_until_us = 0;
-    return v == HL_V_OURS ? hl_ok(l->c) : not_ours(l, v, "release");
+    return extend_cmd(l, cmd, b, ttl_ms, 0);
 }
 
-/* A fresh stamp (and the PX, for bridge and legacy_pexpire locks) replaces ours atomically.
- * If the answer is lost the new value may have landed: the lock keeps its old value and
- * validity (both end no later than the new ones), so nothing unsafe follows; at worst our
- * release then finds the new value and the key lives until that stamp passes. */
-hilock_status hl_legacy_extend(hilock *l, int64_t ttl_ms)
+static hilock_status bridge_extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
 {
-    hilock_client *c = l->c;
-    hl_cmd cmd;
-    hilock_status st;
-    hl_verdict v = HL_V_BAD;
-    char old[HILOCK_CODEC_MAX], a_px[24];
-    int64_t old_stamp = l->stamp_us, old_mono = l->stamp_mono_us, t0, until;
-    if ((st = check_timeout(l, ttl_ms)) != HILOCK_OK) return st;
-    if (stamp_passed(l)) return stamp_over(l, "extend");
-    memcpy(old, l->token, strlen(l->token) + 1);
-    if ((st = new_stamp(l, ttl_ms)) != HILOCK_OK) return st;
-    hl_cmd_init(&cmd, &hl_lua_legacy_extend, 1);
-    hl_cmd_arg(&cmd, l->key, (size_t)-1);
-    hl_cmd_arg(&cmd, old, (size_t)-1);
-    hl_cmd_arg(&cmd, l->token, (size_t)-1);
-    if (l->kind == HL_BRIDGE || c->opt.legacy_pexpire) hl_cmd_argi(&cmd, a_px, ttl_ms);
-    else hl_cmd_arg(&cmd, "0", 1);
-    st = run(l, &cmd, NULL, &t0, &v);
-    if (st != HILOCK_OK || v != HL_V_OURS) {
-        memcpy(l->token, old, strlen(old) + 1);
-        l->stamp_us = old_stamp;
-        l->stamp_mono_us = old_mono;
-        return st != HILOCK_OK ? st : not_ours(l, v, "extend");
-    }
-    l->ttl_ms = ttl_ms;
-    until = hl_legacy_valid_until(l, t0);
-    if (until <= hl_now_us()) {
-        l->valid_until_us = 0;
-        return hl_fail(c, HILOCK_ETIMEDOUT, "extend %s: the round trip used up the new timeout", l->key);
-    }
-    l->valid_until_us = until;
-    return hl_ok(c);
+    return extend_cmd(l, cmd, b, ttl_ms, 1);
 }
 
-/* Our exact value still there, and our stamp not passed. Does not change validity. */
-hilock_status hl_legacy_check(hilock *l)
+static void extend_end(hilock *l, const hl_kind_buf *b, int ours)
 {
-    hl_cmd cmd;
-    hilock_status st;
-    hl_verdict v;
-    int64_t t0;
-    if (stamp_passed(l)) return stamp_over(l, "check");
-    hl_cmd_init(&cmd, NULL, 0);
-    hl_cmd_arg(&cmd, "GET", 3);
-    hl_cmd_arg(&cmd, l->key, (size_t)-1);
-    if ((st = run(l, &cmd, l->token, &t0, &v)) != HILOCK_OK) return st;
-    return v == HL_V_OURS ? hl_ok(l->c) : not_ours(l, v, "check");
+    if (!ours) return;
+    memcpy(l->token, b->value, strlen(b->value) + 1);
+    l->stamp_us = b->stamp_us;
+    l->stamp_mono_us = b->stamp_mono_us;
 }
+
+/* Both kinds: no undo of an acquire write whose fate is unknown (stamps are not unique: two
+ * owners in one tick write the same bytes, so such a write expires by itself); no failover
+ * scripts (legacy fleets get resolution and READONLY only); no wake-up (the fleets do not
+ * signal a release); no keepalive (the command renews them itself). */
+#define LEGACY_KIND(kind_name, acquire, extend)                                                 \
+    {                                                                                         \
+        .name = kind_name, .acquire_cmd = acquire, .busy = busy, .valid_until = valid_until,   \
+        .usable = usable, .extend_cmd = extend, .extend_end = extend_end,                    \
+        .taken = "the key holds another value: taken over, or overwritten by a legacy peer "   \
+                 "that lost a GETSET race (the key then lives until that peer's stamp passes)", \
+        .undo_unknown = 0, .failover = 0, .wake = 0, .keepalive = 0,                         \
+    }
+
+const hl_kind_ops hl_kind_legacy = LEGACY_KIND("legacy", legacy_acquire_cmd, legacy_extend_cmd);
+const hl_kind_ops hl_kind_bridge = LEGACY_KIND("bridge", bridge_acquire_cmd, bridge_extend_cmd);

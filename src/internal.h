@@ -1,6 +1,7 @@
 /*
- * internal.h -- the engine shared by the modern, legacy and Redlock paths.
- * Nothing here is API. hiredis is only ever included by engine.c (the one seam).
+ * internal.h -- the engine shared by every lock kind and the quorum code, and the lock and
+ * client structs. Nothing here is API. hiredis is only ever included by engine.c (the one
+ * seam). Lock kinds and the quorum code's table of them: kind.h.
  */
 #ifndef HILOCK_INTERNAL_H
 #define HILOCK_INTERNAL_H
@@ -113,7 +114,6 @@ typedef enum hl_verdict {
 } hl_verdict;
 hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
 hl_verdict hl_tristate_verdict(const hl_reply *r);                   /* release, extend */
-hl_verdict hl_check_verdict(const hl_reply *r, const char *token);   /* GET key */
 hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms);  /* check.lua */
 
 /* ---- scripts (scripts.c, generated from src/lua/NAME.lua) ---- */
@@ -258,13 +258,19 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r);
 void hl_node_close(hl_node *n);
 
 /* ---- locks ---- */
-typedef enum hl_kind { HL_MODERN = 0, HL_LEGACY, HL_BRIDGE } hl_kind;
-
+struct hl_kind_ops;    /* the lock's kind: its table of operations (kind.h) */
 struct hl_keepalive;
+
+/* The one call lock.c makes into a layer above it that shares a lock with another thread
+ * (keepalive.c sets l->hook while its thread runs; NULL otherwise). STOP: release and free
+ * call it first (it must leave l->hook NULL, and no work of its own in flight); BEGIN/END:
+ * around extend and check, which then take turns with the other thread; VALIDITY: returns
+ * l->valid_until_us read consistently with that thread. Returns 0 for the other events. */
+typedef enum hl_hook_ev { HL_HOOK_STOP, HL_HOOK_BEGIN, HL_HOOK_END, HL_HOOK_VALIDITY } hl_hook_ev;
 
 struct hilock {
     hilock_client *c;
-    hl_kind        kind;
+    const struct hl_kind_ops *kind;
     char          *key;
     char          *fence_key;
     char          *signal_key;     /* wait.c: list a release pushes to, to wake one waiter */
@@ -277,12 +283,13 @@ struct hilock {
     uint32_t       freed;          /* release: nodes that confirmed deleting our value */
     uint32_t       rel_pending;    /* release: sent while valid, no answer (may have landed) */
     int            released;
-    /* HL_LEGACY / HL_BRIDGE (legacy.c): the stamp in token, by the wall clock (+ clock_offset_ms)
-     * and pinned to the monotonic clock; and an expired value that the next acquire attempt
-     * may replace ("" = none) */
+    /* legacy and bridge kinds (legacy/legacy.c): the stamp in token, by the wall clock
+     * (+ clock_offset_ms) and pinned to the monotonic clock; and an expired value that the
+     * next acquire attempt may replace ("" = none) */
     int64_t        stamp_us, stamp_mono_us;
     char           expect[HILOCK_CODEC_MAX];
-    struct hl_keepalive *ka;
+    int64_t      (*hook)(hilock *l, hl_hook_ev ev);   /* see hl_hook_ev */
+    struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
     struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
 };
 
@@ -301,42 +308,14 @@ hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms);
 int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us);
 
 /* ---- seams owned by other files ---- */
-/* legacy/legacy.c: release, extend and check of HL_LEGACY and HL_BRIDGE locks */
-hilock_status hl_legacy_release(hilock *l);
-hilock_status hl_legacy_extend(hilock *l, int64_t ttl_ms);
-hilock_status hl_legacy_check(hilock *l);
-/* legacy/legacy.c: acquire attempts of HL_LEGACY and HL_BRIDGE locks, inside lock.c's
- * attempt(). hl_legacy_cmd: a fresh stamp into l->token and the legacy_acquire.lua call
- * (a_px, a_keep: 24-byte scratch); EINVAL for a client with several servers or a timeout
- * eaten by drift + skew_margin_ms. hl_legacy_busy: judges the value a busy reply
- * {0, pttl, value} carries and sets the BUSY message (naming key and value); returns the
- * wait hint: -1 = an expired stamp, replace it now (l->expect), > 0 = us until it passes or
- * its TTL ends, 0 = none. hl_legacy_valid_until: validity, never past our own stamp, less
- * skew_margin_ms. */
-hilock_status hl_legacy_cmd(hilock *l, hl_cmd *cmd, char *a_px, char *a_keep);
-int64_t       hl_legacy_busy(hilock *l, const hl_reply *r);
-int64_t       hl_legacy_valid_until(const hilock *l, int64_t t0_us);
-/* src/lock.c: the acquire loop of every kind (hilock_acquire: HL_MODERN, or HL_BRIDGE with
- * options.bridge; hilock_legacy_acquire: HL_LEGACY), so they share timing, retries, errors. */
-hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
-                         hl_kind kind, hilock **out);
 /* src/wait.c: pause between acquire attempts until the holder's release (or hint_us, the
  * holder's remaining PTTL, or the deadline): the waiting strategy lives in one place. */
 void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);
 /* How long (ms) a busy attempt marks the lock awaited (acquire.lua ARGV[5]): at least as
  * long as the wait that follows it can last; 0 = this caller will not wait. */
 int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us);
-/* src/keepalive.c: stop and join the lock's keepalive thread, if any (release and free).
- * In a forked child (hl_forked) it only frees the keepalive's memory: the thread and the
- * state of its mutexes belong to the parent. */
-void hl_keepalive_stop(hilock *l);
-/* While a keepalive runs, its thread renews the lock (hilock_extend on a copy bound to its
- * own client) and writes back ttl_ms, valid_until_us and held. So the owner's calls that
- * write them (extend, check) run between hl_keepalive_op(l, 1) and (l, 0): one at a time
- * with the renewals; and readers outside those use hl_lock_valid_until. No-ops (plain
- * reads) without a keepalive. */
-void    hl_keepalive_op(hilock *l, int begin);
-int64_t hl_lock_valid_until(const hilock *l);
+/* src/lock.c: may another thread renew this lock (hilock_keepalive)? Its kind says. */
+int hl_lock_renewable(const hilock *l);
 
 /* ---- failover awareness (topology.c) ---- */
 /* engine.c, on a new connection of a Sentinel node: ask its Sentinels (in order, each bounded
@@ -368,7 +347,8 @@ typedef struct hl_topo_op {
 /* Before the round trip of a lock operation: append failover.lua (Sentinel clients, or
  * failover_guard = 1) and WAIT (min_replicas > 0; acquire and extend) after cmds[0..n);
  * returns the new count. Release, extend and check first ask a Sentinel whether the master
- * moved (closing the connection if so). Nothing for legacy/bridge locks. */
+ * moved (closing the connection if so). lock.c calls it only for kinds that take part in
+ * failover awareness (kind.h: failover); legacy fleets get resolution and READONLY only. */
 int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind,
                    int64_t ttl_ms, hl_cmd *cmds, int n);
 /* After hl_exec, before hl_exec_clear: read those replies on the nodes in ok (granted: where

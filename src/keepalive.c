@@ -1,5 +1,9 @@
 /* keepalive.c -- renew a lock in the background until it is released or freed.
  *
+ * A layer above the lock API: it calls the public functions (hilock_extend,
+ * hilock_client_new, ...) and lock.c's hl_lock_renewable; lock.c calls back only through the
+ * hook this file sets in the lock while its thread runs (l->hook, internal.h: hl_hook_ev).
+ *
  * One thread and one private client per keepalive: the owner's client is never used from two
  * threads (the thread rule), and a slow renewal never delays the owner's own calls.
  *
@@ -9,12 +13,12 @@
  * copied back into the lock.
  *
  * Locking. `op` makes extends of one lock take turns: a renewal here, hilock_extend and
- * hilock_check by the owner (hl_keepalive_op), so their results cannot cross; every owner
+ * hilock_check by the owner (the hook's BEGIN/END), so their results cannot cross; every owner
  * write of ttl_ms / valid_until_us / held happens under it. `mu` guards the flags below and
  * the copy-back, so the owner may read the validity without waiting for a round trip
- * (hl_lock_valid_until). Order: op, then mu. Neither is held while on_lost runs.
+ * (the hook's VALIDITY). Order: op, then mu. Neither is held while on_lost runs.
  *
- * Stopping. hl_keepalive_stop sets `stop`, signals the condition variable (CLOCK_MONOTONIC)
+ * Stopping. The hook's STOP (ka_stop) sets `stop`, signals the condition variable (CLOCK_MONOTONIC)
  * and joins the thread: once hilock_release or hilock_free has stopped it, no renewal is in
  * flight and none will be sent. A renewal already on the wire is waited for (bounded by
  * io_timeout_ms, connect_timeout_ms). */
@@ -70,30 +74,38 @@ void (hilock_keepalive_options_init)(hilock_keepalive_options *o)
 
 /* ---- the owner's side of the shared fields ---- */
 
-void hl_keepalive_op(hilock *l, int begin)
+/* The owner's extend or check (around it: op) changed the validity or ttl: reschedule. */
+static void op_end(struct hl_keepalive *k)
 {
-    struct hl_keepalive *k = l ? l->ka : NULL;
-    if (!k) return;
-    if (begin) {
-        pthread_mutex_lock(&k->op);
-        return;
-    }
     pthread_mutex_unlock(&k->op);
     pthread_mutex_lock(&k->mu);
-    k->kick = 1;   /* the validity or ttl may have changed: reschedule */
+    k->kick = 1;
     pthread_cond_signal(&k->cv);
     pthread_mutex_unlock(&k->mu);
 }
 
-int64_t hl_lock_valid_until(const hilock *l)
+static int64_t valid_until(struct hl_keepalive *k, const hilock *l)
 {
-    struct hl_keepalive *k = l->ka;
     int64_t v;
-    if (!k) return l->valid_until_us;
     pthread_mutex_lock(&k->mu);
     v = l->valid_until_us;
     pthread_mutex_unlock(&k->mu);
     return v;
+}
+
+static void ka_stop(hilock *l);
+
+/* l->hook while the thread runs (internal.h: hl_hook_ev): the lock's calls into this layer. */
+static int64_t ka_hook(hilock *l, hl_hook_ev ev)
+{
+    struct hl_keepalive *k = l->ka;
+    switch (ev) {
+    case HL_HOOK_STOP: ka_stop(l); break;
+    case HL_HOOK_BEGIN: pthread_mutex_lock(&k->op); break;
+    case HL_HOOK_END: op_end(k); break;
+    case HL_HOOK_VALIDITY: return valid_until(k, l);
+    }
+    return 0;
 }
 
 static int ka_done(struct hl_keepalive *k)
@@ -142,7 +154,8 @@ static hilock_status renew(struct hl_keepalive *k, hilock *l, int64_t ttl_ms)
     hilock shadow = *l;
     hilock_status st;
     shadow.c = k->pc;
-    shadow.ka = NULL;   /* its extend must not take our locks */
+    shadow.hook = NULL;   /* its extend must not take our locks */
+    shadow.ka = NULL;
     st = hilock_extend(&shadow, ttl_ms);
     pthread_mutex_lock(&k->mu);
     /* every field extend may change (keep in step with lock.c and topology.c) */
@@ -245,10 +258,12 @@ static void ka_free(struct hl_keepalive *k)
     free(k);
 }
 
-void hl_keepalive_stop(hilock *l)
+/* Stop and join the thread (release and free, through the hook). In a forked child
+ * (hl_forked) only the memory is freed: the thread and the state of its mutexes belong to the
+ * parent. */
+static void ka_stop(hilock *l)
 {
-    struct hl_keepalive *k = l ? l->ka : NULL;
-    if (!k) return;
+    struct hl_keepalive *k = l->ka;
     if (hl_forked(l->c)) {
         /* the thread is the parent's, and its mutexes may have been copied locked: joining or
          * destroying them hangs. Free the memory (the private client closes only our copies
@@ -256,6 +271,7 @@ void hl_keepalive_stop(hilock *l)
         hilock_client_free(k->pc);
         free(k);
         l->ka = NULL;
+        l->hook = NULL;
         return;
     }
     if (pthread_equal(pthread_self(), k->th)) {
@@ -269,7 +285,8 @@ void hl_keepalive_stop(hilock *l)
     pthread_cond_signal(&k->cv);
     pthread_mutex_unlock(&k->mu);
     pthread_join(k->th, NULL);
-    l->ka = NULL;
+    l->ka = NULL;   /* (after the join: the thread copies the lock while it renews) */
+    l->hook = NULL;
     ka_free(k);
 }
 
@@ -318,12 +335,12 @@ hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void 
     if (o->max_hold_ms < 0 || o->max_hold_ms > HILOCK_TTL_MAX_MS)
         return hl_fail(c, HILOCK_EINVAL, "keepalive: max_hold_ms must be in 0..HILOCK_TTL_MAX_MS");
     if (l->released) return hl_fail(c, HILOCK_EINVAL, "keepalive %s: the lock was released", l->key);
-    if (l->kind != HL_MODERN)
+    if (!hl_lock_renewable(l))
         return hl_fail(c, HILOCK_EINVAL, "keepalive %s: only for locks from hilock_acquire", l->key);
     if (l->ka) {
         if (!ka_done(l->ka))
             return hl_fail(c, HILOCK_EINVAL, "keepalive %s: already running", l->key);
-        hl_keepalive_stop(l);   /* the last one ended (on_lost or a cap): replace it */
+        ka_stop(l);   /* the last one ended (on_lost or a cap): replace it */
     }
     if (!(k = calloc(1, sizeof *k))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     if ((st = ka_init(k)) != HILOCK_OK) {
@@ -341,6 +358,7 @@ hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void 
     k->max_renewals = o->max_renewals;
     k->hold_end_us = o->max_hold_ms ? hl_add_sat(hl_now_us(), o->max_hold_ms * 1000) : HL_NEVER;
     l->ka = k;
+    l->hook = ka_hook;
     /* the thread starts with every signal blocked: the program's handlers run on its own
      * threads, and a write to a dead master cannot raise SIGPIPE on this one */
     sigfillset(&all);
@@ -349,6 +367,7 @@ hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void 
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         l->ka = NULL;
+        l->hook = NULL;
         ka_free(k);
         return hl_fail(c, HILOCK_EIO, "keepalive %s: cannot start a thread", l->key);
     }

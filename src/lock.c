@@ -1,13 +1,18 @@
-/* lock.c -- the modern lock: SET NX PX with a fencing token, compare-and-delete release,
- * compare-and-pexpire extend, over 1..N masters (one master is the N = 1 case of the same
- * quorum logic, so Redlock is a change of configuration, not of code). */
+/* lock.c -- the quorum logic every lock kind runs: the acquire loop and one attempt, release,
+ * extend and check, over 1..N masters (one master is the N = 1 case of the same quorum logic,
+ * so Redlock is a change of configuration, not of code): tallies, quorum, undo of partial or
+ * unknown writes, Redlock fencing, validity and the errors. Also the verdicts that read the
+ * scripts' answers, and the lock API of include/hilock.h except hilock_acquire (api/).
+ *
+ * What differs between kinds (commands, a busy answer, validity) comes from the lock's table
+ * (l->kind, kind.h); this file names no kind. It calls the engine and topology (internal.h)
+ * and, through one hook in the lock (l->hook), the layer that shares a lock with another
+ * thread (keepalive.c), whose name it does not know. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-
-#define FENCE_KEEP_MS (3600 * 1000)   /* the counter outlives each grant by an hour */
+#include "kind.h"
 
 /* Per-node timeout: a round trip on one master may use io_timeout_ms; with N masters each
  * gets ~5% of the ttl (at least 5 ms) so one slow master cannot eat the validity. */
@@ -23,7 +28,7 @@ static int64_t node_timeout_us(const hilock_client *c, int64_t ttl_ms)
 static int popcount(uint32_t m) { return __builtin_popcount(m); }
 
 /* acquire.lua answers {1, fence} or {0, pttl} (legacy_acquire.lua adds the value it found,
- * {0, pttl, value}, which hl_legacy_busy reads).
+ * {0, pttl, value}, which the legacy kind's busy reads).
  * Any other shape is not an answer of our scripts (a proxy, a foreign script under our SHA, a
  * broken server) and is BAD, never read as a grant, a loss or a foreign owner: fuzz/fuzz_reply.c
  * found that {1, "x"} granted a lock with fence 0, {1, -5} one with fence 2^64 - 5, an integer
@@ -62,17 +67,6 @@ hl_verdict hl_tristate_verdict(const hl_reply *r)
     case -1: return HL_V_OTHER;
     default: return HL_V_BAD;
     }
-}
-
-/* GET key: our token, nil, or another value. */
-hl_verdict hl_check_verdict(const hl_reply *r, const char *token)
-{
-    size_t len;
-    const char *v;
-    if (hl_reply_type(r) == HL_R_NIL) return HL_V_GONE;
-    if (hl_reply_type(r) != HL_R_STRING) return HL_V_BAD;
-    v = hl_reply_str(r, &len);
-    return len == strlen(token) && !memcmp(v, token, len) ? HL_V_OURS : HL_V_OTHER;
 }
 
 /* check.lua answers {1, pttl} (ours), {0, -2} (gone) or {-1, pttl} (another value). */
@@ -194,7 +188,7 @@ static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t 
     hl_cmd_init(&cmd, &hl_lua_fence_raise, 1);
     hl_cmd_arg(&cmd, l->fence_key, (size_t)-1);
     hl_cmd_argi(&cmd, a_fence, (long long)fence);
-    hl_cmd_argi(&cmd, a_keep, l->ttl_ms + FENCE_KEEP_MS);
+    hl_cmd_argi(&cmd, a_keep, l->ttl_ms + HL_FENCE_KEEP_MS);
     ok = hl_exec(c, low, &cmd, 1, per, hard);
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_reply *r = c->nodes[i].reply[0];
@@ -233,96 +227,114 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     return l;
 }
 
-/* One attempt on every master at once. Returns OK (l->held, fence, validity set), BUSY
- * (*hint_us = shortest holder PTTL seen), or an error. A failed attempt leaves no grant of
- * ours behind: undone at once, or first thing on the next contact with a master that did
- * not answer (its write may have landed). */
-static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, int64_t *hint_us)
+/* The failover part of an operation (topology.c: failover.lua, WAIT), for the kinds that
+ * take part; for the others nothing is added and hl_topo_end finds nothing to read. */
+static int topo_begin(hilock *l, hl_topo_op *top, hl_topo_kind op, int64_t ttl_ms, hl_cmd *cmds)
+{
+    if (l->kind->failover) return hl_topo_begin(l->c, l, top, op, ttl_ms, cmds, 1);
+    memset(top, 0, sizeof *top);
+    top->kind = op;
+    top->id_at = top->wait_at = -1;
+    return 1;
+}
+
+/* One attempt's round trip on every master at once: the kind's acquire command (then
+ * topology's), tallied, with what topology refused or undid taken out. *t0: just before it
+ * was sent (validity counts from there); *hint_us: the shortest wait a busy answer suggests.
+ * An error here is the kind refusing (nothing was sent). */
+static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mark_ms, tally *t,
+                                   int64_t *t0, int64_t *hint_us)
 {
     hilock_client *c = l->c;
-    hl_cmd cmd, cmds[HL_MAX_CMDS];
+    hl_cmd cmds[HL_MAX_CMDS];
+    hl_kind_buf b;
     hl_topo_op top;
+    hilock_status st;
     int ncmd;
-    char a_ttl[24], a_keep[24], a_mark[24], pre[200];
-    uint32_t all = hl_all_nodes(c), ok, have;
-    uint64_t fence = 0;
-    int64_t per = node_timeout_us(c, l->ttl_ms), t0, exec_dl, until, now, hint = 0;
-    tally t;
+    uint32_t all = hl_all_nodes(c), ok;
+    int64_t per = node_timeout_us(c, l->ttl_ms), exec_dl = hard_deadline, hint;
 
-    if (l->kind != HL_MODERN) {   /* legacy recipe, bridge: a fresh stamp, legacy_acquire.lua */
-        hilock_status st = hl_legacy_cmd(l, &cmd, a_ttl, a_keep);
-        if (st != HILOCK_OK) return st;
-    } else {
-        hl_cmd_init(&cmd, &hl_lua_acquire, 3);
-        hl_cmd_arg(&cmd, l->key, (size_t)-1);
-        hl_cmd_arg(&cmd, l->fence_key, (size_t)-1);
-        hl_cmd_arg(&cmd, l->waiters_key, (size_t)-1);   /* a waiter marks the lock (wait.c) */
-        hl_cmd_arg(&cmd, l->token, (size_t)-1);
-        hl_cmd_argi(&cmd, a_ttl, l->ttl_ms);
-        hl_cmd_argi(&cmd, a_keep, l->ttl_ms + FENCE_KEEP_MS);
-        hl_cmd_arg(&cmd, "0", 1);
-        hl_cmd_argi(&cmd, a_mark, mark_ms);
-    }
-
-    cmds[0] = cmd;   /* then failover.lua and WAIT where asked for (topology.c) */
-    ncmd = hl_topo_begin(c, l, &top, HL_TOPO_ACQUIRE, l->ttl_ms, cmds, 1);
-    t0 = hl_now_us();   /* before the first byte is sent: validity counts from here */
+    if ((st = l->kind->acquire_cmd(l, &cmds[0], &b, mark_ms)) != HILOCK_OK) return st;
+    ncmd = topo_begin(l, &top, HL_TOPO_ACQUIRE, l->ttl_ms, cmds);
+    *t0 = hl_now_us();
     /* Redlock: a master gets its per-master timeout to connect and as long again to answer,
      * never the full connect/io timeouts, so a dead or frozen one costs little validity */
-    exec_dl = hard_deadline;
-    if (c->nnodes > 1 && hl_add_sat(t0, 2 * per) < exec_dl) exec_dl = t0 + 2 * per;
+    if (c->nnodes > 1 && hl_add_sat(*t0, 2 * per) < exec_dl) exec_dl = *t0 + 2 * per;
     ok = hl_exec(c, all, cmds, ncmd, per + top.extra_us, hl_add_sat(exec_dl, top.extra_us));
-    t = tally_replies(c, all, ok, R_ACQUIRE);
-    if (l->kind != HL_MODERN && t.other) hint = hl_legacy_busy(l, c->nodes[0].reply[0]);
-    hl_topo_end(c, l, &top, ok, t.yes);   /* failover guard, WAIT, identity, master moved */
-    t.yes &= ~(top.refused | top.undo | top.moved);
-    t.errs |= top.refused | top.undo;     /* BUSY (guard), EREPLICAS: answers; already undone */
-    t.failed |= top.moved;                /* undone on the next contact (the new master) */
-    if (top.refused | top.undo) t.err = top.err;
+    *t = tally_replies(c, all, ok, R_ACQUIRE);
+    /* one master: the kind reads its busy answer and words the BUSY (several: see attempt) */
+    hint = c->nnodes == 1 && t->other ? l->kind->busy(l, c->nodes[0].reply[0]) : 0;
+    hl_topo_end(c, l, &top, ok, t->yes);   /* failover guard, WAIT, identity, master moved */
+    t->yes &= ~(top.refused | top.undo | top.moved);
+    t->errs |= top.refused | top.undo;     /* BUSY (guard), EREPLICAS: answers; already undone */
+    t->failed |= top.moved;                /* undone on the next contact (the new master) */
+    if (top.refused | top.undo) t->err = top.err;
     hl_exec_clear(c);
     for (size_t i = 0; i < c->nnodes; i++) {
         uint32_t bit = 1u << i;
         hl_node *n = &c->nodes[i];
+        long long pttl = t->num[i];
         /* no answer (or one refused as too large) after our command was written: it may have
-         * run. Nothing to undo when it was never sent (connect refused, handshake refused).
-         * Not for legacy stamps: they are not unique (two owners in one tick write the same
-         * bytes), so such a write expires by itself */
-        if (((t.failed & bit) || !(ok & bit)) && n->wrote && n->st != HILOCK_ENOMEM &&
-            l->kind == HL_MODERN)
+         * run. Nothing to undo when it was never sent (connect refused, handshake refused),
+         * nor for a value that is not ours alone (kind.h: undo_unknown): it expires by itself */
+        if (((t->failed & bit) || !(ok & bit)) && n->wrote && n->st != HILOCK_ENOMEM &&
+            l->kind->undo_unknown)
             hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
-        if ((t.yes & bit) && (uint64_t)t.num[i] > fence) fence = (uint64_t)t.num[i];
-        if (t.other & bit) {
-            long long pttl = t.num[i];
-            if (pttl > 0 && (hint == 0 || pttl * 1000 < hint)) hint = pttl * 1000;
-            snprintf(n->err, sizeof n->err, pttl >= 0 ? "%s: held by another owner (%lld ms left)"
-                     : "%s: held by another owner (no expiry)", n->name, pttl);
-        }
+        if (!(t->other & bit)) continue;
+        if (pttl > 0 && (hint == 0 || pttl * 1000 < hint)) hint = pttl * 1000;
+        snprintf(n->err, sizeof n->err, pttl >= 0 ? "%s: held by another owner (%lld ms left)"
+                 : "%s: held by another owner (no expiry)", n->name, pttl);
     }
     *hint_us = hint;
+    return HILOCK_OK;
+}
 
-    if ((size_t)popcount(t.yes) >= c->quorum) {
-        have = fence_record(l, &t, fence, per, hard_deadline);
-        until = l->kind == HL_MODERN ? hl_valid_until(c, l->ttl_ms, t0) : hl_legacy_valid_until(l, t0);
-        now = hl_now_us();
-        if ((size_t)popcount(have) >= c->quorum && until > now) {
-            l->held = t.yes;
-            l->fence = hl_topo_fence(c, t.yes, fence);   /* Sentinel: epoch in the high bits */
-            l->valid_until_us = until;
-            return hl_ok(c);
-        }
-        undo_on(c, t.yes, l->key, l->token, l->ttl_ms, per, hl_add_sat(now, per));
-        if ((size_t)popcount(have) < c->quorum)
-            return hl_fail_nodes(c, HILOCK_ENOQUORUM, t.yes & ~have, "acquired, but the fencing "
-                                 "token could not be recorded on a quorum; undone: ");
-        return hl_fail(c, HILOCK_ETIMEDOUT, "%s: acquired, but the round trip took %lld ms of a "
-                       "%lld ms ttl: no validity left; undone", l->key,
-                       (long long)((now - t0) / 1000), (long long)l->ttl_ms);
+/* A quorum granted: record the fencing token on a quorum (Redlock), and keep the grant if
+ * validity is left; else give it back at once. */
+static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_deadline)
+{
+    hilock_client *c = l->c;
+    uint64_t fence = 0;
+    uint32_t have;
+    int64_t per = node_timeout_us(c, l->ttl_ms), until, now;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if ((t->yes & (1u << i)) && (uint64_t)t->num[i] > fence) fence = (uint64_t)t->num[i];
+    have = fence_record(l, t, fence, per, hard_deadline);
+    until = l->kind->valid_until(l, l->ttl_ms, t0);
+    now = hl_now_us();
+    if ((size_t)popcount(have) >= c->quorum && until > now) {
+        l->held = t->yes;
+        l->fence = hl_topo_fence(c, t->yes, fence);   /* Sentinel: epoch in the high bits */
+        l->valid_until_us = until;
+        return hl_ok(c);
     }
+    undo_on(c, t->yes, l->key, l->token, l->ttl_ms, per, hl_add_sat(now, per));
+    if ((size_t)popcount(have) < c->quorum)
+        return hl_fail_nodes(c, HILOCK_ENOQUORUM, t->yes & ~have, "acquired, but the fencing "
+                             "token could not be recorded on a quorum; undone: ");
+    return hl_fail(c, HILOCK_ETIMEDOUT, "%s: acquired, but the round trip took %lld ms of a "
+                   "%lld ms ttl: no validity left; undone", l->key,
+                   (long long)((now - t0) / 1000), (long long)l->ttl_ms);
+}
+
+/* One attempt on every master at once. Returns OK (l->held, fence, validity set), BUSY
+ * (*hint_us = shortest holder PTTL seen, or the kind's hint), or an error. A failed attempt
+ * leaves no grant of ours behind: undone at once, or first thing on the next contact with a
+ * master that did not answer (its write may have landed). */
+static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, int64_t *hint_us)
+{
+    hilock_client *c = l->c;
+    hilock_status st;
+    char pre[200];
+    int64_t t0 = 0;
+    tally t;
+    *hint_us = 0;
+    if ((st = attempt_round(l, hard_deadline, mark_ms, &t, &t0, hint_us)) != HILOCK_OK) return st;
+    if ((size_t)popcount(t.yes) >= c->quorum) return grant(l, &t, t0, hard_deadline);
     /* not granted: give back any partial grant at once, so it blocks nobody */
-    undo_on(c, t.yes, l->key, l->token, l->ttl_ms, per, hard_deadline);
+    undo_on(c, t.yes, l->key, l->token, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
     if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
-        if (c->nnodes == 1)   /* (for a legacy value, hl_legacy_busy has said why) */
-            return l->kind != HL_MODERN ? HILOCK_BUSY : hl_fail(c, HILOCK_BUSY, "%s: held by another owner", l->key);
+        if (c->nnodes == 1) return HILOCK_BUSY;   /* the kind's busy has said why */
         snprintf(pre, sizeof pre, "%.100s: held by another owner on %d of %zu masters: ", l->key,
                  popcount(t.other), c->nnodes);
         return hl_fail_nodes(c, HILOCK_BUSY, t.other | t.failed | t.errs, pre);
@@ -336,14 +348,8 @@ static int retryable(hilock_status st)
     return st == HILOCK_BUSY || st == HILOCK_EIO || st == HILOCK_ETIMEDOUT || st == HILOCK_ENOQUORUM;
 }
 
-hilock_status hilock_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
-                             hilock **out)
-{
-    return hl_acquire(c, key, ttl_ms, wait_ms, c && c->opt.bridge ? HL_BRIDGE : HL_MODERN, out);
-}
-
 hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
-                         hl_kind kind, hilock **out)
+                         const hl_kind_ops *kind, hilock **out)
 {
     hilock_status st;
     hilock *l;
@@ -370,8 +376,9 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
             *out = l;
             return st;
         }
-        /* legacy: an expired stamp is replaced at once, as the recipe's GETSET follows its GET
-         * (so even a one-shot try takes it over); twice in a row at most */
+        /* the kind judged the value found expired and replaceable (legacy: a stamp that has
+         * passed, replaced at once as the recipe's GETSET follows its GET, so even a one-shot
+         * try takes it over): try again at once, twice in a row at most */
         if (st == HILOCK_BUSY && hint < 0 && retake++ < 2) continue;
         /* a server may come back before a finite deadline; "forever" waits for the lock,
          * not for a server, so there an error ends the wait (as the header says) */
@@ -384,29 +391,34 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     return st;
 }
 
-/* Run one of the per-key scripts (release, extend, check) on every master at once. */
-static tally run_on_all(hilock *l, const hl_script *s, reply_kind kind, int64_t ttl_ms, int64_t *t0)
+/* release.lua (with the wake-up keys for kinds whose release wakes a waiter, wait.c) or
+ * check.lua: the same compare of our exact value for every kind. */
+static void value_cmd(hilock *l, hl_cmd *cmd, const hl_script *s)
+{
+    int wake = s == &hl_lua_release && l->kind->wake;
+    hl_cmd_init(cmd, s, wake ? 3 : 1);
+    hl_cmd_arg(cmd, l->key, (size_t)-1);
+    if (wake) {
+        hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
+        hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);
+    }
+    hl_cmd_arg(cmd, l->token, (size_t)-1);
+}
+
+/* Run one per-key command (release, extend, check) on every master at once. ttl_ms: the
+ * extend's new ttl, else 0. */
+static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_kind op,
+                        int64_t ttl_ms, int64_t *t0)
 {
     hilock_client *c = l->c;
-    hl_cmd cmd, cmds[HL_MAX_CMDS];
+    hl_cmd cmds[HL_MAX_CMDS];
     hl_topo_op top;
     int ncmd;
-    char a_ttl[24];
     int64_t per = node_timeout_us(c, ttl_ms > 0 ? ttl_ms : l->ttl_ms);
     uint32_t ok;
     tally t;
-    int wake = s == &hl_lua_release && l->kind == HL_MODERN;   /* wakes a waiter (wait.c) */
-    hl_cmd_init(&cmd, s, wake ? 3 : 1);
-    hl_cmd_arg(&cmd, l->key, (size_t)-1);
-    if (wake) {
-        hl_cmd_arg(&cmd, l->signal_key, (size_t)-1);
-        hl_cmd_arg(&cmd, l->waiters_key, (size_t)-1);
-    }
-    hl_cmd_arg(&cmd, l->token, (size_t)-1);
-    if (ttl_ms > 0) hl_cmd_argi(&cmd, a_ttl, ttl_ms);
-    cmds[0] = cmd;   /* then failover.lua and WAIT where asked for (topology.c) */
-    ncmd = hl_topo_begin(c, l, &top, ttl_ms > 0 ? HL_TOPO_EXTEND : kind == R_CHECK ? HL_TOPO_CHECK
-                         : HL_TOPO_RELEASE, ttl_ms, cmds, 1);
+    cmds[0] = *cmd;   /* then failover.lua and WAIT where asked for (topology.c) */
+    ncmd = topo_begin(l, &top, op, ttl_ms, cmds);
     *t0 = hl_now_us();
     /* Redlock: connect and answer within twice the per-master timeout (see attempt) */
     ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us,
@@ -422,12 +434,18 @@ static tally run_on_all(hilock *l, const hl_script *s, reply_kind kind, int64_t 
     return t;
 }
 
+/* The kind's word on whether the lock can still be used (kind.h: usable). */
+static hilock_status usable(hilock *l, const char *op)
+{
+    return l->kind->usable ? l->kind->usable(l, op) : HILOCK_OK;
+}
+
 /* NOT_HELD with the reason the servers gave (and, for several masters, the count and the
  * masters that did not answer). */
 static hilock_status not_held(hilock *l, const tally *t, const char *op, uint32_t yes)
 {
     hilock_client *c = l->c;
-    const char *why = t->other ? "now held by another owner" : "expired or already released";
+    const char *why = t->other ? l->kind->taken : "expired or already released";
     char pre[200];
     if (c->nnodes == 1) return hl_fail(c, HILOCK_NOT_HELD, "%s %s: %s", op, l->key, why);
     snprintf(pre, sizeof pre, "%s %.100s: %s: ours on %d of %zu masters (%zu needed)%s", op,
@@ -461,24 +479,30 @@ static int64_t quorum_valid_until(const hilock *l, const tally *t, int64_t t0)
         for (k = n++; k > 0 && p[k - 1] < v; k--) p[k] = p[k - 1];   /* keep p descending */
         p[k] = v;
     }
-    return hl_valid_until(l->c, p[l->c->quorum - 1], t0);
+    return l->kind->valid_until(l, p[l->c->quorum - 1], t0);
 }
 
 hilock_status hilock_release(hilock *l)
 {
     hilock_client *c;
+    hilock_status st;
+    hl_cmd cmd;
     uint32_t yes, answered;
     int64_t t0;
     int was_valid;
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
-    if (hl_check_fork(c) != HILOCK_OK) return HILOCK_EINVAL;   /* before touching the keepalive */
-    hl_keepalive_stop(l);   /* no renewal may outlive the release */
+    if (hl_check_fork(c) != HILOCK_OK) return HILOCK_EINVAL;   /* before touching the hook */
+    if (l->hook) l->hook(l, HL_HOOK_STOP);   /* no renewal may outlive the release */
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "release %s: already released", l->key);
-    if (l->kind != HL_MODERN) return hl_legacy_release(l);
+    if ((st = usable(l, "release")) != HILOCK_OK) {
+        l->released = 1;   /* over by the kind's own rule: there is nothing left to release */
+        return st;
+    }
     was_valid = l->valid_until_us > hl_now_us();
-    t = run_on_all(l, &hl_lua_release, R_TRISTATE, 0, &t0);
+    value_cmd(l, &cmd, &hl_lua_release);
+    t = run_on_all(l, &cmd, R_TRISTATE, HL_TOPO_RELEASE, 0, &t0);
     l->valid_until_us = 0;   /* from the first try on, it may be partly gone: not safe to use */
     /* A retry after an error counts what earlier tries did: masters that confirmed, and
      * masters sent a release while the lock was valid that now find no key (it landed). */
@@ -500,15 +524,15 @@ hilock_status hilock_release(hilock *l)
 static hilock_status extend_once(hilock *l, int64_t ttl_ms);
 static hilock_status check_once(hilock *l);
 
-/* A running keepalive renews the lock from its own thread: extends and checks take turns
- * with its renewals (keepalive.c), so their results cannot cross. */
+/* A lock another thread renews (the hook, set by keepalive.c): extends and checks take
+ * turns with its renewals, so their results cannot cross. */
 hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
 {
     hilock_status st;
-    if (l && hl_check_fork(l->c) != HILOCK_OK) return HILOCK_EINVAL;   /* (op: the parent's) */
-    hl_keepalive_op(l, 1);
+    if (l && hl_check_fork(l->c) != HILOCK_OK) return HILOCK_EINVAL;   /* (hook: the parent's) */
+    if (l && l->hook) l->hook(l, HL_HOOK_BEGIN);
     st = extend_once(l, ttl_ms);
-    hl_keepalive_op(l, 0);
+    if (l && l->hook) l->hook(l, HL_HOOK_END);
     return st;
 }
 
@@ -516,9 +540,9 @@ hilock_status hilock_check(hilock *l)
 {
     hilock_status st;
     if (l && hl_check_fork(l->c) != HILOCK_OK) return HILOCK_EINVAL;
-    hl_keepalive_op(l, 1);
+    if (l && l->hook) l->hook(l, HL_HOOK_BEGIN);
     st = check_once(l);
-    hl_keepalive_op(l, 0);
+    if (l && l->hook) l->hook(l, HL_HOOK_END);
     return st;
 }
 
@@ -526,6 +550,8 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
 {
     hilock_client *c;
     hilock_status st;
+    hl_cmd cmd;
+    hl_kind_buf b;
     uint32_t answered;
     int64_t t0, until;
     tally t;
@@ -533,9 +559,12 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     c = l->c;
     if ((st = hl_check_ttl(c, ttl_ms)) != HILOCK_OK) return st;
     if (l->released) return hl_fail(c, HILOCK_EINVAL, "extend %s: the lock was released", l->key);
-    if (l->kind != HL_MODERN) return hl_legacy_extend(l, ttl_ms);
-    t = run_on_all(l, &hl_lua_extend, R_TRISTATE, ttl_ms, &t0);
-    until = hl_valid_until(c, ttl_ms, t0);
+    if ((st = usable(l, "extend")) != HILOCK_OK ||
+        (st = l->kind->extend_cmd(l, &cmd, &b, ttl_ms)) != HILOCK_OK)
+        return st;
+    t = run_on_all(l, &cmd, R_TRISTATE, HL_TOPO_EXTEND, ttl_ms, &t0);
+    if (l->kind->extend_end) l->kind->extend_end(l, &b, (size_t)popcount(t.yes) >= c->quorum);
+    until = l->kind->valid_until(l, ttl_ms, t0);
     answered = t.yes | t.gone | t.other;
     if ((size_t)popcount(answered) < c->quorum) {
         /* the new ttl may have landed on some masters: if it is shorter, so is the lock */
@@ -570,14 +599,17 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
 static hilock_status check_once(hilock *l)
 {
     hilock_client *c;
+    hilock_status st;
+    hl_cmd cmd;
     uint32_t answered;
     int64_t t0;
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "check %s: released", l->key);
-    if (l->kind != HL_MODERN) return hl_legacy_check(l);
-    t = run_on_all(l, &hl_lua_check, R_CHECK, 0, &t0);
+    if ((st = usable(l, "check")) != HILOCK_OK) return st;
+    value_cmd(l, &cmd, &hl_lua_check);
+    t = run_on_all(l, &cmd, R_CHECK, HL_TOPO_CHECK, 0, &t0);
     answered = t.yes | t.gone | t.other;
     if ((size_t)popcount(answered) < c->quorum)
         return undecided(c, &t, "check: ", "answered", popcount(answered));
@@ -598,11 +630,15 @@ static hilock_status check_once(hilock *l)
 int64_t hilock_validity_ms(const hilock *l)
 {
     int64_t left, until;
-    /* a forked child holds nothing (and must not take the keepalive's mutex) */
-    if (!l || l->released || hl_forked(l->c) || !(until = hl_lock_valid_until(l))) return 0;
+    /* a forked child holds nothing (and must not call the hook: its mutexes are the parent's) */
+    if (!l || l->released || hl_forked(l->c)) return 0;
+    until = l->hook ? l->hook((hilock *)l, HL_HOOK_VALIDITY) : l->valid_until_us;   /* (reads only) */
+    if (!until) return 0;
     left = (until - hl_now_us()) / 1000;
     return left > 0 ? left : 0;
 }
+
+int hl_lock_renewable(const hilock *l) { return l->kind->keepalive; }
 
 uint64_t hilock_fence(const hilock *l) { return l ? l->fence : 0; }
 const char *hilock_token(const hilock *l) { return l ? l->token : NULL; }
@@ -611,7 +647,7 @@ const char *hilock_key(const hilock *l) { return l ? l->key : NULL; }
 void hilock_free(hilock *l)
 {
     if (!l) return;
-    hl_keepalive_stop(l);
+    if (l->hook) l->hook(l, HL_HOOK_STOP);
     free(l->key);
     free(l->fence_key);
     free(l->signal_key);

@@ -352,7 +352,6 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
     memset(op, 0, sizeof *op);
     op->kind = kind;
     op->id_at = op->wait_at = -1;
-    if (l->kind != HL_MODERN) return n;   /* legacy fleets: resolution and READONLY only */
     if (aware(c) && n < HL_MAX_CMDS) {
         hl_cmd *s = &cmds[n];
         if (kind != HL_TOPO_ACQUIRE) moved(c, hl_all_nodes(c));

@@ -1,6 +1,8 @@
-/* wait.c -- how a waiter spends the time between two acquire attempts.
+/* wait.c -- how a waiter spends the time between two acquire attempts. Part of the quorum
+ * code's acquire loop (lock.c calls it); reads the lock's kind only for its `wake` flag
+ * (kind.h) and calls the engine.
  *
- * Wake-up (options.wake = 1, modern locks). A waiter blocks with BLPOP on the lock's signal
+ * Wake-up (options.wake = 1, kinds whose release signals: the modern kind). A waiter blocks with BLPOP on the lock's signal
  * list, {key}:signal, and the release script pushes one element there, so a release wakes
  * one waiter (Redis serves the longest-blocked client first) and the next holder is one round
  * trip away: release -> the waiter's BLPOP returns -> the waiter's acquire.
@@ -26,11 +28,11 @@
  * up to that much late; the round trip is allowed half of io_timeout_ms beyond the wait
  * (leaving the other half for the final attempt), after which the connection is closed.
  * A server that refuses BLPOP (an ACL, a proxy) costs one error reply, then the pause is
- * slept. Legacy locks (no signal keys: their fleets do not signal) and options.wake = 0
- * just sleep. */
+ * slept. Kinds without wake-up (legacy, bridge: their fleets do not signal) and
+ * options.wake = 0 just sleep. */
 #include <stdio.h>
 
-#include "internal.h"
+#include "kind.h"
 
 /* Shorter pauses are slept: BLPOP cannot express less than 1 ms (and 0 means forever). */
 #define MIN_BLOCK_US 2000
@@ -39,7 +41,7 @@ int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us)
 {
     const hilock_client *c = l->c;
     int64_t now = hl_now_us(), w;
-    if (!c->opt.wake || l->kind != HL_MODERN || deadline_us <= now) return 0;
+    if (!c->opt.wake || !l->kind->wake || deadline_us <= now) return 0;
     w = c->opt.retry_delay_ms * 1500;   /* the longest pause hl_next_attempt picks */
     if (deadline_us - now < w) w = deadline_us - now;
     /* + the allowance for a late BLPOP and the round trips around it */
@@ -72,7 +74,7 @@ static int block_on_signal(hilock *l, int64_t until)
 void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us)
 {
     int64_t until = hl_next_attempt(l->c, hint_us, deadline_us);
-    if (l->c->opt.wake && l->kind == HL_MODERN && until - hl_now_us() >= MIN_BLOCK_US &&
+    if (l->c->opt.wake && l->kind->wake && until - hl_now_us() >= MIN_BLOCK_US &&
         block_on_signal(l, until))
         return;
     hl_sleep_until(until);   /* the rest of the pause after an error; at once if it is over */

@@ -1,0 +1,12 @@
+/* kinds.h -- the lock kinds legacy/legacy.c provides (kind.h): the SETNX/GETSET recipe of
+ * legacy fleets, and bridge mode (a modern lock that legacy clients also respect). For the
+ * entry points that choose a kind (hilock_legacy_acquire, api/acquire.c) and the fuzzers;
+ * src/ never includes this. */
+#ifndef HILOCK_LEGACY_KINDS_H
+#define HILOCK_LEGACY_KINDS_H
+
+#include "kind.h"
+
+extern const hl_kind_ops hl_kind_legacy, hl_kind_bridge;
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * kind.h -- lock kinds as tables of operations. Nothing here is API.
+ *
+ * Layers (each may call only those below it):
+ *   src/keepalive.c, cli/   above the public API; lock.c reaches the keepalive only through
+ *                   the one hook it sets in the lock (internal.h: hl_hook_ev)
+ *   api/acquire.c   the entry points choose a kind: hilock_acquire (modern, or bridge with
+ *                   options.bridge), hilock_legacy_acquire (legacy)
+ *   src/lock.c      the quorum logic: acquire loop, attempt, release/extend/check flows,
+ *                   Redlock quorum, undo, fencing, validity, errors. Calls the lock's table
+ *                   and names no kind.
+ *   kinds           src/modern.c (hl_kind_modern); legacy/legacy.c (legacy, bridge). They
+ *                   build commands and read what is particular to them, with the engine's
+ *                   commands and helpers (internal.h); never lock.c.
+ *   src/engine.c, src/topology.c   execution on nodes; failover awareness.
+ *
+ * A kind is one hl_kind_ops table: the acquire command, how to read a busy answer, validity,
+ * the extend command, whether the lock is still usable, and flags for what the shared flows
+ * do for it. Release and check are the same commands for every kind (release.lua, check.lua:
+ * a compare of the exact value) and are judged by the same verdicts (lock.c), so a kind only
+ * says whether a release wakes waiters. A new kind (a fair lock, a modern lock without a
+ * fencing token) is one more table, not a branch in lock.c; one whose release or check
+ * differs (a fair lock's hand-over to the head of its queue) adds an entry for that command,
+ * defaulting to today's when NULL.
+ *
+ * Why the entry points that pick a table sit in api/ (above src/ and legacy/):
+ * hilock_acquire must reach legacy/'s bridge table while nothing in src/ names legacy/. A
+ * pointer registered by legacy/ at run time would be missing in a static link that pulls in
+ * no legacy/ object; a thin file above both that names both tables is linked whenever
+ * hilock_acquire is, and keeps every edge pointing down.
+ */
+#ifndef HILOCK_KIND_H
+#define HILOCK_KIND_H
+
+#include "internal.h"
+
+/* A kind's scratch for one command (lives for the round trip): integer arguments, and a
+ * value the command writes with its stamp (legacy: the fresh stamp of an extend, kept out
+ * of the lock until a quorum has it). */
+typedef struct hl_kind_buf {
+    char    num[4][24];
+    char    value[HILOCK_CODEC_MAX];
+    int64_t stamp_us, stamp_mono_us;
+} hl_kind_buf;
+
+typedef struct hl_kind_ops hl_kind_ops;
+
+struct hl_kind_ops {
+    const char *name;   /* "modern", "legacy", "bridge" */
+    /* One acquire attempt's script call, the same on every master. mark_ms: how long a busy
+     * answer marks the lock awaited (wait.c; 0 = no wait follows). The reply must be
+     * acquire.lua's ({1, fence} / {0, pttl}, optionally {0, pttl, value}). EINVAL (message
+     * set) refuses the acquire: the kind cannot serve this client or ttl. */
+    hilock_status (*acquire_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms);
+    /* The one master of the client answered busy with r (several masters: lock.c words the
+     * BUSY from each one's PTTL): set the BUSY message (naming the key) and return the
+     * wait hint in us: -1 = try again at once (an expired value was judged, see the loop in
+     * lock.c), 0 = none (the holder's PTTL is used), > 0 = until it may be free. */
+    int64_t (*busy)(hilock *l, const hl_reply *r);
+    /* Monotonic deadline of a grant (or extend, or check: then ttl_ms is what the server says
+     * is left) of ttl_ms whose round trip began at t0_us. */
+    int64_t (*valid_until)(const hilock *l, int64_t ttl_ms, int64_t t0_us);
+    /* Before release, extend, check (op names it, for the message): OK, or the status that
+     * ends the call without a round trip (legacy: our stamp has passed, NOT_HELD; a release
+     * that meets it counts as done). NULL = always usable. */
+    hilock_status (*usable)(hilock *l, const char *op);
+    /* The command that makes the lock last ttl_ms from now (extend.lua's answers: 1/0/-1).
+     * EINVAL (message set) refuses it. */
+    hilock_status (*extend_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms);
+    /* After the extend's round trip: ours = a quorum answered "ours" (the new value is the
+     * lock's now). NULL = nothing to do. */
+    void (*extend_end)(hilock *l, const hl_kind_buf *b, int ours);
+    const char *taken;   /* NOT_HELD's reason when another value holds the key */
+    int undo_unknown;    /* an acquire write whose fate is unknown is undone on the next contact
+                          * (not for values that are not unique to us, e.g. legacy stamps) */
+    int failover;        /* topology's failover.lua and WAIT run with its operations */
+    int wake;            /* a release wakes a waiter; waits block on that signal (wait.c) */
+    int keepalive;       /* hilock_keepalive may renew it */
+};
+
+/* src/modern.c: SET NX PX of a random token with a fencing token, compare-and-delete,
+ * compare-and-pexpire. */
+extern const hl_kind_ops hl_kind_modern;
+
+/* src/lock.c: the acquire loop of every kind (the entry points pick `kind`), so they share
+ * timing, retries, waiting and errors. */
+hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
+                         const hl_kind_ops *kind, hilock **out);
+
+#define HL_FENCE_KEEP_MS (3600 * 1000)   /* a fencing counter outlives each grant by an hour */
+
+#endif
