@@ -59,10 +59,10 @@ $(B)/gen/scripts.c: $(LUA) scripts/embed-lua.sh
 	@mkdir -p $(@D)
 	sh scripts/embed-lua.sh $@ $(LUA)
 
-$(B)/gen/scripts.o: $(B)/gen/scripts.c src/internal.h include/hilock.h
+$(B)/gen/scripts.o: $(B)/gen/scripts.c $(wildcard src/*.h) include/hilock.h
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(B)/%.o: %.c src/internal.h $(HEADERS) $(wildcard legacy/*.h)
+$(B)/%.o: %.c $(wildcard src/*.h) $(HEADERS) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
@@ -218,7 +218,7 @@ fuzz:
 	  $(FUZZ_B)/libhilock.a $(patsubst %,$(FUZZ_B)/fuzz/%,$(FUZZ_TARGETS))
 	@sh fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) src/internal.h
+$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) $(wildcard src/*.h)
 	@mkdir -p $(@D)
 	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude -Isrc -Ilegacy -I$(B) -o $@ $< \
 	  $(B)/libhilock.a $(LDLIBS_LIB)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "transport.h"
 
 static __thread char config_err[256];
 
@@ -197,6 +198,7 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
             return st;
         }
         c->nnodes++;
+        c->nodes[i].transport = &hl_transport_tcp;   /* (TLS: issue 11) */
         if (!(c->servers[i] = hl_strdup(o->servers[i])) || !(c->nodes[i].name = node_name(&c->nodes[i].url)))
             goto oom;
         c->opt.nservers++;

@@ -1,6 +1,6 @@
 /*
  * internal.h -- the engine shared by the modern, legacy and Redlock paths.
- * Nothing here is API. hiredis is only ever included by engine.c (the one seam).
+ * Nothing here is API. hiredis is only ever included by resp.c (the RESP reader).
  */
 #ifndef HILOCK_INTERNAL_H
 #define HILOCK_INTERNAL_H
@@ -63,45 +63,8 @@ typedef struct hl_url {
 hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len);
 void          hl_url_free(hl_url *u);
 
-/* ---- replies: a thin view of the transport's reply type (engine.c) ---- */
-typedef struct redisReply hl_reply;
-enum { HL_R_STRING = 1, HL_R_ARRAY, HL_R_INTEGER, HL_R_NIL, HL_R_STATUS, HL_R_ERROR };
-int         hl_reply_type(const hl_reply *r);
-long long   hl_reply_int(const hl_reply *r);
-const char *hl_reply_str(const hl_reply *r, size_t *len);   /* STRING, STATUS, ERROR */
-size_t      hl_reply_nelem(const hl_reply *r);
-hl_reply   *hl_reply_elem(const hl_reply *r, size_t i);
-void        hl_reply_free(hl_reply *r);
-
-/* ---- reply limits (resp_limit.c): every byte read from a server passes here before the
- * RESP parser, so no reply can cost more than these (hiredis 0.14 has no limits: an array
- * header makes it allocate the element table at once, a bulk header makes it buffer all that
- * follows). Far above anything hilock receives (see resp_limit.c): a reply over them is
- * refused with HILOCK_EREPLY "reply too large: ..." and its connection closed. ---- */
-#define HL_RESP_MAX_BULK     65536       /* bytes in one bulk string or one status/error line */
-#define HL_RESP_MAX_ELEMENTS 8192        /* elements of one array (a hilock_scan page: 1 + 5 per key) */
-#define HL_RESP_MAX_TOTAL    16384       /* elements of all the arrays of one reply */
-#define HL_RESP_MAX_DEPTH    7           /* arrays inside arrays (hiredis itself stops at 8) */
-#define HL_RESP_MAX_REPLY    (1 << 20)   /* bytes of one reply */
-enum { HL_RESP_TOO_LARGE = -1, HL_RESP_PROTOCOL = -2 };
-
-typedef struct hl_resp_limit {   /* zeroed = at the start of a reply */
-    int       state, failed, cr, depth;
-    char      type;
-    char      hdr[16];           /* a '$' or '*' length being read */
-    size_t    hlen, line;
-    uint64_t  bulk_left;         /* payload + CRLF still to come */
-    long long left[HL_RESP_MAX_DEPTH];   /* elements still to come, per open array */
-    size_t    bytes, elements;   /* of the reply being read */
-    unsigned long long replies;  /* complete replies framed so far */
-    char      why[96];           /* what was refused */
-} hl_resp_limit;
-
-void hl_resp_limit_init(hl_resp_limit *f);
-/* Frame n more bytes of a reply stream. 0: within the limits (hand them to the parser);
- * HL_RESP_TOO_LARGE: a limit was passed; HL_RESP_PROTOCOL: not RESP2. Then f->why says what
- * ("array of 2147483647 elements (limit 4096)") and every later call returns the same. */
-int  hl_resp_limit_feed(hl_resp_limit *f, const char *p, size_t n);
+/* ---- replies, reply limits, the parser (resp.h: resp.c, resp_limit.c) ---- */
+#include "resp.h"
 
 /* ---- what one script reply means (lock.c): pure functions of a reply, no I/O, so the
  * fuzzers (fuzz/) can feed them any reply a server or a broken proxy could send ---- */
@@ -147,7 +110,8 @@ void hl_cmd_arg(hl_cmd *c, const char *s, size_t len);  /* len (size_t)-1 = strl
 void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in scratch */
 
 /* ---- nodes and the client ---- */
-struct hl_conn;   /* the transport's connection, opaque outside engine.c */
+struct hl_conn;   /* a node's connection, opaque outside engine.c */
+struct hl_transport_ops;   /* transport.h */
 
 typedef struct hl_undo {   /* a write whose fate is unknown: delete it by value on next contact */
     char   *key;
@@ -160,6 +124,7 @@ typedef struct hl_undo {   /* a write whose fate is unknown: delete it by value 
 typedef struct hl_node {
     hl_url          url;
     char           *name;        /* "127.0.0.1:6379" / "/tmp/r.sock" (no password) */
+    const struct hl_transport_ops *transport;   /* how to reach it (client.c assigns it) */
     struct hl_conn *conn;        /* NULL = not connected */
     hl_undo        *undo;        /* oldest first */
     size_t          nundo, capundo;

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "transport.h"
 
 #define SENTINEL_TIMEOUT_MS 300       /* per Sentinel: "a few hundred milliseconds" */
 #define CONFIRM_FRESH_US    100000    /* a Sentinel's answer this recent needs no repeat */
@@ -113,6 +114,7 @@ static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
         const hl_hostport *hp = &n->url.sentinels[k];
         /* the URL's user info is for the data nodes; the Sentinels have their own (query) */
         s->url.kind = HL_URL_TCP;
+        s->transport = &hl_transport_tcp;
         s->url.port = hp->port;
         snprintf(name, sizeof name, strchr(hp->host, ':') ? "sentinel [%s]:%d" : "sentinel %s:%d",
                  hp->host, hp->port);
