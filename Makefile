@@ -131,6 +131,12 @@ $(CXX_TEST): tests/cxx_lock.cpp $(HEADERS) $(B)/libhilock.a
 deps:
 	@sh scripts/deps.sh
 
+# The layering (src/internal.h's list): who calls whom, import circles, and the engine's seams
+# (no topology, no hiredis); from the built objects.
+.PHONY: layers
+layers: lib
+	@sh scripts/layers.sh $(B)
+
 # Each suite is its own binary; every test starts (and stops) its own redis-server.
 test: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)

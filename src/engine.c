@@ -9,14 +9,16 @@
  * Owns: RESP encoding of commands, a node's connection state (handshake, pending writes,
  * the reply stream), undos, the deadline/poll loop. May call: the transport (transport.h:
  * sockets, through the ops table the node was given) and the RESP layer (resp.h: limits and
- * parser). It knows neither sockets nor hiredis. */
+ * parser). It knows neither sockets nor hiredis, and no topology: where a node's master is,
+ * what its handshake must check and which error replies end a connection, it asks through
+ * node->topo (hl_topo_ops, engine.h), which the client assigned. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "engine.h"
 #include "transport.h"
 
 struct hl_conn {
@@ -212,22 +214,16 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
     return st;
 }
 
-/* Where to connect. A Sentinel node asks its Sentinels on every new connection (never a
- * cached address); that takes part of the connect deadline. -1 with n->st set on failure. */
+/* Where to connect: the node's topology says, on every new connection (a Sentinel node asks
+ * its Sentinels: never a cached address; that takes part of the connect deadline). -1 with
+ * n->st set on failure. */
 static int conn_open(hilock_client *c, hl_node *n, struct hl_conn *k, int64_t deadline)
 {
     const char *host;
     int port;
     char why[128];
-    if (n->url.kind == HL_URL_UNIX) {
-        host = n->url.path;
-        port = -1;
-    } else if (n->url.kind == HL_URL_TCP) {
-        host = n->url.host;
-        port = n->url.port;
-    } else if (hl_topo_resolve(c, n, deadline, &host, &port) != HILOCK_OK) {
-        return -1;   /* (a failed Sentinel resolution has said why) */
-    }
+    if (n->topo->resolve(c, n, deadline, &host, &port) != HILOCK_OK)
+        return -1;   /* (the topology has said why) */
     if (n->transport->connect_start(&k->io, host, port, why, sizeof why) == 0) return 0;
     node_set_err(n, HILOCK_EIO, "connect", why);
     return -1;
@@ -306,10 +302,10 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
             put_cmd(b, &s, 0);
             p->nhandshake++;
         }
-        if (n->url.kind == HL_URL_SENTINEL) {   /* the address a Sentinel gave: a master? */
+        if (n->topo->probe) {   /* e.g. ROLE: is the address a Sentinel gave a master? */
             hl_cmd r;
             hl_cmd_init(&r, NULL, 0);
-            hl_cmd_arg(&r, "ROLE", 4);
+            hl_cmd_arg(&r, n->topo->probe, (size_t)-1);
             put_cmd(b, &r, 0);
             p->nhandshake++;
         }
@@ -413,12 +409,14 @@ static int conn_read(hl_node *n, pending *p)
     return 0;
 }
 
-/* A reply said READONLY: the node is a replica now (a failover demoted it, or Sentinel
- * named it before it was promoted). Its replies stand; the connection must not. */
-static int saw_readonly(const hl_node *n, int ncmd)
+/* An error reply that ends the connection, in its topology's judgement (READONLY: a replica
+ * now -- a failover demoted it, or Sentinel named it before it was promoted). Its replies
+ * stand; the connection must not. */
+static int topo_drops(hl_node *n, int ncmd)
 {
+    if (!n->topo->on_error_reply) return 0;
     for (int q = 0; q < ncmd; q++)
-        if (hl_reply_is_error(n->reply[q], "READONLY"))
+        if (hl_reply_type(n->reply[q]) == HL_R_ERROR && n->topo->on_error_reply(n, n->reply[q]))
             return 1;
     return 0;
 }
@@ -439,8 +437,9 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
             hl_node_close(n);
             return;
         }
-        if (n->url.kind == HL_URL_SENTINEL && p->got == p->nhandshake &&
-            hl_topo_role(n, r) != HILOCK_OK) {   /* ROLE is last: not a master (yet, or now) */
+        if (n->topo->probe && p->got == p->nhandshake &&
+            n->topo->on_handshake_reply(n, r) != HILOCK_OK) {   /* the probe is last: refused
+                                                                   (ROLE: not a master, yet or now) */
             hl_reply_free(r);
             finish(n, p, n->st, NULL, NULL);
             return;
@@ -600,7 +599,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                     finish(n, &p[i], HILOCK_OK, NULL, NULL);
                     okmask |= 1u << i;
                     k->last_us = hl_now_us();
-                    if (saw_readonly(n, ncmd)) hl_node_close(n);   /* resolve again next time */
+                    if (topo_drops(n, ncmd)) hl_node_close(n);   /* resolve again next time */
                     if (any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
                         hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)
                         answered = 1;

@@ -1,15 +1,22 @@
 /* topology.c -- failover awareness: which node is the master, and whether a lock survived
  * a change of master. Facts it relies on: /work/shared/reference/failover.md (Redis 7.0.15).
  *
+ * Owns: the node topologies behind the engine's hl_topo_ops (engine.h) -- hl_topo_direct
+ * (the URL is the master) and hl_topo_sentinel (below) -- and the failover part of the lock
+ * operations (hl_topo_begin/end/fence/lost: identity, guard, WAIT, fencing epochs), which
+ * reaches each node's topology through the same table. May call: the engine (hl_exec,
+ * hl_undo_add, hl_node_close) and base; never the client or the lock layer's functions
+ * (it reads a lock's fields). The engine never calls here but through node->topo.
+ *
  * Resolution (the Sentinel client protocol). Every new connection of a redis-sentinel:// node
  * asks the Sentinels in order, each bounded by a short timeout and all together by the
  * connect deadline: SENTINEL get-master-addr-by-name and SENTINEL master (its config-epoch),
  * pipelined, so one Sentinel answers both in the same event-loop pass. The one that answers
  * moves to the front. The engine then verifies ROLE = master in the handshake. Nothing is
  * cached: the engine closes a connection on EOF, a timeout or a READONLY reply, and the next
- * call resolves again. The Sentinels are plain TCP nodes of a private client, so hl_exec does
- * their I/O too (non-blocking connect, deadlines, one poll loop, the AUTH handshake with the
- * URL's sentinel_username/sentinel_password): no second transport.
+ * call resolves again. The Sentinels are direct nodes of a private client, reached with the
+ * data node's transport, so hl_exec does their I/O too (non-blocking connect, deadlines, one
+ * poll loop, the AUTH handshake with the URL's sentinel_username/sentinel_password).
  *
  * The old master keeps answering ROLE master, and keeps its connections, for ~10 s after a
  * failover (until a Sentinel demotes it). So release, extend and check first ask a Sentinel
@@ -42,7 +49,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "transport.h"
 
 #define SENTINEL_TIMEOUT_MS 300       /* per Sentinel: "a few hundred milliseconds" */
 #define CONFIRM_FRESH_US    100000    /* a Sentinel's answer this recent needs no repeat */
@@ -70,41 +76,72 @@ typedef struct answer {
     uint64_t epoch;
 } answer;
 
-static int is_sentinel(const hilock_client *c, size_t i)
-{
-    return c->nodes[i].url.kind == HL_URL_SENTINEL;
-}
-
-static int any_sentinel(const hilock_client *c)
+/* A node whose topology tracks master identity by default (Sentinel). */
+static int any_aware(const hilock_client *c)
 {
     for (size_t i = 0; i < c->nnodes; i++)
-        if (is_sentinel(c, i)) return 1;
+        if (c->nodes[i].topo->failover_aware) return 1;
     return 0;
 }
 
 /* Identity is tracked for Sentinel clients, and wherever the guard is asked for. */
 static int aware(const hilock_client *c)
 {
-    return c->opt.failover_guard == 1 || any_sentinel(c);
+    return c->opt.failover_guard == 1 || any_aware(c);
 }
 
 static int guard_on(const hilock_client *c)
 {
-    return c->opt.failover_guard == 1 || (c->opt.failover_guard == -1 && any_sentinel(c));
+    return c->opt.failover_guard == 1 || (c->opt.failover_guard == -1 && any_aware(c));
 }
+
+/* ---- direct: the URL names the master ---- */
+
+static hilock_status direct_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
+                                    const char **host, int *port)
+{
+    (void)c;
+    (void)deadline_us;
+    if (n->url.kind == HL_URL_UNIX) {
+        *host = n->url.path;
+        *port = -1;
+    } else {
+        *host = n->url.host;
+        *port = n->url.port;
+    }
+    return HILOCK_OK;
+}
+
+/* READONLY: the node is a replica now (a failover demoted it, or Sentinel named it before it
+ * was promoted): close, so that the next call connects (and resolves) again. */
+static int drop_on_readonly(hl_node *n, const hl_reply *r)
+{
+    (void)n;
+    return hl_reply_is_error(r, "READONLY");
+}
+
+const hl_topo_ops hl_topo_direct = {
+    "direct", direct_resolve, NULL, NULL, drop_on_readonly, 0, NULL, NULL, NULL,
+};
 
 /* ---- Sentinel resolution ---- */
 
+static void sentinel_free(hl_node *n);
+
 static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
 {
-    struct hl_topo *t = n->topo;
+    struct hl_topo *t = n->topo_state;
     size_t ns = n->url.nsentinels < 32 ? n->url.nsentinels : 32;   /* hl_exec's node masks */
     char name[300];
     if (t) return t;
     if (!(t = calloc(1, sizeof *t))) return NULL;
     t->sc.refs = 1;
-    /* every field at its default first: a later one may default to nonzero (tls_verify) */
-    hilock_options_init(&t->sc.opt);
+    /* the data nodes' options (so a later option -- tls_verify, TLS files -- reaches the
+     * Sentinels too; only the connect timeout is read by the engine for them), without their
+     * server list: the topology calls the engine, never back into the client */
+    t->sc.opt = c->opt;
+    t->sc.opt.servers = NULL;
+    t->sc.opt.nservers = 0;
     t->sc.opt.connect_timeout_ms = c->opt.connect_timeout_ms < SENTINEL_TIMEOUT_MS
                                        ? c->opt.connect_timeout_ms : SENTINEL_TIMEOUT_MS;
     t->sc.quorum = 1;
@@ -114,7 +151,8 @@ static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
         const hl_hostport *hp = &n->url.sentinels[k];
         /* the URL's user info is for the data nodes; the Sentinels have their own (query) */
         s->url.kind = HL_URL_TCP;
-        s->transport = &hl_transport_tcp;
+        s->transport = n->transport;   /* the Sentinels are reached as the data nodes are */
+        s->topo = &hl_topo_direct;
         s->url.port = hp->port;
         snprintf(name, sizeof name, strchr(hp->host, ':') ? "sentinel [%s]:%d" : "sentinel %s:%d",
                  hp->host, hp->port);
@@ -125,17 +163,17 @@ static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
         if (n->url.sentinel_pass && !(s->url.pass = hl_strdup(n->url.sentinel_pass))) goto oom;
         if (n->url.sentinel_user && !(s->url.user = hl_strdup(n->url.sentinel_user))) goto oom;
     }
-    n->topo = t;
+    n->topo_state = t;
     return t;
 oom:
-    n->topo = t;
-    hl_topo_free(n);
+    n->topo_state = t;
+    sentinel_free(n);
     return NULL;
 }
 
-void hl_topo_free(hl_node *n)
+static void sentinel_free(hl_node *n)
 {
-    struct hl_topo *t = n->topo;
+    struct hl_topo *t = n->topo_state;
     if (!t) return;
     hl_exec_clear(&t->sc);
     for (size_t k = 0; k < t->sc.nnodes; k++) {
@@ -148,7 +186,7 @@ void hl_topo_free(hl_node *n)
     free(t->sc.nodes);
     hl_buf_free(&t->sc.obuf);
     free(t);
-    n->topo = NULL;
+    n->topo_state = NULL;
 }
 
 /* Value of field `name` in a flat key/value array (SENTINEL master). */
@@ -260,13 +298,14 @@ static int query(hilock_client *c, hl_node *n, int64_t deadline, answer *a, char
     return unknown ? 0 : -1;
 }
 
-hilock_status hl_topo_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
-                              const char **host, int *port)
+/* On a new connection: ask the Sentinels for the master (errors name it from then on). */
+static hilock_status sentinel_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
+                                      const char **host, int *port)
 {
     char why[160], name[300];
     answer a;
     int auth, rc = query(c, n, deadline_us, &a, why, sizeof why, &auth);
-    struct hl_topo *t = n->topo;
+    struct hl_topo *t = n->topo_state;
     if (rc == 0) {
         n->st = HILOCK_EINVAL;
         snprintf(n->err, sizeof n->err, "sentinel %.60s: no Sentinel that answered knows this master "
@@ -301,7 +340,8 @@ hilock_status hl_topo_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
     return HILOCK_OK;
 }
 
-hilock_status hl_topo_role(hl_node *n, const hl_reply *role)
+/* The handshake's ROLE: the address a Sentinel gave must be a master. */
+static hilock_status sentinel_role(hl_node *n, const hl_reply *role)
 {
     const char *r = hl_reply_str(hl_reply_elem(role, 0), NULL);
     if (r && !strcmp(r, "master")) return HILOCK_OK;
@@ -311,37 +351,52 @@ hilock_status hl_topo_role(hl_node *n, const hl_reply *role)
     return n->st;
 }
 
-/* Sentinel nodes in mask whose master the Sentinels no longer name (another address, or a
- * newer epoch: a failover since we connected). Their connections are closed (the next call
- * resolves again) and their st/err say so. A node whose master a Sentinel named less than
- * CONFIRM_FRESH_US ago is not asked again: a tight acquire/release loop costs one Sentinel
- * round trip per 100 ms, not two per cycle, and the Sentinels themselves learn of a failover
- * a second or more after it. */
+/* Is the master of Sentinel node n still the one the Sentinels name (not another address,
+ * not a newer epoch: a failover since we connected)? If not, its connection is closed (the
+ * next call resolves again) and its st/err say so. A node whose master a Sentinel named less
+ * than CONFIRM_FRESH_US ago is not asked again: a tight acquire/release loop costs one
+ * Sentinel round trip per 100 ms, not two per cycle, and the Sentinels themselves learn of a
+ * failover a second or more after it. */
+static int sentinel_moved(hilock_client *c, hl_node *n)
+{
+    struct hl_topo *t = n->topo_state;
+    char why[160];
+    answer a;
+    int auth;
+    if (!t || hl_now_us() - t->confirmed_us < CONFIRM_FRESH_US) return 0;
+    if (query(c, n, hl_add_sat(hl_now_us(), c->opt.connect_timeout_ms * 1000), &a, why,
+              sizeof why, &auth) != 1)
+        return 0;   /* no Sentinel to ask: keep the connection we have */
+    if (a.port == t->port && !strcmp(a.host, t->host) && a.epoch <= t->epoch) {
+        t->confirmed_us = hl_now_us();
+        return 0;
+    }
+    hl_node_close(n);
+    n->st = HILOCK_EIO;
+    snprintf(n->err, sizeof n->err, "%s: no longer the master: the Sentinels now name %.100s:%d "
+             "(config-epoch %llu); will resolve again", n->name, a.host, a.port,
+             (unsigned long long)a.epoch);
+    return 1;
+}
+
+static uint64_t sentinel_epoch(const hl_node *n)
+{
+    return n->topo_state ? n->topo_state->epoch : 0;
+}
+
+const hl_topo_ops hl_topo_sentinel = {
+    "sentinel", sentinel_resolve, "ROLE", sentinel_role, drop_on_readonly, 1, sentinel_moved,
+    sentinel_epoch, sentinel_free,
+};
+
+/* Nodes in mask (connected) whose master moved, in their topology's judgement (Sentinel: the
+ * Sentinels no longer name it). Their connections are closed and st/err say so. */
 static uint32_t moved(hilock_client *c, uint32_t mask)
 {
     uint32_t m = 0;
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
-        struct hl_topo *t = n->topo;
-        char why[160];
-        answer a;
-        int auth;
-        if (!(mask & (1u << i)) || !is_sentinel(c, i) || !n->conn || !t ||
-            hl_now_us() - t->confirmed_us < CONFIRM_FRESH_US)
-            continue;
-        if (query(c, n, hl_add_sat(hl_now_us(), c->opt.connect_timeout_ms * 1000), &a, why,
-                  sizeof why, &auth) != 1)
-            continue;   /* no Sentinel to ask: keep the connection we have */
-        if (a.port == t->port && !strcmp(a.host, t->host) && a.epoch <= t->epoch) {
-            t->confirmed_us = hl_now_us();
-            continue;
-        }
-        hl_node_close(n);
-        m |= 1u << i;
-        n->st = HILOCK_EIO;
-        snprintf(n->err, sizeof n->err, "%s: no longer the master: the Sentinels now name %.100s:%d "
-                 "(config-epoch %llu); will resolve again", n->name, a.host, a.port,
-                 (unsigned long long)a.epoch);
+        if ((mask & (1u << i)) && n->conn && n->topo->moved && n->topo->moved(c, n)) m |= 1u << i;
     }
     return m;
 }
@@ -538,9 +593,9 @@ uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low)
 {
     uint64_t epoch = 0;
     for (size_t i = 0; i < c->nnodes; i++)
-        if ((granted & (1u << i)) && is_sentinel(c, i) && c->nodes[i].topo &&
-            c->nodes[i].topo->epoch > epoch)
-            epoch = c->nodes[i].topo->epoch;
+        if ((granted & (1u << i)) && c->nodes[i].topo->epoch &&
+            c->nodes[i].topo->epoch(&c->nodes[i]) > epoch)
+            epoch = c->nodes[i].topo->epoch(&c->nodes[i]);
     /* a counter past 2^42 (the year 2109) would reach into the epoch: leave it as it is */
     if (!epoch || low > LOW_MASK || epoch >= (UINT64_C(1) << (64 - EPOCH_SHIFT))) return low;
     return epoch << EPOCH_SHIFT | low;
