@@ -224,6 +224,9 @@ static int conn_open(hilock_client *c, hl_node *n, struct hl_conn *k, int64_t de
     char why[128];
     if (n->topo->resolve(c, n, deadline, &host, &port) != HILOCK_OK)
         return -1;   /* (the topology has said why) */
+    k->io.ops = n->transport;
+    k->io.fd = -1;
+    k->io.cfg = n->transport_cfg;
     if (n->transport->connect_start(&k->io, host, port, why, sizeof why) == 0) return 0;
     node_set_err(n, HILOCK_EIO, "connect", why);
     return -1;

@@ -50,6 +50,7 @@ typedef struct hl_node {
     hl_url          url;
     char           *name;        /* "127.0.0.1:6379" / "/tmp/r.sock" (no password) */
     const struct hl_transport_ops *transport;   /* how to reach it (client.c assigns it) */
+    const void     *transport_cfg;   /* its settings (hl_io_conn.cfg; TLS: the context), or NULL */
     struct hl_conn *conn;        /* NULL = not connected */
     hl_undo        *undo;        /* oldest first */
     size_t          nundo, capundo;

@@ -152,6 +152,7 @@ static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
         /* the URL's user info is for the data nodes; the Sentinels have their own (query) */
         s->url.kind = HL_URL_TCP;
         s->transport = n->transport;   /* the Sentinels are reached as the data nodes are */
+        s->transport_cfg = n->transport_cfg;
         s->topo = &hl_topo_direct;
         s->url.port = hp->port;
         snprintf(name, sizeof name, strchr(hp->host, ':') ? "sentinel [%s]:%d" : "sentinel %s:%d",

@@ -31,6 +31,8 @@ typedef struct hl_io_conn {
     int   fd;            /* -1: none */
     int   connected;     /* connect_step said OK */
     int   want;          /* the events the last WANT_* asked for (POLLIN/POLLOUT) */
+    const void *cfg;     /* the transport's settings, from node->transport_cfg (set by the
+                            engine before connect_start; TLS: its context), NULL for plain */
     void *session;       /* a session layer's state (TLS); NULL for plain sockets */
     char  why[128];      /* the last error, in words ("Connection refused") */
 } hl_io_conn;
