@@ -8,7 +8,8 @@
  *   transport.h  transport_tcp.c (tls.c next): sockets
  *   engine.h     engine.c: pipelines on nodes (-> transport, resp; a topology only through
  *                the ops table node->topo)
- *   topology.h   topology.c: direct and Sentinel nodes, failover awareness (-> engine)
+ *   topology.h   topology.c, topo_sentinel.c: direct and Sentinel nodes, failover
+ *                awareness (-> engine)
  *   internal.h   the lock layer and the client (-> topology, engine)
  */
 #ifndef HILOCK_INTERNAL_H

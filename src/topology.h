@@ -1,6 +1,6 @@
 /*
  * topology.h -- where a node's master is and whether a lock survived a change of it
- * (topology.c). Facts: /work/shared/reference/failover.md.
+ * (topology.c, topo_sentinel.c). Facts: /work/shared/reference/failover.md.
  *
  * Owns: the topologies a node can have -- hl_topo_direct (redis://, unix://: the URL is the
  * master) and hl_topo_sentinel (redis-sentinel://: the Sentinels name it) -- behind the
@@ -18,7 +18,9 @@
 /* The topologies a node can have (client.c assigns one per node): a redis:// or unix:// URL
  * is its own master; a redis-sentinel:// one asks its Sentinels on every new connection (in
  * order, each bounded by a short timeout, all by the connect deadline) and checks ROLE. */
-extern const hl_topo_ops hl_topo_direct, hl_topo_sentinel;
+extern const hl_topo_ops hl_topo_direct, hl_topo_sentinel;   /* topology.c, topo_sentinel.c */
+/* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
+int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r);
 
 typedef enum hl_topo_kind { HL_TOPO_ACQUIRE, HL_TOPO_EXTEND, HL_TOPO_RELEASE, HL_TOPO_CHECK } hl_topo_kind;
 
@@ -45,7 +47,7 @@ int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kin
 /* After hl_exec, before hl_exec_clear: read those replies on the nodes in ok (granted: where
  * the acquire script granted) and fill op's masks; node->err says why for each. Acquire:
  * records where the lock was granted, undoes unsafe grants at once, and asks a Sentinel
- * whether the master in use is still the master (see topology.c for when it asks). */
+ * whether the master in use is still the master (see topo_sentinel.c for when it asks). */
 void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
 /* The fencing token of a grant on the nodes in granted: Sentinel config-epoch << 42 | low. */
 uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low);
