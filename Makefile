@@ -59,10 +59,10 @@ $(B)/gen/scripts.c: $(LUA) scripts/embed-lua.sh
 	@mkdir -p $(@D)
 	sh scripts/embed-lua.sh $@ $(LUA)
 
-$(B)/gen/scripts.o: $(B)/gen/scripts.c src/internal.h include/hilock.h
+$(B)/gen/scripts.o: $(B)/gen/scripts.c $(wildcard src/*.h) include/hilock.h
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(B)/%.o: %.c src/internal.h src/kind.h $(HEADERS) $(wildcard legacy/*.h)
+$(B)/%.o: %.c $(wildcard src/*.h) $(HEADERS) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
@@ -130,6 +130,12 @@ $(CXX_TEST): tests/cxx_lock.cpp $(HEADERS) $(B)/libhilock.a
 
 deps:
 	@sh scripts/deps.sh
+
+# The layering (src/internal.h's list): who calls whom, import circles, and the engine's seams
+# (no topology, no hiredis); from the built objects.
+.PHONY: layers
+layers: lib
+	@sh scripts/layers.sh $(B)
 
 # Each suite is its own binary; every test starts (and stops) its own redis-server.
 test: deps
@@ -218,7 +224,7 @@ fuzz:
 	  $(FUZZ_B)/libhilock.a $(patsubst %,$(FUZZ_B)/fuzz/%,$(FUZZ_TARGETS))
 	@sh fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) src/internal.h src/kind.h legacy/kinds.h
+$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) $(wildcard src/*.h) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
 	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude -Isrc -Ilegacy -I$(B) -o $@ $< \
 	  $(B)/libhilock.a $(LDLIBS_LIB)

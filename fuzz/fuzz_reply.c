@@ -4,8 +4,9 @@
  * legacy/legacy.c: the legacy kind's busy, which reads the value a legacy holder left) and
  * for the error mapping (hl_node_reply_error).
  *
- * The input is raw RESP bytes, as a server (or a broken proxy) could send them; hiredis'
- * own reader turns them into replies, exactly as on a live connection. Each reply is then
+ * The input is raw RESP bytes, as a server (or a broken proxy) could send them; the engine's
+ * reply stream (src/resp.c: the limits, then hiredis' reader) turns them into replies, exactly
+ * as on a live connection. Each reply is then
  * judged as the answer to every script, and the verdict must follow the scripts' contract:
  *   acquire.lua   {1, fence>0} = granted with that fence; {0, pttl} = busy; else BAD
  *                 (legacy_acquire.lua: {0, pttl, value}; the value is judged by the codec)
@@ -197,32 +198,32 @@ static int limits_accept(const unsigned char *d, size_t n, unsigned long long *r
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
-    redisReader *rd;
+    hl_resp *rs;
     unsigned long long framed = 0, parsed = 0;
     int err = 0;
-    if (!limits_accept(data, size, &framed) || !(rd = redisReaderCreate())) return 0;
-    if (redisReaderFeed(rd, (const char *)data, size) == REDIS_OK) {
+    if (!limits_accept(data, size, &framed) || !(rs = hl_resp_new())) return 0;
+    /* the engine's own reply stream (src/resp.c): the limits, then hiredis' reader */
+    if (hl_resp_feed(rs, (const char *)data, size) == 0) {
         for (;;) {
-            void *p = NULL;
-            redisReply *r;
-            if (redisReaderGetReply(rd, &p) != REDIS_OK) err = 1;
-            if (err || !p) break;
+            hl_reply *r;
+            int got = hl_resp_next(rs, &r);
+            if (got < 0) err = 1;
+            if (err || !got) break;
             parsed++;
             if (parsed > 64) {   /* judged enough: count the rest */
-                freeReplyObject(p);
+                hl_reply_free(r);
                 continue;
             }
-            r = p;
             judge_acquire(r);
             judge_tristate(r);
             judge_check_pttl(r);
             judge_legacy_busy(r);
             judge_error(r);
             walk(r, 0);
-            freeReplyObject(r);
+            hl_reply_free(r);
         }
         CHECK(err || parsed == framed);
     }
-    redisReaderFree(rd);
+    hl_resp_free(rs);
     return 0;
 }

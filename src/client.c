@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "transport.h"
 
 static __thread char config_err[256];
 
@@ -130,7 +131,7 @@ static void client_destroy(hilock_client *c)
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
         hl_node_close(n);
-        hl_topo_free(n);
+        if (n->topo && n->topo->free) n->topo->free(n);
         for (size_t u = 0; u < n->nundo; u++) {
             free(n->undo[u].key);
             free(n->undo[u].value);
@@ -197,6 +198,8 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
             return st;
         }
         c->nnodes++;
+        c->nodes[i].transport = &hl_transport_tcp;   /* (TLS: issue 11) */
+        c->nodes[i].topo = c->nodes[i].url.kind == HL_URL_SENTINEL ? &hl_topo_sentinel : &hl_topo_direct;
         if (!(c->servers[i] = hl_strdup(o->servers[i])) || !(c->nodes[i].name = node_name(&c->nodes[i].url)))
             goto oom;
         c->opt.nservers++;

@@ -1,56 +1,35 @@
-/* engine.c -- the one place that talks to hiredis.
+/* engine.c -- executes pipelines of commands on nodes.
  *
  * Every command hilock sends goes through hl_exec(): one pipeline, sent to 1..N nodes at
  * once over non-blocking connections multiplexed with poll(). One master is simply N = 1,
  * so the single-master, Sentinel and Redlock paths share the same connection, timeout,
  * script and error code. Deadlines are absolute monotonic times, so no call can outlive
- * its bound whatever the server does (hiredis 0.14 has no command timeouts of its own
- * beyond SO_RCVTIMEO, which bounds one read(), not a round trip). */
-#define _GNU_SOURCE
+ * its bound whatever the server does.
+ *
+ * Owns: RESP encoding of commands, a node's connection state (handshake, pending writes,
+ * the reply stream), undos, the deadline/poll loop. May call: the transport (transport.h:
+ * sockets, through the ops table the node was given) and the RESP layer (resp.h: limits and
+ * parser). It knows neither sockets nor hiredis, and no topology: where a node's master is,
+ * what its handshake must check and which error replies end a connection, it asks through
+ * node->topo (hl_topo_ops, engine.h), which the client assigned. */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
-#include <hiredis/hiredis.h>
-
-#include "internal.h"
+#include "engine.h"
+#include "transport.h"
 
 struct hl_conn {
-    redisContext *rc;           /* hiredis connects, reads and parses; we write (see conn_send) */
+    hl_io_conn    io;           /* the transport's connection (node->transport) */
+    hl_resp      *resp;         /* every byte read: the reply limits, then the parser */
     int           connecting;   /* non-blocking connect in progress */
     int           fresh;        /* handshake (AUTH, SELECT) not sent yet */
-    hl_buf        out;          /* bytes not yet accepted by the socket */
+    hl_buf        out;          /* bytes not yet accepted by the transport */
     size_t        off;
     int64_t       last_us;      /* when its last round trip ended (monotonic) */
-    hl_resp_limit lim;          /* every byte read passes the reply limits first */
 };
-
-/* ---- replies ---- */
-
-int hl_reply_type(const hl_reply *r) { return r ? r->type : 0; }
-long long hl_reply_int(const hl_reply *r) { return r ? r->integer : 0; }
-size_t hl_reply_nelem(const hl_reply *r) { return r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0; }
-void hl_reply_free(hl_reply *r) { if (r) freeReplyObject(r); }
-
-const char *hl_reply_str(const hl_reply *r, size_t *len)
-{
-    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS &&
-               r->type != REDIS_REPLY_ERROR)) {
-        if (len) *len = 0;
-        return NULL;
-    }
-    if (len) *len = r->len;
-    return r->str;
-}
-
-hl_reply *hl_reply_elem(const hl_reply *r, size_t i)
-{
-    return i < hl_reply_nelem(r) ? r->element[i] : NULL;
-}
 
 /* ---- commands ---- */
 
@@ -136,7 +115,8 @@ static void put_cmd(hl_buf *b, const hl_cmd *c, int use_eval)
 void hl_node_close(hl_node *n)
 {
     if (n->conn) {
-        if (n->conn->rc) redisFree(n->conn->rc);
+        n->conn->io.ops->close(&n->conn->io);
+        hl_resp_free(n->conn->resp);
         hl_buf_free(&n->conn->out);
         free(n->conn);
         n->conn = NULL;
@@ -213,7 +193,7 @@ static void node_set_err(hl_node *n, hilock_status st, const char *what, const c
 
 hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
 {
-    const char *s = r && r->str ? r->str : "unexpected reply";
+    const char *s = hl_reply_str(r, NULL) ? hl_reply_str(r, NULL) : "unexpected reply";
     hilock_status st = HILOCK_EREPLY;
     /* "ERR Protocol error: unauthenticated multibulk length": a server with a password
      * refuses long commands before AUTH (and closes), rather than saying NOAUTH */
@@ -234,36 +214,37 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
     return st;
 }
 
-/* Where to connect. A Sentinel node asks its Sentinels on every new connection (never a
- * cached address); that takes part of the connect deadline. NULL with n->st set on failure. */
-static redisContext *conn_open(hilock_client *c, hl_node *n, int64_t deadline)
+/* Where to connect: the node's topology says, on every new connection (a Sentinel node asks
+ * its Sentinels: never a cached address; that takes part of the connect deadline). -1 with
+ * n->st set on failure. */
+static int conn_open(hilock_client *c, hl_node *n, struct hl_conn *k, int64_t deadline)
 {
     const char *host;
     int port;
-    if (n->url.kind == HL_URL_UNIX) return redisConnectUnixNonBlock(n->url.path);
-    if (n->url.kind == HL_URL_TCP) return redisConnectNonBlock(n->url.host, n->url.port);
-    if (hl_topo_resolve(c, n, deadline, &host, &port) != HILOCK_OK) return NULL;
-    return redisConnectNonBlock(host, port);
+    char why[128];
+    if (n->topo->resolve(c, n, deadline, &host, &port) != HILOCK_OK)
+        return -1;   /* (the topology has said why) */
+    k->io.ops = n->transport;
+    k->io.fd = -1;
+    k->io.cfg = n->transport_cfg;
+    if (n->transport->connect_start(&k->io, host, port, why, sizeof why) == 0) return 0;
+    node_set_err(n, HILOCK_EIO, "connect", why);
+    return -1;
 }
 
 static int conn_start(hilock_client *c, hl_node *n, int64_t deadline)
 {
     struct hl_conn *k = calloc(1, sizeof *k);
-    if (!k) {
+    if (!k || !(k->resp = hl_resp_new())) {
+        free(k);
         node_set_err(n, HILOCK_ENOMEM, "out of memory", NULL);
         return -1;
     }
-    k->rc = conn_open(c, n, deadline);
-    if (!k->rc || k->rc->err) {
-        if (n->st == HILOCK_OK)   /* (a failed Sentinel resolution has said why) */
-            node_set_err(n, HILOCK_EIO, "connect", k->rc ? k->rc->errstr : "out of memory");
-        if (k->rc) redisFree(k->rc);
+    if (conn_open(c, n, k, deadline) < 0) {
+        hl_resp_free(k->resp);
         free(k);
         return -1;
     }
-    /* hiredis 0.14 opens sockets without SOCK_CLOEXEC: keep them out of programs the
-     * caller runs (fork + exec), e.g. the hilock command's COMMAND */
-    fcntl(k->rc->fd, F_SETFD, FD_CLOEXEC);
     k->connecting = 1;
     k->fresh = 1;
     n->conn = k;
@@ -278,7 +259,7 @@ static int conn_start(hilock_client *c, hl_node *n, int64_t deadline)
 #define STALE_AFTER_US 250000
 static int conn_stale(const struct hl_conn *k, int64_t now)
 {
-    struct pollfd pf = { k->rc->fd, POLLIN, 0 };
+    struct pollfd pf = { k->io.fd, POLLIN, 0 };
     return !k->connecting && now - k->last_us >= STALE_AFTER_US && poll(&pf, 1, 0) != 0;
 }
 
@@ -324,10 +305,10 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
             put_cmd(b, &s, 0);
             p->nhandshake++;
         }
-        if (n->url.kind == HL_URL_SENTINEL) {   /* the address a Sentinel gave: a master? */
+        if (n->topo->probe) {   /* e.g. ROLE: is the address a Sentinel gave a master? */
             hl_cmd r;
             hl_cmd_init(&r, NULL, 0);
-            hl_cmd_arg(&r, "ROLE", 4);
+            hl_cmd_arg(&r, n->topo->probe, (size_t)-1);
             put_cmd(b, &r, 0);
             p->nhandshake++;
         }
@@ -376,127 +357,107 @@ static void finish(hl_node *n, pending *p, hilock_status st, const char *what, c
     if (st != HILOCK_EREPLY) hl_node_close(n);
 }
 
-/* Write what the socket takes now. send(MSG_NOSIGNAL), not hiredis' write(2): writing to a
- * server that went away must be an EPIPE we report, never a SIGPIPE that kills the caller
- * (and blocking the signal around every round trip would cost four system calls). Once a
- * byte of the caller's commands is out, they may reach the server: n->wrote. */
-static int conn_flush(hl_node *n, pending *p)
+/* Write what the transport takes now (it never raises SIGPIPE). Once a byte of the caller's
+ * commands is out, they may reach the server: n->wrote. 0, or the transport's verdict
+ * (HL_IO_CLOSED: the peer is gone; HL_IO_ERROR). */
+static hl_io conn_flush(hl_node *n, pending *p)
 {
     struct hl_conn *k = n->conn;
     while (k->off < k->out.len) {
-        ssize_t w = send(k->rc->fd, k->out.p + k->off, k->out.len - k->off, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-            return -1;
-        }
+        size_t w;
+        hl_io io = k->io.ops->write(&k->io, k->out.p + k->off, k->out.len - k->off, &w);
+        if (io == HL_IO_WANT_WRITE || io == HL_IO_WANT_READ) break;
+        if (io != HL_IO_OK) return io;
         if (w > 0 && p->has_cmds) n->wrote = 1;
-        k->off += (size_t)w;
+        k->off += w;
     }
     p->wdone = k->off == k->out.len;
     if (p->wdone) k->out.len = k->off = 0;
-    return 0;
+    return HL_IO_OK;
 }
 
-static int send_pipeline(hl_node *n, pending *p, hl_buf *b)
+static hl_io send_pipeline(hl_node *n, pending *p, hl_buf *b)
 {
     struct hl_conn *k = n->conn;
     hl_buf_put(&k->out, b->p, b->len);
-    if (k->out.oom) {
-        errno = ENOMEM;
-        return -1;
-    }
+    if (k->out.oom) return HL_IO_ERROR;   /* (the caller says "out of memory") */
     p->wdone = 0;
-    return k->connecting ? 0 : conn_flush(n, p);
+    return k->connecting ? HL_IO_OK : conn_flush(n, p);
 }
 
-/* Read what the socket has, through the reply limits, into the parser. 0, or -1 with the
+/* Read what the transport has, through the reply limits, into the parser. 0, or -1 with the
  * node's part finished (a refused reply: EREPLY, and the connection closed). */
 static int conn_read(hl_node *n, pending *p)
 {
     struct hl_conn *k = n->conn;
     char buf[16384];
-    ssize_t r;
-    int lim;
-    do r = recv(k->rc->fd, buf, sizeof buf, 0);
-    while (r < 0 && errno == EINTR);
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-    if (r <= 0) {
-        finish(n, p, HILOCK_EIO, "read", r == 0 ? "Server closed the connection" : strerror(errno));
-        return -1;
-    }
-    if ((lim = hl_resp_limit_feed(&k->lim, buf, (size_t)r)) != 0) {
-        finish(n, p, lim == HL_RESP_TOO_LARGE ? HILOCK_EREPLY : HILOCK_EIO,
-               lim == HL_RESP_TOO_LARGE ? "reply too large" : "protocol", k->lim.why);
-        hl_node_close(n);   /* the rest of that reply must never be read as an answer */
-        return -1;
-    }
-    if (redisReaderFeed(k->rc->reader, buf, (size_t)r) != REDIS_OK) {
-        finish(n, p, HILOCK_EIO, "read", "out of memory");
-        return -1;
-    }
+    do {
+        size_t got;
+        int rs;
+        hl_io io = k->io.ops->read(&k->io, buf, sizeof buf, &got);
+        if (io == HL_IO_WANT_READ || io == HL_IO_WANT_WRITE) return 0;
+        if (io != HL_IO_OK) {
+            finish(n, p, HILOCK_EIO, "read",
+                   io == HL_IO_CLOSED ? "Server closed the connection" : k->io.ops->error(&k->io));
+            return -1;
+        }
+        if ((rs = hl_resp_feed(k->resp, buf, got)) != 0) {
+            finish(n, p, rs == HL_RESP_TOO_LARGE ? HILOCK_EREPLY : HILOCK_EIO,
+                   rs == HL_RESP_TOO_LARGE ? "reply too large" : rs == HL_RESP_PROTOCOL ? "protocol"
+                   : "read", hl_resp_why(k->resp));
+            hl_node_close(n);   /* the rest of that reply must never be read as an answer */
+            return -1;
+        }
+    } while (k->io.ops->pending(&k->io) > 0);   /* a session layer's decoded rest */
     return 0;
 }
 
-/* Its deadline passed while n was connecting. The connect may well have completed unseen
- * (the loop was busy elsewhere: building a pipeline, another node, a Sentinel): then the
- * time ran out waiting for the reply, and errmsg must say so, not "connect". */
-static const char *timed_out_in(const struct hl_conn *k)
+/* An error reply that ends the connection, in its topology's judgement (READONLY: a replica
+ * now -- a failover demoted it, or Sentinel named it before it was promoted). Its replies
+ * stand; the connection must not. */
+static int topo_drops(hl_node *n, int ncmd)
 {
-    struct pollfd pf = { k->rc->fd, POLLOUT, 0 };
-    int soerr = 0;
-    socklen_t sl = sizeof soerr;
-    if (!k->connecting) return "read";
-    if (poll(&pf, 1, 0) == 1 && getsockopt(k->rc->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 &&
-        soerr == 0)
-        return "read";
-    return "connect";
-}
-
-/* A reply said READONLY: the node is a replica now (a failover demoted it, or Sentinel
- * named it before it was promoted). Its replies stand; the connection must not. */
-static int saw_readonly(const hl_node *n, int ncmd)
-{
+    if (!n->topo->on_error_reply) return 0;
     for (int q = 0; q < ncmd; q++)
-        if (hl_reply_type(n->reply[q]) == HL_R_ERROR && !strncmp(n->reply[q]->str, "READONLY", 8))
+        if (hl_reply_type(n->reply[q]) == HL_R_ERROR && n->topo->on_error_reply(n, n->reply[q]))
             return 1;
     return 0;
 }
 
 /* One reply arrived for node n. */
-static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, redisReply *r)
+static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
 {
     int idx = p->got++;
     if (idx < p->nhandshake) {
-        if (r->type == REDIS_REPLY_ERROR) {
+        if (hl_reply_type(r) == HL_R_ERROR) {
             hilock_status st = hl_node_reply_error(n, r);
-            if (!strncmp(r->str, "ERR DB index", 12) || !strncmp(r->str, "ERR invalid DB", 14))
+            if (hl_reply_is_error(r, "ERR DB index") || hl_reply_is_error(r, "ERR invalid DB"))
                 st = n->st = HILOCK_EINVAL;
-            else if (st == HILOCK_EREPLY && strstr(r->str, "AUTH"))
+            else if (st == HILOCK_EREPLY && strstr(hl_reply_str(r, NULL), "AUTH"))
                 st = n->st = HILOCK_EAUTH;   /* "ERR AUTH <password> called without any password" */
-            freeReplyObject(r);
+            hl_reply_free(r);
             finish(n, p, st, NULL, NULL);
             hl_node_close(n);
             return;
         }
-        if (n->url.kind == HL_URL_SENTINEL && p->got == p->nhandshake &&
-            hl_topo_role(n, r) != HILOCK_OK) {   /* ROLE is last: not a master (yet, or now) */
-            freeReplyObject(r);
+        if (n->topo->probe && p->got == p->nhandshake &&
+            n->topo->on_handshake_reply(n, r) != HILOCK_OK) {   /* the probe is last: refused
+                                                                   (ROLE: not a master, yet or now) */
+            hl_reply_free(r);
             finish(n, p, n->st, NULL, NULL);
             return;
         }
-        freeReplyObject(r);
+        hl_reply_free(r);
         if (p->got == p->nhandshake) n->conn->fresh = 0;
         return;
     }
     if (idx < p->prefix) {   /* an undo: whatever it says, it has been tried */
         p->undone++;
-        freeReplyObject(r);
+        hl_reply_free(r);
         return;
     }
     idx -= p->prefix;
-    if (cmds[idx].script && !p->used_eval && r->type == REDIS_REPLY_ERROR &&
-        !strncmp(r->str, "NOSCRIPT", 8))
+    if (cmds[idx].script && !p->used_eval && hl_reply_is_error(r, "NOSCRIPT"))
         p->resend = 1;
     n->reply[idx] = r;
 }
@@ -534,24 +495,26 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         n->wrote = 0;
         if (n->conn && conn_stale(n->conn, now)) hl_node_close(n);
         for (int tries = 0; tries < 2; tries++) {
+            hl_io io = HL_IO_OK;
             int reused = n->conn != NULL;
             if (!n->conn && conn_start(c, n, cn_dl) < 0) break;
             p[i].active = 1;
             p[i].deadline = n->conn->connecting ? cn_dl : io_dl;
             build_pipeline(c, n, &p[i], cmds, ncmd, 0, b);
-            if (b->oom) {
+            if (!b->oom) io = send_pipeline(n, &p[i], b);
+            if (b->oom || n->conn->out.oom) {
                 finish(n, &p[i], HILOCK_ENOMEM, "out of memory", NULL);
                 break;
             }
-            if (send_pipeline(n, &p[i], b) == 0) break;
+            if (io == HL_IO_OK) break;
             /* A reused connection that refuses the very first write (the peer is gone: a unix
              * socket says so at once) delivered nothing: open a new one and send again. */
-            if (reused && tries == 0 && (errno == EPIPE || errno == ECONNRESET)) {
+            if (reused && tries == 0 && io == HL_IO_CLOSED) {
                 hl_node_close(n);
                 p[i].active = 0;
                 continue;
             }
-            finish(n, &p[i], HILOCK_EIO, "write", strerror(errno));
+            finish(n, &p[i], HILOCK_EIO, "write", n->conn->io.ops->error(&n->conn->io));
             break;
         }
     }
@@ -569,13 +532,15 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
             hl_node *n = &c->nodes[i];
             if (!p[i].active) continue;
             if (now >= p[i].deadline) {
-                finish(n, &p[i], HILOCK_ETIMEDOUT, timed_out_in(n->conn), "timed out");
+                finish(n, &p[i], HILOCK_ETIMEDOUT,
+                       n->conn->connecting ? n->conn->io.ops->timeout_error(&n->conn->io) : "read",
+                       "timed out");
                 continue;
             }
             if (p[i].deadline < first) first = p[i].deadline;
-            fds[nfds].fd = n->conn->rc->fd;
-            fds[nfds].events = (short)(n->conn->connecting || !p[i].wdone ? POLLOUT : 0);
-            if (!n->conn->connecting) fds[nfds].events |= POLLIN;
+            fds[nfds].fd = n->conn->io.fd;
+            fds[nfds].events = n->conn->io.ops->poll_events(&n->conn->io,
+                                                            (short)(POLLIN | (p[i].wdone ? 0 : POLLOUT)));
             fds[nfds].revents = 0;
             map[nfds++] = (int)i;
         }
@@ -593,30 +558,30 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
             struct hl_conn *k = n->conn;
             if (!fds[j].revents) continue;
             if (k->connecting) {
-                int soerr = 0;
-                socklen_t sl = sizeof soerr;
-                if (getsockopt(k->rc->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0) soerr = errno;
-                if (soerr) {
-                    finish(n, &p[i], HILOCK_EIO, "connect", strerror(soerr));
+                hl_io io = k->io.ops->connect_step(&k->io);
+                if (io == HL_IO_WANT_READ || io == HL_IO_WANT_WRITE) continue;
+                if (io != HL_IO_OK) {
+                    finish(n, &p[i], HILOCK_EIO, "connect", k->io.ops->error(&k->io));
                     continue;
                 }
                 k->connecting = 0;
                 p[i].deadline = hl_add_sat(hl_now_us(), per_node_timeout_us);
                 if (p[i].deadline > hard_deadline_us) p[i].deadline = hard_deadline_us;
             }
-            if (!p[i].wdone && conn_flush(n, &p[i]) < 0) {
-                finish(n, &p[i], HILOCK_EIO, "write", strerror(errno));
+            if (!p[i].wdone && conn_flush(n, &p[i]) != HL_IO_OK) {
+                finish(n, &p[i], HILOCK_EIO, "write", k->io.ops->error(&k->io));
                 continue;
             }
             if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             if (conn_read(n, &p[i]) < 0) continue;
             for (;;) {
-                void *r = NULL;
-                if (redisGetReplyFromReader(k->rc, &r) != REDIS_OK) {
-                    finish(n, &p[i], HILOCK_EIO, "protocol", k->rc->errstr);
+                hl_reply *r;
+                int got = hl_resp_next(k->resp, &r);
+                if (got < 0) {
+                    finish(n, &p[i], HILOCK_EIO, "protocol", hl_resp_why(k->resp));
                     break;
                 }
-                if (!r) break;
+                if (!got) break;
                 on_reply(n, &p[i], cmds, r);
                 if (!p[i].active || !n->conn) break;
                 if (p[i].got < p[i].expect) continue;
@@ -630,14 +595,14 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                         n->reply[q] = NULL;
                     }
                     build_pipeline(c, n, &p[i], cmds, ncmd, use_eval, b);
-                    if (b->oom || send_pipeline(n, &p[i], b) < 0)
-                        finish(n, &p[i], b->oom ? HILOCK_ENOMEM : HILOCK_EIO, "write",
-                               b->oom ? "out of memory" : strerror(errno));
+                    if (b->oom || send_pipeline(n, &p[i], b) != HL_IO_OK)
+                        finish(n, &p[i], b->oom || k->out.oom ? HILOCK_ENOMEM : HILOCK_EIO, "write",
+                               b->oom || k->out.oom ? "out of memory" : k->io.ops->error(&k->io));
                 } else {
                     finish(n, &p[i], HILOCK_OK, NULL, NULL);
                     okmask |= 1u << i;
                     k->last_us = hl_now_us();
-                    if (saw_readonly(n, ncmd)) hl_node_close(n);   /* resolve again next time */
+                    if (topo_drops(n, ncmd)) hl_node_close(n);   /* resolve again next time */
                     if (any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
                         hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)
                         answered = 1;

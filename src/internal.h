@@ -1,7 +1,19 @@
 /*
- * internal.h -- the engine shared by every lock kind and the quorum code, and the lock and
- * client structs. Nothing here is API. hiredis is only ever included by engine.c (the one
- * seam). Lock kinds and the quorum code's table of them: kind.h.
+ * internal.h -- the lock layer and the client: what lock.c, wait.c, keepalive.c, inspect.c,
+ * client.c and legacy/ share. Nothing here is API.
+ *
+ * The layers, bottom up (each header says what it owns and may call; none calls up):
+ *   base.h       util.c, url.c, scripts: shared by all, calls nothing
+ *   resp.h       resp.c, resp_limit.c: replies, limits, the parser (the only hiredis user)
+ *   transport.h  transport_tcp.c (tls.c next): sockets
+ *   engine.h     engine.c: pipelines on nodes (-> transport, resp; a topology only through
+ *                the ops table node->topo)
+ *   topology.h   topology.c, topo_sentinel.c: direct and Sentinel nodes, failover
+ *                awareness (-> engine)
+ *   internal.h   the lock layer and the client (-> topology, engine)
+ *   kind.h       the lock kinds' tables (modern.c, legacy/) and the quorum code that runs
+ *                them (lock.c); api/ picks a kind; keepalive.c sits above, reached only
+ *                through the lock's hook
  */
 #ifndef HILOCK_INTERNAL_H
 #define HILOCK_INTERNAL_H
@@ -12,97 +24,8 @@
 
 #include "hilock.h"
 #include "hilock_legacy.h"   /* HILOCK_CODEC_MAX: a lock's value may be a legacy stamp */
-
-#define HL_ERRMSG_MAX 512
-
-/* ---- time (util.c) ---- */
-int64_t hl_now_us(void);               /* CLOCK_MONOTONIC, microseconds   */
-int64_t hl_wall_us(void);              /* CLOCK_REALTIME, microseconds    */
-void    hl_sleep_until(int64_t t_us);  /* monotonic; returns at or after t_us */
-#define HL_NEVER INT64_MAX             /* "no deadline" */
-int64_t hl_add_sat(int64_t a, int64_t b);   /* a + b, saturating at INT64_MAX/MIN */
-
-/* ---- randomness (util.c) ---- */
-int      hl_random_bytes(void *buf, size_t n);          /* getrandom(); 0 ok, -1 error */
-void     hl_hex(char *dst, const unsigned char *src, size_t n);  /* dst: 2n+1 bytes */
-uint64_t hl_rng_next(uint64_t *state);                  /* xorshift64*, for jitter only */
-
-/* ---- growable byte buffer (util.c) ---- */
-typedef struct hl_buf {
-    char  *p;
-    size_t len, cap;
-    int    oom;        /* sticky: set once an append failed */
-} hl_buf;
-void hl_buf_put(hl_buf *b, const void *s, size_t n);
-void hl_buf_free(hl_buf *b);
-
-/* ---- URLs (url.c) ---- */
-typedef enum hl_url_kind { HL_URL_TCP, HL_URL_UNIX, HL_URL_SENTINEL } hl_url_kind;
-
-typedef struct hl_hostport {
-    char *host;        /* no brackets for IPv6 */
-    int   port;
-} hl_hostport;
-
-typedef struct hl_url {
-    hl_url_kind  kind;
-    char        *host;      /* TCP */
-    int          port;
-    char        *path;      /* UNIX */
-    char        *user;      /* NULL = no ACL user */
-    char        *pass;      /* NULL = no AUTH */
-    int          db;        /* SELECT when > 0 */
-    hl_hostport *sentinels; /* SENTINEL: the list, in order */
-    size_t       nsentinels;
-    char        *master;    /* SENTINEL: master name */
-    char        *sentinel_user;   /* SENTINEL: the Sentinels' own AUTH (query), NULL = none */
-    char        *sentinel_pass;
-} hl_url;
-
-/* Parse `s` into *u (zeroed first). Returns OK, EINVAL (why in err, err_len bytes) or ENOMEM.
- * On failure nothing needs freeing. */
-hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len);
-void          hl_url_free(hl_url *u);
-
-/* ---- replies: a thin view of the transport's reply type (engine.c) ---- */
-typedef struct redisReply hl_reply;
-enum { HL_R_STRING = 1, HL_R_ARRAY, HL_R_INTEGER, HL_R_NIL, HL_R_STATUS, HL_R_ERROR };
-int         hl_reply_type(const hl_reply *r);
-long long   hl_reply_int(const hl_reply *r);
-const char *hl_reply_str(const hl_reply *r, size_t *len);   /* STRING, STATUS, ERROR */
-size_t      hl_reply_nelem(const hl_reply *r);
-hl_reply   *hl_reply_elem(const hl_reply *r, size_t i);
-void        hl_reply_free(hl_reply *r);
-
-/* ---- reply limits (resp_limit.c): every byte read from a server passes here before the
- * RESP parser, so no reply can cost more than these (hiredis 0.14 has no limits: an array
- * header makes it allocate the element table at once, a bulk header makes it buffer all that
- * follows). Far above anything hilock receives (see resp_limit.c): a reply over them is
- * refused with HILOCK_EREPLY "reply too large: ..." and its connection closed. ---- */
-#define HL_RESP_MAX_BULK     65536       /* bytes in one bulk string or one status/error line */
-#define HL_RESP_MAX_ELEMENTS 8192        /* elements of one array (a hilock_scan page: 1 + 5 per key) */
-#define HL_RESP_MAX_TOTAL    16384       /* elements of all the arrays of one reply */
-#define HL_RESP_MAX_DEPTH    7           /* arrays inside arrays (hiredis itself stops at 8) */
-#define HL_RESP_MAX_REPLY    (1 << 20)   /* bytes of one reply */
-enum { HL_RESP_TOO_LARGE = -1, HL_RESP_PROTOCOL = -2 };
-
-typedef struct hl_resp_limit {   /* zeroed = at the start of a reply */
-    int       state, failed, cr, depth;
-    char      type;
-    char      hdr[16];           /* a '$' or '*' length being read */
-    size_t    hlen, line;
-    uint64_t  bulk_left;         /* payload + CRLF still to come */
-    long long left[HL_RESP_MAX_DEPTH];   /* elements still to come, per open array */
-    size_t    bytes, elements;   /* of the reply being read */
-    unsigned long long replies;  /* complete replies framed so far */
-    char      why[96];           /* what was refused */
-} hl_resp_limit;
-
-void hl_resp_limit_init(hl_resp_limit *f);
-/* Frame n more bytes of a reply stream. 0: within the limits (hand them to the parser);
- * HL_RESP_TOO_LARGE: a limit was passed; HL_RESP_PROTOCOL: not RESP2. Then f->why says what
- * ("array of 2147483647 elements (limit 4096)") and every later call returns the same. */
-int  hl_resp_limit_feed(hl_resp_limit *f, const char *p, size_t n);
+#include "engine.h"
+#include "topology.h"
 
 /* ---- what one script reply means (lock.c): pure functions of a reply, no I/O, so the
  * fuzzers (fuzz/) can feed them any reply a server or a broken proxy could send ---- */
@@ -115,75 +38,6 @@ typedef enum hl_verdict {
 hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
 hl_verdict hl_tristate_verdict(const hl_reply *r);                   /* release, extend */
 hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms);  /* check.lua */
-
-/* ---- scripts (scripts.c, generated from src/lua/NAME.lua) ---- */
-typedef struct hl_script {
-    const char *name;
-    const char *body;
-    size_t      len;
-    const char *sha;    /* 40 hex, computed at build time */
-} hl_script;
-extern const hl_script hl_lua_acquire, hl_lua_release, hl_lua_extend;
-extern const hl_script hl_lua_check, hl_lua_fence_raise;   /* lock.c: check, Redlock fencing */
-extern const hl_script hl_lua_failover;   /* topology.c: master identity, failover guard */
-extern const hl_script hl_lua_legacy_acquire, hl_lua_legacy_extend;   /* legacy/lua: legacy, bridge */
-
-/* ---- commands ---- */
-#define HL_MAX_ARGS 12
-#define HL_MAX_CMDS 4
-
-/* One command of a pipeline: a script call (EVALSHA, EVAL on NOSCRIPT) or a plain command.
- * argv/len are borrowed for the duration of the call. */
-typedef struct hl_cmd {
-    const hl_script *script;   /* NULL: plain command argv[0..argc) */
-    int              nkeys;    /* script: argv[0..nkeys) are KEYS, the rest ARGV */
-    int              argc;
-    const char      *argv[HL_MAX_ARGS];
-    size_t           arglen[HL_MAX_ARGS];
-} hl_cmd;
-
-void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
-void hl_cmd_arg(hl_cmd *c, const char *s, size_t len);  /* len (size_t)-1 = strlen */
-void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in scratch */
-
-/* ---- nodes and the client ---- */
-struct hl_conn;   /* the transport's connection, opaque outside engine.c */
-
-typedef struct hl_undo {   /* a write whose fate is unknown: delete it by value on next contact */
-    char   *key;
-    char   *value;
-    int64_t expires_us;    /* monotonic: by then the key has surely expired; the undo is dropped */
-} hl_undo;
-#define HL_UNDO_MAX   64   /* per node; past it the oldest is dropped (it expires by its ttl) */
-#define HL_UNDO_CHUNK 8    /* per round trip, ahead of the caller's commands */
-
-typedef struct hl_node {
-    hl_url          url;
-    char           *name;        /* "127.0.0.1:6379" / "/tmp/r.sock" (no password) */
-    struct hl_conn *conn;        /* NULL = not connected */
-    hl_undo        *undo;        /* oldest first */
-    size_t          nundo, capundo;
-    struct hl_topo *topo;        /* Sentinel nodes: the Sentinels, the master in use (topology.c) */
-    /* result of the last hl_exec on this node */
-    hilock_status   st;
-    int             wrote;       /* bytes of its commands were written: they may have run */
-    char            err[200];
-    hl_reply       *reply[HL_MAX_CMDS];
-} hl_node;
-
-struct hilock_client {
-    int            refs;         /* the user's reference + one per live lock */
-    hilock_options opt;          /* deep copy: servers point into owned strings */
-    char         **servers;
-    size_t         nnodes;
-    hl_node       *nodes;
-    size_t         quorum;       /* nnodes/2 + 1 */
-    uint64_t       rng;
-    hl_buf         obuf;         /* pipeline scratch, reused so a round trip allocates nothing */
-    unsigned long  fork_gen;     /* hl_fork_gen when made: another value = a forked child's copy */
-    long           pid;          /* the process that made it (for the message) */
-    char           errmsg[HL_ERRMSG_MAX];
-};
 
 /* ---- public structs that grow (docs/versioning.md) ----
  * A caller passes the size of the struct its header declared; fields are only ever
@@ -223,39 +77,6 @@ hilock_status hl_fail(hilock_client *c, hilock_status st, const char *fmt, ...)
 hilock_status hl_ok(hilock_client *c);
 /* errmsg from the nodes' own errors ("node: why; node: why") with the given status. */
 hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, const char *what);
-
-/* Run the same pipeline of `ncmd` commands on every node in `mask` (bit i = node i), all at
- * once: connect where needed (handshake and pending undos go first), write, and read the
- * replies, under one poll() loop. Each node stops at its own deadline:
- * min(now + per_node_timeout_us, hard_deadline_us). Fills node->st, node->err,
- * node->reply[0..ncmd) (free with hl_exec_clear). A timed-out or broken connection is
- * closed (it reconnects on the next call). Script commands answered NOSCRIPT are sent again
- * as EVAL, within the same deadline. Returns the mask of nodes with st == OK (all replies,
- * which may still be error replies). */
-uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                 int64_t per_node_timeout_us, int64_t hard_deadline_us);
-/* hl_exec for blocking commands (BLPOP) on several nodes: returns as soon as one node's
- * last reply carries data (not nil, not an error); the nodes still waiting are abandoned:
- * closed (no stale reply can arrive later; the next call reconnects), st = ETIMEDOUT. */
-uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                     int64_t per_node_timeout_us, int64_t hard_deadline_us);
-void     hl_exec_clear(hilock_client *c);
-uint32_t hl_all_nodes(const hilock_client *c);
-
-/* Remember that `value` may have been written to `key` (with a ttl of ttl_ms) on node i:
- * deleted if still equal, before anything else, on the next contacts with that node.
- * Bounded: a duplicate is not added again, an undo is forgotten once the ttl has surely
- * passed, at most HL_UNDO_MAX are kept per node (the oldest go), and each round trip sends
- * at most HL_UNDO_CHUNK of them. Callers add one only when the write may have reached the
- * server (node->wrote after hl_exec, or a grant seen). */
-void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value, int64_t ttl_ms);
-
-/* Map an error reply to a status (NOPERM/WRONGPASS/NOAUTH -> EAUTH, else EREPLY) and write
- * "node: text" to node->err. */
-hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r);
-
-/* Close node i's connection (next call reconnects). */
-void hl_node_close(hl_node *n);
 
 /* ---- locks ---- */
 struct hl_kind_ops;    /* the lock's kind: its table of operations (kind.h) */
@@ -316,53 +137,5 @@ void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);
 int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us);
 /* src/lock.c: may another thread renew this lock (hilock_keepalive)? Its kind says. */
 int hl_lock_renewable(const hilock *l);
-
-/* ---- failover awareness (topology.c) ---- */
-/* engine.c, on a new connection of a Sentinel node: ask its Sentinels (in order, each bounded
- * by a short timeout, all by deadline_us) for the master. OK with *host, *port (owned by the
- * node, valid until the next resolve), or an error status with n->st and n->err set:
- * EIO (no Sentinel answered), EINVAL (none of those that answered knows the master name). */
-hilock_status hl_topo_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
-                              const char **host, int *port);
-/* engine.c, handshake of that connection: OK if ROLE says master, else EIO with n->err set. */
-hilock_status hl_topo_role(hl_node *n, const hl_reply *role);
-void          hl_topo_free(hl_node *n);   /* client.c: the node's Sentinel state; NULL-safe */
-
-typedef enum hl_topo_kind { HL_TOPO_ACQUIRE, HL_TOPO_EXTEND, HL_TOPO_RELEASE, HL_TOPO_CHECK } hl_topo_kind;
-
-/* One lock operation's failover part: commands it added to the pipeline, what it found. */
-typedef struct hl_topo_op {
-    hl_topo_kind  kind;
-    int           id_at, wait_at;  /* pipeline index of failover.lua / WAIT; -1: not sent */
-    int64_t       extra_us;        /* add to the per-node timeout: WAIT's share of the round trip */
-    uint32_t      refused;         /* acquire: the failover guard refused (the value is gone) */
-    uint32_t      undo;            /* acquire: granted, not safely (WAIT short, ...): undone */
-    uint32_t      moved;           /* acquire: granted on a master the Sentinels no longer name */
-    uint32_t      short_acks;      /* extend: WAIT short (the lock keeps its old validity) */
-    uint32_t      lost;            /* extend, release, check: no proof the lock survived */
-    hilock_status err;             /* the status of refused / undo / short_acks */
-    char          arg[4][24];
-} hl_topo_op;
-
-/* Before the round trip of a lock operation: append failover.lua (Sentinel clients, or
- * failover_guard = 1) and WAIT (min_replicas > 0; acquire and extend) after cmds[0..n);
- * returns the new count. Release, extend and check first ask a Sentinel whether the master
- * moved (closing the connection if so). lock.c calls it only for kinds that take part in
- * failover awareness (kind.h: failover); legacy fleets get resolution and READONLY only. */
-int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind,
-                   int64_t ttl_ms, hl_cmd *cmds, int n);
-/* After hl_exec, before hl_exec_clear: read those replies on the nodes in ok (granted: where
- * the acquire script granted) and fill op's masks; node->err says why for each. Acquire:
- * records where the lock was granted, undoes unsafe grants at once, and asks a Sentinel
- * whether the master in use is still the master (see topology.c for when it asks). */
-void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
-/* The fencing token of a grant on the nodes in granted: Sentinel config-epoch << 42 | low. */
-uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low);
-/* LOST, with the nodes' reasons in errmsg ("<op> <key>: ..."). */
-hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost);
-
-/* memory helpers: NULL on failure */
-char *hl_strdup(const char *s);
-char *hl_strndup(const char *s, size_t n);
 
 #endif

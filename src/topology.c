@@ -1,22 +1,16 @@
 /* topology.c -- failover awareness: which node is the master, and whether a lock survived
  * a change of master. Facts it relies on: /work/shared/reference/failover.md (Redis 7.0.15).
  *
- * Resolution (the Sentinel client protocol). Every new connection of a redis-sentinel:// node
- * asks the Sentinels in order, each bounded by a short timeout and all together by the
- * connect deadline: SENTINEL get-master-addr-by-name and SENTINEL master (its config-epoch),
- * pipelined, so one Sentinel answers both in the same event-loop pass. The one that answers
- * moves to the front. The engine then verifies ROLE = master in the handshake. Nothing is
- * cached: the engine closes a connection on EOF, a timeout or a READONLY reply, and the next
- * call resolves again. The Sentinels are plain TCP nodes of a private client, so hl_exec does
- * their I/O too (non-blocking connect, deadlines, one poll loop, the AUTH handshake with the
- * URL's sentinel_username/sentinel_password): no second transport.
+ * Owns: the node topologies behind the engine's hl_topo_ops (engine.h) -- hl_topo_direct
+ * (the URL is the master) and hl_topo_sentinel (topo_sentinel.c) -- and the failover part of the lock
+ * operations (hl_topo_begin/end/fence/lost: identity, guard, WAIT, fencing epochs), which
+ * reaches each node's topology through the same table. May call: the engine (hl_exec,
+ * hl_undo_add, hl_node_close) and base; never the client or the lock layer's functions
+ * (it reads a lock's fields). The engine never calls here but through node->topo.
  *
- * The old master keeps answering ROLE master, and keeps its connections, for ~10 s after a
- * failover (until a Sentinel demotes it). So release, extend and check first ask a Sentinel
- * whether the master moved (and close a connection to a master it no longer names), and an
- * acquire asks after the grant (a grant on a master that is no longer the master is undone
- * and retried). An answer less than 100 ms old is reused. Best effort: when no Sentinel
- * answers, the connection in hand is used.
+ * The topologies: hl_topo_direct (here: a redis:// or unix:// URL is its own master) and
+ * hl_topo_sentinel (topo_sentinel.c: the Sentinels name it; see there for resolution, the
+ * ROLE check and why release, extend and check ask whether the master moved).
  *
  * Identity. failover.lua, pipelined after the lock script, reads INFO replication: role,
  * master_replid, master_repl_offset (which already counts our write: an upper bound of where
@@ -43,19 +37,9 @@
 
 #include "internal.h"
 
-#define SENTINEL_TIMEOUT_MS 300       /* per Sentinel: "a few hundred milliseconds" */
-#define CONFIRM_FRESH_US    100000    /* a Sentinel's answer this recent needs no repeat */
 #define GUARD_KEY           "hilock:guard"
 #define EPOCH_SHIFT         42
 #define LOW_MASK            ((UINT64_C(1) << EPOCH_SHIFT) - 1)
-
-struct hl_topo {
-    hilock_client sc;         /* the Sentinels, as TCP nodes of a private client */
-    char          host[256];  /* the master the current connection was opened to */
-    int           port;
-    uint64_t      epoch;      /* its config-epoch; never lowered (a Sentinel that lags) */
-    int64_t       confirmed_us;   /* when a Sentinel last named it (resolve or confirm) */
-};
 
 struct hl_lockid {            /* where a lock was granted (or last extended), per node */
     int       set;
@@ -63,283 +47,62 @@ struct hl_lockid {            /* where a lock was granted (or last extended), pe
     long long offset;
 };
 
-typedef struct answer {
-    char     host[256];
-    int      port;
-    uint64_t epoch;
-} answer;
-
-static int is_sentinel(const hilock_client *c, size_t i)
-{
-    return c->nodes[i].url.kind == HL_URL_SENTINEL;
-}
-
-static int any_sentinel(const hilock_client *c)
+/* A node whose topology tracks master identity by default (Sentinel). */
+static int any_aware(const hilock_client *c)
 {
     for (size_t i = 0; i < c->nnodes; i++)
-        if (is_sentinel(c, i)) return 1;
+        if (c->nodes[i].topo->failover_aware) return 1;
     return 0;
 }
 
 /* Identity is tracked for Sentinel clients, and wherever the guard is asked for. */
 static int aware(const hilock_client *c)
 {
-    return c->opt.failover_guard == 1 || any_sentinel(c);
+    return c->opt.failover_guard == 1 || any_aware(c);
 }
 
 static int guard_on(const hilock_client *c)
 {
-    return c->opt.failover_guard == 1 || (c->opt.failover_guard == -1 && any_sentinel(c));
+    return c->opt.failover_guard == 1 || (c->opt.failover_guard == -1 && any_aware(c));
 }
 
-/* ---- Sentinel resolution ---- */
+/* ---- direct: the URL names the master ---- */
 
-static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
+static hilock_status direct_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
+                                    const char **host, int *port)
 {
-    struct hl_topo *t = n->topo;
-    size_t ns = n->url.nsentinels < 32 ? n->url.nsentinels : 32;   /* hl_exec's node masks */
-    char name[300];
-    if (t) return t;
-    if (!(t = calloc(1, sizeof *t))) return NULL;
-    t->sc.refs = 1;
-    /* every field at its default first: a later one may default to nonzero (tls_verify) */
-    hilock_options_init(&t->sc.opt);
-    t->sc.opt.connect_timeout_ms = c->opt.connect_timeout_ms < SENTINEL_TIMEOUT_MS
-                                       ? c->opt.connect_timeout_ms : SENTINEL_TIMEOUT_MS;
-    t->sc.quorum = 1;
-    if (!(t->sc.nodes = calloc(ns, sizeof *t->sc.nodes))) goto oom;
-    for (size_t k = 0; k < ns; k++) {
-        hl_node *s = &t->sc.nodes[k];
-        const hl_hostport *hp = &n->url.sentinels[k];
-        /* the URL's user info is for the data nodes; the Sentinels have their own (query) */
-        s->url.kind = HL_URL_TCP;
-        s->url.port = hp->port;
-        snprintf(name, sizeof name, strchr(hp->host, ':') ? "sentinel [%s]:%d" : "sentinel %s:%d",
-                 hp->host, hp->port);
-        s->url.host = hl_strdup(hp->host);
-        s->name = hl_strdup(name);
-        t->sc.nnodes++;
-        if (!s->url.host || !s->name) goto oom;
-        if (n->url.sentinel_pass && !(s->url.pass = hl_strdup(n->url.sentinel_pass))) goto oom;
-        if (n->url.sentinel_user && !(s->url.user = hl_strdup(n->url.sentinel_user))) goto oom;
-    }
-    n->topo = t;
-    return t;
-oom:
-    n->topo = t;
-    hl_topo_free(n);
-    return NULL;
-}
-
-void hl_topo_free(hl_node *n)
-{
-    struct hl_topo *t = n->topo;
-    if (!t) return;
-    hl_exec_clear(&t->sc);
-    for (size_t k = 0; k < t->sc.nnodes; k++) {
-        hl_node *s = &t->sc.nodes[k];
-        hl_node_close(s);
-        hl_url_free(&s->url);
-        free(s->name);
-        free(s->undo);
-    }
-    free(t->sc.nodes);
-    hl_buf_free(&t->sc.obuf);
-    free(t);
-    n->topo = NULL;
-}
-
-/* Value of field `name` in a flat key/value array (SENTINEL master). */
-static const char *kv_field(const hl_reply *r, const char *name)
-{
-    for (size_t j = 0; j + 1 < hl_reply_nelem(r); j += 2) {
-        const char *k = hl_reply_str(hl_reply_elem(r, j), NULL);
-        if (k && !strcmp(k, name)) return hl_reply_str(hl_reply_elem(r, j + 1), NULL);
-    }
-    return NULL;
-}
-
-/* Ask Sentinel k. 1: *a filled; 0: it does not know the master name; -1: no (usable) answer. */
-static int ask(struct hl_topo *t, const char *master, size_t k, int64_t deadline, answer *a)
-{
-    hl_cmd q[2];
-    hl_node *s = &t->sc.nodes[k];
-    int64_t now = hl_now_us(), per = t->sc.opt.connect_timeout_ms * 1000;
-    const hl_reply *addr, *port;
-    const char *ep;
-    size_t hl;
-    int rc = -1;
-    if (hl_add_sat(now, per) < deadline) deadline = now + per;
-    if (deadline <= now) {
-        s->st = HILOCK_ETIMEDOUT;
-        snprintf(s->err, sizeof s->err, "%s: not asked: no time left", s->name);
-        return -1;
-    }
-    hl_cmd_init(&q[0], NULL, 0);
-    hl_cmd_arg(&q[0], "SENTINEL", 8);
-    hl_cmd_arg(&q[0], "get-master-addr-by-name", (size_t)-1);
-    hl_cmd_arg(&q[0], master, (size_t)-1);
-    hl_cmd_init(&q[1], NULL, 0);
-    hl_cmd_arg(&q[1], "SENTINEL", 8);
-    hl_cmd_arg(&q[1], "master", 6);
-    hl_cmd_arg(&q[1], master, (size_t)-1);
-    if (!hl_exec(&t->sc, 1u << k, q, 2, per, deadline)) return -1;   /* s->err says why */
-    addr = s->reply[0];
-    if (hl_reply_type(addr) == HL_R_NIL) {
-        rc = 0;
-    } else if (hl_reply_nelem(addr) == 2 && hl_reply_str(hl_reply_elem(addr, 0), &hl) && hl > 0 &&
-               hl < sizeof a->host && (port = hl_reply_elem(addr, 1)) && hl_reply_str(port, NULL) &&
-               atoi(hl_reply_str(port, NULL)) > 0 && atoi(hl_reply_str(port, NULL)) < 65536) {
-        memcpy(a->host, hl_reply_str(hl_reply_elem(addr, 0), NULL), hl);
-        a->host[hl] = '\0';
-        a->port = atoi(hl_reply_str(port, NULL));
-        ep = kv_field(s->reply[1], "config-epoch");
-        a->epoch = ep ? strtoull(ep, NULL, 10) : 0;
-        rc = 1;
-    } else if (hl_reply_type(addr) == HL_R_ERROR) {
-        hl_node_reply_error(s, addr);   /* "NOAUTH Authentication required.": EAUTH */
+    (void)c;
+    (void)deadline_us;
+    if (n->url.kind == HL_URL_UNIX) {
+        *host = n->url.path;
+        *port = -1;
     } else {
-        s->st = HILOCK_EREPLY;
-        snprintf(s->err, sizeof s->err, "%s: unexpected reply (not a Sentinel?)", s->name);
+        *host = n->url.host;
+        *port = n->url.port;
     }
-    hl_exec_clear(&t->sc);
-    return rc;
-}
-
-/* Move Sentinel k to the front of the list (it answered: ask it first next time). */
-static void to_front(struct hl_topo *t, size_t k)
-{
-    hl_node s = t->sc.nodes[k];
-    memmove(&t->sc.nodes[1], &t->sc.nodes[0], k * sizeof s);
-    t->sc.nodes[0] = s;
-}
-
-/* The Sentinels in order, until one names the master. A Sentinel reporting an older epoch
- * than we have seen lags behind a failover: the others are asked for a fresher answer, and
- * it is used only if none has one. 1: *a; 0: every Sentinel that answered did not know the
- * name; -1: none answered. why: the reasons, for the error message. */
-static int query(hilock_client *c, hl_node *n, int64_t deadline, answer *a, char *why, size_t whylen,
-                 int *auth)
-{
-    struct hl_topo *t = topo_get(c, n);
-    int best = -1, unknown = 0;
-    size_t off = 0;
-    answer cur;
-    why[0] = '\0';
-    *auth = 0;
-    if (!t) {
-        snprintf(why, whylen, "out of memory");
-        return -1;
-    }
-    for (size_t k = 0; k < t->sc.nnodes; k++) {
-        int rc = ask(t, n->url.master, k, deadline, &cur);
-        if (rc == 1 && best < 0) {
-            *a = cur;
-            best = (int)k;
-            if (cur.epoch >= t->epoch) break;
-        } else if (rc == 1 && cur.epoch > a->epoch) {
-            *a = cur;
-            best = (int)k;
-            if (cur.epoch >= t->epoch) break;
-        } else if (rc == 0) {
-            unknown++;
-        } else if (rc < 0) {
-            if (t->sc.nodes[k].st == HILOCK_EAUTH && !(*auth)++) off = 0;   /* that reason first */
-            if (off + 3 < whylen && (t->sc.nodes[k].st == HILOCK_EAUTH || *auth == 0)) {
-                int w = snprintf(why + off, whylen - off, "%s%s", off ? "; " : "", t->sc.nodes[k].err);
-                if (w > 0) off += (size_t)w < whylen - off ? (size_t)w : whylen - off - 1;
-            }
-        }
-    }
-    if (best >= 0) {
-        to_front(t, (size_t)best);
-        return 1;
-    }
-    return unknown ? 0 : -1;
-}
-
-hilock_status hl_topo_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
-                              const char **host, int *port)
-{
-    char why[160], name[300];
-    answer a;
-    int auth, rc = query(c, n, deadline_us, &a, why, sizeof why, &auth);
-    struct hl_topo *t = n->topo;
-    if (rc == 0) {
-        n->st = HILOCK_EINVAL;
-        snprintf(n->err, sizeof n->err, "sentinel %.60s: no Sentinel that answered knows this master "
-                 "name", n->url.master);
-        return n->st;
-    }
-    if (rc < 0) {   /* a Sentinel that refused our AUTH (or its absence) is the reason to act on */
-        n->st = auth ? HILOCK_EAUTH : HILOCK_EIO;
-        if (auth)
-            snprintf(n->err, sizeof n->err, "sentinel %.40s: refused by the Sentinels (URL's "
-                     "sentinel_password?): %.95s", n->url.master, why);
-        else
-            snprintf(n->err, sizeof n->err, "sentinel %.40s: no Sentinel answered (%.110s)", n->url.master, why);
-        return n->st;
-    }
-    snprintf(t->host, sizeof t->host, "%s", a.host);
-    t->port = a.port;
-    if (a.epoch > t->epoch) t->epoch = a.epoch;
-    t->confirmed_us = hl_now_us();
-    /* errors now name the master in use: "mymaster@127.0.0.1:6380" */
-    snprintf(name, sizeof name, strchr(a.host, ':') ? "%.60s@[%s]:%d" : "%.60s@%s:%d",
-             n->url.master, a.host, a.port);
-    {
-        char *nn = hl_strdup(name);
-        if (nn) {
-            free(n->name);
-            n->name = nn;
-        }
-    }
-    *host = t->host;
-    *port = t->port;
     return HILOCK_OK;
 }
 
-hilock_status hl_topo_role(hl_node *n, const hl_reply *role)
+/* READONLY: the node is a replica now (a failover demoted it, or Sentinel named it before it
+ * was promoted): close, so that the next call connects (and resolves) again. */
+int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r)
 {
-    const char *r = hl_reply_str(hl_reply_elem(role, 0), NULL);
-    if (r && !strcmp(r, "master")) return HILOCK_OK;
-    n->st = HILOCK_EIO;
-    snprintf(n->err, sizeof n->err, "%s: Sentinel names it master but its ROLE is '%.20s' (a "
-             "failover in progress?): will resolve again", n->name, r ? r : "?");
-    return n->st;
+    (void)n;
+    return hl_reply_is_error(r, "READONLY");
 }
 
-/* Sentinel nodes in mask whose master the Sentinels no longer name (another address, or a
- * newer epoch: a failover since we connected). Their connections are closed (the next call
- * resolves again) and their st/err say so. A node whose master a Sentinel named less than
- * CONFIRM_FRESH_US ago is not asked again: a tight acquire/release loop costs one Sentinel
- * round trip per 100 ms, not two per cycle, and the Sentinels themselves learn of a failover
- * a second or more after it. */
+const hl_topo_ops hl_topo_direct = {
+    "direct", direct_resolve, NULL, NULL, hl_topo_drop_on_readonly, 0, NULL, NULL, NULL,
+};
+
+/* Nodes in mask (connected) whose master moved, in their topology's judgement (Sentinel: the
+ * Sentinels no longer name it). Their connections are closed and st/err say so. */
 static uint32_t moved(hilock_client *c, uint32_t mask)
 {
     uint32_t m = 0;
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
-        struct hl_topo *t = n->topo;
-        char why[160];
-        answer a;
-        int auth;
-        if (!(mask & (1u << i)) || !is_sentinel(c, i) || !n->conn || !t ||
-            hl_now_us() - t->confirmed_us < CONFIRM_FRESH_US)
-            continue;
-        if (query(c, n, hl_add_sat(hl_now_us(), c->opt.connect_timeout_ms * 1000), &a, why,
-                  sizeof why, &auth) != 1)
-            continue;   /* no Sentinel to ask: keep the connection we have */
-        if (a.port == t->port && !strcmp(a.host, t->host) && a.epoch <= t->epoch) {
-            t->confirmed_us = hl_now_us();
-            continue;
-        }
-        hl_node_close(n);
-        m |= 1u << i;
-        n->st = HILOCK_EIO;
-        snprintf(n->err, sizeof n->err, "%s: no longer the master: the Sentinels now name %.100s:%d "
-                 "(config-epoch %llu); will resolve again", n->name, a.host, a.port,
-                 (unsigned long long)a.epoch);
+        if ((mask & (1u << i)) && n->conn && n->topo->moved && n->topo->moved(c, n)) m |= 1u << i;
     }
     return m;
 }
@@ -535,9 +298,9 @@ uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low)
 {
     uint64_t epoch = 0;
     for (size_t i = 0; i < c->nnodes; i++)
-        if ((granted & (1u << i)) && is_sentinel(c, i) && c->nodes[i].topo &&
-            c->nodes[i].topo->epoch > epoch)
-            epoch = c->nodes[i].topo->epoch;
+        if ((granted & (1u << i)) && c->nodes[i].topo->epoch &&
+            c->nodes[i].topo->epoch(&c->nodes[i]) > epoch)
+            epoch = c->nodes[i].topo->epoch(&c->nodes[i]);
     /* a counter past 2^42 (the year 2109) would reach into the epoch: leave it as it is */
     if (!epoch || low > LOW_MASK || epoch >= (UINT64_C(1) << (64 - EPOCH_SHIFT))) return low;
     return epoch << EPOCH_SHIFT | low;
@@ -550,3 +313,4 @@ hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t
     snprintf(pre, sizeof pre, "%s %.100s: a failover since the grant: ", op, l->key);
     return hl_fail_nodes(c, HILOCK_LOST, lost, pre);
 }
+

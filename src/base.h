@@ -1,0 +1,82 @@
+/*
+ * base.h -- what every layer of the library shares: time, randomness, byte buffers, memory
+ * helpers (util.c), server URLs (url.c) and the embedded Lua scripts (scripts.c, generated).
+ * Owns no state and calls nothing of the library: every other header builds on it.
+ */
+#ifndef HILOCK_BASE_H
+#define HILOCK_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hilock.h"
+
+#define HL_ERRMSG_MAX 512
+
+/* ---- time (util.c) ---- */
+int64_t hl_now_us(void);               /* CLOCK_MONOTONIC, microseconds   */
+int64_t hl_wall_us(void);              /* CLOCK_REALTIME, microseconds    */
+void    hl_sleep_until(int64_t t_us);  /* monotonic; returns at or after t_us */
+#define HL_NEVER INT64_MAX             /* "no deadline" */
+int64_t hl_add_sat(int64_t a, int64_t b);   /* a + b, saturating at INT64_MAX/MIN */
+
+/* ---- randomness (util.c) ---- */
+int      hl_random_bytes(void *buf, size_t n);          /* getrandom(); 0 ok, -1 error */
+void     hl_hex(char *dst, const unsigned char *src, size_t n);  /* dst: 2n+1 bytes */
+uint64_t hl_rng_next(uint64_t *state);                  /* xorshift64*, for jitter only */
+
+/* ---- growable byte buffer (util.c) ---- */
+typedef struct hl_buf {
+    char  *p;
+    size_t len, cap;
+    int    oom;        /* sticky: set once an append failed */
+} hl_buf;
+void hl_buf_put(hl_buf *b, const void *s, size_t n);
+void hl_buf_free(hl_buf *b);
+
+/* ---- URLs (url.c) ---- */
+typedef enum hl_url_kind { HL_URL_TCP, HL_URL_UNIX, HL_URL_SENTINEL } hl_url_kind;
+
+typedef struct hl_hostport {
+    char *host;        /* no brackets for IPv6 */
+    int   port;
+} hl_hostport;
+
+typedef struct hl_url {
+    hl_url_kind  kind;
+    char        *host;      /* TCP */
+    int          port;
+    char        *path;      /* UNIX */
+    char        *user;      /* NULL = no ACL user */
+    char        *pass;      /* NULL = no AUTH */
+    int          db;        /* SELECT when > 0 */
+    hl_hostport *sentinels; /* SENTINEL: the list, in order */
+    size_t       nsentinels;
+    char        *master;    /* SENTINEL: master name */
+    char        *sentinel_user;   /* SENTINEL: the Sentinels' own AUTH (query), NULL = none */
+    char        *sentinel_pass;
+} hl_url;
+
+/* Parse `s` into *u (zeroed first). Returns OK, EINVAL (why in err, err_len bytes) or ENOMEM.
+ * On failure nothing needs freeing. */
+hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len);
+void          hl_url_free(hl_url *u);
+
+/* ---- scripts (scripts.c, generated from src/lua/NAME.lua) ---- */
+typedef struct hl_script {
+    const char *name;
+    const char *body;
+    size_t      len;
+    const char *sha;    /* 40 hex, computed at build time */
+} hl_script;
+extern const hl_script hl_lua_acquire, hl_lua_release, hl_lua_extend;
+extern const hl_script hl_lua_check, hl_lua_fence_raise;   /* lock.c: check, Redlock fencing */
+extern const hl_script hl_lua_failover;   /* topology.c: master identity, failover guard */
+extern const hl_script hl_lua_legacy_acquire, hl_lua_legacy_extend;   /* legacy/lua: legacy, bridge */
+
+/* memory helpers: NULL on failure */
+char *hl_strdup(const char *s);
+char *hl_strndup(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * engine.h -- the engine (engine.c): pipelines of commands executed on nodes.
+ *
+ * Owns: commands and their RESP encoding, nodes and their connections (handshake, undos,
+ * deadlines, the poll loop), the client's node table. May call: the transport (transport.h,
+ * through node->transport) and the RESP layer (resp.h) -- and, through node->topo, whatever
+ * topology the client gave the node (hl_topo_ops below: the engine defines that interface
+ * and calls through it; it includes no topology header). Called by: the topology (topology.h)
+ * and the lock layer (internal.h). Nothing here calls up into them.
+ */
+#ifndef HILOCK_ENGINE_H
+#define HILOCK_ENGINE_H
+
+#include "base.h"
+#include "resp.h"
+
+/* ---- commands ---- */
+#define HL_MAX_ARGS 12
+#define HL_MAX_CMDS 4
+
+/* One command of a pipeline: a script call (EVALSHA, EVAL on NOSCRIPT) or a plain command.
+ * argv/len are borrowed for the duration of the call. */
+typedef struct hl_cmd {
+    const hl_script *script;   /* NULL: plain command argv[0..argc) */
+    int              nkeys;    /* script: argv[0..nkeys) are KEYS, the rest ARGV */
+    int              argc;
+    const char      *argv[HL_MAX_ARGS];
+    size_t           arglen[HL_MAX_ARGS];
+} hl_cmd;
+
+void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
+void hl_cmd_arg(hl_cmd *c, const char *s, size_t len);  /* len (size_t)-1 = strlen */
+void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in scratch */
+
+/* ---- nodes and the client ---- */
+struct hl_conn;   /* a node's connection, opaque outside engine.c */
+struct hl_transport_ops;   /* transport.h */
+struct hl_topo_ops;        /* below */
+struct hl_topo;            /* a topology's per-node state, opaque to the engine */
+
+typedef struct hl_undo {   /* a write whose fate is unknown: delete it by value on next contact */
+    char   *key;
+    char   *value;
+    int64_t expires_us;    /* monotonic: by then the key has surely expired; the undo is dropped */
+} hl_undo;
+#define HL_UNDO_MAX   64   /* per node; past it the oldest is dropped (it expires by its ttl) */
+#define HL_UNDO_CHUNK 8    /* per round trip, ahead of the caller's commands */
+
+typedef struct hl_node {
+    hl_url          url;
+    char           *name;        /* "127.0.0.1:6379" / "/tmp/r.sock" (no password) */
+    const struct hl_transport_ops *transport;   /* how to reach it (client.c assigns it) */
+    const void     *transport_cfg;   /* its settings (hl_io_conn.cfg; TLS: the context), or NULL */
+    struct hl_conn *conn;        /* NULL = not connected */
+    hl_undo        *undo;        /* oldest first */
+    size_t          nundo, capundo;
+    const struct hl_topo_ops *topo;   /* where its master is (client.c assigns it) */
+    struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
+    /* result of the last hl_exec on this node */
+    hilock_status   st;
+    int             wrote;       /* bytes of its commands were written: they may have run */
+    char            err[200];
+    hl_reply       *reply[HL_MAX_CMDS];
+} hl_node;
+
+struct hilock_client {
+    int            refs;         /* the user's reference + one per live lock */
+    hilock_options opt;          /* deep copy: servers point into owned strings */
+    char         **servers;
+    size_t         nnodes;
+    hl_node       *nodes;
+    size_t         quorum;       /* nnodes/2 + 1 */
+    uint64_t       rng;
+    hl_buf         obuf;         /* pipeline scratch, reused so a round trip allocates nothing */
+    unsigned long  fork_gen;     /* hl_fork_gen when made: another value = a forked child's copy */
+    long           pid;          /* the process that made it (for the message) */
+    char           errmsg[HL_ERRMSG_MAX];
+};
+
+/* What the engine asks of the topology a node belongs to -- the engine defines this
+ * interface and calls only through node->topo; the implementations (topology.h:
+ * hl_topo_direct, hl_topo_sentinel; Cluster next) use the engine, never the other way round.
+ * The lock layer's failover hooks (identity, fence epoch, "still the master?") are part of
+ * the same table, used by topology.c only. */
+typedef struct hl_topo_ops {
+    const char *name;   /* "direct", "sentinel" */
+    /* Where a new connection goes: *host and *port, or a unix socket path in *host with
+     * *port = -1 (owned by the node, valid until the next resolve). May take part of
+     * deadline_us (Sentinel: asks the Sentinels). OK, or a status with n->st, n->err set. */
+    hilock_status (*resolve)(hilock_client *c, hl_node *n, int64_t deadline_us,
+                             const char **host, int *port);
+    /* A command (one word) sent last in a new connection's handshake to check the node
+     * ("ROLE"), or NULL; on_handshake_reply judges its reply: OK, or a status with n->st and
+     * n->err set (the engine then ends the node's part and closes the connection). */
+    const char *probe;
+    hilock_status (*on_handshake_reply)(hl_node *n, const hl_reply *r);
+    /* An error reply to one of the caller's commands, after the round trip (the replies
+     * stand): 1 = close the connection so that the next call resolves again (READONLY: a
+     * replica now; later MOVED/ASK), 0 = keep it. */
+    int (*on_error_reply)(hl_node *n, const hl_reply *r);
+    /* ---- topology.c's own hooks (the lock layer's failover awareness) ---- */
+    int failover_aware;   /* master identity tracked by default (failover_guard = -1) */
+    /* Ask whether the master in use moved since it was named (NULL: it cannot move). 1: it
+     * moved (the connection is closed and n->st, n->err say so), 0: it did not or no one
+     * could say. Not asked within CONFIRM_FRESH_US of the last answer. */
+    int (*moved)(hilock_client *c, hl_node *n);
+    /* The config epoch of the master in use, for fencing tokens (0: none). */
+    uint64_t (*epoch)(const hl_node *n);
+    void (*free)(hl_node *n);   /* n->topo_state (NULL-safe) */
+} hl_topo_ops;
+
+/* Run the same pipeline of `ncmd` commands on every node in `mask` (bit i = node i), all at
+ * once: connect where needed (handshake and pending undos go first), write, and read the
+ * replies, under one poll() loop. Each node stops at its own deadline:
+ * min(now + per_node_timeout_us, hard_deadline_us). Fills node->st, node->err,
+ * node->reply[0..ncmd) (free with hl_exec_clear). A timed-out or broken connection is
+ * closed (it reconnects on the next call). Script commands answered NOSCRIPT are sent again
+ * as EVAL, within the same deadline. Returns the mask of nodes with st == OK (all replies,
+ * which may still be error replies). */
+uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                 int64_t per_node_timeout_us, int64_t hard_deadline_us);
+/* hl_exec for blocking commands (BLPOP) on several nodes: returns as soon as one node's
+ * last reply carries data (not nil, not an error); the nodes still waiting are abandoned:
+ * closed (no stale reply can arrive later; the next call reconnects), st = ETIMEDOUT. */
+uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                     int64_t per_node_timeout_us, int64_t hard_deadline_us);
+void     hl_exec_clear(hilock_client *c);
+uint32_t hl_all_nodes(const hilock_client *c);
+
+/* Remember that `value` may have been written to `key` (with a ttl of ttl_ms) on node i:
+ * deleted if still equal, before anything else, on the next contacts with that node.
+ * Bounded: a duplicate is not added again, an undo is forgotten once the ttl has surely
+ * passed, at most HL_UNDO_MAX are kept per node (the oldest go), and each round trip sends
+ * at most HL_UNDO_CHUNK of them. Callers add one only when the write may have reached the
+ * server (node->wrote after hl_exec, or a grant seen). */
+void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value, int64_t ttl_ms);
+
+/* Map an error reply to a status (NOPERM/WRONGPASS/NOAUTH -> EAUTH, else EREPLY) and write
+ * "node: text" to node->err. */
+hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r);
+
+/* Close node i's connection (next call reconnects). */
+void hl_node_close(hl_node *n);
+
+#endif

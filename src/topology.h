@@ -1,0 +1,57 @@
+/*
+ * topology.h -- where a node's master is and whether a lock survived a change of it
+ * (topology.c, topo_sentinel.c). Facts: /work/shared/reference/failover.md.
+ *
+ * Owns: the topologies a node can have -- hl_topo_direct (redis://, unix://: the URL is the
+ * master) and hl_topo_sentinel (redis-sentinel://: the Sentinels name it) -- behind the
+ * engine's hl_topo_ops (engine.h), assigned by the client (client.c); and the failover part
+ * of every lock operation (identity, failover guard, WAIT, fence qualification, LOST), which
+ * applies to both. May call: the engine (hl_exec: the Sentinels are nodes of a private
+ * client; the undo of an unsafe grant). Called by: the lock layer (lock.c) and the client.
+ */
+#ifndef HILOCK_TOPOLOGY_H
+#define HILOCK_TOPOLOGY_H
+
+#include "engine.h"
+
+/* ---- failover awareness (topology.c) ---- */
+/* The topologies a node can have (client.c assigns one per node): a redis:// or unix:// URL
+ * is its own master; a redis-sentinel:// one asks its Sentinels on every new connection (in
+ * order, each bounded by a short timeout, all by the connect deadline) and checks ROLE. */
+extern const hl_topo_ops hl_topo_direct, hl_topo_sentinel;   /* topology.c, topo_sentinel.c */
+/* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
+int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r);
+
+typedef enum hl_topo_kind { HL_TOPO_ACQUIRE, HL_TOPO_EXTEND, HL_TOPO_RELEASE, HL_TOPO_CHECK } hl_topo_kind;
+
+/* One lock operation's failover part: commands it added to the pipeline, what it found. */
+typedef struct hl_topo_op {
+    hl_topo_kind  kind;
+    int           id_at, wait_at;  /* pipeline index of failover.lua / WAIT; -1: not sent */
+    int64_t       extra_us;        /* add to the per-node timeout: WAIT's share of the round trip */
+    uint32_t      refused;         /* acquire: the failover guard refused (the value is gone) */
+    uint32_t      undo;            /* acquire: granted, not safely (WAIT short, ...): undone */
+    uint32_t      moved;           /* acquire: granted on a master the Sentinels no longer name */
+    uint32_t      short_acks;      /* extend: WAIT short (the lock keeps its old validity) */
+    uint32_t      lost;            /* extend, release, check: no proof the lock survived */
+    hilock_status err;             /* the status of refused / undo / short_acks */
+    char          arg[4][24];
+} hl_topo_op;
+
+/* Before the round trip of a lock operation: append failover.lua (Sentinel clients, or
+ * failover_guard = 1) and WAIT (min_replicas > 0; acquire and extend) after cmds[0..n);
+ * returns the new count. Release, extend and check first ask a Sentinel whether the master
+ * moved (closing the connection if so). Nothing for legacy/bridge locks. */
+int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind,
+                   int64_t ttl_ms, hl_cmd *cmds, int n);
+/* After hl_exec, before hl_exec_clear: read those replies on the nodes in ok (granted: where
+ * the acquire script granted) and fill op's masks; node->err says why for each. Acquire:
+ * records where the lock was granted, undoes unsafe grants at once, and asks a Sentinel
+ * whether the master in use is still the master (see topo_sentinel.c for when it asks). */
+void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
+/* The fencing token of a grant on the nodes in granted: Sentinel config-epoch << 42 | low. */
+uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low);
+/* LOST, with the nodes' reasons in errmsg ("<op> <key>: ..."). */
+hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost);
+
+#endif

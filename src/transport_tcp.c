@@ -1,0 +1,191 @@
+/* transport_tcp.c -- the plain transport: TCP (IPv4, IPv6) and unix sockets.
+ *
+ * Owns the sockets: non-blocking connect, SOCK_CLOEXEC (a program the caller runs with fork
+ * + exec, e.g. the hilock command's COMMAND, must not inherit them), TCP_NODELAY (a round
+ * trip is one small write: never wait for Nagle), send(MSG_NOSIGNAL) (writing to a server
+ * that went away must be an EPIPE we report, never a SIGPIPE that kills the caller, and
+ * blocking the signal around every round trip would cost four system calls).
+ * Layer: below the engine (transport.h); calls nothing of the library above util. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "transport.h"
+
+static void set_why(hl_io_conn *k, int err)
+{
+    snprintf(k->why, sizeof k->why, "%s", strerror(err));
+}
+
+/* socket + connect of one address: 0 started (or done), else the errno. */
+static int dial(hl_io_conn *k, int family, const struct sockaddr *sa, socklen_t len)
+{
+    int one = 1, e;
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errno;
+    if (family != AF_UNIX) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, sa, len) == 0 || errno == EINPROGRESS) {
+        k->fd = fd;
+        return 0;
+    }
+    e = errno;
+    close(fd);
+    return e;
+}
+
+static int connect_unix(hl_io_conn *k, const char *path, char *err, size_t len)
+{
+    struct sockaddr_un sa;
+    int e;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof sa.sun_path) {
+        snprintf(err, len, "unix socket path too long");
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if ((e = dial(k, AF_UNIX, (const struct sockaddr *)&sa, sizeof sa)) == 0) return 0;
+    snprintf(err, len, "%s", strerror(e));
+    return -1;
+}
+
+/* The host's addresses: a numeric one (IPv4, IPv6 literal, with a zone) is parsed without
+ * any lookup. A name goes to getaddrinfo, which BLOCKS (the resolver has no deadline of ours:
+ * connect_timeout_ms does not bound it; a bounded, non-blocking DNS is out of scope) --
+ * IPv4 first, then IPv6, as hiredis did (no IPv6 connectivity test on every connect). */
+static int resolve(const char *host, int port, struct addrinfo **out, char *err, size_t len)
+{
+    struct addrinfo hints;
+    char serv[16];
+    int rv;
+    snprintf(serv, sizeof serv, "%d", port);
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    if ((rv = getaddrinfo(host, serv, &hints, out)) == 0) return 0;
+    hints.ai_flags = AI_NUMERICSERV;
+    hints.ai_family = AF_INET;
+    if ((rv = getaddrinfo(host, serv, &hints, out)) == 0) return 0;
+    hints.ai_family = AF_INET6;
+    if ((rv = getaddrinfo(host, serv, &hints, out)) == 0) return 0;
+    snprintf(err, len, "%s", gai_strerror(rv));
+    return -1;
+}
+
+static int tcp_connect_start(hl_io_conn *k, const char *host, int port, char *err, size_t len)
+{
+    struct addrinfo *ai, *p;
+    int e = 0;
+    k->ops = &hl_transport_tcp;
+    k->fd = -1;
+    k->connected = 0;
+    k->why[0] = '\0';
+    if (port < 0) return connect_unix(k, host, err, len);
+    if (resolve(host, port, &ai, err, len) < 0) return -1;
+    for (p = ai; p; p = p->ai_next)   /* the first address that takes the connect */
+        if ((e = dial(k, p->ai_family, p->ai_addr, p->ai_addrlen)) == 0) break;
+    freeaddrinfo(ai);
+    if (k->fd >= 0) return 0;
+    snprintf(err, len, "%s", strerror(e ? e : EADDRNOTAVAIL));
+    return -1;
+}
+
+static hl_io tcp_connect_step(hl_io_conn *k)
+{
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    if (getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0) soerr = errno;
+    if (soerr) {
+        set_why(k, soerr);
+        return HL_IO_ERROR;
+    }
+    k->connected = 1;
+    return HL_IO_OK;
+}
+
+static hl_io tcp_read(hl_io_conn *k, void *buf, size_t cap, size_t *n)
+{
+    ssize_t r;
+    *n = 0;
+    do r = recv(k->fd, buf, cap, 0);
+    while (r < 0 && errno == EINTR);
+    if (r > 0) {
+        *n = (size_t)r;
+        return HL_IO_OK;
+    }
+    if (r == 0) return HL_IO_CLOSED;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        k->want = POLLIN;
+        return HL_IO_WANT_READ;
+    }
+    set_why(k, errno);
+    return HL_IO_ERROR;
+}
+
+static hl_io tcp_write(hl_io_conn *k, const void *buf, size_t len, size_t *n)
+{
+    ssize_t w;
+    *n = 0;
+    do w = send(k->fd, buf, len, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w >= 0) {
+        *n = (size_t)w;
+        return HL_IO_OK;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        k->want = POLLOUT;
+        return HL_IO_WANT_WRITE;
+    }
+    set_why(k, errno);
+    return errno == EPIPE || errno == ECONNRESET ? HL_IO_CLOSED : HL_IO_ERROR;
+}
+
+static size_t tcp_pending(const hl_io_conn *k)
+{
+    (void)k;
+    return 0;
+}
+
+static short tcp_poll_events(const hl_io_conn *k, short wanted)
+{
+    return k->connected ? wanted : POLLOUT;
+}
+
+static const char *tcp_error(const hl_io_conn *k)
+{
+    return k->why[0] ? k->why : "unknown error";
+}
+
+/* The connect may well have completed unseen (the engine was busy elsewhere: building a
+ * pipeline, another node, a Sentinel). */
+static const char *tcp_timeout_error(const hl_io_conn *k)
+{
+    struct pollfd pf = { k->fd, POLLOUT, 0 };
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    if (k->connected) return "read";
+    if (poll(&pf, 1, 0) == 1 && getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 &&
+        soerr == 0)
+        return "read";
+    return "connect";
+}
+
+static void tcp_close(hl_io_conn *k)
+{
+    if (k->fd >= 0) close(k->fd);
+    k->fd = -1;
+    k->connected = 0;
+}
+
+const hl_transport_ops hl_transport_tcp = {
+    "tcp", tcp_connect_start, tcp_connect_step, tcp_read, tcp_write, tcp_pending,
+    tcp_poll_events, tcp_error, tcp_timeout_error, tcp_close,
+};
