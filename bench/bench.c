@@ -16,12 +16,16 @@
  *     time, with wake-up on release (options.wake = 1) and with pure polling (wake = 0):
  *     acquisitions/s, fairness, the release -> next acquire latency, how long acquire waited,
  *     and a check that no two processes ever held the lock at once.
- *  3. Redlock: acquire+release latency over 1, 3 and 5 masters (all asked at once), next to
+ *  3. Fairness under greedy contention (issue 14; bench/fairness.c): P processes acquire ->
+ *     hold 1 ms -> release -> acquire again for D s, per configuration (wake-on-release,
+ *     polling; the fair mode will be one more row): grants/s, shares, Jain's index, waits.
+ *  4. Redlock: acquire+release latency over 1, 3 and 5 masters (all asked at once), next to
  *     the floor of the machine: bare hiredis sending the same commands to every master at
  *     once (on a small machine the masters compete for its CPUs).
  *
  * Knobs (environment): HILOCK_BENCH_SECONDS (time per variant, default 4),
- * HILOCK_LUA_DIR (default src/lua).
+ * HILOCK_LUA_DIR (default src/lua), HILOCK_BENCH_FAIR_* (bench/fairness.c).
+ * `bench fairness` runs only part 3.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -40,8 +44,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "fixture.h"
-#include "hilock.h"
+#include "bench.h"
 
 #define KEY "bench:lock"
 #define TTL_MS 30000
@@ -54,27 +57,27 @@
 static double run_s = 4.0;   /* per variant */
 static int slices = 16;      /* run_s / SLICE_S */
 
-static int64_t now_us(void)
+int64_t now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void die(const char *what, const char *why)
+void die(const char *what, const char *why)
 {
     fprintf(stderr, "bench: %s: %s\n", what, why);
     exit(1);
 }
 
-static int cmp_i64(const void *a, const void *b)
+int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? -1 : x > y;
 }
 
 /* nearest-rank percentile of a sorted array, in ms */
-static double pct_ms(const int64_t *v, size_t n, double q)
+double pct_ms(const int64_t *v, size_t n, double q)
 {
     size_t i;
     if (n == 0) return 0;
@@ -83,16 +86,26 @@ static double pct_ms(const int64_t *v, size_t n, double q)
     return (double)v[(i > n ? n : i) - 1] / 1000.0;
 }
 
-static hilock_client *client(const char *const *urls, size_t n, int wake)
+hilock_client *client_with(const char *const *urls, size_t n, void (*tune)(hilock_options *o))
 {
     hilock_options o;
     hilock_client *c;
     hilock_options_init(&o);
     o.servers = urls;
     o.nservers = n;
-    o.wake = wake;
+    if (tune) tune(&o);
     if (hilock_client_new(&o, &c) != HILOCK_OK) die("client", hilock_last_config_error());
     return c;
+}
+
+void tune_no_wake(hilock_options *o)
+{
+    o->wake = 0;
+}
+
+static hilock_client *client(const char *const *urls, size_t n, int wake)
+{
+    return client_with(urls, n, wake ? NULL : tune_no_wake);
 }
 
 static redisContext *bare_connect(const hlt_redis *r, int unix_socket)
@@ -100,6 +113,25 @@ static redisContext *bare_connect(const hlt_redis *r, int unix_socket)
     redisContext *rc = unix_socket ? redisConnectUnix(r->sock) : redisConnect("127.0.0.1", r->port);
     if (!rc || rc->err) die("hiredis connect", rc ? rc->errstr : "out of memory");
     return rc;
+}
+
+void in_processes(int n, void (*body)(int i, void *arg), void *arg, const char *what)
+{
+    pid_t *pid = calloc((size_t)n, sizeof *pid);
+    if (!pid) die("calloc", "out of memory");
+    fflush(stdout);   /* or each child would print what is buffered again */
+    for (int i = 0; i < n; i++) {
+        if ((pid[i] = fork()) < 0) die("fork", strerror(errno));
+        if (pid[i] == 0) {
+            body(i, arg);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int st;
+        if (waitpid(pid[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) die(what, "failed");
+    }
+    free(pid);
 }
 
 /* ---- capturing what the library sends (MONITOR) ---- */
@@ -459,31 +491,28 @@ static void contender(hlt_redis *r, shared *sh, int me, int wake, int64_t start,
     hilock_client_free(c);
 }
 
+typedef struct contend_run { hlt_redis *r; shared *sh; int wake; int64_t start, end; } contend_run;
+
+static void contend_one(int i, void *arg)
+{
+    contend_run *run = arg;
+    contender(run->r, run->sh, i, run->wake, run->start, run->end);
+}
+
 static void contention(hlt_redis *r, int wake, const char *label)
 {
     shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     int64_t start, end;
-    pid_t pid[NPROC];
+    contend_run run;
     uint32_t ng, ngo, nw;
     double secs = run_s * 0.75;
     if (sh == MAP_FAILED) die("mmap", strerror(errno));
     memset(sh, 0, sizeof *sh);
     sh->holder = -1;
-    fflush(stdout);
     start = now_us() + 200000;   /* every process connected and ready */
     end = start + (int64_t)(secs * 1e6);
-    for (int i = 0; i < NPROC; i++) {
-        if ((pid[i] = fork()) < 0) die("fork", strerror(errno));
-        if (pid[i] == 0) {
-            contender(r, sh, i, wake, start, end);
-            _exit(0);
-        }
-    }
-    for (int i = 0; i < NPROC; i++) {
-        int st;
-        waitpid(pid[i], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st)) die("contender", "failed");
-    }
+    run = (contend_run){ r, sh, wake, start, end };
+    in_processes(NPROC, contend_one, &run, "contender");
     ng = sh->ngap < MAX_SAMPLES ? sh->ngap : MAX_SAMPLES;
     ngo = sh->ngap_other < MAX_SAMPLES ? sh->ngap_other : MAX_SAMPLES;
     nw = sh->nwait < MAX_SAMPLES ? sh->nwait : MAX_SAMPLES;
@@ -623,7 +652,8 @@ static void redlock(hlt_redis *first)
     for (int i = 1; i < NMASTERS; i++) hlt_redis_stop(m[i]);
 }
 
-int main(void)
+/* `bench fairness`: only the fairness table (bench/fairness.c). */
+int main(int argc, char **argv)
 {
     const char *e;
     hlt_redis *r;
@@ -642,6 +672,11 @@ int main(void)
            "(HILOCK_BENCH_SECONDS)\n", HILOCK_VERSION, ver && ver->str && strstr(ver->str, "redis_version:") ?
            strtok(strstr(ver->str, "redis_version:") + 14, "\r\n") : "?", ncpu, slices * SLICE_S, slices);
     if (ver) freeReplyObject(ver);
+    if (argc > 1 && !strcmp(argv[1], "fairness")) {
+        fairness(r);
+        hlt_redis_stop(r);
+        return 0;
+    }
 
     nloaded = load_scripts(r);
     capture(r);
@@ -673,6 +708,7 @@ int main(void)
            "per process", "other", "p50", "p99", "p50", "p99", "p50", "p99", "max", "overlaps");
     contention(r, 1, "wake-up");
     contention(r, 0, "polling (wake=0)");
+    fairness(r);
 
     redlock(r);
     free_script(&lib_acquire);
