@@ -207,6 +207,7 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
     hilock_client *c;
     const char *why;
     char err[200];
+    int tls_needed = 0;
     config_err[0] = '\0';
     if (!out) return config_fail(HILOCK_EINVAL, "out is NULL");
     *out = NULL;
@@ -239,18 +240,21 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
             return st;
         }
         c->nnodes++;
-        c->nodes[i].transport = &hl_transport_tcp;   /* (TLS: issue 11) */
+        c->nodes[i].transport = c->nodes[i].url.tls ? &hl_transport_tls : &hl_transport_tcp;
+        tls_needed |= c->nodes[i].url.tls;
         c->nodes[i].topo = c->nodes[i].url.kind == HL_URL_SENTINEL ? &hl_topo_sentinel : &hl_topo_direct;
         if (!(c->servers[i] = hl_strdup(o->servers[i])) || !(c->nodes[i].name = node_name(&c->nodes[i].url)))
             goto oom;
         c->opt.nservers++;
     }
     c->opt.servers = (const char *const *)c->servers;
-    if (load_tls(c, 0, err, sizeof err) != HILOCK_OK) {
+    if (load_tls(c, tls_needed, err, sizeof err) != HILOCK_OK) {
         config_fail(HILOCK_EINVAL, "%s", err);
         client_destroy(c);
         return HILOCK_EINVAL;
     }
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (c->nodes[i].url.tls) c->nodes[i].transport_cfg = c->tls;
     c->quorum = c->nnodes / 2 + 1;
     if (hl_random_bytes(&c->rng, sizeof c->rng) < 0) c->rng = (uint64_t)hl_now_us();
     c->errmsg[0] = '\0';

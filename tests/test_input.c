@@ -288,7 +288,7 @@ Test(input, client_open_rejects_null_and_malformed_urls)
         "redis://127.0.0.1#m", "redis://user@127.0.0.1", "redis://:@127.0.0.1", "redis://u:p%4@127.0.0.1",
         "redis://u:p%zz@127.0.0.1", "redis://u:p%00x@127.0.0.1", "redis://127.0.0.1 :6379", "redis://127.0.0.1\n",
         "redis://[::1", "redis://[]:6379", "redis://[::1]x", "redis://[zz::1]", "redis://host_with/slash/1",
-        "rediss://127.0.0.1", "unix://", "unix://relative/path", "unix:///tmp/r.sock?db=", "unix:///tmp/r.sock?db=x",
+        "rediss://127.0.0.1:0", "unix://", "unix://relative/path", "unix:///tmp/r.sock?db=", "unix:///tmp/r.sock?db=x",
         "unix:///tmp/r.sock?foo=1", "unix:///tmp/r#x.sock", "redis-sentinel://127.0.0.1",
         "redis-sentinel://127.0.0.1#", "redis-sentinel://#m", "redis-sentinel://a,#m",
     };
