@@ -1,6 +1,7 @@
 /* test_tls.c -- locks over TLS (rediss://), through the public API, against real TLS-only
  * redis-servers (tests/tls_fixture.h); state read back over each server's plain unix socket. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,4 +216,67 @@ Test(tls, redlock_over_three_tls_masters)
     hilock_free(l);
     hilock_client_free(c);
     for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
+}
+
+typedef struct waiter {
+    hilock_client *c;
+    hilock_status st;
+    long long took;
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+    hilock *l = NULL;
+    long long t0 = hlt_now_ms();
+    w->st = hilock_acquire(w->c, "tls:k", 30000, 20000, &l);
+    w->took = hlt_now_ms() - t0;
+    if (l) hilock_release(l);
+    hilock_free(l);
+    return NULL;
+}
+
+Test(tls, a_waiter_is_woken_by_the_release_over_tls)
+{
+    hlt_redis *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
+    const char *url = r->url;
+    hilock_options o = tls_opts(&url, 1);
+    hilock_client *c = client_for(&o);
+    hilock *l = NULL;
+    waiter w;
+    pthread_t th;
+    o.retry_delay_ms = 8000;   /* polling would take seconds: only the wake is quick */
+    w.c = client_for(&o);
+    cr_assert_eq(hilock_acquire(c, "tls:k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    pthread_create(&th, NULL, wait_for_lock, &w);
+    hlt_sleep_ms(500);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    pthread_join(th, NULL);
+    cr_assert_eq(w.st, HILOCK_OK, "%s", hilock_client_errmsg(w.c));
+    cr_assert_lt(w.took, 3500, "woken after %lld ms: not by the release", w.took);
+    hilock_free(l);
+    hilock_client_free(w.c);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(tls, the_client_keeps_its_own_copy_of_the_tls_strings)
+{
+    hlt_redis *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
+    const char *url = r->url;
+    hilock_options o = tls_opts(&url, 1);
+    char *ca = strdup(pki->ca), *name = strdup("localhost");
+    hilock_client *c;
+    hilock *l = NULL;
+    o.tls_ca_file = ca;
+    o.tls_server_name = name;
+    c = client_for(&o);
+    memset(name, 'x', strlen(name));   /* the caller's buffers change and go away */
+    free(name);
+    free(ca);
+    cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
 }
