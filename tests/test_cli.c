@@ -104,7 +104,7 @@ static int run(hlt_redis *r, const char *const *args)
 /* Contents of a file in the temp dir ("" if none); static, overwritten by the next call. */
 static const char *slurp(hlt_redis *r, const char *name)
 {
-    static char buf[4096];
+    static char buf[16384];
     FILE *f = fopen(path(r, name), "r");
     size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
     buf[n] = '\0';
