@@ -76,6 +76,10 @@ typedef struct cli {
     int         lost_sig;        /* 0 = leave COMMAND running */
     int64_t     kill_after_ms;   /* 0 = never escalate to SIGKILL */
     int         verbose;
+    int         tls;             /* --tls: redis:// URLs become rediss:// */
+    char       *tls_copy[MAX_SERVERS];   /* those rediss:// copies */
+    const char *cacert, *cacertdir, *cert, *keyfile, *sni;   /* the tls_* options */
+    int         insecure;        /* --insecure: tls_verify = 0 */
     const char *key;
     char      **cmd;
     char      **tool;            /* inventory / inspect and their arguments (cli/inspect.c) */
@@ -111,6 +115,13 @@ static const char usage_text[] =
     "                             (doc, node-redis-lock, jedis-lock, redis-objects,\n"
     "                             redis-py-2, ruby-redis-lock; default doc)\n"
     "      --bridge               modern lock that legacy clients also respect\n"
+    "      --tls                  reach redis:// servers over TLS (as rediss:// URLs)\n"
+    "      --cacert=FILE          trust the CAs in this PEM file (default: the system's)\n"
+    "      --cacertdir=DIR        trust the CAs in this directory (openssl rehash)\n"
+    "      --cert=FILE            client certificate (PEM), for servers that ask for one\n"
+    "      --key=FILE             its private key (PEM, not encrypted)\n"
+    "      --sni=NAME             the server name to send and verify (default: the URL's host)\n"
+    "      --insecure             TLS without verifying the server: UNSAFE\n"
     "  -L, --on-lost=SIGNAL       signal sent to COMMAND if the lock is lost (default TERM;\n"
     "                             'none' lets COMMAND finish)\n"
     "  -k, --kill-after=DURATION  then SIGKILL (to COMMAND's process group, see below) if\n"
@@ -121,6 +132,7 @@ static const char usage_text[] =
     "  -V, --version              the version\n"
     "DURATION is a number of seconds (fractions allowed) or NUMBER followed by ms, s, m, h or d.\n"
     "URLs: redis://[[user]:password@]host[:port][/db], unix:///path/redis.sock[?db=N],\n"
+    "      rediss://... (redis:// over TLS),\n"
     "      redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master\n"
     "\n"
     "COMMAND gets HILOCK_KEY and HILOCK_FENCE (the fencing token) in its environment, and\n"
@@ -306,7 +318,8 @@ static int servers_from_file(cli *o, const char *name)
 
 /* ---- options ---- */
 
-enum { OPT_LEGACY = 256, OPT_BRIDGE, OPT_SERVERS_FILE };
+enum { OPT_LEGACY = 256, OPT_BRIDGE, OPT_SERVERS_FILE, OPT_TLS, OPT_CACERT, OPT_CACERTDIR, OPT_CERT,
+       OPT_KEY, OPT_SNI, OPT_INSECURE };
 
 static const struct option longopts[] = {
     { "nonblock", no_argument, NULL, 'n' },
@@ -319,6 +332,13 @@ static const struct option longopts[] = {
     { "servers-file", required_argument, NULL, OPT_SERVERS_FILE },
     { "legacy", optional_argument, NULL, OPT_LEGACY },
     { "bridge", no_argument, NULL, OPT_BRIDGE },
+    { "tls", no_argument, NULL, OPT_TLS },
+    { "cacert", required_argument, NULL, OPT_CACERT },
+    { "cacertdir", required_argument, NULL, OPT_CACERTDIR },
+    { "cert", required_argument, NULL, OPT_CERT },
+    { "key", required_argument, NULL, OPT_KEY },
+    { "sni", required_argument, NULL, OPT_SNI },
+    { "insecure", no_argument, NULL, OPT_INSECURE },
     { "on-lost", required_argument, NULL, 'L' },
     { "kill-after", required_argument, NULL, 'k' },
     { "verbose", no_argument, NULL, 'v' },
@@ -326,6 +346,19 @@ static const struct option longopts[] = {
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
 };
+
+/* --tls, as redis-cli's: every redis:// server is reached as rediss:// (the same URL over
+ * TLS); other schemes are left as written. Returns -1 to go on, or the status to exit with. */
+static int servers_to_tls(cli *o)
+{
+    for (size_t i = 0; i < o->nservers; i++) {
+        if (strncmp(o->servers[i], "redis://", 8)) continue;
+        if (!(o->tls_copy[i] = malloc(strlen(o->servers[i]) + 2))) return EXIT_OSERR;
+        sprintf(o->tls_copy[i], "rediss://%s", o->servers[i] + 8);
+        o->servers[i] = o->tls_copy[i];
+    }
+    return -1;
+}
 
 /* Fill *o from argv. Returns -1 to go on, or the status to exit with. */
 static int parse_args(int argc, char **argv, cli *o)
@@ -365,6 +398,13 @@ static int parse_args(int argc, char **argv, cli *o)
             o->preset = optarg ? optarg : "doc";
             break;
         case OPT_BRIDGE: o->bridge = 1; break;
+        case OPT_TLS: o->tls = 1; break;
+        case OPT_CACERT: o->cacert = optarg; break;
+        case OPT_CACERTDIR: o->cacertdir = optarg; break;
+        case OPT_CERT: o->cert = optarg; break;
+        case OPT_KEY: o->keyfile = optarg; break;
+        case OPT_SNI: o->sni = optarg; break;
+        case OPT_INSECURE: o->insecure = 1; break;
         case 'L':
             if ((o->lost_sig = parse_signal(optarg)) < 0) return usage_error("-L: unknown signal '%s'", optarg);
             break;
@@ -401,7 +441,7 @@ static int parse_args(int argc, char **argv, cli *o)
         if ((c = servers_from_list(o, env)) != 0) return c;
     }
     if (o->nservers == 0) o->servers[o->nservers++] = "redis://127.0.0.1:6379";
-    return -1;
+    return o->tls ? servers_to_tls(o) : -1;
 }
 
 /* ---- signals and the self-pipe ---- */
@@ -466,6 +506,12 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
     opt.servers = o->servers;
     opt.nservers = o->nservers;
     opt.bridge = o->bridge;
+    opt.tls_ca_file = o->cacert;
+    opt.tls_ca_path = o->cacertdir;
+    opt.tls_cert_file = o->cert;
+    opt.tls_key_file = o->keyfile;
+    opt.tls_server_name = o->sni;
+    opt.tls_verify = !o->insecure;
     if (o->legacy && hilock_codec_preset(o->preset, &opt.codec) != HILOCK_OK)
         return usage_error("--legacy: unknown preset '%s'", o->preset);
     if ((st = hilock_client_new(&opt, cp)) != HILOCK_OK) {
@@ -973,6 +1019,7 @@ int main(int argc, char **argv)
     hilock_client_free(c);
     free(o.list_copy);
     for (size_t i = 0; i < o.narg_copy; i++) free(o.arg_copy[i]);
+    for (size_t i = 0; i < MAX_SERVERS; i++) free(o.tls_copy[i]);
     if (pipe_fd[0] >= 0) close(pipe_fd[0]);
     if (pipe_fd[1] >= 0) close(pipe_fd[1]);
     return rc;

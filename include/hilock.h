@@ -220,6 +220,22 @@ typedef struct hilock_options {
                                      the longest ttl recorded on the master before the failover
                                      (replicated) and the requester's own ttl. Default 0.
                                      Range 0..HILOCK_TTL_MAX_MS.                                */
+    /* TLS, for rediss:// servers (unused by redis://, unix:// and redis-sentinel:// ones).
+     * The client copies the strings (they need not outlive hilock_client_new) and loads the
+     * files when it is made: a file that cannot be read, a key that does not match its
+     * certificate or an encrypted key is HILOCK_EINVAL there, hilock_last_config_error()
+     * naming the option and the file. NULL = not set.                                       */
+    const char *tls_ca_file;      /* PEM bundle of the CAs to trust. With tls_ca_path also
+                                     NULL: the system's default trust store.                  */
+    const char *tls_ca_path;      /* directory of hashed CA certificates (openssl rehash).    */
+    const char *tls_cert_file;    /* client certificate (PEM, may hold its chain), for servers
+                                     with tls-auth-clients yes; needs tls_key_file.           */
+    const char *tls_key_file;     /* its private key (PEM, not encrypted); needs tls_cert_file. */
+    const char *tls_server_name;  /* the name sent as SNI and that the certificate must carry;
+                                     NULL = the host of each server's URL.                    */
+    int     tls_verify;           /* 1 = verify the certificate chain and the host name (the
+                                     default); 0 = encrypt without verifying: UNSAFE, anyone
+                                     on the path can pose as the server. 0 or 1.              */
 } hilock_options;
 
 /* Fill *o with the defaults listed above. Never fails; NULL is ignored.

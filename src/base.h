@@ -46,6 +46,7 @@ typedef struct hl_hostport {
 typedef struct hl_url {
     hl_url_kind  kind;
     char        *host;      /* TCP */
+    int          tls;       /* TCP: rediss:// */
     int          port;
     char        *path;      /* UNIX */
     char        *user;      /* NULL = no ACL user */

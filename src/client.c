@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "tls.h"
 #include "transport.h"
 
 static __thread char config_err[256];
@@ -47,11 +48,12 @@ static const size_t options_ends[] = {
     END(servers), END(nservers), END(connect_timeout_ms), END(io_timeout_ms), END(retry_delay_ms),
     END(drift_factor), END(min_replicas), END(replicas_timeout_ms), END(failover_guard), END(bridge),
     END(codec), END(skew_margin_ms), END(clock_offset_ms), END(legacy_pexpire), END(wake),
-    END(failover_guard_ms),
+    END(failover_guard_ms), END(tls_ca_file), END(tls_ca_path), END(tls_cert_file), END(tls_key_file),
+    END(tls_server_name), END(tls_verify),
 };
 /* A field appended to the struct but not to the list above fails the build here (the last
  * field listed must end within the struct's trailing padding). */
-typedef char hl_options_ends_complete[sizeof(hilock_options) - END(failover_guard_ms) < 8 ? 1 : -1];
+typedef char hl_options_ends_complete[sizeof(hilock_options) - END(tls_verify) < 8 ? 1 : -1];
 #undef END
 
 static void options_defaults(hilock_options *o)
@@ -75,6 +77,7 @@ static void options_defaults(hilock_options *o)
     o->clock_offset_ms = 0;
     o->legacy_pexpire = 0;
     o->wake = 1;
+    o->tls_verify = 1;
 }
 
 void hilock_options_init_sized(hilock_options *o, size_t size)
@@ -123,6 +126,7 @@ static const char *check_options(const hilock_options *o)
     if (o->clock_offset_ms < -86400000 || o->clock_offset_ms > 86400000)
         return "clock_offset_ms must be in -86400000..86400000";
     if (o->legacy_pexpire < 0 || o->legacy_pexpire > 1) return "legacy_pexpire must be 0 or 1";
+    if (o->tls_verify < 0 || o->tls_verify > 1) return "tls_verify must be 0 or 1";
     return NULL;
 }
 
@@ -146,7 +150,43 @@ static void client_destroy(hilock_client *c)
     /* nnodes, not opt.nservers: a copy made just before node_name() failed is freed too */
     for (size_t i = 0; i < c->nnodes && c->servers; i++) free(c->servers[i]);
     free(c->servers);
+    hl_tls_ctx_free(c->tls);
+    free((char *)c->opt.tls_ca_file);
+    free((char *)c->opt.tls_ca_path);
+    free((char *)c->opt.tls_cert_file);
+    free((char *)c->opt.tls_key_file);
+    free((char *)c->opt.tls_server_name);
     free(c);
+}
+
+/* The tls_* strings, owned by the client from here on (c->opt holds the caller's pointers on
+ * entry). -1: out of memory (what was copied is freed with the client). */
+static int copy_tls_strings(hilock_client *c)
+{
+    const char **f[] = {&c->opt.tls_ca_file, &c->opt.tls_ca_path, &c->opt.tls_cert_file,
+                        &c->opt.tls_key_file, &c->opt.tls_server_name};
+    const char *given[sizeof f / sizeof f[0]];
+    int failed = 0;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        given[i] = *f[i];
+        *f[i] = NULL;
+    }
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (given[i] && !(*f[i] = hl_strdup(given[i]))) failed = 1;
+    return failed ? -1 : 0;
+}
+
+/* The TLS context, loaded once per client so that an unreadable file is EINVAL here, not a
+ * failure at every connect. Made when a file is given or a server needs TLS. */
+static hilock_status load_tls(hilock_client *c, int needed, char *err, size_t err_len)
+{
+    const hilock_options *o = &c->opt;
+    hl_tls_config cfg = {o->tls_ca_file, o->tls_ca_path, o->tls_cert_file, o->tls_key_file,
+                         o->tls_server_name, o->tls_verify};
+    if (!needed && !o->tls_ca_file && !o->tls_ca_path && !o->tls_cert_file && !o->tls_key_file)
+        return HILOCK_OK;
+    if (!(c->tls = hl_tls_ctx_new(&cfg, err, err_len))) return HILOCK_EINVAL;
+    return HILOCK_OK;
 }
 
 static char *node_name(const hl_url *u)
@@ -167,6 +207,7 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
     hilock_client *c;
     const char *why;
     char err[200];
+    int tls_needed = 0;
     config_err[0] = '\0';
     if (!out) return config_fail(HILOCK_EINVAL, "out is NULL");
     *out = NULL;
@@ -185,6 +226,7 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
     c->fork_gen = hl_fork_gen;
     c->pid = (long)getpid();
     c->opt = *o;
+    if (copy_tls_strings(c) < 0) goto oom;
     c->servers = calloc(o->nservers, sizeof *c->servers);
     c->nodes = calloc(o->nservers, sizeof *c->nodes);
     if (!c->servers || !c->nodes) goto oom;
@@ -198,13 +240,21 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
             return st;
         }
         c->nnodes++;
-        c->nodes[i].transport = &hl_transport_tcp;   /* (TLS: issue 11) */
+        c->nodes[i].transport = c->nodes[i].url.tls ? &hl_transport_tls : &hl_transport_tcp;
+        tls_needed |= c->nodes[i].url.tls;
         c->nodes[i].topo = c->nodes[i].url.kind == HL_URL_SENTINEL ? &hl_topo_sentinel : &hl_topo_direct;
         if (!(c->servers[i] = hl_strdup(o->servers[i])) || !(c->nodes[i].name = node_name(&c->nodes[i].url)))
             goto oom;
         c->opt.nservers++;
     }
     c->opt.servers = (const char *const *)c->servers;
+    if (load_tls(c, tls_needed, err, sizeof err) != HILOCK_OK) {
+        config_fail(HILOCK_EINVAL, "%s", err);
+        client_destroy(c);
+        return HILOCK_EINVAL;
+    }
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (c->nodes[i].url.tls) c->nodes[i].transport_cfg = c->tls;
     c->quorum = c->nnodes / 2 + 1;
     if (hl_random_bytes(&c->rng, sizeof c->rng) < 0) c->rng = (uint64_t)hl_now_us();
     c->errmsg[0] = '\0';

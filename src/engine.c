@@ -251,16 +251,15 @@ static int conn_start(hilock_client *c, hl_node *n, int64_t deadline)
     return 0;
 }
 
-/* An idle connection has nothing to read: if it polls readable (EOF, reset), the server
- * closed it since our last call (restart, its `timeout`, CLIENT KILL). Nothing has been sent
+/* An idle connection has nothing to read: if its transport sees EOF or a reset (TLS: past
+ * the records a server sends unasked), the server closed it since our last call (restart, its `timeout`, CLIENT KILL). Nothing has been sent
  * on it yet, so reconnecting now is safe, and spares the caller a needless EIO. Only asked
  * of a connection idle for STALE_AFTER_US: the server's `timeout` is at least 1 s, and in a
  * busy loop the probe would be a third of the system calls of a round trip. */
 #define STALE_AFTER_US 250000
-static int conn_stale(const struct hl_conn *k, int64_t now)
+static int conn_stale(struct hl_conn *k, int64_t now)
 {
-    struct pollfd pf = { k->io.fd, POLLIN, 0 };
-    return !k->connecting && now - k->last_us >= STALE_AFTER_US && poll(&pf, 1, 0) != 0;
+    return !k->connecting && now - k->last_us >= STALE_AFTER_US && k->io.ops->idle_closed(&k->io);
 }
 
 /* ---- the exec loop ---- */

@@ -67,6 +67,8 @@ struct hilock_client {
     int            refs;         /* the user's reference + one per live lock */
     hilock_options opt;          /* deep copy: servers point into owned strings */
     char         **servers;
+    struct hl_tls_ctx *tls;      /* the TLS context of the tls_* options, or NULL: shared by
+                                    the rediss:// nodes (their transport_cfg) */
     size_t         nnodes;
     hl_node       *nodes;
     size_t         quorum;       /* nnodes/2 + 1 */

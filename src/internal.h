@@ -5,7 +5,7 @@
  * The layers, bottom up (each header says what it owns and may call; none calls up):
  *   base.h       util.c, url.c, scripts: shared by all, calls nothing
  *   resp.h       resp.c, resp_limit.c: replies, limits, the parser (the only hiredis user)
- *   transport.h  transport_tcp.c (tls.c next): sockets
+ *   transport.h  transport_tcp.c, transport_tls.c (+ tls.c): sockets and TLS
  *   engine.h     engine.c: pipelines on nodes (-> transport, resp; a topology only through
  *                the ops table node->topo)
  *   topology.h   topology.c, topo_sentinel.c: direct and Sentinel nodes, failover

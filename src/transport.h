@@ -7,7 +7,8 @@
  * table a node was given by the client (client.c), so a second transport is a second table,
  * not branches in the engine.
  *
- * Implementations: hl_transport_tcp (transport_tcp.c): plain TCP and unix sockets.
+ * Implementations: hl_transport_tcp (transport_tcp.c): plain TCP and unix sockets;
+ * hl_transport_tls (transport_tls.c): TLS over transport_tcp's TCP sockets (rediss://).
  */
 #ifndef HILOCK_TRANSPORT_H
 #define HILOCK_TRANSPORT_H
@@ -60,8 +61,14 @@ typedef struct hl_transport_ops {
      * had not, else "read" (it completed unseen: the time ran out waiting for a reply). */
     const char *(*timeout_error)(const hl_io_conn *k);
     void   (*close)(hl_io_conn *k);   /* and free its state; k may be started again */
+    /* Asked of a connected, idle connection (no command in flight): 1 if the server closed it
+     * since (EOF, reset, an error), so the engine reconnects before sending; 0 if it looks
+     * alive. Never blocks. Plain sockets: anything readable. TLS: records the server sends
+     * unasked (session tickets) are read and mean alive. */
+    int    (*idle_closed)(hl_io_conn *k);
 } hl_transport_ops;
 
 extern const hl_transport_ops hl_transport_tcp;
+extern const hl_transport_ops hl_transport_tls;   /* transport_tls.c: cfg = a struct hl_tls_ctx */
 
 #endif

@@ -185,7 +185,14 @@ static void tcp_close(hl_io_conn *k)
     k->connected = 0;
 }
 
+/* An idle connection has nothing to read: readable means EOF or a reset. */
+static int tcp_idle_closed(hl_io_conn *k)
+{
+    struct pollfd pf = { k->fd, POLLIN, 0 };
+    return poll(&pf, 1, 0) != 0;
+}
+
 const hl_transport_ops hl_transport_tcp = {
     "tcp", tcp_connect_start, tcp_connect_step, tcp_read, tcp_write, tcp_pending,
-    tcp_poll_events, tcp_error, tcp_timeout_error, tcp_close,
+    tcp_poll_events, tcp_error, tcp_timeout_error, tcp_close, tcp_idle_closed,
 };

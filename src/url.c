@@ -1,5 +1,6 @@
 /* url.c -- server URLs, as the Redis ecosystem writes them:
  *   redis://[[user]:password@]host[:port][/db]
+ *   rediss://[[user]:password@]host[:port][/db]        (the same over TLS)
  *   unix://[[user]:password@]/path/to/redis.sock[?db=N]
  *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
  *                    [?sentinel_username=U&sentinel_password=P]#master-name
@@ -212,9 +213,11 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
         u->kind = HL_URL_SENTINEL;
         p = s + 17;
     } else if (!strncmp(s, "rediss://", 9)) {
-        FAIL("TLS (rediss://) is not supported by this build");
+        u->kind = HL_URL_TCP;
+        u->tls = 1;
+        p = s + 9;
     } else {
-        FAIL("unknown scheme (want redis://, unix:// or redis-sentinel://)");
+        FAIL("unknown scheme (want redis://, rediss://, unix:// or redis-sentinel://)");
     }
 
     if ((st = parse_userinfo(&p, end, u, err, err_len)) != HILOCK_OK) goto fail;
@@ -243,7 +246,8 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
     if (query && u->kind != HL_URL_SENTINEL) FAIL("unexpected query ('?') in URL");
     if (u->kind == HL_URL_TCP) {
         hl_hostport hp;
-        if (hash) FAIL("unexpected '#' in redis:// URL (Sentinel URLs are redis-sentinel://)");
+        if (hash) FAIL("unexpected '#' in %s URL (Sentinel URLs are redis-sentinel://)",
+                       u->tls ? "rediss://" : "redis://");
         if (parse_hostport(p, (size_t)(slash - p), 6379, &hp, err, err_len)) goto fail;
         u->host = hp.host;
         u->port = hp.port;

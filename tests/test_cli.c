@@ -15,6 +15,7 @@
 
 #include "fixture.h"
 #include "hilock.h"
+#include "tls_fixture.h"
 
 static char bin[PATH_MAX];
 
@@ -103,7 +104,7 @@ static int run(hlt_redis *r, const char *const *args)
 /* Contents of a file in the temp dir ("" if none); static, overwritten by the next call. */
 static const char *slurp(hlt_redis *r, const char *name)
 {
-    static char buf[4096];
+    static char buf[16384];
     FILE *f = fopen(path(r, name), "r");
     size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
     buf[n] = '\0';
@@ -714,5 +715,51 @@ Test(cli, servers_file_reaches_a_password_protected_server)
     cr_assert_eq(run(r, c), 64);
     cr_assert(one_line(slurp(r, "err.txt")));
     cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, tls_flags_reach_a_tls_server_as_redis_cli_spells_them)
+{
+    hlt_redis *plain = setup();
+    hlt_pki *pki = hlt_pki_make();
+    hlt_redis *r;
+    char url[64];
+    cr_assert_not_null(pki);
+    r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 1, NULL);
+    cr_assert_not_null(r);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", r->port);
+    {
+        const char *ok[] = { "--tls", "--cacert", pki->ca, "--cert", pki->client.crt, "--key",
+                             pki->client.key, "-s", url, "job", "sh", "-c", "echo ran > ran", NULL };
+        const char *nocert[] = { "--tls", "--cacert", pki->ca, "-s", url, "job", "true", NULL };
+        const char *sni[] = { "--tls", "--cacert", pki->ca, "--cert", pki->client.crt, "--key",
+                              pki->client.key, "--sni", "wrong.example", "-s", url, "job", "true", NULL };
+        const char *insecure[] = { "--tls", "--insecure", "--sni", "wrong.example", "--cert",
+                                   pki->client.crt, "--key", pki->client.key, "-s", url, "job", "true", NULL };
+        const char *badca[] = { "--tls", "--cacert", "/nonexistent.pem", "-s", url, "job", "true", NULL };
+        cr_assert_eq(run(r, ok), 0, "%s", slurp(r, "err.txt"));
+        cr_assert_str_eq(slurp(r, "ran"), "ran\n");
+        cr_assert_eq(hlt_exists(r, "job"), 0);   /* released */
+        cr_assert_eq(run(r, nocert), 69, "%s", slurp(r, "err.txt"));
+        cr_assert(strstr(slurp(r, "err.txt"), "client certificate"), "%s", slurp(r, "err.txt"));
+        cr_assert_eq(run(r, sni), 69, "%s", slurp(r, "err.txt"));
+        cr_assert(strstr(slurp(r, "err.txt"), "host name mismatch"), "%s", slurp(r, "err.txt"));
+        cr_assert_eq(run(r, insecure), 0, "%s", slurp(r, "err.txt"));
+        cr_assert_eq(run(r, badca), 64, "%s", slurp(r, "err.txt"));
+        cr_assert(strstr(slurp(r, "err.txt"), "tls_ca_file"), "%s", slurp(r, "err.txt"));
+    }
+    hlt_redis_stop(r);
+    hlt_pki_free(pki);
+    hlt_redis_stop(plain);
+}
+
+Test(cli, help_lists_the_tls_flags)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "--help", NULL };
+    cr_assert_eq(run(r, a), 0);
+    for (const char *const *f = (const char *const[]){ "--tls", "--cacert", "--cacertdir", "--cert", "--key",
+                                                     "--sni", "--insecure", NULL }; *f; f++)
+        cr_assert(strstr(slurp(r, "out.txt"), *f), "--help lacks %s", *f);
     hlt_redis_stop(r);
 }

@@ -238,6 +238,8 @@ Test(input, client_new_rejects_bad_options)
     BAD(codec.unit, (hilock_unit)7, "codec.unit");
     BAD(codec.decimals, 7, "codec.decimals");
     BAD(codec.suffix, (hilock_suffix)9, "codec.suffix");
+    BAD(tls_verify, 2, "tls_verify");
+    BAD(tls_verify, -1, "tls_verify");
 #undef BAD
     for (int i = 0; i < 33; i++) many[i] = url;
     o.servers = many;
@@ -255,6 +257,27 @@ Test(input, client_new_rejects_bad_options)
     hilock_client_free(c);
 }
 
+Test(input, client_new_rejects_tls_files_it_cannot_use)
+{
+    hilock_options o;
+    const char *url = R->url;
+    baseline();
+    hilock_options_init(&o);
+    cr_assert_eq(o.tls_verify, 1);
+    cr_assert_null(o.tls_ca_file);
+    cr_assert_null(o.tls_server_name);
+    o.servers = &url;
+    o.nservers = 1;
+#define BAD(field, value, why) do { hilock_options b = o; b.field = value; bad_options(&b, why); } while (0)
+    BAD(tls_ca_file, "/nonexistent/ca.pem", "tls_ca_file /nonexistent/ca.pem: No such file");
+    BAD(tls_ca_path, "/nonexistent/certs", "tls_ca_path /nonexistent/certs: No such file");
+    BAD(tls_ca_path, "/etc/hostname", "not a directory");
+    BAD(tls_cert_file, "/etc/hostname", "tls_key_file is missing");
+    BAD(tls_key_file, "/etc/hostname", "tls_cert_file is missing");
+#undef BAD
+    assert_untouched();
+}
+
 Test(input, client_open_rejects_null_and_malformed_urls)
 {
     static const char *bad[] = {
@@ -265,7 +288,7 @@ Test(input, client_open_rejects_null_and_malformed_urls)
         "redis://127.0.0.1#m", "redis://user@127.0.0.1", "redis://:@127.0.0.1", "redis://u:p%4@127.0.0.1",
         "redis://u:p%zz@127.0.0.1", "redis://u:p%00x@127.0.0.1", "redis://127.0.0.1 :6379", "redis://127.0.0.1\n",
         "redis://[::1", "redis://[]:6379", "redis://[::1]x", "redis://[zz::1]", "redis://host_with/slash/1",
-        "rediss://127.0.0.1", "unix://", "unix://relative/path", "unix:///tmp/r.sock?db=", "unix:///tmp/r.sock?db=x",
+        "rediss://127.0.0.1:0", "unix://", "unix://relative/path", "unix:///tmp/r.sock?db=", "unix:///tmp/r.sock?db=x",
         "unix:///tmp/r.sock?foo=1", "unix:///tmp/r#x.sock", "redis-sentinel://127.0.0.1",
         "redis-sentinel://127.0.0.1#", "redis-sentinel://#m", "redis-sentinel://a,#m",
     };

@@ -16,30 +16,35 @@ typedef struct good {
     const char *user;
     const char *pass;
     int         db;
+    int         tls;
 } good;
 
 static const good goods[] = {
-    { "redis://127.0.0.1", HL_URL_TCP, "127.0.0.1", 6379, NULL, NULL, NULL, 0 },
-    { "redis://localhost:6380", HL_URL_TCP, "localhost", 6380, NULL, NULL, NULL, 0 },
-    { "redis://my-host.example_1:1", HL_URL_TCP, "my-host.example_1", 1, NULL, NULL, NULL, 0 },
-    { "redis://h:65535", HL_URL_TCP, "h", 65535, NULL, NULL, NULL, 0 },
-    { "redis://h/", HL_URL_TCP, "h", 6379, NULL, NULL, NULL, 0 },
-    { "redis://h/0", HL_URL_TCP, "h", 6379, NULL, NULL, NULL, 0 },
-    { "redis://h:7000/15", HL_URL_TCP, "h", 7000, NULL, NULL, NULL, 15 },
-    { "redis://h/1000000", HL_URL_TCP, "h", 6379, NULL, NULL, NULL, 1000000 },
-    { "redis://:pw@h", HL_URL_TCP, "h", 6379, NULL, NULL, "pw", 0 },
-    { "redis://alice:pw@h:7000/2", HL_URL_TCP, "h", 7000, NULL, "alice", "pw", 2 },
-    { "redis://al%40ice:p%3Aw%2F%25@h", HL_URL_TCP, "h", 6379, NULL, "al@ice", "p:w/%", 0 },
-    { "redis://u:p@ss@h", HL_URL_TCP, "h", 6379, NULL, "u", "p@ss", 0 },
-    { "redis://[::1]", HL_URL_TCP, "::1", 6379, NULL, NULL, NULL, 0 },
-    { "redis://:x@[::1]:6380/3", HL_URL_TCP, "::1", 6380, NULL, NULL, "x", 3 },
-    { "redis://[fe80::1:2]:1", HL_URL_TCP, "fe80::1:2", 1, NULL, NULL, NULL, 0 },
-    { "unix:///tmp/r.sock", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", NULL, NULL, 0 },
-    { "unix:///tmp/r.sock?db=4", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", NULL, NULL, 4 },
-    { "unix:///tmp/a@b.sock", HL_URL_UNIX, NULL, 0, "/tmp/a@b.sock", NULL, NULL, 0 },
-    { "unix:///tmp/a:b/c.sock", HL_URL_UNIX, NULL, 0, "/tmp/a:b/c.sock", NULL, NULL, 0 },
-    { "unix://:pw@/tmp/r.sock", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", NULL, "pw", 0 },
-    { "unix://u:pw@/tmp/r.sock?db=1", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", "u", "pw", 1 },
+    { "redis://127.0.0.1", HL_URL_TCP, "127.0.0.1", 6379, NULL, NULL, NULL, 0, 0 },
+    { "redis://localhost:6380", HL_URL_TCP, "localhost", 6380, NULL, NULL, NULL, 0, 0 },
+    { "redis://my-host.example_1:1", HL_URL_TCP, "my-host.example_1", 1, NULL, NULL, NULL, 0, 0 },
+    { "redis://h:65535", HL_URL_TCP, "h", 65535, NULL, NULL, NULL, 0, 0 },
+    { "redis://h/", HL_URL_TCP, "h", 6379, NULL, NULL, NULL, 0, 0 },
+    { "redis://h/0", HL_URL_TCP, "h", 6379, NULL, NULL, NULL, 0, 0 },
+    { "redis://h:7000/15", HL_URL_TCP, "h", 7000, NULL, NULL, NULL, 15, 0 },
+    { "redis://h/1000000", HL_URL_TCP, "h", 6379, NULL, NULL, NULL, 1000000, 0 },
+    { "redis://:pw@h", HL_URL_TCP, "h", 6379, NULL, NULL, "pw", 0, 0 },
+    { "redis://alice:pw@h:7000/2", HL_URL_TCP, "h", 7000, NULL, "alice", "pw", 2, 0 },
+    { "redis://al%40ice:p%3Aw%2F%25@h", HL_URL_TCP, "h", 6379, NULL, "al@ice", "p:w/%", 0, 0 },
+    { "redis://u:p@ss@h", HL_URL_TCP, "h", 6379, NULL, "u", "p@ss", 0, 0 },
+    { "redis://[::1]", HL_URL_TCP, "::1", 6379, NULL, NULL, NULL, 0, 0 },
+    { "redis://:x@[::1]:6380/3", HL_URL_TCP, "::1", 6380, NULL, NULL, "x", 3, 0 },
+    { "redis://[fe80::1:2]:1", HL_URL_TCP, "fe80::1:2", 1, NULL, NULL, NULL, 0, 0 },
+    { "rediss://127.0.0.1", HL_URL_TCP, "127.0.0.1", 6379, NULL, NULL, NULL, 0, 1 },
+    { "rediss://localhost:6380/2", HL_URL_TCP, "localhost", 6380, NULL, NULL, NULL, 2, 1 },
+    { "rediss://alice:p%40w@h:7000/3", HL_URL_TCP, "h", 7000, NULL, "alice", "p@w", 3, 1 },
+    { "rediss://:pw@[::1]:6380", HL_URL_TCP, "::1", 6380, NULL, NULL, "pw", 0, 1 },
+    { "unix:///tmp/r.sock", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", NULL, NULL, 0, 0 },
+    { "unix:///tmp/r.sock?db=4", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", NULL, NULL, 4, 0 },
+    { "unix:///tmp/a@b.sock", HL_URL_UNIX, NULL, 0, "/tmp/a@b.sock", NULL, NULL, 0, 0 },
+    { "unix:///tmp/a:b/c.sock", HL_URL_UNIX, NULL, 0, "/tmp/a:b/c.sock", NULL, NULL, 0, 0 },
+    { "unix://:pw@/tmp/r.sock", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", NULL, "pw", 0, 0 },
+    { "unix://u:pw@/tmp/r.sock?db=1", HL_URL_UNIX, NULL, 0, "/tmp/r.sock", "u", "pw", 1, 0 },
 };
 
 Test(url, accepts_every_documented_form)
@@ -62,6 +67,7 @@ Test(url, accepts_every_documented_form)
 #undef STR
         cr_assert_eq(u.port, g->port, "%s: port %d", g->url, u.port);
         cr_assert_eq(u.db, g->db, "%s: db %d", g->url, u.db);
+        cr_assert_eq(u.tls, g->tls, "%s: tls %d", g->url, u.tls);
         hl_url_free(&u);
         hl_url_free(&u);   /* freeing twice is harmless: it zeroes */
     }
@@ -132,7 +138,12 @@ static const bad bads[] = {
     { "http://h", "scheme" },
     { "REDIS://h", "scheme" },
     { "redis:/h", "scheme" },
-    { "rediss://h", "TLS" },
+    { "rediss://", "host" },
+    { "rediss://h:0", "port" },
+    { "rediss://h#m", "Sentinel" },
+    { "rediss://h?db=1", "query" },
+    { "rediss://u@h", "password" },
+    { "rediss://h/x", "database" },
     { "redis://", "host" },
     { "redis://:6379", "host" },
     { "redis://h:", "port" },
@@ -241,7 +252,7 @@ Test(url, a_short_error_buffer_is_truncated_not_overrun)
     hl_url u;
     char err[8];
     memset(err, 'x', sizeof err);
-    cr_assert_eq(hl_url_parse("rediss://h", &u, err, 6), HILOCK_EINVAL);
+    cr_assert_eq(hl_url_parse("rediss://h:0", &u, err, 6), HILOCK_EINVAL);
     cr_assert_eq(strlen(err), 5);
     cr_assert_eq(err[6], 'x');
     cr_assert_eq(hl_url_parse(NULL, &u, err, 6), HILOCK_EINVAL);
