@@ -28,6 +28,37 @@ void hlt_sleep_ms(long ms)
         ;
 }
 
+int hlt_reap(pid_t pid, long limit_ms)
+{
+    long long end = hlt_now_ms() + limit_ms;
+    int st;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (hlt_now_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        hlt_sleep_ms(5);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int hlt_built_bin(char *buf, size_t cap, const char *name)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    char *slash;
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    for (int up = 0; up < 2; up++) {   /* drop the test's name, then tests/ */
+        if (!(slash = strrchr(buf, '/'))) return -1;
+        *slash = '\0';
+    }
+    if (strlen(buf) + 1 + strlen(name) + 1 > cap) return -1;
+    strcat(buf, "/");
+    strcat(buf, name);
+    return access(buf, X_OK);
+}
+
 int hlt_free_port(void)
 {
     struct sockaddr_in a;

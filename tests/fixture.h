@@ -41,5 +41,11 @@ long long hlt_dbsize(hlt_redis *r);
 int  hlt_free_port(void);
 long long hlt_now_ms(void);   /* monotonic */
 void hlt_sleep_ms(long ms);
+/* Wait for child pid at most limit_ms: its exit status as a shell shows it (128+N for signal
+ * N), or -1 if it did not end in time (then it is killed and reaped). */
+int  hlt_reap(pid_t pid, long limit_ms);
+/* The path of a program built next to this test's directory: $(B)/tests/test_x -> $(B)/name.
+ * 0, or -1 if it cannot be found or is not executable. */
+int  hlt_built_bin(char *buf, size_t cap, const char *name);
 
 #endif

@@ -19,19 +19,10 @@
 
 static char bin[PATH_MAX];
 
-/* $(B)/tests/test_cli -> $(B)/hilock */
+/* $(B)/tests/test_x -> $(B)/hilock */
 static void find_bin(void)
 {
-    ssize_t n = readlink("/proc/self/exe", bin, sizeof bin - 16);
-    char *slash;
-    cr_assert(n > 0);
-    bin[n] = '\0';
-    slash = strrchr(bin, '/');
-    *slash = '\0';
-    slash = strrchr(bin, '/');
-    cr_assert_not_null(slash);
-    strcpy(slash, "/hilock");
-    cr_assert_eq(access(bin, X_OK), 0, "%s not built", bin);
+    cr_assert_eq(hlt_built_bin(bin, sizeof bin, "hilock"), 0, "%s not built", bin);
 }
 
 static hlt_redis *setup(void)
@@ -79,26 +70,9 @@ static pid_t start(hlt_redis *r, const char *const *args)
     return pid;
 }
 
-/* The exit status as a shell shows it (128+N for signal N); -1 if it did not end within
- * limit_ms (then it is killed). */
-static int finish(pid_t pid, long limit_ms)
-{
-    long long end = hlt_now_ms() + limit_ms;
-    int st;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (hlt_now_ms() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return -1;
-        }
-        hlt_sleep_ms(5);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static int run(hlt_redis *r, const char *const *args)
 {
-    return finish(start(r, args), 20000);
+    return hlt_reap(start(r, args), 20000);
 }
 
 /* Contents of a file in the temp dir ("" if none); static, overwritten by the next call. */
@@ -164,7 +138,7 @@ Test(cli, holds_the_lock_while_the_command_runs)
     cr_assert_eq(strlen(v), 32);
     free(v);
     cr_assert(hlt_pttl(r, "job") > 3000 && hlt_pttl(r, "job") <= 5000);
-    cr_assert_eq(finish(pid, 10000), 0);
+    cr_assert_eq(hlt_reap(pid, 10000), 0);
     cr_assert_eq(hlt_exists(r, "job"), 0);
     hlt_redis_stop(r);
 }
@@ -218,7 +192,7 @@ Test(cli, waits_for_the_holder_and_then_runs)
     hlt_sleep_ms(300);
     cr_assert_eq(access(path(r, "ran"), F_OK), -1, "runs only once the lock is free");
     cr_assert_eq(hilock_release(l), HILOCK_OK);
-    cr_assert_eq(finish(pid, 5000), 0);
+    cr_assert_eq(hlt_reap(pid, 5000), 0);
     cr_assert_eq(access(path(r, "ran"), F_OK), 0);
     cr_assert_eq(hlt_exists(r, "job"), 0);
     hilock_free(l);
@@ -246,7 +220,7 @@ Test(cli, lost_lock_terminates_the_command_and_exits_75)
     cr_assert(wait_for_file(r, "up.txt", "up", 5000));
     rep = hlt_cmd(r, "DEL job");   /* the lock is deleted from outside */
     freeReplyObject(rep);
-    cr_assert_eq(finish(pid, 5000), 75, "exit 75 even though COMMAND exited 0");
+    cr_assert_eq(hlt_reap(pid, 5000), 75, "exit 75 even though COMMAND exited 0");
     cr_assert_str_eq(slurp(r, "term.txt"), "term\n", "COMMAND got SIGTERM");
     cr_assert(strstr(slurp(r, "err.txt"), "lock lost"));
     cr_assert(one_line(slurp(r, "err.txt")));
@@ -264,7 +238,7 @@ Test(cli, lost_lock_escalates_to_sigkill_after_the_grace_period)
     cr_assert(wait_for_file(r, "up.txt", "up", 5000));
     rep = hlt_cmd(r, "DEL job");
     freeReplyObject(rep);
-    cr_assert_eq(finish(pid, 5000), 75);
+    cr_assert_eq(hlt_reap(pid, 5000), 75);
     cr_assert(strstr(slurp(r, "err.txt"), "SIGKILL"));
     hlt_redis_stop(r);
 }
@@ -279,7 +253,7 @@ Test(cli, on_lost_none_lets_the_command_finish_and_still_exits_75)
     cr_assert(wait_for_file(r, "up.txt", "up", 5000));
     rep = hlt_cmd(r, "DEL job");
     freeReplyObject(rep);
-    cr_assert_eq(finish(pid, 5000), 75);
+    cr_assert_eq(hlt_reap(pid, 5000), 75);
     cr_assert_str_eq(slurp(r, "done.txt"), "done\n");
     hlt_redis_stop(r);
 }
@@ -298,7 +272,7 @@ Test(cli, forwards_signals_to_the_command)
     kill(pid, SIGHUP);
     cr_assert(wait_for_file(r, "sig.txt", "hup", 3000));
     kill(pid, SIGTERM);
-    cr_assert_eq(finish(pid, 5000), 5, "COMMAND's status after its TERM trap");
+    cr_assert_eq(hlt_reap(pid, 5000), 5, "COMMAND's status after its TERM trap");
     cr_assert_str_eq(slurp(r, "sig.txt"), "usr1\nhup\nterm\n");
     cr_assert(strstr(slurp(r, "err.txt"), "passing SIGUSR1 to COMMAND"));
     cr_assert_eq(hlt_exists(r, "job"), 0);
@@ -330,7 +304,7 @@ Test(cli, terminal_interrupt_is_not_passed_on_twice)
     }
     cr_assert(wait_for_file(r, "up.txt", "up", 5000));
     cr_assert_eq(write(master, "\003", 1), 1);   /* ^C */
-    cr_assert_eq(finish(pid, 10000), 0);
+    cr_assert_eq(hlt_reap(pid, 10000), 0);
     cr_assert_str_eq(slurp(r, "int.txt"), "int\n", "COMMAND got the terminal's SIGINT");
     cr_assert_null(strstr(slurp(r, "err.txt"), "passing"), "%s", slurp(r, "err.txt"));
     cr_assert_eq(hlt_exists(r, "job"), 0);
@@ -389,7 +363,7 @@ Test(cli, ttl_of_365_days_is_accepted_and_366_refused)
     pid_t pid = start(r, a);
     cr_assert(wait_for_file(r, "up.txt", "up", 5000), "%s", slurp(r, "err.txt"));
     cr_assert(hlt_pttl(r, "job") > 31535000000LL, "pttl %lld", hlt_pttl(r, "job"));
-    cr_assert_eq(finish(pid, 10000), 0);
+    cr_assert_eq(hlt_reap(pid, 10000), 0);
     cr_assert_eq(run(r, b), 0, "365 days in seconds: %s", slurp(r, "err.txt"));
     cr_assert_eq(run(r, c), 64);
     cr_assert(strstr(slurp(r, "err.txt"), "<= 365 days"), "%s", slurp(r, "err.txt"));
@@ -477,8 +451,8 @@ Test(cli, two_hilocks_serialize_a_shell_command)
             _exit(121);
         }
     }
-    cr_assert_eq(finish(w[0], 60000), 0);
-    cr_assert_eq(finish(w[1], 60000), 0);
+    cr_assert_eq(hlt_reap(w[0], 60000), 0);
+    cr_assert_eq(hlt_reap(w[1], 60000), 0);
     cr_assert_str_eq(slurp(r, "counter"), "30\n");
     cr_assert_eq(hlt_exists(r, "counter"), 0);
     hlt_redis_stop(r);
@@ -511,7 +485,7 @@ Test(cli, legacy_lock_writes_a_stamp_and_is_renewed)
     stamp = atoll(v);
     cr_assert(strlen(v) == 13 && stamp > 1000000000000LL, "an integer ms stamp: '%s'", v);
     free(v);
-    cr_assert_eq(finish(pid, 10000), 0, "renewed past its timeout: %s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_reap(pid, 10000), 0, "renewed past its timeout: %s", slurp(r, "err.txt"));
     cr_assert_eq(hlt_exists(r, "job"), 0);
     hlt_redis_stop(r);
 }
@@ -529,7 +503,7 @@ Test(cli, bridge_lock_is_renewed_and_released)
     cr_assert(strspn(v, "0123456789") == strlen(v), "a legacy-readable stamp: '%s'", v);
     free(v);
     cr_assert(hlt_pttl(r, "job") > 0, "with a TTL");
-    cr_assert_eq(finish(pid, 10000), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_reap(pid, 10000), 0, "%s", slurp(r, "err.txt"));
     cr_assert_eq(hlt_exists(r, "job"), 0);
     hlt_redis_stop(r);
 }
@@ -601,11 +575,11 @@ static void killed_then_second(hlt_redis *r, const char *const *first, const cha
     cr_assert(wait_for_file(r, "one.txt", "\n", 5000));
     cr_assert_eq(hlt_exists(r, "job"), 1);
     kill(h, SIGKILL);
-    cr_assert_eq(finish(h, 5000), 128 + SIGKILL);
+    cr_assert_eq(hlt_reap(h, 5000), 128 + SIGKILL);
     for (int i = 0; i < npid; i++) all_gone &= wait_gone(p[i], 5000);
     held = hlt_exists(r, "job") == 1;
     snprintf(err, sizeof err, "%s", slurp(r, "err.txt"));
-    rc2 = finish(start(r, second), 30000);
+    rc2 = hlt_reap(start(r, second), 30000);
     for (int i = 0; i < npid; i++) kill(p[i], SIGKILL);   /* (old code: they still run) */
     cr_assert(all_gone, "COMMAND still runs after hilock was killed");
     cr_assert(held, "COMMAND was gone before the lock expired");
@@ -688,7 +662,7 @@ Test(cli, password_given_with_s_is_hidden_from_the_process_list)
     cmdline[n] = '\0';
     cr_assert(strstr(cmdline, "127.0.0.1"), "%s", cmdline);
     cr_assert_null(strstr(cmdline, "s3cret"), "%s", cmdline);
-    cr_assert_eq(finish(pid, 10000), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_reap(pid, 10000), 0, "%s", slurp(r, "err.txt"));
     hlt_redis_stop(r);
 }
 

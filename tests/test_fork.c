@@ -12,22 +12,6 @@
 #include "fixture.h"
 #include "hilock.h"
 
-/* The child's exit status, or -1 if it did not end within limit_ms (then it is killed). */
-static int reap(pid_t pid, long limit_ms)
-{
-    long long end = hlt_now_ms() + limit_ms;
-    int st;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (hlt_now_ms() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return -1;
-        }
-        hlt_sleep_ms(5);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static hilock *hold(hlt_redis *r, hilock_client **c, int64_t ttl_ms)
 {
     hilock *l;
@@ -61,7 +45,7 @@ Test(fork, child_frees_a_lock_whose_keepalive_runs_in_the_parent)
         hilock_client_free(c);
         _exit(0);
     }
-    cr_assert_eq(reap(pid, 5000), 0, "the child must free and exit, not hang");
+    cr_assert_eq(hlt_reap(pid, 5000), 0, "the child must free and exit, not hang");
     hlt_sleep_ms(1500);   /* past the ttl: only the parent's keepalive keeps it */
     assert_held_by(r, l);
     cr_assert(hilock_validity_ms(l) > 0);
@@ -103,7 +87,7 @@ Test(fork, child_calls_are_refused_and_the_key_stays_held)
     pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) _exit(child_calls(c, l));
-    cr_assert_eq(reap(pid, 5000), 0, "child check failed (see child_calls)");
+    cr_assert_eq(hlt_reap(pid, 5000), 0, "child check failed (see child_calls)");
     assert_held_by(r, l);
     cr_assert(hlt_pttl(r, "job") > 5000, "not extended or shortened by the child");
     cr_assert_eq(hlt_exists(r, "other"), 0);
@@ -137,7 +121,7 @@ Test(fork, child_makes_its_own_client)
         hilock_client_free(c);
         _exit(0);
     }
-    cr_assert_eq(reap(pid, 5000), 0);
+    cr_assert_eq(hlt_reap(pid, 5000), 0);
     assert_held_by(r, l);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);

@@ -24,18 +24,10 @@
 
 static char bin[PATH_MAX];
 
-/* $(B)/tests/test_inventory -> $(B)/hilock */
+/* $(B)/tests/test_x -> $(B)/hilock */
 static void find_bin(void)
 {
-    ssize_t n = readlink("/proc/self/exe", bin, sizeof bin - 16);
-    char *slash;
-    cr_assert(n > 0);
-    bin[n] = '\0';
-    *strrchr(bin, '/') = '\0';
-    slash = strrchr(bin, '/');
-    cr_assert_not_null(slash);
-    strcpy(slash, "/hilock");
-    cr_assert_eq(access(bin, X_OK), 0, "%s not built", bin);
+    cr_assert_eq(hlt_built_bin(bin, sizeof bin, "hilock"), 0, "%s not built", bin);
 }
 
 typedef struct run_out {
