@@ -333,6 +333,8 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  *   the waiter tries again every ~retry_delay_ms, and as soon as the holder's ttl runs out
  *   (a crashed holder costs its ttl, not more). Not FIFO: a woken waiter still has to win
  *   the key, and a newcomer may get it first; the woken one then waits for the next release.
+ *   With options.fair: first come, first served (a queue; the release calls its head; BUSY
+ *   for a try-lock while waiters are queued; docs/fairness.md).
  *   With several masters, a signal from any one master wakes the waiter.
  * The lock is a fresh random token (16 bytes from getrandom(), hex) written with
  * SET NX PX, and a fencing token minted in the same script. Validity is measured from

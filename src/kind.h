@@ -16,12 +16,13 @@
  *
  * A kind is one hl_kind_ops table: the acquire command, how to read a busy answer, validity,
  * the extend command, whether the lock is still usable, and flags for what the shared flows
- * do for it. Release and check are the same commands for every kind (release.lua, check.lua:
- * a compare of the exact value) and are judged by the same verdicts (lock.c), so a kind only
- * says whether a release wakes waiters. A new kind (the fair lock, a modern lock without a
- * fencing token) is one more table, not a branch in lock.c; one whose release or check
- * differs (a fair lock's hand-over to the head of its queue) adds an entry for that command,
- * defaulting to today's when NULL.
+ * do for it. Release and check are by default the same commands for every kind (release.lua,
+ * check.lua: a compare of the exact value) and are judged by the same verdicts (lock.c), so a
+ * kind only says whether a release wakes waiters. A new kind (the fair lock, a modern lock
+ * without a fencing token) is one more table, not a branch in lock.c; one whose release
+ * differs (the fair lock's, which calls the head of its queue: release_cmd) or that keeps
+ * state of its own between attempts (init, give_up) adds an entry for that, NULL meaning
+ * today's behaviour.
  *
  * Why the entry points that pick a table sit in api/ (above src/ and legacy/):
  * hilock_acquire must reach legacy/'s bridge table while nothing in src/ names legacy/. A

@@ -233,6 +233,25 @@ Test(fair, waiter_whose_wait_runs_out_leaves_the_queue_at_once)
 
 /* ---- try-lock and non-fair clients ---- */
 
+/* hc holds "job" (*h) and one fair waiter process is queued behind it. */
+static pid_t held_with_one_waiter(hlt_redis *r, hilock_client *hc, hilock **h, board *b)
+{
+    pid_t w;
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    w = spawn_waiter(r->url, 1, 1, "job", 0, 5, b);
+    await_queue(r, "{job}:fq", 1);
+    return w;
+}
+
+/* Freeze the queued waiter w, then release h: the key is free, and its turn the frozen head's. */
+static void freeze_head_and_release(hlt_redis *r, pid_t w, hilock *h)
+{
+    kill(w, SIGSTOP);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+}
+
 Test(fair, try_lock_says_busy_while_waiters_are_queued, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
@@ -244,17 +263,12 @@ Test(fair, try_lock_says_busy_while_waiters_are_queued, .timeout = 60)
     cr_assert_not_null(r);
     hc = fair_client(r->url);
     tc = fair_client(r->url);
-    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
-    w = spawn_waiter(r->url, 1, 1, "job", 0, 5, b);
-    await_queue(r, "{job}:fq", 1);
+    w = held_with_one_waiter(r, hc, &h, b);
     /* held, and a waiter queued: BUSY, and a try-lock does not join the queue */
     cr_assert_eq(hilock_acquire(tc, "job", 30000, 0, &l), HILOCK_BUSY);
     cr_assert_eq(llen(r, "{job}:fq"), 1);
     /* free, but its turn is the (frozen) head's: still BUSY, nothing written */
-    kill(w, SIGSTOP);
-    cr_assert_eq(hilock_release(h), HILOCK_OK);
-    hilock_free(h);
-    cr_assert_eq(hlt_exists(r, "job"), 0);
+    freeze_head_and_release(r, w, h);
     cr_assert_eq(hilock_acquire(tc, "job", 30000, 0, &l), HILOCK_BUSY);
     cr_assert_null(l);
     cr_assert(strstr(hilock_client_errmsg(tc), "1 waiter(s) queued first"), "%s", hilock_client_errmsg(tc));
@@ -286,17 +300,13 @@ Test(fair, non_fair_client_may_pass_the_queue_but_never_overlaps, .timeout = 60)
     hc = fair_client(r->url);
     nc = client_opts(r->url, 0, 1);
     cr_assert_not_null(nc);
-    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    w = held_with_one_waiter(r, hc, &h, b);
     cr_assert_eq(hilock_acquire(nc, "job", 30000, 0, &l), HILOCK_BUSY);   /* a fair holder */
-    w = spawn_waiter(r->url, 1, 1, "job", 0, 5, b);
-    await_queue(r, "{job}:fq", 1);
-    kill(w, SIGSTOP);
-    cr_assert_eq(hilock_release(h), HILOCK_OK);
-    hilock_free(h);
+    freeze_head_and_release(r, w, h);
     /* the queue's head is frozen: a non-fair try-lock passes it (documented) */
     cr_assert_eq(hilock_acquire(nc, "job", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(nc));
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_BUSY);
-    kill(w, SIGCONT);   /* the waiter joins again and gets it after the non-fair holder */
+    kill(w, SIGCONT);   /* the waiter, still the head, gets it only after the non-fair holder */
     hlt_sleep_ms(100);
     cr_assert_eq(b->next, 0, "a fair waiter got a key a non-fair client holds");
     cr_assert_eq(hilock_release(l), HILOCK_OK);
