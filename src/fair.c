@@ -85,6 +85,8 @@ static int64_t busy(hilock *l, const hl_reply *r)
     if (ahead >= 0)
         hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner, or its turn is another's: %lld "
                 "waiter(s) queued ahead of us (fair)", l->key, ahead);
+    else if (ahead == -1)
+        hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner", l->key);
     else
         hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner, or %lld waiter(s) queued first "
                 "(fair: no passing the queue)", l->key, -1 - ahead);
