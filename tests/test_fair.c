@@ -23,6 +23,7 @@
 #define RETRY_MS 50
 #define BOUND_MS (2 * IO_MS + RETRY_MS)   /* docs/fairness.md: a silent waiter's entry lapses */
 #define MAXW 16
+#define WAITER_TTL_MS 3000   /* short: behind Sentinel it is also the failover guard's length */
 
 /* Shared with the waiter processes (MAP_SHARED). */
 typedef struct board {
@@ -75,7 +76,7 @@ static pid_t spawn_waiter(const char *url, int fair, int wake, const char *key, 
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         alarm(60);
         if (!(c = client_opts(url, fair, wake))) _exit(9);
-        if ((st = hilock_acquire(c, key, 30000, 20000, &l)) != HILOCK_OK) _exit(10 + (int)st);
+        if ((st = hilock_acquire(c, key, WAITER_TTL_MS, 20000, &l)) != HILOCK_OK) _exit(10 + (int)st);
         b->seq[idx] = __sync_add_and_fetch(&b->next, 1);
         b->t_grant[idx] = hlt_now_ms();
         hlt_sleep_ms(hold_ms);
@@ -502,5 +503,41 @@ Test(fair, behind_sentinel_the_release_calls_the_head, .fini = sentinel_fini, .t
     hilock_free(h);
     for (int i = 0; i < 2; i++) reap_ok(w[i]);
     cr_assert(b->seq[0] == 1 && b->seq[1] == 2);
+    hilock_client_free(c);
+}
+
+Test(fair, behind_sentinel_a_failover_is_detected_and_the_waiter_gets_its_turn, .fini = sentinel_fini,
+     .timeout = 120)
+{
+    board *b = board_new();
+    hilock_client *c;
+    hilock *h;
+    pid_t w;
+    char *v = NULL;
+    long long end;
+    SF = hlt_sentinel_start();
+    cr_assert_not_null(SF, "sentinel fixture did not start");
+    cr_assert_eq(hlt_sentinel_master(SF), 0);
+    c = fair_client(SF->url);
+    cr_assert_eq(hilock_acquire(c, "job", WAITER_TTL_MS, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    w = spawn_waiter(SF->url, 1, 1, "job", 0, 5, b);
+    await_queue(SF->data[0], "{job}:fq", 1);
+    end = hlt_now_ms() + 3000;   /* the replica has the grant and the queue */
+    while (hlt_now_ms() < end && (!(v = hlt_data_get(SF, 1, "job")) || !hlt_data_exists(SF, 1, "{job}:fq"))) {
+        free(v);
+        v = NULL;
+        hlt_sleep_ms(10);
+    }
+    cr_assert(v && !strcmp(v, hilock_token(h)), "the replica never got the lock");
+    free(v);
+    cr_assert_eq(hlt_sentinel_failover(SF, 0), 0, "failover did not complete");
+    /* the fair kind keeps failover awareness: the new master proves the lock survived */
+    cr_assert_eq(hilock_check(h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(h);
+    /* the waiter follows the master and gets the lock once the new master's guard is over */
+    reap_ok(w);
+    cr_assert_eq(b->seq[0], 1);
+    cr_assert_eq(hlt_data_exists(SF, 1, "job"), 0);
     hilock_client_free(c);
 }
