@@ -1,7 +1,7 @@
 /* acquire.c -- the acquire entry points, which choose a lock kind (kind.h) and run the
  * quorum code's acquire loop (src/lock.c: hl_acquire) with it:
- *   hilock_acquire          modern, or bridge with options.bridge
- *   hilock_legacy_acquire   legacy (include/hilock_legacy.h)
+ *   hilock_acquire          modern; bridge with options.bridge; fair with options.fair
+ *   hilock_legacy_acquire   legacy (include/hilock_legacy.h); refuses a fair client
  * This file sits above both src/ (the quorum code, the modern kind) and legacy/ (the legacy
  * and bridge kinds). Being above both is what lets src/ name nothing of legacy/ while
  * hilock_acquire still reaches the bridge table, in a static link too (a table registered at
@@ -15,12 +15,16 @@ hilock_status hilock_legacy_acquire(hilock_client *c, const char *key, int64_t t
 {
     if (out) *out = NULL;
     if (!c) return HILOCK_EINVAL;
+    if (c->opt.fair)   /* the recipe has no queue: a fair caller would silently pass it */
+        return hl_fail(c, HILOCK_EINVAL, "fair is not supported by hilock_legacy_acquire (the "
+                       "legacy recipe has no queue); use a client with fair = 0");
     return hl_acquire(c, key, timeout_ms, wait_ms, &hl_kind_legacy, out);
 }
 
 hilock_status hilock_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                              hilock **out)
 {
-    return hl_acquire(c, key, ttl_ms, wait_ms, c && c->opt.bridge ? &hl_kind_bridge : &hl_kind_modern,
-                      out);
+    const hl_kind_ops *kind = !c ? &hl_kind_modern : c->opt.bridge ? &hl_kind_bridge
+                              : c->opt.fair ? &hl_kind_fair : &hl_kind_modern;
+    return hl_acquire(c, key, ttl_ms, wait_ms, kind, out);
 }

@@ -18,7 +18,7 @@
  *     and a check that no two processes ever held the lock at once.
  *  3. Fairness under greedy contention (issue 14; bench/fairness.c): P processes acquire ->
  *     hold 1 ms -> release -> acquire again for D s, per configuration (wake-on-release,
- *     polling; the fair mode will be one more row): grants/s, shares, Jain's index, waits.
+ *     polling, fair): grants/s, shares, Jain's index, waits.
  *  4. Redlock: acquire+release latency over 1, 3 and 5 masters (all asked at once), next to
  *     the floor of the machine: bare hiredis sending the same commands to every master at
  *     once (on a small machine the masters compete for its CPUs).

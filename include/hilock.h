@@ -236,6 +236,18 @@ typedef struct hilock_options {
     int     tls_verify;           /* 1 = verify the certificate chain and the host name (the
                                      default); 0 = encrypt without verifying: UNSAFE, anyone
                                      on the path can pose as the server. 0 or 1.              */
+    int     fair;                 /* 1 = hilock_acquire serves waiters first come, first served
+                                     (docs/fairness.md): a waiter joins a queue in the key's
+                                     hash slot ({key}:fq, {key}:fb) and only the head of the
+                                     queue may take the free key; a release calls the head; a
+                                     try-lock (wait_ms 0) with waiters queued says BUSY. A
+                                     waiter that dies, freezes or gives up leaves the queue
+                                     within 2 x io_timeout_ms + retry_delay_ms of its last
+                                     attempt. Clients with fair = 0 on the same key never
+                                     overlap with fair ones but may pass the queue. One server
+                                     URL only (direct or Sentinel; Redlock: EINVAL), not with
+                                     bridge (EINVAL); hilock_legacy_acquire refuses a fair
+                                     client (EINVAL). Default 0.                               */
 } hilock_options;
 
 /* Fill *o with the defaults listed above. Never fails; NULL is ignored.
@@ -321,6 +333,8 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  *   the waiter tries again every ~retry_delay_ms, and as soon as the holder's ttl runs out
  *   (a crashed holder costs its ttl, not more). Not FIFO: a woken waiter still has to win
  *   the key, and a newcomer may get it first; the woken one then waits for the next release.
+ *   With options.fair: first come, first served (a queue; the release calls its head; BUSY
+ *   for a try-lock while waiters are queued; docs/fairness.md).
  *   With several masters, a signal from any one master wakes the waiter.
  * The lock is a fresh random token (16 bytes from getrandom(), hex) written with
  * SET NX PX, and a fencing token minted in the same script. Validity is measured from

@@ -49,11 +49,11 @@ static const size_t options_ends[] = {
     END(drift_factor), END(min_replicas), END(replicas_timeout_ms), END(failover_guard), END(bridge),
     END(codec), END(skew_margin_ms), END(clock_offset_ms), END(legacy_pexpire), END(wake),
     END(failover_guard_ms), END(tls_ca_file), END(tls_ca_path), END(tls_cert_file), END(tls_key_file),
-    END(tls_server_name), END(tls_verify),
+    END(tls_server_name), END(tls_verify), END(fair),
 };
 /* A field appended to the struct but not to the list above fails the build here (the last
  * field listed must end within the struct's trailing padding). */
-typedef char hl_options_ends_complete[sizeof(hilock_options) - END(tls_verify) < 8 ? 1 : -1];
+typedef char hl_options_ends_complete[sizeof(hilock_options) - END(fair) < 8 ? 1 : -1];
 #undef END
 
 static void options_defaults(hilock_options *o)
@@ -127,6 +127,9 @@ static const char *check_options(const hilock_options *o)
         return "clock_offset_ms must be in -86400000..86400000";
     if (o->legacy_pexpire < 0 || o->legacy_pexpire > 1) return "legacy_pexpire must be 0 or 1";
     if (o->tls_verify < 0 || o->tls_verify > 1) return "tls_verify must be 0 or 1";
+    if (o->fair < 0 || o->fair > 1) return "fair must be 0 or 1";
+    if (o->fair && o->bridge)
+        return "fair is not supported with bridge: legacy peers know no queue and would pass it";
     return NULL;
 }
 
@@ -217,6 +220,10 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
                       sizeof options_ends / sizeof options_ends[0], "hilock_options", err, sizeof err))
         return config_fail(HILOCK_EINVAL, "%s", err);
     if ((why = check_options(o))) return config_fail(HILOCK_EINVAL, "%s", why);
+    if (o->fair && o->nservers > 1)   /* docs/fairness.md: one queue per master orders nothing */
+        return config_fail(HILOCK_EINVAL, "fair is not supported with %zu servers (Redlock): "
+                           "queues on several masters cannot agree on one order; use one server "
+                           "URL (direct or Sentinel)", o->nservers);
     for (size_t i = 0; i < o->nservers; i++)
         if (!o->servers[i]) return config_fail(HILOCK_EINVAL, "servers[] holds a NULL");
 

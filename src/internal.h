@@ -96,6 +96,9 @@ struct hilock {
     char          *fence_key;
     char          *signal_key;     /* wait.c: list a release pushes to, to wake one waiter */
     char          *waiters_key;    /* wait.c: set by busy attempts, so the release signals */
+    /* fair kind (fair.c): its queue's keys, and whether an attempt may have queued us */
+    char          *queue_key, *beat_key;
+    int            queued;
     char          *token;          /* NUL-terminated value we wrote */
     int64_t        ttl_ms;
     int64_t        valid_until_us; /* monotonic; 0 after release */

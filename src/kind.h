@@ -16,12 +16,13 @@
  *
  * A kind is one hl_kind_ops table: the acquire command, how to read a busy answer, validity,
  * the extend command, whether the lock is still usable, and flags for what the shared flows
- * do for it. Release and check are the same commands for every kind (release.lua, check.lua:
- * a compare of the exact value) and are judged by the same verdicts (lock.c), so a kind only
- * says whether a release wakes waiters. A new kind (a fair lock, a modern lock without a
- * fencing token) is one more table, not a branch in lock.c; one whose release or check
- * differs (a fair lock's hand-over to the head of its queue) adds an entry for that command,
- * defaulting to today's when NULL.
+ * do for it. Release and check are by default the same commands for every kind (release.lua,
+ * check.lua: a compare of the exact value) and are judged by the same verdicts (lock.c), so a
+ * kind only says whether a release wakes waiters. A new kind (the fair lock, a modern lock
+ * without a fencing token) is one more table, not a branch in lock.c; one whose release
+ * differs (the fair lock's, which calls the head of its queue: release_cmd) or that keeps
+ * state of its own between attempts (init, give_up) adds an entry for that, NULL meaning
+ * today's behaviour.
  *
  * Why the entry points that pick a table sit in api/ (above src/ and legacy/):
  * hilock_acquire must reach legacy/'s bridge table while nothing in src/ names legacy/. A
@@ -70,17 +71,34 @@ struct hl_kind_ops {
     /* After the extend's round trip: ours = a quorum answered "ours" (the new value is the
      * lock's now). NULL = nothing to do. */
     void (*extend_end)(hilock *l, const hl_kind_buf *b, int ours);
+    /* After the lock is made, before its first attempt: the kind's own keys (fair: its
+     * queue and this waiter's signal list). EINVAL (message set) refuses the acquire. NULL =
+     * none. */
+    hilock_status (*init)(hilock *l);
+    /* The release's command, read as release.lua's answers (1/0/-1). NULL = release.lua
+     * (with the wake-up keys when `wake`). */
+    void (*release_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
+    /* An acquire that failed (BUSY when its wait ran out, or an error) before the lock is
+     * freed: undo what its attempts left for others (fair: its place in the queue), by
+     * hard_deadline_us at the latest. Its errmsg and status stand. NULL = nothing. */
+    void (*give_up)(hilock *l, int64_t hard_deadline_us);
     const char *taken;   /* NOT_HELD's reason when another value holds the key */
     int undo_unknown;    /* an acquire write whose fate is unknown is undone on the next contact
                           * (not for values that are not unique to us, e.g. legacy stamps) */
     int failover;        /* topology's failover.lua and WAIT run with its operations */
     int wake;            /* a release wakes a waiter; waits block on that signal (wait.c) */
     int keepalive;       /* hilock_keepalive may renew it */
+    int queue;           /* a busy attempt that will wait joins a queue: its mark_ms is > 0
+                          * whenever a wait follows, also with options.wake = 0 (wait.c) */
 };
 
 /* src/modern.c: SET NX PX of a random token with a fencing token, compare-and-delete,
  * compare-and-pexpire. */
 extern const hl_kind_ops hl_kind_modern;
+
+/* src/fair.c: the modern lock served first come, first served (options.fair): a queue in the
+ * key's slot, heartbeats by the server's clock, a release that calls the head. */
+extern const hl_kind_ops hl_kind_fair;
 
 /* src/lock.c: the acquire loop of every kind (the entry points pick `kind`), so they share
  * timing, retries, waiting and errors. */

@@ -363,6 +363,10 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     if (wait_ms < -1) return hl_fail(c, HILOCK_EINVAL, "wait_ms must be >= -1 (got %lld)", (long long)wait_ms);
     if (!(l = lock_new(c, key, ttl_ms))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     l->kind = kind;
+    if (kind->init && (st = kind->init(l)) != HILOCK_OK) {
+        hilock_free(l);
+        return st;
+    }
 
     start = hl_now_us();
     /* a wait too long to count in microseconds is as good as forever (and must not overflow) */
@@ -387,6 +391,7 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
         retake = 0;
         hl_wait_turn(l, hint, deadline);
     }
+    if (kind->give_up) kind->give_up(l, hard);
     hilock_free(l);
     return st;
 }
@@ -487,6 +492,7 @@ hilock_status hilock_release(hilock *l)
     hilock_client *c;
     hilock_status st;
     hl_cmd cmd;
+    hl_kind_buf b;
     uint32_t yes, answered;
     int64_t t0;
     int was_valid;
@@ -501,7 +507,8 @@ hilock_status hilock_release(hilock *l)
         return st;
     }
     was_valid = l->valid_until_us > hl_now_us();
-    value_cmd(l, &cmd, &hl_lua_release);
+    if (l->kind->release_cmd) l->kind->release_cmd(l, &cmd, &b);
+    else value_cmd(l, &cmd, &hl_lua_release);
     t = run_on_all(l, &cmd, R_TRISTATE, HL_TOPO_RELEASE, 0, &t0);
     l->valid_until_us = 0;   /* from the first try on, it may be partly gone: not safe to use */
     /* A retry after an error counts what earlier tries did: masters that confirmed, and
@@ -652,6 +659,8 @@ void hilock_free(hilock *l)
     free(l->fence_key);
     free(l->signal_key);
     free(l->waiters_key);
+    free(l->queue_key);
+    free(l->beat_key);
     free(l->token);
     free(l->ids);
     hl_client_unref(l->c);

@@ -20,6 +20,12 @@
  *     by the next attempt). Each master's element wakes its own oldest waiter, so a release
  *     wakes at most N waiters, usually one.
  *
+ * Fair kind (fair.c): the same wait, on the waiter's own list ({key}:fs:<token>, its
+ *   lock's signal_key), which only a release (or a call that finds the key free) pushes to,
+ *   and only for the head of the queue: one wake-up, for the one waiter whose turn it is.
+ *   The `queue` flag makes hl_wait_mark_ms say "will wait" also with options.wake = 0, as a
+ *   busy attempt joins the queue only then.
+ *
  * Fallback. Every wait still ends at the jittered poll time (retry_delay_ms, hl_next_attempt),
  * and never after the holder's PTTL (hint_us) or the caller's deadline: a holder that crashed,
  * a client that deletes the key without signalling (another library, an operator's DEL), or
@@ -41,7 +47,8 @@ int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us)
 {
     const hilock_client *c = l->c;
     int64_t now = hl_now_us(), w;
-    if (!c->opt.wake || !l->kind->wake || deadline_us <= now) return 0;
+    /* (a queue must hear of every wait, also when it is spent polling) */
+    if ((!c->opt.wake && !l->kind->queue) || !l->kind->wake || deadline_us <= now) return 0;
     w = c->opt.retry_delay_ms * 1500;   /* the longest pause hl_next_attempt picks */
     if (deadline_us - now < w) w = deadline_us - now;
     /* + the allowance for a late BLPOP and the round trips around it */

@@ -508,6 +508,45 @@ Test(cli, bridge_lock_is_renewed_and_released)
     hlt_redis_stop(r);
 }
 
+static long long queued(hlt_redis *r, const char *qkey)
+{
+    redisReply *rep = hlt_cmd(r, "LLEN %s", qkey);
+    long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    if (rep) freeReplyObject(rep);
+    return n;
+}
+
+Test(cli, fair_waits_its_turn_in_the_queue_and_nonblock_does_not_pass_it)
+{
+    hlt_redis *r = setup();
+    const char *first[] = { "--fair", "job", "--", "sh", "-c",
+                            "echo up > up.txt; while [ ! -e go.txt ]; do sleep 0.02; done", NULL };
+    const char *second[] = { "--fair", "job", "--", "sh", "-c", "echo second > second.txt", NULL };
+    const char *nb[] = { "--fair", "-n", "job", "--", "true", NULL };
+    const char *legacy[] = { "--fair", "--legacy", "job", "--", "true", NULL };
+    const char *redlock[] = { "--fair", "-s", r->url, "-s", r->unix_url, "-s", r->url, "job", "--", "true", NULL };
+    long long end = hlt_now_ms() + 5000;
+    pid_t p1 = start(r, first), p2;
+    FILE *go;
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000));
+    p2 = start(r, second);
+    while (queued(r, "{job}:fq") != 1 && hlt_now_ms() < end) hlt_sleep_ms(5);
+    cr_assert_eq(queued(r, "{job}:fq"), 1, "the second hilock is not queued");
+    cr_assert_eq(run(r, nb), 1);   /* held and queued: --nonblock neither runs nor queues */
+    cr_assert_eq(queued(r, "{job}:fq"), 1);
+    cr_assert_not_null(go = fopen(path(r, "go.txt"), "w"));
+    fclose(go);
+    cr_assert_eq(hlt_reap(p1, 10000), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_reap(p2, 10000), 0, "%s", slurp(r, "err.txt"));
+    cr_assert(strstr(slurp(r, "second.txt"), "second"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    cr_assert_eq(run(r, legacy), 64);
+    cr_assert(one_line(slurp(r, "err.txt")), "%s", slurp(r, "err.txt"));
+    cr_assert_eq(run(r, redlock), 64);
+    cr_assert(strstr(slurp(r, "err.txt"), "fair is not supported with 3 servers"), "%s", slurp(r, "err.txt"));
+    hlt_redis_stop(r);
+}
+
 /* ---- hilock killed: COMMAND must not outlive the lock ---- */
 
 /* Has pid ended (no such process, or a zombie nobody reaped yet)? */

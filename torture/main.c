@@ -62,7 +62,9 @@ typedef struct mode {
     int         expect_overlap;
     int         gap_min_ms, gap_max_ms;
     const char *(*unavailable)(void);   /* NULL = always available; else why not */
-    int         mixed;       /* bridge: even workers bridge, odd workers legacy (a fleet mid-migration) */
+    int         mixed;       /* even workers use flavour, odd workers mixed_flavour (bridge: a fleet
+                                mid-migration, odd workers legacy; fair: odd workers non-fair) */
+    int         mixed_flavour;
     int         node_peer;   /* one more worker: the real npm redis-lock 0.0.9 client, if installed */
     int         sentinel;    /* servers: master + replica + 3 Sentinels (tests/sentinel_fixture.h) */
 } mode;
@@ -100,13 +102,20 @@ static const mode modes[] = {
       .weights = { [F_KILL_HOLDER] = 3, [F_PAUSE_HOLDER] = 3, [F_RESTART_DELAYED] = 1, [F_RESTART_AOF] = 1,
                    [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 2 },
       .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = legacy_missing },
-    { .name = "bridge", .nservers = 1, .flavour = TT_BRIDGE, .mixed = 1, .node_peer = 1,
+    { .name = "bridge", .nservers = 1, .flavour = TT_BRIDGE, .mixed = 1, .mixed_flavour = TT_LEGACY,
+      .node_peer = 1,
       .ttl_fixed_ms = LEGACY_TTL_MS,
       .what = "one master, a fleet mid-migration: bridge locks and legacy locks on the same keys, the "
               "real node client as a peer: the faults of single",
       .weights = { [F_KILL_HOLDER] = 3, [F_PAUSE_HOLDER] = 3, [F_RESTART_DELAYED] = 1, [F_RESTART_AOF] = 1,
                    [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 2 },
       .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = legacy_missing },
+    { .name = "fair", .nservers = 1, .flavour = TT_FAIR, .mixed = 1, .mixed_flavour = TT_MODERN,
+      .what = "one master, fair locks (options.fair) and non-fair ones on the same keys: the faults "
+              "of single (killed and paused workers are also dead and frozen waiters in the queue)",
+      .weights = { [F_KILL_HOLDER] = 3, [F_PAUSE_HOLDER] = 3, [F_RESTART_DELAYED] = 1, [F_RESTART_AOF] = 1,
+                   [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 2 },
+      .gap_min_ms = 300, .gap_max_ms = 1200 },
     { .name = "sentinel", .nservers = 1, .flavour = TT_MODERN, .sentinel = 1,
       .what = "master + replica behind 3 Sentinels (failover_guard on): manual failovers, failovers "
               "by a stopped master, workers killed and paused, master stopped below io_timeout and "
@@ -122,7 +131,7 @@ static const mode modes[] = {
       .gap_min_ms = 1500, .gap_max_ms = 2500 },
 };
 #define NMODES (sizeof modes / sizeof modes[0])
-#define DEFAULT_MODES "single,redlock,legacy,bridge,sentinel"
+#define DEFAULT_MODES "single,redlock,legacy,bridge,fair,sentinel"
 
 typedef struct run {
     const mode *m;
@@ -150,7 +159,8 @@ static const char *const key_names[TT_MAXKEYS] = { "tt:k0", "{tt:k1}", "tt:{k2}:
 static const char *const legacy_keys[TT_MAXKEYS] = { "lock.tt0", "lock.tt1", "lock.tt2", "lock.tt3",
     "lock.tt4", "lock.tt5", "lock.tt6", "lock.tt7" };
 
-static const char *key_of(const run *r, int k) { return r->m->flavour == TT_MODERN ? key_names[k] : legacy_keys[k]; }
+static int legacy_flavour(int f) { return f == TT_LEGACY || f == TT_BRIDGE; }
+static const char *key_of(const run *r, int k) { return legacy_flavour(r->m->flavour) ? legacy_keys[k] : key_names[k]; }
 
 static void fault_log(run *r, int kind, int64_t t0, int64_t t1, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -254,8 +264,8 @@ static void spawn_worker(run *r, int slot)
     for (int k = 0; k < r->nkeys; k++) cfg.keys[k] = key_of(r, k);
     cfg.nurls = r->m->nservers;
     for (int i = 0; i < r->m->nservers; i++) cfg.urls[i] = r->urls[slot % 2][i];   /* TCP and unix */
-    cfg.flavour = r->m->mixed && slot % 2 ? TT_LEGACY : r->m->flavour;
-    cfg.codec = cfg.flavour == TT_MODERN ? NULL : LEGACY_CODEC;
+    cfg.flavour = r->m->mixed && slot % 2 ? r->m->mixed_flavour : r->m->flavour;
+    cfg.codec = legacy_flavour(cfg.flavour) ? LEGACY_CODEC : NULL;
     cfg.io_timeout_ms = IO_TIMEOUT_MS;
     cfg.connect_timeout_ms = CONNECT_TIMEOUT_MS;
     cfg.retry_delay_ms = RETRY_DELAY_MS;

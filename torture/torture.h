@@ -45,7 +45,7 @@ typedef struct tt_shm {
 } tt_shm;
 
 /* lock flavour the workers use */
-enum { TT_MODERN = 0, TT_LEGACY, TT_BRIDGE };
+enum { TT_MODERN = 0, TT_LEGACY, TT_BRIDGE, TT_FAIR };
 
 /* What a worker needs to know (copied into the child by fork). */
 typedef struct tt_worker_cfg {
@@ -56,7 +56,7 @@ typedef struct tt_worker_cfg {
     const char *keys[TT_MAXKEYS];
     int         nurls;
     const char *urls[TT_MAXSERVERS];
-    int         flavour;             /* TT_MODERN, TT_LEGACY, TT_BRIDGE */
+    int         flavour;             /* TT_MODERN, TT_LEGACY, TT_BRIDGE, TT_FAIR */
     const char *codec;               /* legacy/bridge: preset name of hilock_codec_preset */
     int64_t     io_timeout_ms, connect_timeout_ms, retry_delay_ms;
     int         long_holds;          /* 1: hold most of the validity (violation scenario) */

@@ -257,7 +257,8 @@ void tt_worker_main(const tt_worker_cfg *cfg)
     w.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
     if (w.fd < 0) _exit(2);
     logf_(&w, "H %d %d %d %s", cfg->slot, cfg->gen, (int)getpid(),
-          cfg->flavour == TT_LEGACY ? "legacy" : cfg->flavour == TT_BRIDGE ? "bridge" : "modern");
+          cfg->flavour == TT_LEGACY ? "legacy" : cfg->flavour == TT_BRIDGE ? "bridge"
+          : cfg->flavour == TT_FAIR ? "fair" : "modern");
 
     hilock_options_init(&o);
     o.servers = cfg->urls;
@@ -266,6 +267,7 @@ void tt_worker_main(const tt_worker_cfg *cfg)
     o.connect_timeout_ms = cfg->connect_timeout_ms;
     o.retry_delay_ms = cfg->retry_delay_ms;
     o.bridge = cfg->flavour == TT_BRIDGE;
+    o.fair = cfg->flavour == TT_FAIR;
 #ifdef HL_TORTURE_LEGACY
     if (cfg->codec && hilock_codec_preset(cfg->codec, &o.codec) != HILOCK_OK) _exit(2);
 #endif

@@ -1,0 +1,88 @@
+-- fair: the fair lock's queue (src/fair.c, docs/fairness.md). Every key is in the lock key's slot.
+-- KEYS[1] lock, KEYS[2] queue (list of waiters' tokens, oldest first), KEYS[3] beats (zset:
+-- token -> server ms when its entry lapses), KEYS[4] fence counter, KEYS[5] our signal list
+-- ARGV[1] 'acquire' | 'release' | 'leave', ARGV[2] our token, ARGV[3] ms an entry lives after
+-- its waiter's last call, ARGV[4] the signal lists' prefix (a waiter's list: prefix .. token)
+-- acquire: ARGV[5] ttl ms, ARGV[6] ms to keep the counter, ARGV[7] '1' = we will wait
+--   {1, fence}: granted; {0, pttl, ahead}: busy (pttl: the holder's, or while the key is free
+--   for the head, how long the head's entry lives; ahead: waiters before us, or when we are
+--   not queued, -1 - the queue's length)
+-- release: 1 deleted (the head is called), 0 no such key, -1 another value
+-- leave: 1 (our entry, if any, is gone)
+-- Time is the server's (TIME), never a client's clock. Every command that can fail (WRONGTYPE)
+-- runs before the first write: Redis does not roll back a script.
+local lock, queue, beats, fence, mine = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local op, tok, life, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local cur = redis.call('GET', lock)
+local last = tonumber(redis.call('GET', fence)) or 0
+local qlen = redis.call('LLEN', queue) + redis.call('ZCARD', beats) + redis.call('LLEN', mine)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- entries whose waiter went silent (died, froze, gave up) leave; so does a head without one
+for _, d in ipairs(redis.call('ZRANGEBYSCORE', beats, '-inf', now)) do
+  redis.call('LREM', queue, 0, d)
+  redis.call('ZREM', beats, d)
+end
+local head = redis.call('LINDEX', queue, 0)
+while head and not redis.call('ZSCORE', beats, head) do
+  redis.call('LPOP', queue)
+  head = redis.call('LINDEX', queue, 0)
+end
+
+local function drop(who)
+  redis.call('LREM', queue, 0, who)
+  redis.call('ZREM', beats, who)
+  head = redis.call('LINDEX', queue, 0)
+end
+
+-- the key is free and a waiter heads the queue: wake it (one element at most; it lapses)
+local function call_head()
+  if head and head ~= tok and redis.call('EXISTS', lock) == 0 then
+    local s = prefix .. head
+    if redis.call('LLEN', s) == 0 then redis.call('RPUSH', s, '1') end
+    redis.call('PEXPIRE', s, life)
+  end
+end
+
+if op == 'release' then
+  if cur ~= tok then return cur and -1 or 0 end
+  redis.call('DEL', lock)
+  call_head()
+  return 1
+end
+if op == 'leave' then
+  redis.call('DEL', mine)
+  drop(tok)
+  call_head()
+  return 1
+end
+
+if cur ~= tok and (cur or (head and head ~= tok)) then
+  local queued = redis.call('ZSCORE', beats, tok)
+  if ARGV[7] == '1' then
+    if not queued then redis.call('RPUSH', queue, tok) end
+    redis.call('ZADD', beats, now + life, tok)
+    redis.call('PEXPIRE', queue, life)
+    redis.call('PEXPIRE', beats, life)
+  elseif queued then   -- our wait is over: leave now rather than lapse
+    redis.call('DEL', mine)
+    drop(tok)
+  end
+  local ahead = redis.call('LPOS', queue, tok) or (-1 - redis.call('LLEN', queue))
+  if cur then return {0, redis.call('PTTL', lock), ahead} end
+  call_head()
+  return {0, math.max(1, tonumber(redis.call('ZSCORE', beats, head)) - now), ahead}
+end
+
+-- ours: free with nobody ahead, or already ours (a retry after a lost reply)
+if cur == tok then redis.call('PEXPIRE', lock, ARGV[5])
+else redis.call('SET', lock, tok, 'PX', ARGV[5]) end
+if qlen > 0 then
+  redis.call('DEL', mine)
+  drop(tok)
+end
+-- the fencing token never goes back: counter + 1, but at least the server clock in ms
+local f = math.max(last + 1, now)
+redis.call('SET', fence, string.format('%.0f', f), 'PX', ARGV[6])
+return {1, f}

@@ -1,0 +1,543 @@
+/* test_fair.c -- options.fair (src/fair.c, docs/fairness.md): first come, first served; a
+ * dead, frozen or departed waiter leaves the queue within the bound; try-lock does not pass
+ * the queue; fair and non-fair clients never overlap; nothing is left behind; unsupported
+ * configurations are refused. Waiters are processes, each with its own client, queued one
+ * after another (the next starts once the queue holds the previous one), so the order of
+ * arrival is known. Real redis-servers; timing asserts are generous upper bounds only. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "hilock.h"
+#include "hilock_legacy.h"
+#include "sentinel_fixture.h"
+
+#define IO_MS 200
+#define RETRY_MS 50
+#define BOUND_MS (2 * IO_MS + RETRY_MS)   /* docs/fairness.md: a silent waiter's entry lapses */
+#define MAXW 16
+#define WAITER_TTL_MS 3000   /* short: behind Sentinel it is also the failover guard's length */
+
+/* Shared with the waiter processes (MAP_SHARED). */
+typedef struct board {
+    int       next;            /* grants so far */
+    int       seq[MAXW];       /* waiter i was the seq[i]-th grant (1-based); 0 = none */
+    long long t_grant[MAXW];   /* hlt_now_ms() of its grant (CLOCK_MONOTONIC: one clock) */
+    int       overlaps;        /* mixed test: grants that found another holder inside */
+} board;
+
+static board *board_new(void)
+{
+    board *b = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(b, MAP_FAILED);
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static hilock_client *client_opts(const char *url, int fair, int wake)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.io_timeout_ms = IO_MS;
+    o.retry_delay_ms = RETRY_MS;
+    o.fair = fair;
+    o.wake = wake;
+    return hilock_client_new(&o, &c) == HILOCK_OK ? c : NULL;
+}
+
+static hilock_client *fair_client(const char *url)
+{
+    hilock_client *c = client_opts(url, 1, 1);
+    cr_assert_not_null(c, "%s", hilock_last_config_error());
+    return c;
+}
+
+/* A waiter process: its own client, acquire (waiting), record the grant, hold, release.
+ * Exits 0 after a grant and release, 10 + status otherwise. Dies with the test. */
+static pid_t spawn_waiter(const char *url, int fair, int wake, const char *key, int idx, int hold_ms,
+                          board *b)
+{
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        hilock_client *c;
+        hilock *l;
+        hilock_status st;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(60);
+        if (!(c = client_opts(url, fair, wake))) _exit(9);
+        if ((st = hilock_acquire(c, key, WAITER_TTL_MS, 20000, &l)) != HILOCK_OK) _exit(10 + (int)st);
+        b->seq[idx] = __sync_add_and_fetch(&b->next, 1);
+        b->t_grant[idx] = hlt_now_ms();
+        hlt_sleep_ms(hold_ms);
+        st = hilock_release(l);
+        hilock_free(l);
+        hilock_client_free(c);
+        _exit(st == HILOCK_OK ? 0 : 10 + (int)st);
+    }
+    return pid;
+}
+
+static long long llen(hlt_redis *r, const char *key)
+{
+    redisReply *rep = hlt_cmd(r, "LLEN %s", key);
+    long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    if (rep) freeReplyObject(rep);
+    return n;
+}
+
+/* Wait (bounded) until the queue of `key` ("{key}:fq") holds n waiters. */
+static void await_queue(hlt_redis *r, const char *qkey, long long n)
+{
+    long long end = hlt_now_ms() + 5000;
+    while (llen(r, qkey) != n && hlt_now_ms() < end) hlt_sleep_ms(2);
+    cr_assert_eq(llen(r, qkey), n, "queue %s: %lld waiters, expected %lld", qkey, llen(r, qkey), n);
+}
+
+static long long nkeys(hlt_redis *r, const char *pattern)
+{
+    redisReply *rep = hlt_cmd(r, "KEYS %s", pattern);
+    long long n = rep && rep->type == REDIS_REPLY_ARRAY ? (long long)rep->elements : -1;
+    if (rep) freeReplyObject(rep);
+    return n;
+}
+
+/* Every key but the fencing counter (kept ttl + 1 h by design, with a TTL) is gone within the
+ * bound once every client is gone. (KEYS, not DBSIZE: DBSIZE counts unreaped expired keys.) */
+static void assert_nothing_left(hlt_redis *r, const char *fence_key)
+{
+    long long end = hlt_now_ms() + 2 * BOUND_MS + 2000;
+    while (nkeys(r, "*") > 1 && hlt_now_ms() < end) hlt_sleep_ms(20);
+    cr_assert_eq(nkeys(r, "*"), 1, "%lld keys left, expected the fencing counter alone", nkeys(r, "*"));
+    cr_assert_eq(hlt_exists(r, fence_key), 1);
+    cr_assert_gt(hlt_pttl(r, fence_key), 0, "the fencing counter has no expiry");
+}
+
+static void reap_ok(pid_t pid)
+{
+    int st = hlt_reap(pid, 30000);
+    cr_assert_eq(st, 0, "waiter %d exited %d", (int)pid, st);
+}
+
+/* ---- order ---- */
+
+static void order_of_grants_is_order_of_arrival(int wake, int n)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    board *b = board_new();
+    hilock_client *c;
+    hilock *h;
+    pid_t pid[MAXW];
+    cr_assert_not_null(r);
+    c = client_opts(r->url, 1, wake);
+    cr_assert_not_null(c);
+    cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < n; i++) {
+        pid[i] = spawn_waiter(r->url, 1, wake, "job", i, 5, b);
+        await_queue(r, "{job}:fq", i + 1);
+    }
+    cr_assert_eq(hilock_release(h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(h);
+    /* the releaser asks again at once: it cannot jump the queue, it comes last */
+    cr_assert_eq(hilock_acquire(c, "job", 30000, 20000, &h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(b->next, n, "the releaser got the lock after %d of %d waiters", b->next, n);
+    for (int i = 0; i < n; i++) reap_ok(pid[i]);
+    for (int i = 0; i < n; i++) cr_assert_eq(b->seq[i], i + 1, "waiter %d was served %d-th", i, b->seq[i]);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    hilock_client_free(c);
+    assert_nothing_left(r, "{job}:fence");
+    hlt_redis_stop(r);
+}
+
+Test(fair, grants_follow_the_order_of_arrival_of_ten_waiters, .timeout = 90)
+{
+    order_of_grants_is_order_of_arrival(1, 10);
+}
+
+Test(fair, grants_follow_the_order_of_arrival_when_polling, .timeout = 90)
+{
+    order_of_grants_is_order_of_arrival(0, 4);
+}
+
+/* ---- dead and frozen waiters ---- */
+
+Test(fair, killed_and_frozen_waiters_cost_the_rest_at_most_the_bound_each, .timeout = 90)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    board *b = board_new();
+    hilock_client *c;
+    hilock *h;
+    pid_t pid[5];
+    long long t_rel, took;
+    cr_assert_not_null(r);
+    c = fair_client(r->url);
+    cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &h), HILOCK_OK);
+    for (int i = 0; i < 5; i++) {   /* A, K (killed), B, S (frozen), C */
+        pid[i] = spawn_waiter(r->url, 1, 1, "job", i, 5, b);
+        await_queue(r, "{job}:fq", i + 1);
+    }
+    kill(pid[1], SIGKILL);
+    kill(pid[3], SIGSTOP);
+    t_rel = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    reap_ok(pid[0]);
+    reap_ok(pid[2]);
+    reap_ok(pid[4]);
+    cr_assert(b->seq[0] == 1 && b->seq[2] == 2 && b->seq[4] == 3, "served %d %d %d", b->seq[0],
+              b->seq[2], b->seq[4]);
+    took = b->t_grant[4] - t_rel;
+    cr_log_info("release -> the last live waiter, past one dead and one frozen: %lld ms "
+                "(bound per silent waiter: %d ms)", took, BOUND_MS);
+    /* each silent waiter costs at most the bound (plus a poll and round trips): far from the
+     * holder's 30 s ttl, and from 5 s per dead waiter */
+    cr_assert_lt(took, 2 * BOUND_MS + 1500, "took %lld ms", took);
+    kill(pid[3], SIGKILL);
+    cr_assert_eq(hlt_reap(pid[1], 5000), 128 + SIGKILL);
+    cr_assert_eq(hlt_reap(pid[3], 5000), 128 + SIGKILL);
+    hilock_client_free(c);
+    assert_nothing_left(r, "{job}:fence");
+    hlt_redis_stop(r);
+}
+
+Test(fair, waiter_whose_wait_runs_out_leaves_the_queue_at_once)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *hc, *wc;
+    hilock *h, *l = NULL;
+    cr_assert_not_null(r);
+    hc = fair_client(r->url);
+    wc = fair_client(r->url);
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(wc, "job", 30000, 300, &l), HILOCK_BUSY);
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(wc), "job: held by another owner"), "%s", hilock_client_errmsg(wc));
+    cr_assert_eq(nkeys(r, "{job}:f[qbs]*"), 0, "the queue outlived the wait");
+    cr_assert_eq(hlt_exists(r, "job"), 1);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hilock_client_free(wc);
+    hlt_redis_stop(r);
+}
+
+/* ---- try-lock and non-fair clients ---- */
+
+/* hc holds "job" (*h) and one fair waiter process is queued behind it. */
+static pid_t held_with_one_waiter(hlt_redis *r, hilock_client *hc, hilock **h, board *b)
+{
+    pid_t w;
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    w = spawn_waiter(r->url, 1, 1, "job", 0, 5, b);
+    await_queue(r, "{job}:fq", 1);
+    return w;
+}
+
+/* Freeze the queued waiter w, then release h: the key is free, and its turn the frozen head's. */
+static void freeze_head_and_release(hlt_redis *r, pid_t w, hilock *h)
+{
+    kill(w, SIGSTOP);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+}
+
+Test(fair, try_lock_says_busy_while_waiters_are_queued, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    board *b = board_new();
+    hilock_client *hc, *tc;
+    hilock *h, *l = NULL;
+    pid_t w;
+    long long end;
+    cr_assert_not_null(r);
+    hc = fair_client(r->url);
+    tc = fair_client(r->url);
+    w = held_with_one_waiter(r, hc, &h, b);
+    /* held, and a waiter queued: BUSY, and a try-lock does not join the queue */
+    cr_assert_eq(hilock_acquire(tc, "job", 30000, 0, &l), HILOCK_BUSY);
+    cr_assert_eq(llen(r, "{job}:fq"), 1);
+    /* free, but its turn is the (frozen) head's: still BUSY, nothing written */
+    freeze_head_and_release(r, w, h);
+    cr_assert_eq(hilock_acquire(tc, "job", 30000, 0, &l), HILOCK_BUSY);
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(tc), "1 waiter(s) queued first"), "%s", hilock_client_errmsg(tc));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    cr_assert_eq(llen(r, "{job}:fq"), 1);
+    /* once the frozen head's entry lapses (the bound), the try-lock gets it */
+    end = hlt_now_ms() + 2 * BOUND_MS + 2000;
+    while (hilock_acquire(tc, "job", 30000, 0, &l) == HILOCK_BUSY && hlt_now_ms() < end) hlt_sleep_ms(20);
+    cr_assert_not_null(l, "still BUSY %d ms after the head froze: %s", 2 * BOUND_MS + 2000,
+                       hilock_client_errmsg(tc));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    kill(w, SIGKILL);
+    cr_assert_eq(hlt_reap(w, 5000), 128 + SIGKILL);
+    hilock_client_free(hc);
+    hilock_client_free(tc);
+    assert_nothing_left(r, "{job}:fence");
+    hlt_redis_stop(r);
+}
+
+Test(fair, non_fair_client_may_pass_the_queue_but_never_overlaps, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    board *b = board_new();
+    hilock_client *hc, *nc;
+    hilock *h, *l = NULL;
+    pid_t w;
+    cr_assert_not_null(r);
+    hc = fair_client(r->url);
+    nc = client_opts(r->url, 0, 1);
+    cr_assert_not_null(nc);
+    w = held_with_one_waiter(r, hc, &h, b);
+    cr_assert_eq(hilock_acquire(nc, "job", 30000, 0, &l), HILOCK_BUSY);   /* a fair holder */
+    freeze_head_and_release(r, w, h);
+    /* the queue's head is frozen: a non-fair try-lock passes it (documented) */
+    cr_assert_eq(hilock_acquire(nc, "job", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(nc));
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_BUSY);
+    kill(w, SIGCONT);   /* the waiter, still the head, gets it only after the non-fair holder */
+    hlt_sleep_ms(100);
+    cr_assert_eq(b->next, 0, "a fair waiter got a key a non-fair client holds");
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    reap_ok(w);
+    cr_assert_eq(b->next, 1);
+    hilock_client_free(hc);
+    hilock_client_free(nc);
+    hlt_redis_stop(r);
+}
+
+/* Mixed fair and non-fair processes hammer one key: a read-modify-write counter under the
+ * lock comes out exact, and no grant finds another holder inside. */
+static void hammer(const char *url, int port, int fair, int rounds, board *b)
+{
+    hilock_client *c = client_opts(url, fair, 1);
+    redisContext *rc = redisConnect("127.0.0.1", port);
+    if (!c || !rc || rc->err) _exit(9);
+    for (int i = 0; i < rounds; i++) {
+        hilock *l;
+        redisReply *rep;
+        long long v;
+        if (hilock_acquire(c, "job", 10000, 30000, &l) != HILOCK_OK) _exit(11);
+        rep = redisCommand(rc, "INCR inside");
+        if (!rep || rep->integer != 1) __sync_add_and_fetch(&b->overlaps, 1);
+        freeReplyObject(rep);
+        rep = redisCommand(rc, "GET counter");
+        v = rep && rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+        freeReplyObject(rep);
+        freeReplyObject(redisCommand(rc, "SET counter %lld", v + 1));
+        freeReplyObject(redisCommand(rc, "DECR inside"));
+        if (hilock_release(l) != HILOCK_OK) _exit(12);
+        hilock_free(l);
+    }
+    redisFree(rc);
+    hilock_client_free(c);
+}
+
+Test(fair, counter_is_exact_with_fair_and_non_fair_clients_mixed, .timeout = 120)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    board *b = board_new();
+    pid_t pid[4];
+    char *v;
+    cr_assert_not_null(r);
+    for (int i = 0; i < 4; i++) {
+        pid[i] = fork();
+        cr_assert(pid[i] >= 0);
+        if (pid[i] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            alarm(100);
+            hammer(r->url, r->port, i % 2, 100, b);
+            _exit(0);
+        }
+    }
+    for (int i = 0; i < 4; i++) cr_assert_eq(hlt_reap(pid[i], 110000), 0, "process %d", i);
+    v = hlt_get(r, "counter");
+    cr_assert_str_eq(v, "400");
+    free(v);
+    cr_assert_eq(b->overlaps, 0);
+    v = hlt_get(r, "inside");
+    cr_assert_str_eq(v, "0");
+    free(v);
+    hlt_redis_stop(r);
+}
+
+/* ---- keys ---- */
+
+Test(fair, queue_keys_share_the_slot_of_a_tagged_key_and_expire)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    board *b = board_new();
+    hilock_client *hc;
+    hilock *h;
+    pid_t w;
+    cr_assert_not_null(r);
+    hc = fair_client(r->url);
+    cr_assert_eq(hilock_acquire(hc, "jobs:{tenant}:nightly", 30000, 0, &h), HILOCK_OK);
+    w = spawn_waiter(r->url, 1, 1, "jobs:{tenant}:nightly", 0, 5, b);
+    await_queue(r, "jobs:{tenant}:nightly:fq", 1);
+    cr_assert_eq(hlt_exists(r, "jobs:{tenant}:nightly:fb"), 1);
+    cr_assert_gt(hlt_pttl(r, "jobs:{tenant}:nightly:fq"), 0);
+    cr_assert_leq(hlt_pttl(r, "jobs:{tenant}:nightly:fq"), BOUND_MS);
+    cr_assert_gt(hlt_pttl(r, "jobs:{tenant}:nightly:fb"), 0);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    reap_ok(w);
+    hilock_client_free(hc);
+    assert_nothing_left(r, "jobs:{tenant}:nightly:fence");
+    hlt_redis_stop(r);
+}
+
+Test(fair, keepalive_renews_a_fair_lock)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    cr_assert_not_null(r);
+    c = fair_client(r->url);
+    cr_assert_eq(hilock_acquire(c, "job", 300, 0, &l), HILOCK_OK);
+    cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_sleep_ms(1000);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- unsupported configurations: EINVAL, a message, nothing changed ---- */
+
+static hilock_status new_client(const char *const *urls, size_t n, int fair, int bridge, hilock_client **c)
+{
+    hilock_options o;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = n;
+    o.fair = fair;
+    o.bridge = bridge;
+    return hilock_client_new(&o, c);
+}
+
+Test(fair, is_refused_with_several_servers)
+{
+    const char *urls[] = { "redis://127.0.0.1:1", "redis://127.0.0.1:2", "redis://127.0.0.1:3" };
+    hilock_client *c = (hilock_client *)urls;
+    cr_assert_eq(new_client(urls, 3, 1, 0, &c), HILOCK_EINVAL);
+    cr_assert_null(c);
+    cr_assert(strstr(hilock_last_config_error(), "fair is not supported with 3 servers (Redlock)"), "%s",
+              hilock_last_config_error());
+    cr_assert_eq(new_client(urls, 3, 0, 0, &c), HILOCK_OK);   /* the same without fair */
+    hilock_client_free(c);
+}
+
+Test(fair, is_refused_with_bridge_and_other_values)
+{
+    const char *url = "redis://127.0.0.1:1";
+    hilock_client *c = NULL;
+    cr_assert_eq(new_client(&url, 1, 1, 1, &c), HILOCK_EINVAL);
+    cr_assert_null(c);
+    cr_assert(strstr(hilock_last_config_error(), "fair is not supported with bridge"), "%s",
+              hilock_last_config_error());
+    cr_assert_eq(new_client(&url, 1, 2, 0, &c), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_last_config_error(), "fair must be 0 or 1"), "%s", hilock_last_config_error());
+    cr_assert_eq(new_client(&url, 1, -1, 0, &c), HILOCK_EINVAL);
+    cr_assert_null(c);
+}
+
+Test(fair, legacy_acquire_refuses_a_fair_client_and_writes_nothing)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l = (hilock *)&c;
+    cr_assert_not_null(r);
+    c = fair_client(r->url);
+    cr_assert_eq(hilock_legacy_acquire(c, "job", 30000, 0, &l), HILOCK_EINVAL);
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "fair is not supported by hilock_legacy_acquire"), "%s",
+              hilock_client_errmsg(c));
+    cr_assert_eq(hlt_dbsize(r), 0);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- Sentinel ---- */
+
+static hlt_sentinel *SF;
+
+static void sentinel_fini(void)
+{
+    hlt_sentinel_stop(SF);
+    SF = NULL;
+}
+
+Test(fair, behind_sentinel_the_release_calls_the_head, .fini = sentinel_fini, .timeout = 90)
+{
+    board *b = board_new();
+    hlt_redis *m;
+    hilock_client *c;
+    hilock *h;
+    pid_t w[2];
+    SF = hlt_sentinel_start();
+    cr_assert_not_null(SF, "sentinel fixture did not start");
+    m = SF->data[hlt_sentinel_master(SF)];
+    c = fair_client(SF->url);
+    cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < 2; i++) {
+        w[i] = spawn_waiter(SF->url, 1, 1, "job", i, 5, b);
+        await_queue(m, "{job}:fq", i + 1);
+    }
+    cr_assert_eq(hilock_release(h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(h);
+    for (int i = 0; i < 2; i++) reap_ok(w[i]);
+    cr_assert(b->seq[0] == 1 && b->seq[1] == 2);
+    hilock_client_free(c);
+}
+
+Test(fair, behind_sentinel_a_failover_is_detected_and_the_waiter_gets_its_turn, .fini = sentinel_fini,
+     .timeout = 120)
+{
+    board *b = board_new();
+    hilock_client *c;
+    hilock *h;
+    pid_t w;
+    char *v = NULL;
+    long long end;
+    SF = hlt_sentinel_start();
+    cr_assert_not_null(SF, "sentinel fixture did not start");
+    cr_assert_eq(hlt_sentinel_master(SF), 0);
+    c = fair_client(SF->url);
+    cr_assert_eq(hilock_acquire(c, "job", WAITER_TTL_MS, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    w = spawn_waiter(SF->url, 1, 1, "job", 0, 5, b);
+    await_queue(SF->data[0], "{job}:fq", 1);
+    end = hlt_now_ms() + 3000;   /* the replica has the grant and the queue */
+    while (hlt_now_ms() < end && (!(v = hlt_data_get(SF, 1, "job")) || !hlt_data_exists(SF, 1, "{job}:fq"))) {
+        free(v);
+        v = NULL;
+        hlt_sleep_ms(10);
+    }
+    cr_assert(v && !strcmp(v, hilock_token(h)), "the replica never got the lock");
+    free(v);
+    cr_assert_eq(hlt_sentinel_failover(SF, 0), 0, "failover did not complete");
+    /* the fair kind keeps failover awareness: the new master proves the lock survived */
+    cr_assert_eq(hilock_check(h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(h);
+    /* the waiter follows the master and gets the lock once the new master's guard is over */
+    reap_ok(w);
+    cr_assert_eq(b->seq[0], 1);
+    cr_assert_eq(hlt_data_exists(SF, 1, "job"), 0);
+    hilock_client_free(c);
+}
