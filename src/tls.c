@@ -430,6 +430,8 @@ static hl_tls_io cert_refused(struct hl_tls *t, int problem, unsigned long code)
     return fail(t, "TLS: server refused the client certificate (%s)", alert ? alert : "it closed the connection");
 }
 
+#define NOT_TLS "TLS: not a TLS server (a plain one takes redis://; or a wrong port?)"
+
 /* A call failed with SSL_get_error() == e: a want, the end of the session, or an error in words. */
 static hl_tls_io outcome(struct hl_tls *t, int e, int reading)
 {
@@ -442,9 +444,8 @@ static hl_tls_io outcome(struct hl_tls *t, int e, int reading)
         ERR_clear_error();
         return e == SSL_ERROR_WANT_READ ? HL_TLS_WANT_READ : HL_TLS_WANT_WRITE;
     }
-    if (not_tls(t)) return fail(t, "TLS: not a TLS server (wrong port?)");
-    if (!t->done && t->first_byte < 0 && dropped)
-        return fail(t, "TLS: not a TLS server (wrong port?): it closed the connection");
+    if (not_tls(t)) return fail(t, "%s", NOT_TLS);
+    if (!t->done && t->first_byte < 0 && dropped) return fail(t, "%s: it closed the connection", NOT_TLS);
     if ((cert = client_cert_problem(t, reason, dropped)) != CERT_FINE) return cert_refused(t, cert, code);
     if (eof && reading && t->done) return closed(t);
     if (eof) return fail(t, "TLS: the server closed the connection");
@@ -460,7 +461,8 @@ static hl_tls_io outcome(struct hl_tls *t, int e, int reading)
 const char *hl_tls_timeout_error(const struct hl_tls *t)
 {
     if (t->done) return NULL;
-    if (t->first_byte < 0) return "TLS: no answer to the handshake (not a TLS server? wrong port?)";
+    if (t->first_byte < 0)
+        return "TLS: no answer to the handshake (not a TLS server? a plain one takes redis://; or a wrong port?)";
     return "TLS: the handshake stalled";
 }
 

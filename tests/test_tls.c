@@ -120,7 +120,9 @@ Test(tls, mutual_tls_works_with_a_client_certificate_and_says_why_without)
     hilock_options o = tls_opts(&url, 1);
     hilock_client *c;
     hilock *l = NULL;
-    acquire_fails(&o, HILOCK_EIO, "TLS: server requires a client certificate");
+    char want[200];
+    snprintf(want, sizeof want, "127.0.0.1:%d: TLS: server requires a client certificate", r->port);
+    acquire_fails(&o, HILOCK_EIO, want);
     o.tls_cert_file = pki->client.crt;
     o.tls_key_file = pki->client.key;
     c = client_for(&o);
@@ -140,12 +142,19 @@ Test(tls, a_wrong_ca_an_expired_certificate_and_a_host_mismatch_are_named)
     hilock_options o = tls_opts(&url, 1);
     hilock_client *c;
     hilock *l = NULL;
+    char want[200];
     o.tls_ca_file = pki->client_ca;
-    acquire_fails(&o, HILOCK_EIO, "TLS: certificate verify failed (unable to get local issuer certificate)");
+    /* "HOST:PORT: TLS: ...": the cause right after the server, no "connect:" between */
+    snprintf(want, sizeof want, "127.0.0.1:%d: TLS: certificate verify failed (unable to get local "
+             "issuer certificate)", r->port);
+    acquire_fails(&o, HILOCK_EIO, want);
     o = tls_opts(&xurl, 1);
-    acquire_fails(&o, HILOCK_EIO, "expired");
+    snprintf(want, sizeof want, "127.0.0.1:%d: TLS: certificate has expired",
+             x->port);
+    acquire_fails(&o, HILOCK_EIO, want);
     o = tls_opts(&murl, 1);
-    acquire_fails(&o, HILOCK_EIO, "TLS: host name mismatch");
+    snprintf(want, sizeof want, "127.0.0.1:%d: TLS: host name mismatch", m->port);
+    acquire_fails(&o, HILOCK_EIO, want);
     o.tls_verify = 0;   /* encrypt only */
     c = client_for(&o);
     cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -168,9 +177,12 @@ Test(tls, tls_against_a_plain_port_and_plain_against_a_tls_port_fail_within_the_
     snprintf(turl, sizeof turl, "rediss://127.0.0.1:%d", plain->port);
     o.connect_timeout_ms = o.io_timeout_ms = scaled(500);
     acquire_fails(&o, HILOCK_ETIMEDOUT, "TLS");
+    acquire_fails(&o, HILOCK_ETIMEDOUT, "a plain one takes redis://");
     snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", r->port);
     u = purl;
-    acquire_fails(&o, HILOCK_EIO, "127.0.0.1");
+    acquire_fails(&o, HILOCK_EIO, "the server may require TLS: use rediss://");
+    cr_assert_eq(hlt_dbsize(plain), 0);
+    cr_assert_eq(hlt_dbsize(r), 0);
     hlt_redis_stop(plain);
     hlt_redis_stop(r);
 }
