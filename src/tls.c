@@ -17,6 +17,7 @@
 #include "tls.h"
 
 struct hl_tls_ctx {
+    int      refs;          /* atomic: a client and its keepalives' private clients share it */
     SSL_CTX *ssl_ctx;
     char    *server_name;   /* NULL: each session's host */
     int      verify;
@@ -227,6 +228,7 @@ struct hl_tls_ctx *hl_tls_ctx_new(const hl_tls_config *cfg, char *err, size_t er
         ERR_clear_error();
         return NULL;
     }
+    x->refs = 1;
     x->verify = cfg->verify;
     /* Partial writes and a moving buffer: the caller writes from a buffer that it appends to
      * (and reallocates) while a record is pending. */
@@ -242,9 +244,16 @@ struct hl_tls_ctx *hl_tls_ctx_new(const hl_tls_config *cfg, char *err, size_t er
     return x;
 }
 
+struct hl_tls_ctx *hl_tls_ctx_ref(struct hl_tls_ctx *x)
+{
+    __atomic_add_fetch(&x->refs, 1, __ATOMIC_RELAXED);
+    return x;
+}
+
 void hl_tls_ctx_free(struct hl_tls_ctx *x)
 {
-    if (!x) return;
+    /* refs is 0 only in a context that failed half-way through hl_tls_ctx_new */
+    if (!x || (x->refs > 0 && __atomic_sub_fetch(&x->refs, 1, __ATOMIC_ACQ_REL) > 0)) return;
     SSL_CTX_free(x->ssl_ctx);
     free(x->server_name);
     free(x);

@@ -50,7 +50,11 @@ struct hl_tls;       /* one session over one fd */
  * why in err (err_len bytes): a file that cannot be read, a key that does not match the
  * certificate, a certificate without a key, out of memory. Free with hl_tls_ctx_free. */
 struct hl_tls_ctx *hl_tls_ctx_new(const hl_tls_config *cfg, char *err, size_t err_len);
-/* NULL-safe. Sessions made from it stay valid (OpenSSL counts its own references). */
+/* One more owner of x (thread-safe): each owner calls hl_tls_ctx_free once; the last frees
+ * it. So a second client with the same settings shares the files loaded once. Returns x. */
+struct hl_tls_ctx *hl_tls_ctx_ref(struct hl_tls_ctx *x);
+/* Drop one owner (thread-safe); NULL-safe. Sessions made from it stay valid (OpenSSL counts
+ * its own references). */
 void hl_tls_ctx_free(struct hl_tls_ctx *x);
 
 /* A session over fd (a connected non-blocking socket; not taken over: the caller closes it

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fixture.h"
 #include "hilock.h"
@@ -288,6 +289,36 @@ Test(tls, the_client_keeps_its_own_copy_of_the_tls_strings)
     free(ca);
     cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* The keepalive's private client shares the owner's TLS context: it renews over rediss://
+ * even when the CA file is gone by the time the keepalive starts (the files are read once,
+ * by hilock_client_new). */
+Test(tls, keepalive_renews_over_tls_with_the_clients_context)
+{
+    hlt_redis *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
+    const char *url = r->url;
+    hilock_options o = tls_opts(&url, 1);
+    char ca[HLT_PKI_PATH + 8], cmd[2 * HLT_PKI_PATH + 16];
+    hilock_client *c;
+    hilock *l = NULL;
+    snprintf(ca, sizeof ca, "%s.copy", pki->ca);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", pki->ca, ca);
+    cr_assert_eq(system(cmd), 0);
+    o.tls_ca_file = ca;
+    c = client_for(&o);
+    cr_assert_eq(hilock_acquire(c, "tls:ka", 1500, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(unlink(ca), 0);
+    cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_sleep_ms(3500);   /* more than twice the ttl: only renewals keep it */
+    cr_assert_eq(hlt_exists(r, "tls:ka"), 1, "not renewed over TLS");
+    cr_assert_gt(hlt_pttl(r, "tls:ka"), 0);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "tls:ka"), 0);
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
