@@ -80,7 +80,9 @@ hl_tls_io hl_tls_read(struct hl_tls *t, void *buf, size_t cap, size_t *n);
  * After a WANT, call again with the same bytes first (the buffer may have moved or grown,
  * never shrunk). len == 0 is OK with *n = 0. */
 hl_tls_io hl_tls_write(struct hl_tls *t, const void *buf, size_t len, size_t *n);
-/* Decrypted bytes buffered in the session, readable now without waiting. */
+/* > 0 if the session holds bytes poll() cannot see: decrypted ones, or records read ahead
+ * from the socket (the context reads ahead: one recv per reply, not one per record header
+ * and one per body). Read (until WANT_READ) before waiting for POLLIN. */
 size_t hl_tls_pending(const struct hl_tls *t);
 
 /* Why the last call returned HL_TLS_ERROR ("TLS: ..."); "" before any error. */
