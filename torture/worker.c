@@ -266,6 +266,7 @@ void tt_worker_main(const tt_worker_cfg *cfg)
     o.connect_timeout_ms = cfg->connect_timeout_ms;
     o.retry_delay_ms = cfg->retry_delay_ms;
     o.bridge = cfg->flavour == TT_BRIDGE;
+    o.tls_ca_file = cfg->tls_ca_file;
 #ifdef HL_TORTURE_LEGACY
     if (cfg->codec && hilock_codec_preset(cfg->codec, &o.codec) != HILOCK_OK) _exit(2);
 #endif
