@@ -118,6 +118,19 @@ long long hlt_data_exists(hlt_sentinel *f, int i, const char *key)
     return v;
 }
 
+int hlt_data_holds_within(hlt_sentinel *f, int i, const char *key, const char *value, long ms)
+{
+    long long end = hlt_now_ms() + ms;
+    do {
+        char *v = hlt_data_get(f, i, key);
+        int ok = v && !strcmp(v, value);
+        free(v);
+        if (ok) return 1;
+        hlt_sleep_ms(20);
+    } while (hlt_now_ms() < end);
+    return 0;
+}
+
 /* Port Sentinel k names as the master, 0 if it does not answer. */
 static int named_port(hlt_sentinel *f, int k)
 {

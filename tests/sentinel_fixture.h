@@ -84,5 +84,7 @@ void hlt_sentinel_thaw(hlt_sentinel *f, int i);
 /* Read-back helpers on data node i (through hlt_data_cmd). */
 char     *hlt_data_get(hlt_sentinel *f, int i, const char *key);   /* malloc'd, NULL if none */
 long long hlt_data_exists(hlt_sentinel *f, int i, const char *key);
+/* 1 if data node i holds key = value within ms (polled: replication is asynchronous). */
+int       hlt_data_holds_within(hlt_sentinel *f, int i, const char *key, const char *value, long ms);
 
 #endif

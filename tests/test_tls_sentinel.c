@@ -69,15 +69,7 @@ static hilock_client *client(void) { return client_ca(pki->ca); }
 /* data[i] holds `key` with our token (polled: replication is asynchronous). */
 static int holds_within(int i, const char *key, const char *token, long ms)
 {
-    long long end = hlt_now_ms() + ms;
-    do {
-        char *v = hlt_data_get(F, i, key);
-        int ok = v && !strcmp(v, token);
-        free(v);
-        if (ok) return 1;
-        hlt_sleep_ms(20);
-    } while (hlt_now_ms() < end);
-    return 0;
+    return hlt_data_holds_within(F, i, key, token, ms);
 }
 
 Test(tls_sentinel, acquire_extend_release_over_tls_sentinels_and_nodes)
