@@ -22,6 +22,8 @@
  *  4. Redlock: acquire+release latency over 1, 3 and 5 masters (all asked at once), next to
  *     the floor of the machine: bare hiredis sending the same commands to every master at
  *     once (on a small machine the masters compete for its CPUs).
+ *  5. TLS next to plain TCP (issue 11; bench/tls.c): cycles on one long-lived connection,
+ *     and connect + handshake time. `bench tls` runs only part 5.
  *
  * Knobs (environment): HILOCK_BENCH_SECONDS (time per variant, default 4),
  * HILOCK_LUA_DIR (default src/lua), HILOCK_BENCH_FAIR_* (bench/fairness.c).
@@ -677,6 +679,11 @@ int main(int argc, char **argv)
         hlt_redis_stop(r);
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "tls")) {
+        tls_bench(run_s);
+        hlt_redis_stop(r);
+        return 0;
+    }
 
     nloaded = load_scripts(r);
     capture(r);
@@ -711,6 +718,7 @@ int main(int argc, char **argv)
     fairness(r);
 
     redlock(r);
+    tls_bench(run_s);
     free_script(&lib_acquire);
     free_script(&lib_release);
     hlt_redis_stop(r);

@@ -1,4 +1,4 @@
-/* bench.h -- what the parts of `make bench` share (bench/bench.c, bench/fairness.c): the
+/* bench.h -- what the parts of `make bench` share (bench/bench.c, bench/fairness.c, bench/tls.c): the
  * clock, the exit on a setup failure, percentiles and how a client is made. */
 #ifndef HILOCK_BENCH_H
 #define HILOCK_BENCH_H
@@ -25,5 +25,8 @@ void in_processes(int n, void (*body)(int i, void *arg), void *arg, const char *
 
 /* The fairness table of issue 14 (bench/fairness.c), on server r. */
 void fairness(hlt_redis *r);
+
+/* TLS next to plain TCP (bench/tls.c), on a server of its own; run_s per variant. */
+void tls_bench(double run_s);
 
 #endif

@@ -118,7 +118,8 @@ static const char usage_text[] =
     "      --bridge               modern lock that legacy clients also respect\n"
     "      --fair                 first come, first served: wait in the key's queue, which\n"
     "                             --nonblock does not pass (one server only)\n"
-    "      --tls                  reach redis:// servers over TLS (as rediss:// URLs)\n"
+    "      --tls                  reach redis:// and redis-sentinel:// servers over TLS\n"
+    "                             (as rediss:// and rediss-sentinel:// URLs)\n"
     "      --cacert=FILE          trust the CAs in this PEM file (default: the system's)\n"
     "      --cacertdir=DIR        trust the CAs in this directory (openssl rehash)\n"
     "      --cert=FILE            client certificate (PEM), for servers that ask for one\n"
@@ -136,7 +137,8 @@ static const char usage_text[] =
     "DURATION is a number of seconds (fractions allowed) or NUMBER followed by ms, s, m, h or d.\n"
     "URLs: redis://[[user]:password@]host[:port][/db], unix:///path/redis.sock[?db=N],\n"
     "      rediss://... (redis:// over TLS),\n"
-    "      redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master\n"
+    "      redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master,\n"
+    "      rediss-sentinel://... (TLS to the Sentinels and the nodes)\n"
     "\n"
     "COMMAND gets HILOCK_KEY and HILOCK_FENCE (the fencing token) in its environment, and\n"
     "not HILOCK_SERVERS. It runs in a process group of its own, unless hilock is the\n"
@@ -351,14 +353,17 @@ static const struct option longopts[] = {
     { NULL, 0, NULL, 0 },
 };
 
-/* --tls, as redis-cli's: every redis:// server is reached as rediss:// (the same URL over
- * TLS); other schemes are left as written. Returns -1 to go on, or the status to exit with. */
+/* --tls, as redis-cli's: every redis:// server is reached as rediss:// and every
+ * redis-sentinel:// one as rediss-sentinel:// (the same URL over TLS); other schemes are
+ * left as written. Returns -1 to go on, or the status to exit with. */
 static int servers_to_tls(cli *o)
 {
     for (size_t i = 0; i < o->nservers; i++) {
-        if (strncmp(o->servers[i], "redis://", 8)) continue;
+        const char *rest = o->servers[i] + 5;   /* after "redis" */
+        if (strncmp(o->servers[i], "redis://", 8) && strncmp(o->servers[i], "redis-sentinel://", 17))
+            continue;
         if (!(o->tls_copy[i] = malloc(strlen(o->servers[i]) + 2))) return EXIT_OSERR;
-        sprintf(o->tls_copy[i], "rediss://%s", o->servers[i] + 8);
+        sprintf(o->tls_copy[i], "rediss%s", rest);
         o->servers[i] = o->tls_copy[i];
     }
     return -1;

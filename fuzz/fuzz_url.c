@@ -49,7 +49,8 @@ static void put_hostport(hl_buf *b, const char *host, int port)
 static void print_url(hl_buf *b, const hl_url *u)
 {
     char num[32];
-    put(b, u->kind == HL_URL_TCP ? "redis://" : u->kind == HL_URL_UNIX ? "unix://" : "redis-sentinel://");
+    put(b, u->kind == HL_URL_UNIX ? "unix://" : u->kind == HL_URL_TCP ? (u->tls ? "rediss://" : "redis://")
+                                             : u->tls ? "rediss-sentinel://" : "redis-sentinel://");
     if (u->pass) {
         if (u->user) put_escaped(b, u->user);
         put(b, ":");
@@ -98,6 +99,7 @@ static int same_str(const char *a, const char *b)
 static void check_same(const hl_url *a, const hl_url *b)
 {
     CHECK(a->kind == b->kind);
+    CHECK(a->tls == b->tls);
     CHECK(same_str(a->host, b->host));
     CHECK(a->port == b->port);
     CHECK(same_str(a->path, b->path));
@@ -127,6 +129,7 @@ static void check_fields(const hl_url *u)
     CHECK(!u->pass || u->pass[0]);         /* "empty password" is refused */
     CHECK(!u->sentinel_user || (u->sentinel_user[0] && u->sentinel_pass));
     CHECK(!u->sentinel_pass || (u->sentinel_pass[0] && u->kind == HL_URL_SENTINEL));
+    CHECK(u->tls == 0 || (u->tls == 1 && u->kind != HL_URL_UNIX));
     switch (u->kind) {
     case HL_URL_TCP:
         CHECK(u->host && u->host[0] && !u->path && !u->master && !u->nsentinels);

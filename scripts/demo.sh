@@ -1,7 +1,8 @@
 #!/bin/sh
 # demo.sh BUILD_DIR -- the hilock command at work against a throwaway redis-server (unix socket
 # in a temp dir, no TCP port; always stopped and removed on exit): concurrent jobs taking turns
-# on one key, -n and -w, and a lock lost while its job runs.
+# on one key, -n and -w, a lock lost while its job runs, and a lock over TLS (a second
+# throwaway server on a 127.0.0.1 TLS port, with a CA and certificate the script makes).
 set -eu
 b=${1:-build}
 hl=$b/hilock
@@ -15,19 +16,25 @@ pids=""
 cleanup() {
   for p in $pids; do kill "$p" 2>/dev/null || :; done
   [ -f "$dir/redis.pid" ] && kill "$(cat "$dir/redis.pid")" 2>/dev/null || :
+  [ -f "$dir/tls.pid" ] && kill "$(cat "$dir/tls.pid")" 2>/dev/null || :
   rm -rf "$dir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 
-redis-server --port 0 --unixsocket "$sock" --unixsocketperm 700 --save '' --appendonly no \
-  --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --daemonize yes
-i=0
-until redis-cli -s "$sock" ping >/dev/null 2>&1; do
-  i=$((i + 1)); [ $i -lt 100 ] || { echo "demo: redis-server did not start" >&2; exit 1; }
-  sleep 0.05
-done
+# serve NAME ARGS...: a redis-server on the unix socket $dir/NAME.sock (plus ARGS); 0 once it answers
+serve() {
+  n=$1; shift
+  redis-server --port 0 --unixsocket "$dir/$n.sock" --unixsocketperm 700 --save '' --appendonly no \
+    --dir "$dir" --pidfile "$dir/$n.pid" --logfile "$dir/$n.log" --daemonize yes "$@"
+  i=0
+  until redis-cli -s "$dir/$n.sock" ping >/dev/null 2>&1; do
+    i=$((i + 1)); [ $i -lt 100 ] || return 1
+    sleep 0.05
+  done
+}
+serve redis || { echo "demo: redis-server did not start" >&2; exit 1; }
 export HILOCK_SERVERS="unix://$sock"
 T0=$(date +%s%N); export T0
 
@@ -82,5 +89,31 @@ say "redis-cli DEL demo:report -> $(redis-cli -s "$sock" DEL demo:report)"
 rc=0; wait "$p8" || rc=$?
 say "hilock for job-8 -> exit $rc (75 = lock lost)"
 pids=""
+echo
+echo "4. TLS: a second throwaway redis-server that speaks only TLS (--port 0 --tls-port),"
+echo "   with a CA and a server certificate for 127.0.0.1 made here by openssl."
+if command -v openssl >/dev/null; then
+  ( cd "$dir"
+    key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1.key"; }
+    key ca && openssl req -x509 -new -key ca.key -out ca.crt -days 1 -subj "/CN=hilock demo CA"
+    key server && openssl req -new -key server.key -out server.csr -subj /CN=localhost
+    echo 'subjectAltName=DNS:localhost,IP:127.0.0.1' >server.ext
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt \
+      -days 1 -extfile server.ext ) >"$dir/openssl.log" 2>&1 || { echo "demo: openssl failed" >&2; exit 1; }
+  for try in 1 2 3 4 5; do   # a random TLS port; another one if it was taken
+    port=$((20000 + $(od -An -N2 -tu2 /dev/urandom) % 30000))
+    serve tls --bind 127.0.0.1 --tls-port "$port" --tls-cert-file "$dir/server.crt" \
+      --tls-key-file "$dir/server.key" --tls-ca-cert-file "$dir/ca.crt" --tls-auth-clients no && break
+    port=""
+  done
+  [ -n "$port" ] || { echo "demo: redis-server --tls-port did not start" >&2; exit 1; }
+  TLS_SOCK=$dir/tls.sock "$hl" --cacert "$dir/ca.crt" -s "rediss://127.0.0.1:$port" demo:tls -- sh -c \
+    'echo "    job-9 holds demo:tls over TLS (fence $HILOCK_FENCE; PTTL $(redis-cli -s "$TLS_SOCK" PTTL demo:tls) ms)"'
+  say "hilock --cacert ca.crt -s rediss://127.0.0.1:$port demo:tls ... -> exit $?"
+  rc=0; "$hl" -n -s "redis://127.0.0.1:$port" demo:tls true 2>"$dir/err" || rc=$?
+  say "the same as redis:// (no TLS) -> exit $rc: $(cat "$dir/err")"
+else
+  echo "   (skipped: no openssl command)"
+fi
 echo
 echo "See hilock --help and man hilock (cli/hilock.1)."

@@ -46,7 +46,7 @@ typedef struct hl_hostport {
 typedef struct hl_url {
     hl_url_kind  kind;
     char        *host;      /* TCP */
-    int          tls;       /* TCP: rediss:// */
+    int          tls;       /* rediss:// and rediss-sentinel:// (TLS to the Sentinels and the nodes) */
     int          port;
     char        *path;      /* UNIX */
     char        *user;      /* NULL = no ACL user */

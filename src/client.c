@@ -180,12 +180,18 @@ static int copy_tls_strings(hilock_client *c)
 }
 
 /* The TLS context, loaded once per client so that an unreadable file is EINVAL here, not a
- * failure at every connect. Made when a file is given or a server needs TLS. */
-static hilock_status load_tls(hilock_client *c, int needed, char *err, size_t err_len)
+ * failure at every connect. Made when a file is given or a server needs TLS; or shared (a
+ * client made like another: the same options, so the same context). */
+static hilock_status load_tls(hilock_client *c, int needed, struct hl_tls_ctx *shared, char *err,
+                              size_t err_len)
 {
     const hilock_options *o = &c->opt;
     hl_tls_config cfg = {o->tls_ca_file, o->tls_ca_path, o->tls_cert_file, o->tls_key_file,
                          o->tls_server_name, o->tls_verify};
+    if (shared) {
+        c->tls = hl_tls_ctx_ref(shared);
+        return HILOCK_OK;
+    }
     if (!needed && !o->tls_ca_file && !o->tls_ca_path && !o->tls_cert_file && !o->tls_key_file)
         return HILOCK_OK;
     if (!(c->tls = hl_tls_ctx_new(&cfg, err, err_len))) return HILOCK_EINVAL;
@@ -204,7 +210,8 @@ static char *node_name(const hl_url *u)
     return hl_strdup(buf);
 }
 
-hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, hilock_client **out)
+static hilock_status client_new(const hilock_options *given, size_t size, struct hl_tls_ctx *shared,
+                                hilock_client **out)
 {
     hilock_options full, *o = &full;
     hilock_client *c;
@@ -255,7 +262,7 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
         c->opt.nservers++;
     }
     c->opt.servers = (const char *const *)c->servers;
-    if (load_tls(c, tls_needed, err, sizeof err) != HILOCK_OK) {
+    if (load_tls(c, tls_needed, shared, err, sizeof err) != HILOCK_OK) {
         config_fail(HILOCK_EINVAL, "%s", err);
         client_destroy(c);
         return HILOCK_EINVAL;
@@ -270,6 +277,16 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
 oom:
     client_destroy(c);
     return config_fail(HILOCK_ENOMEM, "out of memory");
+}
+
+hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, hilock_client **out)
+{
+    return client_new(given, size, NULL, out);
+}
+
+hilock_status hl_client_new_like(const hilock_client *c, hilock_client **out)
+{
+    return client_new(&c->opt, sizeof c->opt, c->tls, out);
 }
 
 /* The symbol binaries built against 0.1.0's header call (no size argument): that size. */

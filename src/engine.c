@@ -188,6 +188,13 @@ void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value,
 static void node_set_err(hl_node *n, hilock_status st, const char *what, const char *why)
 {
     n->st = st;
+    /* "HOST:PORT: TLS: certificate verify failed (...)": when the session layer says why, the
+     * step it failed in (connect, read, write) is noise -- TLS is the cause to act on */
+    if (why && !strncmp(why, "TLS: ", 5)) what = NULL;
+    if (!what) {
+        snprintf(n->err, sizeof n->err, "%s: %s", n->name, why ? why : "");
+        return;
+    }
     snprintf(n->err, sizeof n->err, "%s: %s%s%s", n->name, what, why ? ": " : "", why ? why : "");
 }
 

@@ -70,6 +70,10 @@ hilock_status hl_check_fork(hilock_client *c);
 
 void hl_client_ref(hilock_client *c);
 void hl_client_unref(hilock_client *c);
+/* A new client with c's options (already checked and copied), sharing c's TLS context
+ * rather than loading the files again (they may have changed or gone since): a keepalive's
+ * private client. Statuses as hilock_client_new's; hilock_last_config_error() says why. */
+hilock_status hl_client_new_like(const hilock_client *c, hilock_client **out);
 
 /* Set c->errmsg (printf-style) and return st; hl_ok() clears it and returns HILOCK_OK. */
 hilock_status hl_fail(hilock_client *c, hilock_status st, const char *fmt, ...)

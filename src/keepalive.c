@@ -1,8 +1,9 @@
 /* keepalive.c -- renew a lock in the background until it is released or freed.
  *
- * A layer above the lock API: it calls the public functions (hilock_extend,
- * hilock_client_new, ...) and lock.c's hl_lock_renewable; lock.c calls back only through the
- * hook this file sets in the lock while its thread runs (l->hook, internal.h: hl_hook_ev).
+ * A layer above the lock API: it calls the public functions (hilock_extend, ...),
+ * client.c's hl_client_new_like (the private client shares the owner's TLS context: the
+ * files are not read again) and lock.c's hl_lock_renewable; lock.c calls back only through
+ * the hook this file sets in the lock while its thread runs (l->hook, internal.h: hl_hook_ev).
  *
  * One thread and one private client per keepalive: the owner's client is never used from two
  * threads (the thread rule), and a slow renewal never delays the owner's own calls.
@@ -347,7 +348,7 @@ hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void 
         free(k);
         return hl_fail(c, st, "keepalive: out of resources");
     }
-    if ((st = hilock_client_new(&c->opt, &k->pc)) != HILOCK_OK) {
+    if ((st = hl_client_new_like(c, &k->pc)) != HILOCK_OK) {
         k->pc = NULL;
         ka_free(k);
         return hl_fail(c, st, "keepalive: %s", hilock_last_config_error());

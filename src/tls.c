@@ -17,6 +17,7 @@
 #include "tls.h"
 
 struct hl_tls_ctx {
+    int      refs;          /* atomic: a client and its keepalives' private clients share it */
     SSL_CTX *ssl_ctx;
     char    *server_name;   /* NULL: each session's host */
     int      verify;
@@ -227,11 +228,15 @@ struct hl_tls_ctx *hl_tls_ctx_new(const hl_tls_config *cfg, char *err, size_t er
         ERR_clear_error();
         return NULL;
     }
+    x->refs = 1;
     x->verify = cfg->verify;
     /* Partial writes and a moving buffer: the caller writes from a buffer that it appends to
      * (and reallocates) while a record is pending. */
     SSL_CTX_set_mode(x->ssl_ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_min_proto_version(x->ssl_ctx, TLS1_2_VERSION);
+    /* Read ahead: a reply's records come in one recv, not two (header, body) per record --
+     * half the system calls of a round trip; hl_tls_pending counts what it buffers. */
+    SSL_CTX_set_read_ahead(x->ssl_ctx, 1);
     SSL_CTX_set_verify(x->ssl_ctx, cfg->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
     if (load_trust(x->ssl_ctx, cfg, err, err_len) != 0 ||
         (certs = load_client_cert(x->ssl_ctx, cfg, err, err_len)) < 0) {
@@ -242,9 +247,16 @@ struct hl_tls_ctx *hl_tls_ctx_new(const hl_tls_config *cfg, char *err, size_t er
     return x;
 }
 
+struct hl_tls_ctx *hl_tls_ctx_ref(struct hl_tls_ctx *x)
+{
+    __atomic_add_fetch(&x->refs, 1, __ATOMIC_RELAXED);
+    return x;
+}
+
 void hl_tls_ctx_free(struct hl_tls_ctx *x)
 {
-    if (!x) return;
+    /* refs is 0 only in a context that failed half-way through hl_tls_ctx_new */
+    if (!x || (x->refs > 0 && __atomic_sub_fetch(&x->refs, 1, __ATOMIC_ACQ_REL) > 0)) return;
     SSL_CTX_free(x->ssl_ctx);
     free(x->server_name);
     free(x);
@@ -321,7 +333,10 @@ void hl_tls_free(struct hl_tls *t)
 }
 
 const char *hl_tls_error(const struct hl_tls *t) { return t->err; }
-size_t hl_tls_pending(const struct hl_tls *t) { return t->broken ? 0 : (size_t)SSL_pending(t->ssl); }
+size_t hl_tls_pending(const struct hl_tls *t)
+{
+    return t->broken ? 0 : (size_t)SSL_pending(t->ssl) + (size_t)SSL_has_pending(t->ssl);
+}
 
 /* ---- errors in words ---- */
 
@@ -430,6 +445,8 @@ static hl_tls_io cert_refused(struct hl_tls *t, int problem, unsigned long code)
     return fail(t, "TLS: server refused the client certificate (%s)", alert ? alert : "it closed the connection");
 }
 
+#define NOT_TLS "TLS: not a TLS server (a plain one takes redis://; or a wrong port?)"
+
 /* A call failed with SSL_get_error() == e: a want, the end of the session, or an error in words. */
 static hl_tls_io outcome(struct hl_tls *t, int e, int reading)
 {
@@ -442,9 +459,8 @@ static hl_tls_io outcome(struct hl_tls *t, int e, int reading)
         ERR_clear_error();
         return e == SSL_ERROR_WANT_READ ? HL_TLS_WANT_READ : HL_TLS_WANT_WRITE;
     }
-    if (not_tls(t)) return fail(t, "TLS: not a TLS server (wrong port?)");
-    if (!t->done && t->first_byte < 0 && dropped)
-        return fail(t, "TLS: not a TLS server (wrong port?): it closed the connection");
+    if (not_tls(t)) return fail(t, "%s", NOT_TLS);
+    if (!t->done && t->first_byte < 0 && dropped) return fail(t, "%s: it closed the connection", NOT_TLS);
     if ((cert = client_cert_problem(t, reason, dropped)) != CERT_FINE) return cert_refused(t, cert, code);
     if (eof && reading && t->done) return closed(t);
     if (eof) return fail(t, "TLS: the server closed the connection");
@@ -460,7 +476,8 @@ static hl_tls_io outcome(struct hl_tls *t, int e, int reading)
 const char *hl_tls_timeout_error(const struct hl_tls *t)
 {
     if (t->done) return NULL;
-    if (t->first_byte < 0) return "TLS: no answer to the handshake (not a TLS server? wrong port?)";
+    if (t->first_byte < 0)
+        return "TLS: no answer to the handshake (not a TLS server? a plain one takes redis://; or a wrong port?)";
     return "TLS: the handshake stalled";
 }
 

@@ -50,7 +50,11 @@ struct hl_tls;       /* one session over one fd */
  * why in err (err_len bytes): a file that cannot be read, a key that does not match the
  * certificate, a certificate without a key, out of memory. Free with hl_tls_ctx_free. */
 struct hl_tls_ctx *hl_tls_ctx_new(const hl_tls_config *cfg, char *err, size_t err_len);
-/* NULL-safe. Sessions made from it stay valid (OpenSSL counts its own references). */
+/* One more owner of x (thread-safe): each owner calls hl_tls_ctx_free once; the last frees
+ * it. So a second client with the same settings shares the files loaded once. Returns x. */
+struct hl_tls_ctx *hl_tls_ctx_ref(struct hl_tls_ctx *x);
+/* Drop one owner (thread-safe); NULL-safe. Sessions made from it stay valid (OpenSSL counts
+ * its own references). */
 void hl_tls_ctx_free(struct hl_tls_ctx *x);
 
 /* A session over fd (a connected non-blocking socket; not taken over: the caller closes it
@@ -76,7 +80,9 @@ hl_tls_io hl_tls_read(struct hl_tls *t, void *buf, size_t cap, size_t *n);
  * After a WANT, call again with the same bytes first (the buffer may have moved or grown,
  * never shrunk). len == 0 is OK with *n = 0. */
 hl_tls_io hl_tls_write(struct hl_tls *t, const void *buf, size_t len, size_t *n);
-/* Decrypted bytes buffered in the session, readable now without waiting. */
+/* > 0 if the session holds bytes poll() cannot see: decrypted ones, or records read ahead
+ * from the socket (the context reads ahead: one recv per reply, not one per record header
+ * and one per body). Read (until WANT_READ) before waiting for POLLIN. */
 size_t hl_tls_pending(const struct hl_tls *t);
 
 /* Why the last call returned HL_TLS_ERROR ("TLS: ..."); "" before any error. */

@@ -35,6 +35,7 @@ typedef struct hl_io_conn {
     const void *cfg;     /* the transport's settings, from node->transport_cfg (set by the
                             engine before connect_start; TLS: its context), NULL for plain */
     void *session;       /* a session layer's state (TLS); NULL for plain sockets */
+    int   silent;        /* TCP: nothing received yet (a close now may be a TLS port's) */
     char  why[128];      /* the last error, in words ("Connection refused") */
 } hl_io_conn;
 

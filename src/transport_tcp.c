@@ -88,6 +88,7 @@ static int tcp_connect_start(hl_io_conn *k, const char *host, int port, char *er
     k->fd = -1;
     k->connected = 0;
     k->why[0] = '\0';
+    k->silent = port >= 0;
     if (port < 0) return connect_unix(k, host, err, len);
     if (resolve(host, port, &ai, err, len) < 0) return -1;
     for (p = ai; p; p = p->ai_next)   /* the first address that takes the connect */
@@ -111,6 +112,11 @@ static hl_io tcp_connect_step(hl_io_conn *k)
     return HL_IO_OK;
 }
 
+/* A TLS-only port (Redis's tls-port) given plain RESP fails its handshake and closes or
+ * resets the connection before a single byte comes back: say what that most likely means.
+ * (A plain server that closes at once -- a crash -- reads the same; hence "may".) */
+#define TLS_HINT " before any reply (the server may require TLS: use rediss://)"
+
 static hl_io tcp_read(hl_io_conn *k, void *buf, size_t cap, size_t *n)
 {
     ssize_t r;
@@ -119,7 +125,12 @@ static hl_io tcp_read(hl_io_conn *k, void *buf, size_t cap, size_t *n)
     while (r < 0 && errno == EINTR);
     if (r > 0) {
         *n = (size_t)r;
+        k->silent = 0;
         return HL_IO_OK;
+    }
+    if (r == 0 && k->silent) {
+        snprintf(k->why, sizeof k->why, "Server closed the connection%s", TLS_HINT);
+        return HL_IO_ERROR;
     }
     if (r == 0) return HL_IO_CLOSED;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -127,6 +138,7 @@ static hl_io tcp_read(hl_io_conn *k, void *buf, size_t cap, size_t *n)
         return HL_IO_WANT_READ;
     }
     set_why(k, errno);
+    if (k->silent && errno == ECONNRESET) snprintf(k->why, sizeof k->why, "%s%s", strerror(ECONNRESET), TLS_HINT);
     return HL_IO_ERROR;
 }
 

@@ -4,6 +4,7 @@
  *   unix://[[user]:password@]/path/to/redis.sock[?db=N]
  *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
  *                    [?sentinel_username=U&sentinel_password=P]#master-name
+ *   rediss-sentinel://...                               (the same, TLS to Sentinels and nodes)
  * The user info is for the data nodes; the query gives the Sentinels their own AUTH (the
  * names go-redis, redis-rb and ioredis give these options), %-escaped like the user info.
  * Strict: anything not in these forms is EINVAL with a message saying what is wrong, so a
@@ -216,8 +217,13 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
         u->kind = HL_URL_TCP;
         u->tls = 1;
         p = s + 9;
+    } else if (!strncmp(s, "rediss-sentinel://", 18)) {
+        u->kind = HL_URL_SENTINEL;
+        u->tls = 1;
+        p = s + 18;
     } else {
-        FAIL("unknown scheme (want redis://, rediss://, unix:// or redis-sentinel://)");
+        FAIL("unknown scheme (want redis://, rediss://, unix://, redis-sentinel:// or "
+             "rediss-sentinel://)");
     }
 
     if ((st = parse_userinfo(&p, end, u, err, err_len)) != HILOCK_OK) goto fail;
@@ -246,8 +252,8 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
     if (query && u->kind != HL_URL_SENTINEL) FAIL("unexpected query ('?') in URL");
     if (u->kind == HL_URL_TCP) {
         hl_hostport hp;
-        if (hash) FAIL("unexpected '#' in %s URL (Sentinel URLs are redis-sentinel://)",
-                       u->tls ? "rediss://" : "redis://");
+        if (hash) FAIL("unexpected '#' in %s URL (Sentinel URLs are %s)",
+                       u->tls ? "rediss://" : "redis://", u->tls ? "rediss-sentinel://" : "redis-sentinel://");
         if (parse_hostport(p, (size_t)(slash - p), 6379, &hp, err, err_len)) goto fail;
         u->host = hp.host;
         u->port = hp.port;

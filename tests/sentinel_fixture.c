@@ -118,6 +118,19 @@ long long hlt_data_exists(hlt_sentinel *f, int i, const char *key)
     return v;
 }
 
+int hlt_data_holds_within(hlt_sentinel *f, int i, const char *key, const char *value, long ms)
+{
+    long long end = hlt_now_ms() + ms;
+    do {
+        char *v = hlt_data_get(f, i, key);
+        int ok = v && !strcmp(v, value);
+        free(v);
+        if (ok) return 1;
+        hlt_sleep_ms(20);
+    } while (hlt_now_ms() < end);
+    return 0;
+}
+
 /* Port Sentinel k names as the master, 0 if it does not answer. */
 static int named_port(hlt_sentinel *f, int k)
 {
@@ -189,6 +202,9 @@ static pid_t spawn_sentinel(hlt_sentinel *f, int k)
             f->name);
     if (f->pass[0]) fprintf(fp, "sentinel auth-pass %s %s\n", f->name, f->pass);
     if (f->spass[0]) fprintf(fp, "requirepass %s\nsentinel sentinel-pass %s\n", f->spass, f->spass);
+    if (f->tls[0][0])
+        fprintf(fp, "tls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
+                "tls-auth-clients no\ntls-replication yes\n", f->stls[k], f->tls[0], f->tls[1], f->tls[2]);
     fclose(fp);
     snprintf(cmd, sizeof cmd, "exec redis-sentinel %s", conf);
     pid = fork();
@@ -215,6 +231,7 @@ static int start_sentinel(hlt_sentinel *f, int k)
     for (int tries = 0; tries < 5; tries++) {
         long long end = hlt_now_ms() + 5000;
         f->sport[k] = hlt_free_port();
+        if (f->tls[0][0]) f->stls[k] = hlt_free_port();
         f->spid[k] = spawn_sentinel(f, k);
         while (f->spid[k] > 0 && hlt_now_ms() < end) {
             redisReply *r = hlt_sentinel_cmd(f, k, "PING");
@@ -260,11 +277,52 @@ hlt_sentinel *hlt_sentinel_start_auth(const char *password)
     return hlt_sentinel_start_opts(password, NULL);
 }
 
+/* Data node i with `extra` arguments; over TLS on a TLS port of our picking (if it was taken
+ * in between, the server fails to start: try another), its plain port off. */
+static hlt_redis *start_data(hlt_sentinel *f, const char *extra)
+{
+    char args[512];
+    if (!f->tls[0][0]) return hlt_redis_start(extra);
+    for (int tries = 0; tries < 5; tries++) {
+        int port = hlt_free_port();
+        hlt_redis *r;
+        int n = snprintf(args, sizeof args, "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s "
+                         "--tls-ca-cert-file %s --tls-auth-clients no --tls-replication yes %s",
+                         port, f->tls[0], f->tls[1], f->tls[2], extra);
+        if (n < 0 || (size_t)n >= sizeof args) {   /* (hlt_redis keeps 512 bytes of arguments) */
+            fprintf(stderr, "sentinel fixture: redis-server arguments too long\n");
+            return NULL;
+        }
+        if ((r = hlt_redis_start(args)) != NULL) {
+            r->port = port;
+            snprintf(r->url, sizeof r->url, "rediss://127.0.0.1:%d", port);
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static hlt_sentinel *start(hlt_sentinel *f, const char *password, const char *sentinel_password);
+
 hlt_sentinel *hlt_sentinel_start_opts(const char *password, const char *sentinel_password)
 {
-    char extra[256], auth[160] = "", query[96] = "";
+    hlt_sentinel *f = calloc(1, sizeof *f);
+    return f ? start(f, password, sentinel_password) : NULL;
+}
+
+hlt_sentinel *hlt_sentinel_start_tls(const char *crt, const char *key, const char *ca)
+{
     hlt_sentinel *f = calloc(1, sizeof *f);
     if (!f) return NULL;
+    snprintf(f->tls[0], sizeof f->tls[0], "%s", crt);
+    snprintf(f->tls[1], sizeof f->tls[1], "%s", key);
+    snprintf(f->tls[2], sizeof f->tls[2], "%s", ca);
+    return start(f, NULL, NULL);
+}
+
+static hlt_sentinel *start(hlt_sentinel *f, const char *password, const char *sentinel_password)
+{
+    char extra[256], auth[160] = "", query[96] = "";
     if (sentinel_password) {
         snprintf(f->spass, sizeof f->spass, "%s", sentinel_password);
         snprintf(query, sizeof query, "?sentinel_password=%s", f->spass);
@@ -282,11 +340,11 @@ hlt_sentinel *hlt_sentinel_start_opts(const char *password, const char *sentinel
     snprintf(f->name, sizeof f->name, "hlmaster");
     /* repl-diskless-sync-delay defaults to 5 s on 7.0 and would delay every (re)sync */
     snprintf(extra, sizeof extra, "--repl-diskless-sync-delay 0%s", auth);
-    f->data[0] = hlt_redis_start(extra);
+    f->data[0] = start_data(f, extra);
     if (!f->data[0]) goto fail;
     snprintf(extra, sizeof extra, "--repl-diskless-sync-delay 0%s --replicaof 127.0.0.1 %d", auth,
              f->data[0]->port);
-    f->data[1] = hlt_redis_start(extra);
+    f->data[1] = start_data(f, extra);
     if (!f->data[1] || wait_until(10000, replica_online, f, 1) < 0) {
         fprintf(stderr, "sentinel fixture: the replica did not connect\n");
         goto fail;
@@ -300,8 +358,12 @@ hlt_sentinel *hlt_sentinel_start_opts(const char *password, const char *sentinel
         fprintf(stderr, "sentinel fixture: the Sentinels did not discover each other\n");
         goto fail;
     }
-    snprintf(f->url, sizeof f->url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s#%s",
-             f->sport[0], f->sport[1], f->sport[2], query, f->name);
+    if (f->tls[0][0])
+        snprintf(f->url, sizeof f->url, "rediss-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#%s",
+                 f->stls[0], f->stls[1], f->stls[2], f->name);
+    else
+        snprintf(f->url, sizeof f->url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s#%s",
+                 f->sport[0], f->sport[1], f->sport[2], query, f->name);
     return f;
 fail:
     hlt_sentinel_stop(f);

@@ -22,7 +22,11 @@ typedef struct hlt_sentinel {
     char       pass[64];               /* requirepass of the data nodes ("" = none)       */
     char       spass[64];              /* requirepass of the Sentinels ("" = none)        */
     char       url[512];               /* redis-sentinel://127.0.0.1:A,...:C#name, with
-                                          ?sentinel_password=spass before the '#' if set  */
+                                          ?sentinel_password=spass before the '#' if set;
+                                          TLS: rediss-sentinel://127.0.0.1:TA,...:TC#name */
+    int        stls[HLT_NSENTINELS];   /* TLS: Sentinel k's TLS port (sport[k] stays plain,
+                                          for the fixture's own commands); else 0         */
+    char       tls[3][192];            /* TLS: certificate, key, CA (all nodes); else ""  */
     /* timings of the last hlt_sentinel_failover / hlt_sentinel_wait_switch, ms from its start */
     long long  t_promoted, t_switched, t_demoted;
 } hlt_sentinel;
@@ -37,6 +41,13 @@ hlt_sentinel *hlt_sentinel_start_auth(const char *password);
  * (requirepass, and sentinel-pass so that they can talk to each other). The fixture's own
  * commands to the Sentinels AUTH first. */
 hlt_sentinel *hlt_sentinel_start_opts(const char *password, const char *sentinel_password);
+/* A TLS deployment: the data nodes listen only on TLS ports (data[i]->port; their unix
+ * sockets stay plain for hlt_data_cmd) and replicate over TLS; the Sentinels reach them, and
+ * each other, over TLS (tls-replication yes) and take clients on their TLS ports (stls[];
+ * their plain ports stay open for the fixture's commands). Every process presents `crt`
+ * (which must name 127.0.0.1) with `key` and trusts `ca`; none asks for a client
+ * certificate. f->url is the rediss-sentinel:// URL. */
+hlt_sentinel *hlt_sentinel_start_tls(const char *crt, const char *key, const char *ca);
 /* Kill every process this fixture started (thawing frozen ones first), remove the dir, free.
  * NULL-safe. */
 void hlt_sentinel_stop(hlt_sentinel *f);
@@ -73,5 +84,7 @@ void hlt_sentinel_thaw(hlt_sentinel *f, int i);
 /* Read-back helpers on data node i (through hlt_data_cmd). */
 char     *hlt_data_get(hlt_sentinel *f, int i, const char *key);   /* malloc'd, NULL if none */
 long long hlt_data_exists(hlt_sentinel *f, int i, const char *key);
+/* 1 if data node i holds key = value within ms (polled: replication is asynchronous). */
+int       hlt_data_holds_within(hlt_sentinel *f, int i, const char *key, const char *value, long ms);
 
 #endif

@@ -291,6 +291,7 @@ Test(input, client_open_rejects_null_and_malformed_urls)
         "rediss://127.0.0.1:0", "unix://", "unix://relative/path", "unix:///tmp/r.sock?db=", "unix:///tmp/r.sock?db=x",
         "unix:///tmp/r.sock?foo=1", "unix:///tmp/r#x.sock", "redis-sentinel://127.0.0.1",
         "redis-sentinel://127.0.0.1#", "redis-sentinel://#m", "redis-sentinel://a,#m",
+        "rediss-sentinel://127.0.0.1", "rediss-sentinel://127.0.0.1:0#m", "rediss-sentinel://a,#m",
     };
     hilock_client *c;
     baseline();

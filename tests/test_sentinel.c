@@ -59,15 +59,7 @@ static hilock_client *client(const char *url) { return client_opt(url, -1, 0); }
 /* data[i] holds `key` with our token (polled: replication is asynchronous). */
 static int holds_within(int i, const char *key, const char *token, long ms)
 {
-    long long end = hlt_now_ms() + ms;
-    do {
-        char *v = hlt_data_get(F, i, key);
-        int ok = v && !strcmp(v, token);
-        free(v);
-        if (ok) return 1;
-        hlt_sleep_ms(20);
-    } while (hlt_now_ms() < end);
-    return 0;
+    return hlt_data_holds_within(F, i, key, token, ms);
 }
 
 static long long data_pttl(int i, const char *key)

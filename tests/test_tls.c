@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fixture.h"
 #include "hilock.h"
@@ -120,7 +121,9 @@ Test(tls, mutual_tls_works_with_a_client_certificate_and_says_why_without)
     hilock_options o = tls_opts(&url, 1);
     hilock_client *c;
     hilock *l = NULL;
-    acquire_fails(&o, HILOCK_EIO, "TLS: server requires a client certificate");
+    char want[200];
+    snprintf(want, sizeof want, "127.0.0.1:%d: TLS: server requires a client certificate", r->port);
+    acquire_fails(&o, HILOCK_EIO, want);
     o.tls_cert_file = pki->client.crt;
     o.tls_key_file = pki->client.key;
     c = client_for(&o);
@@ -140,12 +143,19 @@ Test(tls, a_wrong_ca_an_expired_certificate_and_a_host_mismatch_are_named)
     hilock_options o = tls_opts(&url, 1);
     hilock_client *c;
     hilock *l = NULL;
+    char want[200];
     o.tls_ca_file = pki->client_ca;
-    acquire_fails(&o, HILOCK_EIO, "TLS: certificate verify failed (unable to get local issuer certificate)");
+    /* "HOST:PORT: TLS: ...": the cause right after the server, no "connect:" between */
+    snprintf(want, sizeof want, "127.0.0.1:%d: TLS: certificate verify failed (unable to get local "
+             "issuer certificate)", r->port);
+    acquire_fails(&o, HILOCK_EIO, want);
     o = tls_opts(&xurl, 1);
-    acquire_fails(&o, HILOCK_EIO, "expired");
+    snprintf(want, sizeof want, "127.0.0.1:%d: TLS: certificate has expired",
+             x->port);
+    acquire_fails(&o, HILOCK_EIO, want);
     o = tls_opts(&murl, 1);
-    acquire_fails(&o, HILOCK_EIO, "TLS: host name mismatch");
+    snprintf(want, sizeof want, "127.0.0.1:%d: TLS: host name mismatch", m->port);
+    acquire_fails(&o, HILOCK_EIO, want);
     o.tls_verify = 0;   /* encrypt only */
     c = client_for(&o);
     cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -168,9 +178,12 @@ Test(tls, tls_against_a_plain_port_and_plain_against_a_tls_port_fail_within_the_
     snprintf(turl, sizeof turl, "rediss://127.0.0.1:%d", plain->port);
     o.connect_timeout_ms = o.io_timeout_ms = scaled(500);
     acquire_fails(&o, HILOCK_ETIMEDOUT, "TLS");
+    acquire_fails(&o, HILOCK_ETIMEDOUT, "a plain one takes redis://");
     snprintf(purl, sizeof purl, "redis://127.0.0.1:%d", r->port);
     u = purl;
-    acquire_fails(&o, HILOCK_EIO, "127.0.0.1");
+    acquire_fails(&o, HILOCK_EIO, "the server may require TLS: use rediss://");
+    cr_assert_eq(hlt_dbsize(plain), 0);
+    cr_assert_eq(hlt_dbsize(r), 0);
     hlt_redis_stop(plain);
     hlt_redis_stop(r);
 }
@@ -209,7 +222,8 @@ Test(tls, redlock_over_three_tls_masters)
     }
     o = tls_opts(urls, 3);
     c = client_for(&o);
-    cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    /* (the ttl bounds a Redlock acquire: three first handshakes under valgrind take seconds) */
+    cr_assert_eq(hilock_acquire(c, "tls:k", scaled(10000), 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     for (int i = 0; i < 3; i++) cr_assert_eq(hlt_exists(r[i], "tls:k"), 1);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     for (int i = 0; i < 3; i++) cr_assert_eq(hlt_exists(r[i], "tls:k"), 0);
@@ -276,6 +290,37 @@ Test(tls, the_client_keeps_its_own_copy_of_the_tls_strings)
     free(ca);
     cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* The keepalive's private client shares the owner's TLS context: it renews over rediss://
+ * even when the CA file is gone by the time the keepalive starts (the files are read once,
+ * by hilock_client_new). */
+Test(tls, keepalive_renews_over_tls_with_the_clients_context)
+{
+    hlt_redis *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
+    const char *url = r->url;
+    hilock_options o = tls_opts(&url, 1);
+    char ca[HLT_PKI_PATH + 8], cmd[2 * HLT_PKI_PATH + 16];
+    hilock_client *c;
+    hilock *l = NULL;
+    long ttl = scaled(1500) > 1500 ? 6000 : 1500;   /* valgrind: a round trip can take seconds */
+    snprintf(ca, sizeof ca, "%s.copy", pki->ca);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", pki->ca, ca);
+    cr_assert_eq(system(cmd), 0);
+    o.tls_ca_file = ca;
+    c = client_for(&o);
+    cr_assert_eq(hilock_acquire(c, "tls:ka", ttl, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(unlink(ca), 0);
+    cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_sleep_ms(2 * ttl + 500);   /* more than twice the ttl: only renewals keep it */
+    cr_assert_eq(hlt_exists(r, "tls:ka"), 1, "not renewed over TLS");
+    cr_assert_gt(hlt_pttl(r, "tls:ka"), 0);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "tls:ka"), 0);
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);

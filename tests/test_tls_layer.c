@@ -30,6 +30,9 @@ static void setup(void)
 
 static void teardown(void) { hlt_pki_free(pki); }
 
+#define NOT_TLS "TLS: not a TLS server (a plain one takes redis://; or a wrong port?)"
+#define NO_ANSWER "TLS: no answer to the handshake (not a TLS server? a plain one takes redis://; or a wrong port?)"
+
 TestSuite(tls_layer, .init = setup, .fini = teardown, .timeout = 60);
 
 /* Times are scaled up under valgrind (run-tests.sh sets VALGRIND=1): a first handshake there
@@ -413,7 +416,7 @@ Test(tls_layer, a_plain_server_is_named_when_the_deadline_ends_the_handshake)
     t0 = hlt_now_ms();
     cr_assert_eq(handshake(&s, 300), HL_TLS_WANT_READ);
     cr_assert_lt(hlt_now_ms() - t0, scaled(2000));
-    cr_assert_str_eq(hl_tls_timeout_error(s.t), "TLS: no answer to the handshake (not a TLS server? wrong port?)");
+    cr_assert_str_eq(hl_tls_timeout_error(s.t), NO_ANSWER);
     close_session(&s);
     hlt_redis_stop(r);
 }
@@ -428,7 +431,7 @@ Test(tls_layer, a_plain_server_answering_resp_is_named_not_a_tls_server)
     k = hlt_cmd(r, "PING");
     cr_assert(k && k->type == REDIS_REPLY_STATUS);
     freeReplyObject(k);
-    assert_handshake_fails(r->port, (tls_opts){ .ca = pki->ca }, "TLS: not a TLS server (wrong port?)");
+    assert_handshake_fails(r->port, (tls_opts){ .ca = pki->ca }, NOT_TLS);
     hlt_redis_stop(r);
 }
 
@@ -449,7 +452,7 @@ Test(tls_layer, a_server_that_closes_at_once_is_named_not_a_tls_server)
     c = accept(l, NULL, NULL);
     cr_assert_geq(c, 0);
     close(c);
-    assert_error(&s, handshake(&s, 5000), "TLS: not a TLS server (wrong port?): it closed the connection");
+    assert_error(&s, handshake(&s, 5000), NOT_TLS ": it closed the connection");
     close_session(&s);
     close(l);
 }
@@ -465,7 +468,7 @@ Test(tls_layer, a_server_frozen_in_the_handshake_never_blocks_a_call)
     t0 = hlt_now_ms();
     cr_assert_eq(handshake(&s, 300), HL_TLS_WANT_READ);   /* the caller's deadline ends it */
     cr_assert_lt(hlt_now_ms() - t0, scaled(2000));
-    cr_assert_str_eq(hl_tls_timeout_error(s.t), "TLS: no answer to the handshake (not a TLS server? wrong port?)");
+    cr_assert_str_eq(hl_tls_timeout_error(s.t), NO_ANSWER);
     close_session(&s);
     hlt_redis_thaw(r);
     hlt_redis_stop(r);

@@ -206,3 +206,27 @@ Test(transport, a_write_to_a_closed_peer_is_closed_not_sigpipe)
     hl_transport_tcp.close(&k);
     close(lfd);
 }
+
+/* A TLS-only port given plain RESP closes (or resets) before answering a byte: the words
+ * say what that most likely means. Once anything came back (echo_through), a close is a
+ * plain HL_IO_CLOSED. */
+Test(transport, a_close_before_any_reply_suggests_tls)
+{
+    hl_io_conn k;
+    char buf[16];
+    size_t n = 0;
+    int port, lfd = listen_on(AF_INET, &port), peer;
+    cr_assert_geq(lfd, 0);
+    connect_ok(&k, "127.0.0.1", port);
+    peer = accept(lfd, NULL, NULL);
+    cr_assert_eq(hl_transport_tcp.write(&k, "PING\r\n", 6, &n), HL_IO_OK);
+    cr_assert_eq(read(peer, buf, sizeof buf), 6);
+    close(peer);
+    struct pollfd pf = { k.fd, POLLIN, 0 };
+    cr_assert_eq(poll(&pf, 1, 2000), 1);
+    cr_assert_eq(hl_transport_tcp.read(&k, buf, sizeof buf, &n), HL_IO_ERROR);
+    cr_assert_str_eq(hl_transport_tcp.error(&k), "Server closed the connection before any reply "
+                     "(the server may require TLS: use rediss://)");
+    hl_transport_tcp.close(&k);
+    close(lfd);
+}

@@ -93,6 +93,31 @@ Test(url, sentinel_lists_every_address_with_its_port)
     hl_url_free(&u);
 }
 
+/* rediss-sentinel://: the same fields as redis-sentinel://, and TLS (to the Sentinels and
+ * the data nodes) */
+Test(url, rediss_sentinel_is_a_sentinel_url_over_tls)
+{
+    hl_url u;
+    char err[200] = "";
+    cr_assert_eq(hl_url_parse("rediss-sentinel://:pw@h1:26380,[::1]/2?sentinel_password=sp#mymaster",
+                              &u, err, sizeof err), HILOCK_OK, "%s", err);
+    cr_assert_eq(u.kind, HL_URL_SENTINEL);
+    cr_assert_eq(u.tls, 1);
+    cr_assert_eq(u.nsentinels, 2);
+    cr_assert_str_eq(u.sentinels[0].host, "h1");
+    cr_assert_eq(u.sentinels[0].port, 26380);
+    cr_assert_str_eq(u.sentinels[1].host, "::1");
+    cr_assert_eq(u.sentinels[1].port, 26379);
+    cr_assert_str_eq(u.master, "mymaster");
+    cr_assert_str_eq(u.pass, "pw");
+    cr_assert_str_eq(u.sentinel_pass, "sp");
+    cr_assert_eq(u.db, 2);
+    hl_url_free(&u);
+    cr_assert_eq(hl_url_parse("redis-sentinel://h#m", &u, err, sizeof err), HILOCK_OK, "%s", err);
+    cr_assert_eq(u.tls, 0);
+    hl_url_free(&u);
+}
+
 /* The Sentinels' own AUTH comes from the query before the '#'; the user info stays the data
  * nodes'. */
 Test(url, sentinel_user_and_password_come_from_the_query)
@@ -140,7 +165,13 @@ static const bad bads[] = {
     { "redis:/h", "scheme" },
     { "rediss://", "host" },
     { "rediss://h:0", "port" },
-    { "rediss://h#m", "Sentinel" },
+    { "rediss://h#m", "rediss-sentinel://" },
+    { "rediss-sentinel://h", "master name" },
+    { "rediss-sentinel://h:0#m", "port" },
+    { "rediss-sentinel://h,#m", "empty sentinel" },
+    { "rediss-sentinel://#m", "missing sentinel address" },
+    { "rediss-sentinel://h?x=1#m", "query" },
+    { "redis-sentinels://h#m", "scheme" },
     { "rediss://h?db=1", "query" },
     { "rediss://u@h", "password" },
     { "rediss://h/x", "database" },

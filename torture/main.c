@@ -24,6 +24,7 @@
 
 #include "fixture.h"
 #include "sentinel_fixture.h"
+#include "tls_fixture.h"
 #include "hilock.h"
 #include "torture.h"
 
@@ -67,6 +68,7 @@ typedef struct mode {
     int         mixed_flavour;
     int         node_peer;   /* one more worker: the real npm redis-lock 0.0.9 client, if installed */
     int         sentinel;    /* servers: master + replica + 3 Sentinels (tests/sentinel_fixture.h) */
+    int         tls;         /* servers on TLS ports only (tests/tls_fixture.h), rediss:// URLs */
 } mode;
 
 static const char *legacy_missing(void)
@@ -123,6 +125,12 @@ static const mode modes[] = {
       .weights = { [F_KILL_HOLDER] = 2, [F_PAUSE_HOLDER] = 2, [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 1,
                    [F_FAILOVER] = 2, [F_FAILOVER_FREEZE] = 1 },
       .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = sentinel_missing },
+    { .name = "tls", .nservers = 1, .flavour = TT_MODERN, .tls = 1,
+      .what = "one master over TLS only (rediss://, a CA made for the run): the faults of single, so "
+              "sessions break mid-handshake and mid-record and are made again",
+      .weights = { [F_KILL_HOLDER] = 3, [F_PAUSE_HOLDER] = 3, [F_RESTART_DELAYED] = 1, [F_RESTART_AOF] = 1,
+                   [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 2 },
+      .gap_min_ms = 300, .gap_max_ms = 1200 },
     { .name = "redlock-violation", .nservers = 5, .flavour = TT_MODERN, .workers = 4, .keys = 1,
       .ttl_fixed_ms = 2000, .long_holds = 1, .expect_overlap = 1,
       .what = "5 masters, a majority restarted at once while a lock is held: breaks the delayed-restart "
@@ -131,7 +139,7 @@ static const mode modes[] = {
       .gap_min_ms = 1500, .gap_max_ms = 2500 },
 };
 #define NMODES (sizeof modes / sizeof modes[0])
-#define DEFAULT_MODES "single,redlock,legacy,bridge,fair,sentinel"
+#define DEFAULT_MODES "single,redlock,legacy,bridge,fair,sentinel,tls"
 
 typedef struct run {
     const mode *m;
@@ -144,7 +152,8 @@ typedef struct run {
     uint64_t    seed, rng;
     hlt_redis  *srv[TT_MAXSERVERS];
     hlt_sentinel *sf;
-    char       *urls[2][TT_MAXSERVERS];   /* TCP and unix forms */
+    hlt_pki    *pki;                      /* tls: the run's CA and server certificate */
+    char       *urls[2][TT_MAXSERVERS];   /* TCP and unix forms (tls: rediss:// twice) */
     tt_shm     *shm;
     pid_t       pid[TT_MAXWORKERS];
     int         gen[TT_MAXWORKERS];
@@ -272,6 +281,7 @@ static void spawn_worker(run *r, int slot)
     cfg.long_holds = r->m->long_holds;
     cfg.ttl_fixed_ms = r->m->ttl_fixed_ms;
     cfg.shm = r->shm;
+    cfg.tls_ca_file = r->pki ? r->pki->ca : NULL;
     memset((void *)&r->shm->slot[slot], 0, sizeof r->shm->slot[slot]);
     if (slot == r->node_slot) {
         spawn_node(r, slot, cfg.gen);
@@ -451,6 +461,7 @@ static void fault_restart_aof(run *r)
                                          "aof_rewrite_scheduled:0" };
     int i = pick_server(r);
     hlt_redis *s = r->srv[i];
+    char saved[sizeof s->extra];
     int64_t t0, end = tt_now_us() + 5000000;
     if (!config_set(s, "appendfsync", "always") || !config_set(s, "appendonly", "yes")) {
         r->infra_errors++;
@@ -461,10 +472,12 @@ static void fault_restart_aof(run *r)
     sleep_ms(between(r, 100, 400));   /* some grants written with fsync before the crash */
     t0 = tt_now_us();
     hlt_redis_kill(s);
-    snprintf(s->extra, sizeof s->extra, "--appendonly yes --appendfsync always");
+    /* the server's own arguments (a TLS port, its certificate) stay; AOF is added for once */
+    memcpy(saved, s->extra, sizeof saved);
+    snprintf(s->extra, sizeof s->extra, "%.400s --appendonly yes --appendfsync always", saved);
     restart_or_fail(r, i);
     fault_log(r, F_RESTART_AOF, t0, tt_now_us(), "server=%d persistence=appendfsync-always", i);
-    s->extra[0] = '\0';
+    memcpy(s->extra, saved, sizeof saved);
     if (!config_set(s, "appendonly", "no")) r->infra_errors++;
 }
 
@@ -587,10 +600,13 @@ static int start_servers(run *r)
         r->urls[0][0] = r->urls[1][0] = r->sf->url;
         return 0;
     }
+    if (r->m->tls && !(r->pki = hlt_pki_make())) return -1;
     for (int i = 0; i < r->m->nservers; i++) {
-        if (!(r->srv[i] = hlt_redis_start(NULL))) return -1;
+        r->srv[i] = r->m->tls ? hlt_tls_redis_start(r->pki, HLT_CERT_SERVER, 0, NULL) : hlt_redis_start(NULL);
+        if (!r->srv[i]) return -1;
         r->urls[0][i] = r->srv[i]->url;
-        r->urls[1][i] = r->srv[i]->unix_url;
+        /* over TLS every worker dials the TLS port (the unix socket stays plain) */
+        r->urls[1][i] = r->m->tls ? r->srv[i]->url : r->srv[i]->unix_url;
     }
     return 0;
 }
@@ -619,6 +635,7 @@ static void stop_all(run *r)
     if (r->sf) hlt_sentinel_stop(r->sf);
     else
         for (int i = 0; i < r->m->nservers; i++) hlt_redis_stop(r->srv[i]);
+    hlt_pki_free(r->pki);
 }
 
 static int run_mode(const mode *m, const char *base, int duration_s, uint64_t seed, int workers,

@@ -62,6 +62,7 @@ typedef struct tt_worker_cfg {
     int         long_holds;          /* 1: hold most of the validity (violation scenario) */
     int64_t     ttl_fixed_ms;        /* > 0: always this ttl */
     tt_shm     *shm;
+    const char *tls_ca_file;         /* rediss:// servers: the CA to trust; else NULL */
 } tt_worker_cfg;
 
 /* worker.c: runs until shm->stop; never returns (exits the process) */

@@ -268,6 +268,7 @@ void tt_worker_main(const tt_worker_cfg *cfg)
     o.retry_delay_ms = cfg->retry_delay_ms;
     o.bridge = cfg->flavour == TT_BRIDGE;
     o.fair = cfg->flavour == TT_FAIR;
+    o.tls_ca_file = cfg->tls_ca_file;
 #ifdef HL_TORTURE_LEGACY
     if (cfg->codec && hilock_codec_preset(cfg->codec, &o.codec) != HILOCK_OK) _exit(2);
 #endif
