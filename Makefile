@@ -26,7 +26,7 @@ LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 LIB_SRC   := $(wildcard src/*.c) $(wildcard legacy/*.c) $(wildcard api/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
-HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h
+HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h include/hilock_async.h
 HEADERS   += include/hilock.hpp
 
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
@@ -97,7 +97,11 @@ $(B)/cmake/%.cmake: cmake/%.cmake.in Makefile include/hilock.h
 $(B)/tests/test_tls_layer: src/tls.h
 $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(EXTRA_LDFLAGS)
+	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(TEST_LIBS) $(EXTRA_LDFLAGS)
+
+# The event-loop suite drives clients from libuv and libevent (the header-only adapters).
+$(B)/tests/test_async: TEST_LIBS = -luv -levent
+$(B)/tests/test_async: include/hilock_libuv.h include/hilock_libevent.h
 
 # The ABI test (tests/test_abi.c, docs/versioning.md): v0_app is an application built against
 # 0.1.0's frozen header (tests/abi/v0/, never include/) and linked to this build's shared

@@ -1,0 +1,715 @@
+/* test_async.c -- the event-loop API (hilock_async.h) on a libuv loop, one thread, real
+ * redis-servers. Timing asserts are generous upper bounds ("does not hang", "ends within its
+ * bound"); the loop-stall figure is printed for the record. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "fixture.h"
+#include "hilock_libevent.h"
+#include "hilock_libuv.h"
+
+#define N_MAX 1000
+
+typedef struct run {
+    hilock_client *c;
+    int            ended[N_MAX];     /* done calls per index */
+    hilock_status  st[N_MAX];
+    hilock        *lock[N_MAX];
+    int64_t        at_ms[N_MAX];     /* when it ended (hlt_now_ms) */
+    int            done, in_call;
+    int            wrong;            /* done ran inside an _async call, or twice */
+    hlt_redis     *kill_srv;         /* killed when `kill_at` calls have ended */
+    int            kill_at;
+} run;
+
+typedef struct ctx { run *r; int i; } ctx;
+static ctx ctxs[N_MAX];
+
+static void on_done(hilock_status st, hilock *l, void *arg)
+{
+    ctx *x = arg;
+    run *r = x->r;
+    if (r->in_call || r->ended[x->i]) r->wrong++;
+    r->ended[x->i]++;
+    r->st[x->i] = st;
+    r->at_ms[x->i] = hlt_now_ms();
+    if (l && !r->lock[x->i]) r->lock[x->i] = l;
+    r->done++;
+    if (r->kill_srv && r->done == r->kill_at) hlt_redis_kill(r->kill_srv);
+}
+
+static void *arg_of(run *r, int i)
+{
+    ctxs[i].r = r;
+    ctxs[i].i = i;
+    return &ctxs[i];
+}
+
+/* ---- loop helpers ---- */
+
+static void on_guard(uv_timer_t *t) { *(int *)t->data = 1; }
+
+/* Run the loop until *count reaches want, or limit_ms passes (then fail). */
+static void run_until(uv_loop_t *loop, const int *count, int want, long limit_ms)
+{
+    uv_timer_t guard;
+    int fired = 0;
+    uv_timer_init(loop, &guard);
+    guard.data = &fired;
+    uv_timer_start(&guard, on_guard, (uint64_t)limit_ms, 0);
+    while (*count < want && !fired) uv_run(loop, UV_RUN_ONCE);
+    uv_timer_stop(&guard);
+    uv_close((uv_handle_t *)&guard, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    cr_assert_geq(*count, want, "only %d of %d calls ended within %ld ms", *count, want, limit_ms);
+}
+
+static void loop_close(uv_loop_t *loop)
+{
+    uv_run(loop, UV_RUN_NOWAIT);   /* the adapter's close callbacks */
+    cr_assert_eq(uv_loop_close(loop), 0, "handles left open on the loop");
+}
+
+static hilock_client *attached(uv_loop_t *loop, const char *const *urls, int n, int64_t io_ms)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = (size_t)n;
+    o.io_timeout_ms = io_ms;
+    o.connect_timeout_ms = 1000;
+    o.retry_delay_ms = 20;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_libuv_attach(c, loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    return c;
+}
+
+static long long info_field(hlt_redis *s, const char *field)
+{
+    redisReply *r = hlt_cmd(s, "INFO stats");
+    const char *p = r && r->str ? strstr(r->str, field) : NULL;
+    long long v = p ? atoll(p + strlen(field) + 1) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+static void acquire_all(run *r, int n, const char *prefix, int64_t ttl, int64_t wait)
+{
+    char key[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s%d", prefix, i);
+        r->in_call = 1;
+        cr_assert_eq(hilock_acquire_async(r->c, key, ttl, wait, on_done, arg_of(r, i)), HILOCK_OK,
+                     "%s", hilock_client_errmsg(r->c));
+        r->in_call = 0;
+    }
+}
+
+static void release_all(run *r, int n)
+{
+    for (int i = 0; i < n; i++) {
+        r->in_call = 1;
+        cr_assert_eq(hilock_release_async(r->lock[i], on_done, arg_of(r, i)), HILOCK_OK);
+        r->in_call = 0;
+    }
+}
+
+static void free_locks(run *r, int n)
+{
+    for (int i = 0; i < n; i++) {
+        hilock_free(r->lock[i]);
+        r->lock[i] = NULL;
+    }
+}
+
+/* ---- tests ---- */
+
+Test(async, thousand_acquisitions_pipelined_then_released)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    long long reads0, reads;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 5000);
+    reads0 = info_field(s, "total_reads_processed");
+    acquire_all(&r, N_MAX, "job:", 30000, 0);
+    cr_assert_eq(r.done, 0, "done ran before the loop did");
+    run_until(&loop, &r.done, N_MAX, 20000);
+    reads = info_field(s, "total_reads_processed") - reads0;
+    cr_assert_eq(r.wrong, 0);
+    for (int i = 0; i < N_MAX; i++) {
+        char key[64], *v;
+        cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "job:%d", i);
+        v = hlt_get(s, key);
+        cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "key %s does not hold our token", key);
+        free(v);
+    }
+    /* one round trip per call would be >= 1000 reads on the server (the INFO calls add 2) */
+    printf("async: 1000 acquisitions: %lld server reads\n", reads);
+    cr_assert_lt(reads, 200, "1000 acquisitions took %lld reads on the server: not pipelined", reads);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    release_all(&r, N_MAX);
+    run_until(&loop, &r.done, N_MAX, 20000);
+    cr_assert_eq(r.wrong, 0);
+    for (int i = 0; i < N_MAX; i++) {
+        char key[64];
+        cr_assert_eq(r.st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "job:%d", i);
+        cr_assert_eq(hlt_exists(s, key), 0, "%s still exists after release", key);
+    }
+    free_locks(&r, N_MAX);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+static int stray;
+static void never(hilock_status st, hilock *l, void *arg) { (void)st, (void)l, (void)arg; stray++; }
+
+Test(async, bad_input_is_refused_at_once_and_done_never_runs)
+{
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_client *c, *plain;
+    hilock *l = NULL;
+    static run r;
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    c = attached(&loop, url, 1, 2000);
+    stray = 0;
+    cr_assert_eq(hilock_acquire_async(NULL, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, NULL, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, "", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, "k", 0, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "ttl_ms"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire_async(c, "k", -5, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, "k", HILOCK_TTL_MAX_MS + 1, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, "k", 1000, -2, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, "k", 1000, 0, NULL, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "done"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release_async(NULL, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_extend_async(NULL, 1000, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_check_async(NULL, never, NULL), HILOCK_EINVAL);
+    /* the blocking calls of an attached client are refused, and say why */
+    cr_assert_eq(hilock_acquire(c, "k", 1000, 0, &l), HILOCK_EINVAL);
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "event loop"), "%s", hilock_client_errmsg(c));
+    /* a lock: bad ttl for extend, NULL done */
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    acquire_all(&r, 1, "k", 5000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_extend_async(r.lock[0], 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_extend_async(r.lock[0], 1000, NULL, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_release_async(r.lock[0], NULL, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_release(r.lock[0]), HILOCK_EINVAL);
+    cr_assert_eq(hilock_extend(r.lock[0], 1000), HILOCK_EINVAL);
+    cr_assert_eq(hilock_check(r.lock[0]), HILOCK_EINVAL);
+    cr_assert_gt(hlt_pttl(s, "k0"), 1000, "a refused call changed the lock");
+    /* a client not attached: the _async calls are refused */
+    cr_assert_eq(hilock_client_open(s->url, &plain), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(plain, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(plain), "not attached"), "%s", hilock_client_errmsg(plain));
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);   /* twice */
+    hilock_client_free(plain);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(stray, 0, "done ran for a refused call");
+    cr_assert_eq(hlt_exists(s, "k"), 0);
+    hilock_free(r.lock[0]);
+    hilock_client_free(c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* A loop timer ticking every 2 ms: the longest gap between two ticks is the worst stall. */
+/* ...and the longest stretch of this thread's CPU time between two ticks: the stall the
+ * library itself causes, without the time the machine gave other processes. */
+typedef struct ticker { uv_timer_t t; int64_t last, max_gap, cpu_last, max_cpu_us; long ticks; } ticker;
+
+static int64_t cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    ticker *k = t->data;
+    int64_t now = hlt_now_ms(), cpu = cpu_us();
+    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
+    if (k->cpu_last && cpu - k->cpu_last > k->max_cpu_us) k->max_cpu_us = cpu - k->cpu_last;
+    k->last = now;
+    k->cpu_last = cpu;
+    k->ticks++;
+}
+
+Test(async, frozen_server_ends_every_call_etimedout_while_the_loop_runs)
+{
+    static run r;
+    uv_loop_t loop;
+    ticker tk;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    int64_t t0;
+    int n = 500;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 300);
+    acquire_all(&r, 1, "warm", 10000, 0);   /* connected */
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    hilock_free(r.lock[0]);
+    {
+        hilock_client *c = r.c;
+        memset(&r, 0, sizeof r);
+        r.c = c;
+    }
+    hlt_redis_freeze(s);
+    memset(&tk, 0, sizeof tk);
+    uv_timer_init(&loop, &tk.t);
+    tk.t.data = &tk;
+    uv_timer_start(&tk.t, on_tick, 2, 2);
+    t0 = hlt_now_ms();
+    acquire_all(&r, n, "frozen:", 10000, 0);
+    run_until(&loop, &r.done, n, 5000);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(r.st[i], HILOCK_ETIMEDOUT, "call %d: %s", i, hilock_strerror(r.st[i]));
+        cr_assert_lt(r.at_ms[i] - t0, 300 + 700, "call %d ended after %lld ms (bound 300 ms)", i,
+                     (long long)(r.at_ms[i] - t0));
+    }
+    cr_assert_eq(r.wrong, 0);
+    printf("async: frozen server: %d calls ETIMEDOUT; a 2 ms loop timer ticked %ld times, longest "
+           "gap %lld ms (wall), %.1f ms (this thread's CPU)\n", n, tk.ticks, (long long)tk.max_gap,
+           (double)tk.max_cpu_us / 1000);
+    cr_assert_gt(tk.ticks, 50, "the loop's own timer hardly ran");
+    cr_assert_lt(tk.max_cpu_us, 150000, "the loop stalled %lld us", (long long)tk.max_cpu_us);
+    /* back: the next call reconnects, and the undos of the unknown writes went first */
+    hlt_redis_thaw(s);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    acquire_all(&r, 1, "after", 10000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    hilock_free(r.lock[0]);
+    uv_timer_stop(&tk.t);
+    uv_close((uv_handle_t *)&tk.t, NULL);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+Test(async, server_restart_mid_flight_ends_each_call_then_reconnects)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    int n = N_MAX, ok = 0;
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    r.kill_srv = s;   /* killed from a done: replies of the rest are in flight */
+    r.kill_at = 100;
+    acquire_all(&r, n, "mid:", 30000, 0);
+    run_until(&loop, &r.done, n, 10000);
+    cr_assert_eq(r.wrong, 0);
+    for (int i = 0; i < n; i++) {
+        cr_assert(r.st[i] == HILOCK_OK || r.st[i] == HILOCK_EIO || r.st[i] == HILOCK_ETIMEDOUT,
+                  "call %d: %s", i, hilock_strerror(r.st[i]));
+        ok += r.st[i] == HILOCK_OK;
+    }
+    printf("async: restart mid-flight: %d of %d acquired before the kill\n", ok, n);
+    cr_assert(ok >= 100 && ok < n, "the kill was not mid-flight (%d of %d acquired)", ok, n);
+    free_locks(&r, n);
+    cr_assert_eq(hlt_redis_restart(s), 0);
+    {
+        hilock_client *c = r.c;
+        memset(&r, 0, sizeof r);
+        r.c = c;
+    }
+    acquire_all(&r, 100, "back:", 30000, 0);
+    run_until(&loop, &r.done, 100, 10000);
+    for (int i = 0; i < 100; i++) {
+        char key[64], *v;
+        cr_assert_eq(r.st[i], HILOCK_OK, "after the restart, call %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "back:%d", i);
+        v = hlt_get(s, key);
+        cr_assert(v && !strcmp(v, hilock_token(r.lock[i])));
+        free(v);
+    }
+    free_locks(&r, 100);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- waiting: wake-on-release without blocking the loop ---- */
+
+typedef struct queue_run {
+    hilock_client *c;
+    int holders, counter, served[50], oks, released, wrong;
+    hilock *first;
+} queue_run;
+static queue_run qr;
+
+static void on_waiter_released(hilock_status st, hilock *l, void *arg)
+{
+    (void)arg;
+    if (st != HILOCK_OK) qr.wrong++;
+    qr.holders--;
+    qr.released++;
+    hilock_free(l);
+}
+
+static void on_waiter(hilock_status st, hilock *l, void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    qr.served[i]++;
+    if (st != HILOCK_OK) {
+        qr.wrong++;
+        return;
+    }
+    qr.oks++;
+    if (qr.holders++ != 0) qr.wrong++;   /* two holders at once */
+    qr.counter++;                        /* the protected work */
+    if (hilock_release_async(l, on_waiter_released, NULL) != HILOCK_OK) qr.wrong++;
+}
+
+static void on_first_released(hilock_status st, hilock *l, void *arg)
+{
+    (void)arg;
+    if (st != HILOCK_OK) qr.wrong++;
+    qr.holders--;
+    hilock_free(l);
+}
+
+static void release_first(uv_timer_t *t)
+{
+    (void)t;
+    if (hilock_release_async(qr.first, on_first_released, NULL) != HILOCK_OK) qr.wrong++;
+}
+
+static void on_first(hilock_status st, hilock *l, void *arg)
+{
+    (void)arg;
+    if (st != HILOCK_OK) qr.wrong++;
+    qr.first = l;
+    qr.holders = 1;
+}
+
+Test(async, fifty_waiters_are_served_one_after_another_by_wake_on_release)
+{
+    uv_loop_t loop;
+    uv_timer_t later;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    int one = 0;
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    memset(&qr, 0, sizeof qr);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.io_timeout_ms = 2000;
+    o.retry_delay_ms = 5000;   /* polling alone would take minutes: the release must wake */
+    cr_assert_eq(hilock_client_new(&o, &qr.c), HILOCK_OK);
+    cr_assert_eq(hilock_libuv_attach(qr.c, &loop), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(qr.c, "hot", 30000, 0, on_first, NULL), HILOCK_OK);
+    while (!qr.first && !qr.wrong) uv_run(&loop, UV_RUN_ONCE);
+    (void)one;
+    for (int i = 0; i < 50; i++)
+        cr_assert_eq(hilock_acquire_async(qr.c, "hot", 30000, 60000, on_waiter, (void *)(intptr_t)i),
+                     HILOCK_OK);
+    uv_timer_init(&loop, &later);
+    uv_timer_start(&later, release_first, 200, 0);   /* every waiter is waiting by then */
+    run_until(&loop, &qr.released, 50, 30000);
+    cr_assert_eq(qr.wrong, 0);
+    cr_assert_eq(qr.oks, 50);
+    cr_assert_eq(qr.counter, 50);
+    for (int i = 0; i < 50; i++) cr_assert_eq(qr.served[i], 1, "waiter %d served %d times", i, qr.served[i]);
+    cr_assert_eq(hlt_exists(s, "hot"), 0);
+    uv_close((uv_handle_t *)&later, NULL);
+    hilock_client_free(qr.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- Redlock over 3 masters ---- */
+
+Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *m[3];
+    const char *url[3];
+    int n = 200;
+    for (int i = 0; i < 3; i++) {
+        m[i] = hlt_redis_start(NULL);
+        cr_assert_not_null(m[i]);
+        url[i] = i % 2 ? m[i]->unix_url : m[i]->url;
+    }
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 3, 2000);
+    acquire_all(&r, n, "rl:", 30000, 0);
+    run_until(&loop, &r.done, n, 20000);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r.st[i]));
+        cr_assert_gt(hilock_fence(r.lock[i]), 0);
+        snprintf(key, sizeof key, "rl:%d", i);
+        for (int k = 0; k < 3; k++) {
+            char *v = hlt_get(m[k], key);
+            cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s not ours on master %d", key, k);
+            free(v);
+        }
+    }
+    /* one master down: still a quorum; the lock is released where it can be */
+    hlt_redis_kill(m[2]);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    release_all(&r, n);
+    run_until(&loop, &r.done, n, 20000);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        cr_assert_eq(r.st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "rl:%d", i);
+        cr_assert_eq(hlt_exists(m[0], key) + hlt_exists(m[1], key), 0);
+    }
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
+}
+
+/* ---- keepalive on the loop's timer ---- */
+
+typedef struct ka_run { int lost; hilock_status why; hilock *l; } ka_run;
+
+static void on_lost(hilock *l, hilock_status why, void *arg)
+{
+    ka_run *k = arg;
+    k->lost++;
+    k->why = why;
+    k->l = l;
+}
+
+static void on_stop(uv_timer_t *t) { *(int *)t->data = 1; }
+
+Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
+{
+    static run r;
+    uv_loop_t loop;
+    uv_timer_t wait5;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    ka_run k;
+    int over = 0;
+    char *v;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    memset(&k, 0, sizeof k);
+    r.c = attached(&loop, url, 1, 1000);
+    acquire_all(&r, 1, "ka", 300, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    cr_assert_eq(hilock_keepalive(r.lock[0], on_lost, &k), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    cr_assert_eq(hilock_keepalive(r.lock[0], on_lost, &k), HILOCK_EINVAL);   /* already running */
+    uv_timer_init(&loop, &wait5);
+    wait5.data = &over;
+    uv_timer_start(&wait5, on_stop, 1500, 0);   /* 5 x ttl */
+    while (!over) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(k.lost, 0);
+    v = hlt_get(s, "ka0");
+    cr_assert(v && !strcmp(v, hilock_token(r.lock[0])), "the lock was not kept for 5 x ttl");
+    free(v);
+    cr_assert_gt(hilock_validity_ms(r.lock[0]), 0);
+    freeReplyObject(hlt_cmd(s, "DEL ka0"));
+    over = 0;
+    uv_timer_start(&wait5, on_stop, 2000, 0);
+    while (!k.lost && !over) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(k.lost, 1, "on_lost not called for a deleted key");
+    cr_assert_eq(k.why, HILOCK_NOT_HELD);
+    cr_assert_eq(k.l, r.lock[0]);
+    uv_timer_stop(&wait5);
+    uv_close((uv_handle_t *)&wait5, NULL);
+    hilock_free(r.lock[0]);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- ends: free with calls in flight, calls on one lock in order ---- */
+
+Test(async, freeing_the_client_ends_every_call_in_flight_before_it_returns)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    acquire_all(&r, 100, "gone:", 30000, 0);
+    uv_run(&loop, UV_RUN_NOWAIT);   /* some on the wire, some not yet */
+    hilock_client_free(r.c);
+    cr_assert_eq(r.done, 100, "only %d of 100 calls ended in hilock_client_free", r.done);
+    for (int i = 0; i < 100; i++) cr_assert_eq(r.ended[i], 1);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(r.done, 100, "a done ran after hilock_client_free returned");
+    free_locks(&r, 100);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+static void free_from_done(hilock_status st, hilock *l, void *arg)
+{
+    run *r = arg;
+    (void)st;
+    hilock_free(l);
+    if (r->done++ == 0) hilock_client_free(r->c);
+}
+
+Test(async, a_done_may_free_the_client)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(hilock_acquire_async(r.c, "same", 5000, 0, free_from_done, &r), HILOCK_OK);
+    run_until(&loop, &r.done, 20, 5000);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(r.done, 20);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+static int order[4], norder;
+static void record(hilock_status st, hilock *l, void *arg)
+{
+    (void)l;
+    order[norder++] = (int)(intptr_t)arg * 10 + (int)st;
+}
+
+Test(async, a_release_waits_for_the_extend_in_flight_on_the_same_lock)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    norder = 0;
+    r.c = attached(&loop, url, 1, 2000);
+    acquire_all(&r, 1, "ord", 5000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    cr_assert_eq(hilock_extend_async(r.lock[0], 20000, record, (void *)1), HILOCK_OK);
+    cr_assert_eq(hilock_release_async(r.lock[0], record, (void *)2), HILOCK_OK);
+    cr_assert_eq(hilock_check_async(r.lock[0], record, (void *)3), HILOCK_OK);
+    run_until(&loop, &norder, 3, 5000);
+    cr_assert_eq(order[0], 10 + HILOCK_OK);
+    cr_assert_eq(order[1], 20 + HILOCK_OK);
+    cr_assert_eq(order[2], 30 + HILOCK_NOT_HELD);
+    cr_assert_eq(hlt_exists(s, "ord0"), 0);
+    /* hilock_free with a call in flight ends it first */
+    norder = 0;
+    cr_assert_eq(hilock_check_async(r.lock[0], record, (void *)4), HILOCK_OK);
+    hilock_free(r.lock[0]);
+    cr_assert_eq(norder, 1, "hilock_free did not end the call in flight");
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(norder, 1);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- the same basics on libevent ---- */
+
+static void ev_done(hilock_status st, hilock *l, void *arg)
+{
+    on_done(st, l, arg);
+}
+
+Test(async, libevent_drives_the_same_calls)
+{
+    static run r;
+    struct event_base *base = event_base_new();
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    int n = 300;
+    int64_t t0 = hlt_now_ms();
+    cr_assert_not_null(s);
+    cr_assert_not_null(base);
+    url[0] = s->unix_url;
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK);
+    cr_assert_eq(hilock_libevent_attach(r.c, base), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    cr_assert_eq(hilock_acquire_async(r.c, "", 1000, 0, ev_done, arg_of(&r, 0)), HILOCK_EINVAL);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "ev:%d", i);
+        r.in_call = 1;
+        cr_assert_eq(hilock_acquire_async(r.c, key, 30000, 0, ev_done, arg_of(&r, i)), HILOCK_OK);
+        r.in_call = 0;
+    }
+    while (r.done < n && hlt_now_ms() - t0 < 10000) event_base_loop(base, EVLOOP_ONCE);
+    cr_assert_eq(r.done, n);
+    for (int i = 0; i < n; i++) cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d", i);
+    cr_assert_eq(hlt_exists(s, "ev:7"), 1);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    release_all(&r, n);
+    while (r.done < n && hlt_now_ms() - t0 < 20000) event_base_loop(base, EVLOOP_ONCE);
+    cr_assert_eq(r.done, n);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        cr_assert_eq(r.st[i], HILOCK_OK, "release %d", i);
+        snprintf(key, sizeof key, "ev:%d", i);
+        cr_assert_eq(hlt_exists(s, key), 0);
+    }
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    event_base_free(base);
+    hlt_redis_stop(s);
+}
