@@ -7,6 +7,7 @@
  *     hilock_acquire_async(c, "jobs:nightly", 30000, 0, on_lock, NULL);
  *     uv_run(uv_default_loop(), UV_RUN_DEFAULT);
  *
+ * uv.h needs POSIX: with -std=c99 compile with -D_POSIX_C_SOURCE=200809L (gnu99 has it).
  * One uv_poll_t per socket the client asks to watch and one uv_timer_t, made on `loop`;
  * everything runs on the loop's thread. hilock_client_free closes them (their memory goes in
  * the close callbacks, so run the loop once more, as libuv requires, before uv_loop_close).

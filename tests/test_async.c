@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "fixture.h"
 #include "hilock_libevent.h"
 #include "hilock_libuv.h"
+#include "hilock_legacy.h"
 
 #define N_MAX 1000
 
@@ -711,5 +713,98 @@ Test(async, libevent_drives_the_same_calls)
     free_locks(&r, n);
     hilock_client_free(r.c);
     event_base_free(base);
+    hlt_redis_stop(s);
+}
+
+/* ---- kinds and topologies through the async API ---- */
+
+Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    hilock *leg = NULL;
+    char *v;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.bridge = 1;
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK);
+    /* a legacy lock taken before the attach is released on the loop, by its kind's rules */
+    cr_assert_eq(hilock_legacy_acquire(r.c, "leg", 10000, 0, &leg), HILOCK_OK, "%s",
+                 hilock_client_errmsg(r.c));
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK);
+    acquire_all(&r, 2, "br", 10000, 0);   /* bridge: options.bridge picks the kind */
+    run_until(&loop, &r.done, 2, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    v = hlt_get(s, "br0");
+    cr_assert(v && strspn(v, "0123456789") == strlen(v), "bridge value %s is not a legacy stamp", v);
+    free(v);
+    cr_assert_gt(hlt_pttl(s, "br0"), 0, "bridge lock without PX");
+    cr_assert_eq(hilock_release_async(leg, on_done, arg_of(&r, 2)), HILOCK_OK);
+    cr_assert_eq(hilock_release_async(r.lock[0], on_done, arg_of(&r, 3)), HILOCK_OK);
+    cr_assert_eq(hilock_check_async(r.lock[1], on_done, arg_of(&r, 4)), HILOCK_OK);
+    run_until(&loop, &r.done, 5, 5000);
+    cr_assert_eq(r.st[2], HILOCK_OK, "legacy release: %s", hilock_strerror(r.st[2]));
+    cr_assert_eq(r.st[3], HILOCK_OK, "bridge release: %s", hilock_strerror(r.st[3]));
+    cr_assert_eq(r.st[4], HILOCK_OK, "bridge check: %s", hilock_strerror(r.st[4]));
+    cr_assert_eq(hlt_exists(s, "leg"), 0);
+    cr_assert_eq(hlt_exists(s, "br0"), 0);
+    cr_assert_eq(hlt_exists(s, "br1"), 1);
+    cr_assert_eq(hilock_keepalive(leg, NULL, NULL), HILOCK_EINVAL);   /* as for the blocking API */
+    hilock_free(leg);
+    free_locks(&r, 2);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+Test(async, options_the_loop_cannot_serve_are_refused_at_attach)
+{
+    uv_loop_t loop;
+    hilock_options o;
+    hilock_client *c;
+    const char *sent[1] = { "redis-sentinel://127.0.0.1:1#mymaster" };
+    const char *one[1] = { "redis://127.0.0.1:1" };
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_client_open(sent[0], &c), HILOCK_OK);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "Sentinel"), "%s", hilock_client_errmsg(c));
+    hilock_client_free(c);
+    hilock_options_init(&o);
+    o.servers = one;
+    o.nservers = 1;
+    o.min_replicas = 1;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "min_replicas"), "%s", hilock_client_errmsg(c));
+    hilock_client_free(c);
+    cr_assert_eq(hilock_libuv_attach(NULL, &loop), HILOCK_EINVAL);
+    loop_close(&loop);
+}
+
+/* ---- README.md's event-loop example, built by the Makefile as it stands ---- */
+
+Test(async, the_readme_example_takes_and_releases_the_lock, .timeout = 60)
+{
+    char self[4096], cmd[8192];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    hlt_redis *s = hlt_redis_start(NULL);
+    cr_assert_not_null(s);
+    cr_assert_gt(len, 0);
+    self[len] = '\0';
+    *strrchr(self, '/') = '\0';
+    snprintf(cmd, sizeof cmd, "'%s/readme_async' '%s' >/dev/null 2>&1", self, s->url);
+    cr_assert_eq(system(cmd), 0, "the example failed");
+    cr_assert_eq(hlt_exists(s, "{jobs:nightly}:fence"), 1);   /* it was granted... */
+    cr_assert_eq(hlt_exists(s, "jobs:nightly"), 0);           /* ...and released */
+    snprintf(cmd, sizeof cmd, "'%s/readme_async' 'redis://127.0.0.1:1' >/dev/null 2>&1", self);
+    cr_assert_neq(system(cmd), 0, "no server: the example must fail");
     hlt_redis_stop(s);
 }
