@@ -27,6 +27,8 @@ LIB_SRC   := $(wildcard src/*.c) $(wildcard legacy/*.c) $(wildcard api/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
 HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h include/hilock_async.h
+# the event-loop adapters: header-only (the library does not link libuv or libevent)
+HEADERS   += include/hilock_libuv.h include/hilock_libevent.h
 HEADERS   += include/hilock.hpp
 
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
