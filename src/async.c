@@ -568,6 +568,7 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
         hl_fiber_yield();
     }
     me->x = NULL;
+    hl_exec_clear(c);   /* (what the flows that ran meanwhile left there) */
     for (size_t i = 0; i < c->nnodes && i < 32; i++) {
         hl_node *n = &c->nodes[i];
         part *p = &parts[i];
