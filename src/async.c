@@ -515,6 +515,14 @@ static lconn *side_conn(hl_loop *L, size_t node)
     return lc;
 }
 
+/* A round trip that cannot happen: every node in mask fails with EINVAL and why. */
+static uint32_t refuse_exec(hilock_client *c, uint32_t mask, const char *why)
+{
+    for (size_t i = 0; i < c->nnodes && i < 32; i++)
+        if (mask & (1u << i)) hl_node_set_err(&c->nodes[i], HILOCK_EINVAL, why, NULL);
+    return 0;
+}
+
 static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                           int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
 {
@@ -525,6 +533,8 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
     uint32_t ok = 0;
     int64_t now = hl_now_us();
     hl_exec_clear(c);
+    if (!me || !hl_fiber_current())   /* a blocking path with no check of its own */
+        return refuse_exec(c, mask, "client attached to an event loop: blocking calls are refused");
     memset(&x, 0, sizeof x);
     x.any = any;
     x.parts = parts;
@@ -590,7 +600,7 @@ static void loop_pause(hilock_client *c, int64_t until_us)
 {
     hl_loop *L = c->loop;
     call *me = L->running;
-    if (me->cancel || L->closing) return;
+    if (!me || !hl_fiber_current() || me->cancel || L->closing) return;
     me->wake_us = until_us;
     while (hl_now_us() < until_us && !me->cancel && !L->closing) {
         me->state = S_SUSPENDED;
@@ -1154,8 +1164,9 @@ static void loop_detach(hilock_client *c)
 static uint32_t gone_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                           int64_t per, int64_t hard, int any)
 {
-    (void)c, (void)mask, (void)cmds, (void)ncmd, (void)per, (void)hard, (void)any;
-    return 0;
+    (void)cmds, (void)ncmd, (void)per, (void)hard, (void)any;
+    hl_exec_clear(c);
+    return refuse_exec(c, mask, "client freed (it was attached to an event loop)");
 }
 static void gone_pause(hilock_client *c, int64_t until_us) { (void)c, (void)until_us; }
 static int gone_may_block(const hilock_client *c) { (void)c; return 0; }

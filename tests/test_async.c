@@ -13,6 +13,7 @@
 #include "hilock_libevent.h"
 #include "hilock_libuv.h"
 #include "hilock_legacy.h"
+#include "hilock_inspect.h"
 
 #define N_MAX 1000
 
@@ -180,6 +181,12 @@ Test(async, thousand_acquisitions_pipelined_then_released)
 static int stray;
 static void never(hilock_status st, hilock *l, void *arg) { (void)st, (void)l, (void)arg; stray++; }
 
+static void inspect_never(size_t m, const hilock_lock_view *v, const char *e, void *arg)
+{
+    (void)m, (void)e, (void)arg;
+    if (v) stray++;   /* (a master's error is reported through fn too) */
+}
+
 Test(async, bad_input_is_refused_at_once_and_done_never_runs)
 {
     uv_loop_t loop;
@@ -209,6 +216,8 @@ Test(async, bad_input_is_refused_at_once_and_done_never_runs)
     /* the blocking calls of an attached client are refused, and say why */
     cr_assert_eq(hilock_acquire(c, "k", 1000, 0, &l), HILOCK_EINVAL);
     cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "event loop"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_inspect(c, "k", inspect_never, NULL), HILOCK_EINVAL);
     cr_assert(strstr(hilock_client_errmsg(c), "event loop"), "%s", hilock_client_errmsg(c));
     /* a lock: bad ttl for extend, NULL done */
     memset(&r, 0, sizeof r);
