@@ -588,13 +588,27 @@ Test(async, freeing_the_client_ends_every_call_in_flight_before_it_returns)
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     r.c = attached(&loop, url, 1, 2000);
-    acquire_all(&r, 100, "gone:", 30000, 0);
-    uv_run(&loop, UV_RUN_NOWAIT);   /* some on the wire, some not yet */
+    acquire_all(&r, 1, "busy", 30000, 0);   /* held: the waiters below wait for it */
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    for (int i = 1; i <= 5; i++)   /* waiting: forever, and with a deadline */
+        cr_assert_eq(hilock_acquire_async(r.c, "busy0", 30000, i == 1 ? HILOCK_WAIT_FOREVER : 20000,
+                                          on_done, arg_of(&r, i)), HILOCK_OK);
+    for (int i = 6; i < 100; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "gone:%d", i);
+        cr_assert_eq(hilock_acquire_async(r.c, key, 30000, 0, on_done, arg_of(&r, i)), HILOCK_OK);
+    }
+    for (int k = 0; k < 20; k++) uv_run(&loop, UV_RUN_NOWAIT);   /* some answered, some on the wire */
     hilock_client_free(r.c);
-    cr_assert_eq(r.done, 100, "only %d of 100 calls ended in hilock_client_free", r.done);
-    for (int i = 0; i < 100; i++) cr_assert_eq(r.ended[i], 1);
+    cr_assert_eq(r.done, 99, "only %d of 99 calls ended in hilock_client_free", r.done);
+    for (int i = 1; i < 100; i++) cr_assert_eq(r.ended[i], 1);
+    for (int i = 1; i <= 5; i++) cr_assert_neq(r.st[i], HILOCK_OK, "waiter %d got a held lock", i);
     uv_run(&loop, UV_RUN_NOWAIT);
-    cr_assert_eq(r.done, 100, "a done ran after hilock_client_free returned");
+    cr_assert_eq(r.done, 99, "a done ran after hilock_client_free returned");
+    cr_assert_eq(hilock_release(r.lock[0]), HILOCK_EINVAL);   /* its client is gone */
     free_locks(&r, 100);
     loop_close(&loop);
     hlt_redis_stop(s);
