@@ -43,9 +43,10 @@
  *     `done` runs, with l still valid, before hilock_free returns).
  *   - Sentinel (redis-sentinel://) URLs are refused by the attach (EINVAL): resolving a master
  *     asks Sentinels with blocking round trips. So are failover_guard = 1 and min_replicas.
- *     redis://, rediss://, unix:// masters and Redlock over them work, for modern, bridge
+ *     redis:// and unix:// masters and Redlock over them work, for modern, bridge
  *     (options.bridge) and legacy locks (release/extend/check of a lock from
- *     hilock_legacy_acquire made before the attach).
+ *     hilock_legacy_acquire, which has no _async form: take it before the attach).
+ *     rediss:// goes through the same transport table but is not tested on a loop yet.
  *   - Host names are resolved with getaddrinfo, which may block: give numeric addresses.
  */
 #ifndef HILOCK_ASYNC_H
@@ -99,10 +100,12 @@ typedef struct hilock_loop {
     void (*detach)(void *data);
 } hilock_loop;
 
-/* Drive client c by a loop from now on (loop is copied). Attach a new client before its
- * first call. Returns OK; EINVAL (NULL, no watch/timer callback, already attached, a client
- * with calls made before, or options the loop cannot serve: Sentinel URLs, failover_guard
- * = 1, min_replicas > 0 -- errmsg says which); ENOMEM. */
+/* Drive client c by a loop from now on (loop is copied; its connections so far are closed,
+ * the loop opens its own). Returns OK; EINVAL (NULL, no watch/timer callback, already
+ * attached, or options the loop cannot serve: Sentinel URLs, failover_guard = 1,
+ * min_replicas > 0 -- errmsg says which); ENOMEM. There is no detach but
+ * hilock_client_free. hilock_loop is frozen (ABI): a new hook would come with a new attach
+ * function, never as a field appended here. */
 HILOCK_API hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop);
 
 /* The application's side: fd (one the client asked to watch) is ready for `events`
