@@ -1073,9 +1073,6 @@ hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop)
             return hl_fail(c, HILOCK_EINVAL, "%s: Sentinel URLs are not served on an event loop "
                            "(resolving the master asks the Sentinels with blocking round trips)",
                            c->nodes[i].name);
-    if (c->opt.failover_guard == 1 || c->opt.min_replicas > 0)
-        return hl_fail(c, HILOCK_EINVAL, "failover_guard = 1 and min_replicas are not served on "
-                       "an event loop yet");
     if (!(L = calloc(1, sizeof *L)) || !(L->conns = calloc(c->nnodes, sizeof *L->conns))) {
         free(L);
         return hl_fail(c, HILOCK_ENOMEM, "out of memory");
