@@ -266,6 +266,7 @@ uninstall:
 	  $(DESTDIR)$(LIBDIR)/libhilock.* $(DESTDIR)$(LIBDIR)/pkgconfig/hilock.pc \
 	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1 $(DESTDIR)$(MANDIR)/man3/hilock.3
 	rm -f $(DESTDIR)$(INCDIR)/hilock.hpp $(addprefix $(DESTDIR)$(LIBDIR)/cmake/hilock/,$(notdir $(CMAKE_CFG)))
+	rm -f $(DESTDIR)$(INCDIR)/hilock_async.h $(DESTDIR)$(INCDIR)/hilock_libuv.h $(DESTDIR)$(INCDIR)/hilock_libevent.h
 	-rmdir $(DESTDIR)$(LIBDIR)/cmake/hilock 2>/dev/null
 
 # Debian packages (debian/): libhilock0, libhilock-dev, hilock-tools in $(B)/deb/, built by

@@ -2,6 +2,7 @@
  * redis-servers. Timing asserts are generous upper bounds ("does not hang", "ends within its
  * bound"); the loop-stall figure is printed for the record. */
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,7 +436,6 @@ Test(async, fifty_waiters_are_served_one_after_another_by_wake_on_release)
     hlt_redis *s = hlt_redis_start(NULL);
     const char *url[1];
     hilock_options o;
-    int one = 0;
     cr_assert_not_null(s);
     url[0] = s->unix_url;
     uv_loop_init(&loop);
@@ -449,7 +449,6 @@ Test(async, fifty_waiters_are_served_one_after_another_by_wake_on_release)
     cr_assert_eq(hilock_libuv_attach(qr.c, &loop), HILOCK_OK);
     cr_assert_eq(hilock_acquire_async(qr.c, "hot", 30000, 0, on_first, NULL), HILOCK_OK);
     while (!qr.first && !qr.wrong) uv_run(&loop, UV_RUN_ONCE);
-    (void)one;
     for (int i = 0; i < 50; i++)
         cr_assert_eq(hilock_acquire_async(qr.c, "hot", 30000, 60000, on_waiter, (void *)(intptr_t)i),
                      HILOCK_OK);
@@ -791,17 +790,13 @@ Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
 Test(async, sentinel_urls_are_refused_at_attach)
 {
     uv_loop_t loop;
-    hilock_options o;
     hilock_client *c;
     const char *sent[1] = { "redis-sentinel://127.0.0.1:1#mymaster" };
-    const char *one[1] = { "redis://127.0.0.1:1" };
     uv_loop_init(&loop);
     cr_assert_eq(hilock_client_open(sent[0], &c), HILOCK_OK);
     cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);
     cr_assert(strstr(hilock_client_errmsg(c), "Sentinel"), "%s", hilock_client_errmsg(c));
     hilock_client_free(c);
-    (void)o;
-    (void)one;
     cr_assert_eq(hilock_libuv_attach(NULL, &loop), HILOCK_EINVAL);
     loop_close(&loop);
 }
@@ -882,5 +877,87 @@ Test(async, failover_guard_reports_lost_after_a_restart_and_min_replicas_undoes)
     cr_assert_eq(hlt_exists(s, "wr0"), 0, "the grant was not undone");
     hilock_client_free(w);
     loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- the loop-agnostic interface on a hand-written poll() loop ---- */
+
+typedef struct plain_loop {
+    struct pollfd fds[16];
+    int           nfds, detached;
+    int64_t       timer_at;   /* hlt_now_ms; -1: none */
+} plain_loop;
+
+static void plain_watch(void *data, int fd, int events)
+{
+    plain_loop *p = data;
+    int i;
+    for (i = 0; i < p->nfds && p->fds[i].fd != fd; i++)
+        ;
+    if (!events) {
+        if (i < p->nfds) p->fds[i] = p->fds[--p->nfds];
+        return;
+    }
+    if (i == p->nfds) p->nfds++;
+    p->fds[i].fd = fd;
+    p->fds[i].events = (short)((events & HILOCK_EV_READ ? POLLIN : 0) | (events & HILOCK_EV_WRITE ? POLLOUT : 0));
+}
+
+static void plain_timer(void *data, int64_t ms)
+{
+    plain_loop *p = data;
+    p->timer_at = ms < 0 ? -1 : hlt_now_ms() + ms;
+}
+
+static void plain_detach(void *data) { ((plain_loop *)data)->detached = 1; }
+
+static void plain_turn(hilock_client *c, plain_loop *p)
+{
+    int64_t wait = p->timer_at < 0 ? 1000 : p->timer_at - hlt_now_ms();
+    struct pollfd fds[16];
+    int n = p->nfds;
+    memcpy(fds, p->fds, sizeof fds);
+    if (poll(fds, (nfds_t)n, wait < 0 ? 0 : (int)wait) > 0)
+        for (int i = 0; i < n; i++)
+            if (fds[i].revents)
+                hilock_loop_fd(c, fds[i].fd, (fds[i].revents & (POLLIN | POLLHUP | POLLERR) ? HILOCK_EV_READ : 0) |
+                                             (fds[i].revents & POLLOUT ? HILOCK_EV_WRITE : 0));
+    if (p->timer_at >= 0 && hlt_now_ms() >= p->timer_at) {
+        p->timer_at = -1;
+        hilock_loop_timeout(c);
+    }
+}
+
+Test(async, a_hand_written_poll_loop_drives_the_client)
+{
+    static run r;
+    static plain_loop p;
+    hlt_redis *s = hlt_redis_start(NULL);
+    hilock_loop hooks = { &p, plain_watch, plain_timer, plain_detach };
+    int64_t t0 = hlt_now_ms();
+    cr_assert_not_null(s);
+    memset(&r, 0, sizeof r);
+    memset(&p, 0, sizeof p);
+    p.timer_at = -1;
+    cr_assert_eq(hilock_client_open(s->unix_url, &r.c), HILOCK_OK);
+    cr_assert_eq(hilock_loop_attach(NULL, &hooks), HILOCK_EINVAL);
+    cr_assert_eq(hilock_loop_attach(r.c, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_loop_attach(r.c, &hooks), HILOCK_OK);
+    acquire_all(&r, 50, "plain:", 10000, 0);
+    while (r.done < 50 && hlt_now_ms() - t0 < 10000) plain_turn(r.c, &p);
+    cr_assert_eq(r.done, 50);
+    for (int i = 0; i < 50; i++) cr_assert_eq(r.st[i], HILOCK_OK);
+    cr_assert_eq(hlt_exists(s, "plain:49"), 1);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    release_all(&r, 50);
+    while (r.done < 50 && hlt_now_ms() - t0 < 20000) plain_turn(r.c, &p);
+    cr_assert_eq(r.done, 50);
+    cr_assert_eq(hlt_exists(s, "plain:49"), 0);
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, 50);
+    hilock_client_free(r.c);
+    cr_assert_eq(p.detached, 1);
+    cr_assert_eq(p.nfds, 0, "an fd still watched after the client was freed");
     hlt_redis_stop(s);
 }
