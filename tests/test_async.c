@@ -2,6 +2,7 @@
  * redis-servers. Timing asserts are generous upper bounds ("does not hang", "ends within its
  * bound"); the loop-stall figure is printed for the record. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -529,8 +530,19 @@ static void on_lost(hilock *l, hilock_status why, void *arg)
 
 static void on_stop(uv_timer_t *t) { *(int *)t->data = 1; }
 
+static int count_threads(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d))) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
 Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
 {
+    int threads;
     static run r;
     uv_loop_t loop;
     uv_timer_t wait5;
@@ -548,7 +560,9 @@ Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
     acquire_all(&r, 1, "ka", 300, 0);
     run_until(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
+    threads = count_threads();
     cr_assert_eq(hilock_keepalive(r.lock[0], on_lost, &k), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    cr_assert_eq(count_threads(), threads, "the keepalive on a loop started a thread");
     cr_assert_eq(hilock_keepalive(r.lock[0], on_lost, &k), HILOCK_EINVAL);   /* already running */
     uv_timer_init(&loop, &wait5);
     wait5.data = &over;
