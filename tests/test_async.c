@@ -516,6 +516,37 @@ Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
     for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
 }
 
+Test(async, redlock_partial_grant_is_undone_on_the_loop)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *m[3];
+    const char *url[3];
+    for (int i = 0; i < 3; i++) {
+        m[i] = hlt_redis_start(NULL);
+        cr_assert_not_null(m[i]);
+        url[i] = m[i]->url;
+    }
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 3, 2000);
+    freeReplyObject(hlt_cmd(m[0], "SET part0 someone-else PX 30000"));   /* held on master 0 */
+    hlt_redis_kill(m[2]);                                                /* master 2 down */
+    acquire_all(&r, 1, "part", 10000, 0);
+    run_until(&loop, &r.done, 1, 10000);
+    cr_assert(r.st[0] == HILOCK_BUSY || r.st[0] == HILOCK_ENOQUORUM, "%s: %s",
+              hilock_strerror(r.st[0]), hilock_client_errmsg(r.c));
+    cr_assert_eq(hlt_exists(m[1], "part0"), 0, "the grant on master 1 alone was not undone");
+    {
+        char *v = hlt_get(m[0], "part0");
+        cr_assert(v && !strcmp(v, "someone-else"), "another owner's key was touched");
+        free(v);
+    }
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
+}
+
 /* ---- keepalive on the loop's timer ---- */
 
 typedef struct ka_run { int lost; hilock_status why; hilock *l; } ka_run;
