@@ -26,7 +26,9 @@ LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 LIB_SRC   := $(wildcard src/*.c) $(wildcard legacy/*.c) $(wildcard api/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
-HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h
+HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h include/hilock_async.h
+# the event-loop adapters: header-only (the library does not link libuv or libevent)
+HEADERS   += include/hilock_libuv.h include/hilock_libevent.h
 HEADERS   += include/hilock.hpp
 
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
@@ -97,7 +99,11 @@ $(B)/cmake/%.cmake: cmake/%.cmake.in Makefile include/hilock.h
 $(B)/tests/test_tls_layer: src/tls.h
 $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(EXTRA_LDFLAGS)
+	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(TEST_LIBS) $(EXTRA_LDFLAGS)
+
+# The event-loop suite drives clients from libuv and libevent (the header-only adapters).
+$(B)/tests/test_async: TEST_LIBS = -luv -levent
+$(B)/tests/test_async: include/hilock_libuv.h include/hilock_libevent.h
 
 # The ABI test (tests/test_abi.c, docs/versioning.md): v0_app is an application built against
 # 0.1.0's frozen header (tests/abi/v0/, never include/) and linked to this build's shared
@@ -122,6 +128,17 @@ $(B)/tests/readme_example.c: README.md
 
 $(B)/tests/readme_example: $(B)/tests/readme_example.c $(HEADERS) $(B)/libhilock.a
 	$(CC) $(WARN) -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+
+# README.md's event-loop example (the first ```c block after "## In an event loop"), compiled
+# as it stands with libuv and run by tests/test_async.c.
+EXTRA_TEST_BINS += $(B)/tests/readme_async
+$(B)/tests/readme_async.c: README.md
+	@mkdir -p $(@D)
+	awk '/^## In an event loop/ { s = 1 } s && /^```c$$/ && !done { p = 1; next } p && /^```$$/ { p = 0; done = 1 } p' README.md > $@
+
+$(B)/tests/readme_async: $(B)/tests/readme_async.c $(HEADERS) include/hilock_libuv.h $(B)/libhilock.a
+	$(CC) $(WARN) -D_POSIX_C_SOURCE=200809L -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a \
+	  $(LDLIBS_LIB) -luv $(EXTRA_LDFLAGS)
 
 $(CXX_TEST): tests/cxx_lock.cpp $(HEADERS) $(B)/libhilock.a
 	@mkdir -p $(@D)
@@ -175,11 +192,12 @@ bench: deps lib
 	@$(B)/bench/bench
 
 # bench/tls.c times the library's own transports (src/transport.h, src/tls.h): -Isrc
-$(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/bench.h tests/fixture.c tests/fixture.h \
-    tests/tls_fixture.c tests/tls_fixture.h $(B)/libhilock.a
+$(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench/bench.h tests/fixture.c \
+    tests/fixture.h tests/tls_fixture.c tests/tls_fixture.h include/hilock_libuv.h $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests -Isrc $(OPENSSL_CFLAGS) -o $@ bench/bench.c \
-	  bench/fairness.c bench/tls.c tests/fixture.c tests/tls_fixture.c $(B)/libhilock.a $(LDLIBS_LIB)
+	  bench/fairness.c bench/tls.c bench/async.c tests/fixture.c tests/tls_fixture.c $(B)/libhilock.a \
+	  $(LDLIBS_LIB) -luv
 
 $(CLI_BIN): cli/hilock.c cli/inspect.c cli/inspect.h $(HEADERS) $(B)/libhilock.a
 	@mkdir -p $(@D)
@@ -250,6 +268,7 @@ uninstall:
 	  $(DESTDIR)$(LIBDIR)/libhilock.* $(DESTDIR)$(LIBDIR)/pkgconfig/hilock.pc \
 	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1 $(DESTDIR)$(MANDIR)/man3/hilock.3
 	rm -f $(DESTDIR)$(INCDIR)/hilock.hpp $(addprefix $(DESTDIR)$(LIBDIR)/cmake/hilock/,$(notdir $(CMAKE_CFG)))
+	rm -f $(DESTDIR)$(INCDIR)/hilock_async.h $(DESTDIR)$(INCDIR)/hilock_libuv.h $(DESTDIR)$(INCDIR)/hilock_libevent.h
 	-rmdir $(DESTDIR)$(LIBDIR)/cmake/hilock 2>/dev/null
 
 # Debian packages (debian/): libhilock0, libhilock-dev, hilock-tools in $(B)/deb/, built by

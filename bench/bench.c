@@ -702,6 +702,7 @@ int main(int argc, char **argv)
                t ? "unix socket" : "tcp 127.0.0.1", res[t].rate[V_OURS], res[t].cpu[V_OURS],
                res[t].rate[V_SAME], res[t].cpu[V_SAME], res[t].ratio[V_SAME],
                res[t].rate[V_SETNX], res[t].cpu[V_SETNX], res[t].ratio[V_SETNX]);
+    async_bench(r);
 
     printf("\nContention: %d processes, each acquire (blocking) -> hold 1 ms -> release, %.1f s "
            "(TCP 127.0.0.1; target: handoff p50 < 1 ms)\n", NPROC, run_s * 0.75);

@@ -6,7 +6,7 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok
 # cmake: test_install checks find_package(hilock). Arguments name extra packages one target
 # needs (make fuzz: clang libclang-rt-14-dev; make deb: dpkg-dev debhelper lintian fakeroot).
 for p in build-essential pkg-config libhiredis-dev libssl-dev openssl libcriterion-dev redis-server redis-tools redis-sentinel valgrind \
-         cmake "$@"; do
+         cmake libuv1-dev libevent-dev "$@"; do
   have_pkg "$p" || need="$need $p"
 done
 command -v node >/dev/null 2>&1 || need="$need nodejs"   # interop tests: a real legacy peer

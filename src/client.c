@@ -23,6 +23,9 @@ int hl_forked(const hilock_client *c) { return c->fork_gen != hl_fork_gen; }
 
 hilock_status hl_check_fork(hilock_client *c)
 {
+    if (c->runner && !c->runner->may_block(c))   /* (its own flows run the blocking code) */
+        return hl_fail(c, HILOCK_EINVAL, "client attached to an event loop: its blocking calls "
+                       "are refused; use the _async calls (hilock_async.h)");
     if (!hl_forked(c)) return HILOCK_OK;
     return hl_fail(c, HILOCK_EINVAL, "client used in a forked child (pid %ld); made in pid %ld "
                    "(after fork, the child may only free it)", (long)getpid(), c->pid);
@@ -320,7 +323,13 @@ void hl_client_unref(hilock_client *c)
     if (c && --c->refs == 0) client_destroy(c);
 }
 
-void hilock_client_free(hilock_client *c) { hl_client_unref(c); }
+/* Attached to a loop: every call in flight ends first (its done runs, with a status), and
+ * the loop is let go; then the user's reference goes. */
+void hilock_client_free(hilock_client *c)
+{
+    if (c && c->runner && !hl_forked(c)) c->runner->detach(c);
+    hl_client_unref(c);
+}
 
 /* ---- helpers shared by every lock path ---- */
 

@@ -21,16 +21,6 @@
 #include "engine.h"
 #include "transport.h"
 
-struct hl_conn {
-    hl_io_conn    io;           /* the transport's connection (node->transport) */
-    hl_resp      *resp;         /* every byte read: the reply limits, then the parser */
-    int           connecting;   /* non-blocking connect in progress */
-    int           fresh;        /* handshake (AUTH, SELECT) not sent yet */
-    hl_buf        out;          /* bytes not yet accepted by the transport */
-    size_t        off;
-    int64_t       last_us;      /* when its last round trip ended (monotonic) */
-};
-
 /* ---- commands ---- */
 
 void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys)
@@ -90,7 +80,7 @@ static void put_bulk(hl_buf *b, const char *s, size_t n)
     hl_buf_put(b, "\r\n", 2);
 }
 
-static void put_cmd(hl_buf *b, const hl_cmd *c, int use_eval)
+void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval)
 {
     char nk[24];
     int extra = c->script ? 3 : 0;
@@ -114,13 +104,8 @@ static void put_cmd(hl_buf *b, const hl_cmd *c, int use_eval)
 
 void hl_node_close(hl_node *n)
 {
-    if (n->conn) {
-        n->conn->io.ops->close(&n->conn->io);
-        hl_resp_free(n->conn->resp);
-        hl_buf_free(&n->conn->out);
-        free(n->conn);
-        n->conn = NULL;
-    }
+    hl_conn_free(n->conn);
+    n->conn = NULL;
 }
 
 uint32_t hl_all_nodes(const hilock_client *c)
@@ -129,7 +114,7 @@ uint32_t hl_all_nodes(const hilock_client *c)
 }
 
 /* Forget undos [k, k + cnt) of node n. */
-static void drop_undos(hl_node *n, size_t k, size_t cnt)
+void hl_undo_drop(hl_node *n, size_t k, size_t cnt)
 {
     if (cnt == 0) return;   /* n->undo may be NULL: memmove(NULL, NULL, 0) is undefined */
     for (size_t i = k; i < k + cnt; i++) {
@@ -145,7 +130,7 @@ static void drop_expired_undos(hl_node *n, int64_t now)
 {
     size_t k = 0;
     while (k < n->nundo) {
-        if (n->undo[k].expires_us <= now) drop_undos(n, k, 1);
+        if (n->undo[k].expires_us <= now) hl_undo_drop(n, k, 1);
         else k++;
     }
 }
@@ -166,7 +151,7 @@ void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value,
     drop_expired_undos(n, now);
     /* Capped: the oldest go first (the most likely to have expired, and a key that outlives
      * a lost undo only blocks others until its ttl). */
-    if (n->nundo >= HL_UNDO_MAX) drop_undos(n, 0, n->nundo - HL_UNDO_MAX + 1);
+    if (n->nundo >= HL_UNDO_MAX) hl_undo_drop(n, 0, n->nundo - HL_UNDO_MAX + 1);
     if (n->nundo == n->capundo) {
         size_t cap = n->capundo ? n->capundo * 2 : 4;
         hl_undo *u = realloc(n->undo, cap * sizeof *u);
@@ -185,7 +170,7 @@ void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value,
     n->nundo++;
 }
 
-static void node_set_err(hl_node *n, hilock_status st, const char *what, const char *why)
+void hl_node_set_err(hl_node *n, hilock_status st, const char *what, const char *why)
 {
     n->st = st;
     /* "HOST:PORT: TLS: certificate verify failed (...)": when the session layer says why, the
@@ -217,7 +202,7 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
                                     waiting acquire retries; errmsg keeps the server's word */
     else if (!strncmp(s, "NOREPLICAS", 10))
         st = HILOCK_EREPLICAS;   /* min-replicas-to-write refused the write */
-    node_set_err(n, st, s, NULL);
+    hl_node_set_err(n, st, s, NULL);
     return st;
 }
 
@@ -235,16 +220,17 @@ static int conn_open(hilock_client *c, hl_node *n, struct hl_conn *k, int64_t de
     k->io.fd = -1;
     k->io.cfg = n->transport_cfg;
     if (n->transport->connect_start(&k->io, host, port, why, sizeof why) == 0) return 0;
-    node_set_err(n, HILOCK_EIO, "connect", why);
+    hl_node_set_err(n, HILOCK_EIO, "connect", why);
     return -1;
 }
 
-static int conn_start(hilock_client *c, hl_node *n, int64_t deadline)
+int hl_conn_new(hilock_client *c, hl_node *n, int64_t deadline, struct hl_conn **out)
 {
     struct hl_conn *k = calloc(1, sizeof *k);
+    *out = NULL;
     if (!k || !(k->resp = hl_resp_new())) {
         free(k);
-        node_set_err(n, HILOCK_ENOMEM, "out of memory", NULL);
+        hl_node_set_err(n, HILOCK_ENOMEM, "out of memory", NULL);
         return -1;
     }
     if (conn_open(c, n, k, deadline) < 0) {
@@ -254,8 +240,22 @@ static int conn_start(hilock_client *c, hl_node *n, int64_t deadline)
     }
     k->connecting = 1;
     k->fresh = 1;
-    n->conn = k;
+    *out = k;
     return 0;
+}
+
+void hl_conn_free(struct hl_conn *k)
+{
+    if (!k) return;
+    k->io.ops->close(&k->io);
+    hl_resp_free(k->resp);
+    hl_buf_free(&k->out);
+    free(k);
+}
+
+static int conn_start(hilock_client *c, hl_node *n, int64_t deadline)
+{
+    return hl_conn_new(c, n, deadline, &n->conn);
 }
 
 /* An idle connection has nothing to read: if its transport sees EOF or a reset (TLS: past
@@ -264,7 +264,7 @@ static int conn_start(hilock_client *c, hl_node *n, int64_t deadline)
  * of a connection idle for STALE_AFTER_US: the server's `timeout` is at least 1 s, and in a
  * busy loop the probe would be a third of the system calls of a round trip. */
 #define STALE_AFTER_US 250000
-static int conn_stale(struct hl_conn *k, int64_t now)
+int hl_conn_stale(struct hl_conn *k, int64_t now)
 {
     return !k->connecting && now - k->last_us >= STALE_AFTER_US && k->io.ops->idle_closed(&k->io);
 }
@@ -286,58 +286,85 @@ typedef struct pending {
     size_t  undone;        /* of which answered */
 } pending;
 
+size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at)
+{
+    size_t cnt = 0;
+    drop_expired_undos(n, hl_now_us());
+    *at = n->nundo > HL_UNDO_CHUNK ? n->nundo - HL_UNDO_CHUNK : 0;
+    for (size_t i = *at; i < n->nundo; i++) {
+        hl_cmd u;
+        hl_cmd_init(&u, &hl_lua_release, 1);
+        hl_cmd_arg(&u, n->undo[i].key, (size_t)-1);
+        hl_cmd_arg(&u, n->undo[i].value, (size_t)-1);
+        hl_cmd_put(b, &u, 1);   /* EVAL: rare, and must work on an empty script cache */
+        cnt++;
+    }
+    return cnt;
+}
+
+int hl_handshake_put(const hl_node *n, hl_buf *b)
+{
+    char db[24];
+    int count = 0;
+    if (n->url.pass) {
+        hl_cmd a;
+        hl_cmd_init(&a, NULL, 0);
+        hl_cmd_arg(&a, "AUTH", 4);
+        if (n->url.user) hl_cmd_arg(&a, n->url.user, (size_t)-1);
+        hl_cmd_arg(&a, n->url.pass, (size_t)-1);
+        hl_cmd_put(b, &a, 0);
+        count++;
+    }
+    if (n->url.db > 0) {
+        hl_cmd s;
+        hl_cmd_init(&s, NULL, 0);
+        hl_cmd_arg(&s, "SELECT", 6);
+        hl_cmd_argi(&s, db, n->url.db);
+        hl_cmd_put(b, &s, 0);
+        count++;
+    }
+    if (n->topo->probe) {   /* e.g. ROLE: is the address a Sentinel gave a master? */
+        hl_cmd r;
+        hl_cmd_init(&r, NULL, 0);
+        hl_cmd_arg(&r, n->topo->probe, (size_t)-1);
+        hl_cmd_put(b, &r, 0);
+        count++;
+    }
+    return count;
+}
+
+hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r)
+{
+    if (hl_reply_type(r) == HL_R_ERROR) {
+        hilock_status st = hl_node_reply_error(n, r);
+        if (hl_reply_is_error(r, "ERR DB index") || hl_reply_is_error(r, "ERR invalid DB"))
+            st = n->st = HILOCK_EINVAL;
+        else if (st == HILOCK_EREPLY && strstr(hl_reply_str(r, NULL), "AUTH"))
+            st = n->st = HILOCK_EAUTH;   /* "ERR AUTH <password> called without any password" */
+        return st;
+    }
+    if (n->topo->probe && last && n->topo->on_handshake_reply(n, r) != HILOCK_OK)
+        return n->st;   /* the probe is last: refused (ROLE: not a master, yet or now) */
+    return HILOCK_OK;
+}
+
 static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cmd *cmds,
                            int ncmd, int use_eval, hl_buf *b)
 {
-    char db[24];
     b->len = 0;
     p->prefix = p->nhandshake = 0;
     p->nundo = 0;
-    if (n->conn->fresh) {
-        if (n->url.pass) {
-            hl_cmd a;
-            hl_cmd_init(&a, NULL, 0);
-            hl_cmd_arg(&a, "AUTH", 4);
-            if (n->url.user) hl_cmd_arg(&a, n->url.user, (size_t)-1);
-            hl_cmd_arg(&a, n->url.pass, (size_t)-1);
-            put_cmd(b, &a, 0);
-            p->nhandshake++;
-        }
-        if (n->url.db > 0) {
-            hl_cmd s;
-            hl_cmd_init(&s, NULL, 0);
-            hl_cmd_arg(&s, "SELECT", 6);
-            hl_cmd_argi(&s, db, n->url.db);
-            put_cmd(b, &s, 0);
-            p->nhandshake++;
-        }
-        if (n->topo->probe) {   /* e.g. ROLE: is the address a Sentinel gave a master? */
-            hl_cmd r;
-            hl_cmd_init(&r, NULL, 0);
-            hl_cmd_arg(&r, n->topo->probe, (size_t)-1);
-            put_cmd(b, &r, 0);
-            p->nhandshake++;
-        }
-    }
+    if (n->conn->fresh) p->nhandshake = hl_handshake_put(n, b);
     p->prefix = p->nhandshake;
     /* The handshake goes alone, one round trip on a new connection: if AUTH or SELECT fails,
      * commands pipelined behind it would still run (as the default user, or in db 0). */
     p->more = p->nhandshake > 0;
     /* Undos go first, at most HL_UNDO_CHUNK per round trip (the newest: the most likely to
      * still block someone), so a backlog can never starve the caller's own command. */
-    drop_expired_undos(n, hl_now_us());
     p->undone = 0;
-    p->undo_at = n->nundo > HL_UNDO_CHUNK ? n->nundo - HL_UNDO_CHUNK : 0;
-    for (size_t i = p->undo_at; !p->more && i < n->nundo; i++) {
-        hl_cmd u;
-        hl_cmd_init(&u, &hl_lua_release, 1);
-        hl_cmd_arg(&u, n->undo[i].key, (size_t)-1);
-        hl_cmd_arg(&u, n->undo[i].value, (size_t)-1);
-        put_cmd(b, &u, 1);   /* EVAL: rare, and must work on an empty script cache */
-        p->nundo++;
-    }
+    p->nundo = p->more ? 0 : hl_undo_put(n, b, &p->undo_at);
     p->prefix += (int)p->nundo;
-    for (int i = 0; !p->more && i < ncmd; i++) put_cmd(b, &cmds[i], use_eval);
+    for (int i = 0; !p->more && i < ncmd; i++) hl_cmd_put(b, &cmds[i], use_eval);
     p->has_cmds = !p->more && ncmd > 0;
     p->expect = p->prefix + (p->more ? 0 : ncmd);
     p->got = 0;
@@ -352,13 +379,13 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
 static void finish(hl_node *n, pending *p, hilock_status st, const char *what, const char *why)
 {
     p->active = 0;
-    drop_undos(n, p->undo_at, p->undone);
+    hl_undo_drop(n, p->undo_at, p->undone);
     p->nundo = p->undone = 0;
     if (st == HILOCK_OK) {
         n->st = HILOCK_OK;
         return;
     }
-    if (!n->err[0] || n->st == HILOCK_OK) node_set_err(n, st, what, why);
+    if (!n->err[0] || n->st == HILOCK_OK) hl_node_set_err(n, st, what, why);
     n->st = st;
     if (st != HILOCK_EREPLY) hl_node_close(n);
 }
@@ -366,20 +393,28 @@ static void finish(hl_node *n, pending *p, hilock_status st, const char *what, c
 /* Write what the transport takes now (it never raises SIGPIPE). Once a byte of the caller's
  * commands is out, they may reach the server: n->wrote. 0, or the transport's verdict
  * (HL_IO_CLOSED: the peer is gone; HL_IO_ERROR). */
-static hl_io conn_flush(hl_node *n, pending *p)
+hl_io hl_conn_flush(struct hl_conn *k, size_t *written)
 {
-    struct hl_conn *k = n->conn;
+    *written = 0;
     while (k->off < k->out.len) {
         size_t w;
         hl_io io = k->io.ops->write(&k->io, k->out.p + k->off, k->out.len - k->off, &w);
         if (io == HL_IO_WANT_WRITE || io == HL_IO_WANT_READ) break;
         if (io != HL_IO_OK) return io;
-        if (w > 0 && p->has_cmds) n->wrote = 1;
         k->off += w;
+        *written += w;
     }
-    p->wdone = k->off == k->out.len;
-    if (p->wdone) k->out.len = k->off = 0;
+    if (k->off == k->out.len) k->out.len = k->off = 0;
     return HL_IO_OK;
+}
+
+static hl_io conn_flush(hl_node *n, pending *p)
+{
+    size_t w;
+    hl_io io = hl_conn_flush(n->conn, &w);
+    if (w > 0 && p->has_cmds) n->wrote = 1;
+    p->wdone = n->conn->out.len == 0;
+    return io;
 }
 
 static hl_io send_pipeline(hl_node *n, pending *p, hl_buf *b)
@@ -393,39 +428,50 @@ static hl_io send_pipeline(hl_node *n, pending *p, hl_buf *b)
 
 /* Read what the transport has, through the reply limits, into the parser. 0, or -1 with the
  * node's part finished (a refused reply: EREPLY, and the connection closed). */
-static int conn_read(hl_node *n, pending *p)
+hilock_status hl_conn_read(struct hl_conn *k, const char **what, const char **why)
 {
-    struct hl_conn *k = n->conn;
     char buf[16384];
     do {
         size_t got;
         int rs;
         hl_io io = k->io.ops->read(&k->io, buf, sizeof buf, &got);
-        if (io == HL_IO_WANT_READ || io == HL_IO_WANT_WRITE) return 0;
+        if (io == HL_IO_WANT_READ || io == HL_IO_WANT_WRITE) return HILOCK_OK;
         if (io != HL_IO_OK) {
-            finish(n, p, HILOCK_EIO, "read",
-                   io == HL_IO_CLOSED ? "Server closed the connection" : k->io.ops->error(&k->io));
-            return -1;
+            *what = "read";
+            *why = io == HL_IO_CLOSED ? "Server closed the connection" : k->io.ops->error(&k->io);
+            return HILOCK_EIO;
         }
         if ((rs = hl_resp_feed(k->resp, buf, got)) != 0) {
-            finish(n, p, rs == HL_RESP_TOO_LARGE ? HILOCK_EREPLY : HILOCK_EIO,
-                   rs == HL_RESP_TOO_LARGE ? "reply too large" : rs == HL_RESP_PROTOCOL ? "protocol"
-                   : "read", hl_resp_why(k->resp));
-            hl_node_close(n);   /* the rest of that reply must never be read as an answer */
-            return -1;
+            *what = rs == HL_RESP_TOO_LARGE ? "reply too large" : rs == HL_RESP_PROTOCOL ? "protocol"
+                    : "read";
+            *why = hl_resp_why(k->resp);
+            return rs == HL_RESP_TOO_LARGE ? HILOCK_EREPLY : HILOCK_EIO;
         }
     } while (k->io.ops->pending(&k->io) > 0);   /* a session layer's decoded rest */
-    return 0;
+    return HILOCK_OK;
+}
+
+/* Read what the transport has, through the reply limits, into the parser. 0, or -1 with the
+ * node's part finished and the connection closed (the rest of a refused reply must never be
+ * read as an answer). */
+static int conn_read(hl_node *n, pending *p)
+{
+    const char *what = NULL, *why = NULL;
+    hilock_status st = hl_conn_read(n->conn, &what, &why);
+    if (st == HILOCK_OK) return 0;
+    finish(n, p, st, what, why);
+    hl_node_close(n);
+    return -1;
 }
 
 /* An error reply that ends the connection, in its topology's judgement (READONLY: a replica
  * now -- a failover demoted it, or Sentinel named it before it was promoted). Its replies
  * stand; the connection must not. */
-static int topo_drops(hl_node *n, int ncmd)
+int hl_topo_drops(hl_node *n, hl_reply *const *reply, int ncmd)
 {
     if (!n->topo->on_error_reply) return 0;
     for (int q = 0; q < ncmd; q++)
-        if (hl_reply_type(n->reply[q]) == HL_R_ERROR && n->topo->on_error_reply(n, n->reply[q]))
+        if (hl_reply_type(reply[q]) == HL_R_ERROR && n->topo->on_error_reply(n, reply[q]))
             return 1;
     return 0;
 }
@@ -435,25 +481,13 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
 {
     int idx = p->got++;
     if (idx < p->nhandshake) {
-        if (hl_reply_type(r) == HL_R_ERROR) {
-            hilock_status st = hl_node_reply_error(n, r);
-            if (hl_reply_is_error(r, "ERR DB index") || hl_reply_is_error(r, "ERR invalid DB"))
-                st = n->st = HILOCK_EINVAL;
-            else if (st == HILOCK_EREPLY && strstr(hl_reply_str(r, NULL), "AUTH"))
-                st = n->st = HILOCK_EAUTH;   /* "ERR AUTH <password> called without any password" */
-            hl_reply_free(r);
+        hilock_status st = hl_handshake_judge(n, p->got == p->nhandshake, r);
+        hl_reply_free(r);
+        if (st != HILOCK_OK) {
             finish(n, p, st, NULL, NULL);
             hl_node_close(n);
             return;
         }
-        if (n->topo->probe && p->got == p->nhandshake &&
-            n->topo->on_handshake_reply(n, r) != HILOCK_OK) {   /* the probe is last: refused
-                                                                   (ROLE: not a master, yet or now) */
-            hl_reply_free(r);
-            finish(n, p, n->st, NULL, NULL);
-            return;
-        }
-        hl_reply_free(r);
         if (p->got == p->nhandshake) n->conn->fresh = 0;
         return;
     }
@@ -499,7 +533,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         n->st = HILOCK_OK;
         n->err[0] = '\0';
         n->wrote = 0;
-        if (n->conn && conn_stale(n->conn, now)) hl_node_close(n);
+        if (n->conn && hl_conn_stale(n->conn, now)) hl_node_close(n);
         for (int tries = 0; tries < 2; tries++) {
             hl_io io = HL_IO_OK;
             int reused = n->conn != NULL;
@@ -591,7 +625,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                 on_reply(n, &p[i], cmds, r);
                 if (!p[i].active || !n->conn) break;
                 if (p[i].got < p[i].expect) continue;
-                drop_undos(n, p[i].undo_at, p[i].undone);
+                hl_undo_drop(n, p[i].undo_at, p[i].undone);
                 p[i].nundo = p[i].undone = 0;
                 if (p[i].resend || p[i].more) {   /* script cache empty (restart, failover):
                                                       EVAL; or the handshake is done */
@@ -608,7 +642,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                     finish(n, &p[i], HILOCK_OK, NULL, NULL);
                     okmask |= 1u << i;
                     k->last_us = hl_now_us();
-                    if (topo_drops(n, ncmd)) hl_node_close(n);   /* resolve again next time */
+                    if (hl_topo_drops(n, n->reply, ncmd)) hl_node_close(n);   /* resolve again next time */
                     if (any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
                         hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)
                         answered = 1;
@@ -627,16 +661,28 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
     return okmask;
 }
 
+/* A client attached to an event loop has its runner (engine_loop.c) do the round trips; the
+ * rest use the poll() loop above. */
 uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                  int64_t per_node_timeout_us, int64_t hard_deadline_us)
 {
+    if (c->runner)
+        return c->runner->exec(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 0);
     return exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 0);
 }
 
 uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                      int64_t per_node_timeout_us, int64_t hard_deadline_us)
 {
+    if (c->runner)
+        return c->runner->exec(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 1);
     return exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 1);
+}
+
+void hl_pause_until(hilock_client *c, int64_t until_us)
+{
+    if (c->runner) c->runner->pause_until(c, until_us);
+    else hl_sleep_until(until_us);
 }
 
 void hl_exec_clear(hilock_client *c)

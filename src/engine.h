@@ -13,6 +13,7 @@
 
 #include "base.h"
 #include "resp.h"
+#include "transport.h"
 
 /* ---- commands ---- */
 #define HL_MAX_ARGS 12
@@ -33,7 +34,6 @@ void hl_cmd_arg(hl_cmd *c, const char *s, size_t len);  /* len (size_t)-1 = strl
 void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in scratch */
 
 /* ---- nodes and the client ---- */
-struct hl_conn;   /* a node's connection, opaque outside engine.c */
 struct hl_transport_ops;   /* transport.h */
 struct hl_topo_ops;        /* below */
 struct hl_topo;            /* a topology's per-node state, opaque to the engine */
@@ -45,6 +45,19 @@ typedef struct hl_undo {   /* a write whose fate is unknown: delete it by value 
 } hl_undo;
 #define HL_UNDO_MAX   64   /* per node; past it the oldest is dropped (it expires by its ttl) */
 #define HL_UNDO_CHUNK 8    /* per round trip, ahead of the caller's commands */
+
+/* One connection to a node: the transport's connection, its reply stream and its unsent
+ * bytes. Made and read by engine.c's functions below (the blocking runner's node->conn, or a
+ * connection of the loop runner, engine_loop.c). */
+struct hl_conn {
+    hl_io_conn    io;           /* the transport's connection (node->transport) */
+    hl_resp      *resp;         /* every byte read: the reply limits, then the parser */
+    int           connecting;   /* non-blocking connect in progress */
+    int           fresh;        /* handshake (AUTH, SELECT) not sent yet */
+    hl_buf        out;          /* bytes not yet accepted by the transport */
+    size_t        off;
+    int64_t       last_us;      /* when its last round trip ended (monotonic) */
+};
 
 typedef struct hl_node {
     hl_url          url;
@@ -63,6 +76,22 @@ typedef struct hl_node {
     hl_reply       *reply[HL_MAX_CMDS];
 } hl_node;
 
+/* Who drives the round trips of a client's calls (engine.c: hl_exec). NULL = the blocking
+ * poll() loop of engine.c. A client attached to an event loop (engine_loop.c) gets a runner
+ * that queues the pipeline on the loop's connections and suspends the calling flow until
+ * the loop has its replies, so every lock flow above runs unchanged on either. */
+typedef struct hl_runner {
+    uint32_t (*exec)(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                     int64_t per_node_timeout_us, int64_t hard_deadline_us, int any);
+    void (*pause_until)(hilock_client *c, int64_t until_us);   /* wait.c's pause */
+    /* 1 if a blocking call may run now (inside one of the runner's own flows), else 0 */
+    int (*may_block)(const hilock_client *c);
+    void (*detach)(hilock_client *c);      /* hilock_client_free: end every call in flight */
+    /* hilock_keepalive on one of its locks: renew with the loop's timers, no thread */
+    hilock_status (*keepalive)(hilock *l, hilock_lost_fn on_lost, void *arg, long max_renewals,
+                               int64_t max_hold_ms);
+} hl_runner;
+
 struct hilock_client {
     int            refs;         /* the user's reference + one per live lock */
     hilock_options opt;          /* deep copy: servers point into owned strings */
@@ -77,6 +106,10 @@ struct hilock_client {
     unsigned long  fork_gen;     /* hl_fork_gen when made: another value = a forked child's copy */
     long           pid;          /* the process that made it (for the message) */
     char           errmsg[HL_ERRMSG_MAX];
+    const hl_runner *runner;     /* NULL: blocking (see hl_runner) */
+    struct hl_loop *loop;        /* the runner's state (engine_loop.c) */
+    int            cancelled;    /* the loop's calls are being ended (client freed): lock.c's
+                                    acquire loop stops retrying */
 };
 
 /* What the engine asks of the topology a node belongs to -- the engine defines this
@@ -127,6 +160,8 @@ uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
 uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                      int64_t per_node_timeout_us, int64_t hard_deadline_us);
 void     hl_exec_clear(hilock_client *c);
+/* Pause a flow until until_us: sleeps, or (attached to a loop) lets the loop run meanwhile. */
+void     hl_pause_until(hilock_client *c, int64_t until_us);
 uint32_t hl_all_nodes(const hilock_client *c);
 
 /* Remember that `value` may have been written to `key` (with a ttl of ttl_ms) on node i:
@@ -143,5 +178,34 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r);
 
 /* Close node i's connection (next call reconnects). */
 void hl_node_close(hl_node *n);
+void hl_node_set_err(hl_node *n, hilock_status st, const char *what, const char *why);
+
+/* ---- the parts of a round trip, shared by the blocking runner (hl_exec) and the loop
+ * runner (engine_loop.c), so both encode, hand-shake, undo and read the same way ---- */
+/* RESP encoding of one command (script: EVALSHA, or EVAL with use_eval) appended to b. */
+void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval);
+/* A new connection to node n (resolved by its topology; the connect is under way:
+ * k->connecting, k->fresh). 0, or -1 with n->st, n->err set. */
+int  hl_conn_new(hilock_client *c, hl_node *n, int64_t deadline, struct hl_conn **out);
+void hl_conn_free(struct hl_conn *k);   /* closes; NULL-safe */
+/* An idle connection the server closed since (see engine.c). */
+int  hl_conn_stale(struct hl_conn *k, int64_t now);
+/* Write what the transport takes of k->out now; *written: how many bytes. HL_IO_OK (maybe
+ * partly), or HL_IO_CLOSED / HL_IO_ERROR (k->io.ops->error says why). */
+hl_io hl_conn_flush(struct hl_conn *k, size_t *written);
+/* Read what the transport has into k's parser (take replies with hl_resp_next(k->resp)).
+ * OK, or the status with *what, *why for the message; then the connection must be closed. */
+hilock_status hl_conn_read(struct hl_conn *k, const char **what, const char **why);
+/* A new connection's handshake (AUTH, SELECT, the topology's probe) appended to b: how
+ * many commands. Their replies are judged in order by hl_handshake_judge (last: the final
+ * one): OK, or the status with n->st, n->err set (close the connection). */
+int  hl_handshake_put(const hl_node *n, hl_buf *b);
+hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r);
+/* The pending undos of node n due in this round trip appended to b (at most HL_UNDO_CHUNK,
+ * from *at): how many; hl_undo_drop(n, *at, count) once answered. */
+size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at);
+void hl_undo_drop(hl_node *n, size_t k, size_t cnt);
+/* 1 if the topology wants the connection closed after these replies (READONLY). */
+int  hl_topo_drops(hl_node *n, hl_reply *const *reply, int ncmd);
 
 #endif

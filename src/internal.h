@@ -14,6 +14,9 @@
  *   kind.h       the lock kinds' tables (modern.c, legacy/) and the quorum code that runs
  *                them (lock.c); api/ picks a kind; keepalive.c sits above, reached only
  *                through the lock's hook
+ *   async.h      the event-loop API (async.c, on fiber.c): runs lock.c's flows on fibers;
+ *                the engine reaches it only through the client's runner (engine.h:
+ *                hl_runner), the lock layer through the lock's hook
  */
 #ifndef HILOCK_INTERNAL_H
 #define HILOCK_INTERNAL_H

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "async.h"
 
 struct hl_keepalive {
     hilock          *l;
@@ -128,22 +128,23 @@ const char *hilock_keepalive_errmsg(const hilock *l)
 
 /* Renew once a third of the ttl has passed since the last grant, i.e. while two thirds are
  * left (valid_until_us already has the drift taken off). Under op. */
-static int64_t renew_due(const hilock *l)
+int64_t hl_ka_renew_due(const hilock *l)
 {
     return l->valid_until_us - l->ttl_ms * 2000 / 3;
 }
 
-/* The ttl of the next renewal under max_hold_ms: the full ttl, or what is left of the hold
- * (the last renewal), or 0 when renewing would not make the lock last longer. Under op. */
-static int64_t capped_ttl(const struct hl_keepalive *k, const hilock *l, int *last)
+/* The ttl of the next renewal under max_hold_ms (hold_end_us; HL_NEVER: none): the full ttl,
+ * or what is left of the hold (the last renewal), or 0 when renewing would not make the lock
+ * last longer. c: for the drift allowance. Under op. */
+int64_t hl_ka_capped_ttl(const hilock_client *c, const hilock *l, int64_t hold_end_us, int *last)
 {
     int64_t now = hl_now_us(), left_ms;
     *last = 0;
-    if (k->hold_end_us == HL_NEVER) return l->ttl_ms;
-    left_ms = (k->hold_end_us - now) / 1000;
+    if (hold_end_us == HL_NEVER) return l->ttl_ms;
+    left_ms = (hold_end_us - now) / 1000;
     if (left_ms >= l->ttl_ms) return l->ttl_ms;
-    if (left_ms <= 0 || hl_valid_until(k->pc, left_ms, now) <= l->valid_until_us ||
-        hl_valid_until(k->pc, left_ms, 0) <= 1000)
+    if (left_ms <= 0 || hl_valid_until(c, left_ms, now) <= l->valid_until_us ||
+        hl_valid_until(c, left_ms, 0) <= 1000)
         return 0;
     *last = 1;
     return left_ms;
@@ -171,7 +172,7 @@ static hilock_status renew(struct hl_keepalive *k, hilock *l, int64_t ttl_ms)
 /* Errors that the next renewal may not see (a dropped connection, a slow or restarting
  * master): tried again while the lock is still valid. The rest mean the lock is gone or
  * cannot be renewed. */
-static int transient(hilock_status st)
+int hl_ka_transient(hilock_status st)
 {
     return st == HILOCK_EIO || st == HILOCK_ETIMEDOUT || st == HILOCK_ENOQUORUM ||
            st == HILOCK_EREPLICAS;
@@ -182,14 +183,14 @@ static outcome renew_step(struct hl_keepalive *k, hilock *l, long *renewals, int
                           hilock_status *st)
 {
     int last;
-    int64_t ttl = capped_ttl(k, l, &last);
+    int64_t ttl = hl_ka_capped_ttl(k->pc, l, k->hold_end_us, &last);
     if (ttl == 0) return CAPPED;
     *st = renew(k, l, ttl);
     if (*st == HILOCK_OK) {
         ++*renewals;
         return last || (k->max_renewals && *renewals >= k->max_renewals) ? CAPPED : GO_ON;
     }
-    if (!transient(*st)) return FAILED;
+    if (!hl_ka_transient(*st)) return FAILED;
     *retry_at = hl_next_attempt(k->pc, 0, l->valid_until_us);
     return *retry_at < l->valid_until_us ? RETRY : FAILED;   /* no time left: report it */
 }
@@ -213,7 +214,7 @@ static void *ka_main(void *arg)
     while (out == GO_ON || out == RETRY) {
         int64_t due;
         pthread_mutex_lock(&k->op);
-        due = out == RETRY ? retry_at : renew_due(l);
+        due = out == RETRY ? retry_at : hl_ka_renew_due(l);
         pthread_mutex_unlock(&k->op);
         pthread_mutex_lock(&k->mu);
         while (!k->stop && !k->kick && hl_now_us() < due) wait_until(k, due);
@@ -326,7 +327,8 @@ hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void 
     int rc;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
-    if ((st = hl_check_fork(c)) != HILOCK_OK) return st;
+    /* (a client attached to a loop renews on the loop, below: no thread, one timer) */
+    if ((!c->runner || hl_forked(c)) && (st = hl_check_fork(c)) != HILOCK_OK) return st;
     hilock_keepalive_options_init(&full);
     if (given && hl_sized_take(&full, sizeof full, given, size, ka_options_ends,
                                sizeof ka_options_ends / sizeof ka_options_ends[0],
@@ -338,6 +340,7 @@ hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void 
     if (l->released) return hl_fail(c, HILOCK_EINVAL, "keepalive %s: the lock was released", l->key);
     if (!hl_lock_renewable(l))
         return hl_fail(c, HILOCK_EINVAL, "keepalive %s: only for locks from hilock_acquire", l->key);
+    if (c->runner) return c->runner->keepalive(l, on_lost, arg, o->max_renewals, o->max_hold_ms);
     if (l->ka) {
         if (!ka_done(l->ka))
             return hl_fail(c, HILOCK_EINVAL, "keepalive %s: already running", l->key);

@@ -105,6 +105,10 @@ extern const hl_kind_ops hl_kind_fair;
 hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                          const hl_kind_ops *kind, hilock **out);
 
+/* hl_acquire's checks of its arguments (key, ttl, wait_ms): EINVAL with the message, or OK.
+ * Also run by the _async entry points, which must refuse bad input at once. */
+hilock_status hl_acquire_args(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms);
+
 #define HL_FENCE_KEEP_MS (3600 * 1000)   /* a fencing counter outlives each grant by an hour */
 
 #endif

@@ -348,6 +348,15 @@ static int retryable(hilock_status st)
     return st == HILOCK_BUSY || st == HILOCK_EIO || st == HILOCK_ETIMEDOUT || st == HILOCK_ENOQUORUM;
 }
 
+hilock_status hl_acquire_args(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms)
+{
+    hilock_status st;
+    if ((st = hl_check_key(c, key)) != HILOCK_OK) return st;
+    if ((st = hl_check_ttl(c, ttl_ms)) != HILOCK_OK) return st;
+    if (wait_ms < -1) return hl_fail(c, HILOCK_EINVAL, "wait_ms must be >= -1 (got %lld)", (long long)wait_ms);
+    return HILOCK_OK;
+}
+
 hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                          const hl_kind_ops *kind, hilock **out)
 {
@@ -358,9 +367,7 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     if (!c) return HILOCK_EINVAL;
     if ((st = hl_check_fork(c)) != HILOCK_OK) return st;
     if (!out) return hl_fail(c, HILOCK_EINVAL, "out is NULL");
-    if ((st = hl_check_key(c, key)) != HILOCK_OK) return st;
-    if ((st = hl_check_ttl(c, ttl_ms)) != HILOCK_OK) return st;
-    if (wait_ms < -1) return hl_fail(c, HILOCK_EINVAL, "wait_ms must be >= -1 (got %lld)", (long long)wait_ms);
+    if ((st = hl_acquire_args(c, key, ttl_ms, wait_ms)) != HILOCK_OK) return st;
     if (!(l = lock_new(c, key, ttl_ms))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     l->kind = kind;
     if (kind->init && (st = kind->init(l)) != HILOCK_OK) {
@@ -386,7 +393,8 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
         if (st == HILOCK_BUSY && hint < 0 && retake++ < 2) continue;
         /* a server may come back before a finite deadline; "forever" waits for the lock,
          * not for a server, so there an error ends the wait (as the header says) */
-        if (!retryable(st) || (deadline == HL_NEVER && st != HILOCK_BUSY) || hl_now_us() >= deadline)
+        if (!retryable(st) || (deadline == HL_NEVER && st != HILOCK_BUSY) || hl_now_us() >= deadline ||
+            c->cancelled)   /* (a loop's client being freed: its calls end now) */
             break;
         retake = 0;
         hl_wait_turn(l, hint, deadline);

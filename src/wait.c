@@ -84,5 +84,5 @@ void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us)
     if (l->c->opt.wake && l->kind->wake && until - hl_now_us() >= MIN_BLOCK_US &&
         block_on_signal(l, until))
         return;
-    hl_sleep_until(until);   /* the rest of the pause after an error; at once if it is over */
+    hl_pause_until(l->c, until);   /* the rest of the pause after an error; at once if over */
 }

@@ -1,0 +1,125 @@
+/*
+ * hilock_async.h -- hilock in an event loop (libuv, libevent, epoll, any poll loop).
+ * The header is the manual; the guide with a complete program is docs/event-loop.md.
+ *
+ * The same locks, the same semantics and statuses as the blocking calls of hilock.h, without
+ * ever blocking the loop: a call is queued and returns at once; its result comes later, from
+ * the loop, through a callback. Many calls may be in flight on one client: on each master
+ * they share one connection and are pipelined (1,000 acquisitions issued at once go out in a
+ * few writes, not 1,000 round trips).
+ *
+ * Loop integration (the model of c-ares and of hiredis' adapters). The client tells the
+ * application, through the hilock_loop callbacks it registers, which file descriptors it
+ * wants watched for reading/writing and when it next needs a timer; the application calls
+ * hilock_loop_fd() when a watched fd is ready and hilock_loop_timeout() when the timer fires.
+ * Thin header-only adapters do this for libuv (hilock_libuv.h: hilock_libuv_attach) and
+ * libevent (hilock_libevent.h: hilock_libevent_attach); a custom loop fills hilock_loop.
+ *
+ * Rules:
+ *   - One client per loop thread. A client attached to a loop is driven only by it: its
+ *     blocking calls (hilock_acquire, hilock_release, hilock_extend, hilock_check,
+ *     hilock_inspect...) return HILOCK_EINVAL, errmsg "client attached to an event loop...".
+ *     hilock_keepalive works: it renews on the loop's timer (no thread).
+ *   - `done` runs exactly once per accepted call (the _async call returned HILOCK_OK), from
+ *     hilock_loop_fd / hilock_loop_timeout -- never from inside the _async call. A call that
+ *     cannot be accepted (bad input) returns its status at once (hilock_client_errmsg says
+ *     why) and `done` never runs.
+ *   - `done` gets the status the blocking call would return; for acquire, l is the new lock
+ *     on OK (the caller owns it: hilock_free) and NULL otherwise; for the others, l is the
+ *     lock passed in. hilock_client_errmsg(c) holds the detail while `done` runs.
+ *   - Calls on one lock run one after another, in the order they were made: a release made
+ *     while an extend (or a check) of the same lock is in flight runs when that one has
+ *     ended. (A lock exists only once its acquire has ended, so there is no release of a lock
+ *     whose acquire is in flight.)
+ *   - Every call is bounded as its blocking form is (io_timeout_ms, connect_timeout_ms,
+ *     wait_ms), by the loop's timer. A call whose connection times out ends ETIMEDOUT, and
+ *     so do the other calls pipelined on that connection (the server stalled; their writes
+ *     are undone by token on the next contact, as for the blocking calls).
+ *   - hilock_client_free with calls in flight ends each of them first, with a status (EIO,
+ *     errmsg "client freed with the call in flight"; an acquire that had already got its
+ *     answer may still end OK), calling their `done` before it returns; none is called after.
+ *     It may be called from a `done`.
+ *   - hilock_free on a lock with calls in flight ends those calls first the same way (their
+ *     `done` runs, with l still valid, before hilock_free returns).
+ *   - Sentinel (redis-sentinel://) URLs are refused by the attach (EINVAL): resolving a master
+ *     asks Sentinels with blocking round trips. failover_guard = 1 (LOST after a restart or
+ *     a failover of the master) and min_replicas (WAIT, pipelined) work as for the blocking
+ *     calls.
+ *     redis:// and unix:// masters and Redlock over them work, for modern, bridge
+ *     (options.bridge) and legacy locks (release/extend/check of a lock from
+ *     hilock_legacy_acquire, which has no _async form: take it before the attach).
+ *     rediss:// goes through the same transport table but is not tested on a loop yet.
+ *   - Host names are resolved with getaddrinfo, which may block: give numeric addresses.
+ */
+#ifndef HILOCK_ASYNC_H
+#define HILOCK_ASYNC_H
+
+#include "hilock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The result of an _async call: see the rules above. Runs on the loop's thread. */
+typedef void (*hilock_done_fn)(hilock_status st, hilock *l, void *arg);
+
+/* hilock_acquire without blocking. key is copied. wait_ms as for hilock_acquire: a waiting
+ * acquire is woken by the holder's release (a BLPOP on a connection of its own, so the
+ * other calls go on) with polling on the loop's timer as the fallback.
+ * Returns OK (accepted: done will run) or, with done never called: EINVAL (NULL client, key
+ * or done, bad key/ttl/wait_ms, client not attached to a loop, or being freed), ENOMEM. */
+HILOCK_API hilock_status hilock_acquire_async(hilock_client *c, const char *key, int64_t ttl_ms,
+                                              int64_t wait_ms, hilock_done_fn done, void *arg);
+
+/* hilock_release / hilock_extend / hilock_check without blocking. Returns OK (accepted) or,
+ * with done never called: EINVAL (NULL lock or done, ttl_ms out of range, a client not
+ * attached or being freed), ENOMEM. */
+HILOCK_API hilock_status hilock_release_async(hilock *l, hilock_done_fn done, void *arg);
+HILOCK_API hilock_status hilock_extend_async(hilock *l, int64_t ttl_ms, hilock_done_fn done,
+                                             void *arg);
+HILOCK_API hilock_status hilock_check_async(hilock *l, hilock_done_fn done, void *arg);
+
+/* ---- the loop-agnostic interface ---- */
+
+#define HILOCK_EV_READ  1
+#define HILOCK_EV_WRITE 2
+
+/* What the application gives the client: three callbacks and their context. They are
+ * called from hilock_loop_attach, the _async calls, hilock_loop_fd, hilock_loop_timeout
+ * and hilock_client_free, on the loop's thread; they must not call back into hilock. */
+typedef struct hilock_loop {
+    void *data;   /* passed to each callback */
+    /* Watch fd for `events` (HILOCK_EV_READ | HILOCK_EV_WRITE), replacing what was asked
+     * for it before; events = 0: stop watching it (called before the fd is closed, so a
+     * later fd with the same number is a new one). Several fds may be watched at once
+     * (one per master, and one per waiting acquire). */
+    void (*watch)(void *data, int fd, int events);
+    /* Call hilock_loop_timeout once, ms milliseconds from now (0: at the next turn of the
+     * loop), replacing the earlier request; ms = -1: no timer needed. */
+    void (*timer)(void *data, int64_t ms);
+    /* The client lets the loop go (hilock_client_free): every fd was unwatched, no timer is
+     * needed and no callback follows. Free `data` here if it is yours. May be NULL. */
+    void (*detach)(void *data);
+} hilock_loop;
+
+/* Drive client c by a loop from now on (loop is copied; its connections so far are closed,
+ * the loop opens its own). Returns OK; EINVAL (NULL, no watch/timer callback, already
+ * attached, or a Sentinel URL, which the loop cannot serve -- errmsg says so); ENOMEM. There is no detach but
+ * hilock_client_free. hilock_loop is frozen (ABI): a new hook would come with a new attach
+ * function, never as a field appended here. */
+HILOCK_API hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop);
+
+/* The application's side: fd (one the client asked to watch) is ready for `events`
+ * (HILOCK_EV_READ | HILOCK_EV_WRITE; errors and hang-ups count as READ). Reads, writes,
+ * runs the calls whose replies are in and calls their `done`. NULL / unknown fd: ignored. */
+HILOCK_API void hilock_loop_fd(hilock_client *c, int fd, int events);
+
+/* The application's side: the timer the client asked for has fired. Starts the calls made
+ * since, ends those whose deadline passed and calls their `done`. */
+HILOCK_API void hilock_loop_timeout(hilock_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1019 @@
+/* test_async.c -- the event-loop API (hilock_async.h) on a libuv loop, one thread, real
+ * redis-servers. Timing asserts are generous upper bounds ("does not hang", "ends within its
+ * bound"); the loop-stall figure is printed for the record. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "fixture.h"
+#include "hilock_libevent.h"
+#include "hilock_libuv.h"
+#include "hilock_legacy.h"
+#include "hilock_inspect.h"
+
+#define N_MAX 1000
+
+typedef struct run {
+    hilock_client *c;
+    int            ended[N_MAX];     /* done calls per index */
+    hilock_status  st[N_MAX];
+    hilock        *lock[N_MAX];
+    int64_t        at_ms[N_MAX];     /* when it ended (hlt_now_ms) */
+    int            done, in_call;
+    int            wrong;            /* done ran inside an _async call, or twice */
+    hlt_redis     *kill_srv;         /* killed when `kill_at` calls have ended, then */
+    int            kill_at, late_from;   /* calls late_from..N_MAX-1 are made */
+} run;
+
+typedef struct ctx { run *r; int i; } ctx;
+static ctx ctxs[N_MAX];
+
+static void *arg_of(run *r, int i);
+
+static void on_done(hilock_status st, hilock *l, void *arg)
+{
+    ctx *x = arg;
+    run *r = x->r;
+    if (r->in_call || r->ended[x->i]) r->wrong++;
+    r->ended[x->i]++;
+    r->st[x->i] = st;
+    r->at_ms[x->i] = hlt_now_ms();
+    if (l && !r->lock[x->i]) r->lock[x->i] = l;
+    r->done++;
+    if (r->kill_srv && r->done == r->kill_at) {
+        hlt_redis_kill(r->kill_srv);
+        for (int i = r->late_from; i < N_MAX; i++) {   /* sent after the kill: none can succeed */
+            char key[32];
+            snprintf(key, sizeof key, "late:%d", i);
+            if (hilock_acquire_async(r->c, key, 30000, 0, on_done, arg_of(r, i)) != HILOCK_OK) r->wrong++;
+        }
+    }
+}
+
+static void *arg_of(run *r, int i)
+{
+    ctxs[i].r = r;
+    ctxs[i].i = i;
+    return &ctxs[i];
+}
+
+/* ---- loop helpers ---- */
+
+static void on_guard(uv_timer_t *t) { *(int *)t->data = 1; }
+
+/* Run the loop until *count reaches want, or limit_ms passes (then fail). */
+static void run_until(uv_loop_t *loop, const int *count, int want, long limit_ms)
+{
+    uv_timer_t guard;
+    int fired = 0;
+    uv_timer_init(loop, &guard);
+    guard.data = &fired;
+    uv_timer_start(&guard, on_guard, (uint64_t)limit_ms, 0);
+    while (*count < want && !fired) uv_run(loop, UV_RUN_ONCE);
+    uv_timer_stop(&guard);
+    uv_close((uv_handle_t *)&guard, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    cr_assert_geq(*count, want, "only %d of %d calls ended within %ld ms", *count, want, limit_ms);
+}
+
+static void loop_close(uv_loop_t *loop)
+{
+    uv_run(loop, UV_RUN_NOWAIT);   /* the adapter's close callbacks */
+    cr_assert_eq(uv_loop_close(loop), 0, "handles left open on the loop");
+}
+
+static hilock_client *attached(uv_loop_t *loop, const char *const *urls, int n, int64_t io_ms)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = (size_t)n;
+    o.io_timeout_ms = io_ms;
+    o.connect_timeout_ms = 1000;
+    o.retry_delay_ms = 20;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_libuv_attach(c, loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    return c;
+}
+
+static long long info_field(hlt_redis *s, const char *field)
+{
+    redisReply *r = hlt_cmd(s, "INFO stats");
+    const char *p = r && r->str ? strstr(r->str, field) : NULL;
+    long long v = p ? atoll(p + strlen(field) + 1) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+static void acquire_all(run *r, int n, const char *prefix, int64_t ttl, int64_t wait)
+{
+    char key[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s%d", prefix, i);
+        r->in_call = 1;
+        cr_assert_eq(hilock_acquire_async(r->c, key, ttl, wait, on_done, arg_of(r, i)), HILOCK_OK,
+                     "%s", hilock_client_errmsg(r->c));
+        r->in_call = 0;
+    }
+}
+
+static void release_all(run *r, int n)
+{
+    for (int i = 0; i < n; i++) {
+        r->in_call = 1;
+        cr_assert_eq(hilock_release_async(r->lock[i], on_done, arg_of(r, i)), HILOCK_OK);
+        r->in_call = 0;
+    }
+}
+
+static void free_locks(run *r, int n)
+{
+    for (int i = 0; i < n; i++) {
+        hilock_free(r->lock[i]);
+        r->lock[i] = NULL;
+    }
+}
+
+/* ---- tests ---- */
+
+Test(async, thousand_acquisitions_pipelined_then_released)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    long long reads0, reads;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 5000);
+    reads0 = info_field(s, "total_reads_processed");
+    acquire_all(&r, N_MAX, "job:", 30000, 0);
+    cr_assert_eq(r.done, 0, "done ran before the loop did");
+    run_until(&loop, &r.done, N_MAX, 20000);
+    reads = info_field(s, "total_reads_processed") - reads0;
+    cr_assert_eq(r.wrong, 0);
+    for (int i = 0; i < N_MAX; i++) {
+        char key[64], *v;
+        cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "job:%d", i);
+        v = hlt_get(s, key);
+        cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "key %s does not hold our token", key);
+        free(v);
+    }
+    /* one round trip per call would be >= 1000 reads on the server (the INFO calls add 2) */
+    printf("async: 1000 acquisitions: %lld server reads\n", reads);
+    cr_assert_lt(reads, 200, "1000 acquisitions took %lld reads on the server: not pipelined", reads);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    release_all(&r, N_MAX);
+    run_until(&loop, &r.done, N_MAX, 20000);
+    cr_assert_eq(r.wrong, 0);
+    for (int i = 0; i < N_MAX; i++) {
+        char key[64];
+        cr_assert_eq(r.st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "job:%d", i);
+        cr_assert_eq(hlt_exists(s, key), 0, "%s still exists after release", key);
+    }
+    free_locks(&r, N_MAX);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+static int stray;
+static void never(hilock_status st, hilock *l, void *arg) { (void)st, (void)l, (void)arg; stray++; }
+
+static void inspect_never(size_t m, const hilock_lock_view *v, const char *e, void *arg)
+{
+    (void)m, (void)e, (void)arg;
+    if (v) stray++;   /* (a master's error is reported through fn too) */
+}
+
+Test(async, bad_input_is_refused_at_once_and_done_never_runs)
+{
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_client *c, *plain;
+    hilock *l = NULL;
+    static run r;
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    c = attached(&loop, url, 1, 2000);
+    stray = 0;
+    cr_assert_eq(hilock_acquire_async(NULL, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, NULL, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, "", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, "k", 0, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "ttl_ms"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire_async(c, "k", -5, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, "k", HILOCK_TTL_MAX_MS + 1, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, "k", 1000, -2, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_acquire_async(c, "k", 1000, 0, NULL, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "done"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release_async(NULL, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_extend_async(NULL, 1000, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_check_async(NULL, never, NULL), HILOCK_EINVAL);
+    /* the blocking calls of an attached client are refused, and say why */
+    cr_assert_eq(hilock_acquire(c, "k", 1000, 0, &l), HILOCK_EINVAL);
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "event loop"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_inspect(c, "k", inspect_never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "event loop"), "%s", hilock_client_errmsg(c));
+    /* a lock: bad ttl for extend, NULL done */
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    acquire_all(&r, 1, "k", 5000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_extend_async(r.lock[0], 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_extend_async(r.lock[0], 1000, NULL, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_release_async(r.lock[0], NULL, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_release(r.lock[0]), HILOCK_EINVAL);
+    cr_assert_eq(hilock_extend(r.lock[0], 1000), HILOCK_EINVAL);
+    cr_assert_eq(hilock_check(r.lock[0]), HILOCK_EINVAL);
+    cr_assert_gt(hlt_pttl(s, "k0"), 1000, "a refused call changed the lock");
+    /* a client not attached: the _async calls are refused */
+    cr_assert_eq(hilock_client_open(s->url, &plain), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(plain, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(plain), "not attached"), "%s", hilock_client_errmsg(plain));
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);   /* twice */
+    hilock_client_free(plain);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(stray, 0, "done ran for a refused call");
+    cr_assert_eq(hlt_exists(s, "k"), 0);
+    hilock_free(r.lock[0]);
+    hilock_client_free(c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* A loop timer ticking every 2 ms: the longest gap between two ticks is the worst stall. */
+/* ...and the longest stretch of this thread's CPU time between two ticks: the stall the
+ * library itself causes, without the time the machine gave other processes. */
+typedef struct ticker { uv_timer_t t; int64_t last, max_gap, cpu_last, max_cpu_us; long ticks; } ticker;
+
+static int64_t cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    ticker *k = t->data;
+    int64_t now = hlt_now_ms(), cpu = cpu_us();
+    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
+    if (k->cpu_last && cpu - k->cpu_last > k->max_cpu_us) k->max_cpu_us = cpu - k->cpu_last;
+    k->last = now;
+    k->cpu_last = cpu;
+    k->ticks++;
+}
+
+Test(async, frozen_server_ends_every_call_etimedout_while_the_loop_runs)
+{
+    static run r;
+    uv_loop_t loop;
+    ticker tk;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    int64_t t0;
+    int n = 500;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 300);
+    acquire_all(&r, 1, "warm", 10000, 0);   /* connected */
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    hilock_free(r.lock[0]);
+    {
+        hilock_client *c = r.c;
+        memset(&r, 0, sizeof r);
+        r.c = c;
+    }
+    hlt_redis_freeze(s);
+    memset(&tk, 0, sizeof tk);
+    uv_timer_init(&loop, &tk.t);
+    tk.t.data = &tk;
+    uv_timer_start(&tk.t, on_tick, 2, 2);
+    t0 = hlt_now_ms();
+    acquire_all(&r, n, "frozen:", 10000, 0);
+    run_until(&loop, &r.done, n, 5000);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(r.st[i], HILOCK_ETIMEDOUT, "call %d: %s", i, hilock_strerror(r.st[i]));
+        cr_assert_lt(r.at_ms[i] - t0, 300 + 700, "call %d ended after %lld ms (bound 300 ms)", i,
+                     (long long)(r.at_ms[i] - t0));
+    }
+    cr_assert_eq(r.wrong, 0);
+    printf("async: frozen server: %d calls ETIMEDOUT; a 2 ms loop timer ticked %ld times, longest "
+           "gap %lld ms (wall), %.1f ms (this thread's CPU)\n", n, tk.ticks, (long long)tk.max_gap,
+           (double)tk.max_cpu_us / 1000);
+    cr_assert_gt(tk.ticks, 50, "the loop's own timer hardly ran");
+    cr_assert_lt(tk.max_cpu_us, 150000, "the loop stalled %lld us", (long long)tk.max_cpu_us);
+    /* back: the next call reconnects, and the undos of the unknown writes went first */
+    hlt_redis_thaw(s);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    acquire_all(&r, 1, "after", 10000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    hilock_free(r.lock[0]);
+    uv_timer_stop(&tk.t);
+    uv_close((uv_handle_t *)&tk.t, NULL);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+Test(async, server_restart_mid_flight_ends_each_call_then_reconnects)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    int n = 900, ok = 0;
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    r.kill_srv = s;   /* killed from a done: replies of the rest are in flight */
+    r.kill_at = 100;
+    r.late_from = n;
+    acquire_all(&r, n, "mid:", 30000, 0);
+    run_until(&loop, &r.done, N_MAX, 10000);
+    cr_assert_eq(r.wrong, 0);
+    for (int i = 0; i < N_MAX; i++) {
+        cr_assert(r.st[i] == HILOCK_OK || r.st[i] == HILOCK_EIO || r.st[i] == HILOCK_ETIMEDOUT,
+                  "call %d: %s", i, hilock_strerror(r.st[i]));
+        cr_assert(i < n || r.st[i] != HILOCK_OK, "call %d, made after the kill, succeeded", i);
+        ok += r.st[i] == HILOCK_OK;
+    }
+    printf("async: restart mid-flight: %d of %d acquired before the kill\n", ok, n);
+    cr_assert_geq(ok, 100, "only %d acquired before the kill", ok);
+    free_locks(&r, N_MAX);
+    cr_assert_eq(hlt_redis_restart(s), 0);
+    {
+        hilock_client *c = r.c;
+        memset(&r, 0, sizeof r);
+        r.c = c;
+    }
+    acquire_all(&r, 100, "back:", 30000, 0);
+    run_until(&loop, &r.done, 100, 10000);
+    for (int i = 0; i < 100; i++) {
+        char key[64], *v;
+        cr_assert_eq(r.st[i], HILOCK_OK, "after the restart, call %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "back:%d", i);
+        v = hlt_get(s, key);
+        cr_assert(v && !strcmp(v, hilock_token(r.lock[i])));
+        free(v);
+    }
+    free_locks(&r, 100);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- waiting: wake-on-release without blocking the loop ---- */
+
+typedef struct queue_run {
+    hilock_client *c;
+    int holders, counter, served[50], oks, released, wrong;
+    hilock *first;
+} queue_run;
+static queue_run qr;
+
+static void on_waiter_released(hilock_status st, hilock *l, void *arg)
+{
+    (void)arg;
+    if (st != HILOCK_OK) qr.wrong++;
+    qr.holders--;
+    qr.released++;
+    hilock_free(l);
+}
+
+static void on_waiter(hilock_status st, hilock *l, void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    qr.served[i]++;
+    if (st != HILOCK_OK) {
+        qr.wrong++;
+        return;
+    }
+    qr.oks++;
+    if (qr.holders++ != 0) qr.wrong++;   /* two holders at once */
+    qr.counter++;                        /* the protected work */
+    if (hilock_release_async(l, on_waiter_released, NULL) != HILOCK_OK) qr.wrong++;
+}
+
+static void on_first_released(hilock_status st, hilock *l, void *arg)
+{
+    (void)arg;
+    if (st != HILOCK_OK) qr.wrong++;
+    qr.holders--;
+    hilock_free(l);
+}
+
+static void release_first(uv_timer_t *t)
+{
+    (void)t;
+    if (hilock_release_async(qr.first, on_first_released, NULL) != HILOCK_OK) qr.wrong++;
+}
+
+static void on_first(hilock_status st, hilock *l, void *arg)
+{
+    (void)arg;
+    if (st != HILOCK_OK) qr.wrong++;
+    qr.first = l;
+    qr.holders = 1;
+}
+
+Test(async, fifty_waiters_are_served_one_after_another_by_wake_on_release)
+{
+    uv_loop_t loop;
+    uv_timer_t later;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    memset(&qr, 0, sizeof qr);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.io_timeout_ms = 2000;
+    o.retry_delay_ms = 5000;   /* polling alone would take minutes: the release must wake */
+    cr_assert_eq(hilock_client_new(&o, &qr.c), HILOCK_OK);
+    cr_assert_eq(hilock_libuv_attach(qr.c, &loop), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(qr.c, "hot", 30000, 0, on_first, NULL), HILOCK_OK);
+    while (!qr.first && !qr.wrong) uv_run(&loop, UV_RUN_ONCE);
+    for (int i = 0; i < 50; i++)
+        cr_assert_eq(hilock_acquire_async(qr.c, "hot", 30000, 60000, on_waiter, (void *)(intptr_t)i),
+                     HILOCK_OK);
+    uv_timer_init(&loop, &later);
+    uv_timer_start(&later, release_first, 200, 0);   /* every waiter is waiting by then */
+    run_until(&loop, &qr.released, 50, 30000);
+    cr_assert_eq(qr.wrong, 0);
+    cr_assert_eq(qr.oks, 50);
+    cr_assert_eq(qr.counter, 50);
+    for (int i = 0; i < 50; i++) cr_assert_eq(qr.served[i], 1, "waiter %d served %d times", i, qr.served[i]);
+    cr_assert_eq(hlt_exists(s, "hot"), 0);
+    uv_close((uv_handle_t *)&later, NULL);
+    hilock_client_free(qr.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- Redlock over 3 masters ---- */
+
+Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *m[3];
+    const char *url[3];
+    int n = 200;
+    for (int i = 0; i < 3; i++) {
+        m[i] = hlt_redis_start(NULL);
+        cr_assert_not_null(m[i]);
+        url[i] = i % 2 ? m[i]->unix_url : m[i]->url;
+    }
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 3, 2000);
+    acquire_all(&r, n, "rl:", 30000, 0);
+    run_until(&loop, &r.done, n, 20000);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r.st[i]));
+        cr_assert_gt(hilock_fence(r.lock[i]), 0);
+        snprintf(key, sizeof key, "rl:%d", i);
+        for (int k = 0; k < 3; k++) {
+            char *v = hlt_get(m[k], key);
+            cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s not ours on master %d", key, k);
+            free(v);
+        }
+    }
+    /* one master down: still a quorum; the lock is released where it can be */
+    hlt_redis_kill(m[2]);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    release_all(&r, n);
+    run_until(&loop, &r.done, n, 20000);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        cr_assert_eq(r.st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "rl:%d", i);
+        cr_assert_eq(hlt_exists(m[0], key) + hlt_exists(m[1], key), 0);
+    }
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
+}
+
+Test(async, redlock_partial_grant_is_undone_on_the_loop)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *m[3];
+    const char *url[3];
+    for (int i = 0; i < 3; i++) {
+        m[i] = hlt_redis_start(NULL);
+        cr_assert_not_null(m[i]);
+        url[i] = m[i]->url;
+    }
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 3, 2000);
+    freeReplyObject(hlt_cmd(m[0], "SET part0 someone-else PX 30000"));   /* held on master 0 */
+    hlt_redis_kill(m[2]);                                                /* master 2 down */
+    acquire_all(&r, 1, "part", 10000, 0);
+    run_until(&loop, &r.done, 1, 10000);
+    cr_assert(r.st[0] == HILOCK_BUSY || r.st[0] == HILOCK_ENOQUORUM, "%s: %s",
+              hilock_strerror(r.st[0]), hilock_client_errmsg(r.c));
+    cr_assert_eq(hlt_exists(m[1], "part0"), 0, "the grant on master 1 alone was not undone");
+    {
+        char *v = hlt_get(m[0], "part0");
+        cr_assert(v && !strcmp(v, "someone-else"), "another owner's key was touched");
+        free(v);
+    }
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
+}
+
+/* ---- keepalive on the loop's timer ---- */
+
+typedef struct ka_run { int lost; hilock_status why; hilock *l; } ka_run;
+
+static void on_lost(hilock *l, hilock_status why, void *arg)
+{
+    ka_run *k = arg;
+    k->lost++;
+    k->why = why;
+    k->l = l;
+}
+
+static void on_stop(uv_timer_t *t) { *(int *)t->data = 1; }
+
+static int count_threads(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d))) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
+{
+    int threads;
+    static run r;
+    uv_loop_t loop;
+    uv_timer_t wait5;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    ka_run k;
+    int over = 0;
+    char *v;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    memset(&k, 0, sizeof k);
+    r.c = attached(&loop, url, 1, 1000);
+    acquire_all(&r, 1, "ka", 300, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    threads = count_threads();
+    cr_assert_eq(hilock_keepalive(r.lock[0], on_lost, &k), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    cr_assert_eq(count_threads(), threads, "the keepalive on a loop started a thread");
+    cr_assert_eq(hilock_keepalive(r.lock[0], on_lost, &k), HILOCK_EINVAL);   /* already running */
+    uv_timer_init(&loop, &wait5);
+    wait5.data = &over;
+    uv_timer_start(&wait5, on_stop, 1500, 0);   /* 5 x ttl */
+    while (!over) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(k.lost, 0);
+    v = hlt_get(s, "ka0");
+    cr_assert(v && !strcmp(v, hilock_token(r.lock[0])), "the lock was not kept for 5 x ttl");
+    free(v);
+    cr_assert_gt(hilock_validity_ms(r.lock[0]), 0);
+    freeReplyObject(hlt_cmd(s, "DEL ka0"));
+    over = 0;
+    uv_timer_start(&wait5, on_stop, 2000, 0);
+    while (!k.lost && !over) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(k.lost, 1, "on_lost not called for a deleted key");
+    cr_assert_eq(k.why, HILOCK_NOT_HELD);
+    cr_assert_eq(k.l, r.lock[0]);
+    uv_timer_stop(&wait5);
+    uv_close((uv_handle_t *)&wait5, NULL);
+    hilock_free(r.lock[0]);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- ends: free with calls in flight, calls on one lock in order ---- */
+
+Test(async, freeing_the_client_ends_every_call_in_flight_before_it_returns)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    acquire_all(&r, 1, "busy", 30000, 0);   /* held: the waiters below wait for it */
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    for (int i = 1; i <= 5; i++)   /* waiting: forever, and with a deadline */
+        cr_assert_eq(hilock_acquire_async(r.c, "busy0", 30000, i == 1 ? HILOCK_WAIT_FOREVER : 20000,
+                                          on_done, arg_of(&r, i)), HILOCK_OK);
+    for (int i = 6; i < 100; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "gone:%d", i);
+        cr_assert_eq(hilock_acquire_async(r.c, key, 30000, 0, on_done, arg_of(&r, i)), HILOCK_OK);
+    }
+    for (int k = 0; k < 20; k++) uv_run(&loop, UV_RUN_NOWAIT);   /* some answered, some on the wire */
+    hilock_client_free(r.c);
+    cr_assert_eq(r.done, 99, "only %d of 99 calls ended in hilock_client_free", r.done);
+    for (int i = 1; i < 100; i++) cr_assert_eq(r.ended[i], 1);
+    for (int i = 1; i <= 5; i++) cr_assert_neq(r.st[i], HILOCK_OK, "waiter %d got a held lock", i);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(r.done, 99, "a done ran after hilock_client_free returned");
+    cr_assert_eq(hilock_release(r.lock[0]), HILOCK_EINVAL);   /* its client is gone */
+    free_locks(&r, 100);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+static void free_from_done(hilock_status st, hilock *l, void *arg)
+{
+    run *r = arg;
+    (void)st;
+    hilock_free(l);
+    if (r->done++ == 0) hilock_client_free(r->c);
+}
+
+Test(async, a_done_may_free_the_client)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(hilock_acquire_async(r.c, "same", 5000, 0, free_from_done, &r), HILOCK_OK);
+    run_until(&loop, &r.done, 20, 5000);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(r.done, 20);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+static int order[4], norder;
+static void record(hilock_status st, hilock *l, void *arg)
+{
+    (void)l;
+    order[norder++] = (int)(intptr_t)arg * 10 + (int)st;
+}
+
+Test(async, a_release_waits_for_the_extend_in_flight_on_the_same_lock)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    norder = 0;
+    r.c = attached(&loop, url, 1, 2000);
+    acquire_all(&r, 1, "ord", 5000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    cr_assert_eq(hilock_extend_async(r.lock[0], 20000, record, (void *)1), HILOCK_OK);
+    cr_assert_eq(hilock_release_async(r.lock[0], record, (void *)2), HILOCK_OK);
+    cr_assert_eq(hilock_check_async(r.lock[0], record, (void *)3), HILOCK_OK);
+    run_until(&loop, &norder, 3, 5000);
+    cr_assert_eq(order[0], 10 + HILOCK_OK);
+    cr_assert_eq(order[1], 20 + HILOCK_OK);
+    cr_assert_eq(order[2], 30 + HILOCK_NOT_HELD);
+    cr_assert_eq(hlt_exists(s, "ord0"), 0);
+    /* hilock_free with a call in flight ends it first */
+    norder = 0;
+    cr_assert_eq(hilock_check_async(r.lock[0], record, (void *)4), HILOCK_OK);
+    hilock_free(r.lock[0]);
+    cr_assert_eq(norder, 1, "hilock_free did not end the call in flight");
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(norder, 1);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- the same basics on libevent ---- */
+
+static void ev_done(hilock_status st, hilock *l, void *arg)
+{
+    on_done(st, l, arg);
+}
+
+Test(async, libevent_drives_the_same_calls)
+{
+    static run r;
+    struct event_base *base = event_base_new();
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    int n = 300;
+    int64_t t0 = hlt_now_ms();
+    cr_assert_not_null(s);
+    cr_assert_not_null(base);
+    url[0] = s->unix_url;
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK);
+    cr_assert_eq(hilock_libevent_attach(r.c, base), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    cr_assert_eq(hilock_acquire_async(r.c, "", 1000, 0, ev_done, arg_of(&r, 0)), HILOCK_EINVAL);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "ev:%d", i);
+        r.in_call = 1;
+        cr_assert_eq(hilock_acquire_async(r.c, key, 30000, 0, ev_done, arg_of(&r, i)), HILOCK_OK);
+        r.in_call = 0;
+    }
+    while (r.done < n && hlt_now_ms() - t0 < 10000) event_base_loop(base, EVLOOP_ONCE);
+    cr_assert_eq(r.done, n);
+    for (int i = 0; i < n; i++) cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d", i);
+    cr_assert_eq(hlt_exists(s, "ev:7"), 1);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    release_all(&r, n);
+    while (r.done < n && hlt_now_ms() - t0 < 20000) event_base_loop(base, EVLOOP_ONCE);
+    cr_assert_eq(r.done, n);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        cr_assert_eq(r.st[i], HILOCK_OK, "release %d", i);
+        snprintf(key, sizeof key, "ev:%d", i);
+        cr_assert_eq(hlt_exists(s, key), 0);
+    }
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    event_base_free(base);
+    hlt_redis_stop(s);
+}
+
+/* ---- kinds and topologies through the async API ---- */
+
+Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    hilock *leg = NULL;
+    char *v;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.bridge = 1;
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK);
+    /* a legacy lock taken before the attach is released on the loop, by its kind's rules */
+    cr_assert_eq(hilock_legacy_acquire(r.c, "leg", 10000, 0, &leg), HILOCK_OK, "%s",
+                 hilock_client_errmsg(r.c));
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK);
+    acquire_all(&r, 2, "br", 10000, 0);   /* bridge: options.bridge picks the kind */
+    run_until(&loop, &r.done, 2, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    v = hlt_get(s, "br0");
+    cr_assert(v && strspn(v, "0123456789") == strlen(v), "bridge value %s is not a legacy stamp", v);
+    free(v);
+    cr_assert_gt(hlt_pttl(s, "br0"), 0, "bridge lock without PX");
+    cr_assert_eq(hilock_release_async(leg, on_done, arg_of(&r, 2)), HILOCK_OK);
+    cr_assert_eq(hilock_release_async(r.lock[0], on_done, arg_of(&r, 3)), HILOCK_OK);
+    cr_assert_eq(hilock_check_async(r.lock[1], on_done, arg_of(&r, 4)), HILOCK_OK);
+    run_until(&loop, &r.done, 5, 5000);
+    cr_assert_eq(r.st[2], HILOCK_OK, "legacy release: %s", hilock_strerror(r.st[2]));
+    cr_assert_eq(r.st[3], HILOCK_OK, "bridge release: %s", hilock_strerror(r.st[3]));
+    cr_assert_eq(r.st[4], HILOCK_OK, "bridge check: %s", hilock_strerror(r.st[4]));
+    cr_assert_eq(hlt_exists(s, "leg"), 0);
+    cr_assert_eq(hlt_exists(s, "br0"), 0);
+    cr_assert_eq(hlt_exists(s, "br1"), 1);
+    cr_assert_eq(hilock_keepalive(leg, NULL, NULL), HILOCK_EINVAL);   /* as for the blocking API */
+    hilock_free(leg);
+    free_locks(&r, 2);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+Test(async, sentinel_urls_are_refused_at_attach)
+{
+    uv_loop_t loop;
+    hilock_client *c;
+    const char *sent[1] = { "redis-sentinel://127.0.0.1:1#mymaster" };
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_client_open(sent[0], &c), HILOCK_OK);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "Sentinel"), "%s", hilock_client_errmsg(c));
+    hilock_client_free(c);
+    cr_assert_eq(hilock_libuv_attach(NULL, &loop), HILOCK_EINVAL);
+    loop_close(&loop);
+}
+
+/* ---- README.md's event-loop example, built by the Makefile as it stands ---- */
+
+Test(async, the_readme_example_takes_and_releases_the_lock, .timeout = 60)
+{
+    char self[4096], cmd[8192];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    hlt_redis *s = hlt_redis_start(NULL);
+    cr_assert_not_null(s);
+    cr_assert_gt(len, 0);
+    self[len] = '\0';
+    *strrchr(self, '/') = '\0';
+    snprintf(cmd, sizeof cmd, "'%s/readme_async' '%s' >/dev/null 2>&1", self, s->url);
+    cr_assert_eq(system(cmd), 0, "the example failed");
+    cr_assert_eq(hlt_exists(s, "{jobs:nightly}:fence"), 1);   /* it was granted... */
+    cr_assert_eq(hlt_exists(s, "jobs:nightly"), 0);           /* ...and released */
+    snprintf(cmd, sizeof cmd, "'%s/readme_async' 'redis://127.0.0.1:1' >/dev/null 2>&1", self);
+    cr_assert_neq(system(cmd), 0, "no server: the example must fail");
+    hlt_redis_stop(s);
+}
+
+/* ---- failover awareness on a direct master: LOST, WAIT ---- */
+
+Test(async, failover_guard_reports_lost_after_a_restart_and_min_replicas_undoes)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    hilock_client *w;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.failover_guard = 1;   /* identity tracked on a direct master too */
+    o.failover_guard_ms = 1;
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK);
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    acquire_all(&r, 1, "fo", 30000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    cr_assert_eq(hlt_redis_restart(s), 0);   /* a new history: the grant cannot be vouched for */
+    {   /* the loop sees the old connection close (as it would while the program runs) */
+        uv_timer_t t;
+        int over = 0;
+        uv_timer_init(&loop, &t);
+        t.data = &over;
+        uv_timer_start(&t, on_stop, 300, 0);
+        while (!over) uv_run(&loop, UV_RUN_ONCE);
+        uv_close((uv_handle_t *)&t, NULL);
+    }
+    cr_assert_eq(hilock_check_async(r.lock[0], on_done, arg_of(&r, 1)), HILOCK_OK);
+    run_until(&loop, &r.done, 2, 10000);
+    cr_assert_eq(r.st[1], HILOCK_LOST, "check after a restart: %s", hilock_strerror(r.st[1]));
+    cr_assert_eq(hilock_validity_ms(r.lock[0]), 0);
+    hilock_free(r.lock[0]);
+    hilock_client_free(r.c);
+    /* min_replicas with no replica: EREPLICAS, and the grant is deleted again */
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.min_replicas = 1;
+    o.replicas_timeout_ms = 50;
+    cr_assert_eq(hilock_client_new(&o, &w), HILOCK_OK);
+    cr_assert_eq(hilock_libuv_attach(w, &loop), HILOCK_OK);
+    memset(&r, 0, sizeof r);
+    r.c = w;
+    acquire_all(&r, 1, "wr", 30000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_EREPLICAS, "%s", hilock_strerror(r.st[0]));
+    cr_assert_eq(hlt_exists(s, "wr0"), 0, "the grant was not undone");
+    hilock_client_free(w);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- the loop-agnostic interface on a hand-written poll() loop ---- */
+
+typedef struct plain_loop {
+    struct pollfd fds[16];
+    int           nfds, detached;
+    int64_t       timer_at;   /* hlt_now_ms; -1: none */
+} plain_loop;
+
+static void plain_watch(void *data, int fd, int events)
+{
+    plain_loop *p = data;
+    int i;
+    for (i = 0; i < p->nfds && p->fds[i].fd != fd; i++)
+        ;
+    if (!events) {
+        if (i < p->nfds) p->fds[i] = p->fds[--p->nfds];
+        return;
+    }
+    if (i == p->nfds) p->nfds++;
+    p->fds[i].fd = fd;
+    p->fds[i].events = (short)((events & HILOCK_EV_READ ? POLLIN : 0) | (events & HILOCK_EV_WRITE ? POLLOUT : 0));
+}
+
+static void plain_timer(void *data, int64_t ms)
+{
+    plain_loop *p = data;
+    p->timer_at = ms < 0 ? -1 : hlt_now_ms() + ms;
+}
+
+static void plain_detach(void *data) { ((plain_loop *)data)->detached = 1; }
+
+static void plain_turn(hilock_client *c, plain_loop *p)
+{
+    int64_t wait = p->timer_at < 0 ? 1000 : p->timer_at - hlt_now_ms();
+    struct pollfd fds[16];
+    int n = p->nfds;
+    memcpy(fds, p->fds, sizeof fds);
+    if (poll(fds, (nfds_t)n, wait < 0 ? 0 : (int)wait) > 0)
+        for (int i = 0; i < n; i++)
+            if (fds[i].revents)
+                hilock_loop_fd(c, fds[i].fd, (fds[i].revents & (POLLIN | POLLHUP | POLLERR) ? HILOCK_EV_READ : 0) |
+                                             (fds[i].revents & POLLOUT ? HILOCK_EV_WRITE : 0));
+    if (p->timer_at >= 0 && hlt_now_ms() >= p->timer_at) {
+        p->timer_at = -1;
+        hilock_loop_timeout(c);
+    }
+}
+
+Test(async, a_hand_written_poll_loop_drives_the_client)
+{
+    static run r;
+    static plain_loop p;
+    hlt_redis *s = hlt_redis_start(NULL);
+    hilock_loop hooks = { &p, plain_watch, plain_timer, plain_detach };
+    int64_t t0 = hlt_now_ms();
+    cr_assert_not_null(s);
+    memset(&r, 0, sizeof r);
+    memset(&p, 0, sizeof p);
+    p.timer_at = -1;
+    cr_assert_eq(hilock_client_open(s->unix_url, &r.c), HILOCK_OK);
+    cr_assert_eq(hilock_loop_attach(NULL, &hooks), HILOCK_EINVAL);
+    cr_assert_eq(hilock_loop_attach(r.c, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_loop_attach(r.c, &hooks), HILOCK_OK);
+    acquire_all(&r, 50, "plain:", 10000, 0);
+    while (r.done < 50 && hlt_now_ms() - t0 < 10000) plain_turn(r.c, &p);
+    cr_assert_eq(r.done, 50);
+    for (int i = 0; i < 50; i++) cr_assert_eq(r.st[i], HILOCK_OK);
+    cr_assert_eq(hlt_exists(s, "plain:49"), 1);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    release_all(&r, 50);
+    while (r.done < 50 && hlt_now_ms() - t0 < 20000) plain_turn(r.c, &p);
+    cr_assert_eq(r.done, 50);
+    cr_assert_eq(hlt_exists(s, "plain:49"), 0);
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, 50);
+    hilock_client_free(r.c);
+    cr_assert_eq(p.detached, 1);
+    cr_assert_eq(p.nfds, 0, "an fd still watched after the client was freed");
+    hlt_redis_stop(s);
+}
