@@ -73,6 +73,7 @@ typedef struct cli {
     int         legacy;
     const char *preset;
     int         bridge;
+    int         no_fence;        /* --no-fence: options.fencing = 0 */
     int         lost_sig;        /* 0 = leave COMMAND running */
     int64_t     kill_after_ms;   /* 0 = never escalate to SIGKILL */
     int         verbose;
@@ -115,6 +116,8 @@ static const char usage_text[] =
     "                             (doc, node-redis-lock, jedis-lock, redis-objects,\n"
     "                             redis-py-2, ruby-redis-lock; default doc)\n"
     "      --bridge               modern lock that legacy clients also respect\n"
+    "      --no-fence             no fencing token (HILOCK_FENCE=0): the lock is one plain\n"
+    "                             SET NX PX, the fastest grant (not with --legacy, --bridge)\n"
     "      --tls                  reach redis:// servers over TLS (as rediss:// URLs)\n"
     "      --cacert=FILE          trust the CAs in this PEM file (default: the system's)\n"
     "      --cacertdir=DIR        trust the CAs in this directory (openssl rehash)\n"
@@ -319,7 +322,7 @@ static int servers_from_file(cli *o, const char *name)
 /* ---- options ---- */
 
 enum { OPT_LEGACY = 256, OPT_BRIDGE, OPT_SERVERS_FILE, OPT_TLS, OPT_CACERT, OPT_CACERTDIR, OPT_CERT,
-       OPT_KEY, OPT_SNI, OPT_INSECURE };
+       OPT_KEY, OPT_SNI, OPT_INSECURE, OPT_NO_FENCE };
 
 static const struct option longopts[] = {
     { "nonblock", no_argument, NULL, 'n' },
@@ -332,6 +335,7 @@ static const struct option longopts[] = {
     { "servers-file", required_argument, NULL, OPT_SERVERS_FILE },
     { "legacy", optional_argument, NULL, OPT_LEGACY },
     { "bridge", no_argument, NULL, OPT_BRIDGE },
+    { "no-fence", no_argument, NULL, OPT_NO_FENCE },
     { "tls", no_argument, NULL, OPT_TLS },
     { "cacert", required_argument, NULL, OPT_CACERT },
     { "cacertdir", required_argument, NULL, OPT_CACERTDIR },
@@ -398,6 +402,7 @@ static int parse_args(int argc, char **argv, cli *o)
             o->preset = optarg ? optarg : "doc";
             break;
         case OPT_BRIDGE: o->bridge = 1; break;
+        case OPT_NO_FENCE: o->no_fence = 1; break;
         case OPT_TLS: o->tls = 1; break;
         case OPT_CACERT: o->cacert = optarg; break;
         case OPT_CACERTDIR: o->cacertdir = optarg; break;
@@ -434,6 +439,8 @@ static int parse_args(int argc, char **argv, cli *o)
     if (optind >= argc && !o->tool) return usage_error("no COMMAND given");
     o->cmd = argv + optind;
     if (o->legacy && o->bridge) return usage_error("--legacy and --bridge exclude each other");
+    if (o->no_fence && (o->legacy || o->bridge))
+        return usage_error("--no-fence is for the modern lock: not with --legacy or --bridge");
     if (o->nservers && o->servers_file) return usage_error("-s and --servers-file exclude each other");
     if (o->servers_file) {
         if ((c = servers_from_file(o, o->servers_file)) != 0) return c;
@@ -506,6 +513,7 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
     opt.servers = o->servers;
     opt.nservers = o->nservers;
     opt.bridge = o->bridge;
+    opt.fencing = !o->no_fence;
     opt.tls_ca_file = o->cacert;
     opt.tls_ca_path = o->cacertdir;
     opt.tls_cert_file = o->cert;

@@ -49,11 +49,11 @@ static const size_t options_ends[] = {
     END(drift_factor), END(min_replicas), END(replicas_timeout_ms), END(failover_guard), END(bridge),
     END(codec), END(skew_margin_ms), END(clock_offset_ms), END(legacy_pexpire), END(wake),
     END(failover_guard_ms), END(tls_ca_file), END(tls_ca_path), END(tls_cert_file), END(tls_key_file),
-    END(tls_server_name), END(tls_verify),
+    END(tls_server_name), END(tls_verify), END(fencing),
 };
 /* A field appended to the struct but not to the list above fails the build here (the last
  * field listed must end within the struct's trailing padding). */
-typedef char hl_options_ends_complete[sizeof(hilock_options) - END(tls_verify) < 8 ? 1 : -1];
+typedef char hl_options_ends_complete[sizeof(hilock_options) - END(fencing) < 8 ? 1 : -1];
 #undef END
 
 static void options_defaults(hilock_options *o)
@@ -78,6 +78,7 @@ static void options_defaults(hilock_options *o)
     o->legacy_pexpire = 0;
     o->wake = 1;
     o->tls_verify = 1;
+    o->fencing = 1;
 }
 
 void hilock_options_init_sized(hilock_options *o, size_t size)
@@ -127,6 +128,10 @@ static const char *check_options(const hilock_options *o)
         return "clock_offset_ms must be in -86400000..86400000";
     if (o->legacy_pexpire < 0 || o->legacy_pexpire > 1) return "legacy_pexpire must be 0 or 1";
     if (o->tls_verify < 0 || o->tls_verify > 1) return "tls_verify must be 0 or 1";
+    if (o->fencing < 0 || o->fencing > 1) return "fencing must be 0 or 1";
+    if (o->bridge && !o->fencing)
+        return "fencing = 0 needs bridge = 0 (a bridge lock writes a legacy stamp with its token, "
+               "not a plain SET NX PX)";
     return NULL;
 }
 

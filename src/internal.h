@@ -36,6 +36,8 @@ typedef enum hl_verdict {
     HL_V_OTHER      /* held by another value (acquire: *pttl_ms = its PTTL) */
 } hl_verdict;
 hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
+/* A plain SET NX PX (options.fencing = 0): OK = OURS (fence 0), nil = OTHER (pttl 0: unknown) */
+hl_verdict hl_set_nx_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
 hl_verdict hl_tristate_verdict(const hl_reply *r);                   /* release, extend */
 hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms);  /* check.lua */
 

@@ -46,12 +46,23 @@ typedef struct hl_kind_buf {
 typedef struct hl_kind_ops hl_kind_ops;
 
 struct hl_kind_ops {
-    const char *name;   /* "modern", "legacy", "bridge" */
-    /* One acquire attempt's script call, the same on every master. mark_ms: how long a busy
-     * answer marks the lock awaited (wait.c; 0 = no wait follows). The reply must be
-     * acquire.lua's ({1, fence} / {0, pttl}, optionally {0, pttl, value}). EINVAL (message
-     * set) refuses the acquire: the kind cannot serve this client or ttl. */
+    const char *name;   /* "modern", "unfenced", "legacy", "bridge" */
+    /* One acquire attempt's command, the same on every master. mark_ms: how long a busy
+     * answer marks the lock awaited (wait.c; 0 = no wait follows). Its reply is read by
+     * acquire_verdict (acquire.lua's shape by default: {1, fence} / {0, pttl}, optionally
+     * {0, pttl, value}). EINVAL (message set) refuses the acquire: the kind cannot serve
+     * this client or ttl. */
     hilock_status (*acquire_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms);
+    /* Reads one master's answer to acquire_cmd (pure, as the verdicts in internal.h): OURS
+     * with *fence (0 = the kind mints none), OTHER with *pttl_ms, else BAD. NULL =
+     * acquire.lua's shape (hl_acquire_verdict). */
+    hl_verdict (*acquire_verdict)(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
+    /* For a kind whose acquire command cannot mark the lock awaited nor read the holder's
+     * PTTL (a plain SET NX): a second command, sent only to the masters that answered busy,
+     * only on that path. Its answer is an integer: the holder's PTTL (-1: no expiry), or -2:
+     * no holder any more (released since): try again at once; an error (WRONGTYPE) is that
+     * master's answer. One master: it is the reply busy() reads. NULL = none. */
+    hilock_status (*busy_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms);
     /* The one master of the client answered busy with r (several masters: lock.c words the
      * BUSY from each one's PTTL): set the BUSY message (naming the key) and return the
      * wait hint in us: -1 = try again at once (an expired value was judged, see the loop in
@@ -79,8 +90,9 @@ struct hl_kind_ops {
 };
 
 /* src/modern.c: SET NX PX of a random token with a fencing token, compare-and-delete,
- * compare-and-pexpire. */
-extern const hl_kind_ops hl_kind_modern;
+ * compare-and-pexpire; hl_kind_unfenced (options.fencing = 0): the same lock written by a
+ * plain SET NX PX, no fencing token. */
+extern const hl_kind_ops hl_kind_modern, hl_kind_unfenced;
 
 /* src/lock.c: the acquire loop of every kind (the entry points pick `kind`), so they share
  * timing, retries, waiting and errors. */
