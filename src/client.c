@@ -262,6 +262,7 @@ hilock_status hilock_client_new_sized(const hilock_options *given, size_t size, 
         if (c->nodes[i].url.tls) c->nodes[i].transport_cfg = c->tls;
     c->quorum = c->nnodes / 2 + 1;
     if (hl_random_bytes(&c->rng, sizeof c->rng) < 0) c->rng = (uint64_t)hl_now_us();
+    c->rnd_used = sizeof c->rnd;   /* empty: the first token draws the pool */
     c->errmsg[0] = '\0';
     *out = c;
     return HILOCK_OK;
@@ -295,6 +296,19 @@ const char *hilock_client_errmsg(const hilock_client *c)
 }
 
 void hl_client_ref(hilock_client *c) { c->refs++; }
+
+int hl_client_random(hilock_client *c, void *buf, size_t n)
+{
+    if (n > sizeof c->rnd) return -1;
+    if (sizeof c->rnd - c->rnd_used < n) {
+        if (hl_random_bytes(c->rnd, sizeof c->rnd) < 0) return -1;
+        c->rnd_used = 0;
+    }
+    memcpy(buf, c->rnd + c->rnd_used, n);
+    memset(c->rnd + c->rnd_used, 0, n);
+    c->rnd_used += n;
+    return 0;
+}
 
 void hl_client_unref(hilock_client *c)
 {

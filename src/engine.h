@@ -73,6 +73,8 @@ struct hilock_client {
     hl_node       *nodes;
     size_t         quorum;       /* nnodes/2 + 1 */
     uint64_t       rng;
+    unsigned char  rnd[256];     /* getrandom() bytes not yet used for tokens (hl_client_random) */
+    size_t         rnd_used;     /* bytes of rnd already handed out (and wiped) */
     hl_buf         obuf;         /* pipeline scratch, reused so a round trip allocates nothing */
     unsigned long  fork_gen;     /* hl_fork_gen when made: another value = a forked child's copy */
     long           pid;          /* the process that made it (for the message) */

@@ -71,6 +71,11 @@ int           hl_forked(const hilock_client *c);
 hilock_status hl_check_fork(hilock_client *c);
 
 void hl_client_ref(hilock_client *c);
+/* n (<= 256) bytes from getrandom(), drawn 256 at a time into the client (one system call
+ * per 16 tokens, not per acquire: issue 14's fast path); each byte is handed out once and
+ * wiped. A forked child's copy is never used (hl_check_fork), so no two processes share
+ * them. 0, or -1 when getrandom() fails. */
+int hl_client_random(hilock_client *c, void *buf, size_t n);
 void hl_client_unref(hilock_client *c);
 
 /* Set c->errmsg (printf-style) and return st; hl_ok() clears it and returns HILOCK_OK. */

@@ -225,7 +225,7 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     l->waiters_key = hl_aux_key(key, ":waiters");
     l->token = malloc(HILOCK_CODEC_MAX);   /* 32 hex digits, or room for a legacy stamp */
     if (!l->key || !l->fence_key || !l->signal_key || !l->waiters_key || !l->token ||
-        hl_random_bytes(raw, sizeof raw) < 0) {
+        hl_client_random(c, raw, sizeof raw) < 0) {
         free(l->key);
         free(l->fence_key);
         free(l->signal_key);
