@@ -8,6 +8,7 @@
  * Layer: below the engine (transport.h); calls nothing of the library above util. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -87,6 +89,7 @@ static int tcp_connect_start(hl_io_conn *k, const char *host, int port, char *er
     k->ops = &hl_transport_tcp;
     k->fd = -1;
     k->connected = 0;
+    k->blocking = k->rcvtimeo_ms = 0;
     k->why[0] = '\0';
     if (port < 0) return connect_unix(k, host, err, len);
     if (resolve(host, port, &ai, err, len) < 0) return -1;
@@ -115,7 +118,7 @@ static hl_io tcp_read(hl_io_conn *k, void *buf, size_t cap, size_t *n)
 {
     ssize_t r;
     *n = 0;
-    do r = recv(k->fd, buf, cap, 0);
+    do r = recv(k->fd, buf, cap, MSG_DONTWAIT);   /* (the socket may be blocking: read_wait) */
     while (r < 0 && errno == EINTR);
     if (r > 0) {
         *n = (size_t)r;
@@ -134,7 +137,7 @@ static hl_io tcp_write(hl_io_conn *k, const void *buf, size_t len, size_t *n)
 {
     ssize_t w;
     *n = 0;
-    do w = send(k->fd, buf, len, MSG_NOSIGNAL);
+    do w = send(k->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (w < 0 && errno == EINTR);
     if (w >= 0) {
         *n = (size_t)w;
@@ -146,6 +149,40 @@ static hl_io tcp_write(hl_io_conn *k, const void *buf, size_t len, size_t *n)
     }
     set_why(k, errno);
     return errno == EPIPE || errno == ECONNRESET ? HL_IO_CLOSED : HL_IO_ERROR;
+}
+
+/* The socket is made blocking on first use (reads and writes elsewhere pass MSG_DONTWAIT, so
+ * they stay non-blocking) and waits with SO_RCVTIMEO, set again only when timeout_ms changes
+ * (the engine keeps it steady across round trips). */
+static hl_io tcp_read_wait(hl_io_conn *k, void *buf, size_t cap, size_t *n, int timeout_ms)
+{
+    ssize_t r;
+    *n = 0;
+    if (!k->blocking) {
+        int fl = fcntl(k->fd, F_GETFL);
+        if (fl < 0 || fcntl(k->fd, F_SETFL, fl & ~O_NONBLOCK) < 0) goto fail;
+        k->blocking = 1;
+    }
+    if (timeout_ms != k->rcvtimeo_ms) {
+        struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+        /* (until it is set, a failure must not leave a wait without a bound) */
+        k->rcvtimeo_ms = 0;
+        if (timeout_ms <= 0 || setsockopt(k->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) goto fail;
+        k->rcvtimeo_ms = timeout_ms;
+    }
+    r = recv(k->fd, buf, cap, 0);
+    if (r > 0) {
+        *n = (size_t)r;
+        return HL_IO_OK;
+    }
+    if (r == 0) return HL_IO_CLOSED;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        k->want = POLLIN;
+        return HL_IO_WANT_READ;
+    }
+fail:
+    set_why(k, errno);
+    return HL_IO_ERROR;
 }
 
 static size_t tcp_pending(const hl_io_conn *k)
@@ -194,5 +231,5 @@ static int tcp_idle_closed(hl_io_conn *k)
 
 const hl_transport_ops hl_transport_tcp = {
     "tcp", tcp_connect_start, tcp_connect_step, tcp_read, tcp_write, tcp_pending,
-    tcp_poll_events, tcp_error, tcp_timeout_error, tcp_close, tcp_idle_closed,
+    tcp_poll_events, tcp_error, tcp_timeout_error, tcp_close, tcp_idle_closed, tcp_read_wait,
 };
