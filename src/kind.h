@@ -63,7 +63,8 @@ struct hl_kind_ops {
      * no holder any more (released since): try again at once; an error (WRONGTYPE) is that
      * master's answer. One master: it is the reply busy() reads. NULL = none. */
     hilock_status (*busy_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms);
-    /* The one master of the client answered busy with r (several masters: lock.c words the
+    /* The one master of the client answered busy with r -- or, for a kind with a busy_cmd,
+     * answered that with r (NULL: no answer came) -- (several masters: lock.c words the
      * BUSY from each one's PTTL): set the BUSY message (naming the key) and return the
      * wait hint in us: -1 = try again at once (an expired value was judged, see the loop in
      * lock.c), 0 = none (the holder's PTTL is used), > 0 = until it may be free. */

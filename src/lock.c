@@ -255,8 +255,9 @@ static int topo_begin(hilock *l, hl_topo_op *top, hl_topo_kind op, int64_t ttl_m
 /* The kind's busy command (kind.h: busy_cmd) on the masters that answered busy: they mark
  * the lock awaited and say the holder's PTTL (into t->num). A master that answers it with an
  * error (WRONGTYPE: the key is not a lock) moves from busy to errors; one that does not
- * answer stays busy, its PTTL unknown (0): no wake-up mark there, a poll. Returns the wait hint: one master, the kind's
- * busy() on that answer; several, -1 (try again at once) if a holder is gone on one. */
+ * answer stays busy, its PTTL unknown (0): no wake-up mark there, so a poll. Returns the
+ * wait hint: one master, the kind's busy() on that answer; several, -1 (try again at once)
+ * if a holder is gone on one of them. */
 static int64_t busy_round(hilock *l, tally *t, int64_t mark_ms, int64_t hard_deadline)
 {
     hilock_client *c = l->c;
