@@ -469,15 +469,16 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
  * later command; undos it already answered are done. */
 /* One node waiting for its replies, its commands written: it may wait in the read itself
  * (the transport's read_wait) instead of poll() then read() -- one system call less per
- * round trip, ~1.8 us of CPU on loopback TCP (issue 14's fast path). The wait is a whole
- * number of 10 ms steps that ends at least 10 ms before the deadline (the kernel rounds a
- * socket timeout up to its tick), so it stays the same across round trips (no setsockopt
- * each time) and the last stretch is left to poll(), which keeps the deadline to the ms.
+ * round trip, ~1.8 us of CPU on loopback TCP (issue 14's fast path). A socket timeout runs
+ * on the kernel's timer wheel, which may fire up to 1/8 of the timeout (plus a tick) late,
+ * unlike poll()'s precise timer: so the wait is at most 8/9 of what is left, less 10 ms, in
+ * whole 10 ms steps -- the same from one round trip to the next (no setsockopt each time)
+ * -- and the last stretch before the deadline is left to poll(), which keeps it to the ms.
  * Returns the wait in ms, 0 = poll. */
 #define DIRECT_STEP_MS 10
 static int direct_wait_ms(const hl_node *n, const pending *p, int64_t left_us)
 {
-    int64_t ms = (left_us / 1000 / DIRECT_STEP_MS - 1) * DIRECT_STEP_MS;
+    int64_t ms = (left_us / 1000 * 8 / 9 / DIRECT_STEP_MS - 1) * DIRECT_STEP_MS;
     if (!n->conn->io.ops->read_wait || n->conn->connecting || !p->wdone || ms < DIRECT_STEP_MS) return 0;
     return ms > 60000 ? 60000 : (int)ms;
 }
