@@ -192,12 +192,13 @@ bench: deps lib
 	@$(B)/bench/bench
 
 # bench/tls.c times the library's own transports (src/transport.h, src/tls.h): -Isrc
-$(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench/bench.h tests/fixture.c \
-    tests/fixture.h tests/tls_fixture.c tests/tls_fixture.h include/hilock_libuv.h $(B)/libhilock.a
+$(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c bench/bench.h \
+    tests/fixture.c tests/fixture.h tests/tls_fixture.c tests/tls_fixture.h include/hilock_libuv.h \
+    $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests -Isrc $(OPENSSL_CFLAGS) -o $@ bench/bench.c \
-	  bench/fairness.c bench/tls.c bench/async.c tests/fixture.c tests/tls_fixture.c $(B)/libhilock.a \
-	  $(LDLIBS_LIB) -luv
+	  bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c tests/fixture.c tests/tls_fixture.c \
+	  $(B)/libhilock.a $(LDLIBS_LIB) -luv
 
 $(CLI_BIN): cli/hilock.c cli/inspect.c cli/inspect.h $(HEADERS) $(B)/libhilock.a
 	@mkdir -p $(@D)

@@ -1,6 +1,7 @@
 /* acquire.c -- the acquire entry points, which choose a lock kind (kind.h) and run the
  * quorum code's acquire loop (src/lock.c: hl_acquire) with it:
- *   hilock_acquire          modern; bridge with options.bridge; fair with options.fair
+ *   hilock_acquire          modern; bridge with options.bridge; fair with options.fair;
+ *                           unfenced with options.fencing = 0
  *   hilock_legacy_acquire   legacy (include/hilock_legacy.h); refuses a fair client
  * This file sits above both src/ (the quorum code, the modern kind) and legacy/ (the legacy
  * and bridge kinds). Being above both is what lets src/ name nothing of legacy/ while
@@ -21,10 +22,19 @@ hilock_status hilock_legacy_acquire(hilock_client *c, const char *key, int64_t t
     return hl_acquire(c, key, timeout_ms, wait_ms, &hl_kind_legacy, out);
 }
 
+/* The kind hilock_acquire and hilock_acquire_async (api/async.c) run for c's options. The
+ * combinations the kinds cannot serve (bridge or fair with fencing = 0, fair with bridge)
+ * are refused when the client is made (client.c). */
+const hl_kind_ops *hl_acquire_kind(const hilock_client *c)
+{
+    if (c && c->opt.bridge) return &hl_kind_bridge;
+    if (c && c->opt.fair) return &hl_kind_fair;
+    if (c && !c->opt.fencing) return &hl_kind_unfenced;
+    return &hl_kind_modern;
+}
+
 hilock_status hilock_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                              hilock **out)
 {
-    const hl_kind_ops *kind = !c ? &hl_kind_modern : c->opt.bridge ? &hl_kind_bridge
-                              : c->opt.fair ? &hl_kind_fair : &hl_kind_modern;
-    return hl_acquire(c, key, ttl_ms, wait_ms, kind, out);
+    return hl_acquire(c, key, ttl_ms, wait_ms, hl_acquire_kind(c), out);
 }

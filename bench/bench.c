@@ -12,6 +12,7 @@
  *     ours, ...) for a fixed total time each, so that a burst of load elsewhere on the machine
  *     hits all of them alike; the ratio reported is the median of the per-slice ratios. The
  *     client's CPU time per cycle is shown too (steadier than the wall clock).
+ *     Then the fast path (options.fencing = 0; bench/fastpath.c) against (b) the same way.
  *  2. Contention: 4 processes, each acquire (blocking) -> hold 1 ms -> release, for a fixed
  *     time, with wake-up on release (options.wake = 1) and with pure polling (wake = 0):
  *     acquisitions/s, fairness, the release -> next acquire latency, how long acquire waited,
@@ -294,8 +295,6 @@ static int load_scripts(hlt_redis *r)
 
 /* ---- uncontended cycles ---- */
 
-typedef enum variant { V_OURS, V_SAME, V_SETNX, NVARIANTS } variant;
-
 typedef struct runner {
     variant        v;
     hilock_client *c;
@@ -386,24 +385,22 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-typedef struct result {
-    double rate[NVARIANTS];   /* cycles/s over all slices */
-    double cpu[NVARIANTS];    /* client CPU us per cycle */
-    double ratio[NVARIANTS];  /* median over slices of hilock's rate / this variant's */
-} result;
-
-static void uncontended(hlt_redis *r, int unix_socket, result *res)
+void uncontended(hlt_redis *r, int unix_socket, void (*tune)(hilock_options *o), unsigned variants,
+                 result *res)
 {
     const char *url = unix_socket ? r->unix_url : r->url;
     static double ratio[NVARIANTS][MAX_SLICES];
     runner u[NVARIANTS];
     tally t[NVARIANTS];
     memset(t, 0, sizeof t);
+    memset(u, 0, sizeof u);
+    memset(res, 0, sizeof *res);
+    variants |= 1u << V_OURS;
     for (int v = 0; v < NVARIANTS; v++) {
         tally warm = { 0, 0, 0 };
-        memset(&u[v], 0, sizeof u[v]);
         u[v].v = (variant)v;
-        if (v == V_OURS) u[v].c = client(&url, 1, 1);
+        if (!(variants & (1u << v))) continue;
+        if (v == V_OURS) u[v].c = client_with(&url, 1, tune);
         else u[v].rc = bare_connect(r, unix_socket);
         timed(&u[v], 0.3, &warm);
     }
@@ -411,6 +408,8 @@ static void uncontended(hlt_redis *r, int unix_socket, result *res)
         double rate[NVARIANTS];
         for (int v = 0; v < NVARIANTS; v++) {
             tally one = { 0, 0, 0 };
+            rate[v] = 1;
+            if (!(variants & (1u << v))) continue;
             timed(&u[v], SLICE_S, &one);
             rate[v] = (double)one.cycles * 1e6 / (double)one.us;
             t[v].cycles += one.cycles;
@@ -420,6 +419,7 @@ static void uncontended(hlt_redis *r, int unix_socket, result *res)
         for (int v = 0; v < NVARIANTS; v++) ratio[v][k] = rate[V_OURS] / rate[v];
     }
     for (int v = 0; v < NVARIANTS; v++) {
+        if (!(variants & (1u << v))) continue;
         res->rate[v] = (double)t[v].cycles * 1e6 / (double)t[v].us;
         res->cpu[v] = (double)t[v].cpu / (double)t[v].cycles;
         res->ratio[v] = median(ratio[v], slices);
@@ -692,8 +692,8 @@ int main(int argc, char **argv)
     print_script("acquire", &lib_acquire);
     print_script("release", &lib_release);
 
-    uncontended(r, 0, &res[0]);
-    uncontended(r, 1, &res[1]);
+    uncontended(r, 0, NULL, ~0u, &res[0]);
+    uncontended(r, 1, NULL, ~0u, &res[1]);
     printf("\nUncontended acquire+release on one connection, cycles/s; ratio = hilock / baseline, the "
            "median of\n%d slice ratios (target >= 0.9 vs (a)); CPU = client user+sys us per cycle\n", slices);
     printf("  transport        hilock  CPU  | (a) same commands  CPU  ratio | (b) SET NX PX + release  CPU  ratio\n");
@@ -703,6 +703,7 @@ int main(int argc, char **argv)
                res[t].rate[V_SAME], res[t].cpu[V_SAME], res[t].ratio[V_SAME],
                res[t].rate[V_SETNX], res[t].cpu[V_SETNX], res[t].ratio[V_SETNX]);
     async_bench(r);
+    fastpath(r, res);   /* options.fencing = 0 against (b), next to the fenced ratios above */
 
     printf("\nContention: %d processes, each acquire (blocking) -> hold 1 ms -> release, %.1f s "
            "(TCP 127.0.0.1; target: handoff p50 < 1 ms)\n", NPROC, run_s * 0.75);

@@ -1,5 +1,6 @@
-/* bench.h -- what the parts of `make bench` share (bench/bench.c, bench/fairness.c, bench/tls.c): the
- * clock, the exit on a setup failure, percentiles and how a client is made. */
+/* bench.h -- what the parts of `make bench` share (bench/bench.c, bench/fairness.c, bench/tls.c,
+ * bench/async.c, bench/fastpath.c): the clock, the exit on a setup failure, percentiles, how a
+ * client is made, and the uncontended runner with its baselines. */
 #ifndef HILOCK_BENCH_H
 #define HILOCK_BENCH_H
 
@@ -25,6 +26,23 @@ void in_processes(int n, void (*body)(int i, void *arg), void *arg, const char *
 
 /* The event-loop API's throughput curve of issue 13 (bench/async.c), on server r. */
 void async_bench(hlt_redis *r);
+
+/* Uncontended acquire+release cycles on one connection (bench.c): hilock (a client with
+ * tune applied, NULL = defaults) against (a) the very commands the library sends and (b) a
+ * bare SET NX PX + the library's release, in interleaved slices. variants: a mask of
+ * 1 << V_SAME / V_SETNX (hilock always runs); the others are left 0 in *res. */
+typedef enum variant { V_OURS, V_SAME, V_SETNX, NVARIANTS } variant;
+typedef struct result {
+    double rate[NVARIANTS];   /* cycles/s over all slices */
+    double cpu[NVARIANTS];    /* client CPU us per cycle */
+    double ratio[NVARIANTS];  /* median over slices of hilock's rate / this variant's */
+} result;
+void uncontended(hlt_redis *r, int unix_socket, void (*tune)(hilock_options *o), unsigned variants,
+                 result *res);
+
+/* The fast-path table of issue 14 (bench/fastpath.c): options.fencing = 0 against (b), on TCP
+ * and a unix socket, next to fenced[] (the default client's results, [0] TCP, [1] unix). */
+void fastpath(hlt_redis *r, const result fenced[2]);
 
 /* The fairness table of issue 14 (bench/fairness.c), on server r. */
 void fairness(hlt_redis *r);

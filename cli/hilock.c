@@ -74,6 +74,7 @@ typedef struct cli {
     const char *preset;
     int         bridge;
     int         fair;            /* --fair: options.fair */
+    int         no_fence;        /* --no-fence: options.fencing = 0 */
     int         lost_sig;        /* 0 = leave COMMAND running */
     int64_t     kill_after_ms;   /* 0 = never escalate to SIGKILL */
     int         verbose;
@@ -118,6 +119,8 @@ static const char usage_text[] =
     "      --bridge               modern lock that legacy clients also respect\n"
     "      --fair                 first come, first served: wait in the key's queue, which\n"
     "                             --nonblock does not pass (one server only)\n"
+    "      --no-fence             no fencing token (HILOCK_FENCE=0): the lock is one plain\n"
+    "                             SET NX PX, the fastest grant (not with --legacy, --bridge, --fair)\n"
     "      --tls                  reach redis:// and redis-sentinel:// servers over TLS\n"
     "                             (as rediss:// and rediss-sentinel:// URLs)\n"
     "      --cacert=FILE          trust the CAs in this PEM file (default: the system's)\n"
@@ -324,7 +327,7 @@ static int servers_from_file(cli *o, const char *name)
 /* ---- options ---- */
 
 enum { OPT_LEGACY = 256, OPT_BRIDGE, OPT_SERVERS_FILE, OPT_TLS, OPT_CACERT, OPT_CACERTDIR, OPT_CERT,
-       OPT_KEY, OPT_SNI, OPT_INSECURE, OPT_FAIR };
+       OPT_KEY, OPT_SNI, OPT_INSECURE, OPT_FAIR, OPT_NO_FENCE };
 
 static const struct option longopts[] = {
     { "nonblock", no_argument, NULL, 'n' },
@@ -338,6 +341,7 @@ static const struct option longopts[] = {
     { "legacy", optional_argument, NULL, OPT_LEGACY },
     { "bridge", no_argument, NULL, OPT_BRIDGE },
     { "fair", no_argument, NULL, OPT_FAIR },
+    { "no-fence", no_argument, NULL, OPT_NO_FENCE },
     { "tls", no_argument, NULL, OPT_TLS },
     { "cacert", required_argument, NULL, OPT_CACERT },
     { "cacertdir", required_argument, NULL, OPT_CACERTDIR },
@@ -408,6 +412,7 @@ static int parse_args(int argc, char **argv, cli *o)
             break;
         case OPT_BRIDGE: o->bridge = 1; break;
         case OPT_FAIR: o->fair = 1; break;
+        case OPT_NO_FENCE: o->no_fence = 1; break;
         case OPT_TLS: o->tls = 1; break;
         case OPT_CACERT: o->cacert = optarg; break;
         case OPT_CACERTDIR: o->cacertdir = optarg; break;
@@ -445,6 +450,8 @@ static int parse_args(int argc, char **argv, cli *o)
     o->cmd = argv + optind;
     if (o->legacy && o->bridge) return usage_error("--legacy and --bridge exclude each other");
     if (o->legacy && o->fair) return usage_error("--legacy and --fair exclude each other");
+    if (o->no_fence && (o->legacy || o->bridge || o->fair))
+        return usage_error("--no-fence is for the modern lock: not with --legacy, --bridge or --fair");
     if (o->nservers && o->servers_file) return usage_error("-s and --servers-file exclude each other");
     if (o->servers_file) {
         if ((c = servers_from_file(o, o->servers_file)) != 0) return c;
@@ -518,6 +525,7 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
     opt.nservers = o->nservers;
     opt.bridge = o->bridge;
     opt.fair = o->fair;
+    opt.fencing = !o->no_fence;
     opt.tls_ca_file = o->cacert;
     opt.tls_ca_path = o->cacertdir;
     opt.tls_cert_file = o->cert;

@@ -12,6 +12,7 @@
  *                 (legacy_acquire.lua: {0, pttl, value}; the value is judged by the codec)
  *   release.lua / extend.lua / legacy_extend.lua   1 = ours, 0 = gone, -1 = another value
  *   check.lua     {1|0|-1, pttl}
+ *   SET NX PX (options.fencing = 0: hl_set_nx_verdict)   +OK = granted, fence 0; nil = busy
  * with pttl a real PTTL (-2, -1 or a number of ms a server could hold).
  * A verdict outside this (e.g. "granted" with no usable fence) is a bug: abort. */
 #include <stdio.h>
@@ -66,6 +67,17 @@ static void judge_acquire(const redisReply *r)
     default:
         CHECK(!"acquire verdict out of range");
     }
+}
+
+static void judge_set_nx(const redisReply *r)
+{
+    uint64_t fence = 42;
+    long long pttl = 42;
+    hl_verdict v = hl_set_nx_verdict(r, &fence, &pttl);
+    CHECK(fence == 0 && pttl == 0);
+    CHECK((v == HL_V_OURS) == (r->type == REDIS_REPLY_STATUS && r->len == 2 && !memcmp(r->str, "OK", 2)));
+    CHECK((v == HL_V_OTHER) == (r->type == REDIS_REPLY_NIL));
+    CHECK(v == HL_V_OURS || v == HL_V_OTHER || v == HL_V_BAD);
 }
 
 static void judge_tristate(const redisReply *r)
@@ -215,6 +227,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
                 continue;
             }
             judge_acquire(r);
+            judge_set_nx(r);
             judge_tristate(r);
             judge_check_pttl(r);
             judge_legacy_busy(r);

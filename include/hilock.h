@@ -248,6 +248,19 @@ typedef struct hilock_options {
                                      URL only (direct or Sentinel; Redlock: EINVAL), not with
                                      bridge (EINVAL); hilock_legacy_acquire refuses a fair
                                      client (EINVAL). Default 0.                               */
+    int     fencing;              /* 1 = hilock_acquire mints a fencing token with every grant
+                                     (hilock_fence; one script: a counter in {key}:fence, the
+                                     server clock, a second write). 0 = the fast path: a plain
+                                     `SET key token NX PX ttl`, no {key}:fence key, and
+                                     hilock_fence() returns 0; everything else (wake-up,
+                                     validity, release/extend/check, Redlock, Sentinel failover
+                                     awareness, keepalive) is unchanged, and both kinds of
+                                     client exclude each other on one key. 0 with bridge = 1 is
+                                     HILOCK_EINVAL (a bridge lock writes a legacy stamp, never a
+                                     plain SET), and so is 0 with fair = 1 (a fair grant is the
+                                     queue's script); hilock_legacy_acquire ignores it (the recipe's
+                                     one script mints the token at no extra round trip).
+                                     See docs/fencing.md. 0 or 1; default 1.                  */
 } hilock_options;
 
 /* Fill *o with the defaults listed above. Never fails; NULL is ignored.

@@ -478,7 +478,7 @@ static void lc_io(hl_loop *L, lconn *lc, int events)
     }
     lc_flush(L, lc);
     if (!lc->k || !(events & HILOCK_EV_READ)) return;
-    st = hl_conn_read(lc->k, &what, &why);
+    st = hl_conn_read(lc->k, 0, &what, &why);
     for (;;) {   /* what arrived before a failure still counts */
         hl_reply *r;
         int got = hl_resp_next(lc->k->resp, &r);

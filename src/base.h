@@ -72,6 +72,7 @@ typedef struct hl_script {
     const char *sha;    /* 40 hex, computed at build time */
 } hl_script;
 extern const hl_script hl_lua_acquire, hl_lua_release, hl_lua_extend;
+extern const hl_script hl_lua_acquire_busy;   /* modern.c: the unfenced kind's busy path */
 extern const hl_script hl_lua_check, hl_lua_fence_raise;   /* lock.c: check, Redlock fencing */
 extern const hl_script hl_lua_fair;       /* fair.c: the fair lock's queue */
 extern const hl_script hl_lua_failover;   /* topology.c: master identity, failover guard */

@@ -52,11 +52,11 @@ static const size_t options_ends[] = {
     END(drift_factor), END(min_replicas), END(replicas_timeout_ms), END(failover_guard), END(bridge),
     END(codec), END(skew_margin_ms), END(clock_offset_ms), END(legacy_pexpire), END(wake),
     END(failover_guard_ms), END(tls_ca_file), END(tls_ca_path), END(tls_cert_file), END(tls_key_file),
-    END(tls_server_name), END(tls_verify), END(fair),
+    END(tls_server_name), END(tls_verify), END(fair), END(fencing),
 };
 /* A field appended to the struct but not to the list above fails the build here (the last
  * field listed must end within the struct's trailing padding). */
-typedef char hl_options_ends_complete[sizeof(hilock_options) - END(fair) < 8 ? 1 : -1];
+typedef char hl_options_ends_complete[sizeof(hilock_options) - END(fencing) < 8 ? 1 : -1];
 #undef END
 
 static void options_defaults(hilock_options *o)
@@ -81,6 +81,7 @@ static void options_defaults(hilock_options *o)
     o->legacy_pexpire = 0;
     o->wake = 1;
     o->tls_verify = 1;
+    o->fencing = 1;
 }
 
 void hilock_options_init_sized(hilock_options *o, size_t size)
@@ -133,6 +134,13 @@ static const char *check_options(const hilock_options *o)
     if (o->fair < 0 || o->fair > 1) return "fair must be 0 or 1";
     if (o->fair && o->bridge)
         return "fair is not supported with bridge: legacy peers know no queue and would pass it";
+    if (o->fencing < 0 || o->fencing > 1) return "fencing must be 0 or 1";
+    if (o->bridge && !o->fencing)
+        return "fencing = 0 needs bridge = 0 (a bridge lock writes a legacy stamp with its token, "
+               "not a plain SET NX PX)";
+    if (o->fair && !o->fencing)
+        return "fair = 1 needs fencing = 1 (a fair grant is the queue's script, which mints the "
+               "token; fencing = 0 is the plain SET NX PX path)";
     return NULL;
 }
 
@@ -274,6 +282,7 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
         if (c->nodes[i].url.tls) c->nodes[i].transport_cfg = c->tls;
     c->quorum = c->nnodes / 2 + 1;
     if (hl_random_bytes(&c->rng, sizeof c->rng) < 0) c->rng = (uint64_t)hl_now_us();
+    c->rnd_used = sizeof c->rnd;   /* empty: the first token draws the pool */
     c->errmsg[0] = '\0';
     *out = c;
     return HILOCK_OK;
@@ -317,6 +326,19 @@ const char *hilock_client_errmsg(const hilock_client *c)
 }
 
 void hl_client_ref(hilock_client *c) { c->refs++; }
+
+int hl_client_random(hilock_client *c, void *buf, size_t n)
+{
+    if (n > sizeof c->rnd) return -1;
+    if (sizeof c->rnd - c->rnd_used < n) {
+        if (hl_random_bytes(c->rnd, sizeof c->rnd) < 0) return -1;
+        c->rnd_used = 0;
+    }
+    memcpy(buf, c->rnd + c->rnd_used, n);
+    memset(c->rnd + c->rnd_used, 0, n);
+    c->rnd_used += n;
+    return 0;
+}
 
 void hl_client_unref(hilock_client *c)
 {

@@ -102,6 +102,8 @@ struct hilock_client {
     hl_node       *nodes;
     size_t         quorum;       /* nnodes/2 + 1 */
     uint64_t       rng;
+    unsigned char  rnd[256];     /* getrandom() bytes not yet used for tokens (hl_client_random) */
+    size_t         rnd_used;     /* bytes of rnd already handed out (and wiped) */
     hl_buf         obuf;         /* pipeline scratch, reused so a round trip allocates nothing */
     unsigned long  fork_gen;     /* hl_fork_gen when made: another value = a forked child's copy */
     long           pid;          /* the process that made it (for the message) */
@@ -193,9 +195,11 @@ int  hl_conn_stale(struct hl_conn *k, int64_t now);
 /* Write what the transport takes of k->out now; *written: how many bytes. HL_IO_OK (maybe
  * partly), or HL_IO_CLOSED / HL_IO_ERROR (k->io.ops->error says why). */
 hl_io hl_conn_flush(struct hl_conn *k, size_t *written);
-/* Read what the transport has into k's parser (take replies with hl_resp_next(k->resp)).
- * OK, or the status with *what, *why for the message; then the connection must be closed. */
-hilock_status hl_conn_read(struct hl_conn *k, const char **what, const char **why);
+/* Read what the transport has into k's parser (take replies with hl_resp_next(k->resp));
+ * wait_ms > 0: first wait up to that long in the read itself (the transport's read_wait; 0
+ * on a loop, whose sockets are only read when ready). OK, or the status with *what, *why for
+ * the message; then the connection must be closed. */
+hilock_status hl_conn_read(struct hl_conn *k, int wait_ms, const char **what, const char **why);
 /* A new connection's handshake (AUTH, SELECT, the topology's probe) appended to b: how
  * many commands. Their replies are judged in order by hl_handshake_judge (last: the final
  * one): OK, or the status with n->st, n->err set (close the connection). */

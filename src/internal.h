@@ -39,6 +39,8 @@ typedef enum hl_verdict {
     HL_V_OTHER      /* held by another value (acquire: *pttl_ms = its PTTL) */
 } hl_verdict;
 hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
+/* A plain SET NX PX (options.fencing = 0): OK = OURS (fence 0), nil = OTHER (pttl 0: unknown) */
+hl_verdict hl_set_nx_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
 hl_verdict hl_tristate_verdict(const hl_reply *r);                   /* release, extend */
 hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms);  /* check.lua */
 
@@ -72,6 +74,11 @@ int           hl_forked(const hilock_client *c);
 hilock_status hl_check_fork(hilock_client *c);
 
 void hl_client_ref(hilock_client *c);
+/* n (<= 256) bytes from getrandom(), drawn 256 at a time into the client (one system call
+ * per 16 tokens, not per acquire: issue 14's fast path); each byte is handed out once and
+ * wiped. A forked child's copy is never used (hl_check_fork), so no two processes share
+ * them. 0, or -1 when getrandom() fails. */
+int hl_client_random(hilock_client *c, void *buf, size_t n);
 void hl_client_unref(hilock_client *c);
 /* A new client with c's options (already checked and copied), sharing c's TLS context
  * rather than loading the files again (they may have changed or gone since): a keepalive's

@@ -47,13 +47,25 @@ typedef struct hl_kind_buf {
 typedef struct hl_kind_ops hl_kind_ops;
 
 struct hl_kind_ops {
-    const char *name;   /* "modern", "legacy", "bridge" */
-    /* One acquire attempt's script call, the same on every master. mark_ms: how long a busy
-     * answer marks the lock awaited (wait.c; 0 = no wait follows). The reply must be
-     * acquire.lua's ({1, fence} / {0, pttl}, optionally {0, pttl, value}). EINVAL (message
-     * set) refuses the acquire: the kind cannot serve this client or ttl. */
+    const char *name;   /* "modern", "unfenced", "legacy", "bridge" */
+    /* One acquire attempt's command, the same on every master. mark_ms: how long a busy
+     * answer marks the lock awaited (wait.c; 0 = no wait follows). Its reply is read by
+     * acquire_verdict (acquire.lua's shape by default: {1, fence} / {0, pttl}, optionally
+     * {0, pttl, value}). EINVAL (message set) refuses the acquire: the kind cannot serve
+     * this client or ttl. */
     hilock_status (*acquire_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms);
-    /* The one master of the client answered busy with r (several masters: lock.c words the
+    /* Reads one master's answer to acquire_cmd (pure, as the verdicts in internal.h): OURS
+     * with *fence (0 = the kind mints none), OTHER with *pttl_ms, else BAD. NULL =
+     * acquire.lua's shape (hl_acquire_verdict). */
+    hl_verdict (*acquire_verdict)(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
+    /* For a kind whose acquire command cannot mark the lock awaited nor read the holder's
+     * PTTL (a plain SET NX): a second command, sent only to the masters that answered busy,
+     * only on that path. Its answer is an integer: the holder's PTTL (-1: no expiry), or -2:
+     * no holder any more (released since): try again at once; an error (WRONGTYPE) is that
+     * master's answer. One master: it is the reply busy() reads. NULL = none. */
+    hilock_status (*busy_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms);
+    /* The one master of the client answered busy with r -- or, for a kind with a busy_cmd,
+     * answered that with r (NULL: no answer came) -- (several masters: lock.c words the
      * BUSY from each one's PTTL): set the BUSY message (naming the key) and return the
      * wait hint in us: -1 = try again at once (an expired value was judged, see the loop in
      * lock.c), 0 = none (the holder's PTTL is used), > 0 = until it may be free. */
@@ -93,8 +105,9 @@ struct hl_kind_ops {
 };
 
 /* src/modern.c: SET NX PX of a random token with a fencing token, compare-and-delete,
- * compare-and-pexpire. */
-extern const hl_kind_ops hl_kind_modern;
+ * compare-and-pexpire; hl_kind_unfenced (options.fencing = 0): the same lock written by a
+ * plain SET NX PX, no fencing token. */
+extern const hl_kind_ops hl_kind_modern, hl_kind_unfenced;
 
 /* src/fair.c: the modern lock served first come, first served (options.fair): a queue in the
  * key's slot, heartbeats by the server's clock, a release that calls the head. */
@@ -108,6 +121,10 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
 /* hl_acquire's checks of its arguments (key, ttl, wait_ms): EINVAL with the message, or OK.
  * Also run by the _async entry points, which must refuse bad input at once. */
 hilock_status hl_acquire_args(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms);
+
+/* api/acquire.c: the kind hilock_acquire (and hilock_acquire_async) runs for c's options:
+ * bridge, fair, unfenced (fencing = 0) or modern. */
+const hl_kind_ops *hl_acquire_kind(const hilock_client *c);
 
 #define HL_FENCE_KEEP_MS (3600 * 1000)   /* a fencing counter outlives each grant by an hour */
 

@@ -57,6 +57,17 @@ hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *ptt
     return HL_V_OTHER;
 }
 
+/* Only the two answers SET NX gives: a status "OK" and nil. */
+hl_verdict hl_set_nx_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms)
+{
+    size_t len;
+    const char *s = hl_reply_str(r, &len);
+    *fence = 0;
+    *pttl_ms = 0;
+    if (hl_reply_type(r) == HL_R_NIL) return HL_V_OTHER;
+    return hl_reply_type(r) == HL_R_STATUS && len == 2 && !memcmp(s, "OK", 2) ? HL_V_OURS : HL_V_BAD;
+}
+
 /* release.lua / extend.lua answer 1 (ours), 0 (gone) or -1 (another value). */
 hl_verdict hl_tristate_verdict(const hl_reply *r)
 {
@@ -95,8 +106,11 @@ typedef struct tally {
 
 typedef enum reply_kind { R_ACQUIRE, R_TRISTATE, R_CHECK } reply_kind;
 
-static tally tally_replies(hilock_client *c, uint32_t mask, uint32_t ok, reply_kind kind)
+static tally tally_replies(const hilock *l, uint32_t mask, uint32_t ok, reply_kind kind)
 {
+    hilock_client *c = l->c;
+    hl_verdict (*acquire_verdict)(const hl_reply *, uint64_t *, long long *) =
+        l->kind->acquire_verdict ? l->kind->acquire_verdict : hl_acquire_verdict;
     tally t;
     memset(&t, 0, sizeof t);
     for (size_t i = 0; i < c->nnodes; i++) {
@@ -114,7 +128,7 @@ static tally tally_replies(hilock_client *c, uint32_t mask, uint32_t ok, reply_k
             }
             continue;
         }
-        if (kind == R_ACQUIRE) v = hl_acquire_verdict(n->reply[0], &fence, &t.num[i]);
+        if (kind == R_ACQUIRE) v = acquire_verdict(n->reply[0], &fence, &t.num[i]);
         else if (kind == R_CHECK) v = hl_check_pttl_verdict(n->reply[0], &t.num[i]);
         else v = hl_tristate_verdict(n->reply[0]);
         switch (v) {
@@ -211,7 +225,7 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     l->waiters_key = hl_aux_key(key, ":waiters");
     l->token = malloc(HILOCK_CODEC_MAX);   /* 32 hex digits, or room for a legacy stamp */
     if (!l->key || !l->fence_key || !l->signal_key || !l->waiters_key || !l->token ||
-        hl_random_bytes(raw, sizeof raw) < 0) {
+        hl_client_random(c, raw, sizeof raw) < 0) {
         free(l->key);
         free(l->fence_key);
         free(l->signal_key);
@@ -238,6 +252,41 @@ static int topo_begin(hilock *l, hl_topo_op *top, hl_topo_kind op, int64_t ttl_m
     return 1;
 }
 
+/* The kind's busy command (kind.h: busy_cmd) on the masters that answered busy: they mark
+ * the lock awaited and say the holder's PTTL (into t->num). A master that answers it with an
+ * error (WRONGTYPE: the key is not a lock) moves from busy to errors; one that does not
+ * answer stays busy, its PTTL unknown (0): no wake-up mark there, so a poll. Returns the
+ * wait hint: one master, the kind's busy() on that answer; several, -1 (try again at once)
+ * if a holder is gone on one of them. */
+static int64_t busy_round(hilock *l, tally *t, int64_t mark_ms, int64_t hard_deadline)
+{
+    hilock_client *c = l->c;
+    hl_cmd cmd;
+    hl_kind_buf b;
+    uint32_t ok;
+    int64_t hint = 0, per = node_timeout_us(c, l->ttl_ms);
+    if (l->kind->busy_cmd(l, &cmd, &b, mark_ms) != HILOCK_OK) return 0;
+    ok = hl_exec(c, t->other, &cmd, 1, per, hl_add_sat(hl_now_us(), per) < hard_deadline
+                 ? hl_add_sat(hl_now_us(), per) : hard_deadline);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        uint32_t bit = 1u << i;
+        hl_reply *r = c->nodes[i].reply[0];
+        if (!(t->other & ok & bit)) continue;
+        if (!pttl_ok(r)) {
+            t->other &= ~bit;
+            t->errs |= bit;
+            t->err = hl_node_reply_error(&c->nodes[i], r);
+            continue;
+        }
+        t->num[i] = hl_reply_int(r);
+        if (t->num[i] == -2 && c->nnodes > 1) hint = -1;
+    }
+    /* (no answer: busy() reads a NULL reply as a PTTL it does not know) */
+    if (c->nnodes == 1 && t->other) hint = l->kind->busy(l, ok ? c->nodes[0].reply[0] : NULL);
+    hl_exec_clear(c);
+    return hint;
+}
+
 /* One attempt's round trip on every master at once: the kind's acquire command (then
  * topology's), tallied, with what topology refused or undid taken out. *t0: just before it
  * was sent (validity counts from there); *hint_us: the shortest wait a busy answer suggests.
@@ -261,29 +310,33 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
      * never the full connect/io timeouts, so a dead or frozen one costs little validity */
     if (c->nnodes > 1 && hl_add_sat(*t0, 2 * per) < exec_dl) exec_dl = *t0 + 2 * per;
     ok = hl_exec(c, all, cmds, ncmd, per + top.extra_us, hl_add_sat(exec_dl, top.extra_us));
-    *t = tally_replies(c, all, ok, R_ACQUIRE);
-    /* one master: the kind reads its busy answer and words the BUSY (several: see attempt) */
-    hint = c->nnodes == 1 && t->other ? l->kind->busy(l, c->nodes[0].reply[0]) : 0;
+    *t = tally_replies(l, all, ok, R_ACQUIRE);
+    /* one master: the kind reads its busy answer and words the BUSY (several: see attempt);
+     * a kind with a busy command reads that one's answer instead (busy_round) */
+    hint = c->nnodes == 1 && t->other && !l->kind->busy_cmd ? l->kind->busy(l, c->nodes[0].reply[0]) : 0;
     hl_topo_end(c, l, &top, ok, t->yes);   /* failover guard, WAIT, identity, master moved */
     t->yes &= ~(top.refused | top.undo | top.moved);
     t->errs |= top.refused | top.undo;     /* BUSY (guard), EREPLICAS: answers; already undone */
     t->failed |= top.moved;                /* undone on the next contact (the new master) */
     if (top.refused | top.undo) t->err = top.err;
     hl_exec_clear(c);
+    /* no answer (or one refused as too large) after our command was written: it may have
+     * run. Nothing to undo when it was never sent (connect refused, handshake refused), nor
+     * for a value that is not ours alone (kind.h: undo_unknown): it expires by itself */
     for (size_t i = 0; i < c->nnodes; i++) {
-        uint32_t bit = 1u << i;
         hl_node *n = &c->nodes[i];
-        long long pttl = t->num[i];
-        /* no answer (or one refused as too large) after our command was written: it may have
-         * run. Nothing to undo when it was never sent (connect refused, handshake refused),
-         * nor for a value that is not ours alone (kind.h: undo_unknown): it expires by itself */
-        if (((t->failed & bit) || !(ok & bit)) && n->wrote && n->st != HILOCK_ENOMEM &&
+        if (((t->failed & (1u << i)) || !(ok & (1u << i))) && n->wrote && n->st != HILOCK_ENOMEM &&
             l->kind->undo_unknown)
             hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
-        if (!(t->other & bit)) continue;
+    }
+    if (t->other && l->kind->busy_cmd) hint = busy_round(l, t, mark_ms, hard_deadline);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        long long pttl = t->num[i];
+        if (!(t->other & (1u << i))) continue;
         if (pttl > 0 && (hint == 0 || pttl * 1000 < hint)) hint = pttl * 1000;
-        snprintf(n->err, sizeof n->err, pttl >= 0 ? "%s: held by another owner (%lld ms left)"
-                 : "%s: held by another owner (no expiry)", n->name, pttl);
+        snprintf(c->nodes[i].err, sizeof c->nodes[i].err, pttl >= 0 ? "%s: held by another owner "
+                 "(%lld ms left)" : pttl == -1 ? "%s: held by another owner (no expiry)"
+                 : "%s: held by another owner until just now", c->nodes[i].name, pttl);
     }
     *hint_us = hint;
     return HILOCK_OK;
@@ -437,7 +490,7 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
     ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us,
                  hl_add_sat(*t0, (c->nnodes > 1 ? 2 * per : per + c->opt.connect_timeout_ms * 1000) +
                                      top.extra_us));
-    t = tally_replies(c, hl_all_nodes(c), ok, kind);
+    t = tally_replies(l, hl_all_nodes(c), ok, kind);
     hl_topo_end(c, l, &top, ok, 0);       /* did the lock survive a failover? WAIT (extend) */
     t.lost = top.lost;
     t.yes &= ~top.short_acks;             /* extend: EREPLICAS, the old validity stands */

@@ -301,8 +301,9 @@ uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low)
         if ((granted & (1u << i)) && c->nodes[i].topo->epoch &&
             c->nodes[i].topo->epoch(&c->nodes[i]) > epoch)
             epoch = c->nodes[i].topo->epoch(&c->nodes[i]);
-    /* a counter past 2^42 (the year 2109) would reach into the epoch: leave it as it is */
-    if (!epoch || low > LOW_MASK || epoch >= (UINT64_C(1) << (64 - EPOCH_SHIFT))) return low;
+    /* a counter past 2^42 (the year 2109) would reach into the epoch: leave it as it is; and
+     * no token (a kind that mints none, options.fencing = 0) stays none */
+    if (!epoch || !low || low > LOW_MASK || epoch >= (UINT64_C(1) << (64 - EPOCH_SHIFT))) return low;
     return epoch << EPOCH_SHIFT | low;
 }
 

@@ -36,6 +36,8 @@ typedef struct hl_io_conn {
                             engine before connect_start; TLS: its context), NULL for plain */
     void *session;       /* a session layer's state (TLS); NULL for plain sockets */
     int   silent;        /* TCP: nothing received yet (a close now may be a TLS port's) */
+    int   blocking;      /* plain sockets: O_NONBLOCK cleared for read_wait (see there) */
+    int   rcvtimeo_ms;   /* plain sockets: the SO_RCVTIMEO in effect (0: none set) */
     char  why[128];      /* the last error, in words ("Connection refused") */
 } hl_io_conn;
 
@@ -67,6 +69,11 @@ typedef struct hl_transport_ops {
      * alive. Never blocks. Plain sockets: anything readable. TLS: records the server sends
      * unasked (session tickets) are read and mean alive. */
     int    (*idle_closed)(hl_io_conn *k);
+    /* read, but first wait for data up to timeout_ms (> 0) in the read itself, as one system
+     * call: the engine's one-node round trip (a poll() then a read() costs one call more).
+     * WANT_READ: nothing came in time (or a signal): the engine decides what follows. Only
+     * on a connected socket. NULL: not offered (TLS: OpenSSL reads a non-blocking socket). */
+    hl_io  (*read_wait)(hl_io_conn *k, void *buf, size_t cap, size_t *n, int timeout_ms);
 } hl_transport_ops;
 
 extern const hl_transport_ops hl_transport_tcp;

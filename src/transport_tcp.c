@@ -8,6 +8,7 @@
  * Layer: below the engine (transport.h); calls nothing of the library above util. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -87,6 +89,7 @@ static int tcp_connect_start(hl_io_conn *k, const char *host, int port, char *er
     k->ops = &hl_transport_tcp;
     k->fd = -1;
     k->connected = 0;
+    k->blocking = k->rcvtimeo_ms = 0;
     k->why[0] = '\0';
     k->silent = port >= 0;
     if (port < 0) return connect_unix(k, host, err, len);
@@ -117,12 +120,11 @@ static hl_io tcp_connect_step(hl_io_conn *k)
  * (A plain server that closes at once -- a crash -- reads the same; hence "may".) */
 #define TLS_HINT " before any reply (the server may require TLS: use rediss://)"
 
-static hl_io tcp_read(hl_io_conn *k, void *buf, size_t cap, size_t *n)
+/* What a recv() returned (r), for read and read_wait alike. A socket that never answered
+ * and closes now may be a TLS port given plain RESP: the words say so. EINTR (read_wait only:
+ * read retries it) is "nothing yet": the engine decides what follows. */
+static hl_io read_result(hl_io_conn *k, ssize_t r, size_t *n)
 {
-    ssize_t r;
-    *n = 0;
-    do r = recv(k->fd, buf, cap, 0);
-    while (r < 0 && errno == EINTR);
     if (r > 0) {
         *n = (size_t)r;
         k->silent = 0;
@@ -133,7 +135,7 @@ static hl_io tcp_read(hl_io_conn *k, void *buf, size_t cap, size_t *n)
         return HL_IO_ERROR;
     }
     if (r == 0) return HL_IO_CLOSED;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
         k->want = POLLIN;
         return HL_IO_WANT_READ;
     }
@@ -142,11 +144,20 @@ static hl_io tcp_read(hl_io_conn *k, void *buf, size_t cap, size_t *n)
     return HL_IO_ERROR;
 }
 
+static hl_io tcp_read(hl_io_conn *k, void *buf, size_t cap, size_t *n)
+{
+    ssize_t r;
+    *n = 0;
+    do r = recv(k->fd, buf, cap, MSG_DONTWAIT);   /* (the socket may be blocking: read_wait) */
+    while (r < 0 && errno == EINTR);
+    return read_result(k, r, n);
+}
+
 static hl_io tcp_write(hl_io_conn *k, const void *buf, size_t len, size_t *n)
 {
     ssize_t w;
     *n = 0;
-    do w = send(k->fd, buf, len, MSG_NOSIGNAL);
+    do w = send(k->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (w < 0 && errno == EINTR);
     if (w >= 0) {
         *n = (size_t)w;
@@ -158,6 +169,32 @@ static hl_io tcp_write(hl_io_conn *k, const void *buf, size_t len, size_t *n)
     }
     set_why(k, errno);
     return errno == EPIPE || errno == ECONNRESET ? HL_IO_CLOSED : HL_IO_ERROR;
+}
+
+/* The socket is made blocking on first use (reads and writes elsewhere pass MSG_DONTWAIT, so
+ * they stay non-blocking) and waits with SO_RCVTIMEO, set again only when timeout_ms changes
+ * (the engine keeps it steady across round trips). */
+static hl_io tcp_read_wait(hl_io_conn *k, void *buf, size_t cap, size_t *n, int timeout_ms)
+{
+    ssize_t r;
+    *n = 0;
+    if (!k->blocking) {
+        int fl = fcntl(k->fd, F_GETFL);
+        if (fl < 0 || fcntl(k->fd, F_SETFL, fl & ~O_NONBLOCK) < 0) goto fail;
+        k->blocking = 1;
+    }
+    if (timeout_ms != k->rcvtimeo_ms) {
+        struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+        /* (until it is set, a failure must not leave a wait without a bound) */
+        k->rcvtimeo_ms = 0;
+        if (timeout_ms <= 0 || setsockopt(k->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) goto fail;
+        k->rcvtimeo_ms = timeout_ms;
+    }
+    r = recv(k->fd, buf, cap, 0);
+    return read_result(k, r, n);
+fail:
+    set_why(k, errno);
+    return HL_IO_ERROR;
 }
 
 static size_t tcp_pending(const hl_io_conn *k)
@@ -206,5 +243,5 @@ static int tcp_idle_closed(hl_io_conn *k)
 
 const hl_transport_ops hl_transport_tcp = {
     "tcp", tcp_connect_start, tcp_connect_step, tcp_read, tcp_write, tcp_pending,
-    tcp_poll_events, tcp_error, tcp_timeout_error, tcp_close, tcp_idle_closed,
+    tcp_poll_events, tcp_error, tcp_timeout_error, tcp_close, tcp_idle_closed, tcp_read_wait,
 };

@@ -132,5 +132,5 @@ static void tls_close(hl_io_conn *k)
 
 const hl_transport_ops hl_transport_tls = {
     "tls", tls_connect_start, tls_connect_step, tls_read, tls_write, tls_pending,
-    tls_poll_events, tls_error, tls_timeout_error, tls_close, tls_idle_closed,
+    tls_poll_events, tls_error, tls_timeout_error, tls_close, tls_idle_closed, NULL,
 };

@@ -387,6 +387,9 @@ Test(cli, bad_usage_exits_64_with_one_line_and_touches_nothing)
         { "-s", "redis://[::1", "job", "true", NULL },
         { "--legacy=no-such-preset", "job", "true", NULL },
         { "--legacy", "--bridge", "job", "true", NULL },
+        { "--no-fence", "--bridge", "job", "true", NULL },
+        { "--no-fence", "--legacy", "job", "true", NULL },
+        { "--no-fence", "--fair", "job", "true", NULL },
         { "", "true", NULL },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -468,6 +471,25 @@ Test(cli, help_documents_the_exit_codes)
     cr_assert(strstr(out, "Usage: hilock"));
     cr_assert(strstr(out, "75"));
     cr_assert(strstr(out, "HILOCK_SERVERS"));
+    hlt_redis_stop(r);
+}
+
+Test(cli, no_fence_runs_the_command_with_fence_0_renews_and_writes_no_fence_key)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "--no-fence", "-t", "0.9", "job", "--", "sh", "-c",
+                        "echo \"$HILOCK_FENCE\" > env.txt; sleep 1.5", NULL };
+    pid_t pid = start(r, a);
+    char *v;
+    cr_assert(wait_for_file(r, "env.txt", "\n", 5000));
+    cr_assert_str_eq(slurp(r, "env.txt"), "0\n");
+    v = hlt_get(r, "job");
+    cr_assert_not_null(v);
+    cr_assert_eq(strlen(v), 32, "a token: '%s'", v);
+    free(v);
+    cr_assert_eq(hlt_reap(pid, 10000), 0, "renewed past its ttl: %s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0, "released");
+    cr_assert_eq(hlt_exists(r, "{job}:fence"), 0, "no fencing counter");
     hlt_redis_stop(r);
 }
 

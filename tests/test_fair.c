@@ -457,6 +457,24 @@ Test(fair, is_refused_with_bridge_and_other_values)
     cr_assert_null(c);
 }
 
+/* A fair grant is the queue's script, which mints the token: fencing = 0 (the plain SET NX PX
+ * path) cannot be honoured, so the pair is refused rather than one of them ignored. */
+Test(fair, is_refused_with_fencing_0)
+{
+    const char *url = "redis://127.0.0.1:1";
+    hilock_client *c = (hilock_client *)&url;
+    hilock_options o;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.fair = 1;
+    o.fencing = 0;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_EINVAL);
+    cr_assert_null(c);
+    cr_assert(strstr(hilock_last_config_error(), "fair = 1 needs fencing = 1"), "%s",
+              hilock_last_config_error());
+}
+
 Test(fair, legacy_acquire_refuses_a_fair_client_and_writes_nothing)
 {
     hlt_redis *r = hlt_redis_start(NULL);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport.h"
@@ -227,6 +228,44 @@ Test(transport, a_close_before_any_reply_suggests_tls)
     cr_assert_eq(hl_transport_tcp.read(&k, buf, sizeof buf, &n), HL_IO_ERROR);
     cr_assert_str_eq(hl_transport_tcp.error(&k), "Server closed the connection before any reply "
                      "(the server may require TLS: use rediss://)");
+    hl_transport_tcp.close(&k);
+    close(lfd);
+}
+
+/* read_wait (the engine's one-node round trip): it waits in the read for data, up to its
+ * timeout, and leaves read and write non-blocking afterwards. */
+Test(transport, read_wait_waits_for_data_within_its_timeout_and_read_stays_non_blocking)
+{
+    hl_io_conn k;
+    int port, lfd = listen_on(AF_INET, &port), peer;
+    char buf[16];
+    size_t n = 9;
+    struct timespec t0, t1;
+    long ms;
+    cr_assert_geq(lfd, 0);
+    connect_ok(&k, "127.0.0.1", port);
+    peer = accept(lfd, NULL, NULL);
+    cr_assert_geq(peer, 0);
+    cr_assert_eq(write(peer, "+OK\r\n", 5), 5);
+    cr_assert_eq(hl_transport_tcp.read_wait(&k, buf, sizeof buf, &n, 1000), HL_IO_OK);
+    cr_assert_eq(n, 5);
+    cr_assert_eq(memcmp(buf, "+OK\r\n", 5), 0);
+    /* nothing comes: WANT_READ after about its timeout, not at once and not forever */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(hl_transport_tcp.read_wait(&k, buf, sizeof buf, &n, 200), HL_IO_WANT_READ);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    cr_assert(ms >= 150 && ms < 5000, "waited %ld ms", ms);
+    cr_assert_eq(n, 0);
+    /* the socket now blocks, but read and write still never do */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(hl_transport_tcp.read(&k, buf, sizeof buf, &n), HL_IO_WANT_READ);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    cr_assert_lt((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000, 100);
+    cr_assert_eq(hl_transport_tcp.write(&k, "PING\r\n", 6, &n), HL_IO_OK);
+    cr_assert_eq(read(peer, buf, sizeof buf), 6);
+    close(peer);   /* EOF: closed */
+    cr_assert_eq(hl_transport_tcp.read_wait(&k, buf, sizeof buf, &n, 1000), HL_IO_CLOSED);
     hl_transport_tcp.close(&k);
     close(lfd);
 }
