@@ -654,6 +654,7 @@ void hilock_free(hilock *l)
     free(l->waiters_key);
     free(l->token);
     free(l->ids);
+    free(l->guard_key);
     hl_client_unref(l->c);
     free(l);
 }

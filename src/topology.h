@@ -3,7 +3,8 @@
  * (topology.c, topo_sentinel.c). Facts: /work/shared/reference/failover.md.
  *
  * Owns: the topologies a node can have -- hl_topo_direct (redis://, unix://: the URL is the
- * master) and hl_topo_sentinel (redis-sentinel://: the Sentinels name it) -- behind the
+ * master), hl_topo_sentinel (redis-sentinel://: the Sentinels name it) and hl_topo_cluster
+ * (redis-cluster://: the shard owning the key's slot, topo_cluster.c) -- behind the
  * engine's hl_topo_ops (engine.h), assigned by the client (client.c); and the failover part
  * of every lock operation (identity, failover guard, WAIT, fence qualification, LOST), which
  * applies to both. May call: the engine (hl_exec: the Sentinels are nodes of a private
@@ -19,6 +20,9 @@
  * is its own master; a redis-sentinel:// one asks its Sentinels on every new connection (in
  * order, each bounded by a short timeout, all by the connect deadline) and checks ROLE. */
 extern const hl_topo_ops hl_topo_direct, hl_topo_sentinel;   /* topology.c, topo_sentinel.c */
+/* A redis-cluster:// node: one "master" to the lock layer, routed per key to the shard that
+ * owns its slot, following MOVED and ASK (topo_cluster.c). */
+extern const hl_topo_ops hl_topo_cluster;
 /* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
 int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r);
 
