@@ -251,7 +251,7 @@ static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
         if (dl <= now) break;
         if (hl_exec(&t->sc, 1u << k, &q, 1, dl - now, dl) && (text = hl_reply_str(s->reply[0], &len)) &&
             hl_reply_type(s->reply[0]) == HL_R_STRING) {
-            hl_node tmp = t->sc.nodes[k];
+            hl_node tmp;
             memset(t->owner, 0xff, sizeof t->owner);
             for (const char *l = text; l < text + len;) {
                 const char *nl = memchr(l, '\n', (size_t)(text + len - l));
@@ -259,6 +259,7 @@ static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
                 l = nl ? nl + 1 : text + len;
             }
             hl_exec_clear(&t->sc);
+            tmp = t->sc.nodes[k];
             memmove(&t->sc.nodes[1], &t->sc.nodes[0], k * sizeof tmp);   /* it answered: first */
             t->sc.nodes[0] = tmp;
             if (t->moved_slot >= 0) t->owner[t->moved_slot] = (int16_t)t->moved_to;

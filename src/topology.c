@@ -82,6 +82,9 @@ static const char *guard_key(hilock_client *c, hilock *l)
 {
     char tag[16];
     if (!any_sharded(c)) return GUARD_KEY;
+    /* guard off: the record is never read; the lock key stands in, as a script declaring a
+     * key that does not exist is refused (TRYAGAIN) while its slot migrates */
+    if (!guard_on(c)) return l->key;
     if (!l->guard_key && (l->guard_key = malloc(sizeof GUARD_KEY + sizeof tag + 3))) {
         hl_slot_tag(hl_key_slot(l->key, strlen(l->key)), tag);
         snprintf(l->guard_key, sizeof GUARD_KEY + sizeof tag + 3, GUARD_KEY ":{%s}", tag);
