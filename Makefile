@@ -174,9 +174,11 @@ bench: deps lib
 	@$(MAKE) --no-print-directory $(B)/bench/bench
 	@$(B)/bench/bench
 
-$(B)/bench/bench: bench/bench.c bench/fairness.c bench/bench.h tests/fixture.c tests/fixture.h $(B)/libhilock.a
+$(B)/bench/bench: bench/bench.c bench/fairness.c bench/cluster.c bench/bench.h tests/fixture.c tests/fixture.h \
+    tests/cluster_fixture.c tests/cluster_fixture.h $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests -o $@ bench/bench.c bench/fairness.c tests/fixture.c \
+	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests -o $@ bench/bench.c bench/fairness.c bench/cluster.c \
+	  tests/fixture.c tests/cluster_fixture.c \
 	  $(B)/libhilock.a $(LDLIBS_LIB)
 
 $(CLI_BIN): cli/hilock.c cli/inspect.c cli/inspect.h $(HEADERS) $(B)/libhilock.a

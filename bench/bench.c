@@ -711,6 +711,7 @@ int main(int argc, char **argv)
     fairness(r);
 
     redlock(r);
+    cluster_bench(r, run_s);
     free_script(&lib_acquire);
     free_script(&lib_release);
     hlt_redis_stop(r);

@@ -23,6 +23,9 @@ void tune_no_wake(hilock_options *o);   /* wake = 0: pure polling */
  * wait for them all; dies with `what` if one fails. */
 void in_processes(int n, void (*body)(int i, void *arg), void *arg, const char *what);
 
+/* Redis Cluster vs the single master r (bench/cluster.c), secs seconds in all. */
+void cluster_bench(hlt_redis *r, double secs);
+
 /* The fairness table of issue 14 (bench/fairness.c), on server r. */
 void fairness(hlt_redis *r);
 

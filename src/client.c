@@ -311,7 +311,7 @@ void hilock_client_free(hilock_client *c) { hl_client_unref(c); }
  *     itself hashes on (the names of every earlier version, on one master too);
  *   - it has a '}' but no tag ("a}b", "a{}b", "a}b{c"): the key hashes whole, and no wrapper
  *     or suffix can reproduce that, so a tag of ours with the key's slot goes first
- *     ("{4711}a{}b:fence", hl_slot_tag). Earlier versions appended here, which put the aux
+ *     ("{GKAD}a{}b:fence", hl_slot_tag). Earlier versions appended here, which put the aux
  *     keys in another slot of a cluster; on one master only these keys' aux names change. */
 char *hl_aux_key(const char *key, const char *suffix)
 {

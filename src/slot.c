@@ -39,23 +39,38 @@ unsigned hl_key_slot(const char *key, size_t len)
     return crc16(key, len) & (HL_SLOTS - 1);
 }
 
-/* The decimal numbers 0, 1, 2, ... in turn: every slot is met before 110,000 (measured:
- * the last is 109757), i.e. at most ~1 ms. */
+/* Four letters of "@ABCDEFGHIJKLMNO" (0x40 | a nibble): 16 free bits. With a zero initial
+ * value the CRC is linear over GF(2) for messages of one length -- crc(a ^ b) = crc(a) ^
+ * crc(b) -- so the slot of "@@@@" plus the nibbles is crc("@@@@") xor the contributions of
+ * the bits set, and the bits giving `slot` are found by Gaussian elimination: constant time
+ * (a search over strings took ~0.1 ms a call, a third of a lock cycle). Deterministic: the
+ * same tag for a slot in every process and version. */
 void hl_slot_tag(unsigned slot, char *buf)
 {
-    size_t len = 1;
-    memcpy(buf, "0", 2);
-    while (len < 15) {
-        size_t i = len;
-        if (crc16(buf, len) % HL_SLOTS == slot) return;
-        while (i > 0 && buf[i - 1] == '9') buf[--i] = '0';   /* + 1, in decimal */
-        if (i > 0) {
-            buf[i - 1]++;
-        } else {
-            memmove(buf + 1, buf, len + 1);
-            buf[0] = '1';
-            len++;
+    uint16_t basis[14] = {0}, comb[14] = {0}, x, m = 0;
+    unsigned char one[4];
+    for (int b = 0; b < 16; b++) {   /* the 14 slot bits each free bit moves, reduced */
+        uint16_t mb = (uint16_t)(1u << b);
+        memset(one, 0, sizeof one);
+        one[b / 4] = (unsigned char)(1u << (b % 4));
+        x = crc16((const char *)one, 4) & (HL_SLOTS - 1);
+        for (int p = 13; p >= 0 && x; p--) {
+            if (!(x >> p & 1)) continue;
+            if (!basis[p]) {
+                basis[p] = x;
+                comb[p] = mb;
+                break;
+            }
+            x ^= basis[p];
+            mb ^= comb[p];
         }
     }
-    buf[0] = '\0';   /* unreachable */
+    x = (uint16_t)((slot ^ crc16("@@@@", 4)) & (HL_SLOTS - 1));
+    for (int p = 13; p >= 0; p--)
+        if (x >> p & 1) {   /* (the basis has full rank: every slot is reached) */
+            x ^= basis[p];
+            m ^= comb[p];
+        }
+    for (int i = 0; i < 4; i++) buf[i] = (char)(0x40 | (m >> (4 * i) & 0xf));
+    buf[4] = '\0';
 }

@@ -436,10 +436,21 @@ int hlt_cluster_wait_master(hlt_cluster *f, int r, long timeout_ms)
 
 int hlt_cluster_failover(hlt_cluster *f, int r, int force)
 {
-    redisReply *rep = hlt_cluster_cmd(f, r, force ? "CLUSTER FAILOVER FORCE" : "CLUSTER FAILOVER");
-    int ok = rep && rep->type == REDIS_REPLY_STATUS;
+    redisReply *rep = hlt_cluster_cmd(f, r, "ROLE");
+    int old = -1, ok;
+    long long end = hlt_now_ms() + 30000;
+    for (int i = 0; rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 && i < HLT_CLUSTER_NODES; i++)
+        if (f->port[i] == rep->element[2]->integer) old = i;
     if (rep) freeReplyObject(rep);
-    return ok ? hlt_cluster_wait_master(f, r, 10000) : -1;
+    rep = hlt_cluster_cmd(f, r, force ? "CLUSTER FAILOVER FORCE" : "CLUSTER FAILOVER");
+    ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep) freeReplyObject(rep);
+    if (!ok || hlt_cluster_wait_master(f, r, 20000) < 0) return -1;
+    /* and the old master knows it (a forced failover: it learns by gossip, a moment later) */
+    while (old >= 0 && !info_has(f, old, "replication", "role:slave"))
+        if (hlt_now_ms() > end) return -1;
+        else hlt_sleep_ms(20);
+    return 0;
 }
 
 int hlt_cluster_cut(hlt_cluster *f, int r)
