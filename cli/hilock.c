@@ -134,6 +134,7 @@ static const char usage_text[] =
     "URLs: redis://[[user]:password@]host[:port][/db], unix:///path/redis.sock[?db=N],\n"
     "      rediss://... (redis:// over TLS),\n"
     "      redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master\n"
+    "      redis-cluster://[[user]:password@]host[:port][,host[:port]...] (Cluster seeds)\n"
     "\n"
     "COMMAND gets HILOCK_KEY and HILOCK_FENCE (the fencing token) in its environment, and\n"
     "not HILOCK_SERVERS. It runs in a process group of its own, unless hilock is the\n"
