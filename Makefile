@@ -208,10 +208,10 @@ torture-violation: deps lib
 	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --modes=redlock-violation
 
 $(B)/torture/torture: $(TORTURE_SRC) torture/torture.h tests/fixture.c tests/fixture.h tests/sentinel_fixture.c \
-    tests/sentinel_fixture.h $(B)/libhilock.a $(HEADERS)
+    tests/sentinel_fixture.h tests/cluster_fixture.c tests/cluster_fixture.h $(B)/libhilock.a $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE $(TORTURE_DEF) -Iinclude -Itests -Itorture -o $@ $(TORTURE_SRC) \
-	  tests/fixture.c tests/sentinel_fixture.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+	  tests/fixture.c tests/sentinel_fixture.c tests/cluster_fixture.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan and UBSan against the library
 # compiled the same way in $(FUZZ_B); each runs FUZZ_SECONDS on a scratch copy of its seed

@@ -202,12 +202,16 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
         st = HILOCK_EAUTH;
     else if (!strncmp(s, "READONLY", 8))
         st = HILOCK_EIO;         /* a replica now (failover): the connection is closed, retry */
-    else if (!strncmp(s, "LOADING", 7) || !strncmp(s, "BUSY ", 5) || !strncmp(s, "MASTERDOWN", 10))
+    else if (!strncmp(s, "LOADING", 7) || !strncmp(s, "BUSY ", 5) || !strncmp(s, "MASTERDOWN", 10) ||
+             !strncmp(s, "CLUSTERDOWN", 11) || !strncmp(s, "TRYAGAIN", 8) || !strncmp(s, "MOVED ", 6) ||
+             !strncmp(s, "ASK ", 4))
         st = HILOCK_EIO;         /* transient: restarted and still reading its AOF/RDB (make
                                     torture: a waiting acquire gave up with EREPLY); a script
                                     past lua-time-limit; a replica cut off from its master with
-                                    replica-serve-stale-data no. The command did not run: a
-                                    waiting acquire retries; errmsg keeps the server's word */
+                                    replica-serve-stale-data no; a Cluster failover or slot
+                                    migration still going on when the call's redirects ran out.
+                                    The command did not run: a waiting acquire retries; errmsg
+                                    keeps the server's word */
     else if (!strncmp(s, "NOREPLICAS", 10))
         st = HILOCK_EREPLICAS;   /* min-replicas-to-write refused the write */
     node_set_err(n, st, s, NULL);

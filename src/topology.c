@@ -46,6 +46,7 @@ struct hl_lockid {            /* where a lock was granted (or last extended), pe
     char      replid[41];
     long long offset;
     char      where[80];      /* sharded nodes: the server (shard master) it was on */
+    uint64_t  epoch;          /* sharded nodes: that server's config epoch at the grant */
 };
 
 /* A node whose topology tracks master identity by default (Sentinel). */
@@ -154,6 +155,7 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
         hl_cmd_argi(s, op->arg[0], ttl_ms > 0 ? ttl_ms : l->ttl_ms);
         hl_cmd_argi(s, op->arg[1], c->opt.failover_guard_ms);
         hl_cmd_arg(s, guard_on(c) ? "1" : "0", 1);
+        hl_cmd_arg(s, any_sharded(c) ? "1" : "0", 1);   /* the config epoch, for fencing */
     }
     if (c->opt.min_replicas > 0 && n < HL_MAX_CMDS &&
         (kind == HL_TOPO_ACQUIRE || kind == HL_TOPO_EXTEND)) {
@@ -170,7 +172,7 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
 
 typedef struct ident {
     char      role[16], replid[41], replid2[41];
-    long long offset, offset2, left;
+    long long offset, offset2, left, epoch;
 } ident;
 
 /* failover.lua's reply -> *id; 0 if it is not one (an error reply, e.g. OOM). */
@@ -179,7 +181,10 @@ static int parse_ident(const hl_reply *r, ident *id)
     const char *role = hl_reply_str(hl_reply_elem(r, 0), NULL);
     const char *a = hl_reply_str(hl_reply_elem(r, 1), NULL);
     const char *b = hl_reply_str(hl_reply_elem(r, 3), NULL);
-    if (hl_reply_nelem(r) != 6 || !role || !a || !b || strlen(a) != 40 || strlen(b) != 40) return 0;
+    if ((hl_reply_nelem(r) != 6 && hl_reply_nelem(r) != 7) || !role || !a || !b || strlen(a) != 40 ||
+        strlen(b) != 40)
+        return 0;
+    id->epoch = hl_reply_nelem(r) == 7 ? hl_reply_int(hl_reply_elem(r, 6)) : 0;
     snprintf(id->role, sizeof id->role, "%s", role);
     memcpy(id->replid, a, 41);
     memcpy(id->replid2, b, 41);
@@ -203,6 +208,7 @@ static int record(hilock_client *c, hilock *l, size_t i, const ident *id)
     memcpy(l->ids[i].replid, id->replid, 41);
     l->ids[i].offset = id->offset;
     snprintf(l->ids[i].where, sizeof l->ids[i].where, "%s", c->nodes[i].name);
+    l->ids[i].epoch = id->epoch > 0 ? (uint64_t)id->epoch : 0;
     return 0;
 }
 
@@ -334,13 +340,16 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
     op->moved = m;
 }
 
-uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low)
+uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, uint32_t granted, uint64_t low)
 {
     uint64_t epoch = 0;
-    for (size_t i = 0; i < c->nnodes; i++)
-        if ((granted & (1u << i)) && c->nodes[i].topo->epoch &&
-            c->nodes[i].topo->epoch(&c->nodes[i]) > epoch)
-            epoch = c->nodes[i].topo->epoch(&c->nodes[i]);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        uint64_t e = 0;
+        if (!(granted & (1u << i))) continue;
+        if (l->ids && l->ids[i].set && l->ids[i].epoch) e = l->ids[i].epoch;   /* read at the grant */
+        else if (c->nodes[i].topo->epoch) e = c->nodes[i].topo->epoch(&c->nodes[i]);
+        if (e > epoch) epoch = e;
+    }
     /* a counter past 2^42 (the year 2109) would reach into the epoch: leave it as it is */
     if (!epoch || low > LOW_MASK || epoch >= (UINT64_C(1) << (64 - EPOCH_SHIFT))) return low;
     return epoch << EPOCH_SHIFT | low;

@@ -53,8 +53,9 @@ int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kin
  * records where the lock was granted, undoes unsafe grants at once, and asks a Sentinel
  * whether the master in use is still the master (see topo_sentinel.c for when it asks). */
 void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
-/* The fencing token of a grant on the nodes in granted: Sentinel config-epoch << 42 | low. */
-uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low);
+/* The fencing token of a grant on the nodes in granted: config-epoch << 42 | low (Sentinel:
+ * the Sentinels' epoch; Cluster: the shard master's, read by failover.lua at the grant). */
+uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, uint32_t granted, uint64_t low);
 /* LOST, with the nodes' reasons in errmsg ("<op> <key>: ..."). */
 hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost);
 
