@@ -155,7 +155,7 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
         hl_cmd_argi(s, op->arg[0], ttl_ms > 0 ? ttl_ms : l->ttl_ms);
         hl_cmd_argi(s, op->arg[1], c->opt.failover_guard_ms);
         hl_cmd_arg(s, guard_on(c) ? "1" : "0", 1);
-        hl_cmd_arg(s, any_sharded(c) ? "1" : "0", 1);   /* the config epoch, for fencing */
+        hl_cmd_arg(s, any_sharded(c) && kind == HL_TOPO_ACQUIRE ? "1" : "0", 1);   /* epoch: fencing */
     }
     if (c->opt.min_replicas > 0 && n < HL_MAX_CMDS &&
         (kind == HL_TOPO_ACQUIRE || kind == HL_TOPO_EXTEND)) {
