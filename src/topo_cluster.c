@@ -67,7 +67,7 @@ struct hl_topo {
     int       have_map, stale;
     int       cur;            /* the server whose connection is in the node; -1: none yet */
     parked    home;           /* the node's own, before the first route */
-    int       ask;            /* ASK target for the next round trip, -1: none */
+    int       ask, ask_slot;  /* ASK target for the next round trip of that slot, -1: none */
     int       moved_slot, moved_to;   /* the last MOVED, kept over a lagging seed's map */
     int       hops;           /* TRYAGAIN / CLUSTERDOWN pauses within one call */
 };
@@ -325,11 +325,13 @@ static int cluster_route(hilock_client *c, hl_node *n, const hl_cmd *cmds, int n
         snprintf(n->err, sizeof n->err, "%s: out of memory", n->name);
         return -1;
     }
-    if (t->ask >= 0) {
+    /* (an ASK whose retry ran out of time is not for the next call's key) */
+    if (t->ask >= 0 && first_key(cmds, ncmd, &key, &klen) && (int)hl_key_slot(key, klen) == t->ask_slot) {
         target = t->ask;
-        t->ask = -1;
         asking = 1;
-    } else {
+    }
+    t->ask = -1;
+    if (!asking) {
         if ((!t->have_map || t->stale) && refresh(n, t, deadline_us) < 0 && !t->have_map) return -1;
         if (first_key(cmds, ncmd, &key, &klen)) {
             unsigned slot = hl_key_slot(key, klen);
@@ -405,6 +407,7 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
             if ((to = redirect_target(t, s, &slot)) < 0) return 0;   /* the reply stands */
             if (s[0] == 'A') {
                 t->ask = to;
+                t->ask_slot = slot;
             } else {
                 t->owner[slot] = (int16_t)to;
                 t->moved_slot = slot;
