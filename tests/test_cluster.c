@@ -497,3 +497,41 @@ Test(cluster, the_hilock_command_accepts_a_cluster_url)
     cr_assert_eq(hlt_reap(kid, 20000), 0, "hilock with a cluster URL failed");
     cr_assert_eq(hlt_cluster_exists(f, hlt_cluster_key_master(f, "cli:{job}"), "cli:{job}"), 0, "not released");
 }
+
+/* A cluster URL is one master to Redlock: a quorum over a cluster and two single masters. */
+Test(cluster, a_cluster_is_one_redlock_member)
+{
+    hlt_cluster *f = fx(0);
+    hlt_redis *a = hlt_redis_start(NULL), *b = hlt_redis_start(NULL);
+    const char *urls[3];
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l;
+    char *v;
+    int m;
+    cr_assert(a && b, "redis-server did not start");
+    urls[0] = f->url;
+    urls[1] = a->url;
+    urls[2] = b->url;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 3;
+    o.failover_guard = 0;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_acquire(c, "redlock:{x}", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    m = hlt_cluster_key_master(f, "redlock:{x}");
+    v = hlt_cluster_get(f, m, "redlock:{x}");
+    cr_assert(v && !strcmp(v, hilock_token(l)), "the cluster does not hold it");
+    free(v);
+    v = hlt_get(a, "redlock:{x}");
+    cr_assert(v && !strcmp(v, hilock_token(l)));
+    free(v);
+    hlt_redis_kill(b);   /* a quorum of 2 of 3 is left: the cluster is one of them */
+    cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_exists(f, m, "redlock:{x}"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(a);
+    hlt_redis_stop(b);
+}
