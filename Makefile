@@ -192,13 +192,13 @@ bench: deps lib
 	@$(B)/bench/bench
 
 # bench/tls.c times the library's own transports (src/transport.h, src/tls.h): -Isrc
-$(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c bench/bench.h \
-    tests/fixture.c tests/fixture.h tests/tls_fixture.c tests/tls_fixture.h include/hilock_libuv.h \
-    $(B)/libhilock.a
+$(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c bench/cluster.c \
+    bench/bench.h tests/fixture.c tests/fixture.h tests/tls_fixture.c tests/tls_fixture.h \
+    tests/cluster_fixture.c tests/cluster_fixture.h include/hilock_libuv.h $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests -Isrc $(OPENSSL_CFLAGS) -o $@ bench/bench.c \
-	  bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c tests/fixture.c tests/tls_fixture.c \
-	  $(B)/libhilock.a $(LDLIBS_LIB) -luv
+	  bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c bench/cluster.c tests/fixture.c \
+	  tests/tls_fixture.c tests/cluster_fixture.c $(B)/libhilock.a $(LDLIBS_LIB) -luv
 
 $(CLI_BIN): cli/hilock.c cli/inspect.c cli/inspect.h $(HEADERS) $(B)/libhilock.a
 	@mkdir -p $(@D)
@@ -227,10 +227,12 @@ torture-violation: deps lib
 	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --modes=redlock-violation
 
 $(B)/torture/torture: $(TORTURE_SRC) torture/torture.h tests/fixture.c tests/fixture.h tests/sentinel_fixture.c \
-    tests/sentinel_fixture.h tests/tls_fixture.c tests/tls_fixture.h $(B)/libhilock.a $(HEADERS)
+    tests/sentinel_fixture.h tests/tls_fixture.c tests/tls_fixture.h tests/cluster_fixture.c \
+    tests/cluster_fixture.h $(B)/libhilock.a $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE $(TORTURE_DEF) -Iinclude -Itests -Itorture -o $@ $(TORTURE_SRC) \
-	  tests/fixture.c tests/sentinel_fixture.c tests/tls_fixture.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+	  tests/fixture.c tests/sentinel_fixture.c tests/tls_fixture.c tests/cluster_fixture.c $(B)/libhilock.a \
+	  $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan and UBSan against the library
 # compiled the same way in $(FUZZ_B); each runs FUZZ_SECONDS on a scratch copy of its seed

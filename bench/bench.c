@@ -721,6 +721,7 @@ int main(int argc, char **argv)
 
     redlock(r);
     tls_bench(run_s);
+    cluster_bench(r, run_s);
     free_script(&lib_acquire);
     free_script(&lib_release);
     hlt_redis_stop(r);

@@ -44,6 +44,9 @@ void uncontended(hlt_redis *r, int unix_socket, void (*tune)(hilock_options *o),
  * and a unix socket, next to fenced[] (the default client's results, [0] TCP, [1] unix). */
 void fastpath(hlt_redis *r, const result fenced[2]);
 
+/* Redis Cluster vs the single master r (bench/cluster.c), secs seconds in all. */
+void cluster_bench(hlt_redis *r, double secs);
+
 /* The fairness table of issue 14 (bench/fairness.c), on server r. */
 void fairness(hlt_redis *r);
 

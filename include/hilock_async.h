@@ -42,7 +42,8 @@
  *   - hilock_free on a lock with calls in flight ends those calls first the same way (their
  *     `done` runs, with l still valid, before hilock_free returns).
  *   - Sentinel (redis-sentinel://) URLs are refused by the attach (EINVAL): resolving a master
- *     asks Sentinels with blocking round trips. failover_guard = 1 (LOST after a restart or
+ *     asks Sentinels with blocking round trips; so are Cluster (redis-cluster://) URLs: the
+ *     loop keeps one connection per URL, a cluster needs one per shard. failover_guard = 1 (LOST after a restart or
  *     a failover of the master) and min_replicas (WAIT, pipelined) work as for the blocking
  *     calls.
  *     redis:// and unix:// masters and Redlock over them work, for modern, bridge
@@ -104,7 +105,8 @@ typedef struct hilock_loop {
 
 /* Drive client c by a loop from now on (loop is copied; its connections so far are closed,
  * the loop opens its own). Returns OK; EINVAL (NULL, no watch/timer callback, already
- * attached, or a Sentinel URL, which the loop cannot serve -- errmsg says so); ENOMEM. There is no detach but
+ * attached, or a Sentinel or Cluster URL, which the loop cannot serve -- errmsg says so);
+ * ENOMEM. There is no detach but
  * hilock_client_free. hilock_loop is frozen (ABI): a new hook would come with a new attach
  * function, never as a field appended here. */
 HILOCK_API hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop);

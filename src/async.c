@@ -1070,11 +1070,15 @@ hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop)
     if (c->runner) return hl_fail(c, HILOCK_EINVAL, "client already attached to an event loop");
     if (!loop || !loop->watch || !loop->timer)
         return hl_fail(c, HILOCK_EINVAL, "hilock_loop: watch and timer are required");
-    for (size_t i = 0; i < c->nnodes; i++)
+    for (size_t i = 0; i < c->nnodes; i++) {
         if (c->nodes[i].url.kind == HL_URL_SENTINEL)
             return hl_fail(c, HILOCK_EINVAL, "%s: Sentinel URLs are not served on an event loop "
                            "(resolving the master asks the Sentinels with blocking round trips)",
                            c->nodes[i].name);
+        if (c->nodes[i].url.kind == HL_URL_CLUSTER)   /* one connection per shard, redirects */
+            return hl_fail(c, HILOCK_EINVAL, "%s: Cluster URLs are not served on an event loop "
+                           "yet (the loop runner keeps one connection per URL)", c->nodes[i].name);
+    }
     if (!(L = calloc(1, sizeof *L)) || !(L->conns = calloc(c->nnodes, sizeof *L->conns))) {
         free(L);
         return hl_fail(c, HILOCK_ENOMEM, "out of memory");

@@ -36,7 +36,7 @@ void hl_buf_put(hl_buf *b, const void *s, size_t n);
 void hl_buf_free(hl_buf *b);
 
 /* ---- URLs (url.c) ---- */
-typedef enum hl_url_kind { HL_URL_TCP, HL_URL_UNIX, HL_URL_SENTINEL } hl_url_kind;
+typedef enum hl_url_kind { HL_URL_TCP, HL_URL_UNIX, HL_URL_SENTINEL, HL_URL_CLUSTER } hl_url_kind;
 
 typedef struct hl_hostport {
     char *host;        /* no brackets for IPv6 */
@@ -46,13 +46,14 @@ typedef struct hl_hostport {
 typedef struct hl_url {
     hl_url_kind  kind;
     char        *host;      /* TCP */
-    int          tls;       /* rediss:// and rediss-sentinel:// (TLS to the Sentinels and the nodes) */
+    int          tls;       /* rediss://, rediss-sentinel:// (TLS to the Sentinels and the nodes),
+                               rediss-cluster:// */
     int          port;
     char        *path;      /* UNIX */
     char        *user;      /* NULL = no ACL user */
     char        *pass;      /* NULL = no AUTH */
     int          db;        /* SELECT when > 0 */
-    hl_hostport *sentinels; /* SENTINEL: the list, in order */
+    hl_hostport *sentinels; /* SENTINEL: the Sentinels; CLUSTER: the seed nodes; in order */
     size_t       nsentinels;
     char        *master;    /* SENTINEL: master name */
     char        *sentinel_user;   /* SENTINEL: the Sentinels' own AUTH (query), NULL = none */
@@ -77,6 +78,16 @@ extern const hl_script hl_lua_check, hl_lua_fence_raise;   /* lock.c: check, Red
 extern const hl_script hl_lua_fair;       /* fair.c: the fair lock's queue */
 extern const hl_script hl_lua_failover;   /* topology.c: master identity, failover guard */
 extern const hl_script hl_lua_legacy_acquire, hl_lua_legacy_extend;   /* legacy/lua: legacy, bridge */
+
+/* ---- Redis Cluster hash slots (slot.c) ---- */
+#define HL_SLOTS 16384
+/* The slot of key[0..len) as the cluster specification defines it: CRC16 (XMODEM) mod 16384
+ * of the hash tag -- the bytes between the first '{' and the first '}' after it, when there
+ * are any -- or of the whole key. */
+unsigned hl_key_slot(const char *key, size_t len);
+/* A short string whose slot is `slot` (< HL_SLOTS), the same in every process and version
+ * (the first match of a fixed search), written to buf (at least 16 bytes). */
+void hl_slot_tag(unsigned slot, char *buf);
 
 /* memory helpers: NULL on failure */
 char *hl_strdup(const char *s);

@@ -216,6 +216,9 @@ static char *node_name(const hl_url *u)
         snprintf(buf, sizeof buf, "%s", u->path);
     else if (u->kind == HL_URL_SENTINEL)
         snprintf(buf, sizeof buf, "sentinel %s", u->master);
+    else if (u->kind == HL_URL_CLUSTER)   /* until a key routes it to a shard (topo_cluster.c) */
+        snprintf(buf, sizeof buf, strchr(u->sentinels[0].host, ':') ? "cluster [%s]:%d" : "cluster %s:%d",
+                 u->sentinels[0].host, u->sentinels[0].port);
     else
         snprintf(buf, sizeof buf, strchr(u->host, ':') ? "[%s]:%d" : "%s:%d", u->host, u->port);
     return hl_strdup(buf);
@@ -267,7 +270,8 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
         c->nnodes++;
         c->nodes[i].transport = c->nodes[i].url.tls ? &hl_transport_tls : &hl_transport_tcp;
         tls_needed |= c->nodes[i].url.tls;
-        c->nodes[i].topo = c->nodes[i].url.kind == HL_URL_SENTINEL ? &hl_topo_sentinel : &hl_topo_direct;
+        c->nodes[i].topo = c->nodes[i].url.kind == HL_URL_SENTINEL ? &hl_topo_sentinel
+                           : c->nodes[i].url.kind == HL_URL_CLUSTER ? &hl_topo_cluster : &hl_topo_direct;
         if (!(c->servers[i] = hl_strdup(o->servers[i])) || !(c->nodes[i].name = node_name(&c->nodes[i].url)))
             goto oom;
         c->opt.nservers++;
@@ -355,22 +359,42 @@ void hilock_client_free(hilock_client *c)
 
 /* ---- helpers shared by every lock path ---- */
 
+/* Three forms, so that the aux key hashes where the key does (the cluster rule: the tag is
+ * between the first '{' and the first '}' after it, if not empty):
+ *   - the key has a tag: append ("jobs:{tenant}:nightly:fence"): the same tag;
+ *   - it has no '}': wrap ("{orders}:fence"): the tag is the whole key, which is what the key
+ *     itself hashes on (the names of every earlier version, on one master too);
+ *   - it has a '}' but no tag ("a}b", "a{}b", "a}b{c"): the key hashes whole, and no wrapper
+ *     or suffix can reproduce that, so a tag of ours with the key's slot goes first
+ *     ("{GKAD}a{}b:fence", hl_slot_tag). Earlier versions appended here, which put the aux
+ *     keys in another slot of a cluster; on one master only these keys' aux names change. */
 char *hl_aux_key(const char *key, const char *suffix)
 {
-    size_t kl = strlen(key), sl = strlen(suffix);
+    size_t kl = strlen(key), sl = strlen(suffix), tl;
     const char *open = strchr(key, '{');
     const char *close = open ? strchr(open + 1, '}') : NULL;
-    int tagged = open && close && close > open + 1;
-    char *d = malloc(kl + sl + 3);
-    if (!d) return NULL;
-    if (tagged || strchr(key, '}')) {   /* has a tag (or '}' would break a wrapper): append */
+    char ours[16], *d;
+    const char *tag = key;   /* what goes between the braces of the wrapper */
+    if (open && close && close > open + 1) {   /* append */
+        if (!(d = malloc(kl + sl + 1))) return NULL;
         memcpy(d, key, kl);
         memcpy(d + kl, suffix, sl + 1);
+        return d;
+    }
+    if (strchr(key, '}')) {   /* {ours}key<suffix> */
+        hl_slot_tag(hl_key_slot(key, kl), ours);
+        tag = ours;
+    }
+    tl = tag == key ? kl : strlen(tag);
+    if (!(d = malloc(tl + kl + sl + 3))) return NULL;
+    d[0] = '{';
+    memcpy(d + 1, tag, tl);
+    d[tl + 1] = '}';
+    if (tag == key) {         /* {key}<suffix> */
+        memcpy(d + tl + 2, suffix, sl + 1);
     } else {
-        d[0] = '{';
-        memcpy(d + 1, key, kl);
-        d[kl + 1] = '}';
-        memcpy(d + kl + 2, suffix, sl + 1);
+        memcpy(d + tl + 2, key, kl);
+        memcpy(d + tl + 2 + kl, suffix, sl + 1);
     }
     return d;
 }

@@ -194,12 +194,16 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
         st = HILOCK_EAUTH;
     else if (!strncmp(s, "READONLY", 8))
         st = HILOCK_EIO;         /* a replica now (failover): the connection is closed, retry */
-    else if (!strncmp(s, "LOADING", 7) || !strncmp(s, "BUSY ", 5) || !strncmp(s, "MASTERDOWN", 10))
+    else if (!strncmp(s, "LOADING", 7) || !strncmp(s, "BUSY ", 5) || !strncmp(s, "MASTERDOWN", 10) ||
+             !strncmp(s, "CLUSTERDOWN", 11) || !strncmp(s, "TRYAGAIN", 8) || !strncmp(s, "MOVED ", 6) ||
+             !strncmp(s, "ASK ", 4))
         st = HILOCK_EIO;         /* transient: restarted and still reading its AOF/RDB (make
                                     torture: a waiting acquire gave up with EREPLY); a script
                                     past lua-time-limit; a replica cut off from its master with
-                                    replica-serve-stale-data no. The command did not run: a
-                                    waiting acquire retries; errmsg keeps the server's word */
+                                    replica-serve-stale-data no; a Cluster failover or slot
+                                    migration still going on when the call's redirects ran out.
+                                    The command did not run: a waiting acquire retries; errmsg
+                                    keeps the server's word */
     else if (!strncmp(s, "NOREPLICAS", 10))
         st = HILOCK_EREPLICAS;   /* min-replicas-to-write refused the write */
     hl_node_set_err(n, st, s, NULL);
@@ -284,6 +288,8 @@ typedef struct pending {
     int64_t deadline;
     size_t  undo_at, nundo;   /* undos [undo_at, undo_at + nundo) sent in this pipeline */
     size_t  undone;        /* of which answered */
+    int     asking;        /* the topology asked for ASKING (an ASK redirect) */
+    int     nask;          /* 1: ASKING precedes each of the commands in this pipeline */
 } pending;
 
 size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at)
@@ -364,9 +370,19 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
     p->undone = 0;
     p->nundo = p->more ? 0 : hl_undo_put(n, b, &p->undo_at);
     p->prefix += (int)p->nundo;
-    for (int i = 0; !p->more && i < ncmd; i++) hl_cmd_put(b, &cmds[i], use_eval);
+    /* ASKING is good for the next command only: each command (and each resend) gets its own */
+    p->nask = p->asking ? 1 : 0;
+    for (int i = 0; !p->more && i < ncmd; i++) {
+        if (p->nask) {
+            hl_cmd a;
+            hl_cmd_init(&a, NULL, 0);
+            hl_cmd_arg(&a, "ASKING", 6);
+            hl_cmd_put(b, &a, 0);
+        }
+        hl_cmd_put(b, &cmds[i], use_eval);
+    }
     p->has_cmds = !p->more && ncmd > 0;
-    p->expect = p->prefix + (p->more ? 0 : ncmd);
+    p->expect = p->prefix + (p->more ? 0 : ncmd * (1 + p->nask));
     p->got = 0;
     p->wdone = 0;
     p->resend = 0;
@@ -500,6 +516,11 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
         return;
     }
     idx -= p->prefix;
+    if (p->nask && idx % 2 == 0) {   /* ASKING's +OK (an error shows in the command's reply) */
+        hl_reply_free(r);
+        return;
+    }
+    idx /= 1 + p->nask;
     if (cmds[idx].script && !p->used_eval && hl_reply_is_error(r, "NOSCRIPT"))
         p->resend = 1;
     n->reply[idx] = r;
@@ -544,14 +565,19 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
     if (io_dl > hard_deadline_us) io_dl = hard_deadline_us;
     if (cn_dl > hard_deadline_us) cn_dl = hard_deadline_us;
 
-    hl_exec_clear(c);
     memset(p, 0, sizeof p);
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
         if (!(mask & (1u << i))) continue;
+        for (int q = 0; q < HL_MAX_CMDS; q++) {   /* (a redirect keeps the other nodes' replies) */
+            hl_reply_free(n->reply[q]);
+            n->reply[q] = NULL;
+        }
         n->st = HILOCK_OK;
         n->err[0] = '\0';
         n->wrote = 0;
+        if (n->topo->route && (p[i].asking = n->topo->route(c, n, cmds, ncmd, cn_dl)) < 0)
+            continue;   /* no server for it (the topology has said why) */
         if (n->conn && hl_conn_stale(n->conn, now)) hl_node_close(n);
         for (int tries = 0; tries < 2; tries++) {
             hl_io io = HL_IO_OK;
@@ -683,14 +709,34 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
     return okmask;
 }
 
-/* A client attached to an event loop has its runner (engine_loop.c) do the round trips; the
- * rest use the poll() loop above. */
+/* exec_nodes, then again on the nodes whose topology asks for it (a Cluster redirect), at
+ * most HL_MAX_REDIRECTS times and never past the first round trip's deadline: a redirect
+ * loop (or a ping-pong between two nodes) ends with the last error reply standing. */
+static uint32_t exec_redirected(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                                int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
+{
+    int64_t dl = hl_add_sat(hl_now_us(), per_node_timeout_us);
+    uint32_t ok = exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, any);
+    if (dl > hard_deadline_us) dl = hard_deadline_us;
+    for (int hop = 0; hop < HL_MAX_REDIRECTS; hop++) {
+        uint32_t again = 0;
+        for (size_t i = 0; i < c->nnodes; i++) {
+            hl_node *n = &c->nodes[i];
+            if ((mask & (1u << i)) && n->topo->redirect && n->topo->redirect(c, n, cmds, ncmd, dl))
+                again |= 1u << i;
+        }
+        if (!again || hl_now_us() >= dl) break;
+        ok = (ok & ~again) | exec_nodes(c, again, cmds, ncmd, per_node_timeout_us, dl, any);
+    }
+    return ok;
+}
+
 uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                  int64_t per_node_timeout_us, int64_t hard_deadline_us)
 {
-    if (c->runner)
+    if (c->runner)   /* attached to an event loop: its runner (src/async.c) does the round trips */
         return c->runner->exec(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 0);
-    return exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 0);
+    return exec_redirected(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 0);
 }
 
 uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
@@ -698,7 +744,7 @@ uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int nc
 {
     if (c->runner)
         return c->runner->exec(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 1);
-    return exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 1);
+    return exec_redirected(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 1);
 }
 
 void hl_pause_until(hilock_client *c, int64_t until_us)

@@ -144,7 +144,20 @@ typedef struct hl_topo_ops {
     /* The config epoch of the master in use, for fencing tokens (0: none). */
     uint64_t (*epoch)(const hl_node *n);
     void (*free)(hl_node *n);   /* n->topo_state (NULL-safe) */
+    /* ---- sharded topologies (Cluster: topo_cluster.c; NULL for the others) ---- */
+    /* Before a pipeline goes to n: pick the server that must run it (the shard owning its
+     * first key) and put that server's connection, undo list and name in n, parking the ones
+     * in use (n->conn NULL: the engine connects, through resolve). May take part of
+     * deadline_us (fetching the slot map). 1: send ASKING before the caller's commands (a
+     * one-shot ASK redirect), 0: not, -1: no server (n->st and n->err say why). */
+    int (*route)(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us);
+    /* After n's round trip (n->st OK: its replies stand; else failed): 1 = run the pipeline
+     * again on n (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: route then picks the new target), 0 =
+     * done. The engine asks at most HL_MAX_REDIRECTS times per call, all within the
+     * deadline of its first round trip; the last replies stand (their error says why). */
+    int (*redirect)(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us);
 } hl_topo_ops;
+#define HL_MAX_REDIRECTS 16
 
 /* Run the same pipeline of `ncmd` commands on every node in `mask` (bit i = node i), all at
  * once: connect where needed (handshake and pending undos go first), write, and read the
@@ -152,8 +165,10 @@ typedef struct hl_topo_ops {
  * min(now + per_node_timeout_us, hard_deadline_us). Fills node->st, node->err,
  * node->reply[0..ncmd) (free with hl_exec_clear). A timed-out or broken connection is
  * closed (it reconnects on the next call). Script commands answered NOSCRIPT are sent again
- * as EVAL, within the same deadline. Returns the mask of nodes with st == OK (all replies,
- * which may still be error replies). */
+ * as EVAL, within the same deadline; redirects a node's topology asks for (hl_topo_ops
+ * redirect) run it again, within the deadline of the first round trip. Returns the mask of
+ * nodes with st == OK (all replies, which may still be error replies). Replies of nodes
+ * outside mask are left as they are. */
 uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                  int64_t per_node_timeout_us, int64_t hard_deadline_us);
 /* hl_exec for blocking commands (BLPOP) on several nodes: returns as soon as one node's

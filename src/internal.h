@@ -129,9 +129,11 @@ struct hilock {
     int64_t      (*hook)(hilock *l, hl_hook_ev ev);   /* see hl_hook_ev */
     struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
     struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
+    char          *guard_key;      /* topology.c: the failover guard's record with a cluster node */
 };
 
-/* aux key in the same hash slot as `key`: "{key}<suffix>", or "key<suffix>" if key has a tag */
+/* aux key in the same hash slot as `key`: "key<suffix>" if key has a tag, "{key}<suffix>" if
+ * it has no '}', else "{T}key<suffix>" with T of the key's slot (hl_slot_tag). malloc'd. */
 char *hl_aux_key(const char *key, const char *suffix);
 
 /* ttl_ms - elapsed - (ttl_ms * drift + 2 ms), as an absolute monotonic deadline */

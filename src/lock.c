@@ -357,7 +357,7 @@ static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_d
     now = hl_now_us();
     if ((size_t)popcount(have) >= c->quorum && until > now) {
         l->held = t->yes;
-        l->fence = hl_topo_fence(c, t->yes, fence);   /* Sentinel: epoch in the high bits */
+        l->fence = hl_topo_fence(c, l, t->yes, fence);   /* Sentinel: epoch in the high bits */
         l->valid_until_us = until;
         return hl_ok(c);
     }
@@ -724,6 +724,7 @@ void hilock_free(hilock *l)
     free(l->beat_key);
     free(l->token);
     free(l->ids);
+    free(l->guard_key);
     hl_client_unref(l->c);
     free(l);
 }

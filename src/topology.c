@@ -45,6 +45,8 @@ struct hl_lockid {            /* where a lock was granted (or last extended), pe
     int       set;
     char      replid[41];
     long long offset;
+    char      where[80];      /* sharded nodes: the server (shard master) it was on */
+    uint64_t  epoch;          /* sharded nodes: that server's config epoch at the grant */
 };
 
 /* A node whose topology tracks master identity by default (Sentinel). */
@@ -64,6 +66,31 @@ static int aware(const hilock_client *c)
 static int guard_on(const hilock_client *c)
 {
     return c->opt.failover_guard == 1 || (c->opt.failover_guard == -1 && any_aware(c));
+}
+
+/* A node routed per key (Cluster): a script's keys must share the lock key's slot. */
+static int any_sharded(const hilock_client *c)
+{
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (c->nodes[i].topo->route) return 1;
+    return 0;
+}
+
+/* failover.lua's guard record: one hash per master ("hilock:guard"); with a cluster node, one
+ * per slot of each master, "hilock:guard:{T}" with T of the lock key's slot (a script touches
+ * one slot only), made once per lock. NULL: out of memory (no identity this time). */
+static const char *guard_key(hilock_client *c, hilock *l)
+{
+    char tag[16];
+    if (!any_sharded(c)) return GUARD_KEY;
+    /* guard off: the record is never read; the lock key stands in, as a script declaring a
+     * key that does not exist is refused (TRYAGAIN) while its slot migrates */
+    if (!guard_on(c)) return l->key;
+    if (!l->guard_key && (l->guard_key = malloc(sizeof GUARD_KEY + sizeof tag + 3))) {
+        hl_slot_tag(hl_key_slot(l->key, strlen(l->key)), tag);
+        snprintf(l->guard_key, sizeof GUARD_KEY + sizeof tag + 3, GUARD_KEY ":{%s}", tag);
+    }
+    return l->guard_key;
 }
 
 /* ---- direct: the URL names the master ---- */
@@ -92,7 +119,7 @@ int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r)
 }
 
 const hl_topo_ops hl_topo_direct = {
-    "direct", direct_resolve, NULL, NULL, hl_topo_drop_on_readonly, 0, NULL, NULL, NULL,
+    "direct", direct_resolve, NULL, NULL, hl_topo_drop_on_readonly, 0, NULL, NULL, NULL, NULL, NULL,
 };
 
 /* Nodes in mask (connected) whose master moved, in their topology's judgement (Sentinel: the
@@ -115,12 +142,12 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
     memset(op, 0, sizeof *op);
     op->kind = kind;
     op->id_at = op->wait_at = -1;
-    if (aware(c) && n < HL_MAX_CMDS) {
+    if (aware(c) && n < HL_MAX_CMDS && guard_key(c, l)) {
         hl_cmd *s = &cmds[n];
         if (kind != HL_TOPO_ACQUIRE) moved(c, hl_all_nodes(c));
         op->id_at = n++;
         hl_cmd_init(s, &hl_lua_failover, 2);
-        hl_cmd_arg(s, GUARD_KEY, (size_t)-1);
+        hl_cmd_arg(s, guard_key(c, l), (size_t)-1);
         hl_cmd_arg(s, l->key, (size_t)-1);
         hl_cmd_arg(s, kind == HL_TOPO_ACQUIRE ? "acquire" : kind == HL_TOPO_EXTEND ? "extend" : "id",
                    (size_t)-1);
@@ -128,6 +155,7 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
         hl_cmd_argi(s, op->arg[0], ttl_ms > 0 ? ttl_ms : l->ttl_ms);
         hl_cmd_argi(s, op->arg[1], c->opt.failover_guard_ms);
         hl_cmd_arg(s, guard_on(c) ? "1" : "0", 1);
+        hl_cmd_arg(s, any_sharded(c) && kind == HL_TOPO_ACQUIRE ? "1" : "0", 1);   /* epoch: fencing */
     }
     if (c->opt.min_replicas > 0 && n < HL_MAX_CMDS &&
         (kind == HL_TOPO_ACQUIRE || kind == HL_TOPO_EXTEND)) {
@@ -144,7 +172,7 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
 
 typedef struct ident {
     char      role[16], replid[41], replid2[41];
-    long long offset, offset2, left;
+    long long offset, offset2, left, epoch;
 } ident;
 
 /* failover.lua's reply -> *id; 0 if it is not one (an error reply, e.g. OOM). */
@@ -153,7 +181,10 @@ static int parse_ident(const hl_reply *r, ident *id)
     const char *role = hl_reply_str(hl_reply_elem(r, 0), NULL);
     const char *a = hl_reply_str(hl_reply_elem(r, 1), NULL);
     const char *b = hl_reply_str(hl_reply_elem(r, 3), NULL);
-    if (hl_reply_nelem(r) != 6 || !role || !a || !b || strlen(a) != 40 || strlen(b) != 40) return 0;
+    if ((hl_reply_nelem(r) != 6 && hl_reply_nelem(r) != 7) || !role || !a || !b || strlen(a) != 40 ||
+        strlen(b) != 40)
+        return 0;
+    id->epoch = hl_reply_nelem(r) == 7 ? hl_reply_int(hl_reply_elem(r, 6)) : 0;
     snprintf(id->role, sizeof id->role, "%s", role);
     memcpy(id->replid, a, 41);
     memcpy(id->replid2, b, 41);
@@ -176,6 +207,8 @@ static int record(hilock_client *c, hilock *l, size_t i, const ident *id)
     l->ids[i].set = 1;
     memcpy(l->ids[i].replid, id->replid, 41);
     l->ids[i].offset = id->offset;
+    snprintf(l->ids[i].where, sizeof l->ids[i].where, "%s", c->nodes[i].name);
+    l->ids[i].epoch = id->epoch > 0 ? (uint64_t)id->epoch : 0;
     return 0;
 }
 
@@ -236,11 +269,24 @@ static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, co
         }
     }
     if (op->id_at < 0 || !mine || !mine->set) return;
+    if (have_id && !strcmp(id->role, "master") && n->topo->route && strcmp(mine->where, n->name) &&
+        strcmp(id->replid, mine->replid) && strcmp(id->replid2, mine->replid)) {
+        /* Another shard's master, whose history never was our master's (a replica promoted
+         * in our shard would have our master's replid as its replid2): the slot was resharded
+         * and MIGRATE carried the key. No failover of ours: the script's compare of the value
+         * decides, and the lock is anchored on this master from now on. (Two failovers of the
+         * granting shard before this call would look the same; see docs/cluster.md.) */
+        memcpy(mine->replid, id->replid, 41);
+        mine->offset = id->offset;
+        snprintf(mine->where, sizeof mine->where, "%s", n->name);
+        return;
+    }
     if (have_id && !strcmp(id->role, "master") && survived(mine, id)) {
         /* the lock is in this master's history: anchor it here, so that the next failover is
          * judged against this master (the offset stays ours: offsets run on across a failover) */
         memcpy(mine->replid, id->replid, 41);
         if (op->kind == HL_TOPO_EXTEND && id->offset > mine->offset) mine->offset = id->offset;
+        snprintf(mine->where, sizeof mine->where, "%s", n->name);
         return;
     }
     op->lost |= 1u << i;
@@ -294,13 +340,16 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
     op->moved = m;
 }
 
-uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low)
+uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, uint32_t granted, uint64_t low)
 {
     uint64_t epoch = 0;
-    for (size_t i = 0; i < c->nnodes; i++)
-        if ((granted & (1u << i)) && c->nodes[i].topo->epoch &&
-            c->nodes[i].topo->epoch(&c->nodes[i]) > epoch)
-            epoch = c->nodes[i].topo->epoch(&c->nodes[i]);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        uint64_t e = 0;
+        if (!(granted & (1u << i))) continue;
+        if (l->ids && l->ids[i].set && l->ids[i].epoch) e = l->ids[i].epoch;   /* read at the grant */
+        else if (c->nodes[i].topo->epoch) e = c->nodes[i].topo->epoch(&c->nodes[i]);
+        if (e > epoch) epoch = e;
+    }
     /* a counter past 2^42 (the year 2109) would reach into the epoch: leave it as it is; and
      * no token (a kind that mints none, options.fencing = 0) stays none */
     if (!epoch || !low || low > LOW_MASK || epoch >= (UINT64_C(1) << (64 - EPOCH_SHIFT))) return low;

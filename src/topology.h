@@ -3,7 +3,8 @@
  * (topology.c, topo_sentinel.c). Facts: /work/shared/reference/failover.md.
  *
  * Owns: the topologies a node can have -- hl_topo_direct (redis://, unix://: the URL is the
- * master) and hl_topo_sentinel (redis-sentinel://: the Sentinels name it) -- behind the
+ * master), hl_topo_sentinel (redis-sentinel://: the Sentinels name it) and hl_topo_cluster
+ * (redis-cluster://: the shard owning the key's slot, topo_cluster.c) -- behind the
  * engine's hl_topo_ops (engine.h), assigned by the client (client.c); and the failover part
  * of every lock operation (identity, failover guard, WAIT, fence qualification, LOST), which
  * applies to both. May call: the engine (hl_exec: the Sentinels are nodes of a private
@@ -19,6 +20,9 @@
  * is its own master; a redis-sentinel:// one asks its Sentinels on every new connection (in
  * order, each bounded by a short timeout, all by the connect deadline) and checks ROLE. */
 extern const hl_topo_ops hl_topo_direct, hl_topo_sentinel;   /* topology.c, topo_sentinel.c */
+/* A redis-cluster:// node: one "master" to the lock layer, routed per key to the shard that
+ * owns its slot, following MOVED and ASK (topo_cluster.c). */
+extern const hl_topo_ops hl_topo_cluster;
 /* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
 int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r);
 
@@ -49,8 +53,9 @@ int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kin
  * records where the lock was granted, undoes unsafe grants at once, and asks a Sentinel
  * whether the master in use is still the master (see topo_sentinel.c for when it asks). */
 void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
-/* The fencing token of a grant on the nodes in granted: Sentinel config-epoch << 42 | low. */
-uint64_t hl_topo_fence(const hilock_client *c, uint32_t granted, uint64_t low);
+/* The fencing token of a grant on the nodes in granted: config-epoch << 42 | low (Sentinel:
+ * the Sentinels' epoch; Cluster: the shard master's, read by failover.lua at the grant). */
+uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, uint32_t granted, uint64_t low);
 /* LOST, with the nodes' reasons in errmsg ("<op> <key>: ..."). */
 hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost);
 

@@ -5,6 +5,8 @@
  *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
  *                    [?sentinel_username=U&sentinel_password=P]#master-name
  *   rediss-sentinel://...                               (the same, TLS to Sentinels and nodes)
+ *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]   (Cluster seed nodes)
+ *   rediss-cluster://...                                  (the same over TLS)
  * The user info is for the data nodes; the query gives the Sentinels their own AUTH (the
  * names go-redis, redis-rb and ioredis give these options), %-escaped like the user info.
  * Strict: anything not in these forms is EINVAL with a message saying what is wrong, so a
@@ -194,6 +196,42 @@ static hilock_status parse_sentinel_query(const char *s, size_t n, hl_url *u, ch
     return HILOCK_OK;
 }
 
+/* "host[:port][,host[:port]...]" in [p, end) -> u->sentinels (a Sentinel URL's Sentinels,
+ * a cluster URL's seeds: `what` in messages). 0, or -1 with err written (ENOMEM: "out of
+ * memory"; the caller's status stays EINVAL, as for every list error). */
+static int parse_hostlist(const char *p, const char *end, hl_url *u, const char *what,
+                          char *err, size_t err_len)
+{
+    int defport = u->kind == HL_URL_SENTINEL ? 26379 : 6379;
+    for (const char *q = p; q < end;) {
+        const char *comma = memchr(q, ',', (size_t)(end - q));
+        const char *e = comma ? comma : end;
+        hl_hostport *ns;
+        if (u->nsentinels >= 32) {
+            snprintf(err, err_len, "at most 32 %s addresses", what);
+            return -1;
+        }
+        if (!(ns = realloc(u->sentinels, (u->nsentinels + 1) * sizeof *ns))) {
+            snprintf(err, err_len, "out of memory");
+            return -1;
+        }
+        u->sentinels = ns;
+        memset(&ns[u->nsentinels], 0, sizeof *ns);
+        if (parse_hostport(q, (size_t)(e - q), defport, &ns[u->nsentinels], err, err_len)) return -1;
+        u->nsentinels++;
+        q = comma ? comma + 1 : end;
+        if (comma && q == end) {
+            snprintf(err, err_len, "empty %s address after ','", what);
+            return -1;
+        }
+    }
+    if (u->nsentinels == 0) {
+        snprintf(err, err_len, "missing %s address", what);
+        return -1;
+    }
+    return 0;
+}
+
 hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
 {
     hilock_status st = HILOCK_EINVAL;
@@ -221,9 +259,13 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
         u->kind = HL_URL_SENTINEL;
         u->tls = 1;
         p = s + 18;
+    } else if (!strncmp(s, "redis-cluster://", 16) || !strncmp(s, "rediss-cluster://", 17)) {
+        u->kind = HL_URL_CLUSTER;
+        u->tls = s[5] == 's';
+        p = s + 16 + u->tls;
     } else {
-        FAIL("unknown scheme (want redis://, rediss://, unix://, redis-sentinel:// or "
-             "rediss-sentinel://)");
+        FAIL("unknown scheme (want redis://, rediss://, unix://, redis-sentinel://, "
+             "rediss-sentinel://, redis-cluster:// or rediss-cluster://)");
     }
 
     if ((st = parse_userinfo(&p, end, u, err, err_len)) != HILOCK_OK) goto fail;
@@ -250,6 +292,12 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
     hash = memchr(slash, '#', (size_t)(end - slash));
     query = memchr(slash, '?', (size_t)((hash ? hash : end) - slash));
     if (query && u->kind != HL_URL_SENTINEL) FAIL("unexpected query ('?') in URL");
+    if (u->kind == HL_URL_CLUSTER) {
+        if (hash) FAIL("unexpected '#' in cluster URL (a cluster has no master name)");
+        if (slash < end) FAIL("unexpected '/' in cluster URL (a Redis Cluster has database 0 only)");
+        if (parse_hostlist(p, slash, u, "seed", err, err_len)) goto fail;
+        return HILOCK_OK;
+    }
     if (u->kind == HL_URL_TCP) {
         hl_hostport hp;
         if (hash) FAIL("unexpected '#' in %s URL (Sentinel URLs are %s)",
@@ -260,20 +308,7 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
     } else {
         if (!hash || !hash[1]) FAIL("Sentinel URL needs the master name: ...#mymaster");
         NEED(u->master = hl_strdup(hash + 1));
-        for (const char *q = p; q < slash;) {
-            const char *comma = memchr(q, ',', (size_t)(slash - q));
-            const char *e = comma ? comma : slash;
-            hl_hostport *ns = realloc(u->sentinels, (u->nsentinels + 1) * sizeof *ns);
-            NEED(ns);
-            u->sentinels = ns;
-            memset(&ns[u->nsentinels], 0, sizeof *ns);
-            if (parse_hostport(q, (size_t)(e - q), 26379, &ns[u->nsentinels], err, err_len))
-                goto fail;
-            u->nsentinels++;
-            q = comma ? comma + 1 : slash;
-            if (comma && q == slash) FAIL("empty sentinel address after ','");
-        }
-        if (u->nsentinels == 0) FAIL("missing sentinel address");
+        if (parse_hostlist(p, slash, u, "sentinel", err, err_len)) goto fail;
         if (query && (st = parse_sentinel_query(query + 1, (size_t)(hash - query - 1), u, err,
                                                 err_len)) != HILOCK_OK)
             goto fail;

@@ -843,7 +843,7 @@ Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
     hlt_redis_stop(s);
 }
 
-Test(async, sentinel_urls_are_refused_at_attach)
+Test(async, sentinel_and_cluster_urls_are_refused_at_attach)
 {
     uv_loop_t loop;
     hilock_client *c;
@@ -852,6 +852,10 @@ Test(async, sentinel_urls_are_refused_at_attach)
     cr_assert_eq(hilock_client_open(sent[0], &c), HILOCK_OK);
     cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);
     cr_assert(strstr(hilock_client_errmsg(c), "Sentinel"), "%s", hilock_client_errmsg(c));
+    hilock_client_free(c);
+    cr_assert_eq(hilock_client_open("redis-cluster://127.0.0.1:1", &c), HILOCK_OK);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "Cluster URLs are not served"), "%s", hilock_client_errmsg(c));
     hilock_client_free(c);
     cr_assert_eq(hilock_libuv_attach(NULL, &loop), HILOCK_EINVAL);
     loop_close(&loop);

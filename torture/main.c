@@ -25,6 +25,7 @@
 #include "fixture.h"
 #include "sentinel_fixture.h"
 #include "tls_fixture.h"
+#include "cluster_fixture.h"
 #include "hilock.h"
 #include "torture.h"
 
@@ -46,10 +47,13 @@ enum {
     F_RESTART_NOW,        /* violation scenario: rolling restart of a majority at once        */
     F_FAILOVER,           /* Sentinel: SENTINEL failover, until the old master is a replica   */
     F_FAILOVER_FREEZE,    /* Sentinel: master stopped until the Sentinels promote the replica */
+    F_CLUSTER_FAILOVER,   /* Cluster: CLUSTER FAILOVER on a shard master's replica            */
+    F_CLUSTER_KILL,       /* Cluster: kill -9 of a shard master, its replica elected, restart */
     F_NKINDS
 };
 static const char *const fault_names[F_NKINDS] = { "kill9-holder", "pause-holder", "restart-delayed",
-    "restart-aof", "freeze-short", "freeze-long", "restart-immediately", "failover", "failover-by-freeze" };
+    "restart-aof", "freeze-short", "freeze-long", "restart-immediately", "failover", "failover-by-freeze",
+    "failover-cluster", "failover-cluster-kill" };
 
 typedef struct mode {
     const char *name;
@@ -69,6 +73,7 @@ typedef struct mode {
     int         node_peer;   /* one more worker: the real npm redis-lock 0.0.9 client, if installed */
     int         sentinel;    /* servers: master + replica + 3 Sentinels (tests/sentinel_fixture.h) */
     int         tls;         /* servers on TLS ports only (tests/tls_fixture.h), rediss:// URLs */
+    int         cluster;     /* servers: a Redis Cluster, 3 masters + 3 replicas (tests/cluster_fixture.h) */
 } mode;
 
 static const char *legacy_missing(void)
@@ -131,6 +136,11 @@ static const mode modes[] = {
       .weights = { [F_KILL_HOLDER] = 3, [F_PAUSE_HOLDER] = 3, [F_RESTART_DELAYED] = 1, [F_RESTART_AOF] = 1,
                    [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 2 },
       .gap_min_ms = 300, .gap_max_ms = 1200 },
+    { .name = "cluster", .nservers = 1, .flavour = TT_MODERN, .cluster = 1,
+      .what = "a Redis Cluster, 3 masters + 3 replicas (failover_guard on): CLUSTER FAILOVER on a shard's "
+              "replica, a shard master killed (its replica elected, then it rejoins), workers killed and paused",
+      .weights = { [F_KILL_HOLDER] = 2, [F_PAUSE_HOLDER] = 2, [F_CLUSTER_FAILOVER] = 2, [F_CLUSTER_KILL] = 1 },
+      .gap_min_ms = 300, .gap_max_ms = 1200 },
     { .name = "redlock-violation", .nservers = 5, .flavour = TT_MODERN, .workers = 4, .keys = 1,
       .ttl_fixed_ms = 2000, .long_holds = 1, .expect_overlap = 1,
       .what = "5 masters, a majority restarted at once while a lock is held: breaks the delayed-restart "
@@ -139,7 +149,7 @@ static const mode modes[] = {
       .gap_min_ms = 1500, .gap_max_ms = 2500 },
 };
 #define NMODES (sizeof modes / sizeof modes[0])
-#define DEFAULT_MODES "single,redlock,legacy,bridge,fair,sentinel,tls"
+#define DEFAULT_MODES "single,redlock,legacy,bridge,fair,sentinel,tls,cluster"
 
 typedef struct run {
     const mode *m;
@@ -153,6 +163,7 @@ typedef struct run {
     hlt_redis  *srv[TT_MAXSERVERS];
     hlt_sentinel *sf;
     hlt_pki    *pki;                      /* tls: the run's CA and server certificate */
+    hlt_cluster *cf;                      /* cluster: the run's cluster */
     char       *urls[2][TT_MAXSERVERS];   /* TCP and unix forms (tls: rediss:// twice) */
     tt_shm     *shm;
     pid_t       pid[TT_MAXWORKERS];
@@ -523,6 +534,41 @@ static void fault_failover_freeze(run *r)
               rc ? " TIMEOUT" : "");
 }
 
+/* Cluster failovers, on a shard picked at random. The window logged runs until the cluster is
+ * healthy again (every node agreeing, each master with a streaming replica): as behind
+ * Sentinel, a grant made just before the switch can be lost (reported apart, not judged). */
+static int cluster_master(run *r)
+{
+    int m = hlt_cluster_slot_master(r->cf, (int)(tt_rand(&r->rng) % 16384));
+    return m;
+}
+
+static void fault_cluster_failover(run *r)
+{
+    int64_t t0 = tt_now_us();
+    int m = cluster_master(r), rep = m < 0 ? -1 : hlt_cluster_replica_of(r->cf, m), rc = -1;
+    if (rep >= 0) rc = hlt_cluster_failover(r->cf, rep, 0);
+    if (rc == 0) rc = hlt_cluster_heal_all(r->cf, 30000);
+    if (rc != 0) r->infra_errors++;
+    fault_log(r, F_CLUSTER_FAILOVER, t0, tt_now_us(), "master=node%d replica=node%d%s", m, rep, rc ? " TIMEOUT" : "");
+}
+
+static void fault_cluster_kill(run *r)
+{
+    int64_t t0 = tt_now_us(), t_up = 0;
+    int m = cluster_master(r), rep = m < 0 ? -1 : hlt_cluster_replica_of(r->cf, m), rc = -1;
+    if (rep >= 0) {
+        hlt_cluster_kill(r->cf, m);
+        rc = hlt_cluster_wait_master(r->cf, rep, 20000);
+        t_up = tt_now_us();
+        if (hlt_cluster_restart(r->cf, m) != 0) rc = -1;
+        if (rc == 0) rc = hlt_cluster_heal_all(r->cf, 30000);
+    }
+    if (rc != 0) r->infra_errors++;
+    fault_log(r, F_CLUSTER_KILL, t0, tt_now_us(), "master=node%d replica=node%d elected_ms=%lld%s", m, rep,
+              (long long)(t_up ? (t_up - t0) / 1000 : -1), rc ? " TIMEOUT" : "");
+}
+
 static void fault_freeze(run *r, int kind)
 {
     if (r->sf) {
@@ -577,6 +623,8 @@ static void inject(run *r)
     case F_RESTART_NOW:     fault_restart_now(r); break;
     case F_FAILOVER:        fault_failover(r); break;
     case F_FAILOVER_FREEZE: fault_failover_freeze(r); break;
+    case F_CLUSTER_FAILOVER: fault_cluster_failover(r); break;
+    case F_CLUSTER_KILL:    fault_cluster_kill(r); break;
     }
 }
 
@@ -598,6 +646,11 @@ static int start_servers(run *r)
     if (r->m->sentinel) {
         if (!(r->sf = hlt_sentinel_start())) return -1;
         r->urls[0][0] = r->urls[1][0] = r->sf->url;
+        return 0;
+    }
+    if (r->m->cluster) {
+        if (!(r->cf = hlt_cluster_start())) return -1;
+        r->urls[0][0] = r->urls[1][0] = r->cf->url;
         return 0;
     }
     if (r->m->tls && !(r->pki = hlt_pki_make())) return -1;
@@ -633,6 +686,7 @@ static void stop_all(run *r)
             r->pid[i] = 0;
         }
     if (r->sf) hlt_sentinel_stop(r->sf);
+    else if (r->cf) hlt_cluster_stop(r->cf);
     else
         for (int i = 0; i < r->m->nservers; i++) hlt_redis_stop(r->srv[i]);
     hlt_pki_free(r->pki);
@@ -688,7 +742,7 @@ static int run_mode(const mode *m, const char *base, int duration_s, uint64_t se
     co.dir = r.dir;
     co.mode = m->name;
     co.expect_overlap = m->expect_overlap;
-    co.allow_lost = m->sentinel;
+    co.allow_lost = m->sentinel || m->cluster;
     co.quorum = m->nservers > 1;
     co.tolerance_us = tolerance_ms * 1000;
     rc = tt_check(&co);

@@ -1,8 +1,10 @@
 -- failover: which master answers, and the failover guard (see src/topology.c)
 -- KEYS[1] the guard record (a hash, one per master and db), KEYS[2] the lock
 -- ARGV[1] 'acquire' | 'extend' | 'id' (release, check), ARGV[2] our value, ARGV[3] ttl ms,
--- ARGV[4] the guard's floor in ms (options.failover_guard_ms), ARGV[5] '1' = guard on
--- {role, replid, offset, replid2, second_offset, guard_ms_left}
+-- ARGV[4] the guard's floor in ms (options.failover_guard_ms), ARGV[5] '1' = guard on,
+-- ARGV[6] '1' = a Cluster node: add its config epoch (CLUSTER INFO's cluster_my_epoch, read in
+-- the same script as the grant, so a client with an old slot map cannot mint a lower fence)
+-- {role, replid, offset, replid2, second_offset, guard_ms_left[, config_epoch]}
 -- INFO runs here, after the lock script of the same pipeline: the offset it reads already
 -- counts that script's writes (an upper bound of where our write ends in the stream).
 local info = redis.call('INFO', 'replication')
@@ -39,5 +41,10 @@ if ARGV[5] == '1' and role == 'master' then
     left = 0
     if ARGV[1] ~= 'id' and ttl > maxttl then redis.call('HSET', KEYS[1], 'maxttl', ttl) end
   end
+end
+if ARGV[6] == '1' then
+  local ci = redis.pcall('CLUSTER', 'INFO')
+  local ep = type(ci) == 'string' and tonumber(string.match(ci, 'cluster_my_epoch:(%d+)')) or 0
+  return {role, id, off, id2, off2, left, ep}
 end
 return {role, id, off, id2, off2, left}

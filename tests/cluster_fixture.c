@@ -1,0 +1,527 @@
+/* cluster_fixture.c -- see cluster_fixture.h. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cluster_fixture.h"
+#include "fixture.h"
+
+#define ENV_NAME "HLT_CLUSTER"   /* "runner-pid dir port0,...,port5" */
+
+static redisContext *dial(int port)
+{
+    struct timeval tv = { 2, 0 };
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c && !c->err) {
+        redisSetTimeout(c, tv);
+        return c;
+    }
+    if (c) redisFree(c);
+    return NULL;
+}
+
+redisReply *hlt_cluster_cmd(hlt_cluster *f, int i, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+    redisContext *c = dial(f->port[i]);
+    if (!c) return NULL;
+    va_start(ap, fmt);
+    r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    return r;
+}
+
+static void exec_server(hlt_cluster *f, int i)
+{
+    char port[16], dir[160], pidf[180], logf[180];
+    snprintf(port, sizeof port, "%d", f->port[i]);
+    snprintf(dir, sizeof dir, "%s/n%d", f->dir, i);
+    snprintf(pidf, sizeof pidf, "%s/pid", dir);
+    snprintf(logf, sizeof logf, "%s/log", dir);
+    execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--protected-mode", "no",
+           "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+           "--cluster-replica-validity-factor", "0", "--dir", dir, "--pidfile", pidf, "--logfile", logf,
+           "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0", "--daemonize", "no",
+           (char *)NULL);
+    _exit(127);
+}
+
+/* Owned: a child of ours that dies with us. */
+static pid_t spawn_owned(hlt_cluster *f, int i)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        exec_server(f, i);
+    }
+    return pid;
+}
+
+/* Shared: the server is nobody's child among the test processes (Criterion's runner reaps
+ * its workers with waitid(P_ALL, WNOWAIT) and spins on any other child that dies -- a server
+ * a test killed), but a watchdog's, which ends when the runner does (the server with it). */
+static void spawn_watched(hlt_cluster *f, int i, pid_t runner)
+{
+    pid_t a = fork();
+    if (a == 0) {
+        if (fork() == 0) {   /* the watchdog: orphaned at once, reaped by init */
+            pid_t s;
+            if (f->lockfd >= 0) close(f->lockfd);   /* (the flock is the test's, not ours) */
+            setsid();
+            if ((s = fork()) == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                exec_server(f, i);
+            }
+            while (s > 0 && kill(runner, 0) == 0 && waitpid(s, NULL, WNOHANG) == 0) usleep(100000);
+            if (s > 0) kill(s, SIGKILL);
+            _exit(0);
+        }
+        _exit(0);
+    }
+    if (a > 0) waitpid(a, NULL, 0);
+}
+
+static void spawn(hlt_cluster *f, int i)
+{
+    if (f->runner) spawn_watched(f, i, f->runner);
+    else f->pid[i] = spawn_owned(f, i);
+}
+
+static int pong(hlt_cluster *f, int i)
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "PING");
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+static int wait_pong(hlt_cluster *f, int i, long ms)
+{
+    long long end = hlt_now_ms() + ms;
+    while (hlt_now_ms() < end) {
+        if (pong(f, i)) return 0;
+        hlt_sleep_ms(20);
+    }
+    return -1;
+}
+
+static pid_t node_pid(hlt_cluster *f, int i);
+static pid_t node_pid(hlt_cluster *f, int i)
+{
+    char path[180];
+    FILE *fp;
+    long pid = 0;
+    snprintf(path, sizeof path, "%s/n%d/pid", f->dir, i);
+    if ((fp = fopen(path, "r"))) {
+        if (fscanf(fp, "%ld", &pid) != 1) pid = 0;
+        fclose(fp);
+    }
+    return (pid_t)pid;
+}
+
+static int info_has(hlt_cluster *f, int i, const char *section, const char *text)
+{
+    redisReply *r = hlt_cluster_cmd(f, i, section ? "INFO %s" : "CLUSTER INFO", section);
+    int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, text);
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+int hlt_cluster_slot_master(hlt_cluster *f, int slot)
+{
+    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+        redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER SLOTS");
+        int port = 0;
+        for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+            redisReply *e = r->element[k];
+            if (e->elements >= 3 && slot >= e->element[0]->integer && slot <= e->element[1]->integer)
+                port = (int)e->element[2]->element[1]->integer;
+        }
+        if (r) freeReplyObject(r);
+        for (int j = 0; port && j < HLT_CLUSTER_NODES; j++)
+            if (f->port[j] == port) return j;
+    }
+    return -1;
+}
+
+int hlt_cluster_keyslot(hlt_cluster *f, const char *key)
+{
+    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+        redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER KEYSLOT %s", key);
+        int s = r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+        if (r) freeReplyObject(r);
+        if (s >= 0) return s;
+    }
+    return -1;
+}
+
+int hlt_cluster_key_master(hlt_cluster *f, const char *key)
+{
+    int s = hlt_cluster_keyslot(f, key);
+    return s < 0 ? -1 : hlt_cluster_slot_master(f, s);
+}
+
+int hlt_cluster_replica_of(hlt_cluster *f, int m)
+{
+    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+        redisReply *r = hlt_cluster_cmd(f, i, "ROLE");
+        int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && !strcmp(r->element[0]->str, "slave") &&
+                  r->element[2]->integer == f->port[m];
+        if (r) freeReplyObject(r);
+        if (yes) return i;
+    }
+    return -1;
+}
+
+/* ASKING first: a node importing the key's slot answers for it (else: MOVED). */
+static redisReply *asking_cmd(hlt_cluster *f, int i, const char *cmd, const char *key)
+{
+    redisContext *c = dial(f->port[i]);
+    redisReply *r = NULL;
+    if (!c) return NULL;
+    if ((r = redisCommand(c, "ASKING"))) freeReplyObject(r);
+    r = redisCommand(c, "%s %s", cmd, key);
+    redisFree(c);
+    return r;
+}
+
+char *hlt_cluster_get(hlt_cluster *f, int i, const char *key)
+{
+    redisReply *r = asking_cmd(f, i, "GET", key);
+    char *v = r && r->type == REDIS_REPLY_STRING ? strdup(r->str) : NULL;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+long long hlt_cluster_exists(hlt_cluster *f, int i, const char *key)
+{
+    redisReply *r = asking_cmd(f, i, "EXISTS", key);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -99;
+    if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "ASK ", 4)) v = 0;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+/* What node i says: "<port of the master of each shard>" sorted, for agreement. */
+static int shard_view(hlt_cluster *f, int i, int out[3])
+{
+    int n = 0;
+    for (int s = 0; s < 3; s++) out[s] = 0;
+    redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER SLOTS");
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements && n < 3; k++)
+        out[n++] = (int)r->element[k]->element[2]->element[1]->integer;
+    if (r) freeReplyObject(r);
+    for (int a = 0; a < 3; a++)
+        for (int b = a + 1; b < 3; b++)
+            if (out[b] < out[a]) { int t = out[a]; out[a] = out[b]; out[b] = t; }
+    return n;
+}
+
+int hlt_cluster_heal_all(hlt_cluster *f, long timeout_ms)
+{
+    long long end = hlt_now_ms() + timeout_ms;
+    while (hlt_now_ms() < end) {
+        int ok = 1, ref[3], v[3], masters = 0;
+        for (int i = 0; ok && i < HLT_CLUSTER_NODES; i++) ok = info_has(f, i, NULL, "cluster_state:ok");
+        if (ok && shard_view(f, 0, ref) != 3) ok = 0;
+        for (int i = 1; ok && i < HLT_CLUSTER_NODES; i++)
+            ok = shard_view(f, i, v) == 3 && !memcmp(v, ref, sizeof v);
+        for (int i = 0; ok && i < HLT_CLUSTER_NODES; i++) {
+            if (!info_has(f, i, "replication", "role:master")) continue;
+            masters++;
+            ok = info_has(f, i, "replication", ",state=online,");
+        }
+        if (ok && masters == 3) return 0;
+        hlt_sleep_ms(50);
+    }
+    fprintf(stderr, "cluster fixture: not healthy after %ld ms (%s)\n", timeout_ms, f->dir);
+    return -1;
+}
+
+void hlt_cluster_kill(hlt_cluster *f, int i);
+
+static hlt_cluster *start(pid_t runner)
+{
+    hlt_cluster *f = calloc(1, sizeof *f);
+    char cmd[1024], sub[200];
+    size_t off;
+    int rc, tries;
+    if (!f) return NULL;
+    f->owned = 1;
+    f->runner = runner;
+    f->lockfd = -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/hilock-cluster-XXXXXX");
+    if (!mkdtemp(f->dir)) {
+        free(f);
+        return NULL;
+    }
+    off = (size_t)snprintf(f->url, sizeof f->url, "redis-cluster://");
+    snprintf(cmd, sizeof cmd, "redis-cli --cluster create");
+    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+        snprintf(sub, sizeof sub, "%s/n%d", f->dir, i);
+        mkdir(sub, 0700);
+        for (tries = 0; tries < 5; tries++) {
+            f->port[i] = hlt_free_port();
+            spawn(f, i);
+            if (wait_pong(f, i, 5000) == 0) break;
+            hlt_cluster_kill(f, i);
+        }
+        if (tries == 5) goto fail;
+        off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%s127.0.0.1:%d", i ? "," : "", f->port[i]);
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " 127.0.0.1:%d", f->port[i]);
+    }
+    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --cluster-replicas 1 --cluster-yes >%s/create.log 2>&1",
+             f->dir);
+    rc = system(cmd);
+    if (rc != 0 || hlt_cluster_heal_all(f, 30000) < 0) {
+        fprintf(stderr, "cluster fixture: create failed (see %s/create.log)\n", f->dir);
+        goto fail;
+    }
+    return f;
+fail:
+    hlt_cluster_stop(f);
+    return NULL;
+}
+
+hlt_cluster *hlt_cluster_start(void) { return start(0); }
+
+void hlt_cluster_stop(hlt_cluster *f)
+{
+    char cmd[200];
+    if (!f) return;
+    if (f->lockfd >= 0) close(f->lockfd);
+    if (f->owned) {
+        for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+            pid_t p = node_pid(f, i);   /* a server restarted by a worker too */
+            if (p > 0 && p != f->pid[i]) {
+                kill(p, SIGCONT);
+                kill(p, SIGKILL);
+            }
+            if (f->pid[i] > 0) {
+                kill(f->pid[i], SIGCONT);
+                kill(f->pid[i], SIGKILL);
+                waitpid(f->pid[i], NULL, 0);
+            }
+        }
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+        if (system(cmd) != 0) fprintf(stderr, "cluster fixture: could not remove %s\n", f->dir);
+    }
+    free(f);
+}
+
+static hlt_cluster *shared;
+
+int hlt_cluster_share(void)
+{
+    char env[300];
+    size_t off;
+    if (!(shared = start(getpid()))) return -1;
+    off = (size_t)snprintf(env, sizeof env, "%ld %s ", (long)getpid(), shared->dir);
+    for (int i = 0; i < HLT_CLUSTER_NODES; i++)
+        off += (size_t)snprintf(env + off, sizeof env - off, "%s%d", i ? "," : "", shared->port[i]);
+    setenv(ENV_NAME, env, 1);
+    return 0;
+}
+
+void hlt_cluster_unshare(void)
+{
+    hlt_cluster_stop(shared);
+    shared = NULL;
+}
+
+static pid_t runner_pid(void)
+{
+    const char *e = getenv(ENV_NAME);
+    return e ? (pid_t)atol(e) : 0;
+}
+
+hlt_cluster *hlt_cluster_attach(void)
+{
+    const char *e = getenv(ENV_NAME);
+    hlt_cluster *f;
+    const char *p;
+    size_t off;
+    if (!e || !(f = calloc(1, sizeof *f))) return NULL;
+    f->lockfd = -1;
+    if (sscanf(e, "%*d %127s", f->dir) != 1 || !(p = strrchr(e, ' '))) {
+        free(f);
+        return NULL;
+    }
+    off = (size_t)snprintf(f->url, sizeof f->url, "redis-cluster://");
+    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+        f->port[i] = atoi(p + 1);
+        off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%s127.0.0.1:%d", i ? "," : "", f->port[i]);
+        if (!(p = strchr(p + 1, ',')) && i < HLT_CLUSTER_NODES - 1) {
+            free(f);
+            return NULL;
+        }
+    }
+    return f;
+}
+
+static void take(hlt_cluster *f, int how)
+{
+    char path[200];
+    snprintf(path, sizeof path, "%s/tests.lock", f->dir);
+    if (f->lockfd < 0) f->lockfd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    while (f->lockfd >= 0 && flock(f->lockfd, how) < 0 && errno == EINTR) {}
+}
+
+void hlt_cluster_exclusive(hlt_cluster *f) { take(f, LOCK_EX); }
+void hlt_cluster_shared_use(hlt_cluster *f) { take(f, LOCK_SH); }
+
+void hlt_cluster_kill(hlt_cluster *f, int i)
+{
+    pid_t p = node_pid(f, i);
+    if (p > 0) {
+        kill(p, SIGCONT);
+        kill(p, SIGKILL);
+    }
+    for (int k = 0; k < 100 && pong(f, i); k++) hlt_sleep_ms(10);
+    if (f->owned && f->pid[i] > 0 && f->pid[i] == p) {
+        waitpid(p, NULL, 0);
+        f->pid[i] = 0;
+    }
+}
+
+int hlt_cluster_restart(hlt_cluster *f, int i)
+{
+    char path[180];
+    snprintf(path, sizeof path, "%s/n%d/pid", f->dir, i);
+    unlink(path);
+    for (int tries = 0; tries < 50; tries++) {
+        if (f->owned) spawn(f, i);
+        else spawn_watched(f, i, runner_pid());
+        if (wait_pong(f, i, 3000) == 0) return 0;
+        hlt_sleep_ms(50);
+    }
+    return -1;
+}
+
+void hlt_cluster_freeze(hlt_cluster *f, int i)
+{
+    pid_t p = node_pid(f, i);
+    if (p > 0) kill(p, SIGSTOP);
+}
+
+void hlt_cluster_thaw(hlt_cluster *f, int i)
+{
+    pid_t p = node_pid(f, i);
+    if (p > 0) kill(p, SIGCONT);
+}
+
+int hlt_cluster_wait_master(hlt_cluster *f, int r, long timeout_ms)
+{
+    long long end = hlt_now_ms() + timeout_ms;
+    while (hlt_now_ms() < end) {
+        if (info_has(f, r, "replication", "role:master")) {
+            for (int s = 0; s < 16384; s += 64)   /* it serves slots, in its own view */
+                if (hlt_cluster_slot_master(f, s) == r) return 0;
+        }
+        hlt_sleep_ms(50);
+    }
+    return -1;
+}
+
+int hlt_cluster_failover(hlt_cluster *f, int r, int force)
+{
+    redisReply *rep = hlt_cluster_cmd(f, r, "ROLE");
+    int old = -1, ok;
+    long long end = hlt_now_ms() + 30000;
+    for (int i = 0; rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 && i < HLT_CLUSTER_NODES; i++)
+        if (f->port[i] == rep->element[2]->integer) old = i;
+    if (rep) freeReplyObject(rep);
+    rep = hlt_cluster_cmd(f, r, force ? "CLUSTER FAILOVER FORCE" : "CLUSTER FAILOVER");
+    ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep) freeReplyObject(rep);
+    if (!ok || hlt_cluster_wait_master(f, r, 20000) < 0) return -1;
+    /* and the old master knows it (a forced failover: it learns by gossip, a moment later) */
+    while (old >= 0 && !info_has(f, old, "replication", "role:slave"))
+        if (hlt_now_ms() > end) return -1;
+        else hlt_sleep_ms(20);
+    return 0;
+}
+
+int hlt_cluster_cut(hlt_cluster *f, int r)
+{
+    redisReply *a = hlt_cluster_cmd(f, r, "CONFIG SET masterauth bogus-for-the-test");
+    redisReply *b = hlt_cluster_cmd(f, r, "CLIENT KILL TYPE master");
+    int ok = a && b && a->type == REDIS_REPLY_STATUS;
+    if (a) freeReplyObject(a);
+    if (b) freeReplyObject(b);
+    for (int k = 0; ok && k < 100 && info_has(f, r, "replication", "master_link_status:up"); k++)
+        hlt_sleep_ms(10);
+    return ok ? 0 : -1;
+}
+
+int hlt_cluster_heal(hlt_cluster *f, int r)
+{
+    redisReply *a = hlt_cluster_cmd(f, r, "CONFIG SET masterauth %s", "");
+    int ok = a && a->type == REDIS_REPLY_STATUS;
+    if (a) freeReplyObject(a);
+    return ok ? 0 : -1;
+}
+
+static int node_id(hlt_cluster *f, int i, char id[41])
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER MYID");
+    int ok = r && r->type == REDIS_REPLY_STRING && r->len == 40;
+    if (ok) memcpy(id, r->str, 41);
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static int status_ok(redisReply *r)
+{
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r && !ok) fprintf(stderr, "cluster fixture: %s\n", r->str ? r->str : "?");
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+int hlt_cluster_migrate_begin(hlt_cluster *f, int slot, int to)
+{
+    int from = hlt_cluster_slot_master(f, slot);
+    char fid[41], tid[41];
+    if (from < 0 || from == to || node_id(f, from, fid) || node_id(f, to, tid)) return -1;
+    if (!status_ok(hlt_cluster_cmd(f, to, "CLUSTER SETSLOT %d IMPORTING %s", slot, fid))) return -1;
+    return status_ok(hlt_cluster_cmd(f, from, "CLUSTER SETSLOT %d MIGRATING %s", slot, tid)) ? 0 : -1;
+}
+
+int hlt_cluster_migrate_keys(hlt_cluster *f, int slot, int to)
+{
+    int from = hlt_cluster_slot_master(f, slot);
+    redisReply *keys = from < 0 ? NULL : hlt_cluster_cmd(f, from, "CLUSTER GETKEYSINSLOT %d 1000", slot);
+    int ok = keys && keys->type == REDIS_REPLY_ARRAY;
+    for (size_t k = 0; ok && k < keys->elements; k++)
+        ok = status_ok(hlt_cluster_cmd(f, from, "MIGRATE 127.0.0.1 %d %s 0 5000", f->port[to], keys->element[k]->str));
+    if (keys) freeReplyObject(keys);
+    return ok ? 0 : -1;
+}
+
+int hlt_cluster_migrate_end(hlt_cluster *f, int slot, int to)
+{
+    int from = hlt_cluster_slot_master(f, slot);
+    char tid[41];
+    if (from < 0 || node_id(f, to, tid)) return -1;
+    if (!status_ok(hlt_cluster_cmd(f, to, "CLUSTER SETSLOT %d NODE %s", slot, tid))) return -1;
+    if (from != to && !status_ok(hlt_cluster_cmd(f, from, "CLUSTER SETSLOT %d NODE %s", slot, tid))) return -1;
+    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+        redisReply *r;
+        if (i == to || i == from || !info_has(f, i, "replication", "role:master")) continue;
+        r = hlt_cluster_cmd(f, i, "CLUSTER SETSLOT %d NODE %s", slot, tid);
+        if (r) freeReplyObject(r);
+    }
+    return 0;
+}

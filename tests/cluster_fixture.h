@@ -1,0 +1,79 @@
+/* cluster_fixture.h -- a real Redis Cluster for tests and benchmarks: 3 masters + 3 replicas
+ * on free loopback ports (--cluster-enabled yes, --cluster-node-timeout 1000), created with
+ * `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes`, ready once every node
+ * says cluster_state:ok and every master streams to its replica.
+ *
+ * Lifetime. hlt_cluster_start() makes one owned by the calling process: its servers die with
+ * it (PR_SET_PDEATHSIG) and hlt_cluster_stop() kills them and removes the dir. A Criterion
+ * suite shares one cluster between its tests: hlt_cluster_share() (from a ReportHook(PRE_ALL),
+ * in the runner) starts it and publishes it in the environment; each test's worker process
+ * gets a view with hlt_cluster_attach() (nothing to stop). A node restarted from a worker is
+ * tied to the runner by a small watchdog (it dies within 100 ms of the runner), so no test can
+ * leave a server behind. Tests that break the cluster (kill, failover, resharding, SIGSTOP)
+ * take hlt_cluster_exclusive() and restore it (hlt_cluster_heal) before they end; the others
+ * take hlt_cluster_shared_use(), so --jobs=2 never mixes the two. */
+#ifndef HILOCK_TEST_CLUSTER_FIXTURE_H
+#define HILOCK_TEST_CLUSTER_FIXTURE_H
+
+#include <sys/types.h>
+#include <hiredis/hiredis.h>
+
+#define HLT_CLUSTER_NODES 6
+
+typedef struct hlt_cluster {
+    int   port[HLT_CLUSTER_NODES];
+    pid_t pid[HLT_CLUSTER_NODES];   /* owned clusters: the server processes (0: stopped) */
+    int   owned;
+    pid_t runner;                   /* shared: the runner whose death ends the servers */
+    int   lockfd;                   /* hlt_cluster_exclusive / _shared_use */
+    char  dir[128];                 /* node i lives in dir/nI (nodes.conf, log, pid) */
+    char  url[512];                 /* redis-cluster://127.0.0.1:P0,...,127.0.0.1:P5 */
+} hlt_cluster;
+
+hlt_cluster *hlt_cluster_start(void);            /* NULL (and why, on stderr) on failure */
+void         hlt_cluster_stop(hlt_cluster *f);   /* NULL-safe; a view is only freed */
+int          hlt_cluster_share(void);            /* runner: start and publish; 0 or -1 */
+void         hlt_cluster_unshare(void);          /* runner: stop it */
+hlt_cluster *hlt_cluster_attach(void);           /* worker: the shared one, NULL if none */
+
+/* Serialise tests on a shared cluster (flock on a file in its dir). */
+void hlt_cluster_exclusive(hlt_cluster *f);
+void hlt_cluster_shared_use(hlt_cluster *f);
+
+/* Command on node i (fresh connection, 2 s timeout); NULL if it does not answer. */
+redisReply *hlt_cluster_cmd(hlt_cluster *f, int i, const char *fmt, ...);
+/* Index of the node (port) that serves `slot` as master, asked of the live nodes; -1. */
+int hlt_cluster_slot_master(hlt_cluster *f, int slot);
+int hlt_cluster_key_master(hlt_cluster *f, const char *key);
+int hlt_cluster_keyslot(hlt_cluster *f, const char *key);   /* CLUSTER KEYSLOT; -1 */
+/* Index of a replica of master i (by ROLE); -1. */
+int hlt_cluster_replica_of(hlt_cluster *f, int i);
+/* GET / EXISTS on node i directly (no redirection; ASKING first, so a node importing the
+ * slot answers; a migrating node's ASK, i.e. "not here", is EXISTS 0). */
+char     *hlt_cluster_get(hlt_cluster *f, int i, const char *key);   /* malloc'd or NULL */
+long long hlt_cluster_exists(hlt_cluster *f, int i, const char *key);
+
+void hlt_cluster_kill(hlt_cluster *f, int i);      /* SIGKILL the server on port[i] */
+int  hlt_cluster_restart(hlt_cluster *f, int i);   /* same port, same nodes.conf; 0 or -1 */
+void hlt_cluster_freeze(hlt_cluster *f, int i);    /* SIGSTOP */
+void hlt_cluster_thaw(hlt_cluster *f, int i);      /* SIGCONT */
+/* CLUSTER FAILOVER [FORCE] on replica r; waits until it is master. 0 or -1. */
+int  hlt_cluster_failover(hlt_cluster *f, int r, int force);
+/* Wait (up to timeout_ms) until r has taken over master m's slots (after a kill). */
+int  hlt_cluster_wait_master(hlt_cluster *f, int r, long timeout_ms);
+/* Cut / heal replication on replica r (bogus masterauth + killed master link). */
+int  hlt_cluster_cut(hlt_cluster *f, int r);
+int  hlt_cluster_heal(hlt_cluster *f, int r);
+
+/* Resharding of one slot, in its three steps: begin (IMPORTING on `to`, MIGRATING on its
+ * owner), move (MIGRATE every key of the slot), end (SETSLOT NODE on the target, the source,
+ * then the others). 0 or -1. */
+int hlt_cluster_migrate_begin(hlt_cluster *f, int slot, int to);
+int hlt_cluster_migrate_keys(hlt_cluster *f, int slot, int to);
+int hlt_cluster_migrate_end(hlt_cluster *f, int slot, int to);
+
+/* Every node up, cluster_state:ok everywhere, every node agreeing who serves each of the
+ * three shards, every master with an online replica; waits up to timeout_ms. 0 or -1. */
+int hlt_cluster_heal_all(hlt_cluster *f, long timeout_ms);
+
+#endif

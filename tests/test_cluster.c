@@ -1,0 +1,537 @@
+/* test_cluster.c -- locks on Redis Cluster (redis-cluster://): routing by hash slot, aux keys
+ * in the key's slot whatever its braces, seeds, resharding through ASK and MOVED, shard
+ * failovers (LOST unless proven), a frozen node, two processes counting, the hilock command.
+ *
+ * One real cluster (3 masters + 3 replicas, cluster_fixture.h) serves the whole suite: started
+ * by the runner before the first test and stopped after the last. Tests that break it (kill,
+ * failover, resharding, SIGSTOP) run alone (hlt_cluster_exclusive) and leave it healthy; the
+ * others share it. Timing asserts are generous upper bounds only. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cluster_fixture.h"
+#include "fixture.h"
+#include "hilock.h"
+#include "internal.h"   /* hl_key_slot, hl_aux_key: the unit part */
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+    (void)set;
+    if (hlt_cluster_share() < 0) fprintf(stderr, "test_cluster: the cluster fixture did not start\n");
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+    (void)stats;
+    hlt_cluster_unshare();
+}
+
+static hlt_cluster *F;
+
+static void fini(void)
+{
+    hlt_cluster_stop(F);   /* a view: frees only (and drops the flock) */
+    F = NULL;
+}
+
+TestSuite(cluster, .fini = fini, .timeout = 120);
+
+/* The shared cluster; exclusive = this test breaks it for a while. */
+static hlt_cluster *fx(int exclusive)
+{
+    F = hlt_cluster_attach();
+    cr_assert_not_null(F, "no cluster (the fixture did not start)");
+    if (exclusive) hlt_cluster_exclusive(F);
+    else hlt_cluster_shared_use(F);
+    return F;
+}
+
+/* Clients of these tests run without the failover guard (failover_guard = 0): a test's
+ * failover would otherwise make every later test's first grant on that shard wait for its
+ * ttl. The guard itself is checked in cluster_failover_is_lost_unless_proven. */
+static hilock_client *client_opt(const char *url, int io_ms, int guard, int retry_ms)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.retry_delay_ms = retry_ms;
+    o.io_timeout_ms = io_ms;
+    o.failover_guard = guard;
+    if (hilock_client_new(&o, &c) != HILOCK_OK) return NULL;
+    return c;
+}
+
+static hilock_client *client_io(const char *url, int io_ms)
+{
+    hilock_client *c = client_opt(url, io_ms, 0, 20);
+    cr_assert_not_null(c, "%s", hilock_last_config_error());
+    return c;
+}
+
+static hilock_client *client(const char *url) { return client_io(url, 2000); }
+
+#define assert_msg(c, text)                                                                    \
+    cr_assert(strstr(hilock_client_errmsg(c), (text)), "errmsg '%s' does not say '%s'",        \
+              hilock_client_errmsg(c), (text))
+
+/* A key named prefix<N> whose slot is served by master m. */
+static void key_on(hlt_cluster *f, int m, const char *prefix, char *buf, size_t cap)
+{
+    for (int n = 0; n < 10000; n++) {
+        snprintf(buf, cap, "%s%d", prefix, n);
+        if (hlt_cluster_key_master(f, buf) == m) return;
+    }
+    cr_assert_fail("no key on master %d", m);
+}
+
+/* The three masters' indexes. */
+static void masters(hlt_cluster *f, int m[3])
+{
+    int n = 0;
+    for (int s = 0; s < 16384 && n < 3; s += 128) {
+        int k = hlt_cluster_slot_master(f, s), seen = 0;
+        for (int j = 0; j < n; j++) seen |= m[j] == k;
+        if (k >= 0 && !seen) m[n++] = k;
+    }
+    cr_assert_eq(n, 3, "found %d masters", n);
+}
+
+static void heal(hlt_cluster *f)
+{
+    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+        redisReply *r = hlt_cluster_cmd(f, i, "PING");
+        if (!r) cr_assert_eq(hlt_cluster_restart(f, i), 0, "node %d did not restart", i);
+        else freeReplyObject(r);
+        hlt_cluster_heal(f, i);
+    }
+    cr_assert_eq(hlt_cluster_heal_all(f, 30000), 0, "the cluster did not heal");
+}
+
+Test(cluster, locks_on_keys_of_every_master)
+{
+    hlt_cluster *f = fx(0);
+    hilock_client *c = client(f->url);
+    hilock *l[3];
+    char key[3][64];
+    int m[3];
+    masters(f, m);
+    for (int i = 0; i < 3; i++) {
+        char *v;
+        key_on(f, m[i], "every:", key[i], sizeof key[i]);
+        cr_assert_eq(hilock_acquire(c, key[i], 10000, 0, &l[i]), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        v = hlt_cluster_get(f, m[i], key[i]);
+        cr_assert(v && !strcmp(v, hilock_token(l[i])), "master %d does not hold %s", m[i], key[i]);
+        free(v);
+        cr_assert_gt(hilock_fence(l[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(hilock_check(l[i]), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_extend(l[i], 20000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(l[i]), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hlt_cluster_exists(f, m[i], key[i]), 0);
+        hilock_free(l[i]);
+    }
+    hilock_client_free(c);
+}
+
+/* The cluster rule on a thousand keys of every brace shape, and CLUSTER KEYSLOT agrees. */
+Test(cluster, aux_keys_hash_to_the_key_slot_whatever_its_braces)
+{
+    static const char *const shapes[] = {"k%d", "jobs:{t%d}:nightly", "a{}b%d", "a{b%d", "a}b{c%d", "}{w%d}",
+                                         "foo{}{bar%d}", "{%d}", "x}%d", "{}%d", "{%d", "%d}"};
+    static const char *const sfx[] = {":fence", ":signal", ":waiters"};
+    hlt_cluster *f = fx(0);
+    char key[64];
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int n = 0; n < 100; n++) {
+            snprintf(key, sizeof key, shapes[s], n);
+            for (int x = 0; x < 3; x++) {
+                char *a = hl_aux_key(key, sfx[x]);
+                cr_assert_not_null(a);
+                cr_assert_eq(hl_key_slot(a, strlen(a)), hl_key_slot(key, strlen(key)), "%s vs %s", a, key);
+                if (n < 3) cr_assert_eq(hlt_cluster_keyslot(f, a), hlt_cluster_keyslot(f, key), "%s", a);
+                free(a);
+            }
+            if (n < 3) cr_assert_eq((int)hl_key_slot(key, strlen(key)), hlt_cluster_keyslot(f, key), "%s", key);
+        }
+    /* the names of earlier versions where they already shared the slot (one master, moving) */
+    {
+        char *a = hl_aux_key("orders", ":fence"), *b = hl_aux_key("jobs:{t}:n", ":fence");
+        cr_assert_str_eq(a, "{orders}:fence");
+        cr_assert_str_eq(b, "jobs:{t}:n:fence");
+        free(a);
+        free(b);
+    }
+}
+
+Test(cluster, keys_with_tags_empty_and_unbalanced_braces_lock_on_their_shard)
+{
+    static const char *const keys[] = {"jobs:{tenant}:nightly", "a{}b", "a{b", "a}b{c", "}{w}", "foo{}{bar}"};
+    hlt_cluster *f = fx(0);
+    hilock_client *c = client(f->url);
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        hilock *l;
+        int m = hlt_cluster_key_master(f, keys[i]);
+        char *fence = hl_aux_key(keys[i], ":fence"), *v;
+        cr_assert_eq(hilock_acquire(c, keys[i], 10000, 0, &l), HILOCK_OK, "%s: %s", keys[i], hilock_client_errmsg(c));
+        v = hlt_cluster_get(f, m, keys[i]);
+        cr_assert(v && !strcmp(v, hilock_token(l)), "%s not on its master", keys[i]);
+        cr_assert_eq(hlt_cluster_exists(f, m, fence), 1, "%s not on the key's master", fence);
+        cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hlt_cluster_exists(f, m, keys[i]), 0);
+        free(v);
+        free(fence);
+        hilock_free(l);
+    }
+    hilock_client_free(c);
+}
+
+Test(cluster, a_seed_list_whose_first_node_is_down_works)
+{
+    hlt_cluster *f = fx(0);
+    char url[600];
+    hilock_client *c;
+    hilock *l;
+    long long t0;
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", hlt_free_port(), f->port[3]);
+    c = client(url);
+    cr_assert_eq(hilock_acquire(c, "seeds", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    /* no seed at all: EIO, bounded, naming the seeds */
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", hlt_free_port(), hlt_free_port());
+    c = client(url);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "seeds", 5000, 0, &l), HILOCK_EIO);
+    cr_assert_lt(hlt_now_ms() - t0, 3000);
+    assert_msg(c, "no seed gave the slot map");
+    assert_msg(c, "seed 127.0.0.1:");
+    hilock_client_free(c);
+}
+
+Test(cluster, bad_cluster_urls_are_einval_with_a_message)
+{
+    static const char *const bad[][2] = {
+        {"redis-cluster://", "missing seed address"},
+        {"redis-cluster://127.0.0.1:7000/0", "database 0 only"},
+        {"redis-cluster://127.0.0.1:7000#m", "no master name"},
+        {"redis-cluster://127.0.0.1:7000,", "empty seed address"},
+        {"redis-cluster://127.0.0.1:99999", "bad port"},
+        {"redis-cluster://127.0.0.1:7000?a=b", "unexpected query"},
+        {"redis-cluster://:pw@", "missing seed address"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        hilock_client *c = NULL;
+        cr_assert_eq(hilock_client_open(bad[i][0], &c), HILOCK_EINVAL, "%s", bad[i][0]);
+        cr_assert_null(c);
+        cr_assert(strstr(hilock_last_config_error(), bad[i][1]), "%s: '%s'", bad[i][0], hilock_last_config_error());
+    }
+}
+
+/* Resharding the locked key's slot while held, step by step: before, during (the key moved:
+ * ASK) and after (MOVED). Never lost, never granted twice; the new owner holds it. */
+Test(cluster, resharding_a_held_lock_keeps_it_through_ask_and_moved)
+{
+    hlt_cluster *f = fx(1);
+    hilock_client *c = client(f->url), *other = client(f->url);
+    hilock *l, *l2;
+    char key[64], *v;
+    int m[3], from, to, slot;
+    uint64_t fence;
+    masters(f, m);
+    from = m[0];
+    to = m[1];
+    key_on(f, from, "reshard:", key, sizeof key);
+    slot = hlt_cluster_keyslot(f, key);
+    cr_assert_eq(hilock_acquire(c, key, 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    fence = hilock_fence(l);
+    cr_assert_eq(hlt_cluster_migrate_begin(f, slot, to), 0);
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "migrating: %s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "migrating: %s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_migrate_keys(f, slot, to), 0);
+    cr_assert_eq(hlt_cluster_exists(f, from, key), 0, "the key is still on the source");
+    v = hlt_cluster_get(f, to, key);
+    cr_assert(v && !strcmp(v, hilock_token(l)), "the target does not hold the lock");
+    free(v);
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "ASK: %s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "ASK: %s", hilock_client_errmsg(c));
+    cr_assert_neq(hilock_acquire(other, key, 60000, 0, &l2), HILOCK_OK, "granted twice during the migration");
+    cr_assert_eq(hlt_cluster_migrate_end(f, slot, to), 0);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "MOVED: %s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "MOVED: %s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire(other, key, 60000, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(other));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_exists(f, to, key), 0);
+    cr_assert_eq(hilock_acquire(other, key, 60000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(other));
+    cr_assert_gt(hilock_fence(l2), fence, "fence went back across the resharding");
+    cr_assert_eq(hilock_release(l2), HILOCK_OK);
+    hilock_free(l);
+    hilock_free(l2);
+    /* back where it was, in one go */
+    cr_assert_eq(hlt_cluster_migrate_begin(f, slot, from), 0);
+    cr_assert_eq(hlt_cluster_migrate_keys(f, slot, from), 0);
+    cr_assert_eq(hlt_cluster_migrate_end(f, slot, from), 0);
+    hilock_client_free(c);
+    hilock_client_free(other);
+    heal(f);
+}
+
+/* A shard master dies with a lock its replica never received: LOST (not a quiet NOT_HELD,
+ * never OK), while a lock on another shard stays OK. */
+Test(cluster, a_killed_shard_master_is_lost_and_other_shards_stay_ok)
+{
+    hlt_cluster *f = fx(1);
+    hilock_client *c = client(f->url);
+    hilock *la, *lb;
+    char ka[64], kb[64];
+    int m[3], r;
+    long long t_kill, t_lost = -1;
+    hilock_status st = HILOCK_OK;
+    masters(f, m);
+    r = hlt_cluster_replica_of(f, m[0]);
+    cr_assert_geq(r, 0);
+    key_on(f, m[0], "killed:", ka, sizeof ka);
+    key_on(f, m[1], "other:", kb, sizeof kb);
+    cr_assert_eq(hilock_acquire(c, kb, 60000, 0, &lb), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_cut(f, r), 0);
+    cr_assert_eq(hilock_acquire(c, ka, 60000, 0, &la), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    t_kill = hlt_now_ms();
+    hlt_cluster_kill(f, m[0]);
+    while (hlt_now_ms() - t_kill < 20000) {
+        st = hilock_check(la);
+        if (st == HILOCK_LOST) {
+            t_lost = hlt_now_ms() - t_kill;
+            break;
+        }
+        cr_assert(st == HILOCK_EIO || st == HILOCK_ETIMEDOUT || st == HILOCK_EREPLY, "check said %s: %s",
+                  hilock_strerror(st), hilock_client_errmsg(c));
+        hlt_sleep_ms(50);
+    }
+    cr_assert_eq(st, HILOCK_LOST, "%s", hilock_client_errmsg(c));
+    fprintf(stderr, "test_cluster: shard master killed -> LOST in %lld ms (%s)\n", t_lost, hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(la), HILOCK_LOST, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_check(lb), HILOCK_OK, "the other shard's lock: %s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(lb), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(la);
+    hilock_free(lb);
+    hilock_client_free(c);
+    heal(f);
+}
+
+/* CLUSTER FAILOVER: a lock the replica had is proven to survive (OK, and fences keep growing);
+ * a forced failover to a replica cut off before the grant loses it (LOST). */
+Test(cluster, cluster_failover_is_lost_unless_proven)
+{
+    hlt_cluster *f = fx(1);
+    hilock_client *c = client(f->url);
+    hilock *l, *l2;
+    char key[64];
+    int m[3], r, old;
+    uint64_t fence;
+    masters(f, m);
+    old = m[2];
+    r = hlt_cluster_replica_of(f, old);
+    cr_assert_geq(r, 0);
+    key_on(f, old, "failover:", key, sizeof key);
+    cr_assert_eq(hilock_acquire(c, key, 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    fence = hilock_fence(l);
+    hlt_sleep_ms(100);   /* replication: loopback, asynchronous */
+    cr_assert_eq(hlt_cluster_failover(f, r, 0), 0, "CLUSTER FAILOVER did not complete");
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "clean failover: %s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    cr_assert_eq(hilock_acquire(c, key, 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_gt(hilock_fence(l), fence, "fence went back across the failover");
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    {   /* the failover guard (on by default, as behind Sentinel), per shard: the promoted
+         * master grants nothing for the longest ttl granted in the slot before */
+        hilock_client *g = client_opt(f->url, 2000, -1, 20);
+        char k2[64];
+        cr_assert_not_null(g);
+        key_on(f, r, "guarded:", k2, sizeof k2);
+        cr_assert_eq(hilock_acquire(g, k2, 5000, 0, &l), HILOCK_BUSY, "%s", hilock_client_errmsg(g));
+        assert_msg(g, "failover guard");
+        hilock_client_free(g);
+    }
+    /* now r is the master and old its replica: cut old, grant, force old to take over */
+    cr_assert_eq(hlt_cluster_heal_all(f, 20000), 0);
+    cr_assert_eq(hlt_cluster_cut(f, old), 0);
+    cr_assert_eq(hilock_acquire(c, key, 60000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_failover(f, old, 1), 0, "CLUSTER FAILOVER FORCE did not complete");
+    {
+        hilock_status st = hilock_check(l2);
+        cr_assert_eq(st, HILOCK_LOST, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    }
+    hilock_free(l2);
+    hilock_client_free(c);
+    heal(f);
+}
+
+Test(cluster, a_frozen_master_is_etimedout_within_the_bound)
+{
+    hlt_cluster *f = fx(1);
+    hilock_client *c = client_io(f->url, 300);
+    hilock *l;
+    char key[64];
+    int m[3];
+    long long t0;
+    masters(f, m);
+    key_on(f, m[1], "frozen:", key, sizeof key);
+    cr_assert_eq(hilock_acquire(c, key, 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_cluster_freeze(f, m[1]);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_extend(l, 10000), HILOCK_ETIMEDOUT, "%s", hilock_client_errmsg(c));
+    cr_assert_lt(hlt_now_ms() - t0, 2000, "not bounded");
+    assert_msg(c, "timed out");
+    hlt_cluster_thaw(f, m[1]);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    hilock_client_free(c);
+    heal(f);
+}
+
+/* Two processes, each its own client, on keys of every shard: the counters are exact. */
+Test(cluster, two_processes_hammering_keys_across_shards_count_exactly)
+{
+    enum { ROUNDS = 60, NKEYS = 6 };
+    hlt_cluster *f = fx(0);
+    char keys[NKEYS][64], count[NKEYS][80];
+    int m[3], owner[NKEYS];
+    pid_t kid[2];
+    masters(f, m);
+    for (int k = 0; k < NKEYS; k++) {
+        char *ck;
+        key_on(f, m[k % 3], k < 3 ? "hammer-a:" : "hammer-b:", keys[k], sizeof keys[k]);
+        ck = hl_aux_key(keys[k], ":count");
+        snprintf(count[k], sizeof count[k], "%s", ck);
+        free(ck);
+        owner[k] = m[k % 3];
+        redisReply *r = hlt_cluster_cmd(f, owner[k], "DEL %s", count[k]);
+        if (r) freeReplyObject(r);
+    }
+    for (int p = 0; p < 2; p++)
+        if ((kid[p] = fork()) == 0) {
+            hilock_client *c;
+            int bad = 0;
+            if (!(c = client_opt(f->url, 2000, 0, 20))) _exit(2);
+            for (int i = 0; i < ROUNDS * NKEYS && !bad; i++) {
+                int k = (i + p) % NKEYS;
+                hilock *l;
+                redisReply *g, *s;
+                if (hilock_acquire(c, keys[k], 5000, 10000, &l) != HILOCK_OK) {
+                    bad = 3;
+                    break;
+                }
+                g = hlt_cluster_cmd(f, owner[k], "GET %s", count[k]);   /* read, then write: */
+                s = hlt_cluster_cmd(f, owner[k], "SET %s %lld", count[k],   /* only the lock */
+                                    (g && g->type == REDIS_REPLY_STRING ? atoll(g->str) : 0) + 1);   /* keeps it exact */
+                if (!s || s->type != REDIS_REPLY_STATUS) bad = 4;
+                if (g) freeReplyObject(g);
+                if (s) freeReplyObject(s);
+                if (hilock_release(l) != HILOCK_OK) bad = 5;
+                hilock_free(l);
+            }
+            hilock_client_free(c);
+            _exit(bad);
+        }
+    for (int p = 0; p < 2; p++) cr_assert_eq(hlt_reap(kid[p], 90000), 0, "process %d failed", p);
+    for (int k = 0; k < NKEYS; k++) {
+        char *v = hlt_cluster_get(f, owner[k], count[k]);
+        cr_assert(v && atoll(v) == 2 * ROUNDS, "%s: %s, want %d", count[k], v ? v : "none", 2 * ROUNDS);
+        free(v);
+    }
+}
+
+Test(cluster, wake_on_release_reaches_a_waiter_on_the_owning_shard)
+{
+    hlt_cluster *f = fx(0);
+    hilock_client *c = client(f->url);
+    hilock *l;
+    pid_t kid;
+    long long t0;
+    cr_assert_eq(hilock_acquire(c, "wake:{tenant}:job", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    if ((kid = fork()) == 0) {
+        hilock_client *w;
+        hilock *wl;
+        /* polling would take seconds: only the wake-up is fast */
+        if (!(w = client_opt(f->url, 2000, 0, 5000))) _exit(2);
+        if (hilock_acquire(w, "wake:{tenant}:job", 30000, 20000, &wl) != HILOCK_OK) _exit(3);
+        hilock_release(wl);
+        hilock_free(wl);
+        hilock_client_free(w);
+        _exit(0);
+    }
+    hlt_sleep_ms(500);   /* the waiter blocks on the signal list by now */
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_reap(kid, 20000), 0);
+    cr_assert_lt(hlt_now_ms() - t0, 1500, "the waiter was not woken (polling?)");
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+Test(cluster, the_hilock_command_accepts_a_cluster_url)
+{
+    hlt_cluster *f = fx(0);
+    char bin[512], port[16];
+    pid_t kid;
+    cr_assert_eq(hlt_built_bin(bin, sizeof bin, "hilock"), 0, "%s not built", bin);
+    snprintf(port, sizeof port, "%d", f->port[0]);
+    if ((kid = fork()) == 0) {   /* the command sees the lock held (redis-cli follows MOVED) */
+        execl(bin, "hilock", "-s", f->url, "-t", "2s", "-w", "20s", "cli:{job}", "--", "sh", "-c",
+              "redis-cli -c -p \"$0\" EXISTS 'cli:{job}' | grep -qx 1", port, (char *)NULL);
+        _exit(127);
+    }
+    cr_assert_eq(hlt_reap(kid, 20000), 0, "hilock with a cluster URL failed");
+    cr_assert_eq(hlt_cluster_exists(f, hlt_cluster_key_master(f, "cli:{job}"), "cli:{job}"), 0, "not released");
+}
+
+/* A cluster URL is one master to Redlock: a quorum over a cluster and two single masters. */
+Test(cluster, a_cluster_is_one_redlock_member)
+{
+    hlt_cluster *f = fx(0);
+    hlt_redis *a = hlt_redis_start(NULL), *b = hlt_redis_start(NULL);
+    const char *urls[3];
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l;
+    char *v;
+    int m;
+    cr_assert(a && b, "redis-server did not start");
+    urls[0] = f->url;
+    urls[1] = a->url;
+    urls[2] = b->url;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 3;
+    o.failover_guard = 0;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_acquire(c, "redlock:{x}", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    m = hlt_cluster_key_master(f, "redlock:{x}");
+    v = hlt_cluster_get(f, m, "redlock:{x}");
+    cr_assert(v && !strcmp(v, hilock_token(l)), "the cluster does not hold it");
+    free(v);
+    v = hlt_get(a, "redlock:{x}");
+    cr_assert(v && !strcmp(v, hilock_token(l)));
+    free(v);
+    hlt_redis_kill(b);   /* a quorum of 2 of 3 is left: the cluster is one of them */
+    cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_exists(f, m, "redlock:{x}"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(a);
+    hlt_redis_stop(b);
+}
