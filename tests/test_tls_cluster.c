@@ -5,10 +5,15 @@
  * each node's plain unix socket (the fixture's helpers) or with `redis-cli --tls`. None of
  * these tests breaks the cluster: they all share it. */
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -209,6 +214,67 @@ Test(tls_cluster, one_seed_is_enough_the_masters_are_reached_at_their_announced_
         hilock_free(l);
     }
     hilock_client_free(c);
+}
+
+/* A slow link to node i: a relay on 127.0.0.1 (listening before this returns) that forwards
+ * every chunk, either way, after delay_ms; one connection at a time. It dies with the test
+ * (PR_SET_PDEATHSIG) and after 60 s at most (alarm). Its port, or -1. */
+static int slow_link(int i, int delay_ms, pid_t *pid)
+{
+    struct sockaddr_in a = {0};
+    socklen_t al = sizeof a;
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 4) ||
+        getsockname(ls, (struct sockaddr *)&a, &al))
+        return -1;
+    if ((*pid = fork()) == 0) {
+        struct sockaddr_in up = a;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(60);
+        up.sin_port = htons((uint16_t)F->port[i]);
+        for (;;) {
+            int c = accept(ls, NULL, NULL), u = socket(AF_INET, SOCK_STREAM, 0);
+            struct pollfd p[2] = {{c, POLLIN, 0}, {u, POLLIN, 0}};
+            char buf[16384];
+            ssize_t n = 1;
+            if (c < 0 || u < 0 || connect(u, (struct sockaddr *)&up, sizeof up)) _exit(1);
+            while (n > 0 && poll(p, 2, -1) > 0)
+                for (int k = 0; k < 2 && n > 0; k++)
+                    if (p[k].revents && (n = read(p[k].fd, buf, sizeof buf)) > 0) {
+                        hlt_sleep_ms(delay_ms);
+                        n = write(p[1 - k].fd, buf, (size_t)n);
+                    }
+            close(c);
+            close(u);
+        }
+    }
+    close(ls);
+    return *pid > 0 ? ntohs(a.sin_port) : -1;
+}
+
+/* The only seed is 200 ms away each way: the TLS handshake and CLUSTER NODES take ~1 s,
+ * more than a seed's 300 ms; as the last seed it gets the rest of the connect timeout. */
+Test(tls_cluster, a_single_seed_behind_a_slow_link_gives_the_slot_map)
+{
+    char url[64];
+    hilock_client *c;
+    hilock *l;
+    pid_t relay;
+    int port;
+    fx();
+    cr_assert_gt(port = slow_link(0, 200, &relay), 0, "no relay");
+    snprintf(url, sizeof url, "rediss-cluster://127.0.0.1:%d", port);
+    cr_assert_not_null(c = client_ca(url, NULL, 20), "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_acquire(c, "tlsc:{far}", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_exists(F, hlt_cluster_key_master(F, "tlsc:{far}"), "tlsc:{far}"), 1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_exists(F, hlt_cluster_key_master(F, "tlsc:{far}"), "tlsc:{far}"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    kill(relay, SIGKILL);
+    waitpid(relay, NULL, 0);
 }
 
 /* Over TLS the key is also read back with redis-cli --tls -c, following MOVED on TLS ports. */
