@@ -18,7 +18,7 @@
  * expires by its ttl).
  *
  * The slot map comes from CLUSTER NODES (slots, masters, node ids and config epochs in one
- * reply), asked of the seeds in order (each bounded by SEED_TIMEOUT_MS, all by the call's
+ * reply), asked of the seeds in order (each bounded by SEED_TIMEOUT_MS but the last, all by the call's
  * connect deadline; the one that answers moves to the front), on the first call, after a
  * MOVED, a CLUSTERDOWN, or a failed round trip (a dead master: the next call asks again).
  * After each round trip, redirect() reads the replies: MOVED (the slot has a new owner for
@@ -247,7 +247,9 @@ static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
         int64_t now = hl_now_us(), dl = hl_add_sat(now, SEED_TIMEOUT_MS * 1000);
         const char *text;
         size_t len;
-        if (dl > deadline) dl = deadline;
+        /* The last seed has no one after it to leave time for: it gets the rest (a seed far
+         * away, or a TLS handshake of a few round trips, may need more than SEED_TIMEOUT_MS). */
+        if (dl > deadline || k + 1 == t->sc.nnodes) dl = deadline;
         if (dl <= now) break;
         if (hl_exec(&t->sc, 1u << k, &q, 1, dl - now, dl) && (text = hl_reply_str(s->reply[0], &len)) &&
             hl_reply_type(s->reply[0]) == HL_R_STRING) {

@@ -15,12 +15,17 @@
 #include "cluster_fixture.h"
 #include "fixture.h"
 
-#define ENV_NAME "HLT_CLUSTER"   /* "runner-pid dir port0,...,port5" */
+#define ENV_NAME "HLT_CLUSTER"   /* "runner-pid dir port0,...,port5[ crt key ca]" */
 
-static redisContext *dial(int port)
+/* The fixture's own commands go to node i's unix socket: plain RESP whatever the cluster's
+ * ports speak (hiredis 0.14 has no TLS), so every helper serves both kinds of cluster. */
+static redisContext *dial(hlt_cluster *f, int i)
 {
     struct timeval tv = { 2, 0 };
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    char sock[180];
+    redisContext *c;
+    snprintf(sock, sizeof sock, "%s/n%d/sock", f->dir, i);
+    c = redisConnectUnixWithTimeout(sock, tv);
     if (c && !c->err) {
         redisSetTimeout(c, tv);
         return c;
@@ -33,7 +38,7 @@ redisReply *hlt_cluster_cmd(hlt_cluster *f, int i, const char *fmt, ...)
 {
     va_list ap;
     redisReply *r;
-    redisContext *c = dial(f->port[i]);
+    redisContext *c = dial(f, i);
     if (!c) return NULL;
     va_start(ap, fmt);
     r = redisvCommand(c, fmt, ap);
@@ -42,18 +47,36 @@ redisReply *hlt_cluster_cmd(hlt_cluster *f, int i, const char *fmt, ...)
     return r;
 }
 
+/* Plain: the port takes RESP. TLS: the port is the TLS port (--port 0: no plain one) and the
+ * cluster bus and replication speak TLS too; a node presents its certificate to the nodes it
+ * dials (the bus requires one) and trusts the CA for both directions. */
 static void exec_server(hlt_cluster *f, int i)
 {
-    char port[16], dir[160], pidf[180], logf[180];
+    char port[16], dir[160], pidf[180], logf[180], sock[180];
+    const char *argv[64] = {"redis-server", "--bind", "127.0.0.1", "--protected-mode", "no",
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+        "--cluster-replica-validity-factor", "0", "--save", "", "--appendonly", "no",
+        "--repl-diskless-sync-delay", "0", "--daemonize", "no", "--unixsocket", sock, "--unixsocketperm", "700",
+        "--dir", dir, "--pidfile", pidf, "--logfile", logf};
+    size_t n = 0;
     snprintf(port, sizeof port, "%d", f->port[i]);
     snprintf(dir, sizeof dir, "%s/n%d", f->dir, i);
     snprintf(pidf, sizeof pidf, "%s/pid", dir);
     snprintf(logf, sizeof logf, "%s/log", dir);
-    execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--protected-mode", "no",
-           "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
-           "--cluster-replica-validity-factor", "0", "--dir", dir, "--pidfile", pidf, "--logfile", logf,
-           "--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0", "--daemonize", "no",
-           (char *)NULL);
+    snprintf(sock, sizeof sock, "%s/sock", dir);
+    while (argv[n]) n++;
+    if (f->tls_ca[0]) {
+        const char *tls[] = {"--port", "0", "--tls-port", port, "--tls-cluster", "yes", "--tls-replication", "yes",
+                             "--tls-cert-file", f->tls_crt, "--tls-key-file", f->tls_key, "--tls-ca-cert-file",
+                             f->tls_ca, "--tls-auth-clients", "no"};
+        memcpy(argv + n, tls, sizeof tls);
+        n += sizeof tls / sizeof *tls;
+    } else {
+        argv[n++] = "--port";
+        argv[n++] = port;
+    }
+    argv[n] = NULL;
+    execvp("redis-server", (char *const *)argv);
     _exit(127);
 }
 
@@ -187,7 +210,7 @@ int hlt_cluster_replica_of(hlt_cluster *f, int m)
 /* ASKING first: a node importing the key's slot answers for it (else: MOVED). */
 static redisReply *asking_cmd(hlt_cluster *f, int i, const char *cmd, const char *key)
 {
-    redisContext *c = dial(f->port[i]);
+    redisContext *c = dial(f, i);
     redisReply *r = NULL;
     if (!c) return NULL;
     if ((r = redisCommand(c, "ASKING"))) freeReplyObject(r);
@@ -251,11 +274,31 @@ int hlt_cluster_heal_all(hlt_cluster *f, long timeout_ms)
 
 void hlt_cluster_kill(hlt_cluster *f, int i);
 
-static hlt_cluster *start(pid_t runner)
+/* For TLS, the certificate files (tls NULL: plain). -1: a path too long. */
+static int take_tls(hlt_cluster *f, const hlt_cluster_tls *tls)
+{
+    if (!tls) return 0;
+    if (strlen(tls->crt) >= HLT_CLUSTER_PATH || strlen(tls->key) >= HLT_CLUSTER_PATH ||
+        strlen(tls->ca) >= HLT_CLUSTER_PATH)
+        return -1;
+    strcpy(f->tls_crt, tls->crt);
+    strcpy(f->tls_key, tls->key);
+    strcpy(f->tls_ca, tls->ca);
+    return 0;
+}
+
+/* The URL of the seeds: every node. */
+static void make_url(hlt_cluster *f)
+{
+    size_t off = (size_t)snprintf(f->url, sizeof f->url, "%s://", f->tls_ca[0] ? "rediss-cluster" : "redis-cluster");
+    for (int i = 0; i < HLT_CLUSTER_NODES; i++)
+        off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%s127.0.0.1:%d", i ? "," : "", f->port[i]);
+}
+
+static hlt_cluster *start(pid_t runner, const hlt_cluster_tls *tls)
 {
     hlt_cluster *f = calloc(1, sizeof *f);
-    char cmd[1024], sub[200];
-    size_t off;
+    char cmd[1600], sub[200];
     int rc, tries;
     if (!f) return NULL;
     f->owned = 1;
@@ -266,8 +309,8 @@ static hlt_cluster *start(pid_t runner)
         free(f);
         return NULL;
     }
-    off = (size_t)snprintf(f->url, sizeof f->url, "redis-cluster://");
-    snprintf(cmd, sizeof cmd, "redis-cli --cluster create");
+    if (take_tls(f, tls) < 0) goto fail;
+    snprintf(cmd, sizeof cmd, "redis-cli%s%s --cluster create", tls ? " --tls --cacert " : "", tls ? tls->ca : "");
     for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
         snprintf(sub, sizeof sub, "%s/n%d", f->dir, i);
         mkdir(sub, 0700);
@@ -278,12 +321,12 @@ static hlt_cluster *start(pid_t runner)
             hlt_cluster_kill(f, i);
         }
         if (tries == 5) goto fail;
-        off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%s127.0.0.1:%d", i ? "," : "", f->port[i]);
         snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " 127.0.0.1:%d", f->port[i]);
     }
     snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --cluster-replicas 1 --cluster-yes >%s/create.log 2>&1",
              f->dir);
     rc = system(cmd);
+    make_url(f);
     if (rc != 0 || hlt_cluster_heal_all(f, 30000) < 0) {
         fprintf(stderr, "cluster fixture: create failed (see %s/create.log)\n", f->dir);
         goto fail;
@@ -294,7 +337,8 @@ fail:
     return NULL;
 }
 
-hlt_cluster *hlt_cluster_start(void) { return start(0); }
+hlt_cluster *hlt_cluster_start(void) { return start(0, NULL); }
+hlt_cluster *hlt_cluster_start_tls(const hlt_cluster_tls *tls) { return start(0, tls); }
 
 void hlt_cluster_stop(hlt_cluster *f)
 {
@@ -322,17 +366,20 @@ void hlt_cluster_stop(hlt_cluster *f)
 
 static hlt_cluster *shared;
 
-int hlt_cluster_share(void)
+int hlt_cluster_share_tls(const hlt_cluster_tls *tls)
 {
-    char env[300];
+    char env[1024];
     size_t off;
-    if (!(shared = start(getpid()))) return -1;
+    if (!(shared = start(getpid(), tls))) return -1;
     off = (size_t)snprintf(env, sizeof env, "%ld %s ", (long)getpid(), shared->dir);
     for (int i = 0; i < HLT_CLUSTER_NODES; i++)
         off += (size_t)snprintf(env + off, sizeof env - off, "%s%d", i ? "," : "", shared->port[i]);
+    if (tls) snprintf(env + off, sizeof env - off, " %s %s %s", tls->crt, tls->key, tls->ca);
     setenv(ENV_NAME, env, 1);
     return 0;
 }
+
+int hlt_cluster_share(void) { return hlt_cluster_share_tls(NULL); }
 
 void hlt_cluster_unshare(void)
 {
@@ -349,24 +396,23 @@ static pid_t runner_pid(void)
 hlt_cluster *hlt_cluster_attach(void)
 {
     const char *e = getenv(ENV_NAME);
+    char ports[128], crt[HLT_CLUSTER_PATH], key[HLT_CLUSTER_PATH], ca[HLT_CLUSTER_PATH];
+    hlt_cluster_tls tls = {crt, key, ca};
     hlt_cluster *f;
-    const char *p;
-    size_t off;
+    const char *p = ports;
+    int n;
     if (!e || !(f = calloc(1, sizeof *f))) return NULL;
     f->lockfd = -1;
-    if (sscanf(e, "%*d %127s", f->dir) != 1 || !(p = strrchr(e, ' '))) {
+    n = sscanf(e, "%*d %127s %127s %191s %191s %191s", f->dir, ports, crt, key, ca);
+    for (int i = 0; n >= 2 && p && i < HLT_CLUSTER_NODES; i++, p = strchr(p, ',')) {
+        if (i) p++;
+        f->port[i] = atoi(p);
+    }
+    if ((n != 2 && n != 5) || !f->port[HLT_CLUSTER_NODES - 1] || take_tls(f, n == 5 ? &tls : NULL) < 0) {
         free(f);
         return NULL;
     }
-    off = (size_t)snprintf(f->url, sizeof f->url, "redis-cluster://");
-    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
-        f->port[i] = atoi(p + 1);
-        off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%s127.0.0.1:%d", i ? "," : "", f->port[i]);
-        if (!(p = strchr(p + 1, ',')) && i < HLT_CLUSTER_NODES - 1) {
-            free(f);
-            return NULL;
-        }
-    }
+    make_url(f);
     return f;
 }
 

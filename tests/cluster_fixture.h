@@ -11,7 +11,15 @@
  * tied to the runner by a small watchdog (it dies within 100 ms of the runner), so no test can
  * leave a server behind. Tests that break the cluster (kill, failover, resharding, SIGSTOP)
  * take hlt_cluster_exclusive() and restore it (hlt_cluster_heal) before they end; the others
- * take hlt_cluster_shared_use(), so --jobs=2 never mixes the two. */
+ * take hlt_cluster_shared_use(), so --jobs=2 never mixes the two.
+ *
+ * TLS. hlt_cluster_start_tls / hlt_cluster_share_tls make the same cluster TLS-only: every
+ * node `--port 0 --tls-port P --tls-cluster yes --tls-replication yes` with the given
+ * certificate (presented to clients and, on the bus and replication links, to the other
+ * nodes) and CA (trusted both ways; clients need no certificate), created with
+ * `redis-cli --tls --cacert CA --cluster create`; port[] are the TLS ports and url is
+ * rediss-cluster://. Every helper below works on both kinds: the fixture's own commands go to
+ * each node's unix socket (dir/nI/sock), which stays plain. */
 #ifndef HILOCK_TEST_CLUSTER_FIXTURE_H
 #define HILOCK_TEST_CLUSTER_FIXTURE_H
 
@@ -19,6 +27,12 @@
 #include <hiredis/hiredis.h>
 
 #define HLT_CLUSTER_NODES 6
+#define HLT_CLUSTER_PATH  192
+
+/* PEM files for a TLS cluster (e.g. a tls_fixture.h hlt_pki: server.crt, server.key, ca). */
+typedef struct hlt_cluster_tls {
+    const char *crt, *key, *ca;
+} hlt_cluster_tls;
 
 typedef struct hlt_cluster {
     int   port[HLT_CLUSTER_NODES];
@@ -27,7 +41,8 @@ typedef struct hlt_cluster {
     pid_t runner;                   /* shared: the runner whose death ends the servers */
     int   lockfd;                   /* hlt_cluster_exclusive / _shared_use */
     char  dir[128];                 /* node i lives in dir/nI (nodes.conf, log, pid) */
-    char  url[512];                 /* redis-cluster://127.0.0.1:P0,...,127.0.0.1:P5 */
+    char  url[512];                 /* redis-cluster://127.0.0.1:P0,...,127.0.0.1:P5 (TLS: rediss-) */
+    char  tls_crt[HLT_CLUSTER_PATH], tls_key[HLT_CLUSTER_PATH], tls_ca[HLT_CLUSTER_PATH];   /* "": plain */
 } hlt_cluster;
 
 hlt_cluster *hlt_cluster_start(void);            /* NULL (and why, on stderr) on failure */
@@ -35,6 +50,8 @@ void         hlt_cluster_stop(hlt_cluster *f);   /* NULL-safe; a view is only fr
 int          hlt_cluster_share(void);            /* runner: start and publish; 0 or -1 */
 void         hlt_cluster_unshare(void);          /* runner: stop it */
 hlt_cluster *hlt_cluster_attach(void);           /* worker: the shared one, NULL if none */
+hlt_cluster *hlt_cluster_start_tls(const hlt_cluster_tls *tls);   /* the same, TLS-only */
+int          hlt_cluster_share_tls(const hlt_cluster_tls *tls);
 
 /* Serialise tests on a shared cluster (flock on a file in its dir). */
 void hlt_cluster_exclusive(hlt_cluster *f);
