@@ -121,8 +121,8 @@ static const char usage_text[] =
     "                             --nonblock does not pass (one server only)\n"
     "      --no-fence             no fencing token (HILOCK_FENCE=0): the lock is one plain\n"
     "                             SET NX PX, the fastest grant (not with --legacy, --bridge, --fair)\n"
-    "      --tls                  reach redis:// and redis-sentinel:// servers over TLS\n"
-    "                             (as rediss:// and rediss-sentinel:// URLs)\n"
+    "      --tls                  reach redis://, redis-sentinel:// and redis-cluster://\n"
+    "                             servers over TLS (as rediss://... URLs)\n"
     "      --cacert=FILE          trust the CAs in this PEM file (default: the system's)\n"
     "      --cacertdir=DIR        trust the CAs in this directory (openssl rehash)\n"
     "      --cert=FILE            client certificate (PEM), for servers that ask for one\n"
@@ -366,7 +366,8 @@ static int servers_to_tls(cli *o)
 {
     for (size_t i = 0; i < o->nservers; i++) {
         const char *rest = o->servers[i] + 5;   /* after "redis" */
-        if (strncmp(o->servers[i], "redis://", 8) && strncmp(o->servers[i], "redis-sentinel://", 17))
+        if (strncmp(o->servers[i], "redis://", 8) && strncmp(o->servers[i], "redis-sentinel://", 17) &&
+            strncmp(o->servers[i], "redis-cluster://", 16))
             continue;
         if (!(o->tls_copy[i] = malloc(strlen(o->servers[i]) + 2))) return EXIT_OSERR;
         sprintf(o->tls_copy[i], "rediss%s", rest);

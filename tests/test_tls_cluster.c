@@ -399,17 +399,22 @@ Test(tls_cluster, a_plain_cluster_url_says_the_server_may_require_tls)
 
 /* The command with a rediss-cluster:// URL and --cacert: its child sees the lock held
  * (redis-cli --tls -c follows MOVED), and it is released at the end. */
-Test(tls_cluster, the_hilock_command_accepts_a_rediss_cluster_url)
+/* hilock holding "tlsc:{cli}" (checked from COMMAND with redis-cli) then releasing it, with
+ * server url and, if flag, one more option before it (--tls). */
+static void command_locks_over_tls(const char *url, const char *flag)
 {
     char bin[512], port[16];
     pid_t kid;
-    fx();
     cr_assert_eq(hlt_built_bin(bin, sizeof bin, "hilock"), 0, "%s not built", bin);
     snprintf(port, sizeof port, "%d", F->port[0]);
-    const char *argv[] = {"/bin/sh", "sh", "-c", "exec \"$0\" \"$@\"", bin, "-s", F->url, "--cacert", F->tls_ca,
+    const char *argv[] = {"/bin/sh", "sh", "-c", "exec \"$0\" \"$@\"", bin, "-s", url, "--cacert", F->tls_ca,
                           "-t", "2s", "-w", "20s", "tlsc:{cli}", "--", "sh", "-c",
                           "redis-cli --tls --cacert \"$1\" -c -p \"$0\" EXISTS 'tlsc:{cli}' | grep -qx 1", port,
-                          F->tls_ca, NULL};
+                          F->tls_ca, NULL, NULL};
+    if (flag) {   /* the flag goes before -s: shift the rest up by one */
+        memmove(&argv[6], &argv[5], (sizeof argv / sizeof argv[0] - 7) * sizeof argv[0]);
+        argv[5] = flag;
+    }
     if ((kid = fork()) == 0) {
         /* Under valgrind the command runs natively, through sh (which valgrind does not
          * follow): its connect timeout is a fixed 1 s (no flag), less than an OpenSSL handshake
@@ -418,6 +423,22 @@ Test(tls_cluster, the_hilock_command_accepts_a_rediss_cluster_url)
         else execv(bin, (char *const *)argv + 4);
         _exit(127);
     }
-    cr_assert_eq(hlt_reap(kid, 20000), 0, "hilock with a rediss-cluster:// URL failed");
+    cr_assert_eq(hlt_reap(kid, 20000), 0, "hilock %s %s failed", flag ? flag : "", url);
     cr_assert_eq(hlt_cluster_exists(F, hlt_cluster_key_master(F, "tlsc:{cli}"), "tlsc:{cli}"), 0, "not released");
+}
+
+Test(tls_cluster, the_hilock_command_accepts_a_rediss_cluster_url)
+{
+    fx();
+    command_locks_over_tls(F->url, NULL);
+}
+
+/* --tls turns redis-cluster:// into rediss-cluster:// as it does the other schemes */
+Test(tls_cluster, the_command_tls_flag_reaches_a_redis_cluster_url_over_tls)
+{
+    char plain[1024];
+    fx();
+    cr_assert(!strncmp(F->url, "rediss-cluster://", 17), "%s", F->url);
+    snprintf(plain, sizeof plain, "redis-cluster://%s", F->url + 17);
+    command_locks_over_tls(plain, "--tls");
 }
