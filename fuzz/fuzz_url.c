@@ -49,8 +49,12 @@ static void put_hostport(hl_buf *b, const char *host, int port)
 static void print_url(hl_buf *b, const hl_url *u)
 {
     char num[32];
-    put(b, u->kind == HL_URL_UNIX ? "unix://" : u->kind == HL_URL_TCP ? (u->tls ? "rediss://" : "redis://")
-                                             : u->tls ? "rediss-sentinel://" : "redis-sentinel://");
+    static const char *const scheme[][2] = {
+        [HL_URL_TCP] = { "redis://", "rediss://" }, [HL_URL_UNIX] = { "unix://", "unix://" },
+        [HL_URL_SENTINEL] = { "redis-sentinel://", "rediss-sentinel://" },
+        [HL_URL_CLUSTER] = { "redis-cluster://", "rediss-cluster://" },
+    };
+    put(b, scheme[u->kind][u->tls]);
     if (u->pass) {
         if (u->user) put_escaped(b, u->user);
         put(b, ":");
@@ -122,6 +126,15 @@ static int all_zero(const hl_url *u)
     return !memcmp(u, &zero, sizeof zero);
 }
 
+/* A Sentinel list or a cluster's seeds: each a host and a port. */
+static void check_hosts(const hl_url *u)
+{
+    for (size_t i = 0; i < u->nsentinels; i++) {
+        CHECK(u->sentinels[i].host && u->sentinels[i].host[0]);
+        CHECK(u->sentinels[i].port >= 1 && u->sentinels[i].port <= 65535);
+    }
+}
+
 static void check_fields(const hl_url *u)
 {
     CHECK(u->db >= 0);
@@ -141,10 +154,12 @@ static void check_fields(const hl_url *u)
         break;
     case HL_URL_SENTINEL:
         CHECK(u->master && u->master[0] && u->nsentinels >= 1 && u->sentinels && !u->host && !u->path);
-        for (size_t i = 0; i < u->nsentinels; i++) {
-            CHECK(u->sentinels[i].host && u->sentinels[i].host[0]);
-            CHECK(u->sentinels[i].port >= 1 && u->sentinels[i].port <= 65535);
-        }
+        check_hosts(u);
+        break;
+    case HL_URL_CLUSTER:   /* seeds only: no db, no master, no query */
+        CHECK(!u->master && !u->db && !u->sentinel_pass && u->nsentinels >= 1 && u->sentinels &&
+              !u->host && !u->path);
+        check_hosts(u);
         break;
     default:
         CHECK(!"unknown kind");
