@@ -14,6 +14,12 @@
  * (a FIFO of slots). A waiting acquire's BLPOP would hold that connection up, so it goes on
  * a side connection of its own (kept for reuse when it ends normally).
  *
+ * Topologies. A redis-sentinel:// node asks its Sentinels through a private client of its
+ * topology (topo_sentinel.c), which it has driven by this same runner: that client's hl_exec
+ * runs inside the flow that opens the node's connection (or asks whether its master moved),
+ * on connections of its own (L->aux, one per Sentinel, pipelined), so the flow pauses and
+ * the loop goes on. Parts that come for a connection being opened wait with the others.
+ *
  * Bounds. Each call's part on a connection has its deadline (the one the blocking runner
  * would use); the loop's timer is kept at the earliest. A deadline that passes closes the
  * connection -- a late reply must never be read as the answer to a later command -- and
