@@ -1059,6 +1059,65 @@ Test(async, sentinel_lost_write_is_lost_on_the_loop_as_with_the_blocking_calls,
     loop_close(&loop);
 }
 
+/* The ends, while a flow is paused in a Sentinel round trip (the first Sentinel frozen):
+ * hilock_free of a lock whose check is asking it ends the check before it returns, and
+ * hilock_client_free ends every acquisition still resolving its master before it returns;
+ * no done runs later. */
+Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_client_is_freed,
+     .fini = sentinel_fini, .timeout = 120)
+{
+    static run r, r2;
+    uv_loop_t loop;
+    const char *url[1];
+    int n = 10;
+    cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
+    url[0] = SF->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    acquire_all(&r, 1, "held", 30000, 0);
+    run_until(&loop, &r.done, 1, 10000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+    kill(SF->spid[0], SIGSTOP);   /* it answered: it is asked first */
+    hlt_sleep_ms(150);            /* past the answer's freshness: the check asks again */
+    cr_assert_eq(hilock_check_async(r.lock[0], on_done, arg_of(&r, 1)), HILOCK_OK);
+    for (int k = 0; k < 10; k++) {   /* the check is waiting on the frozen Sentinel */
+        uv_run(&loop, UV_RUN_NOWAIT);
+        hlt_sleep_ms(5);
+    }
+    cr_assert_eq(r.done, 1, "the check ended before its Sentinel answered");
+    hilock_free(r.lock[0]);
+    r.lock[0] = NULL;
+    cr_assert_eq(r.done, 2, "hilock_free returned with the check in flight");
+    cr_assert_eq(r.st[1], HILOCK_EIO, "check: %s (%s)", hilock_strerror(r.st[1]), r.err[1]);
+    cr_assert(strstr(r.err[1], "lock freed with the call in flight"), "%s", r.err[1]);
+
+    memset(&r2, 0, sizeof r2);
+    r2.c = attached(&loop, url, 1, 2000);   /* a new client asks the frozen Sentinel first */
+    acquire_all(&r2, n, "never:", 30000, 0);
+    for (int k = 0; k < 10; k++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        hlt_sleep_ms(5);
+    }
+    cr_assert_eq(r2.done, 0, "an acquisition ended before its Sentinel answered");
+    hilock_client_free(r2.c);
+    cr_assert_eq(r2.done, n, "only %d of %d calls ended in hilock_client_free", r2.done, n);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(r2.st[i], HILOCK_EIO, "acquire %d: %s (%s)", i, hilock_strerror(r2.st[i]),
+                     i < 8 ? r2.err[i] : "");
+    kill(SF->spid[0], SIGCONT);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(r2.done, n, "a done ran after hilock_client_free returned");
+    cr_assert_eq(r.wrong + r2.wrong, 0);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "never:%d", i);
+        cr_assert_eq(hlt_data_exists(SF, 0, key), 0, "%s was written", key);
+    }
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
+
 /* ---- README.md's event-loop example, built by the Makefile as it stands ---- */
 
 Test(async, the_readme_example_takes_and_releases_the_lock, .timeout = 60)
