@@ -1059,6 +1059,58 @@ Test(async, sentinel_lost_write_is_lost_on_the_loop_as_with_the_blocking_calls,
     loop_close(&loop);
 }
 
+/* test_sentinel.c's acquire_while_the_master_is_frozen_is_bounded_then_succeeds, on the
+ * loop: a waiting acquire rides out the frozen master (timeouts, resolving again, the ROLE
+ * check) and is granted on the master the Sentinels promote, within the same bound, while
+ * the loop's own timer keeps ticking. */
+Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds,
+     .fini = sentinel_fini, .timeout = 120)
+{
+    static run r;
+    uv_loop_t loop;
+    ticker tk;
+    const char *url[1];
+    int64_t t0, took;
+    cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
+    url[0] = SF->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    acquire_all(&r, 1, "warm", 1000, 0);
+    run_until(&loop, &r.done, 1, 10000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+    one(&loop, &r, 'r', 1);
+    cr_assert_eq(r.st[1], HILOCK_OK, "%s", r.err[1]);
+    free_locks(&r, 1);
+    hlt_sleep_ms(100);   /* the warm-up's record (longest ttl: 1 s) reaches the replica */
+    hlt_sentinel_freeze(SF, 0);
+    {
+        hilock_client *c = r.c;
+        memset(&r, 0, sizeof r);
+        r.c = c;
+    }
+    tick_start(&loop, &tk);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire_async(r.c, "during", 1000, 25000, on_done, arg_of(&r, 0)), HILOCK_OK);
+    run_until(&loop, &r.done, 1, 25000 + 1000 + 1000 + 3000);
+    took = hlt_now_ms() - t0;
+    tick_stop(&tk, "acquire across a failover (frozen master)");
+    hlt_sentinel_thaw(SF, 0);
+    printf("async: sentinel: acquire across a failover (frozen master): %s after %lld ms\n",
+           hilock_strerror(r.st[0]), (long long)took);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+    cr_assert_lt(tk.max_gap, 150, "the loop stalled %lld ms", (long long)tk.max_gap);
+    cr_assert_eq(hlt_sentinel_wait_switch(SF, 1, 5000), 0);
+    cr_assert(hlt_data_holds_within(SF, 1, "during", hilock_token(r.lock[0]), 0),
+              "not granted on the new master");
+    one(&loop, &r, 'r', 1);
+    cr_assert_eq(r.st[1], HILOCK_OK, "release: %s", r.err[1]);
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, 1);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
+
 /* The ends, while a flow is paused in a Sentinel round trip (the first Sentinel frozen):
  * hilock_free of a lock whose check is asking it ends the check before it returns, and
  * hilock_client_free ends every acquisition still resolving its master before it returns;
