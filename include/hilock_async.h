@@ -41,11 +41,16 @@
  *     It may be called from a `done`.
  *   - hilock_free on a lock with calls in flight ends those calls first the same way (their
  *     `done` runs, with l still valid, before hilock_free returns).
- *   - Sentinel (redis-sentinel://) URLs are refused by the attach (EINVAL): resolving a master
- *     asks Sentinels with blocking round trips; so are Cluster (redis-cluster://) URLs: the
- *     loop keeps one connection per URL, a cluster needs one per shard. failover_guard = 1 (LOST after a restart or
- *     a failover of the master) and min_replicas (WAIT, pipelined) work as for the blocking
- *     calls.
+ *   - Sentinel (redis-sentinel://) URLs work as for the blocking calls (same bounds, same
+ *     statuses: LOST after a failover that lost the write, EIO when no Sentinel answers):
+ *     the Sentinels are asked on the loop (one pipelined connection per Sentinel), for the
+ *     master of each new connection and, before a release, extend or check and after a
+ *     grant, whether it moved; the call waits meanwhile, the loop does not. A master that
+ *     moved has its connection closed, and the other calls pipelined on it end EIO.
+ *     Cluster (redis-cluster://) URLs are refused by the attach (EINVAL): the loop keeps one
+ *     connection per URL, a cluster needs one per shard. failover_guard = 1 (LOST after a
+ *     restart or a failover of the master) and min_replicas (WAIT, pipelined) work as for
+ *     the blocking calls.
  *     redis:// and unix:// masters and Redlock over them work, for modern, bridge
  *     (options.bridge) and legacy locks (release/extend/check of a lock from
  *     hilock_legacy_acquire, which has no _async form: take it before the attach).
@@ -105,10 +110,9 @@ typedef struct hilock_loop {
 
 /* Drive client c by a loop from now on (loop is copied; its connections so far are closed,
  * the loop opens its own). Returns OK; EINVAL (NULL, no watch/timer callback, already
- * attached, or a Sentinel or Cluster URL, which the loop cannot serve -- errmsg says so);
- * ENOMEM. There is no detach but
- * hilock_client_free. hilock_loop is frozen (ABI): a new hook would come with a new attach
- * function, never as a field appended here. */
+ * attached, or a Cluster URL, which the loop cannot serve -- errmsg says so); ENOMEM.
+ * There is no detach but hilock_client_free. hilock_loop is frozen (ABI): a new hook would
+ * come with a new attach function, never as a field appended here. */
 HILOCK_API hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop);
 
 /* The application's side: fd (one the client asked to watch) is ready for `events`

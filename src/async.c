@@ -14,6 +14,12 @@
  * (a FIFO of slots). A waiting acquire's BLPOP would hold that connection up, so it goes on
  * a side connection of its own (kept for reuse when it ends normally).
  *
+ * Topologies. A redis-sentinel:// node asks its Sentinels through a private client of its
+ * topology (topo_sentinel.c), which it has driven by this same runner: that client's hl_exec
+ * runs inside the flow that opens the node's connection (or asks whether its master moved),
+ * on connections of its own (L->aux, one per Sentinel, pipelined), so the flow pauses and
+ * the loop goes on. Parts that come for a connection being opened wait with the others.
+ *
  * Bounds. Each call's part on a connection has its deadline (the one the blocking runner
  * would use); the loop's timer is kept at the earliest. A deadline that passes closes the
  * connection -- a late reply must never be read as the answer to a later command -- and
@@ -48,8 +54,10 @@ enum { SLOT_HANDSHAKE, SLOT_GHOST, SLOT_PART };
 typedef struct xrun {   /* one hl_exec of a flow: its parts still out */
     int      pending;
     int      any;
-    part    *parts;
+    part    *parts;        /* parts[i].x NULL: node i not reached yet */
     uint32_t mask;
+    struct xrun *outer;    /* the hl_exec this one runs inside (a Sentinel's, while the data
+                              node's connection resolves its master), or NULL */
 } xrun;
 
 struct part {           /* one node's share of one hl_exec */
@@ -72,9 +80,13 @@ struct part {           /* one node's share of one hl_exec */
 typedef struct slot { int kind, n; part *p; } slot;
 
 struct lconn {
+    hilock_client  *c;          /* whose node: the loop's client, or a topology's private
+                                   client (the Sentinels of a redis-sentinel:// node) */
     size_t          node;
     int             side;       /* a waiter's own connection (BLPOP) */
     struct hl_conn *k;          /* NULL: closed */
+    int             opening;    /* its topology resolves the address: the flow that opens it
+                                   is paused (Sentinel round trips), other parts wait */
     int             ready;      /* the handshake was answered */
     slot           *q;          /* replies expected, in order */
     size_t          qh, qn, qcap;
@@ -119,6 +131,7 @@ struct hl_loop {
     hilock_loop     app;
     lconn          *conns;      /* one per node */
     lconn          *side;       /* waiters' connections */
+    lconn          *aux;        /* private clients' (the Sentinels'): one per node, pipelined */
     call           *head, *tail;   /* every call not ended, in the order made */
     call           *running;    /* the call whose flow runs now */
     call           *rq, *rq_tail;   /* flows to resume, in the order their replies came */
@@ -131,6 +144,11 @@ struct hl_loop {
 static const hl_runner loop_runner, gone_runner;
 
 /* ---- connections ---- */
+
+static hl_node *lc_node(const lconn *lc)
+{
+    return &lc->c->nodes[lc->node];
+}
 
 static void lc_watch(hl_loop *L, lconn *lc)
 {
@@ -225,7 +243,7 @@ static void any_answered(hl_loop *L, part *p)
         char why[200];
         if (!(x->mask & (1u << i)) || o->done || !o->lc) continue;
         snprintf(why, sizeof why, "%s: wait: abandoned: another node answered first",
-                 L->c->nodes[i].name);
+                 lc_node(o->lc)->name);
         lc_close(L, o->lc, HILOCK_ETIMEDOUT, why);
     }
 }
@@ -249,13 +267,14 @@ static int q_push(lconn *lc, int kind, int n, part *p)
 
 static void err_text(hl_loop *L, lconn *lc, char *buf, size_t len, const char *what, const char *why)
 {
-    snprintf(buf, len, "%s: %s%s%s", L->c->nodes[lc->node].name, what, why ? ": " : "", why ? why : "");
+    (void)L;
+    snprintf(buf, len, "%s: %s%s%s", lc_node(lc)->name, what, why ? ": " : "", why ? why : "");
 }
 
 /* Append a part's commands (after the node's pending undos) to the connection's output. */
 static void lc_encode(hl_loop *L, lconn *lc, part *p)
 {
-    hl_node *n = &L->c->nodes[lc->node];
+    hl_node *n = lc_node(lc);
     hl_buf *out = &lc->k->out;
     size_t before = out->len, at, nu;
     if (!lc->side && (nu = hl_undo_put(n, out, &at)) > 0) {
@@ -338,23 +357,37 @@ static void lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err)
     lc->queued = lc->flushed = 0;
 }
 
-static int lc_open(hl_loop *L, lconn *lc, part *p)
+/* Open lc's connection, for the parts waiting on it. Its topology may pause the calling flow
+ * while it finds the address (Sentinel: round trips on this loop); parts that come meanwhile
+ * wait with the others, and a failure ends them all. */
+static void lc_open(hl_loop *L, lconn *lc, int64_t deadline)
 {
-    hl_node *n = &L->c->nodes[lc->node];
-    if (hl_conn_new(L->c, n, hl_add_sat(hl_now_us(), L->c->opt.connect_timeout_ms * 1000), &lc->k) < 0) {
-        part_end(p, n->st, n->err);
-        return -1;
+    hl_node *n = lc_node(lc);
+    struct hl_conn *k;
+    int64_t connect = hl_add_sat(hl_now_us(), lc->c->opt.connect_timeout_ms * 1000);
+    char err[200];
+    lc->opening = 1;
+    if (hl_conn_new(lc->c, n, deadline < connect ? deadline : connect, &k) < 0) {
+        lc->opening = 0;
+        if (L->running && L->running->cancel)   /* (its Sentinel round trips were cut) */
+            err_text(L, lc, err, sizeof err, "connect", "cut short: the call resolving the "
+                     "master was ended (its lock freed); try again");
+        else
+            memcpy(err, n->err, sizeof err);
+        lc_close(L, lc, n->st, err);
+        return;
     }
+    lc->opening = 0;
+    lc->k = k;
     lc->ready = 0;
     lc->queued = lc->flushed = 0;
-    return 0;
 }
 
 /* The connect completed: the handshake goes alone (as with the blocking runner: commands
  * behind a refused AUTH or SELECT would still run), then the parts that waited for it. */
 static void lc_connected(hl_loop *L, lconn *lc)
 {
-    hl_node *n = &L->c->nodes[lc->node];
+    hl_node *n = lc_node(lc);
     size_t before = lc->k->out.len;
     int count;
     lc->k->connecting = 0;
@@ -373,7 +406,6 @@ static void lc_submit(hl_loop *L, lconn *lc, part *p)
     p->lc = lc;
     if (lc->k && !lc->side && !lc->qn && !lc->whead && hl_conn_stale(lc->k, hl_now_us()))
         lc_close(L, lc, HILOCK_EIO, NULL);   /* closed by the server while idle: reopen */
-    if (!lc->k && lc_open(L, lc, p) < 0) return;
     if (lc->ready) {
         lc_encode(L, lc, p);
         return;
@@ -382,6 +414,7 @@ static void lc_submit(hl_loop *L, lconn *lc, part *p)
     if (lc->wtail) lc->wtail->wnext = p;
     else lc->whead = p;
     lc->wtail = p;
+    if (!lc->k && !lc->opening) lc_open(L, lc, p->deadline);   /* (may pause this flow) */
 }
 
 /* A NOSCRIPT answer (script cache empty: restart, failover): the part goes again as EVAL. */
@@ -405,7 +438,7 @@ static int resend_eval(hl_loop *L, lconn *lc, part *p)
 /* One reply, for the slot at the head of the queue. 0, or -1 when the connection closed. */
 static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
 {
-    hl_node *n = &L->c->nodes[lc->node];
+    hl_node *n = lc_node(lc);
     slot *s = lc->qn ? &lc->q[lc->qh] : NULL;
     int last;
     if (!s) {
@@ -507,11 +540,28 @@ static lconn *side_conn(hl_loop *L, size_t node)
     for (lc = L->side; lc; lc = lc->next)   /* an idle one of that node */
         if (lc->node == node && lc->k && !lc->qn && !lc->whead) return lc;
     if (!(lc = calloc(1, sizeof *lc))) return NULL;
+    lc->c = L->c;
     lc->node = node;
     lc->side = 1;
     lc->fd = -1;
     lc->next = L->side;
     L->side = lc;
+    return lc;
+}
+
+/* The connection to node i of a private client c (a topology's: the Sentinels), made on first
+ * use and kept for the loop's life; shared and pipelined as the masters' are. */
+static lconn *aux_conn(hl_loop *L, hilock_client *c, size_t i)
+{
+    lconn *lc;
+    for (lc = L->aux; lc; lc = lc->next)
+        if (lc->c == c && lc->node == i) return lc;
+    if (!(lc = calloc(1, sizeof *lc))) return NULL;
+    lc->c = c;
+    lc->node = i;
+    lc->fd = -1;
+    lc->next = L->aux;
+    L->aux = lc;
     return lc;
 }
 
@@ -528,7 +578,7 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
 {
     hl_loop *L = c->loop;
     call *me = L->running;
-    part parts[c->nnodes];   /* (at most 32: hilock_client_new) */
+    part parts[c->nnodes];   /* (at most 32: hilock_client_new, and the Sentinels' topo_get) */
     xrun x;
     uint32_t ok = 0;
     int64_t now = hl_now_us();
@@ -536,14 +586,18 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
     if (!me || !hl_fiber_current())   /* a blocking path with no check of its own */
         return refuse_exec(c, mask, "client attached to an event loop: blocking calls are refused");
     memset(&x, 0, sizeof x);
+    memset(parts, 0, c->nnodes * sizeof *parts);
     x.any = any;
     x.parts = parts;
     x.mask = mask;
+    /* c is the loop's client or a private one of its topology (the Sentinels, asked while a
+     * connection of the loop's client resolves, itself inside an hl_exec of this flow) */
+    x.outer = me->x;
+    me->x = &x;   /* its deadlines count from now: a submit below may pause the flow */
     for (size_t i = 0; i < c->nnodes && i < 32; i++) {
         hl_node *n = &c->nodes[i];
         part *p = &parts[i];
         lconn *lc;
-        memset(p, 0, sizeof *p);
         if (!(mask & (1u << i))) continue;
         n->st = HILOCK_OK;
         n->err[0] = '\0';
@@ -561,7 +615,7 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
             part_end(p, HILOCK_EIO, why);
             continue;
         }
-        lc = any ? side_conn(L, i) : &L->conns[i];
+        lc = c != L->c ? aux_conn(L, c, i) : any ? side_conn(L, i) : &L->conns[i];
         /* the blocking runner's bounds: the round trip, after a connect if there is one */
         p->deadline = hl_add_sat(now, per_node_timeout_us +
                                  (lc && lc->k ? 0 : c->opt.connect_timeout_ms * 1000));
@@ -572,12 +626,11 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
         }
         lc_submit(L, lc, p);
     }
-    me->x = &x;
     while (x.pending > 0) {
         me->state = S_SUSPENDED;
         hl_fiber_yield();
     }
-    me->x = NULL;
+    me->x = x.outer;
     hl_exec_clear(c);   /* (what the flows that ran meanwhile left there) */
     for (size_t i = 0; i < c->nnodes && i < 32; i++) {
         hl_node *n = &c->nodes[i];
@@ -594,6 +647,21 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
         ok |= 1u << i;
     }
     return ok;
+}
+
+static int loop_connected(const hilock_client *c, size_t i)
+{
+    return c->loop && c == c->loop->c && c->loop->conns[i].k != NULL;
+}
+
+/* The master of node i moved (topology): its connection goes, with every call on it (as the
+ * blocking runner's would; their writes on the old master are undone by the flows). */
+static void loop_close_node(hilock_client *c, size_t i, const char *why)
+{
+    char err[200];
+    if (!c->loop || c != c->loop->c) return;
+    snprintf(err, sizeof err, "%s", why);
+    lc_close(c->loop, &c->loop->conns[i], HILOCK_EIO, err);
 }
 
 static void loop_pause(hilock_client *c, int64_t until_us)
@@ -793,11 +861,11 @@ static int64_t next_deadline(hl_loop *L)
     for (call *k = L->head; k; k = k->next) {
         if (k->state == S_QUEUED && !blocked(k)) return 0;
         if (k->wake_us < first) first = k->wake_us;
-        if (k->x)
+        for (xrun *x = k->x; x; x = x->outer)
             for (int i = 0; i < 32; i++)
-                if ((k->x->mask & (1u << i)) && !k->x->parts[i].done &&
-                    k->x->parts[i].deadline < first)
-                    first = k->x->parts[i].deadline;
+                if ((x->mask & (1u << i)) && x->parts[i].lc && !x->parts[i].done &&
+                    x->parts[i].deadline < first)
+                    first = x->parts[i].deadline;
     }
     for (ka *a = L->kas; a; a = a->next)
         if (!a->busy && a->next_us < first) first = a->next_us;
@@ -806,23 +874,24 @@ static int64_t next_deadline(hl_loop *L)
 
 static void expire(hl_loop *L, int64_t now)
 {
-    for (call *k = L->head; k; k = k->next) {
-        if (!k->x) continue;
-        for (int i = 0; i < 32; i++) {
-            part *p = &k->x->parts[i];
-            char err[200];
-            if (!(k->x->mask & (1u << i)) || p->done || p->deadline > now || !p->lc) continue;
-            err_text(L, p->lc, err, sizeof err, p->lc->k && p->lc->k->connecting ?
-                     p->lc->k->io.ops->timeout_error(&p->lc->k->io) : "read", "timed out");
-            lc_close(L, p->lc, HILOCK_ETIMEDOUT, err);
-        }
-    }
+    for (call *k = L->head; k; k = k->next)
+        for (xrun *x = k->x; x; x = x->outer)
+            for (int i = 0; i < 32; i++) {
+                part *p = &x->parts[i];
+                char err[200];
+                if (!(x->mask & (1u << i)) || p->done || p->deadline > now || !p->lc) continue;
+                err_text(L, p->lc, err, sizeof err, p->lc->opening ? "connect (resolving the "
+                         "master)" : p->lc->k && p->lc->k->connecting ?
+                         p->lc->k->io.ops->timeout_error(&p->lc->k->io) : "read", "timed out");
+                lc_close(L, p->lc, HILOCK_ETIMEDOUT, err);
+            }
 }
 
 static void for_each_conn(hl_loop *L, void (*fn)(hl_loop *, lconn *))
 {
     for (size_t i = 0; i < L->c->nnodes; i++) fn(L, &L->conns[i]);
     for (lconn *lc = L->side; lc; lc = lc->next) fn(L, lc);
+    for (lconn *lc = L->aux; lc; lc = lc->next) fn(L, lc);
 }
 
 /* Side connections that ended abnormally are closed; free those. */
@@ -831,7 +900,7 @@ static void prune_side(hl_loop *L)
     lconn **pp = &L->side;
     while (*pp) {
         lconn *lc = *pp;
-        if (!lc->k && !lc->qn && !lc->whead) {
+        if (!lc->k && !lc->opening && !lc->qn && !lc->whead) {   /* (opening: a flow holds it) */
             *pp = lc->next;
             free(lc->q);
             free(lc);
@@ -869,6 +938,9 @@ static void pass(hl_loop *L, int fd, int events)
             if (L->conns[i].fd == fd) lc_io(L, &L->conns[i], events);
     if (fd >= 0)
         for (lconn *lc = L->side; lc; lc = lc->next)
+            if (lc->fd == fd) lc_io(L, lc, events);
+    if (fd >= 0)
+        for (lconn *lc = L->aux; lc; lc = lc->next)
             if (lc->fd == fd) lc_io(L, lc, events);
     expire(L, hl_now_us());
     run_all(L);
@@ -1029,10 +1101,12 @@ static void end_lock_calls(hl_loop *L, hilock *l)
             finished(k);
             continue;
         }
-        if (k->x)   /* its parts end at once; connections stay (others use them) */
+        /* its parts end at once (a Sentinel's too, if it is resolving); connections stay
+         * (others use them) */
+        for (xrun *x = k->x; x; x = x->outer)
             for (int i = 0; i < 32; i++)
-                if ((k->x->mask & (1u << i)) && !k->x->parts[i].done) {
-                    part *p = &k->x->parts[i];
+                if ((x->mask & (1u << i)) && x->parts[i].x && !x->parts[i].done) {
+                    part *p = &x->parts[i];
                     if (p->lc) lc_forget(p->lc, p, "lock freed with the call in flight");
                     else part_end(p, HILOCK_EIO, "lock freed with the call in flight");
                 }
@@ -1071,10 +1145,6 @@ hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop)
     if (!loop || !loop->watch || !loop->timer)
         return hl_fail(c, HILOCK_EINVAL, "hilock_loop: watch and timer are required");
     for (size_t i = 0; i < c->nnodes; i++) {
-        if (c->nodes[i].url.kind == HL_URL_SENTINEL)
-            return hl_fail(c, HILOCK_EINVAL, "%s: Sentinel URLs are not served on an event loop "
-                           "(resolving the master asks the Sentinels with blocking round trips)",
-                           c->nodes[i].name);
         if (c->nodes[i].url.kind == HL_URL_CLUSTER)   /* one connection per shard, redirects */
             return hl_fail(c, HILOCK_EINVAL, "%s: Cluster URLs are not served on an event loop "
                            "yet (the loop runner keeps one connection per URL)", c->nodes[i].name);
@@ -1084,6 +1154,7 @@ hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop)
         return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < c->nnodes; i++) {
+        L->conns[i].c = c;
         L->conns[i].node = i;
         L->conns[i].fd = -1;
         hl_node_close(&c->nodes[i]);   /* the blocking runner's: not used from now on */
@@ -1120,6 +1191,12 @@ static void loop_free(hl_loop *L)
     while (L->side) {
         lconn *lc = L->side;
         L->side = lc->next;
+        free(lc->q);
+        free(lc);
+    }
+    while (L->aux) {
+        lconn *lc = L->aux;
+        L->aux = lc->next;
         free(lc->q);
         free(lc);
     }
@@ -1174,6 +1251,8 @@ static uint32_t gone_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
 static void gone_pause(hilock_client *c, int64_t until_us) { (void)c, (void)until_us; }
 static int gone_may_block(const hilock_client *c) { (void)c; return 0; }
 static void gone_detach(hilock_client *c) { (void)c; }
+static int gone_connected(const hilock_client *c, size_t i) { (void)c, (void)i; return 0; }
+static void gone_close_node(hilock_client *c, size_t i, const char *why) { (void)c, (void)i, (void)why; }
 static hilock_status gone_keepalive(hilock *l, hilock_lost_fn f, void *a, long m, int64_t h)
 {
     (void)f, (void)a, (void)m, (void)h;
@@ -1181,6 +1260,6 @@ static hilock_status gone_keepalive(hilock *l, hilock_lost_fn f, void *a, long m
 }
 
 static const hl_runner loop_runner = { loop_exec, loop_pause, loop_may_block, loop_detach,
-                                       loop_keepalive };
+                                       loop_keepalive, loop_connected, loop_close_node };
 static const hl_runner gone_runner = { gone_exec, gone_pause, gone_may_block, gone_detach,
-                                       gone_keepalive };
+                                       gone_keepalive, gone_connected, gone_close_node };

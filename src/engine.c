@@ -108,6 +108,17 @@ void hl_node_close(hl_node *n)
     n->conn = NULL;
 }
 
+int hl_node_connected(const hilock_client *c, const hl_node *n)
+{
+    return c->runner ? c->runner->connected(c, (size_t)(n - c->nodes)) : n->conn != NULL;
+}
+
+void hl_node_reset(hilock_client *c, hl_node *n)
+{
+    hl_node_close(n);
+    if (c->runner) c->runner->close_node(c, (size_t)(n - c->nodes), n->err);
+}
+
 uint32_t hl_all_nodes(const hilock_client *c)
 {
     return c->nnodes >= 32 ? UINT32_MAX : (1u << c->nnodes) - 1;

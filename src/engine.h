@@ -90,6 +90,10 @@ typedef struct hl_runner {
     /* hilock_keepalive on one of its locks: renew with the loop's timers, no thread */
     hilock_status (*keepalive)(hilock *l, hilock_lost_fn on_lost, void *arg, long max_renewals,
                                int64_t max_hold_ms);
+    /* node i of c has a connection of this runner's open (hl_node_connected) */
+    int (*connected)(const hilock_client *c, size_t i);
+    /* close it: the calls on it end EIO with why (hl_node_reset) */
+    void (*close_node)(hilock_client *c, size_t i, const char *why);
 } hl_runner;
 
 struct hilock_client {
@@ -195,6 +199,12 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r);
 
 /* Close node i's connection (next call reconnects). */
 void hl_node_close(hl_node *n);
+/* 1 if node n of c has a connection open: the blocking one, or its runner's (an event loop's
+ * connections are the runner's, not n->conn). */
+int  hl_node_connected(const hilock_client *c, const hl_node *n);
+/* Close every connection node n of c uses for its calls, the runner's too (its master moved:
+ * the next call resolves again); calls in flight on them end EIO with n->err. */
+void hl_node_reset(hilock_client *c, hl_node *n);
 void hl_node_set_err(hl_node *n, hilock_status st, const char *what, const char *why);
 
 /* ---- the parts of a round trip, shared by the blocking runner (hl_exec) and the loop

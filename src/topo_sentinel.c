@@ -15,7 +15,10 @@
  * cached: the engine closes a connection on EOF, a timeout or a READONLY reply, and the next
  * call resolves again. The Sentinels are direct nodes of a private client, reached with the
  * data node's transport, so hl_exec does their I/O too (non-blocking connect, deadlines, one
- * poll loop, the AUTH handshake with the URL's sentinel_username/sentinel_password).
+ * poll loop, the AUTH handshake with the URL's sentinel_username/sentinel_password). That
+ * private client is driven by whoever drives the data client: on an event loop its round
+ * trips go through the loop's runner too, which pauses the calling flow while they run on the
+ * loop (and keeps a pipelined connection per Sentinel) -- so resolving never blocks a loop.
  *
  * The old master keeps answering ROLE master, and keeps its connections, for ~10 s after a
  * failover (until a Sentinel demotes it). So release, extend and check first ask a Sentinel
@@ -39,6 +42,9 @@ struct hl_topo {
     int           port;
     uint64_t      epoch;      /* its config-epoch; never lowered (a Sentinel that lags) */
     int64_t       confirmed_us;   /* when a Sentinel last named it (resolve or confirm) */
+    unsigned char order[32];  /* the Sentinels' indexes in sc.nodes, the last to answer first
+                                 (the nodes stay put: an event loop's runner keys its
+                                 connections by node index, and flows interleave there) */
 };
 
 typedef struct answer {
@@ -67,6 +73,7 @@ static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
     t->sc.opt.connect_timeout_ms = c->opt.connect_timeout_ms < SENTINEL_TIMEOUT_MS
                                        ? c->opt.connect_timeout_ms : SENTINEL_TIMEOUT_MS;
     t->sc.quorum = 1;
+    for (size_t k = 0; k < ns; k++) t->order[k] = (unsigned char)k;
     if (!(t->sc.nodes = calloc(ns, sizeof *t->sc.nodes))) goto oom;
     for (size_t k = 0; k < ns; k++) {
         hl_node *s = &t->sc.nodes[k];
@@ -169,12 +176,14 @@ static int ask(struct hl_topo *t, const char *master, size_t k, int64_t deadline
     return rc;
 }
 
-/* Move Sentinel k to the front of the list (it answered: ask it first next time). */
+/* Move Sentinel k to the front of the order (it answered: ask it first next time). */
 static void to_front(struct hl_topo *t, size_t k)
 {
-    hl_node s = t->sc.nodes[k];
-    memmove(&t->sc.nodes[1], &t->sc.nodes[0], k * sizeof s);
-    t->sc.nodes[0] = s;
+    size_t at = 0;
+    while (at < t->sc.nnodes && t->order[at] != k) at++;
+    if (at == t->sc.nnodes) return;
+    memmove(&t->order[1], &t->order[0], at);
+    t->order[0] = (unsigned char)k;
 }
 
 /* The Sentinels in order, until one names the master. A Sentinel reporting an older epoch
@@ -187,6 +196,7 @@ static int query(hilock_client *c, hl_node *n, int64_t deadline, answer *a, char
     struct hl_topo *t = topo_get(c, n);
     int best = -1, unknown = 0;
     size_t off = 0;
+    unsigned char order[32];
     answer cur;
     why[0] = '\0';
     *auth = 0;
@@ -194,7 +204,12 @@ static int query(hilock_client *c, hl_node *n, int64_t deadline, answer *a, char
         snprintf(why, whylen, "out of memory");
         return -1;
     }
-    for (size_t k = 0; k < t->sc.nnodes; k++) {
+    /* the Sentinels' round trips are driven as the data nodes' are (see the top) */
+    t->sc.runner = c->runner;
+    t->sc.loop = c->loop;
+    memcpy(order, t->order, sizeof order);   /* (another flow may reorder it meanwhile) */
+    for (size_t j = 0; j < t->sc.nnodes; j++) {
+        size_t k = order[j];
         int rc = ask(t, n->url.master, k, deadline, &cur);
         if (rc == 1 && best < 0) {
             *a = cur;
@@ -294,11 +309,11 @@ static int sentinel_moved(hilock_client *c, hl_node *n)
         t->confirmed_us = hl_now_us();
         return 0;
     }
-    hl_node_close(n);
     n->st = HILOCK_EIO;
     snprintf(n->err, sizeof n->err, "%s: no longer the master: the Sentinels now name %.100s:%d "
              "(config-epoch %llu); will resolve again", n->name, a.host, a.port,
              (unsigned long long)a.epoch);
+    hl_node_reset(c, n);   /* (an event loop's connection too) */
     return 1;
 }
 

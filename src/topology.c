@@ -129,7 +129,8 @@ static uint32_t moved(hilock_client *c, uint32_t mask)
     uint32_t m = 0;
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
-        if ((mask & (1u << i)) && n->conn && n->topo->moved && n->topo->moved(c, n)) m |= 1u << i;
+        if ((mask & (1u << i)) && n->topo->moved && hl_node_connected(c, n) && n->topo->moved(c, n))
+            m |= 1u << i;
     }
     return m;
 }

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <uv.h>
 
 #include "fixture.h"
+#include "sentinel_fixture.h"
 #include "hilock_libevent.h"
 #include "hilock_libuv.h"
 #include "hilock_legacy.h"
@@ -29,6 +31,7 @@ typedef struct run {
     int            wrong;            /* done ran inside an _async call, or twice */
     hlt_redis     *kill_srv;         /* killed when `kill_at` calls have ended, then */
     int            kill_at, late_from;   /* calls late_from..N_MAX-1 are made */
+    char           err[8][256];      /* errmsg while done ran, calls 0..7 */
 } run;
 
 typedef struct ctx { run *r; int i; } ctx;
@@ -44,6 +47,7 @@ static void on_done(hilock_status st, hilock *l, void *arg)
     r->ended[x->i]++;
     r->st[x->i] = st;
     r->at_ms[x->i] = hlt_now_ms();
+    if (x->i < 8) snprintf(r->err[x->i], sizeof r->err[x->i], "%s", hilock_client_errmsg(r->c));
     if (l && !r->lock[x->i]) r->lock[x->i] = l;
     r->done++;
     if (r->kill_srv && r->done == r->kill_at) {
@@ -843,21 +847,326 @@ Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
     hlt_redis_stop(s);
 }
 
-Test(async, sentinel_and_cluster_urls_are_refused_at_attach)
+Test(async, cluster_urls_are_refused_at_attach_and_sentinel_urls_are_served)
 {
+    static run r;
     uv_loop_t loop;
     hilock_client *c;
-    const char *sent[1] = { "redis-sentinel://127.0.0.1:1#mymaster" };
+    char url[200], port[16];
+    const char *sent[1] = { url };
+    int p = hlt_free_port();
+    int64_t t0;
     uv_loop_init(&loop);
-    cr_assert_eq(hilock_client_open(sent[0], &c), HILOCK_OK);
-    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);
-    cr_assert(strstr(hilock_client_errmsg(c), "Sentinel"), "%s", hilock_client_errmsg(c));
-    hilock_client_free(c);
     cr_assert_eq(hilock_client_open("redis-cluster://127.0.0.1:1", &c), HILOCK_OK);
     cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);
     cr_assert(strstr(hilock_client_errmsg(c), "Cluster URLs are not served"), "%s", hilock_client_errmsg(c));
     hilock_client_free(c);
     cr_assert_eq(hilock_libuv_attach(NULL, &loop), HILOCK_EINVAL);
+    /* a Sentinel URL attaches; with every Sentinel down the acquire ends as the blocking one
+     * does (test_sentinel.c: all_sentinels_down_is_eio_within_the_bound) */
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#m", p, hlt_free_port());
+    snprintf(port, sizeof port, "%d", p);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, sent, 1, 1000);
+    t0 = hlt_now_ms();
+    acquire_all(&r, 1, "k", 5000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_EIO, "%s", r.err[0]);
+    cr_assert_lt(r.at_ms[0] - t0, 1500);
+    cr_assert_null(r.lock[0]);
+    cr_assert(strstr(r.err[0], "no Sentinel answered") && strstr(r.err[0], port) &&
+              strstr(r.err[0], "refused"), "%s", r.err[0]);
+    cr_assert_eq(r.wrong, 0);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
+
+/* ---- Sentinel (redis-sentinel://) on the loop ---- */
+
+static hlt_sentinel *SF;
+static void sentinel_fini(void)
+{
+    hlt_sentinel_stop(SF);
+    SF = NULL;
+}
+
+static void tick_start(uv_loop_t *loop, ticker *tk)
+{
+    memset(tk, 0, sizeof *tk);
+    tk->last = hlt_now_ms();   /* a stall before the first tick counts too */
+    tk->cpu_last = cpu_us();
+    uv_timer_init(loop, &tk->t);
+    tk->t.data = tk;
+    uv_timer_start(&tk->t, on_tick, 2, 2);
+}
+
+static void tick_stop(ticker *tk, const char *what)
+{
+    uv_timer_stop(&tk->t);
+    uv_close((uv_handle_t *)&tk->t, NULL);
+    printf("async: sentinel: %s: a 2 ms loop timer ticked %ld times, longest gap %lld ms (wall), "
+           "%.1f ms (this thread's CPU)\n", what, tk->ticks, (long long)tk->max_gap,
+           (double)tk->max_cpu_us / 1000);
+}
+
+/* One call on r's lock 0 (index i), run to its end. */
+static void one(uv_loop_t *loop, run *r, int op, int i)
+{
+    int want = r->done + 1;
+    hilock_status st = op == 'c' ? hilock_check_async(r->lock[0], on_done, arg_of(r, i))
+                     : op == 'e' ? hilock_extend_async(r->lock[0], 30000, on_done, arg_of(r, i))
+                                 : hilock_release_async(r->lock[0], on_done, arg_of(r, i));
+    cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(r->c));
+    run_until(loop, &r->done, want, 15000);
+}
+
+/* The first Sentinel of the URL is frozen: every resolve waits out its 300 ms on it, on the
+ * loop, while the loop's own timer keeps ticking (a blocking round trip would stall it
+ * 300 ms); the locks land on the master Sentinel names and go on release. */
+Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_the_loop,
+     .fini = sentinel_fini, .timeout = 120)
+{
+    static run r;
+    uv_loop_t loop;
+    ticker tk;
+    const char *url[1];
+    int n = 20;
+    cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
+    url[0] = SF->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    kill(SF->spid[0], SIGSTOP);
+    tick_start(&loop, &tk);
+    acquire_all(&r, n, "sjob:", 30000, 0);
+    run_until(&loop, &r.done, n, 10000);
+    kill(SF->spid[0], SIGCONT);
+    tick_stop(&tk, "20 acquisitions, first Sentinel frozen");
+    cr_assert_eq(r.wrong, 0);
+    for (int i = 0; i < n; i++) {
+        char key[32], *v;
+        cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d: %s (%s)", i, hilock_strerror(r.st[i]),
+                     i < 8 ? r.err[i] : "");
+        snprintf(key, sizeof key, "sjob:%d", i);
+        v = hlt_data_get(SF, 0, key);
+        cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "master: %s does not hold our token", key);
+        free(v);
+    }
+    cr_assert_gt(tk.ticks, 50, "the loop's own timer hardly ran");
+    cr_assert_lt(tk.max_gap, 150, "the loop stalled %lld ms (a frozen Sentinel costs 300 ms)",
+                 (long long)tk.max_gap);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    hlt_sleep_ms(150);   /* past the Sentinel answer's freshness: the release asks again */
+    release_all(&r, n);
+    run_until(&loop, &r.done, n, 10000);
+    cr_assert_eq(r.wrong, 0);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        cr_assert_eq(r.st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "sjob:%d", i);
+        cr_assert_eq(hlt_data_exists(SF, 0, key), 0, "%s still on the master", key);
+    }
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
+
+/* test_sentinel.c's clean_failover_keeps_the_lock_and_blocks_others, on the loop: after a
+ * failover the loop's connection still reaches the old master (ROLE master for ~2 s more);
+ * the check asks a Sentinel first (on the loop), moves to the new master and proves the lock
+ * survived. The Sentinel asked first is frozen meanwhile: the check waits out its 300 ms on
+ * the loop, whose own timer keeps ticking. */
+Test(async, sentinel_failover_then_check_on_the_loop_is_ok_for_a_surviving_lock,
+     .fini = sentinel_fini, .timeout = 120)
+{
+    static run r;
+    uv_loop_t loop;
+    ticker tk;
+    const char *url[1];
+    cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
+    url[0] = SF->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    acquire_all(&r, 1, "job", 30000, 0);
+    run_until(&loop, &r.done, 1, 10000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+    cr_assert_eq(hlt_sentinel_master(SF), 0);
+    cr_assert(hlt_data_holds_within(SF, 1, "job0", hilock_token(r.lock[0]), 3000),
+              "the replica never got the lock");
+    cr_assert_eq(hlt_sentinel_failover(SF, 0), 0, "failover did not complete");
+    kill(SF->spid[0], SIGSTOP);
+    tick_start(&loop, &tk);
+    one(&loop, &r, 'c', 1);
+    tick_stop(&tk, "check after a failover, first Sentinel frozen");
+    kill(SF->spid[0], SIGCONT);
+    cr_assert_eq(r.st[1], HILOCK_OK, "check: %s", r.err[1]);
+    cr_assert(hlt_data_holds_within(SF, 1, "job0", hilock_token(r.lock[0]), 0));
+    cr_assert_gt(tk.ticks, 50, "the loop's own timer hardly ran");
+    cr_assert_lt(tk.max_gap, 150, "the loop stalled %lld ms (a frozen Sentinel costs 300 ms)",
+                 (long long)tk.max_gap);
+    one(&loop, &r, 'e', 2);
+    cr_assert_eq(r.st[2], HILOCK_OK, "extend: %s", r.err[2]);
+    one(&loop, &r, 'r', 3);
+    cr_assert_eq(r.st[3], HILOCK_OK, "release: %s", r.err[3]);
+    cr_assert_eq(hlt_data_exists(SF, 1, "job0"), 0, "the new master still holds the key");
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, 1);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
+
+/* test_sentinel.c's lost_lock_is_lost_and_guarded_and_fenced, on the loop: the grant never
+ * reached the replica, the master froze and the replica took over; the old master thaws
+ * with the key, but check, extend and release on the loop report LOST. */
+Test(async, sentinel_lost_write_is_lost_on_the_loop_as_with_the_blocking_calls,
+     .fini = sentinel_fini, .timeout = 120)
+{
+    static run r;
+    uv_loop_t loop;
+    ticker tk;
+    const char *url[1];
+    cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
+    url[0] = SF->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    cr_assert_eq(hlt_sentinel_cut(SF, 1), 0, "could not cut replication");
+    acquire_all(&r, 1, "res", 5000, 0);
+    run_until(&loop, &r.done, 1, 10000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+    hlt_sleep_ms(200);
+    cr_assert_eq(hlt_data_exists(SF, 1, "res0"), 0, "the lock reached the replica: not a lost write");
+    hlt_sentinel_freeze(SF, 0);
+    cr_assert_eq(hlt_sentinel_wait_switch(SF, 1, 20000), 0, "no failover");
+    hlt_sentinel_thaw(SF, 0);   /* and it still believes it is the master, with our key */
+    tick_start(&loop, &tk);
+    one(&loop, &r, 'c', 1);
+    tick_stop(&tk, "check of a lost lock");
+    cr_assert_eq(r.st[1], HILOCK_LOST, "check: %s (%s)", hilock_strerror(r.st[1]), r.err[1]);
+    cr_assert(strstr(r.err[1], "no proof the lock survived"), "%s", r.err[1]);
+    cr_assert_lt(tk.max_gap, 150, "the loop stalled %lld ms", (long long)tk.max_gap);
+    one(&loop, &r, 'e', 2);
+    cr_assert_eq(r.st[2], HILOCK_LOST, "extend: %s (%s)", hilock_strerror(r.st[2]), r.err[2]);
+    cr_assert_eq(hilock_validity_ms(r.lock[0]), 0);
+    one(&loop, &r, 'r', 3);
+    cr_assert_eq(r.st[3], HILOCK_LOST, "release: %s (%s)", hilock_strerror(r.st[3]), r.err[3]);
+    cr_assert_eq(hlt_data_exists(SF, 1, "res0"), 0, "the new master has the key");
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, 1);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
+
+/* test_sentinel.c's acquire_while_the_master_is_frozen_is_bounded_then_succeeds, on the
+ * loop: a waiting acquire rides out the frozen master (timeouts, resolving again, the ROLE
+ * check) and is granted on the master the Sentinels promote, within the same bound, while
+ * the loop's own timer keeps ticking. */
+Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds,
+     .fini = sentinel_fini, .timeout = 120)
+{
+    static run r;
+    uv_loop_t loop;
+    ticker tk;
+    const char *url[1];
+    int64_t t0, took;
+    cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
+    url[0] = SF->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    acquire_all(&r, 1, "warm", 1000, 0);
+    run_until(&loop, &r.done, 1, 10000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+    one(&loop, &r, 'r', 1);
+    cr_assert_eq(r.st[1], HILOCK_OK, "%s", r.err[1]);
+    free_locks(&r, 1);
+    hlt_sleep_ms(100);   /* the warm-up's record (longest ttl: 1 s) reaches the replica */
+    hlt_sentinel_freeze(SF, 0);
+    {
+        hilock_client *c = r.c;
+        memset(&r, 0, sizeof r);
+        r.c = c;
+    }
+    tick_start(&loop, &tk);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire_async(r.c, "during", 1000, 25000, on_done, arg_of(&r, 0)), HILOCK_OK);
+    run_until(&loop, &r.done, 1, 25000 + 1000 + 1000 + 3000);
+    took = hlt_now_ms() - t0;
+    tick_stop(&tk, "acquire across a failover (frozen master)");
+    hlt_sentinel_thaw(SF, 0);
+    printf("async: sentinel: acquire across a failover (frozen master): %s after %lld ms\n",
+           hilock_strerror(r.st[0]), (long long)took);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+    cr_assert_lt(tk.max_gap, 150, "the loop stalled %lld ms", (long long)tk.max_gap);
+    cr_assert_eq(hlt_sentinel_wait_switch(SF, 1, 5000), 0);
+    cr_assert(hlt_data_holds_within(SF, 1, "during", hilock_token(r.lock[0]), 0),
+              "not granted on the new master");
+    one(&loop, &r, 'r', 1);
+    cr_assert_eq(r.st[1], HILOCK_OK, "release: %s", r.err[1]);
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, 1);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
+
+/* The ends, while a flow is paused in a Sentinel round trip (the first Sentinel frozen):
+ * hilock_free of a lock whose check is asking it ends the check before it returns, and
+ * hilock_client_free ends every acquisition still resolving its master before it returns;
+ * no done runs later. */
+Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_client_is_freed,
+     .fini = sentinel_fini, .timeout = 120)
+{
+    static run r, r2;
+    uv_loop_t loop;
+    const char *url[1];
+    int n = 10;
+    cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
+    url[0] = SF->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    acquire_all(&r, 1, "held", 30000, 0);
+    run_until(&loop, &r.done, 1, 10000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+    kill(SF->spid[0], SIGSTOP);   /* it answered: it is asked first */
+    hlt_sleep_ms(150);            /* past the answer's freshness: the check asks again */
+    cr_assert_eq(hilock_check_async(r.lock[0], on_done, arg_of(&r, 1)), HILOCK_OK);
+    for (int k = 0; k < 10; k++) {   /* the check is waiting on the frozen Sentinel */
+        uv_run(&loop, UV_RUN_NOWAIT);
+        hlt_sleep_ms(5);
+    }
+    cr_assert_eq(r.done, 1, "the check ended before its Sentinel answered");
+    hilock_free(r.lock[0]);
+    r.lock[0] = NULL;
+    cr_assert_eq(r.done, 2, "hilock_free returned with the check in flight");
+    cr_assert_eq(r.st[1], HILOCK_EIO, "check: %s (%s)", hilock_strerror(r.st[1]), r.err[1]);
+    cr_assert(strstr(r.err[1], "lock freed with the call in flight"), "%s", r.err[1]);
+
+    memset(&r2, 0, sizeof r2);
+    r2.c = attached(&loop, url, 1, 2000);   /* a new client asks the frozen Sentinel first */
+    acquire_all(&r2, n, "never:", 30000, 0);
+    for (int k = 0; k < 10; k++) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        hlt_sleep_ms(5);
+    }
+    cr_assert_eq(r2.done, 0, "an acquisition ended before its Sentinel answered");
+    hilock_client_free(r2.c);
+    cr_assert_eq(r2.done, n, "only %d of %d calls ended in hilock_client_free", r2.done, n);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(r2.st[i], HILOCK_EIO, "acquire %d: %s (%s)", i, hilock_strerror(r2.st[i]),
+                     i < 8 ? r2.err[i] : "");
+    kill(SF->spid[0], SIGCONT);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(r2.done, n, "a done ran after hilock_client_free returned");
+    cr_assert_eq(r.wrong + r2.wrong, 0);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "never:%d", i);
+        cr_assert_eq(hlt_data_exists(SF, 0, key), 0, "%s was written", key);
+    }
+    hilock_client_free(r.c);
     loop_close(&loop);
 }
 
