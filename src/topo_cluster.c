@@ -77,34 +77,12 @@ static void cluster_free(hl_node *n);
 static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
 {
     struct hl_topo *t = n->topo_state;
-    char name[300];
     if (t) return t;
     if (!(t = calloc(1, sizeof *t))) return NULL;
     t->cur = t->ask = t->moved_slot = -1;
     memset(t->owner, 0xff, sizeof t->owner);
-    t->sc.refs = 1;
-    t->sc.opt = c->opt;   /* (the topology calls the engine, never back into the client) */
-    t->sc.opt.servers = NULL;
-    t->sc.opt.nservers = 0;
-    t->sc.quorum = 1;
     n->topo_state = t;
-    if (!(t->sc.nodes = calloc(n->url.nsentinels, sizeof *t->sc.nodes))) goto oom;
-    for (size_t k = 0; k < n->url.nsentinels; k++) {
-        hl_node *s = &t->sc.nodes[k];
-        const hl_hostport *hp = &n->url.sentinels[k];
-        s->url.kind = HL_URL_TCP;
-        s->transport = n->transport;   /* the seeds are reached as the data nodes are */
-        s->transport_cfg = n->transport_cfg;
-        s->topo = &hl_topo_direct;
-        s->url.port = hp->port;
-        snprintf(name, sizeof name, strchr(hp->host, ':') ? "seed [%s]:%d" : "seed %s:%d", hp->host, hp->port);
-        s->url.host = hl_strdup(hp->host);
-        s->name = hl_strdup(name);
-        t->sc.nnodes++;
-        if (!s->url.host || !s->name) goto oom;
-        if (n->url.pass && !(s->url.pass = hl_strdup(n->url.pass))) goto oom;
-        if (n->url.user && !(s->url.user = hl_strdup(n->url.user))) goto oom;
-    }
+    if (hl_topo_private_init(&t->sc, c, n, n->url.nsentinels, "seed", n->url.user, n->url.pass)) goto oom;
     return t;
 oom:
     cluster_free(n);
@@ -153,16 +131,7 @@ static void cluster_free(hl_node *n)
     if (t->cur >= 0) drop_parked(n, &t->home);
     for (int i = 0; i < t->nsrv; i++)
         if (i != t->cur) drop_parked(n, &t->srv[i].park);
-    hl_exec_clear(&t->sc);
-    for (size_t k = 0; k < t->sc.nnodes; k++) {
-        hl_node *s = &t->sc.nodes[k];
-        hl_node_close(s);
-        hl_url_free(&s->url);
-        free(s->name);
-        free(s->undo);
-    }
-    free(t->sc.nodes);
-    hl_buf_free(&t->sc.obuf);
+    hl_topo_private_free(&t->sc);
     free(t);
     n->topo_state = NULL;
 }

@@ -60,39 +60,15 @@ static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
 {
     struct hl_topo *t = n->topo_state;
     size_t ns = n->url.nsentinels < 32 ? n->url.nsentinels : 32;   /* hl_exec's node masks */
-    char name[300];
     if (t) return t;
     if (!(t = calloc(1, sizeof *t))) return NULL;
-    t->sc.refs = 1;
-    /* the data nodes' options (so a later option -- tls_verify, TLS files -- reaches the
-     * Sentinels too; only the connect timeout is read by the engine for them), without their
-     * server list: the topology calls the engine, never back into the client */
-    t->sc.opt = c->opt;
-    t->sc.opt.servers = NULL;
-    t->sc.opt.nservers = 0;
+    /* the URL's user info is for the data nodes; the Sentinels have their own (query) */
+    if (hl_topo_private_init(&t->sc, c, n, ns, "sentinel", n->url.sentinel_user, n->url.sentinel_pass))
+        goto oom;
+    /* (only the connect timeout of the options is read by the engine for the Sentinels) */
     t->sc.opt.connect_timeout_ms = c->opt.connect_timeout_ms < SENTINEL_TIMEOUT_MS
                                        ? c->opt.connect_timeout_ms : SENTINEL_TIMEOUT_MS;
-    t->sc.quorum = 1;
     for (size_t k = 0; k < ns; k++) t->order[k] = (unsigned char)k;
-    if (!(t->sc.nodes = calloc(ns, sizeof *t->sc.nodes))) goto oom;
-    for (size_t k = 0; k < ns; k++) {
-        hl_node *s = &t->sc.nodes[k];
-        const hl_hostport *hp = &n->url.sentinels[k];
-        /* the URL's user info is for the data nodes; the Sentinels have their own (query) */
-        s->url.kind = HL_URL_TCP;
-        s->transport = n->transport;   /* the Sentinels are reached as the data nodes are */
-        s->transport_cfg = n->transport_cfg;
-        s->topo = &hl_topo_direct;
-        s->url.port = hp->port;
-        snprintf(name, sizeof name, strchr(hp->host, ':') ? "sentinel [%s]:%d" : "sentinel %s:%d",
-                 hp->host, hp->port);
-        s->url.host = hl_strdup(hp->host);
-        s->name = hl_strdup(name);
-        t->sc.nnodes++;
-        if (!s->url.host || !s->name) goto oom;
-        if (n->url.sentinel_pass && !(s->url.pass = hl_strdup(n->url.sentinel_pass))) goto oom;
-        if (n->url.sentinel_user && !(s->url.user = hl_strdup(n->url.sentinel_user))) goto oom;
-    }
     n->topo_state = t;
     return t;
 oom:
@@ -105,16 +81,7 @@ static void sentinel_free(hl_node *n)
 {
     struct hl_topo *t = n->topo_state;
     if (!t) return;
-    hl_exec_clear(&t->sc);
-    for (size_t k = 0; k < t->sc.nnodes; k++) {
-        hl_node *s = &t->sc.nodes[k];
-        hl_node_close(s);
-        hl_url_free(&s->url);
-        free(s->name);
-        free(s->undo);
-    }
-    free(t->sc.nodes);
-    hl_buf_free(&t->sc.obuf);
+    hl_topo_private_free(&t->sc);
     free(t);
     n->topo_state = NULL;
 }

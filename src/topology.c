@@ -365,3 +365,48 @@ hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t
     return hl_fail_nodes(c, HILOCK_LOST, lost, pre);
 }
 
+/* ---- the private client of a topology's helpers ---- */
+
+int hl_topo_private_init(hilock_client *sc, const hilock_client *c, const hl_node *n, size_t count,
+                         const char *what, const char *user, const char *pass)
+{
+    char name[300];
+    sc->refs = 1;
+    sc->opt = c->opt;
+    sc->opt.servers = NULL;
+    sc->opt.nservers = 0;
+    sc->quorum = 1;
+    if (!(sc->nodes = calloc(count, sizeof *sc->nodes))) return -1;
+    for (size_t k = 0; k < count; k++) {
+        hl_node *s = &sc->nodes[k];
+        const hl_hostport *hp = &n->url.sentinels[k];
+        s->url.kind = HL_URL_TCP;
+        s->transport = n->transport;   /* reached as the data nodes are */
+        s->transport_cfg = n->transport_cfg;
+        s->topo = &hl_topo_direct;
+        s->url.port = hp->port;
+        snprintf(name, sizeof name, strchr(hp->host, ':') ? "%s [%s]:%d" : "%s %s:%d", what, hp->host,
+                 hp->port);
+        s->url.host = hl_strdup(hp->host);
+        s->name = hl_strdup(name);
+        sc->nnodes++;
+        if (!s->url.host || !s->name) return -1;
+        if (pass && !(s->url.pass = hl_strdup(pass))) return -1;
+        if (user && !(s->url.user = hl_strdup(user))) return -1;
+    }
+    return 0;
+}
+
+void hl_topo_private_free(hilock_client *sc)
+{
+    hl_exec_clear(sc);
+    for (size_t k = 0; k < sc->nnodes; k++) {
+        hl_node *s = &sc->nodes[k];
+        hl_node_close(s);
+        hl_url_free(&s->url);
+        free(s->name);
+        free(s->undo);
+    }
+    free(sc->nodes);
+    hl_buf_free(&sc->obuf);
+}

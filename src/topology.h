@@ -56,6 +56,18 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
 /* The fencing token of a grant on the nodes in granted: config-epoch << 42 | low (Sentinel:
  * the Sentinels' epoch; Cluster: the shard master's, read by failover.lua at the grant). */
 uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, uint32_t granted, uint64_t low);
+/* ---- the private client of a topology's helpers (topology.c) ---- */
+/* Fill sc (zeroed by the caller) as a client whose nodes are the first `count` hosts of n's
+ * URL list (Sentinels, cluster seeds): direct nodes reached as n is (its transport and TLS
+ * context), named "<what> host:port", with user/pass (NULL: none). It takes c's options (a
+ * later option -- TLS, timeouts -- reaches them too) without c's server list: the topology
+ * calls the engine, never back into the client. 0, or -1 out of memory (sc is then
+ * half-filled: hl_topo_private_free it). */
+int  hl_topo_private_init(hilock_client *sc, const hilock_client *c, const hl_node *n, size_t count,
+                          const char *what, const char *user, const char *pass);
+/* Close and free what hl_topo_private_init made (not sc itself). */
+void hl_topo_private_free(hilock_client *sc);
+
 /* LOST, with the nodes' reasons in errmsg ("<op> <key>: ..."). */
 hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost);
 
