@@ -150,12 +150,16 @@ typedef struct hilock_codec {
  * hilock_codec is embedded in hilock_options and therefore frozen: new codec properties
  * would become new options fields. */
 typedef struct hilock_options {
-    /* Server URLs. One URL = one master (direct, or through Sentinel); two or more = Redlock
-     * over independent masters (quorum N/2+1). Forms:
+    /* Server URLs. One URL = one master (direct, through Sentinel, or a Redis Cluster routed
+     * by hash slot); two or more = Redlock over independent masters (quorum N/2+1). Forms:
      *   redis://[[user]:password@]host[:port][/db]            (host may be [::1]; port 6379)
+     *   rediss://...                                          (the same over TLS)
      *   unix:///path/to/redis.sock[?db=N]
      *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
      *       [?sentinel_username=U&sentinel_password=P]#master-name
+     *   rediss-sentinel://...        (TLS to the Sentinels and the nodes; docs/tls.md)
+     *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]   (seed nodes, any
+     *       reachable one is enough; no /db; docs/cluster.md), rediss-cluster://... over TLS
      * Percent-escapes (%40 for '@') are decoded in user and password. The user info of a
      * Sentinel URL is for the data nodes; the query, for the Sentinels themselves (requirepass
      * on a Sentinel, Redis >= 6; sentinel_username only with sentinel_password). No default:
@@ -220,7 +224,7 @@ typedef struct hilock_options {
                                      the longest ttl recorded on the master before the failover
                                      (replicated) and the requester's own ttl. Default 0.
                                      Range 0..HILOCK_TTL_MAX_MS.                                */
-    /* TLS, for rediss:// servers (unused by redis://, unix:// and redis-sentinel:// ones).
+    /* TLS, for rediss://, rediss-sentinel:// and rediss-cluster:// servers (unused by the others).
      * The client copies the strings (they need not outlive hilock_client_new) and loads the
      * files when it is made: a file that cannot be read, a key that does not match its
      * certificate or an encrypted key is HILOCK_EINVAL there, hilock_last_config_error()
