@@ -18,11 +18,15 @@ for t in "$@"; do
           --trace-children=yes \
           --trace-children-skip='*/sh,*/bash,*/dash,*/redis-server,*/redis-sentinel' \
           --log-file="$vg/%p.log" "$t" --jobs=2 2>&1); rc=$?
+    # A process the fixtures fork that ends with _exit while valgrind's error reporting is
+    # off for it (the cluster fixture's watchdogs) leaves only this three-line notice: not a
+    # finding. Any other line in a log fails the suite.
     for log in "$vg"/*.log; do
-      [ -s "$log" ] || continue
+      rest=$(grep -vE '^==[0-9]+== WARNING: (exiting thread has error reporting disabled\.|possibly as a result of some mistake in the use|of the VALGRIND_DISABLE_ERROR_REPORTING macros\.)$' "$log")
+      [ -n "$rest" ] || continue
       rc=99
       out="$out
-valgrind: $(cat "$log")"
+valgrind: $rest"
     done
     rm -rf "$vg"
   else
