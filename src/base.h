@@ -33,6 +33,9 @@ typedef struct hl_buf {
     int    oom;        /* sticky: set once an append failed */
 } hl_buf;
 void hl_buf_put(hl_buf *b, const void *s, size_t n);
+/* Room for n more bytes (and a NUL) at the end: where to write them, then add n to len
+ * (keeping the NUL is the writer's); NULL when out of memory (oom is then set). */
+char *hl_buf_room(hl_buf *b, size_t n);
 void hl_buf_free(hl_buf *b);
 
 /* ---- URLs (url.c) ---- */

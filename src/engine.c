@@ -73,11 +73,22 @@ static void put_header(hl_buf *b, char kind, size_t n)
     hl_buf_put(b, hdr, h);
 }
 
+/* "$<n>\r\n<s>\r\n" in one reservation: a pipeline has some 20 of them. */
 static void put_bulk(hl_buf *b, const char *s, size_t n)
 {
-    put_header(b, '$', n);
-    hl_buf_put(b, s, n);
-    hl_buf_put(b, "\r\n", 2);
+    char *at = hl_buf_room(b, n + 26), *p;
+    if (!at) return;
+    p = at;
+    *p++ = '$';
+    p += put_dec(p, n);
+    *p++ = '\r';
+    *p++ = '\n';
+    memcpy(p, s, n);
+    p += n;
+    *p++ = '\r';
+    *p++ = '\n';
+    *p = '\0';
+    b->len += (size_t)(p - at);
 }
 
 void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval)

@@ -99,21 +99,28 @@ uint64_t hl_rng_next(uint64_t *s)
     return x * 0x2545f4914f6cdd1dULL;
 }
 
-void hl_buf_put(hl_buf *b, const void *s, size_t n)
+char *hl_buf_room(hl_buf *b, size_t n)
 {
-    if (b->oom) return;
+    if (b->oom) return NULL;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n + 1) cap *= 2;
         char *p = realloc(b->p, cap);
         if (!p) {
             b->oom = 1;
-            return;
+            return NULL;
         }
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->len, s, n);
+    return b->p + b->len;
+}
+
+void hl_buf_put(hl_buf *b, const void *s, size_t n)
+{
+    char *at = hl_buf_room(b, n);
+    if (!at) return;
+    memcpy(at, s, n);
     b->len += n;
     b->p[b->len] = '\0';
 }
