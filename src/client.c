@@ -100,7 +100,7 @@ void (hilock_options_init)(hilock_options *o)
 static const char *check_options(const hilock_options *o)
 {
     if (!o->servers || o->nservers == 0) return "no server given (options.servers / nservers)";
-    if (o->nservers > 32) return "at most 32 servers";
+    if (o->nservers > HL_MAX_NODES) return "at most 32 servers";
     if (o->connect_timeout_ms <= 0 || o->connect_timeout_ms > 3600000)
         return "connect_timeout_ms must be in 1..3600000";
     if (o->io_timeout_ms <= 0 || o->io_timeout_ms > 3600000)

@@ -28,6 +28,7 @@ void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys)
     c->script = script;
     c->nkeys = nkeys;
     c->argc = 0;
+    c->advisory = 0;
 }
 
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len)

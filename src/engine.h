@@ -16,8 +16,9 @@
 #include "transport.h"
 
 /* ---- commands ---- */
-#define HL_MAX_ARGS 12
-#define HL_MAX_CMDS 4
+#define HL_MAX_ARGS  12
+#define HL_MAX_CMDS  4
+#define HL_MAX_NODES 32   /* masters of one client: node sets are uint32_t masks */
 
 /* One command of a pipeline: a script call (EVALSHA, EVAL on NOSCRIPT) or a plain command.
  * argv/len are borrowed for the duration of the call. */
@@ -27,6 +28,9 @@ typedef struct hl_cmd {
     int              argc;
     const char      *argv[HL_MAX_ARGS];
     size_t           arglen[HL_MAX_ARGS];
+    int              advisory;  /* its error reply (MOVED, ASK, TRYAGAIN) stands: a topology's
+                                   redirect goes by the pipeline's other replies, as a read that
+                                   only informs must not re-run the writes before it elsewhere */
 } hl_cmd;
 
 void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);

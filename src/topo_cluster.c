@@ -29,11 +29,12 @@
  * times and never past the first round trip's deadline; then the last error reply stands and
  * names the server and the cause.
  *
- * Failover awareness is topology.c's, as behind Sentinel (failover.lua on the shard's master:
- * replication identity; the guard; WAIT), with two cluster facts: the fencing epoch is the
- * shard master's config epoch (a failover, and the end of a slot import, raise it above every
- * other), and a lock found on another shard whose history is not its granting master's was
- * carried there by a resharding (topology.c, end_verify). */
+ * Failover awareness is topology.c's, as behind Sentinel (replication identity, the guard,
+ * WAIT on the shard's master), with three cluster facts: the record is one per slot; the
+ * fencing epoch is the shard master's config epoch (a failover, and the end of a slot import,
+ * raise it above every other), kept per slot in that record, with this map's epoch of the
+ * master as its lower bound (epoch below); and a lock found on another shard whose history is
+ * not its granting master's was carried there by a resharding (topology.c, end_verify). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,8 +169,10 @@ static int has_flag(const char *f, size_t n, const char *flag)
 
 /* One line of CLUSTER NODES: "<id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong>
  * <config-epoch> <link> <slot> <slot-slot> [<slot>->-<id>] ...". Masters' slots go into
- * owner[] (a slot in migration stays with its owner: "[...]" entries are skipped). */
-static void map_line(struct hl_topo *t, const char *line, size_t len)
+ * owner[] (a slot in migration stays with its owner: "[...]" entries are skipped). An empty
+ * ip (":7000@17000": a node that has met no other, e.g. a one-node cluster) is the seed that
+ * answered, as the cluster specification says. */
+static void map_line(struct hl_topo *t, const char *line, size_t len, const char *seed_host)
 {
     const char *tok[9], *p = line, *end = line + len, *at, *colon;
     size_t tl[9];
@@ -185,8 +188,10 @@ static void map_line(struct hl_topo *t, const char *line, size_t len)
     if (!at) at = tok[1] + tl[1];
     for (colon = at; colon > tok[1] && colon[-1] != ':'; colon--) {}
     if (colon == tok[1] || (port = atoi(colon)) <= 0 || port > 65535) return;   /* noaddr */
-    if (!has_flag(tok[2], tl[2], "master") || (idx = srv_at(t, tok[1], (size_t)(colon - 1 - tok[1]), port)) < 0)
-        return;
+    if (!has_flag(tok[2], tl[2], "master")) return;
+    if (colon - 1 == tok[1]) idx = srv_at(t, seed_host, strlen(seed_host), port);
+    else idx = srv_at(t, tok[1], (size_t)(colon - 1 - tok[1]), port);
+    if (idx < 0) return;
     memcpy(t->srv[idx].id, tok[0], 40);
     t->srv[idx].epoch = strtoull(tok[6], NULL, 10);
     while (nt == 9 && tok[8] < end) {   /* the slots, from the 9th field on */
@@ -226,7 +231,7 @@ static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
             memset(t->owner, 0xff, sizeof t->owner);
             for (const char *l = text; l < text + len;) {
                 const char *nl = memchr(l, '\n', (size_t)(text + len - l));
-                map_line(t, l, (size_t)((nl ? nl : text + len) - l));
+                map_line(t, l, (size_t)((nl ? nl : text + len) - l), s->url.host);
                 l = nl ? nl + 1 : text + len;
             }
             hl_exec_clear(&t->sc);
@@ -363,7 +368,6 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
 {
     struct hl_topo *t = n->topo_state;
     (void)c;
-    (void)cmds;
     if (!t) return 0;
     if (n->st != HILOCK_OK) {   /* a dead or frozen master: the next call asks for the map */
         if (n->st == HILOCK_EIO || n->st == HILOCK_ETIMEDOUT) t->stale = 1;
@@ -373,7 +377,7 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
     for (int q = 0; q < ncmd; q++) {
         const char *s = hl_reply_type(n->reply[q]) == HL_R_ERROR ? hl_reply_str(n->reply[q], NULL) : NULL;
         int slot, to;
-        if (!s) continue;
+        if (!s || cmds[q].advisory) continue;
         if (!strncmp(s, "MOVED ", 6) || !strncmp(s, "ASK ", 4)) {
             if ((to = redirect_target(t, s, &slot)) < 0) return 0;   /* the reply stands */
             if (s[0] == 'A') {
@@ -403,6 +407,8 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
     return 0;
 }
 
+/* The slot map's config epoch for the server in use: topology.c's lower bound for the epoch a
+ * slot's record may hold (never the fence's epoch itself: another client's map may be newer). */
 static uint64_t cluster_epoch(const hl_node *n)
 {
     const struct hl_topo *t = n->topo_state;

@@ -31,7 +31,9 @@ typedef enum hl_topo_kind { HL_TOPO_ACQUIRE, HL_TOPO_EXTEND, HL_TOPO_RELEASE, HL
 /* One lock operation's failover part: commands it added to the pipeline, what it found. */
 typedef struct hl_topo_op {
     hl_topo_kind  kind;
-    int           id_at, wait_at;  /* pipeline index of failover.lua / WAIT; -1: not sent */
+    int           id_at, rec_at;   /* pipeline index of INFO replication / HMGET of the record */
+    int           wait_at;         /* and of WAIT; -1: not sent */
+    int64_t       ttl_ms;          /* the ttl the operation sets (failover.lua's ARGV[3]) */
     int64_t       extra_us;        /* add to the per-node timeout: WAIT's share of the round trip */
     uint32_t      refused;         /* acquire: the failover guard refused (the value is gone) */
     uint32_t      undo;            /* acquire: granted, not safely (WAIT short, ...): undone */
@@ -42,19 +44,22 @@ typedef struct hl_topo_op {
     char          arg[4][24];
 } hl_topo_op;
 
-/* Before the round trip of a lock operation: append failover.lua (Sentinel clients, or
- * failover_guard = 1) and WAIT (min_replicas > 0; acquire and extend) after cmds[0..n);
- * returns the new count. Release, extend and check first ask a Sentinel whether the master
- * moved (closing the connection if so). Nothing for legacy/bridge locks. */
+/* Before the round trip of a lock operation: append the identity read (Sentinel and Cluster
+ * clients, or failover_guard = 1: INFO replication, and HMGET of the record where there is
+ * one) and WAIT (min_replicas > 0; acquire and extend) after cmds[0..n); returns the new
+ * count. Release, extend and check first ask a Sentinel whether the master moved (closing the
+ * connection if so). Nothing for legacy/bridge locks. */
 int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind,
                    int64_t ttl_ms, hl_cmd *cmds, int n);
 /* After hl_exec, before hl_exec_clear: read those replies on the nodes in ok (granted: where
- * the acquire script granted) and fill op's masks; node->err says why for each. Acquire:
- * records where the lock was granted, undoes unsafe grants at once, and asks a Sentinel
- * whether the master in use is still the master (see topo_sentinel.c for when it asks). */
+ * the acquire script granted) and fill op's masks; node->err says why for each. Where they
+ * cannot settle a node (a history the record has not seen, a guard that may run, a ttl above
+ * the record's), one more round trip runs failover.lua there (it replaces that node's
+ * replies). Acquire: records where the lock was granted, undoes unsafe grants at once, and
+ * asks a Sentinel whether the master in use is still the master (see topo_sentinel.c). */
 void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
 /* The fencing token of a grant on the nodes in granted: config-epoch << 42 | low (Sentinel:
- * the Sentinels' epoch; Cluster: the shard master's, read by failover.lua at the grant). */
+ * the Sentinels' epoch; Cluster: the slot's, from its record: topology.c). */
 uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, uint32_t granted, uint64_t low);
 /* ---- the private client of a topology's helpers (topology.c) ---- */
 /* Fill sc (zeroed by the caller) as a client whose nodes are the first `count` hosts of n's

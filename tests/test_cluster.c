@@ -535,3 +535,134 @@ Test(cluster, a_cluster_is_one_redlock_member)
     hlt_redis_stop(a);
     hlt_redis_stop(b);
 }
+
+/* node i's INFO replication master_replid and CLUSTER INFO cluster_my_epoch */
+static void node_identity(hlt_cluster *f, int i, char replid[41], long long *epoch)
+{
+    redisReply *a = hlt_cluster_cmd(f, i, "INFO replication"), *b = hlt_cluster_cmd(f, i, "CLUSTER INFO");
+    const char *p = a && a->str ? strstr(a->str, "master_replid:") : NULL;
+    const char *q = b && b->str ? strstr(b->str, "cluster_my_epoch:") : NULL;
+    cr_assert(p && q, "node %d: no identity", i);
+    memcpy(replid, p + 14, 40);
+    replid[40] = '\0';
+    *epoch = atoll(q + 17);
+    freeReplyObject(a);
+    freeReplyObject(b);
+}
+
+static char *record_epoch(hlt_cluster *f, int i, const char *key)
+{
+    char rec[64];
+    redisReply *r;
+    char *v;
+    /* the record is hilock:guard:{T}, T a tag of the key's slot: find it among the slot's keys */
+    r = hlt_cluster_cmd(f, i, "CLUSTER GETKEYSINSLOT %d 100", hlt_cluster_keyslot(f, key));
+    rec[0] = '\0';
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++)
+        if (!strncmp(r->element[k]->str, "hilock:guard:{", 14)) snprintf(rec, sizeof rec, "%s", r->element[k]->str);
+    if (r) freeReplyObject(r);
+    cr_assert(rec[0], "no record in the slot of %s", key);
+    r = hlt_cluster_cmd(f, i, "HGET %s epoch", rec);
+    v = r && r->type == REDIS_REPLY_STRING ? strdup(r->str) : NULL;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+static void set_record_epoch(hlt_cluster *f, int i, const char *key, const char *value)
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER GETKEYSINSLOT %d 100", hlt_cluster_keyslot(f, key)), *x;
+    int done = 0;
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++)
+        if (!strncmp(r->element[k]->str, "hilock:guard:{", 14)) {
+            x = hlt_cluster_cmd(f, i, "HSET %s epoch %s", r->element[k]->str, value);
+            done = x && x->type == REDIS_REPLY_INTEGER;
+            if (x) freeReplyObject(x);
+        }
+    if (r) freeReplyObject(r);
+    cr_assert(done, "could not set the record's epoch");
+}
+
+static uint64_t fence_epoch(hilock_client *c, const char *key)
+{
+    hilock *l;
+    uint64_t e;
+    cr_assert_eq(hilock_acquire(c, key, 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    e = hilock_fence(l) >> 42;
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    return e;
+}
+
+/* The fencing epoch is the slot's, kept with the master's history in the slot's record: the
+ * first grant reads CLUSTER INFO there, later ones take it from the record (no script, no
+ * CLUSTER INFO per call); a record epoch below what the slot map gives the master (read while
+ * the master was still importing the slot) is read again. */
+Test(cluster, the_fence_epoch_is_the_slots_record_checked_against_the_map)
+{
+    hlt_cluster *f = fx(0);
+    hilock_client *c = client(f->url);
+    char key[64], replid[41], want[64], *v;
+    long long epoch;
+    int m;
+    snprintf(key, sizeof key, "epochrec:%d", (int)getpid());
+    m = hlt_cluster_key_master(f, key);
+    cr_assert_geq(fence_epoch(c, key), 0);
+    node_identity(f, m, replid, &epoch);
+    cr_assert_gt(epoch, 0, "a cluster made by redis-cli gives every master an epoch");
+    snprintf(want, sizeof want, "%s:%lld", replid, epoch);
+    v = record_epoch(f, m, key);
+    cr_assert(v && !strcmp(v, want), "record epoch '%s', want '%s'", v ? v : "(none)", want);
+    free(v);
+    cr_assert_eq(fence_epoch(c, key), (uint64_t)epoch);
+    /* the next grants take it from the record */
+    snprintf(want, sizeof want, "%s:%lld", replid, epoch + 1000);
+    set_record_epoch(f, m, key, want);
+    cr_assert_eq(fence_epoch(c, key), (uint64_t)epoch + 1000, "the fence did not come from the record");
+    /* one below the map's: read again, and written back */
+    snprintf(want, sizeof want, "%s:%lld", replid, epoch - 1);
+    set_record_epoch(f, m, key, want);
+    cr_assert_eq(fence_epoch(c, key), (uint64_t)epoch, "a record epoch below the map's was used");
+    snprintf(want, sizeof want, "%s:%lld", replid, epoch);
+    v = record_epoch(f, m, key);
+    cr_assert(v && !strcmp(v, want), "record epoch '%s' after the re-read, want '%s'", v ? v : "(none)", want);
+    free(v);
+    /* an epoch of another history is not this one's */
+    set_record_epoch(f, m, key, "0123456789012345678901234567890123456789:4000");
+    cr_assert_eq(fence_epoch(c, key), (uint64_t)epoch);
+    hilock_client_free(c);
+}
+
+/* A cluster of one node that has met no other names itself with an empty ip in CLUSTER NODES
+ * (":port@cport"): the seed that answered is that node. */
+Test(cluster, a_one_node_cluster_is_reached_through_its_seed)
+{
+    hlt_redis *r = hlt_redis_start("--cluster-enabled yes --cluster-config-file nodes.conf");
+    hilock_client *c;
+    hilock *l;
+    char url[64], *v;
+    redisReply *x;
+    long long end;
+    int ok = 0;
+    cr_assert_not_null(r);
+    x = hlt_cmd(r, "CLUSTER ADDSLOTSRANGE 0 16383");
+    cr_assert(x && x->type == REDIS_REPLY_STATUS, "ADDSLOTSRANGE");
+    freeReplyObject(x);
+    for (end = hlt_now_ms() + 10000; !ok && hlt_now_ms() < end; hlt_sleep_ms(20)) {
+        x = hlt_cmd(r, "CLUSTER INFO");
+        ok = x && x->str && strstr(x->str, "cluster_state:ok");
+        if (x) freeReplyObject(x);
+    }
+    cr_assert(ok, "the one-node cluster is not ok");
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", r->port);
+    c = client(url);
+    cr_assert_eq(hilock_acquire(c, "solo", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    v = hlt_get(r, "solo");
+    cr_assert(v && !strcmp(v, hilock_token(l)));
+    free(v);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "solo"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}

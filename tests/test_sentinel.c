@@ -534,6 +534,99 @@ Test(guard, a_promoted_replica_guards_for_the_longest_replicated_ttl)
     hlt_redis_stop(a);
 }
 
+/* calls of `name` in INFO commandstats (-1: none yet) */
+static long long calls_of(hlt_redis *r, const char *name)
+{
+    redisReply *x = hlt_cmd(r, "INFO commandstats");
+    char pat[64];
+    const char *p;
+    long long v = -1;
+    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", name);
+    if (x && x->type == REDIS_REPLY_STRING && (p = strstr(x->str, pat))) v = atoll(p + strlen(pat));
+    if (x) freeReplyObject(x);
+    return v;
+}
+
+/* the server's clock in ms (the record's times are the server's TIME) */
+static long long server_ms(hlt_redis *r)
+{
+    redisReply *x = hlt_cmd(r, "TIME");
+    long long v;
+    cr_assert(x && x->type == REDIS_REPLY_ARRAY && x->elements == 2);
+    v = atoll(x->element[0]->str) * 1000 + atoll(x->element[1]->str) / 1000;
+    freeReplyObject(x);
+    return v;
+}
+
+static void set_record(hlt_redis *r, const char *field, long long v)
+{
+    redisReply *x = hlt_cmd(r, "HSET hilock:guard %s %lld", field, v);
+    cr_assert(x && x->type == REDIS_REPLY_INTEGER, "HSET %s", field);
+    freeReplyObject(x);
+}
+
+/* The identity read is plain INFO replication + HMGET of the record in the lock's own
+ * pipeline; failover.lua runs only where those cannot settle a call: the record's first
+ * call, a ttl above maxttl, a guard that may run. Each case, and that a steady client sends
+ * no script but the lock's own. */
+Test(guard, steady_calls_run_no_failover_script_and_the_record_still_rules)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    long long v = 0, evals;
+    cr_assert_not_null(r);
+    c = client_opt(r->url, 1, 0);
+    cr_assert_eq(hilock_acquire(c, "steady", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    cr_assert(guard_field(r, "maxttl", &v) && v == 5000, "maxttl %lld", v);   /* the first call's script */
+    evals = calls_of(r, "evalsha");
+    for (int i = 0; i < 20; i++) {   /* same ttl, same history: acquire.lua + release.lua only */
+        cr_assert_eq(hilock_acquire(c, "steady", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        hilock_free(l);
+    }
+    cr_assert_eq(calls_of(r, "evalsha") - evals, 40, "%lld scripts for 20 cycles",
+                 calls_of(r, "evalsha") - evals);
+    /* a longer ttl than the record knows: the script raises maxttl */
+    cr_assert_eq(hilock_acquire(c, "steady", 8000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(guard_field(r, "maxttl", &v) && v == 8000, "maxttl %lld", v);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    /* a guard on the record (as a failover starts it): the fast path must not skip it */
+    set_record(r, "until", server_ms(r) + 60000);
+    cr_assert_eq(hilock_acquire(c, "steady", 5000, 0, &l), HILOCK_BUSY, "%s", hilock_client_errmsg(c));
+    assert_msg(c, "failover guard");
+    cr_assert_eq(hlt_exists(r, "steady"), 0);
+    /* a guard that has passed: granted, and the record reads 0 again (no script next time) */
+    set_record(r, "until", server_ms(r) - 1000);
+    cr_assert_eq(hilock_acquire(c, "steady", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(guard_field(r, "until", &v) && v == 0, "until %lld", v);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    /* a record of another history (as replicated from a predecessor): the script starts it
+     * again for this one (a master never promoted: no guard) */
+    {
+        redisReply *x = hlt_cmd(r, "HSET hilock:guard replid %s", "0123456789012345678901234567890123456789");
+        cr_assert_not_null(x);
+        freeReplyObject(x);
+    }
+    cr_assert_eq(hilock_acquire(c, "steady", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    {
+        redisReply *a = hlt_cmd(r, "HGET hilock:guard replid"), *b = hlt_cmd(r, "INFO replication");
+        cr_assert(a && a->type == REDIS_REPLY_STRING && b && b->str && strstr(b->str, a->str),
+                  "the record's replid is not the master's");
+        freeReplyObject(a);
+        freeReplyObject(b);
+    }
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
 Test(guard, a_restarted_master_is_lost_with_identity_on_and_not_held_without)
 {
     hlt_redis *r = hlt_redis_start(NULL);
