@@ -684,6 +684,11 @@ int main(int argc, char **argv)
         hlt_redis_stop(r);
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "cluster")) {
+        cluster_bench(r, run_s);
+        hlt_redis_stop(r);
+        return 0;
+    }
 
     nloaded = load_scripts(r);
     capture(r);

@@ -1,15 +1,19 @@
 /* cluster.c -- `make bench`, Redis Cluster (issue 12): uncontended acquire+release on a key of
- * a local cluster (3 masters + 3 replicas, tests/cluster_fixture.h) next to the same on the
- * single master of the run, in interleaved slices (ratio = the median of slice ratios;
- * target >= 0.9); and what the first call of a new client costs (slot map + connects). */
+ * a local cluster (tests/cluster_fixture.h) next to the same on a single master, in
+ * interleaved slices (ratio = the median of slice ratios; target >= 0.9): 3 masters without
+ * replicas next to the run's single master, then 3 masters + 3 replicas next to a single
+ * master feeding one replica; and what the first call of a new client costs (slot map +
+ * connects). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "cluster_fixture.h"
 
 #define SLICES 8
+#define KEY    "bench:cluster"
 
 /* Cycles of acquire+release on key for secs seconds; returns cycles/s. */
 static double cycles(hilock_client *c, const char *key, double secs)
@@ -25,8 +29,6 @@ static double cycles(hilock_client *c, const char *key, double secs)
     }
     return n / ((now_us() - t0) / 1e6);
 }
-
-static void tune_guard(hilock_options *o) { o->failover_guard = 1; }
 
 /* The first acquire+release of a new client, and the second, in us (median of 20). */
 static void first_call(const char *url, int64_t *first, int64_t *second)
@@ -62,52 +64,92 @@ static double median_of(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+static void tune_guard(hilock_options *o) { o->failover_guard = 1; }
+
+/* A master feeding one replica: the single-master twin of a shard with a replica. */
+static hlt_redis *replicated_master(hlt_redis **replica)
+{
+    char extra[64];
+    hlt_redis *m = hlt_redis_start("--repl-diskless-sync-delay 0");
+    if (!m) die("replicated master", "did not start");
+    snprintf(extra, sizeof extra, "--replicaof 127.0.0.1 %d", m->port);
+    if (!(*replica = hlt_redis_start(extra))) die("replica", "did not start");
+    for (int i = 0; i < 100; i++) {
+        redisReply *x = hlt_cmd(m, "INFO replication");
+        int up = x && x->str && strstr(x->str, ",state=online,");
+        if (x) freeReplyObject(x);
+        if (up) return m;
+        usleep(50000);
+    }
+    die("replica", "not online after 5 s");
+    return NULL;
+}
+
+/* Interleaved slices of acquire+release on key with each client of cl[0..n); rate[] the mean
+ * cycles/s, and ratio[k] the median over slices of cl[0]'s rate / cl[k]'s. */
+static void race(hilock_client **cl, int n, const char *key, double secs, double *rate, double *ratio)
+{
+    double r[4][SLICES], q[SLICES];
+    for (int k = 0; k < n; k++) cycles(cl[k], key, 0.2);   /* warm: connections, script caches */
+    for (int s = 0; s < SLICES; s++)
+        for (int k = 0; k < n; k++) r[k][s] = cycles(cl[k], key, secs / SLICES / n);
+    for (int k = 0; k < n; k++) {
+        rate[k] = 0;
+        for (int s = 0; s < SLICES; s++) {
+            rate[k] += r[k][s] / SLICES;
+            q[s] = r[0][s] / r[k][s];
+        }
+        ratio[k] = median_of(q, SLICES);
+    }
+}
+
 void cluster_bench(hlt_redis *r, double secs)
 {
-    hlt_cluster *f = hlt_cluster_start();
-    const char *single = r->url, *cl;
-    hilock_client *cs, *cg, *cn, *cc;
-    double rs[SLICES], rg[SLICES], rn[SLICES], rc[SLICES], q1[SLICES], q2[SLICES], q3[SLICES];
-    double ts = 0, tg = 0, tn = 0, tc = 0;
+    hlt_cluster *f = hlt_cluster_start_masters(), *g;
+    hlt_redis *m, *rep;
+    hilock_client *cl[4];
+    const char *url[4];
+    double rate[4], ratio[4];   /* (c, s, n, g) */
     int64_t first, second;
     char node_url[64];
-    const char *node = node_url;
     if (!f) die("cluster fixture", "did not start");
-    cl = f->url;
-    /* the cluster master that owns the key, as a plain redis:// master: what the server side
-     * (cluster mode, a replica to feed) costs, without the library's routing */
-    snprintf(node_url, sizeof node_url, "redis://127.0.0.1:%d", f->port[hlt_cluster_key_master(f, "bench:cluster")]);
-    cs = client_with(&single, 1, NULL);
-    cg = client_with(&single, 1, tune_guard);
-    cn = client_with(&node, 1, NULL);
-    cc = client_with(&cl, 1, NULL);
-    cycles(cs, "bench:cluster", 0.2);   /* warm: connections, script caches */
-    cycles(cg, "bench:cluster", 0.2);
-    cycles(cn, "bench:cluster", 0.2);
-    cycles(cc, "bench:cluster", 0.2);
-    for (int s = 0; s < SLICES; s++) {
-        ts += rs[s] = cycles(cs, "bench:cluster", secs / SLICES / 4);
-        tg += rg[s] = cycles(cg, "bench:cluster", secs / SLICES / 4);
-        tn += rn[s] = cycles(cn, "bench:cluster", secs / SLICES / 4);
-        tc += rc[s] = cycles(cc, "bench:cluster", secs / SLICES / 4);
-        q1[s] = rc[s] / rs[s];
-        q2[s] = rc[s] / rg[s];
-        q3[s] = rc[s] / rn[s];
-    }
-    first_call(cl, &first, &second);
-    printf("\nRedis Cluster (3 masters + 3 replicas, TCP 127.0.0.1): uncontended acquire+release, "
-           "cycles/s,\nmedian of %d interleaved slice ratios (target >= 0.9 vs the single master)\n", SLICES);
-    printf("  (s) single master, default options        %9.0f\n", ts / SLICES);
-    printf("  (g) single master, failover_guard=1       %9.0f   (failover.lua, as a cluster runs it)\n", tg / SLICES);
-    printf("  (n) the key's cluster master as redis://  %9.0f   (default options: the server side)\n",
-           tn / SLICES);
-    printf("  (c) redis-cluster:// key                  %9.0f   ratio c/s %.2f, c/g %.2f, c/n %.2f\n", tc / SLICES,
-           median_of(q1, SLICES), median_of(q2, SLICES), median_of(q3, SLICES));
+    /* (n) the cluster master that owns the key, as a plain redis:// master: the server side
+     * (cluster mode) without the library's routing */
+    snprintf(node_url, sizeof node_url, "redis://127.0.0.1:%d", f->port[hlt_cluster_key_master(f, KEY)]);
+    url[0] = f->url;
+    url[1] = r->url;
+    url[2] = node_url;
+    url[3] = r->url;
+    for (int k = 0; k < 4; k++) cl[k] = client_with(&url[k], 1, k == 3 ? tune_guard : NULL);
+    race(cl, 4, KEY, secs, rate, ratio);
+    printf("\nRedis Cluster: uncontended acquire+release, cycles/s, one connection (TCP 127.0.0.1);\n"
+           "ratio = the median of %d interleaved slice ratios (target >= 0.9 vs the single master)\n"
+           "  3 masters, no replica, next to a single master with none:\n", SLICES);
+    printf("    (c) redis-cluster:// key                  %9.0f   c/s %.2f, c/g %.2f, c/n %.2f\n", rate[0],
+           ratio[1], ratio[3], ratio[2]);
+    printf("    (s) single master, default options        %9.0f\n", rate[1]);
+    printf("    (g) single master, failover_guard=1       %9.0f   (the failover awareness a cluster always "
+           "has)\n", rate[3]);
+    printf("    (n) the key's cluster master as redis://  %9.0f   (the server side of cluster mode)\n", rate[2]);
+    first_call(f->url, &first, &second);
+    for (int k = 0; k < 4; k++) hilock_client_free(cl[k]);
+    hlt_cluster_stop(f);
+
+    /* the same with a replica behind every master, on both sides: feeding it costs the server
+     * (on these 2 shared cores, also CPU the replica takes) whatever the client */
+    if (!(g = hlt_cluster_start())) die("cluster fixture", "did not start");
+    m = replicated_master(&rep);
+    url[0] = g->url;
+    url[1] = m->url;
+    for (int k = 0; k < 2; k++) cl[k] = client_with(&url[k], 1, NULL);
+    race(cl, 2, KEY, secs, rate, ratio);
+    printf("  3 masters + 3 replicas, next to a single master feeding one replica:\n");
+    printf("    (c') redis-cluster:// key                 %9.0f   c'/s' %.2f\n", rate[0], ratio[1]);
+    printf("    (s') single master + replica              %9.0f\n", rate[1]);
     printf("  a new cluster client's first acquire+release (slot map + connects): %.2f ms; the "
            "second: %.2f ms (medians of 20)\n", first / 1000.0, second / 1000.0);
-    hilock_client_free(cs);
-    hilock_client_free(cg);
-    hilock_client_free(cn);
-    hilock_client_free(cc);
-    hlt_cluster_stop(f);
+    for (int k = 0; k < 2; k++) hilock_client_free(cl[k]);
+    hlt_redis_stop(rep);
+    hlt_redis_stop(m);
+    hlt_cluster_stop(g);
 }

@@ -163,7 +163,7 @@ static int info_has(hlt_cluster *f, int i, const char *section, const char *text
 
 int hlt_cluster_slot_master(hlt_cluster *f, int slot)
 {
-    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+    for (int i = 0; i < f->nnodes; i++) {
         redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER SLOTS");
         int port = 0;
         for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
@@ -172,7 +172,7 @@ int hlt_cluster_slot_master(hlt_cluster *f, int slot)
                 port = (int)e->element[2]->element[1]->integer;
         }
         if (r) freeReplyObject(r);
-        for (int j = 0; port && j < HLT_CLUSTER_NODES; j++)
+        for (int j = 0; port && j < f->nnodes; j++)
             if (f->port[j] == port) return j;
     }
     return -1;
@@ -180,7 +180,7 @@ int hlt_cluster_slot_master(hlt_cluster *f, int slot)
 
 int hlt_cluster_keyslot(hlt_cluster *f, const char *key)
 {
-    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+    for (int i = 0; i < f->nnodes; i++) {
         redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER KEYSLOT %s", key);
         int s = r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
         if (r) freeReplyObject(r);
@@ -197,7 +197,7 @@ int hlt_cluster_key_master(hlt_cluster *f, const char *key)
 
 int hlt_cluster_replica_of(hlt_cluster *f, int m)
 {
-    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+    for (int i = 0; i < f->nnodes; i++) {
         redisReply *r = hlt_cluster_cmd(f, i, "ROLE");
         int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 && !strcmp(r->element[0]->str, "slave") &&
                   r->element[2]->integer == f->port[m];
@@ -256,14 +256,14 @@ int hlt_cluster_heal_all(hlt_cluster *f, long timeout_ms)
     long long end = hlt_now_ms() + timeout_ms;
     while (hlt_now_ms() < end) {
         int ok = 1, ref[3], v[3], masters = 0;
-        for (int i = 0; ok && i < HLT_CLUSTER_NODES; i++) ok = info_has(f, i, NULL, "cluster_state:ok");
+        for (int i = 0; ok && i < f->nnodes; i++) ok = info_has(f, i, NULL, "cluster_state:ok");
         if (ok && shard_view(f, 0, ref) != 3) ok = 0;
-        for (int i = 1; ok && i < HLT_CLUSTER_NODES; i++)
+        for (int i = 1; ok && i < f->nnodes; i++)
             ok = shard_view(f, i, v) == 3 && !memcmp(v, ref, sizeof v);
-        for (int i = 0; ok && i < HLT_CLUSTER_NODES; i++) {
+        for (int i = 0; ok && i < f->nnodes; i++) {
             if (!info_has(f, i, "replication", "role:master")) continue;
             masters++;
-            ok = info_has(f, i, "replication", ",state=online,");
+            ok = f->nnodes == 3 || info_has(f, i, "replication", ",state=online,");   /* its replica */
         }
         if (ok && masters == 3) return 0;
         hlt_sleep_ms(50);
@@ -291,16 +291,17 @@ static int take_tls(hlt_cluster *f, const hlt_cluster_tls *tls)
 static void make_url(hlt_cluster *f)
 {
     size_t off = (size_t)snprintf(f->url, sizeof f->url, "%s://", f->tls_ca[0] ? "rediss-cluster" : "redis-cluster");
-    for (int i = 0; i < HLT_CLUSTER_NODES; i++)
+    for (int i = 0; i < f->nnodes; i++)
         off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%s127.0.0.1:%d", i ? "," : "", f->port[i]);
 }
 
-static hlt_cluster *start(pid_t runner, const hlt_cluster_tls *tls)
+static hlt_cluster *start(pid_t runner, const hlt_cluster_tls *tls, int nnodes)
 {
     hlt_cluster *f = calloc(1, sizeof *f);
     char cmd[1600], sub[200];
     int rc, tries;
     if (!f) return NULL;
+    f->nnodes = nnodes;
     f->owned = 1;
     f->runner = runner;
     f->lockfd = -1;
@@ -311,7 +312,7 @@ static hlt_cluster *start(pid_t runner, const hlt_cluster_tls *tls)
     }
     if (take_tls(f, tls) < 0) goto fail;
     snprintf(cmd, sizeof cmd, "redis-cli%s%s --cluster create", tls ? " --tls --cacert " : "", tls ? tls->ca : "");
-    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+    for (int i = 0; i < f->nnodes; i++) {
         snprintf(sub, sizeof sub, "%s/n%d", f->dir, i);
         mkdir(sub, 0700);
         for (tries = 0; tries < 5; tries++) {
@@ -323,8 +324,8 @@ static hlt_cluster *start(pid_t runner, const hlt_cluster_tls *tls)
         if (tries == 5) goto fail;
         snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " 127.0.0.1:%d", f->port[i]);
     }
-    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --cluster-replicas 1 --cluster-yes >%s/create.log 2>&1",
-             f->dir);
+    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --cluster-replicas %d --cluster-yes >%s/create.log 2>&1",
+             nnodes == HLT_CLUSTER_NODES, f->dir);
     rc = system(cmd);
     make_url(f);
     if (rc != 0 || hlt_cluster_heal_all(f, 30000) < 0) {
@@ -337,8 +338,9 @@ fail:
     return NULL;
 }
 
-hlt_cluster *hlt_cluster_start(void) { return start(0, NULL); }
-hlt_cluster *hlt_cluster_start_tls(const hlt_cluster_tls *tls) { return start(0, tls); }
+hlt_cluster *hlt_cluster_start(void) { return start(0, NULL, HLT_CLUSTER_NODES); }
+hlt_cluster *hlt_cluster_start_tls(const hlt_cluster_tls *tls) { return start(0, tls, HLT_CLUSTER_NODES); }
+hlt_cluster *hlt_cluster_start_masters(void) { return start(0, NULL, 3); }
 
 void hlt_cluster_stop(hlt_cluster *f)
 {
@@ -346,7 +348,7 @@ void hlt_cluster_stop(hlt_cluster *f)
     if (!f) return;
     if (f->lockfd >= 0) close(f->lockfd);
     if (f->owned) {
-        for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+        for (int i = 0; i < f->nnodes; i++) {
             pid_t p = node_pid(f, i);   /* a server restarted by a worker too */
             if (p > 0 && p != f->pid[i]) {
                 kill(p, SIGCONT);
@@ -370,9 +372,9 @@ int hlt_cluster_share_tls(const hlt_cluster_tls *tls)
 {
     char env[1024];
     size_t off;
-    if (!(shared = start(getpid(), tls))) return -1;
+    if (!(shared = start(getpid(), tls, HLT_CLUSTER_NODES))) return -1;
     off = (size_t)snprintf(env, sizeof env, "%ld %s ", (long)getpid(), shared->dir);
-    for (int i = 0; i < HLT_CLUSTER_NODES; i++)
+    for (int i = 0; i < shared->nnodes; i++)
         off += (size_t)snprintf(env + off, sizeof env - off, "%s%d", i ? "," : "", shared->port[i]);
     if (tls) snprintf(env + off, sizeof env - off, " %s %s %s", tls->crt, tls->key, tls->ca);
     setenv(ENV_NAME, env, 1);
@@ -403,8 +405,9 @@ hlt_cluster *hlt_cluster_attach(void)
     int n;
     if (!e || !(f = calloc(1, sizeof *f))) return NULL;
     f->lockfd = -1;
+    f->nnodes = HLT_CLUSTER_NODES;
     n = sscanf(e, "%*d %127s %127s %191s %191s %191s", f->dir, ports, crt, key, ca);
-    for (int i = 0; n >= 2 && p && i < HLT_CLUSTER_NODES; i++, p = strchr(p, ',')) {
+    for (int i = 0; n >= 2 && p && i < f->nnodes; i++, p = strchr(p, ',')) {
         if (i) p++;
         f->port[i] = atoi(p);
     }
@@ -485,7 +488,7 @@ int hlt_cluster_failover(hlt_cluster *f, int r, int force)
     redisReply *rep = hlt_cluster_cmd(f, r, "ROLE");
     int old = -1, ok;
     long long end = hlt_now_ms() + 30000;
-    for (int i = 0; rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 && i < HLT_CLUSTER_NODES; i++)
+    for (int i = 0; rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 && i < f->nnodes; i++)
         if (f->port[i] == rep->element[2]->integer) old = i;
     if (rep) freeReplyObject(rep);
     rep = hlt_cluster_cmd(f, r, force ? "CLUSTER FAILOVER FORCE" : "CLUSTER FAILOVER");
@@ -563,7 +566,7 @@ int hlt_cluster_migrate_end(hlt_cluster *f, int slot, int to)
     if (from < 0 || node_id(f, to, tid)) return -1;
     if (!status_ok(hlt_cluster_cmd(f, to, "CLUSTER SETSLOT %d NODE %s", slot, tid))) return -1;
     if (from != to && !status_ok(hlt_cluster_cmd(f, from, "CLUSTER SETSLOT %d NODE %s", slot, tid))) return -1;
-    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+    for (int i = 0; i < f->nnodes; i++) {
         redisReply *r;
         if (i == to || i == from || !info_has(f, i, "replication", "role:master")) continue;
         r = hlt_cluster_cmd(f, i, "CLUSTER SETSLOT %d NODE %s", slot, tid);

@@ -35,6 +35,7 @@ typedef struct hlt_cluster_tls {
 } hlt_cluster_tls;
 
 typedef struct hlt_cluster {
+    int   nnodes;                   /* HLT_CLUSTER_NODES, or 3 (hlt_cluster_start_masters) */
     int   port[HLT_CLUSTER_NODES];
     pid_t pid[HLT_CLUSTER_NODES];   /* owned clusters: the server processes (0: stopped) */
     int   owned;
@@ -46,6 +47,9 @@ typedef struct hlt_cluster {
 } hlt_cluster;
 
 hlt_cluster *hlt_cluster_start(void);            /* NULL (and why, on stderr) on failure */
+/* 3 masters and no replica (`--cluster-replicas 0`): for `make bench`, next to a single master
+ * that feeds no replica either. port[0..3); the failover helpers need replicas. */
+hlt_cluster *hlt_cluster_start_masters(void);
 void         hlt_cluster_stop(hlt_cluster *f);   /* NULL-safe; a view is only freed */
 int          hlt_cluster_share(void);            /* runner: start and publish; 0 or -1 */
 void         hlt_cluster_unshare(void);          /* runner: stop it */
