@@ -176,7 +176,8 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
         /* The record, for the calls that grant or lengthen: release and check judge by the
          * identity alone, and leave starting the record (and a guard) to the next acquire or
          * extend on that master -- a guard then starts later, never earlier. */
-        if (record_mode(c) != '0' && n < HL_MAX_CMDS && (kind == HL_TOPO_ACQUIRE || kind == HL_TOPO_EXTEND)) {
+        if (record_mode(c) != '0' && n < HL_MAX_CMDS &&
+            (kind == HL_TOPO_ACQUIRE || kind == HL_TOPO_EXTEND)) {
             s = &cmds[n];
             op->rec_at = n++;
             hl_cmd_init(s, NULL, 0);
@@ -195,8 +196,8 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
         op->wait_at = n++;
         hl_cmd_init(w, NULL, 0);
         hl_cmd_arg(w, "WAIT", 4);
-        hl_cmd_argi(w, op->arg[2], c->opt.min_replicas);
-        hl_cmd_argi(w, op->arg[3], c->opt.replicas_timeout_ms);
+        hl_cmd_argi(w, op->arg[0], c->opt.min_replicas);
+        hl_cmd_argi(w, op->arg[1], c->opt.replicas_timeout_ms);
         op->extra_us = c->opt.replicas_timeout_ms * 1000;
     }
     return n;

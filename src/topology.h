@@ -41,7 +41,7 @@ typedef struct hl_topo_op {
     uint32_t      short_acks;      /* extend: WAIT short (the lock keeps its old validity) */
     uint32_t      lost;            /* extend, release, check: no proof the lock survived */
     hilock_status err;             /* the status of refused / undo / short_acks */
-    char          arg[4][24];
+    char          arg[2][24];      /* WAIT's numbers */
 } hl_topo_op;
 
 /* Before the round trip of a lock operation: append the identity read (Sentinel and Cluster
