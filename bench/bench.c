@@ -685,7 +685,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "cluster")) {
-        cluster_bench(r, run_s);
+        cluster_bench(run_s);
         hlt_redis_stop(r);
         return 0;
     }
@@ -726,7 +726,7 @@ int main(int argc, char **argv)
 
     redlock(r);
     tls_bench(run_s);
-    cluster_bench(r, run_s);
+    cluster_bench(run_s);
     free_script(&lib_acquire);
     free_script(&lib_release);
     hlt_redis_stop(r);

@@ -45,7 +45,7 @@ void uncontended(hlt_redis *r, int unix_socket, void (*tune)(hilock_options *o),
 void fastpath(hlt_redis *r, const result fenced[2]);
 
 /* Redis Cluster vs the single master r (bench/cluster.c), secs seconds in all. */
-void cluster_bench(hlt_redis *r, double secs);
+void cluster_bench(double secs);   /* its own servers: fresh, like the cluster's */
 
 /* The fairness table of issue 14 (bench/fairness.c), on server r. */
 void fairness(hlt_redis *r);

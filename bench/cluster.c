@@ -1,7 +1,7 @@
 /* cluster.c -- `make bench`, Redis Cluster (issue 12): uncontended acquire+release on a key of
  * a local cluster (tests/cluster_fixture.h) next to the same on a single master, in
  * interleaved slices (ratio = the median of slice ratios; target >= 0.9): 3 masters without
- * replicas next to the run's single master, then 3 masters + 3 replicas next to a single
+ * replicas next to a fresh single master, then 3 masters + 3 replicas next to a single
  * master feeding one replica; and what the first call of a new client costs (slot map +
  * connects). */
 #include <stdio.h>
@@ -103,16 +103,16 @@ static void race(hilock_client **cl, int n, const char *key, double secs, double
     }
 }
 
-void cluster_bench(hlt_redis *r, double secs)
+void cluster_bench(double secs)
 {
     hlt_cluster *f = hlt_cluster_start_masters(), *g;
-    hlt_redis *m, *rep;
+    hlt_redis *r = hlt_redis_start(NULL), *m, *rep;   /* fresh, as the cluster's masters are */
     hilock_client *cl[4];
     const char *url[4];
     double rate[4], ratio[4];   /* (c, s, n, g) */
     int64_t first, second;
     char node_url[64];
-    if (!f) die("cluster fixture", "did not start");
+    if (!f || !r) die("cluster fixture", "did not start");
     /* (n) the cluster master that owns the key, as a plain redis:// master: the server side
      * (cluster mode) without the library's routing */
     snprintf(node_url, sizeof node_url, "redis://127.0.0.1:%d", f->port[hlt_cluster_key_master(f, KEY)]);
@@ -133,6 +133,7 @@ void cluster_bench(hlt_redis *r, double secs)
     printf("    (n) the key's cluster master as redis://  %9.0f   (the server side of cluster mode)\n", rate[2]);
     first_call(f->url, &first, &second);
     for (int k = 0; k < 4; k++) hilock_client_free(cl[k]);
+    hlt_redis_stop(r);
     hlt_cluster_stop(f);
 
     /* the same with a replica behind every master, on both sides: feeding it costs the server
