@@ -87,12 +87,24 @@ static int any_sharded(const hilock_client *c)
     return 0;
 }
 
-/* What a call does with the record (failover.lua's ARGV[5]): '1' keep it and obey its guard;
- * '2' keep it only (a Cluster client with the guard off: the record holds the slot's fencing
- * epoch); '0' none (a direct or Sentinel client with the guard off). */
+/* What a client does with the record (failover.lua's ARGV[5]): '1' keep it and obey its
+ * guard; '2' the slot's fencing epoch only (a Cluster client with the guard off); '0' none
+ * (a direct or Sentinel client with the guard off). */
 static char record_mode(const hilock_client *c)
 {
     return guard_on(c) ? '1' : any_sharded(c) ? '2' : '0';
+}
+
+/* Whether a call of this kind reads the record: acquire and extend under the guard (release
+ * and check judge by the identity alone, and leave starting the record, and a guard, to the
+ * next acquire or extend on that master: a guard then starts later, never earlier); and a
+ * Cluster client's acquire without the guard, for the slot's epoch only (it starts no guard,
+ * so a guard-on client's floor and ttl still decide one). */
+static int reads_record(const hilock_client *c, hl_topo_kind kind)
+{
+    char m = record_mode(c);
+    if (m == '1') return kind == HL_TOPO_ACQUIRE || kind == HL_TOPO_EXTEND;
+    return m == '2' && kind == HL_TOPO_ACQUIRE;
 }
 
 /* The record: one hash per master ("hilock:guard"); with a cluster node, one per slot of each
@@ -173,11 +185,8 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
         hl_cmd_init(s, NULL, 0);
         hl_cmd_arg(s, "INFO", 4);
         hl_cmd_arg(s, "replication", 11);
-        /* The record, for the calls that grant or lengthen: release and check judge by the
-         * identity alone, and leave starting the record (and a guard) to the next acquire or
-         * extend on that master -- a guard then starts later, never earlier. */
-        if (record_mode(c) != '0' && n < HL_MAX_CMDS &&
-            (kind == HL_TOPO_ACQUIRE || kind == HL_TOPO_EXTEND)) {
+        /* The record, for the calls that grant or lengthen (reads_record) */
+        if (reads_record(c, kind) && n < HL_MAX_CMDS) {
             s = &cmds[n];
             op->rec_at = n++;
             hl_cmd_init(s, NULL, 0);
@@ -249,7 +258,10 @@ static int parse_info(const hl_reply *r, ident *id)
             if (l <= f[k].n || *p != *f[k].k || memcmp(p, f[k].k, f[k].n)) continue;
             v = p + f[k].n;
             vl = l - f[k].n - (e[-1] == '\r');
-            if (k == 0 && vl < sizeof id->role) memcpy(id->role, v, vl);
+            if (k == 0 && vl < sizeof id->role) {
+                memcpy(id->role, v, vl);
+                id->role[vl] = '\0';   /* (a second role line, in a hostile reply) */
+            }
             else if ((k == 1 || k == 2) && vl == 40) memcpy(k == 1 ? id->replid : id->replid2, v, 40);
             else if (k == 3) id->offset = strtoll(v, NULL, 10);
             else if (k == 4) id->offset2 = strtoll(v, NULL, 10);
@@ -295,9 +307,12 @@ static int fast_ident(const hilock_client *c, const hl_topo_op *op, const hl_nod
     if (!parse_info(n->reply[op->id_at], id)) return 0;
     if (strcmp(id->role, "master") || op->rec_at < 0) return 1;   /* a replica: no record needed */
     rec = n->reply[op->rec_at];
-    rid = hl_reply_str(hl_reply_elem(rec, 0), NULL);
-    if (hl_reply_nelem(rec) != 4 || !rid || strcmp(rid, id->replid)) return 0;
-    if (rec_num(rec, 1) != 0 || rec_num(rec, 2) < op->ttl_ms) return 0;
+    if (hl_reply_nelem(rec) != 4) return 0;
+    if (record_mode(c) == '1') {   /* the guard's fields (mode '2' reads the epoch only) */
+        rid = hl_reply_str(hl_reply_elem(rec, 0), NULL);
+        if (!rid || strcmp(rid, id->replid)) return 0;
+        if (rec_num(rec, 1) != 0 || rec_num(rec, 2) < op->ttl_ms) return 0;
+    }
     if (op->kind != HL_TOPO_ACQUIRE || !any_sharded(c)) return 1;
     /* "<replid>:<epoch>": an epoch read under another history is not this one's */
     ep = hl_reply_str(hl_reply_elem(rec, 3), NULL);
@@ -315,7 +330,7 @@ static int fast_ident(const hilock_client *c, const hl_topo_op *op, const hl_nod
 static uint32_t slow_idents(hilock_client *c, hilock *l, const hl_topo_op *op, uint32_t mask, ident *ids)
 {
     hl_cmd s;
-    char ttl[24], floor[24], min_ep[24], mode[2] = {record_mode(c), '\0'};
+    char ttl[24], floor[24], min_ep[24], mode[2] = {reads_record(c, op->kind) ? record_mode(c) : '0', '\0'};
     int64_t io = c->opt.io_timeout_ms * 1000;
     uint32_t ok = 0, have = 0;
     hl_cmd_init(&s, &hl_lua_failover, 2);
@@ -383,11 +398,9 @@ static int wait_ok(hilock_client *c, hl_topo_op *op, size_t i)
     acks = hl_reply_type(w) == HL_R_INTEGER ? hl_reply_int(w) : -1;
     if (acks >= c->opt.min_replicas) return 1;
     op->err = HILOCK_EREPLICAS;
-    if (op->kind == HL_TOPO_EXTEND) {
+    if (op->kind == HL_TOPO_EXTEND) {   /* its word is written after the slow path (short_acks_msg) */
         op->short_acks |= 1u << i;
-        snprintf(n->err, sizeof n->err, "%s: only %lld of %d replicas acknowledged the new ttl "
-                 "within %lld ms (min_replicas); the lock keeps its old validity", n->name,
-                 acks < 0 ? 0 : acks, c->opt.min_replicas, (long long)c->opt.replicas_timeout_ms);
+        op->acks[i] = acks < 0 ? 0 : acks;
         return 1;
     }
     op->undo |= 1u << i;
@@ -399,6 +412,16 @@ static int wait_ok(hilock_client *c, hl_topo_op *op, size_t i)
                  "%lld ms (min_replicas); the lock was undone", n->name, acks,
                  c->opt.min_replicas, (long long)c->opt.replicas_timeout_ms);
     return 0;
+}
+
+/* Extend on node i had too few replicas acknowledge: say so (before the identity verdict,
+ * which may say more). */
+static void short_acks_msg(hilock_client *c, const hl_topo_op *op, size_t i)
+{
+    hl_node *n = &c->nodes[i];
+    snprintf(n->err, sizeof n->err, "%s: only %lld of %d replicas acknowledged the new ttl within "
+             "%lld ms (min_replicas); the lock keeps its old validity", n->name, op->acks[i],
+             c->opt.min_replicas, (long long)c->opt.replicas_timeout_ms);
 }
 
 /* One node of an acquire that the lock script granted (and WAIT did not undo). */
@@ -488,8 +511,9 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
         if (fast_ident(c, op, &c->nodes[i], &ids[i])) have |= 1u << i;
         else slow |= 1u << i;
     }
-    if (slow) have |= slow_idents(c, l, op, slow, ids);
+    if (slow) have |= slow_idents(c, l, op, slow, ids);   /* (replaces those nodes' replies, err) */
     for (size_t i = 0; i < c->nnodes; i++) {
+        if (op->short_acks & (1u << i)) short_acks_msg(c, op, i);
         if (!(judge & (1u << i))) continue;
         if (op->kind == HL_TOPO_ACQUIRE) end_grant(c, l, op, i, &ids[i], (have >> i) & 1);
         else end_verify(c, l, op, i, &ids[i], (have >> i) & 1);

@@ -42,6 +42,7 @@ typedef struct hl_topo_op {
     uint32_t      lost;            /* extend, release, check: no proof the lock survived */
     hilock_status err;             /* the status of refused / undo / short_acks */
     char          arg[2][24];      /* WAIT's numbers */
+    long long     acks[HL_MAX_NODES];   /* extend: WAIT's count on the short_acks nodes */
 } hl_topo_op;
 
 /* Before the round trip of a lock operation: append the identity read (Sentinel and Cluster

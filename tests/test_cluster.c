@@ -596,7 +596,8 @@ static uint64_t fence_epoch(hilock_client *c, const char *key)
 /* The fencing epoch is the slot's, kept with the master's history in the slot's record: the
  * first grant reads CLUSTER INFO there, later ones take it from the record (no script, no
  * CLUSTER INFO per call); a record epoch below what the slot map gives the master (read while
- * the master was still importing the slot) is read again. */
+ * the master was still importing the slot) is read again; one of another history is read
+ * again too, and never lowered. */
 Test(cluster, the_fence_epoch_is_the_slots_record_checked_against_the_map)
 {
     hlt_cluster *f = fx(0);
@@ -626,9 +627,18 @@ Test(cluster, the_fence_epoch_is_the_slots_record_checked_against_the_map)
     v = record_epoch(f, m, key);
     cr_assert(v && !strcmp(v, want), "record epoch '%s' after the re-read, want '%s'", v ? v : "(none)", want);
     free(v);
-    /* an epoch of another history is not this one's */
-    set_record_epoch(f, m, key, "0123456789012345678901234567890123456789:4000");
+    /* an epoch of another history (the record moved here with the slot, or a failover) is
+     * read again, and is a floor: tokens never go below what the slot has handed out */
+    set_record_epoch(f, m, key, "0123456789012345678901234567890123456789:1");
     cr_assert_eq(fence_epoch(c, key), (uint64_t)epoch);
+    set_record_epoch(f, m, key, "0123456789012345678901234567890123456789:4000");
+    cr_assert_eq(fence_epoch(c, key), 4000, "an epoch below the slot's last one was used");
+    snprintf(want, sizeof want, "%s:%d", replid, 4000);
+    v = record_epoch(f, m, key);
+    cr_assert(v && !strcmp(v, want), "record epoch '%s', want '%s'", v ? v : "(none)", want);
+    free(v);
+    snprintf(want, sizeof want, "%s:%lld", replid, epoch);
+    set_record_epoch(f, m, key, want);
     hilock_client_free(c);
 }
 

@@ -627,6 +627,53 @@ Test(guard, steady_calls_run_no_failover_script_and_the_record_still_rules)
     hlt_redis_stop(r);
 }
 
+/* failover.lua itself, as the slow path runs it a round trip after the grant: a grant made
+ * while the guard ran is undone even when the guard has passed by the time the script runs
+ * (the grant's time is read from its key's ttl). */
+Test(guard, a_grant_made_during_the_guard_is_undone_even_if_the_guard_has_passed_since)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    FILE *fp = fopen("src/lua/failover.lua", "r");
+    char body[8192], replid[41];
+    size_t n;
+    redisReply *x;
+    long long now;
+    const char *p = NULL;
+    cr_assert_not_null(r);
+    cr_assert_not_null(fp, "run from the repository's root");
+    n = fread(body, 1, sizeof body - 1, fp);
+    fclose(fp);
+    body[n] = '\0';
+    x = hlt_cmd(r, "INFO replication");
+    cr_assert(x && x->str && (p = strstr(x->str, "master_replid:")));
+    memcpy(replid, p + 14, 40);
+    replid[40] = '\0';
+    freeReplyObject(x);
+    now = server_ms(r);
+    /* granted 3 s ago with a 10 s ttl; the record's guard ended 1 s ago */
+    x = hlt_cmd(r, "SET k tok PX 7000");
+    freeReplyObject(x);
+    x = hlt_cmd(r, "HSET hilock:guard replid %s maxttl 0 until %lld", replid, now - 1000);
+    freeReplyObject(x);
+    x = hlt_cmd(r, "EVAL %s 2 hilock:guard k acquire tok 10000 0 1 0", body);
+    cr_assert(x && x->type == REDIS_REPLY_ARRAY && x->elements == 6, "%s", x && x->str ? x->str : "?");
+    cr_assert_geq(x->element[5]->integer, 1, "the grant was kept");
+    freeReplyObject(x);
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    /* the same grant made after the guard: kept, and the record reads no guard again */
+    x = hlt_cmd(r, "SET k tok PX 10000");
+    freeReplyObject(x);
+    x = hlt_cmd(r, "HSET hilock:guard until %lld", now - 1000);
+    freeReplyObject(x);
+    x = hlt_cmd(r, "EVAL %s 2 hilock:guard k acquire tok 10000 0 1 0", body);
+    cr_assert(x && x->type == REDIS_REPLY_ARRAY && x->elements == 6);
+    cr_assert_eq(x->element[5]->integer, 0);
+    freeReplyObject(x);
+    cr_assert_eq(hlt_exists(r, "k"), 1);
+    cr_assert(guard_field(r, "until", &now) && now == 0);
+    hlt_redis_stop(r);
+}
+
 Test(guard, a_restarted_master_is_lost_with_identity_on_and_not_held_without)
 {
     hlt_redis *r = hlt_redis_start(NULL);
