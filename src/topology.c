@@ -21,18 +21,20 @@
  * before it was promoted). Anything else -- a restart, a second failover before an extend
  * re-anchored the lock, a replica that lacked our write -- is HILOCK_LOST.
  *
- * The record. Where the guard is on, or on a Cluster node, acquire and extend also send an
- * HMGET of the record -- one hash per master, "hilock:guard"; per slot on a Cluster -- in the
- * same pipeline (release and check judge by the identity alone). While the record has seen this history, no guard runs and it knows a
- * ttl as long as ours, those plain commands settle the call (the fast path: no script but the
- * lock's own: INFO 1.2 us + HMGET 0.45 us of server time against 9-12 us for a script
- * that reads INFO itself and parses it in Lua, measured on Redis 7.0). Otherwise
- * failover.lua runs in one more round trip (the slow path: a new history, a guard that may run
- * or has just passed, a longer ttl, a slot with no epoch yet) and decides with the same rules.
+ * The record. Where the guard is on, acquire and extend also send an HMGET of the record --
+ * one hash per master, "hilock:guard"; per slot on a Cluster, where a client without the
+ * guard reads it on acquire for the slot's epoch only -- in the same pipeline (release and
+ * check judge by the identity alone). While the record has seen this history, no guard runs
+ * and it knows a ttl as long as ours, those plain commands settle the call (the fast path: no
+ * script but the lock's own; INFO 1.2 us + HMGET 0.45 us of server time against 9-12 us for a
+ * script that reads INFO itself and parses it in Lua, on Redis 7.0). Otherwise failover.lua
+ * runs in one more round trip (the slow path: a new history, a guard that may run or has just
+ * passed, a longer ttl, a slot with no epoch yet) and decides with the same rules, judging a
+ * grant by the time it was made.
  *
  * Failover guard. See failover.lua: the first acquire or extend that meets a promoted master
- * records its replid in the record and, from then on, the master grants nothing for max(longest ttl
- * granted under the previous master and replicated, this caller's ttl,
+ * records its replid in the record and, from then on, the master grants nothing for
+ * max(longest ttl granted under the previous master and replicated, this caller's ttl,
  * options.failover_guard_ms). The state lives on the server (replicated like any key), so
  * every client, also one started after the failover, sees the same guard.
  *
