@@ -478,7 +478,7 @@ static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, co
         snprintf(n->err, sizeof n->err, "%s: the master's replication identity could not be read: "
                  "no proof the lock survived", n->name);
     else if (strcmp(id->role, "master"))
-        snprintf(n->err, sizeof n->err, "%s: no longer a master (role %s): a failover since the grant",
+        snprintf(n->err, sizeof n->err, "%s: no longer a master (role %.15s): a failover since the grant",
                  n->name, id->role);
     else
         snprintf(n->err, sizeof n->err, "%s: the master changed since the grant (replication id "
