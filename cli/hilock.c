@@ -675,7 +675,10 @@ static void guard_main(int fd, pid_t target, int64_t grace_ms, const char *msg)
     close(1);
     if (syscall(SYS_close_range, 4, ~0U, 0) < 0)
         for (int i = 4; i < 1024; i++) close(i);
-    prctl(PR_SET_NAME, "hilock-guard", 0, 0, 0);
+    /* the raw system call: a forked child of a threaded process may only make async-signal-
+     * safe calls, and a sanitizer's prctl() wrapper takes a lock another thread of hilock may
+     * have held at the fork (make test-asan hung here once, the guard and hilock forever) */
+    syscall(SYS_prctl, PR_SET_NAME, "hilock-guard", 0, 0, 0);
     while ((n = read(3, &b, 1)) < 0 && errno == EINTR) {}
     if (n == 1) _exit(0);   /* COMMAND exited normally */
     if (write(2, msg, strlen(msg)) < 0) { /* nowhere to say it */ }
@@ -716,13 +719,26 @@ static int start_guard(run_state *r, pid_t cmd)
     return 0;
 }
 
-/* COMMAND has exited (not yet reaped) or never ran: the guard may go. */
+/* COMMAND has exited (not yet reaped) or never ran: the guard may go. It exits as soon as it
+ * reads the byte; one that has not within a second is stuck, and is killed: hilock's own exit
+ * never waits on it unbounded. */
 static void stop_guard(run_state *r)
 {
+    int64_t end = now_ms() + 1000;
+    int gone = 0;
+    pid_t w;
     if (!r->guard) return;
     if (write(r->guard_fd, "d", 1) < 0) { /* it is gone already */ }
     close(r->guard_fd);
-    while (waitpid(r->guard, NULL, 0) < 0 && errno == EINTR) {}
+    while (!gone && now_ms() < end) {
+        w = waitpid(r->guard, NULL, WNOHANG);
+        if (w == r->guard || (w < 0 && errno != EINTR)) gone = 1;   /* reaped (ECHILD: already) */
+        else sleep_ms(5);
+    }
+    if (!gone) {   /* not reaped, so its pid is still its own */
+        kill(r->guard, SIGKILL);
+        while (waitpid(r->guard, NULL, 0) < 0 && errno == EINTR) {}
+    }
     r->guard = 0;
 }
 
