@@ -64,7 +64,8 @@ if ARGV[5] == '1' and role == 'master' then
   end
 end
 if ARGV[6] == '1' and ARGV[5] ~= '0' and role == 'master' then
-  -- the slot's epoch: never below the record's (it moved here with the slot) or the map's
+  -- the slot's epoch: never below the record's (it moved here with the slot); one below the
+  -- map's (read during an import, through ASK) is read again
   local eid, e = string.match(rec[4] or '', '^(%x+):(%d+)$')
   e = tonumber(e) or 0
   if eid == id and e >= (tonumber(ARGV[7]) or 0) then
