@@ -234,3 +234,15 @@ static long long int_cmd(hlt_redis *r, const char *cmd, const char *key)
 long long hlt_pttl(hlt_redis *r, const char *key) { return int_cmd(r, "PTTL", key); }
 long long hlt_exists(hlt_redis *r, const char *key) { return int_cmd(r, "EXISTS", key); }
 long long hlt_dbsize(hlt_redis *r) { return int_cmd(r, "DBSIZE", NULL); }
+
+long long hlt_info_int(hlt_redis *r, const char *section, const char *field)
+{
+    redisReply *rep = hlt_cmd(r, "INFO %s", section);
+    long long v = -1;
+    char pat[64];
+    const char *p;
+    snprintf(pat, sizeof pat, "\n%s", field);
+    if (rep && rep->type == REDIS_REPLY_STRING && (p = strstr(rep->str, pat))) v = atoll(p + strlen(pat));
+    if (rep) freeReplyObject(rep);
+    return v;
+}

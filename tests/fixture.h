@@ -36,6 +36,9 @@ char *hlt_get(hlt_redis *r, const char *key);
 long long hlt_pttl(hlt_redis *r, const char *key);
 long long hlt_exists(hlt_redis *r, const char *key);
 long long hlt_dbsize(hlt_redis *r);
+/* An integer field of INFO <section> (field as "blocked_clients:" or "cmdstat_get:calls=",
+ * matched at the start of a line); -1 if missing. */
+long long hlt_info_int(hlt_redis *r, const char *section, const char *field);
 
 /* A free TCP port on 127.0.0.1 (bind to 0 and read it back). */
 int  hlt_free_port(void);

@@ -550,18 +550,24 @@ static void node_identity(hlt_cluster *f, int i, char replid[41], long long *epo
     freeReplyObject(b);
 }
 
+/* The slot record of key's slot on node i, hilock:guard:{T} with T a tag of the slot (found
+ * among the slot's keys), into rec. */
+static void record_key(hlt_cluster *f, int i, const char *key, char *rec, size_t cap)
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER GETKEYSINSLOT %d 100", hlt_cluster_keyslot(f, key));
+    rec[0] = '\0';
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++)
+        if (!strncmp(r->element[k]->str, "hilock:guard:{", 14)) snprintf(rec, cap, "%s", r->element[k]->str);
+    if (r) freeReplyObject(r);
+    cr_assert(rec[0], "no record in the slot of %s", key);
+}
+
 static char *record_epoch(hlt_cluster *f, int i, const char *key)
 {
     char rec[64];
     redisReply *r;
     char *v;
-    /* the record is hilock:guard:{T}, T a tag of the key's slot: find it among the slot's keys */
-    r = hlt_cluster_cmd(f, i, "CLUSTER GETKEYSINSLOT %d 100", hlt_cluster_keyslot(f, key));
-    rec[0] = '\0';
-    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++)
-        if (!strncmp(r->element[k]->str, "hilock:guard:{", 14)) snprintf(rec, sizeof rec, "%s", r->element[k]->str);
-    if (r) freeReplyObject(r);
-    cr_assert(rec[0], "no record in the slot of %s", key);
+    record_key(f, i, key, rec, sizeof rec);
     r = hlt_cluster_cmd(f, i, "HGET %s epoch", rec);
     v = r && r->type == REDIS_REPLY_STRING ? strdup(r->str) : NULL;
     if (r) freeReplyObject(r);
@@ -570,16 +576,12 @@ static char *record_epoch(hlt_cluster *f, int i, const char *key)
 
 static void set_record_epoch(hlt_cluster *f, int i, const char *key, const char *value)
 {
-    redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER GETKEYSINSLOT %d 100", hlt_cluster_keyslot(f, key)), *x;
-    int done = 0;
-    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++)
-        if (!strncmp(r->element[k]->str, "hilock:guard:{", 14)) {
-            x = hlt_cluster_cmd(f, i, "HSET %s epoch %s", r->element[k]->str, value);
-            done = x && x->type == REDIS_REPLY_INTEGER;
-            if (x) freeReplyObject(x);
-        }
-    if (r) freeReplyObject(r);
-    cr_assert(done, "could not set the record's epoch");
+    char rec[64];
+    redisReply *x;
+    record_key(f, i, key, rec, sizeof rec);
+    x = hlt_cluster_cmd(f, i, "HSET %s epoch %s", rec, value);
+    cr_assert(x && x->type == REDIS_REPLY_INTEGER, "could not set the record's epoch");
+    freeReplyObject(x);
 }
 
 static uint64_t fence_epoch(hilock_client *c, const char *key)

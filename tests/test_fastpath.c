@@ -68,19 +68,6 @@ static void assert_value(hlt_redis *r, const char *key, const char *want)
     free(v);
 }
 
-/* An integer field of INFO (e.g. "blocked_clients:"); -1 if missing. */
-static long long info_int(hlt_redis *r, const char *section, const char *field)
-{
-    redisReply *rep = hlt_cmd(r, "INFO %s", section);
-    long long v = -1;
-    char pat[64];
-    const char *p;
-    snprintf(pat, sizeof pat, "\n%s", field);
-    if (rep && rep->type == REDIS_REPLY_STRING && (p = strstr(rep->str, pat))) v = atoll(p + strlen(pat));
-    if (rep) freeReplyObject(rep);
-    return v;
-}
-
 static long long nkeys(hlt_redis *r, const char *pattern)
 {
     redisReply *rep = hlt_cmd(r, "KEYS %s", pattern);
@@ -107,9 +94,9 @@ Test(fastpath, acquire_writes_exactly_the_token_with_the_ttl_and_no_fence_key)
     cr_assert_eq(hlt_exists(R, "{job}:fence"), 0, "no fencing counter");
     cr_assert_eq(nkeys(R, "*"), 1, "the lock key alone");
     /* one plain SET: no script ran for the grant (the connection's handshake aside) */
-    cr_assert_eq(info_int(R, "commandstats", "cmdstat_set:calls="), 1);
-    cr_assert_eq(info_int(R, "commandstats", "cmdstat_evalsha:calls="), -1);
-    cr_assert_eq(info_int(R, "commandstats", "cmdstat_eval:calls="), -1);
+    cr_assert_eq(hlt_info_int(R, "commandstats", "cmdstat_set:calls="), 1);
+    cr_assert_eq(hlt_info_int(R, "commandstats", "cmdstat_evalsha:calls="), -1);
+    cr_assert_eq(hlt_info_int(R, "commandstats", "cmdstat_eval:calls="), -1);
     cr_assert_gt(hilock_validity_ms(l), 25000);
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(nkeys(R, "*"), 0, "nothing left");
@@ -227,8 +214,8 @@ static void woken_by_release(int holder_fencing, int waiter_fencing)
                  HILOCK_EINVAL, 0, 0 };
     long long end = hlt_now_ms() + 5000, t_rel;
     cr_assert_eq(pthread_create(&w.th, NULL, waiter_main, &w), 0);
-    while (info_int(R, "clients", "blocked_clients:") != 1 && hlt_now_ms() < end) hlt_sleep_ms(2);
-    cr_assert_eq(info_int(R, "clients", "blocked_clients:"), 1, "the waiter blocks on the signal");
+    while (hlt_info_int(R, "clients", "blocked_clients:") != 1 && hlt_now_ms() < end) hlt_sleep_ms(2);
+    cr_assert_eq(hlt_info_int(R, "clients", "blocked_clients:"), 1, "the waiter blocks on the signal");
     cr_assert_gt(hlt_pttl(R, "{job}:waiters"), 0, "its busy attempt marked the lock awaited");
     t_rel = hlt_now_ms();
     cr_assert_eq(hilock_release(h), HILOCK_OK);

@@ -40,22 +40,8 @@ static hilock_client *client_fast(const char *url)   /* short waits: short-lived
     return client_n(&url, 1, 100, 300);
 }
 
-/* An integer field of INFO (e.g. "blocked_clients"); -1 if missing. */
-static long long info_int(hlt_redis *r, const char *section, const char *field)
-{
-    redisReply *rep = hlt_cmd(r, "INFO %s", section);
-    long long v = -1;
-    char pat[64];
-    const char *p;
-    snprintf(pat, sizeof pat, "\n%s", field);
-    if (rep && rep->type == REDIS_REPLY_STRING && (p = strstr(rep->str, pat)))
-        v = atoll(p + strlen(pat));
-    if (rep) freeReplyObject(rep);
-    return v;
-}
-
-static long long blocked(hlt_redis *r) { return info_int(r, "clients", "blocked_clients:"); }
-static long long blpops(hlt_redis *r) { return info_int(r, "commandstats", "cmdstat_blpop:calls="); }
+static long long blocked(hlt_redis *r) { return hlt_info_int(r, "clients", "blocked_clients:"); }
+static long long blpops(hlt_redis *r) { return hlt_info_int(r, "commandstats", "cmdstat_blpop:calls="); }
 
 /* Wait (bounded) until the server has n blocked clients. */
 static void await_blocked(hlt_redis *r, long long n)

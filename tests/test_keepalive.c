@@ -80,23 +80,12 @@ static void await_lost(lost *x, int64_t wait_ms)
     while (lost_calls(x) == 0 && hlt_now_ms() < end) hlt_sleep_ms(5);
 }
 
-static long long info_int(hlt_redis *r, const char *field)
-{
-    redisReply *rep = hlt_cmd(r, "INFO clients");
-    long long v = -1;
-    const char *p;
-    if (rep && rep->type == REDIS_REPLY_STRING && (p = strstr(rep->str, field)))
-        v = atoll(p + strlen(field));
-    if (rep) freeReplyObject(rep);
-    return v;
-}
-
 /* Connections to the server, the read-back one included; waits (bounded) for it to settle at n
  * (a closed connection is noticed by the server a moment later). */
 static long long await_conns(hlt_redis *r, long long n)
 {
     long long end = hlt_now_ms() + 3000, v;
-    while ((v = info_int(r, "connected_clients:")) != n && hlt_now_ms() < end) hlt_sleep_ms(5);
+    while ((v = hlt_info_int(r, "clients", "connected_clients:")) != n && hlt_now_ms() < end) hlt_sleep_ms(5);
     return v;
 }
 

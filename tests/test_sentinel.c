@@ -534,19 +534,6 @@ Test(guard, a_promoted_replica_guards_for_the_longest_replicated_ttl)
     hlt_redis_stop(a);
 }
 
-/* calls of `name` in INFO commandstats (-1: none yet) */
-static long long calls_of(hlt_redis *r, const char *name)
-{
-    redisReply *x = hlt_cmd(r, "INFO commandstats");
-    char pat[64];
-    const char *p;
-    long long v = -1;
-    snprintf(pat, sizeof pat, "cmdstat_%s:calls=", name);
-    if (x && x->type == REDIS_REPLY_STRING && (p = strstr(x->str, pat))) v = atoll(p + strlen(pat));
-    if (x) freeReplyObject(x);
-    return v;
-}
-
 /* the server's clock in ms (the record's times are the server's TIME) */
 static long long server_ms(hlt_redis *r)
 {
@@ -581,14 +568,14 @@ Test(guard, steady_calls_run_no_failover_script_and_the_record_still_rules)
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
     cr_assert(guard_field(r, "maxttl", &v) && v == 5000, "maxttl %lld", v);   /* the first call's script */
-    evals = calls_of(r, "evalsha");
+    evals = hlt_info_int(r, "commandstats", "cmdstat_evalsha:calls=");
     for (int i = 0; i < 20; i++) {   /* same ttl, same history: acquire.lua + release.lua only */
         cr_assert_eq(hilock_acquire(c, "steady", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
         cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
         hilock_free(l);
     }
-    cr_assert_eq(calls_of(r, "evalsha") - evals, 40, "%lld scripts for 20 cycles",
-                 calls_of(r, "evalsha") - evals);
+    cr_assert_eq(hlt_info_int(r, "commandstats", "cmdstat_evalsha:calls=") - evals, 40, "%lld scripts for 20 cycles",
+                 hlt_info_int(r, "commandstats", "cmdstat_evalsha:calls=") - evals);
     /* a longer ttl than the record knows: the script raises maxttl */
     cr_assert_eq(hilock_acquire(c, "steady", 8000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert(guard_field(r, "maxttl", &v) && v == 8000, "maxttl %lld", v);
