@@ -24,7 +24,8 @@
  *     the floor of the machine: bare hiredis sending the same commands to every master at
  *     once (on a small machine the masters compete for its CPUs).
  *  5. TLS next to plain TCP (issue 11; bench/tls.c): cycles on one long-lived connection,
- *     and connect + handshake time. `bench tls` runs only part 5.
+ *     and connect + handshake time. `bench tls` runs only part 5, `bench uncontended` only
+ *     part 1's first table.
  *
  * Knobs (environment): HILOCK_BENCH_SECONDS (time per variant, default 4),
  * HILOCK_LUA_DIR (default src/lua), HILOCK_BENCH_FAIR_* (bench/fairness.c).
@@ -654,6 +655,19 @@ static void redlock(hlt_redis *first)
     for (int i = 1; i < NMASTERS; i++) hlt_redis_stop(m[i]);
 }
 
+/* Part 1's table, for both transports (res[0] TCP, res[1] unix socket). */
+static void print_uncontended(const result res[2])
+{
+    printf("\nUncontended acquire+release on one connection, cycles/s; ratio = hilock / baseline, the "
+           "median of\n%d slice ratios (target >= 0.9 vs (a)); CPU = client user+sys us per cycle\n", slices);
+    printf("  transport        hilock  CPU  | (a) same commands  CPU  ratio | (b) SET NX PX + release  CPU  ratio\n");
+    for (int t = 0; t < 2; t++)
+        printf("  %-13s %9.0f %5.1f |         %9.0f %5.1f  %5.2f |               %9.0f %5.1f  %5.2f\n",
+               t ? "unix socket" : "tcp 127.0.0.1", res[t].rate[V_OURS], res[t].cpu[V_OURS],
+               res[t].rate[V_SAME], res[t].cpu[V_SAME], res[t].ratio[V_SAME],
+               res[t].rate[V_SETNX], res[t].cpu[V_SETNX], res[t].ratio[V_SETNX]);
+}
+
 /* `bench fairness`: only the fairness table (bench/fairness.c). */
 int main(int argc, char **argv)
 {
@@ -692,6 +706,13 @@ int main(int argc, char **argv)
 
     nloaded = load_scripts(r);
     capture(r);
+    if (argc > 1 && !strcmp(argv[1], "uncontended")) {   /* part 1 only (with its table) */
+        uncontended(r, 0, NULL, ~0u, &res[0]);
+        uncontended(r, 1, NULL, ~0u, &res[1]);
+        print_uncontended(res);
+        hlt_redis_stop(r);
+        return 0;
+    }
     printf("\nWhat one library cycle sends (captured with MONITOR; baseline (a) replays it, after "
            "SCRIPT LOAD of %d scripts):\n", nloaded);
     print_script("acquire", &lib_acquire);
@@ -699,14 +720,7 @@ int main(int argc, char **argv)
 
     uncontended(r, 0, NULL, ~0u, &res[0]);
     uncontended(r, 1, NULL, ~0u, &res[1]);
-    printf("\nUncontended acquire+release on one connection, cycles/s; ratio = hilock / baseline, the "
-           "median of\n%d slice ratios (target >= 0.9 vs (a)); CPU = client user+sys us per cycle\n", slices);
-    printf("  transport        hilock  CPU  | (a) same commands  CPU  ratio | (b) SET NX PX + release  CPU  ratio\n");
-    for (int t = 0; t < 2; t++)
-        printf("  %-13s %9.0f %5.1f |         %9.0f %5.1f  %5.2f |               %9.0f %5.1f  %5.2f\n",
-               t ? "unix socket" : "tcp 127.0.0.1", res[t].rate[V_OURS], res[t].cpu[V_OURS],
-               res[t].rate[V_SAME], res[t].cpu[V_SAME], res[t].ratio[V_SAME],
-               res[t].rate[V_SETNX], res[t].cpu[V_SETNX], res[t].ratio[V_SETNX]);
+    print_uncontended(res);
     async_bench(r);
     fastpath(r, res);   /* options.fencing = 0 against (b), next to the fenced ratios above */
 
