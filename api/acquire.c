@@ -11,15 +11,25 @@
 #include "kind.h"
 #include "../legacy/kinds.h"
 
+/* hl_acquire between hl_enter and hl_leave (the thread rule: internal.h). */
+static hilock_status acquire_entered(hilock_client *c, const char *key, int64_t ttl_ms,
+                                     int64_t wait_ms, const hl_kind_ops *kind, hilock **out)
+{
+    hilock_status st;
+    int took;
+    if (out) *out = NULL;
+    if (!c) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;
+    if (kind == &hl_kind_legacy && c->opt.fair)   /* the recipe has no queue: a fair caller would silently pass it */
+        return hl_leave(c, took, hl_fail(c, HILOCK_EINVAL, "fair is not supported by hilock_legacy_acquire (the "
+                                         "legacy recipe has no queue); use a client with fair = 0"));
+    return hl_leave(c, took, hl_acquire(c, key, ttl_ms, wait_ms, kind, out));
+}
+
 hilock_status hilock_legacy_acquire(hilock_client *c, const char *key, int64_t timeout_ms,
                                     int64_t wait_ms, hilock **out)
 {
-    if (out) *out = NULL;
-    if (!c) return HILOCK_EINVAL;
-    if (c->opt.fair)   /* the recipe has no queue: a fair caller would silently pass it */
-        return hl_fail(c, HILOCK_EINVAL, "fair is not supported by hilock_legacy_acquire (the "
-                       "legacy recipe has no queue); use a client with fair = 0");
-    return hl_acquire(c, key, timeout_ms, wait_ms, &hl_kind_legacy, out);
+    return acquire_entered(c, key, timeout_ms, wait_ms, &hl_kind_legacy, out);
 }
 
 /* The kind hilock_acquire and hilock_acquire_async (api/async.c) run for c's options. The
@@ -36,5 +46,5 @@ const hl_kind_ops *hl_acquire_kind(const hilock_client *c)
 hilock_status hilock_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                              hilock **out)
 {
-    return hl_acquire(c, key, ttl_ms, wait_ms, hl_acquire_kind(c), out);
+    return acquire_entered(c, key, ttl_ms, wait_ms, hl_acquire_kind(c), out);
 }

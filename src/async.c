@@ -992,13 +992,12 @@ static hilock_status accept_call(hilock_client *c, hilock *l, int op, int64_t tt
     return hl_ok(c);
 }
 
-hilock_status hl_async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
-                               const hl_kind_ops *kind, hilock_done_fn done, void *arg)
+static hilock_status async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
+                                   const hl_kind_ops *kind, hilock_done_fn done, void *arg)
 {
     hilock_status st;
     call *k;
     char *dup;
-    if (!c) return HILOCK_EINVAL;
     if ((st = hl_acquire_args(c, key, ttl_ms, wait_ms)) != HILOCK_OK) return st;
     if (!(dup = hl_strdup(key))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     if ((st = accept_call(c, NULL, OP_ACQUIRE, ttl_ms, done, arg, &k)) != HILOCK_OK) {
@@ -1011,13 +1010,25 @@ hilock_status hl_async_acquire(hilock_client *c, const char *key, int64_t ttl_ms
     return st;
 }
 
+hilock_status hl_async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
+                               const hl_kind_ops *kind, hilock_done_fn done, void *arg)
+{
+    hilock_status st;
+    int took;
+    if (!c) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: internal.h) */
+    return hl_leave(c, took, async_acquire(c, key, ttl_ms, wait_ms, kind, done, arg));
+}
+
 static hilock_status lock_call(hilock *l, int op, int64_t ttl_ms, hilock_done_fn done, void *arg)
 {
     hilock_status st;
     call *k;
+    int took;
     if (!l) return HILOCK_EINVAL;
-    if (op == OP_EXTEND && (st = hl_check_ttl(l->c, ttl_ms)) != HILOCK_OK) return st;
-    return accept_call(l->c, l, op, ttl_ms, done, arg, &k);
+    if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;   /* (the thread rule: internal.h) */
+    if (op == OP_EXTEND && (st = hl_check_ttl(l->c, ttl_ms)) != HILOCK_OK) return hl_leave(l->c, took, st);
+    return hl_leave(l->c, took, accept_call(l->c, l, op, ttl_ms, done, arg, &k));
 }
 
 hilock_status hilock_release_async(hilock *l, hilock_done_fn done, void *arg)
@@ -1137,10 +1148,20 @@ static int64_t loop_hook(hilock *l, hl_hook_ev ev)
 
 /* ---- attach, process, free ---- */
 
+static hilock_status loop_attach(hilock_client *c, const hilock_loop *loop);
+
 hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop)
 {
-    hl_loop *L;
+    hilock_status st;
+    int took;
     if (!c) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: internal.h) */
+    return hl_leave(c, took, loop_attach(c, loop));
+}
+
+static hilock_status loop_attach(hilock_client *c, const hilock_loop *loop)
+{
+    hl_loop *L;
     if (c->runner) return hl_fail(c, HILOCK_EINVAL, "client already attached to an event loop");
     if (!loop || !loop->watch || !loop->timer)
         return hl_fail(c, HILOCK_EINVAL, "hilock_loop: watch and timer are required");
@@ -1167,16 +1188,26 @@ hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop)
     return hl_ok(c);
 }
 
+/* The loop's thread owns the client: the flows run inside these two calls, so their own
+ * hl_enter finds it in this thread's hands. Another thread inside: nothing is done (there is
+ * no status to return; the application broke the thread rule). */
 void hilock_loop_fd(hilock_client *c, int fd, int events)
 {
-    if (c && c->loop && !c->loop->closing && !c->loop->in_pass) pass(c->loop, fd, events);
+    int took;
+    if (!c || hl_enter(c, &took) != HILOCK_OK) return;
+    if (c->loop && !c->loop->closing && !c->loop->in_pass) pass(c->loop, fd, events);
+    hl_leave(c, took, HILOCK_OK);
 }
 
 void hilock_loop_timeout(hilock_client *c)
 {
-    if (!c || !c->loop || c->loop->closing || c->loop->in_pass) return;
-    c->loop->timer_at = -1;   /* (it fired) */
-    pass(c->loop, -1, 0);
+    int took;
+    if (!c || hl_enter(c, &took) != HILOCK_OK) return;
+    if (c->loop && !c->loop->closing && !c->loop->in_pass) {
+        c->loop->timer_at = -1;   /* (it fired) */
+        pass(c->loop, -1, 0);
+    }
+    hl_leave(c, took, HILOCK_OK);
 }
 
 static void close_conn(hl_loop *L, lconn *lc)

@@ -31,6 +31,34 @@ hilock_status hl_check_fork(hilock_client *c)
                    "(after fork, the child may only free it)", (long)getpid(), c->pid);
 }
 
+/* The thread whose last refused call (hl_enter) was on this client, and, by its address, the
+ * thread's identity in hilock_client.owner: a thread-local's address is unique among live
+ * threads and costs no system call (pthread_t is not portably an integer). */
+static __thread const hilock_client *refused_here;
+
+/* One compare-and-swap per public call (docs: its cost next to a lock cycle's round trips). */
+hilock_status hl_enter(hilock_client *c, int *took)
+{
+    uintptr_t me = (uintptr_t)&refused_here, none = 0;
+    *took = 0;
+    if (hl_forked(c)) return HILOCK_OK;   /* (owner may be a parent thread's, copied) */
+    if (__atomic_load_n(&c->owner, __ATOMIC_RELAXED) != me) {
+        if (!__atomic_compare_exchange_n(&c->owner, &none, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            refused_here = c;   /* not c->errmsg: the thread inside owns it */
+            return HILOCK_EINVAL;
+        }
+        *took = 1;
+    }
+    if (refused_here == c) refused_here = NULL;
+    return HILOCK_OK;
+}
+
+hilock_status hl_leave(hilock_client *c, int took, hilock_status st)
+{
+    if (took) __atomic_store_n(&c->owner, 0, __ATOMIC_RELEASE);
+    return st;
+}
+
 const char *hilock_last_config_error(void) { return config_err; }
 
 static hilock_status config_fail(hilock_status st, const char *fmt, ...)
@@ -326,10 +354,12 @@ hilock_status hilock_client_open(const char *url, hilock_client **out)
 
 const char *hilock_client_errmsg(const hilock_client *c)
 {
+    if (c && refused_here == c) return HL_TWO_THREADS;   /* this thread's last call was refused */
     return c ? c->errmsg : "no client";
 }
 
-void hl_client_ref(hilock_client *c) { c->refs++; }
+/* Atomic: a lock may be freed on one thread while another uses the client (hilock.h). */
+void hl_client_ref(hilock_client *c) { __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); }
 
 int hl_client_random(hilock_client *c, void *buf, size_t n)
 {
@@ -346,14 +376,21 @@ int hl_client_random(hilock_client *c, void *buf, size_t n)
 
 void hl_client_unref(hilock_client *c)
 {
-    if (c && --c->refs == 0) client_destroy(c);
+    if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) client_destroy(c);
 }
 
 /* Attached to a loop: every call in flight ends first (its done runs, with a status), and
  * the loop is let go; then the user's reference goes. */
 void hilock_client_free(hilock_client *c)
 {
-    if (c && c->runner && !hl_forked(c)) c->runner->detach(c);
+    int took = 0;
+    if (c && c->runner && !hl_forked(c)) {
+        /* the loop's flows end here: they must find c in this thread's hands (hl_enter's
+         * nested case). Another thread inside is the caller's bug: no status to say so. */
+        hl_enter(c, &took);
+        c->runner->detach(c);
+        hl_leave(c, took, HILOCK_OK);
+    }
     hl_client_unref(c);
 }
 

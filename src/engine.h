@@ -101,7 +101,7 @@ typedef struct hl_runner {
 } hl_runner;
 
 struct hilock_client {
-    int            refs;         /* the user's reference + one per live lock */
+    int            refs;         /* atomic: the user's reference + one per live lock */
     hilock_options opt;          /* deep copy: servers point into owned strings */
     char         **servers;
     struct hl_tls_ctx *tls;      /* the TLS context of the tls_* options, or NULL: shared by
@@ -116,6 +116,7 @@ struct hilock_client {
     unsigned long  fork_gen;     /* hl_fork_gen when made: another value = a forked child's copy */
     long           pid;          /* the process that made it (for the message) */
     char           errmsg[HL_ERRMSG_MAX];
+    uintptr_t      owner;        /* atomic: the thread inside a public call, 0 = none (hl_enter) */
     const hl_runner *runner;     /* NULL: blocking (see hl_runner) */
     struct hl_loop *loop;        /* the runner's state (engine_loop.c) */
     int            cancelled;    /* the loop's calls are being ended (client freed): lock.c's

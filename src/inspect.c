@@ -70,8 +70,8 @@ static hilock_status bad_reply(hilock_client *c, size_t i, const char *what)
     return hl_fail(c, HILOCK_EREPLY, "%s: %s: unexpected reply", c->nodes[i].name, what);
 }
 
-hilock_status hilock_scan(hilock_client *c, size_t master, const char *pattern, size_t count,
-                          uint64_t *cursor, hilock_scan_fn fn, void *arg)
+static hilock_status scan_in(hilock_client *c, size_t master, const char *pattern, size_t count,
+                             uint64_t *cursor, hilock_scan_fn fn, void *arg)
 {
     hl_cmd cmd;
     char a_cur[24], a_count[24], a_max[24];
@@ -155,7 +155,7 @@ static int lock_view(const hl_reply *r, const char *key, hilock_lock_view *v)
     return 1;
 }
 
-hilock_status hilock_inspect(hilock_client *c, const char *key, hilock_inspect_fn fn, void *arg)
+static hilock_status inspect_in(hilock_client *c, const char *key, hilock_inspect_fn fn, void *arg)
 {
     hl_cmd cmd;
     char a_max[24], *aux[3];
@@ -197,4 +197,25 @@ hilock_status hilock_inspect(hilock_client *c, const char *key, hilock_inspect_f
     hl_exec_clear(c);
     for (int i = 0; i < 3; i++) free(aux[i]);
     return st == HILOCK_OK ? hl_ok(c) : hl_fail_nodes(c, st, failed, "inspect: ");
+}
+
+/* The entry points: the bodies above between hl_enter and hl_leave (the thread rule:
+ * internal.h); fn runs inside, so it may call the client again from this thread. */
+hilock_status hilock_scan(hilock_client *c, size_t master, const char *pattern, size_t count,
+                          uint64_t *cursor, hilock_scan_fn fn, void *arg)
+{
+    hilock_status st;
+    int took;
+    if (!c) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;
+    return hl_leave(c, took, scan_in(c, master, pattern, count, cursor, fn, arg));
+}
+
+hilock_status hilock_inspect(hilock_client *c, const char *key, hilock_inspect_fn fn, void *arg)
+{
+    hilock_status st;
+    int took;
+    if (!c) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;
+    return hl_leave(c, took, inspect_in(c, key, fn, arg));
 }

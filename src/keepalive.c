@@ -315,8 +315,8 @@ static hilock_status ka_init(struct hl_keepalive *k)
     return HILOCK_OK;
 }
 
-hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void *arg,
-                                        const hilock_keepalive_options *given, size_t size)
+static hilock_status keepalive_start(hilock *l, hilock_lost_fn on_lost, void *arg,
+                                     const hilock_keepalive_options *given, size_t size)
 {
     hilock_keepalive_options full, *o = &full;
     struct hl_keepalive *k;
@@ -376,6 +376,17 @@ hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void 
         return hl_fail(c, HILOCK_EIO, "keepalive %s: cannot start a thread", l->key);
     }
     return hl_ok(c);
+}
+
+/* keepalive_start between hl_enter and hl_leave (the thread rule: internal.h). */
+hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void *arg,
+                                        const hilock_keepalive_options *given, size_t size)
+{
+    hilock_status st;
+    int took;
+    if (!l) return HILOCK_EINVAL;
+    if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
+    return hl_leave(l->c, took, keepalive_start(l, on_lost, arg, given, size));
 }
 
 /* The symbol binaries built against 0.1.0's header call (no size argument): that size. */

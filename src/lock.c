@@ -548,7 +548,18 @@ static int64_t quorum_valid_until(const hilock *l, const tally *t, int64_t t0)
     return l->kind->valid_until(l, p[l->c->quorum - 1], t0);
 }
 
+static hilock_status release_once(hilock *l);
+
 hilock_status hilock_release(hilock *l)
+{
+    int took;
+    hilock_status st;
+    if (!l) return HILOCK_EINVAL;
+    if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
+    return hl_leave(l->c, took, release_once(l));
+}
+
+static hilock_status release_once(hilock *l)
 {
     hilock_client *c;
     hilock_status st;
@@ -597,21 +608,27 @@ static hilock_status check_once(hilock *l);
 hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
 {
     hilock_status st;
-    if (l && hl_check_fork(l->c) != HILOCK_OK) return HILOCK_EINVAL;   /* (hook: the parent's) */
-    if (l && l->hook) l->hook(l, HL_HOOK_BEGIN);
+    int took;
+    if (!l) return HILOCK_EINVAL;
+    if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
+    if (hl_check_fork(l->c) != HILOCK_OK) return hl_leave(l->c, took, HILOCK_EINVAL);   /* (hook: the parent's) */
+    if (l->hook) l->hook(l, HL_HOOK_BEGIN);
     st = extend_once(l, ttl_ms);
-    if (l && l->hook) l->hook(l, HL_HOOK_END);
-    return st;
+    if (l->hook) l->hook(l, HL_HOOK_END);
+    return hl_leave(l->c, took, st);
 }
 
 hilock_status hilock_check(hilock *l)
 {
     hilock_status st;
-    if (l && hl_check_fork(l->c) != HILOCK_OK) return HILOCK_EINVAL;
-    if (l && l->hook) l->hook(l, HL_HOOK_BEGIN);
+    int took;
+    if (!l) return HILOCK_EINVAL;
+    if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
+    if (hl_check_fork(l->c) != HILOCK_OK) return hl_leave(l->c, took, HILOCK_EINVAL);
+    if (l->hook) l->hook(l, HL_HOOK_BEGIN);
     st = check_once(l);
-    if (l && l->hook) l->hook(l, HL_HOOK_END);
-    return st;
+    if (l->hook) l->hook(l, HL_HOOK_END);
+    return hl_leave(l->c, took, st);
 }
 
 static hilock_status extend_once(hilock *l, int64_t ttl_ms)
