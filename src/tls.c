@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -35,6 +36,7 @@ struct hl_tls {
     int   done;            /* handshake finished */
     int   answered;        /* application data has arrived since */
     int   broken;          /* a fatal error: no more I/O, no close_notify */
+    pid_t pid;             /* the process that made it: a forked child's copy sends nothing */
     char  err[256];
 };
 
@@ -256,7 +258,9 @@ struct hl_tls_ctx *hl_tls_ctx_ref(struct hl_tls_ctx *x)
 void hl_tls_ctx_free(struct hl_tls_ctx *x)
 {
     /* refs is 0 only in a context that failed half-way through hl_tls_ctx_new */
-    if (!x || (x->refs > 0 && __atomic_sub_fetch(&x->refs, 1, __ATOMIC_ACQ_REL) > 0)) return;
+    if (!x || (__atomic_load_n(&x->refs, __ATOMIC_RELAXED) > 0 &&
+               __atomic_sub_fetch(&x->refs, 1, __ATOMIC_ACQ_REL) > 0))
+        return;
     SSL_CTX_free(x->ssl_ctx);
     free(x->server_name);
     free(x);
@@ -307,6 +311,7 @@ struct hl_tls *hl_tls_new(struct hl_tls_ctx *x, int fd, const char *host, char *
         return NULL;
     }
     t->fd = fd;
+    t->pid = getpid();   /* (once per connection) */
     t->first_byte = -1;
     t->has_cert = x->has_cert;
     BIO_set_data(bio, t);
@@ -326,7 +331,10 @@ struct hl_tls *hl_tls_new(struct hl_tls_ctx *x, int fd, const char *host, char *
 void hl_tls_free(struct hl_tls *t)
 {
     if (!t) return;
-    if (t->ssl && t->done && !t->broken) SSL_shutdown(t->ssl);   /* one try, never waits */
+    /* One try, never waits. Not from a forked child (hilock.h: it may free its copy of a
+     * client): the session is the parent's, socket and keys, and a close_notify from here
+     * would make the server end the parent's connection under its lock. */
+    if (t->ssl && t->done && !t->broken && t->pid == getpid()) SSL_shutdown(t->ssl);
     SSL_free(t->ssl);
     ERR_clear_error();
     free(t);

@@ -95,7 +95,8 @@ const char *hl_tls_error(const struct hl_tls *t);
 const char *hl_tls_timeout_error(const struct hl_tls *t);
 
 /* End the session: a close_notify if the socket takes it now (never waits; skipped after an
- * error), then free. The fd stays open. NULL-safe. */
+ * error, and in a forked child: the session is the parent's), then free. The fd stays open.
+ * NULL-safe. */
 void hl_tls_free(struct hl_tls *t);
 
 #endif

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -89,6 +90,39 @@ static long long connections(hlt_redis *r)
     long long n = p ? atoll(p + 27) : -1;
     freeReplyObject(rep);
     return n;
+}
+
+/* fork(): the child's copy of the client shares the parent's TLS sessions (the socket and
+ * the keys); freeing it must send nothing on them (no close_notify), or the server ends the
+ * parent's connection under its lock. */
+Test(tls, a_forked_child_freeing_its_copy_leaves_the_parents_session_alone)
+{
+    hlt_redis *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
+    const char *url = r->url;
+    hilock_options o = tls_opts(&url, 1);
+    hilock_client *c = client_for(&o);
+    hilock *l = NULL;
+    long long conns;
+    pid_t pid;
+    cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    conns = connections(r);
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        hilock_free(l);
+        hilock_client_free(c);
+        _exit(0);
+    }
+    cr_assert_eq(hlt_reap(pid, 5000), 0, "the child frees and exits");
+    hlt_sleep_ms(100);   /* (a close_notify would have reached the server by now) */
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_gt(hlt_pttl(r, "tls:k"), 30000);
+    cr_assert_eq(connections(r), conns, "the parent's connection was kept, not made again");
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "tls:k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
 }
 
 Test(tls, an_idle_connection_is_kept_and_a_killed_one_reconnects)
