@@ -80,11 +80,21 @@ static char *pool[POOL_MAX];
 static int npool;
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
 static size_t page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+/* fork() while another thread holds pool_mu (a loop thread taking a stack) would leave the
+ * child's copy locked for ever, and its first flow hanging: the mutex is taken around the
+ * fork, so the pool is whole on both sides. */
+static void pool_lock(void) { pthread_mutex_lock(&pool_mu); }
+static void pool_unlock(void) { pthread_mutex_unlock(&pool_mu); }
+static void watch_forks(void) { pthread_atfork(pool_lock, pool_unlock, pool_unlock); }
 
 static char *stack_get(void)
 {
     char *m = NULL;
+    pthread_once(&fork_once, watch_forks);   /* (before the first stack: nothing to guard earlier) */
     pthread_mutex_lock(&pool_mu);
     if (npool > 0) m = pool[--npool];
     pthread_mutex_unlock(&pool_mu);

@@ -2,6 +2,7 @@
  * only, promptly, leaving the parent's lock and keepalive alone), and every other call is
  * refused with EINVAL and a message naming both processes. Real redis-server. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fiber.h"   /* (-Isrc: the event loop's flows, below the API) */
 #include "fixture.h"
 #include "hilock.h"
 
@@ -127,4 +129,44 @@ Test(fork, child_makes_its_own_client)
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
+}
+
+/* ---- the event loop's fiber stacks (src/fiber.c) ---- */
+
+static void noop(void *arg) { (void)arg; }
+
+static int run_one_fiber(void)
+{
+    hl_fiber *f = hl_fiber_new(noop, NULL);
+    int over = f && hl_fiber_resume(f);
+    hl_fiber_free(f);
+    return over;
+}
+
+static volatile int churn_stop;
+
+static void *churn(void *arg)   /* a loop thread taking and giving back stacks */
+{
+    (void)arg;
+    while (!churn_stop) run_one_fiber();
+    return NULL;
+}
+
+/* A child forked while another thread held the stack pool's mutex inherited it locked, and
+ * its first flow hung for ever. */
+Test(fork, child_forked_while_a_loop_thread_takes_a_fiber_stack_runs_its_own_flows, .timeout = 120)
+{
+    pthread_t th;
+    int hung = 0;
+    churn_stop = 0;
+    cr_assert_eq(pthread_create(&th, NULL, churn, NULL), 0);
+    for (int i = 0; i < 200 && !hung; i++) {
+        pid_t pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) _exit(run_one_fiber() ? 0 : 1);
+        if (hlt_reap(pid, 3000) != 0) hung = i + 1;
+    }
+    churn_stop = 1;
+    pthread_join(th, NULL);
+    cr_assert_eq(hung, 0, "the child of fork %d did not run its fiber (hung or failed)", hung);
 }
