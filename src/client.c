@@ -169,6 +169,12 @@ static const char *check_options(const hilock_options *o)
     if (o->fair && !o->fencing)
         return "fair = 1 needs fencing = 1 (a fair grant is the queue's script, which mints the "
                "token; fencing = 0 is the plain SET NX PX path)";
+    /* src/fair.c: an entry lives 2 x io_timeout_ms + retry_delay_ms after its waiter's last
+     * call, and a live waiter calls again within 1.5 x (io_timeout_ms + retry_delay_ms) */
+    if (o->fair && o->retry_delay_ms > o->io_timeout_ms)
+        return "fair = 1 needs retry_delay_ms <= io_timeout_ms (a waiter pausing longer would let "
+               "its queue entry lapse while it still waits: the lock would silently stop being "
+               "first come, first served)";
     return NULL;
 }
 

@@ -400,6 +400,48 @@ Test(fair, queue_keys_share_the_slot_of_a_tagged_key_and_expire)
     hlt_redis_stop(r);
 }
 
+/* A waiter's entry lives 2 x io_timeout_ms + retry_delay_ms, by its own client's options:
+ * the queue's keys must last as long as the longest-lived entry, not as the last writer's. */
+Test(fair, queue_keys_last_as_long_as_the_longest_lived_entry, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *hc, *quick;
+    hilock *h, *l = NULL;
+    pid_t slow;
+    cr_assert_not_null(r);
+    hc = fair_client(r->url);
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    slow = fork();   /* a waiter whose entry lives 2 x 5000 + 2000 ms; it calls again >= 1 s later */
+    cr_assert(slow >= 0);
+    if (slow == 0) {
+        const char *url = r->url;
+        hilock_options o;
+        hilock_client *c;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(60);
+        hilock_options_init(&o);
+        o.servers = &url;
+        o.nservers = 1;
+        o.io_timeout_ms = 5000;
+        o.retry_delay_ms = 2000;
+        o.fair = 1;
+        if (hilock_client_new(&o, &c) != HILOCK_OK) _exit(9);
+        _exit(hilock_acquire(c, "job", 30000, 20000, &l) == HILOCK_OK ? 0 : 1);
+    }
+    await_queue(r, "{job}:fq", 1);
+    quick = fair_client(r->url);   /* its entry lives 2 x 200 + 50 ms; it gives up at once */
+    cr_assert_eq(hilock_acquire(quick, "job", 30000, 20, &l), HILOCK_BUSY, "%s", hilock_client_errmsg(quick));
+    cr_assert_eq(llen(r, "{job}:fq"), 1, "the quick waiter left, the slow one waits");
+    cr_assert_gt(hlt_pttl(r, "{job}:fq"), 5000, "the queue expires with the slow waiter's entry");
+    cr_assert_gt(hlt_pttl(r, "{job}:fb"), 5000);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    reap_ok(slow);   /* and it is served */
+    hilock_client_free(quick);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
 Test(fair, keepalive_renews_a_fair_lock)
 {
     hlt_redis *r = hlt_redis_start(NULL);
@@ -473,6 +515,32 @@ Test(fair, is_refused_with_fencing_0)
     cr_assert_null(c);
     cr_assert(strstr(hilock_last_config_error(), "fair = 1 needs fencing = 1"), "%s",
               hilock_last_config_error());
+}
+
+/* A waiter pausing longer than io_timeout_ms could outlive its own queue entry (src/fair.c):
+ * FIFO would silently end, so the combination is refused. */
+Test(fair, is_refused_with_retry_delay_longer_than_io_timeout)
+{
+    const char *url = "redis://127.0.0.1:1";
+    hilock_client *c = (hilock_client *)&url;
+    hilock_options o;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.fair = 1;
+    o.io_timeout_ms = 100;
+    o.retry_delay_ms = 101;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_EINVAL);
+    cr_assert_null(c);
+    cr_assert(strstr(hilock_last_config_error(), "fair = 1 needs retry_delay_ms <= io_timeout_ms"), "%s",
+              hilock_last_config_error());
+    o.retry_delay_ms = 100;   /* equal: served */
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    hilock_client_free(c);
+    o.fair = 0;               /* and without fair, any pause */
+    o.retry_delay_ms = 5000;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    hilock_client_free(c);
 }
 
 Test(fair, legacy_acquire_refuses_a_fair_client_and_writes_nothing)

@@ -63,8 +63,11 @@ if cur ~= tok and (cur or (head and head ~= tok)) then
   if ARGV[7] == '1' then
     if not queued then redis.call('RPUSH', queue, tok) end
     redis.call('ZADD', beats, now + life, tok)
-    redis.call('PEXPIRE', queue, life)
-    redis.call('PEXPIRE', beats, life)
+    -- the keys last as long as the longest-lived entry, not the last writer's (waiters' options,
+    -- hence lives, may differ)
+    local keep = math.max(1, tonumber(redis.call('ZRANGE', beats, -1, -1, 'WITHSCORES')[2]) - now)
+    redis.call('PEXPIRE', queue, keep)
+    redis.call('PEXPIRE', beats, keep)
   elseif queued then   -- our wait is over: leave now rather than lapse
     redis.call('DEL', mine)
     drop(tok)
