@@ -6,7 +6,17 @@
  *
  * Thread rule: a client and the locks made from it are used by one thread at a time;
  * clients share nothing, so use one client per thread. (A keepalive runs on its own
- * thread with its own connection; see hilock_keepalive.)
+ * thread with its own connection; see hilock_keepalive.) The rule is checked: a call on a
+ * client, or on any lock made from it, that comes from a second thread while another thread
+ * is inside a call on that client returns HILOCK_EINVAL at once, having sent and changed
+ * nothing; hilock_client_errmsg, asked from the refused thread, says "client used from two
+ * threads at once" (the other thread's errmsg is left alone). The check costs one atomic
+ * compare-and-swap per call, and it is not a lock: the refused call is not retried, and two
+ * threads taking turns through a mutex of their own are fine. Not checked, because they can
+ * return no status: hilock_free and hilock_client_free (free a lock or client once no other
+ * thread is inside a call on that lock or client; freeing one lock while another thread uses
+ * the client's other locks is safe), and the accessors that only read (hilock_validity_ms,
+ * hilock_fence, hilock_token, hilock_key, hilock_keepalive_errmsg).
  *
  * fork(): a client, and every lock made from it, belongs to the process that made the
  * client. In a forked child its copy may only be freed: hilock_free and hilock_client_free
@@ -312,7 +322,9 @@ HILOCK_API const char *hilock_last_config_error(void);
  * then each master that failed (or, for BUSY, holds it) and why, separated by "; ":
  * "no quorum (granted on 2 of 5 masters, 3 needed): 127.0.0.1:7001: connect: Connection
  * refused; 127.0.0.1:7002: read: timed out; ...". Owned by the client, valid until the
- * next call on it. "" after a success; never NULL (NULL client -> "no client"). */
+ * next call on it. "" after a success; never NULL (NULL client -> "no client"). On a thread
+ * whose last call on c was refused by the thread rule (see the top): "client used from two
+ * threads at once" (static text), until that thread's next call on c. */
 HILOCK_API const char *hilock_client_errmsg(const hilock_client *c);
 
 /* Drop the caller's reference. Connections close when the client and every lock made from

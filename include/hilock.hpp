@@ -15,6 +15,15 @@
  * std::lock work with it. The C rules hold: a client, and the locks made from it, are used
  * by one thread at a time (one client per thread); the client must outlive its locks.
  *
+ * THREADS: despite its name, hilock_cpp::mutex is NOT a std::mutex to share between threads.
+ * It excludes other processes and other clients, not the threads of this one: nothing here
+ * may be used from two threads at once -- not a mutex, not two mutexes of one client, not the
+ * client. Give each thread its own client and its own mutex objects (they may all name the
+ * same key: then they exclude each other, through Redis). A call that catches a second thread
+ * inside the client throws error with HILOCK_EINVAL, "client used from two threads at once";
+ * it never corrupts the client's connection, but an unlock() refused that way (the destructor's
+ * too) only leaves EINVAL in unlock_status(), and the grant stays held until its ttl runs out.
+ *
  * The namespace is hilock_cpp, not hilock: in C++ the C type `hilock` (the held lock) already
  * owns that name.
  *
@@ -85,6 +94,8 @@ private:
 };
 
 /* One key on one client, taken and given back any number of times; holds at most one grant.
+ * ONE THREAD AT A TIME, with its client (see THREADS at the top): to lock from several
+ * threads, give each thread its own client and mutex; never share one across threads.
  * Each grant lasts `ttl` (the constructor's) unless extend() or keepalive() prolong it: a
  * holder that outlives the ttl has lost the lock (validity() is 0; unlock() then finds it
  * gone). Move-only; a lock destroyed while held is released (errors ignored). */

@@ -56,6 +56,19 @@
  *     hilock_legacy_acquire, which has no _async form: take it before the attach).
  *     rediss:// goes through the same transport table but is not tested on a loop yet.
  *   - Host names are resolved with getaddrinfo, which may block: give numeric addresses.
+ *   - Small stacks. The calls' flows run on stacks of their own, 64 KiB each, and some of
+ *     the application's code can run on them: the `watch` and `timer` callbacks (a flow
+ *     that opens or closes a connection calls them), getaddrinfo with the system's NSS
+ *     modules (a host name), and any signal handler the kernel runs while a flow is on the
+ *     CPU. So: keep `watch` and `timer` small (no deep recursion, no large locals: record
+ *     the request and return, as the adapters do); give numeric addresses or unix sockets
+ *     (no NSS module runs then); and install signal handlers with SA_ONSTACK and a
+ *     sigaltstack on the loop's thread, or block the signals there. `done` and the other
+ *     callbacks of hilock.h run on the loop's own stack.
+ *   - The loop's thread owns the client (hilock.h's thread rule): a call on it or on one of
+ *     its locks from another thread while the loop's thread is inside hilock returns
+ *     HILOCK_EINVAL "client used from two threads at once", and a hilock_loop_fd or
+ *     hilock_loop_timeout from another thread then does nothing.
  */
 #ifndef HILOCK_ASYNC_H
 #define HILOCK_ASYNC_H

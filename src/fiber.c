@@ -2,8 +2,9 @@
  *
  * Stacks are mmap'ed with a guard page below them (an overflow faults instead of writing
  * over a neighbour) and kept in a small free list, so a lock cycle costs no mmap. The flows
- * run library code only (the user's callbacks run on the loop's own stack), whose deepest
- * path is far below STACK_SIZE. Under AddressSanitizer the switches are announced
+ * run library code (whose deepest path is far below STACK_SIZE) and, as hilock_async.h warns
+ * the application, its `watch` and `timer` callbacks, getaddrinfo's NSS modules and signal
+ * handlers; `done` runs on the loop's own stack. Under AddressSanitizer the switches are announced
  * (__sanitizer_start/finish_switch_fiber) so that it tracks the right stack. */
 #define _GNU_SOURCE
 #include <pthread.h>
