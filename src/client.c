@@ -41,7 +41,9 @@ hilock_status hl_enter(hilock_client *c, int *took)
 {
     uintptr_t me = (uintptr_t)&refused_here, none = 0;
     *took = 0;
-    if (hl_forked(c)) return HILOCK_OK;   /* (owner may be a parent thread's, copied) */
+    /* a forked child's copy: refused whatever call it is (its owner may be a parent
+     * thread's, copied); the child has one thread, so errmsg is ours to write */
+    if (hl_forked(c)) return hl_check_fork(c);
     if (__atomic_load_n(&c->owner, __ATOMIC_RELAXED) != me) {
         if (!__atomic_compare_exchange_n(&c->owner, &none, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
             refused_here = c;   /* not c->errmsg: the thread inside owns it */

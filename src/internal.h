@@ -76,8 +76,8 @@ hilock_status hl_check_fork(hilock_client *c);
 /* The thread rule's check: every public entry point that uses a client (its connections,
  * errmsg, locks) runs between hl_enter and hl_leave, so a second thread is refused instead of
  * corrupting the stream. hl_enter: OK, with *took = 1 if it marked c in use by this thread
- * (0: this thread is already inside -- a nested call, a loop's flow, a done callback -- or c
- * is a forked child's copy, which hl_check_fork refuses); or EINVAL if another thread is
+ * (0: this thread is already inside -- a nested call, a loop's flow, a done callback); or
+ * EINVAL, for a forked child's copy (hl_check_fork's message), or if another thread is
  * inside, having touched nothing of c: the refused thread then reads the message
  * HL_TWO_THREADS from hilock_client_errmsg (c->errmsg is the other thread's). hl_leave ends
  * what hl_enter took and returns st. */

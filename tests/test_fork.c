@@ -13,6 +13,7 @@
 #include "fiber.h"   /* (-Isrc: the event loop's flows, below the API) */
 #include "fixture.h"
 #include "hilock.h"
+#include "hilock_inspect.h"
 
 static hilock *hold(hlt_redis *r, hilock_client **c, int64_t ttl_ms)
 {
@@ -60,6 +61,11 @@ Test(fork, child_frees_a_lock_whose_keepalive_runs_in_the_parent)
 
 /* Exit codes of the child below: 0 = all as expected, else the number of the check that
  * failed. */
+static void ignore_view(size_t master, const hilock_lock_view *v, const char *err, void *arg)
+{
+    (void)master, (void)v, (void)err, (void)arg;
+}
+
 static int child_calls(hilock_client *c, hilock *l)
 {
     char want[96];
@@ -73,6 +79,8 @@ static int child_calls(hilock_client *c, hilock *l)
     if (hilock_acquire(c, "other", 5000, 0, &other) != HILOCK_EINVAL || other) return 5;
     if (hilock_keepalive(l, NULL, NULL) != HILOCK_EINVAL) return 6;
     if (hilock_validity_ms(l) != 0) return 7;
+    if (hilock_inspect(c, "job", ignore_view, NULL) != HILOCK_EINVAL) return 8;   /* (no I/O either) */
+    if (!strstr(hilock_client_errmsg(c), want)) return 9;
     hilock_free(l);
     hilock_client_free(c);
     return 0;
