@@ -1,4 +1,5 @@
-/* race.c -- the keepalive and handoff races as a plain program, for ThreadSanitizer.
+/* race.c -- the keepalive and handoff races, and the thread rule's check, as a plain program
+ * for ThreadSanitizer.
  * (Criterion cannot run under TSan: its inheritable arena fails to map, Snaipe/Criterion#274.)
  * Build and run: make test-tsan. Exits non-zero on a failed check; TSan reports data races
  * itself (run with TSAN_OPTIONS=halt_on_error=1). Bounded: a few seconds. */
@@ -156,6 +157,47 @@ static void handoff(hlt_redis *r)
     }
 }
 
+/* Two threads on one client (the thread rule broken on purpose): each call goes through or
+ * is refused with EINVAL and the message; the check itself must be race-free. */
+typedef struct shared_arg {
+    hilock_client *c;
+    const char    *key;
+    int            bad;
+} shared_arg;
+
+static void *shared_work(void *arg)
+{
+    shared_arg *a = arg;
+    hilock *l = NULL;
+    for (int i = 0; i < 300; i++) {
+        hilock_status st = l ? hilock_release(l) : hilock_acquire(a->c, a->key, 5000, 0, &l);
+        if (st == HILOCK_EINVAL && !strcmp(hilock_client_errmsg(a->c), "client used from two threads at once"))
+            continue;
+        if (st != HILOCK_OK && st != HILOCK_BUSY) a->bad++;
+        if (l && i % 2) {   /* (a release that went through, or not: either way forget it) */
+            hilock_free(l);
+            l = NULL;
+        }
+    }
+    for (int i = 0; l && i < 100000; i++)
+        if (hilock_release(l) != HILOCK_EINVAL) {
+            hilock_free(l);
+            l = NULL;
+        }
+    return NULL;
+}
+
+static void shared_client(hlt_redis *r)
+{
+    hilock_client *c = client(r->unix_url);
+    shared_arg a[2] = { { c, "shared:0", 0 }, { c, "shared:1", 0 } };
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, shared_work, &a[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(a[0].bad + a[1].bad == 0, "%d unexpected statuses", a[0].bad + a[1].bad);
+    hilock_client_free(c);
+}
+
 int main(void)
 {
     hlt_redis *r = hlt_redis_start(NULL);
@@ -168,6 +210,7 @@ int main(void)
     owner_vs_renewals(c, &seed);
     lost_vs_owner(r, c);
     handoff(r);
+    shared_client(r);
     hilock_client_free(c);
     hlt_redis_stop(r);
     printf("race: %s (%lld ms)\n", failures ? "FAILED" : "ok", hlt_now_ms() - t0);
