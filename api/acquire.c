@@ -20,10 +20,12 @@ static hilock_status acquire_entered(hilock_client *c, const char *key, int64_t 
     if (out) *out = NULL;
     if (!c) return HILOCK_EINVAL;
     if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;
-    if (kind == &hl_kind_legacy && c->opt.fair)   /* the recipe has no queue: a fair caller would silently pass it */
-        return hl_leave(c, took, hl_fail(c, HILOCK_EINVAL, "fair is not supported by hilock_legacy_acquire (the "
-                                         "legacy recipe has no queue); use a client with fair = 0"));
-    return hl_leave(c, took, hl_acquire(c, key, ttl_ms, wait_ms, kind, out));
+    if (kind == &hl_kind_legacy && c->opt.fair)   /* the recipe has no queue: a fair caller passes it */
+        st = hl_fail(c, HILOCK_EINVAL, "fair is not supported by hilock_legacy_acquire (the legacy "
+                     "recipe has no queue); use a client with fair = 0");
+    else
+        st = hl_acquire(c, key, ttl_ms, wait_ms, kind, out);
+    return hl_leave(c, took, st);
 }
 
 hilock_status hilock_legacy_acquire(hilock_client *c, const char *key, int64_t timeout_ms,

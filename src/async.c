@@ -1027,8 +1027,9 @@ static hilock_status lock_call(hilock *l, int op, int64_t ttl_ms, hilock_done_fn
     int took;
     if (!l) return HILOCK_EINVAL;
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;   /* (the thread rule: internal.h) */
-    if (op == OP_EXTEND && (st = hl_check_ttl(l->c, ttl_ms)) != HILOCK_OK) return hl_leave(l->c, took, st);
-    return hl_leave(l->c, took, accept_call(l->c, l, op, ttl_ms, done, arg, &k));
+    if (op != OP_EXTEND || (st = hl_check_ttl(l->c, ttl_ms)) == HILOCK_OK)
+        st = accept_call(l->c, l, op, ttl_ms, done, arg, &k);
+    return hl_leave(l->c, took, st);
 }
 
 hilock_status hilock_release_async(hilock *l, hilock_done_fn done, void *arg)

@@ -16,8 +16,9 @@
  * io_timeout_ms / 2) plus one round trip (at most io_timeout_ms), which is less than
  * 2 x io_timeout_ms + retry_delay_ms as long as retry_delay_ms <= io_timeout_ms (the
  * defaults: 50 and 1000; client.c refuses fair with a longer retry_delay_ms). The queue's
- * keys expire with its longest-lived entry (clients' lives differ with their options). A waiter that died, froze or went away therefore blocks the others
- * for at most that after its last call: every script drops lapsed entries first, and a
+ * keys expire with its longest-lived entry (clients' lives differ with their options). A
+ * waiter that died, froze or went away therefore blocks the others for at most that after
+ * its last call: every script drops lapsed entries first, and a
  * waiter behind a head that holds the free key is told to try again when the head's entry
  * lapses. A waiter that gives up (its wait ran out, or an error) leaves at once (give_up).
  * No key is handed to a waiter: the head takes the free key itself, so a dead head holds no

@@ -611,7 +611,8 @@ hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
     int took;
     if (!l) return HILOCK_EINVAL;
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
-    if (hl_check_fork(l->c) != HILOCK_OK) return hl_leave(l->c, took, HILOCK_EINVAL);   /* (hook: the parent's) */
+    if (hl_check_fork(l->c) != HILOCK_OK)   /* (hook: the parent's) */
+        return hl_leave(l->c, took, HILOCK_EINVAL);
     if (l->hook) l->hook(l, HL_HOOK_BEGIN);
     st = extend_once(l, ttl_ms);
     if (l->hook) l->hook(l, HL_HOOK_END);
@@ -624,7 +625,8 @@ hilock_status hilock_check(hilock *l)
     int took;
     if (!l) return HILOCK_EINVAL;
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
-    if (hl_check_fork(l->c) != HILOCK_OK) return hl_leave(l->c, took, HILOCK_EINVAL);
+    if (hl_check_fork(l->c) != HILOCK_OK)
+        return hl_leave(l->c, took, HILOCK_EINVAL);
     if (l->hook) l->hook(l, HL_HOOK_BEGIN);
     st = check_once(l);
     if (l->hook) l->hook(l, HL_HOOK_END);
