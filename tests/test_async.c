@@ -1330,3 +1330,108 @@ Test(async, a_hand_written_poll_loop_drives_the_client)
     cr_assert_eq(p.nfds, 0, "an fd still watched after the client was freed");
     hlt_redis_stop(s);
 }
+
+/* ---- issue 21, item 1: a retry is never deleted by the undo of its own earlier attempt ---- */
+
+#define HL_TEST_UNDO_ROUNDS 8   /* 64 undos kept per node, 8 sent per round trip */
+
+static void on_thaw(uv_timer_t *t) { hlt_redis_thaw(t->data); }
+
+/* One run of the scenario: n waiting acquires (wake = 0, io 300 ms) whose first attempts are
+ * all written to a server frozen a little longer than io_timeout_ms, so each times out after
+ * writing, queues an undo and retries. Returns the calls that got done(OK) while another
+ * client could take their key (their own token gone from it). */
+static int stale_undo_run(uv_loop_t *loop, hlt_redis *s, int runno, int n, int *granted)
+{
+    static run r;
+    const char *url[1] = { s->url };
+    hilock_options o;
+    hilock_client *other = NULL;
+    uv_timer_t thaw;
+    char prefix[32];
+    int losses = 0;
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.io_timeout_ms = 300;
+    o.connect_timeout_ms = 1000;
+    o.retry_delay_ms = 20;
+    o.wake = 0;
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_libuv_attach(r.c, loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    snprintf(prefix, sizeof prefix, "warm%d:", runno);
+    acquire_all(&r, 1, prefix, 1000, 0);   /* connected */
+    run_until(loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    free_locks(&r, 1);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    snprintf(prefix, sizeof prefix, "stale%d:", runno);
+    acquire_all(&r, n, prefix, 20000, 8000);   /* written at the loop's next pass */
+    hlt_redis_freeze(s);
+    uv_timer_init(loop, &thaw);
+    thaw.data = s;
+    uv_timer_start(&thaw, on_thaw, 330, 0);
+    run_until(loop, &r.done, n, 20000);
+    uv_close((uv_handle_t *)&thaw, NULL);
+    /* later calls on the loop carry whatever undos are still queued: send them all */
+    for (int round = 0; round < 2 * HL_TEST_UNDO_ROUNDS; round++) {
+        int before = r.done;
+        char key[32];
+        snprintf(key, sizeof key, "flush%d:%d", runno, round);
+        r.in_call = 1;
+        cr_assert_eq(hilock_acquire_async(r.c, key, 1000, 0, on_done, arg_of(&r, n + round)), HILOCK_OK);
+        r.in_call = 0;
+        run_until(loop, &r.done, before + 1, 5000);
+    }
+    cr_assert_eq(r.wrong, 0);
+    o.io_timeout_ms = 1000;
+    cr_assert_eq(hilock_client_new(&o, &other), HILOCK_OK, "%s", hilock_last_config_error());
+    for (int i = 0; i < n; i++) {
+        char key[64], *v;
+        hilock *l2 = NULL;
+        int ours;
+        if (r.st[i] != HILOCK_OK || hilock_validity_ms(r.lock[i]) <= 0) continue;
+        ++*granted;
+        snprintf(key, sizeof key, "stale%d:%d", runno, i);
+        v = hlt_get(s, key);
+        ours = v && !strcmp(v, hilock_token(r.lock[i]));
+        free(v);
+        if (hilock_acquire(other, key, 20000, 0, &l2) == HILOCK_OK) {
+            ours = 0;   /* two holders */
+            hilock_free(l2);
+        }
+        if (!ours) {
+            printf("async: run %d: call %d got done(OK) with %lld ms validity, but its key "
+                   "holds another value or none\n", runno, i, (long long)hilock_validity_ms(r.lock[i]));
+            losses++;
+        }
+    }
+    hilock_client_free(other);
+    free_locks(&r, n + 2 * HL_TEST_UNDO_ROUNDS);
+    hilock_client_free(r.c);
+    return losses;
+}
+
+Test(async, a_retry_after_a_stall_is_never_deleted_by_its_own_earlier_undo)
+{
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    int lost_runs = 0, losses = 0, runs = 10, granted = 0;
+    cr_assert_not_null(s);
+    uv_loop_init(&loop);
+    for (int i = 0; i < runs; i++) {
+        int lost = stale_undo_run(&loop, s, i, 24, &granted);
+        losses += lost;
+        lost_runs += lost > 0;
+    }
+    printf("async: 24 acquires across a 330 ms stall (io 300 ms): %d of %d runs lost a lock "
+           "(%d losses of %d grants)\n", lost_runs, runs, losses, granted);
+    /* the retries get their locks (each waits 8 s for a key nobody else wants) */
+    cr_assert_eq(granted, 24 * runs, "only %d of %d calls got their lock", granted, 24 * runs);
+    cr_assert_eq(losses, 0, "%d of %d runs: a call got done(OK) while its key held nothing of "
+                 "its own (%d losses)", lost_runs, runs, losses);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
