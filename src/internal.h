@@ -116,6 +116,8 @@ struct hilock {
     char          *token;          /* NUL-terminated value we wrote (this attempt's: lock.c) */
     int            spent;          /* acquire: the token's value may be left somewhere: the
                                       next attempt takes a new one (lock.c: fresh_token) */
+    char          *stale;          /* acquire: the last tokens it replaced so (lock.c) */
+    int            nstale;
     int64_t        ttl_ms;
     int64_t        valid_until_us; /* monotonic; 0 after release */
     uint64_t       fence;

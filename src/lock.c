@@ -214,10 +214,13 @@ static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t 
     return have;
 }
 
+#define HL_TOKEN_LEN 32   /* hex digits of a random token */
+#define HL_STALE_MAX 4    /* earlier tokens of one acquire undone again when it finds the key busy */
+
 /* A fresh random token into l->token (room for HILOCK_CODEC_MAX). -1: no random bytes. */
 static int new_token(hilock_client *c, hilock *l)
 {
-    unsigned char raw[16];
+    unsigned char raw[HL_TOKEN_LEN / 2];
     if (hl_client_random(c, raw, sizeof raw) < 0) return -1;
     hl_hex(l->token, raw, sizeof raw);
     return 0;
@@ -427,8 +430,25 @@ static hilock_status fresh_token(hilock *l, int64_t hard_deadline)
     l->spent = 0;
     if (!l->kind->undo_unknown) return HILOCK_OK;
     if (l->kind->give_up) l->kind->give_up(l, hard_deadline);
+    if (!l->stale) l->stale = calloc(HL_STALE_MAX, HL_TOKEN_LEN + 1);
+    if (l->stale) {   /* (best effort: without it, a stale value lasts until its undo or ttl) */
+        memcpy(l->stale + (size_t)(l->nstale % HL_STALE_MAX) * (HL_TOKEN_LEN + 1), l->token, HL_TOKEN_LEN);
+        l->nstale++;
+    }
     if (new_token(c, l) < 0) return hl_fail(c, HILOCK_EIO, "%s: no random bytes for a new token", l->key);
     return l->kind->init ? l->kind->init(l) : HILOCK_OK;
+}
+
+/* An attempt found the key busy while earlier tokens of ours may be left: one of them may
+ * be what it found (its write reached the server after its undo had run: a connection the
+ * server read late). Undo them again, first thing in the next attempt's round trip, so our
+ * own stale value costs one pause, not its ttl. */
+static void undo_stale(hilock *l)
+{
+    int n = l->nstale < HL_STALE_MAX ? l->nstale : HL_STALE_MAX;
+    for (size_t i = 0; i < l->c->nnodes; i++)
+        for (int k = 0; k < n; k++)
+            hl_undo_add(l->c, i, l->key, l->stale + (size_t)k * (HL_TOKEN_LEN + 1), l->ttl_ms);
 }
 
 /* Errors that a later attempt can cure (a server coming back); the rest end the wait. */
@@ -481,6 +501,7 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
          * passed, replaced at once as the recipe's GETSET follows its GET, so even a one-shot
          * try takes it over): try again at once, twice in a row at most */
         if (st == HILOCK_BUSY && hint < 0 && retake++ < 2) continue;
+        if (st == HILOCK_BUSY && l->nstale) undo_stale(l);
         /* a server may come back before a finite deadline; "forever" waits for the lock,
          * not for a server, so there an error ends the wait (as the header says) */
         if (!retryable(st) || (deadline == HL_NEVER && st != HILOCK_BUSY) || hl_now_us() >= deadline ||
@@ -760,6 +781,7 @@ void hilock_free(hilock *l)
     free(l->queue_key);
     free(l->beat_key);
     free(l->token);
+    free(l->stale);
     free(l->ids);
     free(l->guard_key);
     hl_client_unref(l->c);
