@@ -396,17 +396,29 @@ static void *thaw_after_330ms(void *arg)
     return NULL;
 }
 
-Test(faults, a_retry_after_a_written_timeout_takes_a_new_token_its_old_undo_cannot_match)
+/* One acquire whose first attempt is written to a frozen server and times out; the server
+ * runs it on waking, while the retry (after a pause) is on its way. fair: the fair kind,
+ * whose queue entry is named after the token. */
+static void retry_after_written_timeout(int fair)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c, *other;
+    hilock_options o;
+    hilock_client *c = NULL, *other;
     hilock *l = NULL, *m = NULL;
     seen w;
     pthread_t mon, thaw;
+    const char *url;
     char *v;
     int acquires = 0;
     cr_assert_not_null(r);
-    c = client_io(r->url, FREEZE_IO_MS);
+    url = r->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.io_timeout_ms = o.connect_timeout_ms = FREEZE_IO_MS;
+    o.retry_delay_ms = 20;
+    o.fair = fair;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     cr_assert_eq(hilock_acquire(c, "warmup", 5000, 3000, &l), HILOCK_OK);   /* connected */
     hilock_free(l);
     memset(&w, 0, sizeof w);
@@ -414,8 +426,6 @@ Test(faults, a_retry_after_a_written_timeout_takes_a_new_token_its_old_undo_cann
     w.key = "retried";
     cr_assert_eq(pthread_create(&mon, NULL, monitor_key, &w), 0);
     hlt_sleep_ms(100);   /* (MONITOR is on) */
-    /* the first attempt is written to a frozen server and times out; the server runs it on
-     * waking, while the retry (after a pause) is on its way */
     hlt_redis_freeze(r);
     cr_assert_eq(pthread_create(&thaw, NULL, thaw_after_330ms, r), 0);
     cr_assert_eq(hilock_acquire(c, "retried", 20000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -440,15 +450,33 @@ Test(faults, a_retry_after_a_written_timeout_takes_a_new_token_its_old_undo_cann
         cr_assert(!w.undo[i] || strcmp(w.token[i], hilock_token(l)),
                   "an undo of the granted token ran (step %d of %d)", i, w.n);
     }
-    printf("faults: retry after a written timeout: %d acquire(s) and %d undo(s) of the key seen, "
-           "first token %.8s, granted %.8s\n", acquires, w.n - acquires, w.n ? w.token[0] : "-",
-           hilock_token(l));
+    printf("faults: %s retry after a written timeout: %d acquire(s) and %d undo(s) of the key "
+           "seen, first token %.8s, granted %.8s\n", fair ? "fair" : "modern", acquires,
+           w.n - acquires, w.n ? w.token[0] : "-", hilock_token(l));
     cr_assert_geq(acquires, 2, "the first attempt did not reach the server (%d acquires)", acquires);
     cr_assert(strcmp(w.token[0], hilock_token(l)), "the retry reused the timed-out attempt's token");
+    if (fair) {   /* the old token left the queue (no waiter is stuck behind it) */
+        redisReply *q = hlt_cmd(r, "LRANGE {retried}:fq 0 -1");
+        cr_assert_not_null(q);
+        for (size_t i = 0; i < q->elements; i++)
+            cr_assert(strcmp(q->element[i]->str, w.token[0]), "the old token is still queued");
+        freeReplyObject(q);
+    }
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
     hilock_client_free(other);
     hilock_client_free(c);
     hlt_redis_stop(r);
+}
+
+Test(faults, a_retry_after_a_written_timeout_takes_a_new_token_its_old_undo_cannot_match)
+{
+    retry_after_written_timeout(0);
+}
+
+Test(faults, a_fair_retry_after_a_written_timeout_takes_a_new_token_and_leaves_the_old_entry)
+{
+    retry_after_written_timeout(1);
 }
 
 Test(faults, a_release_that_timed_out_can_be_retried)
