@@ -1435,3 +1435,92 @@ Test(async, a_retry_after_a_stall_is_never_deleted_by_its_own_earlier_undo)
     loop_close(&loop);
     hlt_redis_stop(s);
 }
+
+/* ---- issue 21, item 8: an attempt's unknown writes are undone whatever ran meanwhile ---- */
+
+static hilock *frag_held;   /* a lock on every master, checked from a done callback */
+static int frag_checked;
+
+static void frag_check_done(hilock_status st, hilock *l, void *arg)
+{
+    (void)st, (void)l, (void)arg;
+    frag_checked++;
+}
+
+/* kx's BUSY ends as master 1's deadline passes, in the loop pass where the acquire of frag
+ * resumes into the failover guard's slow path: a check that starts now runs a round trip on
+ * every master while that acquire is paused, and resets what the nodes say they wrote. */
+static void busy_then_check(hilock_status st, hilock *l, void *arg)
+{
+    on_done(st, l, arg);
+    if (hilock_check_async(frag_held, frag_check_done, NULL) != HILOCK_OK) frag_checked = -100;
+}
+
+Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_meanwhile)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *m[3];
+    const char *url[3];
+    hilock_options o;
+    int64_t end;
+    for (int i = 0; i < 3; i++) {
+        m[i] = hlt_redis_start(NULL);
+        cr_assert_not_null(m[i]);
+        url[i] = m[i]->url;
+    }
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 3;
+    o.io_timeout_ms = 1000;
+    o.connect_timeout_ms = 1000;
+    o.retry_delay_ms = 20;
+    o.failover_guard = 1;   /* a first grant on a master takes failover.lua's round trip */
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    /* connected to all three; the guard's record knows a ttl shorter than frag's, so frag's
+     * grant takes the slow path (a nested round trip) */
+    acquire_all(&r, 1, "held", 4000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    frag_held = r.lock[0];
+    r.lock[0] = NULL;
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    frag_checked = 0;
+    freeReplyObject(hlt_cmd(m[0], "SET kx other PX 30000"));
+    freeReplyObject(hlt_cmd(m[2], "SET kx other PX 30000"));
+    hlt_redis_freeze(m[1]);
+    r.in_call = 1;
+    cr_assert_eq(hilock_acquire_async(r.c, "frag", 10000, 0, on_done, arg_of(&r, 0)), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(r.c, "kx", 10000, 0, busy_then_check, arg_of(&r, 1)), HILOCK_OK);
+    r.in_call = 0;
+    run_until(&loop, &r.done, 2, 10000);
+    run_until(&loop, &frag_checked, 1, 10000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "frag: %s", hilock_strerror(r.st[0]));
+    cr_assert_eq(r.st[1], HILOCK_BUSY, "kx: %s", hilock_strerror(r.st[1]));
+    hlt_redis_thaw(m[1]);
+    /* master 1 runs the acquire it had buffered (it mints a fence there)... */
+    end = hlt_now_ms() + 3000;
+    while (hlt_exists(m[1], "{frag}:fence") != 1 && hlt_now_ms() < end) hlt_sleep_ms(10);
+    cr_assert_eq(hlt_exists(m[1], "{frag}:fence"), 1, "the buffered acquire never ran");
+    /* ...and the next calls on the loop undo it there (the grant stands on masters 0 and 2) */
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "next%d", i);
+        r.in_call = 1;
+        cr_assert_eq(hilock_acquire_async(r.c, key, 5000, 0, on_done, arg_of(&r, 2 + i)), HILOCK_OK);
+        r.in_call = 0;
+        run_until(&loop, &r.done, 3 + i, 5000);
+    }
+    cr_assert_eq(hlt_exists(m[1], "frag"), 0, "the write that timed out on master 1 was never undone: "
+                 "a fragment of the lock stays there until its ttl");
+    cr_assert_eq(hlt_exists(m[0], "frag") + hlt_exists(m[2], "frag"), 2, "the grant itself was touched");
+    hilock_free(frag_held);
+    free_locks(&r, 5);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
+}
