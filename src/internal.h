@@ -116,7 +116,8 @@ struct hilock {
     char          *token;          /* NUL-terminated value we wrote (this attempt's: lock.c) */
     int            spent;          /* acquire: the token's value may be left somewhere: the
                                       next attempt takes a new one (lock.c: fresh_token) */
-    char          *stale;          /* acquire: the last tokens it replaced so (lock.c) */
+    char          *stale;          /* acquire: the last such tokens whose write's fate was
+                                      unknown (lock.c: undo_stale) */
     int            nstale;
     int64_t        ttl_ms;
     int64_t        valid_until_us; /* monotonic; 0 after release */

@@ -214,6 +214,10 @@ static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t 
     return have;
 }
 
+/* l->spent: why the next attempt needs a new token (fresh_token) */
+#define SPENT_LANDED  1   /* our value landed and was given back (or its undo is queued) */
+#define SPENT_UNKNOWN 2   /* a write whose fate is unknown: it may still land, after its undo */
+
 #define HL_TOKEN_LEN 32   /* hex digits of a random token */
 #define HL_STALE_MAX 4    /* earlier tokens of one acquire undone again when it finds the key busy */
 
@@ -335,7 +339,7 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
     t->errs |= top.refused | top.undo;     /* BUSY (guard), EREPLICAS: answers; already undone */
     t->failed |= top.moved;                /* undone on the next contact (the new master) */
     if (top.refused | top.undo) t->err = top.err;
-    if (top.refused | top.undo | top.moved) l->spent = 1;   /* our value was there */
+    if (top.refused | top.undo | top.moved) l->spent |= SPENT_LANDED;   /* our value was there */
     hl_exec_clear(c);
     /* no answer (or one refused as too large) after our command was written: it may have
      * run. Nothing to undo when it was never sent (connect refused, handshake refused), nor
@@ -344,7 +348,7 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
         uint32_t bit = 1u << i;
         if (((t->failed & bit) || !(ok & bit)) && (wrote & ~nomem & bit) && l->kind->undo_unknown) {
             hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
-            l->spent = 1;
+            l->spent |= SPENT_UNKNOWN;
         }
     }
     if (t->other && l->kind->busy_cmd) hint = busy_round(l, t, mark_ms, hard_deadline);
@@ -380,7 +384,7 @@ static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_d
         return hl_ok(c);
     }
     undo_on(c, t->yes, l->key, l->token, l->ttl_ms, per, hl_add_sat(now, per));
-    l->spent = 1;
+    l->spent |= SPENT_LANDED;
     if ((size_t)popcount(have) < c->quorum)
         return hl_fail_nodes(c, HILOCK_ENOQUORUM, t->yes & ~have, "acquired, but the fencing "
                              "token could not be recorded on a quorum; undone: ");
@@ -405,7 +409,7 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
     if ((size_t)popcount(t.yes) >= c->quorum) return grant(l, &t, t0, hard_deadline);
     /* not granted: give back any partial grant at once, so it blocks nobody */
     undo_on(c, t.yes, l->key, l->token, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
-    if (t.yes) l->spent = 1;
+    if (t.yes) l->spent |= SPENT_LANDED;
     if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
         if (c->nnodes == 1) return HILOCK_BUSY;   /* the kind's busy has said why */
         snprintf(pre, sizeof pre, "%.100s: held by another owner on %d of %zu masters: ", l->key,
@@ -427,11 +431,14 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
 static hilock_status fresh_token(hilock *l, int64_t hard_deadline)
 {
     hilock_client *c = l->c;
+    int unknown = l->spent & SPENT_UNKNOWN;
     l->spent = 0;
     if (!l->kind->undo_unknown) return HILOCK_OK;
     if (l->kind->give_up) l->kind->give_up(l, hard_deadline);
-    if (!l->stale) l->stale = calloc(HL_STALE_MAX, HL_TOKEN_LEN + 1);
-    if (l->stale) {   /* (best effort: without it, a stale value lasts until its undo or ttl) */
+    /* a value that surely landed is surely deleted by its undo; one of unknown fate may land
+     * after it (kept for undo_stale; best effort: without it, it lasts until its ttl) */
+    if (unknown && !l->stale) l->stale = calloc(HL_STALE_MAX, HL_TOKEN_LEN + 1);
+    if (unknown && l->stale) {
         memcpy(l->stale + (size_t)(l->nstale % HL_STALE_MAX) * (HL_TOKEN_LEN + 1), l->token, HL_TOKEN_LEN);
         l->nstale++;
     }
@@ -440,8 +447,8 @@ static hilock_status fresh_token(hilock *l, int64_t hard_deadline)
 }
 
 /* An attempt found the key busy while earlier tokens of ours may be left: one of them may
- * be what it found (its write reached the server after its undo had run: a connection the
- * server read late). Undo them again, first thing in the next attempt's round trip, so our
+ * be what it found (a write of unknown fate that reached the server after its undo had run:
+ * a closed connection the server read late). Undo them again, first thing in the next attempt's round trip, so our
  * own stale value costs one pause, not its ttl. */
 static void undo_stale(hilock *l)
 {
