@@ -1524,3 +1524,96 @@ Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_mea
     loop_close(&loop);
     for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
 }
+
+/* ---- an own stale write found after its undo costs one pause, not its ttl ---- */
+
+typedef struct late {
+    run       *r;
+    hlt_redis *s;
+    char      *t1;          /* the first attempt's token, as the server ran it */
+    int        landed;      /* Y ended: the stale value is written back */
+} late;
+
+static late the_late;
+
+/* Y ended: its round trip carried the undo of X's first write. Put that value back, as a
+ * server would that read X's closed connection late. */
+static void y_done(hilock_status st, hilock *l, void *arg)
+{
+    on_done(st, l, arg);
+    if (the_late.t1) freeReplyObject(hlt_cmd(the_late.s, "SET late %s PX 20000", the_late.t1));
+    the_late.landed = 1;
+}
+
+/* At 330 ms: the server wakes and runs X's first write; read its token, then send Y. */
+static void late_thaw(uv_timer_t *t)
+{
+    late *z = t->data;
+    int64_t end = hlt_now_ms() + 2000;
+    hlt_redis_thaw(z->s);
+    while (!(z->t1 = hlt_get(z->s, "late")) && hlt_now_ms() < end) hlt_sleep_ms(2);
+    z->r->in_call = 1;
+    if (hilock_acquire_async(z->r->c, "late-other", 1000, 0, y_done, arg_of(z->r, 1)) != HILOCK_OK)
+        z->r->wrong++;
+    z->r->in_call = 0;
+}
+
+Test(async, an_own_stale_write_found_after_its_undo_costs_a_pause_not_its_ttl)
+{
+    static run r;
+    uv_loop_t loop;
+    uv_timer_t thaw;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    char *v;
+    int64_t t0;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.io_timeout_ms = 300;
+    o.connect_timeout_ms = 1000;
+    o.retry_delay_ms = 300;   /* a window for Y between X's attempts */
+    o.wake = 0;
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    acquire_all(&r, 1, "late-warm", 1000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    free_locks(&r, 1);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    memset(&the_late, 0, sizeof the_late);
+    the_late.r = &r;
+    the_late.s = s;
+    hlt_redis_freeze(s);
+    t0 = hlt_now_ms();
+    r.in_call = 1;   /* X: its first attempt is written to the frozen server and times out */
+    cr_assert_eq(hilock_acquire_async(r.c, "late", 20000, 6000, on_done, arg_of(&r, 0)), HILOCK_OK);
+    r.in_call = 0;
+    uv_timer_init(&loop, &thaw);
+    thaw.data = &the_late;
+    uv_timer_start(&thaw, late_thaw, 330, 0);
+    run_until(&loop, &r.done, 2, 10000);
+    uv_close((uv_handle_t *)&thaw, NULL);
+    cr_assert_eq(r.wrong, 0);
+    cr_assert_not_null(the_late.t1, "the first write never ran");
+    cr_assert_eq(the_late.landed, 1);
+    cr_assert_eq(r.st[0], HILOCK_OK, "X: %s after %lld ms: %s", hilock_strerror(r.st[0]),
+                 (long long)(r.at_ms[0] - t0), r.err[0]);
+    printf("async: an own stale write back after its undo: granted after %lld ms (its ttl: 20000)\n",
+           (long long)(r.at_ms[0] - t0));
+    cr_assert_lt(r.at_ms[0] - t0, 4000, "X waited %lld ms", (long long)(r.at_ms[0] - t0));
+    v = hlt_get(s, "late");
+    cr_assert(v && !strcmp(v, hilock_token(r.lock[0])), "the key holds %s, not the grant's token", v ? v : "nothing");
+    free(v);
+    free(the_late.t1);
+    free_locks(&r, 2);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
