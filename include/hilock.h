@@ -436,8 +436,10 @@ HILOCK_API int64_t hilock_validity_ms(const hilock *l);
  * ordered by that master's counter. Other URLs: the epoch bits are 0. */
 HILOCK_API uint64_t hilock_fence(const hilock *l);
 
-/* The value this lock wrote (32 hex characters, or the legacy stamp). Owned by the lock.
- * NULL for NULL. */
+/* The value this lock holds: the token of the attempt that was granted (32 hex characters,
+ * or the legacy stamp). An acquire whose attempt may have left its value behind (a write that
+ * timed out, a grant given back) retries with a new token, so an undo of the old value can
+ * never delete the grant; this is the final one. Owned by the lock. NULL for NULL. */
 HILOCK_API const char *hilock_token(const hilock *l);
 
 /* The key, as given to acquire. Owned by the lock. NULL for NULL. */

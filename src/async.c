@@ -276,8 +276,9 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
 {
     hl_node *n = lc_node(lc);
     hl_buf *out = &lc->k->out;
-    size_t before = out->len, at, nu;
-    if (!lc->side && (nu = hl_undo_put(n, out, &at)) > 0) {
+    size_t before = out->len, at, nu, klen;
+    const char *key = hl_cmds_key(p->cmds, p->ncmd, &klen);
+    if (!lc->side && (nu = hl_undo_put(n, out, &at, key, klen)) > 0) {
         /* sent, and forgotten at once: calls interleave here, so the blocking runner's
          * "forget when answered" by index cannot hold; an undo lost with a broken connection
          * only leaves a key to expire by its ttl */

@@ -166,7 +166,7 @@ void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value,
      * then it expires by itself): past ttl (+ drift, + a second) the key is surely gone. */
     int64_t expires = hl_add_sat(now, hl_add_sat(ttl_ms * 1000, (int64_t)((double)ttl_ms *
                                  c->opt.drift_factor * 2000.0) + 1000000));
-    for (size_t k = 0; k < n->nundo; k++)   /* retries of one acquire reuse their token */
+    for (size_t k = 0; k < n->nundo; k++)   /* (topology and the lock may both add one) */
         if (!strcmp(n->undo[k].key, key) && !strcmp(n->undo[k].value, value)) {
             if (expires > n->undo[k].expires_us) n->undo[k].expires_us = expires;
             return;
@@ -315,10 +315,41 @@ typedef struct pending {
     int     nask;          /* 1: ASKING precedes each of the commands in this pipeline */
 } pending;
 
-size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at)
+/* The key the commands are about: a script's first key ("" = none: an undo-only round trip,
+ * BLPOP, a handshake). */
+const char *hl_cmds_key(const hl_cmd *cmds, int ncmd, size_t *len)
+{
+    *len = 0;
+    if (ncmd < 1 || !cmds[0].script || cmds[0].nkeys < 1 || cmds[0].argc < 1) return "";
+    *len = cmds[0].arglen[0];
+    return cmds[0].argv[0];
+}
+
+/* Move the undos of key to the newest end (keeping their order; the order of undos of
+ * different values does not matter), so the chunk sent next holds them. */
+static void undos_of_key_last(hl_node *n, const char *key, size_t len)
+{
+    size_t last = n->nundo;
+    if (!len) return;
+    for (size_t k = 0; k < last;) {
+        hl_undo u = n->undo[k];
+        if (strlen(u.key) != len || memcmp(u.key, key, len)) {
+            k++;
+            continue;
+        }
+        memmove(n->undo + k, n->undo + k + 1, (n->nundo - k - 1) * sizeof *n->undo);
+        n->undo[n->nundo - 1] = u;
+        last--;
+    }
+}
+
+size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at, const char *key, size_t keylen)
 {
     size_t cnt = 0;
     drop_expired_undos(n, hl_now_us());
+    /* an earlier attempt's value on the key this round trip is about goes first: left
+     * there, it would make the attempt find its own stale write busy */
+    undos_of_key_last(n, key, keylen);
     *at = n->nundo > HL_UNDO_CHUNK ? n->nundo - HL_UNDO_CHUNK : 0;
     for (size_t i = *at; i < n->nundo; i++) {
         hl_cmd u;
@@ -388,10 +419,15 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
     /* The handshake goes alone, one round trip on a new connection: if AUTH or SELECT fails,
      * commands pipelined behind it would still run (as the default user, or in db 0). */
     p->more = p->nhandshake > 0;
-    /* Undos go first, at most HL_UNDO_CHUNK per round trip (the newest: the most likely to
-     * still block someone), so a backlog can never starve the caller's own command. */
+    /* Undos go first, at most HL_UNDO_CHUNK per round trip (those of the commands' key, then
+     * the newest: the most likely to still block someone), so a backlog can never starve the
+     * caller's own command. */
     p->undone = 0;
-    p->nundo = p->more ? 0 : hl_undo_put(n, b, &p->undo_at);
+    if (!p->more) {
+        size_t klen;
+        const char *key = hl_cmds_key(cmds, ncmd, &klen);
+        p->nundo = hl_undo_put(n, b, &p->undo_at, key, klen);
+    }
     p->prefix += (int)p->nundo;
     /* ASKING is good for the next command only: each command (and each resend) gets its own */
     p->nask = p->asking ? 1 : 0;

@@ -236,8 +236,10 @@ hilock_status hl_conn_read(struct hl_conn *k, int wait_ms, const char **what, co
 int  hl_handshake_put(const hl_node *n, hl_buf *b);
 hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r);
 /* The pending undos of node n due in this round trip appended to b (at most HL_UNDO_CHUNK,
- * from *at): how many; hl_undo_drop(n, *at, count) once answered. */
-size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at);
+ * from *at; those of key -- the commands' key, hl_cmds_key -- first): how many;
+ * hl_undo_drop(n, *at, count) once answered. */
+size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at, const char *key, size_t keylen);
+const char *hl_cmds_key(const hl_cmd *cmds, int ncmd, size_t *len);
 void hl_undo_drop(hl_node *n, size_t k, size_t cnt);
 /* 1 if the topology wants the connection closed after these replies (READONLY). */
 int  hl_topo_drops(hl_node *n, hl_reply *const *reply, int ncmd);

@@ -39,12 +39,15 @@ static int64_t beat_life_ms(const hilock_client *c)
     return 2 * c->opt.io_timeout_ms + c->opt.retry_delay_ms;
 }
 
-/* The queue's keys and this waiter's own signal list, named after its token. */
+/* The queue's keys and this waiter's own signal list, named after its token (again after
+ * each new token: lock.c's fresh_token). */
 static hilock_status init(hilock *l)
 {
     char suffix[64];
     snprintf(suffix, sizeof suffix, ":fs:%s", l->token);
     free(l->signal_key);
+    free(l->queue_key);
+    free(l->beat_key);
     l->signal_key = hl_aux_key(l->key, suffix);
     l->queue_key = hl_aux_key(l->key, ":fq");
     l->beat_key = hl_aux_key(l->key, ":fb");

@@ -125,7 +125,12 @@ struct hilock {
     /* fair kind (fair.c): its queue's keys, and whether an attempt may have queued us */
     char          *queue_key, *beat_key;
     int            queued;
-    char          *token;          /* NUL-terminated value we wrote */
+    char          *token;          /* NUL-terminated value we wrote (this attempt's: lock.c) */
+    int            spent;          /* acquire: the token's value may be left somewhere: the
+                                      next attempt takes a new one (lock.c: fresh_token) */
+    char          *stale;          /* acquire: the last such tokens whose write's fate was
+                                      unknown (lock.c: undo_stale) */
+    int            nstale;
     int64_t        ttl_ms;
     int64_t        valid_until_us; /* monotonic; 0 after release */
     uint64_t       fence;

@@ -214,9 +214,24 @@ static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t 
     return have;
 }
 
+/* l->spent: why the next attempt needs a new token (fresh_token) */
+#define SPENT_LANDED  1   /* our value landed and was given back (or its undo is queued) */
+#define SPENT_UNKNOWN 2   /* a write whose fate is unknown: it may still land, after its undo */
+
+#define HL_TOKEN_LEN 32   /* hex digits of a random token */
+#define HL_STALE_MAX 4    /* earlier tokens of one acquire undone again when it finds the key busy */
+
+/* A fresh random token into l->token (room for HILOCK_CODEC_MAX). -1: no random bytes. */
+static int new_token(hilock_client *c, hilock *l)
+{
+    unsigned char raw[HL_TOKEN_LEN / 2];
+    if (hl_client_random(c, raw, sizeof raw) < 0) return -1;
+    hl_hex(l->token, raw, sizeof raw);
+    return 0;
+}
+
 static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
 {
-    unsigned char raw[16];
     hilock *l = calloc(1, sizeof *l);
     if (!l) return NULL;
     l->key = hl_strdup(key);
@@ -225,7 +240,7 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     l->waiters_key = hl_aux_key(key, ":waiters");
     l->token = malloc(HILOCK_CODEC_MAX);   /* 32 hex digits, or room for a legacy stamp */
     if (!l->key || !l->fence_key || !l->signal_key || !l->waiters_key || !l->token ||
-        hl_client_random(c, raw, sizeof raw) < 0) {
+        new_token(c, l) < 0) {
         free(l->key);
         free(l->fence_key);
         free(l->signal_key);
@@ -234,7 +249,6 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
         free(l);
         return NULL;
     }
-    hl_hex(l->token, raw, sizeof raw);
     l->ttl_ms = ttl_ms;
     l->c = c;
     hl_client_ref(c);
@@ -300,7 +314,7 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
     hl_topo_op top;
     hilock_status st;
     int ncmd;
-    uint32_t all = hl_all_nodes(c), ok;
+    uint32_t all = hl_all_nodes(c), ok, wrote = 0, nomem = 0;
     int64_t per = node_timeout_us(c, l->ttl_ms), exec_dl = hard_deadline, hint;
 
     if ((st = l->kind->acquire_cmd(l, &cmds[0], &b, mark_ms)) != HILOCK_OK) return st;
@@ -310,6 +324,12 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
      * never the full connect/io timeouts, so a dead or frozen one costs little validity */
     if (c->nnodes > 1 && hl_add_sat(*t0, 2 * per) < exec_dl) exec_dl = *t0 + 2 * per;
     ok = hl_exec(c, all, cmds, ncmd, per + top.extra_us, hl_add_sat(exec_dl, top.extra_us));
+    /* what each node did, read now: on an event loop, the nested round trips below (topology,
+     * busy_round) let other flows run, which overwrite the nodes' fields */
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (c->nodes[i].wrote) wrote |= 1u << i;
+        if (c->nodes[i].st == HILOCK_ENOMEM) nomem |= 1u << i;
+    }
     *t = tally_replies(l, all, ok, R_ACQUIRE);
     /* one master: the kind reads its busy answer and words the BUSY (several: see attempt);
      * a kind with a busy command reads that one's answer instead (busy_round) */
@@ -319,15 +339,17 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
     t->errs |= top.refused | top.undo;     /* BUSY (guard), EREPLICAS: answers; already undone */
     t->failed |= top.moved;                /* undone on the next contact (the new master) */
     if (top.refused | top.undo) t->err = top.err;
+    if (top.refused | top.undo | top.moved) l->spent |= SPENT_LANDED;   /* our value was there */
     hl_exec_clear(c);
     /* no answer (or one refused as too large) after our command was written: it may have
      * run. Nothing to undo when it was never sent (connect refused, handshake refused), nor
      * for a value that is not ours alone (kind.h: undo_unknown): it expires by itself */
     for (size_t i = 0; i < c->nnodes; i++) {
-        hl_node *n = &c->nodes[i];
-        if (((t->failed & (1u << i)) || !(ok & (1u << i))) && n->wrote && n->st != HILOCK_ENOMEM &&
-            l->kind->undo_unknown)
+        uint32_t bit = 1u << i;
+        if (((t->failed & bit) || !(ok & bit)) && (wrote & ~nomem & bit) && l->kind->undo_unknown) {
             hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
+            l->spent |= SPENT_UNKNOWN;
+        }
     }
     if (t->other && l->kind->busy_cmd) hint = busy_round(l, t, mark_ms, hard_deadline);
     for (size_t i = 0; i < c->nnodes; i++) {
@@ -362,6 +384,7 @@ static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_d
         return hl_ok(c);
     }
     undo_on(c, t->yes, l->key, l->token, l->ttl_ms, per, hl_add_sat(now, per));
+    l->spent |= SPENT_LANDED;
     if ((size_t)popcount(have) < c->quorum)
         return hl_fail_nodes(c, HILOCK_ENOQUORUM, t->yes & ~have, "acquired, but the fencing "
                              "token could not be recorded on a quorum; undone: ");
@@ -386,6 +409,7 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
     if ((size_t)popcount(t.yes) >= c->quorum) return grant(l, &t, t0, hard_deadline);
     /* not granted: give back any partial grant at once, so it blocks nobody */
     undo_on(c, t.yes, l->key, l->token, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
+    if (t.yes) l->spent |= SPENT_LANDED;
     if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
         if (c->nnodes == 1) return HILOCK_BUSY;   /* the kind's busy has said why */
         snprintf(pre, sizeof pre, "%.100s: held by another owner on %d of %zu masters: ", l->key,
@@ -393,6 +417,45 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
         return hl_fail_nodes(c, HILOCK_BUSY, t.other | t.failed | t.errs, pre);
     }
     return undecided(c, &t, "", "granted on", popcount(t.yes));
+}
+
+/* Each attempt writes its own token once an earlier attempt's may be left somewhere (a write
+ * whose answer never came, a grant given back, one undone by topology): an undo deletes by
+ * value, whenever it runs -- queued behind other undos, on a connection the server reads
+ * late -- so with the old token it could delete the retry's grant. With a new one it can
+ * only delete the old value; that value found standing makes the retry busy until its undo
+ * runs, which goes first in the retry's own round trip (engine.c). Kinds that write a new
+ * value every attempt anyway (legacy stamps: not undo_unknown) keep theirs. The fair kind
+ * leaves its queue under the old token first (its entry and signal list are named after it):
+ * the retry joins at the tail. */
+static hilock_status fresh_token(hilock *l, int64_t hard_deadline)
+{
+    hilock_client *c = l->c;
+    int unknown = l->spent & SPENT_UNKNOWN;
+    l->spent = 0;
+    if (!l->kind->undo_unknown) return HILOCK_OK;
+    if (l->kind->give_up) l->kind->give_up(l, hard_deadline);
+    /* a value that surely landed is surely deleted by its undo; one of unknown fate may land
+     * after it (kept for undo_stale; best effort: without it, it lasts until its ttl) */
+    if (unknown && !l->stale) l->stale = calloc(HL_STALE_MAX, HL_TOKEN_LEN + 1);
+    if (unknown && l->stale) {
+        memcpy(l->stale + (size_t)(l->nstale % HL_STALE_MAX) * (HL_TOKEN_LEN + 1), l->token, HL_TOKEN_LEN);
+        l->nstale++;
+    }
+    if (new_token(c, l) < 0) return hl_fail(c, HILOCK_EIO, "%s: no random bytes for a new token", l->key);
+    return l->kind->init ? l->kind->init(l) : HILOCK_OK;
+}
+
+/* An attempt found the key busy while earlier tokens of ours may be left: one of them may
+ * be what it found (a write of unknown fate that reached the server after its undo had run:
+ * a closed connection the server read late). Undo them again, first thing in the next attempt's round trip, so our
+ * own stale value costs one pause, not its ttl. */
+static void undo_stale(hilock *l)
+{
+    int n = l->nstale < HL_STALE_MAX ? l->nstale : HL_STALE_MAX;
+    for (size_t i = 0; i < l->c->nnodes; i++)
+        for (int k = 0; k < n; k++)
+            hl_undo_add(l->c, i, l->key, l->stale + (size_t)k * (HL_TOKEN_LEN + 1), l->ttl_ms);
 }
 
 /* Errors that a later attempt can cure (a server coming back); the rest end the wait. */
@@ -435,6 +498,7 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     hard = hl_add_sat(hl_add_sat(deadline, c->opt.io_timeout_ms * 1000), c->opt.connect_timeout_ms * 1000);
     for (int retake = 0;;) {
         int64_t hint = 0;
+        if (l->spent && (st = fresh_token(l, hard)) != HILOCK_OK) break;
         st = attempt(l, hard, hl_wait_mark_ms(l, deadline), &hint);
         if (st == HILOCK_OK) {
             *out = l;
@@ -444,6 +508,7 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
          * passed, replaced at once as the recipe's GETSET follows its GET, so even a one-shot
          * try takes it over): try again at once, twice in a row at most */
         if (st == HILOCK_BUSY && hint < 0 && retake++ < 2) continue;
+        if (st == HILOCK_BUSY && l->nstale) undo_stale(l);
         /* a server may come back before a finite deadline; "forever" waits for the lock,
          * not for a server, so there an error ends the wait (as the header says) */
         if (!retryable(st) || (deadline == HL_NEVER && st != HILOCK_BUSY) || hl_now_us() >= deadline ||
@@ -742,6 +807,7 @@ void hilock_free(hilock *l)
     free(l->queue_key);
     free(l->beat_key);
     free(l->token);
+    free(l->stale);
     free(l->ids);
     free(l->guard_key);
     hl_client_unref(l->c);

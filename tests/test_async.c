@@ -1330,3 +1330,290 @@ Test(async, a_hand_written_poll_loop_drives_the_client)
     cr_assert_eq(p.nfds, 0, "an fd still watched after the client was freed");
     hlt_redis_stop(s);
 }
+
+/* ---- issue 21, item 1: a retry is never deleted by the undo of its own earlier attempt ---- */
+
+#define HL_TEST_UNDO_ROUNDS 8   /* 64 undos kept per node, 8 sent per round trip */
+
+static void on_thaw(uv_timer_t *t) { hlt_redis_thaw(t->data); }
+
+/* One run of the scenario: n waiting acquires (wake = 0, io 300 ms) whose first attempts are
+ * all written to a server frozen a little longer than io_timeout_ms, so each times out after
+ * writing, queues an undo and retries. Returns the calls that got done(OK) while another
+ * client could take their key (their own token gone from it). */
+static int stale_undo_run(uv_loop_t *loop, hlt_redis *s, int runno, int n, int *granted)
+{
+    static run r;
+    const char *url[1] = { s->url };
+    hilock_options o;
+    hilock_client *other = NULL;
+    uv_timer_t thaw;
+    char prefix[32];
+    int losses = 0;
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.io_timeout_ms = 300;
+    o.connect_timeout_ms = 1000;
+    o.retry_delay_ms = 20;
+    o.wake = 0;
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_libuv_attach(r.c, loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    snprintf(prefix, sizeof prefix, "warm%d:", runno);
+    acquire_all(&r, 1, prefix, 1000, 0);   /* connected */
+    run_until(loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    free_locks(&r, 1);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    snprintf(prefix, sizeof prefix, "stale%d:", runno);
+    acquire_all(&r, n, prefix, 20000, 8000);   /* written at the loop's next pass */
+    hlt_redis_freeze(s);
+    uv_timer_init(loop, &thaw);
+    thaw.data = s;
+    uv_timer_start(&thaw, on_thaw, 330, 0);
+    run_until(loop, &r.done, n, 20000);
+    uv_close((uv_handle_t *)&thaw, NULL);
+    /* later calls on the loop carry whatever undos are still queued: send them all */
+    for (int round = 0; round < 2 * HL_TEST_UNDO_ROUNDS; round++) {
+        int before = r.done;
+        char key[32];
+        snprintf(key, sizeof key, "flush%d:%d", runno, round);
+        r.in_call = 1;
+        cr_assert_eq(hilock_acquire_async(r.c, key, 1000, 0, on_done, arg_of(&r, n + round)), HILOCK_OK);
+        r.in_call = 0;
+        run_until(loop, &r.done, before + 1, 5000);
+    }
+    cr_assert_eq(r.wrong, 0);
+    o.io_timeout_ms = 1000;
+    cr_assert_eq(hilock_client_new(&o, &other), HILOCK_OK, "%s", hilock_last_config_error());
+    for (int i = 0; i < n; i++) {
+        char key[64], *v;
+        hilock *l2 = NULL;
+        int ours;
+        if (r.st[i] != HILOCK_OK || hilock_validity_ms(r.lock[i]) <= 0) continue;
+        ++*granted;
+        snprintf(key, sizeof key, "stale%d:%d", runno, i);
+        v = hlt_get(s, key);
+        ours = v && !strcmp(v, hilock_token(r.lock[i]));
+        free(v);
+        if (hilock_acquire(other, key, 20000, 0, &l2) == HILOCK_OK) {
+            ours = 0;   /* two holders */
+            hilock_free(l2);
+        }
+        if (!ours) {
+            printf("async: run %d: call %d got done(OK) with %lld ms validity, but its key "
+                   "holds another value or none\n", runno, i, (long long)hilock_validity_ms(r.lock[i]));
+            losses++;
+        }
+    }
+    hilock_client_free(other);
+    free_locks(&r, n + 2 * HL_TEST_UNDO_ROUNDS);
+    hilock_client_free(r.c);
+    return losses;
+}
+
+Test(async, a_retry_after_a_stall_is_never_deleted_by_its_own_earlier_undo)
+{
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    int lost_runs = 0, losses = 0, runs = 10, granted = 0;
+    cr_assert_not_null(s);
+    uv_loop_init(&loop);
+    for (int i = 0; i < runs; i++) {
+        int lost = stale_undo_run(&loop, s, i, 24, &granted);
+        losses += lost;
+        lost_runs += lost > 0;
+    }
+    printf("async: 24 acquires across a 330 ms stall (io 300 ms): %d of %d runs lost a lock "
+           "(%d losses of %d grants)\n", lost_runs, runs, losses, granted);
+    /* the retries get their locks (each waits 8 s for a key nobody else wants) */
+    cr_assert_eq(granted, 24 * runs, "only %d of %d calls got their lock", granted, 24 * runs);
+    cr_assert_eq(losses, 0, "%d of %d runs: a call got done(OK) while its key held nothing of "
+                 "its own (%d losses)", lost_runs, runs, losses);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* ---- issue 21, item 8: an attempt's unknown writes are undone whatever ran meanwhile ---- */
+
+static hilock *frag_held;   /* a lock on every master, checked from a done callback */
+static int frag_checked;
+
+static void frag_check_done(hilock_status st, hilock *l, void *arg)
+{
+    (void)st, (void)l, (void)arg;
+    frag_checked++;
+}
+
+/* kx's BUSY ends as master 1's deadline passes, in the loop pass where the acquire of frag
+ * resumes into the failover guard's slow path: a check that starts now runs a round trip on
+ * every master while that acquire is paused, and resets what the nodes say they wrote. */
+static void busy_then_check(hilock_status st, hilock *l, void *arg)
+{
+    on_done(st, l, arg);
+    if (hilock_check_async(frag_held, frag_check_done, NULL) != HILOCK_OK) frag_checked = -100;
+}
+
+Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_meanwhile)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *m[3];
+    const char *url[3];
+    hilock_options o;
+    int64_t end;
+    for (int i = 0; i < 3; i++) {
+        m[i] = hlt_redis_start(NULL);
+        cr_assert_not_null(m[i]);
+        url[i] = m[i]->url;
+    }
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 3;
+    o.io_timeout_ms = 1000;
+    o.connect_timeout_ms = 1000;
+    o.retry_delay_ms = 20;
+    o.failover_guard = 1;   /* a first grant on a master takes failover.lua's round trip */
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    /* connected to all three; the guard's record knows a ttl shorter than frag's, so frag's
+     * grant takes the slow path (a nested round trip) */
+    acquire_all(&r, 1, "held", 4000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    frag_held = r.lock[0];
+    r.lock[0] = NULL;
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    frag_checked = 0;
+    freeReplyObject(hlt_cmd(m[0], "SET kx other PX 30000"));
+    freeReplyObject(hlt_cmd(m[2], "SET kx other PX 30000"));
+    hlt_redis_freeze(m[1]);
+    r.in_call = 1;
+    cr_assert_eq(hilock_acquire_async(r.c, "frag", 10000, 0, on_done, arg_of(&r, 0)), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(r.c, "kx", 10000, 0, busy_then_check, arg_of(&r, 1)), HILOCK_OK);
+    r.in_call = 0;
+    run_until(&loop, &r.done, 2, 10000);
+    run_until(&loop, &frag_checked, 1, 10000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "frag: %s", hilock_strerror(r.st[0]));
+    cr_assert_eq(r.st[1], HILOCK_BUSY, "kx: %s", hilock_strerror(r.st[1]));
+    hlt_redis_thaw(m[1]);
+    /* master 1 runs the acquire it had buffered (it mints a fence there)... */
+    end = hlt_now_ms() + 3000;
+    while (hlt_exists(m[1], "{frag}:fence") != 1 && hlt_now_ms() < end) hlt_sleep_ms(10);
+    cr_assert_eq(hlt_exists(m[1], "{frag}:fence"), 1, "the buffered acquire never ran");
+    /* ...and the next calls on the loop undo it there (the grant stands on masters 0 and 2) */
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "next%d", i);
+        r.in_call = 1;
+        cr_assert_eq(hilock_acquire_async(r.c, key, 5000, 0, on_done, arg_of(&r, 2 + i)), HILOCK_OK);
+        r.in_call = 0;
+        run_until(&loop, &r.done, 3 + i, 5000);
+    }
+    cr_assert_eq(hlt_exists(m[1], "frag"), 0, "the write that timed out on master 1 was never undone: "
+                 "a fragment of the lock stays there until its ttl");
+    cr_assert_eq(hlt_exists(m[0], "frag") + hlt_exists(m[2], "frag"), 2, "the grant itself was touched");
+    hilock_free(frag_held);
+    free_locks(&r, 5);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
+}
+
+/* ---- an own stale write found after its undo costs one pause, not its ttl ---- */
+
+typedef struct late {
+    run       *r;
+    hlt_redis *s;
+    char      *t1;          /* the first attempt's token, as the server ran it */
+    int        landed;      /* Y ended: the stale value is written back */
+} late;
+
+static late the_late;
+
+/* Y ended: its round trip carried the undo of X's first write. Put that value back, as a
+ * server would that read X's closed connection late. */
+static void y_done(hilock_status st, hilock *l, void *arg)
+{
+    on_done(st, l, arg);
+    if (the_late.t1) freeReplyObject(hlt_cmd(the_late.s, "SET late %s PX 20000", the_late.t1));
+    the_late.landed = 1;
+}
+
+/* At 330 ms: the server wakes and runs X's first write; read its token, then send Y. */
+static void late_thaw(uv_timer_t *t)
+{
+    late *z = t->data;
+    int64_t end = hlt_now_ms() + 2000;
+    hlt_redis_thaw(z->s);
+    while (!(z->t1 = hlt_get(z->s, "late")) && hlt_now_ms() < end) hlt_sleep_ms(2);
+    z->r->in_call = 1;
+    if (hilock_acquire_async(z->r->c, "late-other", 1000, 0, y_done, arg_of(z->r, 1)) != HILOCK_OK)
+        z->r->wrong++;
+    z->r->in_call = 0;
+}
+
+Test(async, an_own_stale_write_found_after_its_undo_costs_a_pause_not_its_ttl)
+{
+    static run r;
+    uv_loop_t loop;
+    uv_timer_t thaw;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    char *v;
+    int64_t t0;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.io_timeout_ms = 300;
+    o.connect_timeout_ms = 1000;
+    o.retry_delay_ms = 300;   /* a window for Y between X's attempts */
+    o.wake = 0;
+    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    acquire_all(&r, 1, "late-warm", 1000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    free_locks(&r, 1);
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    memset(&the_late, 0, sizeof the_late);
+    the_late.r = &r;
+    the_late.s = s;
+    hlt_redis_freeze(s);
+    t0 = hlt_now_ms();
+    r.in_call = 1;   /* X: its first attempt is written to the frozen server and times out */
+    cr_assert_eq(hilock_acquire_async(r.c, "late", 20000, 6000, on_done, arg_of(&r, 0)), HILOCK_OK);
+    r.in_call = 0;
+    uv_timer_init(&loop, &thaw);
+    thaw.data = &the_late;
+    uv_timer_start(&thaw, late_thaw, 330, 0);
+    run_until(&loop, &r.done, 2, 10000);
+    uv_close((uv_handle_t *)&thaw, NULL);
+    cr_assert_eq(r.wrong, 0);
+    cr_assert_not_null(the_late.t1, "the first write never ran");
+    cr_assert_eq(the_late.landed, 1);
+    cr_assert_eq(r.st[0], HILOCK_OK, "X: %s after %lld ms: %s", hilock_strerror(r.st[0]),
+                 (long long)(r.at_ms[0] - t0), r.err[0]);
+    printf("async: an own stale write back after its undo: granted after %lld ms (its ttl: 20000)\n",
+           (long long)(r.at_ms[0] - t0));
+    cr_assert_lt(r.at_ms[0] - t0, 4000, "X waited %lld ms", (long long)(r.at_ms[0] - t0));
+    v = hlt_get(s, "late");
+    cr_assert(v && !strcmp(v, hilock_token(r.lock[0])), "the key holds %s, not the grant's token", v ? v : "nothing");
+    free(v);
+    free(the_late.t1);
+    free_locks(&r, 2);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}

@@ -1,6 +1,7 @@
 /* test_faults.c -- servers that refuse, stop, restart, freeze or want a password: every call
  * returns a clear status within its bound, names the server, and the client recovers. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,6 +341,142 @@ Test(faults, an_acquire_that_timed_out_is_undone_on_the_next_contact)
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
+}
+
+/* ---- issue 21, item 1: a retry's grant can never be deleted by an earlier attempt's undo ---- */
+
+/* What MONITOR saw of one key's acquires and undos, in the server's order. */
+typedef struct seen {
+    hlt_redis *r;
+    const char *key;
+    int n;
+    int undo[16];          /* 1: release.lua (EVAL, one key), 0: an acquire */
+    char token[16][33];
+} seen;
+
+/* The 32-hex-digit argument of a MONITOR line, or NULL. */
+static const char *hex_arg(const char *line, char *out)
+{
+    for (const char *p = strchr(line, '"'); p; p = strchr(p + 1, '"')) {
+        size_t k = 0;
+        while (k < 33 && strchr("0123456789abcdef", p[1 + k]) && p[1 + k]) k++;
+        if (k == 32 && p[33] == '"') {
+            memcpy(out, p + 1, 32);
+            out[32] = '\0';
+            return out;
+        }
+    }
+    return NULL;
+}
+
+static void *monitor_key(void *arg)
+{
+    seen *w = arg;
+    redisContext *m = redisConnect("127.0.0.1", w->r->port);
+    redisReply *rep = m && !m->err ? redisCommand(m, "MONITOR") : NULL;
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", w->key);
+    freeReplyObject(rep);
+    while (m && !m->err && redisGetReply(m, (void **)&rep) == REDIS_OK) {
+        const char *line = rep->str ? rep->str : "";
+        int end = strstr(line, "\"monitor-end\"") != NULL;
+        if (strstr(line, quoted) && w->n < 16 && hex_arg(line, w->token[w->n]))
+            w->undo[w->n++] = strstr(line, "\"EVAL\"") && !strstr(line, ":fence\"");
+        freeReplyObject(rep);
+        if (end) break;
+    }
+    if (m) redisFree(m);
+    return NULL;
+}
+
+static void *thaw_after_330ms(void *arg)
+{
+    hlt_sleep_ms(330);
+    hlt_redis_thaw(arg);
+    return NULL;
+}
+
+/* One acquire whose first attempt is written to a frozen server and times out; the server
+ * runs it on waking, while the retry (after a pause) is on its way. fair: the fair kind,
+ * whose queue entry is named after the token. */
+static void retry_after_written_timeout(int fair)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_options o;
+    hilock_client *c = NULL, *other;
+    hilock *l = NULL, *m = NULL;
+    seen w;
+    pthread_t mon, thaw;
+    const char *url;
+    char *v;
+    int acquires = 0;
+    cr_assert_not_null(r);
+    url = r->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.io_timeout_ms = o.connect_timeout_ms = FREEZE_IO_MS;
+    o.retry_delay_ms = 20;
+    o.fair = fair;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_acquire(c, "warmup", 5000, 3000, &l), HILOCK_OK);   /* connected */
+    hilock_free(l);
+    memset(&w, 0, sizeof w);
+    w.r = r;
+    w.key = "retried";
+    cr_assert_eq(pthread_create(&mon, NULL, monitor_key, &w), 0);
+    hlt_sleep_ms(100);   /* (MONITOR is on) */
+    hlt_redis_freeze(r);
+    cr_assert_eq(pthread_create(&thaw, NULL, thaw_after_330ms, r), 0);
+    cr_assert_eq(hilock_acquire(c, "retried", 20000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    pthread_join(thaw, NULL);
+    /* later calls on the client carry whatever undos are left */
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(hilock_acquire(c, "flush", 1000, 0, &m), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(m), HILOCK_OK);
+        hilock_free(m);
+    }
+    freeReplyObject(hlt_cmd(r, "ECHO monitor-end"));
+    pthread_join(mon, NULL);
+
+    v = hlt_get(r, "retried");
+    cr_assert(v && !strcmp(v, hilock_token(l)), "the key holds %s, not the grant's token %s",
+              v ? v : "nothing", hilock_token(l));
+    free(v);
+    other = client_at(r->url);
+    cr_assert_eq(hilock_acquire(other, "retried", 20000, 0, &m), HILOCK_BUSY, "a second client got the lock");
+    for (int i = 0; i < w.n; i++) {
+        acquires += !w.undo[i];
+        cr_assert(!w.undo[i] || strcmp(w.token[i], hilock_token(l)),
+                  "an undo of the granted token ran (step %d of %d)", i, w.n);
+    }
+    printf("faults: %s retry after a written timeout: %d acquire(s) and %d undo(s) of the key "
+           "seen, first token %.8s, granted %.8s\n", fair ? "fair" : "modern", acquires,
+           w.n - acquires, w.n ? w.token[0] : "-", hilock_token(l));
+    cr_assert_geq(acquires, 2, "the first attempt did not reach the server (%d acquires)", acquires);
+    cr_assert(strcmp(w.token[0], hilock_token(l)), "the retry reused the timed-out attempt's token");
+    if (fair) {   /* the old token left the queue (no waiter is stuck behind it) */
+        redisReply *q = hlt_cmd(r, "LRANGE {retried}:fq 0 -1");
+        cr_assert_not_null(q);
+        for (size_t i = 0; i < q->elements; i++)
+            cr_assert(strcmp(q->element[i]->str, w.token[0]), "the old token is still queued");
+        freeReplyObject(q);
+    }
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    hilock_client_free(other);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(faults, a_retry_after_a_written_timeout_takes_a_new_token_its_old_undo_cannot_match)
+{
+    retry_after_written_timeout(0);
+}
+
+Test(faults, a_fair_retry_after_a_written_timeout_takes_a_new_token_and_leaves_the_old_entry)
+{
+    retry_after_written_timeout(1);
 }
 
 Test(faults, a_release_that_timed_out_can_be_retried)
