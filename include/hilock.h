@@ -485,7 +485,7 @@ typedef void (*hilock_lost_fn)(hilock *l, hilock_status why, void *arg);
  *   - hilock_release and hilock_free stop the keepalive before they return, also when the
  *     release fails (they signal the thread and join it), so no renewal is in flight after
  *     them and none will be sent; a renewal already on the wire is waited for (at most
- *     io_timeout_ms, + connect_timeout_ms when it had to connect).
+ *     the bound of hilock_extend: io_timeout_ms + connect_timeout_ms).
  *   - While it runs, the owner's thread may still call hilock_extend (a new ttl is then used
  *     by later renewals) and hilock_check: they take turns with the renewals (each may wait
  *     for one in flight).

@@ -581,11 +581,11 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
     if (slow) have |= slow_idents(c, l, op, slow, ids);   /* (replaces those nodes' replies, err) */
     op->short_acks &= ~op->failed;   /* (no answer says more than WAIT's count) */
     for (size_t i = 0; i < c->nnodes; i++) {
-        if (op->short_acks & (1u << i)) short_acks_msg(c, op, i);
-        if (op->failed & (1u << i)) no_answer(c, l, op, i);
-        else if (!(judge & (1u << i))) continue;
-        else if (op->kind == HL_TOPO_ACQUIRE) end_grant(c, l, op, i, &ids[i], (have >> i) & 1);
-        else end_verify(c, l, op, i, &ids[i], (have >> i) & 1);
+        uint32_t bit = 1u << i;
+        if (op->short_acks & bit) short_acks_msg(c, op, i);
+        if (op->failed & bit) no_answer(c, l, op, i);
+        else if ((judge & bit) && op->kind == HL_TOPO_ACQUIRE) end_grant(c, l, op, i, &ids[i], (have >> i) & 1);
+        else if (judge & bit) end_verify(c, l, op, i, &ids[i], (have >> i) & 1);
     }
     if (op->kind != HL_TOPO_ACQUIRE) return;
     if (op->undo) undo_now(c, l, op);
