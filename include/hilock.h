@@ -344,20 +344,30 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  *     refuses us (NOAUTH: it wants a password; WRONGPASS) and none that answers: EAUTH,
  *     errmsg naming each Sentinel and its reply.
  *   - Each lock records the replication history of the master that granted it. release,
- *     extend and check first ask a Sentinel whether the master moved, and return LOST when the
+ *     extend and check first ask a Sentinel whether the master moved (within the call's
+ *     bound; unanswered, the connection in hand is used), and return LOST when the
  *     master that answers cannot prove the lock survived (it was promoted from a replica that
  *     had our write: its master_replid2 is our replid and our offset < its
  *     second_repl_offset). release still deletes our value where it finds it.
  *   - failover_guard (on by default): a master promoted in a failover grants nothing until
  *     the longest ttl granted under its predecessor has passed (BUSY, errmsg "failover guard").
  *   - min_replicas: WAIT after acquire and extend, pipelined (see hilock_options).
+ *   - The master's identity is read in the call's own round trip; where that cannot settle
+ *     the call (a new history, a guard that may run, a longer ttl), one more round trip runs
+ *     a script (the failover check). It keeps to the call's bound; if it gets no answer in
+ *     time the call is ETIMEDOUT or EIO like any unanswered round trip (an acquire's grant
+ *     is undone on the next contact and, while wait_ms allows, tried again), never EREPLY
+ *     or LOST.
  * These also apply to redis:// and unix:// URLs with failover_guard = 1. */
 
 /* Acquire `key` for ttl_ms milliseconds.
  *   wait_ms: 0 = try once; HILOCK_WAIT_FOREVER (-1) = until acquired (or an error);
  *            > 0 = give up after that long. The call never takes longer than
- *            wait_ms + io_timeout_ms (+ connect_timeout_ms when it has to connect,
- *            + replicas_timeout_ms with min_replicas).
+ *            wait_ms + io_timeout_ms + connect_timeout_ms (+ replicas_timeout_ms with
+ *            min_replicas): every round trip it makes ends by then -- the lock's own, a
+ *            reconnect (Sentinel: asking the Sentinels), the failover check, the undo of a
+ *            grant it does not keep, a Sentinel's "did the master move?", Redlock's fencing
+ *            and undos. One that runs out of that time is ETIMEDOUT (or EIO).
  *   While waiting, the holder's release wakes one waiter at once (options.wake); otherwise
  *   the waiter tries again every ~retry_delay_ms, and as soon as the holder's ttl runs out
  *   (a crashed holder costs its ttl, not more). Not FIFO: a woken waiter still has to win
@@ -403,7 +413,11 @@ HILOCK_API hilock_status hilock_release(hilock *l);
  * left); EINVAL (NULL, ttl out of range, or a released lock);
  * EIO, ETIMEDOUT, EAUTH, EREPLY, EREPLICAS (min_replicas: the new ttl was not acknowledged),
  * ENOQUORUM. On an error the validity is the smaller of the old one and ttl_ms (the new ttl
- * may have landed on some masters). */
+ * may have landed on some masters).
+ * Bound (also of release and check): io_timeout_ms + connect_timeout_ms (+ replicas_timeout_ms
+ * for an extend with min_replicas); Redlock: twice the per-master timeout (see servers). Every
+ * round trip of the call keeps to it (a Sentinel's "did the master move?", the failover
+ * check); one that gets no answer in time is ETIMEDOUT or EIO, not LOST. */
 HILOCK_API hilock_status hilock_extend(hilock *l, int64_t ttl_ms);
 
 /* Ask the server(s) whether our token is still there (Redlock: on a quorum), and recompute
@@ -485,7 +499,7 @@ typedef void (*hilock_lost_fn)(hilock *l, hilock_status why, void *arg);
  *   - hilock_release and hilock_free stop the keepalive before they return, also when the
  *     release fails (they signal the thread and join it), so no renewal is in flight after
  *     them and none will be sent; a renewal already on the wire is waited for (at most
- *     io_timeout_ms, + connect_timeout_ms when it had to connect).
+ *     the bound of hilock_extend: io_timeout_ms + connect_timeout_ms).
  *   - While it runs, the owner's thread may still call hilock_extend (a new ttl is then used
  *     by later renewals) and hilock_check: they take turns with the renewals (each may wait
  *     for one in flight).

@@ -146,10 +146,11 @@ typedef struct hl_topo_ops {
     int (*on_error_reply)(hl_node *n, const hl_reply *r);
     /* ---- topology.c's own hooks (the lock layer's failover awareness) ---- */
     int failover_aware;   /* master identity tracked by default (failover_guard = -1) */
-    /* Ask whether the master in use moved since it was named (NULL: it cannot move). 1: it
+    /* Ask whether the master in use moved since it was named (NULL: it cannot move), by
+     * deadline_us (the calling operation's: the question takes part of its bound). 1: it
      * moved (the connection is closed and n->st, n->err say so), 0: it did not or no one
-     * could say. Not asked within CONFIRM_FRESH_US of the last answer. */
-    int (*moved)(hilock_client *c, hl_node *n);
+     * could say in time. Not asked within CONFIRM_FRESH_US of the last answer. */
+    int (*moved)(hilock_client *c, hl_node *n, int64_t deadline_us);
     /* The config epoch of the master in use, for fencing tokens (0: none). */
     uint64_t (*epoch)(const hl_node *n);
     void (*free)(hl_node *n);   /* n->topo_state (NULL-safe) */

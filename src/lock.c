@@ -256,13 +256,18 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
 }
 
 /* The failover part of an operation (topology.c: failover.lua, WAIT), for the kinds that
- * take part; for the others nothing is added and hl_topo_end finds nothing to read. */
-static int topo_begin(hilock *l, hl_topo_op *top, hl_topo_kind op, int64_t ttl_ms, hl_cmd *cmds)
+ * take part; for the others nothing is added and hl_topo_end finds nothing to read. per,
+ * deadline: the operation's, which its round trips there keep to (top->deadline_us adds
+ * WAIT's share). */
+static int topo_begin(hilock *l, hl_topo_op *top, hl_topo_kind op, int64_t ttl_ms, hl_cmd *cmds,
+                      int64_t per, int64_t deadline)
 {
-    if (l->kind->failover) return hl_topo_begin(l->c, l, top, op, ttl_ms, cmds, 1);
+    if (l->kind->failover) return hl_topo_begin(l->c, l, top, op, ttl_ms, cmds, 1, per, deadline);
     memset(top, 0, sizeof *top);
     top->kind = op;
     top->id_at = top->wait_at = -1;
+    top->per_us = per;
+    top->deadline_us = deadline;
     return 1;
 }
 
@@ -318,7 +323,7 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
     int64_t per = node_timeout_us(c, l->ttl_ms), exec_dl = hard_deadline, hint;
 
     if ((st = l->kind->acquire_cmd(l, &cmds[0], &b, mark_ms)) != HILOCK_OK) return st;
-    ncmd = topo_begin(l, &top, HL_TOPO_ACQUIRE, l->ttl_ms, cmds);
+    ncmd = topo_begin(l, &top, HL_TOPO_ACQUIRE, l->ttl_ms, cmds, per, hard_deadline);
     *t0 = hl_now_us();
     /* Redlock: a master gets its per-master timeout to connect and as long again to answer,
      * never the full connect/io timeouts, so a dead or frozen one costs little validity */
@@ -335,9 +340,10 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
      * a kind with a busy command reads that one's answer instead (busy_round) */
     hint = c->nnodes == 1 && t->other && !l->kind->busy_cmd ? l->kind->busy(l, c->nodes[0].reply[0]) : 0;
     hl_topo_end(c, l, &top, ok, t->yes);   /* failover guard, WAIT, identity, master moved */
-    t->yes &= ~(top.refused | top.undo | top.moved);
+    t->yes &= ~(top.refused | top.undo | top.moved | top.failed);
     t->errs |= top.refused | top.undo;     /* BUSY (guard), EREPLICAS: answers; already undone */
-    t->failed |= top.moved;                /* undone on the next contact (the new master) */
+    t->failed |= top.moved | top.failed;   /* undone on the next contact (the new master; one
+                                              whose failover check got no answer) */
     if (top.refused | top.undo) t->err = top.err;
     if (top.refused | top.undo | top.moved) l->spent |= SPENT_LANDED;   /* our value was there */
     hl_exec_clear(c);
@@ -383,7 +389,7 @@ static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_d
         l->valid_until_us = until;
         return hl_ok(c);
     }
-    undo_on(c, t->yes, l->key, l->token, l->ttl_ms, per, hl_add_sat(now, per));
+    undo_on(c, t->yes, l->key, l->token, l->ttl_ms, per, hard_deadline);
     l->spent |= SPENT_LANDED;
     if ((size_t)popcount(have) < c->quorum)
         return hl_fail_nodes(c, HILOCK_ENOQUORUM, t->yes & ~have, "acquired, but the fencing "
@@ -537,9 +543,10 @@ static void value_cmd(hilock *l, hl_cmd *cmd, const hl_script *s)
 }
 
 /* Run one per-key command (release, extend, check) on every master at once. ttl_ms: the
- * extend's new ttl, else 0. */
+ * extend's new ttl, else 0. *deadline: the call's, which all of its round trips keep to
+ * (Sentinel's question before, failover.lua after). */
 static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_kind op,
-                        int64_t ttl_ms, int64_t *t0)
+                        int64_t ttl_ms, int64_t *t0, int64_t *deadline)
 {
     hilock_client *c = l->c;
     hl_cmd cmds[HL_MAX_CMDS];
@@ -549,16 +556,19 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
     uint32_t ok;
     tally t;
     cmds[0] = *cmd;   /* then failover.lua and WAIT where asked for (topology.c) */
-    ncmd = topo_begin(l, &top, op, ttl_ms, cmds);
-    *t0 = hl_now_us();
     /* Redlock: connect and answer within twice the per-master timeout (see attempt) */
-    ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us,
-                 hl_add_sat(*t0, (c->nnodes > 1 ? 2 * per : per + c->opt.connect_timeout_ms * 1000) +
-                                     top.extra_us));
+    ncmd = topo_begin(l, &top, op, ttl_ms, cmds, per, hl_add_sat(hl_now_us(), c->nnodes > 1 ? 2 * per
+                                                                 : per + c->opt.connect_timeout_ms * 1000));
+    *t0 = hl_now_us();
+    *deadline = top.deadline_us;
+    ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us, top.deadline_us);
     t = tally_replies(l, hl_all_nodes(c), ok, kind);
     hl_topo_end(c, l, &top, ok, 0);       /* did the lock survive a failover? WAIT (extend) */
     t.lost = top.lost;
-    t.yes &= ~top.short_acks;             /* extend: EREPLICAS, the old validity stands */
+    t.yes &= ~(top.short_acks | top.failed);   /* extend: EREPLICAS, the old validity stands */
+    t.gone &= ~top.failed;                /* (failover.lua got no answer: no answer at all) */
+    t.other &= ~top.failed;
+    t.failed |= top.failed;
     t.errs |= top.short_acks;
     if (top.short_acks) t.err = top.err;
     hl_exec_clear(c);
@@ -631,7 +641,7 @@ static hilock_status release_once(hilock *l)
     hl_cmd cmd;
     hl_kind_buf b;
     uint32_t yes, answered;
-    int64_t t0;
+    int64_t t0, dl;
     int was_valid;
     tally t;
     if (!l) return HILOCK_EINVAL;
@@ -646,7 +656,7 @@ static hilock_status release_once(hilock *l)
     was_valid = l->valid_until_us > hl_now_us();
     if (l->kind->release_cmd) l->kind->release_cmd(l, &cmd, &b);
     else value_cmd(l, &cmd, &hl_lua_release);
-    t = run_on_all(l, &cmd, R_TRISTATE, HL_TOPO_RELEASE, 0, &t0);
+    t = run_on_all(l, &cmd, R_TRISTATE, HL_TOPO_RELEASE, 0, &t0, &dl);
     l->valid_until_us = 0;   /* from the first try on, it may be partly gone: not safe to use */
     /* A retry after an error counts what earlier tries did: masters that confirmed, and
      * masters sent a release while the lock was valid that now find no key (it landed). */
@@ -705,7 +715,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     hl_cmd cmd;
     hl_kind_buf b;
     uint32_t answered;
-    int64_t t0, until;
+    int64_t t0, dl, until;
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
@@ -714,7 +724,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     if ((st = usable(l, "extend")) != HILOCK_OK ||
         (st = l->kind->extend_cmd(l, &cmd, &b, ttl_ms)) != HILOCK_OK)
         return st;
-    t = run_on_all(l, &cmd, R_TRISTATE, HL_TOPO_EXTEND, ttl_ms, &t0);
+    t = run_on_all(l, &cmd, R_TRISTATE, HL_TOPO_EXTEND, ttl_ms, &t0, &dl);
     if (l->kind->extend_end) l->kind->extend_end(l, &b, (size_t)popcount(t.yes) >= c->quorum);
     until = l->kind->valid_until(l, ttl_ms, t0);
     answered = t.yes | t.gone | t.other;
@@ -735,7 +745,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
         int64_t per = node_timeout_us(c, ttl_ms);
         l->valid_until_us = 0;
         /* lost: what is left of it on a minority (now with the new ttl) only blocks others */
-        undo_on(c, t.yes, l->key, l->token, ttl_ms, per, hl_add_sat(hl_now_us(), per));
+        undo_on(c, t.yes, l->key, l->token, ttl_ms, per, dl);
         return not_held(l, &t, "extend", t.yes);
     }
     if (until <= hl_now_us()) {
@@ -754,14 +764,14 @@ static hilock_status check_once(hilock *l)
     hilock_status st;
     hl_cmd cmd;
     uint32_t answered;
-    int64_t t0;
+    int64_t t0, dl;
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "check %s: released", l->key);
     if ((st = usable(l, "check")) != HILOCK_OK) return st;
     value_cmd(l, &cmd, &hl_lua_check);
-    t = run_on_all(l, &cmd, R_CHECK, HL_TOPO_CHECK, 0, &t0);
+    t = run_on_all(l, &cmd, R_CHECK, HL_TOPO_CHECK, 0, &t0, &dl);
     answered = t.yes | t.gone | t.other;
     if ((size_t)popcount(answered) < c->quorum)
         return undecided(c, &t, "check: ", "answered", popcount(answered));

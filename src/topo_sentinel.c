@@ -25,7 +25,8 @@
  * whether the master moved (and close a connection to a master it no longer names), and an
  * acquire asks after the grant (a grant on a master that is no longer the master is undone
  * and retried). An answer less than 100 ms old is reused. Best effort: when no Sentinel
- * answers, the connection in hand is used.
+ * answers, the connection in hand is used. The question takes part of the calling
+ * operation's bound (its deadline is passed down), never time of its own.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,16 +263,17 @@ static hilock_status sentinel_role(hl_node *n, const hl_reply *role)
  * than CONFIRM_FRESH_US ago is not asked again: a tight acquire/release loop costs one
  * Sentinel round trip per 100 ms, not two per cycle, and the Sentinels themselves learn of a
  * failover a second or more after it. */
-static int sentinel_moved(hilock_client *c, hl_node *n)
+static int sentinel_moved(hilock_client *c, hl_node *n, int64_t deadline_us)
 {
     struct hl_topo *t = n->topo_state;
     char why[160];
     answer a;
     int auth;
+    /* within connect_timeout_ms, as a resolve, and never past the calling operation's bound */
+    int64_t dl = hl_add_sat(hl_now_us(), c->opt.connect_timeout_ms * 1000);
     if (!t || hl_now_us() - t->confirmed_us < CONFIRM_FRESH_US) return 0;
-    if (query(c, n, hl_add_sat(hl_now_us(), c->opt.connect_timeout_ms * 1000), &a, why,
-              sizeof why, &auth) != 1)
-        return 0;   /* no Sentinel to ask: keep the connection we have */
+    if (query(c, n, dl < deadline_us ? dl : deadline_us, &a, why, sizeof why, &auth) != 1)
+        return 0;   /* no Sentinel to ask (in time): keep the connection we have */
     if (a.port == t->port && !strcmp(a.host, t->host) && a.epoch <= t->epoch) {
         t->confirmed_us = hl_now_us();
         return 0;

@@ -157,32 +157,44 @@ const hl_topo_ops hl_topo_direct = {
 };
 
 /* Nodes in mask (connected) whose master moved, in their topology's judgement (Sentinel: the
- * Sentinels no longer name it). Their connections are closed and st/err say so. */
-static uint32_t moved(hilock_client *c, uint32_t mask)
+ * Sentinels no longer name it), asked by the operation's deadline. Their connections are
+ * closed and st/err say so. */
+static uint32_t moved(hilock_client *c, uint32_t mask, int64_t deadline_us)
 {
     uint32_t m = 0;
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
-        if ((mask & (1u << i)) && n->topo->moved && hl_node_connected(c, n) && n->topo->moved(c, n))
+        if ((mask & (1u << i)) && n->topo->moved && hl_node_connected(c, n) &&
+            n->topo->moved(c, n, deadline_us))
             m |= 1u << i;
     }
     return m;
 }
 
+/* The deadline of one more round trip of the operation: its per-node timeout from now, never
+ * past the operation's own deadline (a slow path adds no time to the call's bound). */
+static int64_t round_deadline(const hl_topo_op *op)
+{
+    int64_t dl = hl_add_sat(hl_now_us(), op->per_us);
+    return dl < op->deadline_us ? dl : op->deadline_us;
+}
+
 /* ---- around a lock operation ---- */
 
 int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind,
-                  int64_t ttl_ms, hl_cmd *cmds, int n)
+                  int64_t ttl_ms, hl_cmd *cmds, int n, int64_t per_us, int64_t deadline_us)
 {
     memset(op, 0, sizeof *op);
     op->kind = kind;
     op->id_at = op->rec_at = op->wait_at = -1;
     op->ttl_ms = ttl_ms > 0 ? ttl_ms : l->ttl_ms;
+    op->per_us = per_us;
+    op->deadline_us = deadline_us;
     if (aware(c) && n < HL_MAX_CMDS && guard_key(c, l)) {
         /* the fast path: INFO replication (keyless) and, where there is a record, its fields;
          * failover.lua only where these cannot settle the call (hl_topo_end) */
         hl_cmd *s = &cmds[n];
-        if (kind != HL_TOPO_ACQUIRE) moved(c, hl_all_nodes(c));
+        if (kind != HL_TOPO_ACQUIRE) moved(c, hl_all_nodes(c), deadline_us);
         op->id_at = n++;
         hl_cmd_init(s, NULL, 0);
         hl_cmd_arg(s, "INFO", 4);
@@ -210,6 +222,7 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
         hl_cmd_argi(w, op->arg[0], c->opt.min_replicas);
         hl_cmd_argi(w, op->arg[1], c->opt.replicas_timeout_ms);
         op->extra_us = c->opt.replicas_timeout_ms * 1000;
+        op->deadline_us = hl_add_sat(deadline_us, op->extra_us);
     }
     return n;
 }
@@ -326,14 +339,26 @@ static int fast_ident(const hilock_client *c, const hl_topo_op *op, const hl_nod
     return 1;
 }
 
+/* The slow path's round trip on the nodes in mask, within the operation's bound (none when
+ * no time is left: they time out unasked). Returns the nodes that answered. */
+static uint32_t slow_exec(hilock_client *c, const hl_topo_op *op, uint32_t mask, const hl_cmd *s)
+{
+    int64_t dl = round_deadline(op);
+    if (dl > hl_now_us()) return hl_exec(c, mask, s, 1, op->per_us, dl);
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (mask & (1u << i))
+            hl_node_set_err(&c->nodes[i], HILOCK_ETIMEDOUT, "failover check", "no time left");
+    return 0;
+}
+
 /* The slow path: failover.lua on the nodes in mask, one round trip (it replaces their
- * replies; a Cluster node's own round trip, as its ARGV[7] is that node's map epoch).
- * Returns the nodes whose answer filled ids[i]. */
-static uint32_t slow_idents(hilock_client *c, hilock *l, const hl_topo_op *op, uint32_t mask, ident *ids)
+ * replies; a Cluster node's own round trip, as its ARGV[7] is that node's map epoch), by the
+ * operation's deadline. Returns the nodes whose answer filled ids[i]; op->failed gets those
+ * that did not answer (timeout, broken connection: no verdict either way). */
+static uint32_t slow_idents(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t mask, ident *ids)
 {
     hl_cmd s;
     char ttl[24], floor[24], min_ep[24], mode[2] = {reads_record(c, op->kind) ? record_mode(c) : '0', '\0'};
-    int64_t io = c->opt.io_timeout_ms * 1000;
     uint32_t ok = 0, have = 0;
     hl_cmd_init(&s, &hl_lua_failover, 2);
     hl_cmd_arg(&s, guard_key(c, l), (size_t)-1);
@@ -346,17 +371,22 @@ static uint32_t slow_idents(hilock_client *c, hilock *l, const hl_topo_op *op, u
     hl_cmd_arg(&s, mode, 1);
     hl_cmd_arg(&s, any_sharded(c) ? "1" : "0", 1);   /* the record holds the slot's epoch */
     if (!any_sharded(c)) {
-        ok = hl_exec(c, mask, &s, 1, io, hl_add_sat(hl_now_us(), io));
+        ok = slow_exec(c, op, mask, &s);
     } else {
         for (size_t i = 0; i < c->nnodes; i++) {
             if (!(mask & (1u << i))) continue;
             s.argc = 8;
             hl_cmd_argi(&s, min_ep, (long long)map_epoch(&c->nodes[i]));
-            ok |= hl_exec(c, 1u << i, &s, 1, io, hl_add_sat(hl_now_us(), io));
+            ok |= slow_exec(c, op, 1u << i, &s);
         }
     }
-    for (size_t i = 0; i < c->nnodes; i++)
-        if ((ok & mask & (1u << i)) && parse_ident(c->nodes[i].reply[0], &ids[i])) have |= 1u << i;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        hilock_status st = c->nodes[i].st;
+        if (!(mask & (1u << i))) continue;
+        if ((ok & (1u << i)) && parse_ident(c->nodes[i].reply[0], &ids[i])) have |= 1u << i;
+        else if (!(ok & (1u << i)) && (st == HILOCK_ETIMEDOUT || st == HILOCK_EIO || st == HILOCK_ENOMEM))
+            op->failed |= 1u << i;
+    }
     return have;
 }
 
@@ -488,6 +518,41 @@ static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, co
     if (!have_id || strcmp(id->role, "master")) hl_node_close(n);
 }
 
+/* Node i's failover.lua got no answer (op->failed): the node did not answer this call, which
+ * is neither a loss nor an error reply (n->st stays the timeout or the broken connection, so
+ * that an acquire that may wait tries again). An acquire's grant there is undone on the next
+ * contact: the node has just failed to answer, and the call's time may be spent. */
+static void no_answer(hilock_client *c, hilock *l, const hl_topo_op *op, size_t i)
+{
+    hl_node *n = &c->nodes[i];
+    char why[sizeof n->err];
+    memcpy(why, n->err, sizeof why);
+    if (op->kind == HL_TOPO_ACQUIRE) hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
+    snprintf(n->err, sizeof n->err, "%.120s (the failover check, failover.lua)%s", why,
+             op->kind == HL_TOPO_ACQUIRE ? "; undone on the next contact" : "");
+}
+
+/* Acquire: delete our value now where it was not safely granted (op->undo), within the
+ * operation's bound (hl_exec with no command sends just the pending undos; a node that does
+ * not answer in time keeps its undo for the next contact). */
+static void undo_now(hilock_client *c, hilock *l, const hl_topo_op *op)
+{
+    char keep[sizeof c->nodes->err];
+    int64_t dl = round_deadline(op);   /* one for all: together they take one round trip's time */
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (!(op->undo & (1u << i))) continue;
+        hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
+        /* (none kept, out of memory: it expires by its ttl; no time left: the next contact) */
+        if (c->nodes[i].nundo && dl > hl_now_us()) {
+            memcpy(keep, c->nodes[i].err, sizeof keep);
+            hl_exec(c, 1u << i, NULL, 0, op->per_us, dl);
+            memcpy(c->nodes[i].err, keep, sizeof keep);
+        }
+        c->nodes[i].st = op->err;
+    }
+    hl_exec_clear(c);
+}
+
 /* The nodes whose identity this operation judges: granted ones (acquire; not undone by
  * WAIT), or those holding an anchor of the lock (extend, release, check). */
 static uint32_t to_judge(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted)
@@ -514,31 +579,18 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
         else slow |= 1u << i;
     }
     if (slow) have |= slow_idents(c, l, op, slow, ids);   /* (replaces those nodes' replies, err) */
+    op->short_acks &= ~op->failed;   /* (no answer says more than WAIT's count) */
     for (size_t i = 0; i < c->nnodes; i++) {
-        if (op->short_acks & (1u << i)) short_acks_msg(c, op, i);
-        if (!(judge & (1u << i))) continue;
-        if (op->kind == HL_TOPO_ACQUIRE) end_grant(c, l, op, i, &ids[i], (have >> i) & 1);
-        else end_verify(c, l, op, i, &ids[i], (have >> i) & 1);
+        uint32_t bit = 1u << i;
+        if (op->short_acks & bit) short_acks_msg(c, op, i);
+        if (op->failed & bit) no_answer(c, l, op, i);
+        else if ((judge & bit) && op->kind == HL_TOPO_ACQUIRE) end_grant(c, l, op, i, &ids[i], (have >> i) & 1);
+        else if (judge & bit) end_verify(c, l, op, i, &ids[i], (have >> i) & 1);
     }
     if (op->kind != HL_TOPO_ACQUIRE) return;
-    if (op->undo) {
-        /* not safely granted: delete our value now (hl_exec with no command sends just the
-         * pending undos; a node that does not answer keeps its undo for the next contact) */
-        char keep[sizeof c->nodes->err];
-        for (size_t i = 0; i < c->nnodes; i++) {
-            if (!(op->undo & (1u << i))) continue;
-            hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
-            if (!c->nodes[i].nundo) continue;   /* out of memory: it expires by its ttl */
-            memcpy(keep, c->nodes[i].err, sizeof keep);
-            hl_exec(c, 1u << i, NULL, 0, c->opt.io_timeout_ms * 1000,
-                    hl_add_sat(hl_now_us(), c->opt.io_timeout_ms * 1000));
-            memcpy(c->nodes[i].err, keep, sizeof keep);
-            c->nodes[i].st = op->err;
-        }
-        hl_exec_clear(c);
-    }
+    if (op->undo) undo_now(c, l, op);
     /* granted on a connection opened before this call: is it still the master? */
-    m = moved(c, granted & ~(op->refused | op->undo));
+    m = moved(c, granted & ~(op->refused | op->undo | op->failed), op->deadline_us);
     for (size_t i = 0; i < c->nnodes; i++)
         if (m & (1u << i)) hl_undo_add(c, i, l->key, l->token, l->ttl_ms);   /* first thing, next contact */
     op->moved = m;

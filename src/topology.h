@@ -35,11 +35,19 @@ typedef struct hl_topo_op {
     int           wait_at;         /* and of WAIT; -1: not sent */
     int64_t       ttl_ms;          /* the ttl the operation sets (failover.lua's ARGV[3]) */
     int64_t       extra_us;        /* add to the per-node timeout: WAIT's share of the round trip */
+    int64_t       per_us;          /* the operation's per-node timeout (one round trip) */
+    int64_t       deadline_us;     /* the operation's deadline, WAIT's share included: every
+                                      round trip here (Sentinel's question, failover.lua, the
+                                      undo) ends by it, each also within per_us */
     uint32_t      refused;         /* acquire: the failover guard refused (the value is gone) */
     uint32_t      undo;            /* acquire: granted, not safely (WAIT short, ...): undone */
     uint32_t      moved;           /* acquire: granted on a master the Sentinels no longer name */
     uint32_t      short_acks;      /* extend: WAIT short (the lock keeps its old validity) */
     uint32_t      lost;            /* extend, release, check: no proof the lock survived */
+    uint32_t      failed;          /* failover.lua got no answer (timeout, broken connection:
+                                      node->st says which): the node did not answer, as if
+                                      its round trip had failed (acquire: the grant is undone
+                                      on the next contact); never LOST, never EREPLY */
     hilock_status err;             /* the status of refused / undo / short_acks */
     char          arg[2][24];      /* WAIT's numbers */
     long long     acks[HL_MAX_NODES];   /* extend: WAIT's count on the short_acks nodes */
@@ -49,9 +57,11 @@ typedef struct hl_topo_op {
  * clients, or failover_guard = 1: INFO replication, and HMGET of the record where there is
  * one) and WAIT (min_replicas > 0; acquire and extend) after cmds[0..n); returns the new
  * count. Release, extend and check first ask a Sentinel whether the master moved (closing the
- * connection if so). Nothing for legacy/bridge locks. */
+ * connection if so). Nothing for legacy/bridge locks. per_us, deadline_us: the operation's
+ * per-node timeout and deadline (without WAIT's share: op->deadline_us adds it), which every
+ * round trip of hl_topo_begin and hl_topo_end keeps to. */
 int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind,
-                   int64_t ttl_ms, hl_cmd *cmds, int n);
+                   int64_t ttl_ms, hl_cmd *cmds, int n, int64_t per_us, int64_t deadline_us);
 /* After hl_exec, before hl_exec_clear: read those replies on the nodes in ok (granted: where
  * the acquire script granted) and fill op's masks; node->err says why for each. Where they
  * cannot settle a node (a history the record has not seen, a guard that may run, a ttl above

@@ -1,10 +1,20 @@
 /* test_faults.c -- servers that refuse, stop, restart, freeze or want a password: every call
  * returns a clear status within its bound, names the server, and the client recovers. */
 #include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fixture.h"
 #include "hilock.h"
@@ -519,4 +529,344 @@ Test(faults, a_unix_socket_restarted_right_after_a_call_is_reopened_at_once)
     hilock_free(m);
     hilock_client_free(c);
     hlt_redis_stop(r);
+}
+
+/* ---- the failover check's round trip stalls (failover_guard = 1) ----
+ * A proxy in front of a real server forwards every command, but holds back failover.lua (the
+ * slow path: EVALSHA/EVAL whose first key is the record, hilock:guard) while its flag file
+ * exists: the pipeline before it is answered, the slow path's round trip never is. The flag
+ * holds "once" (the first such call only: the flag goes) or "all" (every one, and from the
+ * first on, "stopped": every connection opened while the flag exists forwards nothing, as a
+ * server that stopped right after the pipeline). */
+
+typedef struct holdproxy {
+    pid_t pid;
+    int   port;
+    char  url[64];
+    char  name[64];
+    char  flag[192];
+} holdproxy;
+
+/* The length of the first whole command (RESP array of bulk strings) in b[0..n), 0 if it is
+ * not all there yet; its argument k at *arg (length *alen) when k < its count (arg: NULL or
+ * a place for it). */
+static size_t resp_cmd(const char *b, size_t n, int k, const char **arg, size_t *alen)
+{
+    const char *p = b, *e = b + n, *nl;
+    long argc, len;
+    if (arg) *arg = NULL;
+    if (n < 4 || *p != '*' || !(nl = memchr(p, '\n', n))) return 0;
+    argc = atol(p + 1);
+    p = nl + 1;
+    for (long i = 0; i < argc; i++) {
+        if (p >= e || *p != '$' || !(nl = memchr(p, '\n', (size_t)(e - p)))) return 0;
+        len = atol(p + 1);
+        p = nl + 1;
+        if (e - p < len + 2) return 0;
+        if (i == k && arg) {
+            *arg = p;
+            *alen = (size_t)len;
+        }
+        p += len + 2;
+    }
+    return (size_t)(p - b);
+}
+
+static int is_failover_call(const char *b, size_t n)
+{
+    const char *a;
+    size_t l;
+    resp_cmd(b, n, 0, &a, &l);
+    if (!a || !((l == 7 && !strncasecmp(a, "EVALSHA", 7)) || (l == 4 && !strncasecmp(a, "EVAL", 4))))
+        return 0;
+    resp_cmd(b, n, 3, &a, &l);
+    return a && l == 12 && !memcmp(a, "hilock:guard", 12);
+}
+
+/* "once", "all", "stopped" or "" (no flag). */
+static void hold_mode(const holdproxy *h, char *mode, size_t cap)
+{
+    FILE *f = fopen(h->flag, "r");
+    mode[0] = '\0';
+    if (f && fgets(mode, (int)cap, f)) mode[strcspn(mode, "\n")] = '\0';
+    if (f) fclose(f);
+}
+
+static int hold_write(const holdproxy *h, const char *mode)
+{
+    char tmp[200];
+    FILE *f;
+    snprintf(tmp, sizeof tmp, "%s.%d", h->flag, (int)getpid());
+    if (!(f = fopen(tmp, "w"))) return -1;
+    fputs(mode, f);
+    fclose(f);
+    return rename(tmp, h->flag);   /* (whole, for a reader at the same moment) */
+}
+
+static void hold_set(const holdproxy *h, const char *mode) { cr_assert_eq(hold_write(h, mode), 0); }
+
+/* One client connection: forward command by command to the server at port. */
+static void hold_conn(const holdproxy *h, int cfd, int port)
+{
+    static char in[1 << 20];
+    char mode[16], buf[65536];
+    size_t have = 0;
+    int held, sfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    if (sfd < 0 || connect(sfd, (struct sockaddr *)&a, sizeof a) < 0) _exit(1);
+    hold_mode(h, mode, sizeof mode);
+    held = !strcmp(mode, "stopped");   /* opened while the server "stands still" */
+    for (;;) {
+        struct pollfd pf[2] = {{cfd, POLLIN, 0}, {sfd, POLLIN, 0}};
+        ssize_t n;
+        if (poll(pf, 2, -1) < 0) continue;
+        if (pf[1].revents) {
+            if ((n = recv(sfd, buf, sizeof buf, 0)) <= 0 || send(cfd, buf, (size_t)n, MSG_NOSIGNAL) != n) _exit(0);
+        }
+        if (!pf[0].revents) continue;
+        if ((n = recv(cfd, in + have, sizeof in - have, 0)) <= 0) _exit(0);
+        have += (size_t)n;
+        for (size_t len; !held && (len = resp_cmd(in, have, -1, NULL, NULL)) > 0;) {
+            if (is_failover_call(in, have)) {
+                hold_mode(h, mode, sizeof mode);
+                if (!strcmp(mode, "all") || !strcmp(mode, "stopped") ||
+                    (!strcmp(mode, "once") && unlink(h->flag) == 0)) {
+                    if (!strcmp(mode, "all")) hold_write(h, "stopped");
+                    held = 1;
+                    break;
+                }
+            }
+            if (send(sfd, in, len, MSG_NOSIGNAL) != (ssize_t)len) _exit(0);
+            memmove(in, in + len, have - len);
+            have -= len;
+        }
+        if (held) have = 0;   /* nothing more reaches the server on this connection */
+    }
+}
+
+static holdproxy hold_start(const hlt_redis *r)
+{
+    holdproxy h;
+    struct sockaddr_in a;
+    socklen_t l = sizeof a;
+    int one = 1, ls = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&h, 0, sizeof h);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    cr_assert(ls >= 0 && bind(ls, (struct sockaddr *)&a, sizeof a) == 0 && listen(ls, 16) == 0 &&
+              getsockname(ls, (struct sockaddr *)&a, &l) == 0);
+    h.port = ntohs(a.sin_port);
+    snprintf(h.url, sizeof h.url, "redis://127.0.0.1:%d", h.port);
+    snprintf(h.name, sizeof h.name, "127.0.0.1:%d", h.port);
+    snprintf(h.flag, sizeof h.flag, "%s/hold", r->dir);
+    h.pid = fork();
+    cr_assert(h.pid >= 0);
+    if (h.pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(60);
+        signal(SIGCHLD, SIG_IGN);   /* (no zombies) */
+        for (;;) {
+            int fd = accept(ls, NULL, NULL);
+            if (fd < 0) continue;
+            if (fork() == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                close(ls);
+                hold_conn(&h, fd, r->port);
+            }
+            close(fd);
+        }
+    }
+    close(ls);
+    return h;
+}
+
+static void hold_stop(holdproxy *h)
+{
+    kill(h->pid, SIGKILL);
+    waitpid(h->pid, NULL, 0);
+}
+
+/* io 500 ms, connect 100 ms: the bound of a try-lock is 600 ms. */
+#define HOLD_IO_MS      500
+#define HOLD_CONNECT_MS 100
+#define HOLD_BOUND_MS   (HOLD_IO_MS + HOLD_CONNECT_MS)
+
+static hilock_client *guarded_client(const char *const *urls, size_t n)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = n;
+    o.io_timeout_ms = HOLD_IO_MS;
+    o.connect_timeout_ms = HOLD_CONNECT_MS;
+    o.retry_delay_ms = 20;
+    o.failover_guard = 1;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+Test(faults, a_failover_check_that_stalls_ends_within_the_bound_as_etimedout)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    holdproxy h;
+    hilock_client *c;
+    hilock *l = NULL;
+    long long t0, dt;
+    hilock_status st;
+    char *v;
+    cr_assert_not_null(r);
+    h = hold_start(r);
+    c = guarded_client((const char *[]){h.url}, 1);
+    /* a new server has no record: the first acquire takes the slow path, which stalls, and
+     * so does every connection after it (the undo after the refused grant, formerly) */
+    hold_set(&h, "all");
+    t0 = hlt_now_ms();
+    st = hilock_acquire(c, "k", 30000, 0, &l);
+    dt = hlt_now_ms() - t0;
+    cr_log_info("stalled failover check: %s after %lld ms (bound %d ms)", hilock_strerror(st), dt,
+                HOLD_BOUND_MS);
+    cr_assert_eq(st, HILOCK_ETIMEDOUT, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert_lt(dt, HOLD_BOUND_MS + 300, "took %lld ms, bound %d ms", dt, HOLD_BOUND_MS);
+    assert_names(c, h.name, "timed out");
+    assert_names(c, h.name, "failover check");
+    /* the grant itself landed (our value is there, no record yet) ... */
+    v = hlt_get(r, "k");
+    cr_assert_not_null(v, "the lock script's grant should have run");
+    free(v);
+    cr_assert_eq(hlt_exists(r, "hilock:guard"), 0);
+    /* ... and the next contact deletes it first: the server answers again, the key is ours */
+    unlink(h.flag);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    v = hlt_get(r, "k");
+    cr_assert_str_eq(v, hilock_token(l));
+    free(v);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hold_stop(&h);
+    hlt_redis_stop(r);
+}
+
+Test(faults, a_waiting_acquire_tries_again_after_a_failover_check_timed_out)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    holdproxy h;
+    hilock_client *c;
+    hilock *l = NULL;
+    long long t0, dt;
+    char *v;
+    cr_assert_not_null(r);
+    h = hold_start(r);
+    c = guarded_client((const char *[]){h.url}, 1);
+    hold_set(&h, "once");   /* the first attempt's failover check gets no answer */
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 3000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    dt = hlt_now_ms() - t0;
+    cr_log_info("waiting acquire over a stalled failover check: OK after %lld ms", dt);
+    cr_assert_geq(dt, HOLD_IO_MS - 50, "the first attempt should have timed out (%lld ms)", dt);
+    cr_assert_lt(dt, 3000 + HOLD_BOUND_MS, "took %lld ms", dt);
+    cr_assert(access(h.flag, F_OK) != 0, "the stall was never reached");
+    v = hlt_get(r, "k");
+    cr_assert_str_eq(v, hilock_token(l));
+    free(v);
+    cr_assert_eq(hlt_exists(r, "hilock:guard"), 1, "the failover check ran the second time");
+    cr_assert_gt(hilock_validity_ms(l), 25000);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hold_stop(&h);
+    hlt_redis_stop(r);
+}
+
+Test(faults, an_extend_whose_failover_check_stalls_is_etimedout_not_lost)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    holdproxy h;
+    hilock_client *c;
+    hilock *l = NULL;
+    long long t0, dt;
+    int64_t v0;
+    hilock_status st;
+    cr_assert_not_null(r);
+    h = hold_start(r);
+    c = guarded_client((const char *[]){h.url}, 1);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "hilock:guard"), 1);
+    /* a ttl above the record's longest: the extend takes the slow path, which stalls */
+    hold_set(&h, "once");
+    v0 = hilock_validity_ms(l);
+    t0 = hlt_now_ms();
+    st = hilock_extend(l, 60000);
+    dt = hlt_now_ms() - t0;
+    cr_log_info("extend over a stalled failover check: %s after %lld ms (bound %d ms)",
+                hilock_strerror(st), dt, HOLD_BOUND_MS);
+    cr_assert_eq(st, HILOCK_ETIMEDOUT, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert(access(h.flag, F_OK) != 0, "the stall was never reached");
+    cr_assert_lt(dt, HOLD_BOUND_MS + 300, "took %lld ms", dt);
+    assert_names(c, h.name, "failover check");
+    /* not lost: the lock keeps (at most) its old validity, and is still ours */
+    cr_assert_gt(hilock_validity_ms(l), 0);
+    cr_assert_leq(hilock_validity_ms(l), v0);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_gt(hlt_pttl(r, "k"), 30000);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hold_stop(&h);
+    hlt_redis_stop(r);
+}
+
+Test(faults, redlock_with_every_failover_check_stalled_ends_within_the_bound)
+{
+    hlt_redis *r[3];
+    holdproxy h[3];
+    const char *urls[3];
+    hilock_client *c;
+    hilock *l = NULL;
+    long long t0, dt;
+    hilock_status st;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_not_null(r[i] = hlt_redis_start(NULL));
+        h[i] = hold_start(r[i]);
+        urls[i] = h[i].url;
+        hold_set(&h[i], "all");
+    }
+    c = guarded_client(urls, 3);
+    t0 = hlt_now_ms();
+    st = hilock_acquire(c, "k", 4000, 0, &l);
+    dt = hlt_now_ms() - t0;
+    cr_log_info("Redlock, 3 stalled failover checks: %s after %lld ms (bound %d ms)",
+                hilock_strerror(st), dt, HOLD_BOUND_MS);
+    cr_assert_null(l);
+    cr_assert_eq(st, HILOCK_ENOQUORUM, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_lt(dt, HOLD_BOUND_MS + 300, "took %lld ms, bound %d ms", dt, HOLD_BOUND_MS);
+    assert_names(c, h[0].name, "failover check");
+    /* the masters answer again: the grants left behind go first, then the lock is ours */
+    for (int i = 0; i < 3; i++) unlink(h[i].flag);
+    cr_assert_eq(hilock_acquire(c, "k", 4000, 2000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < 3; i++) {
+        char *v = hlt_get(r[i], "k");
+        cr_assert_str_eq(v, hilock_token(l));
+        free(v);
+    }
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    hilock_client_free(c);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(hlt_exists(r[i], "k"), 0);
+        hold_stop(&h[i]);
+        hlt_redis_stop(r[i]);
+    }
 }

@@ -217,6 +217,69 @@ Test(sentinel, a_lock_checked_between_two_failovers_survives_both)
     hilock_client_free(c);
 }
 
+/* Close the connections of data node i's clients other than the Sentinels' (and the
+ * fixture's own): how many. */
+static int kill_data_clients(int i)
+{
+    redisReply *r = hlt_data_cmd(F, i, "CLIENT LIST TYPE normal");
+    int n = 0;
+    for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : ""; *p;) {
+        const char *e = strchr(p, '\n'), *nm = strstr(p, " name=");
+        long long id = atoll(p + 3);   /* "id=N ..." */
+        if (!e) e = p + strlen(p);
+        if (!strncmp(p, "id=", 3) && !(nm && nm < e && !strncmp(nm + 6, "sentinel", 8)) &&
+            !(strstr(p, " cmd=client") && strstr(p, " cmd=client") < e)) {
+            redisReply *k = hlt_data_cmd(F, i, "CLIENT KILL ID %lld", id);
+            n += k && k->type == REDIS_REPLY_INTEGER ? (int)k->integer : 0;
+            if (k) freeReplyObject(k);
+        }
+        p = *e ? e + 1 : e;
+    }
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+/* "Did the master move?" takes part of the call's bound, not a connect timeout of its own:
+ * with every Sentinel frozen and the data connection closed by the server, an extend asks
+ * the Sentinels (nobody answers), then must resolve again to reconnect (nobody answers).
+ * (The Sentinels stay frozen for less than their down-after, 1 s: no failover follows.) */
+Test(sentinel, did_the_master_move_with_frozen_sentinels_stays_within_the_bound)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l;
+    long long t0, dt;
+    hilock_status st;
+    const int io_ms = 100, connect_ms = 600, bound_ms = io_ms + connect_ms;
+    fx();
+    hilock_options_init(&o);
+    o.servers = (const char *[]){F->url};
+    o.nservers = 1;
+    o.io_timeout_ms = io_ms;
+    o.connect_timeout_ms = connect_ms;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(kill_data_clients(0), 1, "the client's connection was not found");
+    for (int k = 0; k < HLT_NSENTINELS; k++) kill(F->spid[k], SIGSTOP);
+    hlt_sleep_ms(150);   /* past the 100 ms in which a Sentinel's last answer is reused */
+    t0 = hlt_now_ms();
+    st = hilock_extend(l, 30000);
+    dt = hlt_now_ms() - t0;
+    for (int k = 0; k < HLT_NSENTINELS; k++) kill(F->spid[k], SIGCONT);
+    fprintf(stderr, "[timing] extend, Sentinels frozen, connection closed: %s after %lld ms "
+            "(bound %d ms)\n", hilock_strerror(st), dt, bound_ms);
+    cr_assert(st == HILOCK_EIO || st == HILOCK_ETIMEDOUT, "%s: %s", hilock_strerror(st),
+              hilock_client_errmsg(c));
+    cr_assert_lt(dt, bound_ms + 300, "extend took %lld ms, bound %d ms", dt, bound_ms);
+    cr_assert_gt(hilock_validity_ms(l), 0, "an unanswered question is no loss");
+    /* the Sentinels answer again: the lock is still ours on the same master */
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_data_exists(F, 0, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
 /* Acquire in a loop while a manual failover runs (the old master stays up, answering ROLE
  * master and taking writes until it is demoted): every call returns within its bound, and
  * a lock that later checks OK really is on the new master. */
