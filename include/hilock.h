@@ -431,23 +431,34 @@ HILOCK_API hilock_status hilock_check(hilock *l);
  * allowance; 0 once that has passed, after a release, or for NULL. No network I/O. */
 HILOCK_API int64_t hilock_validity_ms(const hilock *l);
 
-/* The fencing token: a number that grows with every grant of this key, so a resource that
- * remembers the highest token it has seen can refuse a stale holder. It is at least the
- * server's clock in milliseconds since 1970, so it keeps growing even after the counter key
- * (kept ttl + 1 hour past each grant) has expired. 0 for NULL.
- * Redlock: the largest token the granted masters minted (each: counter + 1, at least its
- * clock), written back before acquire returns so that a quorum holds a counter >= it; any
- * later quorum shares a master with this one and so mints a larger token. Limits: a master restarted without persistence
- * forgets its counter, and a counter expires ttl + 1 hour after the last grant; a quorum
- * that meets the last one only there relies on the clock floor alone, which holds while
- * the masters' clocks agree, never step back, and run ahead of the counter (fewer than one
- * grant per millisecond on average). The resource itself must compare tokens.
- * Sentinel URLs: bits 63..42 hold the Sentinel config-epoch of the master that granted it
- * (read with its address; it rises by one with every failover), bits 41..0 the counter
- * above (the clock floor fits in 42 bits until the year 2109). A master promoted in a
- * failover may have lost the counter with the writes it never received; the higher epoch
- * still makes its tokens exceed every token of its predecessor. Tokens of one epoch are
- * ordered by that master's counter. Other URLs: the epoch bits are 0. */
+/* The fencing token: a number that grows with every grant of this key, whatever topology
+ * or quorum answered, so a resource that remembers the highest token it has seen can refuse
+ * a stale holder. It is at least the server's clock in milliseconds since 1970, so it keeps
+ * growing even after the counter key (kept ttl + 1 hour past each grant) has expired. 0 for
+ * NULL.
+ * Sentinel and Cluster URLs: bits 63..42 hold the config-epoch of the master that granted it
+ * (Sentinel: the Sentinels' config-epoch, read with its address; Cluster: the slot's; it
+ * rises with every failover), bits 41..0 the counter above (the clock floor fits in 42 bits
+ * until the year 2109). A master promoted in a failover may have lost the counter with the
+ * writes it never received; the higher epoch still makes its tokens exceed every token of
+ * its predecessor. Tokens of one epoch are ordered by that master's counter. Other URLs: the
+ * epoch bits are 0.
+ * Redlock (any mix of those URLs): each granted master mints counter + 1 (at least its
+ * clock) and makes its token of it with its own epoch: max(counter, epoch << 42 | the
+ * counter's low 42 bits), a direct master's epoch being 0. The lock's token is the largest,
+ * and before acquire returns every granted master whose counter is below that whole token,
+ * epoch bits included, is raised to it. A quorum therefore holds a counter >= the token, and
+ * any later quorum shares a master with it and mints a larger one, whether or not it
+ * includes the masters that carry an epoch. (The counters of a Redlock with such a master
+ * so hold whole tokens, above 2^42; there an epoch above 2047 counts as 2047, which keeps
+ * every counter below 2^53, the range the servers' Lua numbers hold exactly.)
+ * Limits: a master restarted without persistence forgets its counter, and a counter expires
+ * ttl + 1 hour after the last grant. A quorum that meets the last one only on such a master
+ * relies on the clock floor and the epochs alone: the clock floor holds while the masters'
+ * clocks agree, never step back, and run ahead of the counter (fewer than one grant per
+ * millisecond on average), but it is below every token with an epoch: after one, such a
+ * quorum is sure to mint above it only through a master whose epoch is higher.
+ * The resource itself must compare tokens. */
 HILOCK_API uint64_t hilock_fence(const hilock *l);
 
 /* The value this lock holds: the token of the attempt that was granted (32 hex characters,

@@ -181,18 +181,34 @@ static void undo_on(hilock_client *c, uint32_t mask, const char *key, const char
     hl_exec_clear(c);
 }
 
-/* Redlock fencing. The token is the largest counter among the granted masters, and a quorum
- * must hold a counter >= it, so that any later quorum (which shares a master with this one)
- * mints a larger token. Masters that returned less are raised, all at once; nothing is sent
- * when a quorum already returned the token (always so with one master, and so in most
- * grants: the counters of masters that granted the same locks move together). Returns the
- * masters known to hold a counter >= fence. */
+/* Redlock fencing. Each granted master's counter makes a token with that master's epoch in
+ * the high bits (hl_topo_fence: Sentinel, Cluster; a direct master's is the counter); the
+ * lock's token is the largest. A quorum must hold a counter >= that whole token, epoch bits
+ * and all, so that any later quorum (which shares a master with this one) mints a larger
+ * one even without the epoch member: a counter of n mints n + 1, whose token is >= n + 1.
+ * (Raised only to the bare counter c while the token was 1 << 42 | c, the quorum let the
+ * next one, without the Sentinel member, mint c + 15.) Masters below it are raised, all at
+ * once; nothing is sent when a quorum already returned it (so in most grants: the counters
+ * of masters that granted the same locks move together). One master: nothing either, its
+ * next grant is on it again and its epoch never goes back, so its counter stays a bare
+ * counter as it always was. fence_record returns the masters known to hold a counter >=
+ * fence. */
+static uint64_t fence_of(const hilock *l, const tally *t)
+{
+    uint64_t fence = 0, f;
+    for (size_t i = 0; i < l->c->nnodes; i++)
+        if ((t->yes & (1u << i)) && (f = hl_topo_fence(l->c, l, i, (uint64_t)t->num[i])) > fence)
+            fence = f;
+    return fence;
+}
+
 static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t per, int64_t hard)
 {
     hilock_client *c = l->c;
     hl_cmd cmd;
     char a_fence[24], a_keep[24];
     uint32_t have = 0, low = 0, ok;
+    if (c->nnodes == 1) return t->yes;
     for (size_t i = 0; i < c->nnodes; i++)
         if (t->yes & (1u << i)) {
             if ((uint64_t)t->num[i] >= fence) have |= 1u << i;
@@ -375,17 +391,15 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
 static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_deadline)
 {
     hilock_client *c = l->c;
-    uint64_t fence = 0;
+    uint64_t fence = fence_of(l, t);
     uint32_t have;
     int64_t per = node_timeout_us(c, l->ttl_ms), until, now;
-    for (size_t i = 0; i < c->nnodes; i++)
-        if ((t->yes & (1u << i)) && (uint64_t)t->num[i] > fence) fence = (uint64_t)t->num[i];
     have = fence_record(l, t, fence, per, hard_deadline);
     until = l->kind->valid_until(l, l->ttl_ms, t0);
     now = hl_now_us();
     if ((size_t)popcount(have) >= c->quorum && until > now) {
         l->held = t->yes;
-        l->fence = hl_topo_fence(c, l, t->yes, fence);   /* Sentinel: epoch in the high bits */
+        l->fence = fence;
         l->valid_until_us = until;
         return hl_ok(c);
     }

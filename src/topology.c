@@ -43,7 +43,11 @@
  * lost writes. The counter itself is at least the server clock in ms (< 2^42 until the year
  * 2109). Sentinel: the Sentinels' epoch. Cluster: the slot's, kept in its record with the
  * history it was read under (CLUSTER INFO walks all 16,384 slots: too dear per call) and read
- * again when the client's slot map knows a higher one for that master (docs/cluster.md). */
+ * again when the client's slot map knows a higher one for that master (docs/cluster.md).
+ * Redlock composes each member's token so (a direct member's epoch is 0) and writes the
+ * largest back into the quorum's counters, epoch bits and all (lock.c): the counters of a
+ * Redlock with an epoch member then hold whole tokens, above 2^42, and a token is never
+ * below the counter it was made of. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +57,8 @@
 #define GUARD_KEY           "hilock:guard"
 #define EPOCH_SHIFT         42
 #define LOW_MASK            ((UINT64_C(1) << EPOCH_SHIFT) - 1)
+#define EPOCH_MAX           ((UINT64_C(1) << (64 - EPOCH_SHIFT)) - 1)
+#define REDLOCK_EPOCH_MAX   ((UINT64_C(1) << (53 - EPOCH_SHIFT)) - 1)   /* 2047: tokens < 2^53 */
 
 struct hl_lockid {            /* where a lock was granted (or last extended), per node */
     int       set;
@@ -596,20 +602,26 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
     op->moved = m;
 }
 
-uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, uint32_t granted, uint64_t low)
+/* Node i's epoch for the token: the one read with its grant, else its topology's. */
+static uint64_t node_epoch(const hilock_client *c, const hilock *l, size_t i)
 {
-    uint64_t epoch = 0;
-    for (size_t i = 0; i < c->nnodes; i++) {
-        uint64_t e = 0;
-        if (!(granted & (1u << i))) continue;
-        if (l->ids && l->ids[i].set && l->ids[i].epoch) e = l->ids[i].epoch;   /* read at the grant */
-        else if (c->nodes[i].topo->epoch) e = c->nodes[i].topo->epoch(&c->nodes[i]);
-        if (e > epoch) epoch = e;
-    }
-    /* a counter past 2^42 (the year 2109) would reach into the epoch: leave it as it is; and
-     * no token (a kind that mints none, options.fencing = 0) stays none */
-    if (!epoch || !low || low > LOW_MASK || epoch >= (UINT64_C(1) << (64 - EPOCH_SHIFT))) return low;
-    return epoch << EPOCH_SHIFT | low;
+    if (l->ids && l->ids[i].set && l->ids[i].epoch) return l->ids[i].epoch;   /* read at the grant */
+    return c->nodes[i].topo->epoch ? c->nodes[i].topo->epoch(&c->nodes[i]) : 0;
+}
+
+uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, size_t i, uint64_t counter)
+{
+    uint64_t epoch = node_epoch(c, l, i), t;
+    /* no token (a kind that mints none, options.fencing = 0) stays none */
+    if (!epoch || !counter) return counter;
+    /* Redlock writes the token back into the counters, which the scripts add to as Lua
+     * numbers (exact below 2^53): a larger epoch counts as the largest that keeps it so */
+    if (c->nnodes > 1 && epoch > REDLOCK_EPOCH_MAX) epoch = REDLOCK_EPOCH_MAX;
+    else if (epoch > EPOCH_MAX) return counter;
+    /* a counter that already holds a token (Redlock's floor, epoch bits and all) keeps its
+     * own high bits unless this node's epoch is higher: never below the counter itself */
+    t = epoch << EPOCH_SHIFT | (counter & LOW_MASK);
+    return t > counter ? t : counter;
 }
 
 hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost)

@@ -69,9 +69,10 @@ int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kin
  * replies). Acquire: records where the lock was granted, undoes unsafe grants at once, and
  * asks a Sentinel whether the master in use is still the master (see topo_sentinel.c). */
 void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
-/* The fencing token of a grant on the nodes in granted: config-epoch << 42 | low (Sentinel:
- * the Sentinels' epoch; Cluster: the slot's, from its record: topology.c). */
-uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, uint32_t granted, uint64_t low);
+/* The fencing token node i's grant makes of the counter it minted: max(counter, epoch << 42 |
+ * the counter's low 42 bits), epoch = that node's config epoch (Sentinel: the Sentinels';
+ * Cluster: the slot's, from its record; direct: 0, the counter as it is). topology.c. */
+uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, size_t i, uint64_t counter);
 /* ---- the private client of a topology's helpers (topology.c) ---- */
 /* Fill sc (zeroed by the caller) as a client whose nodes are the first `count` hosts of n's
  * URL list (Sentinels, cluster seeds): direct nodes reached as n is (its transport and TLS

@@ -12,6 +12,7 @@
 
 #include "fixture.h"
 #include "hilock.h"
+#include "sentinel_fixture.h"
 
 #define NMAX 5
 #define IO_MS 5000   /* long on purpose: Redlock calls must finish far sooner */
@@ -39,11 +40,12 @@ static void stop(cluster *k)
     for (int i = 0; i < k->n; i++) hlt_redis_stop(k->m[i]);
 }
 
-static hilock_client *client_for(const char *const *urls, int n)
+static hilock_client *client_guard(const char *const *urls, int n, int failover_guard)
 {
     hilock_options o;
     hilock_client *c = NULL;
     hilock_options_init(&o);
+    o.failover_guard = failover_guard;
     o.servers = urls;
     o.nservers = (size_t)n;
     o.io_timeout_ms = IO_MS;
@@ -52,6 +54,8 @@ static hilock_client *client_for(const char *const *urls, int n)
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     return c;
 }
+
+static hilock_client *client_for(const char *const *urls, int n) { return client_guard(urls, n, -1); }
 
 static hilock_client *client(cluster *k) { return client_for(k->url, k->n); }
 
@@ -554,6 +558,93 @@ Test(redlock, fence_is_above_any_token_a_quorum_issued)
     cr_assert_gt(hilock_fence(l), f3);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+/* A Sentinel member puts its config epoch in bits 63..42 of the token; the direct members
+ * put none. The token (epoch bits and all) is the floor the quorum keeps, so a later quorum
+ * without the epoch member still mints above it (before the fix: 1 << 42 | c, then a bare c). */
+static hlt_sentinel *SF;
+
+static void sentinel_fini(void)
+{
+    hlt_sentinel_stop(SF);
+    SF = NULL;
+}
+
+Test(redlock, fence_grows_when_the_next_quorum_leaves_out_the_epoch_member, .fini = sentinel_fini,
+     .timeout = 120)
+{
+    cluster k;
+    hilock *l;
+    const char *urls[3];
+    unsigned long long f[4], floor[2][3];
+    int m;
+    start(&k, 2);
+    SF = hlt_sentinel_start();
+    cr_assert_not_null(SF, "sentinel fixture did not start");
+    cr_assert_eq(hlt_sentinel_failover(SF, 1), 0, "the failover that gives config-epoch 1");
+    m = hlt_sentinel_master(SF);
+    cr_assert_geq(m, 0);
+    urls[0] = k.url[0];
+    urls[1] = SF->url;
+    urls[2] = k.url[1];
+    /* (no guard: the promoted master would grant nothing for a ttl, and the epoch is the
+     * Sentinels' either way) */
+    hilock_client *c = client_guard(urls, 3, 0);
+    /* 1: all three grant; the Sentinel member's epoch is in the token */
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    f[0] = hilock_fence(l);
+    cr_assert(hlt_data_holds_within(SF, m, "res", hilock_token(l), 2000), "the Sentinel member granted");
+    cr_assert_geq(f[0] >> 42, 1, "fence %llu carries no epoch", f[0]);
+    /* the floor on the quorum is the token itself, epoch bits included (asserted below) */
+    for (int i = 0; i < 2; i++) floor[0][i] = fence_on(k.m[i], "{res}:fence");
+    char *v = hlt_data_get(SF, m, "{res}:fence");
+    floor[0][2] = v ? strtoull(v, NULL, 10) : 0;
+    free(v);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    /* 2: the epoch member cannot answer (both its data nodes frozen: no failover either) */
+    hlt_sentinel_freeze(SF, 0);
+    hlt_sentinel_freeze(SF, 1);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    f[1] = hilock_fence(l);
+    cr_assert_eq(holders(&k, "res", hilock_token(l)), 2);
+    for (int i = 0; i < 2; i++) floor[1][i] = fence_on(k.m[i], "{res}:fence");
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    /* 3: it is back, with the floor it was given at 1 (below the direct members' now) */
+    hlt_sentinel_thaw(SF, 0);
+    hlt_sentinel_thaw(SF, 1);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 3000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    f[2] = hilock_fence(l);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    /* 4: a second failover (config-epoch 2): its counter holds an epoch-1 token, and the
+     * higher epoch still goes on top (one direct member down: the quorum needs it) */
+    hlt_redis_kill(k.m[1]);
+    cr_assert_eq(hlt_sentinel_wait_replica(SF, 1 - m, 10000), 0);
+    int tries = 0;   /* the Sentinels may see the replica as down a while after the thaw */
+    while (hlt_sentinel_failover(SF, 0) != 0 && ++tries < 20) hlt_sleep_ms(500);
+    cr_assert_lt(tries, 20, "the second failover did not happen");
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 10000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    f[3] = hilock_fence(l);
+    cr_assert(hlt_data_holds_within(SF, 1 - m, "res", hilock_token(l), 2000), "the new master granted");
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    fprintf(stderr, "[fence] epoch member in, out, back, failed over: %llu, %llu, %llu, %llu; counters "
+            "after the first two (direct, direct, Sentinel): %llu %llu %llu, %llu %llu\n", f[0], f[1],
+            f[2], f[3], floor[0][0], floor[0][1], floor[0][2], floor[1][0], floor[1][1]);
+    cr_assert_gt(f[1], f[0], "the quorum without the epoch member went back: %llu then %llu", f[0], f[1]);
+    cr_assert_gt(f[2], f[1], "the epoch member's return went back: %llu then %llu", f[1], f[2]);
+    cr_assert_gt(f[3], f[2], "a higher epoch went back: %llu then %llu", f[2], f[3]);
+    cr_assert_eq(f[3] >> 42, 2, "fence %llu: not epoch 2", f[3]);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_geq(floor[0][i], f[0], "master %d keeps %llu, below the token %llu", i, floor[0][i], f[0]);
+        cr_assert_geq(floor[1][i], f[1], "master %d keeps %llu, below the token %llu", i, floor[1][i], f[1]);
+    }
+    cr_assert_geq(floor[0][2], f[0], "the epoch member keeps %llu, below the token %llu", floor[0][2], f[0]);
     hilock_client_free(c);
     stop(&k);
 }
