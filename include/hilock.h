@@ -497,6 +497,12 @@ typedef struct hilock_keepalive_options {
     int64_t max_hold_ms;    /* do not keep the lock past this long after the keepalive starts:
                                the last renewal is shortened to end then (a longer ttl from
                                acquire or extend is not cut). 0 = no limit. Default 0.         */
+    int64_t lost_margin_ms; /* (0.3.2) report the loss this long before the validity ends: a
+                               failing renewal is retried only while more than this is left,
+                               then on_lost runs, so the owner still has lost_margin_ms to stop
+                               its work before another client can take the key. 0 = retry
+                               until the validity is used up. 0..HILOCK_TTL_MAX_MS; a margin
+                               as long as the validity reports the first failure. Default 0. */
 } hilock_keepalive_options;
 
 /* Fill *o with the defaults (no caps). NULL is ignored. */
@@ -509,7 +515,8 @@ HILOCK_API void hilock_keepalive_options_init_sized(hilock_keepalive_options *o,
     hilock_keepalive_options_init_sized((o), sizeof(hilock_keepalive_options))
 
 /* hilock_keepalive with caps. o NULL = the defaults. Returns what hilock_keepalive returns;
- * EINVAL also for max_renewals < 0 or max_hold_ms outside 0..HILOCK_TTL_MAX_MS. */
+ * EINVAL also for max_renewals < 0, or max_hold_ms or lost_margin_ms outside
+ * 0..HILOCK_TTL_MAX_MS. */
 HILOCK_API hilock_status hilock_keepalive_ex(hilock *l, hilock_lost_fn on_lost, void *arg,
                                              const hilock_keepalive_options *o);
 
