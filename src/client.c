@@ -317,8 +317,14 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
         client_destroy(c);
         return HILOCK_EINVAL;
     }
-    for (size_t i = 0; i < c->nnodes; i++)
+    for (size_t i = 0; i < c->nnodes; i++) {
         if (c->nodes[i].url.tls) c->nodes[i].transport_cfg = c->tls;
+        /* direct Redlock members: same run_id, same server (engine.c's handshake) */
+        if (c->nnodes > 1 && c->nodes[i].topo == &hl_topo_direct) {
+            c->nodes[i].peers = c->nodes;
+            c->nodes[i].npeers = c->nnodes;
+        }
+    }
     c->quorum = c->nnodes / 2 + 1;
     if (hl_random_bytes(&c->rng, sizeof c->rng) < 0) c->rng = (uint64_t)hl_now_us();
     c->rnd_used = sizeof c->rnd;   /* empty: the first token draws the pool */
