@@ -4,8 +4,9 @@
  *   hilock [options] KEY [--] COMMAND [ARGS...]
  *
  * Acquires KEY, keeps it alive (hilock_keepalive) while COMMAND runs, releases it when
- * COMMAND exits and exits with COMMAND's status. If the lock is lost meanwhile, COMMAND is
- * signalled (TERM, then KILL after a grace period) and hilock exits with EXIT_LOST.
+ * COMMAND and everything it left running have exited, and exits with COMMAND's status. If
+ * the lock is lost meanwhile, COMMAND's tree is signalled (TERM, then KILL after a grace
+ * period, and at the latest when the lock's validity ends) and hilock exits with EXIT_LOST.
  * The manual is cli/hilock.1; `hilock --help` is the short form.
  *
  * Structure: one main thread that parses, acquires, spawns COMMAND and then sleeps in
@@ -132,9 +133,10 @@ static const char usage_text[] =
     "      --insecure             TLS without verifying the server: UNSAFE\n"
     "  -L, --on-lost=SIGNAL       signal sent to COMMAND if the lock is lost (default TERM;\n"
     "                             'none' lets COMMAND finish)\n"
-    "  -k, --kill-after=DURATION  then SIGKILL (to COMMAND's process group, see below) if\n"
-    "                             COMMAND is still running after this long\n"
-    "                             (default 5s; 0 = never)\n"
+    "  -k, --kill-after=DURATION  then SIGKILL (to COMMAND's whole tree, see below) if\n"
+    "                             COMMAND is still running after this long (default 5s);\n"
+    "                             at the latest when the lock's validity ends, whatever -k\n"
+    "                             says: the loss is declared -k (or ttl/4) before that\n"
     "  -v, --verbose              report acquisition, passed signals and release on stderr\n"
     "  -h, --help                 this text\n"
     "  -V, --version              the version\n"
@@ -149,9 +151,11 @@ static const char usage_text[] =
     "COMMAND gets HILOCK_KEY and HILOCK_FENCE (the fencing token) in its environment, and\n"
     "not HILOCK_SERVERS. It runs in a process group of its own, unless hilock is the\n"
     "foreground job of a terminal (then it shares hilock's, and only COMMAND is killed).\n"
+    "What COMMAND leaves running is reparented to hilock (a subreaper), which releases the\n"
+    "lock only once all of it has exited; on a loss the whole tree is signalled.\n"
     "If hilock dies (kill -9, OOM killer), COMMAND gets the -L signal (TERM if 'none') at\n"
-    "once, and SIGKILL goes to its process group a quarter of the ttl later (or after -k if\n"
-    "shorter): before the lock can expire. Processes that leave the group are not reached.\n"
+    "once, and SIGKILL goes to its process group after -k, at the latest when the lock's\n"
+    "validity ends. Processes that leave the group are not reached then.\n"
     "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to hilock are passed on to\n"
     "COMMAND (the terminal's Ctrl-C already reaches it and is not sent twice).\n"
     "\n"
@@ -624,11 +628,12 @@ static int find_command(const char *cmd, char *buf, size_t len)
  *   - COMMAND asks the kernel for a signal when hilock dies (PR_SET_PDEATHSIG, the -L signal,
  *     TERM if that is none), so it can clean up. It is kept across execve (not for set-user-ID
  *     or file-capability programs) but can be ignored, and reaches COMMAND only.
- *   - A guard: a small process of hilock's own, forked before COMMAND may exec, blocked on a
- *     pipe whose other end only hilock holds. EOF means hilock died: it then sends SIGKILL,
- *     grace_ms later, to COMMAND's process group (own_group) or to COMMAND. When COMMAND has
- *     exited, hilock tells it so (one byte) before reaping COMMAND, so its kill can never
- *     reach a recycled pid.
+ *   - A guard: a small process of hilock's own, forked before COMMAND may exec, reading a
+ *     pipe whose other end only hilock holds: the lock's deadline after each renewal, as
+ *     8-byte records. EOF means hilock died: it then sends SIGKILL, after -k and at the
+ *     latest at the last deadline it read, to COMMAND's process group (own_group) or to
+ *     COMMAND. When COMMAND's tree is gone, hilock tells it so (a 0) before reaping COMMAND,
+ *     so its kill can never reach a recycled pid.
  * COMMAND gets a process group of its own unless hilock is the foreground job of a
  * terminal: there it stays in hilock's group, to read the terminal and get its Ctrl-C, and
  * the guard can only kill COMMAND itself (hilock's group holds the shell's other processes).

@@ -170,7 +170,14 @@ typedef struct hilock_options {
      * costs a little validity, never a whole io_timeout. Success needs a quorum and
      * validity > 0; a failed attempt gives its partial grants back on every master before
      * the next one. Masters without fsync must stay down, after a crash, for longer than the
-     * largest ttl in use (see docs/redlock.md, "The delayed-restart rule"). */
+     * largest ttl in use (see docs/redlock.md, "The delayed-restart rule").
+     * Each master once: two URLs naming one server as written (host and port, socket path,
+     * Sentinel master, Cluster seed) are refused here, EINVAL naming both entries; one server
+     * under two names (a unix socket and TCP, two host names) is refused at connect, where each
+     * new connection of a Redlock member reads the server's run_id (INFO server): the second
+     * member answering with a run_id already seen fails EINVAL, so one server never counts
+     * twice in a quorum (with two URLs the lock is refused; with more, that member always
+     * fails). */
     const char *const *servers;
     size_t       nservers;
 
@@ -466,7 +473,8 @@ typedef void (*hilock_lost_fn)(hilock *l, hilock_status why, void *arg);
  * hilock_validity_ms reports.
  *   - A renewal that fails for a passing reason (EIO, ETIMEDOUT, ENOQUORUM, EREPLICAS: a
  *     dropped connection, a restarting master) is tried again after about retry_delay_ms,
- *     for as long as the lock is still valid; then on_lost runs with that status. NOT_HELD,
+ *     for as long as the lock is still valid (more than lost_margin_ms of it, with
+ *     hilock_keepalive_ex); then on_lost runs with that status. NOT_HELD,
  *     LOST and any other error call on_lost at once. A lost key is never re-created.
  *   - hilock_release and hilock_free stop the keepalive before they return, also when the
  *     release fails (they signal the thread and join it), so no renewal is in flight after
