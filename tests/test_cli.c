@@ -943,3 +943,25 @@ Test(cli, same_server_twice_is_refused_naming_both_entries)
     cr_assert_eq(hlt_dbsize(r), 0, "nothing written");
     hlt_redis_stop(r);
 }
+
+/* On a loss, a child that left COMMAND's process group (setsid) and ignores SIGTERM is
+ * reparented to hilock when COMMAND ends, and SIGKILLed: hilock does not exit before it. */
+Test(cli, lost_lock_reaches_a_child_that_left_the_group, .timeout = 60)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "3", "-k", "0.3", "job", "--", "sh", "-c",
+                        "setsid sh ./loop.sh kid & echo $$ > cmd.pid; wait", NULL };
+    pid_t h, kid;
+    int rc, kid_gone;
+    write_loop_sh(r);
+    h = start(r, a);
+    kid = pid_in(r, "kid.pid");
+    cr_assert(wait_for_file(r, "one.txt", "\n", 5000));
+    freeReplyObject(hlt_cmd(r, "DEL job"));
+    rc = hlt_reap(h, 10000);
+    kid_gone = gone(kid);
+    kill(kid, SIGKILL);   /* (old code: still running) */
+    cr_assert_eq(rc, 75, "%s", slurp(r, "err.txt"));
+    cr_assert(kid_gone, "hilock exited while COMMAND's child still ran");
+    hlt_redis_stop(r);
+}
