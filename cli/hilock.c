@@ -4,8 +4,9 @@
  *   hilock [options] KEY [--] COMMAND [ARGS...]
  *
  * Acquires KEY, keeps it alive (hilock_keepalive) while COMMAND runs, releases it when
- * COMMAND exits and exits with COMMAND's status. If the lock is lost meanwhile, COMMAND is
- * signalled (TERM, then KILL after a grace period) and hilock exits with EXIT_LOST.
+ * COMMAND and everything it left running have exited, and exits with COMMAND's status. If
+ * the lock is lost meanwhile, COMMAND's tree is signalled (TERM, then KILL after a grace
+ * period, and at the latest when the lock's validity ends) and hilock exits with EXIT_LOST.
  * The manual is cli/hilock.1; `hilock --help` is the short form.
  *
  * Structure: one main thread that parses, acquires, spawns COMMAND and then sleeps in
@@ -18,6 +19,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -131,9 +133,10 @@ static const char usage_text[] =
     "      --insecure             TLS without verifying the server: UNSAFE\n"
     "  -L, --on-lost=SIGNAL       signal sent to COMMAND if the lock is lost (default TERM;\n"
     "                             'none' lets COMMAND finish)\n"
-    "  -k, --kill-after=DURATION  then SIGKILL (to COMMAND's process group, see below) if\n"
-    "                             COMMAND is still running after this long\n"
-    "                             (default 5s; 0 = never)\n"
+    "  -k, --kill-after=DURATION  then SIGKILL (to COMMAND's whole tree, see below) if\n"
+    "                             COMMAND is still running after this long (default 5s);\n"
+    "                             at the latest when the lock's validity ends, whatever -k\n"
+    "                             says: the loss is declared -k (or ttl/4) before that\n"
     "  -v, --verbose              report acquisition, passed signals and release on stderr\n"
     "  -h, --help                 this text\n"
     "  -V, --version              the version\n"
@@ -148,9 +151,11 @@ static const char usage_text[] =
     "COMMAND gets HILOCK_KEY and HILOCK_FENCE (the fencing token) in its environment, and\n"
     "not HILOCK_SERVERS. It runs in a process group of its own, unless hilock is the\n"
     "foreground job of a terminal (then it shares hilock's, and only COMMAND is killed).\n"
+    "What COMMAND leaves running is reparented to hilock (a subreaper), which releases the\n"
+    "lock only once all of it has exited; on a loss the whole tree is signalled.\n"
     "If hilock dies (kill -9, OOM killer), COMMAND gets the -L signal (TERM if 'none') at\n"
-    "once, and SIGKILL goes to its process group a quarter of the ttl later (or after -k if\n"
-    "shorter): before the lock can expire. Processes that leave the group are not reached.\n"
+    "once, and SIGKILL goes to its process group after -k, at the latest when the lock's\n"
+    "validity ends. Processes that leave the group are not reached then.\n"
     "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to hilock are passed on to\n"
     "COMMAND (the terminal's Ctrl-C already reaches it and is not sent twice).\n"
     "\n"
@@ -577,6 +582,10 @@ typedef struct run_state {
     int64_t        renew_at;     /* self_renew: next renewal, -1 = none */
     int64_t        kill_at;      /* SIGKILL time after a loss, -1 = none */
     int            lost;
+    int            killed;       /* SIGKILL sent: repeated until the tree is gone */
+    int            cmd_done;     /* COMMAND exited (kept unreaped: its pid and group stay ours) */
+    int64_t        deadline;     /* the lock's validity ends then (now_ms clock); the guard knows */
+    int64_t        margin_ms;    /* the loss is reported this long before the deadline */
 } run_state;
 
 /* 0 if p can be executed, else the errno execve would most likely give. */
@@ -619,11 +628,12 @@ static int find_command(const char *cmd, char *buf, size_t len)
  *   - COMMAND asks the kernel for a signal when hilock dies (PR_SET_PDEATHSIG, the -L signal,
  *     TERM if that is none), so it can clean up. It is kept across execve (not for set-user-ID
  *     or file-capability programs) but can be ignored, and reaches COMMAND only.
- *   - A guard: a small process of hilock's own, forked before COMMAND may exec, blocked on a
- *     pipe whose other end only hilock holds. EOF means hilock died: it then sends SIGKILL,
- *     grace_ms later, to COMMAND's process group (own_group) or to COMMAND. When COMMAND has
- *     exited, hilock tells it so (one byte) before reaping COMMAND, so its kill can never
- *     reach a recycled pid.
+ *   - A guard: a small process of hilock's own, forked before COMMAND may exec, reading a
+ *     pipe whose other end only hilock holds: the lock's deadline after each renewal, as
+ *     8-byte records. EOF means hilock died: it then sends SIGKILL, after -k and at the
+ *     latest at the last deadline it read, to COMMAND's process group (own_group) or to
+ *     COMMAND. When COMMAND's tree is gone, hilock tells it so (a 0) before reaping COMMAND,
+ *     so its kill can never reach a recycled pid.
  * COMMAND gets a process group of its own unless hilock is the foreground job of a
  * terminal: there it stays in hilock's group, to read the terminal and get its Ctrl-C, and
  * the guard can only kill COMMAND itself (hilock's group holds the shell's other processes).
@@ -640,12 +650,15 @@ static int in_foreground(void)
     return fg;
 }
 
-/* SIGKILL after hilock's death: within a quarter of the ttl, when renewals were on time
- * the lock still has two thirds of it (minus drift); -k if shorter. */
-static int64_t death_grace_ms(const cli *o)
+/* How long before the validity's end a loss is reported (the keepalive's lost_margin_ms):
+ * time for COMMAND to stop, -k, or a quarter of the ttl if longer. A margin longer than
+ * what a renewal leaves (two thirds of the ttl) makes the first failed renewal a loss.
+ * -L none: COMMAND is not stopped, so renewals are tried to the end (no margin). */
+static int64_t loss_margin_ms(const cli *o)
 {
-    int64_t g = o->ttl_ms / 4;
-    return o->kill_after_ms > 0 && o->kill_after_ms < g ? o->kill_after_ms : g;
+    int64_t m = o->kill_after_ms > o->ttl_ms / 4 ? o->kill_after_ms : o->ttl_ms / 4;
+    if (!o->lost_sig) return 0;
+    return m < HILOCK_TTL_MAX_MS ? m : HILOCK_TTL_MAX_MS;
 }
 
 static void sleep_ms(long ms)
@@ -654,15 +667,16 @@ static void sleep_ms(long ms)
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
 }
 
-/* The guard's whole life (forked with every signal blocked; never returns). */
-static void guard_main(int fd, pid_t target, int64_t grace_ms, const char *msg)
+/* The guard's whole life (forked with every signal blocked; never returns). Until hilock
+ * dies it reads 8-byte records: the lock's new deadline (now_ms clock, one system-wide
+ * CLOCK_MONOTONIC), or 0 when it may go. */
+static void guard_main(int fd, pid_t target, int64_t deadline, int64_t grace_ms, const char *msg)
 {
     static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD };
     struct sigaction sa;
     sigset_t none;
-    unsigned char b;
+    int64_t v, end, left;
     ssize_t n;
-    int64_t end;
     /* signals meant for hilock or its group (Ctrl-C, kill -TERM -PGID) are not for us */
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = SIG_IGN;
@@ -679,14 +693,20 @@ static void guard_main(int fd, pid_t target, int64_t grace_ms, const char *msg)
      * safe calls, and a sanitizer's prctl() wrapper takes a lock another thread of hilock may
      * have held at the fork (make test-asan hung here once, the guard and hilock forever) */
     syscall(SYS_prctl, PR_SET_NAME, "hilock-guard", 0, 0, 0);
-    while ((n = read(3, &b, 1)) < 0 && errno == EINTR) {}
-    if (n == 1) _exit(0);   /* COMMAND exited normally */
+    for (;;) {
+        while ((n = read(3, &v, sizeof v)) < 0 && errno == EINTR) {}
+        if (n != (ssize_t)sizeof v) break;   /* EOF: hilock died */
+        if (v == 0) _exit(0);                /* COMMAND's tree is gone */
+        deadline = v;
+    }
     if (write(2, msg, strlen(msg)) < 0) { /* nowhere to say it */ }
-    /* hilock died: wait for COMMAND('s group) to go, SIGKILL it at the end of the grace */
+    /* hilock died: wait for COMMAND('s group) to go; SIGKILL it after -k, and at the latest
+     * when the lock's validity ends: from then on another client may hold the key */
     end = now_ms() + grace_ms;
-    while (now_ms() < end) {
+    if (grace_ms <= 0 || end > deadline) end = deadline;
+    while ((left = end - now_ms()) > 0) {
         if (kill(target, 0) < 0 && errno == ESRCH) _exit(0);
-        sleep_ms(20);
+        sleep_ms(left < 20 ? (long)left : 20);
     }
     kill(target, SIGKILL);
     _exit(0);
@@ -697,12 +717,11 @@ static int start_guard(run_state *r, pid_t cmd)
 {
     char msg[400], name[24];
     int p[2];
-    int64_t grace = death_grace_ms(r->o);
     if (pipe2(p, O_CLOEXEC) < 0) return errno;
     snprintf(msg, sizeof msg, "hilock: %.200s: hilock died while COMMAND ran (COMMAND got %s); "
-             "SIGKILL to COMMAND%s in %lld ms\n", r->o->key,
-             signal_name(r->o->lost_sig ? r->o->lost_sig : SIGTERM, name, sizeof name),
-             own_group ? "'s process group" : "", (long long)grace);
+             "SIGKILL to COMMAND%s after -k, at the latest when the lock's validity ends\n",
+             r->o->key, signal_name(r->o->lost_sig ? r->o->lost_sig : SIGTERM, name, sizeof name),
+             own_group ? "'s process group" : "");
     if ((r->guard = fork()) < 0) {
         int e = errno;
         close(p[0]);
@@ -712,15 +731,23 @@ static int start_guard(run_state *r, pid_t cmd)
     }
     if (r->guard == 0) {
         close(p[1]);
-        guard_main(p[0], own_group ? -cmd : cmd, grace, msg);
+        guard_main(p[0], own_group ? -cmd : cmd, r->deadline, r->o->kill_after_ms, msg);
     }
     close(p[0]);
+    /* a full pipe drops a deadline: the guard keeps an earlier one, which is safe */
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
     r->guard_fd = p[1];
     return 0;
 }
 
-/* COMMAND has exited (not yet reaped) or never ran: the guard may go. It exits as soon as it
- * reads the byte; one that has not within a second is stuck, and is killed: hilock's own exit
+/* Tell the guard the lock's deadline (0: it may go). */
+static void tell_guard(const run_state *r, int64_t v)
+{
+    if (r->guard && write(r->guard_fd, &v, sizeof v) < 0) { /* see start_guard */ }
+}
+
+/* COMMAND's tree is gone (COMMAND not yet reaped) or never ran: the guard may go. It exits
+ * as soon as it reads the 0; one that has not within a second is stuck, and is killed: hilock's own exit
  * never waits on it unbounded. */
 static void stop_guard(run_state *r)
 {
@@ -728,7 +755,7 @@ static void stop_guard(run_state *r)
     int gone = 0;
     pid_t w;
     if (!r->guard) return;
-    if (write(r->guard_fd, "d", 1) < 0) { /* it is gone already */ }
+    tell_guard(r, 0);
     close(r->guard_fd);
     while (!gone && now_ms() < end) {
         w = waitpid(r->guard, NULL, WNOHANG);
@@ -879,13 +906,126 @@ out:
     return err;
 }
 
-/* The lock is lost: say why, and signal COMMAND as -L and -k say. */
+/* ---- COMMAND's tree ----
+ *
+ * hilock is a child subreaper (PR_SET_CHILD_SUBREAPER): what COMMAND leaves behind (a
+ * script's child started without exec, a daemon) is reparented to hilock instead of init, so
+ * hilock sees every process of the tree: its direct children. COMMAND itself is reaped only
+ * once the rest is gone, so its pid and process group stay ours (the guard and the kills
+ * below never reach a recycled pid), and the lock is released only then. */
+
+#define MAX_OTHERS 256
+
+/* Add the pids listed in a /proc/self/task/TID/children file. */
+static size_t read_children(const char *file, pid_t *out, size_t n, size_t max)
+{
+    FILE *f = fopen(file, "r");
+    int pid;
+    if (!f) return n;
+    while (n < max && fscanf(f, "%d", &pid) == 1) out[n++] = (pid_t)pid;
+    fclose(f);
+    return n;
+}
+
+/* Without that file (a kernel without CONFIG_PROC_CHILDREN): every process whose parent is us. */
+static size_t scan_children(pid_t *out, size_t max)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    char file[64], buf[512], *rp;
+    size_t n = 0, got;
+    pid_t self = getpid();
+    int ppid;
+    while (d && n < max && (e = readdir(d)) != NULL) {
+        FILE *f;
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        snprintf(file, sizeof file, "/proc/%.20s/stat", e->d_name);
+        if (!(f = fopen(file, "r"))) continue;
+        got = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[got] = '\0';
+        /* "pid (comm) state ppid ...": comm may hold anything, ')' last */
+        if ((rp = strrchr(buf, ')')) && sscanf(rp + 1, " %*c %d", &ppid) == 1 && ppid == self)
+            out[n++] = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* hilock's children other than COMMAND and the guard: what COMMAND's tree left to us. */
+static size_t others(const run_state *r, pid_t *out)
+{
+    pid_t all[MAX_OTHERS];
+    char file[64];
+    size_t n = 0, k = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    snprintf(file, sizeof file, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+    if (!d || access(file, R_OK) < 0) {
+        n = scan_children(all, MAX_OTHERS);
+    } else {   /* a child hangs under the thread that forked it, or any, once reparented */
+        while ((e = readdir(d)) != NULL)
+            if (e->d_name[0] != '.') {
+                snprintf(file, sizeof file, "/proc/self/task/%.20s/children", e->d_name);
+                n = read_children(file, all, n, MAX_OTHERS);
+            }
+    }
+    if (d) closedir(d);
+    for (size_t i = 0; i < n; i++)
+        if (all[i] != r->child && all[i] != r->guard) out[k++] = all[i];
+    return k;
+}
+
+/* Reap what has exited of them; the number still running (or not yet reaped). */
+static size_t reap_others(const run_state *r)
+{
+    pid_t o[MAX_OTHERS];
+    size_t n = others(r, o), left = 0;
+    for (size_t i = 0; i < n; i++)
+        if (waitpid(o[i], NULL, WNOHANG) != o[i]) left++;
+    return left;
+}
+
+/* Signal the whole tree: COMMAND's process group (COMMAND itself if it shares hilock's), and
+ * every process reparented to hilock outside that group. */
+static void signal_tree(const run_state *r, int sig)
+{
+    pid_t o[MAX_OTHERS];
+    size_t n = others(r, o);
+    kill(own_group ? -r->child : r->child, sig);
+    for (size_t i = 0; i < n; i++)
+        if (!own_group || getpgid(o[i]) != r->child) kill(o[i], sig);
+}
+
+/* A signal hilock was sent: to COMMAND while it runs, then to what it left running. */
+static void pass_on(const run_state *r, int sig)
+{
+    if (r->cmd_done) signal_tree(r, sig);
+    else kill(r->child, sig);
+}
+
+/* The lock's validity as last granted: the guard learns of each renewal (it kills by it).
+ * It only grows: a lock found gone (NOT_HELD: deleted, taken) keeps the end it was granted,
+ * and COMMAND its -k to stop, up to then. */
+static void refresh_deadline(run_state *r)
+{
+    int64_t d = now_ms() + hilock_validity_ms(r->l);
+    if (d > r->deadline + 2) {   /* (ms rounding: not for a 1 ms wobble) */
+        r->deadline = d;
+        tell_guard(r, d);
+    }
+}
+
+/* The lock is lost: say why, and signal COMMAND's tree as -L says; SIGKILL follows after -k,
+ * and at the latest when the lock's validity ends, whatever -k says. */
 static void lost(run_state *r, hilock_status why, const char *detail)
 {
     const cli *o = r->o;
     char name[24];
+    int64_t now = now_ms();
     r->lost = 1;
     r->renew_at = -1;
+    refresh_deadline(r);
     fprintf(stderr, "hilock: %s: lock lost: ", o->key);
     for (detail = *detail ? detail : hilock_strerror(why); *detail; detail++)
         fputc(*detail == '\n' ? ' ' : *detail, stderr);
@@ -893,9 +1033,12 @@ static void lost(run_state *r, hilock_status why, const char *detail)
         fputs(r->child > 0 ? "; COMMAND keeps running\n" : "\n", stderr);
         return;
     }
-    fprintf(stderr, "; sending %s to COMMAND\n", signal_name(o->lost_sig, name, sizeof name));
-    kill(r->child, o->lost_sig);
-    if (o->lost_sig != SIGKILL && o->kill_after_ms > 0) r->kill_at = now_ms() + o->kill_after_ms;
+    r->kill_at = o->lost_sig == SIGKILL ? now
+               : o->kill_after_ms > 0 && now + o->kill_after_ms < r->deadline ? now + o->kill_after_ms
+               : r->deadline;
+    fprintf(stderr, "; sending %s to COMMAND, SIGKILL in %lld ms\n",
+            signal_name(o->lost_sig, name, sizeof name), (long long)(r->kill_at - now));
+    signal_tree(r, o->lost_sig);
 }
 
 /* Errors a later renewal may not see (as hilock_keepalive treats them). */
@@ -929,24 +1072,42 @@ static void drain(run_state *r)
         if (rec[0] == REC_SIGNAL && rec[1] != SIGCHLD && r->child > 0) {
             if (r->o->verbose) {
                 char name[24];
-                fprintf(stderr, "hilock: %s: passing %s to COMMAND\n", r->o->key,
-                        signal_name(rec[1], name, sizeof name));
+                fprintf(stderr, "hilock: %s: passing %s to COMMAND%s\n", r->o->key,
+                        signal_name(rec[1], name, sizeof name), r->cmd_done ? "'s remaining processes" : "");
             }
-            kill(r->child, rec[1]);
+            pass_on(r, rec[1]);
         }
         else if (rec[0] == REC_LOST && !r->lost)
             lost(r, (hilock_status)rec[1], hilock_keepalive_errmsg(r->l));
     }
 }
 
-/* The next thing the loop must do by time: poll()'s timeout in ms, -1 = none. */
+/* How close to the deadline the loop itself declares the loss, should the keepalive not have
+ * (a renewal still on the wire): the margin, but no more than a third of the ttl, which a
+ * renewal on time always leaves. */
+static int64_t backstop_ms(const run_state *r)
+{
+    return r->margin_ms < r->o->ttl_ms / 3 ? r->margin_ms : r->o->ttl_ms / 3;
+}
+
+static void earliest(int64_t *next, int64_t t)
+{
+    if (t >= 0 && (*next < 0 || t < *next)) *next = t;
+}
+
+/* The next thing the loop must do by time: poll()'s timeout in ms. */
 static int next_timeout(const run_state *r)
 {
-    int64_t next = -1, left;
-    if (r->kill_at >= 0) next = r->kill_at;
-    if (r->renew_at >= 0 && (next < 0 || r->renew_at < next)) next = r->renew_at;
-    if (next < 0) return -1;
-    left = next - now_ms();
+    int64_t now = now_ms(), next = -1, left;
+    earliest(&next, r->kill_at);
+    earliest(&next, r->renew_at);
+    if (!r->lost) {   /* read the validity again (renewals) and watch the backstop */
+        int64_t period = r->o->ttl_ms / 6;
+        earliest(&next, now + (period < 10 ? 10 : period > 1000 ? 1000 : period));
+        earliest(&next, r->deadline - backstop_ms(r) > now ? r->deadline - backstop_ms(r) : now);
+    }
+    if (r->cmd_done) earliest(&next, now + 100);   /* orphans reparented without a SIGCHLD */
+    left = next - now;
     return left <= 0 ? 0 : left > 60000 ? 60000 : (int)left;
 }
 
@@ -957,23 +1118,38 @@ static int supervise(run_state *r)
     for (;;) {
         struct pollfd p = { pipe_fd[0], POLLIN, 0 };
         siginfo_t si;
+        size_t left;
         int status;
         int w;
         si.si_pid = 0;
-        /* WNOWAIT: seen exited, not yet reaped, so the guard can go while the pid is ours */
-        w = waitid(P_PID, (id_t)r->child, &si, WEXITED | WNOHANG | WNOWAIT);
-        if (w == 0 && si.si_pid == r->child) {
+        /* WNOWAIT: seen exited, not yet reaped, so its pid and group stay ours */
+        w = r->cmd_done ? 0 : waitid(P_PID, (id_t)r->child, &si, WEXITED | WNOHANG | WNOWAIT);
+        if (w < 0 && errno != EINTR) return -1;
+        if (w == 0 && si.si_pid == r->child) r->cmd_done = 1;
+        left = reap_others(r);
+        if (r->cmd_done && !left) {
             stop_guard(r);
             while (waitpid(r->child, &status, 0) < 0)
                 if (errno != EINTR) return -1;
             return status;
         }
-        if (w < 0 && errno != EINTR) return -1;
+        if (r->cmd_done && si.si_pid == r->child && r->o->verbose)
+            fprintf(stderr, "hilock: %s: COMMAND exited; holding the lock until the %zu processes "
+                    "it left have ended\n", r->o->key, left);
+        if (!r->lost) refresh_deadline(r);
+        if (!r->lost && now_ms() >= r->deadline - backstop_ms(r)) {
+            char why[120];
+            snprintf(why, sizeof why, "no renewal has succeeded, and the validity ends in %lld ms",
+                     (long long)(r->deadline - now_ms()));
+            lost(r, HILOCK_ETIMEDOUT, why);
+        }
         if (r->kill_at >= 0 && now_ms() >= r->kill_at) {
-            fprintf(stderr, "hilock: %s: COMMAND still running after -k: sending SIGKILL%s\n", r->o->key,
-                    own_group ? " to its process group" : "");
-            kill(own_group ? -r->child : r->child, SIGKILL);
-            r->kill_at = -1;
+            if (!r->killed)
+                fprintf(stderr, "hilock: %s: COMMAND still running: sending SIGKILL to %s\n", r->o->key,
+                        own_group ? "its process group and what it left" : "it and what it left");
+            r->killed = 1;
+            signal_tree(r, SIGKILL);
+            r->kill_at = now_ms() + 10;   /* again, for what a kill reparents to us */
         }
         if (r->renew_at >= 0 && now_ms() >= r->renew_at) self_renew(r);
         poll(&p, 1, next_timeout(r));   /* EINTR: go round */
@@ -1011,15 +1187,25 @@ static int finish(run_state *r, int status)
 /* Keep the lock alive, run COMMAND under supervision, release. */
 static int run(const cli *o, hilock_client *c, hilock *l)
 {
-    run_state r = { o, c, l, 0, 0, -1, 0, -1, -1, 0 };
+    run_state r;
+    hilock_keepalive_options ka;
     hilock_status st;
     int err;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.c = c;
+    r.l = l;
+    r.guard_fd = r.renew_at = r.kill_at = -1;
+    r.margin_ms = loss_margin_ms(o);
+    r.deadline = now_ms() + hilock_validity_ms(l);
     if (pipe2(pipe_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
         perror("hilock: pipe");
         hilock_release(l);
         return EXIT_OSERR;
     }
-    st = hilock_keepalive(l, on_lost, NULL);
+    hilock_keepalive_options_init(&ka);
+    ka.lost_margin_ms = r.margin_ms;
+    st = hilock_keepalive_ex(l, on_lost, NULL, &ka);
     if (st == HILOCK_EINVAL && (o->legacy || o->bridge)) {   /* not for these kinds: renew here */
         r.self_renew = 1;
         r.renew_at = now_ms() + o->ttl_ms / 3;
@@ -1028,6 +1214,9 @@ static int run(const cli *o, hilock_client *c, hilock *l)
         hilock_release(l);
         return st == HILOCK_ENOMEM || st == HILOCK_EIO ? EXIT_OSERR : EXIT_SERVER;
     }
+    /* COMMAND's orphans become ours, so the lock outlives none of them (see others()) */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0 && o->verbose)
+        perror("hilock: PR_SET_CHILD_SUBREAPER (COMMAND's orphans are not waited for)");
     if (install_handlers() < 0) {
         perror("hilock: sigaction");
         hilock_release(l);

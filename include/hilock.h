@@ -180,7 +180,14 @@ typedef struct hilock_options {
      * costs a little validity, never a whole io_timeout. Success needs a quorum and
      * validity > 0; a failed attempt gives its partial grants back on every master before
      * the next one. Masters without fsync must stay down, after a crash, for longer than the
-     * largest ttl in use (see docs/redlock.md, "The delayed-restart rule"). */
+     * largest ttl in use (see docs/redlock.md, "The delayed-restart rule").
+     * Each master once: two URLs naming one server as written (host and port, socket path,
+     * Sentinel master, Cluster seed) are refused here, EINVAL naming both entries; one server
+     * under two names (a unix socket and TCP, two host names) is refused at connect, where each
+     * new connection of a Redlock member reads the server's run_id (INFO server): the second
+     * member answering with a run_id already seen fails EINVAL, so one server never counts
+     * twice in a quorum (with two URLs the lock is refused; with more, that member always
+     * fails). */
     const char *const *servers;
     size_t       nservers;
 
@@ -505,7 +512,8 @@ typedef void (*hilock_lost_fn)(hilock *l, hilock_status why, void *arg);
  * hilock_validity_ms reports.
  *   - A renewal that fails for a passing reason (EIO, ETIMEDOUT, ENOQUORUM, EREPLICAS: a
  *     dropped connection, a restarting master) is tried again after about retry_delay_ms,
- *     for as long as the lock is still valid; then on_lost runs with that status. NOT_HELD,
+ *     for as long as the lock is still valid (more than lost_margin_ms of it, with
+ *     hilock_keepalive_ex); then on_lost runs with that status. NOT_HELD,
  *     LOST and any other error call on_lost at once. A lost key is never re-created.
  *   - hilock_release and hilock_free stop the keepalive before they return, also when the
  *     release fails (they signal the thread and join it), so no renewal is in flight after
@@ -536,6 +544,12 @@ typedef struct hilock_keepalive_options {
     int64_t max_hold_ms;    /* do not keep the lock past this long after the keepalive starts:
                                the last renewal is shortened to end then (a longer ttl from
                                acquire or extend is not cut). 0 = no limit. Default 0.         */
+    int64_t lost_margin_ms; /* (0.3.2) report the loss this long before the validity ends: a
+                               failing renewal is retried only while more than this is left,
+                               then on_lost runs, so the owner still has lost_margin_ms to stop
+                               its work before another client can take the key. 0 = retry
+                               until the validity is used up. 0..HILOCK_TTL_MAX_MS; a margin
+                               as long as the validity reports the first failure. Default 0. */
 } hilock_keepalive_options;
 
 /* Fill *o with the defaults (no caps). NULL is ignored. */
@@ -548,7 +562,8 @@ HILOCK_API void hilock_keepalive_options_init_sized(hilock_keepalive_options *o,
     hilock_keepalive_options_init_sized((o), sizeof(hilock_keepalive_options))
 
 /* hilock_keepalive with caps. o NULL = the defaults. Returns what hilock_keepalive returns;
- * EINVAL also for max_renewals < 0 or max_hold_ms outside 0..HILOCK_TTL_MAX_MS. */
+ * EINVAL also for max_renewals < 0, or max_hold_ms or lost_margin_ms outside
+ * 0..HILOCK_TTL_MAX_MS. */
 HILOCK_API hilock_status hilock_keepalive_ex(hilock *l, hilock_lost_fn on_lost, void *arg,
                                              const hilock_keepalive_options *o);
 

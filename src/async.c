@@ -102,6 +102,7 @@ typedef struct ka {     /* a keepalive on the loop (hilock_keepalive on an attac
     void           *arg;
     long            renewals, max_renewals;
     int64_t         hold_end_us, next_us;
+    int64_t         margin_us;  /* lost_margin_ms: report the loss this long before the end */
     int             busy;       /* a renewal is queued or in flight */
     struct ka      *next;
 } ka;
@@ -777,8 +778,8 @@ static void renew_ended(hl_loop *L, call *k)
         a->next_us = hl_ka_renew_due(a->l);
         return;
     }
-    if (hl_ka_transient(st) && (retry = hl_next_attempt(L->c, 0, a->l->valid_until_us)) <
-        a->l->valid_until_us) {
+    if (hl_ka_transient(st) &&
+        hl_ka_may_retry(a->l, retry = hl_next_attempt(L->c, 0, a->l->valid_until_us), a->margin_us)) {
         a->next_us = retry;
         return;
     }
@@ -1079,8 +1080,8 @@ static void start_renewals(hl_loop *L, int64_t now)
     }
 }
 
-static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg, long max_renewals,
-                                    int64_t max_hold_ms)
+static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg,
+                                    const hilock_keepalive_options *o)
 {
     hl_loop *L = l->c->loop;
     ka *a;
@@ -1091,8 +1092,9 @@ static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg
     a->l = l;
     a->on_lost = on_lost;
     a->arg = arg;
-    a->max_renewals = max_renewals;
-    a->hold_end_us = max_hold_ms ? hl_add_sat(hl_now_us(), max_hold_ms * 1000) : HL_NEVER;
+    a->max_renewals = o->max_renewals;
+    a->hold_end_us = o->max_hold_ms ? hl_add_sat(hl_now_us(), o->max_hold_ms * 1000) : HL_NEVER;
+    a->margin_us = o->lost_margin_ms * 1000;
     a->next_us = hl_ka_renew_due(l);
     a->next = L->kas;
     L->kas = a;
@@ -1286,9 +1288,9 @@ static int gone_may_block(const hilock_client *c) { (void)c; return 0; }
 static void gone_detach(hilock_client *c) { (void)c; }
 static int gone_connected(const hilock_client *c, size_t i) { (void)c, (void)i; return 0; }
 static void gone_close_node(hilock_client *c, size_t i, const char *why) { (void)c, (void)i, (void)why; }
-static hilock_status gone_keepalive(hilock *l, hilock_lost_fn f, void *a, long m, int64_t h)
+static hilock_status gone_keepalive(hilock *l, hilock_lost_fn f, void *a, const hilock_keepalive_options *o)
 {
-    (void)f, (void)a, (void)m, (void)h;
+    (void)f, (void)a, (void)o;
     return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: client freed", l->key);
 }
 

@@ -21,5 +21,7 @@ int64_t hl_ka_renew_due(const hilock *l);
 int64_t hl_ka_capped_ttl(const hilock_client *c, const hilock *l, int64_t hold_end_us, int *last);
 /* A failed renewal worth retrying while the lock is still valid (EIO, ETIMEDOUT, ...). */
 int     hl_ka_transient(hilock_status st);
+/* May a failed renewal be tried again at retry_at, margin_us (lost_margin_ms) before the end? */
+int     hl_ka_may_retry(const hilock *l, int64_t retry_at, int64_t margin_us);
 
 #endif

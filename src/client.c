@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -260,6 +261,36 @@ static char *node_name(const hl_url *u)
     return hl_strdup(buf);
 }
 
+/* Do two parsed URLs name the same server as written? (host names are not resolved: the
+ * same server under two names is found at connect, by its run_id: topology.c) */
+static int same_server(const hl_url *a, const hl_url *b)
+{
+    if (a->kind != b->kind) return 0;
+    switch (a->kind) {
+    case HL_URL_UNIX: return !strcmp(a->path, b->path);
+    case HL_URL_SENTINEL:   /* one master of one Sentinel group: a name alone is not enough */
+        return !strcmp(a->master, b->master) && !strcasecmp(a->sentinels[0].host, b->sentinels[0].host) &&
+               a->sentinels[0].port == b->sentinels[0].port;
+    case HL_URL_CLUSTER:
+        return !strcasecmp(a->sentinels[0].host, b->sentinels[0].host) &&
+               a->sentinels[0].port == b->sentinels[0].port;
+    default: return !strcasecmp(a->host, b->host) && a->port == b->port;
+    }
+}
+
+/* A server listed twice would be a Redlock whose quorum one server decides (and whose
+ * members overwrite each other's key: every run ends "lost"). The message names both
+ * entries by their node names, which carry no password. */
+static hilock_status refuse_duplicates(const hilock_client *c)
+{
+    for (size_t i = 0; i < c->nnodes; i++)
+        for (size_t j = i + 1; j < c->nnodes; j++)
+            if (same_server(&c->nodes[i].url, &c->nodes[j].url))
+                return config_fail(HILOCK_EINVAL, "servers[%zu] and servers[%zu] are the same server "
+                                   "(%s): list each Redlock member once", i, j, c->nodes[i].name);
+    return HILOCK_OK;
+}
+
 static hilock_status client_new(const hilock_options *given, size_t size, struct hl_tls_ctx *shared,
                                 hilock_client **out)
 {
@@ -313,13 +344,23 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
         c->opt.nservers++;
     }
     c->opt.servers = (const char *const *)c->servers;
+    if (refuse_duplicates(c) != HILOCK_OK) {
+        client_destroy(c);
+        return HILOCK_EINVAL;
+    }
     if (load_tls(c, tls_needed, shared, err, sizeof err) != HILOCK_OK) {
         config_fail(HILOCK_EINVAL, "%s", err);
         client_destroy(c);
         return HILOCK_EINVAL;
     }
-    for (size_t i = 0; i < c->nnodes; i++)
+    for (size_t i = 0; i < c->nnodes; i++) {
         if (c->nodes[i].url.tls) c->nodes[i].transport_cfg = c->tls;
+        /* direct Redlock members: same run_id, same server (engine.c's handshake) */
+        if (c->nnodes > 1 && c->nodes[i].topo == &hl_topo_direct) {
+            c->nodes[i].peers = c->nodes;
+            c->nodes[i].npeers = c->nnodes;
+        }
+    }
     c->quorum = c->nnodes / 2 + 1;
     if (hl_random_bytes(&c->rng, sizeof c->rng) < 0) c->rng = (uint64_t)hl_now_us();
     c->rnd_used = sizeof c->rnd;   /* empty: the first token draws the pool */

@@ -383,6 +383,14 @@ int hl_handshake_put(const hl_node *n, hl_buf *b)
         hl_cmd_put(b, &s, 0);
         count++;
     }
+    if (n->peers) {   /* which server is this? (hl_node.peers) */
+        hl_cmd i;
+        hl_cmd_init(&i, NULL, 0);
+        hl_cmd_arg(&i, "INFO", 4);
+        hl_cmd_arg(&i, "server", 6);
+        hl_cmd_put(b, &i, 0);
+        count++;
+    }
     if (n->topo->probe) {   /* e.g. ROLE: is the address a Sentinel gave a master? */
         hl_cmd r;
         hl_cmd_init(&r, NULL, 0);
@@ -391,6 +399,29 @@ int hl_handshake_put(const hl_node *n, hl_buf *b)
         count++;
     }
     return count;
+}
+
+/* INFO server's reply in the handshake: keep the run_id; refuse it if a peer has it too. */
+static hilock_status judge_run_id(hl_node *n, const hl_reply *r)
+{
+    size_t len, k = 0;
+    const char *s = hl_reply_str(r, &len), *p = s ? strstr(s, "run_id:") : NULL;
+    n->run_id[0] = '\0';
+    if (!p) return HILOCK_OK;   /* a server that does not say: nothing to compare */
+    for (p += 7; k + 1 < sizeof n->run_id && p < s + len && *p != '\r' && *p != '\n'; p++)
+        n->run_id[k++] = *p;
+    n->run_id[k] = '\0';
+    for (size_t i = 0; i < n->npeers; i++) {
+        size_t me = (size_t)(n - n->peers);
+        char why[160];
+        if (i == me || !k || strcmp(n->peers[i].run_id, n->run_id)) continue;
+        snprintf(why, sizeof why, "servers[%zu] and servers[%zu] are the same server (run_id %.12s...): "
+                 "list each Redlock member once", i < me ? i : me, i < me ? me : i, n->run_id);
+        n->run_id[0] = '\0';   /* so the peer is not refused in turn */
+        hl_node_set_err(n, HILOCK_EINVAL, NULL, why);
+        return HILOCK_EINVAL;
+    }
+    return HILOCK_OK;
 }
 
 hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r)
@@ -403,6 +434,7 @@ hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r)
             st = n->st = HILOCK_EAUTH;   /* "ERR AUTH <password> called without any password" */
         return st;
     }
+    if (n->peers && hl_reply_type(r) == HL_R_STRING) return judge_run_id(n, r);   /* INFO */
     if (n->topo->probe && last && n->topo->on_handshake_reply(n, r) != HILOCK_OK)
         return n->st;   /* the probe is last: refused (ROLE: not a master, yet or now) */
     return HILOCK_OK;

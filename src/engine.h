@@ -72,6 +72,12 @@ typedef struct hl_node {
     hl_undo        *undo;        /* oldest first */
     size_t          nundo, capundo;
     const struct hl_topo_ops *topo;   /* where its master is (client.c assigns it) */
+    /* A Redlock member (direct): the client's nodes, which must be distinct servers. Each new
+     * connection reads its server's run_id (INFO server, in the handshake) and is refused if
+     * a peer's is the same: the same server under two names. NULL = no check (one node). */
+    struct hl_node *peers;
+    size_t          npeers;
+    char            run_id[48];  /* as last read; "" = none yet */
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
     /* result of the last hl_exec on this node */
     hilock_status   st;
@@ -92,8 +98,8 @@ typedef struct hl_runner {
     int (*may_block)(const hilock_client *c);
     void (*detach)(hilock_client *c);      /* hilock_client_free: end every call in flight */
     /* hilock_keepalive on one of its locks: renew with the loop's timers, no thread */
-    hilock_status (*keepalive)(hilock *l, hilock_lost_fn on_lost, void *arg, long max_renewals,
-                               int64_t max_hold_ms);
+    hilock_status (*keepalive)(hilock *l, hilock_lost_fn on_lost, void *arg,
+                               const hilock_keepalive_options *o);
     /* node i of c has a connection of this runner's open (hl_node_connected) */
     int (*connected)(const hilock_client *c, size_t i);
     /* close it: the calls on it end EIO with why (hl_node_reset) */

@@ -40,6 +40,7 @@ struct hl_keepalive {
     void            *arg;
     long             max_renewals;  /* 0 = no limit */
     int64_t          hold_end_us;   /* HL_NEVER = no limit */
+    int64_t          margin_us;     /* lost_margin_ms: give up this long before the validity ends */
     pthread_t        th;
     pthread_mutex_t  op, mu;
     pthread_cond_t   cv;
@@ -55,10 +56,11 @@ typedef enum outcome { GO_ON, RETRY, CAPPED, FAILED } outcome;
 static const size_t ka_options_ends[] = {
     HL_FIELD_END(hilock_keepalive_options, max_renewals),
     HL_FIELD_END(hilock_keepalive_options, max_hold_ms),
+    HL_FIELD_END(hilock_keepalive_options, lost_margin_ms),
 };
 /* A field appended to the struct but not to the list above fails the build here. */
 typedef char hl_ka_options_ends_complete[sizeof(hilock_keepalive_options) -
-                                         HL_FIELD_END(hilock_keepalive_options, max_hold_ms) < 8 ? 1 : -1];
+                                         HL_FIELD_END(hilock_keepalive_options, lost_margin_ms) < 8 ? 1 : -1];
 
 void hilock_keepalive_options_init_sized(hilock_keepalive_options *o, size_t size)
 {
@@ -178,6 +180,13 @@ int hl_ka_transient(hilock_status st)
            st == HILOCK_EREPLICAS;
 }
 
+/* May a failed renewal be tried again at retry_at, with margin_us kept before the validity's
+ * end for the owner to stop its work (lost_margin_ms)? */
+int hl_ka_may_retry(const hilock *l, int64_t retry_at, int64_t margin_us)
+{
+    return retry_at < l->valid_until_us - margin_us;
+}
+
 /* Renew (under op) and decide what comes next; *retry_at is set for RETRY. */
 static outcome renew_step(struct hl_keepalive *k, hilock *l, long *renewals, int64_t *retry_at,
                           hilock_status *st)
@@ -192,7 +201,7 @@ static outcome renew_step(struct hl_keepalive *k, hilock *l, long *renewals, int
     }
     if (!hl_ka_transient(*st)) return FAILED;
     *retry_at = hl_next_attempt(k->pc, 0, l->valid_until_us);
-    return *retry_at < l->valid_until_us ? RETRY : FAILED;   /* no time left: report it */
+    return hl_ka_may_retry(l, *retry_at, k->margin_us) ? RETRY : FAILED;   /* no time left: report it */
 }
 
 static void wait_until(struct hl_keepalive *k, int64_t t_us)
@@ -337,10 +346,12 @@ static hilock_status keepalive_start(hilock *l, hilock_lost_fn on_lost, void *ar
     if (o->max_renewals < 0) return hl_fail(c, HILOCK_EINVAL, "keepalive: max_renewals must be >= 0");
     if (o->max_hold_ms < 0 || o->max_hold_ms > HILOCK_TTL_MAX_MS)
         return hl_fail(c, HILOCK_EINVAL, "keepalive: max_hold_ms must be in 0..HILOCK_TTL_MAX_MS");
+    if (o->lost_margin_ms < 0 || o->lost_margin_ms > HILOCK_TTL_MAX_MS)
+        return hl_fail(c, HILOCK_EINVAL, "keepalive: lost_margin_ms must be in 0..HILOCK_TTL_MAX_MS");
     if (l->released) return hl_fail(c, HILOCK_EINVAL, "keepalive %s: the lock was released", l->key);
     if (!hl_lock_renewable(l))
         return hl_fail(c, HILOCK_EINVAL, "keepalive %s: only for locks from hilock_acquire", l->key);
-    if (c->runner) return c->runner->keepalive(l, on_lost, arg, o->max_renewals, o->max_hold_ms);
+    if (c->runner) return c->runner->keepalive(l, on_lost, arg, o);
     if (l->ka) {
         if (!ka_done(l->ka))
             return hl_fail(c, HILOCK_EINVAL, "keepalive %s: already running", l->key);
@@ -361,6 +372,7 @@ static hilock_status keepalive_start(hilock *l, hilock_lost_fn on_lost, void *ar
     k->arg = arg;
     k->max_renewals = o->max_renewals;
     k->hold_end_us = o->max_hold_ms ? hl_add_sat(hl_now_us(), o->max_hold_ms * 1000) : HL_NEVER;
+    k->margin_us = o->lost_margin_ms * 1000;
     l->ka = k;
     l->hook = ka_hook;
     /* the thread starts with every signal blocked: the program's handlers run on its own

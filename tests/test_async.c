@@ -634,6 +634,45 @@ Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
     hlt_redis_stop(s);
 }
 
+/* lost_margin_ms on the loop: a dead server is reported with the margin still left. */
+static void on_lost_validity(hilock *l, hilock_status why, void *arg)
+{
+    (void)why;
+    *(int64_t *)arg = hilock_validity_ms(l) + 1;   /* (+1: 0 left is still "called") */
+}
+
+Test(async, keepalive_on_the_loop_reports_the_loss_with_lost_margin_ms_left)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_keepalive_options ko;
+    int64_t left = 0;
+    long long end;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 1000);
+    acquire_all(&r, 1, "ka", 3000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK);
+    hilock_keepalive_options_init(&ko);
+    ko.lost_margin_ms = 1500;
+    cr_assert_eq(hilock_keepalive_ex(r.lock[0], on_lost_validity, &left, &ko), HILOCK_OK, "%s",
+                 hilock_client_errmsg(r.c));
+    hlt_redis_kill(s);
+    end = hlt_now_ms() + 5000;
+    while (!left && hlt_now_ms() < end) uv_run(&loop, UV_RUN_NOWAIT), hlt_sleep_ms(2);
+    cr_assert(left > 1500 - 400 && left <= 1500 + 50, "on_lost came with %lld ms left, not ~1500",
+              (long long)left - 1);
+    hilock_free(r.lock[0]);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
 /* ---- ends: free with calls in flight, calls on one lock in order ---- */
 
 Test(async, freeing_the_client_ends_every_call_in_flight_before_it_returns)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -213,7 +214,8 @@ Test(cli, lost_lock_terminates_the_command_and_exits_75)
 {
     hlt_redis *r = setup();
     const char *a[] = { "-t", "0.6", "job", "--", "sh", "-c",
-                        "trap 'echo term > term.txt; kill $!; exit 0' TERM; echo up > up.txt; "
+                        /* (the sleep got the SIGTERM too: the whole tree does) */
+                        "trap 'echo term > term.txt; kill $! 2>/dev/null; exit 0' TERM; echo up > up.txt; "
                         "sleep 30 & wait", NULL };
     pid_t pid = start(r, a);
     redisReply *rep;
@@ -223,7 +225,7 @@ Test(cli, lost_lock_terminates_the_command_and_exits_75)
     cr_assert_eq(hlt_reap(pid, 5000), 75, "exit 75 even though COMMAND exited 0");
     cr_assert_str_eq(slurp(r, "term.txt"), "term\n", "COMMAND got SIGTERM");
     cr_assert(strstr(slurp(r, "err.txt"), "lock lost"));
-    cr_assert(one_line(slurp(r, "err.txt")));
+    cr_assert(one_line(slurp(r, "err.txt")), "%s", slurp(r, "err.txt"));
     cr_assert_eq(hlt_exists(r, "job"), 0, "a lost key is never re-created");
     hlt_redis_stop(r);
 }
@@ -639,6 +641,8 @@ static void killed_then_second(hlt_redis *r, const char *const *first, const cha
     cr_assert_eq(hlt_reap(h, 5000), 128 + SIGKILL);
     for (int i = 0; i < npid; i++) all_gone &= wait_gone(p[i], 5000);
     held = hlt_exists(r, "job") == 1;
+    /* (the guard writes its message as COMMAND gets its signal: not always before it is gone) */
+    wait_for_file(r, "err.txt", "hilock died", 2000);
     snprintf(err, sizeof err, "%s", slurp(r, "err.txt"));
     rc2 = hlt_reap(start(r, second), 30000);
     for (int i = 0; i < npid; i++) kill(p[i], SIGKILL);   /* (old code: they still run) */
@@ -796,5 +800,168 @@ Test(cli, help_lists_the_tls_flags)
     for (const char *const *f = (const char *const[]){ "--tls", "--cacert", "--cacertdir", "--cert", "--key",
                                                      "--sni", "--insecure", NULL }; *f; f++)
         cr_assert(strstr(slurp(r, "out.txt"), *f), "--help lacks %s", *f);
+    hlt_redis_stop(r);
+}
+
+/* ---- the lock's validity bounds COMMAND's whole tree ---- */
+
+static long long realtime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The key's expiry, in ms since 1970 on the server's clock (this machine's). */
+static long long expiry_ms(hlt_redis *r, const char *key)
+{
+    redisReply *rep = hlt_cmd(r, "PEXPIRETIME %s", key);
+    long long t = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    freeReplyObject(rep);
+    return t;
+}
+
+/* COMMAND: sh with a child that is not exec'd, both ignoring SIGTERM and writing a timestamp
+ * (ns) to one.txt every 20 ms; their pids in cmd.pid and kid.pid. */
+static const char loop_sh[] =
+    "trap '' TERM\necho $$ > \"$1.pid\"\nwhile :; do date +%s%N >> one.txt; sleep 0.02; done\n";
+
+static void write_loop_sh(hlt_redis *r)
+{
+    FILE *f = fopen(path(r, "loop.sh"), "w");
+    cr_assert_not_null(f);
+    fputs(loop_sh, f);
+    fclose(f);
+}
+
+/* The server freezes just after a grant (renewals time out from then on) and the key expires
+ * at `exp` on its clock: COMMAND's tree must have written its last timestamp before exp.
+ * kill_hilock_before: SIGKILL hilock that many ms before exp (0: leave it). Returns the
+ * overlap in ms (> 0: COMMAND ran past the key's expiry) after gathering everything. */
+static long long run_past_expiry(hlt_redis *r, const char *const *args, long kill_hilock_before, int *rc)
+{
+    pid_t h = start(r, args), p[2];
+    long long exp, last;
+    unsigned long long lo, hi;
+    int all_gone = 1;
+    p[0] = pid_in(r, "cmd.pid");
+    p[1] = pid_in(r, "kid.pid");
+    cr_assert(wait_for_file(r, "one.txt", "\n", 5000));
+    exp = expiry_ms(r, "job");
+    hlt_redis_freeze(r);
+    if (kill_hilock_before > 0) {
+        long long at = exp - kill_hilock_before;
+        while (realtime_ms() < at) hlt_sleep_ms(5);
+        kill(h, SIGKILL);
+    }
+    *rc = hlt_reap(h, 20000);
+    for (int i = 0; i < 2; i++) all_gone &= wait_gone(p[i], 10000);
+    hlt_redis_thaw(r);
+    for (int i = 0; i < 2; i++) kill(p[i], SIGKILL);   /* (old code: still running) */
+    cr_assert(exp > 0, "no expiry read");
+    cr_assert(all_gone, "COMMAND's tree still runs");
+    span(r, "one.txt", &lo, &hi);
+    last = (long long)(hi / 1000000);
+    fprintf(stderr, "test_cli: last COMMAND write %lld ms %s the key's expiry\n",
+            last > exp ? last - exp : exp - last, last > exp ? "after" : "before");
+    return last - exp;
+}
+
+/* Renewals fail (the server is frozen) and COMMAND ignores SIGTERM: the loss is reported while
+ * there is time to stop (-k's 5 s do not fit in a 3 s ttl), and the whole tree is SIGKILLed
+ * before the key can be taken by another client. */
+Test(cli, lost_lock_kills_the_command_tree_before_the_validity_ends, .timeout = 60)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "3", "job", "--", "sh", "-c",
+                        "trap '' TERM; sh ./loop.sh kid & sh ./loop.sh cmd", NULL };
+    long long over;
+    int rc;
+    write_loop_sh(r);
+    over = run_past_expiry(r, a, 0, &rc);
+    cr_assert(over < 0, "COMMAND ran %lld ms past the key's expiry", over);
+    cr_assert_eq(rc, 75, "%s", slurp(r, "err.txt"));
+    cr_assert(strstr(slurp(r, "err.txt"), "lock lost"), "%s", slurp(r, "err.txt"));
+    hlt_redis_stop(r);
+}
+
+/* hilock is SIGKILLed while its renewals fail, less than a quarter of the ttl before the key
+ * expires: the guard kills COMMAND's group at the validity's end, as hilock last told it. */
+Test(cli, guard_kills_at_the_validity_end_it_was_told, .timeout = 60)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "4", "-k", "10", "job", "--", "sh", "-c",
+                        "trap '' TERM; sh ./loop.sh kid & sh ./loop.sh cmd", NULL };
+    long long over;
+    int rc;
+    write_loop_sh(r);
+    over = run_past_expiry(r, a, 700, &rc);
+    cr_assert_eq(rc, 128 + SIGKILL);
+    cr_assert(over < 0, "COMMAND ran %lld ms past the key's expiry", over);
+    cr_assert(strstr(slurp(r, "err.txt"), "hilock died"), "%s", slurp(r, "err.txt"));
+    hlt_redis_stop(r);
+}
+
+/* COMMAND runs its work as a child without exec and is killed by the SIGTERM hilock passes
+ * on: the lock is held until the child is gone too (flock(1) does the same). */
+Test(cli, lock_is_held_until_the_commands_children_are_gone, .timeout = 60)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "job", "--", "sh", "-c", "sleep 20 & echo $! > kid.pid; echo $$ > cmd.pid; wait", NULL };
+    const char *b[] = { "-n", "job", "true", NULL };
+    pid_t h = start(r, a), cmd, kid;
+    int cmd_gone, kid_alive, held, rc2, rc1;
+    cmd = pid_in(r, "cmd.pid");
+    kid = pid_in(r, "kid.pid");
+    kill(h, SIGTERM);
+    cmd_gone = wait_gone(cmd, 5000);
+    hlt_sleep_ms(200);
+    kid_alive = !gone(kid);
+    held = hlt_exists(r, "job") == 1;
+    rc2 = run(r, b);
+    kill(kid, SIGKILL);
+    rc1 = hlt_reap(h, 10000);
+    cr_assert(cmd_gone, "COMMAND did not end on SIGTERM");
+    cr_assert(kid_alive, "the child ended with COMMAND");
+    cr_assert(held, "the lock was released while COMMAND's child ran");
+    cr_assert_eq(rc2, 1, "a second hilock -n got the lock while COMMAND's child ran");
+    cr_assert_eq(rc1, 128 + SIGTERM, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0, "released once the child was gone");
+    hlt_redis_stop(r);
+}
+
+/* The same server twice would be a two-member Redlock that reads "lost" after every run. */
+Test(cli, same_server_twice_is_refused_naming_both_entries)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-s", r->url, "-s", r->unix_url, "-s", r->url, "job", "touch", "ran", NULL };
+    cr_assert_eq(run(r, a), 64, "%s", slurp(r, "err.txt"));
+    cr_assert(strstr(slurp(r, "err.txt"), "servers[0] and servers[2] are the same server"), "%s",
+              slurp(r, "err.txt"));
+    cr_assert(one_line(slurp(r, "err.txt")));
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1, "COMMAND must not run");
+    cr_assert_eq(hlt_dbsize(r), 0, "nothing written");
+    hlt_redis_stop(r);
+}
+
+/* On a loss, a child that left COMMAND's process group (setsid) and ignores SIGTERM is
+ * reparented to hilock when COMMAND ends, and SIGKILLed: hilock does not exit before it. */
+Test(cli, lost_lock_reaches_a_child_that_left_the_group, .timeout = 60)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "3", "-k", "0.3", "job", "--", "sh", "-c",
+                        "setsid sh ./loop.sh kid & echo $$ > cmd.pid; wait", NULL };
+    pid_t h, kid;
+    int rc, kid_gone;
+    write_loop_sh(r);
+    h = start(r, a);
+    kid = pid_in(r, "kid.pid");
+    cr_assert(wait_for_file(r, "one.txt", "\n", 5000));
+    freeReplyObject(hlt_cmd(r, "DEL job"));
+    rc = hlt_reap(h, 10000);
+    kid_gone = gone(kid);
+    kill(kid, SIGKILL);   /* (old code: still running) */
+    cr_assert_eq(rc, 75, "%s", slurp(r, "err.txt"));
+    cr_assert(kid_gone, "hilock exited while COMMAND's child still ran");
     hlt_redis_stop(r);
 }

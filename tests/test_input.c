@@ -257,6 +257,39 @@ Test(input, client_new_rejects_bad_options)
     hilock_client_free(c);
 }
 
+/* A server listed twice is a Redlock of one server whose two members overwrite each other's
+ * key (every lock reads "lost"): refused at creation, naming both entries. */
+Test(input, client_new_refuses_a_server_listed_twice)
+{
+    hilock_options o;
+    char upper[64], other[64];
+    const char *same[2] = { R->url, R->url };
+    const char *sock[3] = { R->url, R->unix_url, R->unix_url };
+    const char *cased[2] = { NULL, upper };
+    const char *two[2] = { R->url, other };
+    hilock_client *c = NULL;
+    baseline();
+    hilock_options_init(&o);
+    o.servers = same;
+    o.nservers = 2;
+    bad_options(&o, "servers[0] and servers[1] are the same server");
+    o.servers = sock;
+    o.nservers = 3;
+    bad_options(&o, "servers[1] and servers[2] are the same server");
+    /* the host is compared as written (no lookup), without case; the db does not matter */
+    cased[0] = "redis://localhost";
+    snprintf(upper, sizeof upper, "redis://LOCALHOST:6379/3");
+    o.servers = cased;
+    o.nservers = 2;
+    bad_options(&o, "servers[0] and servers[1]");
+    assert_untouched();
+    /* another port is another server */
+    snprintf(other, sizeof other, "redis://127.0.0.1:%d", R->port + 1);
+    o.servers = two;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    hilock_client_free(c);
+}
+
 Test(input, client_new_rejects_tls_files_it_cannot_use)
 {
     hilock_options o;

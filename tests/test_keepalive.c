@@ -302,6 +302,35 @@ Test(keepalive, a_dead_server_is_reported_when_the_validity_runs_out)
     hlt_redis_stop(r);
 }
 
+/* lost_margin_ms: failing renewals are retried only while more than the margin is left, so
+ * the owner hears of the loss while it can still stop its work before the key expires. */
+Test(keepalive, lost_margin_ms_reports_the_loss_that_long_before_the_validity_ends)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    hilock_client *c = client1(r->url);
+    hilock_keepalive_options ko;
+    hilock *l;
+    lost x;
+    lost_init(&x);
+    cr_assert_eq(hilock_acquire(c, "job", ms(3000), 0, &l), HILOCK_OK);
+    hilock_keepalive_options_init(&ko);
+    cr_assert_eq(ko.lost_margin_ms, 0, "the default keeps retrying to the end");
+    ko.lost_margin_ms = ms(1500);
+    cr_assert_eq(hilock_keepalive_ex(l, on_lost, &x, &ko), HILOCK_OK);
+    hlt_redis_kill(r);   /* the renewal due with 2 s left fails, and each retry */
+    await_lost(&x, ms(5000));
+    cr_assert_eq(lost_calls(&x), 1);
+    cr_assert(x.why == HILOCK_EIO || x.why == HILOCK_ETIMEDOUT, "why: %s", hilock_strerror(x.why));
+    fprintf(stderr, "test_keepalive: on_lost with %lld ms of validity left (margin %lld)\n",
+            (long long)x.validity, (long long)ko.lost_margin_ms);
+    cr_assert(x.validity > ms(1500) - 400 && x.validity <= ms(1500) + 50,
+              "on_lost came with %lld ms left, not about the 1500 ms margin", (long long)x.validity);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
 Test(keepalive, bad_input_is_refused_and_changes_nothing)
 {
     hlt_redis *r = hlt_redis_start(NULL);
@@ -322,6 +351,10 @@ Test(keepalive, bad_input_is_refused_and_changes_nothing)
     hilock_keepalive_options_init(&ko);
     ko.max_hold_ms = -5;
     cr_assert_eq(hilock_keepalive_ex(l, NULL, NULL, &ko), HILOCK_EINVAL);
+    hilock_keepalive_options_init(&ko);
+    ko.lost_margin_ms = -1;
+    cr_assert_eq(hilock_keepalive_ex(l, NULL, NULL, &ko), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "lost_margin_ms"));
     cr_assert_eq(await_conns(r, 2), 2, "no thread, no connection was made");
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_EINVAL);

@@ -802,3 +802,32 @@ Test(redlock, bad_input_changes_nothing)
     hilock_client_free(c);
     stop(&k);
 }
+
+/* One server under two names (TCP and its unix socket): the members answer with the same
+ * run_id, and the second is refused at connect, so one server can never make a quorum alone. */
+Test(redlock, the_same_server_under_two_names_is_refused_at_connect)
+{
+    cluster k;
+    hilock_client *c;
+    hilock *l = NULL;
+    start(&k, 2);
+    {
+        const char *twice[] = { k.m[0]->url, k.m[0]->unix_url };
+        const char *three[] = { k.m[0]->url, k.m[0]->unix_url, k.m[1]->url };
+        c = client_for(twice, 2);
+        cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
+        cr_assert(strstr(hilock_client_errmsg(c), "servers[0] and servers[1] are the same server (run_id"),
+                  "%s", hilock_client_errmsg(c));
+        cr_assert_null(l);
+        cr_assert_eq(hlt_exists(k.m[0], "job"), 0, "the grant on the first name was undone");
+        hilock_client_free(c);
+        /* three listed, two distinct: a grant needs both distinct servers */
+        c = client_for(three, 3);
+        freeReplyObject(hlt_cmd(k.m[1], "SET job someone-else"));
+        cr_assert_neq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_OK,
+                      "one server answered for two members: %s", hilock_client_errmsg(c));
+        cr_assert_eq(hlt_exists(k.m[0], "job"), 0, "undone");
+        hilock_client_free(c);
+    }
+    stop(&k);
+}
