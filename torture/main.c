@@ -168,14 +168,14 @@ static const mode modes[] = {
       .weights = { [F_KILL_HOLDER] = 2, [F_PAUSE_HOLDER] = 2, [F_CLUSTER_FAILOVER] = 2, [F_CLUSTER_KILL] = 1 },
       .gap_min_ms = 300, .gap_max_ms = 1200 },
     { .name = "async", .nservers = 1, .flavour = TT_MODERN, .kind = TT_ASYNC, .workers = 2, .contenders = 128,
-      .keys = 64, .what = ASYNC_WHAT,
-      .weights = { [F_KILL_HOLDER] = 1, [F_PAUSE_HOLDER] = 1, [F_FREEZE_IO] = 6, [F_RESTART_DELAYED] = 1,
+      .keys = 256, .what = ASYNC_WHAT,
+      .weights = { [F_KILL_HOLDER] = 1, [F_PAUSE_HOLDER] = 1, [F_FREEZE_IO] = 10, [F_RESTART_DELAYED] = 1,
                    [F_RESTART_AOF] = 1 },
-      .gap_min_ms = 300, .gap_max_ms = 900 },
+      .gap_min_ms = 200, .gap_max_ms = 600 },
     { .name = "cli", .nservers = 1, .flavour = TT_MODERN, .kind = TT_CLI, .workers = 4, .keys = 1, .proxies = 3,
       .what = CLI_WHAT, .weights = { [F_KILL_HILOCK] = 2, [F_TERM_HILOCK] = 1, [F_PARTITION] = 4 },
       .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = hilock_missing },
-    { .name = "redlock-mixed", .nservers = 5, .flavour = TT_MODERN, .members = 1,
+    { .name = "redlock-mixed", .nservers = 5, .flavour = TT_MODERN, .members = 1, .workers = 6,
       .what = "Redlock over 5 members of every kind: 3 direct masters, a Sentinel group, a Cluster of 3 "
               "masters; the members stopped in turn longer than io_timeout (below down-after and the node "
               "timeout: no failover), workers killed and paused; each key's fences must strictly grow",
@@ -671,12 +671,14 @@ static void fault_restart_now(run *r)
               "(violates the delayed-restart rule)", maj - 1, i, (unsigned long long)r->shm->slot[i].fence);
 }
 
-/* async: the server stopped about one io_timeout: calls time out after their writes landed,
- * their undos are queued while the waiting acquires retry with the same token */
+/* async: the server stopped about one io_timeout (0.5-2 x; half the time just above it,
+ * 1-1.3 x, the stall that hurts most): calls time out after their writes landed, their undos
+ * are queued while the waiting acquires retry with the same token */
 static void fault_freeze_io(run *r)
 {
     int i = pick_server(r);
-    int64_t ms = (int64_t)((0.5 + 1.5 * tt_uniform(&r->rng)) * IO_TIMEOUT_MS), t0 = tt_now_us();
+    double f = tt_uniform(&r->rng) < 0.5 ? 1.0 + 0.3 * tt_uniform(&r->rng) : 0.5 + 1.5 * tt_uniform(&r->rng);
+    int64_t ms = (int64_t)(f * IO_TIMEOUT_MS), t0 = tt_now_us();
     hlt_redis_freeze(r->srv[i]);
     sleep_ms(ms);
     hlt_redis_thaw(r->srv[i]);
