@@ -283,7 +283,8 @@ static void open_logs(aworker *aw)
         x->aw = aw;
         x->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
         if (x->fd < 0) _exit(2);
-        tt_logf(x->fd, "H %d %d %d async", cfg->slot, cfg->gen, (int)getpid());
+        /* as "worker" slot*1000 + contender: the checker's examples then name the contender */
+        tt_logf(x->fd, "H %d %d %d async", cfg->slot * 1000 + i, cfg->gen, (int)getpid());
         go_idle(x, (int64_t)(tt_rand(&aw->rng) % 200000));   /* a ramp, not one burst */
     }
 }
