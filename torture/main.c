@@ -179,7 +179,7 @@ static const mode modes[] = {
       .what = "Redlock over 5 members of every kind: 3 direct masters, a Sentinel group, a Cluster of 3 "
               "masters; the members stopped in turn longer than io_timeout (below down-after and the node "
               "timeout: no failover), workers killed and paused; each key's fences must strictly grow",
-      .weights = { [F_KILL_HOLDER] = 1, [F_PAUSE_HOLDER] = 1, [F_FREEZE_MEMBER] = 4 },
+      .weights = { [F_KILL_HOLDER] = 1, [F_PAUSE_HOLDER] = 1, [F_FREEZE_MEMBER] = 6 },
       .gap_min_ms = 200, .gap_max_ms = 600, .unavailable = sentinel_missing },
     { .name = "redlock-violation", .nservers = 5, .flavour = TT_MODERN, .workers = 4, .keys = 1,
       .ttl_fixed_ms = 2000, .long_holds = 1, .expect_overlap = 1,
@@ -729,10 +729,12 @@ static void fault_partition(run *r)
 
 /* redlock-mixed: members 0, 2, 4 are direct masters, 1 the Sentinel group (its master stopped
  * below down-after: no failover), 3 the Cluster (all its masters stopped below the node
- * timeout). One after the other, so every quorum in turn leaves one kind of member out. */
+ * timeout). One after the other, the epoch carriers first, so every quorum in turn leaves one
+ * kind of member out. */
 static void fault_freeze_member(run *r)
 {
-    int m = r->next_member++ % 5, sm = -1;
+    static const int order[5] = { 3, 0, 1, 2, 4 };
+    int m = order[r->next_member++ % 5], sm = -1;
     int64_t ms = (int64_t)((1.5 + 1.5 * tt_uniform(&r->rng)) * IO_TIMEOUT_MS), t0 = tt_now_us();
     if (m == 1 && (sm = hlt_sentinel_master(r->sf)) >= 0) hlt_sentinel_freeze(r->sf, sm);
     if (m == 3)
