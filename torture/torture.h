@@ -1,8 +1,10 @@
 /* torture.h -- the mutual-exclusion torture harness: shared definitions.
  *
- * One orchestrator process (main.c) starts the lock servers, forks N workers (worker.c)
- * that contend on a few keys through the public API, injects faults at random (main.c),
- * then merges the workers' logs and judges them (check.c). All on loopback, all bounded.
+ * One orchestrator process (main.c) starts the lock servers, forks N workers (worker.c: the
+ * blocking calls; async.c: hundreds of contenders on one event loop; cli.c: the `hilock`
+ * command with COMMAND trees, behind a partitioning proxy) that contend on a few keys,
+ * injects faults at random (main.c), then merges the workers' logs and judges them
+ * (check.c), whichever kind wrote them. All on loopback, all bounded.
  *
  * Logs are text, one record per line, written with one write(2) each (O_APPEND), so a
  * worker killed with -9 leaves every record it finished. Times are CLOCK_MONOTONIC in
