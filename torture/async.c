@@ -134,9 +134,7 @@ static void ext_done(hilock_status st, hilock *l, void *arg)
     if (st == HILOCK_OK || st == HILOCK_ETIMEDOUT || st == HILOCK_EIO || st == HILOCK_ENOQUORUM)
         x->expiry_upper = t1 + x->ttl * 1000;   /* the new ttl may have landed */
     d = t1 + hilock_validity_ms(l) * 1000;
-    if (d != x->deadline)
-        tt_logf(x->fd, "%c %d %llu %lld %lld", d < x->deadline ? 'V' : 'E', x->key, (unsigned long long)x->fence,
-                (long long)t1, (long long)d);
+    tt_log_belief(x->fd, x->key, x->fence, t1, d, x->deadline);
     x->deadline = d;
     x->state = C_HOLD;
     x->next_us = t1 + (int64_t)(tt_rand(&x->aw->rng) % 20000);

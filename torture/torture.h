@@ -130,6 +130,10 @@ const char *tt_stname(int st);
 /* C record (and X with the client's message for an error) of one call */
 void        tt_log_call(int fd, void *client, const char *op, int st, int64_t t0, int64_t t1,
                         int64_t bound_us, int believed, int late, int key, uint64_t fence);
+/* after a call the belief is what the library now says (a check re-read the servers' PTTL, an
+ * extend whose answer was lost may have landed a shorter ttl): deadline d instead of `deadline`;
+ * shorter: V cuts the windows, longer: E opens a new one */
+void        tt_log_belief(int fd, int k, uint64_t fence, int64_t now, int64_t d, int64_t deadline);
 /* the guarded write of key k with this fence, and its W record */
 void        tt_guarded_write(int fd, tt_shm *shm, int k, uint64_t fence, int64_t deadline,
                              int64_t expiry_upper);

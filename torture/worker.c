@@ -174,14 +174,17 @@ static int64_t hold_us(worker *w, hilock *l)
 /* After any call the belief is what the library now says: a check re-reads the servers'
  * PTTL, an extend whose answer was lost may have landed a shorter ttl. Shorter: "V" cuts
  * the windows; longer (check or extend OK): "E" opens a new one. */
+void tt_log_belief(int fd, int k, uint64_t fence, int64_t now, int64_t d, int64_t deadline)
+{
+    if (d != deadline)
+        tt_logf(fd, "%c %d %llu %lld %lld", d < deadline ? 'V' : 'E', k, (unsigned long long)fence, (long long)now,
+                (long long)d);
+}
+
 static int64_t rebelieve(worker *w, hilock *l, int k, uint64_t fence, int64_t deadline)
 {
     int64_t now = tt_now_us(), d = now + hilock_validity_ms(l) * 1000;
-    if (d < deadline) {
-        logf_(w, "V %d %llu %lld %lld", k, (unsigned long long)fence, (long long)now, (long long)d);
-    } else if (d > deadline) {
-        logf_(w, "E %d %llu %lld %lld", k, (unsigned long long)fence, (long long)now, (long long)d);
-    }
+    tt_log_belief(w->fd, k, fence, now, d, deadline);
     w->slot->valid_until_us = d;
     return d;
 }
