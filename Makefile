@@ -207,8 +207,10 @@ install: $(CLI_BIN)
 
 # ---- proof under faults (torture/README.md) ----
 # make torture [DURATION=s per mode] [SEED=n, 0 = new] [WORKERS=8] [MODES=single,redlock,...]
-# make torture-violation: the delayed-restart rule broken on purpose; passes if the checker
-# reports the overlap. Logs and reports: $(B)/torture/<mode>/.
+# make torture-violation [VIOLATIONS=...]: each checker path fed a violation on purpose (the
+# delayed-restart rule broken; an async holding, a COMMAND tree that claim to outlive their
+# lock; a fence logged going backwards); passes if the checker reports each. The modes cli and
+# cli-violation run $(CLI_BIN). Logs and reports: $(B)/torture/<mode>/.
 DURATION ?= 20
 SEED     ?= 0
 WORKERS  ?= 8
@@ -217,14 +219,15 @@ TORTURE_SRC := $(sort $(wildcard torture/*.c))
 TORTURE_DEF := $(if $(wildcard include/hilock_legacy.h),-DHL_TORTURE_LEGACY)
 
 .PHONY: torture torture-violation fuzz
+VIOLATIONS ?= redlock-violation,async-violation,cli-violation,fence-violation
 torture: deps lib
-	@$(MAKE) --no-print-directory $(B)/torture/torture
+	@$(MAKE) --no-print-directory $(B)/torture/torture $(CLI_BIN)
 	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --workers=$(WORKERS) \
 	  $(if $(MODES),--modes=$(MODES))
 
 torture-violation: deps lib
-	@$(MAKE) --no-print-directory $(B)/torture/torture
-	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --modes=redlock-violation
+	@$(MAKE) --no-print-directory $(B)/torture/torture $(CLI_BIN)
+	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --modes=$(VIOLATIONS)
 
 $(B)/torture/torture: $(TORTURE_SRC) torture/torture.h tests/fixture.c tests/fixture.h tests/sentinel_fixture.c \
     tests/sentinel_fixture.h tests/tls_fixture.c tests/tls_fixture.h tests/cluster_fixture.c \

@@ -2,7 +2,7 @@
  * inject faults at random (all on loopback, all bounded), stop, and run the checker.
  *
  *   torture [--modes=a,b] [--duration=S] [--seed=N] [--workers=N] [--keys=N] [--dir=D]
- *           [--tolerance-ms=N]
+ *           [--tolerance-ms=N] [--hilock=PATH]
  *   torture check DIR [--mode=NAME] [--expect-overlap] [--allow-lost]
  *   torture --list
  *
@@ -49,11 +49,16 @@ enum {
     F_FAILOVER_FREEZE,    /* Sentinel: master stopped until the Sentinels promote the replica */
     F_CLUSTER_FAILOVER,   /* Cluster: CLUSTER FAILOVER on a shard master's replica            */
     F_CLUSTER_KILL,       /* Cluster: kill -9 of a shard master, its replica elected, restart */
+    F_FREEZE_IO,          /* async: SIGSTOP of the server for 0.5-2 x io_timeout (timeouts after writing) */
+    F_KILL_HILOCK,        /* cli: kill -9 of a running `hilock` (its guard must end COMMAND in time) */
+    F_TERM_HILOCK,        /* cli: SIGTERM to a running `hilock` (passed on; the tree must be gone before the release) */
+    F_PARTITION,          /* cli: a proxy forwards nothing for 0.5-2 x the ttl, then cuts its connections */
+    F_FREEZE_MEMBER,      /* redlock-mixed: the next Redlock member in turn stopped longer than io_timeout */
     F_NKINDS
 };
 static const char *const fault_names[F_NKINDS] = { "kill9-holder", "pause-holder", "restart-delayed",
     "restart-aof", "freeze-short", "freeze-long", "restart-immediately", "failover", "failover-by-freeze",
-    "failover-cluster", "failover-cluster-kill" };
+    "failover-cluster", "failover-cluster-kill", "freeze-io", "kill9-hilock", "term-hilock", "partition", "freeze-member" };
 
 typedef struct mode {
     const char *name;
@@ -74,6 +79,12 @@ typedef struct mode {
     int         sentinel;    /* servers: master + replica + 3 Sentinels (tests/sentinel_fixture.h) */
     int         tls;         /* servers on TLS ports only (tests/tls_fixture.h), rediss:// URLs */
     int         cluster;     /* servers: a Redis Cluster, 3 masters + 3 replicas (tests/cluster_fixture.h) */
+    int         kind;        /* TT_BLOCKING, TT_ASYNC (contenders per loop process), TT_CLI */
+    int         contenders;
+    int         proxies;     /* cli: this many slots reach the server through a partitioning proxy */
+    int         members;     /* redlock-mixed: 5 Redlock members, direct + Sentinel + Cluster */
+    int         inject;      /* the workers log a lie on purpose (the mode's violation) */
+    int         expect_fence_regress;
 } mode;
 
 static const char *legacy_missing(void)
@@ -89,6 +100,21 @@ static const char *sentinel_missing(void)
     hilock_client_free(c);
     return st == HILOCK_OK ? NULL : "this build refuses redis-sentinel:// URLs";
 }
+
+static char hilock_bin[PATH_MAX], self_bin[PATH_MAX];
+
+static const char *hilock_missing(void)
+{
+    return access(hilock_bin, X_OK) == 0 ? NULL : "build/hilock is not built (make build/hilock)";
+}
+
+#define ASYNC_WHAT "one master, 2 loop processes x 128 contenders (hilock_acquire_async on a hand-written " \
+    "poll loop, wake = 0 so waiting acquires retry), 64 keys: the server stopped for 0.5-2 x io_timeout " \
+    "(timeouts after writing, undos queued behind retries), restarted, loop processes killed and paused"
+#define CLI_WHAT "4 slots running `hilock -t 600ms -w 5s KEY sh -c 'member & member & wait'` on 1 key, 3 " \
+    "of them through a proxy that partitions them for 0.5-2 x the ttl; hilock killed with -9 or sent SIGTERM; " \
+    "the checker " \
+    "judges the lifetimes of COMMAND's whole tree"
 
 static const mode modes[] = {
     { .name = "single", .nservers = 1, .flavour = TT_MODERN,
@@ -141,15 +167,45 @@ static const mode modes[] = {
               "replica, a shard master killed (its replica elected, then it rejoins), workers killed and paused",
       .weights = { [F_KILL_HOLDER] = 2, [F_PAUSE_HOLDER] = 2, [F_CLUSTER_FAILOVER] = 2, [F_CLUSTER_KILL] = 1 },
       .gap_min_ms = 300, .gap_max_ms = 1200 },
+    { .name = "async", .nservers = 1, .flavour = TT_MODERN, .kind = TT_ASYNC, .workers = 2, .contenders = 128,
+      .keys = 256, .what = ASYNC_WHAT,
+      .weights = { [F_KILL_HOLDER] = 1, [F_PAUSE_HOLDER] = 1, [F_FREEZE_IO] = 10, [F_RESTART_DELAYED] = 1,
+                   [F_RESTART_AOF] = 1 },
+      .gap_min_ms = 200, .gap_max_ms = 600 },
+    { .name = "cli", .nservers = 1, .flavour = TT_MODERN, .kind = TT_CLI, .workers = 4, .keys = 1, .proxies = 3,
+      .what = CLI_WHAT, .weights = { [F_KILL_HILOCK] = 2, [F_TERM_HILOCK] = 1, [F_PARTITION] = 4 },
+      .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = hilock_missing },
+    { .name = "redlock-mixed", .nservers = 5, .flavour = TT_MODERN, .members = 1, .workers = 6,
+      .what = "Redlock over 5 members of every kind: 3 direct masters, a Sentinel group, a Cluster of 3 "
+              "masters; the members stopped in turn longer than io_timeout (below down-after and the node "
+              "timeout: no failover), workers killed and paused; each key's fences must strictly grow",
+      .weights = { [F_KILL_HOLDER] = 1, [F_PAUSE_HOLDER] = 1, [F_FREEZE_MEMBER] = 6 },
+      .gap_min_ms = 200, .gap_max_ms = 600, .unavailable = sentinel_missing },
     { .name = "redlock-violation", .nservers = 5, .flavour = TT_MODERN, .workers = 4, .keys = 1,
       .ttl_fixed_ms = 2000, .long_holds = 1, .expect_overlap = 1,
       .what = "5 masters, a majority restarted at once while a lock is held: breaks the delayed-restart "
               "rule on purpose; the checker must report the overlap",
       .weights = { [F_RESTART_NOW] = 1 },
       .gap_min_ms = 1500, .gap_max_ms = 2500 },
+    { .name = "async-violation", .nservers = 1, .flavour = TT_MODERN, .kind = TT_ASYNC, .workers = 1,
+      .contenders = 64, .keys = 8, .inject = 1, .expect_overlap = 1,
+      .what = "the async loop, every 8th holding logged with a deadline 1 s later than the library said: "
+              "the checker must report the overlaps",
+      .gap_min_ms = 1000, .gap_max_ms = 2000 },
+    { .name = "cli-violation", .nservers = 1, .flavour = TT_MODERN, .kind = TT_CLI, .workers = 3, .keys = 1,
+      .inject = 1, .expect_overlap = 1,
+      .what = "the cli slots, a COMMAND member in 3 logging 1.5 s of life it did not have (a tree that "
+              "outlives its lock): the checker must report the overlaps",
+      .gap_min_ms = 1000, .gap_max_ms = 2000, .unavailable = hilock_missing },
+    { .name = "fence-violation", .nservers = 1, .flavour = TT_MODERN, .workers = 4, .inject = 1,
+      .expect_fence_regress = 1,
+      .what = "one master, every 8th holding logged with half its fencing token: the checker must report "
+              "the fence regressions",
+      .weights = { [F_KILL_HOLDER] = 1 },
+      .gap_min_ms = 1000, .gap_max_ms = 2000 },
 };
 #define NMODES (sizeof modes / sizeof modes[0])
-#define DEFAULT_MODES "single,redlock,legacy,bridge,fair,sentinel,tls,cluster"
+#define DEFAULT_MODES "single,redlock,legacy,bridge,fair,sentinel,tls,cluster,async,cli,redlock-mixed"
 
 typedef struct run {
     const mode *m;
@@ -171,6 +227,9 @@ typedef struct run {
     int         faults_fd;
     long        unexpected_deaths;
     long        infra_errors;
+    pid_t       proxy_pid[TT_MAXPROXIES];
+    char        proxy_url[TT_MAXPROXIES][64];
+    int         next_member;              /* redlock-mixed: the member to stop next */
 } run;
 
 static const char *const key_names[TT_MAXKEYS] = { "tt:k0", "{tt:k1}", "tt:{k2}:x", "tt:k3",
@@ -281,9 +340,15 @@ static void spawn_worker(run *r, int slot)
     cfg.gen = r->gen[slot]++;
     cfg.seed = r->seed * 0x9e3779b97f4a7c15ULL + (uint64_t)slot;
     cfg.nkeys = r->nkeys;
-    for (int k = 0; k < r->nkeys; k++) cfg.keys[k] = key_of(r, k);
+    for (int k = 0; k < r->nkeys && k < TT_MAXKEYS; k++) cfg.keys[k] = key_of(r, k);   /* async: names of its own */
     cfg.nurls = r->m->nservers;
     for (int i = 0; i < r->m->nservers; i++) cfg.urls[i] = r->urls[slot % 2][i];   /* TCP and unix */
+    if (slot < r->m->proxies) cfg.urls[0] = r->proxy_url[slot];   /* cli: partitioned slots */
+    cfg.kind = r->m->kind;
+    cfg.inject = r->m->inject;
+    cfg.contenders = r->m->contenders;
+    cfg.hilock_bin = hilock_bin;
+    cfg.self_bin = self_bin;
     cfg.flavour = r->m->mixed && slot % 2 ? r->m->mixed_flavour : r->m->flavour;
     cfg.codec = legacy_flavour(cfg.flavour) ? LEGACY_CODEC : NULL;
     cfg.io_timeout_ms = IO_TIMEOUT_MS;
@@ -606,6 +671,84 @@ static void fault_restart_now(run *r)
               "(violates the delayed-restart rule)", maj - 1, i, (unsigned long long)r->shm->slot[i].fence);
 }
 
+/* async: the server stopped about one io_timeout (0.5-2 x; half the time just above it,
+ * 1-1.3 x, the stall that hurts most): calls time out after their writes landed, their undos
+ * are queued while the waiting acquires retry with the same token */
+static void fault_freeze_io(run *r)
+{
+    int i = pick_server(r);
+    double f = tt_uniform(&r->rng) < 0.5 ? 1.0 + 0.3 * tt_uniform(&r->rng) : 0.5 + 1.5 * tt_uniform(&r->rng);
+    int64_t ms = (int64_t)(f * IO_TIMEOUT_MS), t0 = tt_now_us();
+    hlt_redis_freeze(r->srv[i]);
+    sleep_ms(ms);
+    hlt_redis_thaw(r->srv[i]);
+    fault_log(r, F_FREEZE_IO, t0, tt_now_us(), "server=%d stopped_ms=%lld io_timeout_ms=%d", i, (long long)ms,
+              IO_TIMEOUT_MS);
+}
+
+/* cli: a slot among the first `below` whose hilock runs COMMAND now, at random; -1 if none
+ * shows up within 1 s */
+static int pick_cli_holder(run *r, int below)
+{
+    int64_t end = tt_now_us() + 1000000;
+    while (tt_now_us() < end) {
+        int cand[TT_MAXWORKERS], n = 0;
+        for (int i = 0; i < r->nslots && i < below; i++)
+            if (r->shm->slot[i].child > 0 && r->shm->slot[i].state == TT_HOLDING) cand[n++] = i;
+        if (n) return cand[tt_rand(&r->rng) % (uint64_t)n];
+        sleep_ms(5);
+    }
+    return -1;
+}
+
+/* cli: kill -9 of a hilock whose COMMAND runs; its guard must end the tree before the lock
+ * can expire */
+static void fault_kill_hilock(run *r, int kind)
+{
+    int i = pick_cli_holder(r, r->nslots);
+    pid_t pid = i < 0 ? 0 : r->shm->slot[i].child;
+    int64_t t0 = tt_now_us();
+    if (pid <= 0) return;
+    kill(pid, kind == F_KILL_HILOCK ? SIGKILL : SIGTERM);
+    fault_log(r, kind, t0, tt_now_us(), "slot=%d hilock=%d", i, (int)pid);
+}
+
+/* cli: the proxy of a holding slot black-holes its connections for 0.5-2 x the ttl, then
+ * cuts them: hilock's renewals fail and the lock expires while COMMAND's tree runs */
+static void fault_partition(run *r)
+{
+    int p = pick_cli_holder(r, r->m->proxies);
+    int64_t ms = between(r, TT_CLI_TTL_MS / 2, 2 * TT_CLI_TTL_MS), t0 = tt_now_us();
+    if (p < 0) return;
+    r->shm->partitioned[p] = 1;
+    sleep_ms(ms);
+    r->shm->proxy_epoch[p]++;
+    r->shm->partitioned[p] = 0;
+    fault_log(r, F_PARTITION, t0, tt_now_us(), "proxy=%d cut_ms=%lld ttl_ms=%d", p, (long long)ms, TT_CLI_TTL_MS);
+}
+
+/* redlock-mixed: members 0, 2, 4 are direct masters, 1 the Sentinel group (its master stopped
+ * below down-after: no failover), 3 the Cluster (all its masters stopped below the node
+ * timeout). One after the other, the epoch carriers first, so every quorum in turn leaves one
+ * kind of member out. */
+static void fault_freeze_member(run *r)
+{
+    static const int order[5] = { 3, 0, 1, 2, 4 };
+    int m = order[r->next_member++ % 5], sm = -1;
+    int64_t ms = (int64_t)((1.5 + 1.5 * tt_uniform(&r->rng)) * IO_TIMEOUT_MS), t0 = tt_now_us();
+    if (m == 1 && (sm = hlt_sentinel_master(r->sf)) >= 0) hlt_sentinel_freeze(r->sf, sm);
+    if (m == 3)
+        for (int i = 0; i < r->cf->nnodes; i++) hlt_cluster_freeze(r->cf, i);
+    if (m % 2 == 0) hlt_redis_freeze(r->srv[m / 2]);
+    sleep_ms(ms);
+    if (sm >= 0) hlt_sentinel_thaw(r->sf, sm);
+    if (m == 3)
+        for (int i = 0; i < r->cf->nnodes; i++) hlt_cluster_thaw(r->cf, i);
+    if (m % 2 == 0) hlt_redis_thaw(r->srv[m / 2]);
+    fault_log(r, F_FREEZE_MEMBER, t0, tt_now_us(), "member=%d(%s) stopped_ms=%lld io_timeout_ms=%d", m,
+              m == 1 ? "sentinel" : m == 3 ? "cluster" : "direct", (long long)ms, IO_TIMEOUT_MS);
+}
+
 static void inject(run *r)
 {
     int total = 0, pick, kind = 0;
@@ -625,6 +768,11 @@ static void inject(run *r)
     case F_FAILOVER_FREEZE: fault_failover_freeze(r); break;
     case F_CLUSTER_FAILOVER: fault_cluster_failover(r); break;
     case F_CLUSTER_KILL:    fault_cluster_kill(r); break;
+    case F_FREEZE_IO:       fault_freeze_io(r); break;
+    case F_KILL_HILOCK:
+    case F_TERM_HILOCK:     fault_kill_hilock(r, kind); break;
+    case F_PARTITION:       fault_partition(r); break;
+    case F_FREEZE_MEMBER:   fault_freeze_member(r); break;
     }
 }
 
@@ -632,17 +780,49 @@ static void inject(run *r)
 
 static int prepare_dir(run *r, const char *base)
 {
-    char cmd[2048];
+    char cmd[2600];
     snprintf(r->dir, sizeof r->dir, "%s/%s", base, r->m->name);
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && rm -f '%s'/*.log '%s'/report.txt", r->dir, r->dir, r->dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && rm -f '%s'/*.log '%s'/*.err '%s'/report.txt", r->dir, r->dir, r->dir,
+             r->dir);
     if (system(cmd) != 0) return -1;
     snprintf(cmd, sizeof cmd, "%s/faults.log", r->dir);
     r->faults_fd = open(cmd, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
     return r->faults_fd < 0 ? -1 : 0;
 }
 
+/* redlock-mixed: 3 direct masters, a Sentinel group and a Cluster of 3 masters, as the
+ * members 0, 2, 4 / 1 / 3 of one Redlock */
+static int start_members(run *r)
+{
+    for (int i = 0; i < 3; i++) {
+        if (!(r->srv[i] = hlt_redis_start(NULL))) return -1;
+        r->urls[0][2 * i] = r->srv[i]->url;
+        r->urls[1][2 * i] = r->srv[i]->unix_url;
+    }
+    if (!(r->sf = hlt_sentinel_start()) || !(r->cf = hlt_cluster_start_masters())) return -1;
+    r->urls[0][1] = r->urls[1][1] = r->sf->url;
+    r->urls[0][3] = r->urls[1][3] = r->cf->url;
+    return 0;
+}
+
+/* cli: the partitioning proxies, in front of server 0 */
+static int start_proxies(run *r)
+{
+    for (int p = 0; p < r->m->proxies && p < TT_MAXPROXIES; p++) {
+        int port, fd = tt_proxy_listen(&port);
+        if (fd < 0) return -1;
+        r->proxy_pid[p] = fork();
+        if (r->proxy_pid[p] == 0) tt_proxy_main(r->shm, p, fd, r->srv[0]->port);
+        close(fd);
+        if (r->proxy_pid[p] < 0) return -1;
+        snprintf(r->proxy_url[p], sizeof r->proxy_url[p], "redis://127.0.0.1:%d", port);
+    }
+    return 0;
+}
+
 static int start_servers(run *r)
 {
+    if (r->m->members) return start_members(r);
     if (r->m->sentinel) {
         if (!(r->sf = hlt_sentinel_start())) return -1;
         r->urls[0][0] = r->urls[1][0] = r->sf->url;
@@ -685,10 +865,17 @@ static void stop_all(run *r)
             waitpid(r->pid[i], NULL, 0);
             r->pid[i] = 0;
         }
-    if (r->sf) hlt_sentinel_stop(r->sf);
-    else if (r->cf) hlt_cluster_stop(r->cf);
-    else
-        for (int i = 0; i < r->m->nservers; i++) hlt_redis_stop(r->srv[i]);
+    for (int p = 0; p < TT_MAXPROXIES; p++)
+        if (r->proxy_pid[p] > 0) {
+            kill(r->proxy_pid[p], SIGKILL);
+            waitpid(r->proxy_pid[p], NULL, 0);
+            r->proxy_pid[p] = 0;
+        }
+    /* cli: COMMAND trees end by themselves within this (a tree orphaned by a bug included) */
+    if (r->m->kind == TT_CLI) sleep_ms(TT_CLI_TREE_MAX_MS);
+    hlt_sentinel_stop(r->sf);   /* each is NULL-safe; redlock-mixed has all three kinds */
+    hlt_cluster_stop(r->cf);
+    for (int i = 0; i < TT_MAXSERVERS; i++) hlt_redis_stop(r->srv[i]);
     hlt_pki_free(r->pki);
 }
 
@@ -715,8 +902,9 @@ static int run_mode(const mode *m, const char *base, int duration_s, uint64_t se
     if (m->node_peer && r.node_slot < 0) printf("   node peer not available: %s\n", node_missing());
     fflush(stdout);
     r.shm = mmap(NULL, sizeof *r.shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (r.shm == MAP_FAILED || prepare_dir(&r, base) < 0 || start_servers(&r) < 0) {
+    if (r.shm == MAP_FAILED || prepare_dir(&r, base) < 0 || start_servers(&r) < 0 || start_proxies(&r) < 0) {
         fprintf(stderr, "torture %s: set-up failed\n", m->name);
+        if (r.shm != MAP_FAILED) stop_all(&r);
         return 1;
     }
     snprintf(r.node_state, sizeof r.node_state, "%s/node-%d.state", r.dir, r.node_slot);
@@ -742,6 +930,7 @@ static int run_mode(const mode *m, const char *base, int duration_s, uint64_t se
     co.dir = r.dir;
     co.mode = m->name;
     co.expect_overlap = m->expect_overlap;
+    co.expect_fence_regress = m->expect_fence_regress;
     co.allow_lost = m->sentinel || m->cluster;
     co.quorum = m->nservers > 1;
     co.tolerance_us = tolerance_ms * 1000;
@@ -767,8 +956,8 @@ static const mode *find_mode(const char *name, size_t len)
 static int usage(void)
 {
     fprintf(stderr, "usage: torture [--modes=a,b] [--duration=S] [--seed=N] [--workers=N] [--keys=N] "
-                    "[--dir=D] [--tolerance-ms=N]\n       torture check DIR [--mode=NAME] "
-                    "[--expect-overlap] [--allow-lost] [--quorum]\n       torture --list\n");
+                    "[--dir=D] [--tolerance-ms=N] [--hilock=PATH]\n       torture check DIR [--mode=NAME] "
+                    "[--expect-overlap] [--expect-fence-regress] [--allow-lost] [--quorum]\n       torture --list\n");
     return 2;
 }
 
@@ -783,11 +972,26 @@ static int cmd_check(int argc, char **argv)
     for (int i = 3; i < argc; i++) {
         if (!strncmp(argv[i], "--mode=", 7)) o.mode = argv[i] + 7;
         else if (!strcmp(argv[i], "--expect-overlap")) o.expect_overlap = 1;
+        else if (!strcmp(argv[i], "--expect-fence-regress")) o.expect_fence_regress = 1;
         else if (!strcmp(argv[i], "--allow-lost")) o.allow_lost = 1;
         else if (!strcmp(argv[i], "--quorum")) o.quorum = 1;
         else return usage();
     }
     return tt_check(&o);
+}
+
+/* this program (COMMAND's members run it) and the hilock under test: --hilock=PATH, else
+ * the one built next to us ($(B)/torture/torture -> $(B)/hilock) */
+static void find_binaries(int argc, char **argv)
+{
+    ssize_t n = readlink("/proc/self/exe", self_bin, sizeof self_bin - 1);
+    char *slash;
+    self_bin[n > 0 ? n : 0] = '\0';
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--hilock=", 9) && realpath(argv[i] + 9, hilock_bin)) return;
+    snprintf(hilock_bin, sizeof hilock_bin, "%s", self_bin);
+    if ((slash = strrchr(hilock_bin, '/'))) *slash = '\0';
+    if ((slash = strrchr(hilock_bin, '/'))) snprintf(slash, sizeof hilock_bin - (size_t)(slash - hilock_bin), "/hilock");
 }
 
 int main(int argc, char **argv)
@@ -799,6 +1003,8 @@ int main(int argc, char **argv)
     char summary[2048] = "";
 
     if (argc >= 2 && !strcmp(argv[1], "check")) return cmd_check(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "member")) return tt_member_main(argc, argv);
+    find_binaries(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strncmp(a, "--modes=", 8)) list = a + 8;
@@ -808,6 +1014,7 @@ int main(int argc, char **argv)
         else if (!strncmp(a, "--keys=", 7)) keys = atoi(a + 7);
         else if (!strncmp(a, "--dir=", 6)) base = a + 6;
         else if (!strncmp(a, "--tolerance-ms=", 15)) tolerance_ms = atoll(a + 15);
+        else if (!strncmp(a, "--hilock=", 9)) continue;   /* find_binaries */
         else if (!strcmp(a, "--list")) {
             for (size_t m = 0; m < NMODES; m++)
                 printf("%-18s %s%s%s\n", modes[m].name, modes[m].unavailable && modes[m].unavailable() ?

@@ -1,8 +1,10 @@
 /* torture.h -- the mutual-exclusion torture harness: shared definitions.
  *
- * One orchestrator process (main.c) starts the lock servers, forks N workers (worker.c)
- * that contend on a few keys through the public API, injects faults at random (main.c),
- * then merges the workers' logs and judges them (check.c). All on loopback, all bounded.
+ * One orchestrator process (main.c) starts the lock servers, forks N workers (worker.c: the
+ * blocking calls; async.c: hundreds of contenders on one event loop; cli.c: the `hilock`
+ * command with COMMAND trees, behind a partitioning proxy) that contend on a few keys,
+ * injects faults at random (main.c), then merges the workers' logs and judges them
+ * (check.c), whichever kind wrote them. All on loopback, all bounded.
  *
  * Logs are text, one record per line, written with one write(2) each (O_APPEND), so a
  * worker killed with -9 leaves every record it finished. Times are CLOCK_MONOTONIC in
@@ -15,6 +17,8 @@
 
 #define TT_MAXWORKERS 32
 #define TT_MAXKEYS    8
+#define TT_MAXRES     256         /* guarded resources: the async mode spreads over many keys */
+#define TT_MAXPROXIES 8
 #define TT_MAXSERVERS 5
 #define TT_LATE_MARGIN_US 30000   /* past the server's expiry by this much = surely expired */
 
@@ -28,6 +32,7 @@ typedef struct tt_slot {
     volatile int64_t  ttl_ms;
     volatile uint64_t fence;
     volatile int64_t  valid_until_us;   /* monotonic; the holder's believed deadline */
+    volatile int32_t  child;            /* cli: the running `hilock` process (0: none) */
 } tt_slot;
 
 /* The guarded resource: per key, the highest fencing token it has accepted. A write with
@@ -40,9 +45,16 @@ typedef struct tt_resource {
 
 typedef struct tt_shm {
     volatile int32_t stop;
-    tt_resource res[TT_MAXKEYS];
+    tt_resource res[TT_MAXRES];
     tt_slot     slot[TT_MAXWORKERS];
+    volatile int32_t partitioned[TT_MAXPROXIES];   /* cli: proxy p forwards nothing while set */
+    volatile int32_t proxy_epoch[TT_MAXPROXIES];   /* cli: bumped at a heal: cut every connection */
 } tt_shm;
+
+/* what a worker process is (torture.h's modes pick one) */
+enum { TT_BLOCKING = 0,   /* worker.c: one contender, the blocking calls */
+       TT_ASYNC,          /* async.c: hundreds of contenders on one event loop */
+       TT_CLI };          /* cli.c: runs `hilock KEY COMMAND` again and again */
 
 /* lock flavour the workers use */
 enum { TT_MODERN = 0, TT_LEGACY, TT_BRIDGE, TT_FAIR };
@@ -63,10 +75,30 @@ typedef struct tt_worker_cfg {
     int64_t     ttl_fixed_ms;        /* > 0: always this ttl */
     tt_shm     *shm;
     const char *tls_ca_file;         /* rediss:// servers: the CA to trust; else NULL */
+    int         kind;                /* TT_BLOCKING, TT_ASYNC, TT_CLI */
+    int         inject;              /* violation modes: log a lie the checker must catch (see the mode) */
+    int         contenders;          /* async: contenders on the loop */
+    const char *hilock_bin;          /* cli: the command under test */
+    const char *self_bin;            /* cli: this program (COMMAND's processes are `torture member`) */
 } tt_worker_cfg;
 
 /* worker.c: runs until shm->stop; never returns (exits the process) */
 void tt_worker_main(const tt_worker_cfg *cfg) __attribute__((noreturn));
+/* async.c: one event loop with cfg->contenders contenders on cfg->nkeys keys (names of its own) */
+void tt_async_main(const tt_worker_cfg *cfg) __attribute__((noreturn));
+/* cli.c: a slot that runs `hilock` with COMMAND trees of `torture member` processes */
+void tt_cli_main(const tt_worker_cfg *cfg) __attribute__((noreturn));
+/* cli.c: a TCP proxy 127.0.0.1:listen_port -> 127.0.0.1:to_port that black-holes while
+ * shm->partitioned[p] and cuts its connections when the partition heals */
+void tt_proxy_main(tt_shm *shm, int p, int listen_fd, int to_port) __attribute__((noreturn));
+int  tt_proxy_listen(int *port);   /* a listening socket on 127.0.0.1, port chosen by the kernel */
+/* cli.c: `torture member LOG KEY start|HOLD_MS STOP_MS [LIE_MS]`: a process of COMMAND's tree */
+int  tt_member_main(int argc, char **argv);
+
+/* cli: hilock's -t, and how long a COMMAND tree can live at most by itself (cli.c's members
+ * stop on their own: the orchestrator waits that long before it judges) */
+#define TT_CLI_TTL_MS      600
+#define TT_CLI_TREE_MAX_MS 3500   /* cli.c: HOLD_MAX_MS + STOP_MAX_MS + slack */
 
 /* ttl choices (ms) when not fixed; the longest one is the "max TTL" of the rules */
 #define TT_TTL_CHOICES { 300, 700, 1200 }
@@ -82,6 +114,7 @@ typedef struct tt_check_opts {
     int64_t     tolerance_us;        /* scheduling slack allowed over each call's bound */
     int         allow_lost;          /* failover modes: LOST is an expected result */
     int         quorum;              /* Redlock: a master restarted empty may cost a lock its majority */
+    int         expect_fence_regress;   /* a decreasing fence is logged on purpose: must be caught */
 } tt_check_opts;
 int tt_check(const tt_check_opts *o);
 
@@ -91,5 +124,18 @@ uint64_t tt_rand(uint64_t *s);
 double   tt_uniform(uint64_t *s);          /* [0, 1) */
 void     tt_sleep_us(int64_t us);
 int      tt_have_legacy(void);                 /* hilock_legacy_acquire is linked in */
+/* the log records of torture.h's format, shared by every kind of worker (worker.c) */
+void        tt_logf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *tt_stname(int st);
+/* C record (and X with the client's message for an error) of one call */
+void        tt_log_call(int fd, void *client, const char *op, int st, int64_t t0, int64_t t1,
+                        int64_t bound_us, int believed, int late, int key, uint64_t fence);
+/* after a call the belief is what the library now says (a check re-read the servers' PTTL, an
+ * extend whose answer was lost may have landed a shorter ttl): deadline d instead of `deadline`;
+ * shorter: V cuts the windows, longer: E opens a new one */
+void        tt_log_belief(int fd, int k, uint64_t fence, int64_t now, int64_t d, int64_t deadline);
+/* the guarded write of key k with this fence, and its W record */
+void        tt_guarded_write(int fd, tt_shm *shm, int k, uint64_t fence, int64_t deadline,
+                             int64_t expiry_upper);
 
 #endif

@@ -65,9 +65,7 @@ typedef struct worker {
     hilock_client *c;
 } worker;
 
-static void logf_(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void logf_(worker *w, const char *fmt, ...)
+void tt_logf(int fd, const char *fmt, ...)
 {
     char line[1024];
     va_list ap;
@@ -78,10 +76,12 @@ static void logf_(worker *w, const char *fmt, ...)
     if (n < 0) return;
     if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
     line[n++] = '\n';
-    if (write(w->fd, line, (size_t)n) != n) _exit(3);   /* a lost record would falsify the check */
+    if (write(fd, line, (size_t)n) != n) _exit(3);   /* a lost record would falsify the check */
 }
 
-static const char *stname(hilock_status s)
+#define logf_(w, ...) tt_logf((w)->fd, __VA_ARGS__)
+
+const char *tt_stname(int s)
 {
     static const char *const names[] = { "OK", "BUSY", "NOT_HELD", "LOST", "EINVAL", "EIO",
         "ETIMEDOUT", "EAUTH", "EREPLY", "EREPLICAS", "ENOQUORUM", "ENOMEM" };
@@ -92,25 +92,31 @@ static const char *stname(hilock_status s)
  * believed: the call ended before the holder's deadline, so the server answered while the
  * key was surely still ours (NOT_HELD then is a loss); late: it started surely after the
  * server's expiry (OK then is a lie). */
-static void log_call(worker *w, const char *op, hilock_status st, int64_t t0, int64_t t1,
-                     int64_t bound_us, int believed, int late, int key, uint64_t fence)
+void tt_log_call(int fd, void *client, const char *op, int st, int64_t t0, int64_t t1,
+                 int64_t bound_us, int believed, int late, int key, uint64_t fence)
 {
-    logf_(w, "C %s %s %lld %lld %lld %d %d %d %llu", op, stname(st), (long long)t0, (long long)t1,
-          (long long)bound_us, believed, late, key, (unsigned long long)fence);
+    tt_logf(fd, "C %s %s %lld %lld %lld %d %d %d %llu", op, tt_stname(st), (long long)t0, (long long)t1,
+            (long long)bound_us, believed, late, key, (unsigned long long)fence);
     if (st != HILOCK_OK && st != HILOCK_BUSY && st != HILOCK_NOT_HELD) {
         char msg[300];
         size_t i;
-        snprintf(msg, sizeof msg, "%s", hilock_client_errmsg(w->c));
+        snprintf(msg, sizeof msg, "%s", hilock_client_errmsg(client));
         for (i = 0; msg[i]; i++)
             if (msg[i] == '\n' || msg[i] == '\r') msg[i] = ' ';
-        logf_(w, "X %s %s %s", op, stname(st), msg);
+        tt_logf(fd, "X %s %s %s", op, tt_stname(st), msg);
     }
 }
 
-/* The guarded write: refused if a higher token was accepted before (compare-and-swap). */
-static void guarded_write(worker *w, int k, uint64_t fence, int64_t deadline, int64_t expiry_upper)
+static void log_call(worker *w, const char *op, hilock_status st, int64_t t0, int64_t t1,
+                     int64_t bound_us, int believed, int late, int key, uint64_t fence)
 {
-    tt_resource *r = &w->cfg->shm->res[k];
+    tt_log_call(w->fd, w->c, op, st, t0, t1, bound_us, believed, late, key, fence);
+}
+
+/* The guarded write: refused if a higher token was accepted before (compare-and-swap). */
+void tt_guarded_write(int fd, tt_shm *shm, int k, uint64_t fence, int64_t deadline, int64_t expiry_upper)
+{
+    tt_resource *r = &shm->res[k];
     uint64_t h = __atomic_load_n(&r->highest, __ATOMIC_SEQ_CST);
     int accepted;
     int64_t t;
@@ -127,8 +133,13 @@ static void guarded_write(worker *w, int k, uint64_t fence, int64_t deadline, in
         }
     }
     t = tt_now_us();   /* after the decision: a refusal means the higher token was there before t */
-    logf_(w, "W %d %llu %lld %d %llu %d %d", k, (unsigned long long)fence, (long long)t, accepted,
-          (unsigned long long)h, t < deadline, t > expiry_upper + TT_LATE_MARGIN_US);
+    tt_logf(fd, "W %d %llu %lld %d %llu %d %d", k, (unsigned long long)fence, (long long)t, accepted,
+            (unsigned long long)h, t < deadline, t > expiry_upper + TT_LATE_MARGIN_US);
+}
+
+static void guarded_write(worker *w, int k, uint64_t fence, int64_t deadline, int64_t expiry_upper)
+{
+    tt_guarded_write(w->fd, w->cfg->shm, k, fence, deadline, expiry_upper);
 }
 
 static hilock_status acquire(worker *w, const char *key, int64_t ttl, int64_t wait, hilock **l)
@@ -163,16 +174,27 @@ static int64_t hold_us(worker *w, hilock *l)
 /* After any call the belief is what the library now says: a check re-reads the servers'
  * PTTL, an extend whose answer was lost may have landed a shorter ttl. Shorter: "V" cuts
  * the windows; longer (check or extend OK): "E" opens a new one. */
+void tt_log_belief(int fd, int k, uint64_t fence, int64_t now, int64_t d, int64_t deadline)
+{
+    if (d != deadline)
+        tt_logf(fd, "%c %d %llu %lld %lld", d < deadline ? 'V' : 'E', k, (unsigned long long)fence, (long long)now,
+                (long long)d);
+}
+
 static int64_t rebelieve(worker *w, hilock *l, int k, uint64_t fence, int64_t deadline)
 {
     int64_t now = tt_now_us(), d = now + hilock_validity_ms(l) * 1000;
-    if (d < deadline) {
-        logf_(w, "V %d %llu %lld %lld", k, (unsigned long long)fence, (long long)now, (long long)d);
-    } else if (d > deadline) {
-        logf_(w, "E %d %llu %lld %lld", k, (unsigned long long)fence, (long long)now, (long long)d);
-    }
+    tt_log_belief(w->fd, k, fence, now, d, deadline);
     w->slot->valid_until_us = d;
     return d;
+}
+
+/* fence-violation: every 8th holding is logged with half its fence, a token that went
+ * backwards; the checker must see it (the guarded writes keep the real one) */
+static uint64_t logged_fence(worker *w, uint64_t fence)
+{
+    static unsigned n;
+    return w->cfg->inject && ++n % 8 == 0 ? fence / 2 : fence;
 }
 
 static void one_round(worker *w)
@@ -201,7 +223,7 @@ static void one_round(worker *w)
     deadline = tt_now_us() + hilock_validity_ms(l) * 1000;
     expiry_upper = t1 + ttl * 1000;   /* the server's PX started before t1 */
     fence = hilock_fence(l);
-    logf_(w, "A %d %llu %lld %lld %lld %lld %lld", k, (unsigned long long)fence, (long long)t0,
+    logf_(w, "A %d %llu %lld %lld %lld %lld %lld", k, (unsigned long long)logged_fence(w, fence), (long long)t0,
           (long long)t1, (long long)deadline, (long long)ttl, (long long)wait);
     w->slot->fence = fence;
     w->slot->ttl_ms = ttl;
@@ -246,6 +268,8 @@ void tt_worker_main(const tt_worker_cfg *cfg)
     char path[512];
     hilock_options o;
     worker w;
+    if (cfg->kind == TT_ASYNC) tt_async_main(cfg);
+    if (cfg->kind == TT_CLI) tt_cli_main(cfg);
     memset(&w, 0, sizeof w);
     prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the orchestrator */
     signal(SIGPIPE, SIG_DFL);   /* as an application would have it: the library must cope */
