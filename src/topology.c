@@ -357,15 +357,39 @@ static uint32_t slow_exec(hilock_client *c, const hl_topo_op *op, uint32_t mask,
     return 0;
 }
 
+/* Node i's answer to failover.lua, read as soon as its round trip returns: 1 if it filled
+ * *id; op->failed gets node i if it did not answer (timeout, broken connection: no verdict
+ * either way). */
+static int slow_ident(hilock_client *c, hl_topo_op *op, size_t i, uint32_t ok, ident *id)
+{
+    hilock_status st = c->nodes[i].st;
+    if (ok & (1u << i)) return parse_ident(c->nodes[i].reply[0], id);
+    if (st == HILOCK_ETIMEDOUT || st == HILOCK_EIO || st == HILOCK_ENOMEM) op->failed |= 1u << i;
+    return 0;
+}
+
+/* failover.lua's round trip on the nodes in mask, each node's answer read before any other
+ * round trip: the blocking runner leaves the replies and st of the nodes outside a round
+ * trip's mask as they are, but the loop runner clears every node's replies and lets other
+ * flows overwrite st while this one waits. (A Cluster client, whose nodes each get a round
+ * trip of their own, is blocking-only today: async.c refuses Cluster URLs.) */
+static uint32_t slow_round(hilock_client *c, hl_topo_op *op, uint32_t mask, const hl_cmd *s, ident *ids)
+{
+    uint32_t ok = slow_exec(c, op, mask, s), have = 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if ((mask & (1u << i)) && slow_ident(c, op, i, ok, &ids[i])) have |= 1u << i;
+    return have;
+}
+
 /* The slow path: failover.lua on the nodes in mask, one round trip (it replaces their
  * replies; a Cluster node's own round trip, as its ARGV[7] is that node's map epoch), by the
  * operation's deadline. Returns the nodes whose answer filled ids[i]; op->failed gets those
- * that did not answer (timeout, broken connection: no verdict either way). */
+ * that did not answer. */
 static uint32_t slow_idents(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t mask, ident *ids)
 {
     hl_cmd s;
     char ttl[24], floor[24], min_ep[24], mode[2] = {reads_record(c, op->kind) ? record_mode(c) : '0', '\0'};
-    uint32_t ok = 0, have = 0;
+    uint32_t have = 0;
     hl_cmd_init(&s, &hl_lua_failover, 2);
     hl_cmd_arg(&s, guard_key(c, l), (size_t)-1);
     hl_cmd_arg(&s, l->key, (size_t)-1);
@@ -376,22 +400,12 @@ static uint32_t slow_idents(hilock_client *c, hilock *l, hl_topo_op *op, uint32_
     hl_cmd_argi(&s, floor, c->opt.failover_guard_ms);
     hl_cmd_arg(&s, mode, 1);
     hl_cmd_arg(&s, any_sharded(c) ? "1" : "0", 1);   /* the record holds the slot's epoch */
-    if (!any_sharded(c)) {
-        ok = slow_exec(c, op, mask, &s);
-    } else {
-        for (size_t i = 0; i < c->nnodes; i++) {
-            if (!(mask & (1u << i))) continue;
-            s.argc = 8;
-            hl_cmd_argi(&s, min_ep, (long long)map_epoch(&c->nodes[i]));
-            ok |= slow_exec(c, op, 1u << i, &s);
-        }
-    }
+    if (!any_sharded(c)) return slow_round(c, op, mask, &s, ids);
     for (size_t i = 0; i < c->nnodes; i++) {
-        hilock_status st = c->nodes[i].st;
         if (!(mask & (1u << i))) continue;
-        if ((ok & (1u << i)) && parse_ident(c->nodes[i].reply[0], &ids[i])) have |= 1u << i;
-        else if (!(ok & (1u << i)) && (st == HILOCK_ETIMEDOUT || st == HILOCK_EIO || st == HILOCK_ENOMEM))
-            op->failed |= 1u << i;
+        s.argc = 8;
+        hl_cmd_argi(&s, min_ep, (long long)map_epoch(&c->nodes[i]));
+        have |= slow_round(c, op, 1u << i, &s, ids);
     }
     return have;
 }

@@ -646,14 +646,11 @@ Test(cluster, the_fence_epoch_is_the_slots_record_checked_against_the_map)
     hilock_client_free(c);
 }
 
-/* A cluster of one node that has met no other names itself with an empty ip in CLUSTER NODES
- * (":port@cport"): the seed that answered is that node. */
-Test(cluster, a_one_node_cluster_is_reached_through_its_seed)
+/* A cluster of one redis-server that serves every slot, its URL in url: a second cluster
+ * for the cost of one server. */
+static hlt_redis *one_node_cluster(char *url, size_t cap)
 {
     hlt_redis *r = hlt_redis_start("--cluster-enabled yes --cluster-config-file nodes.conf");
-    hilock_client *c;
-    hilock *l;
-    char url[64], *v;
     redisReply *x;
     long long end;
     int ok = 0;
@@ -667,7 +664,18 @@ Test(cluster, a_one_node_cluster_is_reached_through_its_seed)
         if (x) freeReplyObject(x);
     }
     cr_assert(ok, "the one-node cluster is not ok");
-    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", r->port);
+    snprintf(url, cap, "redis-cluster://127.0.0.1:%d", r->port);
+    return r;
+}
+
+/* A cluster of one node that has met no other names itself with an empty ip in CLUSTER NODES
+ * (":port@cport"): the seed that answered is that node. */
+Test(cluster, a_one_node_cluster_is_reached_through_its_seed)
+{
+    hilock_client *c;
+    hilock *l;
+    char url[64], *v;
+    hlt_redis *r = one_node_cluster(url, sizeof url);
     c = client(url);
     cr_assert_eq(hilock_acquire(c, "solo", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     v = hlt_get(r, "solo");
@@ -679,4 +687,56 @@ Test(cluster, a_one_node_cluster_is_reached_through_its_seed)
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
+}
+
+/* The guard's record on a one-node cluster: its maxttl field (-1: no record). */
+static long long record_maxttl(hlt_redis *r)
+{
+    redisReply *k = hlt_cmd(r, "KEYS hilock:guard:*"), *x;
+    long long v = -1;
+    cr_assert(k && k->type == REDIS_REPLY_ARRAY && k->elements <= 1, "KEYS hilock:guard:*");
+    if (k->elements == 1 && (x = hlt_cmd(r, "HGET %s maxttl", k->element[0]->str))) {
+        if (x->type == REDIS_REPLY_STRING) v = atoll(x->str);
+        freeReplyObject(x);
+    }
+    freeReplyObject(k);
+    return v;
+}
+
+/* A Redlock of two clusters (one node each) under the guard: the first acquire finds no record
+ * on either and an extend to a longer ttl outgrows both records, so failover.lua runs on both
+ * members, each in a round trip of its own; every member's answer is judged as that member's
+ * (a grant is kept on both, the records are written on both). */
+Test(cluster, a_redlock_of_two_clusters_judges_each_members_failover_check)
+{
+    char url[2][64], *v;
+    const char *urls[2] = {url[0], url[1]};
+    hlt_redis *r[2];
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l;
+    for (int k = 0; k < 2; k++) r[k] = one_node_cluster(url[k], sizeof url[k]);
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 2;
+    o.failover_guard = 1;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_acquire(c, "twoclusters", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int k = 0; k < 2; k++) {
+        v = hlt_get(r[k], "twoclusters");
+        cr_assert(v && !strcmp(v, hilock_token(l)), "cluster %d does not hold the grant", k);
+        free(v);
+        cr_assert_eq(record_maxttl(r[k]), 10000, "cluster %d: failover.lua did not write the record", k);
+    }
+    cr_assert_eq(hilock_extend(l, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int k = 0; k < 2; k++) {
+        cr_assert_gt(hlt_pttl(r[k], "twoclusters"), 20000, "cluster %d kept the old ttl", k);
+        cr_assert_eq(record_maxttl(r[k]), 30000, "cluster %d: the extend's failover.lua did not run", k);
+    }
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int k = 0; k < 2; k++) cr_assert_eq(hlt_exists(r[k], "twoclusters"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    for (int k = 0; k < 2; k++) hlt_redis_stop(r[k]);
 }
