@@ -441,8 +441,8 @@ HILOCK_API int64_t hilock_validity_ms(const hilock *l);
 /* The fencing token: a number that grows with every grant of this key, whatever topology
  * or quorum answered, so a resource that remembers the highest token it has seen can refuse
  * a stale holder. It is at least the server's clock in milliseconds since 1970, so it keeps
- * growing even after the counter key (kept ttl + 1 hour past each grant) has expired. 0 for
- * NULL.
+ * growing even after the counter key (kept ttl + 1 hour past each grant; see Redlock below)
+ * has expired. 0 for NULL.
  * Sentinel and Cluster URLs: bits 63..42 hold the config-epoch of the master that granted it
  * (Sentinel: the Sentinels' config-epoch, read with its address; Cluster: the slot's; it
  * rises with every failover), bits 41..0 the counter above (the clock floor fits in 42 bits
@@ -459,12 +459,18 @@ HILOCK_API int64_t hilock_validity_ms(const hilock *l);
  * includes the masters that carry an epoch. (The counters of a Redlock with such a master
  * so hold whole tokens, above 2^42; there an epoch above 2047 counts as 2047, which keeps
  * every counter below 2^53, the range the servers' Lua numbers hold exactly.)
+ * Such a counter (>= 2^42) is kept ttl + 35 days past each grant or raise, never shortened
+ * by a later one (a plain counter: ttl + 1 hour), because it is the only floor above the
+ * clock for a quorum without the epoch member; it costs each master one small key per lock
+ * key for those 35 days.
  * Limits: a master restarted without persistence forgets its counter, and a counter expires
- * ttl + 1 hour after the last grant. A quorum that meets the last one only on such a master
- * relies on the clock floor and the epochs alone: the clock floor holds while the masters'
- * clocks agree, never step back, and run ahead of the counter (fewer than one grant per
- * millisecond on average), but it is below every token with an epoch: after one, such a
- * quorum is sure to mint above it only through a master whose epoch is higher.
+ * as above. A quorum that meets the last one only on such a master relies on the clock floor
+ * and the epochs alone: the clock floor holds while the masters' clocks agree, never step
+ * back, and run ahead of the counter (fewer than one grant per millisecond on average), but
+ * it is below every token with an epoch: after one, such a quorum is sure to mint above it
+ * only through a master whose epoch is higher. So with an epoch member, a lock key left
+ * without a grant for more than ttl + 35 days and then granted by a quorum without that
+ * member (or whose counters were forgotten) may get a token below its last one.
  * The resource itself must compare tokens. */
 HILOCK_API uint64_t hilock_fence(const hilock *l);
 

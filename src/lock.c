@@ -206,7 +206,7 @@ static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t 
 {
     hilock_client *c = l->c;
     hl_cmd cmd;
-    char a_fence[24], a_keep[24];
+    char a_fence[24], a_keep[24], a_epoch_keep[24];
     uint32_t have = 0, low = 0, ok;
     if (c->nnodes == 1) return t->yes;
     for (size_t i = 0; i < c->nnodes; i++)
@@ -219,6 +219,7 @@ static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t 
     hl_cmd_arg(&cmd, l->fence_key, (size_t)-1);
     hl_cmd_argi(&cmd, a_fence, (long long)fence);
     hl_cmd_argi(&cmd, a_keep, l->ttl_ms + HL_FENCE_KEEP_MS);
+    hl_cmd_argi(&cmd, a_epoch_keep, l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
     ok = hl_exec(c, low, &cmd, 1, per, hard);
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_reply *r = c->nodes[i].reply[0];

@@ -12,6 +12,7 @@
 
 #include "fixture.h"
 #include "hilock.h"
+#include "kind.h"   /* HL_FENCE_KEEP_MS, HL_FENCE_EPOCH_KEEP_MS */
 #include "sentinel_fixture.h"
 
 #define NMAX 5
@@ -573,6 +574,34 @@ static void sentinel_fini(void)
     SF = NULL;
 }
 
+/* A Redlock of two direct members around a Sentinel member (urls: direct, Sentinel, direct)
+ * whose config-epoch is 1; *m: the data node that is its master. */
+static hilock_client *epoch_redlock(cluster *k, const char *urls[3], int *m)
+{
+    start(k, 2);
+    SF = hlt_sentinel_start();
+    cr_assert_not_null(SF, "sentinel fixture did not start");
+    cr_assert_eq(hlt_sentinel_failover(SF, 1), 0, "the failover that gives config-epoch 1");
+    *m = hlt_sentinel_master(SF);
+    cr_assert_geq(*m, 0);
+    urls[0] = k->url[0];
+    urls[1] = SF->url;
+    urls[2] = k->url[1];
+    /* (no guard: the promoted master would grant nothing for a ttl, and the epoch is the
+     * Sentinels' either way) */
+    return client_guard(urls, 3, 0);
+}
+
+/* The Sentinel member cannot answer (both its data nodes frozen: no failover either), or is
+ * back. */
+static void epoch_member_down(int down)
+{
+    for (int i = 0; i < 2; i++) {
+        if (down) hlt_sentinel_freeze(SF, i);
+        else hlt_sentinel_thaw(SF, i);
+    }
+}
+
 Test(redlock, fence_grows_when_the_next_quorum_leaves_out_the_epoch_member, .fini = sentinel_fini,
      .timeout = 120)
 {
@@ -581,18 +610,7 @@ Test(redlock, fence_grows_when_the_next_quorum_leaves_out_the_epoch_member, .fin
     const char *urls[3];
     unsigned long long f[4], floor[2][3];
     int m;
-    start(&k, 2);
-    SF = hlt_sentinel_start();
-    cr_assert_not_null(SF, "sentinel fixture did not start");
-    cr_assert_eq(hlt_sentinel_failover(SF, 1), 0, "the failover that gives config-epoch 1");
-    m = hlt_sentinel_master(SF);
-    cr_assert_geq(m, 0);
-    urls[0] = k.url[0];
-    urls[1] = SF->url;
-    urls[2] = k.url[1];
-    /* (no guard: the promoted master would grant nothing for a ttl, and the epoch is the
-     * Sentinels' either way) */
-    hilock_client *c = client_guard(urls, 3, 0);
+    hilock_client *c = epoch_redlock(&k, urls, &m);
     /* 1: all three grant; the Sentinel member's epoch is in the token */
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     f[0] = hilock_fence(l);
@@ -605,9 +623,8 @@ Test(redlock, fence_grows_when_the_next_quorum_leaves_out_the_epoch_member, .fin
     free(v);
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
-    /* 2: the epoch member cannot answer (both its data nodes frozen: no failover either) */
-    hlt_sentinel_freeze(SF, 0);
-    hlt_sentinel_freeze(SF, 1);
+    /* 2: the epoch member cannot answer */
+    epoch_member_down(1);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     f[1] = hilock_fence(l);
     cr_assert_eq(holders(&k, "res", hilock_token(l)), 2);
@@ -615,8 +632,7 @@ Test(redlock, fence_grows_when_the_next_quorum_leaves_out_the_epoch_member, .fin
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
     /* 3: it is back, with the floor it was given at 1 (below the direct members' now) */
-    hlt_sentinel_thaw(SF, 0);
-    hlt_sentinel_thaw(SF, 1);
+    epoch_member_down(0);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 3000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     f[2] = hilock_fence(l);
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -645,6 +661,66 @@ Test(redlock, fence_grows_when_the_next_quorum_leaves_out_the_epoch_member, .fin
         cr_assert_geq(floor[1][i], f[1], "master %d keeps %llu, below the token %llu", i, floor[1][i], f[1]);
     }
     cr_assert_geq(floor[0][2], f[0], "the epoch member keeps %llu, below the token %llu", floor[0][2], f[0]);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+/* Cut the remaining life of `key` by `ms`, as if that much time had gone by; a key with no
+ * more life left is gone (PEXPIRE with a time <= 0 deletes it). */
+static void age_by(hlt_redis *r, const char *key, long long ms)
+{
+    redisReply *rep = hlt_cmd(r, "PEXPIRE %s %lld", key, hlt_pttl(r, key) - ms);
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER);
+    freeReplyObject(rep);
+}
+
+/* The counters that hold an epoch are, for a quorum without the epoch member, the only floor
+ * above the clock: they are kept HL_FENCE_EPOCH_KEEP_MS past a grant, not the hour, and a
+ * later grant with a shorter ttl does not shorten that. (Before the fix they expired an hour
+ * after the last grant, and the nightly job with its Sentinel member down minted from the
+ * clock, below the token it had before.) */
+Test(redlock, fence_with_an_epoch_outlives_an_idle_hour, .fini = sentinel_fini, .timeout = 120)
+{
+    cluster k;
+    hilock *l;
+    const char *urls[3];
+    const long long ttl = 60000, idle = HL_FENCE_KEEP_MS + 60000;
+    long long pttl[2][2];   /* the direct members' counters: after the Redlock grant, the plain one */
+    int m;
+    hilock_client *c = epoch_redlock(&k, urls, &m);
+    cr_assert_eq(hilock_acquire(c, "res", ttl, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    unsigned long long f0 = hilock_fence(l);
+    cr_assert_geq(f0 >> 42, 1, "fence %llu carries no epoch", f0);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    for (int i = 0; i < 2; i++) pttl[0][i] = hlt_pttl(k.m[i], "{res}:fence");
+    /* a plain grant (one master) of a shorter ttl on the first direct member */
+    hilock_client *one = client_for(&k.url[0], 1);
+    cr_assert_eq(hilock_acquire(one, "res", 1000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(one));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(one));
+    hilock_free(l);
+    hilock_client_free(one);
+    for (int i = 0; i < 2; i++) pttl[1][i] = hlt_pttl(k.m[i], "{res}:fence");
+    /* an hour (and the ttl) with no grant; then the job, its Sentinel member down */
+    for (int i = 0; i < 2; i++) age_by(k.m[i], "{res}:fence", idle);
+    int kept = with_key(&k, "{res}:fence");
+    epoch_member_down(1);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    unsigned long long f1 = hilock_fence(l);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    epoch_member_down(0);
+    fprintf(stderr, "[fence] with an epoch: %llu; counters' pttl after it %lld %lld, after a plain "
+            "grant %lld %lld; counters left after an idle hour: %d; then without the epoch member: "
+            "%llu\n", f0, pttl[0][0], pttl[0][1], pttl[1][0], pttl[1][1], kept, f1);
+    for (int i = 0; i < 2; i++)
+        cr_assert(pttl[0][i] > ttl + HL_FENCE_EPOCH_KEEP_MS - 10000 &&
+                  pttl[0][i] <= ttl + HL_FENCE_EPOCH_KEEP_MS, "master %d: pttl %lld", i, pttl[0][i]);
+    /* generous for the time between the reads; shortened, it would have lost ttl - 1000 */
+    cr_assert_geq(pttl[1][0], pttl[0][0] - 10000, "the plain grant shortened the counter's life");
+    cr_assert_eq(kept, 2, "a counter with an epoch did not outlive the hour");
+    cr_assert_gt(f1, f0, "the quorum without the epoch member went back after an idle hour: "
+                 "%llu then %llu", f0, f1);
     hilock_client_free(c);
     stop(&k);
 }

@@ -1,5 +1,6 @@
 -- acquire: KEYS[1] lock, KEYS[2] fence counter (same hash slot)
--- ARGV[1] token, ARGV[2] ttl ms, ARGV[3] ms to keep the counter, ARGV[4] fence floor
+-- ARGV[1] token, ARGV[2] ttl ms, ARGV[3] ms to keep the counter, ARGV[4] fence floor,
+-- ARGV[6] ms to keep a counter that holds an epoch (at or above 2^42: a Redlock's token)
 -- {1, fence}: granted (also when the value is already ours: a retry after a lost reply)
 -- {0, pttl}:  held by another value (pttl -1: no expiry, e.g. a legacy key)
 -- Optional wake-up (src/wait.c): KEYS[3] the waiters marker, ARGV[5] ms a waiter may block:
@@ -22,5 +23,11 @@ local t = redis.call('TIME')
 local f = math.max(last + 1,
                    tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
                    tonumber(ARGV[4]))
-redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[3])
+-- a counter with an epoch in it (fence_raise.lua) is the only floor above the clock for a
+-- quorum without the epoch member: it lives far longer, and no grant shortens it
+local keep = ARGV[3]
+if f >= 4398046511104 then   -- 2^42
+  keep = string.format('%.0f', math.max(tonumber(ARGV[6]), redis.call('PTTL', KEYS[2])))
+end
+redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', keep)
 return {1, f}
