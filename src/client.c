@@ -73,8 +73,10 @@ hilock_status hl_leave(hilock_client *c, int took, hilock_status st)
         return st;
     }
     do {
-        if (__atomic_exchange_n(&c->missed, 0, __ATOMIC_SEQ_CST) && c->runner && c->runner->missed)
-            c->runner->missed(c);
+        if (__atomic_load_n(&c->missed, __ATOMIC_SEQ_CST)) {
+            __atomic_store_n(&c->missed, 0, __ATOMIC_SEQ_CST);
+            if (c->runner->missed) c->runner->missed(c);   /* (none once the loop is let go) */
+        }
         __atomic_store_n(&c->owner, 0, __ATOMIC_SEQ_CST);
         none = 0;
     } while (__atomic_load_n(&c->missed, __ATOMIC_SEQ_CST) &&
