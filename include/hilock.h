@@ -14,9 +14,13 @@
  * compare-and-swap per call, and it is not a lock: the refused call is not retried, and two
  * threads taking turns through a mutex of their own are fine. Not checked, because they can
  * return no status: hilock_free and hilock_client_free (free a lock or client once no other
- * thread is inside a call on that lock or client; freeing one lock while another thread uses
- * the client's other locks is safe), and the accessors that only read (hilock_validity_ms,
- * hilock_fence, hilock_token, hilock_key, hilock_keepalive_errmsg).
+ * thread is inside a call on that lock or client; on a blocking client, freeing one lock
+ * while another thread uses the client's other locks is safe; a client attached to an event
+ * loop frees its locks on the loop's thread, as hilock_free ends their calls in flight there),
+ * and the accessors that only read (hilock_validity_ms, hilock_fence, hilock_token,
+ * hilock_key, hilock_keepalive_errmsg). A thread that leaves a call other than by its return
+ * (pthread_cancel, or a longjmp out of a callback) leaves the client marked in use: every
+ * later call on it from another thread is HILOCK_EINVAL.
  *
  * fork(): a client, and every lock made from it, belongs to the process that made the
  * client. In a forked child its copy may only be freed: hilock_free and hilock_client_free

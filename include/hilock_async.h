@@ -67,8 +67,11 @@
  *     callbacks of hilock.h run on the loop's own stack.
  *   - The loop's thread owns the client (hilock.h's thread rule): a call on it or on one of
  *     its locks from another thread while the loop's thread is inside hilock returns
- *     HILOCK_EINVAL "client used from two threads at once", and a hilock_loop_fd or
- *     hilock_loop_timeout from another thread then does nothing.
+ *     HILOCK_EINVAL "client used from two threads at once"; hilock_free of one of its locks
+ *     belongs on the loop's thread too. A hilock_loop_fd while another thread is inside
+ *     does nothing (the fd is reported again); a hilock_loop_timeout then does nothing
+ *     either, but the thread inside calls `timer` with 0 ms as it leaves, so the timer's
+ *     work is not lost.
  */
 #ifndef HILOCK_ASYNC_H
 #define HILOCK_ASYNC_H

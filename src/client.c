@@ -32,33 +32,55 @@ hilock_status hl_check_fork(hilock_client *c)
                    "(after fork, the child may only free it)", (long)getpid(), c->pid);
 }
 
-/* The thread whose last refused call (hl_enter) was on this client, and, by its address, the
- * thread's identity in hilock_client.owner: a thread-local's address is unique among live
- * threads and costs no system call (pthread_t is not portably an integer). */
-static __thread const hilock_client *refused_here;
+/* The serial (hilock_client.serial) of the client on which this thread's last call was
+ * refused (hl_enter), 0: none -- a serial, not an address, so a new client made where a freed
+ * one was is not taken for it. Its address is also the thread's identity in
+ * hilock_client.owner: a thread-local's address is unique among live threads and costs no
+ * system call (pthread_t is not portably an integer). */
+static __thread unsigned long refused_serial;
+static unsigned long serials;   /* atomic: the last serial given */
 
 /* One compare-and-swap per public call (docs: its cost next to a lock cycle's round trips). */
 hilock_status hl_enter(hilock_client *c, int *took)
 {
-    uintptr_t me = (uintptr_t)&refused_here, none = 0;
+    uintptr_t me = (uintptr_t)&refused_serial, none = 0;
     *took = 0;
     /* a forked child's copy: refused whatever call it is (its owner may be a parent
      * thread's, copied); the child has one thread, so errmsg is ours to write */
     if (hl_forked(c)) return hl_check_fork(c);
     if (__atomic_load_n(&c->owner, __ATOMIC_RELAXED) != me) {
-        if (!__atomic_compare_exchange_n(&c->owner, &none, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-            refused_here = c;   /* not c->errmsg: the thread inside owns it */
+        if (!__atomic_compare_exchange_n(&c->owner, &none, me, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            refused_serial = c->serial;   /* not c->errmsg: the thread inside owns it */
             return HILOCK_EINVAL;
         }
         *took = 1;
     }
-    if (refused_here == c) refused_here = NULL;
+    if (refused_serial == c->serial) refused_serial = 0;
     return HILOCK_OK;
 }
 
+/* A timer the loop's thread missed (hilock_loop_timeout refused: c->missed) is asked for
+ * again before c is let go. One that comes after that but before the store finds c still
+ * taken, sets missed, and tries to enter once more (async.c): of this load of missed and
+ * that compare-and-swap, at least one sees the other's store (all sequentially
+ * consistent), so either that thread gets in or this one takes c back to redo it. */
 hilock_status hl_leave(hilock_client *c, int took, hilock_status st)
 {
-    if (took) __atomic_store_n(&c->owner, 0, __ATOMIC_RELEASE);
+    uintptr_t me = (uintptr_t)&refused_serial, none = 0;
+    if (!took) return st;
+    if (!c->runner) {   /* blocking: no timer to miss (and one plain store, not a fence) */
+        __atomic_store_n(&c->owner, 0, __ATOMIC_RELEASE);
+        return st;
+    }
+    do {
+        if (__atomic_load_n(&c->missed, __ATOMIC_SEQ_CST)) {
+            __atomic_store_n(&c->missed, 0, __ATOMIC_SEQ_CST);
+            if (c->runner->missed) c->runner->missed(c);   /* (none once the loop is let go) */
+        }
+        __atomic_store_n(&c->owner, 0, __ATOMIC_SEQ_CST);
+        none = 0;
+    } while (__atomic_load_n(&c->missed, __ATOMIC_SEQ_CST) &&
+             __atomic_compare_exchange_n(&c->owner, &none, me, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
     return st;
 }
 
@@ -317,6 +339,7 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
 
     if (!(c = calloc(1, sizeof *c))) return config_fail(HILOCK_ENOMEM, "out of memory");
     c->refs = 1;
+    c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     pthread_once(&fork_once, watch_forks);
     c->fork_gen = hl_fork_gen;
     c->pid = (long)getpid();
@@ -403,7 +426,7 @@ hilock_status hilock_client_open(const char *url, hilock_client **out)
 
 const char *hilock_client_errmsg(const hilock_client *c)
 {
-    if (c && refused_here == c) return HL_TWO_THREADS;   /* this thread's last call was refused */
+    if (c && refused_serial == c->serial) return HL_TWO_THREADS;   /* this thread's last call was refused */
     return c ? c->errmsg : "no client";
 }
 

@@ -104,6 +104,9 @@ typedef struct hl_runner {
     int (*connected)(const hilock_client *c, size_t i);
     /* close it: the calls on it end EIO with why (hl_node_reset) */
     void (*close_node)(hilock_client *c, size_t i, const char *why);
+    /* the loop's timer fired while another thread was inside (hl_enter refused it): ask
+     * the loop for it again; called by that thread's hl_leave, still inside */
+    void (*missed)(hilock_client *c);
 } hl_runner;
 
 struct hilock_client {
@@ -123,6 +126,8 @@ struct hilock_client {
     long           pid;          /* the process that made it (for the message) */
     char           errmsg[HL_ERRMSG_MAX];
     uintptr_t      owner;        /* atomic: the thread inside a public call, 0 = none (hl_enter) */
+    int            missed;       /* atomic: a refused hilock_loop_timeout, for hl_leave to redo */
+    unsigned long  serial;       /* this client's number among all made (hl_enter's refusals) */
     const hl_runner *runner;     /* NULL: blocking (see hl_runner) */
     struct hl_loop *loop;        /* the runner's state (engine_loop.c) */
     int            cancelled;    /* the loop's calls are being ended (client freed): lock.c's

@@ -51,8 +51,10 @@ static hilock_status init(hilock *l)
     l->signal_key = hl_aux_key(l->key, suffix);
     l->queue_key = hl_aux_key(l->key, ":fq");
     l->beat_key = hl_aux_key(l->key, ":fb");
-    if (!l->signal_key || !l->queue_key || !l->beat_key)
+    if (!l->signal_key || !l->queue_key || !l->beat_key) {
+        l->queued = 0;   /* no names left to leave by: an entry of the old token lapses */
         return hl_fail(l->c, HILOCK_ENOMEM, "out of memory");
+    }
     return HILOCK_OK;
 }
 
@@ -120,7 +122,7 @@ static void give_up(hilock *l, int64_t hard_deadline_us)
     hl_cmd cmd;
     hl_kind_buf b;
     int64_t per = c->opt.io_timeout_ms * 1000, dl = hl_add_sat(hl_now_us(), per);
-    if (!l->queued) return;
+    if (!l->queued || !l->queue_key || !l->beat_key || !l->signal_key) return;   /* (init: no memory) */
     if (dl > hard_deadline_us) dl = hard_deadline_us;
     if (dl <= hl_now_us()) return;
     fair_cmd(l, &cmd, &b, "leave");

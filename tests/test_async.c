@@ -4,6 +4,8 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 #include "hilock_libuv.h"
 #include "hilock_legacy.h"
 #include "hilock_inspect.h"
+#include "internal.h"   /* hl_enter/hl_leave: another thread inside the client, on cue */
 
 #define N_MAX 1000
 
@@ -737,6 +740,92 @@ Test(async, a_done_may_free_the_client)
     uv_run(&loop, UV_RUN_NOWAIT);
     cr_assert_eq(r.done, 20);
     loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* The same, from a pass of hilock_loop_timeout: the server never answers, so the call ends
+ * by its io timeout, on the loop's timer, not on an fd (hilock_loop_timeout's hl_leave then
+ * wrote into the freed client: ASan's heap-use-after-free). */
+Test(async, a_done_may_free_the_client_from_a_timer_pass)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 300);
+    hlt_redis_freeze(s);
+    cr_assert_eq(hilock_acquire_async(r.c, "frozen", 5000, 0, free_from_done, &r), HILOCK_OK);
+    run_until(&loop, &r.done, 1, 5000);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(r.done, 1);
+    loop_close(&loop);
+    hlt_redis_thaw(s);
+    cr_assert_null(hlt_get(s, "frozen"), "the call timed out before the server read it");
+    hlt_redis_stop(s);
+}
+
+/* Another thread inside the client (the thread rule broken) when the loop's timer fires. */
+typedef struct inside {
+    hilock_client *c;
+    sem_t          in, go;
+    int            entered;
+} inside;
+
+static void *stay_inside(void *arg)
+{
+    inside *t = arg;
+    int took;
+    t->entered = hl_enter(t->c, &took) == HILOCK_OK && took;
+    sem_post(&t->in);
+    sem_wait(&t->go);
+    if (t->entered) hl_leave(t->c, took, HILOCK_OK);
+    return NULL;
+}
+
+/* The refused timer was the call's only way to start (no fd yet): before, it was dropped and
+ * the loop asked for no other, so the call never ended. */
+Test(async, a_timer_refused_while_another_thread_is_inside_is_asked_for_again)
+{
+    static run r;
+    uv_loop_t loop;
+    pthread_t th;
+    inside t;
+    char *v;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    acquire_all(&r, 1, "missed", 5000, 0);   /* it asks the loop for a timer of 0 ms */
+    memset(&t, 0, sizeof t);
+    t.c = r.c;
+    sem_init(&t.in, 0, 0);
+    sem_init(&t.go, 0, 0);
+    cr_assert_eq(pthread_create(&th, NULL, stay_inside, &t), 0);
+    sem_wait(&t.in);
+    cr_assert(t.entered);
+    uv_run(&loop, UV_RUN_NOWAIT);   /* the timer fires: hilock_loop_timeout is refused */
+    cr_assert_str_eq(hilock_client_errmsg(r.c), "client used from two threads at once");
+    cr_assert_eq(r.done, 0);
+    sem_post(&t.go);
+    pthread_join(th, NULL);
+    run_until(&loop, &r.done, 1, 3000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_strerror(r.st[0]));
+    v = hlt_get(s, "missed0");
+    cr_assert(v && !strcmp(v, hilock_token(r.lock[0])), "the lock is held, with our token");
+    free(v);
+    hilock_free(r.lock[0]);
+    hilock_client_free(r.c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    loop_close(&loop);
+    sem_destroy(&t.in);
+    sem_destroy(&t.go);
     hlt_redis_stop(s);
 }
 

@@ -18,6 +18,7 @@
 #include "hilock.h"
 #include "hilock_legacy.h"
 #include "sentinel_fixture.h"
+#include "kind.h"   /* hl_kind_fair.give_up: the state an out-of-memory re-token leaves */
 
 #define IO_MS 200
 #define RETRY_MS 50
@@ -626,4 +627,32 @@ Test(fair, behind_sentinel_a_failover_is_detected_and_the_waiter_gets_its_turn, 
     cr_assert_eq(b->seq[0], 1);
     cr_assert_eq(hlt_data_exists(SF, 1, "job"), 0);
     hilock_client_free(c);
+}
+
+/* A retry's new token rebuilds the queue's names (init); out of memory there leaves them NULL,
+ * and an earlier attempt may have left queued set (give_up had no time to leave). The final
+ * give_up of the acquire then built its "leave" from a NULL name (strlen(NULL): a crash);
+ * now it sends nothing (the old entry lapses within the bound). */
+Test(fair, give_up_without_queue_names_sends_nothing)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *hc;
+    hilock *h;
+    char *v;
+    cr_assert_not_null(r);
+    hc = fair_client(r->url);
+    cr_assert_eq(hilock_acquire(hc, "nameless", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    free(h->queue_key);
+    h->queue_key = NULL;   /* as init leaves it when a name cannot be allocated */
+    h->queued = 1;
+    hl_kind_fair.give_up(h, hl_now_us() + 5000000);
+    cr_assert_not_null(v = hlt_get(r, "nameless"), "the grant is untouched");
+    cr_assert_str_eq(v, hilock_token(h));
+    free(v);
+    cr_assert_not_null(h->queue_key = hl_aux_key(h->key, ":fq"));   /* (to release it) */
+    cr_assert_eq(hilock_release(h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    hilock_free(h);
+    hilock_client_free(hc);
+    assert_nothing_left(r, "{nameless}:fence");
+    hlt_redis_stop(r);
 }

@@ -189,3 +189,41 @@ Test(threads, a_refused_call_changes_nothing_and_keeps_the_other_threads_message
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
+
+/* A refusal names its client by serial, not address: a new client made where the refused
+ * one was freed starts with errmsg "" (before: "client used from two threads at once" until
+ * its first call, on the thread refused). The allocator usually gives the address back at
+ * once; the clients made while looking for it are kept until the end, so each try is new. */
+Test(threads, a_new_client_made_where_a_refused_one_was_freed_reports_no_refusal, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c, *made[16];
+    hilock *l = NULL;
+    waiter w = { 0 };
+    pthread_t th;
+    redisReply *rep;
+    int n = 0, same = 0;
+    cr_assert_not_null(r);
+    cr_assert_eq(hilock_client_open(r->url, &c), HILOCK_OK);
+    rep = hlt_cmd(r, "SET taken someone-else PX 30000");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    w.c = c;
+    cr_assert_eq(pthread_create(&th, NULL, wait_busy, &w), 0);
+    hlt_sleep_ms(300);   /* the other thread is inside its acquire, waiting */
+    cr_assert_eq(hilock_acquire(c, "mine", 60000, 0, &l), HILOCK_EINVAL);
+    cr_assert_str_eq(hilock_client_errmsg(c), TWO_THREADS);
+    pthread_join(th, NULL);
+    cr_assert_eq(hlt_exists(r, "mine"), 0, "the refused acquire wrote nothing");
+    hilock_client_free(c);
+    while (n < 16 && !same) {
+        cr_assert_eq(hilock_client_open(r->url, &made[n]), HILOCK_OK);
+        same = made[n] == c;
+        cr_assert_str_eq(hilock_client_errmsg(made[n]), "", "new client %d (%s address)", n,
+                         same ? "the freed client's" : "another");
+        n++;
+    }
+    printf("threads: a new client took the freed one's address: %s (after %d)\n", same ? "yes" : "no", n);
+    while (n > 0) hilock_client_free(made[--n]);
+    hlt_redis_stop(r);
+}
