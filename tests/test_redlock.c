@@ -831,3 +831,31 @@ Test(redlock, the_same_server_under_two_names_is_refused_at_connect)
     }
     stop(&k);
 }
+
+/* A member whose ACL user may not run INFO (INFO is in @dangerous; a renamed INFO, a proxy
+ * without it answer alike): its run_id is simply not known, and the lock works as before the
+ * run_id check (before the fix: every member's handshake failed, and so did every acquire). */
+Test(redlock, members_whose_user_may_not_run_info_still_lock)
+{
+    cluster k;
+    hilock *l;
+    char url[3][300];
+    const char *urls[3];
+    start(&k, 3);
+    for (int i = 0; i < 3; i++) {
+        redisReply *rep = hlt_cmd(k.m[i], "ACL SETUSER locker on >pw ~* &* +@all -@dangerous");
+        cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "ACL SETUSER on master %d", i);
+        freeReplyObject(rep);
+        snprintf(url[i], sizeof url[i], "redis://locker:pw@127.0.0.1:%d", k.m[i]->port);
+        urls[i] = url[i];
+    }
+    hilock_client *c = client_for(urls, 3);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(holders(&k, "res", hilock_token(l)), 3);
+    cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(with_key(&k, "res"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
