@@ -364,8 +364,9 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
     }
     for (size_t i = 0; i < c->nnodes; i++) {
         if (c->nodes[i].url.tls) c->nodes[i].transport_cfg = c->tls;
-        /* direct Redlock members: same run_id, same server (engine.c's handshake) */
-        if (c->nnodes > 1 && c->nodes[i].topo == &hl_topo_direct) {
+        /* Redlock members with one master (direct, Sentinel): same run_id, same server
+         * (engine.c's handshake). Not a cluster: its masters change with the key. */
+        if (c->nnodes > 1 && c->nodes[i].topo != &hl_topo_cluster) {
             c->nodes[i].peers = c->nodes;
             c->nodes[i].npeers = c->nnodes;
         }
