@@ -185,13 +185,18 @@ typedef struct hilock_options {
      * validity > 0; a failed attempt gives its partial grants back on every master before
      * the next one. Masters without fsync must stay down, after a crash, for longer than the
      * largest ttl in use (see docs/redlock.md, "The delayed-restart rule").
-     * Each master once: two URLs naming one server as written (host and port, socket path,
-     * Sentinel master, Cluster seed) are refused here, EINVAL naming both entries; one server
-     * under two names (a unix socket and TCP, two host names) is refused at connect, where each
-     * new connection of a Redlock member reads the server's run_id (INFO server): the second
-     * member answering with a run_id already seen fails EINVAL, so one server never counts
-     * twice in a quorum (with two URLs the lock is refused; with more, that member always
-     * fails). */
+     * Each master once: two URLs naming one server as written are refused here, EINVAL
+     * naming both entries: the same host and port, or socket path; two Sentinel URLs with one
+     * master name and any Sentinel address in common; two Cluster URLs with any seed in
+     * common (addresses compared as written, never resolved). One server under two names (a
+     * unix socket and TCP, two host names, a Sentinel's master also listed by address) is
+     * refused at connect: each new connection of a direct or Sentinel member (to its master)
+     * reads the server's run_id (INFO server), and the second member answering with a run_id
+     * already seen fails EINVAL (with two URLs the lock is refused; with more, that member
+     * always fails). Not checked at connect: a Cluster member (its master depends on the
+     * key), and a member whose server answers INFO with an error (an ACL user without INFO,
+     * which is in @dangerous; a renamed INFO; a proxy): its run_id is not known, and it locks
+     * as any member. */
     const char *const *servers;
     size_t       nservers;
 

@@ -283,19 +283,28 @@ static char *node_name(const hl_url *u)
     return hl_strdup(buf);
 }
 
+/* Do two URLs' lists (Sentinels, cluster seeds) share an address, as written? */
+static int share_address(const hl_url *a, const hl_url *b)
+{
+    for (size_t i = 0; i < a->nsentinels; i++)
+        for (size_t j = 0; j < b->nsentinels; j++)
+            if (!strcasecmp(a->sentinels[i].host, b->sentinels[j].host) &&
+                a->sentinels[i].port == b->sentinels[j].port)
+                return 1;
+    return 0;
+}
+
 /* Do two parsed URLs name the same server as written? (host names are not resolved: the
- * same server under two names is found at connect, by its run_id: topology.c) */
+ * same server under two names is found at connect, by its run_id: engine.c's handshake) */
 static int same_server(const hl_url *a, const hl_url *b)
 {
     if (a->kind != b->kind) return 0;
     switch (a->kind) {
     case HL_URL_UNIX: return !strcmp(a->path, b->path);
-    case HL_URL_SENTINEL:   /* one master of one Sentinel group: a name alone is not enough */
-        return !strcmp(a->master, b->master) && !strcasecmp(a->sentinels[0].host, b->sentinels[0].host) &&
-               a->sentinels[0].port == b->sentinels[0].port;
-    case HL_URL_CLUSTER:
-        return !strcasecmp(a->sentinels[0].host, b->sentinels[0].host) &&
-               a->sentinels[0].port == b->sentinels[0].port;
+    /* one Sentinel answers for one group, in whatever order the lists name it: a master name
+     * alone is not enough (two groups may both call theirs "mymaster") */
+    case HL_URL_SENTINEL: return !strcmp(a->master, b->master) && share_address(a, b);
+    case HL_URL_CLUSTER: return share_address(a, b);   /* a seed belongs to one cluster */
     default: return !strcasecmp(a->host, b->host) && a->port == b->port;
     }
 }
@@ -378,8 +387,9 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
     }
     for (size_t i = 0; i < c->nnodes; i++) {
         if (c->nodes[i].url.tls) c->nodes[i].transport_cfg = c->tls;
-        /* direct Redlock members: same run_id, same server (engine.c's handshake) */
-        if (c->nnodes > 1 && c->nodes[i].topo == &hl_topo_direct) {
+        /* Redlock members with one master (direct, Sentinel): same run_id, same server
+         * (engine.c's handshake). Not a cluster: its masters change with the key. */
+        if (c->nnodes > 1 && c->nodes[i].topo != &hl_topo_cluster) {
             c->nodes[i].peers = c->nodes;
             c->nodes[i].npeers = c->nnodes;
         }

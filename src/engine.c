@@ -383,19 +383,20 @@ int hl_handshake_put(const hl_node *n, hl_buf *b)
         hl_cmd_put(b, &s, 0);
         count++;
     }
-    if (n->peers) {   /* which server is this? (hl_node.peers) */
-        hl_cmd i;
-        hl_cmd_init(&i, NULL, 0);
-        hl_cmd_arg(&i, "INFO", 4);
-        hl_cmd_arg(&i, "server", 6);
-        hl_cmd_put(b, &i, 0);
-        count++;
-    }
     if (n->topo->probe) {   /* e.g. ROLE: is the address a Sentinel gave a master? */
         hl_cmd r;
         hl_cmd_init(&r, NULL, 0);
         hl_cmd_arg(&r, n->topo->probe, (size_t)-1);
         hl_cmd_put(b, &r, 0);
+        count++;
+    }
+    /* which server is this? (hl_node.peers) Sent last: hl_handshake_judge knows its reply so */
+    if (n->peers) {
+        hl_cmd i;
+        hl_cmd_init(&i, NULL, 0);
+        hl_cmd_arg(&i, "INFO", 4);
+        hl_cmd_arg(&i, "server", 6);
+        hl_cmd_put(b, &i, 0);
         count++;
     }
     return count;
@@ -426,6 +427,15 @@ static hilock_status judge_run_id(hl_node *n, const hl_reply *r)
 
 hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r)
 {
+    int info = n->peers && last;   /* INFO goes last (hl_handshake_put) */
+    /* the probe is last, or last but INFO: before it only AUTH and SELECT, which answer +OK */
+    int probe = n->topo->probe && (n->peers ? hl_reply_type(r) != HL_R_STATUS : last);
+    if (info && hl_reply_type(r) == HL_R_ERROR) {
+        /* an ACL user without INFO (it is in @dangerous), a renamed INFO, a proxy: the run_id
+         * is not known, and this member is not compared (hilock.h, servers) */
+        n->run_id[0] = '\0';
+        return HILOCK_OK;
+    }
     if (hl_reply_type(r) == HL_R_ERROR) {
         hilock_status st = hl_node_reply_error(n, r);
         if (hl_reply_is_error(r, "ERR DB index") || hl_reply_is_error(r, "ERR invalid DB"))
@@ -434,9 +444,9 @@ hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r)
             st = n->st = HILOCK_EAUTH;   /* "ERR AUTH <password> called without any password" */
         return st;
     }
-    if (n->peers && hl_reply_type(r) == HL_R_STRING) return judge_run_id(n, r);   /* INFO */
-    if (n->topo->probe && last && n->topo->on_handshake_reply(n, r) != HILOCK_OK)
-        return n->st;   /* the probe is last: refused (ROLE: not a master, yet or now) */
+    if (info) return judge_run_id(n, r);
+    if (probe && n->topo->on_handshake_reply(n, r) != HILOCK_OK)
+        return n->st;   /* refused (ROLE: not a master, yet or now) */
     return HILOCK_OK;
 }
 

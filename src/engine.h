@@ -72,9 +72,11 @@ typedef struct hl_node {
     hl_undo        *undo;        /* oldest first */
     size_t          nundo, capundo;
     const struct hl_topo_ops *topo;   /* where its master is (client.c assigns it) */
-    /* A Redlock member (direct): the client's nodes, which must be distinct servers. Each new
-     * connection reads its server's run_id (INFO server, in the handshake) and is refused if
-     * a peer's is the same: the same server under two names. NULL = no check (one node). */
+    /* A Redlock member (direct or Sentinel): the client's nodes, which must be distinct
+     * servers. Each new connection (to the master, for Sentinel) reads its server's run_id
+     * (INFO server, last in the handshake) and is refused if a peer's is the same: the same
+     * server under two names. An error reply (INFO not allowed) leaves the run_id unknown.
+     * NULL = no check (one node; a Cluster member). */
     struct hl_node *peers;
     size_t          npeers;
     char            run_id[48];  /* as last read; "" = none yet */

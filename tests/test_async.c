@@ -1745,3 +1745,55 @@ Test(async, an_own_stale_write_found_after_its_undo_costs_a_pause_not_its_ttl)
     loop_close(&loop);
     hlt_redis_stop(s);
 }
+
+/* The loop's handshake is the blocking one's: a Redlock member whose user may not run INFO
+ * (in @dangerous) leaves its run_id unknown and locks (test_redlock.c has the blocking form). */
+Test(async, redlock_members_whose_user_may_not_run_info_still_lock)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *m[3];
+    char buf[3][300];
+    const char *url[3];
+    int n = 20;
+    for (int i = 0; i < 3; i++) {
+        redisReply *rep;
+        m[i] = hlt_redis_start(NULL);
+        cr_assert_not_null(m[i]);
+        rep = hlt_cmd(m[i], "ACL SETUSER locker on >pw ~* &* +@all -@dangerous");
+        cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "ACL SETUSER on master %d", i);
+        freeReplyObject(rep);
+        snprintf(buf[i], sizeof buf[i], "redis://locker:pw@127.0.0.1:%d", m[i]->port);
+        url[i] = buf[i];
+    }
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 3, 2000);
+    acquire_all(&r, n, "acl:", 30000, 0);
+    run_until(&loop, &r.done, n, 20000);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "acl:%d", i);
+        for (int k = 0; k < 3; k++) {
+            char *v = hlt_get(m[k], key);
+            cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s not ours on master %d", key, k);
+            free(v);
+        }
+    }
+    memset(r.ended, 0, sizeof r.ended);
+    r.done = 0;
+    release_all(&r, n);
+    run_until(&loop, &r.done, n, 20000);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        cr_assert_eq(r.st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "acl:%d", i);
+        for (int k = 0; k < 3; k++) cr_assert_eq(hlt_exists(m[k], key), 0, "%s left on master %d", key, k);
+    }
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
+}

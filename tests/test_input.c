@@ -290,6 +290,50 @@ Test(input, client_new_refuses_a_server_listed_twice)
     hilock_client_free(c);
 }
 
+/* One Sentinel master or one cluster under two URLs: a shared Sentinel (with the same master
+ * name) or a shared seed is the same group, in any order the lists give; refused before any
+ * connection. A Sentinel group may watch several masters: other names stay members. */
+Test(input, client_new_refuses_a_sentinel_master_or_cluster_listed_twice)
+{
+    hilock_options o;
+    char s1[160], s2[160], s3[160], k1[160], k2[160];
+    const char *urls[3];
+    hilock_client *c = NULL;
+    baseline();
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 3;
+    /* the Sentinel lists name each other's addresses in another order (R's port: a connection
+     * opened would show) */
+    snprintf(s1, sizeof s1, "redis-sentinel://127.0.0.1:%d,127.0.0.1:1#mymaster", R->port);
+    snprintf(s2, sizeof s2, "redis-sentinel://127.0.0.1:2,127.0.0.1:%d#mymaster", R->port);
+    urls[0] = s1;
+    urls[1] = R->url;
+    urls[2] = s2;
+    bad_options(&o, "servers[0] and servers[2] are the same server (sentinel mymaster)");
+    /* clusters: one seed in common is one cluster */
+    snprintf(k1, sizeof k1, "redis-cluster://127.0.0.1:3,127.0.0.1:%d", R->port);
+    snprintf(k2, sizeof k2, "redis-cluster://127.0.0.1:%d,127.0.0.1:4", R->port);
+    urls[0] = k1;
+    urls[2] = k2;
+    bad_options(&o, "servers[0] and servers[2] are the same server (cluster 127.0.0.1:3)");
+    assert_untouched();
+    /* no false positive: another master of the same Sentinels, disjoint Sentinels or seeds */
+    snprintf(s3, sizeof s3, "redis-sentinel://127.0.0.1:2,127.0.0.1:%d#other", R->port);
+    urls[0] = s1;
+    urls[2] = s3;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    hilock_client_free(c);
+    snprintf(s3, sizeof s3, "redis-sentinel://127.0.0.1:5,127.0.0.1:6#mymaster");
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    hilock_client_free(c);
+    snprintf(k2, sizeof k2, "redis-cluster://127.0.0.1:5,127.0.0.1:6");
+    urls[0] = k1;
+    urls[2] = k2;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    hilock_client_free(c);
+}
+
 Test(input, client_new_rejects_tls_files_it_cannot_use)
 {
     hilock_options o;

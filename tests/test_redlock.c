@@ -907,3 +907,69 @@ Test(redlock, the_same_server_under_two_names_is_refused_at_connect)
     }
     stop(&k);
 }
+
+/* A member whose ACL user may not run INFO (INFO is in @dangerous; a renamed INFO, a proxy
+ * without it answer alike): its run_id is simply not known, and the lock works as before the
+ * run_id check (before the fix: every member's handshake failed, and so did every acquire). */
+Test(redlock, members_whose_user_may_not_run_info_still_lock)
+{
+    cluster k;
+    hilock *l;
+    char url[3][300];
+    const char *urls[3];
+    start(&k, 3);
+    for (int i = 0; i < 3; i++) {
+        redisReply *rep = hlt_cmd(k.m[i], "ACL SETUSER locker on >pw ~* &* +@all -@dangerous");
+        cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "ACL SETUSER on master %d", i);
+        freeReplyObject(rep);
+        snprintf(url[i], sizeof url[i], "redis://locker:pw@127.0.0.1:%d", k.m[i]->port);
+        urls[i] = url[i];
+    }
+    hilock_client *c = client_for(urls, 3);
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(holders(&k, "res", hilock_token(l)), 3);
+    cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(with_key(&k, "res"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+/* A Sentinel member reads its master's run_id too: the same master also listed by address is
+ * one server, refused at connect (before the fix only direct members were compared, and that
+ * master's grant counted twice in the quorum). */
+Test(redlock, a_sentinel_member_and_its_master_by_address_are_refused_at_connect,
+     .fini = sentinel_fini, .timeout = 60)
+{
+    cluster k;
+    hilock *l = NULL;
+    char direct[300];
+    const char *urls[2];
+    int m;
+    start(&k, 1);
+    SF = hlt_sentinel_start();
+    cr_assert_not_null(SF, "sentinel fixture did not start");
+    m = hlt_sentinel_master(SF);
+    cr_assert_geq(m, 0);
+    snprintf(direct, sizeof direct, "redis://127.0.0.1:%d", SF->data[m]->port);
+    urls[0] = SF->url;
+    urls[1] = direct;
+    hilock_client *c = client_for(urls, 2);
+    cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
+    cr_assert(strstr(hilock_client_errmsg(c), "servers[0] and servers[1] are the same server (run_id"),
+              "%s", hilock_client_errmsg(c));
+    cr_assert_null(l);
+    char *v = hlt_data_get(SF, m, "job");
+    cr_assert_null(v, "the grant under the other name was not undone: %s", v);
+    hilock_client_free(c);
+    /* and the Sentinel member with a distinct master still locks */
+    urls[1] = k.url[0];
+    c = client_for(urls, 2);
+    cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(holders(&k, "job", hilock_token(l)), 1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    hilock_client_free(c);
+    stop(&k);
+}
