@@ -73,9 +73,9 @@ extern "C" {
  * removed or changed); MINOR grows with additions that keep old programs working; PATCH
  * with fixes. The Makefile takes the version from these three lines. */
 #define HILOCK_VERSION_MAJOR 0
-#define HILOCK_VERSION_MINOR 3
-#define HILOCK_VERSION_PATCH 1
-#define HILOCK_VERSION "0.3.1"   /* the three numbers above, as text */
+#define HILOCK_VERSION_MINOR 4
+#define HILOCK_VERSION_PATCH 0
+#define HILOCK_VERSION "0.4.0"   /* the three numbers above, as text */
 
 /* Every call returns one of these. HILOCK_OK is 0; BUSY, NOT_HELD and LOST are results,
  * the rest are errors whose detail (which server, why) is in hilock_client_errmsg(). */
@@ -559,7 +559,7 @@ typedef struct hilock_keepalive_options {
     int64_t max_hold_ms;    /* do not keep the lock past this long after the keepalive starts:
                                the last renewal is shortened to end then (a longer ttl from
                                acquire or extend is not cut). 0 = no limit. Default 0.         */
-    int64_t lost_margin_ms; /* (0.3.2) report the loss this long before the validity ends: a
+    int64_t lost_margin_ms; /* (0.4.0) report the loss this long before the validity ends: a
                                failing renewal is retried only while more than this is left,
                                then on_lost runs, so the owner still has lost_margin_ms to stop
                                its work before another client can take the key. 0 = retry
