@@ -965,3 +965,42 @@ Test(cli, lost_lock_reaches_a_child_that_left_the_group, .timeout = 60)
     cr_assert(kid_gone, "hilock exited while COMMAND's child still ran");
     hlt_redis_stop(r);
 }
+
+/* chain.sh N: a chain of N shells, each waiting for the next; the deepest ignores SIGTERM
+ * and sleeps 0.5 s (its pid in deep.pid). */
+static const char chain_sh[] =
+    "if [ \"$1\" -eq 0 ]; then trap '' TERM; echo $$ > deep.pid.tmp; mv deep.pid.tmp deep.pid;"
+    " exec sleep 0.5; fi\n"
+    "sh ./chain.sh $(($1 - 1)) &\nwait\n";
+
+/* A chain of shells all dies at once on one SIGTERM to its group, except the deepest: each
+ * death reparents the next process to hilock just as hilock looks at its children. The lock
+ * must outlive the deepest sleep, whichever process hilock saw last before its parent died. */
+Test(cli, lock_outlives_a_chain_of_shells_that_dies_at_once, .timeout = 120)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "job", "--", "sh", "-c", "echo $$ > cmd.pid; exec sh ./chain.sh 30", NULL };
+    FILE *f = fopen(path(r, "chain.sh"), "w");
+    int early = 0, rc = 0, trials = 20;
+    cr_assert_not_null(f);
+    fputs(chain_sh, f);
+    fclose(f);
+    for (int i = 0; i < trials; i++) {
+        pid_t h, cmd, deep;
+        unlink(path(r, "deep.pid"));
+        unlink(path(r, "cmd.pid"));
+        h = start(r, a);
+        cmd = pid_in(r, "cmd.pid");
+        deep = pid_in(r, "deep.pid");
+        kill(-cmd, SIGTERM);
+        rc = hlt_reap(h, 10000);
+        if (!gone(deep)) early++;
+        kill(deep, SIGKILL);
+        wait_gone(deep, 2000);
+        if (rc != 128 + SIGTERM) break;
+    }
+    cr_assert_eq(rc, 128 + SIGTERM, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(early, 0, "hilock released the lock while the deepest process ran, %d times in %d",
+                 early, trials);
+    hlt_redis_stop(r);
+}
