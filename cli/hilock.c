@@ -668,12 +668,12 @@ static int64_t loss_margin_ms(const cli *o)
 
 /* How long before the validity's end COMMAND's tree is SIGKILLed at the latest: a process
  * outside its group is reached only once its parent has died and it is reparented to
- * hilock, a few ms per level; and the end itself is only as exact as the clocks (the
- * client already subtracts a 1% drift). 50 ms, or 2% of the ttl if more, but at most a
- * quarter of it. */
+ * hilock, a few ms per level and more on a loaded machine (10 levels took 150 ms on 2 busy
+ * cores); and the end itself is only as exact as the clocks (the client already subtracts
+ * a 1% drift). 100 ms, or 5% of the ttl if more, but at most a quarter of it. */
 static int64_t kill_lead_ms(int64_t ttl_ms)
 {
-    int64_t lead = ttl_ms / 50 > 50 ? ttl_ms / 50 : 50;
+    int64_t lead = ttl_ms / 20 > 100 ? ttl_ms / 20 : 100;
     return lead < ttl_ms / 4 ? lead : ttl_ms / 4;
 }
 
