@@ -156,8 +156,8 @@ static const char usage_text[] =
     "lock only once all of it has exited (a stopped or stuck one keeps hilock waiting);\n"
     "on a loss the whole tree is signalled.\n"
     "If hilock dies (kill -9, OOM killer), COMMAND gets the -L signal (TERM if 'none') at\n"
-    "once, and SIGKILL goes to its process group after -k, at the latest when the lock's\n"
-    "validity ends. Processes that leave the group are not reached then.\n"
+    "once, and SIGKILL goes to its process group after -k, at the latest just before the\n"
+    "lock's validity ends. Processes that leave the group are not reached then.\n"
     "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to hilock are passed on to\n"
     "COMMAND (the terminal's Ctrl-C already reaches it and is not sent twice).\n"
     "\n"
@@ -632,10 +632,10 @@ static int find_command(const char *cmd, char *buf, size_t len)
  *     TERM if that is none), so it can clean up. It is kept across execve (not for set-user-ID
  *     or file-capability programs) but can be ignored, and reaches COMMAND only.
  *   - A guard: a small process of hilock's own, forked before COMMAND may exec, reading a
- *     pipe whose other end only hilock holds: when to kill at the latest (the lock's deadline
- *     less kill_lead_ms) after each renewal, as 8-byte records. EOF means hilock died: it
- *     then sends SIGKILL, after -k and at the latest at the last such time it read, to COMMAND's process group (own_group) or to
- *     COMMAND. When COMMAND's tree is gone, hilock tells it so (a 0) before reaping COMMAND,
+ *     pipe whose other end only hilock holds: when to kill at the latest (the lock's
+ *     deadline less kill_lead_ms) after each renewal, as 8-byte records. EOF means hilock
+ *     died: it then sends SIGKILL, after -k and at the latest at the last such time it
+ *     read, to COMMAND's process group (own_group) or to COMMAND. When COMMAND's tree is gone, hilock tells it so (a 0) before reaping COMMAND,
  *     so its kill can never reach a recycled pid.
  * COMMAND gets a process group of its own unless hilock is the foreground job of a
  * terminal: there it stays in hilock's group, to read the terminal and get its Ctrl-C, and
@@ -1034,7 +1034,7 @@ static void signal_tree(const run_state *r, int sig)
 
 /* SIGKILL the tree until it is gone: each death reparents the next level to hilock, which
  * only then can reach it. Bounded (a process stuck in the kernel dies when it returns):
- * the loop goes on 10 ms later. */
+ * the loop then goes on killing every 10 ms. */
 static void kill_tree(run_state *r)
 {
     int64_t end = now_ms() + 200;
@@ -1166,8 +1166,8 @@ static int supervise(run_state *r)
     for (;;) {
         struct pollfd p = { pipe_fd[0], POLLIN, 0 };
         size_t left;
-        int status, was_done = r->cmd_done, done = command_done(r);
-        if (done < 0) return -1;
+        int status, was_done = r->cmd_done, done;
+        if ((done = command_done(r)) < 0) return -1;
         /* (in this order: COMMAND's children are ours by the time it is seen exited) */
         left = reap_others(r);
         if (done && !left) {
@@ -1187,11 +1187,14 @@ static int supervise(run_state *r)
             lost(r, HILOCK_ETIMEDOUT, why);
         }
         if (r->kill_at >= 0 && now_ms() >= r->kill_at) {
-            if (!r->killed)
+            if (!r->killed) {
                 fprintf(stderr, "hilock: %s: COMMAND still running: sending SIGKILL to %s\n", r->o->key,
                         own_group ? "its process group and what it left" : "it and what it left");
+                kill_tree(r);
+            } else {
+                signal_tree(r, SIGKILL);   /* what kill_tree's bound left (stuck in the kernel) */
+            }
             r->killed = 1;
-            kill_tree(r);
             r->kill_at = now_ms() + 10;   /* again, should something have been left */
         }
         if (r->renew_at >= 0 && now_ms() >= r->renew_at) self_renew(r);
