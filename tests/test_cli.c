@@ -1004,6 +1004,7 @@ Test(cli, lock_outlives_a_chain_of_shells_that_dies_at_once, .timeout = 120)
     cr_assert_eq(rc, 128 + SIGTERM, "%s", slurp(r, "err.txt"));
     cr_assert_eq(early, 0, "hilock released the lock while the deepest process ran, %d times in %d",
                  early, trials);
+    cr_assert_eq(hlt_exists(r, "job"), 0, "released in the end");
     hlt_redis_stop(r);
 }
 
