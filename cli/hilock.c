@@ -135,8 +135,9 @@ static const char usage_text[] =
     "                             'none' lets COMMAND finish)\n"
     "  -k, --kill-after=DURATION  then SIGKILL (to COMMAND's whole tree, see below) if\n"
     "                             COMMAND is still running after this long (default 5s);\n"
-    "                             at the latest when the lock's validity ends, whatever -k\n"
-    "                             says: the loss is declared -k (or ttl/4) before that\n"
+    "                             at the latest just before the lock's validity ends,\n"
+    "                             whatever -k says. The loss is declared -k before that\n"
+    "                             end, but at least ttl/4 and at most ttl/2 before it\n"
     "  -v, --verbose              report acquisition, passed signals and release on stderr\n"
     "  -h, --help                 this text\n"
     "  -V, --version              the version\n"
@@ -152,10 +153,11 @@ static const char usage_text[] =
     "not HILOCK_SERVERS. It runs in a process group of its own, unless hilock is the\n"
     "foreground job of a terminal (then it shares hilock's, and only COMMAND is killed).\n"
     "What COMMAND leaves running is reparented to hilock (a subreaper), which releases the\n"
-    "lock only once all of it has exited; on a loss the whole tree is signalled.\n"
+    "lock only once all of it has exited (a stopped or stuck one keeps hilock waiting);\n"
+    "on a loss the whole tree is signalled.\n"
     "If hilock dies (kill -9, OOM killer), COMMAND gets the -L signal (TERM if 'none') at\n"
-    "once, and SIGKILL goes to its process group after -k, at the latest when the lock's\n"
-    "validity ends. Processes that leave the group are not reached then.\n"
+    "once, and SIGKILL goes to its process group after -k, at the latest just before the\n"
+    "lock's validity ends. Processes that leave the group are not reached then.\n"
     "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to hilock are passed on to\n"
     "COMMAND (the terminal's Ctrl-C already reaches it and is not sent twice).\n"
     "\n"
@@ -586,6 +588,7 @@ typedef struct run_state {
     int            cmd_done;     /* COMMAND exited (kept unreaped: its pid and group stay ours) */
     int64_t        deadline;     /* the lock's validity ends then (now_ms clock); the guard knows */
     int64_t        margin_ms;    /* the loss is reported this long before the deadline */
+    int64_t        lead_ms;      /* the tree is SIGKILLed this long before it at the latest */
 } run_state;
 
 /* 0 if p can be executed, else the errno execve would most likely give. */
@@ -629,10 +632,10 @@ static int find_command(const char *cmd, char *buf, size_t len)
  *     TERM if that is none), so it can clean up. It is kept across execve (not for set-user-ID
  *     or file-capability programs) but can be ignored, and reaches COMMAND only.
  *   - A guard: a small process of hilock's own, forked before COMMAND may exec, reading a
- *     pipe whose other end only hilock holds: the lock's deadline after each renewal, as
- *     8-byte records. EOF means hilock died: it then sends SIGKILL, after -k and at the
- *     latest at the last deadline it read, to COMMAND's process group (own_group) or to
- *     COMMAND. When COMMAND's tree is gone, hilock tells it so (a 0) before reaping COMMAND,
+ *     pipe whose other end only hilock holds: when to kill at the latest (the lock's
+ *     deadline less kill_lead_ms) after each renewal, as 8-byte records. EOF means hilock
+ *     died: it then sends SIGKILL, after -k and at the latest at the last such time it
+ *     read, to COMMAND's process group (own_group) or to COMMAND. When COMMAND's tree is gone, hilock tells it so (a 0) before reaping COMMAND,
  *     so its kill can never reach a recycled pid.
  * COMMAND gets a process group of its own unless hilock is the foreground job of a
  * terminal: there it stays in hilock's group, to read the terminal and get its Ctrl-C, and
@@ -651,14 +654,27 @@ static int in_foreground(void)
 }
 
 /* How long before the validity's end a loss is reported (the keepalive's lost_margin_ms):
- * time for COMMAND to stop, -k, or a quarter of the ttl if longer. A margin longer than
- * what a renewal leaves (two thirds of the ttl) makes the first failed renewal a loss.
+ * time for COMMAND to stop, -k, but at least a quarter of the ttl and at most half of it.
+ * A margin near what a renewal leaves (two thirds of the ttl) would make the first failed
+ * renewal a loss; half leaves a sixth of the ttl for retries. The cap costs no safety: the
+ * SIGKILL comes before the validity's end whatever -k says (kill_lead_ms).
  * -L none: COMMAND is not stopped, so renewals are tried to the end (no margin). */
 static int64_t loss_margin_ms(const cli *o)
 {
-    int64_t m = o->kill_after_ms > o->ttl_ms / 4 ? o->kill_after_ms : o->ttl_ms / 4;
+    int64_t m = o->kill_after_ms < o->ttl_ms / 2 ? o->kill_after_ms : o->ttl_ms / 2;
     if (!o->lost_sig) return 0;
-    return m < HILOCK_TTL_MAX_MS ? m : HILOCK_TTL_MAX_MS;
+    return m > o->ttl_ms / 4 ? m : o->ttl_ms / 4;
+}
+
+/* How long before the validity's end COMMAND's tree is SIGKILLed at the latest: a process
+ * outside its group is reached only once its parent has died and it is reparented to
+ * hilock, a few ms per level and more on a loaded machine (10 levels took 150 ms on 2 busy
+ * cores); and the end itself is only as exact as the clocks (the client already subtracts
+ * a 1% drift). 100 ms, or 5% of the ttl if more, but at most a quarter of it. */
+static int64_t kill_lead_ms(int64_t ttl_ms)
+{
+    int64_t lead = ttl_ms / 20 > 100 ? ttl_ms / 20 : 100;
+    return lead < ttl_ms / 4 ? lead : ttl_ms / 4;
 }
 
 static void sleep_ms(long ms)
@@ -668,9 +684,9 @@ static void sleep_ms(long ms)
 }
 
 /* The guard's whole life (forked with every signal blocked; never returns). Until hilock
- * dies it reads 8-byte records: the lock's new deadline (now_ms clock, one system-wide
+ * dies it reads 8-byte records: the new time to kill by (now_ms clock, one system-wide
  * CLOCK_MONOTONIC), or 0 when it may go. */
-static void guard_main(int fd, pid_t target, int64_t deadline, int64_t grace_ms, const char *msg)
+static void guard_main(int fd, pid_t target, int64_t kill_by, int64_t grace_ms, const char *msg)
 {
     static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD };
     struct sigaction sa;
@@ -697,13 +713,13 @@ static void guard_main(int fd, pid_t target, int64_t deadline, int64_t grace_ms,
         while ((n = read(3, &v, sizeof v)) < 0 && errno == EINTR) {}
         if (n != (ssize_t)sizeof v) break;   /* EOF: hilock died */
         if (v == 0) _exit(0);                /* COMMAND's tree is gone */
-        deadline = v;
+        kill_by = v;
     }
     if (write(2, msg, strlen(msg)) < 0) { /* nowhere to say it */ }
     /* hilock died: wait for COMMAND('s group) to go; SIGKILL it after -k, and at the latest
      * when the lock's validity ends: from then on another client may hold the key */
     end = now_ms() + grace_ms;
-    if (grace_ms <= 0 || end > deadline) end = deadline;
+    if (grace_ms <= 0 || end > kill_by) end = kill_by;
     while ((left = end - now_ms()) > 0) {
         if (kill(target, 0) < 0 && errno == ESRCH) _exit(0);
         sleep_ms(left < 20 ? (long)left : 20);
@@ -731,16 +747,16 @@ static int start_guard(run_state *r, pid_t cmd)
     }
     if (r->guard == 0) {
         close(p[1]);
-        guard_main(p[0], own_group ? -cmd : cmd, r->deadline, r->o->kill_after_ms, msg);
+        guard_main(p[0], own_group ? -cmd : cmd, r->deadline - r->lead_ms, r->o->kill_after_ms, msg);
     }
     close(p[0]);
-    /* a full pipe drops a deadline: the guard keeps an earlier one, which is safe */
+    /* a full pipe drops a record: the guard keeps an earlier time, which is safe */
     fcntl(p[1], F_SETFL, O_NONBLOCK);
     r->guard_fd = p[1];
     return 0;
 }
 
-/* Tell the guard the lock's deadline (0: it may go). */
+/* Tell the guard when to kill at the latest (0: it may go). */
 static void tell_guard(const run_state *r, int64_t v)
 {
     if (r->guard && write(r->guard_fd, &v, sizeof v) < 0) { /* see start_guard */ }
@@ -976,14 +992,33 @@ static size_t others(const run_state *r, pid_t *out)
     return k;
 }
 
-/* Reap what has exited of them; the number still running (or not yet reaped). */
+/* Reap what has exited of them; the number still running (or not yet reaped). 0 only on a
+ * listing that came back empty: one listed alive may exit before it is reaped, and what it
+ * left is reparented to us by then (in the same step of the kernel as its exit), but not
+ * in the listing. So after reaping everything listed, look again. */
 static size_t reap_others(const run_state *r)
 {
     pid_t o[MAX_OTHERS];
-    size_t n = others(r, o), left = 0;
-    for (size_t i = 0; i < n; i++)
-        if (waitpid(o[i], NULL, WNOHANG) != o[i]) left++;
-    return left;
+    for (int round = 0; round < 64; round++) {   /* bounded: a fork storm waits a turn */
+        size_t n = others(r, o), left = 0;
+        if (!n) return 0;
+        for (size_t i = 0; i < n; i++)
+            if (waitpid(o[i], NULL, WNOHANG) != o[i]) left++;
+        if (left) return left;
+    }
+    return 1;
+}
+
+/* Has COMMAND exited? (Seen with WNOWAIT: not reaped, so its pid and group stay ours.)
+ * 1, 0, or -1 if it cannot be waited for. */
+static int command_done(run_state *r)
+{
+    siginfo_t si;
+    si.si_pid = 0;
+    if (!r->cmd_done && waitid(P_PID, (id_t)r->child, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+        return errno == EINTR ? 0 : -1;
+    if (si.si_pid == r->child) r->cmd_done = 1;
+    return r->cmd_done;
 }
 
 /* Signal the whole tree: COMMAND's process group (COMMAND itself if it shares hilock's), and
@@ -995,6 +1030,19 @@ static void signal_tree(const run_state *r, int sig)
     kill(own_group ? -r->child : r->child, sig);
     for (size_t i = 0; i < n; i++)
         if (!own_group || getpgid(o[i]) != r->child) kill(o[i], sig);
+}
+
+/* SIGKILL the tree until it is gone: each death reparents the next level to hilock, which
+ * only then can reach it. Bounded (a process stuck in the kernel dies when it returns):
+ * the loop then goes on killing every 10 ms. */
+static void kill_tree(run_state *r)
+{
+    int64_t end = now_ms() + 200;
+    do {
+        signal_tree(r, SIGKILL);
+        if (command_done(r) && !reap_others(r)) return;
+        sleep_ms(1);
+    } while (now_ms() < end);
 }
 
 /* A signal hilock was sent: to COMMAND while it runs, then to what it left running. */
@@ -1012,7 +1060,7 @@ static void refresh_deadline(run_state *r)
     int64_t d = now_ms() + hilock_validity_ms(r->l);
     if (d > r->deadline + 2) {   /* (ms rounding: not for a 1 ms wobble) */
         r->deadline = d;
-        tell_guard(r, d);
+        tell_guard(r, d - r->lead_ms);
     }
 }
 
@@ -1034,8 +1082,8 @@ static void lost(run_state *r, hilock_status why, const char *detail)
         return;
     }
     r->kill_at = o->lost_sig == SIGKILL ? now
-               : o->kill_after_ms > 0 && now + o->kill_after_ms < r->deadline ? now + o->kill_after_ms
-               : r->deadline;
+               : o->kill_after_ms > 0 && now + o->kill_after_ms < r->deadline - r->lead_ms
+                 ? now + o->kill_after_ms : r->deadline - r->lead_ms;
     fprintf(stderr, "; sending %s to COMMAND, SIGKILL in %lld ms\n",
             signal_name(o->lost_sig, name, sizeof name), (long long)(r->kill_at - now));
     signal_tree(r, o->lost_sig);
@@ -1117,23 +1165,18 @@ static int supervise(run_state *r)
 {
     for (;;) {
         struct pollfd p = { pipe_fd[0], POLLIN, 0 };
-        siginfo_t si;
         size_t left;
-        int status;
-        int w;
-        si.si_pid = 0;
-        /* WNOWAIT: seen exited, not yet reaped, so its pid and group stay ours */
-        w = r->cmd_done ? 0 : waitid(P_PID, (id_t)r->child, &si, WEXITED | WNOHANG | WNOWAIT);
-        if (w < 0 && errno != EINTR) return -1;
-        if (w == 0 && si.si_pid == r->child) r->cmd_done = 1;
+        int status, was_done = r->cmd_done, done;
+        if ((done = command_done(r)) < 0) return -1;
+        /* (in this order: COMMAND's children are ours by the time it is seen exited) */
         left = reap_others(r);
-        if (r->cmd_done && !left) {
+        if (done && !left) {
             stop_guard(r);
             while (waitpid(r->child, &status, 0) < 0)
                 if (errno != EINTR) return -1;
             return status;
         }
-        if (r->cmd_done && si.si_pid == r->child && r->o->verbose)
+        if (done && !was_done && r->o->verbose)
             fprintf(stderr, "hilock: %s: COMMAND exited; holding the lock until the %zu processes "
                     "it left have ended\n", r->o->key, left);
         if (!r->lost) refresh_deadline(r);
@@ -1144,12 +1187,15 @@ static int supervise(run_state *r)
             lost(r, HILOCK_ETIMEDOUT, why);
         }
         if (r->kill_at >= 0 && now_ms() >= r->kill_at) {
-            if (!r->killed)
+            if (!r->killed) {
                 fprintf(stderr, "hilock: %s: COMMAND still running: sending SIGKILL to %s\n", r->o->key,
                         own_group ? "its process group and what it left" : "it and what it left");
+                kill_tree(r);
+            } else {
+                signal_tree(r, SIGKILL);   /* what kill_tree's bound left (stuck in the kernel) */
+            }
             r->killed = 1;
-            signal_tree(r, SIGKILL);
-            r->kill_at = now_ms() + 10;   /* again, for what a kill reparents to us */
+            r->kill_at = now_ms() + 10;   /* again, should something have been left */
         }
         if (r->renew_at >= 0 && now_ms() >= r->renew_at) self_renew(r);
         poll(&p, 1, next_timeout(r));   /* EINTR: go round */
@@ -1197,6 +1243,7 @@ static int run(const cli *o, hilock_client *c, hilock *l)
     r.l = l;
     r.guard_fd = r.renew_at = r.kill_at = -1;
     r.margin_ms = loss_margin_ms(o);
+    r.lead_ms = kill_lead_ms(o->ttl_ms);
     r.deadline = now_ms() + hilock_validity_ms(l);
     if (pipe2(pipe_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
         perror("hilock: pipe");
