@@ -469,8 +469,8 @@ static hilock_status fresh_token(hilock *l, int64_t hard_deadline)
 
 /* An attempt found the key busy while earlier tokens of ours may be left: one of them may
  * be what it found (a write of unknown fate that reached the server after its undo had run:
- * a closed connection the server read late). Undo them again, first thing in the next attempt's round trip, so our
- * own stale value costs one pause, not its ttl. */
+ * a closed connection the server read late). Undo them again, first thing in the next
+ * attempt's round trip, so our own stale value costs one pause, not its ttl. */
 static void undo_stale(hilock *l)
 {
     int n = l->nstale < HL_STALE_MAX ? l->nstale : HL_STALE_MAX;
