@@ -712,18 +712,44 @@ static hilock_client *guarded_client(const char *const *urls, size_t n)
     return c;
 }
 
+/* A server behind a hold proxy, and a guarded client that goes through the proxy. */
+static hilock_client *held_open(hlt_redis **r, holdproxy *h)
+{
+    *r = hlt_redis_start(NULL);
+    cr_assert_not_null(*r);
+    *h = hold_start(*r);
+    return guarded_client((const char *[]){h->url}, 1);
+}
+
+/* The key "k" on r holds l's token. */
+static void assert_holds(hlt_redis *r, hilock *l)
+{
+    char *v = hlt_get(r, "k");
+    cr_assert_str_eq(v, hilock_token(l));
+    free(v);
+}
+
+/* l holds "k": its release deletes the key; then everything held_open made is gone. */
+static void held_close(hlt_redis *r, holdproxy *h, hilock_client *c, hilock *l)
+{
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hold_stop(h);
+    hlt_redis_stop(r);
+}
+
 Test(faults, a_failover_check_that_stalls_ends_within_the_bound_as_etimedout)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r;
     holdproxy h;
     hilock_client *c;
     hilock *l = NULL;
     long long t0, dt;
     hilock_status st;
     char *v;
-    cr_assert_not_null(r);
-    h = hold_start(r);
-    c = guarded_client((const char *[]){h.url}, 1);
+    c = held_open(&r, &h);
     /* a new server has no record: the first acquire takes the slow path, which stalls, and
      * so does every connection after it (the undo after the refused grant, formerly) */
     hold_set(&h, "all");
@@ -745,28 +771,18 @@ Test(faults, a_failover_check_that_stalls_ends_within_the_bound_as_etimedout)
     /* ... and the next contact deletes it first: the server answers again, the key is ours */
     unlink(h.flag);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    v = hlt_get(r, "k");
-    cr_assert_str_eq(v, hilock_token(l));
-    free(v);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
-    hilock_client_free(c);
-    hold_stop(&h);
-    hlt_redis_stop(r);
+    assert_holds(r, l);
+    held_close(r, &h, c, l);
 }
 
 Test(faults, a_waiting_acquire_tries_again_after_a_failover_check_timed_out)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r;
     holdproxy h;
     hilock_client *c;
     hilock *l = NULL;
     long long t0, dt;
-    char *v;
-    cr_assert_not_null(r);
-    h = hold_start(r);
-    c = guarded_client((const char *[]){h.url}, 1);
+    c = held_open(&r, &h);
     hold_set(&h, "once");   /* the first attempt's failover check gets no answer */
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "k", 30000, 3000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -775,31 +791,22 @@ Test(faults, a_waiting_acquire_tries_again_after_a_failover_check_timed_out)
     cr_assert_geq(dt, HOLD_IO_MS - 50, "the first attempt should have timed out (%lld ms)", dt);
     cr_assert_lt(dt, 3000 + HOLD_BOUND_MS, "took %lld ms", dt);
     cr_assert(access(h.flag, F_OK) != 0, "the stall was never reached");
-    v = hlt_get(r, "k");
-    cr_assert_str_eq(v, hilock_token(l));
-    free(v);
+    assert_holds(r, l);
     cr_assert_eq(hlt_exists(r, "hilock:guard"), 1, "the failover check ran the second time");
     cr_assert_gt(hilock_validity_ms(l), 25000);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
-    hilock_client_free(c);
-    hold_stop(&h);
-    hlt_redis_stop(r);
+    held_close(r, &h, c, l);
 }
 
 Test(faults, an_extend_whose_failover_check_stalls_is_etimedout_not_lost)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r;
     holdproxy h;
     hilock_client *c;
     hilock *l = NULL;
     long long t0, dt;
     int64_t v0;
     hilock_status st;
-    cr_assert_not_null(r);
-    h = hold_start(r);
-    c = guarded_client((const char *[]){h.url}, 1);
+    c = held_open(&r, &h);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_exists(r, "hilock:guard"), 1);
     /* a ttl above the record's longest: the extend takes the slow path, which stalls */
@@ -820,12 +827,7 @@ Test(faults, an_extend_whose_failover_check_stalls_is_etimedout_not_lost)
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_gt(hlt_pttl(r, "k"), 30000);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
-    hilock_client_free(c);
-    hold_stop(&h);
-    hlt_redis_stop(r);
+    held_close(r, &h, c, l);
 }
 
 Test(faults, redlock_with_every_failover_check_stalled_ends_within_the_bound)
@@ -856,11 +858,7 @@ Test(faults, redlock_with_every_failover_check_stalled_ends_within_the_bound)
     /* the masters answer again: the grants left behind go first, then the lock is ours */
     for (int i = 0; i < 3; i++) unlink(h[i].flag);
     cr_assert_eq(hilock_acquire(c, "k", 4000, 2000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    for (int i = 0; i < 3; i++) {
-        char *v = hlt_get(r[i], "k");
-        cr_assert_str_eq(v, hilock_token(l));
-        free(v);
-    }
+    for (int i = 0; i < 3; i++) assert_holds(r[i], l);
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
     hilock_client_free(c);
