@@ -651,19 +651,10 @@ static void hold_conn(const holdproxy *h, int cfd, int port)
 static holdproxy hold_start(const hlt_redis *r)
 {
     holdproxy h;
-    struct sockaddr_in a;
-    socklen_t l = sizeof a;
-    int one = 1, ls = socket(AF_INET, SOCK_STREAM, 0);
+    int ls;
     memset(&h, 0, sizeof h);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    cr_assert(ls >= 0 && bind(ls, (struct sockaddr *)&a, sizeof a) == 0 && listen(ls, 16) == 0 &&
-              getsockname(ls, (struct sockaddr *)&a, &l) == 0);
-    h.port = ntohs(a.sin_port);
-    snprintf(h.url, sizeof h.url, "redis://127.0.0.1:%d", h.port);
-    snprintf(h.name, sizeof h.name, "127.0.0.1:%d", h.port);
+    ls = hlt_listen(16, &h.port, h.url, h.name, sizeof h.url);
+    cr_assert(ls >= 0);
     snprintf(h.flag, sizeof h.flag, "%s/hold", r->dir);
     h.pid = fork();
     cr_assert(h.pid >= 0);
