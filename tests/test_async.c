@@ -170,6 +170,44 @@ static void warm_up(uv_loop_t *loop, run *r, const char *prefix)
     r->done = 0;
 }
 
+/* Three masters on TCP. */
+static void start_masters(hlt_redis **m, const char **url)
+{
+    for (int i = 0; i < 3; i++) {
+        m[i] = hlt_redis_start(NULL);
+        cr_assert_not_null(m[i]);
+        url[i] = m[i]->url;
+    }
+}
+
+/* n acquires (keys prefix0..) on the three masters m: each granted, its token on every master. */
+static void acquire_on_every_master(uv_loop_t *loop, run *r, hlt_redis **m, int n, const char *prefix)
+{
+    acquire_all(r, n, prefix, 30000, 0);
+    run_until(loop, &r->done, n, 20000);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        cr_assert_eq(r->st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r->st[i]));
+        snprintf(key, sizeof key, "%s%d", prefix, i);
+        for (int k = 0; k < 3; k++) {
+            char *v = hlt_get(m[k], key);
+            cr_assert(v && !strcmp(v, hilock_token(r->lock[i])), "%s not ours on master %d", key, k);
+            free(v);
+        }
+    }
+}
+
+/* The run's n locks released on the loop (its counts reset first): each release OK. */
+static void release_all_ok(uv_loop_t *loop, run *r, int n)
+{
+    memset(r->ended, 0, sizeof r->ended);
+    r->done = 0;
+    release_all(r, n);
+    run_until(loop, &r->done, n, 20000);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(r->st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r->st[i]));
+}
+
 /* ---- tests ---- */
 
 Test(async, thousand_acquisitions_pipelined_then_released)
@@ -524,28 +562,13 @@ Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     r.c = attached(&loop, url, 3, 2000);
-    acquire_all(&r, n, "rl:", 30000, 0);
-    run_until(&loop, &r.done, n, 20000);
-    for (int i = 0; i < n; i++) {
-        char key[64];
-        cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r.st[i]));
-        cr_assert_gt(hilock_fence(r.lock[i]), 0);
-        snprintf(key, sizeof key, "rl:%d", i);
-        for (int k = 0; k < 3; k++) {
-            char *v = hlt_get(m[k], key);
-            cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s not ours on master %d", key, k);
-            free(v);
-        }
-    }
+    acquire_on_every_master(&loop, &r, m, n, "rl:");
+    for (int i = 0; i < n; i++) cr_assert_gt(hilock_fence(r.lock[i]), 0);
     /* one master down: still a quorum; the lock is released where it can be */
     hlt_redis_kill(m[2]);
-    memset(r.ended, 0, sizeof r.ended);
-    r.done = 0;
-    release_all(&r, n);
-    run_until(&loop, &r.done, n, 20000);
+    release_all_ok(&loop, &r, n);
     for (int i = 0; i < n; i++) {
         char key[64];
-        cr_assert_eq(r.st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r.st[i]));
         snprintf(key, sizeof key, "rl:%d", i);
         cr_assert_eq(hlt_exists(m[0], key) + hlt_exists(m[1], key), 0);
     }
@@ -562,11 +585,7 @@ Test(async, redlock_partial_grant_is_undone_on_the_loop)
     uv_loop_t loop;
     hlt_redis *m[3];
     const char *url[3];
-    for (int i = 0; i < 3; i++) {
-        m[i] = hlt_redis_start(NULL);
-        cr_assert_not_null(m[i]);
-        url[i] = m[i]->url;
-    }
+    start_masters(m, url);
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     r.c = attached(&loop, url, 3, 2000);
@@ -1598,11 +1617,7 @@ Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_mea
     const char *url[3];
     hilock_options o;
     int64_t end;
-    for (int i = 0; i < 3; i++) {
-        m[i] = hlt_redis_start(NULL);
-        cr_assert_not_null(m[i]);
-        url[i] = m[i]->url;
-    }
+    start_masters(m, url);
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     options_for(&o, url, 3, 1000);
@@ -1759,25 +1774,10 @@ Test(async, redlock_members_whose_user_may_not_run_info_still_lock)
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     r.c = attached(&loop, url, 3, 2000);
-    acquire_all(&r, n, "acl:", 30000, 0);
-    run_until(&loop, &r.done, n, 20000);
+    acquire_on_every_master(&loop, &r, m, n, "acl:");
+    release_all_ok(&loop, &r, n);
     for (int i = 0; i < n; i++) {
         char key[64];
-        cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r.st[i]));
-        snprintf(key, sizeof key, "acl:%d", i);
-        for (int k = 0; k < 3; k++) {
-            char *v = hlt_get(m[k], key);
-            cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s not ours on master %d", key, k);
-            free(v);
-        }
-    }
-    memset(r.ended, 0, sizeof r.ended);
-    r.done = 0;
-    release_all(&r, n);
-    run_until(&loop, &r.done, n, 20000);
-    for (int i = 0; i < n; i++) {
-        char key[64];
-        cr_assert_eq(r.st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r.st[i]));
         snprintf(key, sizeof key, "acl:%d", i);
         for (int k = 0; k < 3; k++) cr_assert_eq(hlt_exists(m[k], key), 0, "%s left on master %d", key, k);
     }
