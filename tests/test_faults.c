@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "fixture.h"
 #include "hilock.h"
 
@@ -712,14 +713,6 @@ static hilock_client *held_open(hlt_redis **r, holdproxy *h)
     return guarded_client((const char *[]){h->url}, 1);
 }
 
-/* The key "k" on r holds l's token. */
-static void assert_holds(hlt_redis *r, hilock *l)
-{
-    char *v = hlt_get(r, "k");
-    cr_assert_str_eq(v, hilock_token(l));
-    free(v);
-}
-
 /* l holds "k": its release deletes the key; then everything held_open made is gone. */
 static void held_close(hlt_redis *r, holdproxy *h, hilock_client *c, hilock *l)
 {
@@ -762,7 +755,7 @@ Test(faults, a_failover_check_that_stalls_ends_within_the_bound_as_etimedout)
     /* ... and the next contact deletes it first: the server answers again, the key is ours */
     unlink(h.flag);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    assert_holds(r, l);
+    hlt_holds(r, "k", hilock_token(l));
     held_close(r, &h, c, l);
 }
 
@@ -782,7 +775,7 @@ Test(faults, a_waiting_acquire_tries_again_after_a_failover_check_timed_out)
     cr_assert_geq(dt, HOLD_IO_MS - 50, "the first attempt should have timed out (%lld ms)", dt);
     cr_assert_lt(dt, 3000 + HOLD_BOUND_MS, "took %lld ms", dt);
     cr_assert(access(h.flag, F_OK) != 0, "the stall was never reached");
-    assert_holds(r, l);
+    hlt_holds(r, "k", hilock_token(l));
     cr_assert_eq(hlt_exists(r, "hilock:guard"), 1, "the failover check ran the second time");
     cr_assert_gt(hilock_validity_ms(l), 25000);
     held_close(r, &h, c, l);
@@ -849,7 +842,7 @@ Test(faults, redlock_with_every_failover_check_stalled_ends_within_the_bound)
     /* the masters answer again: the grants left behind go first, then the lock is ours */
     for (int i = 0; i < 3; i++) unlink(h[i].flag);
     cr_assert_eq(hilock_acquire(c, "k", 4000, 2000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    for (int i = 0; i < 3; i++) assert_holds(r[i], l);
+    for (int i = 0; i < 3; i++) hlt_holds(r[i], "k", hilock_token(l));
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
     hilock_client_free(c);
