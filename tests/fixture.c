@@ -74,6 +74,27 @@ int hlt_free_port(void)
     return port;
 }
 
+int hlt_listen(int backlog, int *port, char *url, char *name, size_t cap)
+{
+    struct sockaddr_in a;
+    socklen_t l = sizeof a;
+    int one = 1, ls = socket(AF_INET, SOCK_STREAM, 0);
+    if (ls < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, backlog) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &l) != 0) {
+        close(ls);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    snprintf(url, cap, "redis://127.0.0.1:%d", *port);
+    snprintf(name, cap, "127.0.0.1:%d", *port);
+    return ls;
+}
+
 static pid_t spawn(hlt_redis *r)
 {
     char port[16], cmd[2048];

@@ -42,6 +42,10 @@ long long hlt_info_int(hlt_redis *r, const char *section, const char *field);
 
 /* A free TCP port on 127.0.0.1 (bind to 0 and read it back). */
 int  hlt_free_port(void);
+/* A listening socket on 127.0.0.1 for a fake server or proxy a test forks; -1 if that failed.
+ * The port the kernel chose goes to *port, its URL and "host:port" name (as errmsg says it)
+ * to url and name, each cap bytes. */
+int  hlt_listen(int backlog, int *port, char *url, char *name, size_t cap);
 long long hlt_now_ms(void);   /* monotonic */
 void hlt_sleep_ms(long ms);
 /* Wait for child pid at most limit_ms: its exit status as a shell shows it (128+N for signal

@@ -95,19 +95,30 @@ static void loop_close(uv_loop_t *loop)
     cr_assert_eq(uv_loop_close(loop), 0, "handles left open on the loop");
 }
 
+/* The options every test starts from; a test changes what it needs before attach_with. */
+static void options_for(hilock_options *o, const char *const *urls, int n, int64_t io_ms)
+{
+    hilock_options_init(o);
+    o->servers = urls;
+    o->nservers = (size_t)n;
+    o->io_timeout_ms = io_ms;
+    o->connect_timeout_ms = 1000;
+    o->retry_delay_ms = 20;
+}
+
+static hilock_client *attach_with(uv_loop_t *loop, const hilock_options *o)
+{
+    hilock_client *c = NULL;
+    cr_assert_eq(hilock_client_new(o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_libuv_attach(c, loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    return c;
+}
+
 static hilock_client *attached(uv_loop_t *loop, const char *const *urls, int n, int64_t io_ms)
 {
     hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = (size_t)n;
-    o.io_timeout_ms = io_ms;
-    o.connect_timeout_ms = 1000;
-    o.retry_delay_ms = 20;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    cr_assert_eq(hilock_libuv_attach(c, loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    return c;
+    options_for(&o, urls, n, io_ms);
+    return attach_with(loop, &o);
 }
 
 static long long info_field(hlt_redis *s, const char *field)
@@ -146,6 +157,55 @@ static void free_locks(run *r, int n)
         hilock_free(r->lock[i]);
         r->lock[i] = NULL;
     }
+}
+
+/* One acquire (prefix + "0") to connect, then the run as new: its lock freed, no call ended. */
+static void warm_up(uv_loop_t *loop, run *r, const char *prefix)
+{
+    acquire_all(r, 1, prefix, 1000, 0);
+    run_until(loop, &r->done, 1, 5000);
+    cr_assert_eq(r->st[0], HILOCK_OK, "%s", hilock_client_errmsg(r->c));
+    free_locks(r, 1);
+    memset(r->ended, 0, sizeof r->ended);
+    r->done = 0;
+}
+
+/* Three masters on TCP. */
+static void start_masters(hlt_redis **m, const char **url)
+{
+    for (int i = 0; i < 3; i++) {
+        m[i] = hlt_redis_start(NULL);
+        cr_assert_not_null(m[i]);
+        url[i] = m[i]->url;
+    }
+}
+
+/* n acquires (keys prefix0..) on the three masters m: each granted, its token on every master. */
+static void acquire_on_every_master(uv_loop_t *loop, run *r, hlt_redis **m, int n, const char *prefix)
+{
+    acquire_all(r, n, prefix, 30000, 0);
+    run_until(loop, &r->done, n, 20000);
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        cr_assert_eq(r->st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r->st[i]));
+        snprintf(key, sizeof key, "%s%d", prefix, i);
+        for (int k = 0; k < 3; k++) {
+            char *v = hlt_get(m[k], key);
+            cr_assert(v && !strcmp(v, hilock_token(r->lock[i])), "%s not ours on master %d", key, k);
+            free(v);
+        }
+    }
+}
+
+/* The run's n locks released on the loop (its counts reset first): each release OK. */
+static void release_all_ok(uv_loop_t *loop, run *r, int n)
+{
+    memset(r->ended, 0, sizeof r->ended);
+    r->done = 0;
+    release_all(r, n);
+    run_until(loop, &r->done, n, 20000);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(r->st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r->st[i]));
 }
 
 /* ---- tests ---- */
@@ -502,28 +562,13 @@ Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     r.c = attached(&loop, url, 3, 2000);
-    acquire_all(&r, n, "rl:", 30000, 0);
-    run_until(&loop, &r.done, n, 20000);
-    for (int i = 0; i < n; i++) {
-        char key[64];
-        cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r.st[i]));
-        cr_assert_gt(hilock_fence(r.lock[i]), 0);
-        snprintf(key, sizeof key, "rl:%d", i);
-        for (int k = 0; k < 3; k++) {
-            char *v = hlt_get(m[k], key);
-            cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s not ours on master %d", key, k);
-            free(v);
-        }
-    }
+    acquire_on_every_master(&loop, &r, m, n, "rl:");
+    for (int i = 0; i < n; i++) cr_assert_gt(hilock_fence(r.lock[i]), 0);
     /* one master down: still a quorum; the lock is released where it can be */
     hlt_redis_kill(m[2]);
-    memset(r.ended, 0, sizeof r.ended);
-    r.done = 0;
-    release_all(&r, n);
-    run_until(&loop, &r.done, n, 20000);
+    release_all_ok(&loop, &r, n);
     for (int i = 0; i < n; i++) {
         char key[64];
-        cr_assert_eq(r.st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r.st[i]));
         snprintf(key, sizeof key, "rl:%d", i);
         cr_assert_eq(hlt_exists(m[0], key) + hlt_exists(m[1], key), 0);
     }
@@ -540,11 +585,7 @@ Test(async, redlock_partial_grant_is_undone_on_the_loop)
     uv_loop_t loop;
     hlt_redis *m[3];
     const char *url[3];
-    for (int i = 0; i < 3; i++) {
-        m[i] = hlt_redis_start(NULL);
-        cr_assert_not_null(m[i]);
-        url[i] = m[i]->url;
-    }
+    start_masters(m, url);
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     r.c = attached(&loop, url, 3, 2000);
@@ -723,23 +764,30 @@ static void free_from_done(hilock_status st, hilock *l, void *arg)
     if (r->done++ == 0) hilock_client_free(r->c);
 }
 
-Test(async, a_done_may_free_the_client)
+/* n acquires of key on s (frozen first if asked) whose first done frees the client: all n
+ * end, none after, and the loop closes clean. */
+static void client_freed_from_done(hlt_redis *s, int64_t io_ms, int freeze, const char *key, int n)
 {
     static run r;
     uv_loop_t loop;
-    hlt_redis *s = hlt_redis_start(NULL);
-    const char *url[1];
-    cr_assert_not_null(s);
-    url[0] = s->unix_url;
+    const char *url[1] = { s->unix_url };
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
-    for (int i = 0; i < 20; i++)
-        cr_assert_eq(hilock_acquire_async(r.c, "same", 5000, 0, free_from_done, &r), HILOCK_OK);
-    run_until(&loop, &r.done, 20, 5000);
+    r.c = attached(&loop, url, 1, io_ms);
+    if (freeze) hlt_redis_freeze(s);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(hilock_acquire_async(r.c, key, 5000, 0, free_from_done, &r), HILOCK_OK);
+    run_until(&loop, &r.done, n, 5000);
     uv_run(&loop, UV_RUN_NOWAIT);
-    cr_assert_eq(r.done, 20);
+    cr_assert_eq(r.done, n);
     loop_close(&loop);
+}
+
+Test(async, a_done_may_free_the_client)
+{
+    hlt_redis *s = hlt_redis_start(NULL);
+    cr_assert_not_null(s);
+    client_freed_from_done(s, 2000, 0, "same", 20);
     hlt_redis_stop(s);
 }
 
@@ -748,21 +796,9 @@ Test(async, a_done_may_free_the_client)
  * wrote into the freed client: ASan's heap-use-after-free). */
 Test(async, a_done_may_free_the_client_from_a_timer_pass)
 {
-    static run r;
-    uv_loop_t loop;
     hlt_redis *s = hlt_redis_start(NULL);
-    const char *url[1];
     cr_assert_not_null(s);
-    url[0] = s->unix_url;
-    uv_loop_init(&loop);
-    memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 300);
-    hlt_redis_freeze(s);
-    cr_assert_eq(hilock_acquire_async(r.c, "frozen", 5000, 0, free_from_done, &r), HILOCK_OK);
-    run_until(&loop, &r.done, 1, 5000);
-    uv_run(&loop, UV_RUN_NOWAIT);
-    cr_assert_eq(r.done, 1);
-    loop_close(&loop);
+    client_freed_from_done(s, 300, 1, "frozen", 1);
     hlt_redis_thaw(s);
     cr_assert_null(hlt_get(s, "frozen"), "the call timed out before the server read it");
     hlt_redis_stop(s);
@@ -1479,22 +1515,11 @@ static int stale_undo_run(uv_loop_t *loop, hlt_redis *s, int runno, int n, int *
     char prefix[32];
     int losses = 0;
     memset(&r, 0, sizeof r);
-    hilock_options_init(&o);
-    o.servers = url;
-    o.nservers = 1;
-    o.io_timeout_ms = 300;
-    o.connect_timeout_ms = 1000;
-    o.retry_delay_ms = 20;
+    options_for(&o, url, 1, 300);
     o.wake = 0;
-    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK, "%s", hilock_last_config_error());
-    cr_assert_eq(hilock_libuv_attach(r.c, loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    r.c = attach_with(loop, &o);
     snprintf(prefix, sizeof prefix, "warm%d:", runno);
-    acquire_all(&r, 1, prefix, 1000, 0);   /* connected */
-    run_until(loop, &r.done, 1, 5000);
-    cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
-    free_locks(&r, 1);
-    memset(r.ended, 0, sizeof r.ended);
-    r.done = 0;
+    warm_up(loop, &r, prefix);
     snprintf(prefix, sizeof prefix, "stale%d:", runno);
     acquire_all(&r, n, prefix, 20000, 8000);   /* written at the loop's next pass */
     hlt_redis_freeze(s);
@@ -1592,22 +1617,12 @@ Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_mea
     const char *url[3];
     hilock_options o;
     int64_t end;
-    for (int i = 0; i < 3; i++) {
-        m[i] = hlt_redis_start(NULL);
-        cr_assert_not_null(m[i]);
-        url[i] = m[i]->url;
-    }
+    start_masters(m, url);
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    hilock_options_init(&o);
-    o.servers = url;
-    o.nservers = 3;
-    o.io_timeout_ms = 1000;
-    o.connect_timeout_ms = 1000;
-    o.retry_delay_ms = 20;
+    options_for(&o, url, 3, 1000);
     o.failover_guard = 1;   /* a first grant on a master takes failover.lua's round trip */
-    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK, "%s", hilock_last_config_error());
-    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
+    r.c = attach_with(&loop, &o);
     /* connected to all three; the guard's record knows a ttl shorter than frag's, so frag's
      * grant takes the slow path (a nested round trip) */
     acquire_all(&r, 1, "held", 4000, 0);
@@ -1700,21 +1715,11 @@ Test(async, an_own_stale_write_found_after_its_undo_costs_a_pause_not_its_ttl)
     url[0] = s->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    hilock_options_init(&o);
-    o.servers = url;
-    o.nservers = 1;
-    o.io_timeout_ms = 300;
-    o.connect_timeout_ms = 1000;
+    options_for(&o, url, 1, 300);
     o.retry_delay_ms = 300;   /* a window for Y between X's attempts */
     o.wake = 0;
-    cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK, "%s", hilock_last_config_error());
-    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
-    acquire_all(&r, 1, "late-warm", 1000, 0);
-    run_until(&loop, &r.done, 1, 5000);
-    cr_assert_eq(r.st[0], HILOCK_OK);
-    free_locks(&r, 1);
-    memset(r.ended, 0, sizeof r.ended);
-    r.done = 0;
+    r.c = attach_with(&loop, &o);
+    warm_up(&loop, &r, "late-warm");
     memset(&the_late, 0, sizeof the_late);
     the_late.r = &r;
     the_late.s = s;
@@ -1769,25 +1774,10 @@ Test(async, redlock_members_whose_user_may_not_run_info_still_lock)
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     r.c = attached(&loop, url, 3, 2000);
-    acquire_all(&r, n, "acl:", 30000, 0);
-    run_until(&loop, &r.done, n, 20000);
+    acquire_on_every_master(&loop, &r, m, n, "acl:");
+    release_all_ok(&loop, &r, n);
     for (int i = 0; i < n; i++) {
         char key[64];
-        cr_assert_eq(r.st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r.st[i]));
-        snprintf(key, sizeof key, "acl:%d", i);
-        for (int k = 0; k < 3; k++) {
-            char *v = hlt_get(m[k], key);
-            cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s not ours on master %d", key, k);
-            free(v);
-        }
-    }
-    memset(r.ended, 0, sizeof r.ended);
-    r.done = 0;
-    release_all(&r, n);
-    run_until(&loop, &r.done, n, 20000);
-    for (int i = 0; i < n; i++) {
-        char key[64];
-        cr_assert_eq(r.st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r.st[i]));
         snprintf(key, sizeof key, "acl:%d", i);
         for (int k = 0; k < 3; k++) cr_assert_eq(hlt_exists(m[k], key), 0, "%s left on master %d", key, k);
     }

@@ -826,13 +826,16 @@ static long long expiry_ms(hlt_redis *r, const char *key)
 static const char loop_sh[] =
     "trap '' TERM\necho $$ > \"$1.pid\"\nwhile :; do date +%s%N >> one.txt; sleep 0.02; done\n";
 
-static void write_loop_sh(hlt_redis *r)
+/* Writes text into the file name in r's directory (a script the test's COMMAND runs). */
+static void write_file(hlt_redis *r, const char *name, const char *text)
 {
-    FILE *f = fopen(path(r, "loop.sh"), "w");
+    FILE *f = fopen(path(r, name), "w");
     cr_assert_not_null(f);
-    fputs(loop_sh, f);
+    fputs(text, f);
     fclose(f);
 }
+
+static void write_loop_sh(hlt_redis *r) { write_file(r, "loop.sh", loop_sh); }
 
 /* The server freezes just after a grant (renewals time out from then on) and the key expires
  * at `exp` on its clock: COMMAND's tree must have written its last timestamp before exp.
@@ -982,11 +985,8 @@ Test(cli, lock_outlives_a_chain_of_shells_that_dies_at_once, .timeout = 120)
 {
     hlt_redis *r = setup();
     const char *a[] = { "job", "--", "sh", "-c", "echo $$ > cmd.pid; exec sh ./chain.sh 30", NULL };
-    FILE *f = fopen(path(r, "chain.sh"), "w");
     int early = 0, rc = 0, trials = 20;
-    cr_assert_not_null(f);
-    fputs(chain_sh, f);
-    fclose(f);
+    write_file(r, "chain.sh", chain_sh);
     for (int i = 0; i < trials; i++) {
         pid_t h, cmd, deep;
         unlink(path(r, "deep.pid"));
@@ -1047,12 +1047,9 @@ Test(cli, lost_lock_kills_a_deep_chain_out_of_the_group_before_the_validity_ends
     hlt_redis *r = setup();
     const char *a[] = { "-t", "3", "job", "--", "sh", "-c",
                         "trap '' TERM; setsid sh ./deep.sh 6 & sh ./loop.sh cmd", NULL };
-    FILE *f = fopen(path(r, "deep.sh"), "w");
     long long over;
     int rc;
-    cr_assert_not_null(f);
-    fputs(deep_sh, f);
-    fclose(f);
+    write_file(r, "deep.sh", deep_sh);
     write_loop_sh(r);
     over = run_past_expiry(r, a, 0, &rc);
     cr_assert(over < 0, "COMMAND's tree ran %lld ms past the key's expiry", over);

@@ -474,6 +474,24 @@ static hilock_status new_client(const char *const *urls, size_t n, int fair, int
     return hilock_client_new(&o, c);
 }
 
+/* A fair client's options on one server (never reached): the test adds what is refused. */
+static void fair_options(hilock_options *o, const char *const *url)
+{
+    hilock_options_init(o);
+    o->servers = url;
+    o->nservers = 1;
+    o->fair = 1;
+}
+
+/* hilock_client_new refuses o with EINVAL, makes no client, and its message holds why. */
+static void assert_refused(const hilock_options *o, const char *why)
+{
+    hilock_client *c = (hilock_client *)o;   /* (not NULL: the refusal must clear it) */
+    cr_assert_eq(hilock_client_new(o, &c), HILOCK_EINVAL);
+    cr_assert_null(c);
+    cr_assert(strstr(hilock_last_config_error(), why), "%s", hilock_last_config_error());
+}
+
 Test(fair, is_refused_with_several_servers)
 {
     const char *urls[] = { "redis://127.0.0.1:1", "redis://127.0.0.1:2", "redis://127.0.0.1:3" };
@@ -505,17 +523,10 @@ Test(fair, is_refused_with_bridge_and_other_values)
 Test(fair, is_refused_with_fencing_0)
 {
     const char *url = "redis://127.0.0.1:1";
-    hilock_client *c = (hilock_client *)&url;
     hilock_options o;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.fair = 1;
+    fair_options(&o, &url);
     o.fencing = 0;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_EINVAL);
-    cr_assert_null(c);
-    cr_assert(strstr(hilock_last_config_error(), "fair = 1 needs fencing = 1"), "%s",
-              hilock_last_config_error());
+    assert_refused(&o, "fair = 1 needs fencing = 1");
 }
 
 /* A waiter pausing longer than io_timeout_ms could outlive its own queue entry (src/fair.c):
@@ -523,18 +534,12 @@ Test(fair, is_refused_with_fencing_0)
 Test(fair, is_refused_with_retry_delay_longer_than_io_timeout)
 {
     const char *url = "redis://127.0.0.1:1";
-    hilock_client *c = (hilock_client *)&url;
+    hilock_client *c;
     hilock_options o;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.fair = 1;
+    fair_options(&o, &url);
     o.io_timeout_ms = 100;
     o.retry_delay_ms = 101;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_EINVAL);
-    cr_assert_null(c);
-    cr_assert(strstr(hilock_last_config_error(), "fair = 1 needs retry_delay_ms <= io_timeout_ms"), "%s",
-              hilock_last_config_error());
+    assert_refused(&o, "fair = 1 needs retry_delay_ms <= io_timeout_ms");
     o.retry_delay_ms = 100;   /* equal: served */
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     hilock_client_free(c);

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "fixture.h"
 #include "hilock.h"
 
@@ -651,19 +652,10 @@ static void hold_conn(const holdproxy *h, int cfd, int port)
 static holdproxy hold_start(const hlt_redis *r)
 {
     holdproxy h;
-    struct sockaddr_in a;
-    socklen_t l = sizeof a;
-    int one = 1, ls = socket(AF_INET, SOCK_STREAM, 0);
+    int ls;
     memset(&h, 0, sizeof h);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    cr_assert(ls >= 0 && bind(ls, (struct sockaddr *)&a, sizeof a) == 0 && listen(ls, 16) == 0 &&
-              getsockname(ls, (struct sockaddr *)&a, &l) == 0);
-    h.port = ntohs(a.sin_port);
-    snprintf(h.url, sizeof h.url, "redis://127.0.0.1:%d", h.port);
-    snprintf(h.name, sizeof h.name, "127.0.0.1:%d", h.port);
+    ls = hlt_listen(16, &h.port, h.url, h.name, sizeof h.url);
+    cr_assert(ls >= 0);
     snprintf(h.flag, sizeof h.flag, "%s/hold", r->dir);
     h.pid = fork();
     cr_assert(h.pid >= 0);
@@ -712,18 +704,36 @@ static hilock_client *guarded_client(const char *const *urls, size_t n)
     return c;
 }
 
+/* A server behind a hold proxy, and a guarded client that goes through the proxy. */
+static hilock_client *held_open(hlt_redis **r, holdproxy *h)
+{
+    *r = hlt_redis_start(NULL);
+    cr_assert_not_null(*r);
+    *h = hold_start(*r);
+    return guarded_client((const char *[]){h->url}, 1);
+}
+
+/* l holds "k": its release deletes the key; then everything held_open made is gone. */
+static void held_close(hlt_redis *r, holdproxy *h, hilock_client *c, hilock *l)
+{
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hold_stop(h);
+    hlt_redis_stop(r);
+}
+
 Test(faults, a_failover_check_that_stalls_ends_within_the_bound_as_etimedout)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r;
     holdproxy h;
     hilock_client *c;
     hilock *l = NULL;
     long long t0, dt;
     hilock_status st;
     char *v;
-    cr_assert_not_null(r);
-    h = hold_start(r);
-    c = guarded_client((const char *[]){h.url}, 1);
+    c = held_open(&r, &h);
     /* a new server has no record: the first acquire takes the slow path, which stalls, and
      * so does every connection after it (the undo after the refused grant, formerly) */
     hold_set(&h, "all");
@@ -745,28 +755,18 @@ Test(faults, a_failover_check_that_stalls_ends_within_the_bound_as_etimedout)
     /* ... and the next contact deletes it first: the server answers again, the key is ours */
     unlink(h.flag);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    v = hlt_get(r, "k");
-    cr_assert_str_eq(v, hilock_token(l));
-    free(v);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
-    hilock_client_free(c);
-    hold_stop(&h);
-    hlt_redis_stop(r);
+    hlt_holds(r, "k", hilock_token(l));
+    held_close(r, &h, c, l);
 }
 
 Test(faults, a_waiting_acquire_tries_again_after_a_failover_check_timed_out)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r;
     holdproxy h;
     hilock_client *c;
     hilock *l = NULL;
     long long t0, dt;
-    char *v;
-    cr_assert_not_null(r);
-    h = hold_start(r);
-    c = guarded_client((const char *[]){h.url}, 1);
+    c = held_open(&r, &h);
     hold_set(&h, "once");   /* the first attempt's failover check gets no answer */
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "k", 30000, 3000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -775,31 +775,22 @@ Test(faults, a_waiting_acquire_tries_again_after_a_failover_check_timed_out)
     cr_assert_geq(dt, HOLD_IO_MS - 50, "the first attempt should have timed out (%lld ms)", dt);
     cr_assert_lt(dt, 3000 + HOLD_BOUND_MS, "took %lld ms", dt);
     cr_assert(access(h.flag, F_OK) != 0, "the stall was never reached");
-    v = hlt_get(r, "k");
-    cr_assert_str_eq(v, hilock_token(l));
-    free(v);
+    hlt_holds(r, "k", hilock_token(l));
     cr_assert_eq(hlt_exists(r, "hilock:guard"), 1, "the failover check ran the second time");
     cr_assert_gt(hilock_validity_ms(l), 25000);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
-    hilock_client_free(c);
-    hold_stop(&h);
-    hlt_redis_stop(r);
+    held_close(r, &h, c, l);
 }
 
 Test(faults, an_extend_whose_failover_check_stalls_is_etimedout_not_lost)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r;
     holdproxy h;
     hilock_client *c;
     hilock *l = NULL;
     long long t0, dt;
     int64_t v0;
     hilock_status st;
-    cr_assert_not_null(r);
-    h = hold_start(r);
-    c = guarded_client((const char *[]){h.url}, 1);
+    c = held_open(&r, &h);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_exists(r, "hilock:guard"), 1);
     /* a ttl above the record's longest: the extend takes the slow path, which stalls */
@@ -820,12 +811,7 @@ Test(faults, an_extend_whose_failover_check_stalls_is_etimedout_not_lost)
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_gt(hlt_pttl(r, "k"), 30000);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
-    hilock_client_free(c);
-    hold_stop(&h);
-    hlt_redis_stop(r);
+    held_close(r, &h, c, l);
 }
 
 Test(faults, redlock_with_every_failover_check_stalled_ends_within_the_bound)
@@ -856,11 +842,7 @@ Test(faults, redlock_with_every_failover_check_stalled_ends_within_the_bound)
     /* the masters answer again: the grants left behind go first, then the lock is ours */
     for (int i = 0; i < 3; i++) unlink(h[i].flag);
     cr_assert_eq(hilock_acquire(c, "k", 4000, 2000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    for (int i = 0; i < 3; i++) {
-        char *v = hlt_get(r[i], "k");
-        cr_assert_str_eq(v, hilock_token(l));
-        free(v);
-    }
+    for (int i = 0; i < 3; i++) hlt_holds(r[i], "k", hilock_token(l));
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
     hilock_client_free(c);

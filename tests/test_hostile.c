@@ -65,19 +65,10 @@ static void fake_serve(int ls, answer_fn fn)
 static fake fake_start(answer_fn fn)
 {
     fake f;
-    struct sockaddr_in a;
-    socklen_t l = sizeof a;
-    int one = 1, ls = socket(AF_INET, SOCK_STREAM, 0);
+    int ls;
     memset(&f, 0, sizeof f);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    cr_assert(ls >= 0 && bind(ls, (struct sockaddr *)&a, sizeof a) == 0 && listen(ls, 8) == 0 &&
-              getsockname(ls, (struct sockaddr *)&a, &l) == 0);
-    f.port = ntohs(a.sin_port);
-    snprintf(f.url, sizeof f.url, "redis://127.0.0.1:%d", f.port);
-    snprintf(f.name, sizeof f.name, "127.0.0.1:%d", f.port);
+    ls = hlt_listen(8, &f.port, f.url, f.name, sizeof f.url);
+    cr_assert(ls >= 0);
     f.pid = fork();
     cr_assert(f.pid >= 0);
     if (f.pid == 0) fake_serve(ls, fn);

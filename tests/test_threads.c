@@ -150,6 +150,17 @@ static void *wait_busy(void *arg)
     return NULL;
 }
 
+/* Someone else holds "taken"; w's thread waits for it inside an acquire on c. */
+static void start_waiting_thread(hlt_redis *r, hilock_client *c, waiter *w, pthread_t *th)
+{
+    redisReply *rep = hlt_cmd(r, "SET taken someone-else PX 30000");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    w->c = c;
+    cr_assert_eq(pthread_create(th, NULL, wait_busy, w), 0);
+    hlt_sleep_ms(300);   /* the other thread is inside its acquire, waiting */
+}
+
 Test(threads, a_refused_call_changes_nothing_and_keeps_the_other_threads_message, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
@@ -157,17 +168,11 @@ Test(threads, a_refused_call_changes_nothing_and_keeps_the_other_threads_message
     hilock *l;
     waiter w = { 0 };
     pthread_t th;
-    redisReply *rep;
     char *v;
     cr_assert_not_null(r);
     cr_assert_eq(hilock_client_open(r->url, &c), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c, "mine", 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    rep = hlt_cmd(r, "SET taken someone-else PX 30000");
-    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
-    freeReplyObject(rep);
-    w.c = c;
-    cr_assert_eq(pthread_create(&th, NULL, wait_busy, &w), 0);
-    hlt_sleep_ms(300);   /* the other thread is inside its acquire, waiting */
+    start_waiting_thread(r, c, &w, &th);
     cr_assert_eq(hilock_release(l), HILOCK_EINVAL);
     cr_assert_str_eq(hilock_client_errmsg(c), TWO_THREADS);
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_EINVAL);
@@ -201,16 +206,10 @@ Test(threads, a_new_client_made_where_a_refused_one_was_freed_reports_no_refusal
     hilock *l = NULL;
     waiter w = { 0 };
     pthread_t th;
-    redisReply *rep;
     int n = 0, same = 0;
     cr_assert_not_null(r);
     cr_assert_eq(hilock_client_open(r->url, &c), HILOCK_OK);
-    rep = hlt_cmd(r, "SET taken someone-else PX 30000");
-    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
-    freeReplyObject(rep);
-    w.c = c;
-    cr_assert_eq(pthread_create(&th, NULL, wait_busy, &w), 0);
-    hlt_sleep_ms(300);   /* the other thread is inside its acquire, waiting */
+    start_waiting_thread(r, c, &w, &th);
     cr_assert_eq(hilock_acquire(c, "mine", 60000, 0, &l), HILOCK_EINVAL);
     cr_assert_str_eq(hilock_client_errmsg(c), TWO_THREADS);
     pthread_join(th, NULL);

@@ -64,23 +64,40 @@ static void acquire_fails(const hilock_options *o, hilock_status want, const cha
     hilock_client_free(c);
 }
 
-Test(tls, acquire_extend_check_release_over_tls)
+/* A TLS server *r, a client *c on it, and the lock on "tls:k" it acquired. */
+static hilock *tls_held(hlt_redis **r, hilock_client **c)
 {
-    hlt_redis *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
-    const char *url = r->url;
-    hilock_options o = tls_opts(&url, 1);
-    hilock_client *c = client_for(&o);
+    const char *url;
+    hilock_options o;
     hilock *l = NULL;
-    cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "tls:k"), 1);
-    cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_gt(hlt_pttl(r, "tls:k"), 30000);
-    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
+    url = (*r)->url;
+    o = tls_opts(&url, 1);
+    *c = client_for(&o);
+    cr_assert_eq(hilock_acquire(*c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(*c));
+    return l;
+}
+
+/* l's release deletes "tls:k"; then l, c and r are gone. */
+static void tls_release_close(hlt_redis *r, hilock_client *c, hilock *l)
+{
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_exists(r, "tls:k"), 0);
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
+}
+
+Test(tls, acquire_extend_check_release_over_tls)
+{
+    hlt_redis *r;
+    hilock_client *c;
+    hilock *l = tls_held(&r, &c);
+    cr_assert_eq(hlt_exists(r, "tls:k"), 1);
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_gt(hlt_pttl(r, "tls:k"), 30000);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    tls_release_close(r, c, l);
 }
 
 static long long connections(hlt_redis *r)
@@ -97,14 +114,11 @@ static long long connections(hlt_redis *r)
  * parent's connection under its lock. */
 Test(tls, a_forked_child_freeing_its_copy_leaves_the_parents_session_alone)
 {
-    hlt_redis *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
-    const char *url = r->url;
-    hilock_options o = tls_opts(&url, 1);
-    hilock_client *c = client_for(&o);
-    hilock *l = NULL;
+    hlt_redis *r;
+    hilock_client *c;
+    hilock *l = tls_held(&r, &c);
     long long conns;
     pid_t pid;
-    cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     conns = connections(r);
     pid = fork();
     cr_assert(pid >= 0);
@@ -118,22 +132,15 @@ Test(tls, a_forked_child_freeing_its_copy_leaves_the_parents_session_alone)
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_gt(hlt_pttl(r, "tls:k"), 30000);
     cr_assert_eq(connections(r), conns, "the parent's connection was kept, not made again");
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "tls:k"), 0);
-    hilock_free(l);
-    hilock_client_free(c);
-    hlt_redis_stop(r);
+    tls_release_close(r, c, l);
 }
 
 Test(tls, an_idle_connection_is_kept_and_a_killed_one_reconnects)
 {
-    hlt_redis *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
-    const char *url = r->url;
-    hilock_options o = tls_opts(&url, 1);
-    hilock_client *c = client_for(&o);
-    hilock *l = NULL;
+    hlt_redis *r;
+    hilock_client *c;
+    hilock *l = tls_held(&r, &c);
     redisReply *rep;
-    cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     long long before = connections(r);
     hlt_sleep_ms(400);   /* idle past the engine's probe: session tickets do not look like a close */
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -141,11 +148,7 @@ Test(tls, an_idle_connection_is_kept_and_a_killed_one_reconnects)
     rep = hlt_cmd(r, "CLIENT KILL TYPE normal");
     freeReplyObject(rep);
     hlt_sleep_ms(400);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "tls:k"), 0);
-    hilock_free(l);
-    hilock_client_free(c);
-    hlt_redis_stop(r);
+    tls_release_close(r, c, l);
 }
 
 Test(tls, mutual_tls_works_with_a_client_certificate_and_says_why_without)

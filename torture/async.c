@@ -304,12 +304,7 @@ void tt_async_main(const tt_worker_cfg *cfg)
     for (int k = 0; k < cfg->nkeys; k++) snprintf(aw.names[k], sizeof aw.names[k], "tt:a%d", k);
     open_logs(&aw);
 
-    hilock_options_init(&o);
-    o.servers = cfg->urls;
-    o.nservers = (size_t)cfg->nurls;
-    o.io_timeout_ms = cfg->io_timeout_ms;
-    o.connect_timeout_ms = cfg->connect_timeout_ms;
-    o.retry_delay_ms = cfg->retry_delay_ms;
+    tt_client_options(&o, cfg);
     o.wake = 0;   /* waiting acquires poll on the loop's timer: retries, and one fd per master */
     hooks = (hilock_loop){ &aw, loop_watch, loop_timer, NULL };
     if (hilock_client_new(&o, &aw.c) != HILOCK_OK || hilock_loop_attach(aw.c, &hooks) != HILOCK_OK) {

@@ -84,6 +84,9 @@ typedef struct tt_worker_cfg {
 
 /* worker.c: runs until shm->stop; never returns (exits the process) */
 void tt_worker_main(const tt_worker_cfg *cfg) __attribute__((noreturn));
+/* worker.c: hilock_options_init, then the servers and timeouts cfg gives (blocking and async workers) */
+struct hilock_options;
+void tt_client_options(struct hilock_options *o, const tt_worker_cfg *cfg);
 /* async.c: one event loop with cfg->contenders contenders on cfg->nkeys keys (names of its own) */
 void tt_async_main(const tt_worker_cfg *cfg) __attribute__((noreturn));
 /* cli.c: a slot that runs `hilock` with COMMAND trees of `torture member` processes */

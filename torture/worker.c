@@ -263,6 +263,16 @@ static void one_round(worker *w)
     tt_sleep_us((int64_t)(tt_rand(&w->rng) % 10000));
 }
 
+void tt_client_options(hilock_options *o, const tt_worker_cfg *cfg)
+{
+    hilock_options_init(o);
+    o->servers = cfg->urls;
+    o->nservers = (size_t)cfg->nurls;
+    o->io_timeout_ms = cfg->io_timeout_ms;
+    o->connect_timeout_ms = cfg->connect_timeout_ms;
+    o->retry_delay_ms = cfg->retry_delay_ms;
+}
+
 void tt_worker_main(const tt_worker_cfg *cfg)
 {
     char path[512];
@@ -284,12 +294,7 @@ void tt_worker_main(const tt_worker_cfg *cfg)
           cfg->flavour == TT_LEGACY ? "legacy" : cfg->flavour == TT_BRIDGE ? "bridge"
           : cfg->flavour == TT_FAIR ? "fair" : "modern");
 
-    hilock_options_init(&o);
-    o.servers = cfg->urls;
-    o.nservers = (size_t)cfg->nurls;
-    o.io_timeout_ms = cfg->io_timeout_ms;
-    o.connect_timeout_ms = cfg->connect_timeout_ms;
-    o.retry_delay_ms = cfg->retry_delay_ms;
+    tt_client_options(&o, cfg);
     o.bridge = cfg->flavour == TT_BRIDGE;
     o.fair = cfg->flavour == TT_FAIR;
     o.tls_ca_file = cfg->tls_ca_file;
