@@ -6,7 +6,7 @@
  * A thread plays the server on a unix socket: on every connection it reads the request, then
  * sends the fuzz input (after its first byte) as the answer, and closes. Byte 0 picks the
  * client: bit 0 a password (AUTH first), bit 1 a database (SELECT), bit 2 three masters (the
- * same socket three times: Redlock), bit 3 legacy acquire, bit 4 a second round on the same
+ * same socket under three names, as a server listed twice is refused: Redlock), bit 3 legacy acquire, bit 4 a second round on the same
  * client. Checked: statuses from the enum only, a granted lock has a positive fence, every
  * call returns within its bound (no hang), and no crash, leak, UB or SIGPIPE death. */
 #include <poll.h>
@@ -28,7 +28,7 @@
 
 #define IO_MS 30
 
-static char dir[64], sock_path[108];
+static char dir[64], sock_path[3][108];   /* the socket and two links to it */
 static int lfd = -1;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char *resp;
@@ -72,19 +72,20 @@ static void start_server(void)
     pthread_t t;
     snprintf(dir, sizeof dir, "/tmp/hilock-fuzz-XXXXXX");
     CHECK(mkdtemp(dir) != NULL);
-    snprintf(sock_path, sizeof sock_path, "%s/s.sock", dir);
+    for (int i = 0; i < 3; i++) snprintf(sock_path[i], sizeof sock_path[i], "%s/s%d.sock", dir, i);
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
-    memcpy(a.sun_path, sock_path, strlen(sock_path) + 1);
+    memcpy(a.sun_path, sock_path[0], strlen(sock_path[0]) + 1);
     lfd = socket(AF_UNIX, SOCK_STREAM, 0);
     CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 16) == 0);
+    CHECK(symlink(sock_path[0], sock_path[1]) == 0 && symlink(sock_path[0], sock_path[2]) == 0);
     CHECK(pthread_create(&t, NULL, serve, NULL) == 0);
     pthread_detach(t);
 }
 
 static void cleanup(void)
 {
-    unlink(sock_path);
+    for (int i = 0; i < 3; i++) unlink(sock_path[i]);
     rmdir(dir);
 }
 
@@ -140,7 +141,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     static int started;
-    char url[300];
+    char url[3][300];
     const char *urls[3];
     hilock_options o;
     hilock_client *c = NULL;
@@ -159,8 +160,11 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     resp_len = size - 1;
     pthread_mutex_unlock(&mu);
 
-    snprintf(url, sizeof url, "unix://%s%s%s", opts & 1 ? ":s3cret@" : "", sock_path, opts & 2 ? "?db=2" : "");
-    urls[0] = urls[1] = urls[2] = url;
+    for (int i = 0; i < 3; i++) {
+        snprintf(url[i], sizeof url[i], "unix://%s%s%s", opts & 1 ? ":s3cret@" : "", sock_path[i],
+                 opts & 2 ? "?db=2" : "");
+        urls[i] = url[i];
+    }
     hilock_options_init(&o);
     o.servers = urls;
     o.nservers = opts & 4 ? 3 : 1;
