@@ -78,7 +78,7 @@ typedef struct cli {
     int         fair;            /* --fair: options.fair */
     int         no_fence;        /* --no-fence: options.fencing = 0 */
     int         lost_sig;        /* 0 = leave COMMAND running */
-    int64_t     kill_after_ms;   /* 0 = never escalate to SIGKILL */
+    int64_t     kill_after_ms;   /* -k; 0 = SIGKILL only at the validity's end less the lead */
     int         verbose;
     int         tls;             /* --tls: redis:// URLs become rediss:// */
     char       *tls_copy[MAX_SERVERS];   /* those rediss:// copies */
@@ -519,6 +519,18 @@ static int install_handlers(void)
 
 /* ---- the lock ---- */
 
+/* Legacy and bridge locks are renewed by the main loop (self_renew), which a renewal blocks
+ * for up to io_timeout_ms + connect_timeout_ms: bound each at a tenth of the ttl, so one
+ * renewal blocks a fifth of it at most and the loop is free again in time to stop COMMAND
+ * (the client is hilock's own: nothing else relies on the longer defaults). */
+static int64_t bound_round_trips(int64_t ttl_ms, hilock_options *opt)
+{
+    int64_t cap = ttl_ms / 10 > 0 ? ttl_ms / 10 : 1;
+    if (opt->io_timeout_ms > cap) opt->io_timeout_ms = cap;
+    if (opt->connect_timeout_ms > cap) opt->connect_timeout_ms = cap;
+    return opt->io_timeout_ms + opt->connect_timeout_ms;   /* hilock_extend's bound */
+}
+
 static hilock_status lock_once(const cli *o, hilock_client *c, int64_t wait_ms, hilock **lp)
 {
     return o->legacy ? hilock_legacy_acquire(c, o->key, o->ttl_ms, wait_ms, lp)
@@ -544,6 +556,7 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
     opt.tls_verify = !o->insecure;
     if (o->legacy && hilock_codec_preset(o->preset, &opt.codec) != HILOCK_OK)
         return usage_error("--legacy: unknown preset '%s'", o->preset);
+    if (o->legacy || o->bridge) bound_round_trips(o->ttl_ms, &opt);
     if ((st = hilock_client_new(&opt, cp)) != HILOCK_OK) {
         fprintf(stderr, "hilock: %s\n", hilock_last_config_error());
         return st == HILOCK_EINVAL ? EXIT_USAGE : EXIT_OSERR;
@@ -582,6 +595,7 @@ typedef struct run_state {
     int            guard_fd;     /* our end of its pipe: EOF tells it hilock died */
     int            self_renew;   /* no keepalive for this kind of lock: the loop renews */
     int64_t        renew_at;     /* self_renew: next renewal, -1 = none */
+    int64_t        extend_bound_ms;   /* self_renew: how long one hilock_extend may block */
     int64_t        kill_at;      /* SIGKILL time after a loss, -1 = none */
     int            lost;
     int            killed;       /* SIGKILL sent: repeated until the tree is gone */
@@ -952,6 +966,9 @@ static size_t scan_children(pid_t *out, size_t max)
     size_t n = 0, got;
     pid_t self = getpid();
     int ppid;
+    static int warned;
+    if (!d && !warned++)
+        fputs("hilock: /proc is not readable: COMMAND's orphans are not waited for nor killed\n", stderr);
     while (d && n < max && (e = readdir(d)) != NULL) {
         FILE *f;
         if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
@@ -1028,6 +1045,7 @@ static void signal_tree(const run_state *r, int sig)
     pid_t o[MAX_OTHERS];
     size_t n = others(r, o);
     kill(own_group ? -r->child : r->child, sig);
+    /* (past MAX_OTHERS, the rest are reached by kill_tree's next rounds, as these die) */
     for (size_t i = 0; i < n; i++)
         if (!own_group || getpgid(o[i]) != r->child) kill(o[i], sig);
 }
@@ -1096,13 +1114,23 @@ static int transient(hilock_status st)
            st == HILOCK_EREPLICAS;
 }
 
+static int64_t backstop_ms(const run_state *r);
+
 /* Renewal of a lock hilock_keepalive does not take (legacy, bridge), on this thread, which
  * has nothing else to do with the client: every third of the ttl, retrying passing errors
- * while the lock is still valid -- the keepalive's rules. */
+ * while the lock is still valid -- the keepalive's rules. hilock_extend blocks this loop
+ * (up to a fifth of the ttl: bound_round_trips), so one that could end after the loop must
+ * declare the loss is not started: the backstop declares it, and SIGKILL comes in time. */
 static void self_renew(run_state *r)
 {
-    hilock_status st = hilock_extend(r->l, r->o->ttl_ms);
-    int64_t valid = hilock_validity_ms(r->l);
+    hilock_status st;
+    int64_t valid;
+    if (now_ms() + r->extend_bound_ms > r->deadline - backstop_ms(r)) {
+        r->renew_at = -1;
+        return;
+    }
+    st = hilock_extend(r->l, r->o->ttl_ms);
+    valid = hilock_validity_ms(r->l);
     if (st == HILOCK_OK)
         r->renew_at = now_ms() + r->o->ttl_ms / 3;
     else if (transient(st) && valid > 100)
@@ -1155,6 +1183,7 @@ static int next_timeout(const run_state *r)
         earliest(&next, r->deadline - backstop_ms(r) > now ? r->deadline - backstop_ms(r) : now);
     }
     if (r->cmd_done) earliest(&next, now + 100);   /* orphans reparented without a SIGCHLD */
+    if (next < 0) return -1;   /* nothing due (lost with -L none): wait for a signal */
     left = next - now;
     return left <= 0 ? 0 : left > 60000 ? 60000 : (int)left;
 }
@@ -1236,7 +1265,7 @@ static int run(const cli *o, hilock_client *c, hilock *l)
     run_state r;
     hilock_keepalive_options ka;
     hilock_status st;
-    int err;
+    int err, status;
     memset(&r, 0, sizeof r);
     r.o = o;
     r.c = c;
@@ -1254,7 +1283,10 @@ static int run(const cli *o, hilock_client *c, hilock *l)
     ka.lost_margin_ms = r.margin_ms;
     st = hilock_keepalive_ex(l, on_lost, NULL, &ka);
     if (st == HILOCK_EINVAL && (o->legacy || o->bridge)) {   /* not for these kinds: renew here */
+        hilock_options opt;   /* the client's, as acquire() made them */
+        hilock_options_init(&opt);
         r.self_renew = 1;
+        r.extend_bound_ms = bound_round_trips(o->ttl_ms, &opt);
         r.renew_at = now_ms() + o->ttl_ms / 3;
     } else if (st != HILOCK_OK) {
         print_error("keepalive", o->key, hilock_client_errmsg(c));
@@ -1262,7 +1294,7 @@ static int run(const cli *o, hilock_client *c, hilock *l)
         return st == HILOCK_ENOMEM || st == HILOCK_EIO ? EXIT_OSERR : EXIT_SERVER;
     }
     /* COMMAND's orphans become ours, so the lock outlives none of them (see others()) */
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0 && o->verbose)
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
         perror("hilock: PR_SET_CHILD_SUBREAPER (COMMAND's orphans are not waited for)");
     if (install_handlers() < 0) {
         perror("hilock: sigaction");
@@ -1274,7 +1306,9 @@ static int run(const cli *o, hilock_client *c, hilock *l)
         hilock_release(l);
         return err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
     }
-    return finish(&r, supervise(&r));
+    if ((status = supervise(&r)) < 0)   /* COMMAND cannot be waited for: none of it may outlive the lock */
+        kill_tree(&r);
+    return finish(&r, status);
 }
 
 int main(int argc, char **argv)
