@@ -812,12 +812,18 @@ static long long realtime_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The key's expiry, in ms since 1970 on the server's clock (this machine's). */
+/* The key's expiry, in ms since 1970 on the server's clock (this machine's). A jedis-lock
+ * key has no TTL: its value is that stamp. */
 static long long expiry_ms(hlt_redis *r, const char *key)
 {
     redisReply *rep = hlt_cmd(r, "PEXPIRETIME %s", key);
     long long t = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
     freeReplyObject(rep);
+    if (t == -1) {
+        char *v = hlt_get(r, key);
+        t = v ? atoll(v) : -1;
+        free(v);
+    }
     return t;
 }
 
@@ -1054,5 +1060,75 @@ Test(cli, lost_lock_kills_a_deep_chain_out_of_the_group_before_the_validity_ends
     over = run_past_expiry(r, a, 0, &rc);
     cr_assert(over < 0, "COMMAND's tree ran %lld ms past the key's expiry", over);
     cr_assert_eq(rc, 75, "%s", slurp(r, "err.txt"));
+    hlt_redis_stop(r);
+}
+
+/* A legacy or bridge lock, which hilock renews itself (no keepalive takes them), and a server
+ * that freezes just after the grant: a renewal blocks the main loop only so long that the
+ * tree, ignoring SIGTERM, is still SIGKILLed before the key expires (a renewal with the
+ * client's 1 s round trips, due 0.4 s into a 1.2 s ttl, returned after its end). */
+static void self_renewed_kind_stops_in_time(const char *kind)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { kind, "-t", "1.2", "job", "--", "sh", "-c",
+                        "trap '' TERM; sh ./loop.sh kid & sh ./loop.sh cmd", NULL };
+    long long over;
+    int rc;
+    write_loop_sh(r);
+    over = run_past_expiry(r, a, 0, &rc);
+    cr_assert(over < 0, "%s: COMMAND ran %lld ms past the key's expiry", kind, over);
+    cr_assert_eq(rc, 75, "%s", slurp(r, "err.txt"));
+    cr_assert(strstr(slurp(r, "err.txt"), "lock lost"), "%s", slurp(r, "err.txt"));
+    hlt_redis_stop(r);
+}
+
+Test(cli, legacy_lock_renewed_against_a_frozen_server_stops_the_command_before_expiry, .timeout = 60)
+{
+    self_renewed_kind_stops_in_time("--legacy=jedis-lock");
+}
+
+Test(cli, bridge_lock_renewed_against_a_frozen_server_stops_the_command_before_expiry, .timeout = 60)
+{
+    self_renewed_kind_stops_in_time("--bridge");
+}
+
+/* hilock's CPU time (utime + stime) in ms, from /proc/PID/stat. */
+static long long cpu_ms(pid_t pid)
+{
+    char file[64], buf[1024], *rp;
+    unsigned long long ut = 0, st = 0;
+    FILE *f;
+    size_t got;
+    snprintf(file, sizeof file, "/proc/%d/stat", (int)pid);
+    cr_assert_not_null(f = fopen(file, "r"));
+    got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    cr_assert_not_null(rp = strrchr(buf, ')'));
+    cr_assert(sscanf(rp + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2);
+    return (long long)((ut + st) * 1000 / (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
+/* -L none: after the loss, COMMAND runs on and hilock has nothing due but COMMAND's exit; it
+ * waits for it without spinning (it used to poll with a 0 timeout: a whole core). */
+Test(cli, after_a_loss_with_L_none_hilock_waits_without_spinning, .timeout = 60)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "0.6", "-L", "none", "job", "--", "sh", "-c",
+                        "echo up > up.txt; sleep 3; echo done > done.txt", NULL };
+    pid_t pid = start(r, a);
+    redisReply *rep;
+    long long c0, c1;
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000));
+    rep = hlt_cmd(r, "DEL job");
+    freeReplyObject(rep);
+    cr_assert(wait_for_file(r, "err.txt", "lock lost", 5000), "%s", slurp(r, "err.txt"));
+    c0 = cpu_ms(pid);
+    hlt_sleep_ms(1500);
+    c1 = cpu_ms(pid);
+    fprintf(stderr, "test_cli: hilock used %lld ms of CPU in 1500 ms after the loss\n", c1 - c0);
+    cr_assert_eq(hlt_reap(pid, 10000), 75, "%s", slurp(r, "err.txt"));
+    cr_assert_str_eq(slurp(r, "done.txt"), "done\n");
+    cr_assert(c1 - c0 < 500, "hilock spun: %lld ms of CPU in 1500 ms", c1 - c0);
     hlt_redis_stop(r);
 }
