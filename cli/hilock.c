@@ -119,6 +119,8 @@ static const char usage_text[] =
     "                             (doc, node-redis-lock, jedis-lock, redis-objects,\n"
     "                             redis-py-2, ruby-redis-lock; default doc)\n"
     "      --bridge               modern lock that legacy clients also respect\n"
+    "                             (these two: hilock renews them itself, with connect\n"
+    "                             and round-trip timeouts cut to a tenth of the ttl)\n"
     "      --fair                 first come, first served: wait in the key's queue, which\n"
     "                             --nonblock does not pass (one server only)\n"
     "      --no-fence             no fencing token (HILOCK_FENCE=0): the lock is one plain\n"
