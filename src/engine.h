@@ -16,7 +16,7 @@
 #include "transport.h"
 
 /* ---- commands ---- */
-#define HL_MAX_ARGS  12
+#define HL_MAX_ARGS  13   /* fair.lua acquire: 5 keys, 8 arguments */
 #define HL_MAX_CMDS  4
 #define HL_MAX_NODES 32   /* masters of one client: node sets are uint32_t masks */
 
