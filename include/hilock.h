@@ -12,7 +12,10 @@
  * nothing; hilock_client_errmsg, asked from the refused thread, says "client used from two
  * threads at once" (the other thread's errmsg is left alone). The check costs one atomic
  * compare-and-swap per call, and it is not a lock: the refused call is not retried, and two
- * threads taking turns through a mutex of their own are fine. Not checked, because they can
+ * threads taking turns through a mutex of their own are fine -- except on a client attached
+ * to an event loop (hilock_async.h): it belongs to the thread that attached it, and a call
+ * from any other thread is refused the same way even while that thread is outside hilock
+ * (hilock_client_free excepted). Not checked, because they can
  * return no status: hilock_free and hilock_client_free (free a lock or client once no other
  * thread is inside a call on that lock or client; on a blocking client, freeing one lock
  * while another thread uses the client's other locks is safe; a client attached to an event

@@ -65,13 +65,14 @@
  *     (no NSS module runs then); and install signal handlers with SA_ONSTACK and a
  *     sigaltstack on the loop's thread, or block the signals there. `done` and the other
  *     callbacks of hilock.h run on the loop's own stack.
- *   - The loop's thread owns the client (hilock.h's thread rule): a call on it or on one of
- *     its locks from another thread while the loop's thread is inside hilock returns
- *     HILOCK_EINVAL "client used from two threads at once"; hilock_free of one of its locks
- *     belongs on the loop's thread too. A hilock_loop_fd while another thread is inside
- *     does nothing (the fd is reported again); a hilock_loop_timeout then does nothing
- *     either, but the thread inside calls `timer` with 0 ms as it leaves, so the timer's
- *     work is not lost.
+ *   - The thread that attached the client owns it, and the loop must run on that thread
+ *     (hilock.h's thread rule): a call on it or on one of its locks from any other thread
+ *     returns HILOCK_EINVAL "client used from two threads at once", having sent and queued
+ *     nothing, whether or not the loop's thread is inside hilock at the time (a
+ *     hilock_loop_fd or hilock_loop_timeout from there does nothing). hilock_free of one of
+ *     its locks belongs on that thread too; hilock_client_free may come from another thread
+ *     only while the loop's thread is outside hilock (and the loop's callbacks then run on
+ *     the freeing thread).
  */
 #ifndef HILOCK_ASYNC_H
 #define HILOCK_ASYNC_H

@@ -1193,12 +1193,9 @@ static hilock_status loop_attach(hilock_client *c, const hilock_loop *loop)
 }
 
 /* The loop's thread owns the client: the flows run inside these two calls, so their own
- * hl_enter finds it in this thread's hands. Another thread inside: no status to return (the
- * application broke the thread rule); an fd's readiness is reported again (level-triggered),
- * but a timer fires once, so a refused one is left in c->missed for that thread's hl_leave
- * to ask for again (loop_missed), and entering is tried once more in case it has just left
- * (client.c's hl_leave says why both are needed). The reference: a done may free the
- * client, and hl_leave still writes to it. */
+ * hl_enter finds it in this thread's hands. Refused (another thread calls, or is inside:
+ * only a hilock_client_free can be, which ends every call): nothing to do and no status to
+ * return. The reference: a done may free the client, and hl_leave still writes to it. */
 static int enter_loop(hilock_client *c, int *took)
 {
     if (hl_enter(c, took) != HILOCK_OK) return 0;
@@ -1223,26 +1220,12 @@ void hilock_loop_fd(hilock_client *c, int fd, int events)
 void hilock_loop_timeout(hilock_client *c)
 {
     int took;
-    if (!c) return;
-    if (!enter_loop(c, &took)) {
-        __atomic_store_n(&c->missed, 1, __ATOMIC_SEQ_CST);
-        if (!enter_loop(c, &took)) return;
-    }
-    __atomic_store_n(&c->missed, 0, __ATOMIC_SEQ_CST);   /* this pass is the one missed */
+    if (!c || !enter_loop(c, &took)) return;
     if (c->loop && !c->loop->closing && !c->loop->in_pass) {
         c->loop->timer_at = -1;   /* (it fired) */
         pass(c->loop, -1, 0);
     }
     leave_loop(c, took);
-}
-
-/* The runner's missed (engine.h): the next turn of the loop makes the pass that was refused. */
-static void loop_missed(hilock_client *c)
-{
-    hl_loop *L = c->loop;
-    if (!L || L->closing || L->in_pass) return;   /* (a pass ends by arming the timer) */
-    L->timer_at = 0;
-    L->app.timer(L->app.data, 0);
 }
 
 static void close_conn(hl_loop *L, lconn *lc)
@@ -1326,6 +1309,6 @@ static hilock_status gone_keepalive(hilock *l, hilock_lost_fn f, void *a, const 
 }
 
 static const hl_runner loop_runner = { loop_exec, loop_pause, loop_may_block, loop_detach,
-                                       loop_keepalive, loop_connected, loop_close_node, loop_missed };
+                                       loop_keepalive, loop_connected, loop_close_node };
 static const hl_runner gone_runner = { gone_exec, gone_pause, gone_may_block, gone_detach,
-                                       gone_keepalive, gone_connected, gone_close_node, NULL };
+                                       gone_keepalive, gone_connected, gone_close_node };

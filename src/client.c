@@ -40,16 +40,27 @@ hilock_status hl_check_fork(hilock_client *c)
 static __thread unsigned long refused_serial;
 static unsigned long serials;   /* atomic: the last serial given */
 
+/* The value of hilock_client.owner while no thread is inside: 0, or for a client attached to
+ * an event loop, the attaching thread's identity | 1 (identities are aligned addresses): only
+ * that thread may take it, so another thread never runs the loop's code (its timer, its
+ * fds), even while the loop's thread is outside hilock. The binding lives in owner itself, so
+ * one compare-and-swap both checks it and takes the client: no stale read of a separate field.
+ * Set by the attaching thread's hl_leave (c->loop is set by then), dropped by the hl_leave
+ * after the loop is let go (hilock_client_free). */
+static uintptr_t idle_owner(const hilock_client *c, uintptr_t me) { return c->loop ? me | 1 : 0; }
+
 /* One compare-and-swap per public call (docs: its cost next to a lock cycle's round trips). */
 hilock_status hl_enter(hilock_client *c, int *took)
 {
-    uintptr_t me = (uintptr_t)&refused_serial, none = 0;
+    uintptr_t me = (uintptr_t)&refused_serial, cur = 0;
     *took = 0;
     /* a forked child's copy: refused whatever call it is (its owner may be a parent
      * thread's, copied); the child has one thread, so errmsg is ours to write */
     if (hl_forked(c)) return hl_check_fork(c);
     if (__atomic_load_n(&c->owner, __ATOMIC_RELAXED) != me) {
-        if (!__atomic_compare_exchange_n(&c->owner, &none, me, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        if (!__atomic_compare_exchange_n(&c->owner, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED) &&
+            (cur != (me | 1) ||   /* idle, bound to this thread (idle_owner) */
+             !__atomic_compare_exchange_n(&c->owner, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
             refused_serial = c->serial;   /* not c->errmsg: the thread inside owns it */
             return HILOCK_EINVAL;
         }
@@ -59,29 +70,22 @@ hilock_status hl_enter(hilock_client *c, int *took)
     return HILOCK_OK;
 }
 
-/* A timer the loop's thread missed (hilock_loop_timeout refused: c->missed) is asked for
- * again before c is let go. One that comes after that but before the store finds c still
- * taken, sets missed, and tries to enter once more (async.c): of this load of missed and
- * that compare-and-swap, at least one sees the other's store (all sequentially
- * consistent), so either that thread gets in or this one takes c back to redo it. */
 hilock_status hl_leave(hilock_client *c, int took, hilock_status st)
 {
-    uintptr_t me = (uintptr_t)&refused_serial, none = 0;
-    if (!took) return st;
-    if (!c->runner) {   /* blocking: no timer to miss (and one plain store, not a fence) */
-        __atomic_store_n(&c->owner, 0, __ATOMIC_RELEASE);
-        return st;
-    }
-    do {
-        if (__atomic_load_n(&c->missed, __ATOMIC_SEQ_CST)) {
-            __atomic_store_n(&c->missed, 0, __ATOMIC_SEQ_CST);
-            if (c->runner->missed) c->runner->missed(c);   /* (none once the loop is let go) */
-        }
-        __atomic_store_n(&c->owner, 0, __ATOMIC_SEQ_CST);
-        none = 0;
-    } while (__atomic_load_n(&c->missed, __ATOMIC_SEQ_CST) &&
-             __atomic_compare_exchange_n(&c->owner, &none, me, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    if (took) __atomic_store_n(&c->owner, idle_owner(c, (uintptr_t)&refused_serial), __ATOMIC_RELEASE);
     return st;
+}
+
+/* hilock_client_free's way in: as hl_enter, but a loop's client that no thread is inside
+ * may be taken by any thread (freeing is the one call not bound to the loop's thread). */
+static void enter_to_free(hilock_client *c, int *took)
+{
+    uintptr_t me = (uintptr_t)&refused_serial, cur;
+    if (hl_enter(c, took) == HILOCK_OK) return;
+    refused_serial = 0;
+    cur = __atomic_load_n(&c->owner, __ATOMIC_RELAXED);
+    *took = (cur & 1) && __atomic_compare_exchange_n(&c->owner, &cur, me, 0, __ATOMIC_ACQUIRE,
+                                                     __ATOMIC_RELAXED);
 }
 
 const char *hilock_last_config_error(void) { return config_err; }
@@ -469,7 +473,7 @@ void hilock_client_free(hilock_client *c)
     if (c && c->runner && !hl_forked(c)) {
         /* the loop's flows end here: they must find c in this thread's hands (hl_enter's
          * nested case). Another thread inside is the caller's bug: no status to say so. */
-        hl_enter(c, &took);
+        enter_to_free(c, &took);
         c->runner->detach(c);
         hl_leave(c, took, HILOCK_OK);
     }

@@ -16,7 +16,7 @@
 #include "transport.h"
 
 /* ---- commands ---- */
-#define HL_MAX_ARGS  12
+#define HL_MAX_ARGS  13   /* fair.lua acquire: 5 keys, 8 arguments */
 #define HL_MAX_CMDS  4
 #define HL_MAX_NODES 32   /* masters of one client: node sets are uint32_t masks */
 
@@ -106,9 +106,6 @@ typedef struct hl_runner {
     int (*connected)(const hilock_client *c, size_t i);
     /* close it: the calls on it end EIO with why (hl_node_reset) */
     void (*close_node)(hilock_client *c, size_t i, const char *why);
-    /* the loop's timer fired while another thread was inside (hl_enter refused it): ask
-     * the loop for it again; called by that thread's hl_leave, still inside */
-    void (*missed)(hilock_client *c);
 } hl_runner;
 
 struct hilock_client {
@@ -127,8 +124,8 @@ struct hilock_client {
     unsigned long  fork_gen;     /* hl_fork_gen when made: another value = a forked child's copy */
     long           pid;          /* the process that made it (for the message) */
     char           errmsg[HL_ERRMSG_MAX];
-    uintptr_t      owner;        /* atomic: the thread inside a public call, 0 = none (hl_enter) */
-    int            missed;       /* atomic: a refused hilock_loop_timeout, for hl_leave to redo */
+    uintptr_t      owner;        /* atomic: the thread inside a public call; none: 0, or a
+                                    loop's client's thread | 1 (client.c: idle_owner) */
     unsigned long  serial;       /* this client's number among all made (hl_enter's refusals) */
     const hl_runner *runner;     /* NULL: blocking (see hl_runner) */
     struct hl_loop *loop;        /* the runner's state (engine_loop.c) */

@@ -79,6 +79,7 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
     hl_cmd_argi(cmd, b->num[1], l->ttl_ms);
     hl_cmd_argi(cmd, b->num[2], l->ttl_ms + HL_FENCE_KEEP_MS);
     hl_cmd_arg(cmd, mark_ms > 0 ? "1" : "0", 1);
+    hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);   /* as modern.c */
     if (mark_ms > 0) l->queued = 1;   /* until an answer says otherwise (it may be lost) */
     return HILOCK_OK;
 }

@@ -20,7 +20,6 @@
 #include "hilock_libuv.h"
 #include "hilock_legacy.h"
 #include "hilock_inspect.h"
-#include "internal.h"   /* hl_enter/hl_leave: another thread inside the client, on cue */
 
 #define N_MAX 1000
 
@@ -804,33 +803,42 @@ Test(async, a_done_may_free_the_client_from_a_timer_pass)
     hlt_redis_stop(s);
 }
 
-/* Another thread inside the client (the thread rule broken) when the loop's timer fires. */
-typedef struct inside {
-    hilock_client *c;
-    sem_t          in, go;
-    int            entered;
-} inside;
+/* A call from a thread other than the loop's (the thread rule broken) while the loop's thread
+ * is idle in uv_run, outside hilock. */
+typedef struct foreign {
+    run           *r;
+    hilock_status  st;
+    char           err[128];
+} foreign;
 
-static void *stay_inside(void *arg)
+static void *acquire_from_another_thread(void *arg)
 {
-    inside *t = arg;
-    int took;
-    t->entered = hl_enter(t->c, &took) == HILOCK_OK && took;
-    sem_post(&t->in);
-    sem_wait(&t->go);
-    if (t->entered) hl_leave(t->c, took, HILOCK_OK);
+    foreign *f = arg;
+    f->st = hilock_acquire_async(f->r->c, "foreign", 5000, 0, on_done, arg_of(f->r, 1));
+    snprintf(f->err, sizeof f->err, "%s", hilock_client_errmsg(f->r->c));
     return NULL;
 }
 
-/* The refused timer was the call's only way to start (no fd yet): before, it was dropped and
- * the loop asked for no other, so the call never ended. */
-Test(async, a_timer_refused_while_another_thread_is_inside_is_asked_for_again)
+static long long evalsha_calls(hlt_redis *s)
+{
+    redisReply *r = hlt_cmd(s, "INFO commandstats");
+    const char *p = r && r->str ? strstr(r->str, "cmdstat_evalsha:calls=") : NULL;
+    long long v = p ? atoll(p + strlen("cmdstat_evalsha:calls=")) : 0;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Before, the call passed the check (no thread was inside), was queued, and started the
+ * loop's timer (uv_timer_start) from the foreign thread, racing libuv. It must be refused,
+ * queue and send nothing, and leave the loop working. (This replaces a test of a timer
+ * refused while another thread was inside: no other thread can be inside a loop's client now.) */
+Test(async, a_call_from_a_thread_other_than_the_loops_is_refused_even_while_the_loop_is_idle)
 {
     static run r;
     uv_loop_t loop;
     pthread_t th;
-    inside t;
-    char *v;
+    foreign f;
+    long long sent;
     hlt_redis *s = hlt_redis_start(NULL);
     const char *url[1];
     cr_assert_not_null(s);
@@ -838,30 +846,30 @@ Test(async, a_timer_refused_while_another_thread_is_inside_is_asked_for_again)
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     r.c = attached(&loop, url, 1, 2000);
-    acquire_all(&r, 1, "missed", 5000, 0);   /* it asks the loop for a timer of 0 ms */
-    memset(&t, 0, sizeof t);
-    t.c = r.c;
-    sem_init(&t.in, 0, 0);
-    sem_init(&t.go, 0, 0);
-    cr_assert_eq(pthread_create(&th, NULL, stay_inside, &t), 0);
-    sem_wait(&t.in);
-    cr_assert(t.entered);
-    uv_run(&loop, UV_RUN_NOWAIT);   /* the timer fires: hilock_loop_timeout is refused */
-    cr_assert_str_eq(hilock_client_errmsg(r.c), "client used from two threads at once");
-    cr_assert_eq(r.done, 0);
-    sem_post(&t.go);
+    warm_up(&loop, &r, "warm");   /* connected: a queued call would go out at once */
+    sent = evalsha_calls(s);
+    memset(&f, 0, sizeof f);
+    f.r = &r;
+    cr_assert_eq(pthread_create(&th, NULL, acquire_from_another_thread, &f), 0);
     pthread_join(th, NULL);
+    cr_assert_eq(f.st, HILOCK_EINVAL, "%s", hilock_strerror(f.st));
+    cr_assert_str_eq(f.err, "client used from two threads at once");
+    cr_assert_str_neq(hilock_client_errmsg(r.c), "client used from two threads at once");
+    for (int i = 0; i < 5; i++) uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(r.done, 0, "done ran for the refused call");
+    cr_assert_null(hlt_get(s, "foreign"));
+    cr_assert_eq(evalsha_calls(s), sent, "the refused call sent a script");
+    acquire_all(&r, 1, "after", 5000, 0);   /* the loop still works */
     run_until(&loop, &r.done, 1, 3000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_strerror(r.st[0]));
-    v = hlt_get(s, "missed0");
+    char *v = hlt_get(s, "after0");
     cr_assert(v && !strcmp(v, hilock_token(r.lock[0])), "the lock is held, with our token");
     free(v);
+    cr_assert_eq(r.ended[1], 0);
     hilock_free(r.lock[0]);
     hilock_client_free(r.c);
     uv_run(&loop, UV_RUN_NOWAIT);
     loop_close(&loop);
-    sem_destroy(&t.in);
-    sem_destroy(&t.go);
     hlt_redis_stop(s);
 }
 

@@ -764,6 +764,51 @@ Test(legacy, fences_grow_with_every_grant)
     hlt_redis_stop(r);
 }
 
+/* A client of one kind on r: 'l' legacy (hilock_legacy_acquire), 'b' bridge, 'f' fair. */
+static void grant_once(hlt_redis *r, char kind, const char *key)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l;
+    const char *url = r->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.bridge = kind == 'b';
+    o.fair = kind == 'f';
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(kind == 'l' ? hilock_legacy_acquire(c, key, 5000, 0, &l) : hilock_acquire(c, key, 5000, 0, &l),
+                 HILOCK_OK, "%c: %s", kind, hilock_client_errmsg(c));
+    cr_assert_gt(hilock_fence(l), 6193708302103ULL, "%c", kind);   /* counter + 1 */
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+#define KEEP_35D (35LL * 24 * 3600 * 1000)
+
+/* A counter that holds a Redlock epoch (>= 2^42) is kept 35 days by acquire.lua: a legacy,
+ * bridge or fair grant on the key must not cut it back to the hour of a plain counter, and
+ * one with no expiry at all gets the long keep, not garbage. */
+Test(legacy, grants_of_every_kind_keep_an_epoch_counter_for_35_days)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *kinds = "lbf";
+    freeReplyObject(hlt_cmd(r, "SET {lock.e}:fence 6193708302103 PX %lld", KEEP_35D));
+    for (int i = 0; kinds[i]; i++) {
+        grant_once(r, kinds[i], "lock.e");
+        long long pttl = hlt_pttl(r, "{lock.e}:fence");
+        cr_assert(pttl > KEEP_35D - 600000, "after %c: pttl %lld", kinds[i], pttl);
+    }
+    for (int i = 0; kinds[i]; i++) {
+        freeReplyObject(hlt_cmd(r, "SET {lock.n}:fence 6193708302103"));   /* no expiry */
+        grant_once(r, kinds[i], "lock.n");
+        long long pttl = hlt_pttl(r, "{lock.n}:fence");
+        cr_assert(pttl > KEEP_35D - 600000 && pttl <= KEEP_35D + 10000, "after %c: pttl %lld", kinds[i], pttl);
+    }
+    hlt_redis_stop(r);
+}
+
 Test(legacy, an_unreachable_server_is_an_error_not_busy)
 {
     hlt_redis *r = hlt_redis_start(NULL);

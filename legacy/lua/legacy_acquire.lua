@@ -1,7 +1,8 @@
 -- legacy_acquire: the SETNX / GET / GETSET recipe decided in one step; also bridge acquire.
 -- KEYS[1] lock, KEYS[2] fence counter (same hash slot)
 -- ARGV[1] our stamp, ARGV[2] PX ms ('0' = no expiry, as the recipe), ARGV[3] ms to keep
--- the counter, ARGV[4] a value the client judged expired ('' = none)
+-- the counter, ARGV[4] a value the client judged expired ('' = none), ARGV[5] ms to keep a
+-- counter that holds an epoch (at or above 2^42: a Redlock's token)
 -- {1, fence}:        granted (the key was absent, or held exactly ARGV[4] with no TTL)
 -- {0, pttl, value}:  held; the client parses the value (one parser, in C)
 local cur = redis.call('GET', KEYS[1])
@@ -21,5 +22,11 @@ end
 local t = redis.call('TIME')
 local f = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1,
                    tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[3])
+-- as acquire.lua: a counter with an epoch in it lives far longer, and no grant shortens it
+-- (a PTTL of -1 or -2 loses to ARGV[5])
+local keep = ARGV[3]
+if f >= 4398046511104 then   -- 2^42
+  keep = string.format('%.0f', math.max(tonumber(ARGV[5]), redis.call('PTTL', KEYS[2])))
+end
+redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', keep)
 return {1, f}

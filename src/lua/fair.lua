@@ -3,7 +3,8 @@
 -- token -> server ms when its entry lapses), KEYS[4] fence counter, KEYS[5] our signal list
 -- ARGV[1] 'acquire' | 'release' | 'leave', ARGV[2] our token, ARGV[3] ms an entry lives after
 -- its waiter's last call, ARGV[4] the signal lists' prefix (a waiter's list: prefix .. token)
--- acquire: ARGV[5] ttl ms, ARGV[6] ms to keep the counter, ARGV[7] '1' = we will wait
+-- acquire: ARGV[5] ttl ms, ARGV[6] ms to keep the counter, ARGV[7] '1' = we will wait,
+--   ARGV[8] ms to keep a counter that holds an epoch (at or above 2^42: a Redlock's token)
 --   {1, fence}: granted; {0, pttl, ahead}: busy (pttl: the holder's, or while the key is free
 --   for the head, how long the head's entry lives; ahead: waiters before us, or when we are
 --   not queued, -1 - the queue's length)
@@ -87,5 +88,11 @@ if qlen > 0 then
 end
 -- the fencing token never goes back: counter + 1, but at least the server clock in ms
 local f = math.max(last + 1, now)
-redis.call('SET', fence, string.format('%.0f', f), 'PX', ARGV[6])
+-- as acquire.lua: a counter with an epoch in it lives far longer, and no grant shortens it
+-- (a PTTL of -1 or -2 loses to ARGV[8])
+local keep = ARGV[6]
+if f >= 4398046511104 then   -- 2^42
+  keep = string.format('%.0f', math.max(tonumber(ARGV[8]), redis.call('PTTL', fence)))
+end
+redis.call('SET', fence, string.format('%.0f', f), 'PX', keep)
 return {1, f}
