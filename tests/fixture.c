@@ -139,6 +139,41 @@ static int wait_ready(hlt_redis *r)
     return -1;
 }
 
+/* A free port; with --cluster-enabled also a free bus port (port + 10000, which must be
+ * below 65536): a server whose bus port cannot be bound exits during start-up. */
+static int free_port_for(const char *extra)
+{
+    int port = hlt_free_port();
+    for (int k = 0; strstr(extra, "cluster-enabled yes") && k < 50; k++) {
+        struct sockaddr_in a;
+        int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)(port + 10000));
+        ok = port > 0 && port + 10000 < 65536 && s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+        if (s >= 0) close(s);
+        if (ok) break;
+        port = hlt_free_port();
+    }
+    return port;
+}
+
+/* wait_ready with SIGPIPE ignored: a server that exits during start-up (its port taken in
+ * between) may close the socket between our connect and our PING, and the test must see a
+ * retry, not die of the signal. */
+static int ready_without_sigpipe(hlt_redis *r)
+{
+    struct sigaction ign, old;
+    int rc;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, &old);
+    rc = wait_ready(r);
+    sigaction(SIGPIPE, &old, NULL);
+    return rc;
+}
+
 hlt_redis *hlt_redis_start(const char *extra)
 {
     hlt_redis *r = calloc(1, sizeof *r);
@@ -152,9 +187,9 @@ hlt_redis *hlt_redis_start(const char *extra)
     snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
     snprintf(r->extra, sizeof r->extra, "%s", extra ? extra : "");
     for (int tries = 0; tries < 5; tries++) {
-        r->port = hlt_free_port();
+        r->port = free_port_for(r->extra);
         r->pid = spawn(r);
-        if (r->pid > 0 && wait_ready(r) == 0) {
+        if (r->pid > 0 && ready_without_sigpipe(r) == 0) {
             snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
             snprintf(r->unix_url, sizeof r->unix_url, "unix://%s", r->sock);
             return r;
