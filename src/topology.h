@@ -1,6 +1,6 @@
 /*
  * topology.h -- where a node's master is and whether a lock survived a change of it
- * (topology.c, topo_sentinel.c). Facts: /work/shared/reference/failover.md.
+ * (topology.c, topo_sentinel.c). Facts: docs/sentinel.md.
  *
  * Owns: the topologies a node can have -- hl_topo_direct (redis://, unix://: the URL is the
  * master), hl_topo_sentinel (redis-sentinel://: the Sentinels name it) and hl_topo_cluster
