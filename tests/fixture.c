@@ -59,6 +59,44 @@ int hlt_built_bin(char *buf, size_t cap, const char *name)
     return access(buf, X_OK);
 }
 
+static int  server_ver = -1, server_valkey;
+static char server_name[64];
+
+/* `redis-server --version`: "Redis server v=7.0.15 sha=..." or "Valkey server v=8.0.1 ..." */
+static void read_server_version(void)
+{
+    char line[256] = "";
+    unsigned a = 0, b = 0, c = 0;
+    const char *v;
+    FILE *f = popen("redis-server --version 2>/dev/null", "r");
+    server_ver = 0;
+    if (!f) return;
+    if (!fgets(line, sizeof line, f)) line[0] = '\0';
+    pclose(f);
+    if (!(v = strstr(line, "v=")) || sscanf(v + 2, "%u.%u.%u", &a, &b, &c) != 3) return;
+    server_valkey = !strncmp(line, "Valkey", 6);
+    server_ver = (int)(a * 10000 + b * 100 + c);
+    snprintf(server_name, sizeof server_name, "%s %u.%u.%u", server_valkey ? "Valkey" : "Redis", a, b, c);
+}
+
+int hlt_server_version(void)
+{
+    if (server_ver < 0) read_server_version();
+    return server_ver;
+}
+
+int hlt_server_is_valkey(void)
+{
+    if (server_ver < 0) read_server_version();
+    return server_valkey;
+}
+
+const char *hlt_server_name(void)
+{
+    if (server_ver < 0) read_server_version();
+    return server_name[0] ? server_name : "an unknown redis-server";
+}
+
 int hlt_free_port(void)
 {
     struct sockaddr_in a;

@@ -55,4 +55,19 @@ int  hlt_reap(pid_t pid, long limit_ms);
  * 0, or -1 if it cannot be found or is not executable. */
 int  hlt_built_bin(char *buf, size_t cap, const char *name);
 
+/* The redis-server on PATH (the one every fixture starts): its version as one number,
+ * major * 10000 + minor * 100 + patch (2.8.24 -> 20824, 7.0.15 -> 70015), read once from
+ * `redis-server --version`; 0 if it cannot be read. hlt_server_name: "Redis 7.0.15",
+ * "Valkey 8.0.1". `make test-servers` puts each server of the matrix first on PATH. */
+int  hlt_server_version(void);
+int  hlt_server_is_valkey(void);
+const char *hlt_server_name(void);
+/* In a Criterion test: skip it, as "n/a", when the server is older than VERSION (a number as
+ * above), with the reason (what that server lacks). The matrix counts skips as n/a. */
+#define HLT_NEEDS(version, reason)                                                         \
+    do {                                                                                   \
+        if (hlt_server_version() < (version))                                              \
+            cr_skip_test("n/a on %s: %s", hlt_server_name(), (reason));                   \
+    } while (0)
+
 #endif
