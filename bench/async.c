@@ -3,9 +3,12 @@
  * (each in flight: acquire -> its done releases -> that done acquires again, on a key of its
  * own), next to, in the same run, the blocking client (one cycle at a time) and bare hiredis
  * pipelining the same number of cycles: the library's own scripts (the server's ceiling for
- * this work) and SET NX PX + DEL (the floor of any lock).
- * Target: >= 10 x the blocking client at 100 in flight. HILOCK_BENCH_SECONDS scales the
- * time (default 4 s per variant in bench.c; here a quarter of it per measure). */
+ * this work), SET NX PX + the library's compare-and-delete (release.lua by EVALSHA: the
+ * baseline of a lock that can be released safely, without a fencing token) and SET NX PX +
+ * DEL (the floor of any lock).
+ * Targets: >= 10 x the blocking client, and >= 0.8 x the SET NX PX + compare-and-delete
+ * baseline, at 100 in flight. HILOCK_BENCH_SECONDS scales the time (default 4 s per variant
+ * in bench.c; here a quarter of it per measure). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #include "hilock_libuv.h"
 
 #define MAX_FLIGHT 100
+#define NFLIGHTS 3   /* 1, 10 and 100 in flight */
 
 typedef struct chain { struct arun *run; int i; long cycles; } chain;
 typedef struct arun {
@@ -60,14 +64,38 @@ static void on_acquired(hilock_status st, hilock *l, void *arg)
 
 static void on_stop(uv_timer_t *t) { ((arun *)t->data)->stop = 1; }
 
-static double async_rate(hlt_redis *r, int flight, double secs)
+/* A measure's rate, and the client's and the server's CPU time per cycle (us). */
+typedef struct rate { double per_s, cpu, server_cpu; } rate;
+
+typedef struct meter { int64_t t0, c0, s0; } meter;
+
+static meter meter_start(hlt_redis *r)
+{
+    meter m;
+    m.s0 = server_cpu_us(r);
+    m.c0 = cpu_us();
+    m.t0 = now_us();
+    return m;
+}
+
+static rate meter_end(hlt_redis *r, const meter *m, long cycles)
+{
+    rate x;
+    double n = cycles > 0 ? (double)cycles : 1;
+    x.per_s = (double)cycles / ((double)(now_us() - m->t0) / 1e6);
+    x.cpu = (double)(cpu_us() - m->c0) / n;
+    x.server_cpu = (double)(server_cpu_us(r) - m->s0) / n;
+    return x;
+}
+
+static rate async_rate(hlt_redis *r, int flight, double secs)
 {
     static arun a;
     uv_loop_t loop;
     uv_timer_t stop;
     const char *url[1] = { r->url };
     long cycles = 0;
-    int64_t t0;
+    meter m;
     memset(&a, 0, sizeof a);
     uv_loop_init(&loop);
     a.c = client_with(url, 1, NULL);
@@ -75,7 +103,7 @@ static double async_rate(hlt_redis *r, int flight, double secs)
     uv_timer_init(&loop, &stop);
     stop.data = &a;
     uv_timer_start(&stop, on_stop, (uint64_t)(secs * 1000), 0);
-    t0 = now_us();
+    m = meter_start(r);
     for (int i = 0; i < flight; i++) {
         a.ch[i].run = &a;
         a.ch[i].i = i;
@@ -85,11 +113,12 @@ static double async_rate(hlt_redis *r, int flight, double secs)
     while (a.live > 0) uv_run(&loop, UV_RUN_ONCE);
     for (int i = 0; i < flight; i++) cycles += a.ch[i].cycles;
     if (a.errors) die("async bench", "calls failed");
+    rate x = meter_end(r, &m, cycles);
     uv_close((uv_handle_t *)&stop, NULL);
     hilock_client_free(a.c);
     uv_run(&loop, UV_RUN_NOWAIT);
     uv_loop_close(&loop);
-    return (double)cycles / ((double)(now_us() - t0) / 1e6);
+    return x;
 }
 
 static double blocking_rate(hlt_redis *r, double secs)
@@ -129,27 +158,37 @@ static void load_script(redisContext *rc, const char *name, char *sha)
     freeReplyObject(rep);
 }
 
-/* Bare hiredis, `depth` cycles pipelined: scripts = 0: SET NX PX + DEL (the floor of any
- * lock); 1: the library's own scripts (acquire.lua with its fence, release.lua), EVALSHA
- * with the arguments the library sends -- the server's work per cycle is then the same. */
-static double hiredis_rate(hlt_redis *r, int depth, int scripts, double secs)
+/* What bare hiredis pipelines per cycle (hiredis_rate). */
+typedef enum bare { BARE_SET_DEL, BARE_SCRIPTS, BARE_SET_RELEASE } bare;
+
+/* Bare hiredis, `depth` cycles pipelined: BARE_SET_DEL: SET NX PX + DEL (the floor of any
+ * lock); BARE_SCRIPTS: the library's own scripts (acquire.lua with its fence, release.lua),
+ * EVALSHA with the arguments the library sends -- the server's work per cycle is then the
+ * same; BARE_SET_RELEASE: SET NX PX + release.lua by EVALSHA (a lock without a fencing
+ * token, released by compare-and-delete). */
+static rate hiredis_rate(hlt_redis *r, int depth, bare what, double secs)
 {
     redisContext *rc = redisConnect("127.0.0.1", r->port);
     char acq[41], rel[41];
     long cycles = 0;
-    int64_t t0, end;
+    int64_t end;
+    meter m;
+    rate x;
     if (!rc || rc->err) die("hiredis", rc ? rc->errstr : "connect");
-    if (scripts) {
+    if (what != BARE_SET_DEL) {
         load_script(rc, "acquire", acq);
         load_script(rc, "release", rel);
     }
-    t0 = now_us();
-    end = t0 + (int64_t)(secs * 1e6);
+    m = meter_start(r);
+    end = m.t0 + (int64_t)(secs * 1e6);
     while (now_us() < end) {
         for (int i = 0; i < depth; i++) {
-            if (scripts) {
+            if (what == BARE_SCRIPTS)
                 redisAppendCommand(rc, "EVALSHA %s 3 {b:%d} {b:%d}:fence {b:%d}:waiters "
                                    "0123456789abcdef0123456789abcdef 10000 3610000 0 0", acq, i, i, i);
+            if (what == BARE_SET_RELEASE)
+                redisAppendCommand(rc, "SET {b:%d} 0123456789abcdef0123456789abcdef NX PX 10000", i);
+            if (what != BARE_SET_DEL) {
                 redisAppendCommand(rc, "EVALSHA %s 3 {b:%d} {b:%d}:signal {b:%d}:waiters "
                                    "0123456789abcdef0123456789abcdef", rel, i, i, i);
             } else {
@@ -165,26 +204,37 @@ static double hiredis_rate(hlt_redis *r, int depth, int scripts, double secs)
         }
         cycles += depth;
     }
+    x = meter_end(r, &m, cycles);
     redisFree(rc);
-    return (double)cycles / ((double)(now_us() - t0) / 1e6);
+    return x;
 }
 
 void async_bench(hlt_redis *r)
 {
-    static const int flights[] = { 1, 10, 100 };
+    static const int flights[NFLIGHTS] = { 1, 10, 100 };
     const char *e = getenv("HILOCK_BENCH_SECONDS");
     double secs = e && atof(e) > 0 ? atof(e) / 4 : 1.0, blocking;
+    rate a[NFLIGHTS], h[NFLIGHTS], c[NFLIGHTS], f[NFLIGHTS];
     blocking = blocking_rate(r, secs);
     printf("\nEvent-loop API (libuv), one thread, one connection (TCP 127.0.0.1), uncontended "
            "acquire+release cycles/s;\nblocking client (one cycle at a time): %.0f cycles/s (target: "
            ">= 10 x that at 100 in flight).\nBare hiredis pipelines the same number of cycles: (a) the "
-           "library's scripts, EVALSHA (the server's\nwork per cycle is the same: its ceiling), (b) "
-           "SET NX PX + DEL (the floor of any lock)\n", blocking);
-    printf("  in flight   hilock async  x blocking | (a) same scripts  async/(a) | (b) SET+DEL\n");
-    for (size_t i = 0; i < sizeof flights / sizeof flights[0]; i++) {
-        double a = async_rate(r, flights[i], secs), h = hiredis_rate(r, flights[i], 1, secs),
-               f = hiredis_rate(r, flights[i], 0, secs);
-        printf("  %9d   %12.0f  %10.2f | %16.0f  %9.2f | %11.0f\n", flights[i], a, a / blocking, h,
-               a / h, f);
+           "library's scripts, EVALSHA (the server's\nwork per cycle is the same: its ceiling), (c) "
+           "SET NX PX + release.lua by EVALSHA (a lock\nwithout a fencing token; target: async >= 0.8 "
+           "x (c) at 100 in flight), (b) SET NX PX + DEL (the floor of any lock)\n", blocking);
+    printf("  in flight   hilock async  x blocking | (a) same scripts  async/(a) | (c) SET+release  "
+           "async/(c) | (b) SET+DEL\n");
+    for (size_t i = 0; i < NFLIGHTS; i++) {
+        a[i] = async_rate(r, flights[i], secs);
+        h[i] = hiredis_rate(r, flights[i], BARE_SCRIPTS, secs);
+        c[i] = hiredis_rate(r, flights[i], BARE_SET_RELEASE, secs);
+        f[i] = hiredis_rate(r, flights[i], BARE_SET_DEL, secs);
+        printf("  %9d   %12.0f  %10.2f | %16.0f  %9.2f | %15.0f  %9.2f | %11.0f\n", flights[i],
+               a[i].per_s, a[i].per_s / blocking, h[i].per_s, a[i].per_s / h[i].per_s, c[i].per_s,
+               a[i].per_s / c[i].per_s, f[i].per_s);
     }
+    printf("  CPU us per cycle at %d in flight, client / server: hilock async %.1f / %.1f, (a) %.1f / "
+           "%.1f,\n  (c) %.1f / %.1f, (b) %.1f / %.1f\n", flights[NFLIGHTS - 1], a[NFLIGHTS - 1].cpu,
+           a[NFLIGHTS - 1].server_cpu, h[NFLIGHTS - 1].cpu, h[NFLIGHTS - 1].server_cpu,
+           c[NFLIGHTS - 1].cpu, c[NFLIGHTS - 1].server_cpu, f[NFLIGHTS - 1].cpu, f[NFLIGHTS - 1].server_cpu);
 }

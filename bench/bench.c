@@ -25,7 +25,7 @@
  *     once (on a small machine the masters compete for its CPUs).
  *  5. TLS next to plain TCP (issue 11; bench/tls.c): cycles on one long-lived connection,
  *     and connect + handshake time. `bench tls` runs only part 5, `bench uncontended` only
- *     part 1's first table.
+ *     part 1's first table, `bench async` only the event-loop table (bench/async.c).
  *
  * Knobs (environment): HILOCK_BENCH_SECONDS (time per variant, default 4),
  * HILOCK_LUA_DIR (default src/lua), HILOCK_BENCH_FAIR_* (bench/fairness.c).
@@ -347,10 +347,9 @@ static void cycle(runner *u)
     bare_send(u, &lib_release);
 }
 
-/* Cycles for `secs` seconds; adds to *cycles and *us. */
 /* This process's CPU time (user + system), us: less sensitive to a busy machine than the
  * wall clock. */
-static int64_t cpu_us(void)
+int64_t cpu_us(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -372,6 +371,16 @@ static void timed(runner *u, double secs, tally *t)
     t->cycles += n;
     t->us += t1 - t0;
     t->cpu += cpu_us() - c0;
+}
+
+int64_t server_cpu_us(hlt_redis *r)
+{
+    redisReply *rep = hlt_cmd(r, "INFO cpu");
+    const char *u = rep && rep->str ? strstr(rep->str, "used_cpu_user:") : NULL,
+               *s = rep && rep->str ? strstr(rep->str, "used_cpu_sys:") : NULL;
+    int64_t t = u && s ? (int64_t)((atof(u + 14) + atof(s + 13)) * 1e6) : 0;
+    if (rep) freeReplyObject(rep);
+    return t;
 }
 
 static int cmp_dbl(const void *a, const void *b)
@@ -695,6 +704,11 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && !strcmp(argv[1], "tls")) {
         tls_bench(run_s);
+        hlt_redis_stop(r);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "async")) {
+        async_bench(r);
         hlt_redis_stop(r);
         return 0;
     }

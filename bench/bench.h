@@ -11,6 +11,8 @@
 #include "hilock.h"
 
 int64_t now_us(void);                          /* CLOCK_MONOTONIC, us */
+int64_t cpu_us(void);                          /* this process's user + system CPU, us */
+int64_t server_cpu_us(hlt_redis *r);           /* r's used_cpu_user + sys (INFO cpu), us */
 void    die(const char *what, const char *why);   /* prints "bench: what: why", exit(1) */
 int     cmp_i64(const void *a, const void *b);    /* qsort order of int64_t */
 double  pct_ms(const int64_t *v, size_t n, double q);   /* nearest rank of sorted us, in ms */
