@@ -77,7 +77,7 @@ struct part {           /* one node's share of one hl_exec */
     part         *wnext;       /* the handshake's waiting list */
 };
 
-typedef struct slot { int kind, n; part *p; } slot;
+typedef struct slot { int kind, n, at; part *p; } slot;   /* at: replies taken */
 
 struct lconn {
     hilock_client  *c;          /* whose node: the loop's client, or a topology's private
@@ -261,7 +261,7 @@ static int q_push(lconn *lc, int kind, int n, part *p)
         lc->qh = 0;
         lc->qcap = cap;
     }
-    lc->q[(lc->qh + lc->qn) % lc->qcap] = (slot){ kind, n, p };
+    lc->q[(lc->qh + lc->qn) % lc->qcap] = (slot){ kind, n, 0, p };
     lc->qn++;
     return 0;
 }
@@ -450,7 +450,7 @@ static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
     }
     last = --s->n == 0;
     if (s->kind == SLOT_HANDSHAKE) {
-        hilock_status st = hl_handshake_judge(n, last, r);
+        hilock_status st = hl_handshake_judge(n, s->at++, r);
         hl_reply_free(r);
         if (st != HILOCK_OK) {
             char err[200];

@@ -74,12 +74,18 @@ typedef struct hl_node {
     const struct hl_topo_ops *topo;   /* where its master is (client.c assigns it) */
     /* A Redlock member (direct or Sentinel): the client's nodes, which must be distinct
      * servers. Each new connection (to the master, for Sentinel) reads its server's run_id
-     * (INFO server, last in the handshake) and is refused if a peer's is the same: the same
+     * (INFO server, in the handshake) and is refused if a peer's is the same: the same
      * server under two names. An error reply (INFO not allowed) leaves the run_id unknown.
      * NULL = no check (one node; a Cluster member). */
     struct hl_node *peers;
     size_t          npeers;
     char            run_id[48];  /* as last read; "" = none yet */
+    /* The server's facts, read by every new connection's handshake (INFO server, TIME) and
+     * kept until the next one: see hl_node_version, hl_node_server_ms. */
+    int             version;     /* Redis-compatible, major*10000+minor*100+patch; 0 unknown */
+    char            server[40];  /* "Redis 2.8.24", "Valkey 8.0.1" (messages); "" unknown */
+    int64_t         clock_ms;    /* its TIME in ms when read, 0 unknown (as calloc left it) */
+    int64_t         clock_at_us; /* monotonic, when read */
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
     /* result of the last hl_exec on this node */
     hilock_status   st;
@@ -241,11 +247,22 @@ hl_io hl_conn_flush(struct hl_conn *k, size_t *written);
  * on a loop, whose sockets are only read when ready). OK, or the status with *what, *why for
  * the message; then the connection must be closed. */
 hilock_status hl_conn_read(struct hl_conn *k, int wait_ms, const char **what, const char **why);
-/* A new connection's handshake (AUTH, SELECT, the topology's probe) appended to b: how
- * many commands. Their replies are judged in order by hl_handshake_judge (last: the final
- * one): OK, or the status with n->st, n->err set (close the connection). */
+/* A new connection's handshake (AUTH, SELECT, the topology's probe, INFO server, TIME)
+ * appended to b: how many commands. Reply number idx (0-based, in order) is judged by
+ * hl_handshake_judge, by its position: OK, or the status with n->st, n->err set (close the
+ * connection). INFO or TIME refused (ACL, renamed, a Sentinel) leave the facts unknown. */
 int  hl_handshake_put(const hl_node *n, hl_buf *b);
-hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r);
+hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r);
+
+/* ---- what the last handshake learnt of node n's server ---- */
+/* Its version, Redis-compatible (Valkey 8.0.1 says 7.2.4): major*10000 + minor*100 + patch
+ * (2.8.24 -> 20824); 0 = unknown (INFO refused), treated as a modern server. */
+int         hl_node_version(const hl_node *n);
+/* "Redis 2.8.24", "Valkey 8.0.1", for messages ("an unknown server" if unknown). */
+const char *hl_node_server(const hl_node *n);
+/* The server's clock now, in ms since the epoch: its TIME at the handshake plus the
+ * monotonic time elapsed since (a floor: TIME was read before the reply arrived); -1 unknown. */
+int64_t     hl_node_server_ms(const hl_node *n);
 /* The pending undos of node n due in this round trip appended to b (at most HL_UNDO_CHUNK,
  * from *at; those of key -- the commands' key, hl_cmds_key -- first): how many;
  * hl_undo_drop(n, *at, count) once answered. */
