@@ -24,7 +24,7 @@ static void teardown(void) { hlt_redis_stop(R); }
 
 TestSuite(servers, .init = setup, .fini = teardown, .timeout = 60);
 
-static hilock_client *client_at(const char *url)
+static hilock_client *client_with(const char *url, int fencing)
 {
     hilock_options o;
     hilock_client *c = NULL;
@@ -32,9 +32,12 @@ static hilock_client *client_at(const char *url)
     o.servers = &url;
     o.nservers = 1;
     o.retry_delay_ms = 10;
+    o.fencing = fencing;
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     return c;
 }
+
+
 
 /* The server's clock now (TIME on the read-back connection), in ms. */
 static long long server_ms(hlt_redis *r)
@@ -52,7 +55,7 @@ static long long server_ms(hlt_redis *r)
  * server's TIME plus the monotonic time since. */
 Test(servers, a_connection_reads_the_servers_version_and_clock_once_at_connect)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = client_with(R->url, 0);   /* (the plain SET: any server) */
     const hl_node *n = &c->nodes[0];
     long long before = hlt_info_int(R, "commandstats", "cmdstat_info:calls=");
     cr_assert_eq(hl_node_version(n), 0, "nothing known before the first connection");
