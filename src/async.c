@@ -279,6 +279,10 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
     hl_buf *out = &lc->k->out;
     size_t before = out->len, at, nu, klen;
     const char *key = hl_cmds_key(p->cmds, p->ncmd, &klen);
+    if (hl_cmds_refused(n, p->cmds, p->ncmd) != HILOCK_OK) {   /* nothing sent: n->err says why */
+        part_end(p, HILOCK_EINVAL, n->err);
+        return;
+    }
     if (!lc->side && (nu = hl_undo_put(n, out, &at, key, klen)) > 0) {
         /* sent, and forgotten at once: calls interleave here, so the blocking runner's
          * "forget when answered" by index cannot hold; an undo lost with a broken connection
@@ -292,7 +296,7 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
         part_end(p, HILOCK_OK, NULL);
         return;
     }
-    for (int i = 0; i < p->ncmd; i++) hl_cmd_put(out, &p->cmds[i], p->used_eval);
+    for (int i = 0; i < p->ncmd; i++) hl_cmd_put(out, &p->cmds[i], p->used_eval, n);
     lc->queued += out->len - before;
     p->queued = 1;
     if (out->oom || q_push(lc, SLOT_PART, p->ncmd, p) < 0) {

@@ -29,6 +29,14 @@ void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys)
     c->nkeys = nkeys;
     c->argc = 0;
     c->advisory = 0;
+    c->need = HL_CAP_NONE;
+}
+
+void hl_cmd_argcap(hl_cmd *c, hl_cap cap)
+{
+    hl_cmd_arg(c, "", 0);
+    c->argv[c->argc - 1] = NULL;   /* hl_cmd_put writes it */
+    c->arglen[c->argc - 1] = (size_t)cap;
 }
 
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len)
@@ -92,24 +100,71 @@ static void put_bulk(hl_buf *b, const char *s, size_t n)
     b->len += (size_t)(p - at);
 }
 
-void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval)
+void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n)
 {
     char nk[24];
     int extra = c->script ? 3 : 0;
     size_t h;
     put_header(b, '*', (size_t)(c->argc + extra));
     if (c->script) {
+        const hl_script *s = c->script;
+        if (s->plain && n && !hl_node_has(n, HL_CAP_SHEBANG)) s = s->plain;
         if (use_eval) {
             put_bulk(b, "EVAL", 4);
-            put_bulk(b, c->script->body, c->script->len);
+            put_bulk(b, s->body, s->len);
         } else {
             put_bulk(b, "EVALSHA", 7);
-            put_bulk(b, c->script->sha, 40);
+            put_bulk(b, s->sha, 40);
         }
         h = put_dec(nk, (unsigned long long)c->nkeys);
         put_bulk(b, nk, h);
     }
-    for (int i = 0; i < c->argc; i++) put_bulk(b, c->argv[i], c->arglen[i]);
+    for (int i = 0; i < c->argc; i++) {
+        if (c->argv[i]) put_bulk(b, c->argv[i], c->arglen[i]);
+        else put_bulk(b, !n || hl_node_has(n, (hl_cap)c->arglen[i]) ? "1" : "0", 1);   /* hl_cmd_argcap */
+    }
+}
+
+/* ---- what each server version can do ---- */
+
+/* The first Redis version with each capability (Valkey: its Redis-compatible redis_version,
+ * 7.2.4, so every one), and how a refusal names it. The one place a version is compared. */
+static const struct { int version; const char *what; } floors[HL_CAP_COUNT] = {
+    [HL_CAP_NONE]          = { 0, "" },
+    [HL_CAP_WAIT]          = { 30000, "min_replicas (WAIT) needs" },
+    [HL_CAP_FAIR]          = { 30200, "fair locks need" },
+    [HL_CAP_FAILOVER]      = { 40000, "needs" },   /* named by the node's topology: failover_what */
+    [HL_CAP_FLOAT_TIMEOUT] = { 60000, "fractional BLPOP timeouts need" },
+    [HL_CAP_LPOS]          = { 60006, "LPOS needs" },
+    [HL_CAP_SHEBANG]       = { 70000, "script flags need" },
+};
+
+int hl_node_has(const hl_node *n, hl_cap cap)
+{
+    return !n->version || n->version >= floors[cap].version;
+}
+
+/* Failover awareness reads the master's replication ids: named as the user asked for it. */
+static const char *failover_what(const hl_node *n)
+{
+    if (!strcmp(n->topo->name, "sentinel")) return "Sentinel (failover awareness) needs";
+    if (!strcmp(n->topo->name, "cluster")) return "Cluster (failover awareness) needs";
+    return "failover_guard needs";
+}
+
+hilock_status hl_cmds_refused(hl_node *n, const hl_cmd *cmds, int ncmd)
+{
+    for (int i = 0; i < ncmd; i++) {
+        hl_cap cap = (hl_cap)cmds[i].need;
+        int v = floors[cap].version;
+        if (hl_node_has(n, cap)) continue;
+        snprintf(n->err, sizeof n->err, "%s Redis >= %d.%d: %s runs %s",
+                 cap == HL_CAP_FAILOVER ? failover_what(n) : floors[cap].what, v / 10000, v / 100 % 100,
+                 n->name, hl_node_server(n));
+        n->st = HILOCK_EINVAL;
+        return HILOCK_EINVAL;
+    }
+    return HILOCK_OK;
 }
 
 /* ---- nodes ---- */
@@ -306,6 +361,7 @@ typedef struct pending {
     int     wdone;
     int     resend;        /* a script answered NOSCRIPT: send again with EVAL */
     int     more;          /* only the handshake was sent: the commands follow its replies */
+    int     refused;       /* its server lacks what a command needs (hl_cmds_refused): nothing sent */
     int     used_eval;
     int     has_cmds;      /* the caller's commands are in this pipeline */
     int64_t deadline;
@@ -356,7 +412,7 @@ size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at, const char *key, size_t ke
         hl_cmd_init(&u, &hl_lua_release, 1);
         hl_cmd_arg(&u, n->undo[i].key, (size_t)-1);
         hl_cmd_arg(&u, n->undo[i].value, (size_t)-1);
-        hl_cmd_put(b, &u, 1);   /* EVAL: rare, and must work on an empty script cache */
+        hl_cmd_put(b, &u, 1, n);   /* EVAL: rare, and must work on an empty script cache */
         cnt++;
     }
     return cnt;
@@ -406,7 +462,7 @@ int hl_handshake_put(const hl_node *n, hl_buf *b)
             hl_cmd_arg(&a, "TIME", 4);
             break;
         }
-        hl_cmd_put(b, &a, 0);
+        hl_cmd_put(b, &a, 0, n);
     }
     return count;
 }
@@ -546,6 +602,11 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
      * the newest: the most likely to still block someone), so a backlog can never starve the
      * caller's own command. */
     p->undone = 0;
+    p->refused = !p->more && hl_cmds_refused(n, cmds, ncmd) != HILOCK_OK;
+    if (p->refused) {   /* (the handshake told us the server; nothing of the caller's goes) */
+        b->len = 0;
+        return;
+    }
     if (!p->more) {
         size_t klen;
         const char *key = hl_cmds_key(cmds, ncmd, &klen);
@@ -559,9 +620,9 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
             hl_cmd a;
             hl_cmd_init(&a, NULL, 0);
             hl_cmd_arg(&a, "ASKING", 6);
-            hl_cmd_put(b, &a, 0);
+            hl_cmd_put(b, &a, 0, n);
         }
-        hl_cmd_put(b, &cmds[i], use_eval);
+        hl_cmd_put(b, &cmds[i], use_eval, n);
     }
     p->has_cmds = !p->more && ncmd > 0;
     p->expect = p->prefix + (p->more ? 0 : ncmd * (1 + p->nask));
@@ -585,7 +646,8 @@ static void finish(hl_node *n, pending *p, hilock_status st, const char *what, c
     }
     if (!n->err[0] || n->st == HILOCK_OK) hl_node_set_err(n, st, what, why);
     n->st = st;
-    if (st != HILOCK_EREPLY) hl_node_close(n);
+    if (st != HILOCK_EREPLY && st != HILOCK_EINVAL) hl_node_close(n);   /* (EINVAL: a command the
+                                          server cannot run was refused unsent; the stream is sound) */
 }
 
 /* Write what the transport takes now (it never raises SIGPIPE). Once a byte of the caller's
@@ -768,6 +830,10 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
             p[i].active = 1;
             p[i].deadline = n->conn->connecting ? cn_dl : io_dl;
             build_pipeline(c, n, &p[i], cmds, ncmd, 0, b);
+            if (p[i].refused) {
+                finish(n, &p[i], HILOCK_EINVAL, NULL, NULL);
+                break;
+            }
             if (!b->oom) io = send_pipeline(n, &p[i], b);
             if (b->oom || n->conn->out.oom) {
                 finish(n, &p[i], HILOCK_ENOMEM, "out of memory", NULL);
@@ -865,7 +931,9 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                         n->reply[q] = NULL;
                     }
                     build_pipeline(c, n, &p[i], cmds, ncmd, use_eval, b);
-                    if (b->oom || send_pipeline(n, &p[i], b) != HL_IO_OK)
+                    if (p[i].refused)
+                        finish(n, &p[i], HILOCK_EINVAL, NULL, NULL);
+                    else if (b->oom || send_pipeline(n, &p[i], b) != HL_IO_OK)
                         finish(n, &p[i], b->oom || k->out.oom ? HILOCK_ENOMEM : HILOCK_EIO, "write",
                                b->oom || k->out.oom ? "out of memory" : k->io.ops->error(&k->io));
                 } else {

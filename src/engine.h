@@ -16,9 +16,21 @@
 #include "transport.h"
 
 /* ---- commands ---- */
-#define HL_MAX_ARGS  13   /* fair.lua acquire: 5 keys, 8 arguments */
+#define HL_MAX_ARGS  14   /* fair.lua acquire: 5 keys, 9 arguments */
 #define HL_MAX_CMDS  4
 #define HL_MAX_NODES 32   /* masters of one client: node sets are uint32_t masks */
+
+/* ---- what a server can do: each feature's floor, one table (engine.c: floors) ---- */
+typedef enum hl_cap {
+    HL_CAP_NONE = 0,
+    HL_CAP_WAIT,            /* WAIT (min_replicas): Redis 3.0 */
+    HL_CAP_FAIR,            /* fair.lua writes after TIME (redis.replicate_commands): 3.2 */
+    HL_CAP_FAILOVER,        /* replication ids, PSYNC2 (Sentinel, Cluster, failover_guard): 4.0 */
+    HL_CAP_FLOAT_TIMEOUT,   /* a fractional BLPOP timeout: 6.0 */
+    HL_CAP_LPOS,            /* LPOS: 6.0.6 */
+    HL_CAP_SHEBANG,         /* a script's "#!lua flags" first line: 7.0 */
+    HL_CAP_COUNT
+} hl_cap;
 
 /* One command of a pipeline: a script call (EVALSHA, EVAL on NOSCRIPT) or a plain command.
  * argv/len are borrowed for the duration of the call. */
@@ -31,9 +43,15 @@ typedef struct hl_cmd {
     int              advisory;  /* its error reply (MOVED, ASK, TRYAGAIN) stands: a topology's
                                    redirect goes by the pipeline's other replies, as a read that
                                    only informs must not re-run the writes before it elsewhere */
+    int              need;      /* an hl_cap the server must have, or HL_CAP_NONE: a node whose
+                                   server lacks it runs none of the pipeline (EINVAL, the
+                                   message names the feature, the floor and the server) */
 } hl_cmd;
 
 void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
+/* An argument the engine writes per connection, as it encodes the command: "1" if the node's
+ * server has cap (or its version is unknown), else "0" (a script's portable form). */
+void hl_cmd_argcap(hl_cmd *c, hl_cap cap);
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len);  /* len (size_t)-1 = strlen */
 void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in scratch */
 
@@ -231,8 +249,12 @@ void hl_node_set_err(hl_node *n, hilock_status st, const char *what, const char 
 
 /* ---- the parts of a round trip, shared by the blocking runner (hl_exec) and the loop
  * runner (engine_loop.c), so both encode, hand-shake, undo and read the same way ---- */
-/* RESP encoding of one command (script: EVALSHA, or EVAL with use_eval) appended to b. */
-void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval);
+/* RESP encoding of one command (script: EVALSHA, or EVAL with use_eval) appended to b, for
+ * node n's server (its script form and hl_cmd_argcap arguments; n NULL: a modern server). */
+void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n);
+/* If node n's server lacks what one of the commands needs (hl_cmd.need): EINVAL with n->st and
+ * n->err set ("fair locks need Redis >= 3.2: 127.0.0.1:6379 runs Redis 2.8.24"); else OK. */
+hilock_status hl_cmds_refused(hl_node *n, const hl_cmd *cmds, int ncmd);
 /* A new connection to node n (resolved by its topology; the connect is under way:
  * k->connecting, k->fresh). 0, or -1 with n->st, n->err set. */
 int  hl_conn_new(hilock_client *c, hl_node *n, int64_t deadline, struct hl_conn **out);
@@ -258,6 +280,8 @@ hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r);
 /* Its version, Redis-compatible (Valkey 8.0.1 says 7.2.4): major*10000 + minor*100 + patch
  * (2.8.24 -> 20824); 0 = unknown (INFO refused), treated as a modern server. */
 int         hl_node_version(const hl_node *n);
+/* 1 if its server has cap (hl_cap above; an unknown version counts as modern), else 0. */
+int         hl_node_has(const hl_node *n, hl_cap cap);
 /* "Redis 2.8.24", "Valkey 8.0.1", for messages ("an unknown server" if unknown). */
 const char *hl_node_server(const hl_node *n);
 /* The server's clock now, in ms since the epoch: its TIME at the handshake plus the

@@ -4,6 +4,7 @@
  * the matrix there); each test asserts what that server must give: success on a server that
  * has the feature, the refusal naming its version on one that has not. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,144 @@ Test(servers, a_connection_reads_the_servers_version_and_clock_once_at_connect)
     {
         long long theirs = server_ms(R), ours = hl_node_server_ms(n);
         cr_assert(ours > theirs - 2000 && ours < theirs + 2000, "server clock %lld vs %lld", ours, theirs);
+    }
+    hilock_client_free(c);
+}
+
+/* ---- features a server may lack: refused with the reason, or a portable form ---- */
+
+/* The client options of these tests: one server, short retries. */
+static hilock_client *client_opts(const char *url, void (*set)(hilock_options *))
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.retry_delay_ms = 10;
+    set(&o);
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+/* The refusal: EINVAL, no lock, the message naming the feature, the floor and the server's
+ * version, never a script's error text; nothing written. */
+static void assert_refused(hilock_client *c, hilock_status st, const hilock *l, const char *what)
+{
+    const char *e = hilock_client_errmsg(c);
+    cr_assert_eq(st, HILOCK_EINVAL, "%s: %s", hilock_strerror(st), e);
+    cr_assert_null(l);
+    cr_assert(strstr(e, what), "%s", e);
+    cr_assert(strstr(e, strchr(hlt_server_name(), ' ') + 1), "the version is named: %s", e);
+    cr_assert(strstr(e, R->url + strlen("redis://")), "the server is named: %s", e);
+    cr_assert(!strstr(e, "script") && !strstr(e, "Lua") && !strstr(e, "ERR"), "%s", e);
+    cr_assert_eq(hlt_dbsize(R), 0, "nothing written");
+}
+
+static void set_fair(hilock_options *o) { o->fair = 1; }
+
+typedef struct waiter {
+    hilock_client *c;
+    hilock        *l;
+    hilock_status  st;
+    char           err[256];
+} waiter;
+
+static void *wait_for_it(void *arg)
+{
+    waiter *w = arg;
+    w->st = hilock_acquire(w->c, "fair:key", 10000, 8000, &w->l);
+    snprintf(w->err, sizeof w->err, "%s", hilock_client_errmsg(w->c));
+    return NULL;
+}
+
+static long long hlt_llen(hlt_redis *r, const char *key)
+{
+    redisReply *x = hlt_cmd(r, "LLEN %s", key);
+    long long n = x && x->type == REDIS_REPLY_INTEGER ? x->integer : -1;
+    freeReplyObject(x);
+    return n;
+}
+
+Test(servers, fair_locks_are_refused_before_3_2_and_their_busy_path_works_from_it)
+{
+    hilock_client *a = client_opts(R->url, set_fair), *b = client_opts(R->url, set_fair);
+    hilock *la = NULL, *lb = NULL;
+    hilock_status st = hilock_acquire(a, "fair:key", 10000, 0, &la);
+    if (hlt_server_version() < 30200) {
+        assert_refused(a, st, la, "fair locks need Redis >= 3.2: ");
+        hilock_client_free(a);
+        hilock_client_free(b);
+        return;
+    }
+    cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(a));
+    /* busy: the script finds where we stand (LPOS from 6.0.6, a scan of the queue before) */
+    cr_assert_eq(hilock_acquire(b, "fair:key", 10000, 0, &lb), HILOCK_BUSY, "%s", hilock_client_errmsg(b));
+    cr_assert(strstr(hilock_client_errmsg(b), "held by another owner"), "%s", hilock_client_errmsg(b));
+    {   /* a waiter queues; a try-lock meanwhile is told it is behind it */
+        waiter w = { .c = b, .l = NULL };
+        pthread_t t;
+        hilock *lc = NULL;
+        hilock_client *c = client_opts(R->url, set_fair);
+        long long end = hlt_now_ms() + 5000;
+        cr_assert_eq(pthread_create(&t, NULL, wait_for_it, &w), 0);
+        while (hlt_llen(R, "{fair:key}:fq") < 1 && hlt_now_ms() < end) hlt_sleep_ms(10);
+        cr_assert_eq(hilock_acquire(c, "fair:key", 10000, 0, &lc), HILOCK_BUSY);
+        cr_assert(strstr(hilock_client_errmsg(c), "1 waiter(s) queued first"), "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(la), HILOCK_OK);   /* its head is called */
+        pthread_join(t, NULL);
+        cr_assert_eq(w.st, HILOCK_OK, "%s", w.err);
+        lb = w.l;
+        hilock_client_free(c);
+    }
+    cr_assert_gt(hilock_fence(lb), hilock_fence(la));
+    cr_assert_eq(hilock_release(lb), HILOCK_OK);
+    cr_assert_eq(hlt_exists(R, "fair:key"), 0);
+    hilock_free(la);
+    hilock_free(lb);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+static void set_replicas(hilock_options *o)
+{
+    o->fencing = 0;   /* (the gate is the point; any lock kind) */
+    o->min_replicas = 1;
+    o->replicas_timeout_ms = 50;
+}
+
+Test(servers, min_replicas_is_refused_on_2_8_which_has_no_wait)
+{
+    hilock_client *c = client_opts(R->url, set_replicas);
+    hilock *l = NULL;
+    hilock_status st = hilock_acquire(c, "wait:key", 10000, 0, &l);
+    if (hlt_server_version() < 30000) {
+        assert_refused(c, st, l, "min_replicas (WAIT) needs Redis >= 3.0: ");
+    } else {   /* no replica: WAIT answers 0, the grant is undone */
+        cr_assert_eq(st, HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hlt_exists(R, "wait:key"), 0);
+    }
+    hilock_client_free(c);
+}
+
+static void set_guard(hilock_options *o)
+{
+    o->fencing = 0;
+    o->failover_guard = 1;
+}
+
+Test(servers, failover_guard_is_refused_before_4_0_which_has_no_replication_ids)
+{
+    hilock_client *c = client_opts(R->url, set_guard);
+    hilock *l = NULL;
+    hilock_status st = hilock_acquire(c, "guard:key", 10000, 0, &l);
+    if (hlt_server_version() < 40000) {
+        assert_refused(c, st, l, "failover_guard needs Redis >= 4.0: ");
+    } else {
+        cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        cr_assert_eq(hlt_exists(R, "guard:key"), 0);
+        hilock_free(l);
     }
     hilock_client_free(c);
 }
