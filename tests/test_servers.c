@@ -220,3 +220,54 @@ Test(servers, failover_guard_is_refused_before_4_0_which_has_no_replication_ids)
     }
     hilock_client_free(c);
 }
+
+/* ---- waits: before 6.0 a BLPOP timeout is whole seconds ---- */
+
+static void set_slow_poll(hilock_options *o)
+{
+    o->fencing = 0;            /* (any lock kind that wakes; the plain SET runs on every server) */
+    o->retry_delay_ms = 3000;  /* a poll every 1.5 to 4.5 s: a wake-up is the only fast way */
+}
+
+typedef struct sleeper {
+    hilock_client *c;
+    hilock        *l;
+    hilock_status  st;
+    long long      at_ms;   /* when its acquire returned */
+} sleeper;
+
+static void *acquire_waiting(void *arg)
+{
+    sleeper *w = arg;
+    w->st = hilock_acquire(w->c, "wake:key", 10000, 15000, &w->l);
+    w->at_ms = hlt_now_ms();
+    return NULL;
+}
+
+/* A waiter blocks on the lock's signal list, so the release wakes it at once; before 6.0 with
+ * a whole-second timeout (a fractional one is refused there: the waiter only polled). */
+Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
+{
+    hilock_client *h = client_opts(R->url, set_slow_poll);
+    sleeper w = { .c = client_opts(R->url, set_slow_poll) };
+    hilock *l = NULL;
+    pthread_t t;
+    long long released, end;
+    cr_assert_eq(hilock_acquire(h, "wake:key", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(h));
+    cr_assert_eq(pthread_create(&t, NULL, acquire_waiting, &w), 0);
+    end = hlt_now_ms() + 5000;   /* its busy attempt marked the lock awaited */
+    while (hlt_exists(R, "{wake:key}:waiters") == 0 && hlt_now_ms() < end) hlt_sleep_ms(5);
+    hlt_sleep_ms(300);           /* inside its block (>= 1 s) */
+    released = hlt_now_ms();
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    pthread_join(t, NULL);
+    cr_assert_eq(w.st, HILOCK_OK, "%s", hilock_client_errmsg(w.c));
+    cr_log_info("%s: woken %lld ms after the release", hlt_server_name(), w.at_ms - released);
+    cr_assert_lt(w.at_ms - released, 1000, "%lld ms after the release: it polled", w.at_ms - released);
+    cr_assert_eq(hilock_release(w.l), HILOCK_OK);
+    cr_assert_eq(hlt_exists(R, "wake:key"), 0);
+    hilock_free(l);
+    hilock_free(w.l);
+    hilock_client_free(h);
+    hilock_client_free(w.c);
+}
