@@ -268,7 +268,7 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
     /* "ERR Protocol error: unauthenticated multibulk length": a server with a password
      * refuses long commands before AUTH (and closes), rather than saying NOAUTH */
     if (!strncmp(s, "NOPERM", 6) || !strncmp(s, "WRONGPASS", 9) || !strncmp(s, "NOAUTH", 6) ||
-        strstr(s, "unauthenticated"))
+        strstr(s, "unauthenticated") || !strncmp(s, "ERR invalid password", 20))   /* (< 6.0) */
         st = HILOCK_EAUTH;
     else if (!strncmp(s, "READONLY", 8))
         st = HILOCK_EIO;         /* a replica now (failover): the connection is closed, retry */

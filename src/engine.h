@@ -233,8 +233,8 @@ uint32_t hl_all_nodes(const hilock_client *c);
  * server (node->wrote after hl_exec, or a grant seen). */
 void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value, int64_t ttl_ms);
 
-/* Map an error reply to a status (NOPERM/WRONGPASS/NOAUTH -> EAUTH, else EREPLY) and write
- * "node: text" to node->err. */
+/* Map an error reply to a status (NOPERM/WRONGPASS/NOAUTH, and "ERR invalid password" before
+ * Redis 6.0 -> EAUTH, else EREPLY) and write "node: text" to node->err. */
 hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r);
 
 /* Close node i's connection (next call reconnects). */

@@ -271,3 +271,28 @@ Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
     hilock_client_free(h);
     hilock_client_free(w.c);
 }
+
+/* ---- AUTH: before 6.0 a wrong password says "ERR invalid password" ---- */
+
+Test(servers, a_wrong_password_is_eauth_on_every_server)
+{
+    hlt_redis *s = hlt_redis_start("--requirepass s3cret");
+    char url[300];
+    hilock_client *c;
+    hilock *l = NULL;
+    hilock_status st;
+    cr_assert_not_null(s);
+    snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", s->port);
+    c = client_with(url, 0);
+    st = hilock_acquire(c, "auth:key", 10000, 0, &l);
+    cr_assert_eq(st, HILOCK_EAUTH, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "127.0.0.1:"), "%s", hilock_client_errmsg(c));
+    hilock_client_free(c);
+    {   /* nothing written (read back with the right password) */
+        redisReply *r = hlt_cmd(s, "AUTH s3cret");
+        freeReplyObject(r);
+        cr_assert_eq(hlt_exists(s, "auth:key"), 0);
+    }
+    hlt_redis_stop(s);
+}
