@@ -77,7 +77,7 @@ struct part {           /* one node's share of one hl_exec */
     part         *wnext;       /* the handshake's waiting list */
 };
 
-typedef struct slot { int kind, n; part *p; } slot;
+typedef struct slot { int kind, n, at; part *p; } slot;   /* at: replies taken */
 
 struct lconn {
     hilock_client  *c;          /* whose node: the loop's client, or a topology's private
@@ -261,7 +261,7 @@ static int q_push(lconn *lc, int kind, int n, part *p)
         lc->qh = 0;
         lc->qcap = cap;
     }
-    lc->q[(lc->qh + lc->qn) % lc->qcap] = (slot){ kind, n, p };
+    lc->q[(lc->qh + lc->qn) % lc->qcap] = (slot){ kind, n, 0, p };
     lc->qn++;
     return 0;
 }
@@ -279,6 +279,10 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
     hl_buf *out = &lc->k->out;
     size_t before = out->len, at, nu, klen;
     const char *key = hl_cmds_key(p->cmds, p->ncmd, &klen);
+    if (hl_cmds_refused(n, p->cmds, p->ncmd) != HILOCK_OK) {   /* nothing sent: n->err says why */
+        part_end(p, HILOCK_EINVAL, n->err);
+        return;
+    }
     if (!lc->side && (nu = hl_undo_put(n, out, &at, key, klen)) > 0) {
         /* sent, and forgotten at once: calls interleave here, so the blocking runner's
          * "forget when answered" by index cannot hold; an undo lost with a broken connection
@@ -292,7 +296,7 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
         part_end(p, HILOCK_OK, NULL);
         return;
     }
-    for (int i = 0; i < p->ncmd; i++) hl_cmd_put(out, &p->cmds[i], p->used_eval);
+    for (int i = 0; i < p->ncmd; i++) hl_cmd_put(out, &p->cmds[i], p->used_eval, n);
     lc->queued += out->len - before;
     p->queued = 1;
     if (out->oom || q_push(lc, SLOT_PART, p->ncmd, p) < 0) {
@@ -450,7 +454,7 @@ static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
     }
     last = --s->n == 0;
     if (s->kind == SLOT_HANDSHAKE) {
-        hilock_status st = hl_handshake_judge(n, last, r);
+        hilock_status st = hl_handshake_judge(n, s->at++, r);
         hl_reply_free(r);
         if (st != HILOCK_OK) {
             char err[200];

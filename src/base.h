@@ -74,6 +74,8 @@ typedef struct hl_script {
     const char *body;
     size_t      len;
     const char *sha;    /* 40 hex, computed at build time */
+    const struct hl_script *plain;   /* the same without its "#!lua flags" line (a comment
+                                        there), for servers before 7.0; NULL: none */
 } hl_script;
 extern const hl_script hl_lua_acquire, hl_lua_release, hl_lua_extend;
 extern const hl_script hl_lua_acquire_busy;   /* modern.c: the unfenced kind's busy path */

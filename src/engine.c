@@ -29,6 +29,14 @@ void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys)
     c->nkeys = nkeys;
     c->argc = 0;
     c->advisory = 0;
+    c->need = HL_CAP_NONE;
+}
+
+void hl_cmd_argcap(hl_cmd *c, hl_cap cap)
+{
+    hl_cmd_arg(c, "", 0);
+    c->argv[c->argc - 1] = NULL;   /* hl_cmd_put writes it */
+    c->arglen[c->argc - 1] = (size_t)cap;
 }
 
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len)
@@ -92,24 +100,71 @@ static void put_bulk(hl_buf *b, const char *s, size_t n)
     b->len += (size_t)(p - at);
 }
 
-void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval)
+void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n)
 {
     char nk[24];
     int extra = c->script ? 3 : 0;
     size_t h;
     put_header(b, '*', (size_t)(c->argc + extra));
     if (c->script) {
+        const hl_script *s = c->script;
+        if (s->plain && n && !hl_node_has(n, HL_CAP_SHEBANG)) s = s->plain;
         if (use_eval) {
             put_bulk(b, "EVAL", 4);
-            put_bulk(b, c->script->body, c->script->len);
+            put_bulk(b, s->body, s->len);
         } else {
             put_bulk(b, "EVALSHA", 7);
-            put_bulk(b, c->script->sha, 40);
+            put_bulk(b, s->sha, 40);
         }
         h = put_dec(nk, (unsigned long long)c->nkeys);
         put_bulk(b, nk, h);
     }
-    for (int i = 0; i < c->argc; i++) put_bulk(b, c->argv[i], c->arglen[i]);
+    for (int i = 0; i < c->argc; i++) {
+        if (c->argv[i]) put_bulk(b, c->argv[i], c->arglen[i]);
+        else put_bulk(b, !n || hl_node_has(n, (hl_cap)c->arglen[i]) ? "1" : "0", 1);   /* hl_cmd_argcap */
+    }
+}
+
+/* ---- what each server version can do ---- */
+
+/* The first Redis version with each capability (Valkey: its Redis-compatible redis_version,
+ * 7.2.4, so every one), and how a refusal names it. The one place a version is compared. */
+static const struct { int version; const char *what; } floors[HL_CAP_COUNT] = {
+    [HL_CAP_NONE]          = { 0, "" },
+    [HL_CAP_WAIT]          = { 30000, "min_replicas (WAIT) needs" },
+    [HL_CAP_FAIR]          = { 30200, "fair locks need" },
+    [HL_CAP_FAILOVER]      = { 40000, "needs" },   /* named by the node's topology: failover_what */
+    [HL_CAP_FLOAT_TIMEOUT] = { 60000, "fractional BLPOP timeouts need" },
+    [HL_CAP_LPOS]          = { 60006, "LPOS needs" },
+    [HL_CAP_SHEBANG]       = { 70000, "script flags need" },
+};
+
+int hl_node_has(const hl_node *n, hl_cap cap)
+{
+    return !n->version || n->version >= floors[cap].version;
+}
+
+/* Failover awareness reads the master's replication ids: named as the user asked for it. */
+static const char *failover_what(const hl_node *n)
+{
+    if (!strcmp(n->topo->name, "sentinel")) return "Sentinel (failover awareness) needs";
+    if (!strcmp(n->topo->name, "cluster")) return "Cluster (failover awareness) needs";
+    return "failover_guard needs";
+}
+
+hilock_status hl_cmds_refused(hl_node *n, const hl_cmd *cmds, int ncmd)
+{
+    for (int i = 0; i < ncmd; i++) {
+        hl_cap cap = (hl_cap)cmds[i].need;
+        int v = floors[cap].version;
+        if (hl_node_has(n, cap)) continue;
+        snprintf(n->err, sizeof n->err, "%s Redis >= %d.%d: %s runs %s",
+                 cap == HL_CAP_FAILOVER ? failover_what(n) : floors[cap].what, v / 10000, v / 100 % 100,
+                 n->name, hl_node_server(n));
+        n->st = HILOCK_EINVAL;
+        return HILOCK_EINVAL;
+    }
+    return HILOCK_OK;
 }
 
 /* ---- nodes ---- */
@@ -213,7 +268,7 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
     /* "ERR Protocol error: unauthenticated multibulk length": a server with a password
      * refuses long commands before AUTH (and closes), rather than saying NOAUTH */
     if (!strncmp(s, "NOPERM", 6) || !strncmp(s, "WRONGPASS", 9) || !strncmp(s, "NOAUTH", 6) ||
-        strstr(s, "unauthenticated"))
+        strstr(s, "unauthenticated") || !strncmp(s, "ERR invalid password", 20))   /* (< 6.0) */
         st = HILOCK_EAUTH;
     else if (!strncmp(s, "READONLY", 8))
         st = HILOCK_EIO;         /* a replica now (failover): the connection is closed, retry */
@@ -306,6 +361,7 @@ typedef struct pending {
     int     wdone;
     int     resend;        /* a script answered NOSCRIPT: send again with EVAL */
     int     more;          /* only the handshake was sent: the commands follow its replies */
+    int     refused;       /* its server lacks what a command needs (hl_cmds_refused): nothing sent */
     int     used_eval;
     int     has_cmds;      /* the caller's commands are in this pipeline */
     int64_t deadline;
@@ -356,62 +412,107 @@ size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at, const char *key, size_t ke
         hl_cmd_init(&u, &hl_lua_release, 1);
         hl_cmd_arg(&u, n->undo[i].key, (size_t)-1);
         hl_cmd_arg(&u, n->undo[i].value, (size_t)-1);
-        hl_cmd_put(b, &u, 1);   /* EVAL: rare, and must work on an empty script cache */
+        hl_cmd_put(b, &u, 1, n);   /* EVAL: rare, and must work on an empty script cache */
         cnt++;
     }
     return cnt;
 }
 
+/* What a new connection's handshake sends, in order: each reply is judged by its position
+ * (hl_handshake_judge), never guessed from its type (TIME answers an array, INFO a string). */
+enum { HS_AUTH, HS_SELECT, HS_PROBE, HS_INFO, HS_TIME, HS_MAX };
+
+static int handshake_plan(const hl_node *n, unsigned char plan[HS_MAX])
+{
+    int count = 0;
+    if (n->url.pass) plan[count++] = HS_AUTH;
+    if (n->url.db > 0) plan[count++] = HS_SELECT;
+    if (n->topo->probe) plan[count++] = HS_PROBE;   /* e.g. ROLE: is the address a Sentinel gave a master? */
+    plan[count++] = HS_INFO;   /* which server is this: its version, its run_id (hl_node.peers) */
+    plan[count++] = HS_TIME;   /* its clock (hl_node_server_ms) */
+    return count;
+}
+
 int hl_handshake_put(const hl_node *n, hl_buf *b)
 {
-    char db[24];
-    int count = 0;
-    if (n->url.pass) {
+    unsigned char plan[HS_MAX];
+    int count = handshake_plan(n, plan);
+    for (int k = 0; k < count; k++) {
+        char db[24];
         hl_cmd a;
         hl_cmd_init(&a, NULL, 0);
-        hl_cmd_arg(&a, "AUTH", 4);
-        if (n->url.user) hl_cmd_arg(&a, n->url.user, (size_t)-1);
-        hl_cmd_arg(&a, n->url.pass, (size_t)-1);
-        hl_cmd_put(b, &a, 0);
-        count++;
-    }
-    if (n->url.db > 0) {
-        hl_cmd s;
-        hl_cmd_init(&s, NULL, 0);
-        hl_cmd_arg(&s, "SELECT", 6);
-        hl_cmd_argi(&s, db, n->url.db);
-        hl_cmd_put(b, &s, 0);
-        count++;
-    }
-    if (n->topo->probe) {   /* e.g. ROLE: is the address a Sentinel gave a master? */
-        hl_cmd r;
-        hl_cmd_init(&r, NULL, 0);
-        hl_cmd_arg(&r, n->topo->probe, (size_t)-1);
-        hl_cmd_put(b, &r, 0);
-        count++;
-    }
-    /* which server is this? (hl_node.peers) Sent last: hl_handshake_judge knows its reply so */
-    if (n->peers) {
-        hl_cmd i;
-        hl_cmd_init(&i, NULL, 0);
-        hl_cmd_arg(&i, "INFO", 4);
-        hl_cmd_arg(&i, "server", 6);
-        hl_cmd_put(b, &i, 0);
-        count++;
+        switch (plan[k]) {
+        case HS_AUTH:
+            hl_cmd_arg(&a, "AUTH", 4);
+            if (n->url.user) hl_cmd_arg(&a, n->url.user, (size_t)-1);
+            hl_cmd_arg(&a, n->url.pass, (size_t)-1);
+            break;
+        case HS_SELECT:
+            hl_cmd_arg(&a, "SELECT", 6);
+            hl_cmd_argi(&a, db, n->url.db);
+            break;
+        case HS_PROBE:
+            hl_cmd_arg(&a, n->topo->probe, (size_t)-1);
+            break;
+        case HS_INFO:
+            hl_cmd_arg(&a, "INFO", 4);
+            hl_cmd_arg(&a, "server", 6);
+            break;
+        default:
+            hl_cmd_arg(&a, "TIME", 4);
+            break;
+        }
+        hl_cmd_put(b, &a, 0, n);
     }
     return count;
 }
 
-/* INFO server's reply in the handshake: keep the run_id; refuse it if a peer has it too. */
-static hilock_status judge_run_id(hl_node *n, const hl_reply *r)
+/* The value of "field:" in an INFO reply, copied to out ("" if absent). */
+static void info_field(const char *s, size_t len, const char *field, char *out, size_t outlen)
 {
-    size_t len, k = 0;
-    const char *s = hl_reply_str(r, &len), *p = s ? strstr(s, "run_id:") : NULL;
-    n->run_id[0] = '\0';
-    if (!p) return HILOCK_OK;   /* a server that does not say: nothing to compare */
-    for (p += 7; k + 1 < sizeof n->run_id && p < s + len && *p != '\r' && *p != '\n'; p++)
-        n->run_id[k++] = *p;
-    n->run_id[k] = '\0';
+    size_t fl = strlen(field), k = 0;
+    const char *p = s;
+    out[0] = '\0';
+    while (p && p < s + len) {   /* a field starts a line */
+        if ((size_t)(s + len - p) > fl && !memcmp(p, field, fl) && p[fl] == ':') {
+            for (p += fl + 1; k + 1 < outlen && p < s + len && *p != '\r' && *p != '\n'; p++)
+                out[k++] = *p;
+            out[k] = '\0';
+            return;
+        }
+        p = memchr(p, '\n', (size_t)(s + len - p));
+        if (p) p++;
+    }
+}
+
+/* "7.2.4" -> 70204; 0 if it does not parse */
+static int version_number(const char *v)
+{
+    int a = 0, b = 0, c = 0;
+    if (sscanf(v, "%d.%d.%d", &a, &b, &c) < 2 || a <= 0) return 0;
+    return a * 10000 + b * 100 + c;
+}
+
+/* INFO server's reply in the handshake: the server's version (for the capability gates:
+ * Redis-compatible, so Valkey 8.0 counts as its redis_version 7.2.4) and name for messages;
+ * its run_id, refused if a peer has it too (hl_node.peers). */
+static hilock_status judge_info(hl_node *n, const hl_reply *r)
+{
+    size_t len, k;
+    const char *s = hl_reply_str(r, &len);
+    char v[32], vk[32], name[32];
+    n->run_id[0] = n->server[0] = '\0';
+    n->version = 0;
+    if (!s) return HILOCK_OK;   /* a server that does not say: unknown (treated as modern) */
+    info_field(s, len, "redis_version", v, sizeof v);
+    info_field(s, len, "valkey_version", vk, sizeof vk);
+    info_field(s, len, "server_name", name, sizeof name);
+    n->version = version_number(v);
+    if (n->version)
+        snprintf(n->server, sizeof n->server, "%s %s", vk[0] || !strcmp(name, "valkey") ? "Valkey" : "Redis",
+                 vk[0] ? vk : v);
+    info_field(s, len, "run_id", n->run_id, sizeof n->run_id);
+    k = strlen(n->run_id);
     for (size_t i = 0; i < n->npeers; i++) {
         size_t me = (size_t)(n - n->peers);
         char why[160];
@@ -425,17 +526,45 @@ static hilock_status judge_run_id(hl_node *n, const hl_reply *r)
     return HILOCK_OK;
 }
 
-hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r)
+/* TIME's reply: the server's clock, kept with the monotonic time it was read at. */
+static void judge_time(hl_node *n, const hl_reply *r)
 {
-    int info = n->peers && last;   /* INFO goes last (hl_handshake_put) */
-    /* the probe is last, or last but INFO: before it only AUTH and SELECT, which answer +OK */
-    int probe = n->topo->probe && (n->peers ? hl_reply_type(r) != HL_R_STATUS : last);
-    if (info && hl_reply_type(r) == HL_R_ERROR) {
-        /* an ACL user without INFO (it is in @dangerous), a renamed INFO, a proxy: the run_id
-         * is not known, and this member is not compared (hilock.h, servers) */
-        n->run_id[0] = '\0';
-        return HILOCK_OK;
+    const char *sec, *usec;
+    n->clock_ms = 0;
+    if (hl_reply_type(r) != HL_R_ARRAY || hl_reply_nelem(r) != 2) return;
+    sec = hl_reply_str(hl_reply_elem(r, 0), NULL);
+    usec = hl_reply_str(hl_reply_elem(r, 1), NULL);
+    if (!sec || !usec) return;
+    n->clock_ms = strtoll(sec, NULL, 10) * 1000 + strtoll(usec, NULL, 10) / 1000;
+    n->clock_at_us = hl_now_us();
+}
+
+int64_t hl_node_server_ms(const hl_node *n)
+{
+    if (n->clock_ms <= 0) return -1;
+    return n->clock_ms + (hl_now_us() - n->clock_at_us) / 1000;
+}
+
+int hl_node_version(const hl_node *n) { return n->version; }
+
+const char *hl_node_server(const hl_node *n) { return n->server[0] ? n->server : "an unknown server"; }
+
+hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r)
+{
+    unsigned char plan[HS_MAX];
+    int count = handshake_plan(n, plan);
+    int kind = idx >= 0 && idx < count ? plan[idx] : HS_MAX;
+    if (kind == HS_INFO) {   /* its facts are reset: this connection's server may be another */
+        n->version = 0;
+        n->server[0] = n->run_id[0] = '\0';
+        n->clock_ms = 0;
     }
+    if ((kind == HS_INFO || kind == HS_TIME) && hl_reply_type(r) == HL_R_ERROR &&
+        !hl_reply_is_error(r, "NOAUTH"))
+        /* an ACL user without INFO (it is in @dangerous), a renamed INFO or TIME, a proxy,
+         * a Sentinel (no TIME): not known, treated as a modern server; the run_id is not
+         * compared (hilock.h, servers) */
+        return HILOCK_OK;
     if (hl_reply_type(r) == HL_R_ERROR) {
         hilock_status st = hl_node_reply_error(n, r);
         if (hl_reply_is_error(r, "ERR DB index") || hl_reply_is_error(r, "ERR invalid DB"))
@@ -444,10 +573,18 @@ hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r)
             st = n->st = HILOCK_EAUTH;   /* "ERR AUTH <password> called without any password" */
         return st;
     }
-    if (info) return judge_run_id(n, r);
-    if (probe && n->topo->on_handshake_reply(n, r) != HILOCK_OK)
-        return n->st;   /* refused (ROLE: not a master, yet or now) */
-    return HILOCK_OK;
+    switch (kind) {
+    case HS_INFO:
+        return judge_info(n, r);
+    case HS_TIME:
+        judge_time(n, r);
+        return HILOCK_OK;
+    case HS_PROBE:
+        if (n->topo->on_handshake_reply(n, r) != HILOCK_OK) return n->st;   /* ROLE: not a master */
+        return HILOCK_OK;
+    default:
+        return HILOCK_OK;   /* AUTH, SELECT: +OK */
+    }
 }
 
 static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cmd *cmds,
@@ -465,6 +602,11 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
      * the newest: the most likely to still block someone), so a backlog can never starve the
      * caller's own command. */
     p->undone = 0;
+    p->refused = !p->more && hl_cmds_refused(n, cmds, ncmd) != HILOCK_OK;
+    if (p->refused) {   /* (the handshake told us the server; nothing of the caller's goes) */
+        b->len = 0;
+        return;
+    }
     if (!p->more) {
         size_t klen;
         const char *key = hl_cmds_key(cmds, ncmd, &klen);
@@ -478,9 +620,9 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
             hl_cmd a;
             hl_cmd_init(&a, NULL, 0);
             hl_cmd_arg(&a, "ASKING", 6);
-            hl_cmd_put(b, &a, 0);
+            hl_cmd_put(b, &a, 0, n);
         }
-        hl_cmd_put(b, &cmds[i], use_eval);
+        hl_cmd_put(b, &cmds[i], use_eval, n);
     }
     p->has_cmds = !p->more && ncmd > 0;
     p->expect = p->prefix + (p->more ? 0 : ncmd * (1 + p->nask));
@@ -504,7 +646,8 @@ static void finish(hl_node *n, pending *p, hilock_status st, const char *what, c
     }
     if (!n->err[0] || n->st == HILOCK_OK) hl_node_set_err(n, st, what, why);
     n->st = st;
-    if (st != HILOCK_EREPLY) hl_node_close(n);
+    if (st != HILOCK_EREPLY && st != HILOCK_EINVAL) hl_node_close(n);   /* (EINVAL: a command the
+                                          server cannot run was refused unsent; the stream is sound) */
 }
 
 /* Write what the transport takes now (it never raises SIGPIPE). Once a byte of the caller's
@@ -601,7 +744,7 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
 {
     int idx = p->got++;
     if (idx < p->nhandshake) {
-        hilock_status st = hl_handshake_judge(n, p->got == p->nhandshake, r);
+        hilock_status st = hl_handshake_judge(n, idx, r);
         hl_reply_free(r);
         if (st != HILOCK_OK) {
             finish(n, p, st, NULL, NULL);
@@ -687,6 +830,10 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
             p[i].active = 1;
             p[i].deadline = n->conn->connecting ? cn_dl : io_dl;
             build_pipeline(c, n, &p[i], cmds, ncmd, 0, b);
+            if (p[i].refused) {
+                finish(n, &p[i], HILOCK_EINVAL, NULL, NULL);
+                break;
+            }
             if (!b->oom) io = send_pipeline(n, &p[i], b);
             if (b->oom || n->conn->out.oom) {
                 finish(n, &p[i], HILOCK_ENOMEM, "out of memory", NULL);
@@ -784,7 +931,9 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                         n->reply[q] = NULL;
                     }
                     build_pipeline(c, n, &p[i], cmds, ncmd, use_eval, b);
-                    if (b->oom || send_pipeline(n, &p[i], b) != HL_IO_OK)
+                    if (p[i].refused)
+                        finish(n, &p[i], HILOCK_EINVAL, NULL, NULL);
+                    else if (b->oom || send_pipeline(n, &p[i], b) != HL_IO_OK)
                         finish(n, &p[i], b->oom || k->out.oom ? HILOCK_ENOMEM : HILOCK_EIO, "write",
                                b->oom || k->out.oom ? "out of memory" : k->io.ops->error(&k->io));
                 } else {

@@ -16,9 +16,21 @@
 #include "transport.h"
 
 /* ---- commands ---- */
-#define HL_MAX_ARGS  13   /* fair.lua acquire: 5 keys, 8 arguments */
+#define HL_MAX_ARGS  14   /* fair.lua acquire: 5 keys, 9 arguments */
 #define HL_MAX_CMDS  4
 #define HL_MAX_NODES 32   /* masters of one client: node sets are uint32_t masks */
+
+/* ---- what a server can do: each feature's floor, one table (engine.c: floors) ---- */
+typedef enum hl_cap {
+    HL_CAP_NONE = 0,
+    HL_CAP_WAIT,            /* WAIT (min_replicas): Redis 3.0 */
+    HL_CAP_FAIR,            /* fair.lua writes after TIME (redis.replicate_commands): 3.2 */
+    HL_CAP_FAILOVER,        /* replication ids, PSYNC2 (Sentinel, Cluster, failover_guard): 4.0 */
+    HL_CAP_FLOAT_TIMEOUT,   /* a fractional BLPOP timeout: 6.0 */
+    HL_CAP_LPOS,            /* LPOS: 6.0.6 */
+    HL_CAP_SHEBANG,         /* a script's "#!lua flags" first line: 7.0 */
+    HL_CAP_COUNT
+} hl_cap;
 
 /* One command of a pipeline: a script call (EVALSHA, EVAL on NOSCRIPT) or a plain command.
  * argv/len are borrowed for the duration of the call. */
@@ -31,9 +43,15 @@ typedef struct hl_cmd {
     int              advisory;  /* its error reply (MOVED, ASK, TRYAGAIN) stands: a topology's
                                    redirect goes by the pipeline's other replies, as a read that
                                    only informs must not re-run the writes before it elsewhere */
+    int              need;      /* an hl_cap the server must have, or HL_CAP_NONE: a node whose
+                                   server lacks it runs none of the pipeline (EINVAL, the
+                                   message names the feature, the floor and the server) */
 } hl_cmd;
 
 void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
+/* An argument the engine writes per connection, as it encodes the command: "1" if the node's
+ * server has cap (or its version is unknown), else "0" (a script's portable form). */
+void hl_cmd_argcap(hl_cmd *c, hl_cap cap);
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len);  /* len (size_t)-1 = strlen */
 void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in scratch */
 
@@ -74,12 +92,18 @@ typedef struct hl_node {
     const struct hl_topo_ops *topo;   /* where its master is (client.c assigns it) */
     /* A Redlock member (direct or Sentinel): the client's nodes, which must be distinct
      * servers. Each new connection (to the master, for Sentinel) reads its server's run_id
-     * (INFO server, last in the handshake) and is refused if a peer's is the same: the same
+     * (INFO server, in the handshake) and is refused if a peer's is the same: the same
      * server under two names. An error reply (INFO not allowed) leaves the run_id unknown.
      * NULL = no check (one node; a Cluster member). */
     struct hl_node *peers;
     size_t          npeers;
     char            run_id[48];  /* as last read; "" = none yet */
+    /* The server's facts, read by every new connection's handshake (INFO server, TIME) and
+     * kept until the next one: see hl_node_version, hl_node_server_ms. */
+    int             version;     /* Redis-compatible, major*10000+minor*100+patch; 0 unknown */
+    char            server[40];  /* "Redis 2.8.24", "Valkey 8.0.1" (messages); "" unknown */
+    int64_t         clock_ms;    /* its TIME in ms when read, 0 unknown (as calloc left it) */
+    int64_t         clock_at_us; /* monotonic, when read */
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
     /* result of the last hl_exec on this node */
     hilock_status   st;
@@ -209,8 +233,8 @@ uint32_t hl_all_nodes(const hilock_client *c);
  * server (node->wrote after hl_exec, or a grant seen). */
 void hl_undo_add(hilock_client *c, size_t i, const char *key, const char *value, int64_t ttl_ms);
 
-/* Map an error reply to a status (NOPERM/WRONGPASS/NOAUTH -> EAUTH, else EREPLY) and write
- * "node: text" to node->err. */
+/* Map an error reply to a status (NOPERM/WRONGPASS/NOAUTH, and "ERR invalid password" before
+ * Redis 6.0 -> EAUTH, else EREPLY) and write "node: text" to node->err. */
 hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r);
 
 /* Close node i's connection (next call reconnects). */
@@ -225,8 +249,12 @@ void hl_node_set_err(hl_node *n, hilock_status st, const char *what, const char 
 
 /* ---- the parts of a round trip, shared by the blocking runner (hl_exec) and the loop
  * runner (engine_loop.c), so both encode, hand-shake, undo and read the same way ---- */
-/* RESP encoding of one command (script: EVALSHA, or EVAL with use_eval) appended to b. */
-void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval);
+/* RESP encoding of one command (script: EVALSHA, or EVAL with use_eval) appended to b, for
+ * node n's server (its script form and hl_cmd_argcap arguments; n NULL: a modern server). */
+void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n);
+/* If node n's server lacks what one of the commands needs (hl_cmd.need): EINVAL with n->st and
+ * n->err set ("fair locks need Redis >= 3.2: 127.0.0.1:6379 runs Redis 2.8.24"); else OK. */
+hilock_status hl_cmds_refused(hl_node *n, const hl_cmd *cmds, int ncmd);
 /* A new connection to node n (resolved by its topology; the connect is under way:
  * k->connecting, k->fresh). 0, or -1 with n->st, n->err set. */
 int  hl_conn_new(hilock_client *c, hl_node *n, int64_t deadline, struct hl_conn **out);
@@ -241,11 +269,24 @@ hl_io hl_conn_flush(struct hl_conn *k, size_t *written);
  * on a loop, whose sockets are only read when ready). OK, or the status with *what, *why for
  * the message; then the connection must be closed. */
 hilock_status hl_conn_read(struct hl_conn *k, int wait_ms, const char **what, const char **why);
-/* A new connection's handshake (AUTH, SELECT, the topology's probe) appended to b: how
- * many commands. Their replies are judged in order by hl_handshake_judge (last: the final
- * one): OK, or the status with n->st, n->err set (close the connection). */
+/* A new connection's handshake (AUTH, SELECT, the topology's probe, INFO server, TIME)
+ * appended to b: how many commands. Reply number idx (0-based, in order) is judged by
+ * hl_handshake_judge, by its position: OK, or the status with n->st, n->err set (close the
+ * connection). INFO or TIME refused (ACL, renamed, a Sentinel) leave the facts unknown. */
 int  hl_handshake_put(const hl_node *n, hl_buf *b);
-hilock_status hl_handshake_judge(hl_node *n, int last, const hl_reply *r);
+hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r);
+
+/* ---- what the last handshake learnt of node n's server ---- */
+/* Its version, Redis-compatible (Valkey 8.0.1 says 7.2.4): major*10000 + minor*100 + patch
+ * (2.8.24 -> 20824); 0 = unknown (INFO refused), treated as a modern server. */
+int         hl_node_version(const hl_node *n);
+/* 1 if its server has cap (hl_cap above; an unknown version counts as modern), else 0. */
+int         hl_node_has(const hl_node *n, hl_cap cap);
+/* "Redis 2.8.24", "Valkey 8.0.1", for messages ("an unknown server" if unknown). */
+const char *hl_node_server(const hl_node *n);
+/* The server's clock now, in ms since the epoch: its TIME at the handshake plus the
+ * monotonic time elapsed since (a floor: TIME was read before the reply arrived); -1 unknown. */
+int64_t     hl_node_server_ms(const hl_node *n);
 /* The pending undos of node n due in this round trip appended to b (at most HL_UNDO_CHUNK,
  * from *at; those of key -- the commands' key, hl_cmds_key -- first): how many;
  * hl_undo_drop(n, *at, count) once answered. */

@@ -62,6 +62,7 @@ static hilock_status init(hilock *l)
 static void fair_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, const char *op)
 {
     hl_cmd_init(cmd, &hl_lua_fair, 5);
+    cmd->need = HL_CAP_FAIR;   /* writes after TIME: 3.2's redis.replicate_commands */
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     hl_cmd_arg(cmd, l->queue_key, (size_t)-1);
     hl_cmd_arg(cmd, l->beat_key, (size_t)-1);
@@ -80,6 +81,7 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
     hl_cmd_argi(cmd, b->num[2], l->ttl_ms + HL_FENCE_KEEP_MS);
     hl_cmd_arg(cmd, mark_ms > 0 ? "1" : "0", 1);
     hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);   /* as modern.c */
+    hl_cmd_argcap(cmd, HL_CAP_LPOS);   /* its busy path's portable form before 6.0.6 */
     if (mark_ms > 0) l->queued = 1;   /* until an answer says otherwise (it may be lost) */
     return HILOCK_OK;
 }

@@ -203,6 +203,7 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
         if (kind != HL_TOPO_ACQUIRE) moved(c, hl_all_nodes(c), deadline_us);
         op->id_at = n++;
         hl_cmd_init(s, NULL, 0);
+        s->need = HL_CAP_FAILOVER;   /* replication ids: refused, with the reason, before 4.0 */
         hl_cmd_arg(s, "INFO", 4);
         hl_cmd_arg(s, "replication", 11);
         /* The record, for the calls that grant or lengthen (reads_record) */
@@ -224,6 +225,7 @@ int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind
         hl_cmd *w = &cmds[n];
         op->wait_at = n++;
         hl_cmd_init(w, NULL, 0);
+        w->need = HL_CAP_WAIT;
         hl_cmd_arg(w, "WAIT", 4);
         hl_cmd_argi(w, op->arg[0], c->opt.min_replicas);
         hl_cmd_argi(w, op->arg[1], c->opt.replicas_timeout_ms);
@@ -391,6 +393,7 @@ static uint32_t slow_idents(hilock_client *c, hilock *l, hl_topo_op *op, uint32_
     char ttl[24], floor[24], min_ep[24], mode[2] = {reads_record(c, op->kind) ? record_mode(c) : '0', '\0'};
     uint32_t have = 0;
     hl_cmd_init(&s, &hl_lua_failover, 2);
+    s.need = HL_CAP_FAILOVER;
     hl_cmd_arg(&s, guard_key(c, l), (size_t)-1);
     hl_cmd_arg(&s, l->key, (size_t)-1);
     hl_cmd_arg(&s, op->kind == HL_TOPO_ACQUIRE ? "acquire" : op->kind == HL_TOPO_EXTEND ? "extend" : "id",

@@ -34,7 +34,10 @@
  * up to that much late; the round trip is allowed half of io_timeout_ms beyond the wait
  * (leaving the other half for the final attempt), after which the connection is closed.
  * A server that refuses BLPOP (an ACL, a proxy) costs one error reply, then the pause is
- * slept. Kinds without wake-up (legacy, bridge: their fleets do not signal) and
+ * slept. Before Redis 6.0 a BLPOP timeout is a whole number of seconds ("timeout is not an
+ * integer or out of range"): there the block is the pause floored to whole seconds, and the
+ * rest of it is slept -- a pause under 1 s (retry_delay_ms below ~700 ms) is slept all along,
+ * never blocked past its end. Kinds without wake-up (legacy, bridge: their fleets do not signal) and
  * options.wake = 0 just sleep. */
 #include <stdio.h>
 
@@ -55,7 +58,20 @@ int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us)
     return (w + c->opt.io_timeout_ms * 1000) / 1000 + 1;
 }
 
-/* Block on the signal list of every master until `until`. 1: a release woke us. */
+/* BLPOP's timeout for a block of ms (>= 1) on every master of c, in secs; the ms it lasts
+ * (0: it cannot be said in time, the servers take whole seconds only and ms is under 1 s). */
+static long long block_timeout(const hilock_client *c, long long ms, char secs[32])
+{
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (hl_node_has(&c->nodes[i], HL_CAP_FLOAT_TIMEOUT)) continue;
+        snprintf(secs, 32, "%lld", ms / 1000);   /* before 6.0: whole seconds, floored */
+        return ms / 1000 * 1000;
+    }
+    snprintf(secs, 32, "%lld.%03lld", ms / 1000, ms % 1000);
+    return ms;
+}
+
+/* Block on the signal list of every master until `until`, at most. 1: a release woke us. */
 static int block_on_signal(hilock *l, int64_t until)
 {
     hilock_client *c = l->c;
@@ -66,7 +82,8 @@ static int block_on_signal(hilock *l, int64_t until)
     uint32_t ok;
     int woken = 0;
     if (ms < 1) ms = 1;
-    snprintf(secs, sizeof secs, "%lld.%03lld", ms / 1000, ms % 1000);   /* Redis >= 6: decimals */
+    if ((ms = block_timeout(c, ms, secs)) == 0) return 0;
+    until = now + ms * 1000;
     hl_cmd_init(&cmd, NULL, 0);
     hl_cmd_arg(&cmd, "BLPOP", 5);
     hl_cmd_arg(&cmd, l->signal_key, (size_t)-1);

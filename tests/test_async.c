@@ -20,6 +20,7 @@
 #include "hilock_libuv.h"
 #include "hilock_legacy.h"
 #include "hilock_inspect.h"
+#include "internal.h"   /* the facts a node's handshake read */
 
 #define N_MAX 1000
 
@@ -545,6 +546,36 @@ Test(async, fifty_waiters_are_served_one_after_another_by_wake_on_release)
 }
 
 /* ---- Redlock over 3 masters ---- */
+
+/* The loop's connections run the same handshake as the blocking ones: the server's version
+ * and clock are known after the first call (the capability gates and the fence floor use them). */
+Test(async, a_loop_connection_reads_the_servers_version_and_clock_at_connect)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    redisReply *t;
+    long long theirs, ours;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    cr_assert_eq(hl_node_version(&r.c->nodes[0]), 0);
+    warm_up(&loop, &r, "hs:");
+    cr_assert_str_eq(hl_node_server(&r.c->nodes[0]), hlt_server_name());
+    cr_assert_gt(hl_node_version(&r.c->nodes[0]), 20000);
+    t = hlt_cmd(s, "TIME");
+    cr_assert(t && t->type == REDIS_REPLY_ARRAY && t->elements == 2);
+    theirs = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    ours = hl_node_server_ms(&r.c->nodes[0]);
+    cr_assert(ours > theirs - 2000 && ours < theirs + 2000, "server clock %lld vs %lld", ours, theirs);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
 
 Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
 {

@@ -14,6 +14,9 @@
 -- {role, replid, offset, replid2, second_offset, guard_ms_left[, config_epoch]}
 -- The offset INFO gives here already counts the lock script's writes: an upper bound of where
 -- our write ends in the stream.
+-- Redis 4.0 lets a script write after TIME only once it asked for effects replication (5.0+
+-- does by default; the call is still there, a no-op, up to 7.x and Valkey 8)
+if redis.replicate_commands then redis.replicate_commands() end
 local info = redis.call('INFO', 'replication')
 local role = string.match(info, 'role:(%a+)') or ''
 local id = string.match(info, 'master_replid:(%x+)') or ''
@@ -45,7 +48,7 @@ if ARGV[5] == '1' and role == 'master' then
       untl = math.max(untl, now + math.max(maxttl, ttl, tonumber(ARGV[4])))
     end
     maxttl = 0
-    redis.call('HSET', KEYS[1], 'replid', id, 'maxttl', 0, 'until', untl, 'since', now)
+    redis.call('HMSET', KEYS[1], 'replid', id, 'maxttl', 0, 'until', untl, 'since', now)   -- (HSET of several fields: 4.0)
   end
   if ARGV[1] == 'acquire' and redis.call('GET', KEYS[2]) == ARGV[2] then
     local p = redis.call('PTTL', KEYS[2])

@@ -4,7 +4,8 @@
 -- ARGV[1] 'acquire' | 'release' | 'leave', ARGV[2] our token, ARGV[3] ms an entry lives after
 -- its waiter's last call, ARGV[4] the signal lists' prefix (a waiter's list: prefix .. token)
 -- acquire: ARGV[5] ttl ms, ARGV[6] ms to keep the counter, ARGV[7] '1' = we will wait,
---   ARGV[8] ms to keep a counter that holds an epoch (at or above 2^42: a Redlock's token)
+--   ARGV[8] ms to keep a counter that holds an epoch (at or above 2^42: a Redlock's token),
+--   ARGV[9] '1' = the server has LPOS (6.0.6+), '0' = find our place by LRANGE
 --   {1, fence}: granted; {0, pttl, ahead}: busy (pttl: the holder's, or while the key is free
 --   for the head, how long the head's entry lives; ahead: waiters before us, or when we are
 --   not queued, -1 - the queue's length)
@@ -14,6 +15,9 @@
 -- runs before the first write: Redis does not roll back a script.
 local lock, queue, beats, fence, mine = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op, tok, life, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+-- Redis 3.2 and 4.0 let a script write after TIME only once it asked for effects replication
+-- (5.0+ does by default; the call is still there, a no-op, up to 7.x and Valkey 8)
+if redis.replicate_commands then redis.replicate_commands() end
 local cur = redis.call('GET', lock)
 local last = tonumber(redis.call('GET', fence)) or 0
 local qlen = redis.call('LLEN', queue) + redis.call('ZCARD', beats) + redis.call('LLEN', mine)
@@ -29,6 +33,15 @@ local head = redis.call('LINDEX', queue, 0)
 while head and not redis.call('ZSCORE', beats, head) do
   redis.call('LPOP', queue)
   head = redis.call('LINDEX', queue, 0)
+end
+
+-- where who stands in the queue (0: the head), false if not in it
+local function place(who)
+  if ARGV[9] ~= '0' then return redis.call('LPOS', queue, who) end
+  for i, x in ipairs(redis.call('LRANGE', queue, 0, -1)) do
+    if x == who then return i - 1 end
+  end
+  return false
 end
 
 local function drop(who)
@@ -73,7 +86,7 @@ if cur ~= tok and (cur or (head and head ~= tok)) then
     redis.call('DEL', mine)
     drop(tok)
   end
-  local ahead = redis.call('LPOS', queue, tok) or (-1 - redis.call('LLEN', queue))
+  local ahead = place(tok) or (-1 - redis.call('LLEN', queue))
   if cur then return {0, redis.call('PTTL', lock), ahead} end
   call_head()
   return {0, math.max(1, tonumber(redis.call('ZSCORE', beats, head)) - now), ahead}

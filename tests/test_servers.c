@@ -1,0 +1,298 @@
+/* test_servers.c -- hilock on every server a fleet runs (Redis 2.8 to 7.4, Valkey): what each
+ * connection learns of its server at connect, and how a feature a server lacks is refused or
+ * degraded. Run against the redis-server first on PATH (make test-servers puts each server of
+ * the matrix there); each test asserts what that server must give: success on a server that
+ * has the feature, the refusal naming its version on one that has not. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture.h"
+#include "hilock.h"
+#include "internal.h"   /* the facts a node's handshake read */
+
+static hlt_redis *R;
+
+static void setup(void)
+{
+    R = hlt_redis_start(NULL);
+    cr_assert_not_null(R, "redis-server did not start");
+}
+
+static void teardown(void) { hlt_redis_stop(R); }
+
+TestSuite(servers, .init = setup, .fini = teardown, .timeout = 60);
+
+static hilock_client *client_with(const char *url, int fencing)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.retry_delay_ms = 10;
+    o.fencing = fencing;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+
+
+/* The server's clock now (TIME on the read-back connection), in ms. */
+static long long server_ms(hlt_redis *r)
+{
+    redisReply *t = hlt_cmd(r, "TIME");
+    long long ms;
+    cr_assert(t && t->type == REDIS_REPLY_ARRAY && t->elements == 2);
+    ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    return ms;
+}
+
+/* Each new connection reads the server's version (INFO server) and clock (TIME) in its
+ * handshake, once: the version as one number and the name for messages, the clock as the
+ * server's TIME plus the monotonic time since. */
+Test(servers, a_connection_reads_the_servers_version_and_clock_once_at_connect)
+{
+    hilock_client *c = client_with(R->url, 0);   /* (the plain SET: any server) */
+    const hl_node *n = &c->nodes[0];
+    long long before = hlt_info_int(R, "commandstats", "cmdstat_info:calls=");
+    cr_assert_eq(hl_node_version(n), 0, "nothing known before the first connection");
+    cr_assert_eq(hl_node_server_ms(n), -1);
+    for (int i = 0; i < 5; i++) {
+        hilock *l = NULL;
+        cr_assert_eq(hilock_acquire(c, "hs:key", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+    }
+    /* INFO: the handshake's, and the read-back's own before this one */
+    cr_assert_eq(hlt_info_int(R, "commandstats", "cmdstat_info:calls=") - (before < 0 ? 0 : before), 2,
+                 "INFO once per connection");
+    /* (the number only: valkey-server 7.2 run as redis-server says "Server v=7.2.7" to
+     * --version, which the fixture reads as Redis) */
+    cr_assert_str_eq(strchr(hl_node_server(n), ' '), strchr(hlt_server_name(), ' '));
+    if (!strncmp(hl_node_server(n), "Valkey", 6))   /* Redis-compatible: redis_version 7.2.4 */
+        cr_assert_geq(hl_node_version(n), 70200, "%d", hl_node_version(n));
+    else
+        cr_assert_eq(hl_node_version(n), hlt_server_version());
+    {
+        long long theirs = server_ms(R), ours = hl_node_server_ms(n);
+        cr_assert(ours > theirs - 2000 && ours < theirs + 2000, "server clock %lld vs %lld", ours, theirs);
+    }
+    hilock_client_free(c);
+}
+
+/* ---- features a server may lack: refused with the reason, or a portable form ---- */
+
+/* The client options of these tests: one server, short retries. */
+static hilock_client *client_opts(const char *url, void (*set)(hilock_options *))
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.retry_delay_ms = 10;
+    set(&o);
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+/* The refusal: EINVAL, no lock, the message naming the feature, the floor and the server's
+ * version, never a script's error text; nothing written. */
+static void assert_refused(hilock_client *c, hilock_status st, const hilock *l, const char *what)
+{
+    const char *e = hilock_client_errmsg(c);
+    cr_assert_eq(st, HILOCK_EINVAL, "%s: %s", hilock_strerror(st), e);
+    cr_assert_null(l);
+    cr_assert(strstr(e, what), "%s", e);
+    cr_assert(strstr(e, strchr(hlt_server_name(), ' ') + 1), "the version is named: %s", e);
+    cr_assert(strstr(e, R->url + strlen("redis://")), "the server is named: %s", e);
+    cr_assert(!strstr(e, "script") && !strstr(e, "Lua") && !strstr(e, "ERR"), "%s", e);
+    cr_assert_eq(hlt_dbsize(R), 0, "nothing written");
+}
+
+static void set_fair(hilock_options *o) { o->fair = 1; }
+
+typedef struct waiter {
+    hilock_client *c;
+    hilock        *l;
+    hilock_status  st;
+    char           err[256];
+} waiter;
+
+static void *wait_for_it(void *arg)
+{
+    waiter *w = arg;
+    w->st = hilock_acquire(w->c, "fair:key", 10000, 8000, &w->l);
+    snprintf(w->err, sizeof w->err, "%s", hilock_client_errmsg(w->c));
+    return NULL;
+}
+
+static long long hlt_llen(hlt_redis *r, const char *key)
+{
+    redisReply *x = hlt_cmd(r, "LLEN %s", key);
+    long long n = x && x->type == REDIS_REPLY_INTEGER ? x->integer : -1;
+    freeReplyObject(x);
+    return n;
+}
+
+Test(servers, fair_locks_are_refused_before_3_2_and_their_busy_path_works_from_it)
+{
+    hilock_client *a = client_opts(R->url, set_fair), *b = client_opts(R->url, set_fair);
+    hilock *la = NULL, *lb = NULL;
+    hilock_status st = hilock_acquire(a, "fair:key", 10000, 0, &la);
+    if (hlt_server_version() < 30200) {
+        assert_refused(a, st, la, "fair locks need Redis >= 3.2: ");
+        hilock_client_free(a);
+        hilock_client_free(b);
+        return;
+    }
+    cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(a));
+    /* busy: the script finds where we stand (LPOS from 6.0.6, a scan of the queue before) */
+    cr_assert_eq(hilock_acquire(b, "fair:key", 10000, 0, &lb), HILOCK_BUSY, "%s", hilock_client_errmsg(b));
+    cr_assert(strstr(hilock_client_errmsg(b), "held by another owner"), "%s", hilock_client_errmsg(b));
+    {   /* a waiter queues; a try-lock meanwhile is told it is behind it */
+        waiter w = { .c = b, .l = NULL };
+        pthread_t t;
+        hilock *lc = NULL;
+        hilock_client *c = client_opts(R->url, set_fair);
+        long long end = hlt_now_ms() + 5000;
+        cr_assert_eq(pthread_create(&t, NULL, wait_for_it, &w), 0);
+        while (hlt_llen(R, "{fair:key}:fq") < 1 && hlt_now_ms() < end) hlt_sleep_ms(10);
+        cr_assert_eq(hilock_acquire(c, "fair:key", 10000, 0, &lc), HILOCK_BUSY);
+        cr_assert(strstr(hilock_client_errmsg(c), "1 waiter(s) queued first"), "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(la), HILOCK_OK);   /* its head is called */
+        pthread_join(t, NULL);
+        cr_assert_eq(w.st, HILOCK_OK, "%s", w.err);
+        lb = w.l;
+        hilock_client_free(c);
+    }
+    cr_assert_gt(hilock_fence(lb), hilock_fence(la));
+    cr_assert_eq(hilock_release(lb), HILOCK_OK);
+    cr_assert_eq(hlt_exists(R, "fair:key"), 0);
+    hilock_free(la);
+    hilock_free(lb);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+static void set_replicas(hilock_options *o)
+{
+    o->fencing = 0;   /* (the gate is the point; any lock kind) */
+    o->min_replicas = 1;
+    o->replicas_timeout_ms = 50;
+}
+
+Test(servers, min_replicas_is_refused_on_2_8_which_has_no_wait)
+{
+    hilock_client *c = client_opts(R->url, set_replicas);
+    hilock *l = NULL;
+    hilock_status st = hilock_acquire(c, "wait:key", 10000, 0, &l);
+    if (hlt_server_version() < 30000) {
+        assert_refused(c, st, l, "min_replicas (WAIT) needs Redis >= 3.0: ");
+    } else {   /* no replica: WAIT answers 0, the grant is undone */
+        cr_assert_eq(st, HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hlt_exists(R, "wait:key"), 0);
+    }
+    hilock_client_free(c);
+}
+
+static void set_guard(hilock_options *o)
+{
+    o->fencing = 0;
+    o->failover_guard = 1;
+}
+
+Test(servers, failover_guard_is_refused_before_4_0_which_has_no_replication_ids)
+{
+    hilock_client *c = client_opts(R->url, set_guard);
+    hilock *l = NULL;
+    hilock_status st = hilock_acquire(c, "guard:key", 10000, 0, &l);
+    if (hlt_server_version() < 40000) {
+        assert_refused(c, st, l, "failover_guard needs Redis >= 4.0: ");
+    } else {
+        cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        cr_assert_eq(hlt_exists(R, "guard:key"), 0);
+        hilock_free(l);
+    }
+    hilock_client_free(c);
+}
+
+/* ---- waits: before 6.0 a BLPOP timeout is whole seconds ---- */
+
+static void set_slow_poll(hilock_options *o)
+{
+    o->fencing = 0;            /* (any lock kind that wakes; the plain SET runs on every server) */
+    o->retry_delay_ms = 3000;  /* a poll every 1.5 to 4.5 s: a wake-up is the only fast way */
+}
+
+typedef struct sleeper {
+    hilock_client *c;
+    hilock        *l;
+    hilock_status  st;
+    long long      at_ms;   /* when its acquire returned */
+} sleeper;
+
+static void *acquire_waiting(void *arg)
+{
+    sleeper *w = arg;
+    w->st = hilock_acquire(w->c, "wake:key", 10000, 15000, &w->l);
+    w->at_ms = hlt_now_ms();
+    return NULL;
+}
+
+/* A waiter blocks on the lock's signal list, so the release wakes it at once; before 6.0 with
+ * a whole-second timeout (a fractional one is refused there: the waiter only polled). */
+Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
+{
+    hilock_client *h = client_opts(R->url, set_slow_poll);
+    sleeper w = { .c = client_opts(R->url, set_slow_poll) };
+    hilock *l = NULL;
+    pthread_t t;
+    long long released, end;
+    cr_assert_eq(hilock_acquire(h, "wake:key", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(h));
+    cr_assert_eq(pthread_create(&t, NULL, acquire_waiting, &w), 0);
+    end = hlt_now_ms() + 5000;   /* its busy attempt marked the lock awaited */
+    while (hlt_exists(R, "{wake:key}:waiters") == 0 && hlt_now_ms() < end) hlt_sleep_ms(5);
+    hlt_sleep_ms(300);           /* inside its block (>= 1 s) */
+    released = hlt_now_ms();
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    pthread_join(t, NULL);
+    cr_assert_eq(w.st, HILOCK_OK, "%s", hilock_client_errmsg(w.c));
+    cr_log_info("%s: woken %lld ms after the release", hlt_server_name(), w.at_ms - released);
+    cr_assert_lt(w.at_ms - released, 1000, "%lld ms after the release: it polled", w.at_ms - released);
+    cr_assert_eq(hilock_release(w.l), HILOCK_OK);
+    cr_assert_eq(hlt_exists(R, "wake:key"), 0);
+    hilock_free(l);
+    hilock_free(w.l);
+    hilock_client_free(h);
+    hilock_client_free(w.c);
+}
+
+/* ---- AUTH: before 6.0 a wrong password says "ERR invalid password" ---- */
+
+Test(servers, a_wrong_password_is_eauth_on_every_server)
+{
+    hlt_redis *s = hlt_redis_start("--requirepass s3cret");
+    char url[300];
+    hilock_client *c;
+    hilock *l = NULL;
+    hilock_status st;
+    cr_assert_not_null(s);
+    snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", s->port);
+    c = client_with(url, 0);
+    st = hilock_acquire(c, "auth:key", 10000, 0, &l);
+    cr_assert_eq(st, HILOCK_EAUTH, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "127.0.0.1:"), "%s", hilock_client_errmsg(c));
+    hilock_client_free(c);
+    {   /* nothing written (read back with the right password) */
+        redisReply *r = hlt_cmd(s, "AUTH s3cret");
+        freeReplyObject(r);
+        cr_assert_eq(hlt_exists(s, "auth:key"), 0);
+    }
+    hlt_redis_stop(s);
+}
