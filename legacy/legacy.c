@@ -124,6 +124,7 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int bri
     hl_cmd_argi(cmd, b->num[1], l->ttl_ms + HL_FENCE_KEEP_MS);
     hl_cmd_arg(cmd, l->expect, (size_t)-1);
     hl_cmd_argi(cmd, b->num[2], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);   /* as modern.c */
+    hl_cmd_argclock(cmd);   /* the token's floor: the server's clock (as modern.c) */
     return HILOCK_OK;
 }
 

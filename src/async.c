@@ -410,8 +410,10 @@ static void lc_connected(hl_loop *L, lconn *lc)
 static void lc_submit(hl_loop *L, lconn *lc, part *p)
 {
     p->lc = lc;
-    if (lc->k && !lc->side && !lc->qn && !lc->whead && hl_conn_stale(lc->k, hl_now_us()))
-        lc_close(L, lc, HILOCK_EIO, NULL);   /* closed by the server while idle: reopen */
+    if (lc->k && !lc->side && !lc->qn && !lc->whead &&
+        (hl_conn_stale(lc->k, hl_now_us()) || hl_node_clock_old(lc_node(lc), hl_now_us())))
+        lc_close(L, lc, HILOCK_EIO, NULL);   /* closed by the server while idle, or its clock
+                                                reading a day old (hl_node_clock_old): reopen */
     if (lc->ready) {
         lc_encode(L, lc, p);
         return;

@@ -39,6 +39,13 @@ void hl_cmd_argcap(hl_cmd *c, hl_cap cap)
     c->arglen[c->argc - 1] = (size_t)cap;
 }
 
+void hl_cmd_argclock(hl_cmd *c)
+{
+    hl_cmd_arg(c, "", 0);
+    c->argv[c->argc - 1] = NULL;   /* hl_cmd_put writes it */
+    c->arglen[c->argc - 1] = HL_ARG_CLOCK;
+}
+
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len)
 {
     if (c->argc >= HL_MAX_ARGS) abort();   /* a programming error, never input-driven */
@@ -120,8 +127,16 @@ void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n)
         put_bulk(b, nk, h);
     }
     for (int i = 0; i < c->argc; i++) {
-        if (c->argv[i]) put_bulk(b, c->argv[i], c->arglen[i]);
-        else put_bulk(b, !n || hl_node_has(n, (hl_cap)c->arglen[i]) ? "1" : "0", 1);   /* hl_cmd_argcap */
+        if (c->argv[i]) {
+            put_bulk(b, c->argv[i], c->arglen[i]);
+        } else if (c->arglen[i] == HL_ARG_CLOCK) {   /* hl_cmd_argclock */
+            char ms[24];
+            int64_t f = n ? hl_node_clock_floor_ms(n) : hl_wall_us() / 1000;
+            h = put_dec(ms, (unsigned long long)f);
+            put_bulk(b, ms, h);
+        } else {
+            put_bulk(b, !n || hl_node_has(n, (hl_cap)c->arglen[i]) ? "1" : "0", 1);   /* hl_cmd_argcap */
+        }
     }
 }
 
@@ -545,6 +560,19 @@ int64_t hl_node_server_ms(const hl_node *n)
     return n->clock_ms + (hl_now_us() - n->clock_at_us) / 1000;
 }
 
+int64_t hl_node_clock_floor_ms(const hl_node *n)
+{
+    int64_t since;
+    if (n->clock_ms <= 0) return hl_wall_us() / 1000;
+    since = hl_now_us() - n->clock_at_us;
+    return n->clock_ms + (since - since / 1000000 * HL_CLOCK_SLOW_PPM) / 1000;
+}
+
+int hl_node_clock_old(const hl_node *n, int64_t now)
+{
+    return n->clock_ms > 0 && now - n->clock_at_us > HL_CLOCK_MAX_AGE_US;
+}
+
 int hl_node_version(const hl_node *n) { return n->version; }
 
 const char *hl_node_server(const hl_node *n) { return n->server[0] ? n->server : "an unknown server"; }
@@ -822,7 +850,8 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         n->wrote = 0;
         if (n->topo->route && (p[i].asking = n->topo->route(c, n, cmds, ncmd, cn_dl)) < 0)
             continue;   /* no server for it (the topology has said why) */
-        if (n->conn && hl_conn_stale(n->conn, now)) hl_node_close(n);
+        /* (a day-old clock reading is taken again by a new connection: hl_node_clock_old) */
+        if (n->conn && (hl_conn_stale(n->conn, now) || hl_node_clock_old(n, now))) hl_node_close(n);
         for (int tries = 0; tries < 2; tries++) {
             hl_io io = HL_IO_OK;
             int reused = n->conn != NULL;

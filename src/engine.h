@@ -52,6 +52,12 @@ void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
 /* An argument the engine writes per connection, as it encodes the command: "1" if the node's
  * server has cap (or its version is unknown), else "0" (a script's portable form). */
 void hl_cmd_argcap(hl_cmd *c, hl_cap cap);
+/* An argument the engine writes per connection too: the fencing token's clock floor, the
+ * node's server clock in ms as hl_node_clock_floor_ms reckons it when the command is encoded
+ * (after the handshake that read it). So no script has to call TIME before a write, which
+ * servers before 5.0 forbid, and the token's floor costs the server nothing. */
+void hl_cmd_argclock(hl_cmd *c);
+#define HL_ARG_CLOCK ((size_t)HL_CAP_COUNT)   /* (the arglen of hl_cmd_argclock's NULL argv) */
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len);  /* len (size_t)-1 = strlen */
 void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in scratch */
 
@@ -287,6 +293,19 @@ const char *hl_node_server(const hl_node *n);
 /* The server's clock now, in ms since the epoch: its TIME at the handshake plus the
  * monotonic time elapsed since (a floor: TIME was read before the reply arrived); -1 unknown. */
 int64_t     hl_node_server_ms(const hl_node *n);
+/* The clock floor of a fencing token minted on node n now (hl_cmd_argclock): its server's
+ * clock as hl_node_server_ms reckons it, but with the monotonic time since the reading counted
+ * HL_CLOCK_SLOW_PPM slow, so a client clock running fast cannot put the floor ahead of the
+ * server's (docs/fencing.md: why ahead is the side to avoid); the client's own wall clock when
+ * the server's is unknown (TIME refused: an ACL user without it, a renamed TIME). ms, > 0. */
+int64_t     hl_node_clock_floor_ms(const hl_node *n);
+#define HL_CLOCK_SLOW_PPM 1000   /* well above the drift of a quartz clock (~100 ppm) */
+/* A reading older than this is taken again: the connection is made anew before its next
+ * round trip (blocking), or when it is next idle (event loop), so the slow count above lags
+ * the server by at most 1000 ppm of it (86 s): far inside the hour a counter is kept. */
+#define HL_CLOCK_MAX_AGE_US (24LL * 3600 * 1000000)
+/* 1 if node n's clock reading is older than HL_CLOCK_MAX_AGE_US at now (monotonic us). */
+int         hl_node_clock_old(const hl_node *n, int64_t now);
 /* The pending undos of node n due in this round trip appended to b (at most HL_UNDO_CHUNK,
  * from *at; those of key -- the commands' key, hl_cmds_key -- first): how many;
  * hl_undo_drop(n, *at, count) once answered. */

@@ -14,7 +14,7 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
     hl_cmd_arg(cmd, l->token, (size_t)-1);
     hl_cmd_argi(cmd, b->num[0], l->ttl_ms);
     hl_cmd_argi(cmd, b->num[1], l->ttl_ms + HL_FENCE_KEEP_MS);
-    hl_cmd_arg(cmd, "0", 1);
+    hl_cmd_argclock(cmd);   /* each master's own clock: its token's floor */
     hl_cmd_argi(cmd, b->num[2], mark_ms);
     hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
     return HILOCK_OK;

@@ -764,6 +764,46 @@ Test(legacy, fences_grow_with_every_grant)
     hlt_redis_stop(r);
 }
 
+/* legacy_acquire.lua (legacy and bridge grants) mints as acquire.lua does: its clock floor is
+ * the server's clock read by the connection's handshake, so no TIME runs inside the script
+ * (refused before a write on servers before 5.0), and a token minted after the counter is
+ * gone still exceeds the last one, from a fresh client too. */
+Test(legacy, legacy_and_bridge_tokens_outlive_the_counter_and_call_no_time_in_the_script)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    uint64_t last = 0;
+    cr_assert_not_null(r);
+    freeReplyObject(hlt_cmd(r, "CONFIG RESETSTAT"));
+    for (int i = 0; i < 6; i++) {
+        hilock_options o;
+        hilock_client *c = NULL;
+        hilock *l;
+        const char *url = r->url;
+        hilock_options_init(&o);
+        o.servers = &url;
+        o.nservers = 1;
+        o.bridge = i % 2;   /* bridge: hilock_acquire writes a legacy stamp */
+        cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+        for (int k = 0; k < 3; k++) {
+            cr_assert_eq(o.bridge ? hilock_acquire(c, "lock.t", 5000, 0, &l)
+                                  : hilock_legacy_acquire(c, "lock.t", 5000, 0, &l),
+                         HILOCK_OK, "%s", hilock_client_errmsg(c));
+            cr_assert_gt(hilock_fence(l), last, "fence %llu after %llu", (unsigned long long)hilock_fence(l),
+                         (unsigned long long)last);
+            last = hilock_fence(l);
+            cr_assert_eq(hilock_release(l), HILOCK_OK);
+            hilock_free(l);
+        }
+        hilock_client_free(c);
+        freeReplyObject(hlt_cmd(r, "PEXPIRE {lock.t}:fence 1"));   /* gone, by the server's clock */
+        hlt_sleep_ms(5);
+        cr_assert_eq(hlt_exists(r, "{lock.t}:fence"), 0);
+    }
+    cr_assert_eq(hlt_info_int(r, "commandstats", "cmdstat_time:calls="), 6,
+                 "TIME once per connection (its handshake), never in the script");
+    hlt_redis_stop(r);
+}
+
 /* A client of one kind on r: 'l' legacy (hilock_legacy_acquire), 'b' bridge, 'f' fair. */
 static void grant_once(hlt_redis *r, char kind, const char *key)
 {

@@ -12,6 +12,7 @@
 
 #include "fixture.h"
 #include "hilock.h"
+#include "internal.h"   /* the clock reading of a client's node */
 
 static hlt_redis *R;
 
@@ -499,6 +500,103 @@ Test(lock, fencing_token_keeps_growing_after_the_counter_is_gone)
         freeReplyObject(hlt_cmd(R, "DEL {k}:fence"));
         hlt_sleep_ms(20);
     }
+    hilock_client_free(c);
+}
+
+/* The token's clock floor is the server's clock as read by the connection's handshake, passed
+ * to the script: no TIME inside it (servers before 5.0 refuse a write after TIME), so the
+ * server runs TIME once per connection, not once per grant. */
+Test(lock, the_fencing_token_calls_no_time_inside_the_acquire_script)
+{
+    hilock_client *c = client();
+    uint64_t prev = 0;
+    freeReplyObject(hlt_cmd(R, "CONFIG RESETSTAT"));
+    for (int i = 0; i < 10; i++) {
+        hilock *l = must_acquire(c, "k", 5000, 0);
+        cr_assert_gt(hilock_fence(l), prev);
+        prev = hilock_fence(l);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    }
+    cr_assert_eq(hlt_info_int(R, "commandstats", "cmdstat_time:calls="), 1,
+                 "TIME once, by the connection's handshake");
+    hilock_client_free(c);
+}
+
+/* A token minted after the counter is gone (it expired: kept ttl + 1 h; or a restart without
+ * persistence lost it) still exceeds the last one, minted by another client on another
+ * connection: the floor is the server's clock, whoever reckons it. */
+Test(lock, a_token_minted_after_the_counter_expired_exceeds_the_last_one)
+{
+    hilock_client *a = client();
+    uint64_t prev = 0;
+    for (int i = 0; i < 6; i++) {
+        hilock_client *c = i % 2 ? client() : a;   /* a long-lived client, and fresh ones */
+        hilock *l = must_acquire(c, "k", 5000, 0);
+        cr_assert_gt(hilock_fence(l), prev, "fence %llu after %llu", (unsigned long long)hilock_fence(l),
+                     (unsigned long long)prev);
+        prev = hilock_fence(l);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+        if (c != a) hilock_client_free(c);
+        freeReplyObject(hlt_cmd(R, "PEXPIRE {k}:fence 1"));   /* expires now, by the server's clock */
+        hlt_sleep_ms(5);
+        cr_assert_eq(hlt_exists(R, "{k}:fence"), 0);
+    }
+    hilock_client_free(a);
+}
+
+Test(lock, a_token_minted_after_a_restart_without_persistence_exceeds_the_last_one)
+{
+    hilock_client *c = client();
+    uint64_t prev = 0;
+    for (int i = 0; i < 2; i++) {
+        for (int k = 0; k < 20; k++) {   /* several grants in one ms: the counter runs ahead */
+            hilock *l = must_acquire(c, "k", 5000, 2000);   /* (the wait retries a broken connection) */
+            cr_assert_gt(hilock_fence(l), prev);
+            prev = hilock_fence(l);
+            cr_assert_eq(hilock_release(l), HILOCK_OK);
+            hilock_free(l);
+        }
+        hlt_sleep_ms(30);   /* the clock passes the counter again (< 1 grant per ms on average) */
+        cr_assert_eq(hlt_redis_restart(R), 0);   /* --save '': the counter is gone */
+        cr_assert_eq(hlt_exists(R, "{k}:fence"), 0);
+    }
+    {
+        hilock *l = must_acquire(c, "k", 5000, 2000);   /* on a new connection: its own reading */
+        cr_assert_gt(hilock_fence(l), prev);
+        hilock_free(l);
+    }
+    hilock_client_free(c);
+}
+
+/* The floor counts the client's monotonic time since the reading 1000 ppm slow, so a client
+ * clock running fast cannot carry it past the server's; a reading a day old is taken again by
+ * a new connection before the next round trip. */
+Test(lock, the_clock_floor_runs_slow_and_a_day_old_reading_is_taken_again)
+{
+    hilock_client *c = client();
+    hilock *l = must_acquire(c, "k", 5000, 0);
+    hl_node *n = &c->nodes[0];
+    int64_t read_ms = n->clock_ms, at = n->clock_at_us;
+    long long conns = hlt_info_int(R, "stats", "total_connections_received:");
+    cr_assert_gt(read_ms, 0, "the handshake read the server's clock");
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    /* as if read 1000 s ago: 1000 s counted 1 s slow */
+    n->clock_at_us = at - 1000LL * 1000000;
+    cr_assert_geq(hl_node_clock_floor_ms(n), read_ms + 1000 * 1000 - 1000);
+    cr_assert_leq(hl_node_clock_floor_ms(n), read_ms + 1000 * 1000 - 1000 + (hl_now_us() - at) / 1000 + 1);
+    cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
+    /* a day and a minute ago: the next acquire reconnects, and its handshake reads it anew */
+    n->clock_at_us = at - (24LL * 3600 + 60) * 1000000;
+    cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 1);
+    l = must_acquire(c, "k", 5000, 0);
+    cr_assert_eq(hlt_info_int(R, "stats", "total_connections_received:"), conns + 1, "a new connection");
+    cr_assert_geq(n->clock_at_us, at, "read again");
+    cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
     hilock_client_free(c);
 }
 

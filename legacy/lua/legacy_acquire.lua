@@ -2,7 +2,9 @@
 -- KEYS[1] lock, KEYS[2] fence counter (same hash slot)
 -- ARGV[1] our stamp, ARGV[2] PX ms ('0' = no expiry, as the recipe), ARGV[3] ms to keep
 -- the counter, ARGV[4] a value the client judged expired ('' = none), ARGV[5] ms to keep a
--- counter that holds an epoch (at or above 2^42: a Redlock's token)
+-- counter that holds an epoch (at or above 2^42: a Redlock's token), ARGV[6] the token's
+-- clock floor: this server's clock in ms as the client reckons it (as acquire.lua: no TIME
+-- before a write, which servers before 5.0 refuse)
 -- {1, fence}:        granted (the key was absent, or held exactly ARGV[4] with no TTL)
 -- {0, pttl, value}:  held; the client parses the value (one parser, in C)
 local cur = redis.call('GET', KEYS[1])
@@ -19,9 +21,7 @@ else
   redis.call('SET', KEYS[1], ARGV[1])
 end
 -- the fencing token, as acquire.lua: counter + 1, but at least the server clock in ms
-local t = redis.call('TIME')
-local f = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1,
-                   tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local f = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1, tonumber(ARGV[6]))
 -- as acquire.lua: a counter with an epoch in it lives far longer, and no grant shortens it
 -- (a PTTL of -1 or -2 loses to ARGV[5])
 local keep = ARGV[3]

@@ -1,5 +1,8 @@
 -- acquire: KEYS[1] lock, KEYS[2] fence counter (same hash slot)
--- ARGV[1] token, ARGV[2] ttl ms, ARGV[3] ms to keep the counter, ARGV[4] fence floor,
+-- ARGV[1] token, ARGV[2] ttl ms, ARGV[3] ms to keep the counter, ARGV[4] the token's clock
+-- floor: this server's clock in ms as the client reckons it (engine.c hl_cmd_argclock: TIME
+-- read at connect plus the client's monotonic time since, counted slow), so that no TIME
+-- comes before a write (refused before Redis 5.0) and the floor costs no command here,
 -- ARGV[6] ms to keep a counter that holds an epoch (at or above 2^42: a Redlock's token)
 -- {1, fence}: granted (also when the value is already ours: a retry after a lost reply)
 -- {0, pttl}:  held by another value (pttl -1: no expiry, e.g. a legacy key)
@@ -19,10 +22,7 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 -- the token never goes back: counter + 1, but at least the server clock in ms
-local t = redis.call('TIME')
-local f = math.max(last + 1,
-                   tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
-                   tonumber(ARGV[4]))
+local f = math.max(last + 1, tonumber(ARGV[4]))
 -- a counter with an epoch in it (fence_raise.lua) is the only floor above the clock for a
 -- quorum without the epoch member: it lives far longer, and no grant shortens it
 local keep = ARGV[3]
