@@ -600,6 +600,50 @@ Test(lock, the_clock_floor_runs_slow_and_a_day_old_reading_is_taken_again)
     hilock_client_free(c);
 }
 
+/* acquire.lua reads and writes the counter with one INCR: a counter of another type fails the
+ * grant (WRONGTYPE) and the lock it had just written is undone; a string that is no integer
+ * (nothing of ours writes one) is replaced by the clock, as a counter at 0 would be. */
+Test(lock, a_counter_of_another_type_fails_the_grant_and_leaves_no_lock)
+{
+    hilock_client *c = client();
+    hilock *l = NULL;
+    char *v;
+    freeReplyObject(hlt_cmd(R, "SADD {w}:fence x"));
+    cr_assert_eq(hilock_acquire(c, "w", 5000, 0, &l), HILOCK_EREPLY);
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "WRONGTYPE"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(R, "w"), 0, "the lock written before the INCR is undone");
+    freeReplyObject(hlt_cmd(R, "SET {g}:fence not-a-number PX 60000"));
+    l = must_acquire(c, "g", 5000, 0);
+    cr_assert_gt(hilock_fence(l), 1700000000000ULL, "the clock, not 1");
+    v = hlt_get(R, "{g}:fence");
+    cr_assert_eq(strtoull(v, NULL, 10), hilock_fence(l));
+    free(v);
+    cr_assert_gt(hlt_pttl(R, "{g}:fence"), 3600000, "kept ttl + 1 h");
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+/* A counter ahead of the clock is INCRed alone (one command): its expiry is renewed to ttl +
+ * 1 h on every 1024th grant, not on each, and at once when it falls back to the clock. */
+Test(lock, a_counter_ahead_of_the_clock_is_renewed_every_1024th_grant)
+{
+    hilock_client *c = client();
+    /* below 2^42 (no epoch), far ahead of the clock; 80 grants to the next multiple of 1024 */
+    freeReplyObject(hlt_cmd(R, "SET {r}:fence 4398046510000 PX 20000"));
+    for (uint64_t want = 4398046510001ULL; want <= 4398046510080ULL; want++) {
+        hilock *l = must_acquire(c, "r", 5000, 0);
+        cr_assert_eq(hilock_fence(l), want);
+        if (want < 4398046510080ULL)
+            cr_assert_leq(hlt_pttl(R, "{r}:fence"), 20000, "renewed at %llu", (unsigned long long)want);
+        else
+            cr_assert_gt(hlt_pttl(R, "{r}:fence"), 3600000, "the 1024th: kept ttl + 1 h");
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    }
+    hilock_client_free(c);
+}
+
 static void check_fence_key(const char *key, const char *fence_key, int64_t ttl)
 {
     hilock_client *c = client();

@@ -8,9 +8,8 @@
 -- {0, pttl}:  held by another value (pttl -1: no expiry, e.g. a legacy key)
 -- Optional wake-up (src/wait.c): KEYS[3] the waiters marker, ARGV[5] ms a waiter may block:
 -- a busy attempt that will wait marks the lock awaited, so its release signals a waiter.
--- Every command that can fail (WRONGTYPE) runs before the first write: Redis does not roll
--- back a script, so a failure must leave nothing behind.
-local last = tonumber(redis.call('GET', KEYS[2])) or 0
+-- Redis does not roll back a script, so a failure must leave nothing behind: the one command
+-- that can fail after the lock's write (INCR of a counter of another type) is undone.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then
     local w = tonumber(ARGV[5]) or 0
@@ -21,13 +20,30 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
--- the token never goes back: counter + 1, but at least the server clock in ms
-local f = math.max(last + 1, tonumber(ARGV[4]))
--- a counter with an epoch in it (fence_raise.lua) is the only floor above the clock for a
--- quorum without the epoch member: it lives far longer, and no grant shortens it
-local keep = ARGV[3]
-if f >= 4398046511104 then   -- 2^42
-  keep = string.format('%.0f', math.max(tonumber(ARGV[6]), redis.call('PTTL', KEYS[2])))
+-- the token never goes back: counter + 1, but at least the server clock in ms. INCR reads
+-- and writes the counter in one command; a counter at or behind the clock (a key granted
+-- less than once a millisecond, or a new one) is then set to the clock, with its keep.
+local floor = tonumber(ARGV[4])
+local f = redis.pcall('INCR', KEYS[2])
+if type(f) ~= 'number' then
+  if string.find(f.err, 'WRONGTYPE', 1, true) then
+    redis.call('DEL', KEYS[1])
+    return f
+  end
+  f = floor   -- not an integer (nothing of ours writes one): replaced, as a counter at 0
 end
-redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', keep)
+if f <= floor then
+  f = floor
+  redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[3])
+elseif f >= 4398046511104 then   -- 2^42
+  -- a counter with an epoch in it (fence_raise.lua) is the only floor above the clock for a
+  -- quorum without the epoch member: it lives far longer, and no grant shortens it
+  redis.call('PEXPIRE', KEYS[2],
+             string.format('%.0f', math.max(tonumber(ARGV[6]), redis.call('PTTL', KEYS[2]))))
+elseif f % 1024 == 0 then
+  -- a counter ahead of the clock (more than a grant a millisecond) keeps its expiry across
+  -- INCR: renewed every 1024th grant, it outlives the last grant by ttl + 1 hour less at most
+  -- 1023 ms of lead, so once it expires the clock has passed every token it gave
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+end
 return {1, f}
