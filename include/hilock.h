@@ -453,8 +453,8 @@ HILOCK_API int64_t hilock_validity_ms(const hilock *l);
 /* The fencing token: a number that grows with every grant of this key, whatever topology
  * or quorum answered, so a resource that remembers the highest token it has seen can refuse
  * a stale holder. It is at least the server's clock in milliseconds since 1970, so it keeps
- * growing even after the counter key (kept ttl + 1 hour past each grant; see Redlock below)
- * has expired. That clock is the server's TIME as each connection read it when it was made,
+ * growing even after the counter key (kept ttl + 1 hour past each grant, or while it runs
+ * ahead of the clock past every 1024th; see Redlock below) has expired. That clock is the server's TIME as each connection read it when it was made,
  * plus this host's monotonic time since counted 0.1% slow (never ahead of the server's for
  * a host clock off by less than that), and read again by a new connection once a day: no
  * script calls TIME, which servers before Redis 5.0 refuse before a write. 0 for NULL.

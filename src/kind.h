@@ -126,7 +126,9 @@ hilock_status hl_acquire_args(hilock_client *c, const char *key, int64_t ttl_ms,
  * bridge, fair, unfenced (fencing = 0) or modern. */
 const hl_kind_ops *hl_acquire_kind(const hilock_client *c);
 
-#define HL_FENCE_KEEP_MS (3600 * 1000)   /* a fencing counter outlives each grant by an hour */
+/* a fencing counter outlives each grant by an hour (acquire.lua: one ahead of the clock, its
+ * last renewal, every 1024th grant) */
+#define HL_FENCE_KEEP_MS (3600 * 1000)
 /* ... but one that holds an epoch (>= 2^42: a Redlock token with a Sentinel or Cluster member's
  * epoch, acquire.lua, fence_raise.lua) by 35 days, a monthly job's gap included: for a quorum
  * without the epoch member it is the only floor above the clock (docs/redlock.md) */
