@@ -668,7 +668,7 @@ static void redlock(hlt_redis *first)
 static void print_uncontended(const result res[2])
 {
     printf("\nUncontended acquire+release on one connection, cycles/s; ratio = hilock / baseline, the "
-           "median of\n%d slice ratios (target >= 0.9 vs (a)); CPU = client user+sys us per cycle\n", slices);
+           "median of\n%d slice ratios (targets: >= 0.9 vs (a), and vs (b) for the default fenced client); CPU = client user+sys us per cycle\n", slices);
     printf("  transport        hilock  CPU  | (a) same commands  CPU  ratio | (b) SET NX PX + release  CPU  ratio\n");
     for (int t = 0; t < 2; t++)
         printf("  %-13s %9.0f %5.1f |         %9.0f %5.1f  %5.2f |               %9.0f %5.1f  %5.2f\n",
