@@ -577,6 +577,37 @@ Test(async, a_loop_connection_reads_the_servers_version_and_clock_at_connect)
     hlt_redis_stop(s);
 }
 
+/* The fence floor counts the time since that reading slow (hl_node_clock_floor_ms); a reading a
+ * day old is taken again: the loop reopens the connection the next time it is idle. */
+Test(async, a_day_old_clock_reading_is_taken_again_when_the_connection_is_next_idle)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hl_node *n;
+    int64_t at;
+    long long conns;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    warm_up(&loop, &r, "ck1:");
+    n = &r.c->nodes[0];
+    at = n->clock_at_us;
+    cr_assert_gt(n->clock_ms, 0);
+    conns = hlt_info_int(s, "stats", "total_connections_received:");
+    n->clock_at_us = at - (24LL * 3600 + 60) * 1000000;   /* as if read a day and a minute ago */
+    warm_up(&loop, &r, "ck2:");
+    cr_assert_eq(hlt_info_int(s, "stats", "total_connections_received:"), conns + 1, "a new connection");
+    cr_assert_geq(n->clock_at_us, at, "read again");
+    cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
 Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
 {
     static run r;
