@@ -4,13 +4,24 @@
  * the matrix there); each test asserts what that server must give: success on a server that
  * has the feature, the refusal naming its version on one that has not. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fixture.h"
 #include "hilock.h"
+#include "hilock_legacy.h"
+#include "hilock_libuv.h"
 #include "internal.h"   /* the facts a node's handshake read */
 
 static hlt_redis *R;
@@ -295,4 +306,189 @@ Test(servers, a_wrong_password_is_eauth_on_every_server)
         cr_assert_eq(hlt_exists(s, "auth:key"), 0);
     }
     hlt_redis_stop(s);
+}
+
+/* ---- an error reply after a possible write is undone by token ---- */
+
+/* A proxy in front of a real server: every command goes through unchanged, but a lock
+ * script's call (acquire, legacy_acquire, fair) runs the whole script -- its writes land --
+ * and then answers an error, as a script failing after its first write does (before 5.0:
+ * a write after TIME; an ACL refusing its second key; a bug). A child process on 127.0.0.1,
+ * one more child per connection; killed with the test. */
+typedef struct errproxy {
+    pid_t pid;
+    int   port;
+    char  url[64];
+    char  name[64];
+} errproxy;
+
+static int put_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static const hl_script *const lock_scripts[] = { &hl_lua_acquire, &hl_lua_legacy_acquire, &hl_lua_fair };
+
+/* The command to send for a client's request: a lock script's call becomes EVAL of its body
+ * run to the end, then an error. Returns the formatted command (free with redisFreeCommand). */
+static int reframe(const redisReply *req, char **out)
+{
+    const char *argv[32];
+    size_t len[32];
+    static char body[65536];
+    int argc = (int)req->elements;
+    if (argc > 32) argc = 32;
+    for (int i = 0; i < argc; i++) {
+        argv[i] = req->element[i]->str;
+        len[i] = req->element[i]->len;
+    }
+    if (argc >= 2 && (!strcasecmp(argv[0], "EVALSHA") || !strcasecmp(argv[0], "EVAL")))
+        for (size_t k = 0; k < sizeof lock_scripts / sizeof *lock_scripts; k++) {
+            const hl_script *sc = lock_scripts[k];
+            if ((len[1] != 40 || memcmp(argv[1], sc->sha, 40)) &&
+                (len[1] != sc->len || memcmp(argv[1], sc->body, sc->len)))
+                continue;
+            snprintf(body, sizeof body, "local r = (function()\n%s\nend)()\n"
+                     "return redis.error_reply('ERR injected: the script failed after its writes')", sc->body);
+            argv[0] = "EVAL";
+            len[0] = 4;
+            argv[1] = body;
+            len[1] = strlen(body);
+        }
+    return redisFormatCommandArgv(out, argc, argv, len);
+}
+
+static void errproxy_conn(int cfd, int port)
+{
+    struct sockaddr_in a;
+    int sfd = socket(AF_INET, SOCK_STREAM, 0);
+    redisReader *rd = redisReaderCreate();
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (sfd < 0 || !rd || connect(sfd, (struct sockaddr *)&a, sizeof a) < 0) _exit(1);
+    for (;;) {
+        struct pollfd pf[2] = { { cfd, POLLIN, 0 }, { sfd, POLLIN, 0 } };
+        char buf[65536];
+        ssize_t n;
+        if (poll(pf, 2, -1) < 0) continue;
+        if (pf[1].revents) {   /* the server's replies: as they are */
+            if ((n = recv(sfd, buf, sizeof buf, 0)) <= 0 || put_all(cfd, buf, (size_t)n) < 0) _exit(0);
+        }
+        if (pf[0].revents) {
+            void *req;
+            if ((n = recv(cfd, buf, sizeof buf, 0)) <= 0) _exit(0);
+            redisReaderFeed(rd, buf, (size_t)n);
+            while (redisReaderGetReply(rd, &req) == REDIS_OK && req) {
+                char *cmd;
+                int len = reframe(req, &cmd);
+                freeReplyObject(req);
+                if (len < 0 || put_all(sfd, cmd, (size_t)len) < 0) _exit(1);
+                redisFreeCommand(cmd);
+            }
+        }
+    }
+}
+
+static errproxy errproxy_start(const hlt_redis *r)
+{
+    errproxy x;
+    int ls;
+    memset(&x, 0, sizeof x);
+    ls = hlt_listen(16, &x.port, x.url, x.name, sizeof x.url);
+    cr_assert(ls >= 0);
+    x.pid = fork();
+    cr_assert(x.pid >= 0);
+    if (x.pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGCHLD, SIG_IGN);   /* (no zombies) */
+        for (;;) {
+            int fd = accept(ls, NULL, NULL);
+            if (fd < 0) continue;
+            if (fork() == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                close(ls);
+                errproxy_conn(fd, r->port);
+            }
+            close(fd);
+        }
+    }
+    close(ls);
+    return x;
+}
+
+static void errproxy_stop(errproxy *x)
+{
+    kill(x->pid, SIGKILL);
+    waitpid(x->pid, NULL, 0);
+}
+
+/* The key after a failed acquire: no value of ours left (the undo ran at once, by token). */
+static void assert_undone(hilock_client *c, hilock_status st, const hilock *l, const char *key)
+{
+    cr_assert_eq(st, HILOCK_EREPLY, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "injected"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(R, key), 0, "the lock's key was left for its ttl (%lld ms)", hlt_pttl(R, key));
+}
+
+static void set_legacy_safe(hilock_options *o) { (void)o; }
+
+Test(servers, an_error_reply_after_the_scripts_write_is_undone_by_token)
+{
+    errproxy x = errproxy_start(R);
+    hilock *l = NULL;
+    hilock_client *c = client_with(x.url, 1);
+    hilock_status st = hilock_acquire(c, "err:modern", 30000, 0, &l);
+    assert_undone(c, st, l, "err:modern");
+    hilock_client_free(c);
+    c = client_opts(x.url, set_fair);   /* fair.lua (3.2+) */
+    if (hlt_server_version() >= 30200) {
+        st = hilock_acquire(c, "err:fair", 30000, 0, &l);
+        assert_undone(c, st, l, "err:fair");
+    }
+    hilock_client_free(c);
+    c = client_opts(x.url, set_legacy_safe);   /* legacy_acquire.lua */
+    st = hilock_legacy_acquire(c, "err:legacy", 30000, 0, &l);
+    assert_undone(c, st, l, "err:legacy");
+    hilock_client_free(c);
+    errproxy_stop(&x);
+}
+
+static void on_done(hilock_status st, hilock *l, void *arg)
+{
+    sleeper *s = arg;
+    s->st = st;
+    s->l = l;
+    s->at_ms = 1;
+}
+
+/* The same on an event loop: the acquire's flow runs there unchanged. */
+Test(servers, an_error_reply_after_the_scripts_write_is_undone_by_token_on_a_loop)
+{
+    errproxy x = errproxy_start(R);
+    uv_loop_t loop;
+    sleeper s = { 0 };
+    long long end;
+    hilock_client *c = client_with(x.url, 1);
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire_async(c, "err:loop", 30000, 0, on_done, &s), HILOCK_OK);
+    end = hlt_now_ms() + 10000;
+    while (!s.at_ms && hlt_now_ms() < end) uv_run(&loop, UV_RUN_NOWAIT), hlt_sleep_ms(1);
+    cr_assert(s.at_ms, "the acquire never ended");
+    s.c = c;
+    assert_undone(c, s.st, s.l, "err:loop");
+    hilock_client_free(c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    errproxy_stop(&x);
 }
