@@ -565,6 +565,13 @@ hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r)
          * a Sentinel (no TIME): not known, treated as a modern server; the run_id is not
          * compared (hilock.h, servers) */
         return HILOCK_OK;
+    if (kind == HS_AUTH && n->url.user && hl_reply_is_error(r, "ERR wrong number of arguments")) {
+        /* AUTH user password before Redis 6.0, which knows no users (its version is not
+         * known yet: INFO comes after AUTH) */
+        hl_node_set_err(n, HILOCK_EAUTH, NULL, "a user name in the URL needs Redis >= 6.0 (ACL "
+                        "users): this server takes a password only (redis://:password@...)");
+        return HILOCK_EAUTH;
+    }
     if (hl_reply_type(r) == HL_R_ERROR) {
         hilock_status st = hl_node_reply_error(n, r);
         if (hl_reply_is_error(r, "ERR DB index") || hl_reply_is_error(r, "ERR invalid DB"))

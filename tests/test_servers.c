@@ -308,6 +308,32 @@ Test(servers, a_wrong_password_is_eauth_on_every_server)
     hlt_redis_stop(s);
 }
 
+/* A user name in the URL (AUTH user password) on a server before 6.0, which has no users:
+ * EAUTH saying so, not "wrong number of arguments". */
+Test(servers, a_user_name_before_6_0_is_eauth_saying_the_server_has_no_users)
+{
+    hlt_redis *s = hlt_redis_start("--requirepass s3cret");
+    char url[300];
+    hilock_client *c;
+    hilock *l = NULL;
+    hilock_status st;
+    cr_assert_not_null(s);
+    snprintf(url, sizeof url, "redis://default:s3cret@127.0.0.1:%d", s->port);
+    c = client_with(url, 0);
+    st = hilock_acquire(c, "auth:key", 10000, 0, &l);
+    if (hlt_server_version() >= 60000) {   /* the default user */
+        cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    } else {
+        cr_assert_eq(st, HILOCK_EAUTH, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+        cr_assert(strstr(hilock_client_errmsg(c), "a user name in the URL needs Redis >= 6.0"), "%s",
+                  hilock_client_errmsg(c));
+    }
+    hilock_client_free(c);
+    hlt_redis_stop(s);
+}
+
 /* ---- an error reply after a possible write is undone by token ---- */
 
 /* A proxy in front of a real server: every command goes through unchanged, but a lock
