@@ -518,3 +518,28 @@ Test(servers, an_error_reply_after_the_scripts_write_is_undone_by_token_on_a_loo
     cr_assert_eq(uv_loop_close(&loop), 0);
     errproxy_stop(&x);
 }
+
+/* The gates hold on an event loop too (the loop's connections run the same handshake). */
+Test(servers, a_feature_the_server_lacks_is_refused_on_a_loop_too)
+{
+    uv_loop_t loop;
+    sleeper s = { 0 };
+    long long end;
+    hilock_client *c = client_opts(R->url, set_fair);
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire_async(c, "loop:fair", 30000, 0, on_done, &s), HILOCK_OK);
+    end = hlt_now_ms() + 10000;
+    while (!s.at_ms && hlt_now_ms() < end) uv_run(&loop, UV_RUN_NOWAIT), hlt_sleep_ms(1);
+    cr_assert(s.at_ms, "the acquire never ended");
+    if (hlt_server_version() < 30200) {
+        assert_refused(c, s.st, s.l, "fair locks need Redis >= 3.2: ");
+    } else {
+        cr_assert_eq(s.st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hlt_exists(R, "loop:fair"), 1);
+        hilock_free(s.l);
+    }
+    hilock_client_free(c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
