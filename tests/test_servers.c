@@ -255,12 +255,14 @@ static void *acquire_waiting(void *arg)
     return NULL;
 }
 
+static void set_unfenced(hilock_options *o) { o->fencing = 0; }
+
 /* A waiter blocks on the lock's signal list, so the release wakes it at once; before 6.0 with
  * a whole-second timeout (a fractional one is refused there: the waiter only polled). */
-Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
+static void woken_by_the_release(void (*set)(hilock_options *))
 {
-    hilock_client *h = client_opts(R->url, set_slow_poll);
-    sleeper w = { .c = client_opts(R->url, set_slow_poll) };
+    hilock_client *h = client_opts(R->url, set);
+    sleeper w = { .c = client_opts(R->url, set) };
     hilock *l = NULL;
     pthread_t t;
     long long released, end;
@@ -268,7 +270,9 @@ Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
     cr_assert_eq(pthread_create(&t, NULL, acquire_waiting, &w), 0);
     end = hlt_now_ms() + 5000;   /* its busy attempt marked the lock awaited */
     while (hlt_exists(R, "{wake:key}:waiters") == 0 && hlt_now_ms() < end) hlt_sleep_ms(5);
-    hlt_sleep_ms(300);           /* inside its block (>= 1 s) */
+    while (hlt_info_int(R, "clients", "blocked_clients:") != 1 && hlt_now_ms() < end) hlt_sleep_ms(2);
+    cr_assert_eq(hlt_info_int(R, "clients", "blocked_clients:"), 1, "the waiter does not block");
+    hlt_sleep_ms(100);           /* inside its block (>= 1 s before 6.0) */
     released = hlt_now_ms();
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     pthread_join(t, NULL);
@@ -281,6 +285,17 @@ Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
     hilock_free(w.l);
     hilock_client_free(h);
     hilock_client_free(w.c);
+}
+
+Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
+{
+    woken_by_the_release(set_slow_poll);
+}
+
+/* With the default pause (25-75 ms, no whole second): before 6.0 the waiter blocks a second. */
+Test(servers, a_waiter_with_the_default_pause_is_woken_by_the_release_on_every_server, .timeout = 60)
+{
+    woken_by_the_release(set_unfenced);
 }
 
 /* ---- AUTH: before 6.0 a wrong password says "ERR invalid password" ---- */
