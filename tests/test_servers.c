@@ -76,6 +76,7 @@ Test(servers, a_connection_reads_the_servers_version_and_clock_once_at_connect)
         hilock *l = NULL;
         cr_assert_eq(hilock_acquire(c, "hs:key", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
         cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
     }
     /* INFO: the handshake's, and the read-back's own before this one */
     cr_assert_eq(hlt_info_int(R, "commandstats", "cmdstat_info:calls=") - (before < 0 ? 0 : before), 2,
