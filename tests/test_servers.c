@@ -20,6 +20,7 @@
 
 #include "fixture.h"
 #include "hilock.h"
+#include "hilock_inspect.h"
 #include "hilock_legacy.h"
 #include "hilock_libuv.h"
 #include "internal.h"   /* the facts a node's handshake read */
@@ -558,4 +559,41 @@ Test(servers, a_feature_the_server_lacks_is_refused_on_a_loop_too)
     hilock_client_free(c);
     uv_run(&loop, UV_RUN_NOWAIT);
     cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* ---- inventory and inspect: SCAN exists from 2.8; the scripts' no-writes flag from 7.0 ---- */
+
+static void count_key(size_t master, const hilock_key_view *k, void *arg)
+{
+    (void)master;
+    if (!strcmp(k->key, "inv:key") && !strcmp(k->type, "string") && k->pttl_ms > 0) ++*(int *)arg;
+}
+
+static void seen_lock(size_t master, const hilock_lock_view *v, const char *error, void *arg)
+{
+    (void)master;
+    cr_assert_not_null(v, "%s", error);
+    if (!strcmp(v->key.type, "string") && v->key.pttl_ms > 0 && v->fence > 0) ++*(int *)arg;
+}
+
+Test(servers, inventory_and_inspect_work_on_every_server)
+{
+    hilock_client *c = client_with(R->url, 1), *u = client_with(R->url, 0);
+    hilock *l = NULL;
+    uint64_t cur = 0;
+    int found = 0, inspected = 0, rounds = 0;
+    redisReply *x = hlt_cmd(R, "SET {inv:key}:fence 7 PX 60000");   /* (a fence, any server) */
+    freeReplyObject(x);
+    cr_assert_eq(hilock_acquire(u, "inv:key", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(u));
+    do {
+        cr_assert_eq(hilock_scan(c, 0, "inv:*", 100, &cur, count_key, &found), HILOCK_OK, "%s",
+                     hilock_client_errmsg(c));
+    } while (cur && ++rounds < 1000);
+    cr_assert_eq(found, 1);
+    cr_assert_eq(hilock_inspect(c, "inv:key", seen_lock, &inspected), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(inspected, 1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hilock_client_free(u);
 }
