@@ -32,11 +32,21 @@ void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys)
     c->need = HL_CAP_NONE;
 }
 
+/* Arguments written per connection (argv NULL): arglen says which */
+#define ARG_SERVER_MS ((size_t)HL_CAP_COUNT)   /* hl_cmd_argclock; below it: an hl_cap */
+
 void hl_cmd_argcap(hl_cmd *c, hl_cap cap)
 {
     hl_cmd_arg(c, "", 0);
     c->argv[c->argc - 1] = NULL;   /* hl_cmd_put writes it */
     c->arglen[c->argc - 1] = (size_t)cap;
+}
+
+void hl_cmd_argclock(hl_cmd *c)
+{
+    hl_cmd_arg(c, "", 0);
+    c->argv[c->argc - 1] = NULL;
+    c->arglen[c->argc - 1] = ARG_SERVER_MS;
 }
 
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len)
@@ -120,8 +130,17 @@ void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n)
         put_bulk(b, nk, h);
     }
     for (int i = 0; i < c->argc; i++) {
-        if (c->argv[i]) put_bulk(b, c->argv[i], c->arglen[i]);
-        else put_bulk(b, !n || hl_node_has(n, (hl_cap)c->arglen[i]) ? "1" : "0", 1);   /* hl_cmd_argcap */
+        char ms[24] = "0";
+        size_t len = 1;
+        int64_t t;
+        if (c->argv[i]) {
+            put_bulk(b, c->argv[i], c->arglen[i]);
+        } else if (c->arglen[i] == ARG_SERVER_MS) {   /* hl_cmd_argclock */
+            if (n && (t = hl_node_server_ms(n)) > 0) len = put_dec(ms, (unsigned long long)t);
+            put_bulk(b, ms, len);
+        } else {   /* hl_cmd_argcap */
+            put_bulk(b, !n || hl_node_has(n, (hl_cap)c->arglen[i]) ? "1" : "0", 1);
+        }
     }
 }
 

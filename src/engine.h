@@ -52,6 +52,11 @@ void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
 /* An argument the engine writes per connection, as it encodes the command: "1" if the node's
  * server has cap (or its version is unknown), else "0" (a script's portable form). */
 void hl_cmd_argcap(hl_cmd *c, hl_cap cap);
+/* An argument the engine writes per connection, as it encodes the command: the node's server
+ * clock in ms now (hl_node_server_ms), or "0" if unknown -- a floor from the server's own
+ * clock for a script that must not read TIME before writing (servers before 5.0), right for
+ * each master of a Redlock, and known on a new connection (its handshake goes first). */
+void hl_cmd_argclock(hl_cmd *c);
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len);  /* len (size_t)-1 = strlen */
 void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in scratch */
 

@@ -96,6 +96,27 @@ Test(servers, a_connection_reads_the_servers_version_and_clock_once_at_connect)
     hilock_client_free(c);
 }
 
+/* A command argument the engine fills per connection with the server's clock (a fence floor
+ * for scripts that must not read TIME): ECHO gives it back; it is the server's TIME, and it
+ * is known on the very first command of a new connection (the handshake went first). */
+Test(servers, an_argument_can_carry_the_servers_clock_known_on_the_first_command)
+{
+    hilock_client *c = client_with(R->url, 0);
+    hl_cmd cmd;
+    uint32_t ok;
+    long long ours, theirs;
+    hl_cmd_init(&cmd, NULL, 0);
+    hl_cmd_arg(&cmd, "ECHO", 4);
+    hl_cmd_argclock(&cmd);
+    ok = hl_exec(c, 1, &cmd, 1, 2000000, hl_now_us() + 2000000);
+    cr_assert_eq(ok, 1u, "%s", c->nodes[0].err);
+    ours = atoll(hl_reply_str(c->nodes[0].reply[0], NULL));
+    hl_exec_clear(c);
+    theirs = server_ms(R);
+    cr_assert(ours > theirs - 2000 && ours <= theirs + 50, "clock argument %lld, TIME %lld", ours, theirs);
+    hilock_client_free(c);
+}
+
 /* ---- features a server may lack: refused with the reason, or a portable form ---- */
 
 /* The client options of these tests: one server, short retries. */
