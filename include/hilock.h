@@ -199,7 +199,14 @@ typedef struct hilock_options {
      * always fails). Not checked at connect: a Cluster member (its master depends on the
      * key), and a member whose server answers INFO with an error (an ACL user without INFO,
      * which is in @dangerous; a renamed INFO; a proxy): its run_id is not known, and it locks
-     * as any member. */
+     * as any member.
+     * Servers: Redis 2.8 to 7.4 and Valkey 7.2+ (docs/servers.md). Each new connection reads
+     * the server's version (INFO server) and clock (TIME) once; a feature that server lacks
+     * is refused, EINVAL with errmsg naming the feature, the floor and the version (fair
+     * >= 3.2; min_replicas >= 3.0; failover_guard, and Sentinel/Cluster failover awareness
+     * >= 4.0; TLS >= 6.0), never a script's error, and where a portable form exists it is used
+     * (before 6.0 a waiter's BLPOP blocks whole seconds only: a pause under 1 s is polled). An
+     * unknown version (INFO refused) counts as a modern server. */
     const char *const *servers;
     size_t       nservers;
 
@@ -214,7 +221,10 @@ typedef struct hilock_options {
     int     min_replicas;         /* replicas that must acknowledge acquire/extend (WAIT,
                                      pipelined after the script); fewer -> HILOCK_EREPLICAS
                                      (acquire: the grant is deleted again; extend: the lock
-                                     keeps its old validity). 0 = don't wait. Default 0.       */
+                                     keeps its old validity). 0 = don't wait. Default 0.
+                                     Needs Redis >= 3.0 (WAIT): on 2.8 every acquire and
+                                     extend is HILOCK_EINVAL, nothing sent, errmsg "min_replicas
+                                     (WAIT) needs Redis >= 3.0: HOST:PORT runs Redis 2.8.24". */
     int64_t replicas_timeout_ms;  /* bound on that WAIT (it adds to the round trip's bound).
                                      Default 100.                                               */
     int     failover_guard;       /* a master that took over in a failover grants no lock
@@ -222,7 +232,12 @@ typedef struct hilock_options {
                                      passed (BUSY meanwhile, errmsg says so); the state is kept
                                      on the server, so it holds for every client.
                                      -1 = on for Sentinel URLs, off otherwise (default);
-                                     0 = off; 1 = on. See docs/sentinel.md. */
+                                     0 = off; 1 = on. See docs/sentinel.md.
+                                     Needs Redis >= 4.0 (replication ids, PSYNC2), as do
+                                     Sentinel and Cluster URLs (their failover awareness, on
+                                     whatever this says): on an older server every lock call
+                                     is HILOCK_EINVAL, nothing sent, errmsg naming the floor
+                                     and the server's version (docs/servers.md). */
     int     bridge;               /* modern locks write a legacy-readable stamp (see
                                      hilock_legacy.h). Needs exactly one server URL.
                                      Default 0.                                                 */
@@ -280,7 +295,10 @@ typedef struct hilock_options {
                                      overlap with fair ones but may pass the queue. One server
                                      URL only (direct or Sentinel; Redlock: EINVAL), not with
                                      bridge (EINVAL); hilock_legacy_acquire refuses a fair
-                                     client (EINVAL). Default 0.                               */
+                                     client (EINVAL). Needs Redis >= 3.2 (its script writes
+                                     after reading the server's clock): on 2.8 the acquire is
+                                     HILOCK_EINVAL, nothing sent, errmsg "fair locks need Redis
+                                     >= 3.2: HOST:PORT runs Redis 2.8.24". Default 0.          */
     int     fencing;              /* 1 = hilock_acquire mints a fencing token with every grant
                                      (hilock_fence; one script: a counter in {key}:fence, the
                                      server clock, a second write). 0 = the fast path: a plain
@@ -403,9 +421,12 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  * wait_ms ran out or was 0);
  * EINVAL (NULL client/key/out, empty key or longer than HILOCK_KEY_MAX, ttl_ms <= 0, ttl_ms
  * > HILOCK_TTL_MAX_MS or too short for the drift allowance, wait_ms < -1; a Sentinel master
- * name no Sentinel knows);
+ * name no Sentinel knows; a feature the server is too old for: fair, min_replicas,
+ * failover_guard, see servers);
  * EIO, ETIMEDOUT (a write may have landed: it is undone by token on the next contact),
- * EAUTH, EREPLY (e.g. the key holds a hash), EREPLICAS (fewer than min_replicas acknowledged:
+ * EAUTH (also "ERR invalid password", a wrong password before Redis 6.0), EREPLY (e.g. the
+ * key holds a hash; an error reply after the lock's script ran -- it may have written before
+ * failing -- is undone by token at once), EREPLICAS (fewer than min_replicas acknowledged:
  * the grant was deleted again; not retried while waiting), ENOQUORUM, ENOMEM.
  * With several masters: BUSY when masters held by others leave too few for a quorum;
  * ENOQUORUM when too few answered to decide (down, timed out); EREPLY/EAUTH when error

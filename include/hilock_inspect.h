@@ -66,9 +66,11 @@ typedef void (*hilock_scan_fn)(size_t master, const hilock_key_view *k, void *ar
  * (maybe twice); keys added or removed meanwhile may or may not be. Loop:
  *     uint64_t cur = 0;
  *     do st = hilock_scan(c, m, "lock.*", 100, &cur, fn, arg); while (st == HILOCK_OK && cur);
+ * Works on every server from Redis 2.8 (SCAN); from 7.0 the script is flagged no-writes, so
+ * the server itself refuses any write from it (before 7.0 the flag line is sent as a comment).
  * Returns OK; EINVAL (NULL c/cursor/fn, master out of range, count outside 1..500, pattern
- * longer than HILOCK_KEY_MAX); EIO, ETIMEDOUT, EAUTH, EREPLY (a server error, e.g. Redis <
- * 7.0, or a reply of the wrong shape), ENOMEM -- with which master and why in
+ * longer than HILOCK_KEY_MAX); EIO, ETIMEDOUT, EAUTH, EREPLY (a server error, or a reply of
+ * the wrong shape), ENOMEM -- with which master and why in
  * hilock_client_errmsg(). On an error fn was not called and *cursor is unchanged, so the same
  * page may be asked again. */
 HILOCK_API hilock_status hilock_scan(hilock_client *c, size_t master, const char *pattern, size_t count,

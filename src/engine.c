@@ -32,6 +32,9 @@ void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys)
     c->need = HL_CAP_NONE;
 }
 
+/* Arguments written per connection (argv NULL): arglen says which */
+#define ARG_SERVER_MS ((size_t)HL_CAP_COUNT)   /* hl_cmd_argclock; below it: an hl_cap */
+
 void hl_cmd_argcap(hl_cmd *c, hl_cap cap)
 {
     hl_cmd_arg(c, "", 0);
@@ -43,7 +46,7 @@ void hl_cmd_argclock(hl_cmd *c)
 {
     hl_cmd_arg(c, "", 0);
     c->argv[c->argc - 1] = NULL;   /* hl_cmd_put writes it */
-    c->arglen[c->argc - 1] = HL_ARG_CLOCK;
+    c->arglen[c->argc - 1] = ARG_SERVER_MS;
 }
 
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len)
@@ -129,13 +132,13 @@ void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n)
     for (int i = 0; i < c->argc; i++) {
         if (c->argv[i]) {
             put_bulk(b, c->argv[i], c->arglen[i]);
-        } else if (c->arglen[i] == HL_ARG_CLOCK) {   /* hl_cmd_argclock */
+        } else if (c->arglen[i] == ARG_SERVER_MS) {   /* hl_cmd_argclock */
             char ms[24];
             int64_t f = n ? hl_node_clock_floor_ms(n) : hl_wall_us() / 1000;
             h = put_dec(ms, (unsigned long long)f);
             put_bulk(b, ms, h);
-        } else {
-            put_bulk(b, !n || hl_node_has(n, (hl_cap)c->arglen[i]) ? "1" : "0", 1);   /* hl_cmd_argcap */
+        } else {   /* hl_cmd_argcap */
+            put_bulk(b, !n || hl_node_has(n, (hl_cap)c->arglen[i]) ? "1" : "0", 1);
         }
     }
 }
@@ -593,6 +596,13 @@ hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r)
          * a Sentinel (no TIME): not known, treated as a modern server; the run_id is not
          * compared (hilock.h, servers) */
         return HILOCK_OK;
+    if (kind == HS_AUTH && n->url.user && hl_reply_is_error(r, "ERR wrong number of arguments")) {
+        /* AUTH user password before Redis 6.0, which knows no users (its version is not
+         * known yet: INFO comes after AUTH) */
+        hl_node_set_err(n, HILOCK_EAUTH, NULL, "a user name in the URL needs Redis >= 6.0 (ACL "
+                        "users): this server takes a password only (redis://:password@...)");
+        return HILOCK_EAUTH;
+    }
     if (hl_reply_type(r) == HL_R_ERROR) {
         hilock_status st = hl_node_reply_error(n, r);
         if (hl_reply_is_error(r, "ERR DB index") || hl_reply_is_error(r, "ERR invalid DB"))

@@ -52,12 +52,12 @@ void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
 /* An argument the engine writes per connection, as it encodes the command: "1" if the node's
  * server has cap (or its version is unknown), else "0" (a script's portable form). */
 void hl_cmd_argcap(hl_cmd *c, hl_cap cap);
-/* An argument the engine writes per connection too: the fencing token's clock floor, the
- * node's server clock in ms as hl_node_clock_floor_ms reckons it when the command is encoded
- * (after the handshake that read it). So no script has to call TIME before a write, which
- * servers before 5.0 forbid, and the token's floor costs the server nothing. */
+/* An argument the engine writes per connection, as it encodes the command: the node's server
+ * clock in ms now, as hl_node_clock_floor_ms reckons it (never ahead of it; the client's wall
+ * clock if the handshake could not read TIME) -- the fencing token's floor from the server's
+ * own clock, for scripts that must not read TIME before writing (servers before 5.0), right
+ * for each master of a Redlock, and known on a new connection (its handshake goes first). */
 void hl_cmd_argclock(hl_cmd *c);
-#define HL_ARG_CLOCK ((size_t)HL_CAP_COUNT)   /* (the arglen of hl_cmd_argclock's NULL argv) */
 void hl_cmd_arg(hl_cmd *c, const char *s, size_t len);  /* len (size_t)-1 = strlen */
 void hl_cmd_argi(hl_cmd *c, char *scratch24, long long v);   /* integer arg in scratch */
 

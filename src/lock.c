@@ -100,6 +100,9 @@ typedef struct tally {
     uint32_t failed;            /* no answer: connect, timeout, broken connection */
     uint32_t errs;              /* answered with an error: WRONGTYPE, NOPERM, refused AUTH, ... */
     uint32_t lost;              /* answered, but no proof the lock survived a failover (topology.c) */
+    uint32_t maybe;             /* acquire: answered with an error after the script ran: it may
+                                   have written before failing (a write after TIME before 5.0,
+                                   an ACL refusing its second key): undone by token at once */
     hilock_status err;          /* the status of one of the errs */
     long long num[32];          /* the number in the reply: acquire fence or pttl, check pttl */
 } tally;
@@ -353,6 +356,7 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
         if (c->nodes[i].st == HILOCK_ENOMEM) nomem |= 1u << i;
     }
     *t = tally_replies(l, all, ok, R_ACQUIRE);
+    t->maybe = t->errs & ok & wrote;
     /* one master: the kind reads its busy answer and words the BUSY (several: see attempt);
      * a kind with a busy command reads that one's answer instead (busy_round) */
     hint = c->nnodes == 1 && t->other && !l->kind->busy_cmd ? l->kind->busy(l, c->nodes[0].reply[0]) : 0;
@@ -402,9 +406,10 @@ static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_d
         l->held = t->yes;
         l->fence = fence;
         l->valid_until_us = until;
+        undo_on(c, t->maybe, l->key, l->token, l->ttl_ms, per, hard_deadline);   /* (Redlock) */
         return hl_ok(c);
     }
-    undo_on(c, t->yes, l->key, l->token, l->ttl_ms, per, hard_deadline);
+    undo_on(c, t->yes | t->maybe, l->key, l->token, l->ttl_ms, per, hard_deadline);
     l->spent |= SPENT_LANDED;
     if ((size_t)popcount(have) < c->quorum)
         return hl_fail_nodes(c, HILOCK_ENOQUORUM, t->yes & ~have, "acquired, but the fencing "
@@ -432,12 +437,19 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
     undo_on(c, t.yes, l->key, l->token, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
     if (t.yes) l->spent |= SPENT_LANDED;
     if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
-        if (c->nnodes == 1) return HILOCK_BUSY;   /* the kind's busy has said why */
+        if (c->nnodes == 1) st = HILOCK_BUSY;   /* the kind's busy has said why */
         snprintf(pre, sizeof pre, "%.100s: held by another owner on %d of %zu masters: ", l->key,
                  popcount(t.other), c->nnodes);
-        return hl_fail_nodes(c, HILOCK_BUSY, t.other | t.failed | t.errs, pre);
+        if (c->nnodes > 1) st = hl_fail_nodes(c, HILOCK_BUSY, t.other | t.failed | t.errs, pre);
+    } else {
+        st = undecided(c, &t, "", "granted on", popcount(t.yes));
     }
-    return undecided(c, &t, "", "granted on", popcount(t.yes));
+    /* and whatever a script that failed may have written first, once the message names its
+     * error (the undo's round trip replaces the node's): any kind, as the answer is known and
+     * a value just written is live, so no peer has taken it over since */
+    undo_on(c, t.maybe, l->key, l->token, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
+    if (t.maybe) l->spent |= SPENT_LANDED;
+    return st;
 }
 
 /* Each attempt writes its own token once an earlier attempt's may be left somewhere (a write

@@ -35,9 +35,14 @@
  * (leaving the other half for the final attempt), after which the connection is closed.
  * A server that refuses BLPOP (an ACL, a proxy) costs one error reply, then the pause is
  * slept. Before Redis 6.0 a BLPOP timeout is a whole number of seconds ("timeout is not an
- * integer or out of range"): there the block is the pause floored to whole seconds, and the
- * rest of it is slept -- a pause under 1 s (retry_delay_ms below ~700 ms) is slept all along,
- * never blocked past its end. Kinds without wake-up (legacy, bridge: their fleets do not signal) and
+ * integer or out of range"), so no block is as short as the pause (25-75 ms by default).
+ * There a waiter blocks one second instead, when neither the caller's deadline nor the
+ * holder's PTTL ends sooner (else it polls): a release still wakes it at once, and the
+ * fallback for an unsignalled delete is that second, not one pause; its mark lasts as long.
+ * A pause of a second or more is floored to whole seconds and the rest slept. A fair waiter
+ * blocks only then (its queue entry lives for 2 x io_timeout_ms + retry_delay_ms after each
+ * call, too little for a one-second block): it polls, and its turn still comes in order. Kinds
+ * without wake-up (legacy, bridge: their fleets do not signal) and
  * options.wake = 0 just sleep. */
 #include <stdio.h>
 
@@ -46,6 +51,21 @@
 /* Shorter pauses are slept: BLPOP cannot express less than 1 ms (and 0 means forever). */
 #define MIN_BLOCK_US 2000
 
+/* 1 if every master of c takes a fractional BLPOP timeout (6.0+), 0 if one takes whole
+ * seconds only. */
+static int fractional(const hilock_client *c)
+{
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (!hl_node_has(&c->nodes[i], HL_CAP_FLOAT_TIMEOUT)) return 0;
+    return 1;
+}
+
+/* A waiter may block one whole second past its pause (servers before 6.0; not a queue). */
+static int second_blocks(const hilock *l)
+{
+    return !l->kind->queue && !fractional(l->c);
+}
+
 int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us)
 {
     const hilock_client *c = l->c;
@@ -53,22 +73,23 @@ int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us)
     /* (a queue must hear of every wait, also when it is spent polling) */
     if ((!c->opt.wake && !l->kind->queue) || !l->kind->wake || deadline_us <= now) return 0;
     w = c->opt.retry_delay_ms * 1500;   /* the longest pause hl_next_attempt picks */
+    if (w < 1000000 && second_blocks(l)) w = 1000000;   /* or the one-second block */
     if (deadline_us - now < w) w = deadline_us - now;
     /* + the allowance for a late BLPOP and the round trips around it */
     return (w + c->opt.io_timeout_ms * 1000) / 1000 + 1;
 }
 
-/* BLPOP's timeout for a block of ms (>= 1) on every master of c, in secs; the ms it lasts
- * (0: it cannot be said in time, the servers take whole seconds only and ms is under 1 s). */
-static long long block_timeout(const hilock_client *c, long long ms, char secs[32])
+/* Until when a waiter blocks, given its pause's end `until`: the pause itself where the
+ * servers take a fractional timeout; else whole seconds of it, or one second where the
+ * pause is shorter and neither the deadline nor the holder's PTTL (hint_us) comes first;
+ * 0: no block (poll). */
+static int64_t block_end(const hilock *l, int64_t until, int64_t hint_us, int64_t deadline_us)
 {
-    for (size_t i = 0; i < c->nnodes; i++) {
-        if (hl_node_has(&c->nodes[i], HL_CAP_FLOAT_TIMEOUT)) continue;
-        snprintf(secs, 32, "%lld", ms / 1000);   /* before 6.0: whole seconds, floored */
-        return ms / 1000 * 1000;
-    }
-    snprintf(secs, 32, "%lld.%03lld", ms / 1000, ms % 1000);
-    return ms;
+    int64_t now = hl_now_us(), bound = deadline_us;
+    if (fractional(l->c)) return until;
+    if (until - now >= 1000000) return now + (until - now) / 1000000 * 1000000;
+    if (hint_us > 0 && now + hint_us < bound) bound = now + hint_us;
+    return second_blocks(l) && bound - now >= 1000000 ? now + 1000000 : 0;
 }
 
 /* Block on the signal list of every master until `until`, at most. 1: a release woke us. */
@@ -82,8 +103,9 @@ static int block_on_signal(hilock *l, int64_t until)
     uint32_t ok;
     int woken = 0;
     if (ms < 1) ms = 1;
-    if ((ms = block_timeout(c, ms, secs)) == 0) return 0;
-    until = now + ms * 1000;
+    if (fractional(c)) snprintf(secs, sizeof secs, "%lld.%03lld", ms / 1000, ms % 1000);
+    else   /* block_end gave whole seconds from a moment ago: the nearest (never 0: forever) */
+        snprintf(secs, sizeof secs, "%lld", (ms + 500) / 1000 > 0 ? (ms + 500) / 1000 : 1);
     hl_cmd_init(&cmd, NULL, 0);
     hl_cmd_arg(&cmd, "BLPOP", 5);
     hl_cmd_arg(&cmd, l->signal_key, (size_t)-1);
@@ -98,8 +120,7 @@ static int block_on_signal(hilock *l, int64_t until)
 void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us)
 {
     int64_t until = hl_next_attempt(l->c, hint_us, deadline_us);
-    if (l->c->opt.wake && l->kind->wake && until - hl_now_us() >= MIN_BLOCK_US &&
-        block_on_signal(l, until))
-        return;
+    int64_t block = l->c->opt.wake && l->kind->wake ? block_end(l, until, hint_us, deadline_us) : 0;
+    if (block - hl_now_us() >= MIN_BLOCK_US && block_on_signal(l, block)) return;
     hl_pause_until(l->c, until);   /* the rest of the pause after an error; at once if over */
 }

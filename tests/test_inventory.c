@@ -325,7 +325,7 @@ static long long info_field(hlt_redis *r, const char *section_name, const char *
 Test(inventory, writes_nothing)
 {
     static const char *const readonly[] = { "scan", "type", "pttl", "strlen", "getrange", "llen", "evalsha",
-                                            "eval", "info", "dbsize", "config|resetstat", "ping" };
+                                            "eval", "info", "time", "dbsize", "config|resetstat", "ping" };
     hilock_client *mc;
     hlt_redis *r = seeded(&mc);
     const char *inv[] = { "-s", r->unix_url, "inventory", "*", NULL };

@@ -4,13 +4,25 @@
  * the matrix there); each test asserts what that server must give: success on a server that
  * has the feature, the refusal naming its version on one that has not. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fixture.h"
 #include "hilock.h"
+#include "hilock_inspect.h"
+#include "hilock_legacy.h"
+#include "hilock_libuv.h"
 #include "internal.h"   /* the facts a node's handshake read */
 
 static hlt_redis *R;
@@ -65,6 +77,7 @@ Test(servers, a_connection_reads_the_servers_version_and_clock_once_at_connect)
         hilock *l = NULL;
         cr_assert_eq(hilock_acquire(c, "hs:key", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
         cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
     }
     /* INFO: the handshake's, and the read-back's own before this one */
     cr_assert_eq(hlt_info_int(R, "commandstats", "cmdstat_info:calls=") - (before < 0 ? 0 : before), 2,
@@ -80,6 +93,27 @@ Test(servers, a_connection_reads_the_servers_version_and_clock_once_at_connect)
         long long theirs = server_ms(R), ours = hl_node_server_ms(n);
         cr_assert(ours > theirs - 2000 && ours < theirs + 2000, "server clock %lld vs %lld", ours, theirs);
     }
+    hilock_client_free(c);
+}
+
+/* A command argument the engine fills per connection with the server's clock (a fence floor
+ * for scripts that must not read TIME): ECHO gives it back; it is the server's TIME, and it
+ * is known on the very first command of a new connection (the handshake went first). */
+Test(servers, an_argument_can_carry_the_servers_clock_known_on_the_first_command)
+{
+    hilock_client *c = client_with(R->url, 0);
+    hl_cmd cmd;
+    uint32_t ok;
+    long long ours, theirs;
+    hl_cmd_init(&cmd, NULL, 0);
+    hl_cmd_arg(&cmd, "ECHO", 4);
+    hl_cmd_argclock(&cmd);
+    ok = hl_exec(c, 1, &cmd, 1, 2000000, hl_now_us() + 2000000);
+    cr_assert_eq(ok, 1u, "%s", c->nodes[0].err);
+    ours = atoll(hl_reply_str(c->nodes[0].reply[0], NULL));
+    hl_exec_clear(c);
+    theirs = server_ms(R);
+    cr_assert(ours > theirs - 2000 && ours <= theirs + 50, "clock argument %lld, TIME %lld", ours, theirs);
     hilock_client_free(c);
 }
 
@@ -244,12 +278,14 @@ static void *acquire_waiting(void *arg)
     return NULL;
 }
 
+static void set_unfenced(hilock_options *o) { o->fencing = 0; }
+
 /* A waiter blocks on the lock's signal list, so the release wakes it at once; before 6.0 with
  * a whole-second timeout (a fractional one is refused there: the waiter only polled). */
-Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
+static void woken_by_the_release(void (*set)(hilock_options *))
 {
-    hilock_client *h = client_opts(R->url, set_slow_poll);
-    sleeper w = { .c = client_opts(R->url, set_slow_poll) };
+    hilock_client *h = client_opts(R->url, set);
+    sleeper w = { .c = client_opts(R->url, set) };
     hilock *l = NULL;
     pthread_t t;
     long long released, end;
@@ -257,7 +293,9 @@ Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
     cr_assert_eq(pthread_create(&t, NULL, acquire_waiting, &w), 0);
     end = hlt_now_ms() + 5000;   /* its busy attempt marked the lock awaited */
     while (hlt_exists(R, "{wake:key}:waiters") == 0 && hlt_now_ms() < end) hlt_sleep_ms(5);
-    hlt_sleep_ms(300);           /* inside its block (>= 1 s) */
+    while (hlt_info_int(R, "clients", "blocked_clients:") != 1 && hlt_now_ms() < end) hlt_sleep_ms(2);
+    cr_assert_eq(hlt_info_int(R, "clients", "blocked_clients:"), 1, "the waiter does not block");
+    hlt_sleep_ms(100);           /* inside its block (>= 1 s before 6.0) */
     released = hlt_now_ms();
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     pthread_join(t, NULL);
@@ -270,6 +308,17 @@ Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
     hilock_free(w.l);
     hilock_client_free(h);
     hilock_client_free(w.c);
+}
+
+Test(servers, a_waiter_is_woken_by_the_release_on_every_server, .timeout = 60)
+{
+    woken_by_the_release(set_slow_poll);
+}
+
+/* With the default pause (25-75 ms, no whole second): before 6.0 the waiter blocks a second. */
+Test(servers, a_waiter_with_the_default_pause_is_woken_by_the_release_on_every_server, .timeout = 60)
+{
+    woken_by_the_release(set_unfenced);
 }
 
 /* ---- AUTH: before 6.0 a wrong password says "ERR invalid password" ---- */
@@ -295,4 +344,277 @@ Test(servers, a_wrong_password_is_eauth_on_every_server)
         cr_assert_eq(hlt_exists(s, "auth:key"), 0);
     }
     hlt_redis_stop(s);
+}
+
+/* A user name in the URL (AUTH user password) on a server before 6.0, which has no users:
+ * EAUTH saying so, not "wrong number of arguments". */
+Test(servers, a_user_name_before_6_0_is_eauth_saying_the_server_has_no_users)
+{
+    hlt_redis *s = hlt_redis_start("--requirepass s3cret");
+    char url[300];
+    hilock_client *c;
+    hilock *l = NULL;
+    hilock_status st;
+    cr_assert_not_null(s);
+    snprintf(url, sizeof url, "redis://default:s3cret@127.0.0.1:%d", s->port);
+    c = client_with(url, 0);
+    st = hilock_acquire(c, "auth:key", 10000, 0, &l);
+    if (hlt_server_version() >= 60000) {   /* the default user */
+        cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    } else {
+        cr_assert_eq(st, HILOCK_EAUTH, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+        cr_assert(strstr(hilock_client_errmsg(c), "a user name in the URL needs Redis >= 6.0"), "%s",
+                  hilock_client_errmsg(c));
+    }
+    hilock_client_free(c);
+    hlt_redis_stop(s);
+}
+
+/* ---- an error reply after a possible write is undone by token ---- */
+
+/* A proxy in front of a real server: every command goes through unchanged, but a lock
+ * script's call (acquire, legacy_acquire, fair) runs the whole script -- its writes land --
+ * and then answers an error, as a script failing after its first write does (before 5.0:
+ * a write after TIME; an ACL refusing its second key; a bug). A child process on 127.0.0.1,
+ * one more child per connection; killed with the test. */
+typedef struct errproxy {
+    pid_t pid;
+    int   port;
+    char  url[64];
+    char  name[64];
+} errproxy;
+
+static int put_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static const hl_script *const lock_scripts[] = { &hl_lua_acquire, &hl_lua_legacy_acquire, &hl_lua_fair };
+
+/* The command to send for a client's request: a lock script's call becomes EVAL of its body
+ * run to the end, then an error. Returns the formatted command (free with redisFreeCommand). */
+static int reframe(const redisReply *req, char **out)
+{
+    const char *argv[32];
+    size_t len[32];
+    static char body[65536];
+    int argc = (int)req->elements;
+    if (argc > 32) argc = 32;
+    for (int i = 0; i < argc; i++) {
+        argv[i] = req->element[i]->str;
+        len[i] = req->element[i]->len;
+    }
+    if (argc >= 2 && (!strcasecmp(argv[0], "EVALSHA") || !strcasecmp(argv[0], "EVAL")))
+        for (size_t k = 0; k < sizeof lock_scripts / sizeof *lock_scripts; k++) {
+            const hl_script *sc = lock_scripts[k];
+            if ((len[1] != 40 || memcmp(argv[1], sc->sha, 40)) &&
+                (len[1] != sc->len || memcmp(argv[1], sc->body, sc->len)))
+                continue;
+            snprintf(body, sizeof body, "local r = (function()\n%s\nend)()\n"
+                     "return redis.error_reply('ERR injected: the script failed after its writes')", sc->body);
+            argv[0] = "EVAL";
+            len[0] = 4;
+            argv[1] = body;
+            len[1] = strlen(body);
+        }
+    return redisFormatCommandArgv(out, argc, argv, len);
+}
+
+static void errproxy_conn(int cfd, int port)
+{
+    struct sockaddr_in a;
+    int sfd = socket(AF_INET, SOCK_STREAM, 0);
+    redisReader *rd = redisReaderCreate();
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (sfd < 0 || !rd || connect(sfd, (struct sockaddr *)&a, sizeof a) < 0) _exit(1);
+    for (;;) {
+        struct pollfd pf[2] = { { cfd, POLLIN, 0 }, { sfd, POLLIN, 0 } };
+        char buf[65536];
+        ssize_t n;
+        if (poll(pf, 2, -1) < 0) continue;
+        if (pf[1].revents) {   /* the server's replies: as they are */
+            if ((n = recv(sfd, buf, sizeof buf, 0)) <= 0 || put_all(cfd, buf, (size_t)n) < 0) _exit(0);
+        }
+        if (pf[0].revents) {
+            void *req;
+            if ((n = recv(cfd, buf, sizeof buf, 0)) <= 0) _exit(0);
+            redisReaderFeed(rd, buf, (size_t)n);
+            while (redisReaderGetReply(rd, &req) == REDIS_OK && req) {
+                char *cmd;
+                int len = reframe(req, &cmd);
+                freeReplyObject(req);
+                if (len < 0 || put_all(sfd, cmd, (size_t)len) < 0) _exit(1);
+                redisFreeCommand(cmd);
+            }
+        }
+    }
+}
+
+static errproxy errproxy_start(const hlt_redis *r)
+{
+    errproxy x;
+    int ls;
+    memset(&x, 0, sizeof x);
+    ls = hlt_listen(16, &x.port, x.url, x.name, sizeof x.url);
+    cr_assert(ls >= 0);
+    x.pid = fork();
+    cr_assert(x.pid >= 0);
+    if (x.pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGCHLD, SIG_IGN);   /* (no zombies) */
+        for (;;) {
+            int fd = accept(ls, NULL, NULL);
+            if (fd < 0) continue;
+            if (fork() == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                close(ls);
+                errproxy_conn(fd, r->port);
+            }
+            close(fd);
+        }
+    }
+    close(ls);
+    return x;
+}
+
+static void errproxy_stop(errproxy *x)
+{
+    kill(x->pid, SIGKILL);
+    waitpid(x->pid, NULL, 0);
+}
+
+/* The key after a failed acquire: no value of ours left (the undo ran at once, by token). */
+static void assert_undone(hilock_client *c, hilock_status st, const hilock *l, const char *key)
+{
+    cr_assert_eq(st, HILOCK_EREPLY, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "injected"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(R, key), 0, "the lock's key was left for its ttl (%lld ms)", hlt_pttl(R, key));
+}
+
+static void set_legacy_safe(hilock_options *o) { (void)o; }
+
+Test(servers, an_error_reply_after_the_scripts_write_is_undone_by_token)
+{
+    errproxy x = errproxy_start(R);
+    hilock *l = NULL;
+    hilock_client *c = client_with(x.url, 1);
+    hilock_status st = hilock_acquire(c, "err:modern", 30000, 0, &l);
+    assert_undone(c, st, l, "err:modern");
+    hilock_client_free(c);
+    c = client_opts(x.url, set_fair);   /* fair.lua (3.2+) */
+    if (hlt_server_version() >= 30200) {
+        st = hilock_acquire(c, "err:fair", 30000, 0, &l);
+        assert_undone(c, st, l, "err:fair");
+    }
+    hilock_client_free(c);
+    c = client_opts(x.url, set_legacy_safe);   /* legacy_acquire.lua */
+    st = hilock_legacy_acquire(c, "err:legacy", 30000, 0, &l);
+    assert_undone(c, st, l, "err:legacy");
+    hilock_client_free(c);
+    errproxy_stop(&x);
+}
+
+static void on_done(hilock_status st, hilock *l, void *arg)
+{
+    sleeper *s = arg;
+    s->st = st;
+    s->l = l;
+    s->at_ms = 1;
+}
+
+/* The same on an event loop: the acquire's flow runs there unchanged. */
+Test(servers, an_error_reply_after_the_scripts_write_is_undone_by_token_on_a_loop)
+{
+    errproxy x = errproxy_start(R);
+    uv_loop_t loop;
+    sleeper s = { 0 };
+    long long end;
+    hilock_client *c = client_with(x.url, 1);
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire_async(c, "err:loop", 30000, 0, on_done, &s), HILOCK_OK);
+    end = hlt_now_ms() + 10000;
+    while (!s.at_ms && hlt_now_ms() < end) uv_run(&loop, UV_RUN_NOWAIT), hlt_sleep_ms(1);
+    cr_assert(s.at_ms, "the acquire never ended");
+    s.c = c;
+    assert_undone(c, s.st, s.l, "err:loop");
+    hilock_client_free(c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    errproxy_stop(&x);
+}
+
+/* The gates hold on an event loop too (the loop's connections run the same handshake). */
+Test(servers, a_feature_the_server_lacks_is_refused_on_a_loop_too)
+{
+    uv_loop_t loop;
+    sleeper s = { 0 };
+    long long end;
+    hilock_client *c = client_opts(R->url, set_fair);
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire_async(c, "loop:fair", 30000, 0, on_done, &s), HILOCK_OK);
+    end = hlt_now_ms() + 10000;
+    while (!s.at_ms && hlt_now_ms() < end) uv_run(&loop, UV_RUN_NOWAIT), hlt_sleep_ms(1);
+    cr_assert(s.at_ms, "the acquire never ended");
+    if (hlt_server_version() < 30200) {
+        assert_refused(c, s.st, s.l, "fair locks need Redis >= 3.2: ");
+    } else {
+        cr_assert_eq(s.st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hlt_exists(R, "loop:fair"), 1);
+        hilock_free(s.l);
+    }
+    hilock_client_free(c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* ---- inventory and inspect: SCAN exists from 2.8; the scripts' no-writes flag from 7.0 ---- */
+
+static void count_key(size_t master, const hilock_key_view *k, void *arg)
+{
+    (void)master;
+    if (!strcmp(k->key, "inv:key") && !strcmp(k->type, "string") && k->pttl_ms > 0) ++*(int *)arg;
+}
+
+static void seen_lock(size_t master, const hilock_lock_view *v, const char *error, void *arg)
+{
+    (void)master;
+    cr_assert_not_null(v, "%s", error);
+    if (!strcmp(v->key.type, "string") && v->key.pttl_ms > 0 && v->fence > 0) ++*(int *)arg;
+}
+
+Test(servers, inventory_and_inspect_work_on_every_server)
+{
+    hilock_client *c = client_with(R->url, 1), *u = client_with(R->url, 0);
+    hilock *l = NULL;
+    uint64_t cur = 0;
+    int found = 0, inspected = 0, rounds = 0;
+    redisReply *x = hlt_cmd(R, "SET {inv:key}:fence 7 PX 60000");   /* (a fence, any server) */
+    freeReplyObject(x);
+    cr_assert_eq(hilock_acquire(u, "inv:key", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(u));
+    do {
+        cr_assert_eq(hilock_scan(c, 0, "inv:*", 100, &cur, count_key, &found), HILOCK_OK, "%s",
+                     hilock_client_errmsg(c));
+    } while (cur && ++rounds < 1000);
+    cr_assert_eq(found, 1);
+    cr_assert_eq(hilock_inspect(c, "inv:key", seen_lock, &inspected), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(inspected, 1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hilock_client_free(u);
 }
