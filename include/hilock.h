@@ -474,8 +474,8 @@ HILOCK_API int64_t hilock_validity_ms(const hilock *l);
 /* The fencing token: a number that grows with every grant of this key, whatever topology
  * or quorum answered, so a resource that remembers the highest token it has seen can refuse
  * a stale holder. It is at least the server's clock in milliseconds since 1970, so it keeps
- * growing even after the counter key (kept ttl + 1 hour past each grant, or while it runs
- * ahead of the clock past every 1024th; see Redlock below) has expired. That clock is the server's TIME as each connection read it when it was made,
+ * growing even after the counter key (kept ttl + 1 hour past each grant, plus its lead
+ * while it runs ahead of the clock; see Redlock below) has expired. That clock is the server's TIME as each connection read it when it was made,
  * plus this host's monotonic time since counted 0.1% slow (never ahead of the server's for
  * a host clock off by less than that), and read again by a new connection once a day: no
  * script calls TIME, which servers before Redis 5.0 refuse before a write. 0 for NULL.
@@ -501,9 +501,8 @@ HILOCK_API int64_t hilock_validity_ms(const hilock *l);
  * key for those 35 days.
  * Limits: a master restarted without persistence forgets its counter, and a counter expires
  * as above. A quorum that meets the last one only on such a master relies on the clock floor
- * and the epochs alone: the clock floor holds while the masters' clocks agree, never step
- * back, and run ahead of the counter (fewer than one grant per millisecond on average), but
- * it is below every token with an epoch: after one, such a quorum is sure to mint above it
+ * and the epochs alone: the clock floor holds while the masters' clocks agree and never step
+ * back, but it is below every token with an epoch: after one, such a quorum is sure to mint above it
  * only through a master whose epoch is higher. So with an epoch member, a lock key left
  * without a grant for more than ttl + 35 days and then granted by a quorum without that
  * member (or whose counters were forgotten) may get a token below its last one.

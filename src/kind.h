@@ -126,8 +126,8 @@ hilock_status hl_acquire_args(hilock_client *c, const char *key, int64_t ttl_ms,
  * bridge, fair, unfenced (fencing = 0) or modern. */
 const hl_kind_ops *hl_acquire_kind(const hilock_client *c);
 
-/* a fencing counter outlives each grant by an hour (acquire.lua: one ahead of the clock, its
- * last renewal, every 1024th grant) */
+/* a fencing counter outlives each grant by an hour, plus its lead while it runs ahead of the
+ * clock (acquire.lua: renewed every 1024th grant then) */
 #define HL_FENCE_KEEP_MS (3600 * 1000)
 /* ... but one that holds an epoch (>= 2^42: a Redlock token with a Sentinel or Cluster member's
  * epoch, acquire.lua, fence_raise.lua) by 35 days, a monthly job's gap included: for a quorum

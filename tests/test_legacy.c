@@ -804,8 +804,9 @@ Test(legacy, legacy_and_bridge_tokens_outlive_the_counter_and_call_no_time_in_th
     hlt_redis_stop(r);
 }
 
-/* A client of one kind on r: 'l' legacy (hilock_legacy_acquire), 'b' bridge, 'f' fair. */
-static void grant_once(hlt_redis *r, char kind, const char *key)
+/* A client of one kind on r: 'l' legacy (hilock_legacy_acquire), 'b' bridge, 'f' fair.
+ * Its grant's fencing token must exceed above. */
+static void grant_once(hlt_redis *r, char kind, const char *key, uint64_t above)
 {
     hilock_options o;
     hilock_client *c = NULL;
@@ -819,13 +820,33 @@ static void grant_once(hlt_redis *r, char kind, const char *key)
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     cr_assert_eq(kind == 'l' ? hilock_legacy_acquire(c, key, 5000, 0, &l) : hilock_acquire(c, key, 5000, 0, &l),
                  HILOCK_OK, "%c: %s", kind, hilock_client_errmsg(c));
-    cr_assert_gt(hilock_fence(l), 6193708302103ULL, "%c", kind);   /* counter + 1 */
+    cr_assert_gt(hilock_fence(l), above, "%c", kind);   /* counter + 1 */
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     hilock_client_free(c);
 }
 
 #define KEEP_35D (35LL * 24 * 3600 * 1000)
+
+/* A hot key's counter runs ahead of the clock (more than a grant a millisecond). Kept only
+ * ttl + 1 hour after its last grant, it would expire while still ahead, and the next grant
+ * would mint from the clock: a smaller token. Every kind keeps it that hour plus its lead. */
+Test(legacy, a_counter_ahead_of_the_clock_is_kept_its_lead_too_by_every_kind)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *kinds = hlt_server_version() >= 30200 ? "lbf" : "lb";   /* fair: 3.2+ */
+    cr_assert_not_null(r);
+    for (int i = 0; kinds[i]; i++) {
+        long long lead = 4LL * 3600 * 1000, pttl;   /* 4 hours ahead */
+        long long ahead = wall_ms() + lead;
+        freeReplyObject(hlt_cmd(r, "SET {lock.h}:fence %lld PX 20000", ahead));
+        grant_once(r, kinds[i], "lock.h", (uint64_t)ahead);
+        pttl = hlt_pttl(r, "{lock.h}:fence");
+        cr_assert_gt(pttl, 3600 * 1000 + lead - 60000, "%c: kept %lld ms, lead %lld ms", kinds[i], pttl, lead);
+        cr_assert_leq(pttl, 5000 + 3600 * 1000 + lead + 60000, "%c: kept %lld ms", kinds[i], pttl);
+    }
+    hlt_redis_stop(r);
+}
 
 /* A counter that holds a Redlock epoch (>= 2^42) is kept 35 days by acquire.lua: a legacy,
  * bridge or fair grant on the key must not cut it back to the hour of a plain counter, and
@@ -836,13 +857,13 @@ Test(legacy, grants_of_every_kind_keep_an_epoch_counter_for_35_days)
     const char *kinds = "lbf";
     freeReplyObject(hlt_cmd(r, "SET {lock.e}:fence 6193708302103 PX %lld", KEEP_35D));
     for (int i = 0; kinds[i]; i++) {
-        grant_once(r, kinds[i], "lock.e");
+        grant_once(r, kinds[i], "lock.e", 6193708302103ULL);
         long long pttl = hlt_pttl(r, "{lock.e}:fence");
         cr_assert(pttl > KEEP_35D - 600000, "after %c: pttl %lld", kinds[i], pttl);
     }
     for (int i = 0; kinds[i]; i++) {
         freeReplyObject(hlt_cmd(r, "SET {lock.n}:fence 6193708302103"));   /* no expiry */
-        grant_once(r, kinds[i], "lock.n");
+        grant_once(r, kinds[i], "lock.n", 6193708302103ULL);
         long long pttl = hlt_pttl(r, "{lock.n}:fence");
         cr_assert(pttl > KEEP_35D - 600000 && pttl <= KEEP_35D + 10000, "after %c: pttl %lld", kinds[i], pttl);
     }

@@ -24,7 +24,8 @@ end
 local f = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1, tonumber(ARGV[6]))
 -- as acquire.lua: a counter with an epoch in it lives far longer, and no grant shortens it
 -- (a PTTL of -1 or -2 loses to ARGV[5])
-local keep = ARGV[3]
+-- kept ttl + 1 hour plus any lead over the clock (acquire.lua: a hot key's counter runs ahead)
+local keep = string.format('%.0f', tonumber(ARGV[3]) + f - math.min(f, tonumber(ARGV[6])))
 if f >= 4398046511104 then   -- 2^42
   keep = string.format('%.0f', math.max(tonumber(ARGV[5]), redis.call('PTTL', KEYS[2])))
 end

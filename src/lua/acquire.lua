@@ -42,8 +42,9 @@ elseif f >= 4398046511104 then   -- 2^42
              string.format('%.0f', math.max(tonumber(ARGV[6]), redis.call('PTTL', KEYS[2]))))
 elseif f % 1024 == 0 then
   -- a counter ahead of the clock (more than a grant a millisecond) keeps its expiry across
-  -- INCR: renewed every 1024th grant, it outlives the last grant by ttl + 1 hour less at most
-  -- 1023 ms of lead, so once it expires the clock has passed every token it gave
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  -- INCR: renewed every 1024th grant, for ttl + 1 hour plus its lead over the clock, so once
+  -- it expires the clock has passed every token it gave (a key granted 5,000 times a second
+  -- for an hour is 4 hours ahead: kept 1 hour, it would hand out smaller tokens again)
+  redis.call('PEXPIRE', KEYS[2], string.format('%.0f', tonumber(ARGV[3]) + f - floor))
 end
 return {1, f}

@@ -103,7 +103,7 @@ end
 local f = math.max(last + 1, now)
 -- as acquire.lua: a counter with an epoch in it lives far longer, and no grant shortens it
 -- (a PTTL of -1 or -2 loses to ARGV[8])
-local keep = ARGV[6]
+local keep = string.format('%.0f', tonumber(ARGV[6]) + f - now)   -- + its lead over the clock (acquire.lua)
 if f >= 4398046511104 then   -- 2^42
   keep = string.format('%.0f', math.max(tonumber(ARGV[8]), redis.call('PTTL', fence)))
 end
