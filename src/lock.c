@@ -223,6 +223,7 @@ static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t 
     hl_cmd_argi(&cmd, a_fence, (long long)fence);
     hl_cmd_argi(&cmd, a_keep, l->ttl_ms + HL_FENCE_KEEP_MS);
     hl_cmd_argi(&cmd, a_epoch_keep, l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
+    hl_cmd_argclock(&cmd);   /* this master's clock: a raised counter is kept its lead too */
     ok = hl_exec(c, low, &cmd, 1, per, hard);
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_reply *r = c->nodes[i].reply[0];
