@@ -167,20 +167,24 @@ static hilock_status undecided(hilock_client *c, const tally *t, const char *wha
 }
 
 /* Delete our value on the nodes in mask (partial or expired grants), all at once. A node
- * that does not answer gets an undo, sent first on the next contact. */
-static void undo_on(hilock_client *c, uint32_t mask, const char *key, const char *token,
-                    int64_t ttl_ms, int64_t per_node_us, int64_t hard_deadline)
+ * that does not answer gets an undo, sent first on the next contact -- for a value that is
+ * ours alone (kind.h: undo_unknown). A legacy stamp is not (two clients may write the same
+ * one in the same tick): run later, its undo could delete a peer's grant, so it is left to
+ * expire as the recipe judges it. */
+static void undo_on(hilock *l, uint32_t mask, int64_t ttl_ms, int64_t per_node_us, int64_t hard_deadline)
 {
+    hilock_client *c = l->c;
     hl_cmd cmd;
     uint32_t ok;
     int64_t dl = hl_add_sat(hl_now_us(), per_node_us);
     if (!mask) return;
     hl_cmd_init(&cmd, &hl_lua_release, 1);
-    hl_cmd_arg(&cmd, key, (size_t)-1);
-    hl_cmd_arg(&cmd, token, (size_t)-1);
+    hl_cmd_arg(&cmd, l->key, (size_t)-1);
+    hl_cmd_arg(&cmd, l->token, (size_t)-1);
     ok = hl_exec(c, mask, &cmd, 1, per_node_us, dl < hard_deadline ? dl : hard_deadline);
     for (size_t i = 0; i < c->nnodes; i++)
-        if ((mask & (1u << i)) && !(ok & (1u << i))) hl_undo_add(c, i, key, token, ttl_ms);
+        if ((mask & (1u << i)) && !(ok & (1u << i)) && l->kind->undo_unknown)
+            hl_undo_add(c, i, l->key, l->token, ttl_ms);
     hl_exec_clear(c);
 }
 
@@ -407,10 +411,10 @@ static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_d
         l->held = t->yes;
         l->fence = fence;
         l->valid_until_us = until;
-        undo_on(c, t->maybe, l->key, l->token, l->ttl_ms, per, hard_deadline);   /* (Redlock) */
+        undo_on(l, t->maybe, l->ttl_ms, per, hard_deadline);   /* (Redlock) */
         return hl_ok(c);
     }
-    undo_on(c, t->yes | t->maybe, l->key, l->token, l->ttl_ms, per, hard_deadline);
+    undo_on(l, t->yes | t->maybe, l->ttl_ms, per, hard_deadline);
     l->spent |= SPENT_LANDED;
     if ((size_t)popcount(have) < c->quorum)
         return hl_fail_nodes(c, HILOCK_ENOQUORUM, t->yes & ~have, "acquired, but the fencing "
@@ -435,7 +439,7 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
     if ((st = attempt_round(l, hard_deadline, mark_ms, &t, &t0, hint_us)) != HILOCK_OK) return st;
     if ((size_t)popcount(t.yes) >= c->quorum) return grant(l, &t, t0, hard_deadline);
     /* not granted: give back any partial grant at once, so it blocks nobody */
-    undo_on(c, t.yes, l->key, l->token, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
+    undo_on(l, t.yes, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
     if (t.yes) l->spent |= SPENT_LANDED;
     if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
         if (c->nnodes == 1) st = HILOCK_BUSY;   /* the kind's busy has said why */
@@ -448,7 +452,7 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
     /* and whatever a script that failed may have written first, once the message names its
      * error (the undo's round trip replaces the node's): any kind, as the answer is known and
      * a value just written is live, so no peer has taken it over since */
-    undo_on(c, t.maybe, l->key, l->token, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
+    undo_on(l, t.maybe, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
     if (t.maybe) l->spent |= SPENT_LANDED;
     return st;
 }
@@ -773,7 +777,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
         int64_t per = node_timeout_us(c, ttl_ms);
         l->valid_until_us = 0;
         /* lost: what is left of it on a minority (now with the new ttl) only blocks others */
-        undo_on(c, t.yes, l->key, l->token, ttl_ms, per, dl);
+        undo_on(l, t.yes, ttl_ms, per, dl);
         return not_held(l, &t, "extend", t.yes);
     }
     if (until <= hl_now_us()) {
