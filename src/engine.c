@@ -146,20 +146,24 @@ void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n)
 /* ---- what each server version can do ---- */
 
 /* The first Redis version with each capability (Valkey: its Redis-compatible redis_version,
- * 7.2.4, so every one), and how a refusal names it. The one place a version is compared. */
-static const struct { int version; const char *what; } floors[HL_CAP_COUNT] = {
-    [HL_CAP_NONE]          = { 0, "" },
-    [HL_CAP_WAIT]          = { 30000, "min_replicas (WAIT) needs" },
-    [HL_CAP_FAIR]          = { 30200, "fair locks need" },
-    [HL_CAP_FAILOVER]      = { 40000, "needs" },   /* named by the node's topology: failover_what */
-    [HL_CAP_FLOAT_TIMEOUT] = { 60000, "fractional BLPOP timeouts need" },
-    [HL_CAP_LPOS]          = { 60006, "LPOS needs" },
-    [HL_CAP_SHEBANG]       = { 70000, "script flags need" },
+ * 7.2.4, so every one), and how a refusal names it. The one place a version is compared.
+ * form: the capability only picks the form of a command (a portable one exists), so an
+ * unknown version takes the portable form -- a 6.x server must not get "#!lua"; the others
+ * refuse a feature, which an unknown version is not refused (it may well have it). */
+static const struct { int version; int form; const char *what; } floors[HL_CAP_COUNT] = {
+    [HL_CAP_NONE]          = { 0, 0, "" },
+    [HL_CAP_WAIT]          = { 30000, 0, "min_replicas (WAIT) needs" },
+    [HL_CAP_FAIR]          = { 30200, 0, "fair locks need" },
+    [HL_CAP_FAILOVER]      = { 40000, 0, "needs" },   /* named by the node's topology: failover_what */
+    [HL_CAP_FLOAT_TIMEOUT] = { 60000, 1, "fractional BLPOP timeouts need" },
+    [HL_CAP_LPOS]          = { 60006, 1, "LPOS needs" },
+    [HL_CAP_SHEBANG]       = { 70000, 1, "script flags need" },
 };
 
 int hl_node_has(const hl_node *n, hl_cap cap)
 {
-    return !n->version || n->version >= floors[cap].version;
+    if (!n->version) return !floors[cap].form;
+    return n->version >= floors[cap].version;
 }
 
 /* Failover awareness reads the master's replication ids: named as the user asked for it. */
@@ -521,7 +525,7 @@ static hilock_status judge_info(hl_node *n, const hl_reply *r)
     char v[32], vk[32], name[32];
     n->run_id[0] = n->server[0] = '\0';
     n->version = 0;
-    if (!s) return HILOCK_OK;   /* a server that does not say: unknown (treated as modern) */
+    if (!s) return HILOCK_OK;   /* a server that does not say: unknown (hl_node_has) */
     info_field(s, len, "redis_version", v, sizeof v);
     info_field(s, len, "valkey_version", vk, sizeof vk);
     info_field(s, len, "server_name", name, sizeof name);
@@ -593,7 +597,7 @@ hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r)
     if ((kind == HS_INFO || kind == HS_TIME) && hl_reply_type(r) == HL_R_ERROR &&
         !hl_reply_is_error(r, "NOAUTH"))
         /* an ACL user without INFO (it is in @dangerous), a renamed INFO or TIME, a proxy,
-         * a Sentinel (no TIME): not known, treated as a modern server; the run_id is not
+         * a Sentinel (no TIME): not known (hl_node_has: portable forms); the run_id is not
          * compared (hilock.h, servers) */
         return HILOCK_OK;
     if (kind == HS_AUTH && n->url.user && hl_reply_is_error(r, "ERR wrong number of arguments")) {

@@ -50,7 +50,7 @@ typedef struct hl_cmd {
 
 void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
 /* An argument the engine writes per connection, as it encodes the command: "1" if the node's
- * server has cap (or its version is unknown), else "0" (a script's portable form). */
+ * server has cap (hl_node_has), else "0" (a script's portable form). */
 void hl_cmd_argcap(hl_cmd *c, hl_cap cap);
 /* An argument the engine writes per connection, as it encodes the command: the node's server
  * clock in ms now, as hl_node_clock_floor_ms reckons it (never ahead of it; the client's wall
@@ -284,9 +284,11 @@ hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r);
 
 /* ---- what the last handshake learnt of node n's server ---- */
 /* Its version, Redis-compatible (Valkey 8.0.1 says 7.2.4): major*10000 + minor*100 + patch
- * (2.8.24 -> 20824); 0 = unknown (INFO refused), treated as a modern server. */
+ * (2.8.24 -> 20824); 0 = unknown (INFO refused): see hl_node_has. */
 int         hl_node_version(const hl_node *n);
-/* 1 if its server has cap (hl_cap above; an unknown version counts as modern), else 0. */
+/* 1 if its server has cap (hl_cap above), else 0. An unknown version has every cap that
+ * refuses a feature (WAIT, FAIR, FAILOVER: it may have them) but none that only picks a
+ * newer form of a command (FLOAT_TIMEOUT, LPOS, SHEBANG: the portable form works on all). */
 int         hl_node_has(const hl_node *n, hl_cap cap);
 /* "Redis 2.8.24", "Valkey 8.0.1", for messages ("an unknown server" if unknown). */
 const char *hl_node_server(const hl_node *n);

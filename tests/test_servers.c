@@ -618,3 +618,39 @@ Test(servers, inventory_and_inspect_work_on_every_server)
     hilock_client_free(c);
     hilock_client_free(u);
 }
+
+/* An ACL user without @dangerous cannot run INFO: its server's version is unknown. Such a
+ * server gets every portable form (a 6.x server given "#!lua" said "Error compiling script",
+ * so inspect failed) and is refused nothing (a fence, on any server). */
+Test(servers, a_user_without_info_gets_the_portable_forms_and_inspect_works)
+{
+    char url[300];
+    hilock_client *c, *u;
+    hilock *l = NULL;
+    int inspected = 0;
+    redisReply *rep;
+    HLT_NEEDS(60000, "no ACL users");
+    rep = hlt_cmd(R, hlt_server_version() >= 60200 ? "ACL SETUSER locker on >pw ~* &* +@all -@dangerous"
+                                                  : "ACL SETUSER locker on >pw ~* +@all -@dangerous");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "ACL SETUSER");
+    freeReplyObject(rep);
+    snprintf(url, sizeof url, "redis://locker:pw@127.0.0.1:%d", R->port);
+    c = client_with(url, 1);
+    u = client_with(url, 1);
+    cr_assert_eq(hilock_acquire(u, "acl:key", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(u));
+    cr_assert_eq(hl_node_version(&u->nodes[0]), 0, "INFO refused: unknown");
+    cr_assert_not(hl_node_has(&u->nodes[0], HL_CAP_SHEBANG), "an unknown version gets the plain script");
+    cr_assert_not(hl_node_has(&u->nodes[0], HL_CAP_LPOS));
+    cr_assert_not(hl_node_has(&u->nodes[0], HL_CAP_FLOAT_TIMEOUT));
+    cr_assert(hl_node_has(&u->nodes[0], HL_CAP_FAIR), "nothing refused on its account");
+    cr_assert(hl_node_has(&u->nodes[0], HL_CAP_WAIT));
+    cr_assert_eq(hilock_inspect(c, "acl:key", seen_lock, &inspected), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(inspected, 1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(u));
+    hilock_free(l);
+    rep = hlt_cmd(R, "EXISTS acl:key");
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0, "released");
+    freeReplyObject(rep);
+    hilock_client_free(c);
+    hilock_client_free(u);
+}
