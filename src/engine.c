@@ -548,16 +548,34 @@ static hilock_status judge_info(hl_node *n, const hl_reply *r)
     return HILOCK_OK;
 }
 
-/* TIME's reply: the server's clock, kept with the monotonic time it was read at. */
+/* s as a decimal integer in [lo, hi), else -1 (empty, signed, trailing bytes, out of range) */
+static long long decimal_in(const char *s, long long lo, long long hi)
+{
+    long long v = 0;
+    if (!*s) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v >= hi) return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v >= lo && v < hi ? v : -1;
+}
+
+/* TIME's reply: the server's clock, kept with the monotonic time it was read at. Only a
+ * plausible one (2000-01-01 up to 2^42 ms: a fence token's clock part) is taken: a hostile
+ * or broken reply leaves it unknown, never a floor that would read as a later epoch. */
 static void judge_time(hl_node *n, const hl_reply *r)
 {
     const char *sec, *usec;
+    long long s, us;
     n->clock_ms = 0;
     if (hl_reply_type(r) != HL_R_ARRAY || hl_reply_nelem(r) != 2) return;
     sec = hl_reply_str(hl_reply_elem(r, 0), NULL);
     usec = hl_reply_str(hl_reply_elem(r, 1), NULL);
     if (!sec || !usec) return;
-    n->clock_ms = strtoll(sec, NULL, 10) * 1000 + strtoll(usec, NULL, 10) / 1000;
+    s = decimal_in(sec, 946684800LL, (1LL << 42) / 1000);
+    us = decimal_in(usec, 0, 1000000);
+    if (s < 0 || us < 0) return;
+    n->clock_ms = s * 1000 + us / 1000;
     n->clock_at_us = hl_now_us();
 }
 

@@ -503,3 +503,49 @@ Test(hostile, masterdown_past_the_wait_says_masterdown)
     hlt_redis_stop(r);
     hlt_redis_stop(m);
 }
+
+/* ---- the handshake's facts: a hostile TIME, a transient refusal ---- */
+
+/* A handshake answered with a TIME no server gives (GARBAGE_TIME: the seconds, the
+ * microseconds), then -ERR to every command. */
+static const char *garbage_time[][2] = {
+    { "99999999999", "0" },             /* year 5138: a floor >= 2^42 would read as an epoch */
+    { "4398046511", "0" },              /* 2^42 ms, just */
+    { "1700000000", "1000000" },        /* usec out of range */
+    { "-1700000000", "0" },
+    { "1700000000x", "0" },
+    { "", "0" },
+    { "12", "0" },                      /* 1970 */
+};
+static int garbage_at;
+
+static void ans_garbage_time(int fd)
+{
+    static const char info[] = "# Server\r\nredis_version:7.0.0\r\n";
+    char out[512], buf[4096];
+    const char *s = garbage_time[garbage_at][0], *u = garbage_time[garbage_at][1];
+    int n = snprintf(out, sizeof out, "$%zu\r\n%s\r\n*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", strlen(info), info,
+                     strlen(s), s, strlen(u), u);
+    if (put(fd, out, (size_t)n) < 0) return;
+    for (int i = 0; i < 20 && recv(fd, buf, sizeof buf, 0) > 0; i++)
+        if (put(fd, "-ERR no\r\n", 9) < 0) return;
+}
+
+Test(hostile, a_time_no_server_gives_leaves_the_clock_unknown)
+{
+    for (garbage_at = 0; garbage_at < (int)(sizeof garbage_time / sizeof garbage_time[0]); garbage_at++) {
+        fake f = fake_start(ans_garbage_time);
+        hilock_client *c = client_to(f.url, 1000);
+        hilock *l = NULL;
+        int64_t wall = hl_wall_us() / 1000;
+        hilock_status st = hilock_acquire(c, "k", 5000, 0, &l);
+        cr_assert_eq(st, HILOCK_EREPLY, "case %d: %d %s", garbage_at, st, hilock_client_errmsg(c));
+        cr_assert_eq(hl_node_version(&c->nodes[0]), 70000, "case %d: the handshake was read", garbage_at);
+        cr_assert_eq(hl_node_server_ms(&c->nodes[0]), -1, "case %d: TIME %s %s taken as %lld", garbage_at,
+                     garbage_time[garbage_at][0], garbage_time[garbage_at][1],
+                     (long long)hl_node_server_ms(&c->nodes[0]));
+        cr_assert_lt(hl_node_clock_floor_ms(&c->nodes[0]), wall + 60000, "case %d", garbage_at);
+        hilock_client_free(c);
+        fake_stop(&f);
+    }
+}
