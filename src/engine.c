@@ -283,10 +283,11 @@ void hl_node_set_err(hl_node *n, hilock_status st, const char *what, const char 
     snprintf(n->err, sizeof n->err, "%s: %s%s%s", n->name, what, why ? ": " : "", why ? why : "");
 }
 
-hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
+/* The status an error reply (its text s) stands for. */
+static hilock_status error_status(const char *s)
 {
-    const char *s = hl_reply_str(r, NULL) ? hl_reply_str(r, NULL) : "unexpected reply";
     hilock_status st = HILOCK_EREPLY;
+    if (!s) return st;
     /* "ERR Protocol error: unauthenticated multibulk length": a server with a password
      * refuses long commands before AUTH (and closes), rather than saying NOAUTH */
     if (!strncmp(s, "NOPERM", 6) || !strncmp(s, "WRONGPASS", 9) || !strncmp(s, "NOAUTH", 6) ||
@@ -306,6 +307,13 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
                                     keeps the server's word */
     else if (!strncmp(s, "NOREPLICAS", 10))
         st = HILOCK_EREPLICAS;   /* min-replicas-to-write refused the write */
+    return st;
+}
+
+hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
+{
+    const char *s = hl_reply_str(r, NULL) ? hl_reply_str(r, NULL) : "unexpected reply";
+    hilock_status st = error_status(s);
     hl_node_set_err(n, st, s, NULL);
     return st;
 }
@@ -613,10 +621,12 @@ hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r)
         n->clock_ms = 0;
     }
     if ((kind == HS_INFO || kind == HS_TIME) && hl_reply_type(r) == HL_R_ERROR &&
-        !hl_reply_is_error(r, "NOAUTH"))
+        !hl_reply_is_error(r, "NOAUTH") && error_status(hl_reply_str(r, NULL)) != HILOCK_EIO)
         /* an ACL user without INFO (it is in @dangerous), a renamed INFO or TIME, a proxy,
          * a Sentinel (no TIME): not known (hl_node_has: portable forms); the run_id is not
-         * compared (hilock.h, servers) */
+         * compared (hilock.h, servers). But a transient refusal (LOADING: TIME before 6.0
+         * while the server loads; BUSY: a slow script) fails this connect as any EIO, so
+         * a later one reads the facts rather than this connection living without them */
         return HILOCK_OK;
     if (kind == HS_AUTH && n->url.user && hl_reply_is_error(r, "ERR wrong number of arguments")) {
         /* AUTH user password before Redis 6.0, which knows no users (its version is not

@@ -549,3 +549,34 @@ Test(hostile, a_time_no_server_gives_leaves_the_clock_unknown)
         fake_stop(&f);
     }
 }
+
+/* A connect while a script runs past lua-time-limit: INFO or TIME answers -BUSY. That
+ * connection is failed as any transient error and the next one reads the server's facts:
+ * taken as "unknown" they stayed so for the connection's whole life. */
+Test(hostile, a_busy_server_at_connect_is_retried_and_its_facts_are_read)
+{
+    hlt_redis *r = hlt_redis_start("--lua-time-limit 100");
+    hilock_client *c;
+    hilock *l = NULL;
+    redisContext *busy;
+    pthread_t th;
+    later kill_it;
+    cr_assert_not_null(r);
+    c = client_to(r->unix_url, 1000);
+    busy = start_busy_script(r);
+    kill_it.r = r;
+    kill_it.ms = 700;
+    kill_it.cmd = "SCRIPT KILL";
+    pthread_create(&th, NULL, run_later, &kill_it);
+    cr_assert_eq(hilock_acquire(c, "k", 10000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    pthread_join(th, NULL);
+    hlt_holds(r, "k", hilock_token(l));
+    cr_assert_neq(hl_node_server_ms(&c->nodes[0]), -1, "the clock was read");
+    cr_assert_eq(hl_node_version(&c->nodes[0]), hlt_server_is_valkey() ? hl_node_version(&c->nodes[0])
+                                                                       : hlt_server_version());
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    redisFree(busy);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
