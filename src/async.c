@@ -456,8 +456,11 @@ static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
     }
     last = --s->n == 0;
     if (s->kind == SLOT_HANDSHAKE) {
-        hilock_status st = hl_handshake_judge(n, s->at++, r);
+        hilock_status st = hl_handshake_judge(n, lc->k, s->at++, r);
         hl_reply_free(r);
+        /* (a waiter's side connection reads its own facts but never commits them: the
+         * node's are its main connection's) */
+        if (st == HILOCK_OK && last && !lc->side) st = hl_handshake_commit(n, lc->k);
         if (st != HILOCK_OK) {
             char err[200];
             memcpy(err, n->err, sizeof err);

@@ -525,28 +525,50 @@ static int version_number(const char *v)
 
 /* INFO server's reply in the handshake: the server's version (for the capability gates:
  * Redis-compatible, so Valkey 8.0 counts as its redis_version 7.2.4) and name for messages;
- * its run_id, refused if a peer has it too (hl_node.peers). */
-static hilock_status judge_info(hl_node *n, const hl_reply *r)
+ * its run_id (compared with the peers' at commit: hl_handshake_commit). */
+static void judge_info(hl_facts *f, const hl_reply *r)
 {
-    size_t len, k;
+    size_t len;
     const char *s = hl_reply_str(r, &len);
     char v[32], vk[32], name[32];
-    n->run_id[0] = n->server[0] = '\0';
-    n->version = 0;
-    if (!s) return HILOCK_OK;   /* a server that does not say: unknown (hl_node_has) */
+    if (!s) return;   /* a server that does not say: unknown (hl_node_has) */
     info_field(s, len, "redis_version", v, sizeof v);
     info_field(s, len, "valkey_version", vk, sizeof vk);
     info_field(s, len, "server_name", name, sizeof name);
-    n->version = version_number(v);
-    if (n->version)
-        snprintf(n->server, sizeof n->server, "%s %s", vk[0] || !strcmp(name, "valkey") ? "Valkey" : "Redis",
+    f->version = version_number(v);
+    if (f->version)
+        snprintf(f->server, sizeof f->server, "%s %s", vk[0] || !strcmp(name, "valkey") ? "Valkey" : "Redis",
                  vk[0] ? vk : v);
-    info_field(s, len, "run_id", n->run_id, sizeof n->run_id);
-    k = strlen(n->run_id);
-    for (size_t i = 0; i < n->npeers; i++) {
-        size_t me = (size_t)(n - n->peers);
+    info_field(s, len, "run_id", f->run_id, sizeof f->run_id);
+}
+
+void hl_node_facts_get(const hl_node *n, hl_facts *f)
+{
+    f->version = n->version;
+    memcpy(f->server, n->server, sizeof f->server);
+    memcpy(f->run_id, n->run_id, sizeof f->run_id);
+    f->clock_ms = n->clock_ms;
+    f->clock_at_us = n->clock_at_us;
+}
+
+void hl_node_facts_set(hl_node *n, const hl_facts *f)
+{
+    n->version = f->version;
+    memcpy(n->server, f->server, sizeof n->server);
+    memcpy(n->run_id, f->run_id, sizeof n->run_id);
+    n->clock_ms = f->clock_ms;
+    n->clock_at_us = f->clock_at_us;
+}
+
+hilock_status hl_handshake_commit(hl_node *n, const struct hl_conn *k)
+{
+    size_t me = (size_t)(n - n->peers);
+    hl_node_facts_set(n, &k->facts);
+    /* (one at a time: of two names of one server connected together, the second to commit
+     * sees the first's run_id) */
+    for (size_t i = 0; n->run_id[0] && i < n->npeers; i++) {
         char why[160];
-        if (i == me || !k || strcmp(n->peers[i].run_id, n->run_id)) continue;
+        if (i == me || strcmp(n->peers[i].run_id, n->run_id)) continue;
         snprintf(why, sizeof why, "servers[%zu] and servers[%zu] are the same server (run_id %.12s...): "
                  "list each Redlock member once", i < me ? i : me, i < me ? me : i, n->run_id);
         n->run_id[0] = '\0';   /* so the peer is not refused in turn */
@@ -571,11 +593,11 @@ static long long decimal_in(const char *s, long long lo, long long hi)
 /* TIME's reply: the server's clock, kept with the monotonic time it was read at. Only a
  * plausible one (2000-01-01 up to 2^42 ms: a fence token's clock part) is taken: a hostile
  * or broken reply leaves it unknown, never a floor that would read as a later epoch. */
-static void judge_time(hl_node *n, const hl_reply *r)
+static void judge_time(hl_facts *f, const hl_reply *r)
 {
     const char *sec, *usec;
     long long s, us;
-    n->clock_ms = 0;
+    f->clock_ms = 0;
     if (hl_reply_type(r) != HL_R_ARRAY || hl_reply_nelem(r) != 2) return;
     sec = hl_reply_str(hl_reply_elem(r, 0), NULL);
     usec = hl_reply_str(hl_reply_elem(r, 1), NULL);
@@ -583,8 +605,8 @@ static void judge_time(hl_node *n, const hl_reply *r)
     s = decimal_in(sec, 946684800LL, (1LL << 42) / 1000);
     us = decimal_in(usec, 0, 1000000);
     if (s < 0 || us < 0) return;
-    n->clock_ms = s * 1000 + us / 1000;
-    n->clock_at_us = hl_now_us();
+    f->clock_ms = s * 1000 + us / 1000;
+    f->clock_at_us = hl_now_us();
 }
 
 int64_t hl_node_server_ms(const hl_node *n)
@@ -610,16 +632,12 @@ int hl_node_version(const hl_node *n) { return n->version; }
 
 const char *hl_node_server(const hl_node *n) { return n->server[0] ? n->server : "an unknown server"; }
 
-hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r)
+hilock_status hl_handshake_judge(hl_node *n, struct hl_conn *k, int idx, const hl_reply *r)
 {
     unsigned char plan[HS_MAX];
     int count = handshake_plan(n, plan);
     int kind = idx >= 0 && idx < count ? plan[idx] : HS_MAX;
-    if (kind == HS_INFO) {   /* its facts are reset: this connection's server may be another */
-        n->version = 0;
-        n->server[0] = n->run_id[0] = '\0';
-        n->clock_ms = 0;
-    }
+    if (kind == HS_INFO) memset(&k->facts, 0, sizeof k->facts);   /* (unknown unless read) */
     if ((kind == HS_INFO || kind == HS_TIME) && hl_reply_type(r) == HL_R_ERROR &&
         !hl_reply_is_error(r, "NOAUTH") && error_status(hl_reply_str(r, NULL)) != HILOCK_EIO)
         /* an ACL user without INFO (it is in @dangerous), a renamed INFO or TIME, a proxy,
@@ -645,9 +663,10 @@ hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r)
     }
     switch (kind) {
     case HS_INFO:
-        return judge_info(n, r);
+        judge_info(&k->facts, r);
+        return HILOCK_OK;
     case HS_TIME:
-        judge_time(n, r);
+        judge_time(&k->facts, r);
         return HILOCK_OK;
     case HS_PROBE:
         if (n->topo->on_handshake_reply(n, r) != HILOCK_OK) return n->st;   /* ROLE: not a master */
@@ -814,8 +833,9 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
 {
     int idx = p->got++;
     if (idx < p->nhandshake) {
-        hilock_status st = hl_handshake_judge(n, idx, r);
+        hilock_status st = hl_handshake_judge(n, n->conn, idx, r);
         hl_reply_free(r);
+        if (st == HILOCK_OK && p->got == p->nhandshake) st = hl_handshake_commit(n, n->conn);
         if (st != HILOCK_OK) {
             finish(n, p, st, NULL, NULL);
             hl_node_close(n);

@@ -74,6 +74,17 @@ typedef struct hl_undo {   /* a write whose fate is unknown: delete it by value 
 #define HL_UNDO_MAX   64   /* per node; past it the oldest is dropped (it expires by its ttl) */
 #define HL_UNDO_CHUNK 8    /* per round trip, ahead of the caller's commands */
 
+/* What a connection's handshake read of its server (hl_handshake_judge): committed to its
+ * node whole, by the connection that owns the node's facts, once the handshake is done
+ * (hl_handshake_commit) -- never by a waiter's side connection, never half (INFO read, TIME
+ * not yet: a clock of 0 that nothing would read again). */
+typedef struct hl_facts {
+    int     version;      /* as hl_node.version */
+    char    server[40];
+    char    run_id[48];
+    int64_t clock_ms, clock_at_us;
+} hl_facts;
+
 /* One connection to a node: the transport's connection, its reply stream and its unsent
  * bytes. Made and read by engine.c's functions below (the blocking runner's node->conn, or a
  * connection of the loop runner, engine_loop.c). */
@@ -85,6 +96,7 @@ struct hl_conn {
     hl_buf        out;          /* bytes not yet accepted by the transport */
     size_t        off;
     int64_t       last_us;      /* when its last round trip ended (monotonic) */
+    hl_facts      facts;        /* what its handshake has read so far */
 };
 
 typedef struct hl_node {
@@ -280,7 +292,14 @@ hilock_status hl_conn_read(struct hl_conn *k, int wait_ms, const char **what, co
  * hl_handshake_judge, by its position: OK, or the status with n->st, n->err set (close the
  * connection). INFO or TIME refused (ACL, renamed, a Sentinel) leave the facts unknown. */
 int  hl_handshake_put(const hl_node *n, hl_buf *b);
-hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r);
+hilock_status hl_handshake_judge(hl_node *n, struct hl_conn *k, int idx, const hl_reply *r);
+/* The handshake of k (the connection that owns node n's facts: its blocking connection, the
+ * loop's main one; not a waiter's) is done: its facts become n's, all at once. EINVAL (n->err
+ * set: the same server as a Redlock peer, by run_id) or OK. */
+hilock_status hl_handshake_commit(hl_node *n, const struct hl_conn *k);
+/* Node n's facts, as a whole (Cluster: a shard parked on another connection keeps its own). */
+void hl_node_facts_get(const hl_node *n, hl_facts *f);
+void hl_node_facts_set(hl_node *n, const hl_facts *f);
 
 /* ---- what the last handshake learnt of node n's server ---- */
 /* Its version, Redis-compatible (Valkey 8.0.1 says 7.2.4): major*10000 + minor*100 + patch

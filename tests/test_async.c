@@ -1857,3 +1857,53 @@ Test(async, redlock_members_whose_user_may_not_run_info_still_lock)
     loop_close(&loop);
     for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
 }
+
+/* A waiter's BLPOP goes on a side connection of its own, whose handshake reads the server
+ * too: it must not write the node's facts, which are the main connection's (it zeroed the
+ * clock at its INFO reply and set it at its TIME: closed between the two, the main connection
+ * minted from the wall clock and never read TIME again). */
+Test(async, a_waiters_side_connection_leaves_the_nodes_facts_alone)
+{
+    uv_loop_t loop;
+    uv_timer_t later;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    hl_node *n;
+    int64_t mark_ms, mark_at;
+    long long conns;
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    memset(&qr, 0, sizeof qr);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.io_timeout_ms = 2000;
+    o.retry_delay_ms = 5000;   /* the release must wake it, through the side connection */
+    cr_assert_eq(hilock_client_new(&o, &qr.c), HILOCK_OK);
+    cr_assert_eq(hilock_libuv_attach(qr.c, &loop), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(qr.c, "side", 30000, 0, on_first, NULL), HILOCK_OK);
+    while (!qr.first && !qr.wrong) uv_run(&loop, UV_RUN_ONCE);
+    n = &qr.c->nodes[0];
+    cr_assert_gt(n->clock_ms, 0);
+    n->clock_ms -= 12345;   /* a mark only the main connection's facts carry */
+    mark_ms = n->clock_ms;
+    mark_at = n->clock_at_us;
+    conns = hlt_info_int(s, "stats", "total_connections_received:");
+    cr_assert_eq(hilock_acquire_async(qr.c, "side", 30000, 60000, on_waiter, (void *)(intptr_t)0), HILOCK_OK);
+    uv_timer_init(&loop, &later);
+    uv_timer_start(&later, release_first, 300, 0);
+    run_until(&loop, &qr.released, 1, 30000);
+    cr_assert_eq(qr.wrong, 0);
+    cr_assert_eq(qr.oks, 1);
+    cr_assert_eq(hlt_info_int(s, "stats", "total_connections_received:"), conns + 1, "the waiter's side connection");
+    cr_assert_eq(n->clock_ms, mark_ms, "the side connection's handshake wrote the node's clock");
+    cr_assert_eq(n->clock_at_us, mark_at);
+    cr_assert_gt(hl_node_version(n), 20000, "the main connection's version stays");
+    cr_assert_eq(hlt_exists(s, "side"), 0);
+    uv_close((uv_handle_t *)&later, NULL);
+    hilock_client_free(qr.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
