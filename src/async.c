@@ -49,7 +49,7 @@ typedef struct hl_loop hl_loop;
 
 enum { OP_ACQUIRE, OP_RELEASE, OP_EXTEND, OP_CHECK, OP_RENEW };
 enum { S_QUEUED, S_RUNNING, S_SUSPENDED, S_RUNNABLE, S_FINISHED };
-enum { SLOT_HANDSHAKE, SLOT_GHOST, SLOT_PART };
+enum { SLOT_HANDSHAKE, SLOT_GHOST, SLOT_PART, SLOT_CLOCK };
 
 typedef struct xrun {   /* one hl_exec of a flow: its parts still out */
     int      pending;
@@ -88,6 +88,7 @@ struct lconn {
     int             opening;    /* its topology resolves the address: the flow that opens it
                                    is paused (Sentinel round trips), other parts wait */
     int             ready;      /* the handshake was answered */
+    int             clock_asked;   /* a TIME to renew a day-old reading is in flight */
     slot           *q;          /* replies expected, in order */
     size_t          qh, qn, qcap;
     part           *whead, *wtail;   /* waiting for the handshake */
@@ -283,6 +284,13 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
         part_end(p, HILOCK_EINVAL, n->err);
         return;
     }
+    if (!lc->side && !lc->clock_asked && hl_node_clock_old(n, hl_now_us())) {
+        /* a day-old clock reading on a connection never idle (lc_submit reopens an idle
+         * one): TIME goes ahead in the stream, so the slow count never runs an hour behind */
+        hl_node_clock_put(out);
+        lc->clock_asked = 1;
+        q_push(lc, SLOT_CLOCK, 1, NULL);
+    }
     if (!lc->side && (nu = hl_undo_put(n, out, &at, key, klen)) > 0) {
         /* sent, and forgotten at once: calls interleave here, so the blocking runner's
          * "forget when answered" by index cannot hold; an undo lost with a broken connection
@@ -359,7 +367,7 @@ static void lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err)
         hl_conn_free(lc->k);
         lc->k = NULL;
     }
-    lc->ready = 0;
+    lc->ready = lc->clock_asked = 0;
     lc->queued = lc->flushed = 0;
 }
 
@@ -385,7 +393,7 @@ static void lc_open(hl_loop *L, lconn *lc, int64_t deadline)
     }
     lc->opening = 0;
     lc->k = k;
-    lc->ready = 0;
+    lc->ready = lc->clock_asked = 0;
     lc->queued = lc->flushed = 0;
 }
 
@@ -467,6 +475,10 @@ static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
             lc_close(L, lc, st, err);
             return -1;
         }
+    } else if (s->kind == SLOT_CLOCK) {
+        hl_node_clock_take(n, r);   /* (refused: the old reading stays, asked again next time) */
+        lc->clock_asked = 0;
+        hl_reply_free(r);
     } else if (s->kind == SLOT_GHOST) {
         hl_reply_free(r);
     } else {

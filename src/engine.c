@@ -628,6 +628,23 @@ int hl_node_clock_old(const hl_node *n, int64_t now)
     return n->clock_ms > 0 && now - n->clock_at_us > HL_CLOCK_MAX_AGE_US;
 }
 
+void hl_node_clock_put(hl_buf *b)
+{
+    hl_cmd t;
+    hl_cmd_init(&t, NULL, 0);
+    hl_cmd_arg(&t, "TIME", 4);
+    hl_cmd_put(b, &t, 0, NULL);
+}
+
+void hl_node_clock_take(hl_node *n, const hl_reply *r)
+{
+    hl_facts f;
+    judge_time(&f, r);
+    if (f.clock_ms <= 0) return;
+    n->clock_ms = f.clock_ms;
+    n->clock_at_us = f.clock_at_us;
+}
+
 int hl_node_version(const hl_node *n) { return n->version; }
 
 const char *hl_node_server(const hl_node *n) { return n->server[0] ? n->server : "an unknown server"; }

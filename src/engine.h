@@ -322,11 +322,17 @@ int64_t     hl_node_server_ms(const hl_node *n);
 int64_t     hl_node_clock_floor_ms(const hl_node *n);
 #define HL_CLOCK_SLOW_PPM 1000   /* well above the drift of a quartz clock (~100 ppm) */
 /* A reading older than this is taken again: the connection is made anew before its next
- * round trip (blocking), or when it is next idle (event loop), so the slow count above lags
+ * round trip (blocking), or when it is next idle (event loop; one never idle sends a TIME
+ * ahead of its next command: hl_node_clock_put), so the slow count above lags
  * the server by at most 1000 ppm of it (86 s): far inside the hour a counter is kept. */
 #define HL_CLOCK_MAX_AGE_US (24LL * 3600 * 1000000)
 /* 1 if node n's clock reading is older than HL_CLOCK_MAX_AGE_US at now (monotonic us). */
 int         hl_node_clock_old(const hl_node *n, int64_t now);
+/* A TIME appended to b, to renew the reading in a connection's stream (a loop connection
+ * never idle); its reply given to hl_node_clock_take, which keeps a plausible reading as
+ * node n's (judged as the handshake's), else leaves the old one. */
+void        hl_node_clock_put(hl_buf *b);
+void        hl_node_clock_take(hl_node *n, const hl_reply *r);
 /* The pending undos of node n due in this round trip appended to b (at most HL_UNDO_CHUNK,
  * from *at; those of key -- the commands' key, hl_cmds_key -- first): how many;
  * hl_undo_drop(n, *at, count) once answered. */

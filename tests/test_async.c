@@ -608,6 +608,61 @@ Test(async, a_day_old_clock_reading_is_taken_again_when_the_connection_is_next_i
     hlt_redis_stop(s);
 }
 
+/* Under constant load (a call always in flight) the connection is never idle: a day-old
+ * reading is renewed in the stream, a TIME ahead of the next command, on the same connection
+ * (before: never, and the slow count passed an hour behind the server after ~42 days). */
+Test(async, a_day_old_clock_reading_is_taken_again_under_constant_load)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hl_node *n;
+    int64_t at;
+    long long conns;
+    char key[64];
+    redisContext *busy;
+    int done = 0;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    warm_up(&loop, &r, "ld0:");
+    n = &r.c->nodes[0];
+    at = n->clock_at_us;
+    conns = hlt_info_int(s, "stats", "total_connections_received:");
+    /* the server busy for 400 ms in a script (reading TIME, no write: any server), so the
+     * first call stays in flight while the others come */
+    busy = redisConnect("127.0.0.1", s->port);
+    cr_assert(busy && !busy->err);
+    redisAppendCommand(busy, "EVAL %s 0", "local s = redis.call('TIME') local e = s[1] * 1000000 + s[2] + 400000 "
+                       "while true do local t = redis.call('TIME') if t[1] * 1000000 + t[2] >= e then break end end");
+    while (!done) cr_assert_eq(redisBufferWrite(busy, &done), REDIS_OK);
+    hlt_sleep_ms(50);
+    acquire_all(&r, 1, "ld1:", 1000, 0);
+    for (int i = 0; i < 20; i++) uv_run(&loop, UV_RUN_NOWAIT);   /* written: in flight */
+    cr_assert_eq(r.done, 0, "the server is busy");
+    n->clock_at_us = at - (24LL * 3600 + 60) * 1000000;   /* as if read a day and a minute ago */
+    for (int i = 1; i < 8; i++) {   /* more calls behind it, before any reply */
+        snprintf(key, sizeof key, "ld1:%d", i);
+        r.in_call = 1;
+        cr_assert_eq(hilock_acquire_async(r.c, key, 1000, 0, on_done, arg_of(&r, i)), HILOCK_OK);
+        r.in_call = 0;
+    }
+    run_until(&loop, &r.done, 8, 5000);
+    redisFree(busy);
+    for (int i = 0; i < 8; i++) cr_assert_eq(r.st[i], HILOCK_OK, "call %d", i);
+    cr_assert_eq(hlt_info_int(s, "stats", "total_connections_received:"), conns + 1,
+                 "the same connection (+1: the busy script's)");
+    cr_assert_geq(n->clock_at_us, at, "read again");
+    cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
+    free_locks(&r, 8);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
 Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
 {
     static run r;
