@@ -321,6 +321,46 @@ Test(servers, a_waiter_with_the_default_pause_is_woken_by_the_release_on_every_s
     woken_by_the_release(set_unfenced);
 }
 
+static void set_short_io(hilock_options *o)
+{
+    o->fencing = 0;
+    o->io_timeout_ms = 300;   /* a short allowance: the mark is mostly the block it covers */
+}
+
+/* A waiter's first attempt runs before its connection's handshake (version unknown): its
+ * mark must cover the block that follows, a whole second before 6.0. It was sized for a
+ * fractional pause (75 ms + the allowance), so a release after it expired was not signalled
+ * and the waiter slept out its second. And once marked, the release wakes it. */
+Test(servers, a_waiters_first_mark_covers_its_one_second_block, .timeout = 60)
+{
+    hilock_client *h = client_opts(R->url, set_short_io);
+    sleeper w = { .c = client_opts(R->url, set_short_io) };
+    hilock *l = NULL;
+    pthread_t t;
+    long long end, pttl;
+    redisReply *rep;
+    cr_assert_eq(hilock_acquire(h, "wake:key", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(h));
+    cr_assert_eq(pthread_create(&t, NULL, acquire_waiting, &w), 0);
+    end = hlt_now_ms() + 5000;
+    while (hlt_exists(R, "{wake:key}:waiters") == 0 && hlt_now_ms() < end) hlt_sleep_ms(2);
+    rep = hlt_cmd(R, "PTTL {wake:key}:waiters");
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER);
+    pttl = rep->integer;
+    freeReplyObject(rep);
+    cr_log_info("%s: the first mark lives %lld ms", hlt_server_name(), pttl);
+    if (hlt_server_version() < 60000)
+        cr_assert_gt(pttl, 1000, "the mark (%lld ms) ends before the one-second block", pttl);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    pthread_join(t, NULL);
+    cr_assert_eq(w.st, HILOCK_OK, "%s", hilock_client_errmsg(w.c));
+    cr_assert_eq(hilock_release(w.l), HILOCK_OK);
+    cr_assert_eq(hlt_exists(R, "wake:key"), 0);
+    hilock_free(l);
+    hilock_free(w.l);
+    hilock_client_free(h);
+    hilock_client_free(w.c);
+}
+
 /* ---- AUTH: before 6.0 a wrong password says "ERR invalid password" ---- */
 
 Test(servers, a_wrong_password_is_eauth_on_every_server)
