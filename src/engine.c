@@ -549,6 +549,7 @@ void hl_node_facts_get(const hl_node *n, hl_facts *f)
     memcpy(f->run_id, n->run_id, sizeof f->run_id);
     f->clock_ms = n->clock_ms;
     f->clock_at_us = n->clock_at_us;
+    f->wall_ms = n->wall_ms;
 }
 
 void hl_node_facts_set(hl_node *n, const hl_facts *f)
@@ -558,12 +559,24 @@ void hl_node_facts_set(hl_node *n, const hl_facts *f)
     memcpy(n->run_id, f->run_id, sizeof n->run_id);
     n->clock_ms = f->clock_ms;
     n->clock_at_us = f->clock_at_us;
+    n->wall_ms = f->wall_ms;
+}
+
+/* TIME not read: the client's wall clock now stands in as the reading (else none). */
+static void wall_reading(hl_facts *f)
+{
+    f->wall_ms = 0;
+    if (f->clock_ms > 0) return;
+    f->wall_ms = hl_wall_us() / 1000;
+    f->clock_at_us = hl_now_us();
 }
 
 hilock_status hl_handshake_commit(hl_node *n, const struct hl_conn *k)
 {
     size_t me = (size_t)(n - n->peers);
-    hl_node_facts_set(n, &k->facts);
+    hl_facts f = k->facts;
+    wall_reading(&f);
+    hl_node_facts_set(n, &f);
     /* (one at a time: of two names of one server connected together, the second to commit
      * sees the first's run_id) */
     for (size_t i = 0; n->run_id[0] && i < n->npeers; i++) {
@@ -617,15 +630,15 @@ int64_t hl_node_server_ms(const hl_node *n)
 
 int64_t hl_node_clock_floor_ms(const hl_node *n)
 {
-    int64_t since;
-    if (n->clock_ms <= 0) return hl_wall_us() / 1000;
+    int64_t since, base = n->clock_ms > 0 ? n->clock_ms : n->wall_ms;
+    if (base <= 0) return hl_wall_us() / 1000;   /* (no connection yet) */
     since = hl_now_us() - n->clock_at_us;
-    return n->clock_ms + (since - since / 1000000 * HL_CLOCK_SLOW_PPM) / 1000;
+    return base + (since - since / 1000000 * HL_CLOCK_SLOW_PPM) / 1000;
 }
 
 int hl_node_clock_old(const hl_node *n, int64_t now)
 {
-    return n->clock_ms > 0 && now - n->clock_at_us > HL_CLOCK_MAX_AGE_US;
+    return (n->clock_ms > 0 || n->wall_ms > 0) && now - n->clock_at_us > HL_CLOCK_MAX_AGE_US;
 }
 
 void hl_node_clock_put(hl_buf *b)
@@ -640,9 +653,11 @@ void hl_node_clock_take(hl_node *n, const hl_reply *r)
 {
     hl_facts f;
     judge_time(&f, r);
-    if (f.clock_ms <= 0) return;
+    if (f.clock_ms <= 0 && n->clock_ms > 0) return;   /* (kept: asked again next time) */
+    wall_reading(&f);
     n->clock_ms = f.clock_ms;
     n->clock_at_us = f.clock_at_us;
+    n->wall_ms = f.wall_ms;
 }
 
 int hl_node_version(const hl_node *n) { return n->version; }

@@ -83,6 +83,7 @@ typedef struct hl_facts {
     char    server[40];
     char    run_id[48];
     int64_t clock_ms, clock_at_us;
+    int64_t wall_ms;      /* as hl_node.wall_ms */
 } hl_facts;
 
 /* One connection to a node: the transport's connection, its reply stream and its unsent
@@ -121,7 +122,9 @@ typedef struct hl_node {
     int             version;     /* Redis-compatible, major*10000+minor*100+patch; 0 unknown */
     char            server[40];  /* "Redis 2.8.24", "Valkey 8.0.1" (messages); "" unknown */
     int64_t         clock_ms;    /* its TIME in ms when read, 0 unknown (as calloc left it) */
-    int64_t         clock_at_us; /* monotonic, when read */
+    int64_t         clock_at_us; /* monotonic, when read (or when wall_ms was) */
+    int64_t         wall_ms;     /* TIME not read: the client's wall clock then, counted as a
+                                    reading (hl_node_clock_floor_ms); else 0 */
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
     /* result of the last hl_exec on this node */
     hilock_status   st;
@@ -317,8 +320,10 @@ int64_t     hl_node_server_ms(const hl_node *n);
 /* The clock floor of a fencing token minted on node n now (hl_cmd_argclock): its server's
  * clock as hl_node_server_ms reckons it, but with the monotonic time since the reading counted
  * HL_CLOCK_SLOW_PPM slow, so a client clock running fast cannot put the floor ahead of the
- * server's (docs/fencing.md: why ahead is the side to avoid); the client's own wall clock when
- * the server's is unknown (TIME refused: an ACL user without it, a renamed TIME). ms, > 0. */
+ * server's (docs/fencing.md: why ahead is the side to avoid). When the server's is unknown
+ * (TIME refused: an ACL user without it, a renamed TIME) the client's own wall clock at the
+ * handshake stands in, counted slow the same way (a client clock stepped or running fast
+ * later does not carry the floor with it). ms, > 0. */
 int64_t     hl_node_clock_floor_ms(const hl_node *n);
 #define HL_CLOCK_SLOW_PPM 1000   /* well above the drift of a quartz clock (~100 ppm) */
 /* A reading older than this is taken again: the connection is made anew before its next
