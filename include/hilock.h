@@ -207,7 +207,8 @@ typedef struct hilock_options {
      * >= 4.0; TLS >= 6.0), never a script's error, and where a portable form exists it is used
      * (before 6.0 a waiter's BLPOP blocks whole seconds only: a pause under 1 s is polled). An
      * unknown version (INFO refused) is refused nothing, but gets the portable forms (plain
-     * scripts, whole-second BLPOP, no LPOS): they work on every server. */
+     * scripts, whole-second BLPOP, no LPOS): they work on every server. (An ACL user's
+     * connection also reads COMMAND INFO GET: its shape tells 7.0+ or 6.x without INFO.) */
     const char *const *servers;
     size_t       nservers;
 

@@ -450,7 +450,7 @@ size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at, const char *key, size_t ke
 
 /* What a new connection's handshake sends, in order: each reply is judged by its position
  * (hl_handshake_judge), never guessed from its type (TIME answers an array, INFO a string). */
-enum { HS_AUTH, HS_SELECT, HS_PROBE, HS_INFO, HS_TIME, HS_MAX };
+enum { HS_AUTH, HS_SELECT, HS_PROBE, HS_INFO, HS_TIME, HS_SHAPE, HS_MAX };
 
 static int handshake_plan(const hl_node *n, unsigned char plan[HS_MAX])
 {
@@ -460,6 +460,9 @@ static int handshake_plan(const hl_node *n, unsigned char plan[HS_MAX])
     if (n->topo->probe) plan[count++] = HS_PROBE;   /* e.g. ROLE: is the address a Sentinel gave a master? */
     plan[count++] = HS_INFO;   /* which server is this: its version, its run_id (hl_node.peers) */
     plan[count++] = HS_TIME;   /* its clock (hl_node_server_ms) */
+    /* an ACL user (6.0+) may not run INFO (it is in @dangerous): COMMAND INFO's shape then
+     * tells 7.0+ from 6.x (judge_shape) */
+    if (n->url.user) plan[count++] = HS_SHAPE;
     return count;
 }
 
@@ -487,6 +490,11 @@ int hl_handshake_put(const hl_node *n, hl_buf *b)
         case HS_INFO:
             hl_cmd_arg(&a, "INFO", 4);
             hl_cmd_arg(&a, "server", 6);
+            break;
+        case HS_SHAPE:
+            hl_cmd_arg(&a, "COMMAND", 7);
+            hl_cmd_arg(&a, "INFO", 4);
+            hl_cmd_arg(&a, "GET", 3);
             break;
         default:
             hl_cmd_arg(&a, "TIME", 4);
@@ -591,6 +599,17 @@ hilock_status hl_handshake_commit(hl_node *n, const struct hl_conn *k)
     return HILOCK_OK;
 }
 
+/* COMMAND INFO GET's reply, when INFO was refused: a command's entry has 10 fields from 7.0
+ * (tips, key specs, subcommands), 7 in 6.x (ACL categories). The version is then known as
+ * at least 7.0.0 or 6.0.0 (so 7.0+ gets the "#!lua" form), never more than it shows. */
+static void judge_shape(hl_facts *f, const hl_reply *r)
+{
+    const hl_reply *e = hl_reply_type(r) == HL_R_ARRAY && hl_reply_nelem(r) == 1 ? hl_reply_elem(r, 0) : NULL;
+    size_t fields = e && hl_reply_type(e) == HL_R_ARRAY ? hl_reply_nelem(e) : 0;
+    if (f->version) return;   /* INFO said */
+    f->version = fields >= 10 ? 70000 : fields >= 7 ? 60000 : 0;
+}
+
 /* s as a decimal integer in [lo, hi), else -1 (empty, signed, trailing bytes, out of range) */
 static long long decimal_in(const char *s, long long lo, long long hi)
 {
@@ -670,7 +689,7 @@ hilock_status hl_handshake_judge(hl_node *n, struct hl_conn *k, int idx, const h
     int count = handshake_plan(n, plan);
     int kind = idx >= 0 && idx < count ? plan[idx] : HS_MAX;
     if (kind == HS_INFO) memset(&k->facts, 0, sizeof k->facts);   /* (unknown unless read) */
-    if ((kind == HS_INFO || kind == HS_TIME) && hl_reply_type(r) == HL_R_ERROR &&
+    if ((kind == HS_INFO || kind == HS_TIME || kind == HS_SHAPE) && hl_reply_type(r) == HL_R_ERROR &&
         !hl_reply_is_error(r, "NOAUTH") && error_status(hl_reply_str(r, NULL)) != HILOCK_EIO)
         /* an ACL user without INFO (it is in @dangerous), a renamed INFO or TIME, a proxy,
          * a Sentinel (no TIME): not known (hl_node_has: portable forms); the run_id is not
@@ -699,6 +718,9 @@ hilock_status hl_handshake_judge(hl_node *n, struct hl_conn *k, int idx, const h
         return HILOCK_OK;
     case HS_TIME:
         judge_time(&k->facts, r);
+        return HILOCK_OK;
+    case HS_SHAPE:
+        judge_shape(&k->facts, r);
         return HILOCK_OK;
     case HS_PROBE:
         if (n->topo->on_handshake_reply(n, r) != HILOCK_OK) return n->st;   /* ROLE: not a master */

@@ -290,7 +290,8 @@ hl_io hl_conn_flush(struct hl_conn *k, size_t *written);
  * on a loop, whose sockets are only read when ready). OK, or the status with *what, *why for
  * the message; then the connection must be closed. */
 hilock_status hl_conn_read(struct hl_conn *k, int wait_ms, const char **what, const char **why);
-/* A new connection's handshake (AUTH, SELECT, the topology's probe, INFO server, TIME)
+/* A new connection's handshake (AUTH, SELECT, the topology's probe, INFO server, TIME; for an
+ * ACL user COMMAND INFO GET, whose shape gives the version when INFO is refused)
  * appended to b: how many commands. Reply number idx (0-based, in order) is judged by
  * hl_handshake_judge, by its position: OK, or the status with n->st, n->err set (close the
  * connection). INFO or TIME refused (ACL, renamed, a Sentinel) leave the facts unknown. */
