@@ -284,12 +284,13 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
         part_end(p, HILOCK_EINVAL, n->err);
         return;
     }
-    if (!lc->side && !lc->clock_asked && hl_node_clock_old(n, hl_now_us())) {
+    if (!lc->side && !lc->clock_asked && hl_node_clock_old(n, hl_now_us()) &&
+        q_push(lc, SLOT_CLOCK, 1, NULL) == 0) {
         /* a day-old clock reading on a connection never idle (lc_submit reopens an idle
-         * one): TIME goes ahead in the stream, so the slow count never runs an hour behind */
+         * one): TIME goes ahead in the stream, so the slow count never runs an hour behind
+         * (out of memory for its slot: asked again by the next command) */
         hl_node_clock_put(out);
         lc->clock_asked = 1;
-        q_push(lc, SLOT_CLOCK, 1, NULL);
     }
     if (!lc->side && (nu = hl_undo_put(n, out, &at, key, klen)) > 0) {
         /* sent, and forgotten at once: calls interleave here, so the blocking runner's
