@@ -572,8 +572,7 @@ Test(hostile, a_busy_server_at_connect_is_retried_and_its_facts_are_read)
     pthread_join(th, NULL);
     hlt_holds(r, "k", hilock_token(l));
     cr_assert_neq(hl_node_server_ms(&c->nodes[0]), -1, "the clock was read");
-    cr_assert_eq(hl_node_version(&c->nodes[0]), hlt_server_is_valkey() ? hl_node_version(&c->nodes[0])
-                                                                       : hlt_server_version());
+    cr_assert_gt(hl_node_version(&c->nodes[0]), 20000, "the version was read");
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     redisFree(busy);
