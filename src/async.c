@@ -49,7 +49,7 @@ typedef struct hl_loop hl_loop;
 
 enum { OP_ACQUIRE, OP_RELEASE, OP_EXTEND, OP_CHECK, OP_RENEW };
 enum { S_QUEUED, S_RUNNING, S_SUSPENDED, S_RUNNABLE, S_FINISHED };
-enum { SLOT_HANDSHAKE, SLOT_GHOST, SLOT_PART };
+enum { SLOT_HANDSHAKE, SLOT_GHOST, SLOT_PART, SLOT_CLOCK };
 
 typedef struct xrun {   /* one hl_exec of a flow: its parts still out */
     int      pending;
@@ -88,6 +88,7 @@ struct lconn {
     int             opening;    /* its topology resolves the address: the flow that opens it
                                    is paused (Sentinel round trips), other parts wait */
     int             ready;      /* the handshake was answered */
+    int             clock_asked;   /* a TIME to renew a day-old reading is in flight */
     slot           *q;          /* replies expected, in order */
     size_t          qh, qn, qcap;
     part           *whead, *wtail;   /* waiting for the handshake */
@@ -283,6 +284,14 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
         part_end(p, HILOCK_EINVAL, n->err);
         return;
     }
+    if (!lc->side && !lc->clock_asked && hl_node_clock_old(n, hl_now_us()) &&
+        q_push(lc, SLOT_CLOCK, 1, NULL) == 0) {
+        /* a day-old clock reading on a connection never idle (lc_submit reopens an idle
+         * one): TIME goes ahead in the stream, so the slow count never runs an hour behind
+         * (out of memory for its slot: asked again by the next command) */
+        hl_node_clock_put(out);
+        lc->clock_asked = 1;
+    }
     if (!lc->side && (nu = hl_undo_put(n, out, &at, key, klen)) > 0) {
         /* sent, and forgotten at once: calls interleave here, so the blocking runner's
          * "forget when answered" by index cannot hold; an undo lost with a broken connection
@@ -359,7 +368,7 @@ static void lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err)
         hl_conn_free(lc->k);
         lc->k = NULL;
     }
-    lc->ready = 0;
+    lc->ready = lc->clock_asked = 0;
     lc->queued = lc->flushed = 0;
 }
 
@@ -385,7 +394,7 @@ static void lc_open(hl_loop *L, lconn *lc, int64_t deadline)
     }
     lc->opening = 0;
     lc->k = k;
-    lc->ready = 0;
+    lc->ready = lc->clock_asked = 0;
     lc->queued = lc->flushed = 0;
 }
 
@@ -456,14 +465,21 @@ static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
     }
     last = --s->n == 0;
     if (s->kind == SLOT_HANDSHAKE) {
-        hilock_status st = hl_handshake_judge(n, s->at++, r);
+        hilock_status st = hl_handshake_judge(n, lc->k, s->at++, r);
         hl_reply_free(r);
+        /* (a waiter's side connection reads its own facts but never commits them: the
+         * node's are its main connection's) */
+        if (st == HILOCK_OK && last && !lc->side) st = hl_handshake_commit(n, lc->k);
         if (st != HILOCK_OK) {
             char err[200];
             memcpy(err, n->err, sizeof err);
             lc_close(L, lc, st, err);
             return -1;
         }
+    } else if (s->kind == SLOT_CLOCK) {
+        hl_node_clock_take(n, r);   /* (refused: the old reading stays, asked again next time) */
+        lc->clock_asked = 0;
+        hl_reply_free(r);
     } else if (s->kind == SLOT_GHOST) {
         hl_reply_free(r);
     } else {

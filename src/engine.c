@@ -146,20 +146,24 @@ void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n)
 /* ---- what each server version can do ---- */
 
 /* The first Redis version with each capability (Valkey: its Redis-compatible redis_version,
- * 7.2.4, so every one), and how a refusal names it. The one place a version is compared. */
-static const struct { int version; const char *what; } floors[HL_CAP_COUNT] = {
-    [HL_CAP_NONE]          = { 0, "" },
-    [HL_CAP_WAIT]          = { 30000, "min_replicas (WAIT) needs" },
-    [HL_CAP_FAIR]          = { 30200, "fair locks need" },
-    [HL_CAP_FAILOVER]      = { 40000, "needs" },   /* named by the node's topology: failover_what */
-    [HL_CAP_FLOAT_TIMEOUT] = { 60000, "fractional BLPOP timeouts need" },
-    [HL_CAP_LPOS]          = { 60006, "LPOS needs" },
-    [HL_CAP_SHEBANG]       = { 70000, "script flags need" },
+ * 7.2.4, so every one), and how a refusal names it. The one place a version is compared.
+ * form: the capability only picks the form of a command (a portable one exists), so an
+ * unknown version takes the portable form -- a 6.x server must not get "#!lua"; the others
+ * refuse a feature, which an unknown version is not refused (it may well have it). */
+static const struct { int version; int form; const char *what; } floors[HL_CAP_COUNT] = {
+    [HL_CAP_NONE]          = { 0, 0, "" },
+    [HL_CAP_WAIT]          = { 30000, 0, "min_replicas (WAIT) needs" },
+    [HL_CAP_FAIR]          = { 30200, 0, "fair locks need" },
+    [HL_CAP_FAILOVER]      = { 40000, 0, "needs" },   /* named by the node's topology: failover_what */
+    [HL_CAP_FLOAT_TIMEOUT] = { 60000, 1, "fractional BLPOP timeouts need" },
+    [HL_CAP_LPOS]          = { 60006, 1, "LPOS needs" },
+    [HL_CAP_SHEBANG]       = { 70000, 1, "script flags need" },
 };
 
 int hl_node_has(const hl_node *n, hl_cap cap)
 {
-    return !n->version || n->version >= floors[cap].version;
+    if (!n->version) return !floors[cap].form;
+    return n->version >= floors[cap].version;
 }
 
 /* Failover awareness reads the master's replication ids: named as the user asked for it. */
@@ -279,10 +283,11 @@ void hl_node_set_err(hl_node *n, hilock_status st, const char *what, const char 
     snprintf(n->err, sizeof n->err, "%s: %s%s%s", n->name, what, why ? ": " : "", why ? why : "");
 }
 
-hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
+/* The status an error reply (its text s) stands for. */
+static hilock_status error_status(const char *s)
 {
-    const char *s = hl_reply_str(r, NULL) ? hl_reply_str(r, NULL) : "unexpected reply";
     hilock_status st = HILOCK_EREPLY;
+    if (!s) return st;
     /* "ERR Protocol error: unauthenticated multibulk length": a server with a password
      * refuses long commands before AUTH (and closes), rather than saying NOAUTH */
     if (!strncmp(s, "NOPERM", 6) || !strncmp(s, "WRONGPASS", 9) || !strncmp(s, "NOAUTH", 6) ||
@@ -302,6 +307,13 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
                                     keeps the server's word */
     else if (!strncmp(s, "NOREPLICAS", 10))
         st = HILOCK_EREPLICAS;   /* min-replicas-to-write refused the write */
+    return st;
+}
+
+hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
+{
+    const char *s = hl_reply_str(r, NULL) ? hl_reply_str(r, NULL) : "unexpected reply";
+    hilock_status st = error_status(s);
     hl_node_set_err(n, st, s, NULL);
     return st;
 }
@@ -438,7 +450,7 @@ size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at, const char *key, size_t ke
 
 /* What a new connection's handshake sends, in order: each reply is judged by its position
  * (hl_handshake_judge), never guessed from its type (TIME answers an array, INFO a string). */
-enum { HS_AUTH, HS_SELECT, HS_PROBE, HS_INFO, HS_TIME, HS_MAX };
+enum { HS_AUTH, HS_SELECT, HS_PROBE, HS_INFO, HS_TIME, HS_SHAPE, HS_MAX };
 
 static int handshake_plan(const hl_node *n, unsigned char plan[HS_MAX])
 {
@@ -448,6 +460,9 @@ static int handshake_plan(const hl_node *n, unsigned char plan[HS_MAX])
     if (n->topo->probe) plan[count++] = HS_PROBE;   /* e.g. ROLE: is the address a Sentinel gave a master? */
     plan[count++] = HS_INFO;   /* which server is this: its version, its run_id (hl_node.peers) */
     plan[count++] = HS_TIME;   /* its clock (hl_node_server_ms) */
+    /* an ACL user (6.0+) may not run INFO (it is in @dangerous): COMMAND INFO's shape then
+     * tells 7.0+ from 6.x (judge_shape) */
+    if (n->url.user) plan[count++] = HS_SHAPE;
     return count;
 }
 
@@ -475,6 +490,11 @@ int hl_handshake_put(const hl_node *n, hl_buf *b)
         case HS_INFO:
             hl_cmd_arg(&a, "INFO", 4);
             hl_cmd_arg(&a, "server", 6);
+            break;
+        case HS_SHAPE:
+            hl_cmd_arg(&a, "COMMAND", 7);
+            hl_cmd_arg(&a, "INFO", 4);
+            hl_cmd_arg(&a, "GET", 3);
             break;
         default:
             hl_cmd_arg(&a, "TIME", 4);
@@ -513,28 +533,63 @@ static int version_number(const char *v)
 
 /* INFO server's reply in the handshake: the server's version (for the capability gates:
  * Redis-compatible, so Valkey 8.0 counts as its redis_version 7.2.4) and name for messages;
- * its run_id, refused if a peer has it too (hl_node.peers). */
-static hilock_status judge_info(hl_node *n, const hl_reply *r)
+ * its run_id (compared with the peers' at commit: hl_handshake_commit). */
+static void judge_info(hl_facts *f, const hl_reply *r)
 {
-    size_t len, k;
+    size_t len;
     const char *s = hl_reply_str(r, &len);
     char v[32], vk[32], name[32];
-    n->run_id[0] = n->server[0] = '\0';
-    n->version = 0;
-    if (!s) return HILOCK_OK;   /* a server that does not say: unknown (treated as modern) */
+    if (!s) return;   /* a server that does not say: unknown (hl_node_has) */
     info_field(s, len, "redis_version", v, sizeof v);
     info_field(s, len, "valkey_version", vk, sizeof vk);
     info_field(s, len, "server_name", name, sizeof name);
-    n->version = version_number(v);
-    if (n->version)
-        snprintf(n->server, sizeof n->server, "%s %s", vk[0] || !strcmp(name, "valkey") ? "Valkey" : "Redis",
+    f->version = version_number(v);
+    if (f->version)
+        snprintf(f->server, sizeof f->server, "%s %s", vk[0] || !strcmp(name, "valkey") ? "Valkey" : "Redis",
                  vk[0] ? vk : v);
-    info_field(s, len, "run_id", n->run_id, sizeof n->run_id);
-    k = strlen(n->run_id);
-    for (size_t i = 0; i < n->npeers; i++) {
-        size_t me = (size_t)(n - n->peers);
+    info_field(s, len, "run_id", f->run_id, sizeof f->run_id);
+}
+
+void hl_node_facts_get(const hl_node *n, hl_facts *f)
+{
+    f->version = n->version;
+    memcpy(f->server, n->server, sizeof f->server);
+    memcpy(f->run_id, n->run_id, sizeof f->run_id);
+    f->clock_ms = n->clock_ms;
+    f->clock_at_us = n->clock_at_us;
+    f->wall_ms = n->wall_ms;
+}
+
+void hl_node_facts_set(hl_node *n, const hl_facts *f)
+{
+    n->version = f->version;
+    memcpy(n->server, f->server, sizeof n->server);
+    memcpy(n->run_id, f->run_id, sizeof n->run_id);
+    n->clock_ms = f->clock_ms;
+    n->clock_at_us = f->clock_at_us;
+    n->wall_ms = f->wall_ms;
+}
+
+/* TIME not read: the client's wall clock now stands in as the reading (else none). */
+static void wall_reading(hl_facts *f)
+{
+    f->wall_ms = 0;
+    if (f->clock_ms > 0) return;
+    f->wall_ms = hl_wall_us() / 1000;
+    f->clock_at_us = hl_now_us();
+}
+
+hilock_status hl_handshake_commit(hl_node *n, const struct hl_conn *k)
+{
+    size_t me = (size_t)(n - n->peers);
+    hl_facts f = k->facts;
+    wall_reading(&f);
+    hl_node_facts_set(n, &f);
+    /* (one at a time: of two names of one server connected together, the second to commit
+     * sees the first's run_id) */
+    for (size_t i = 0; n->run_id[0] && i < n->npeers; i++) {
         char why[160];
-        if (i == me || !k || strcmp(n->peers[i].run_id, n->run_id)) continue;
+        if (i == me || strcmp(n->peers[i].run_id, n->run_id)) continue;
         snprintf(why, sizeof why, "servers[%zu] and servers[%zu] are the same server (run_id %.12s...): "
                  "list each Redlock member once", i < me ? i : me, i < me ? me : i, n->run_id);
         n->run_id[0] = '\0';   /* so the peer is not refused in turn */
@@ -544,17 +599,46 @@ static hilock_status judge_info(hl_node *n, const hl_reply *r)
     return HILOCK_OK;
 }
 
-/* TIME's reply: the server's clock, kept with the monotonic time it was read at. */
-static void judge_time(hl_node *n, const hl_reply *r)
+/* COMMAND INFO GET's reply, when INFO was refused: a command's entry has 10 fields from 7.0
+ * (tips, key specs, subcommands), 7 in 6.x (ACL categories). The version is then known as
+ * at least 7.0.0 or 6.0.0 (so 7.0+ gets the "#!lua" form), never more than it shows. */
+static void judge_shape(hl_facts *f, const hl_reply *r)
+{
+    const hl_reply *e = hl_reply_type(r) == HL_R_ARRAY && hl_reply_nelem(r) == 1 ? hl_reply_elem(r, 0) : NULL;
+    size_t fields = e && hl_reply_type(e) == HL_R_ARRAY ? hl_reply_nelem(e) : 0;
+    if (f->version) return;   /* INFO said */
+    f->version = fields >= 10 ? 70000 : fields >= 7 ? 60000 : 0;
+}
+
+/* s as a decimal integer in [lo, hi), else -1 (empty, signed, trailing bytes, out of range) */
+static long long decimal_in(const char *s, long long lo, long long hi)
+{
+    long long v = 0;
+    if (!*s) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v >= hi) return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v >= lo && v < hi ? v : -1;
+}
+
+/* TIME's reply: the server's clock, kept with the monotonic time it was read at. Only a
+ * plausible one (2000-01-01 up to 2^42 ms: a fence token's clock part) is taken: a hostile
+ * or broken reply leaves it unknown, never a floor that would read as a later epoch. */
+static void judge_time(hl_facts *f, const hl_reply *r)
 {
     const char *sec, *usec;
-    n->clock_ms = 0;
+    long long s, us;
+    f->clock_ms = 0;
     if (hl_reply_type(r) != HL_R_ARRAY || hl_reply_nelem(r) != 2) return;
     sec = hl_reply_str(hl_reply_elem(r, 0), NULL);
     usec = hl_reply_str(hl_reply_elem(r, 1), NULL);
     if (!sec || !usec) return;
-    n->clock_ms = strtoll(sec, NULL, 10) * 1000 + strtoll(usec, NULL, 10) / 1000;
-    n->clock_at_us = hl_now_us();
+    s = decimal_in(sec, 946684800LL, (1LL << 42) / 1000);
+    us = decimal_in(usec, 0, 1000000);
+    if (s < 0 || us < 0) return;
+    f->clock_ms = s * 1000 + us / 1000;
+    f->clock_at_us = hl_now_us();
 }
 
 int64_t hl_node_server_ms(const hl_node *n)
@@ -565,36 +649,53 @@ int64_t hl_node_server_ms(const hl_node *n)
 
 int64_t hl_node_clock_floor_ms(const hl_node *n)
 {
-    int64_t since;
-    if (n->clock_ms <= 0) return hl_wall_us() / 1000;
+    int64_t since, base = n->clock_ms > 0 ? n->clock_ms : n->wall_ms;
+    if (base <= 0) return hl_wall_us() / 1000;   /* (no connection yet) */
     since = hl_now_us() - n->clock_at_us;
-    return n->clock_ms + (since - since / 1000000 * HL_CLOCK_SLOW_PPM) / 1000;
+    return base + (since - since / 1000000 * HL_CLOCK_SLOW_PPM) / 1000;
 }
 
 int hl_node_clock_old(const hl_node *n, int64_t now)
 {
-    return n->clock_ms > 0 && now - n->clock_at_us > HL_CLOCK_MAX_AGE_US;
+    return (n->clock_ms > 0 || n->wall_ms > 0) && now - n->clock_at_us > HL_CLOCK_MAX_AGE_US;
+}
+
+void hl_node_clock_put(hl_buf *b)
+{
+    hl_cmd t;
+    hl_cmd_init(&t, NULL, 0);
+    hl_cmd_arg(&t, "TIME", 4);
+    hl_cmd_put(b, &t, 0, NULL);
+}
+
+void hl_node_clock_take(hl_node *n, const hl_reply *r)
+{
+    hl_facts f;
+    judge_time(&f, r);
+    if (f.clock_ms <= 0 && n->clock_ms > 0) return;   /* (kept: asked again next time) */
+    wall_reading(&f);
+    n->clock_ms = f.clock_ms;
+    n->clock_at_us = f.clock_at_us;
+    n->wall_ms = f.wall_ms;
 }
 
 int hl_node_version(const hl_node *n) { return n->version; }
 
 const char *hl_node_server(const hl_node *n) { return n->server[0] ? n->server : "an unknown server"; }
 
-hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r)
+hilock_status hl_handshake_judge(hl_node *n, struct hl_conn *k, int idx, const hl_reply *r)
 {
     unsigned char plan[HS_MAX];
     int count = handshake_plan(n, plan);
     int kind = idx >= 0 && idx < count ? plan[idx] : HS_MAX;
-    if (kind == HS_INFO) {   /* its facts are reset: this connection's server may be another */
-        n->version = 0;
-        n->server[0] = n->run_id[0] = '\0';
-        n->clock_ms = 0;
-    }
-    if ((kind == HS_INFO || kind == HS_TIME) && hl_reply_type(r) == HL_R_ERROR &&
-        !hl_reply_is_error(r, "NOAUTH"))
+    if (kind == HS_INFO) memset(&k->facts, 0, sizeof k->facts);   /* (unknown unless read) */
+    if ((kind == HS_INFO || kind == HS_TIME || kind == HS_SHAPE) && hl_reply_type(r) == HL_R_ERROR &&
+        !hl_reply_is_error(r, "NOAUTH") && error_status(hl_reply_str(r, NULL)) != HILOCK_EIO)
         /* an ACL user without INFO (it is in @dangerous), a renamed INFO or TIME, a proxy,
-         * a Sentinel (no TIME): not known, treated as a modern server; the run_id is not
-         * compared (hilock.h, servers) */
+         * a Sentinel (no TIME): not known (hl_node_has: portable forms); the run_id is not
+         * compared (hilock.h, servers). But a transient refusal (LOADING: TIME before 6.0
+         * while the server loads; BUSY: a slow script) fails this connect as any EIO, so
+         * a later one reads the facts rather than this connection living without them */
         return HILOCK_OK;
     if (kind == HS_AUTH && n->url.user && hl_reply_is_error(r, "ERR wrong number of arguments")) {
         /* AUTH user password before Redis 6.0, which knows no users (its version is not
@@ -613,9 +714,13 @@ hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r)
     }
     switch (kind) {
     case HS_INFO:
-        return judge_info(n, r);
+        judge_info(&k->facts, r);
+        return HILOCK_OK;
     case HS_TIME:
-        judge_time(n, r);
+        judge_time(&k->facts, r);
+        return HILOCK_OK;
+    case HS_SHAPE:
+        judge_shape(&k->facts, r);
         return HILOCK_OK;
     case HS_PROBE:
         if (n->topo->on_handshake_reply(n, r) != HILOCK_OK) return n->st;   /* ROLE: not a master */
@@ -782,8 +887,9 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
 {
     int idx = p->got++;
     if (idx < p->nhandshake) {
-        hilock_status st = hl_handshake_judge(n, idx, r);
+        hilock_status st = hl_handshake_judge(n, n->conn, idx, r);
         hl_reply_free(r);
+        if (st == HILOCK_OK && p->got == p->nhandshake) st = hl_handshake_commit(n, n->conn);
         if (st != HILOCK_OK) {
             finish(n, p, st, NULL, NULL);
             hl_node_close(n);

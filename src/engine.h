@@ -50,7 +50,7 @@ typedef struct hl_cmd {
 
 void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
 /* An argument the engine writes per connection, as it encodes the command: "1" if the node's
- * server has cap (or its version is unknown), else "0" (a script's portable form). */
+ * server has cap (hl_node_has), else "0" (a script's portable form). */
 void hl_cmd_argcap(hl_cmd *c, hl_cap cap);
 /* An argument the engine writes per connection, as it encodes the command: the node's server
  * clock in ms now, as hl_node_clock_floor_ms reckons it (never ahead of it; the client's wall
@@ -74,6 +74,18 @@ typedef struct hl_undo {   /* a write whose fate is unknown: delete it by value 
 #define HL_UNDO_MAX   64   /* per node; past it the oldest is dropped (it expires by its ttl) */
 #define HL_UNDO_CHUNK 8    /* per round trip, ahead of the caller's commands */
 
+/* What a connection's handshake read of its server (hl_handshake_judge): committed to its
+ * node whole, by the connection that owns the node's facts, once the handshake is done
+ * (hl_handshake_commit) -- never by a waiter's side connection, never half (INFO read, TIME
+ * not yet: a clock of 0 that nothing would read again). */
+typedef struct hl_facts {
+    int     version;      /* as hl_node.version */
+    char    server[40];
+    char    run_id[48];
+    int64_t clock_ms, clock_at_us;
+    int64_t wall_ms;      /* as hl_node.wall_ms */
+} hl_facts;
+
 /* One connection to a node: the transport's connection, its reply stream and its unsent
  * bytes. Made and read by engine.c's functions below (the blocking runner's node->conn, or a
  * connection of the loop runner, engine_loop.c). */
@@ -85,6 +97,7 @@ struct hl_conn {
     hl_buf        out;          /* bytes not yet accepted by the transport */
     size_t        off;
     int64_t       last_us;      /* when its last round trip ended (monotonic) */
+    hl_facts      facts;        /* what its handshake has read so far */
 };
 
 typedef struct hl_node {
@@ -109,7 +122,9 @@ typedef struct hl_node {
     int             version;     /* Redis-compatible, major*10000+minor*100+patch; 0 unknown */
     char            server[40];  /* "Redis 2.8.24", "Valkey 8.0.1" (messages); "" unknown */
     int64_t         clock_ms;    /* its TIME in ms when read, 0 unknown (as calloc left it) */
-    int64_t         clock_at_us; /* monotonic, when read */
+    int64_t         clock_at_us; /* monotonic, when read (or when wall_ms was) */
+    int64_t         wall_ms;     /* TIME not read: the client's wall clock then, counted as a
+                                    reading (hl_node_clock_floor_ms); else 0 */
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
     /* result of the last hl_exec on this node */
     hilock_status   st;
@@ -275,18 +290,28 @@ hl_io hl_conn_flush(struct hl_conn *k, size_t *written);
  * on a loop, whose sockets are only read when ready). OK, or the status with *what, *why for
  * the message; then the connection must be closed. */
 hilock_status hl_conn_read(struct hl_conn *k, int wait_ms, const char **what, const char **why);
-/* A new connection's handshake (AUTH, SELECT, the topology's probe, INFO server, TIME)
+/* A new connection's handshake (AUTH, SELECT, the topology's probe, INFO server, TIME; for an
+ * ACL user COMMAND INFO GET, whose shape gives the version when INFO is refused)
  * appended to b: how many commands. Reply number idx (0-based, in order) is judged by
  * hl_handshake_judge, by its position: OK, or the status with n->st, n->err set (close the
  * connection). INFO or TIME refused (ACL, renamed, a Sentinel) leave the facts unknown. */
 int  hl_handshake_put(const hl_node *n, hl_buf *b);
-hilock_status hl_handshake_judge(hl_node *n, int idx, const hl_reply *r);
+hilock_status hl_handshake_judge(hl_node *n, struct hl_conn *k, int idx, const hl_reply *r);
+/* The handshake of k (the connection that owns node n's facts: its blocking connection, the
+ * loop's main one; not a waiter's) is done: its facts become n's, all at once. EINVAL (n->err
+ * set: the same server as a Redlock peer, by run_id) or OK. */
+hilock_status hl_handshake_commit(hl_node *n, const struct hl_conn *k);
+/* Node n's facts, as a whole (Cluster: a shard parked on another connection keeps its own). */
+void hl_node_facts_get(const hl_node *n, hl_facts *f);
+void hl_node_facts_set(hl_node *n, const hl_facts *f);
 
 /* ---- what the last handshake learnt of node n's server ---- */
 /* Its version, Redis-compatible (Valkey 8.0.1 says 7.2.4): major*10000 + minor*100 + patch
- * (2.8.24 -> 20824); 0 = unknown (INFO refused), treated as a modern server. */
+ * (2.8.24 -> 20824); 0 = unknown (INFO refused): see hl_node_has. */
 int         hl_node_version(const hl_node *n);
-/* 1 if its server has cap (hl_cap above; an unknown version counts as modern), else 0. */
+/* 1 if its server has cap (hl_cap above), else 0. An unknown version has every cap that
+ * refuses a feature (WAIT, FAIR, FAILOVER: it may have them) but none that only picks a
+ * newer form of a command (FLOAT_TIMEOUT, LPOS, SHEBANG: the portable form works on all). */
 int         hl_node_has(const hl_node *n, hl_cap cap);
 /* "Redis 2.8.24", "Valkey 8.0.1", for messages ("an unknown server" if unknown). */
 const char *hl_node_server(const hl_node *n);
@@ -296,16 +321,24 @@ int64_t     hl_node_server_ms(const hl_node *n);
 /* The clock floor of a fencing token minted on node n now (hl_cmd_argclock): its server's
  * clock as hl_node_server_ms reckons it, but with the monotonic time since the reading counted
  * HL_CLOCK_SLOW_PPM slow, so a client clock running fast cannot put the floor ahead of the
- * server's (docs/fencing.md: why ahead is the side to avoid); the client's own wall clock when
- * the server's is unknown (TIME refused: an ACL user without it, a renamed TIME). ms, > 0. */
+ * server's (docs/fencing.md: why ahead is the side to avoid). When the server's is unknown
+ * (TIME refused: an ACL user without it, a renamed TIME) the client's own wall clock at the
+ * handshake stands in, counted slow the same way (a client clock stepped or running fast
+ * later does not carry the floor with it). ms, > 0. */
 int64_t     hl_node_clock_floor_ms(const hl_node *n);
 #define HL_CLOCK_SLOW_PPM 1000   /* well above the drift of a quartz clock (~100 ppm) */
 /* A reading older than this is taken again: the connection is made anew before its next
- * round trip (blocking), or when it is next idle (event loop), so the slow count above lags
+ * round trip (blocking), or when it is next idle (event loop; one never idle sends a TIME
+ * ahead of its next command: hl_node_clock_put), so the slow count above lags
  * the server by at most 1000 ppm of it (86 s): far inside the hour a counter is kept. */
 #define HL_CLOCK_MAX_AGE_US (24LL * 3600 * 1000000)
 /* 1 if node n's clock reading is older than HL_CLOCK_MAX_AGE_US at now (monotonic us). */
 int         hl_node_clock_old(const hl_node *n, int64_t now);
+/* A TIME appended to b, to renew the reading in a connection's stream (a loop connection
+ * never idle); its reply given to hl_node_clock_take, which keeps a plausible reading as
+ * node n's (judged as the handshake's), else leaves the old one. */
+void        hl_node_clock_put(hl_buf *b);
+void        hl_node_clock_take(hl_node *n, const hl_reply *r);
 /* The pending undos of node n due in this round trip appended to b (at most HL_UNDO_CHUNK,
  * from *at; those of key -- the commands' key, hl_cmds_key -- first): how many;
  * hl_undo_drop(n, *at, count) once answered. */

@@ -50,6 +50,7 @@ typedef struct parked {       /* what the engine keeps in the node, while anothe
     hl_undo        *undo;
     size_t          nundo, capundo;
     char           *name;
+    hl_facts        facts;   /* its server's, read by that connection's handshake */
 } parked;
 
 typedef struct srv {
@@ -97,6 +98,7 @@ static void park(hl_node *n, parked *p)
     p->nundo = n->nundo;
     p->capundo = n->capundo;
     p->name = n->name;
+    hl_node_facts_get(n, &p->facts);
 }
 
 static void unpark(hl_node *n, parked *p)
@@ -106,6 +108,7 @@ static void unpark(hl_node *n, parked *p)
     n->nundo = p->nundo;
     n->capundo = p->capundo;
     n->name = p->name;
+    hl_node_facts_set(n, &p->facts);   /* (a never-used shard's: unknown, as calloc left it) */
     memset(p, 0, sizeof *p);
 }
 

@@ -39,6 +39,9 @@
  * There a waiter blocks one second instead, when neither the caller's deadline nor the
  * holder's PTTL ends sooner (else it polls): a release still wakes it at once, and the
  * fallback for an unsignalled delete is that second, not one pause; its mark lasts as long.
+ * A server whose version is not known (the first attempt runs before the handshake; INFO
+ * refused) counts as whole seconds, for the mark as for the block (hl_node_has): a mark sized
+ * for a fractional pause expired before a one-second block and its release was not signalled.
  * A pause of a second or more is floored to whole seconds and the rest slept. A fair waiter
  * blocks only then (its queue entry lives for 2 x io_timeout_ms + retry_delay_ms after each
  * call, too little for a one-second block): it polls, and its turn still comes in order. Kinds

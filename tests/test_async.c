@@ -608,6 +608,63 @@ Test(async, a_day_old_clock_reading_is_taken_again_when_the_connection_is_next_i
     hlt_redis_stop(s);
 }
 
+/* Under constant load (a call always in flight) the connection is never idle: a day-old
+ * reading is renewed in the stream, a TIME ahead of the next command, on the same connection
+ * (before: never, and the slow count passed an hour behind the server after ~42 days). */
+Test(async, a_day_old_clock_reading_is_taken_again_under_constant_load)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hl_node *n;
+    int64_t at;
+    long long conns;
+    char key[64];
+    redisContext *busy;
+    int done = 0;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 10000);   /* (the busy script may take a few seconds) */
+    warm_up(&loop, &r, "ld0:");
+    n = &r.c->nodes[0];
+    at = n->clock_at_us;
+    conns = hlt_info_int(s, "stats", "total_connections_received:");
+    /* the server busy in a script for 400 ms or 30 M rounds (no write: any server; TIME
+     * stands still inside a script from 7.2), so the first call stays in flight while the
+     * others come */
+    busy = redisConnect("127.0.0.1", s->port);
+    cr_assert(busy && !busy->err);
+    redisAppendCommand(busy, "EVAL %s 0", "local s = redis.call('TIME') local e = s[1] * 1000000 + s[2] + 400000 "
+                       "for i = 1, 30000000 do if i % 100000 == 0 then local t = redis.call('TIME') "
+                       "if t[1] * 1000000 + t[2] >= e then break end end end");
+    while (!done) cr_assert_eq(redisBufferWrite(busy, &done), REDIS_OK);
+    hlt_sleep_ms(50);
+    acquire_all(&r, 1, "ld1:", 1000, 0);
+    for (int i = 0; i < 20; i++) uv_run(&loop, UV_RUN_NOWAIT);   /* written: in flight */
+    cr_assert_eq(r.done, 0, "the server is busy");
+    n->clock_at_us = at - (24LL * 3600 + 60) * 1000000;   /* as if read a day and a minute ago */
+    for (int i = 1; i < 8; i++) {   /* more calls behind it, before any reply */
+        snprintf(key, sizeof key, "ld1:%d", i);
+        r.in_call = 1;
+        cr_assert_eq(hilock_acquire_async(r.c, key, 1000, 0, on_done, arg_of(&r, i)), HILOCK_OK);
+        r.in_call = 0;
+    }
+    run_until(&loop, &r.done, 8, 5000);
+    redisFree(busy);
+    for (int i = 0; i < 8; i++) cr_assert_eq(r.st[i], HILOCK_OK, "call %d", i);
+    cr_assert_eq(hlt_info_int(s, "stats", "total_connections_received:"), conns + 1,
+                 "the same connection (+1: the busy script's)");
+    cr_assert_geq(n->clock_at_us, at, "read again");
+    cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
+    free_locks(&r, 8);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
 Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
 {
     static run r;
@@ -1856,4 +1913,54 @@ Test(async, redlock_members_whose_user_may_not_run_info_still_lock)
     hilock_client_free(r.c);
     loop_close(&loop);
     for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
+}
+
+/* A waiter's BLPOP goes on a side connection of its own, whose handshake reads the server
+ * too: it must not write the node's facts, which are the main connection's (it zeroed the
+ * clock at its INFO reply and set it at its TIME: closed between the two, the main connection
+ * minted from the wall clock and never read TIME again). */
+Test(async, a_waiters_side_connection_leaves_the_nodes_facts_alone)
+{
+    uv_loop_t loop;
+    uv_timer_t later;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_options o;
+    hl_node *n;
+    int64_t mark_ms, mark_at;
+    long long conns;
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    memset(&qr, 0, sizeof qr);
+    hilock_options_init(&o);
+    o.servers = url;
+    o.nservers = 1;
+    o.io_timeout_ms = 2000;
+    o.retry_delay_ms = 5000;   /* the release must wake it, through the side connection */
+    cr_assert_eq(hilock_client_new(&o, &qr.c), HILOCK_OK);
+    cr_assert_eq(hilock_libuv_attach(qr.c, &loop), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(qr.c, "side", 30000, 0, on_first, NULL), HILOCK_OK);
+    while (!qr.first && !qr.wrong) uv_run(&loop, UV_RUN_ONCE);
+    n = &qr.c->nodes[0];
+    cr_assert_gt(n->clock_ms, 0);
+    n->clock_ms -= 12345;   /* a mark only the main connection's facts carry */
+    mark_ms = n->clock_ms;
+    mark_at = n->clock_at_us;
+    conns = hlt_info_int(s, "stats", "total_connections_received:");
+    cr_assert_eq(hilock_acquire_async(qr.c, "side", 30000, 60000, on_waiter, (void *)(intptr_t)0), HILOCK_OK);
+    uv_timer_init(&loop, &later);
+    uv_timer_start(&later, release_first, 300, 0);
+    run_until(&loop, &qr.released, 1, 30000);
+    cr_assert_eq(qr.wrong, 0);
+    cr_assert_eq(qr.oks, 1);
+    cr_assert_eq(hlt_info_int(s, "stats", "total_connections_received:"), conns + 1, "the waiter's side connection");
+    cr_assert_eq(n->clock_ms, mark_ms, "the side connection's handshake wrote the node's clock");
+    cr_assert_eq(n->clock_at_us, mark_at);
+    cr_assert_gt(hl_node_version(n), 20000, "the main connection's version stays");
+    cr_assert_eq(hlt_exists(s, "side"), 0);
+    uv_close((uv_handle_t *)&later, NULL);
+    hilock_client_free(qr.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
 }

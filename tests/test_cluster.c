@@ -141,6 +141,47 @@ Test(cluster, locks_on_keys_of_every_master)
     hilock_client_free(c);
 }
 
+/* Master m's run_id (INFO server), in buf. */
+static void run_id_of(hlt_cluster *f, int m, char *buf, size_t cap)
+{
+    redisReply *r = hlt_cluster_cmd(f, m, "INFO server");
+    const char *p = r && r->str ? strstr(r->str, "run_id:") : NULL;
+    size_t k = 0;
+    cr_assert_not_null(p, "INFO server of master %d", m);
+    for (p += 7; k + 1 < cap && *p && *p != '\r' && *p != '\n'; p++) buf[k++] = *p;
+    buf[k] = '\0';
+    freeReplyObject(r);
+}
+
+/* A Cluster node keeps one connection per shard, parked while another shard's is in use: the
+ * server's facts (version, clock, run_id) go with it. They stayed in the node, so a parked
+ * shard's connection ran with the last other shard's facts (a rolling 6.2 -> 7.0 upgrade sent
+ * "#!lua" to 6.2; its fence floor came from another server's clock). The run_id tells. */
+Test(cluster, each_shards_connection_keeps_its_own_servers_facts)
+{
+    hlt_cluster *f = fx(0);
+    hilock_client *c = client(f->url);
+    static const int order[] = { 0, 1, 2, 0, 1, 2, 0 };
+    char key[3][64], id[3][48];
+    int m[3];
+    masters(f, m);
+    for (int i = 0; i < 3; i++) {
+        key_on(f, m[i], "facts:", key[i], sizeof key[i]);
+        run_id_of(f, m[i], id[i], sizeof id[i]);
+    }
+    for (size_t j = 0; j < sizeof order / sizeof order[0]; j++) {
+        int i = order[j];
+        hilock *l = NULL;
+        cr_assert_eq(hilock_acquire(c, key[i], 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_str_eq(c->nodes[0].run_id, id[i], "step %zu (master %d): another shard's facts", j, m[i]);
+        cr_assert_gt(hl_node_server_ms(&c->nodes[0]), 0);
+        cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hlt_cluster_exists(f, m[i], key[i]), 0);
+        hilock_free(l);
+    }
+    hilock_client_free(c);
+}
+
 /* The cluster rule on a thousand keys of every brace shape, and CLUSTER KEYSLOT agrees. */
 Test(cluster, aux_keys_hash_to_the_key_slot_whatever_its_braces)
 {

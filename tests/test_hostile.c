@@ -503,3 +503,79 @@ Test(hostile, masterdown_past_the_wait_says_masterdown)
     hlt_redis_stop(r);
     hlt_redis_stop(m);
 }
+
+/* ---- the handshake's facts: a hostile TIME, a transient refusal ---- */
+
+/* A handshake answered with a TIME no server gives (GARBAGE_TIME: the seconds, the
+ * microseconds), then -ERR to every command. */
+static const char *garbage_time[][2] = {
+    { "99999999999", "0" },             /* year 5138: a floor >= 2^42 would read as an epoch */
+    { "4398046511", "0" },              /* 2^42 ms, just */
+    { "1700000000", "1000000" },        /* usec out of range */
+    { "-1700000000", "0" },
+    { "1700000000x", "0" },
+    { "", "0" },
+    { "12", "0" },                      /* 1970 */
+};
+static int garbage_at;
+
+static void ans_garbage_time(int fd)
+{
+    static const char info[] = "# Server\r\nredis_version:7.0.0\r\n";
+    char out[512], buf[4096];
+    const char *s = garbage_time[garbage_at][0], *u = garbage_time[garbage_at][1];
+    int n = snprintf(out, sizeof out, "$%zu\r\n%s\r\n*2\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", strlen(info), info,
+                     strlen(s), s, strlen(u), u);
+    if (put(fd, out, (size_t)n) < 0) return;
+    for (int i = 0; i < 20 && recv(fd, buf, sizeof buf, 0) > 0; i++)
+        if (put(fd, "-ERR no\r\n", 9) < 0) return;
+}
+
+Test(hostile, a_time_no_server_gives_leaves_the_clock_unknown)
+{
+    for (garbage_at = 0; garbage_at < (int)(sizeof garbage_time / sizeof garbage_time[0]); garbage_at++) {
+        fake f = fake_start(ans_garbage_time);
+        hilock_client *c = client_to(f.url, 1000);
+        hilock *l = NULL;
+        int64_t wall = hl_wall_us() / 1000;
+        hilock_status st = hilock_acquire(c, "k", 5000, 0, &l);
+        cr_assert_eq(st, HILOCK_EREPLY, "case %d: %d %s", garbage_at, st, hilock_client_errmsg(c));
+        cr_assert_eq(hl_node_version(&c->nodes[0]), 70000, "case %d: the handshake was read", garbage_at);
+        cr_assert_eq(hl_node_server_ms(&c->nodes[0]), -1, "case %d: TIME %s %s taken as %lld", garbage_at,
+                     garbage_time[garbage_at][0], garbage_time[garbage_at][1],
+                     (long long)hl_node_server_ms(&c->nodes[0]));
+        cr_assert_lt(hl_node_clock_floor_ms(&c->nodes[0]), wall + 60000, "case %d", garbage_at);
+        hilock_client_free(c);
+        fake_stop(&f);
+    }
+}
+
+/* A connect while a script runs past lua-time-limit: INFO or TIME answers -BUSY. That
+ * connection is failed as any transient error and the next one reads the server's facts:
+ * taken as "unknown" they stayed so for the connection's whole life. */
+Test(hostile, a_busy_server_at_connect_is_retried_and_its_facts_are_read)
+{
+    hlt_redis *r = hlt_redis_start("--lua-time-limit 100");
+    hilock_client *c;
+    hilock *l = NULL;
+    redisContext *busy;
+    pthread_t th;
+    later kill_it;
+    cr_assert_not_null(r);
+    c = client_to(r->unix_url, 1000);
+    busy = start_busy_script(r);
+    kill_it.r = r;
+    kill_it.ms = 700;
+    kill_it.cmd = "SCRIPT KILL";
+    pthread_create(&th, NULL, run_later, &kill_it);
+    cr_assert_eq(hilock_acquire(c, "k", 10000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    pthread_join(th, NULL);
+    hlt_holds(r, "k", hilock_token(l));
+    cr_assert_neq(hl_node_server_ms(&c->nodes[0]), -1, "the clock was read");
+    cr_assert_gt(hl_node_version(&c->nodes[0]), 20000, "the version was read");
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    redisFree(busy);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}

@@ -600,6 +600,48 @@ Test(lock, the_clock_floor_runs_slow_and_a_day_old_reading_is_taken_again)
     hilock_client_free(c);
 }
 
+/* TIME refused (an ACL user without it): the client's wall clock at the handshake stands in
+ * as the reading, counted slow as the server's would be (it followed the client's wall clock
+ * unslowed, and was never taken again), and a day-old one is taken again. */
+Test(lock, without_time_the_wall_clock_stands_in_counted_slow_and_is_taken_again)
+{
+    char url[300];
+    hilock_client *c;
+    hilock *l;
+    hl_node *n;
+    int64_t w0, at, f;
+    long long conns;
+    redisReply *rep;
+    HLT_NEEDS(60000, "no ACL users");
+    rep = hlt_cmd(R, "ACL SETUSER notime on >pw ~* +@all -time");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "ACL SETUSER");
+    freeReplyObject(rep);
+    snprintf(url, sizeof url, "redis://notime:pw@127.0.0.1:%d", R->port);
+    c = client_at(url);
+    l = must_acquire(c, "k", 5000, 0);
+    w0 = hl_wall_us() / 1000;
+    n = &c->nodes[0];
+    at = n->clock_at_us;
+    cr_assert_eq(hl_node_server_ms(n), -1, "TIME refused: the server's clock unknown");
+    cr_assert(hilock_fence(l) > 0);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    /* as if read 1000 s ago: the wall clock then + 1000 s counted 1 s slow */
+    n->clock_at_us = at - 1000LL * 1000000;
+    f = hl_node_clock_floor_ms(n);
+    cr_assert_geq(f, w0 - 5000 + 999000, "floor %lld, wall clock %lld", (long long)f, (long long)w0);
+    cr_assert_leq(f, w0 + 999000 + 1000, "floor %lld, wall clock %lld", (long long)f, (long long)w0);
+    conns = hlt_info_int(R, "stats", "total_connections_received:");
+    n->clock_at_us = at - (24LL * 3600 + 60) * 1000000;
+    cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 1, "a day-old stand-in is taken again");
+    l = must_acquire(c, "k", 5000, 0);
+    cr_assert_eq(hlt_info_int(R, "stats", "total_connections_received:"), conns + 1, "a new connection");
+    cr_assert_geq(n->clock_at_us, at, "read again");
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
 /* acquire.lua reads and writes the counter with one INCR: a counter of another type fails the
  * grant (WRONGTYPE) and the lock it had just written is undone; a string that is no integer
  * (nothing of ours writes one) is replaced by the clock, as a counter at 0 would be. */

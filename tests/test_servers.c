@@ -321,6 +321,46 @@ Test(servers, a_waiter_with_the_default_pause_is_woken_by_the_release_on_every_s
     woken_by_the_release(set_unfenced);
 }
 
+static void set_short_io(hilock_options *o)
+{
+    o->fencing = 0;
+    o->io_timeout_ms = 300;   /* a short allowance: the mark is mostly the block it covers */
+}
+
+/* A waiter's first attempt runs before its connection's handshake (version unknown): its
+ * mark must cover the block that follows, a whole second before 6.0. It was sized for a
+ * fractional pause (75 ms + the allowance), so a release after it expired was not signalled
+ * and the waiter slept out its second. And once marked, the release wakes it. */
+Test(servers, a_waiters_first_mark_covers_its_one_second_block, .timeout = 60)
+{
+    hilock_client *h = client_opts(R->url, set_short_io);
+    sleeper w = { .c = client_opts(R->url, set_short_io) };
+    hilock *l = NULL;
+    pthread_t t;
+    long long end, pttl;
+    redisReply *rep;
+    cr_assert_eq(hilock_acquire(h, "wake:key", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(h));
+    cr_assert_eq(pthread_create(&t, NULL, acquire_waiting, &w), 0);
+    end = hlt_now_ms() + 5000;
+    while (hlt_exists(R, "{wake:key}:waiters") == 0 && hlt_now_ms() < end) hlt_sleep_ms(2);
+    rep = hlt_cmd(R, "PTTL {wake:key}:waiters");
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER);
+    pttl = rep->integer;
+    freeReplyObject(rep);
+    cr_log_info("%s: the first mark lives %lld ms", hlt_server_name(), pttl);
+    if (hlt_server_version() < 60000)
+        cr_assert_gt(pttl, 1000, "the mark (%lld ms) ends before the one-second block", pttl);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    pthread_join(t, NULL);
+    cr_assert_eq(w.st, HILOCK_OK, "%s", hilock_client_errmsg(w.c));
+    cr_assert_eq(hilock_release(w.l), HILOCK_OK);
+    cr_assert_eq(hlt_exists(R, "wake:key"), 0);
+    hilock_free(l);
+    hilock_free(w.l);
+    hilock_client_free(h);
+    hilock_client_free(w.c);
+}
+
 /* ---- AUTH: before 6.0 a wrong password says "ERR invalid password" ---- */
 
 Test(servers, a_wrong_password_is_eauth_on_every_server)
@@ -617,4 +657,48 @@ Test(servers, inventory_and_inspect_work_on_every_server)
     hilock_free(l);
     hilock_client_free(c);
     hilock_client_free(u);
+}
+
+/* An ACL user without @dangerous cannot run INFO. COMMAND INFO's shape still tells 7.0+
+ * (the "#!lua" form) from 6.x (plain scripts: 6.x given "#!lua" said "Error compiling
+ * script", so inspect failed); a user refused that too leaves the version unknown: every
+ * portable form. Nothing is refused on either's account (a fence, on any server). */
+static void without_info(const char *user, const char *acl, int shape)
+{
+    char url[300], cmd[300];
+    hilock_client *c, *u;
+    hilock *l = NULL;
+    int inspected = 0, v = hlt_server_version(), modern = v >= 70000 || hlt_server_is_valkey();
+    redisReply *rep;
+    snprintf(cmd, sizeof cmd, "ACL SETUSER %s on >pw ~* %s+@all %s", user, v >= 60200 ? "&* " : "", acl);
+    rep = hlt_cmd(R, cmd);
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "%s", cmd);
+    freeReplyObject(rep);
+    snprintf(url, sizeof url, "redis://%s:pw@127.0.0.1:%d", user, R->port);
+    c = client_with(url, 1);
+    u = client_with(url, 1);
+    cr_assert_eq(hilock_acquire(u, "acl:key", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(u));
+    cr_assert_eq(hl_node_version(&u->nodes[0]), !shape ? 0 : modern ? 70000 : 60000, "%s: %d", user,
+                 hl_node_version(&u->nodes[0]));
+    cr_assert_eq(hl_node_has(&u->nodes[0], HL_CAP_SHEBANG), shape && modern, "%s", user);
+    cr_assert_not(hl_node_has(&u->nodes[0], HL_CAP_LPOS) && !modern);
+    cr_assert_eq(hl_node_has(&u->nodes[0], HL_CAP_FLOAT_TIMEOUT), shape);
+    cr_assert(hl_node_has(&u->nodes[0], HL_CAP_FAIR), "nothing refused on its account");
+    cr_assert(hl_node_has(&u->nodes[0], HL_CAP_WAIT));
+    cr_assert_eq(hilock_inspect(c, "acl:key", seen_lock, &inspected), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(inspected, 1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(u));
+    hilock_free(l);
+    rep = hlt_cmd(R, "EXISTS acl:key");
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0, "released");
+    freeReplyObject(rep);
+    hilock_client_free(c);
+    hilock_client_free(u);
+}
+
+Test(servers, a_user_without_info_gets_the_forms_its_server_shows_and_inspect_works)
+{
+    HLT_NEEDS(60000, "no ACL users");
+    without_info("locker", "-@dangerous", 1);
+    without_info("blind", "-@dangerous -command", 0);
 }
