@@ -1,4 +1,4 @@
-# hilock -- make | make test | make demo | make bench | make install PREFIX=...
+# hilock -- make | make test | make test-servers | make demo | make bench | make install PREFIX=...
 # `make test` and `make demo` install missing Debian packages first (scripts/deps.sh).
 
 PREFIX    ?= /usr/local
@@ -158,6 +158,15 @@ layers: lib
 test: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
 	@sh scripts/run-tests.sh $(B) $(TEST_BIN)
+
+# The suites against every Redis/Valkey server built from the source tarballs in SERVERS_SRC
+# (default ../shared/servers; binaries cached in $${XDG_CACHE_HOME:-~/.cache}/hilock/servers by
+# scripts/servers.sh): a matrix of suite x server in $(B)/servers-matrix.txt (docs/servers.md).
+# SERVERS=redis-2.8.24,valkey-8.0.1 SUITES=lock,legacy: a subset; see scripts/test-servers.sh.
+.PHONY: test-servers
+test-servers: deps
+	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
+	@sh scripts/test-servers.sh $(B)
 
 # The same suites built with AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: deps

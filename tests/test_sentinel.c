@@ -577,7 +577,7 @@ Test(guard, a_promoted_replica_guards_for_the_longest_replicated_ttl)
     /* a fresh master is not guarded */
     cr_assert(guard_field(a, "until", &until) && until == 0);
 
-    r = hlt_cmd(b, "REPLICAOF NO ONE");
+    r = hlt_cmd(b, "%s NO ONE", hlt_replicaof());
     cr_assert(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
     cb = client_opt(b->url, 1, 0);
