@@ -234,6 +234,14 @@ torture: deps lib
 	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --workers=$(WORKERS) \
 	  $(if $(MODES),--modes=$(MODES))
 
+# make torture-servers: torture's single and legacy modes against the oldest and the newest
+# server of SERVERS_SRC (as make test-servers; TORTURE_SERVERS=a,b picks others, TORTURE_MODES
+# other modes); DURATION, SEED, WORKERS as above. Logs: $(B)/torture/servers/<server>/<mode>/.
+.PHONY: torture-servers
+torture-servers: deps lib
+	@$(MAKE) --no-print-directory $(B)/torture/torture $(CLI_BIN)
+	@DURATION=$(DURATION) SEED=$(SEED) WORKERS=$(WORKERS) sh scripts/test-servers.sh --torture $(B)
+
 torture-violation: deps lib
 	@$(MAKE) --no-print-directory $(B)/torture/torture $(CLI_BIN)
 	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --modes=$(VIOLATIONS)

@@ -12,7 +12,13 @@
 #   PARALLEL=2                           run that many servers at once (default 1)
 #   SUITE_TIMEOUT=s                      a suite running longer fails (default 900)
 # The binaries must be built (make test-servers does it). Reports: BUILDDIR/servers/<name>/.
+#
+# test-servers.sh --torture BUILDDIR -- torture's single and legacy modes (TORTURE_MODES)
+# against the oldest and the newest server (by version; TORTURE_SERVERS=a,b picks others),
+# DURATION, SEED and WORKERS as for make torture; logs in BUILDDIR/torture/servers/<name>/.
 set -u
+torture=0
+[ "${1:-}" = --torture ] && { torture=1; shift; }
 b=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here" || exit 2
@@ -24,7 +30,26 @@ export SUITE_TIMEOUT=${SUITE_TIMEOUT:-900}
 NO_SERVER="test_codec test_transport test_url test_version test_install test_abi test_readme test_cxx"
 
 # (oldest first: Redis, then Valkey)
-list=$(bash scripts/servers.sh build | sort -t- -k1,1 -k2,2V) || exit $?
+list=$(bash scripts/servers.sh build | sort -t- -k1,1 -k2,2V)
+[ -n "$list" ] || exit 2   # (servers.sh said why)
+# "7.2.6" -> 70206
+vnum() { echo "$1" | awk -F. '{ printf "%d\n", $1 * 10000 + $2 * 100 + $3 }'; }
+# The version of the redis-server in dir: "Redis 7.2.6" / "Valkey 8.0.1" (Valkey 7.2 says
+# only "Server v=7.2.7").
+server_name() {
+  "$1/redis-server" --version | sed -n -e 's/^Server v=\([0-9.]*\).*/Valkey \1/p' \
+    -e 's/^\([A-Za-z]*\) server v=\([0-9.]*\).*/\1 \2/p'
+}
+
+if [ $torture = 1 ]; then
+  sel=${TORTURE_SERVERS:-}
+  if [ -z "$sel" ]; then   # the oldest and the newest version
+    sel=$(printf '%s\n' "$list" | while read -r n d; do v=$(server_name "$d"); echo "$(vnum "${v#* }") $n"; done |
+          sort -n | sed -n '1p;$p' | cut -d' ' -f2 | tr '\n' ',')
+  fi
+  SERVERS=$sel
+fi
+
 if [ -n "${SERVERS:-}" ]; then
   want=$(printf '%s' "$SERVERS" | tr ',' ' ')
   for s in $want; do
@@ -32,6 +57,18 @@ if [ -n "${SERVERS:-}" ]; then
   done
   list=$(printf '%s\n' "$list" | while read -r n d; do
     case " $want " in *" $n "*) echo "$n $d" ;; esac; done)
+fi
+
+if [ $torture = 1 ]; then
+  fail=0
+  for n in $(printf '%s\n' "$list" | cut -d' ' -f1); do
+    d=$(printf '%s\n' "$list" | awk -v n="$n" '$1 == n { print $2 }')
+    echo "== torture on $n ($(server_name "$d"))"
+    mkdir -p "$b/torture/servers/$n"
+    PATH="$d:$PATH" "$b/torture/torture" --dir="$b/torture/servers/$n" --duration="${DURATION:-6}" \
+      --seed="${SEED:-0}" --workers="${WORKERS:-8}" --modes="${TORTURE_MODES:-single,legacy}" || fail=1
+  done
+  exit $fail
 fi
 
 if [ -n "${SUITES:-}" ]; then
@@ -44,13 +81,6 @@ for s in $suites; do
   [ -x "$b/tests/$s" ] || { echo "test-servers: $b/tests/$s is not built (make test-servers builds it)" >&2; exit 2; }
 done
 core=$(printf '%s' "${CORE_SUITES:-}" | tr ',' '\n' | sed 's/^test_//; s/^/test_/')
-
-# "7.2.6" -> 70206
-vnum() { echo "$1" | awk -F. '{ printf "%d\n", $1 * 10000 + $2 * 100 + $3 }'; }
-# The version of the redis-server in dir: "Redis 7.2.6" / "Valkey 8.0.1".
-server_name() {
-  "$1/redis-server" --version | sed -n 's/^\([A-Za-z]*\) server v=\([0-9.]*\).*/\1 \2/p'
-}
 
 # Why a suite cannot run on a server at all (whole-suite n/a), or nothing. Features a
 # server lacks inside a suite are the tests' own business (HLT_NEEDS: n/a per test).

@@ -62,7 +62,8 @@ int hlt_built_bin(char *buf, size_t cap, const char *name)
 static int  server_ver = -1, server_valkey;
 static char server_name[64];
 
-/* `redis-server --version`: "Redis server v=7.0.15 sha=..." or "Valkey server v=8.0.1 ..." */
+/* `redis-server --version`: "Redis server v=7.0.15 sha=..." or "Valkey server v=8.0.1 ...";
+ * Valkey 7.2 says only "Server v=7.2.7 ..." */
 static void read_server_version(void)
 {
     char line[256] = "";
@@ -74,7 +75,7 @@ static void read_server_version(void)
     if (!fgets(line, sizeof line, f)) line[0] = '\0';
     pclose(f);
     if (!(v = strstr(line, "v=")) || sscanf(v + 2, "%u.%u.%u", &a, &b, &c) != 3) return;
-    server_valkey = !strncmp(line, "Valkey", 6);
+    server_valkey = !strncmp(line, "Valkey", 6) || !strncmp(line, "Server", 6);
     server_ver = (int)(a * 10000 + b * 100 + c);
     snprintf(server_name, sizeof server_name, "%s %u.%u.%u", server_valkey ? "Valkey" : "Redis", a, b, c);
 }
@@ -177,6 +178,17 @@ redisReply *hlt_addslots(redisContext *c, int from, int to)
     free(num);
     free(argv);
     return r;
+}
+
+redisReply *hlt_acl_setuser(hlt_redis *r, const char *rules)
+{
+    char buf[512], *w, *save = NULL;
+    const char *argv[32] = { "ACL", "SETUSER" };
+    int n = 2;
+    snprintf(buf, sizeof buf, "%s", rules);
+    for (w = strtok_r(buf, " ", &save); w && n < 32; w = strtok_r(NULL, " ", &save))
+        if (strcmp(w, "&*") || hlt_server_version() >= 60200) argv[n++] = w;
+    return hlt_cli(r) ? redisCommandArgv(r->cli, n, argv, NULL) : NULL;
 }
 
 const char *hlt_replicaof(void) { return hlt_server_version() >= 50000 ? "REPLICAOF" : "SLAVEOF"; }

@@ -75,6 +75,10 @@ int  hlt_server_args(const char *args, char *out, size_t cap);
 const char *hlt_server_option(const char *opt, char *buf, size_t cap);
 /* CLUSTER ADDSLOTS from..to on c, one argument a slot (ADDSLOTSRANGE is 7.0's). */
 redisReply *hlt_addslots(redisContext *c, int from, int to);
+/* ACL SETUSER with rules split at blanks ("locker on >pw ~* &* +@all"); "&*" (channel rules,
+ * 6.2+) is left out before 6.2, where every user may use every channel. A test of ACL users
+ * first says HLT_NEEDS(60000, ...): no ACL before 6.0. */
+redisReply *hlt_acl_setuser(hlt_redis *r, const char *rules);
 /* The command that makes a server a replica: REPLICAOF (5.0+) or SLAVEOF. */
 const char *hlt_replicaof(void);
 /* In a Criterion test: skip it, as "n/a", when the server is older than VERSION (a number as
