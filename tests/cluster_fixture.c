@@ -177,19 +177,27 @@ static int info_has(hlt_cluster *f, int i, const char *section, const char *text
     return ok;
 }
 
+/* The master of slot as node i sees it (CLUSTER SLOTS); -1 if it does not answer. */
+static int slot_master_by(hlt_cluster *f, int i, int slot)
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER SLOTS");
+    int port = 0;
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+        redisReply *e = r->element[k];
+        if (e->elements >= 3 && slot >= e->element[0]->integer && slot <= e->element[1]->integer)
+            port = (int)e->element[2]->element[1]->integer;
+    }
+    if (r) freeReplyObject(r);
+    for (int j = 0; port && j < f->nnodes; j++)
+        if (f->port[j] == port) return j;
+    return -1;
+}
+
 int hlt_cluster_slot_master(hlt_cluster *f, int slot)
 {
     for (int i = 0; i < f->nnodes; i++) {
-        redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER SLOTS");
-        int port = 0;
-        for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
-            redisReply *e = r->element[k];
-            if (e->elements >= 3 && slot >= e->element[0]->integer && slot <= e->element[1]->integer)
-                port = (int)e->element[2]->element[1]->integer;
-        }
-        if (r) freeReplyObject(r);
-        for (int j = 0; port && j < f->nnodes; j++)
-            if (f->port[j] == port) return j;
+        int m = slot_master_by(f, i, slot);
+        if (m >= 0) return m;
     }
     return -1;
 }
@@ -632,5 +640,13 @@ int hlt_cluster_migrate_end(hlt_cluster *f, int slot, int to)
         r = hlt_cluster_cmd(f, i, "CLUSTER SETSLOT %d NODE %s", slot, tid);
         if (r) freeReplyObject(r);
     }
-    return 0;
+    /* the replicas learn it by gossip: wait until every node names the new owner (before 7.0
+     * that may take a second, and a next step asking a replica would see the old owner) */
+    for (long long end = hlt_now_ms() + 10000; hlt_now_ms() < end; hlt_sleep_ms(20)) {
+        int all = 1;
+        for (int i = 0; all && i < f->nnodes; i++) all = slot_master_by(f, i, slot) == to;
+        if (all) return 0;
+    }
+    fprintf(stderr, "cluster fixture: the nodes do not agree on slot %d's new master\n", slot);
+    return -1;
 }
