@@ -177,19 +177,29 @@ static int info_has(hlt_cluster *f, int i, const char *section, const char *text
     return ok;
 }
 
-/* The master of slot as node i sees it (CLUSTER SLOTS); -1 if it does not answer. */
+static int node_id(hlt_cluster *f, int i, char id[41]);
+
+/* The master of slot as node i sees it (CLUSTER SLOTS); -1 if it does not answer. Matched by
+ * port, else by node id: over our plain unix socket, Valkey 7.2 names a TLS-only node's plain
+ * port (0). */
 static int slot_master_by(hlt_cluster *f, int i, int slot)
 {
     redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER SLOTS");
     int port = 0;
+    char id[41] = "", other[41];
     for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
-        redisReply *e = r->element[k];
-        if (e->elements >= 3 && slot >= e->element[0]->integer && slot <= e->element[1]->integer)
-            port = (int)e->element[2]->element[1]->integer;
+        redisReply *e = r->element[k], *m;
+        if (e->elements < 3 || slot < e->element[0]->integer || slot > e->element[1]->integer) continue;
+        m = e->element[2];
+        port = (int)m->element[1]->integer;
+        if (m->elements >= 3 && m->element[2]->type == REDIS_REPLY_STRING)
+            snprintf(id, sizeof id, "%s", m->element[2]->str);
     }
     if (r) freeReplyObject(r);
     for (int j = 0; port && j < f->nnodes; j++)
         if (f->port[j] == port) return j;
+    for (int j = 0; id[0] && j < f->nnodes; j++)
+        if (node_id(f, j, other) == 0 && !strcmp(other, id)) return j;
     return -1;
 }
 
@@ -319,7 +329,6 @@ static void make_url(hlt_cluster *f)
         off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%s127.0.0.1:%d", i ? "," : "", f->port[i]);
 }
 
-static int node_id(hlt_cluster *f, int i, char id[41]);
 static int status_ok(redisReply *r);
 
 /* Node i knows all the others (CLUSTER NODES: one line each, none in handshake). */
