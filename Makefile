@@ -1,4 +1,4 @@
-# hilock -- make | make test | make demo | make bench | make install PREFIX=...
+# hilock -- make | make test | make test-servers | make demo | make bench | make install PREFIX=...
 # `make test` and `make demo` install missing Debian packages first (scripts/deps.sh).
 
 PREFIX    ?= /usr/local
@@ -160,6 +160,15 @@ test: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
 	@sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
+# The suites against every Redis/Valkey server built from the source tarballs in SERVERS_SRC
+# (default ../shared/servers; binaries cached in $${XDG_CACHE_HOME:-~/.cache}/hilock/servers by
+# scripts/servers.sh): a matrix of suite x server in $(B)/servers-matrix.txt (docs/servers.md).
+# SERVERS=redis-2.8.24,valkey-8.0.1 SUITES=lock,legacy: a subset; see scripts/test-servers.sh.
+.PHONY: test-servers
+test-servers: deps
+	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
+	@sh scripts/test-servers.sh $(B)
+
 # The same suites built with AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: deps
 	@$(MAKE) --no-print-directory B=build-asan OPT="-O1 -g" \
@@ -225,6 +234,14 @@ torture: deps lib
 	@$(MAKE) --no-print-directory $(B)/torture/torture $(CLI_BIN)
 	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --workers=$(WORKERS) \
 	  $(if $(MODES),--modes=$(MODES))
+
+# make torture-servers: torture's single and legacy modes against the oldest and the newest
+# server of SERVERS_SRC (as make test-servers; TORTURE_SERVERS=a,b picks others, TORTURE_MODES
+# other modes); DURATION, SEED, WORKERS as above. Logs: $(B)/torture/servers/<server>/<mode>/.
+.PHONY: torture-servers
+torture-servers: deps lib
+	@$(MAKE) --no-print-directory $(B)/torture/torture $(CLI_BIN)
+	@DURATION=$(DURATION) SEED=$(SEED) WORKERS=$(WORKERS) sh scripts/test-servers.sh --torture $(B)
 
 torture-violation: deps lib
 	@$(MAKE) --no-print-directory $(B)/torture/torture $(CLI_BIN)

@@ -1,11 +1,20 @@
 #!/bin/sh
 # run-tests.sh BUILDDIR BIN... -- run every Criterion suite; exit non-zero if any test fails.
 # VALGRIND=1 runs each suite under valgrind (leaks and errors fail it).
+# Skipped tests (HLT_NEEDS: n/a on this server) are counted apart, never as passed.
+# REPORT_DIR=dir keeps, per suite, its Criterion JSON report (NAME.json: counts, and each
+# skipped test's reason), its output (NAME.out), exit code (NAME.rc) and seconds (NAME.time),
+# for scripts/test-servers.sh. SUITE_TIMEOUT=s ends a suite (and its servers) after s seconds.
 set -u
 b=$1; shift
-fail=0; passed=0; failed=0
+fail=0; passed=0; failed=0; skipped=0
+rep=${REPORT_DIR:-}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hilock-run.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
 for t in "$@"; do
   name=$(basename "$t")
+  json=$tmp/$name.json; rm -f "$json"
+  t0=$(date +%s)
   if [ "${VALGRIND:-0}" = 1 ]; then
     # Criterion runs every test in a worker it re-executes ("boxfort-worker"), so valgrind
     # must follow exec (with --trace-children=no it checks only the runner, i.e. nothing);
@@ -17,7 +26,7 @@ for t in "$@"; do
           --errors-for-leak-kinds=definite,indirect --suppressions="$(cd "$(dirname "$0")" && pwd)/valgrind.supp" \
           --trace-children=yes \
           --trace-children-skip='*/sh,*/bash,*/dash,*/redis-server,*/redis-sentinel' \
-          --log-file="$vg/%p.log" "$t" --jobs=2 2>&1); rc=$?
+          --log-file="$vg/%p.log" "$t" --jobs=2 --json="$json" 2>&1); rc=$?
     # A process the fixtures fork that ends with _exit while valgrind's error reporting is
     # off for it (the cluster fixture's watchdogs) leaves only this three-line notice: not a
     # finding. Any other line in a log fails the suite.
@@ -30,7 +39,10 @@ valgrind: $rest"
     done
     rm -rf "$vg"
   else
-    out=$("$t" --jobs=2 2>&1); rc=$?
+    # (timeout signals the suite's whole process group: its workers and their servers too)
+    out=$(${SUITE_TIMEOUT:+timeout -k 10 "$SUITE_TIMEOUT"} "$t" --jobs=2 --json="$json" 2>&1); rc=$?
+    [ $rc -eq 124 ] && out="$out
+timeout: $name ran longer than ${SUITE_TIMEOUT:-} s"
   fi
   # A sanitizer report from a worker after its test passed (LeakSanitizer runs at exit) does
   # not reach Criterion's verdict either: its text in the output fails the suite.
@@ -38,8 +50,16 @@ valgrind: $rest"
   line=$(printf '%s\n' "$out" | grep -E '^\[====\] Synthesis' | tail -1)
   p=$(printf '%s' "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
   f=$(printf '%s' "$line" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
-  c=$(printf '%s' "$line" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
-  passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0} + ${c:-0}))
+  # (Criterion's Failing already counts the crashed tests among the failed)
+  s=$(sed -n 's/^  "skipped": \([0-9]*\),*$/\1/p' "$json" 2>/dev/null | head -1)
+  passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); skipped=$((skipped + ${s:-0}))
+  [ "${s:-0}" -gt 0 ] && line="$line| Skipped: $s (n/a) "
+  if [ -n "$rep" ]; then
+    [ -f "$json" ] && cp "$json" "$rep/$name.json"
+    printf '%s\n' "$out" > "$rep/$name.out"
+    echo $rc > "$rep/$name.rc"
+    echo $(($(date +%s) - t0)) > "$rep/$name.time"
+  fi
   if [ $rc -ne 0 ] || [ -z "$line" ]; then
     fail=1
     printf '%s\n' "$out"
@@ -48,5 +68,6 @@ valgrind: $rest"
     echo "ok   $name: $line"
   fi
 done
-echo "$passed passed, $failed failed"
+if [ $skipped -gt 0 ]; then echo "$passed passed, $failed failed, $skipped skipped (n/a)"
+else echo "$passed passed, $failed failed"; fi
 exit $fail

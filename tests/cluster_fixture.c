@@ -47,6 +47,21 @@ redisReply *hlt_cluster_cmd(hlt_cluster *f, int i, const char *fmt, ...)
     return r;
 }
 
+/* The options of argv (NULL-terminated) in the server's own words (fixture.h,
+ * hlt_server_option): renamed in place, or left out with their value. */
+static void own_words(const char **argv)
+{
+    static char buf[8][64];
+    size_t to = 0, k = 0;
+    for (size_t i = 0; argv[i]; i++) {
+        const char *w = argv[i][0] == '-' && k < 8 ? hlt_server_option(argv[i], buf[k], sizeof buf[k]) : argv[i];
+        if (w == buf[k]) k++;
+        if (!w) i += argv[i + 1] != NULL;   /* and its value */
+        else argv[to++] = w;
+    }
+    argv[to] = NULL;
+}
+
 /* Plain: the port takes RESP. TLS: the port is the TLS port (--port 0: no plain one) and the
  * cluster bus and replication speak TLS too; a node presents its certificate to the nodes it
  * dials (the bus requires one) and trusts the CA for both directions. */
@@ -76,6 +91,7 @@ static void exec_server(hlt_cluster *f, int i)
         argv[n++] = port;
     }
     argv[n] = NULL;
+    own_words(argv);
     execvp("redis-server", (char *const *)argv);
     _exit(127);
 }
@@ -161,19 +177,37 @@ static int info_has(hlt_cluster *f, int i, const char *section, const char *text
     return ok;
 }
 
+static int node_id(hlt_cluster *f, int i, char id[41]);
+
+/* The master of slot as node i sees it (CLUSTER SLOTS); -1 if it does not answer. Matched by
+ * port, else by node id: over our plain unix socket, Valkey 7.2 names a TLS-only node's plain
+ * port (0). */
+static int slot_master_by(hlt_cluster *f, int i, int slot)
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER SLOTS");
+    int port = 0;
+    char id[41] = "", other[41];
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+        redisReply *e = r->element[k], *m;
+        if (e->elements < 3 || slot < e->element[0]->integer || slot > e->element[1]->integer) continue;
+        m = e->element[2];
+        port = (int)m->element[1]->integer;
+        if (m->elements >= 3 && m->element[2]->type == REDIS_REPLY_STRING)
+            snprintf(id, sizeof id, "%s", m->element[2]->str);
+    }
+    if (r) freeReplyObject(r);
+    for (int j = 0; port && j < f->nnodes; j++)
+        if (f->port[j] == port) return j;
+    for (int j = 0; id[0] && j < f->nnodes; j++)
+        if (node_id(f, j, other) == 0 && !strcmp(other, id)) return j;
+    return -1;
+}
+
 int hlt_cluster_slot_master(hlt_cluster *f, int slot)
 {
     for (int i = 0; i < f->nnodes; i++) {
-        redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER SLOTS");
-        int port = 0;
-        for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
-            redisReply *e = r->element[k];
-            if (e->elements >= 3 && slot >= e->element[0]->integer && slot <= e->element[1]->integer)
-                port = (int)e->element[2]->element[1]->integer;
-        }
-        if (r) freeReplyObject(r);
-        for (int j = 0; port && j < f->nnodes; j++)
-            if (f->port[j] == port) return j;
+        int m = slot_master_by(f, i, slot);
+        if (m >= 0) return m;
     }
     return -1;
 }
@@ -295,6 +329,49 @@ static void make_url(hlt_cluster *f)
         off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%s127.0.0.1:%d", i ? "," : "", f->port[i]);
 }
 
+static int status_ok(redisReply *r);
+
+/* Node i knows all the others (CLUSTER NODES: one line each, none in handshake). */
+static int knows_all(hlt_cluster *f, int i)
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER NODES");
+    int lines = 0;
+    const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : NULL;
+    for (; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "") lines++;
+    lines = r && r->type == REDIS_REPLY_STRING && !strstr(r->str, "handshake") ? lines : 0;
+    if (r) freeReplyObject(r);
+    return lines == f->nnodes;
+}
+
+/* redis-cli --cluster create by hand, for servers whose redis-cli has no --cluster (before
+ * 5.0): a config epoch each, every node meets node 0, masters 0..2 take a third of the slots
+ * each (ADDSLOTS: ADDSLOTSRANGE is 7.0's), and once every node knows every other, node 3 + m
+ * replicates master m. 0, or -1 (why in create.log's place: stderr). */
+static int create_by_hand(hlt_cluster *f)
+{
+    int masters = f->nnodes == HLT_CLUSTER_NODES ? 3 : f->nnodes;
+    long long end = hlt_now_ms() + 20000;
+    char id[41];
+    for (int i = 0; i < f->nnodes; i++) {
+        if (!status_ok(hlt_cluster_cmd(f, i, "CLUSTER SET-CONFIG-EPOCH %d", i + 1))) return -1;
+        if (i && !status_ok(hlt_cluster_cmd(f, i, "CLUSTER MEET 127.0.0.1 %d", f->port[0]))) return -1;
+    }
+    for (int m = 0; m < masters; m++) {
+        redisContext *c = dial(f, m);
+        int ok = c && status_ok(hlt_addslots(c, m * 16384 / masters, (m + 1) * 16384 / masters - 1));
+        if (c) redisFree(c);
+        if (!ok) return -1;
+    }
+    for (int i = 0; i < f->nnodes; i++)
+        while (!knows_all(f, i))
+            if (hlt_now_ms() > end) return -1;
+            else hlt_sleep_ms(50);
+    for (int r = masters; r < f->nnodes; r++)
+        if (node_id(f, r - masters, id) < 0 || !status_ok(hlt_cluster_cmd(f, r, "CLUSTER REPLICATE %s", id)))
+            return -1;
+    return 0;
+}
+
 static hlt_cluster *start(pid_t runner, const hlt_cluster_tls *tls, int nnodes)
 {
     hlt_cluster *f = calloc(1, sizeof *f);
@@ -326,7 +403,7 @@ static hlt_cluster *start(pid_t runner, const hlt_cluster_tls *tls, int nnodes)
     }
     snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --cluster-replicas %d --cluster-yes >%s/create.log 2>&1",
              nnodes == HLT_CLUSTER_NODES, f->dir);
-    rc = system(cmd);
+    rc = hlt_server_version() >= 50000 ? system(cmd) : create_by_hand(f);
     make_url(f);
     if (rc != 0 || hlt_cluster_heal_all(f, 30000) < 0) {
         fprintf(stderr, "cluster fixture: create failed (see %s/create.log)\n", f->dir);
@@ -572,5 +649,13 @@ int hlt_cluster_migrate_end(hlt_cluster *f, int slot, int to)
         r = hlt_cluster_cmd(f, i, "CLUSTER SETSLOT %d NODE %s", slot, tid);
         if (r) freeReplyObject(r);
     }
-    return 0;
+    /* the replicas learn it by gossip: wait until every node names the new owner (before 7.0
+     * that may take a second, and a next step asking a replica would see the old owner) */
+    for (long long end = hlt_now_ms() + 10000; hlt_now_ms() < end; hlt_sleep_ms(20)) {
+        int all = 1;
+        for (int i = 0; all && i < f->nnodes; i++) all = slot_master_by(f, i, slot) == to;
+        if (all) return 0;
+    }
+    fprintf(stderr, "cluster fixture: the nodes do not agree on slot %d's new master\n", slot);
+    return -1;
 }

@@ -1,7 +1,8 @@
 /* cluster_fixture.h -- a real Redis Cluster for tests and benchmarks: 3 masters + 3 replicas
  * on free loopback ports (--cluster-enabled yes, --cluster-node-timeout 1000), created with
- * `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes`, ready once every node
- * says cluster_state:ok and every master streams to its replica.
+ * `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes` (before 5.0, whose
+ * redis-cli has none, by the same commands sent by hand), ready once every node says
+ * cluster_state:ok and every master streams to its replica.
  *
  * Lifetime. hlt_cluster_start() makes one owned by the calling process: its servers die with
  * it (PR_SET_PDEATHSIG) and hlt_cluster_stop() kills them and removes the dir. A Criterion

@@ -62,7 +62,8 @@ int hlt_built_bin(char *buf, size_t cap, const char *name)
 static int  server_ver = -1, server_valkey;
 static char server_name[64];
 
-/* `redis-server --version`: "Redis server v=7.0.15 sha=..." or "Valkey server v=8.0.1 ..." */
+/* `redis-server --version`: "Redis server v=7.0.15 sha=..." or "Valkey server v=8.0.1 ...";
+ * Valkey 7.2 says only "Server v=7.2.7 ..." */
 static void read_server_version(void)
 {
     char line[256] = "";
@@ -74,7 +75,7 @@ static void read_server_version(void)
     if (!fgets(line, sizeof line, f)) line[0] = '\0';
     pclose(f);
     if (!(v = strstr(line, "v=")) || sscanf(v + 2, "%u.%u.%u", &a, &b, &c) != 3) return;
-    server_valkey = !strncmp(line, "Valkey", 6);
+    server_valkey = !strncmp(line, "Valkey", 6) || !strncmp(line, "Server", 6);
     server_ver = (int)(a * 10000 + b * 100 + c);
     snprintf(server_name, sizeof server_name, "%s %u.%u.%u", server_valkey ? "Valkey" : "Redis", a, b, c);
 }
@@ -133,16 +134,76 @@ int hlt_listen(int backlog, int *port, char *url, char *name, size_t cap)
     return ls;
 }
 
+const char *hlt_server_option(const char *opt, char *buf, size_t cap)
+{
+    const char *rep = strstr(opt, "replica");
+    if (!strcmp(opt, "--protected-mode") && hlt_server_version() < 30200) return NULL;
+    if (!rep || hlt_server_version() >= 50000 || strncmp(opt, "--", 2)) return opt;
+    snprintf(buf, cap, "%.*sslave%s", (int)(rep - opt), opt, rep + 7);
+    return buf;
+}
+
+int hlt_server_args(const char *args, char *out, size_t cap)
+{
+    char word[256], buf[256];
+    size_t len = 0;
+    int n, skip = 0;
+    out[0] = '\0';
+    while (sscanf(args, " %255s%n", word, &n) == 1) {
+        const char *w = word[0] == '-' ? hlt_server_option(word, buf, sizeof buf) : word;
+        args += n;
+        if (!w) skip = 1;   /* the option and its value */
+        else if (skip) skip = 0;
+        else len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, "%s%s", len ? " " : "", w);
+        if (len >= cap) return -1;
+    }
+    return 0;
+}
+
+redisReply *hlt_addslots(redisContext *c, int from, int to)
+{
+    int n = to - from + 1;
+    char (*num)[8] = malloc((size_t)(n > 0 ? n : 1) * sizeof *num);
+    const char **argv = malloc((size_t)(n + 2) * sizeof *argv);
+    redisReply *r = NULL;
+    if (num && argv && n > 0) {
+        argv[0] = "CLUSTER";
+        argv[1] = "ADDSLOTS";
+        for (int i = 0; i < n; i++) {
+            snprintf(num[i], sizeof num[i], "%d", from + i);
+            argv[i + 2] = num[i];
+        }
+        r = redisCommandArgv(c, n + 2, argv, NULL);
+    }
+    free(num);
+    free(argv);
+    return r;
+}
+
+redisReply *hlt_acl_setuser(hlt_redis *r, const char *rules)
+{
+    char buf[512], *w, *save = NULL;
+    const char *argv[32] = { "ACL", "SETUSER" };
+    int n = 2;
+    snprintf(buf, sizeof buf, "%s", rules);
+    for (w = strtok_r(buf, " ", &save); w && n < 32; w = strtok_r(NULL, " ", &save))
+        if (strcmp(w, "&*") || hlt_server_version() >= 60200) argv[n++] = w;
+    return hlt_cli(r) ? redisCommandArgv(r->cli, n, argv, NULL) : NULL;
+}
+
+const char *hlt_replicaof(void) { return hlt_server_version() >= 50000 ? "REPLICAOF" : "SLAVEOF"; }
+
 static pid_t spawn(hlt_redis *r)
 {
-    char port[16], cmd[2048];
+    char args[2048], own[2048], cmd[2048 + 32];
     pid_t pid;
-    snprintf(port, sizeof port, "%d", r->port);
-    snprintf(cmd, sizeof cmd,
-             "exec redis-server --port %d --bind 127.0.0.1 --unixsocket %s --unixsocketperm 700 "
+    snprintf(args, sizeof args,
+             "--port %d --bind 127.0.0.1 --unixsocket %s --unixsocketperm 700 "
              "--save '' --appendonly no --dir %s --logfile %s/redis.log --daemonize no "
              "--protected-mode no %s",
              r->port, r->sock, r->dir, r->dir, r->extra);
+    if (hlt_server_args(args, own, sizeof own) < 0) return -1;
+    snprintf(cmd, sizeof cmd, "exec redis-server %s", own);
     pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);   /* dies with the test, even on a crash */
@@ -279,10 +340,8 @@ void hlt_redis_stop(hlt_redis *r)
     free(r);
 }
 
-redisReply *hlt_cmd(hlt_redis *r, const char *fmt, ...)
+redisContext *hlt_cli(hlt_redis *r)
 {
-    va_list ap;
-    redisReply *rep;
     if (r->cli && r->cli->err) {
         redisFree(r->cli);
         r->cli = NULL;
@@ -302,6 +361,14 @@ redisReply *hlt_cmd(hlt_redis *r, const char *fmt, ...)
             }
         }
     }
+    return r->cli;
+}
+
+redisReply *hlt_cmd(hlt_redis *r, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *rep;
+    if (!hlt_cli(r)) return NULL;
     va_start(ap, fmt);
     rep = redisvCommand(r->cli, fmt, ap);
     va_end(ap);

@@ -31,6 +31,8 @@ void hlt_redis_thaw(hlt_redis *r);     /* SIGCONT */
 
 /* Commands on the read-back connection (reconnects if needed). Caller frees the reply. */
 redisReply *hlt_cmd(hlt_redis *r, const char *fmt, ...);
+/* That connection itself (connected, AUTHed), or NULL if the server does not answer. */
+redisContext *hlt_cli(hlt_redis *r);
 /* GET as a malloc'd string, NULL if no key. */
 char *hlt_get(hlt_redis *r, const char *key);
 long long hlt_pttl(hlt_redis *r, const char *key);
@@ -62,6 +64,23 @@ int  hlt_built_bin(char *buf, size_t cap, const char *name);
 int  hlt_server_version(void);
 int  hlt_server_is_valkey(void);
 const char *hlt_server_name(void);
+/* Server arguments in the words of the redis-server on PATH: the replica-named options of
+ * 5.0+ (--replicaof, --replica-serve-stale-data, --cluster-replica-validity-factor) take
+ * their older slave-named form before 5.0, and --protected-mode (3.2+) is left out, with its
+ * value, before 3.2. hlt_server_args rewrites a whole "--opt value ..." line (split at
+ * blanks) into out: 0, or -1 if cap is too small. hlt_server_option maps one option name:
+ * opt itself, the old name written to buf, or NULL (leave the option out). Every fixture
+ * passes its arguments through them, so a test may write the modern names. */
+int  hlt_server_args(const char *args, char *out, size_t cap);
+const char *hlt_server_option(const char *opt, char *buf, size_t cap);
+/* CLUSTER ADDSLOTS from..to on c, one argument a slot (ADDSLOTSRANGE is 7.0's). */
+redisReply *hlt_addslots(redisContext *c, int from, int to);
+/* ACL SETUSER with rules split at blanks ("locker on >pw ~* &* +@all"); "&*" (channel rules,
+ * 6.2+) is left out before 6.2, where every user may use every channel. A test of ACL users
+ * first says HLT_NEEDS(60000, ...): no ACL before 6.0. */
+redisReply *hlt_acl_setuser(hlt_redis *r, const char *rules);
+/* The command that makes a server a replica: REPLICAOF (5.0+) or SLAVEOF. */
+const char *hlt_replicaof(void);
 /* In a Criterion test: skip it, as "n/a", when the server is older than VERSION (a number as
  * above), with the reason (what that server lacks). The matrix counts skips as n/a. */
 #define HLT_NEEDS(version, reason)                                                         \

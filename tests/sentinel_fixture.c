@@ -174,7 +174,9 @@ static const char *kv(const redisReply *r, const char *name)
 static int sentinel_ready(hlt_sentinel *f, int k)
 {
     redisReply *m = hlt_sentinel_cmd(f, k, "SENTINEL master %s", f->name);
-    redisReply *s = hlt_sentinel_cmd(f, k, "SENTINEL replicas %s", f->name);
+    /* (SENTINEL replicas is 5.0's name for SENTINEL slaves) */
+    redisReply *s = hlt_sentinel_cmd(f, k, "SENTINEL %s %s", hlt_server_version() >= 50000 ? "replicas" : "slaves",
+                                     f->name);
     int ok = m && s && atoi(kv(m, "num-other-sentinels")) == HLT_NSENTINELS - 1 &&
              s->type == REDIS_REPLY_ARRAY && s->elements == 1 &&
              !strcmp(kv(s->element[0], "flags"), "slave") &&
@@ -201,7 +203,9 @@ static pid_t spawn_sentinel(hlt_sentinel *f, int k)
             f->sport[k], f->dir, f->sport[k], f->dir, f->name, f->data[0]->port, f->name, f->name,
             f->name);
     if (f->pass[0]) fprintf(fp, "sentinel auth-pass %s %s\n", f->name, f->pass);
-    if (f->spass[0]) fprintf(fp, "requirepass %s\nsentinel sentinel-pass %s\n", f->spass, f->spass);
+    /* before 6.2 (no sentinel-pass) a Sentinel AUTHs to the others with its own requirepass */
+    if (f->spass[0]) fprintf(fp, "requirepass %s\n", f->spass);
+    if (f->spass[0] && hlt_server_version() >= 60200) fprintf(fp, "sentinel sentinel-pass %s\n", f->spass);
     if (f->tls[0][0])
         fprintf(fp, "tls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
                 "tls-auth-clients no\ntls-replication yes\n", f->stls[k], f->tls[0], f->tls[1], f->tls[2]);
@@ -238,8 +242,10 @@ static int start_sentinel(hlt_sentinel *f, int k)
             int up = r && r->type == REDIS_REPLY_STATUS;
             if (r) freeReplyObject(r);
             if (up) {
-                /* faster hellos and INFO: discovery in ~1 s, old-master demotion in ~2 s */
-                r = hlt_sentinel_cmd(f, k, "SENTINEL DEBUG info-period 500 publish-period 250");
+                /* faster hellos and INFO: discovery in ~1 s, old-master demotion in ~2 s
+                 * (SENTINEL DEBUG is 7.0's; older Sentinels keep their 2 s and 10 s) */
+                r = hlt_server_version() < 70000 ? NULL :
+                    hlt_sentinel_cmd(f, k, "SENTINEL DEBUG info-period 500 publish-period 250");
                 if (r) freeReplyObject(r);
                 return 0;
             }

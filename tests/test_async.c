@@ -1888,11 +1888,12 @@ Test(async, redlock_members_whose_user_may_not_run_info_still_lock)
     char buf[3][300];
     const char *url[3];
     int n = 20;
+    HLT_NEEDS(60000, "no ACL users before 6.0");
     for (int i = 0; i < 3; i++) {
         redisReply *rep;
         m[i] = hlt_redis_start(NULL);
         cr_assert_not_null(m[i]);
-        rep = hlt_cmd(m[i], "ACL SETUSER locker on >pw ~* &* +@all -@dangerous");
+        rep = hlt_acl_setuser(m[i], "locker on >pw ~* &* +@all -@dangerous");
         cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "ACL SETUSER on master %d", i);
         freeReplyObject(rep);
         snprintf(buf[i], sizeof buf[i], "redis://locker:pw@127.0.0.1:%d", m[i]->port);

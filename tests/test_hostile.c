@@ -478,7 +478,7 @@ Test(hostile, masterdown_is_retried_while_waiting)
     later promote;
     promote.r = r;
     promote.ms = 700;
-    promote.cmd = "REPLICAOF NO ONE";
+    promote.cmd = hlt_server_version() >= 50000 ? "REPLICAOF NO ONE" : "SLAVEOF NO ONE";
     pthread_create(&th, NULL, run_later, &promote);
     cr_assert_eq(hilock_acquire(c, "k", 10000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     pthread_join(th, NULL);

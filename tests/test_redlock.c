@@ -944,9 +944,10 @@ Test(redlock, members_whose_user_may_not_run_info_still_lock)
     hilock *l;
     char url[3][300];
     const char *urls[3];
+    HLT_NEEDS(60000, "no ACL users before 6.0");
     start(&k, 3);
     for (int i = 0; i < 3; i++) {
-        redisReply *rep = hlt_cmd(k.m[i], "ACL SETUSER locker on >pw ~* &* +@all -@dangerous");
+        redisReply *rep = hlt_acl_setuser(k.m[i], "locker on >pw ~* &* +@all -@dangerous");
         cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "ACL SETUSER on master %d", i);
         freeReplyObject(rep);
         snprintf(url[i], sizeof url[i], "redis://locker:pw@127.0.0.1:%d", k.m[i]->port);
