@@ -542,6 +542,7 @@ static long long queued(hlt_redis *r, const char *qkey)
 
 Test(cli, fair_waits_its_turn_in_the_queue_and_nonblock_does_not_pass_it)
 {
+    HLT_NEEDS(30200, "fair locks need Redis 3.2+ (redis.replicate_commands)");
     hlt_redis *r = setup();
     const char *first[] = { "--fair", "job", "--", "sh", "-c",
                             "echo up > up.txt; while [ ! -e go.txt ]; do sleep 0.02; done", NULL };

@@ -577,6 +577,7 @@ static void sentinel_fini(void)
 
 Test(fair, behind_sentinel_the_release_calls_the_head, .fini = sentinel_fini, .timeout = 90)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     board *b = board_new();
     hlt_redis *m;
     hilock_client *c;
@@ -601,6 +602,7 @@ Test(fair, behind_sentinel_the_release_calls_the_head, .fini = sentinel_fini, .t
 Test(fair, behind_sentinel_a_failover_is_detected_and_the_waiter_gets_its_turn, .fini = sentinel_fini,
      .timeout = 120)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     board *b = board_new();
     hilock_client *c;
     hilock *h;

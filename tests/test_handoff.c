@@ -449,6 +449,7 @@ static void sentinel_fini(void)
 
 Test(handoff, sentinel_waiter_is_woken_by_the_release, .fini = sentinel_fini, .timeout = 60)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     SF = hlt_sentinel_start();
     cr_assert_not_null(SF, "sentinel fixture did not start");
     hlt_redis *m = SF->data[hlt_sentinel_master(SF)];

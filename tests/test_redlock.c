@@ -632,6 +632,7 @@ static void epoch_member_down(int down)
 Test(redlock, fence_grows_when_the_next_quorum_leaves_out_the_epoch_member, .fini = sentinel_fini,
      .timeout = 120)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     cluster k;
     hilock *l;
     const char *urls[3];
@@ -708,6 +709,7 @@ static void age_by(hlt_redis *r, const char *key, long long ms)
  * clock, below the token it had before.) */
 Test(redlock, fence_with_an_epoch_outlives_an_idle_hour, .fini = sentinel_fini, .timeout = 120)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     cluster k;
     hilock *l;
     const char *urls[3];
@@ -858,6 +860,7 @@ Test(redlock, two_masters_need_both)
 
 Test(redlock, a_sentinel_url_can_be_a_member)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     cluster k;
     hilock *l;
     char sentinel[128];
@@ -970,6 +973,7 @@ Test(redlock, members_whose_user_may_not_run_info_still_lock)
 Test(redlock, a_sentinel_member_and_its_master_by_address_are_refused_at_connect,
      .fini = sentinel_fini, .timeout = 60)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     cluster k;
     hilock *l = NULL;
     char direct[300];
