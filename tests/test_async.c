@@ -238,7 +238,9 @@ Test(async, thousand_acquisitions_pipelined_then_released)
     }
     /* one round trip per call would be >= 1000 reads on the server (the INFO calls add 2) */
     printf("async: 1000 acquisitions: %lld server reads\n", reads);
-    cr_assert_lt(reads, 200, "1000 acquisitions took %lld reads on the server: not pipelined", reads);
+    /* (a loaded machine splits the stream into more reads: 209 seen on 6.x with two servers'
+     * suites at once; half of one per call still proves the pipeline) */
+    cr_assert_lt(reads, 500, "1000 acquisitions took %lld reads on the server: not pipelined", reads);
     memset(r.ended, 0, sizeof r.ended);
     r.done = 0;
     release_all(&r, N_MAX);
