@@ -1219,6 +1219,7 @@ static void one(uv_loop_t *loop, run *r, int op, int i)
 Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_the_loop,
      .fini = sentinel_fini, .timeout = 120)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     static run r;
     uv_loop_t loop;
     ticker tk;
@@ -1273,6 +1274,7 @@ Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_th
 Test(async, sentinel_failover_then_check_on_the_loop_is_ok_for_a_surviving_lock,
      .fini = sentinel_fini, .timeout = 120)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     static run r;
     uv_loop_t loop;
     ticker tk;
@@ -1316,6 +1318,7 @@ Test(async, sentinel_failover_then_check_on_the_loop_is_ok_for_a_surviving_lock,
 Test(async, sentinel_lost_write_is_lost_on_the_loop_as_with_the_blocking_calls,
      .fini = sentinel_fini, .timeout = 120)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     static run r;
     uv_loop_t loop;
     ticker tk;
@@ -1359,6 +1362,7 @@ Test(async, sentinel_lost_write_is_lost_on_the_loop_as_with_the_blocking_calls,
 Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds,
      .fini = sentinel_fini, .timeout = 120)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     static run r;
     uv_loop_t loop;
     ticker tk;
@@ -1411,6 +1415,7 @@ Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds
 Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_client_is_freed,
      .fini = sentinel_fini, .timeout = 120)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     static run r, r2;
     uv_loop_t loop;
     const char *url[1];
@@ -1487,6 +1492,7 @@ Test(async, the_readme_example_takes_and_releases_the_lock, .timeout = 60)
 
 Test(async, failover_guard_reports_lost_after_a_restart_and_min_replicas_undoes)
 {
+    HLT_NEEDS(40000, "failover_guard needs replication ids (PSYNC2, Redis 4.0+)");
     static run r;
     uv_loop_t loop;
     hlt_redis *s = hlt_redis_start(NULL);
@@ -1740,6 +1746,7 @@ static void busy_then_check(hilock_status st, hilock *l, void *arg)
 
 Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_meanwhile)
 {
+    HLT_NEEDS(40000, "failover_guard needs replication ids (PSYNC2, Redis 4.0+)");
     static run r;
     uv_loop_t loop;
     hlt_redis *m[3];

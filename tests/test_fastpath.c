@@ -457,6 +457,7 @@ static void sentinel_fini(void)
 Test(fastpath, sentinel_failover_awareness_and_wait_work_without_a_script, .fini = sentinel_fini,
      .timeout = 120)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     hilock_options o;
     hilock_client *c1 = NULL, *c2 = NULL;
     hilock *l, *l2 = NULL;

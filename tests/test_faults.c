@@ -489,6 +489,7 @@ Test(faults, a_retry_after_a_written_timeout_takes_a_new_token_its_old_undo_cann
 
 Test(faults, a_fair_retry_after_a_written_timeout_takes_a_new_token_and_leaves_the_old_entry)
 {
+    HLT_NEEDS(30200, "fair locks need Redis 3.2+ (redis.replicate_commands)");
     retry_after_written_timeout(1);
 }
 
@@ -728,6 +729,7 @@ static void held_close(hlt_redis *r, holdproxy *h, hilock_client *c, hilock *l)
 
 Test(faults, a_failover_check_that_stalls_ends_within_the_bound_as_etimedout)
 {
+    HLT_NEEDS(40000, "failover_guard needs replication ids (PSYNC2, Redis 4.0+)");
     hlt_redis *r;
     holdproxy h;
     hilock_client *c;
@@ -763,6 +765,7 @@ Test(faults, a_failover_check_that_stalls_ends_within_the_bound_as_etimedout)
 
 Test(faults, a_waiting_acquire_tries_again_after_a_failover_check_timed_out)
 {
+    HLT_NEEDS(40000, "failover_guard needs replication ids (PSYNC2, Redis 4.0+)");
     hlt_redis *r;
     holdproxy h;
     hilock_client *c;
@@ -785,6 +788,7 @@ Test(faults, a_waiting_acquire_tries_again_after_a_failover_check_timed_out)
 
 Test(faults, an_extend_whose_failover_check_stalls_is_etimedout_not_lost)
 {
+    HLT_NEEDS(40000, "failover_guard needs replication ids (PSYNC2, Redis 4.0+)");
     hlt_redis *r;
     holdproxy h;
     hilock_client *c;
@@ -818,6 +822,7 @@ Test(faults, an_extend_whose_failover_check_stalls_is_etimedout_not_lost)
 
 Test(faults, redlock_with_every_failover_check_stalled_ends_within_the_bound)
 {
+    HLT_NEEDS(40000, "failover_guard needs replication ids (PSYNC2, Redis 4.0+)");
     hlt_redis *r[3];
     holdproxy h[3];
     const char *urls[3];
