@@ -162,8 +162,8 @@ static const struct { int version; int form; const char *what; } floors[HL_CAP_C
 
 int hl_node_has(const hl_node *n, hl_cap cap)
 {
-    if (!n->version) return !floors[cap].form;
-    return n->version >= floors[cap].version;
+    if (!n->facts.version) return !floors[cap].form;
+    return n->facts.version >= floors[cap].version;
 }
 
 /* Failover awareness reads the master's replication ids: named as the user asked for it. */
@@ -550,25 +550,9 @@ static void judge_info(hl_facts *f, const hl_reply *r)
     info_field(s, len, "run_id", f->run_id, sizeof f->run_id);
 }
 
-void hl_node_facts_get(const hl_node *n, hl_facts *f)
-{
-    f->version = n->version;
-    memcpy(f->server, n->server, sizeof f->server);
-    memcpy(f->run_id, n->run_id, sizeof f->run_id);
-    f->clock_ms = n->clock_ms;
-    f->clock_at_us = n->clock_at_us;
-    f->wall_ms = n->wall_ms;
-}
+void hl_node_facts_get(const hl_node *n, hl_facts *f) { *f = n->facts; }
 
-void hl_node_facts_set(hl_node *n, const hl_facts *f)
-{
-    n->version = f->version;
-    memcpy(n->server, f->server, sizeof n->server);
-    memcpy(n->run_id, f->run_id, sizeof n->run_id);
-    n->clock_ms = f->clock_ms;
-    n->clock_at_us = f->clock_at_us;
-    n->wall_ms = f->wall_ms;
-}
+void hl_node_facts_set(hl_node *n, const hl_facts *f) { n->facts = *f; }
 
 /* TIME not read: the client's wall clock now stands in as the reading (else none). */
 static void wall_reading(hl_facts *f)
@@ -587,12 +571,12 @@ hilock_status hl_handshake_commit(hl_node *n, const struct hl_conn *k)
     hl_node_facts_set(n, &f);
     /* (one at a time: of two names of one server connected together, the second to commit
      * sees the first's run_id) */
-    for (size_t i = 0; n->run_id[0] && i < n->npeers; i++) {
+    for (size_t i = 0; n->facts.run_id[0] && i < n->npeers; i++) {
         char why[160];
-        if (i == me || strcmp(n->peers[i].run_id, n->run_id)) continue;
+        if (i == me || strcmp(n->peers[i].facts.run_id, n->facts.run_id)) continue;
         snprintf(why, sizeof why, "servers[%zu] and servers[%zu] are the same server (run_id %.12s...): "
-                 "list each Redlock member once", i < me ? i : me, i < me ? me : i, n->run_id);
-        n->run_id[0] = '\0';   /* so the peer is not refused in turn */
+                 "list each Redlock member once", i < me ? i : me, i < me ? me : i, n->facts.run_id);
+        n->facts.run_id[0] = '\0';   /* so the peer is not refused in turn */
         hl_node_set_err(n, HILOCK_EINVAL, NULL, why);
         return HILOCK_EINVAL;
     }
@@ -643,21 +627,21 @@ static void judge_time(hl_facts *f, const hl_reply *r)
 
 int64_t hl_node_server_ms(const hl_node *n)
 {
-    if (n->clock_ms <= 0) return -1;
-    return n->clock_ms + (hl_now_us() - n->clock_at_us) / 1000;
+    if (n->facts.clock_ms <= 0) return -1;
+    return n->facts.clock_ms + (hl_now_us() - n->facts.clock_at_us) / 1000;
 }
 
 int64_t hl_node_clock_floor_ms(const hl_node *n)
 {
-    int64_t since, base = n->clock_ms > 0 ? n->clock_ms : n->wall_ms;
+    int64_t since, base = n->facts.clock_ms > 0 ? n->facts.clock_ms : n->facts.wall_ms;
     if (base <= 0) return hl_wall_us() / 1000;   /* (no connection yet) */
-    since = hl_now_us() - n->clock_at_us;
+    since = hl_now_us() - n->facts.clock_at_us;
     return base + (since - since / 1000000 * HL_CLOCK_SLOW_PPM) / 1000;
 }
 
 int hl_node_clock_old(const hl_node *n, int64_t now)
 {
-    return (n->clock_ms > 0 || n->wall_ms > 0) && now - n->clock_at_us > HL_CLOCK_MAX_AGE_US;
+    return (n->facts.clock_ms > 0 || n->facts.wall_ms > 0) && now - n->facts.clock_at_us > HL_CLOCK_MAX_AGE_US;
 }
 
 void hl_node_clock_put(hl_buf *b)
@@ -672,16 +656,16 @@ void hl_node_clock_take(hl_node *n, const hl_reply *r)
 {
     hl_facts f;
     judge_time(&f, r);
-    if (f.clock_ms <= 0 && n->clock_ms > 0) return;   /* (kept: asked again next time) */
+    if (f.clock_ms <= 0 && n->facts.clock_ms > 0) return;   /* (kept: asked again next time) */
     wall_reading(&f);
-    n->clock_ms = f.clock_ms;
-    n->clock_at_us = f.clock_at_us;
-    n->wall_ms = f.wall_ms;
+    n->facts.clock_ms = f.clock_ms;
+    n->facts.clock_at_us = f.clock_at_us;
+    n->facts.wall_ms = f.wall_ms;
 }
 
-int hl_node_version(const hl_node *n) { return n->version; }
+int hl_node_version(const hl_node *n) { return n->facts.version; }
 
-const char *hl_node_server(const hl_node *n) { return n->server[0] ? n->server : "an unknown server"; }
+const char *hl_node_server(const hl_node *n) { return n->facts.server[0] ? n->facts.server : "an unknown server"; }
 
 hilock_status hl_handshake_judge(hl_node *n, struct hl_conn *k, int idx, const hl_reply *r)
 {

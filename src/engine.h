@@ -79,11 +79,13 @@ typedef struct hl_undo {   /* a write whose fate is unknown: delete it by value 
  * (hl_handshake_commit) -- never by a waiter's side connection, never half (INFO read, TIME
  * not yet: a clock of 0 that nothing would read again). */
 typedef struct hl_facts {
-    int     version;      /* as hl_node.version */
-    char    server[40];
-    char    run_id[48];
-    int64_t clock_ms, clock_at_us;
-    int64_t wall_ms;      /* as hl_node.wall_ms */
+    int     version;      /* Redis-compatible, major*10000+minor*100+patch; 0 unknown */
+    char    server[40];   /* "Redis 2.8.24", "Valkey 8.0.1" (messages); "" unknown */
+    char    run_id[48];   /* "" = not read */
+    int64_t clock_ms;     /* its TIME in ms when read, 0 unknown */
+    int64_t clock_at_us;  /* monotonic, when read (or when wall_ms was) */
+    int64_t wall_ms;      /* TIME not read: the client's wall clock then, counted as a
+                             reading (hl_node_clock_floor_ms); else 0 */
 } hl_facts;
 
 /* One connection to a node: the transport's connection, its reply stream and its unsent
@@ -116,15 +118,10 @@ typedef struct hl_node {
      * NULL = no check (one node; a Cluster member). */
     struct hl_node *peers;
     size_t          npeers;
-    char            run_id[48];  /* as last read; "" = none yet */
-    /* The server's facts, read by every new connection's handshake (INFO server, TIME) and
-     * kept until the next one: see hl_node_version, hl_node_server_ms. */
-    int             version;     /* Redis-compatible, major*10000+minor*100+patch; 0 unknown */
-    char            server[40];  /* "Redis 2.8.24", "Valkey 8.0.1" (messages); "" unknown */
-    int64_t         clock_ms;    /* its TIME in ms when read, 0 unknown (as calloc left it) */
-    int64_t         clock_at_us; /* monotonic, when read (or when wall_ms was) */
-    int64_t         wall_ms;     /* TIME not read: the client's wall clock then, counted as a
-                                    reading (hl_node_clock_floor_ms); else 0 */
+    /* The server's facts (run_id, version, name, clock), read by every new connection's
+     * handshake (INFO server, TIME) into its own hl_conn.facts and copied here whole by the
+     * connection that owns the node: see hl_node_version, hl_node_server_ms. */
+    hl_facts        facts;
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
     /* result of the last hl_exec on this node */
     hilock_status   st;

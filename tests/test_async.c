@@ -597,13 +597,13 @@ Test(async, a_day_old_clock_reading_is_taken_again_when_the_connection_is_next_i
     r.c = attached(&loop, url, 1, 2000);
     warm_up(&loop, &r, "ck1:");
     n = &r.c->nodes[0];
-    at = n->clock_at_us;
-    cr_assert_gt(n->clock_ms, 0);
+    at = n->facts.clock_at_us;
+    cr_assert_gt(n->facts.clock_ms, 0);
     conns = hlt_info_int(s, "stats", "total_connections_received:");
-    n->clock_at_us = at - (24LL * 3600 + 60) * 1000000;   /* as if read a day and a minute ago */
+    n->facts.clock_at_us = at - (24LL * 3600 + 60) * 1000000;   /* as if read a day and a minute ago */
     warm_up(&loop, &r, "ck2:");
     cr_assert_eq(hlt_info_int(s, "stats", "total_connections_received:"), conns + 1, "a new connection");
-    cr_assert_geq(n->clock_at_us, at, "read again");
+    cr_assert_geq(n->facts.clock_at_us, at, "read again");
     cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
     hilock_client_free(r.c);
     loop_close(&loop);
@@ -632,7 +632,7 @@ Test(async, a_day_old_clock_reading_is_taken_again_under_constant_load)
     r.c = attached(&loop, url, 1, 10000);   /* (the busy script may take a few seconds) */
     warm_up(&loop, &r, "ld0:");
     n = &r.c->nodes[0];
-    at = n->clock_at_us;
+    at = n->facts.clock_at_us;
     conns = hlt_info_int(s, "stats", "total_connections_received:");
     /* the server busy in a script for 400 ms or 30 M rounds (no write: any server; TIME
      * stands still inside a script from 7.2), so the first call stays in flight while the
@@ -647,7 +647,7 @@ Test(async, a_day_old_clock_reading_is_taken_again_under_constant_load)
     acquire_all(&r, 1, "ld1:", 1000, 0);
     for (int i = 0; i < 20; i++) uv_run(&loop, UV_RUN_NOWAIT);   /* written: in flight */
     cr_assert_eq(r.done, 0, "the server is busy");
-    n->clock_at_us = at - (24LL * 3600 + 60) * 1000000;   /* as if read a day and a minute ago */
+    n->facts.clock_at_us = at - (24LL * 3600 + 60) * 1000000;   /* as if read a day and a minute ago */
     for (int i = 1; i < 8; i++) {   /* more calls behind it, before any reply */
         snprintf(key, sizeof key, "ld1:%d", i);
         r.in_call = 1;
@@ -659,7 +659,7 @@ Test(async, a_day_old_clock_reading_is_taken_again_under_constant_load)
     for (int i = 0; i < 8; i++) cr_assert_eq(r.st[i], HILOCK_OK, "call %d", i);
     cr_assert_eq(hlt_info_int(s, "stats", "total_connections_received:"), conns + 1,
                  "the same connection (+1: the busy script's)");
-    cr_assert_geq(n->clock_at_us, at, "read again");
+    cr_assert_geq(n->facts.clock_at_us, at, "read again");
     cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
     free_locks(&r, 8);
     hilock_client_free(r.c);
@@ -1953,10 +1953,10 @@ Test(async, a_waiters_side_connection_leaves_the_nodes_facts_alone)
     cr_assert_eq(hilock_acquire_async(qr.c, "side", 30000, 0, on_first, NULL), HILOCK_OK);
     while (!qr.first && !qr.wrong) uv_run(&loop, UV_RUN_ONCE);
     n = &qr.c->nodes[0];
-    cr_assert_gt(n->clock_ms, 0);
-    n->clock_ms -= 12345;   /* a mark only the main connection's facts carry */
-    mark_ms = n->clock_ms;
-    mark_at = n->clock_at_us;
+    cr_assert_gt(n->facts.clock_ms, 0);
+    n->facts.clock_ms -= 12345;   /* a mark only the main connection's facts carry */
+    mark_ms = n->facts.clock_ms;
+    mark_at = n->facts.clock_at_us;
     conns = hlt_info_int(s, "stats", "total_connections_received:");
     cr_assert_eq(hilock_acquire_async(qr.c, "side", 30000, 60000, on_waiter, (void *)(intptr_t)0), HILOCK_OK);
     uv_timer_init(&loop, &later);
@@ -1965,8 +1965,8 @@ Test(async, a_waiters_side_connection_leaves_the_nodes_facts_alone)
     cr_assert_eq(qr.wrong, 0);
     cr_assert_eq(qr.oks, 1);
     cr_assert_eq(hlt_info_int(s, "stats", "total_connections_received:"), conns + 1, "the waiter's side connection");
-    cr_assert_eq(n->clock_ms, mark_ms, "the side connection's handshake wrote the node's clock");
-    cr_assert_eq(n->clock_at_us, mark_at);
+    cr_assert_eq(n->facts.clock_ms, mark_ms, "the side connection's handshake wrote the node's clock");
+    cr_assert_eq(n->facts.clock_at_us, mark_at);
     cr_assert_gt(hl_node_version(n), 20000, "the main connection's version stays");
     cr_assert_eq(hlt_exists(s, "side"), 0);
     uv_close((uv_handle_t *)&later, NULL);

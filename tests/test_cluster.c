@@ -173,7 +173,7 @@ Test(cluster, each_shards_connection_keeps_its_own_servers_facts)
         int i = order[j];
         hilock *l = NULL;
         cr_assert_eq(hilock_acquire(c, key[i], 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-        cr_assert_str_eq(c->nodes[0].run_id, id[i], "step %zu (master %d): another shard's facts", j, m[i]);
+        cr_assert_str_eq(c->nodes[0].facts.run_id, id[i], "step %zu (master %d): another shard's facts", j, m[i]);
         cr_assert_gt(hl_node_server_ms(&c->nodes[0]), 0);
         cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
         cr_assert_eq(hlt_cluster_exists(f, m[i], key[i]), 0);

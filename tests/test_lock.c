@@ -578,22 +578,22 @@ Test(lock, the_clock_floor_runs_slow_and_a_day_old_reading_is_taken_again)
     hilock_client *c = client();
     hilock *l = must_acquire(c, "k", 5000, 0);
     hl_node *n = &c->nodes[0];
-    int64_t read_ms = n->clock_ms, at = n->clock_at_us;
+    int64_t read_ms = n->facts.clock_ms, at = n->facts.clock_at_us;
     long long conns = hlt_info_int(R, "stats", "total_connections_received:");
     cr_assert_gt(read_ms, 0, "the handshake read the server's clock");
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     /* as if read 1000 s ago: 1000 s counted 1 s slow */
-    n->clock_at_us = at - 1000LL * 1000000;
+    n->facts.clock_at_us = at - 1000LL * 1000000;
     cr_assert_geq(hl_node_clock_floor_ms(n), read_ms + 1000 * 1000 - 1000);
     cr_assert_leq(hl_node_clock_floor_ms(n), read_ms + 1000 * 1000 - 1000 + (hl_now_us() - at) / 1000 + 1);
     cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
     /* a day and a minute ago: the next acquire reconnects, and its handshake reads it anew */
-    n->clock_at_us = at - (24LL * 3600 + 60) * 1000000;
+    n->facts.clock_at_us = at - (24LL * 3600 + 60) * 1000000;
     cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 1);
     l = must_acquire(c, "k", 5000, 0);
     cr_assert_eq(hlt_info_int(R, "stats", "total_connections_received:"), conns + 1, "a new connection");
-    cr_assert_geq(n->clock_at_us, at, "read again");
+    cr_assert_geq(n->facts.clock_at_us, at, "read again");
     cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
@@ -621,22 +621,22 @@ Test(lock, without_time_the_wall_clock_stands_in_counted_slow_and_is_taken_again
     l = must_acquire(c, "k", 5000, 0);
     w0 = hl_wall_us() / 1000;
     n = &c->nodes[0];
-    at = n->clock_at_us;
+    at = n->facts.clock_at_us;
     cr_assert_eq(hl_node_server_ms(n), -1, "TIME refused: the server's clock unknown");
     cr_assert(hilock_fence(l) > 0);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     /* as if read 1000 s ago: the wall clock then + 1000 s counted 1 s slow */
-    n->clock_at_us = at - 1000LL * 1000000;
+    n->facts.clock_at_us = at - 1000LL * 1000000;
     f = hl_node_clock_floor_ms(n);
     cr_assert_geq(f, w0 - 5000 + 999000, "floor %lld, wall clock %lld", (long long)f, (long long)w0);
     cr_assert_leq(f, w0 + 999000 + 1000, "floor %lld, wall clock %lld", (long long)f, (long long)w0);
     conns = hlt_info_int(R, "stats", "total_connections_received:");
-    n->clock_at_us = at - (24LL * 3600 + 60) * 1000000;
+    n->facts.clock_at_us = at - (24LL * 3600 + 60) * 1000000;
     cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 1, "a day-old stand-in is taken again");
     l = must_acquire(c, "k", 5000, 0);
     cr_assert_eq(hlt_info_int(R, "stats", "total_connections_received:"), conns + 1, "a new connection");
-    cr_assert_geq(n->clock_at_us, at, "read again");
+    cr_assert_geq(n->facts.clock_at_us, at, "read again");
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     hilock_client_free(c);
