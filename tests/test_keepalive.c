@@ -475,13 +475,15 @@ Test(keepalive, release_while_a_renewal_is_in_flight_is_safe)
     for (int i = 0; i < rounds(20); i++) {
         hilock *l;
         pthread_t th;
-        thaw_arg ta = { r, (long)ms(60) };
-        cr_assert_eq(hilock_acquire(c, "job", ms(150), 3000, &l), HILOCK_OK);   /* renewal due at ~48 ms */
+        /* The ttl leaves ~350 ms after the thaw: a loaded CI machine (the server
+         * matrix runs two suites at once) once let a 150 ms ttl expire here. */
+        thaw_arg ta = { r, (long)ms(100) };
+        cr_assert_eq(hilock_acquire(c, "job", ms(600), 3000, &l), HILOCK_OK);   /* renewal due at ~200 ms */
         cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK);
-        hlt_sleep_ms(ms(30));
-        hlt_redis_freeze(r);          /* the renewal at ~48 ms gets no answer until ~90 ms */
+        hlt_sleep_ms(ms(150));
+        hlt_redis_freeze(r);          /* the renewal at ~200 ms gets no answer until ~250 ms */
         pthread_create(&th, NULL, thaw_later, &ta);
-        hlt_sleep_ms((long)ms(25 + i % 10));    /* release lands while it is on the wire */
+        hlt_sleep_ms((long)ms(65 + i % 10));    /* release lands while it is on the wire */
         hilock_status st = hilock_release(l);
         pthread_join(th, NULL);
         cr_assert_eq(st, HILOCK_OK, "%d: %s: %s", i, hilock_strerror(st), hilock_client_errmsg(c));
