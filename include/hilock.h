@@ -99,11 +99,12 @@ typedef enum hilock_status {
     HILOCK_ENOMEM
 } hilock_status;
 
-/* wait_ms value for hilock_acquire: wait as long as it takes. */
-#define HILOCK_WAIT_FOREVER ((int64_t)-1)
+/* wait_ms value for hilock_acquire: wait as long as it takes. (INT64_C, not a cast: the same
+ * spelling compiles without a warning as C++, -Wold-style-cast and -Wuseless-cast included.) */
+#define HILOCK_WAIT_FOREVER INT64_C(-1)
 
 /* The longest ttl accepted: 365 days. Longer is treated as a mistake (HILOCK_EINVAL). */
-#define HILOCK_TTL_MAX_MS ((int64_t)365 * 24 * 3600 * 1000)
+#define HILOCK_TTL_MAX_MS (INT64_C(365) * 24 * 3600 * 1000)
 
 /* The longest key accepted, in bytes (aux keys add a few bytes to it). */
 #define HILOCK_KEY_MAX 4096

@@ -20,6 +20,17 @@
 
 #include "hilock_async.h"
 
+/* The functions below are static inline: a program that includes this header and uses none of
+ * them compiles without "unused function" warnings. Their casts are C++ casts in C++ (no
+ * -Wold-style-cast warning there); the macro is #undef'd at the end. Conversions between types
+ * that are the same type on POSIX (evutil_socket_t and int; int64_t, time_t, suseconds_t on
+ * LP64) are left implicit: a cast there is a -Wuseless-cast warning in C++. */
+#ifdef __cplusplus
+#define HILOCK_LIBEVENT_CAST(T, v) static_cast<T>(v)
+#else
+#define HILOCK_LIBEVENT_CAST(T, v) ((T)(v))
+#endif
+
 typedef struct hilock_libevent_fd {
     struct event              *ev;
     int                        fd, events;
@@ -33,26 +44,26 @@ typedef struct hilock_libevent {
     hilock_libevent_fd *fds;
 } hilock_libevent;
 
-static void hilock_libevent_on_fd(evutil_socket_t fd, short what, void *arg)
+static inline void hilock_libevent_on_fd(evutil_socket_t fd, short what, void *arg)
 {
-    hilock_libevent *u = (hilock_libevent *)arg;
-    hilock_loop_fd(u->c, (int)fd, (what & EV_READ ? HILOCK_EV_READ : 0) |
+    hilock_libevent *u = HILOCK_LIBEVENT_CAST(hilock_libevent *, arg);
+    hilock_loop_fd(u->c, fd, (what & EV_READ ? HILOCK_EV_READ : 0) |
                                   (what & EV_WRITE ? HILOCK_EV_WRITE : 0));
 }
 
-static void hilock_libevent_on_timer(evutil_socket_t fd, short what, void *arg)
+static inline void hilock_libevent_on_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    hilock_loop_timeout(((hilock_libevent *)arg)->c);
+    hilock_loop_timeout(HILOCK_LIBEVENT_CAST(hilock_libevent *, arg)->c);
 }
 
-static void hilock_libevent_watch(void *data, int fd, int events)
+static inline void hilock_libevent_watch(void *data, int fd, int events)
 {
-    hilock_libevent *u = (hilock_libevent *)data;
+    hilock_libevent *u = HILOCK_LIBEVENT_CAST(hilock_libevent *, data);
     hilock_libevent_fd **pp = &u->fds, *w;
-    short flags = (short)(EV_PERSIST | (events & HILOCK_EV_READ ? EV_READ : 0) |
-                          (events & HILOCK_EV_WRITE ? EV_WRITE : 0));
+    short flags = HILOCK_LIBEVENT_CAST(short, EV_PERSIST | (events & HILOCK_EV_READ ? EV_READ : 0) |
+                                              (events & HILOCK_EV_WRITE ? EV_WRITE : 0));
     while (*pp && (*pp)->fd != fd) pp = &(*pp)->next;
     w = *pp;
     if (w && (!events || w->events != events)) {   /* libevent: a new event for new flags */
@@ -66,7 +77,8 @@ static void hilock_libevent_watch(void *data, int fd, int events)
     }
     if (!events) return;
     if (!w) {
-        if (!(w = (hilock_libevent_fd *)calloc(1, sizeof *w))) return;   /* its deadline ends the call */
+        w = HILOCK_LIBEVENT_CAST(hilock_libevent_fd *, calloc(1, sizeof *w));
+        if (!w) return;   /* its deadline ends the call */
         w->fd = fd;
         w->next = u->fds;
         u->fds = w;
@@ -77,34 +89,34 @@ static void hilock_libevent_watch(void *data, int fd, int events)
         event_add(w->ev, NULL);
 }
 
-static void hilock_libevent_timer(void *data, int64_t ms)
+static inline void hilock_libevent_timer(void *data, int64_t ms)
 {
-    hilock_libevent *u = (hilock_libevent *)data;
+    hilock_libevent *u = HILOCK_LIBEVENT_CAST(hilock_libevent *, data);
     struct timeval tv;
     if (ms < 0) {
         event_del(u->timer);
         return;
     }
-    tv.tv_sec = (long)(ms / 1000);
-    tv.tv_usec = (long)(ms % 1000) * 1000;
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = ms % 1000 * 1000;
     event_add(u->timer, &tv);
 }
 
-static void hilock_libevent_detach(void *data)
+static inline void hilock_libevent_detach(void *data)
 {
-    hilock_libevent *u = (hilock_libevent *)data;
+    hilock_libevent *u = HILOCK_LIBEVENT_CAST(hilock_libevent *, data);
     while (u->fds) hilock_libevent_watch(u, u->fds->fd, 0);
     event_free(u->timer);
     free(u);
 }
 
-static hilock_status hilock_libevent_attach(hilock_client *c, struct event_base *base)
+static inline hilock_status hilock_libevent_attach(hilock_client *c, struct event_base *base)
 {
     hilock_libevent *u;
     hilock_loop l;
     hilock_status st;
     if (!c || !base) return HILOCK_EINVAL;
-    if (!(u = (hilock_libevent *)calloc(1, sizeof *u))) return HILOCK_ENOMEM;
+    if (!(u = HILOCK_LIBEVENT_CAST(hilock_libevent *, calloc(1, sizeof *u)))) return HILOCK_ENOMEM;
     u->base = base;
     u->c = c;
     if (!(u->timer = evtimer_new(base, hilock_libevent_on_timer, u))) {
@@ -121,5 +133,7 @@ static hilock_status hilock_libevent_attach(hilock_client *c, struct event_base 
     }
     return st;
 }
+
+#undef HILOCK_LIBEVENT_CAST
 
 #endif

@@ -23,6 +23,17 @@
 
 #include "hilock_async.h"
 
+/* The functions below are static inline: a program that includes this header and uses none of
+ * them compiles without "unused function" warnings. Their casts are C++ casts in C++ (no
+ * -Wold-style-cast warning there); both macros are #undef'd at the end. */
+#ifdef __cplusplus
+#define HILOCK_LIBUV_CAST(T, v) static_cast<T>(v)
+#define HILOCK_LIBUV_HANDLE(h) reinterpret_cast<uv_handle_t *>(h)
+#else
+#define HILOCK_LIBUV_CAST(T, v) ((T)(v))
+#define HILOCK_LIBUV_HANDLE(h) ((uv_handle_t *)(h))
+#endif
+
 typedef struct hilock_libuv_fd {
     uv_poll_t                handle;
     int                      fd;
@@ -37,27 +48,27 @@ typedef struct hilock_libuv {
     hilock_libuv_fd *fds;
 } hilock_libuv;
 
-static void hilock_libuv_on_poll(uv_poll_t *h, int status, int events)
+static inline void hilock_libuv_on_poll(uv_poll_t *h, int status, int events)
 {
-    hilock_libuv_fd *w = (hilock_libuv_fd *)h->data;
+    hilock_libuv_fd *w = HILOCK_LIBUV_CAST(hilock_libuv_fd *, h->data);
     int ev = (events & UV_READABLE ? HILOCK_EV_READ : 0) | (events & UV_WRITABLE ? HILOCK_EV_WRITE : 0);
     if (status < 0) ev = HILOCK_EV_READ | HILOCK_EV_WRITE;   /* the read or write says what */
     hilock_loop_fd(w->c, w->fd, ev);
 }
 
-static void hilock_libuv_on_timer(uv_timer_t *t)
+static inline void hilock_libuv_on_timer(uv_timer_t *t)
 {
-    hilock_loop_timeout(((hilock_libuv *)t->data)->c);
+    hilock_loop_timeout(HILOCK_LIBUV_CAST(hilock_libuv *, t->data)->c);
 }
 
-static void hilock_libuv_free_handle(uv_handle_t *h)
+static inline void hilock_libuv_free_handle(uv_handle_t *h)
 {
     free(h->data);
 }
 
-static void hilock_libuv_watch(void *data, int fd, int events)
+static inline void hilock_libuv_watch(void *data, int fd, int events)
 {
-    hilock_libuv *u = (hilock_libuv *)data;
+    hilock_libuv *u = HILOCK_LIBUV_CAST(hilock_libuv *, data);
     hilock_libuv_fd **pp = &u->fds, *w;
     int flags = (events & HILOCK_EV_READ ? UV_READABLE : 0) | (events & HILOCK_EV_WRITE ? UV_WRITABLE : 0);
     while (*pp && (*pp)->fd != fd) pp = &(*pp)->next;
@@ -66,11 +77,12 @@ static void hilock_libuv_watch(void *data, int fd, int events)
         if (!w) return;
         *pp = w->next;
         uv_poll_stop(&w->handle);   /* before the fd closes */
-        uv_close((uv_handle_t *)&w->handle, hilock_libuv_free_handle);
+        uv_close(HILOCK_LIBUV_HANDLE(&w->handle), hilock_libuv_free_handle);
         return;
     }
     if (!w) {
-        if (!(w = (hilock_libuv_fd *)calloc(1, sizeof *w))) return;   /* the call's deadline ends it */
+        w = HILOCK_LIBUV_CAST(hilock_libuv_fd *, calloc(1, sizeof *w));
+        if (!w) return;   /* the call's deadline ends it */
         if (uv_poll_init(u->loop, &w->handle, fd) != 0) {
             free(w);
             return;
@@ -84,28 +96,28 @@ static void hilock_libuv_watch(void *data, int fd, int events)
     uv_poll_start(&w->handle, flags, hilock_libuv_on_poll);
 }
 
-static void hilock_libuv_timer(void *data, int64_t ms)
+static inline void hilock_libuv_timer(void *data, int64_t ms)
 {
-    hilock_libuv *u = (hilock_libuv *)data;
+    hilock_libuv *u = HILOCK_LIBUV_CAST(hilock_libuv *, data);
     if (ms < 0) uv_timer_stop(&u->timer);
-    else uv_timer_start(&u->timer, hilock_libuv_on_timer, (uint64_t)ms, 0);
+    else uv_timer_start(&u->timer, hilock_libuv_on_timer, HILOCK_LIBUV_CAST(uint64_t, ms), 0);
 }
 
-static void hilock_libuv_detach(void *data)
+static inline void hilock_libuv_detach(void *data)
 {
-    hilock_libuv *u = (hilock_libuv *)data;
+    hilock_libuv *u = HILOCK_LIBUV_CAST(hilock_libuv *, data);
     while (u->fds) hilock_libuv_watch(u, u->fds->fd, 0);
     uv_timer_stop(&u->timer);
-    uv_close((uv_handle_t *)&u->timer, hilock_libuv_free_handle);   /* frees u */
+    uv_close(HILOCK_LIBUV_HANDLE(&u->timer), hilock_libuv_free_handle);   /* frees u */
 }
 
-static hilock_status hilock_libuv_attach(hilock_client *c, uv_loop_t *loop)
+static inline hilock_status hilock_libuv_attach(hilock_client *c, uv_loop_t *loop)
 {
     hilock_libuv *u;
     hilock_loop l;
     hilock_status st;
     if (!c || !loop) return HILOCK_EINVAL;
-    if (!(u = (hilock_libuv *)calloc(1, sizeof *u))) return HILOCK_ENOMEM;
+    if (!(u = HILOCK_LIBUV_CAST(hilock_libuv *, calloc(1, sizeof *u)))) return HILOCK_ENOMEM;
     u->loop = loop;
     u->c = c;
     l.data = u;
@@ -120,5 +132,8 @@ static hilock_status hilock_libuv_attach(hilock_client *c, uv_loop_t *loop)
     u->timer.data = u;
     return HILOCK_OK;
 }
+
+#undef HILOCK_LIBUV_CAST
+#undef HILOCK_LIBUV_HANDLE
 
 #endif
