@@ -27,14 +27,47 @@
  * The namespace is hilock_cpp, not hilock: in C++ the C type `hilock` (the held lock) already
  * owns that name.
  *
+ * NOT RE-ENTRANT: locking a key this client already holds (through this mutex or another one of
+ * the same client) throws error with HILOCK_EINVAL; it never waits for itself.
+ *
  * Errors are exceptions (hilock_cpp::error: the status and the client's errmsg). BUSY is not an
  * error: try_lock* return false. unlock() and the destructors never throw.
+ *
+ * A LOST LOCK IS NEVER SILENT. A grant can end before its holder gives it back: its ttl ran out
+ * (a pause, a keepalive that gave up), someone deleted it, a failover dropped it. The release
+ * then finds it gone (HILOCK_NOT_HELD or HILOCK_LOST), and the work it guarded may have
+ * overlapped another holder's. Each way of giving a lock back reports that:
+ *   - release() throws lost_error (an error; other failures throw plain error);
+ *   - guard::release() returns the status ([[nodiscard]]); guard::lost() asks at any time;
+ *   - unlock(), as std::lock_guard / std::unique_lock / std::scoped_lock and the destructors
+ *     call it, cannot throw: it calls the mutex's on_lost handler with the lost_error, or, if it
+ *     has none, the process-wide one (set_lost_handler), by default default_lost_handler: one
+ *     line on stderr, then std::terminate().
+ * Why terminate by default: a lock is taken to exclude others, and a program that lost it must
+ * not carry on as if it had not; an error a destructor cannot throw is, in C++, std::terminate
+ * (what a throwing destructor gets), and a supervisor's restart is the safe outcome. A program
+ * that can cope says so once: set_lost_handler(its handler), or m.on_lost(...) per mutex, or it
+ * gives locks back with release() / guard::release(). A handler must not throw (unlock() is
+ * noexcept: a throw ends in std::terminate). Releases that fail for other reasons (EIO,
+ * ETIMEDOUT, EINVAL...: the outcome is unknown, and the key lives until its ttl) do not call
+ * it: their status is in unlock_status().
  */
 #ifndef HILOCK_HPP
 #define HILOCK_HPP
 
+/* MSVC keeps __cplusplus at 199711L unless /Zc:__cplusplus; _MSVC_LANG gives its real level. */
+#if (defined(_MSVC_LANG) && _MSVC_LANG < 201703L) || \
+    (!defined(_MSVC_LANG) && (!defined(__cplusplus) || __cplusplus < 201703L))
+#error "hilock.hpp needs C++17 (compile with -std=c++17 or later; MSVC: /std:c++17); from C, include hilock.h"
+#else
+
+#include <atomic>
 #include <chrono>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -57,6 +90,53 @@ private:
     hilock_status status_;
     std::string errmsg_;
 };
+
+/* A grant found gone when it was given back (status() NOT_HELD or LOST): the work it guarded may
+ * have overlapped another holder's. key() and fence() name that grant; what() is
+ * "lock lost: <errmsg>" (the library's detail names the key and why). Thrown by
+ * mutex::release(); handed to the on_lost handlers by unlock() and the destructors. */
+class lost_error : public error {
+public:
+    lost_error(hilock_status status, std::string key, uint64_t fence, const std::string &errmsg)
+        : error(status, errmsg.empty() ? "lock lost: " + key : "lock lost", errmsg), key_(std::move(key)),
+          fence_(fence) {}
+    const std::string &key() const noexcept { return key_; }
+    uint64_t fence() const noexcept { return fence_; }   /* the lost grant's fencing token */
+
+private:
+    std::string key_;
+    uint64_t fence_;
+};
+
+/* What unlock() calls when it finds its grant lost (see A LOST LOCK IS NEVER SILENT). */
+using lost_handler = void (*)(const lost_error &);
+
+/* The default: "hilock: lock lost: ... (fence N): ..." on stderr, then std::terminate(). */
+[[noreturn]] inline void default_lost_handler(const lost_error &e) noexcept
+{
+    std::fprintf(stderr,
+                 "hilock: %s (fence %" PRIu64 "): the work it guarded may have overlapped another holder; "
+                 "terminating (hilock_cpp::set_lost_handler or mutex::on_lost handles a loss instead)\n",
+                 e.what(), e.fence());
+    std::terminate();
+}
+
+namespace detail {
+inline std::atomic<lost_handler> lost_handler_slot{nullptr};   /* nullptr: the default */
+}
+
+/* The process-wide handler, for every mutex without its own on_lost (as std::set_terminate):
+ * returns the previous one; nullptr restores default_lost_handler. Any thread may call it. */
+inline lost_handler set_lost_handler(lost_handler h) noexcept
+{
+    lost_handler old = detail::lost_handler_slot.exchange(h);
+    return old ? old : &default_lost_handler;
+}
+inline lost_handler get_lost_handler() noexcept
+{
+    lost_handler h = detail::lost_handler_slot.load();
+    return h ? h : &default_lost_handler;
+}
 
 /* Owns one hilock_client. Move-only. */
 class client {
@@ -98,7 +178,8 @@ private:
  * threads, give each thread its own client and mutex; never share one across threads.
  * Each grant lasts `ttl` (the constructor's) unless extend() or keepalive() prolong it: a
  * holder that outlives the ttl has lost the lock (validity() is 0; unlock() then finds it
- * gone). Move-only; a lock destroyed while held is released (errors ignored). */
+ * gone, and calls the on_lost handler). Move-only; a lock destroyed while held is released as
+ * unlock() does (a loss calls the handler; other errors are ignored). */
 class mutex {
 public:
     /* Nothing is sent until the first lock/try_lock*. c must outlive this object. */
@@ -106,8 +187,8 @@ public:
         : c_(c.get()), key_(std::move(key)), ttl_(ttl), l_(nullptr), unlocked_(HILOCK_OK) {}
     mutex(mutex &&o) noexcept
         : c_(o.c_), key_(std::move(o.key_)), ttl_(o.ttl_), l_(std::exchange(o.l_, nullptr)),
-          unlocked_(o.unlocked_), errmsg_(std::move(o.errmsg_)) {}
-    /* Releases what this object held, then takes over o's grant. */
+          unlocked_(o.unlocked_), errmsg_(std::move(o.errmsg_)), on_lost_(std::move(o.on_lost_)) {}
+    /* Releases what this object held (as unlock()), then takes over o's grant and handler. */
     mutex &operator=(mutex &&o) noexcept
     {
         if (this != &o) {
@@ -118,6 +199,7 @@ public:
             l_ = std::exchange(o.l_, nullptr);
             unlocked_ = o.unlocked_;
             errmsg_ = std::move(o.errmsg_);
+            on_lost_ = std::move(o.on_lost_);
         }
         return *this;
     }
@@ -151,28 +233,36 @@ public:
     /* Release (the C hilock_release) and forget the grant. Never throws, as Lockable requires:
      * the outcome is in unlock_status() (OK; NOT_HELD: it expired or was taken meanwhile, so
      * the work it protected may have overlapped another holder's; LOST; or an error, after
-     * which the key lives until its ttl). No-op when not held. release() throws instead. */
+     * which the key lives until its ttl). NOT_HELD and LOST also call the on_lost handler
+     * (this mutex's, else the process-wide one: by default stderr + std::terminate). No-op
+     * when not held. release() throws instead, guard::release() returns the status. */
     void unlock() noexcept
     {
-        if (!l_) return;
-        unlocked_ = hilock_release(l_);
-        try {
-            errmsg_ = unlocked_ == HILOCK_OK ? "" : hilock_client_errmsg(c_);
-        } catch (...) {   /* no memory for the text: the status still says it */
+        uint64_t f = fence();
+        if (give_back() && lost(unlocked_)) {
+            lost_error e(unlocked_, key_, f, errmsg_);
+            if (on_lost_) on_lost_(e);
+            else get_lost_handler()(e);
         }
-        hilock_free(l_);
-        l_ = nullptr;
     }
 
-    /* unlock(), but a release that was not clean (anything but OK) throws error. */
+    /* Release and forget the grant, throwing instead of calling a handler: lost_error when it
+     * was found gone (NOT_HELD, LOST), error on the other failures. No-op when not held. */
     void release()
     {
-        unlock();
-        if (unlocked_ != HILOCK_OK) throw error(unlocked_, "release " + key_, errmsg_);
+        uint64_t f = fence();
+        if (!give_back() || unlocked_ == HILOCK_OK) return;
+        if (lost(unlocked_)) throw lost_error(unlocked_, key_, f, errmsg_);
+        throw error(unlocked_, "release " + key_, errmsg_);
     }
 
-    /* The status of the last unlock() (HILOCK_OK before any). */
+    /* The status of the last unlock() or release() (HILOCK_OK before any). */
     hilock_status unlock_status() const noexcept { return unlocked_; }
+
+    /* This mutex's own loss handler, called by unlock() instead of the process-wide one; it may
+     * capture state (a flag, a logger). An empty function restores the process-wide one. It
+     * must not throw. Moves with the mutex. */
+    void on_lost(std::function<void(const lost_error &)> f) noexcept { on_lost_ = std::move(f); }
 
     /* Prolong the grant to ttl from now (hilock_extend); the constructor's ttl is unchanged
      * for later grants. Throws error (NOT_HELD, LOST, ...; EINVAL when not held). */
@@ -207,6 +297,21 @@ public:
     hilock *native_handle() const noexcept { return l_; }   /* owned by this object */
 
 private:
+    friend class guard;
+    static bool lost(hilock_status st) noexcept { return st == HILOCK_NOT_HELD || st == HILOCK_LOST; }
+    /* Release and forget the grant; unlocked_ and errmsg_ say how it went. false: none held. */
+    bool give_back() noexcept
+    {
+        if (!l_) return false;
+        unlocked_ = hilock_release(l_);
+        try {
+            errmsg_ = unlocked_ == HILOCK_OK ? "" : hilock_client_errmsg(c_);
+        } catch (...) {   /* no memory for the text: the status still says it */
+        }
+        hilock_free(l_);
+        l_ = nullptr;
+        return true;
+    }
     bool acquire(int64_t wait_ms, const char *what)
     {
         if (!c_) throw error(HILOCK_EINVAL, std::string(what) + " " + key_, "no client (moved from)");
@@ -231,8 +336,69 @@ private:
     hilock *l_;
     hilock_status unlocked_;
     std::string errmsg_;   /* the detail behind unlocked_ */
+    std::function<void(const lost_error &)> on_lost_;   /* empty: get_lost_handler() */
+};
+
+/* Holds a mutex for a scope and says whether the lock held to the end (std::lock_guard's
+ * place, for code that wants the answer where the work is):
+ *
+ *     {
+ *         hilock_cpp::guard g(m);                 // m.lock()
+ *         write_batch(m.fence());
+ *         if (g.release() != HILOCK_OK) undo_batch();   // NOT_HELD / LOST: it was lost
+ *     }
+ *
+ * guard(m, wait) tries for `wait` instead (owns_lock() says whether it got it). lost() asks at
+ * any time without a round trip: while held, whether the validity has run out (the grant can
+ * no longer be trusted: stop the work); after release(), whether the release found it gone.
+ * A guard that ends still holding the lock gives it back with m.unlock(): a loss found then
+ * goes to the on_lost handler. Neither copyable nor movable; m must outlive it. */
+class guard {
+public:
+    explicit guard(mutex &m) : m_(m), owns_(false), released_(HILOCK_OK)
+    {
+        m.lock();
+        owns_ = true;
+    }
+    template <class Rep, class Period>
+    guard(mutex &m, const std::chrono::duration<Rep, Period> &wait)
+        : m_(m), owns_(m.try_lock_for(wait)), released_(HILOCK_OK) {}
+    guard(const guard &) = delete;
+    guard &operator=(const guard &) = delete;
+    ~guard()
+    {
+        if (owns_) m_.unlock();
+    }
+
+    bool owns_lock() const noexcept { return owns_; }
+    explicit operator bool() const noexcept { return owns_; }
+
+    /* Give the lock back now; the status says how it went: OK (held to the end), NOT_HELD or
+     * LOST (it was lost: lost() is now true), or an error (the outcome is unknown; the key lives
+     * until its ttl). No handler is called: the answer is yours. EINVAL if this guard does not
+     * hold it (not granted, or released already). */
+    [[nodiscard]] hilock_status release() noexcept
+    {
+        if (!owns_) return HILOCK_EINVAL;
+        owns_ = false;
+        released_ = m_.give_back() ? m_.unlocked_ : HILOCK_EINVAL;   /* EINVAL: m.unlock() came first */
+        return released_;
+    }
+
+    /* True once the lock can no longer be trusted: validity() 0 while held, or a release that
+     * found it gone. */
+    bool lost() const noexcept
+    {
+        return owns_ ? m_.validity() <= std::chrono::milliseconds(0) : mutex::lost(released_);
+    }
+
+private:
+    mutex &m_;
+    bool owns_;
+    hilock_status released_;   /* what release() returned */
 };
 
 } // namespace hilock_cpp
 
+#endif /* C++17 */
 #endif /* HILOCK_HPP */

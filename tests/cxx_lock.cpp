@@ -1,7 +1,10 @@
-// cxx_lock.cpp URL DEAD_URL -- include/hilock.hpp against a real server (run by tests/test_cxx.c,
-// which checks what it leaves in Redis). Built with g++ -std=c++17 -Wall -Wextra -Werror.
-// Prints one line per check; exits 1 at the first failure.
+// cxx_lock.cpp URL DEAD_URL [lost-default] -- include/hilock.hpp against a real server (run by
+// tests/test_cxx.c, which checks what it leaves in Redis). Built with g++ -std=c++17 -Wall
+// -Wextra -Werror. Prints one line per check; exits 1 at the first failure. With lost-default:
+// a std::lock_guard whose lock is deleted behind its back, under the default loss handler
+// (which ends the program: test_cxx.c checks how).
 #include <hilock.hpp>
+#include <hiredis/hiredis.h>
 
 #include <atomic>
 #include <chrono>
@@ -43,6 +46,19 @@ static std::string expect_error(hilock_status st, F f)
 
 static void ok(const char *what) { std::printf("ok %s\n", what); }
 
+// DEL key from a connection of its own: the lock is gone behind its holder's back.
+static void del_behind(const char *url, const char *key)
+{
+    const char *colon = std::strrchr(url, ':');
+    CHECK(std::strncmp(url, "redis://127.0.0.1:", 18) == 0 && colon);
+    redisContext *r = redisConnect("127.0.0.1", std::atoi(colon + 1));
+    CHECK(r && !r->err);
+    auto *rep = static_cast<redisReply *>(redisCommand(r, "DEL %s", key));
+    CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
+    freeReplyObject(rep);
+    redisFree(r);
+}
+
 // The standard requirements, at compile time.
 static_assert(!std::is_copy_constructible_v<mutex> && !std::is_copy_assignable_v<mutex>, "move-only");
 static_assert(std::is_nothrow_move_constructible_v<mutex> && std::is_nothrow_move_assignable_v<mutex>, "");
@@ -50,6 +66,8 @@ static_assert(!std::is_copy_constructible_v<client> && std::is_nothrow_move_cons
 static_assert(std::is_nothrow_destructible_v<mutex> && noexcept(std::declval<mutex &>().unlock()),
               "BasicLockable: unlock and the destructor never throw");
 static_assert(std::is_base_of_v<std::runtime_error, hilock_cpp::error>, "");
+static_assert(std::is_base_of_v<hilock_cpp::error, hilock_cpp::lost_error>, "a loss is an error");
+static_assert(!std::is_copy_constructible_v<hilock_cpp::guard> && !std::is_move_constructible_v<hilock_cpp::guard>, "");
 
 static void try_lock_and_busy(const char *url)
 {
@@ -129,6 +147,15 @@ static void errors(const char *url, const char *dead)
 {
     std::string w = expect_error(HILOCK_EINVAL, [] { client c("bogus://x"); });
     CHECK(w.find("hilock_client_open") != std::string::npos);
+    // the library's own words, unchanged: which server (as it names them) and why
+    hilock_options o;
+    hilock_options_init(&o);
+    const char *urls[] = { url, "bogus://x" };
+    o.servers = urls;
+    o.nservers = 2;
+    w = expect_error(HILOCK_EINVAL, [&] { client two(o); });
+    CHECK(w == std::string("hilock_client_new: ") + hilock_last_config_error());
+    std::printf("two servers, one bad: %s\n", w.c_str());
     client c(url);
     mutex m(c, "cxx:err", 5s);
     m.lock();
@@ -156,6 +183,8 @@ static void expiry_extend_check(const char *url)
 {
     client c(url), other(url);
     mutex m(c, "cxx:exp", 200ms);
+    int lost = 0;
+    m.on_lost([&](const hilock_cpp::lost_error &e) { lost += e.status() == HILOCK_NOT_HELD; });
     m.lock();
     m.extend(5s);
     CHECK(m.validity() > 1s);
@@ -167,20 +196,142 @@ static void expiry_extend_check(const char *url)
     CHECK(m.validity() == 0ms);
     CHECK(!m.check());
     mutex thief(other, "cxx:exp", 300ms);
+    thief.on_lost([&](const hilock_cpp::lost_error &) { lost += 10; });
     CHECK(thief.try_lock());
-    m.unlock();   // never throws; says what happened
-    CHECK(m.unlock_status() == HILOCK_NOT_HELD && !m.owns_lock());
+    m.unlock();   // never throws; says what happened, and tells the handler
+    CHECK(m.unlock_status() == HILOCK_NOT_HELD && !m.owns_lock() && lost == 1);
     m.lock();     // waits until the thief's grant expires
     thief.unlock();
-    CHECK(thief.unlock_status() == HILOCK_NOT_HELD);
+    CHECK(thief.unlock_status() == HILOCK_NOT_HELD && lost == 11);
     m.unlock();
     CHECK(m.unlock_status() == HILOCK_OK);
 
     m.lock();
     std::this_thread::sleep_for(400ms);
     expect_error(HILOCK_NOT_HELD, [&] { m.release(); });
-    CHECK(!m.owns_lock());
-    ok("expired grant: unlock says NOT_HELD, release throws; extend, check");
+    CHECK(!m.owns_lock() && lost == 11);   // release() throws instead of calling the handler
+    m.release();                           // not held: nothing to say
+    ok("expired grant: unlock says NOT_HELD and calls on_lost, release throws; extend, check");
+}
+
+static int global_calls;
+static hilock_status global_status;
+static void count_lost(const hilock_cpp::lost_error &e)
+{
+    global_calls++;
+    global_status = e.status();
+}
+
+// A lock deleted behind its holder's back: each way of giving it back reports the loss.
+static void lost_is_reported(const char *url)
+{
+    client c(url), other(url);
+    mutex m(c, "cxx:lost", 5s);
+    int calls = 0;
+    hilock_status st = HILOCK_OK;
+    std::string what, key;
+    uint64_t fence = 0, lost_fence = 0;
+    m.on_lost([&](const hilock_cpp::lost_error &e) {
+        calls++;
+        st = e.status();
+        what = e.what();
+        key = e.key();
+        lost_fence = e.fence();
+    });
+    {
+        std::lock_guard<mutex> g(m);   // held to the end: no call
+        CHECK(m.owns_lock());
+    }
+    CHECK(calls == 0 && m.unlock_status() == HILOCK_OK);
+    {
+        std::lock_guard<mutex> g(m);
+        fence = m.fence();
+        del_behind(url, "cxx:lost");
+    }
+    CHECK(calls == 1 && st == HILOCK_NOT_HELD && m.unlock_status() == HILOCK_NOT_HELD);
+    CHECK(key == "cxx:lost" && lost_fence == fence && fence > 0);
+    CHECK(what.rfind("lock lost: ", 0) == 0 && what.find("cxx:lost") != std::string::npos);
+    std::printf("lost: %s\n", what.c_str());
+    {
+        std::unique_lock<mutex> g(m, 1s);
+        CHECK(g.owns_lock());
+        del_behind(url, "cxx:lost");
+    }
+    CHECK(calls == 2);
+
+    // the process-wide handler, for a mutex without its own; here from the mutex's destructor
+    CHECK(hilock_cpp::get_lost_handler() == &hilock_cpp::default_lost_handler);
+    CHECK(hilock_cpp::set_lost_handler(&count_lost) == &hilock_cpp::default_lost_handler);
+    {
+        mutex m2(c, "cxx:lost2", 5s);
+        m2.lock();
+        del_behind(url, "cxx:lost2");
+    }
+    CHECK(global_calls == 1 && global_status == HILOCK_NOT_HELD);
+    {
+        mutex m2(c, "cxx:lost2", 5s);
+        std::lock_guard<mutex> g(m2);   // a normal unlock calls no handler either
+    }
+    CHECK(global_calls == 1);
+    CHECK(hilock_cpp::set_lost_handler(nullptr) == &count_lost);
+    CHECK(hilock_cpp::get_lost_handler() == &hilock_cpp::default_lost_handler);
+
+    // release() throws lost_error instead
+    m.lock();
+    del_behind(url, "cxx:lost");
+    try {
+        m.release();
+        CHECK(!"release() did not throw");
+    } catch (const hilock_cpp::lost_error &e) {
+        CHECK(e.status() == HILOCK_NOT_HELD && e.key() == "cxx:lost" && !m.owns_lock());
+        CHECK(std::string(e.what()) == "lock lost: " + e.errmsg());
+    }
+    CHECK(calls == 2);
+    ok("lost lock: lock_guard/unique_lock call on_lost, the process-wide handler, release() throws lost_error");
+}
+
+// hilock_cpp::guard: the scope's answer, without a handler.
+static void guard_reports(const char *url)
+{
+    client c(url), other(url);
+    mutex m(c, "cxx:lost", 5s);
+    int calls = 0;
+    m.on_lost([&](const hilock_cpp::lost_error &) { calls++; });
+    {
+        hilock_cpp::guard g(m);
+        CHECK(g && m.owns_lock() && !g.lost());
+        CHECK(g.release() == HILOCK_OK && !g.lost() && !m.owns_lock());
+        CHECK(g.release() == HILOCK_EINVAL);   // released already
+    }
+    {
+        hilock_cpp::guard g(m);
+        del_behind(url, "cxx:lost");
+        CHECK(!g.lost());   // no round trip: the validity still runs
+        CHECK(g.release() == HILOCK_NOT_HELD && g.lost());
+    }
+    CHECK(calls == 0);   // the answer went to release()'s caller
+    {
+        hilock_cpp::guard g(m);
+        del_behind(url, "cxx:lost");
+    }   // ends holding it: m.unlock(), so the handler hears of it
+    CHECK(calls == 1);
+    mutex s(c, "cxx:lost", 200ms);
+    s.on_lost([&](const hilock_cpp::lost_error &) { calls++; });
+    {
+        hilock_cpp::guard g(s);
+        std::this_thread::sleep_for(400ms);
+        CHECK(g.lost());   // the validity ran out: stop the work
+        CHECK(g.release() == HILOCK_NOT_HELD && g.lost());
+    }
+    mutex holder(other, "cxx:lost", 5s);
+    holder.lock();
+    {
+        hilock_cpp::guard g(m, 50ms);   // busy
+        CHECK(!g && !g.owns_lock() && !g.lost() && g.release() == HILOCK_EINVAL);
+    }
+    holder.unlock();
+    CHECK(calls == 1 && holder.unlock_status() == HILOCK_OK);
+    ok("guard: release() returns OK / NOT_HELD (no handler), lost() after expiry, busy guard owns nothing");
 }
 
 static void keepalive(const char *url)
@@ -218,10 +369,24 @@ static void threads_serialize(const char *url)
     ok("two threads, one client each: std::unique_lock serializes (counter exact)");
 }
 
+// The default handler: it says why on stderr and ends the program (test_cxx.c checks both).
+static int lost_default(const char *url)
+{
+    client c(url);
+    mutex m(c, "cxx:default", 5s);
+    {
+        std::lock_guard<mutex> g(m);
+        del_behind(url, "cxx:default");
+    }
+    std::printf("lost-default: still running\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && std::strcmp(argv[3], "lost-default") == 0) return lost_default(argv[1]);
     if (argc != 3) {
-        std::fprintf(stderr, "usage: cxx_lock URL DEAD_URL\n");
+        std::fprintf(stderr, "usage: cxx_lock URL DEAD_URL [lost-default]\n");
         return 2;
     }
     try {
@@ -230,6 +395,8 @@ int main(int argc, char **argv)
         raii_and_move(argv[1]);
         errors(argv[1], argv[2]);
         expiry_extend_check(argv[1]);
+        lost_is_reported(argv[1]);
+        guard_reports(argv[1]);
         keepalive(argv[1]);
         threads_serialize(argv[1]);
     } catch (const std::exception &e) {

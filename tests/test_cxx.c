@@ -3,8 +3,10 @@
  * server; this suite runs it and reads back what it left in Redis. */
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -22,27 +24,37 @@ static void find_prog(char *out, size_t n)
     cr_assert_eq(access(out, X_OK), 0, "%s not built", out);
 }
 
-Test(cxx, the_raii_wrapper_meets_lockable_and_leaves_nothing_held, .timeout = 120)
+/* Run cxx_lock against r (and a port nobody listens on) with `extra` args; its output (stdout
+ * and stderr) in out; returns pclose's status. */
+static int run_cxx(const hlt_redis *r, const char *extra, char *out, size_t n)
 {
-    static const char *const keys[] = { "cxx:busy", "cxx:g1", "cxx:g2", "cxx:raii", "cxx:other", "cxx:err",
-                                        "cxx:exp", "cxx:ka", "cxx:counter", "cxx:thrown" };
-    char prog[PATH_MAX], cmd[PATH_MAX + 600], out[8192];
-    hlt_redis *r = hlt_redis_start(NULL);
+    char prog[PATH_MAX], cmd[PATH_MAX + 600];
     size_t got = 0;
     FILE *p;
-    int rc;
-    cr_assert_not_null(r);
     find_prog(prog, sizeof prog);
-    snprintf(cmd, sizeof cmd, "'%s' '%s' 'redis://127.0.0.1:%d' 2>&1", prog, r->url, hlt_free_port());
+    snprintf(cmd, sizeof cmd, "'%s' '%s' 'redis://127.0.0.1:%d' %s 2>&1", prog, r->url, hlt_free_port(), extra);
     p = popen(cmd, "r");
     cr_assert_not_null(p);
-    while (got < sizeof out - 1) {
-        size_t k = fread(out + got, 1, sizeof out - 1 - got, p);
+    while (got < n - 1) {
+        size_t k = fread(out + got, 1, n - 1 - got, p);
         if (k == 0) break;
         got += k;
     }
     out[got] = '\0';
-    rc = pclose(p);
+    return pclose(p);
+}
+
+Test(cxx, the_raii_wrapper_meets_lockable_and_leaves_nothing_held, .timeout = 120)
+{
+    static const char *const keys[] = { "cxx:busy", "cxx:g1", "cxx:g2", "cxx:raii", "cxx:other", "cxx:err",
+                                        "cxx:exp", "cxx:ka", "cxx:counter", "cxx:thrown", "cxx:lost",
+                                        "cxx:lost2" };
+    char out[8192];
+    hlt_redis *r = hlt_redis_start(NULL);
+    int rc;
+    cr_assert_not_null(r);
+    rc = run_cxx(r, "", out, sizeof out);
+    cr_log_info("%s", out);
     cr_assert_eq(rc, 0, "cxx_lock failed:\n%s", out);
     cr_assert_not_null(strstr(out, "ok all\n"), "%s", out);
     /* every grant was released: by unlock, a guard, a move, or a destructor during unwinding */
@@ -51,5 +63,32 @@ Test(cxx, the_raii_wrapper_meets_lockable_and_leaves_nothing_held, .timeout = 12
     /* and the grants were real: 200 of them on the counter key minted fencing tokens */
     cr_assert_eq(hlt_exists(r, "{cxx:counter}:fence"), 1);
     cr_assert_eq(hlt_exists(r, "{cxx:thrown}:fence"), 1);
+    hlt_redis_stop(r);
+}
+
+/* std::lock_guard over a lock deleted behind its back, no handler set: the default one says why
+ * on stderr and ends the program (std::terminate: SIGABRT) before it can carry on. */
+Test(cxx, a_lost_lock_under_lock_guard_terminates_by_default_saying_why, .timeout = 60)
+{
+    static const char *const tail = "): the work it guarded may have overlapped another holder; terminating "
+                                    "(hilock_cpp::set_lost_handler or mutex::on_lost handles a loss instead)\n";
+    char out[4096];
+    const char *line, *fence;
+    hlt_redis *r = hlt_redis_start(NULL);
+    int rc;
+    cr_assert_not_null(r);
+    rc = run_cxx(r, "lost-default", out, sizeof out);
+    /* killed by SIGABRT (or the shell's 128 + 6 for it) */
+    cr_assert((WIFSIGNALED(rc) && WTERMSIG(rc) == SIGABRT) || (WIFEXITED(rc) && WEXITSTATUS(rc) == 128 + SIGABRT),
+              "status %d:\n%s", rc, out);
+    cr_assert_null(strstr(out, "still running"), "%s", out);
+    line = strstr(out, "hilock: lock lost: ");
+    cr_assert_not_null(line, "%s", out);
+    cr_assert_not_null(strstr(line, "cxx:default"), "%s", out);
+    fence = strstr(line, " (fence ");
+    cr_assert(fence && fence[8] >= '1' && fence[8] <= '9', "%s", out);   /* the lost grant's token */
+    cr_assert_not_null(strstr(fence, tail), "%s", out);
+    cr_assert_eq(hlt_exists(r, "cxx:default"), 0);
+    cr_assert_eq(hlt_exists(r, "{cxx:default}:fence"), 1);
     hlt_redis_stop(r);
 }
