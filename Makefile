@@ -121,6 +121,16 @@ $(B)/tests/abi/cxx_app: tests/abi/cxx_app.cpp $(HEADERS) $(B)/libhilock.a
 	$(CXX) -Wall -Wextra -Werror -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a $(LDLIBS_LIB) \
 	  $(EXTRA_LDFLAGS)
 
+# The public headers as programs compile them (tests/abi/headers.sh): all of them as C++17 with
+# g++ and clang++ (-Werror -Wold-style-cast, g++'s -Wuseless-cast), the event-loop adapters
+# included and unused in C with cc and clang, and hilock.hpp under C++14 stopping at its #error.
+# Compiling is the test: `make test` builds the stamp.
+HEADER_CHECK := $(B)/tests/abi/headers.ok
+EXTRA_TEST_BINS += $(HEADER_CHECK)
+$(HEADER_CHECK): tests/abi/headers.sh tests/abi/headers.cpp tests/abi/adapters.c tests/abi/cxx14.cpp $(HEADERS)
+	@mkdir -p $(@D)
+	sh tests/abi/headers.sh $@
+
 # README.md's example, compiled as it stands (the first ```c block) and run by tests/test_readme.c.
 EXTRA_TEST_BINS += $(B)/tests/readme_example
 $(B)/tests/readme_example.c: README.md
