@@ -123,11 +123,13 @@ $(B)/tests/abi/cxx_app: tests/abi/cxx_app.cpp $(HEADERS) $(B)/libhilock.a
 
 # The public headers as programs compile them (tests/abi/headers.sh): all of them as C++17 with
 # g++ and clang++ (-Werror -Wold-style-cast, g++'s -Wuseless-cast), the event-loop adapters
-# included and unused in C with cc and clang, and hilock.hpp under C++14 stopping at its #error.
+# included and unused in C with cc and clang, hilock.hpp under C++14 stopping at its #error, and
+# README.md's C++ example.
 # Compiling is the test: `make test` builds the stamp.
 HEADER_CHECK := $(B)/tests/abi/headers.ok
 EXTRA_TEST_BINS += $(HEADER_CHECK)
-$(HEADER_CHECK): tests/abi/headers.sh tests/abi/headers.cpp tests/abi/adapters.c tests/abi/cxx14.cpp $(HEADERS)
+$(HEADER_CHECK): tests/abi/headers.sh tests/abi/headers.cpp tests/abi/adapters.c tests/abi/cxx14.cpp README.md \
+  $(HEADERS)
 	@mkdir -p $(@D)
 	sh tests/abi/headers.sh $@
 
