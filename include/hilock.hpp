@@ -8,7 +8,7 @@
  *         std::unique_lock<hilock_cpp::mutex> g(l, std::chrono::seconds(5));   // try_lock_for
  *         if (!g) return;                        // someone else had it for 5 s
  *         ... work; pass l.fence() to the protected resource ...
- *     }                                           // released here
+ *     }                                           // released here (lost? see below)
  *
  * hilock_cpp::mutex meets the standard Lockable and TimedLockable requirements (lock, try_lock,
  * try_lock_for, try_lock_until, unlock), so std::unique_lock, std::scoped_lock and
