@@ -495,13 +495,13 @@ static int shell_command(cli *o, int argc, char **argv, int *optind_p)
                                : "-c takes one shell command: quote it (-c 'CMD ARGS...')");
         strcpy(o->shell_opt, "-c");
         o->shell = argv[i + 1];
-        *optind_p = argc;
+    } else if (!o->shell) {
         return -1;
+    } else {
+        if (i < argc && !strcmp(argv[i], "--")) i++;
+        if (i < argc)
+            return usage_error("%s and a COMMAND exclude each other (got '%s' after KEY)", o->shell_opt, argv[i]);
     }
-    if (!o->shell) return -1;
-    if (i < argc && !strcmp(argv[i], "--")) i++;
-    if (i < argc)
-        return usage_error("%s and a COMMAND exclude each other (got '%s' after KEY)", o->shell_opt, argv[i]);
     o->sh_cmd[0] = (char *)"/bin/sh";
     o->sh_cmd[1] = (char *)"-c";
     o->sh_cmd[2] = (char *)o->shell;
