@@ -196,7 +196,7 @@ static const char usage_text[] =
     "  71   a system call failed (pipe, thread)\n"
     "  75   the lock was lost while COMMAND ran (COMMAND was signalled, see -L)\n"
     "  126  COMMAND could not be run; 127 COMMAND was not found\n"
-    "  130  inventory or inspect stopped by Ctrl-C\n";
+    "  130  inventory stopped by Ctrl-C (143: SIGTERM)\n";
 
 /* ---- small helpers ---- */
 
