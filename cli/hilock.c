@@ -542,8 +542,8 @@ static int parse_args(int argc, char **argv, cli *o)
         case 't':
             if ((c = duration_arg(opt, optarg, HILOCK_TTL_MAX_MS, &o->ttl_ms)) != 0) return c;
             if (o->ttl_ms < MIN_TTL_MS)
-                return usage_error("%s: '%s' is too short: the ttl must be at least 500ms, as the lock "
-                                   "is renewed every third of it", opt, optarg);
+                return usage_error("%s: '%s' is too short: the ttl must be at least %dms, as the lock "
+                                   "is renewed every third of it", opt, optarg, MIN_TTL_MS);
             break;
         case 'c':
             o->shell = optarg;
