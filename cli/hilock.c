@@ -2,6 +2,7 @@
  * hilock -- run a command while holding a lock on Redis (in the spirit of flock(1)).
  *
  *   hilock [options] KEY [--] COMMAND [ARGS...]
+ *   hilock [options] KEY -c 'SHELL COMMAND'
  *
  * Acquires KEY, keeps it alive (hilock_keepalive) while COMMAND runs, releases it when
  * COMMAND and everything it left running have exited, and exits with COMMAND's status. If
@@ -54,6 +55,14 @@ enum {
 #define MAX_SERVERS 32
 #define DEFAULT_TTL_MS 30000
 #define DEFAULT_KILL_AFTER_MS 5000
+/* The shortest -t: the lock is renewed every third of it, a failed renewal is retried after
+ * ~50 ms (retry_delay_ms) while more than the loss margin (half the ttl with the default -k)
+ * is left, and COMMAND's tree is SIGKILLed up to 100 ms before the validity ends
+ * (kill_lead_ms, which needs ttl >= 400 ms to get its 100 ms). At 500 ms a renewal has a
+ * sixth of the ttl (83 ms) for one retry; below, a lock is lost by one slow round trip
+ * (-t 5ms was lost within 29 ms). */
+#define MIN_TTL_MS 500
+#define MAX_WAIT_MS (INT64_C(1) << 40)   /* -w, -k: about 34 years */
 
 /* records on the self-pipe: {kind, value} */
 enum { REC_SIGNAL = 1, REC_TTY_SIGNAL, REC_LOST };
@@ -86,6 +95,10 @@ typedef struct cli {
     int         insecure;        /* --insecure: tls_verify = 0 */
     const char *key;
     char      **cmd;
+    const char *shell;           /* -c: COMMAND is /bin/sh -c shell */
+    char       *sh_cmd[4];       /* that argv */
+    char        shell_opt[32];   /* -c as spelled */
+    char        run_opt[32];     /* the first option given that only running COMMAND takes, as spelled */
     char      **tool;            /* inventory / inspect and their arguments (cli/inspect.c) */
     int         ntool;
 } cli;
@@ -95,6 +108,7 @@ static int own_group;   /* COMMAND leads a process group of its own (see in_fore
 
 static const char usage_text[] =
     "Usage: hilock [options] KEY [--] COMMAND [ARGS...]\n"
+    "       hilock [options] KEY -c 'SHELL COMMAND'\n"
     "       hilock [-s URL]... inventory [--json] [--progress] [--count=N] [--by-prefix] PATTERN...\n"
     "       hilock [-s URL]... inspect [--json] KEY\n"
     "Run COMMAND while holding the lock KEY on Redis: acquire it, keep it alive while\n"
@@ -103,11 +117,13 @@ static const char usage_text[] =
     "Options:\n"
     "  -n, --nonblock             fail at once (exit -E code) if the lock is busy\n"
     "  -w, --wait=DURATION        give up (exit -E code) after waiting this long;\n"
-    "                             default: wait as long as it takes\n"
+    "                             default: wait as long as it takes. Within it, a server\n"
+    "                             that is down or restarting is tried again (exit 69 if\n"
+    "                             it still fails at the end); without it, it is not\n"
     "  -E, --conflict-exit-code=N exit status when the lock was not acquired (default 1)\n"
     "  -t, --ttl=DURATION         lock lifetime, renewed every third of it while COMMAND\n"
     "                             runs; bounds how long a crashed hilock blocks others\n"
-    "                             (default 30s)\n"
+    "                             (default 30s; at least 500ms)\n"
     "  -s, --server=URL           a Redis server; repeat for Redlock over N masters.\n"
     "                             Default: --servers-file, else $HILOCK_SERVERS (URLs\n"
     "                             separated by blanks or commas), else redis://127.0.0.1:6379.\n"
@@ -140,10 +156,13 @@ static const char usage_text[] =
     "                             at the latest just before the lock's validity ends,\n"
     "                             whatever -k says. The loss is declared -k before that\n"
     "                             end, but at least ttl/4 and at most ttl/2 before it\n"
+    "  -c, --command=CMD          run /bin/sh -c CMD as COMMAND (as flock -c; also after\n"
+    "                             KEY: hilock KEY -c CMD); not with a COMMAND\n"
     "  -v, --verbose              report acquisition, passed signals and release on stderr\n"
     "  -h, --help                 this text\n"
     "  -V, --version              the version\n"
-    "DURATION is a number of seconds (fractions allowed) or NUMBER followed by ms, s, m, h or d.\n"
+    "DURATION is a number of seconds (1.5), or numbers each followed by a unit, d, h, m, s\n"
+    "or ms, largest first (500ms, 2s, 10m, 1m30s, 1h30m); nothing else.\n"
     "URLs: redis://[[user]:password@]host[:port][/db], unix:///path/redis.sock[?db=N],\n"
     "      rediss://... (redis:// over TLS),\n"
     "      redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master,\n"
@@ -171,12 +190,13 @@ static const char usage_text[] =
     "Exit status:\n"
     "  COMMAND's status; 128+N if COMMAND was killed by signal N\n"
     "  1    the lock was not acquired: busy with -n, or the -w limit passed (see -E)\n"
-    "  64   bad usage: option, argument, URL or preset\n"
+    "  64   bad usage: option, argument, URL or preset; an option inventory or inspect\n"
+    "       does not take\n"
     "  69   a server failed (connect, auth, reply, no quorum); COMMAND was not run\n"
     "  71   a system call failed (pipe, thread)\n"
     "  75   the lock was lost while COMMAND ran (COMMAND was signalled, see -L)\n"
     "  126  COMMAND could not be run; 127 COMMAND was not found\n"
-    "  130  inventory or inspect stopped by Ctrl-C\n";
+    "  130  inventory stopped by Ctrl-C (143: SIGTERM)\n";
 
 /* ---- small helpers ---- */
 
@@ -208,33 +228,62 @@ static void print_error(const char *what, const char *key, const char *msg)
     fputc('\n', stderr);
 }
 
-/* "2", "1.5", "2s", "500ms", "1m", "2h", "365d" -> milliseconds, rounded to the nearest;
- * -1 if malformed or, once rounded, > max_ms. */
+/* The units of a DURATION, largest first: a DURATION names each at most once, in this order. */
+static const char unit_names[] = "dhms";   /* and "ms": index 4 */
+static const double unit_ms[] = { 86400000, 3600000, 60000, 1000, 1 };
+
+/* The unit at p: its index in unit_ms (*len its length), or -1. */
+static int unit_at(const char *p, size_t *len)
+{
+    const char *u = *p ? strchr(unit_names, *p) : NULL;
+    if (!u) return -1;
+    *len = p[0] == 'm' && p[1] == 's' ? 2 : 1;
+    return *len == 2 ? 4 : (int)(u - unit_names);
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* A DURATION, as documented and nothing else: seconds ("2", "1.5"), or parts NUMBER UNIT
+ * with the units d, h, m, s and ms, each at most once, largest first ("500ms", "1m30s",
+ * "1h30m", "2s500ms"); a NUMBER is digits with an optional fraction. (strtod also took
+ * " 5", "+5", "0x10", "1e3", "inf".) Milliseconds, rounded to the nearest; -1 if malformed,
+ * -2 if above max_ms once rounded. */
 static int64_t parse_duration(const char *s, int64_t max_ms)
 {
-    static const struct { const char *name; double ms; } units[] = {
-        { "", 1000 }, { "s", 1000 }, { "ms", 1 }, { "m", 60000 }, { "h", 3600000 }, { "d", 86400000 },
-    };
-    char *end;
-    double v;
-    size_t i;
-    errno = 0;
-    v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0)) return -1;
-    for (i = 0; i < sizeof units / sizeof units[0] && strcmp(end, units[i].name); i++) {}
-    if (i == sizeof units / sizeof units[0]) return -1;
+    double total = 0;
+    int next = 0;   /* the smallest unit index still allowed */
+    do {
+        double v = 0, scale = 1;
+        size_t len;
+        int u;
+        if (!is_digit(*s)) return -1;
+        while (is_digit(*s)) v = v * 10 + (*s++ - '0');
+        if (*s == '.') {
+            if (!is_digit(*++s)) return -1;
+            while (is_digit(*s)) v += (*s++ - '0') * (scale /= 10);
+        }
+        if (!*s && !next) {   /* a plain number: seconds */
+            total = v * 1000;
+            break;
+        }
+        if ((u = unit_at(s, &len)) < next) return -1;
+        total += v * unit_ms[u];
+        next = u + 1;
+        s += len;
+    } while (*s);
     /* compare the rounded value: the limit itself (365d = 31536000000 ms, which + 0.5 is
      * above it) is allowed */
-    v = v * units[i].ms + 0.5;
-    return v >= (double)max_ms + 1 ? -1 : (int64_t)v;
+    total += 0.5;
+    return total >= (double)max_ms + 1 ? -2 : (int64_t)total;
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
     char *end;
+    if (!is_digit(*s)) return -1;   /* digits only: strtol also skips blanks and takes a sign */
     errno = 0;
     *out = strtol(s, &end, 10);
-    return end != s && !*end && !errno && *out >= lo && *out <= hi ? 0 : -1;
+    return !*end && !errno && *out >= lo && *out <= hi ? 0 : -1;
 }
 
 static const struct { const char *name; int sig; } signames[] = {
@@ -282,20 +331,30 @@ static int add_server(cli *o, const char *url)
     return 0;
 }
 
+/* The password of a URL ("redis://user:PASSWORD@host"): where it starts in url, and *len;
+ * NULL if there is none. The user info as the library reads it: up to the last '@' before
+ * '/', '#' or '?'. */
+static const char *url_password(const char *url, size_t *len)
+{
+    const char *info = strstr(url, "://"), *p, *at = NULL, *colon;
+    if (!info) return NULL;
+    for (p = info += 3; *p && *p != '/' && *p != '#' && *p != '?'; p++)
+        if (*p == '@') at = p;
+    if (!at || !(colon = memchr(info, ':', (size_t)(at - info)))) return NULL;
+    *len = (size_t)(at - colon - 1);
+    return colon + 1;
+}
+
 /* -s URL: keep a copy, then overwrite the password in argv (what ps and /proc/PID/cmdline
  * show) with '*'. Best effort: it was visible from exec until here. */
 static int add_server_arg(cli *o, char *url)
 {
-    char *info = strstr(url, "://"), *p, *at = NULL, *colon;
+    const char *pw;
+    size_t len;
     if (o->narg_copy == MAX_SERVERS) return usage_error("at most %d servers", MAX_SERVERS);
     if (!(o->arg_copy[o->narg_copy] = strdup(url))) return EXIT_OSERR;
     if (add_server(o, o->arg_copy[o->narg_copy++])) return EXIT_USAGE;
-    if (!info) return 0;
-    /* the user info as the library reads it: up to the last '@' before '/', '#' or '?' */
-    for (p = info += 3; *p && *p != '/' && *p != '#' && *p != '?'; p++)
-        if (*p == '@') at = p;
-    if (at && (colon = memchr(info, ':', (size_t)(at - info))))
-        memset(colon + 1, '*', (size_t)(at - colon - 1));
+    if ((pw = url_password(url, &len)) != NULL) memset(url + (pw - url), '*', len);
     return 0;
 }
 
@@ -316,6 +375,16 @@ static int servers_from_list(cli *o, const char *list)
     }
 }
 
+/* Does a server URL of the list hold a password (its own, or the Sentinels')? */
+static int holds_password(const cli *o)
+{
+    size_t len;
+    for (size_t i = 0; i < o->nservers; i++)
+        if ((url_password(o->servers[i], &len) && len) || strstr(o->servers[i], "sentinel_password="))
+            return 1;
+    return 0;
+}
+
 /* --servers-file: the same list as HILOCK_SERVERS, from a file (keep it mode 0600). */
 static int servers_from_file(cli *o, const char *name)
 {
@@ -323,7 +392,10 @@ static int servers_from_file(cli *o, const char *name)
     size_t n;
     int rc;
     FILE *f = fopen(name, "r");
+    struct stat st;
+    int readable_by_others;
     if (!f) return usage_error("--servers-file: %s: %s", name, strerror(errno));
+    readable_by_others = fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH));
     n = fread(buf, 1, sizeof buf, f);
     rc = ferror(f) ? usage_error("--servers-file: %s: read error", name)
        : n == sizeof buf ? usage_error("--servers-file: %s: longer than %zu bytes", name, sizeof buf - 1)
@@ -332,7 +404,11 @@ static int servers_from_file(cli *o, const char *name)
     if (rc >= 0) return rc;
     buf[n] = '\0';
     if ((rc = servers_from_list(o, buf)) != 0) return rc;
-    return o->nservers ? 0 : usage_error("--servers-file: %s: no server URL in it", name);
+    if (!o->nservers) return usage_error("--servers-file: %s: no server URL in it", name);
+    if (readable_by_others && holds_password(o))   /* as ssh and .netrc warn; still read it */
+        fprintf(stderr, "hilock: warning: %s is readable by others and holds a password (chmod 600 %s)\n",
+                name, name);
+    return 0;
 }
 
 /* ---- options ---- */
@@ -362,6 +438,7 @@ static const struct option longopts[] = {
     { "insecure", no_argument, NULL, OPT_INSECURE },
     { "on-lost", required_argument, NULL, 'L' },
     { "kill-after", required_argument, NULL, 'k' },
+    { "command", required_argument, NULL, 'c' },
     { "verbose", no_argument, NULL, 'v' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
@@ -385,12 +462,60 @@ static int servers_to_tls(cli *o)
     return -1;
 }
 
+/* The option getopt_long just read from the word argv[at], as the user spelled it: the long
+ * name ("--timeout", not its "-w"), else "-c". */
+static const char *spelled(char *const *argv, int at, int c, char *buf, size_t len)
+{
+    const char *w = argv[at];
+    if (!strncmp(w, "--", 2) && w[2])
+        snprintf(buf, len, "%.*s", (int)strcspn(w, "="), w);
+    else
+        snprintf(buf, len, "-%c", c);
+    return buf;
+}
+
+/* -w, -k and -t: a DURATION up to max_ms, into *out; the status to exit with if it is not. */
+static int duration_arg(const char *opt, const char *arg, int64_t max_ms, int64_t *out)
+{
+    if ((*out = parse_duration(arg, max_ms)) == -1)
+        return usage_error("%s: not a duration: '%s' (seconds, or numbers with d, h, m, s or ms: "
+                           "1.5, 500ms, 1m30s)", opt, arg);
+    if (*out < 0) return usage_error("%s: '%s' is too long (it must be <= %s)", opt, arg,
+                                     max_ms == HILOCK_TTL_MAX_MS ? "365 days" : "2^40 ms, about 34 years");
+    return 0;
+}
+
+/* Where -c goes: after KEY (flock's "KEY -c CMD") or as an option; not with a COMMAND. */
+static int shell_command(cli *o, int argc, char **argv, int *optind_p)
+{
+    int i = *optind_p;
+    if (!o->shell && i < argc && !strcmp(argv[i], "-c")) {   /* flock's order */
+        if (i + 2 != argc)
+            return usage_error(i + 1 == argc ? "option '-c' needs a value"
+                               : "-c takes one shell command: quote it (-c 'CMD ARGS...')");
+        strcpy(o->shell_opt, "-c");
+        o->shell = argv[i + 1];
+    } else if (!o->shell) {
+        return -1;
+    } else {
+        if (i < argc && !strcmp(argv[i], "--")) i++;
+        if (i < argc)
+            return usage_error("%s and a COMMAND exclude each other (got '%s' after KEY)", o->shell_opt, argv[i]);
+    }
+    o->sh_cmd[0] = (char *)"/bin/sh";
+    o->sh_cmd[1] = (char *)"-c";
+    o->sh_cmd[2] = (char *)o->shell;
+    *optind_p = argc;
+    return -1;
+}
+
 /* Fill *o from argv. Returns -1 to go on, or the status to exit with. */
 static int parse_args(int argc, char **argv, cli *o)
 {
     const char *env;
+    char name[32];
     long n;
-    int c;
+    int c, at;
     memset(o, 0, sizeof *o);
     o->wait_ms = HILOCK_WAIT_FOREVER;
     o->conflict_code = EXIT_NOT_ACQUIRED;
@@ -399,20 +524,30 @@ static int parse_args(int argc, char **argv, cli *o)
     o->kill_after_ms = DEFAULT_KILL_AFTER_MS;
     opterr = 0;
     /* '+': options end at KEY, so COMMAND's own options are left alone */
-    while ((c = getopt_long(argc, argv, "+:nw:E:t:s:L:k:vhV", longopts, NULL)) != -1) {
+    while ((at = optind, c = getopt_long(argc, argv, "+:nw:E:t:s:L:k:c:vhV", longopts, NULL)) != -1) {
+        /* the name in messages: as typed (-w, --wait or --timeout) */
+        const char *opt = spelled(argv, at, c == '?' || c == ':' ? optopt : c, name, sizeof name);
+        /* inventory and inspect take only the servers: remember what else was given */
+        if (c != 's' && c != OPT_SERVERS_FILE && c != OPT_TLS && !o->run_opt[0])
+            snprintf(o->run_opt, sizeof o->run_opt, "%s", opt);
         switch (c) {
         case 'n': o->wait_ms = 0; break;
         case 'w':
-            if ((o->wait_ms = parse_duration(optarg, INT64_C(1) << 40)) < 0)
-                return usage_error("-w: not a duration: '%s'", optarg);
+            if ((c = duration_arg(opt, optarg, MAX_WAIT_MS, &o->wait_ms)) != 0) return c;
             break;
         case 'E':
-            if (parse_int(optarg, 0, 255, &n)) return usage_error("-E: not an exit code 0..255: '%s'", optarg);
+            if (parse_int(optarg, 0, 255, &n)) return usage_error("%s: not an exit code 0..255: '%s'", opt, optarg);
             o->conflict_code = (int)n;
             break;
         case 't':
-            if ((o->ttl_ms = parse_duration(optarg, HILOCK_TTL_MAX_MS)) <= 0)
-                return usage_error("-t: not a duration > 0 and <= 365 days: '%s'", optarg);
+            if ((c = duration_arg(opt, optarg, HILOCK_TTL_MAX_MS, &o->ttl_ms)) != 0) return c;
+            if (o->ttl_ms < MIN_TTL_MS)
+                return usage_error("%s: '%s' is too short: the ttl must be at least %dms, as the lock "
+                                   "is renewed every third of it", opt, optarg, MIN_TTL_MS);
+            break;
+        case 'c':
+            o->shell = optarg;
+            snprintf(o->shell_opt, sizeof o->shell_opt, "%s", opt);
             break;
         case 's':
             if ((c = add_server_arg(o, optarg)) != 0) return c;
@@ -433,22 +568,19 @@ static int parse_args(int argc, char **argv, cli *o)
         case OPT_SNI: o->sni = optarg; break;
         case OPT_INSECURE: o->insecure = 1; break;
         case 'L':
-            if ((o->lost_sig = parse_signal(optarg)) < 0) return usage_error("-L: unknown signal '%s'", optarg);
+            if ((o->lost_sig = parse_signal(optarg)) < 0) return usage_error("%s: unknown signal '%s'", opt, optarg);
             break;
         case 'k':
-            if ((o->kill_after_ms = parse_duration(optarg, INT64_C(1) << 40)) < 0)
-                return usage_error("-k: not a duration: '%s'", optarg);
+            if ((c = duration_arg(opt, optarg, MAX_WAIT_MS, &o->kill_after_ms)) != 0) return c;
             break;
         case 'v': o->verbose = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         case 'V': printf("hilock %s\n", HILOCK_VERSION); return 0;
-        case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
-        default:
-            if (optopt) {
-                char opt[3] = { '-', (char)optopt, '\0' };
-                return usage_error("unknown option '%s'", opt);
-            }
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+        case ':': return usage_error("option '%s' needs a value", opt);
+        default:   /* '?' */
+            if (optopt && !strncmp(argv[at], "--", 2))   /* a known long option, given a value */
+                return usage_error("option '%s' takes no value (got '%s')", opt, argv[at]);
+            return usage_error(optopt ? "unknown option '%s'" : "unknown or ambiguous option '%s'", opt);
         }
     }
     if (optind >= argc) return usage_error("no KEY given");
@@ -456,10 +588,15 @@ static int parse_args(int argc, char **argv, cli *o)
         o->tool = argv + optind;
         o->ntool = argc - optind;
     }
+    if (o->tool && o->run_opt[0])
+        return usage_error("%s does not apply to %s, which takes only -s, --servers-file and --tls "
+                           "(to lock a key named %s: hilock [options] -- %s COMMAND)", o->run_opt, o->tool[0],
+                           o->tool[0], o->tool[0]);
     o->key = argv[optind++];
+    if (!o->tool && (c = shell_command(o, argc, argv, &optind)) >= 0) return c;
     if (optind < argc && !strcmp(argv[optind], "--")) optind++;
-    if (optind >= argc && !o->tool) return usage_error("no COMMAND given");
-    o->cmd = argv + optind;
+    if (optind >= argc && !o->tool && !o->shell) return usage_error("no COMMAND given");
+    o->cmd = o->shell ? o->sh_cmd : argv + optind;
     if (o->legacy && o->bridge) return usage_error("--legacy and --bridge exclude each other");
     if (o->legacy && o->fair) return usage_error("--legacy and --fair exclude each other");
     if (o->no_fence && (o->legacy || o->bridge || o->fair))
@@ -539,6 +676,38 @@ static hilock_status lock_once(const cli *o, hilock_client *c, int64_t wait_ms, 
                      : hilock_acquire(c, o->key, o->ttl_ms, wait_ms, lp);
 }
 
+static int transient(hilock_status st);
+static void sleep_ms(long ms);
+
+/* The pauses between tries of a server that is down, within -w: doubling from the first to
+ * the last, which a restart of a few seconds does not make much longer. */
+#define RETRY_FIRST_MS 100
+#define RETRY_MAX_MS 1000
+
+/* Take the lock as -n / -w say: one try first; busy: wait for the holder (the library
+ * retries a server that fails meanwhile until -w's end, and reports a failure at once when
+ * the wait has no end). A server that fails that first try (down, restarting: refused, reset,
+ * LOADING, a timeout, no quorum) is reported at once without -w, and with -w tried again until
+ * the limit, as a cron job started during a restart must not give up after a second: the
+ * last error then stands. t0: when the wait began. */
+static hilock_status lock_within(const cli *o, hilock_client *c, int64_t t0, hilock **lp)
+{
+    int64_t pause = RETRY_FIRST_MS, left;
+    hilock_status st = lock_once(o, c, 0, lp);
+    while (st != HILOCK_OK && o->wait_ms != 0) {
+        left = o->wait_ms - (now_ms() - t0);
+        if (st == HILOCK_BUSY)
+            return lock_once(o, c, o->wait_ms < 0 ? HILOCK_WAIT_FOREVER : left > 0 ? left : 0, lp);
+        if (o->wait_ms < 0 || !transient(st) || left <= 0) break;
+        if (o->verbose && pause == RETRY_FIRST_MS)
+            print_error("trying again until the -w limit: lock", o->key, hilock_client_errmsg(c));
+        sleep_ms((long)(pause < left ? pause : left));
+        pause = pause * 2 < RETRY_MAX_MS ? pause * 2 : RETRY_MAX_MS;
+        st = lock_once(o, c, 0, lp);
+    }
+    return st;
+}
+
 static int acquire(const cli *o, hilock_client **cp, hilock **lp)
 {
     hilock_options opt;
@@ -564,13 +733,7 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
         return st == HILOCK_EINVAL ? EXIT_USAGE : EXIT_OSERR;
     }
     t0 = now_ms();
-    /* one try first: a server that is down or refuses us is reported at once, instead of
-     * being retried (silently) for as long as -w allows; then wait for the holder */
-    st = lock_once(o, *cp, 0, lp);
-    if (st == HILOCK_BUSY && o->wait_ms != 0) {
-        int64_t left = o->wait_ms - (now_ms() - t0);
-        st = lock_once(o, *cp, o->wait_ms < 0 ? HILOCK_WAIT_FOREVER : left > 0 ? left : 0, lp);
-    }
+    st = lock_within(o, *cp, t0, lp);
     if (st == HILOCK_OK) {
         if (o->verbose)
             fprintf(stderr, "hilock: %s acquired (fence %llu) after %lld ms\n", o->key,
@@ -581,7 +744,9 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
         if (o->verbose) print_error(o->wait_ms ? "gave up waiting for" : "busy:", o->key, hilock_client_errmsg(*cp));
         return o->conflict_code;
     }
-    print_error("lock", o->key, hilock_client_errmsg(*cp));
+    /* (a passing failure with -w lasted to its end: lock_within) */
+    print_error(o->wait_ms > 0 && transient(st) ? "still failing at the -w limit: lock" : "lock", o->key,
+                hilock_client_errmsg(*cp));
     return st == HILOCK_EINVAL ? EXIT_USAGE : st == HILOCK_ENOMEM ? EXIT_OSERR : EXIT_SERVER;
 }
 

@@ -1141,3 +1141,224 @@ Test(cli, after_a_loss_with_L_none_hilock_waits_without_spinning, .timeout = 60)
     cr_assert(c1 - c0 < 500, "hilock spun: %lld ms of CPU in 1500 ms", c1 - c0);
     hlt_redis_stop(r);
 }
+
+/* ---- issue 23: the command's option and run edges (strict durations, -t's minimum, -w
+ * across a server restart, -c, options named as spelled, subcommand options, servers-file
+ * mode) ---- */
+
+/* A run with args is refused: status 64, err.txt exactly text, nothing written to Redis. */
+static void refused_with(hlt_redis *r, const char *const *args, const char *text)
+{
+    long long keys = hlt_dbsize(r);
+    cr_assert_eq(run(r, args), 64, "%s: %s", args[0], slurp(r, "err.txt"));
+    cr_assert_str_eq(slurp(r, "err.txt"), text);
+    cr_assert_eq(hlt_dbsize(r), keys);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+}
+
+Test(cli, ttl_too_short_to_renew_is_refused_naming_the_minimum)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "5ms", "job", "touch", "ran", NULL };
+    const char *b[] = { "--ttl=499ms", "job", "touch", "ran", NULL };
+    const char *c[] = { "-t", "500ms", "job", "true", NULL };
+    refused_with(r, a, "hilock: -t: '5ms' is too short: the ttl must be at least 500ms, as the lock is "
+                       "renewed every third of it (see hilock --help)\n");
+    refused_with(r, b, "hilock: --ttl: '499ms' is too short: the ttl must be at least 500ms, as the lock is "
+                       "renewed every third of it (see hilock --help)\n");
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    cr_assert_eq(run(r, c), 0, "%s", slurp(r, "err.txt"));
+    hlt_redis_stop(r);
+}
+
+Test(cli, durations_take_only_the_documented_forms)
+{
+    hlt_redis *r = setup();
+    static const char *bad[] = { "0x10", "1e3", " 5", "5 ", "+5", "-1", "inf", "nan", "1.", ".5", "5sec",
+                                 "1m30", "30s1m", "1s1s", "1ms5s", "5x", "1,5", "" };
+    char text[300];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *t[] = { "-t", bad[i], "job", "true", NULL };
+        const char *w[] = { "--timeout", bad[i], "job", "true", NULL };
+        snprintf(text, sizeof text, "hilock: -t: not a duration: '%s' (seconds, or numbers with d, h, m, s or ms: "
+                 "1.5, 500ms, 1m30s) (see hilock --help)\n", bad[i]);
+        refused_with(r, t, text);
+        snprintf(text, sizeof text, "hilock: --timeout: not a duration: '%s' (seconds, or numbers with d, h, m, "
+                 "s or ms: 1.5, 500ms, 1m30s) (see hilock --help)\n", bad[i]);
+        refused_with(r, w, text);
+    }
+    {
+        const char *k[] = { "-k", "1e3", "job", "true", NULL };
+        refused_with(r, k, "hilock: -k: not a duration: '1e3' (seconds, or numbers with d, h, m, s or ms: "
+                           "1.5, 500ms, 1m30s) (see hilock --help)\n");
+    }
+    {   /* the compound forms, as their ttl in Redis shows */
+        static const struct { const char *arg; long long ms; } good[] = {
+            { "1m30s", 90000 }, { "1h30m", 5400000 }, { "2s500ms", 2500 }, { "1d2h3m4s5ms", 93784005 },
+            { "1.5", 1500 }, { "0.75s", 750 }, { "1m0.5s", 60500 },
+        };
+        for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+            const char *a[] = { "-t", good[i].arg, "-w", "1m30s", "-k", "2s500ms", "job", "sh", "-c",
+                                "echo up > up.txt; sleep 0.3", NULL };
+            pid_t pid;
+            long long pttl;
+            unlink(path(r, "up.txt"));
+            pid = start(r, a);
+            cr_assert(wait_for_file(r, "up.txt", "up", 5000), "%s: %s", good[i].arg, slurp(r, "err.txt"));
+            pttl = hlt_pttl(r, "job");
+            cr_assert(pttl > good[i].ms * 2 / 3 - 200 && pttl <= good[i].ms, "%s: pttl %lld", good[i].arg, pttl);
+            cr_assert_eq(hlt_reap(pid, 10000), 0, "%s: %s", good[i].arg, slurp(r, "err.txt"));
+        }
+    }
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, option_errors_name_the_option_as_spelled)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "--nonblock=1", "job", "true", NULL };
+    const char *b[] = { "--conflict-exit-code= 5", "job", "true", NULL };
+    const char *c[] = { "-vE", "0x1", "job", "true", NULL };
+    const char *d[] = { "--wait", NULL };
+    const char *e[] = { "--on-lost=+9", "job", "true", NULL };
+    refused_with(r, a, "hilock: option '--nonblock' takes no value (got '--nonblock=1') (see hilock --help)\n");
+    refused_with(r, b, "hilock: --conflict-exit-code: not an exit code 0..255: ' 5' (see hilock --help)\n");
+    refused_with(r, c, "hilock: -E: not an exit code 0..255: '0x1' (see hilock --help)\n");
+    refused_with(r, d, "hilock: option '--wait' needs a value (see hilock --help)\n");
+    refused_with(r, e, "hilock: --on-lost: unknown signal '+9' (see hilock --help)\n");
+    hlt_redis_stop(r);
+}
+
+Test(cli, options_a_subcommand_does_not_take_are_refused)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-n", "inspect", "job", NULL };
+    const char *b[] = { "-s", r->url, "--wait=5s", "inventory", "job*", NULL };
+    const char *c[] = { "-c", "true", "inspect", "job", NULL };
+    const char *ok[] = { "-s", r->url, "inspect", "job", NULL };
+    refused_with(r, a, "hilock: -n does not apply to inspect, which takes only -s, --servers-file and --tls "
+                       "(to lock a key named inspect: hilock [options] -- inspect COMMAND) (see hilock --help)\n");
+    refused_with(r, b, "hilock: --wait does not apply to inventory, which takes only -s, --servers-file and --tls "
+                       "(to lock a key named inventory: hilock [options] -- inventory COMMAND) (see hilock --help)\n");
+    refused_with(r, c, "hilock: -c does not apply to inspect, which takes only -s, --servers-file and --tls "
+                       "(to lock a key named inspect: hilock [options] -- inspect COMMAND) (see hilock --help)\n");
+    cr_assert_eq(run(r, ok), 0, "%s", slurp(r, "err.txt"));
+    hlt_redis_stop(r);
+}
+
+Test(cli, servers_file_readable_by_others_with_a_password_is_read_with_a_warning)
+{
+    hlt_redis *r = hlt_redis_start("--requirepass s3cret");
+    const char *a[] = { "--servers-file", "servers", "job", "true", NULL };
+    const char *b[] = { "--servers-file", "plain", "job", "true", NULL };
+    FILE *f;
+    cr_assert_not_null(r);
+    find_bin();
+    f = fopen(path(r, "servers"), "w");
+    fprintf(f, "redis://:s3cret@127.0.0.1:%d\n", r->port);
+    fclose(f);
+    f = fopen(path(r, "plain"), "w");
+    fprintf(f, "%s\n", r->unix_url);
+    fclose(f);
+    chmod(path(r, "servers"), 0644);
+    cr_assert_eq(run(r, a), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_str_eq(slurp(r, "err.txt"), "hilock: warning: servers is readable by others and holds a password "
+                                          "(chmod 600 servers)\n");
+    chmod(path(r, "servers"), 0640);
+    cr_assert_eq(run(r, a), 0, "%s", slurp(r, "err.txt"));
+    cr_assert(strstr(slurp(r, "err.txt"), "warning"), "group-readable: %s", slurp(r, "err.txt"));
+    chmod(path(r, "servers"), 0600);
+    cr_assert_eq(run(r, a), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_str_empty(slurp(r, "err.txt"));
+    chmod(path(r, "plain"), 0644);   /* no password in it: nothing to say (the server says NOAUTH) */
+    cr_assert_eq(run(r, b), 69, "%s", slurp(r, "err.txt"));
+    cr_assert_null(strstr(slurp(r, "err.txt"), "warning"), "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, c_runs_a_shell_command_under_the_exit_rules_of_a_command)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-c", "echo \"$HILOCK_KEY $HILOCK_FENCE\" > env.txt; exit 3", "job", NULL };
+    const char *b[] = { "job", "-c", "echo flock > order.txt; exit 4", NULL };   /* flock's order */
+    const char *c[] = { "--command=no-such-command-hilock", "job", NULL };
+    const char *d[] = { "-c", "kill -9 $$", "job", NULL };
+    const char *e[] = { "-c", "true", "job", "--", "touch", "ran", NULL };
+    const char *f[] = { "job", "-c", "echo", "hi", NULL };
+    const char *g[] = { "-t", "5", "-c", "echo up > up.txt; sleep 0.4", "job", NULL };
+    unsigned long long fence = 0;
+    char key[16] = "";
+    pid_t pid;
+    cr_assert_eq(run(r, a), 3, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(sscanf(slurp(r, "env.txt"), "%15s %llu", key, &fence), 2);
+    cr_assert_str_eq(key, "job");
+    cr_assert(fence > 0);
+    cr_assert_eq(run(r, b), 4, "%s", slurp(r, "err.txt"));
+    cr_assert_str_eq(slurp(r, "order.txt"), "flock\n");
+    cr_assert_eq(run(r, c), 127, "the shell's 'not found'");
+    cr_assert_eq(run(r, d), 128 + SIGKILL);
+    pid = start(r, g);   /* the lock is held while the shell command runs */
+    cr_assert(wait_for_file(r, "up.txt", "up", 5000), "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 1);
+    cr_assert_eq(hlt_reap(pid, 10000), 0);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    refused_with(r, e, "hilock: -c and a COMMAND exclude each other (got 'touch' after KEY) (see hilock --help)\n");
+    refused_with(r, f, "hilock: -c takes one shell command: quote it (-c 'CMD ARGS...') (see hilock --help)\n");
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    hlt_redis_stop(r);
+}
+
+/* A cron job started while its server restarts: within -w the server is tried again, and
+ * the command runs once it is back (it used to exit 69 at once). */
+Test(cli, wait_outlasts_a_server_that_starts_late, .timeout = 60)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-s", r->url, "-w", "30s", "job", "--", "sh", "-c", "echo ran > ran.txt", NULL };
+    pid_t pid;
+    int status;
+    hlt_redis_kill(r);
+    pid = start(r, a);
+    hlt_sleep_ms(1000);
+    cr_assert_eq(waitpid(pid, &status, WNOHANG), 0, "hilock gave up while the server was down: %s",
+                 slurp(r, "err.txt"));
+    cr_assert_eq(hlt_redis_restart(r), 0);
+    cr_assert_eq(hlt_reap(pid, 30000), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_str_eq(slurp(r, "ran.txt"), "ran\n");
+    cr_assert_str_empty(slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+/* No server at all: -w 2s ends with the unavailable status and the last error, after about
+ * 2 s; without -w (or with -n) the error is reported at once, as before. */
+Test(cli, wait_ends_with_the_last_server_error_when_it_stays_down, .timeout = 60)
+{
+    hlt_redis *r = setup();
+    char url[64], name[40];
+    const char *a[] = { "-s", url, "-w", "2s", "job", "touch", "ran", NULL };
+    const char *b[] = { "-s", url, "job", "touch", "ran", NULL };
+    const char *c[] = { "-s", url, "-n", "job", "touch", "ran", NULL };
+    long long t0, took;
+    int port = hlt_free_port();
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    snprintf(name, sizeof name, "127.0.0.1:%d: connect", port);
+    t0 = hlt_now_ms();
+    cr_assert_eq(run(r, a), 69, "%s", slurp(r, "err.txt"));
+    took = hlt_now_ms() - t0;
+    fprintf(stderr, "test_cli: -w 2s against no server: exit 69 after %lld ms\n", took);
+    cr_assert(took >= 1900 && took < 15000, "took %lld ms", took);
+    cr_assert(strstr(slurp(r, "err.txt"), "still failing at the -w limit"), "%s", slurp(r, "err.txt"));
+    cr_assert(strstr(slurp(r, "err.txt"), name), "%s", slurp(r, "err.txt"));
+    cr_assert(one_line(slurp(r, "err.txt")), "%s", slurp(r, "err.txt"));
+    for (int i = 0; i < 2; i++) {
+        t0 = hlt_now_ms();
+        cr_assert_eq(run(r, i ? c : b), 69);
+        took = hlt_now_ms() - t0;
+        cr_assert(took < 1500, "reported at once without -w: %lld ms", took);
+        cr_assert(strstr(slurp(r, "err.txt"), name), "%s", slurp(r, "err.txt"));
+    }
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    hlt_redis_stop(r);
+}
