@@ -1,5 +1,7 @@
 /* test_install.c -- `make install`, then a program outside the repo built with pkg-config
- * links (shared and static) and takes a lock on a real server (tests/install-check.sh). */
+ * links (shared, with an rpath, and static) and takes a lock on a real server; pkg-config's
+ * Cflags are the include directory alone; the man pages and guides are installed
+ * (tests/install-check.sh). */
 #include <criterion/criterion.h>
 #include <libgen.h>
 #include <limits.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "hilock.h"
 
 /* The source tree: $HILOCK_SRCDIR, the current directory (make test runs from there), or
  * the nearest parent of this binary that holds tests/install-check.sh. */
@@ -55,6 +58,12 @@ Test(install, a_program_built_with_pkg_config_links_and_runs, .timeout = 180)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
     if (system(cmd) != 0) cr_log_warn("could not remove %s", work);
     cr_assert_eq(rc, 0, "install-check.sh failed:\n%s", out);
+    /* the user's view the script checked: the include directory only (no hiredis flags), a
+     * program found by its rpath, the man pages' version (see install-check.sh) */
+    snprintf(cmd, sizeof cmd, "install-check: pkg-config --cflags hilock: -I%s/prefix/include\n", work);
+    cr_assert(strstr(out, cmd), "%s", out);
+    cr_assert(strstr(out, "install-check: shared, rpath: "), "%s", out);
+    cr_assert(strstr(out, "install-check: man pages say hilock " HILOCK_VERSION "; guides in "), "%s", out);
     /* the programs really talked to the server: two grants of the key, both released */
     cr_assert_eq(hlt_exists(r, "{install-check}:fence"), 1, "%s", out);
     cr_assert_eq(hlt_exists(r, "install-check"), 0);
