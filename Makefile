@@ -1,5 +1,6 @@
 # hilock -- make | make test | make test-servers | make demo | make bench | make install PREFIX=...
-# `make test` and `make demo` install missing Debian packages first (scripts/deps.sh).
+# `make test` and `make demo` install missing Debian packages first (scripts/deps.sh: the
+# demo only what building and running the command needs, the tests also their own tools).
 
 PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib
@@ -209,7 +210,10 @@ test-valgrind: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
 	@VALGRIND=1 sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
-demo: deps lib $(EXTRA_DEMO)
+# Only the build set and what demo.sh runs (scripts/deps.sh demo): no test tools, no npm.
+demo:
+	@sh scripts/deps.sh demo
+	@$(MAKE) --no-print-directory lib $(EXTRA_DEMO)
 	@sh scripts/demo.sh $(B)
 
 bench: deps lib

@@ -3,7 +3,6 @@
  * Cflags are the include directory alone; the man pages and guides are installed
  * (tests/install-check.sh). */
 #include <criterion/criterion.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,28 +12,6 @@
 #include "fixture.h"
 #include "hilock.h"
 
-/* The source tree: $HILOCK_SRCDIR, the current directory (make test runs from there), or
- * the nearest parent of this binary that holds tests/install-check.sh. */
-static int find_srcdir(char *out, size_t n)
-{
-    char path[PATH_MAX], probe[PATH_MAX + 32];
-    const char *env = getenv("HILOCK_SRCDIR");
-    ssize_t len;
-    if (env && snprintf(probe, sizeof probe, "%s/tests/install-check.sh", env) > 0 && !access(probe, R_OK))
-        return snprintf(out, n, "%s", env) < (int)n ? 0 : -1;
-    if (getcwd(path, sizeof path) && snprintf(probe, sizeof probe, "%s/tests/install-check.sh", path) > 0 &&
-        !access(probe, R_OK))
-        return snprintf(out, n, "%s", path) < (int)n ? 0 : -1;
-    if ((len = readlink("/proc/self/exe", path, sizeof path - 1)) < 0) return -1;
-    path[len] = '\0';
-    for (int up = 0; up < 5 && strcmp(path, "/"); up++) {
-        snprintf(path, sizeof path, "%s", dirname(path));
-        snprintf(probe, sizeof probe, "%s/tests/install-check.sh", path);
-        if (!access(probe, R_OK)) return snprintf(out, n, "%s", path) < (int)n ? 0 : -1;
-    }
-    return -1;
-}
-
 Test(install, a_program_built_with_pkg_config_links_and_runs, .timeout = 180)
 {
     char src[PATH_MAX], work[] = "/tmp/hilock-install-XXXXXX", cmd[3 * PATH_MAX], out[16384];
@@ -43,7 +20,7 @@ Test(install, a_program_built_with_pkg_config_links_and_runs, .timeout = 180)
     FILE *p;
     int rc;
     cr_assert_not_null(r);
-    cr_assert_eq(find_srcdir(src, sizeof src), 0, "cannot find the source tree (set HILOCK_SRCDIR)");
+    cr_assert_eq(hlt_srcdir(src, sizeof src), 0, "cannot find the source tree (set HILOCK_SRCDIR)");
     cr_assert_not_null(mkdtemp(work));
     snprintf(cmd, sizeof cmd, "sh '%s/tests/install-check.sh' '%s' '%s' '%s' 2>&1", src, src, work, r->url);
     p = popen(cmd, "r");
