@@ -1,11 +1,14 @@
 # hilock -- make | make test | make test-servers | make demo | make bench | make install PREFIX=...
-# `make test` and `make demo` install missing Debian packages first (scripts/deps.sh).
+# `make test` and `make demo` install missing Debian packages first (scripts/deps.sh: the
+# demo only what building and running the command needs, the tests also their own tools).
 
 PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib
 INCDIR    ?= $(PREFIX)/include
 BINDIR    ?= $(PREFIX)/bin
 MANDIR    ?= $(PREFIX)/share/man
+# The guides (README.md, docs/*.md) and LICENSE, which man 3 hilock points to.
+DOCDIR    ?= $(PREFIX)/share/doc/hilock
 # One source of truth: include/hilock.h (HILOCK_VERSION_MAJOR/MINOR/PATCH); the soname is
 # libhilock.so.MAJOR (README.md, "Versions and ABI").
 hl_version = $(shell sed -n 's/^.define HILOCK_VERSION_$(1) *\([0-9][0-9]*\).*/\1/p' include/hilock.h)
@@ -45,7 +48,7 @@ EXTRA_DEMO += $(CLI_BIN)
 EXTRA_TEST_BINS += $(CLI_BIN)
 INSTALL_EXTRA += install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 && \
   install -m 755 $(CLI_BIN) $(DESTDIR)$(BINDIR)/hilock && \
-  install -m 644 cli/hilock.1 $(DESTDIR)$(MANDIR)/man1/hilock.1 || exit 1;
+  install -m 644 $(B)/man/hilock.1 $(DESTDIR)$(MANDIR)/man1/hilock.1 || exit 1;
 
 # The C++ wrapper (include/hilock.hpp) exercised by tests/test_cxx.c, built with g++ -std=c++17.
 CXX       ?= g++
@@ -80,12 +83,16 @@ $(B)/libhilock.so: $(LIB_OBJ)
 	ln -sf libhilock.so.$(VERSION) $(B)/libhilock.so.$(SOVERSION)
 	ln -sf libhilock.so.$(SOVERSION) $@
 
+# Cflags: only hilock's own include directory. hiredis and OpenSSL are not named in
+# Requires.private, as pkg-config adds a private requirement's Cflags (hiredis's
+# -I/usr/include/hiredis -D_FILE_OFFSET_BITS=64) to every user program, though no public header
+# includes them; static linking needs only their libraries (Libs.private).
 $(B)/hilock.pc: Makefile
 	@mkdir -p $(@D)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
 	  'Name: hilock' 'Description: Locks on Redis: single master, Sentinel, Redlock, legacy SETNX fleets' \
-	  'Version: $(VERSION)' 'Requires.private: hiredis, openssl' 'Cflags: -I$${includedir}' \
-	  'Libs: -L$${libdir} -lhilock' 'Libs.private: -lpthread' > $@
+	  'Version: $(VERSION)' 'License: BSD-3-Clause' 'Cflags: -I$${includedir}' \
+	  'Libs: -L$${libdir} -lhilock' 'Libs.private: $(strip $(HIREDIS_LIBS) $(OPENSSL_LIBS)) -lpthread' > $@
 
 # find_package(hilock) for CMake users: the templates in cmake/ with the install paths filled in.
 CMAKE_CFG := $(B)/cmake/hilockConfig.cmake $(B)/cmake/hilockConfigVersion.cmake
@@ -94,6 +101,15 @@ $(B)/cmake/%.cmake: cmake/%.cmake.in Makefile include/hilock.h
 	sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	  -e 's|@SOVERSION@|$(SOVERSION)|g' \
 	  -e "s|@SIZEOF_VOID_P@|$$(echo __SIZEOF_POINTER__ | $(CC) -E -P -x c - | tail -n 1)|g" $< > $@
+
+# The man pages as installed: cli/hilock.1 and docs/hilock.3 with the version (include/hilock.h)
+# and DOCDIR filled in for @VERSION@ and @DOCDIR@.
+$(B)/man/%.1: cli/%.1 Makefile include/hilock.h
+	@mkdir -p $(@D)
+	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' $< > $@
+$(B)/man/%.3: docs/%.3 Makefile include/hilock.h
+	@mkdir -p $(@D)
+	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' $< > $@
 
 # ---- tests ----
 $(B)/tests/test_tls_layer: src/tls.h
@@ -206,7 +222,10 @@ test-valgrind: deps
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
 	@VALGRIND=1 sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
-demo: deps lib $(EXTRA_DEMO)
+# Only the build set and what demo.sh runs (scripts/deps.sh demo): no test tools, no npm.
+demo:
+	@sh scripts/deps.sh demo
+	@$(MAKE) --no-print-directory lib $(EXTRA_DEMO)
 	@sh scripts/demo.sh $(B)
 
 bench: deps lib
@@ -225,7 +244,7 @@ $(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench
 $(CLI_BIN): cli/hilock.c cli/inspect.c cli/inspect.h $(HEADERS) $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(WARN) $(OPT) -Iinclude $(EXTRA_CFLAGS) -o $@ cli/hilock.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
-install: $(CLI_BIN)
+install: $(CLI_BIN) $(B)/man/hilock.1
 
 # ---- proof under faults (torture/README.md) ----
 # make torture [DURATION=s per mode] [SEED=n, 0 = new] [WORKERS=8] [MODES=single,redlock,...]
@@ -286,7 +305,9 @@ $(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) $(wildcard src/*.h) $(wildcard
 	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude -Isrc -Ilegacy -I$(B) -o $@ $< \
 	  $(B)/libhilock.a $(LDLIBS_LIB)
 
-install: lib $(B)/hilock.pc $(CMAKE_CFG)
+# The guides keep their layout under DOCDIR (README.md's links to docs/ work there).
+DOCS := $(sort $(wildcard docs/*.md))
+install: lib $(B)/hilock.pc $(CMAKE_CFG) $(B)/man/hilock.3
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/cmake/hilock
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCDIR)/
 	install -m 644 $(B)/libhilock.a $(DESTDIR)$(LIBDIR)/
@@ -295,8 +316,11 @@ install: lib $(B)/hilock.pc $(CMAKE_CFG)
 	ln -sf libhilock.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libhilock.so
 	install -m 644 $(B)/hilock.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -d $(DESTDIR)$(MANDIR)/man3
-	install -m 644 docs/hilock.3 $(DESTDIR)$(MANDIR)/man3/hilock.3
+	install -m 644 $(B)/man/hilock.3 $(DESTDIR)$(MANDIR)/man3/hilock.3
 	install -m 644 $(CMAKE_CFG) $(DESTDIR)$(LIBDIR)/cmake/hilock/
+	install -d $(DESTDIR)$(DOCDIR)/docs
+	install -m 644 README.md LICENSE $(DESTDIR)$(DOCDIR)/
+	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/docs/
 	$(INSTALL_EXTRA)
 
 uninstall:
@@ -305,7 +329,8 @@ uninstall:
 	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1 $(DESTDIR)$(MANDIR)/man3/hilock.3
 	rm -f $(DESTDIR)$(INCDIR)/hilock.hpp $(addprefix $(DESTDIR)$(LIBDIR)/cmake/hilock/,$(notdir $(CMAKE_CFG)))
 	rm -f $(DESTDIR)$(INCDIR)/hilock_async.h $(DESTDIR)$(INCDIR)/hilock_libuv.h $(DESTDIR)$(INCDIR)/hilock_libevent.h
-	-rmdir $(DESTDIR)$(LIBDIR)/cmake/hilock 2>/dev/null
+	rm -f $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE $(addprefix $(DESTDIR)$(DOCDIR)/,$(DOCS))
+	-rmdir $(DESTDIR)$(LIBDIR)/cmake/hilock $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 # Debian packages (debian/): libhilock0, libhilock-dev, hilock-tools in $(B)/deb/, built by
 # dpkg-buildpackage from a copy of the tree in $(B)/deb/src (it writes to the parent

@@ -539,7 +539,7 @@ static int same_format(int a, int b)
            presets[a].suffix == presets[b].suffix;
 }
 
-/* What README's migration section says for this family, as notes ("!") and one advice ("=>"). */
+/* What docs/legacy-migration.md says for this family, as notes ("!") and one advice ("=>"). */
 static void advise(const family *f)
 {
     long legacy = legacy_keys(f, 0), legacy_ttl = legacy_keys(f, 1), dead = 0, formats = 0;
@@ -558,7 +558,7 @@ static void advise(const family *f)
             if (f->units[u]) printf(" %s %ld", unit_names[u], f->units[u]);
         printf(".\n    This fleet already has a bug: ms clients read seconds stamps as 1970 and take live\n"
                "    locks at once, seconds clients wait for ms stamps for ever. Fix it first: one codec per\n"
-               "    key family, the same timeout in every client (README, step 0).\n");
+               "    key family, the same timeout in every client (docs/legacy-migration.md, step 0).\n");
     } else if (formats > 1) {
         printf("  ! MIXED FORMATS in one unit (integer, decimals, -pid suffix): parsers that refuse the other\n"
                "    format (Java, Python, C#) throw or wait. Fix it first: one codec per key family (step 0).\n");
@@ -566,11 +566,11 @@ static void advise(const family *f)
     if (f->k[K_MODERN].keys && legacy)
         printf("  ! RANDOM TOKENS NEXT TO LEGACY STAMPS: the Ruby gem, redis-objects <= 1.4 and jedis-lock's\n"
                "    master take a random token at once, npm redis-lock 0.0.x overwrites it. Use bridge mode\n"
-               "    until no legacy client is left (README, steps 1-3).\n");
+               "    until no legacy client is left (docs/legacy-migration.md, steps 1-3).\n");
     if (dead)
         printf("  ! %ld DEAD LEGACY HOLDERS: no TTL, stamp passed more than %s ago (oldest %s ago). SET NX PX\n"
                "    clients wait for them for ever; bridge and legacy clients take them over. With no legacy\n"
-               "    client left, give them a TTL once (README, step 3); inventory never writes.\n",
+               "    client left, give them a TTL once (docs/legacy-migration.md, step 3); inventory never writes.\n",
                dead, human_ms(DEAD_AFTER_MS, age, sizeof age), human_ms(f->oldest_dead_ms, oldest, sizeof oldest));
     if (f->k[K_UNKNOWN].keys) {
         printf("  ! %ld values no preset reads (e.g.", f->k[K_UNKNOWN].keys);
@@ -580,14 +580,14 @@ static void advise(const family *f)
         }
         printf("): find their writer before migrating (a custom hilock_codec?).\n");
     }
-    if (units > 1 || formats > 1) printf("  => fix the codec mix first (README, step 0)\n");
+    if (units > 1 || formats > 1) printf("  => fix the codec mix first (docs/legacy-migration.md, step 0)\n");
     else if (legacy && legacy_ttl < legacy)
         printf("  => step 1: deploy bridge mode with the codec \"%s\" (hilock --bridge; o.bridge = 1 and\n"
                "     hilock_codec_preset(\"%s\", &o.codec)); legacy writers are active (stamps without TTL)\n",
                preset_names[mp], preset_names[mp]);
     else if (legacy)
         printf("  => every stamp has a TTL (bridge clients, or legacy ones that set one): when no legacy\n"
-               "     client can run any more (README, step 2), step 3: random tokens\n");
+               "     client can run any more (docs/legacy-migration.md, step 2), step 3: random tokens\n");
     else if (f->k[K_MODERN].keys)
         printf("  => modern locks only: nothing to migrate\n");
     else if (f->k[K_UNKNOWN].keys)

@@ -449,7 +449,10 @@ HILOCK_API hilock_status hilock_acquire(hilock_client *c, const char *key, int64
 HILOCK_API hilock_status hilock_release(hilock *l);
 
 /* Set the lock's expiry to ttl_ms from now, if it still holds our token. On OK the validity
- * is recomputed (measured from before the command was sent). Redlock: OK needs our value
+ * is recomputed (measured from before the command was sent). It renews the same grant: the
+ * fencing token (hilock_fence) stays the one the acquire minted, across every extend and
+ * keepalive renewal, and so does hilock_token (but for a legacy or bridge lock, whose stamp
+ * is rewritten). Redlock: OK needs our value
  * on a quorum; on NOT_HELD the lock is lost (validity 0) and what is left of it on a
  * minority is deleted.
  * Returns OK; NOT_HELD; LOST (validity 0: stop the work; hilock_release deletes what may be
@@ -553,7 +556,7 @@ typedef void (*hilock_lost_fn)(hilock *l, hilock_status why, void *arg);
  * own connection (a private client made from the same options; the owner's client is never
  * touched by it) calls the equivalent of hilock_extend(l, ttl) whenever a third of the ttl has
  * passed since the last grant (ttl = the lock's current ttl_ms). Each renewal updates what
- * hilock_validity_ms reports.
+ * hilock_validity_ms reports; hilock_fence stays the same (a renewal is not a new grant).
  *   - A renewal that fails for a passing reason (EIO, ETIMEDOUT, ENOQUORUM, EREPLICAS: a
  *     dropped connection, a restarting master) is tried again after about retry_delay_ms,
  *     for as long as the lock is still valid (more than lost_margin_ms of it, with

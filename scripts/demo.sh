@@ -8,7 +8,7 @@ b=${1:-build}
 hl=$b/hilock
 [ -x "$hl" ] || { echo "demo: $hl is not built (make demo builds it)" >&2; exit 1; }
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
-  { echo "demo: needs redis-server and redis-cli (make deps)" >&2; exit 1; }
+  { echo "demo: needs redis-server and redis-cli (sh scripts/deps.sh demo)" >&2; exit 1; }
 
 dir=$(mktemp -d /tmp/hilock-demo-XXXXXX)
 sock=$dir/redis.sock

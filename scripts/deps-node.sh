@@ -1,6 +1,7 @@
 #!/bin/sh
 # deps-node.sh -- install the legacy peer of the interop tests (npm redis-lock@0.0.9 on
-# redis@3.1.2, tests/interop/node) from its lockfile, if it is missing. Run by deps.sh.
+# redis@3.1.2, tests/interop/node) from its lockfile, if it is missing. Run by deps.sh for
+# the test set only (make test and the other test targets; make demo does not need it).
 # `npm ci` rather than `npm install`: it installs exactly the lockfile and never rewrites it.
 # node and npm are required: without them this fails, loudly (the interop suite never skips).
 set -eu

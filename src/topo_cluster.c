@@ -1,6 +1,6 @@
 /* topo_cluster.c -- the Redis Cluster topology (redis-cluster:// nodes) behind the engine's
- * hl_topo_ops (engine.h) as hl_topo_cluster. Facts it relies on: the cluster specification
- * and docs/cluster.md (failovers per shard, measured on Redis 7.0.15).
+ * hl_topo_ops (engine.h) as hl_topo_cluster. Facts it relies on: docs/failover-facts.md (Redis
+ * Cluster: slots, redirections, config epochs); behaviour and guarantees: docs/cluster.md.
  *
  * Owns: a cluster node's state -- its seeds, the slot map, one connection and one undo list
  * per server it has talked to -- and the cluster's redirections. May call: the engine (hl_exec

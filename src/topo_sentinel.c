@@ -1,6 +1,6 @@
 /* topo_sentinel.c -- the Sentinel topology (redis-sentinel:// nodes): where the master is,
  * behind the engine's hl_topo_ops (engine.h) as hl_topo_sentinel. Facts it relies on:
- * docs/sentinel.md (measured on Redis 7.0.15).
+ * docs/failover-facts.md (Sentinel: the client protocol, the old master's window).
  *
  * Owns: a Sentinel node's state (its Sentinels, the master in use and its config epoch).
  * May call: the engine (hl_exec on a private client whose nodes are the Sentinels) and base.

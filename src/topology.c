@@ -1,5 +1,6 @@
 /* topology.c -- failover awareness: which node is the master, and whether a lock survived
- * a change of master. Facts it relies on: docs/sentinel.md (measured on Redis 7.0.15).
+ * a change of master. Facts it relies on: docs/failover-facts.md (replication identity, WAIT,
+ * Sentinel's epochs); what it guarantees: docs/sentinel.md.
  *
  * Owns: the node topologies behind the engine's hl_topo_ops (engine.h) -- hl_topo_direct
  * (the URL is the master) and hl_topo_sentinel (topo_sentinel.c) -- and the failover part of the lock

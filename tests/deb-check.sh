@@ -1,6 +1,7 @@
 #!/bin/sh
 # deb-check.sh [BUILDDIR] -- the Debian packages as a user meets them (root; make deb-check, a
-# CI step of its own): `make deb` (dpkg-buildpackage, lintian without errors), then
+# CI step of its own): `make deb` (dpkg-buildpackage, lintian without errors; the man pages'
+# version, the guides and the licence in the packages), then
 # `apt-get install ./BUILDDIR/deb/*.deb`; against the installed packages a C program built with
 # `pkg-config --cflags --libs hilock` runs and reports the header's version, the C++ header
 # compiles and runs, CMake finds the package, `hilock --help` and `hilock --version` work and the
@@ -31,6 +32,20 @@ deb_dir=$(cd "$b/deb" && pwd)
 for p in $pkgs; do
   [ -f "$deb_dir/${p}_${version}_$(dpkg --print-architecture).deb" ] || fail "no $p $version in $deb_dir"
 done
+
+# The man pages carry the version (filled in at build), the guides are in libhilock-dev, as
+# man 3 hilock says, and the licence is stated.
+arch=$(dpkg --print-architecture)
+for m in "hilock-tools man1/hilock.1" "libhilock-dev man3/hilock.3"; do
+  set -- $m
+  head=$(dpkg-deb --fsys-tarfile "$deb_dir/${1}_${version}_$arch.deb" | tar -xOf - "./usr/share/man/$2.gz" | zcat | head -n 1)
+  case $head in *"\"hilock $version\""*) ;; *) fail "$2 in $1 says: $head" ;; esac
+done
+dpkg -c "$deb_dir/libhilock-dev_${version}_$arch.deb" | grep -q '/usr/share/doc/libhilock-dev/docs/fencing.md$' ||
+  fail "libhilock-dev has no guides in /usr/share/doc/libhilock-dev/docs"
+dpkg-deb --fsys-tarfile "$deb_dir/libhilock0_${version}_$arch.deb" | tar -xOf - ./usr/share/doc/libhilock0/copyright |
+  grep -q '^License: BSD-3-Clause$' || fail "libhilock0's copyright does not say BSD-3-Clause"
+step "man pages say hilock $version; guides in libhilock-dev; BSD-3-Clause"
 
 installed() { dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' | awk '$1 ~ /^.i/ {print $2}' | sort; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/hilock-deb.XXXXXX")

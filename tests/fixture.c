@@ -1,5 +1,7 @@
 /* fixture.c -- see fixture.h */
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -57,6 +59,32 @@ int hlt_built_bin(char *buf, size_t cap, const char *name)
     strcat(buf, "/");
     strcat(buf, name);
     return access(buf, X_OK);
+}
+
+/* Where scripts/deps.sh is: dir, copied to out. */
+static int srcdir_at(const char *dir, char *out, size_t n)
+{
+    char probe[PATH_MAX + 32];
+    if (snprintf(probe, sizeof probe, "%s/scripts/deps.sh", dir) >= (int)sizeof probe || access(probe, R_OK))
+        return -1;
+    return snprintf(out, n, "%s", dir) < (int)n ? 0 : -1;
+}
+
+int hlt_srcdir(char *out, size_t n)
+{
+    char path[PATH_MAX];
+    const char *env = getenv("HILOCK_SRCDIR");
+    ssize_t len;
+    if (env && !srcdir_at(env, out, n)) return 0;
+    if (getcwd(path, sizeof path) && !srcdir_at(path, out, n)) return 0;   /* make test runs there */
+    if ((len = readlink("/proc/self/exe", path, sizeof path - 1)) < 0) return -1;
+    path[len] = '\0';
+    for (int up = 0; up < 5 && strcmp(path, "/"); up++) {
+        const char *d = dirname(path);   /* in place, or a static "/" or "." */
+        memmove(path, d, strlen(d) + 1);
+        if (!srcdir_at(path, out, n)) return 0;
+    }
+    return -1;
 }
 
 static int  server_ver = -1, server_valkey;

@@ -56,6 +56,9 @@ int  hlt_reap(pid_t pid, long limit_ms);
 /* The path of a program built next to this test's directory: $(B)/tests/test_x -> $(B)/name.
  * 0, or -1 if it cannot be found or is not executable. */
 int  hlt_built_bin(char *buf, size_t cap, const char *name);
+/* The source tree (holding scripts/deps.sh): $HILOCK_SRCDIR, the current directory, or the
+ * nearest parent of this binary that holds it. 0, or -1. */
+int  hlt_srcdir(char *out, size_t n);
 
 /* The redis-server on PATH (the one every fixture starts): its version as one number,
  * major * 10000 + minor * 100 + patch (2.8.24 -> 20824, 7.0.15 -> 70015), read once from

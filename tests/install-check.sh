@@ -6,7 +6,10 @@
 # library exports only hilock_* symbols and has the soname libhilock.so.MAJOR, a program reports
 # the header's version at run time, CMake finds the package (find_package(hilock) and the
 # imported targets hilock::hilock, hilock::hilock_static; when cmake is installed), and
-# `make uninstall` removes what install put there.
+# `make uninstall` removes what install put there. The .pc's Cflags are only the include
+# directory (no hiredis flags), a program linked with an rpath to pkg-config's libdir runs
+# without LD_LIBRARY_PATH (README.md, "Use"), and the man pages carry the
+# version and the guides' directory, where the guides are.
 set -eu
 src=$1 work=$2 url=$3
 prefix=$work/prefix
@@ -63,12 +66,33 @@ int main(int argc, char **argv)
     return st == HILOCK_OK ? 0 : 1;
 }
 EOF
+version=$(sed -n 's/^#define HILOCK_VERSION "\(.*\)".*/\1/p' "$src/include/hilock.h")
+docdir=$prefix/share/doc/hilock
+for m in man1/hilock.1 man3/hilock.3; do
+  head -n 1 "$prefix/share/man/$m" | grep -q "\"hilock $version\"" ||
+    fail "$m does not say hilock $version: $(head -n 1 "$prefix/share/man/$m")"
+  if grep -n '@[A-Z]*@' "$prefix/share/man/$m"; then fail "$m has a placeholder left"; fi
+done
+grep -q "$docdir/docs" "$prefix/share/man/man3/hilock.3" || fail "hilock.3 does not name $docdir/docs"
+for f in README.md LICENSE docs/fencing.md docs/legacy-migration.md docs/command.md; do
+  cmp -s "$src/$f" "$docdir/$f" || fail "$docdir/$f is not installed"
+done
+step "man pages say hilock $version; guides in $docdir"
+
 cd "$work/app"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+
+cflags=$(pkg-config --cflags hilock)
+[ "$(echo $cflags)" = "-I$prefix/include" ] || fail "pkg-config --cflags hilock is '$cflags', not -I$prefix/include"
+step "pkg-config --cflags hilock: $(echo $cflags)"
 
 step "shared: cc prog.c \$(pkg-config --cflags --libs hilock)"
 cc -std=c99 -Wall -Wextra -Werror -pedantic prog.c -o prog-shared $(pkg-config --cflags --libs hilock)
 LD_LIBRARY_PATH="$prefix/lib" ./prog-shared "$url" || fail "prog-shared"
+step "shared, rpath: cc prog.c \$(pkg-config --cflags --libs hilock) -Wl,-rpath,\$(pkg-config --variable=libdir hilock)"
+cc -std=c99 -Wall -Wextra -Werror -pedantic prog.c -o prog-rpath $(pkg-config --cflags --libs hilock) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir hilock)"
+(unset LD_LIBRARY_PATH; ./prog-rpath "$url") || fail "prog-rpath (no LD_LIBRARY_PATH)"
 
 step "static: libhilock.a with \$(pkg-config --static --libs hilock)"
 cc -std=c99 -Wall -Wextra -Werror prog.c -o prog-static $(pkg-config --cflags hilock) \
@@ -85,7 +109,7 @@ if command -v c++ >/dev/null 2>&1; then
 fi
 
 if command -v cmake >/dev/null 2>&1; then
-  step "cmake: find_package(hilock 0.1 REQUIRED), hilock::hilock and hilock::hilock_static"
+  step "cmake: find_package(hilock 0.1 REQUIRED), hilock::hilock, hilock::hilock_static, and libuv as hilockConfig.cmake says"
   mkdir -p "$work/cmake-app"
   cp prog.c "$work/cmake-app/"
   cat >"$work/cmake-app/CMakeLists.txt" <<'EOF'
@@ -96,6 +120,39 @@ add_executable(app prog.c)
 target_link_libraries(app PRIVATE hilock::hilock)
 add_executable(app_static prog.c)
 target_link_libraries(app_static PRIVATE hilock::hilock_static)
+# hilock_libuv.h: the loop is linked as hilockConfig.cmake's comment says
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(UV REQUIRED IMPORTED_TARGET libuv)
+add_executable(app_uv uv.c)
+target_link_libraries(app_uv PRIVATE hilock::hilock PkgConfig::UV)
+EOF
+  cat >"$work/cmake-app/uv.c" <<'EOF'
+#include <hilock_libuv.h>
+
+static int failed = 1;
+static void on_released(hilock_status st, hilock *l, void *c)
+{
+    failed = st != HILOCK_OK;
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+static void on_locked(hilock_status st, hilock *l, void *c)
+{
+    if (st == HILOCK_OK && hilock_release_async(l, on_released, c) == HILOCK_OK) return;
+    hilock_client_free(c);
+}
+
+int main(int argc, char **argv)
+{
+    hilock_client *c;
+    if (argc != 2 || hilock_client_open(argv[1], &c) != HILOCK_OK ||
+        hilock_libuv_attach(c, uv_default_loop()) != HILOCK_OK ||
+        hilock_acquire_async(c, "install-check", 5000, 1000, on_locked, c) != HILOCK_OK)
+        return 2;
+    uv_run(uv_default_loop(), UV_RUN_DEFAULT);
+    return failed;
+}
 EOF
   cmake -S "$work/cmake-app" -B "$work/cmake-app/b" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cmake.log" 2>&1 &&
     cmake --build "$work/cmake-app/b" >>"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; fail "cmake build"; }
@@ -103,6 +160,7 @@ EOF
   if readelf -d "$work/cmake-app/b/app_static" | grep -q 'libhilock'; then fail "app_static needs libhilock.so"; fi
   LD_LIBRARY_PATH="$prefix/lib" "$work/cmake-app/b/app" "$url" || fail "cmake app"
   "$work/cmake-app/b/app_static" "$url" || fail "cmake app_static"
+  LD_LIBRARY_PATH="$prefix/lib" "$work/cmake-app/b/app_uv" "$url" || fail "cmake app_uv (libuv through pkg_check_modules)"
   step "cmake: find_package(hilock $((major + 1)).0) is refused (hilockConfigVersion.cmake)"
   sed -i "s/find_package(hilock 0.1 REQUIRED)/find_package(hilock $((major + 1)).0 REQUIRED)/" \
     "$work/cmake-app/CMakeLists.txt"

@@ -1,5 +1,5 @@
 /* sentinel_fixture.c -- see sentinel_fixture.h. The recipe (configs, the waits, the
- * replication cut) is the tested one of reference/failover.md section 7, in C, on free ports. */
+ * replication cut) is docs/failover-facts.md's "The test beds", in C, on free ports. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>

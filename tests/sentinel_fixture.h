@@ -5,7 +5,8 @@
  * test with PR_SET_PDEATHSIG, so it dies with the test even on a crash; hlt_sentinel_stop()
  * kills them all and removes the dir. Sentinels run with down-after 1000 ms and
  * SENTINEL DEBUG info-period 500 publish-period 250, which shortens the old master's
- * split-brain window from ~11 s to ~2 s (reference/failover.md section 1.4). */
+ * split-brain window from ~11 s to ~2 s (docs/failover-facts.md, "The old master after a
+ * failover"). */
 #ifndef HILOCK_TEST_SENTINEL_FIXTURE_H
 #define HILOCK_TEST_SENTINEL_FIXTURE_H
 

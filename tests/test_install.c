@@ -1,7 +1,8 @@
 /* test_install.c -- `make install`, then a program outside the repo built with pkg-config
- * links (shared and static) and takes a lock on a real server (tests/install-check.sh). */
+ * links (shared, with an rpath, and static) and takes a lock on a real server; pkg-config's
+ * Cflags are the include directory alone; the man pages and guides are installed
+ * (tests/install-check.sh). */
 #include <criterion/criterion.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,28 +10,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
-
-/* The source tree: $HILOCK_SRCDIR, the current directory (make test runs from there), or
- * the nearest parent of this binary that holds tests/install-check.sh. */
-static int find_srcdir(char *out, size_t n)
-{
-    char path[PATH_MAX], probe[PATH_MAX + 32];
-    const char *env = getenv("HILOCK_SRCDIR");
-    ssize_t len;
-    if (env && snprintf(probe, sizeof probe, "%s/tests/install-check.sh", env) > 0 && !access(probe, R_OK))
-        return snprintf(out, n, "%s", env) < (int)n ? 0 : -1;
-    if (getcwd(path, sizeof path) && snprintf(probe, sizeof probe, "%s/tests/install-check.sh", path) > 0 &&
-        !access(probe, R_OK))
-        return snprintf(out, n, "%s", path) < (int)n ? 0 : -1;
-    if ((len = readlink("/proc/self/exe", path, sizeof path - 1)) < 0) return -1;
-    path[len] = '\0';
-    for (int up = 0; up < 5 && strcmp(path, "/"); up++) {
-        snprintf(path, sizeof path, "%s", dirname(path));
-        snprintf(probe, sizeof probe, "%s/tests/install-check.sh", path);
-        if (!access(probe, R_OK)) return snprintf(out, n, "%s", path) < (int)n ? 0 : -1;
-    }
-    return -1;
-}
+#include "hilock.h"
 
 Test(install, a_program_built_with_pkg_config_links_and_runs, .timeout = 180)
 {
@@ -40,7 +20,7 @@ Test(install, a_program_built_with_pkg_config_links_and_runs, .timeout = 180)
     FILE *p;
     int rc;
     cr_assert_not_null(r);
-    cr_assert_eq(find_srcdir(src, sizeof src), 0, "cannot find the source tree (set HILOCK_SRCDIR)");
+    cr_assert_eq(hlt_srcdir(src, sizeof src), 0, "cannot find the source tree (set HILOCK_SRCDIR)");
     cr_assert_not_null(mkdtemp(work));
     snprintf(cmd, sizeof cmd, "sh '%s/tests/install-check.sh' '%s' '%s' '%s' 2>&1", src, src, work, r->url);
     p = popen(cmd, "r");
@@ -55,6 +35,12 @@ Test(install, a_program_built_with_pkg_config_links_and_runs, .timeout = 180)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
     if (system(cmd) != 0) cr_log_warn("could not remove %s", work);
     cr_assert_eq(rc, 0, "install-check.sh failed:\n%s", out);
+    /* the user's view the script checked: the include directory only (no hiredis flags), a
+     * program found by its rpath, the man pages' version (see install-check.sh) */
+    snprintf(cmd, sizeof cmd, "install-check: pkg-config --cflags hilock: -I%s/prefix/include\n", work);
+    cr_assert(strstr(out, cmd), "%s", out);
+    cr_assert(strstr(out, "install-check: shared, rpath: "), "%s", out);
+    cr_assert(strstr(out, "install-check: man pages say hilock " HILOCK_VERSION "; guides in "), "%s", out);
     /* the programs really talked to the server: two grants of the key, both released */
     cr_assert_eq(hlt_exists(r, "{install-check}:fence"), 1, "%s", out);
     cr_assert_eq(hlt_exists(r, "install-check"), 0);

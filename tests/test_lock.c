@@ -354,6 +354,33 @@ Test(lock, extend_of_a_held_lock_moves_pttl_and_validity)
     hilock_client_free(c);
 }
 
+/* hilock.h, hilock_extend: a renewal prolongs the same grant, so the fence (and the counter
+ * behind it) and the token stay as the acquire made them. */
+Test(lock, extend_keeps_the_fence_and_the_token)
+{
+    hilock_client *c = client();
+    hilock *l = must_acquire(c, "k", 1000, 0);
+    uint64_t fence = hilock_fence(l);
+    char token[64], *counter = hlt_get(R, "{k}:fence");
+    cr_assert_not_null(counter);
+    cr_assert_gt(fence, 0);
+    snprintf(token, sizeof token, "%s", hilock_token(l));
+    for (int i = 0; i < 3; i++) {
+        char *now;
+        cr_assert_eq(hilock_extend(l, 5000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_fence(l), fence);
+        cr_assert_str_eq(hilock_token(l), token);
+        assert_value("k", token);
+        now = hlt_get(R, "{k}:fence");
+        cr_assert_str_eq(now, counter);   /* no counter minted by a renewal */
+        free(now);
+    }
+    free(counter);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
 Test(lock, extend_of_a_lost_lock_is_not_held_and_creates_nothing)
 {
     hilock_client *c = client();

@@ -34,3 +34,24 @@ Test(readme, the_example_reports_a_bad_url, .timeout = 30)
 {
     cr_assert_neq(run_example("redis://[::1"), 0);
 }
+
+/* A lock it did not get is a failure of the program, not a quiet exit 0. */
+Test(readme, the_example_fails_when_someone_else_holds_the_lock, .timeout = 30)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    char *v;
+    cr_assert_not_null(r);
+    freeReplyObject(hlt_cmd(r, "SET jobs:nightly someone-else PX 60000"));
+    cr_assert_neq(run_example(r->url), 0);   /* after its 5 s wait */
+    v = hlt_get(r, "jobs:nightly");
+    cr_assert_str_eq(v, "someone-else");      /* left alone */
+    free(v);
+    hlt_redis_stop(r);
+}
+
+Test(readme, the_example_fails_when_no_server_answers, .timeout = 30)
+{
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", hlt_free_port());
+    cr_assert_neq(run_example(url), 0);
+}

@@ -5,7 +5,7 @@
  * fails, and its processes die with the test process if it crashes.
  *
  * Failovers are deterministic: SENTINEL failover (clean), or, for a lost lock, the recipe of
- * reference/failover.md 6.3: cut replication, acquire, freeze the master, wait for the
+ * docs/failover-facts.md ("The test beds"): cut replication, acquire, freeze the master, wait for the
  * Sentinels to promote the replica. Timing asserts are generous upper bounds only. */
 #include <criterion/criterion.h>
 #include <errno.h>

@@ -3,7 +3,7 @@
  * replicating over TLS; Sentinels with tls-port and tls-replication yes), certificates made
  * by the test (tls_fixture.h). State is read back over each data node's plain unix socket.
  * Failovers as in test_sentinel.c: SENTINEL failover (clean), or for a lost lock the recipe
- * of reference/failover.md 6.3 (cut replication, acquire, freeze the master). */
+ * of docs/failover-facts.md, "The test beds" (cut replication, acquire, freeze the master). */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -574,7 +574,7 @@ static void fault_freeze_master(run *r, int kind)
 
 /* Sentinel failovers. The window logged runs until the old master is a healthy replica again:
  * the checker reports overlaps inside such a window apart (asynchronous replication can lose
- * a grant made just before the switch: DESIGN.md, "Failover awareness"). */
+ * a grant made just before the switch: docs/failover-facts.md, "Replication identity"). */
 static void fault_failover(run *r)
 {
     int64_t t0 = tt_now_us();
