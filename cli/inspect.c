@@ -218,17 +218,39 @@ static void hex(FILE *f, const char *s, size_t n)
     fputc('"', f);
 }
 
+/* Printable bytes for humans: a\x01\\b (as redis-cli shows keys); '"' too when quoted. */
+static void escaped(FILE *f, const char *s, size_t n, int quoted)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c == '"' && quoted) || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+}
+
 /* A quoted, printable form for humans: "a\x01\"b" (as redis-cli shows keys). */
 static void show(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\x%02x", c);
-        else fputc(c, f);
-    }
+    escaped(f, s, n, 1);
     fputc('"', f);
+}
+
+void hl_tool_print(FILE *f, const char *s, size_t n)
+{
+    escaped(f, s, n, 0);
+}
+
+const char *hl_tool_key_shown(const char *key, char *buf, size_t cap)
+{
+    size_t n = strlen(key);
+    FILE *f = fmemopen(buf, cap, "w");
+    if (!f) return key;   /* (no memory: as it is) */
+    escaped(f, key, n > HL_TOOL_KEY_SHOWN ? HL_TOOL_KEY_SHOWN : n, 0);
+    if (n > HL_TOOL_KEY_SHOWN) fprintf(f, "...(%zu bytes)", n);
+    fclose(f);
+    return buf;
 }
 
 /* "850 ms", "4.2 s", "12 min", "5.0 h", "3.1 d" */

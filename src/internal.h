@@ -156,6 +156,18 @@ char *hl_aux_key(const char *key, const char *suffix);
 /* ttl_ms - elapsed - (ttl_ms * drift + 2 ms), as an absolute monotonic deadline */
 int64_t hl_valid_until(const hilock_client *c, int64_t ttl_ms, int64_t t0_us);
 
+/* A key as messages show it: itself, or (longer than HL_KEY_SHOWN bytes) its first
+ * HL_KEY_SHOWN bytes and "...(N bytes)", written into buf (HL_KEY_SHOWN_BUF bytes). */
+#define HL_KEY_SHOWN     64
+#define HL_KEY_SHOWN_BUF (HL_KEY_SHOWN + 32)
+const char *hl_key_shown(const char *key, char *buf, size_t cap);
+
+/* What a BUSY message says of the holder's PTTL, read from a busy answer ({0, pttl, ...}
+ * or the bare integer): ", expires in 1.2 s"; for none (-1) that the key never expires by
+ * itself; "" if not known. Written into buf (HL_BUSY_TTL_BUF bytes). */
+#define HL_BUSY_TTL_BUF (2 * HL_KEY_SHOWN_BUF + 100)
+const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t cap);
+
 /* Common argument checks; return EINVAL with a message or OK. */
 hilock_status hl_check_key(hilock_client *c, const char *key);
 hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms);

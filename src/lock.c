@@ -80,6 +80,23 @@ hl_verdict hl_tristate_verdict(const hl_reply *r)
     }
 }
 
+const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t cap)
+{
+    const hl_reply *n = hl_reply_type(r) == HL_R_ARRAY ? hl_reply_elem(r, 1) : r;
+    long long ms = pttl_ok(n) ? hl_reply_int(n) : -2;
+    char shown[HL_KEY_SHOWN_BUF];
+    const char *k = hl_key_shown(l->key, shown, sizeof shown);
+    if (ms == -1)   /* a legacy stamp or a stray value: waiting for it may never end */
+        snprintf(buf, cap, "; %s has no TTL: it will never expire by itself (see hilock inspect %s)", k, k);
+    else if (ms >= 0 && ms < 1000)
+        snprintf(buf, cap, ", expires in %lld ms", ms);
+    else if (ms >= 1000)
+        snprintf(buf, cap, ", expires in %.1f s", (double)ms / 1000);
+    else
+        buf[0] = '\0';
+    return buf;
+}
+
 /* check.lua answers {1, pttl} (ours), {0, -2} (gone) or {-1, pttl} (another value). */
 hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms)
 {
