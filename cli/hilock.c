@@ -318,14 +318,18 @@ static int add_server_arg(cli *o, char *url)
     return 0;
 }
 
+static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 /* Split a server list (HILOCK_SERVERS, a --servers-file) at blanks, and at commas that start
- * a new URL. */
+ * a new URL, with or without blanks after them ("redis://a:1, redis://b:2"), or end the list. */
 static int servers_from_list(cli *o, const char *list)
 {
     char *p, *start;
     if (!(o->list_copy = strdup(list))) return EXIT_OSERR;
     for (p = start = o->list_copy;; p++) {
-        int sep = *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || (*p == ',' && starts_url(p + 1));
+        const char *next = p + 1;
+        while (*p == ',' && is_blank(*next)) next++;
+        int sep = is_blank(*p) || (*p == ',' && (!*next || starts_url(next)));
         if (*p && !sep) continue;
         int last = !*p;
         *p = '\0';

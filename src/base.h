@@ -67,6 +67,9 @@ typedef struct hl_url {
  * On failure nothing needs freeing. */
 hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len);
 void          hl_url_free(hl_url *u);
+/* `s` (a URL, well formed or not) as a message may echo it: each password (user info,
+ * sentinel_password) as "***", at most 120 bytes of it. Written into buf; returns buf. */
+const char   *hl_url_shown(const char *s, char *buf, size_t cap);
 
 /* ---- scripts (scripts.c, generated from src/lua/NAME.lua) ---- */
 typedef struct hl_script {

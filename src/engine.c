@@ -606,8 +606,9 @@ hilock_status hl_handshake_commit(hl_node *n, const struct hl_conn *k)
     for (size_t i = 0; n->facts.run_id[0] && i < n->npeers; i++) {
         char why[160];
         if (i == me || strcmp(n->peers[i].facts.run_id, n->facts.run_id)) continue;
-        snprintf(why, sizeof why, "servers[%zu] and servers[%zu] are the same server (run_id %.12s...): "
-                 "list each Redlock member once", i < me ? i : me, i < me ? me : i, n->facts.run_id);
+        snprintf(why, sizeof why, "server %zu and server %zu of %zu are the same server (run_id %.12s...): "
+                 "list each Redlock member once", (i < me ? i : me) + 1, (i < me ? me : i) + 1, n->npeers,
+                 n->facts.run_id);
         n->facts.run_id[0] = '\0';   /* so the peer is not refused in turn */
         hl_node_set_err(n, HILOCK_EINVAL, NULL, why);
         return HILOCK_EINVAL;

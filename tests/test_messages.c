@@ -27,9 +27,9 @@ static const char *path(hlt_redis *r, const char *name)
     return p[i];
 }
 
-/* Run the command with argv[1..] (NULL-terminated) in the server's dir, stderr to err.txt;
- * its exit status. */
-static int run(hlt_redis *r, const char *const *args)
+/* Run the command with argv[1..] (NULL-terminated) in the server's dir, stderr to err.txt,
+ * HILOCK_SERVERS set to list (NULL: unset); its exit status. */
+static int run_with_servers(hlt_redis *r, const char *list, const char *const *args)
 {
     const char *argv[32];
     int n = 0;
@@ -44,7 +44,8 @@ static int run(hlt_redis *r, const char *const *args)
         int e = open(path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         int o = open(path(r, "out.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (e < 0 || o < 0 || chdir(r->dir) < 0) _exit(120);
-        unsetenv("HILOCK_SERVERS");
+        if (list) setenv("HILOCK_SERVERS", list, 1);
+        else unsetenv("HILOCK_SERVERS");
         dup2(o, 1);
         dup2(e, 2);
         execv(bin, (char *const *)argv);
@@ -52,6 +53,8 @@ static int run(hlt_redis *r, const char *const *args)
     }
     return hlt_reap(pid, 20000);
 }
+
+static int run(hlt_redis *r, const char *const *args) { return run_with_servers(r, NULL, args); }
 
 static const char *slurp(hlt_redis *r, const char *name)
 {
@@ -220,5 +223,45 @@ Test(messages, the_command_names_the_key_once_printable_and_cut_to_64_bytes)
     snprintf(want, sizeof want, "hilock: lock %.64s...(5000 bytes): key is longer than 4096 bytes\n", big);
     cr_assert_str_eq(slurp(r, "err.txt"), want);
     cr_assert_eq(hlt_dbsize(r), 1);
+    hlt_redis_stop(r);
+}
+
+/* ---- server lists ---- */
+
+Test(messages, a_server_list_may_have_blanks_after_its_commas_and_a_trailing_comma)
+{
+    hlt_redis *a = hlt_redis_start(NULL), *b = hlt_redis_start(NULL);
+    char list[700];
+    const char *args[] = { "job", "sh", "-c", "touch ran", NULL };
+    cr_assert(a && b);
+    snprintf(list, sizeof list, "%s, %s", a->url, b->url);
+    cr_assert_eq(run_with_servers(a, list, args), 0, "%s", slurp(a, "err.txt"));
+    snprintf(list, sizeof list, "%s,", a->url);
+    cr_assert_eq(run_with_servers(a, list, args), 0, "%s", slurp(a, "err.txt"));
+    snprintf(list, sizeof list, "%s,\t%s,  ", a->url, b->url);
+    cr_assert_eq(run_with_servers(a, list, args), 0, "%s", slurp(a, "err.txt"));
+    cr_assert_eq(access(path(a, "ran"), F_OK), 0);
+    cr_assert_eq(hlt_exists(a, "job"), 0, "released");
+    cr_assert_eq(hlt_exists(b, "job"), 0, "released");
+    hlt_redis_stop(a);
+    hlt_redis_stop(b);
+}
+
+Test(messages, a_server_without_its_scheme_is_echoed_with_the_url_it_likely_meant)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", "localhost:6379", "job", "touch", "ran", NULL };
+    const char *b[] = { "-s", "redis://127.0.0.1:1", "-s", "/p/redis.sock", "job", "touch", "ran", NULL };
+    const char *c[] = { "-s", "redis://:Sekr1tPw@127.0.0.1:0", "job", "touch", "ran", NULL };
+    cr_assert_not_null(r);
+    cr_assert_eq(run(r, a), 64);
+    cr_assert_str_eq(slurp(r, "err.txt"),
+                     "hilock: server 1 of 1 (localhost:6379): unknown scheme: did you mean redis://localhost:6379?\n");
+    cr_assert_eq(run(r, b), 64);
+    cr_assert_str_eq(slurp(r, "err.txt"),
+                     "hilock: server 2 of 2 (/p/redis.sock): unknown scheme: did you mean unix:///p/redis.sock?\n");
+    cr_assert_eq(run(r, c), 64);
+    cr_assert_str_eq(slurp(r, "err.txt"), "hilock: server 1 of 1 (redis://:***@127.0.0.1:0): bad port (want 1..65535)\n");
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1, "COMMAND must not run");
     hlt_redis_stop(r);
 }
