@@ -166,14 +166,60 @@ static tally tally_replies(const hilock *l, uint32_t mask, uint32_t ok, reply_ki
     return t;
 }
 
+/* A WRONGTYPE answer comes from inside a script, with its SHA and line number: ask the
+ * masters that gave one what the key and its fence counter hold (types.lua; on this error
+ * path only, within deadline) and say that instead: "KEY holds a hash, not a lock". A master
+ * that does not answer keeps the server's words. */
+static void name_wrong_types(hilock *l, const tally *t, int64_t deadline)
+{
+    hilock_client *c = l->c;
+    char saved[32][sizeof c->nodes[0].err], shown[HL_KEY_SHOWN_BUF];
+    hilock_status st[32];
+    uint32_t mask = 0, ok;
+    hl_cmd cmd;
+    int64_t dl = hl_add_sat(hl_now_us(), node_timeout_us(c, l->ttl_ms));
+    for (size_t i = 0; i < c->nnodes; i++)
+        if ((t->errs & (1u << i)) && strstr(c->nodes[i].err, "WRONGTYPE")) {
+            mask |= 1u << i;
+            memcpy(saved[i], c->nodes[i].err, sizeof saved[i]);
+            st[i] = c->nodes[i].st;
+        }
+    if (!mask || deadline <= hl_now_us()) return;
+    hl_cmd_init(&cmd, &hl_lua_types, 2);
+    hl_cmd_arg(&cmd, l->key, (size_t)-1);
+    hl_cmd_arg(&cmd, l->fence_key ? l->fence_key : l->key, (size_t)-1);
+    ok = hl_exec(c, mask, &cmd, 1, node_timeout_us(c, l->ttl_ms), dl < deadline ? dl : deadline);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        hl_node *n = &c->nodes[i];
+        const char *kt = hl_reply_str(hl_reply_elem(n->reply[0], 0), NULL);
+        const char *ft = hl_reply_str(hl_reply_elem(n->reply[0], 1), NULL);
+        if (!(mask & (1u << i))) continue;
+        n->st = st[i];
+        if ((ok & (1u << i)) && hl_reply_type(n->reply[0]) == HL_R_ARRAY && kt && ft &&
+            strcmp(kt, "string") && strcmp(kt, "none"))
+            snprintf(n->err, sizeof n->err, "%.60s: WRONGTYPE: %s holds a %.20s, not a lock", n->name,
+                     hl_key_shown(l->key, shown, sizeof shown), kt);
+        else if ((ok & (1u << i)) && hl_reply_type(n->reply[0]) == HL_R_ARRAY && kt && ft &&
+                 strcmp(ft, "string") && strcmp(ft, "none"))
+            snprintf(n->err, sizeof n->err, "%.60s: WRONGTYPE: its fence counter %s holds a %.20s, not a number",
+                     n->name, hl_key_shown(l->fence_key, shown, sizeof shown), ft);
+        else
+            memcpy(n->err, saved[i], sizeof n->err);
+    }
+    hl_exec_clear(c);
+}
+
 /* A round trip that could not decide. One master: its own error, as it is. Several: the
  * error replies when they alone rule out a quorum (WRONGTYPE everywhere is not cured by
  * waiting), else ENOQUORUM. errmsg names every master that failed and why:
- * "<what>no quorum (...): 127.0.0.1:7001: connect: Connection refused; 127.0.0.1:7002: ..." */
-static hilock_status undecided(hilock_client *c, const tally *t, const char *what,
-                               const char *counted, int count)
+ * "<what>no quorum (...): 127.0.0.1:7001: connect: Connection refused; 127.0.0.1:7002: ..."
+ * deadline: the call's, for a WRONGTYPE's question (name_wrong_types). */
+static hilock_status undecided(hilock *l, const tally *t, const char *what,
+                               const char *counted, int count, int64_t deadline)
 {
+    hilock_client *c = l->c;
     char pre[160];
+    name_wrong_types(l, t, deadline);
     uint32_t named = t->failed | t->errs | t->other;   /* nodes without an err text are skipped */
     if (c->nnodes == 1)
         return hl_fail(c, t->errs ? t->err : c->nodes[0].st, "%s%s", what, c->nodes[0].err);
@@ -464,7 +510,7 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
                  popcount(t.other), c->nnodes);
         if (c->nnodes > 1) st = hl_fail_nodes(c, HILOCK_BUSY, t.other | t.failed | t.errs, pre);
     } else {
-        st = undecided(c, &t, "", "granted on", popcount(t.yes));
+        st = undecided(l, &t, "", "granted on", popcount(t.yes), hard_deadline);
     }
     /* and whatever a script that failed may have written first, once the message names its
      * error (the undo's round trip replaces the node's): any kind, as the answer is known and
@@ -714,9 +760,9 @@ static hilock_status release_once(hilock *l)
     l->freed |= t.yes;
     if (was_valid) l->rel_pending |= t.failed;
     if ((size_t)popcount(answered) < c->quorum)
-        return undecided(c, &t, "release: ", "answered", popcount(answered));
+        return undecided(l, &t, "release: ", "answered", popcount(answered), INT64_MAX);
     if ((size_t)popcount(yes) < c->quorum && may_hold(l, &t, yes))
-        return undecided(c, &t, "release: ", "ours on", popcount(yes));
+        return undecided(l, &t, "release: ", "ours on", popcount(yes), INT64_MAX);
     l->released = 1;
     if (t.lost && (size_t)popcount(yes & ~t.lost) < c->quorum)   /* (our value was deleted) */
         return hl_topo_lost(c, l, "release", t.lost);
@@ -780,7 +826,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     if ((size_t)popcount(answered) < c->quorum) {
         /* the new ttl may have landed on some masters: if it is shorter, so is the lock */
         if (until < l->valid_until_us) l->valid_until_us = until;
-        return undecided(c, &t, "extend: ", "answered", popcount(answered));
+        return undecided(l, &t, "extend: ", "answered", popcount(answered), INT64_MAX);
     }
     if (t.lost && (size_t)popcount(t.yes & ~t.lost) < c->quorum) {
         l->valid_until_us = 0;
@@ -788,7 +834,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     }
     if ((size_t)popcount(t.yes) < c->quorum && may_hold(l, &t, t.yes)) {
         if (until < l->valid_until_us) l->valid_until_us = until;
-        return undecided(c, &t, "extend: ", "ours on", popcount(t.yes));
+        return undecided(l, &t, "extend: ", "ours on", popcount(t.yes), INT64_MAX);
     }
     if ((size_t)popcount(t.yes) < c->quorum) {
         int64_t per = node_timeout_us(c, ttl_ms);
@@ -823,13 +869,13 @@ static hilock_status check_once(hilock *l)
     t = run_on_all(l, &cmd, R_CHECK, HL_TOPO_CHECK, 0, &t0, &dl);
     answered = t.yes | t.gone | t.other;
     if ((size_t)popcount(answered) < c->quorum)
-        return undecided(c, &t, "check: ", "answered", popcount(answered));
+        return undecided(l, &t, "check: ", "answered", popcount(answered), INT64_MAX);
     if (t.lost && (size_t)popcount(t.yes & ~t.lost) < c->quorum) {
         l->valid_until_us = 0;
         return hl_topo_lost(c, l, "check", t.lost);
     }
     if ((size_t)popcount(t.yes) < c->quorum && may_hold(l, &t, t.yes))
-        return undecided(c, &t, "check: ", "ours on", popcount(t.yes));
+        return undecided(l, &t, "check: ", "ours on", popcount(t.yes), INT64_MAX);
     if ((size_t)popcount(t.yes) < c->quorum) {
         l->valid_until_us = 0;
         return not_held(l, &t, "check", t.yes);

@@ -265,3 +265,57 @@ Test(messages, a_server_without_its_scheme_is_echoed_with_the_url_it_likely_mean
     cr_assert_eq(access(path(r, "ran"), F_OK), -1, "COMMAND must not run");
     hlt_redis_stop(r);
 }
+
+/* ---- a key of another type ---- */
+
+Test(messages, a_key_of_another_type_is_named_not_the_scripts_insides)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    char want[300], name[64];
+    hilock *l = NULL;
+    hilock_client *c;
+    redisReply *rep;
+    const char *a[] = { "-s", r ? r->url : "", "h", "true", NULL };
+    cr_assert_not_null(r);
+    snprintf(name, sizeof name, "127.0.0.1:%d", r->port);
+    rep = hlt_cmd(r, "HSET h f 1");
+    freeReplyObject(rep);
+    rep = hlt_cmd(r, "RPUSH {g}:fence x");
+    freeReplyObject(rep);
+    for (int fencing = 1; fencing >= 0; fencing--) {
+        c = client_on(r->url, fencing);
+        cr_assert_eq(hilock_acquire(c, "h", 5000, 0, &l), HILOCK_EREPLY);
+        snprintf(want, sizeof want, "%s: WRONGTYPE: h holds a hash, not a lock", name);
+        cr_assert_str_eq(hilock_client_errmsg(c), want, "fencing %d", fencing);
+        hilock_client_free(c);
+    }
+    c = client_on(r->url, 1);
+    cr_assert_eq(hilock_acquire(c, "g", 5000, 0, &l), HILOCK_EREPLY);
+    snprintf(want, sizeof want, "%s: WRONGTYPE: its fence counter {g}:fence holds a list, not a number", name);
+    cr_assert_str_eq(hilock_client_errmsg(c), want);
+    cr_assert_eq(hlt_exists(r, "g"), 0, "the grant was undone");
+    /* release, extend, check of a lock whose key became a set */
+    cr_assert_eq(hilock_acquire(c, "w", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    rep = hlt_cmd(r, "DEL w");
+    freeReplyObject(rep);
+    rep = hlt_cmd(r, "SADD w x");
+    freeReplyObject(rep);
+    cr_assert_eq(hilock_extend(l, 5000), HILOCK_EREPLY);
+    snprintf(want, sizeof want, "extend: %s: WRONGTYPE: w holds a set, not a lock", name);
+    cr_assert_str_eq(hilock_client_errmsg(c), want);
+    cr_assert_eq(hilock_check(l), HILOCK_EREPLY);
+    snprintf(want, sizeof want, "check: %s: WRONGTYPE: w holds a set, not a lock", name);
+    cr_assert_str_eq(hilock_client_errmsg(c), want);
+    cr_assert_eq(hilock_release(l), HILOCK_EREPLY);
+    snprintf(want, sizeof want, "release: %s: WRONGTYPE: w holds a set, not a lock", name);
+    cr_assert_str_eq(hilock_client_errmsg(c), want);
+    hilock_free(l);
+    hilock_client_free(c);
+    cr_assert_eq(run(r, a), 69);
+    snprintf(want, sizeof want, "hilock: lock h: %s: WRONGTYPE: h holds a hash, not a lock\n", name);
+    cr_assert_str_eq(slurp(r, "err.txt"), want);
+    rep = hlt_cmd(r, "HLEN h");
+    cr_assert_eq(rep->integer, 1, "the hash is untouched");
+    freeReplyObject(rep);
+    hlt_redis_stop(r);
+}
