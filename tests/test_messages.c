@@ -319,3 +319,24 @@ Test(messages, a_key_of_another_type_is_named_not_the_scripts_insides)
     freeReplyObject(rep);
     hlt_redis_stop(r);
 }
+
+/* ---- counts ---- */
+
+Test(messages, one_key_is_one_key_not_one_keys)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", r ? r->url : "", "inventory", "solo", NULL };
+    const char *o;
+    redisReply *rep;
+    cr_assert_not_null(r);
+    rep = hlt_cmd(r, "SET solo 1700000000");
+    freeReplyObject(rep);
+    cr_assert_eq(run(r, a), 0, "%s", slurp(r, "err.txt"));
+    o = slurp(r, "out.txt");
+    cr_assert(!strncmp(o, "hilock inventory: 1 key on 1 master", 35), "%s", o);
+    cr_assert(strstr(o, "\nfamily \"solo\": 1 key\n"), "%s", o);
+    cr_assert(strstr(o, "! 1 DEAD LEGACY HOLDER: "), "%s", o);
+    cr_assert_null(strstr(o, "1 keys"), "%s", o);
+    cr_assert_eq(hlt_dbsize(r), 1);
+    hlt_redis_stop(r);
+}
