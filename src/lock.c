@@ -173,40 +173,41 @@ static tally tally_replies(const hilock *l, uint32_t mask, uint32_t ok, reply_ki
 static void name_wrong_types(hilock *l, const tally *t, int64_t deadline)
 {
     hilock_client *c = l->c;
-    char saved[32][sizeof c->nodes[0].err], shown[HL_KEY_SHOWN_BUF];
-    hilock_status st[32];
+    typedef struct said { char err[sizeof c->nodes[0].err]; hilock_status st; } said;
+    said *was;   /* what each master said, kept for one that does not answer (heap: a flow's
+                    stack is small) */
+    char shown[HL_KEY_SHOWN_BUF];
     uint32_t mask = 0, ok;
     hl_cmd cmd;
     int64_t dl = hl_add_sat(hl_now_us(), node_timeout_us(c, l->ttl_ms));
     for (size_t i = 0; i < c->nnodes; i++)
-        if ((t->errs & (1u << i)) && strstr(c->nodes[i].err, "WRONGTYPE")) {
-            mask |= 1u << i;
-            memcpy(saved[i], c->nodes[i].err, sizeof saved[i]);
-            st[i] = c->nodes[i].st;
-        }
-    if (!mask || deadline <= hl_now_us()) return;
+        if ((t->errs & (1u << i)) && strstr(c->nodes[i].err, "WRONGTYPE")) mask |= 1u << i;
+    if (!mask || deadline <= hl_now_us() || !(was = malloc(c->nnodes * sizeof *was))) return;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        memcpy(was[i].err, c->nodes[i].err, sizeof was[i].err);
+        was[i].st = c->nodes[i].st;
+    }
     hl_cmd_init(&cmd, &hl_lua_types, 2);
     hl_cmd_arg(&cmd, l->key, (size_t)-1);
     hl_cmd_arg(&cmd, l->fence_key ? l->fence_key : l->key, (size_t)-1);
     ok = hl_exec(c, mask, &cmd, 1, node_timeout_us(c, l->ttl_ms), dl < deadline ? dl : deadline);
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
-        const char *kt = hl_reply_str(hl_reply_elem(n->reply[0], 0), NULL);
-        const char *ft = hl_reply_str(hl_reply_elem(n->reply[0], 1), NULL);
+        const hl_reply *r = (ok & (1u << i)) && hl_reply_nelem(n->reply[0]) == 2 ? n->reply[0] : NULL;
+        const char *kt = hl_reply_str(hl_reply_elem(r, 0), NULL), *ft = hl_reply_str(hl_reply_elem(r, 1), NULL);
         if (!(mask & (1u << i))) continue;
-        n->st = st[i];
-        if ((ok & (1u << i)) && hl_reply_type(n->reply[0]) == HL_R_ARRAY && kt && ft &&
-            strcmp(kt, "string") && strcmp(kt, "none"))
+        n->st = was[i].st;
+        if (kt && strcmp(kt, "string") && strcmp(kt, "none"))
             snprintf(n->err, sizeof n->err, "%.60s: WRONGTYPE: %s holds a %.20s, not a lock", n->name,
                      hl_key_shown(l->key, shown, sizeof shown), kt);
-        else if ((ok & (1u << i)) && hl_reply_type(n->reply[0]) == HL_R_ARRAY && kt && ft &&
-                 strcmp(ft, "string") && strcmp(ft, "none"))
+        else if (ft && l->fence_key && strcmp(ft, "string") && strcmp(ft, "none"))
             snprintf(n->err, sizeof n->err, "%.60s: WRONGTYPE: its fence counter %s holds a %.20s, not a number",
                      n->name, hl_key_shown(l->fence_key, shown, sizeof shown), ft);
         else
-            memcpy(n->err, saved[i], sizeof n->err);
+            memcpy(n->err, was[i].err, sizeof n->err);
     }
     hl_exec_clear(c);
+    free(was);
 }
 
 /* A round trip that could not decide. One master: its own error, as it is. Several: the
