@@ -201,11 +201,16 @@ static int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* Does msg start with the key and ": "? The length of that, else 0. */
+/* Does msg start with the key as the library shows it (hilock.h: a key of more than 64
+ * bytes as its first 64 and "...(N bytes)") and ": "? The length of that, else 0. */
 static size_t key_prefix(const char *msg, const char *key)
 {
-    size_t n = strlen(key);
-    return !strncmp(msg, key, n) && !strncmp(msg + n, ": ", 2) ? n + 2 : 0;
+    size_t n = strlen(key), m = n > 64 ? 64 : n;
+    char tail[40] = "";
+    if (n > 64) snprintf(tail, sizeof tail, "...(%zu bytes)", n);
+    if (strncmp(msg, key, m) || strncmp(msg + m, tail, strlen(tail))) return 0;
+    m += strlen(tail);
+    return !strncmp(msg + m, ": ", 2) ? m + 2 : 0;
 }
 
 /* The library's message, printable, less the key it starts with ("KEY: ..." or "release

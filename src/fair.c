@@ -95,12 +95,12 @@ static int64_t busy(hilock *l, const hl_reply *r)
     l->queued = ahead >= 0;
     if (ahead >= 0)
         hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner, or its turn is another's: %lld "
-                "waiter(s) queued ahead of us (fair)", l->key, ahead);
+                "waiter(s) queued ahead of us (fair)", l->shown, ahead);
     else if (ahead == -1)
-        hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner%s", l->key, hl_busy_ttl(l, r, ttl, sizeof ttl));
+        hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner%s", l->shown, hl_busy_ttl(l, r, ttl, sizeof ttl));
     else
         hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner, or %lld waiter(s) queued first "
-                "(fair: no passing the queue)", l->key, -1 - ahead);
+                "(fair: no passing the queue)", l->shown, -1 - ahead);
     return 0;
 }
 

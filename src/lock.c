@@ -84,8 +84,7 @@ const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t ca
 {
     const hl_reply *n = hl_reply_type(r) == HL_R_ARRAY ? hl_reply_elem(r, 1) : r;
     long long ms = pttl_ok(n) ? hl_reply_int(n) : -2;
-    char shown[HL_KEY_SHOWN_BUF];
-    const char *k = hl_key_shown(l->key, shown, sizeof shown);
+    const char *k = l->shown;
     if (ms == -1)   /* a legacy stamp or a stray value: waiting for it may never end */
         snprintf(buf, cap, "; %s has no TTL: it will never expire by itself (see hilock inspect %s)", k, k);
     else if (ms >= 0 && ms < 1000)
@@ -198,10 +197,10 @@ static void name_wrong_types(hilock *l, const tally *t, int64_t deadline)
         if (!(mask & (1u << i))) continue;
         n->st = was[i].st;
         if (kt && strcmp(kt, "string") && strcmp(kt, "none"))
-            snprintf(n->err, sizeof n->err, "%.60s: WRONGTYPE: %s holds a %.20s, not a lock", n->name,
-                     hl_key_shown(l->key, shown, sizeof shown), kt);
+            snprintf(n->err, sizeof n->err, "%.50s: WRONGTYPE: %.96s holds a %.20s, not a lock", n->name,
+                     l->shown, kt);
         else if (ft && l->fence_key && strcmp(ft, "string") && strcmp(ft, "none"))
-            snprintf(n->err, sizeof n->err, "%.60s: WRONGTYPE: its fence counter %s holds a %.20s, not a number",
+            snprintf(n->err, sizeof n->err, "%.40s: WRONGTYPE: its fence counter %.80s holds a %.20s, not a number",
                      n->name, hl_key_shown(l->fence_key, shown, sizeof shown), ft);
         else
             memcpy(n->err, was[i].err, sizeof n->err);
@@ -324,6 +323,7 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     hilock *l = calloc(1, sizeof *l);
     if (!l) return NULL;
     l->key = hl_strdup(key);
+    if (hl_key_shown(key, l->shown, sizeof l->shown) == key) snprintf(l->shown, sizeof l->shown, "%s", key);
     l->fence_key = hl_aux_key(key, ":fence");
     l->signal_key = hl_aux_key(key, ":signal");     /* wake-up: see wait.c */
     l->waiters_key = hl_aux_key(key, ":waiters");
@@ -484,7 +484,7 @@ static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_d
         return hl_fail_nodes(c, HILOCK_ENOQUORUM, t->yes & ~have, "acquired, but the fencing "
                              "token could not be recorded on a quorum; undone: ");
     return hl_fail(c, HILOCK_ETIMEDOUT, "%s: acquired, but the round trip took %lld ms of a "
-                   "%lld ms ttl: no validity left; undone", l->key,
+                   "%lld ms ttl: no validity left; undone", l->shown,
                    (long long)((now - t0) / 1000), (long long)l->ttl_ms);
 }
 
@@ -507,7 +507,7 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
     if (t.yes) l->spent |= SPENT_LANDED;
     if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
         if (c->nnodes == 1) st = HILOCK_BUSY;   /* the kind's busy has said why */
-        snprintf(pre, sizeof pre, "%.100s: held by another owner on %d of %zu masters: ", l->key,
+        snprintf(pre, sizeof pre, "%s: held by another owner on %d of %zu masters: ", l->shown,
                  popcount(t.other), c->nnodes);
         if (c->nnodes > 1) st = hl_fail_nodes(c, HILOCK_BUSY, t.other | t.failed | t.errs, pre);
     } else {
@@ -544,7 +544,7 @@ static hilock_status fresh_token(hilock *l, int64_t hard_deadline)
         memcpy(l->stale + (size_t)(l->nstale % HL_STALE_MAX) * (HL_TOKEN_LEN + 1), l->token, HL_TOKEN_LEN);
         l->nstale++;
     }
-    if (new_token(c, l) < 0) return hl_fail(c, HILOCK_EIO, "%s: no random bytes for a new token", l->key);
+    if (new_token(c, l) < 0) return hl_fail(c, HILOCK_EIO, "%s: no random bytes for a new token", l->shown);
     return l->kind->init ? l->kind->init(l) : HILOCK_OK;
 }
 
@@ -684,9 +684,9 @@ static hilock_status not_held(hilock *l, const tally *t, const char *op, uint32_
     hilock_client *c = l->c;
     const char *why = t->other ? l->kind->taken : "expired or already released";
     char pre[200];
-    if (c->nnodes == 1) return hl_fail(c, HILOCK_NOT_HELD, "%s %s: %s", op, l->key, why);
+    if (c->nnodes == 1) return hl_fail(c, HILOCK_NOT_HELD, "%s %s: %s", op, l->shown, why);
     snprintf(pre, sizeof pre, "%s %.100s: %s: ours on %d of %zu masters (%zu needed)%s", op,
-             l->key, why, popcount(yes), c->nnodes, c->quorum, t->failed | t->errs ? "; " : "");
+             l->shown, why, popcount(yes), c->nnodes, c->quorum, t->failed | t->errs ? "; " : "");
     return hl_fail_nodes(c, HILOCK_NOT_HELD, t->failed | t->errs, pre);
 }
 
@@ -744,7 +744,7 @@ static hilock_status release_once(hilock *l)
     c = l->c;
     if (hl_check_fork(c) != HILOCK_OK) return HILOCK_EINVAL;   /* before touching the hook */
     if (l->hook) l->hook(l, HL_HOOK_STOP);   /* no renewal may outlive the release */
-    if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "release %s: already released", l->key);
+    if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "release %s: already released", l->shown);
     if ((st = usable(l, "release")) != HILOCK_OK) {
         l->released = 1;   /* over by the kind's own rule: there is nothing left to release */
         return st;
@@ -816,7 +816,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     if (!l) return HILOCK_EINVAL;
     c = l->c;
     if ((st = hl_check_ttl(c, ttl_ms)) != HILOCK_OK) return st;
-    if (l->released) return hl_fail(c, HILOCK_EINVAL, "extend %s: the lock was released", l->key);
+    if (l->released) return hl_fail(c, HILOCK_EINVAL, "extend %s: the lock was released", l->shown);
     if ((st = usable(l, "extend")) != HILOCK_OK ||
         (st = l->kind->extend_cmd(l, &cmd, &b, ttl_ms)) != HILOCK_OK)
         return st;
@@ -846,7 +846,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     }
     if (until <= hl_now_us()) {
         l->valid_until_us = 0;
-        return hl_fail(c, HILOCK_ETIMEDOUT, "extend %s: the round trip used up the new ttl", l->key);
+        return hl_fail(c, HILOCK_ETIMEDOUT, "extend %s: the round trip used up the new ttl", l->shown);
     }
     l->ttl_ms = ttl_ms;
     l->valid_until_us = until;
@@ -864,7 +864,7 @@ static hilock_status check_once(hilock *l)
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
-    if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "check %s: released", l->key);
+    if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "check %s: released", l->shown);
     if ((st = usable(l, "check")) != HILOCK_OK) return st;
     value_cmd(l, &cmd, &hl_lua_check);
     t = run_on_all(l, &cmd, R_CHECK, HL_TOPO_CHECK, 0, &t0, &dl);

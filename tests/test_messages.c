@@ -340,3 +340,34 @@ Test(messages, one_key_is_one_key_not_one_keys)
     cr_assert_eq(hlt_dbsize(r), 1);
     hlt_redis_stop(r);
 }
+
+Test(messages, a_long_key_is_cut_to_64_bytes_in_the_librarys_messages)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    char key[4001], want[600];
+    hilock *l = NULL;
+    hilock_client *c;
+    redisReply *rep;
+    cr_assert_not_null(r);
+    memset(key, 'k', 4000);
+    key[4000] = '\0';
+    rep = hlt_cmd(r, "SET %s x", key);
+    freeReplyObject(rep);
+    c = client_on(r->url, 1);
+    cr_assert_eq(hilock_acquire(c, key, 5000, 0, &l), HILOCK_BUSY);
+    snprintf(want, sizeof want, "%.64s...(4000 bytes): held by another owner; %.64s...(4000 bytes) has no TTL: it "
+             "will never expire by itself (see hilock inspect %.64s...(4000 bytes))", key, key, key);
+    cr_assert_str_eq(hilock_client_errmsg(c), want);
+    rep = hlt_cmd(r, "DEL %s", key);
+    freeReplyObject(rep);
+    cr_assert_eq(hilock_acquire(c, key, 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
+    snprintf(want, sizeof want, "release %.64s...(4000 bytes): already released", key);
+    cr_assert_str_eq(hilock_client_errmsg(c), want);
+    cr_assert_str_eq(hilock_key(l), key, "hilock_key is the key itself");
+    hilock_free(l);
+    hilock_client_free(c);
+    cr_assert_eq(hlt_exists(r, key), 0);
+    hlt_redis_stop(r);
+}
