@@ -370,7 +370,7 @@ HILOCK_API const char *hilock_last_config_error(void);
  * threads at once" (static text), until that thread's next call on c.
  * Forms a program may show as they are (KEY: a key longer than 64 bytes is shown as its
  * first 64 and "...(N bytes)"):
- *   BUSY, one master:   "KEY: held by another owner, expires in 1.2 s" (850 ms under 1 s);
+ *   BUSY, one master:   "KEY: held by another owner, expires in 1.2 s" (850 ms, 12.5 min, 2.0 h, 3.1 d);
  *                       a holder without a TTL (a legacy stamp, a stray value), which no wait
  *                       outlasts: "KEY: held by another owner; KEY has no TTL: it will never
  *                       expire by itself (see hilock inspect KEY)"

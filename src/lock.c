@@ -89,8 +89,11 @@ const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t ca
         snprintf(buf, cap, "; %s has no TTL: it will never expire by itself (see hilock inspect %s)", k, k);
     else if (ms >= 0 && ms < 1000)
         snprintf(buf, cap, ", expires in %lld ms", ms);
-    else if (ms >= 1000)
+    else if (ms >= 1000 && ms < 60000)
         snprintf(buf, cap, ", expires in %.1f s", (double)ms / 1000);
+    else if (ms >= 60000)
+        snprintf(buf, cap, ", expires in %.1f %s", ms < 3600000 ? (double)ms / 60000 : ms < 86400000
+                 ? (double)ms / 3600000 : (double)ms / 86400000, ms < 3600000 ? "min" : ms < 86400000 ? "h" : "d");
     else
         buf[0] = '\0';
     return buf;
