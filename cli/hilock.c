@@ -94,6 +94,7 @@ typedef struct cli {
     const char *cacert, *cacertdir, *cert, *keyfile, *sni;   /* the tls_* options */
     int         insecure;        /* --insecure: tls_verify = 0 */
     const char *key;
+    char        shown[HL_TOOL_KEY_BUF];   /* the key as messages show it (hl_tool_key_shown) */
     char      **cmd;
     const char *shell;           /* -c: COMMAND is /bin/sh -c shell */
     char       *sh_cmd[4];       /* that argv */
@@ -220,11 +221,34 @@ static int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* One line on stderr whatever the library's message holds. */
-static void print_error(const char *what, const char *key, const char *msg)
+/* Does msg start with the key as the library shows it (hilock.h: a key of more than 64
+ * bytes as its first 64 and "...(N bytes)") and ": "? The length of that, else 0. */
+static size_t key_prefix(const char *msg, const char *key)
 {
-    fprintf(stderr, "hilock: %s %s: ", what, key);
-    for (; *msg; msg++) fputc(*msg == '\n' || *msg == '\r' ? ' ' : *msg, stderr);
+    size_t n = strlen(key), m = n > 64 ? 64 : n;
+    char tail[40] = "";
+    if (n > 64) snprintf(tail, sizeof tail, "...(%zu bytes)", n);
+    if (strncmp(msg, key, m) || strncmp(msg + m, tail, strlen(tail))) return 0;
+    m += strlen(tail);
+    return !strncmp(msg + m, ": ", 2) ? m + 2 : 0;
+}
+
+/* The library's message, printable, less the key it starts with ("KEY: ..." or "release
+ * KEY: ..."): our line has named the key already. */
+static void print_detail(const cli *o, const char *msg)
+{
+    const char *sp = strchr(msg, ' ');
+    size_t skip = key_prefix(msg, o->key);
+    if (!skip && sp && !memchr(msg, ':', (size_t)(sp - msg)) && (skip = key_prefix(sp + 1, o->key)))
+        skip += (size_t)(sp + 1 - msg);
+    hl_tool_print(stderr, msg + skip, strlen(msg + skip));
+}
+
+/* One line on stderr: "hilock: WHAT KEY: " and the library's message. */
+static void print_error(const char *what, const cli *o, const char *msg)
+{
+    fprintf(stderr, "hilock: %s %s: ", what, o->shown);
+    print_detail(o, msg);
     fputc('\n', stderr);
 }
 
@@ -358,14 +382,18 @@ static int add_server_arg(cli *o, char *url)
     return 0;
 }
 
+static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 /* Split a server list (HILOCK_SERVERS, a --servers-file) at blanks, and at commas that start
- * a new URL. */
+ * a new URL, with or without blanks after them ("redis://a:1, redis://b:2"), or end the list. */
 static int servers_from_list(cli *o, const char *list)
 {
     char *p, *start;
     if (!(o->list_copy = strdup(list))) return EXIT_OSERR;
     for (p = start = o->list_copy;; p++) {
-        int sep = *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || (*p == ',' && starts_url(p + 1));
+        const char *next = p + 1;
+        while (*p == ',' && is_blank(*next)) next++;
+        int sep = is_blank(*p) || (*p == ',' && (!*next || starts_url(next)));
         if (*p && !sep) continue;
         int last = !*p;
         *p = '\0';
@@ -593,6 +621,7 @@ static int parse_args(int argc, char **argv, cli *o)
                            "(to lock a key named %s: hilock [options] -- %s COMMAND)", o->run_opt, o->tool[0],
                            o->tool[0], o->tool[0]);
     o->key = argv[optind++];
+    hl_tool_key_shown(o->key, o->shown, sizeof o->shown);
     if (!o->tool && (c = shell_command(o, argc, argv, &optind)) >= 0) return c;
     if (optind < argc && !strcmp(argv[optind], "--")) optind++;
     if (optind >= argc && !o->tool && !o->shell) return usage_error("no COMMAND given");
@@ -696,11 +725,15 @@ static hilock_status lock_within(const cli *o, hilock_client *c, int64_t t0, hil
     hilock_status st = lock_once(o, c, 0, lp);
     while (st != HILOCK_OK && o->wait_ms != 0) {
         left = o->wait_ms - (now_ms() - t0);
-        if (st == HILOCK_BUSY)
+        if (st == HILOCK_BUSY) {
+            /* a holder without a TTL may never go: say so rather than wait in silence */
+            if (o->verbose || strstr(hilock_client_errmsg(c), " has no TTL: "))
+                print_error("waiting for", o, hilock_client_errmsg(c));
             return lock_once(o, c, o->wait_ms < 0 ? HILOCK_WAIT_FOREVER : left > 0 ? left : 0, lp);
+        }
         if (o->wait_ms < 0 || !transient(st) || left <= 0) break;
         if (o->verbose && pause == RETRY_FIRST_MS)
-            print_error("trying again until the -w limit: lock", o->key, hilock_client_errmsg(c));
+            print_error("trying again until the -w limit: lock", o, hilock_client_errmsg(c));
         sleep_ms((long)(pause < left ? pause : left));
         pause = pause * 2 < RETRY_MAX_MS ? pause * 2 : RETRY_MAX_MS;
         st = lock_once(o, c, 0, lp);
@@ -736,16 +769,16 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
     st = lock_within(o, *cp, t0, lp);
     if (st == HILOCK_OK) {
         if (o->verbose)
-            fprintf(stderr, "hilock: %s acquired (fence %llu) after %lld ms\n", o->key,
+            fprintf(stderr, "hilock: %s acquired (fence %llu) after %lld ms\n", o->shown,
                     (unsigned long long)hilock_fence(*lp), (long long)(now_ms() - t0));
         return -1;
     }
     if (st == HILOCK_BUSY) {
-        if (o->verbose) print_error(o->wait_ms ? "gave up waiting for" : "busy:", o->key, hilock_client_errmsg(*cp));
+        if (o->verbose) print_error(o->wait_ms ? "gave up waiting for" : "busy:", o, hilock_client_errmsg(*cp));
         return o->conflict_code;
     }
     /* (a passing failure with -w lasted to its end: lock_within) */
-    print_error(o->wait_ms > 0 && transient(st) ? "still failing at the -w limit: lock" : "lock", o->key,
+    print_error(o->wait_ms > 0 && transient(st) ? "still failing at the -w limit: lock" : "lock", o,
                 hilock_client_errmsg(*cp));
     return st == HILOCK_EINVAL ? EXIT_USAGE : st == HILOCK_ENOMEM ? EXIT_OSERR : EXIT_SERVER;
 }
@@ -917,7 +950,7 @@ static int start_guard(run_state *r, pid_t cmd)
     if (pipe2(p, O_CLOEXEC) < 0) return errno;
     snprintf(msg, sizeof msg, "hilock: %.200s: hilock died while COMMAND ran (COMMAND got %s); "
              "SIGKILL to COMMAND%s after -k, at the latest when the lock's validity ends\n",
-             r->o->key, signal_name(r->o->lost_sig ? r->o->lost_sig : SIGTERM, name, sizeof name),
+             r->o->shown, signal_name(r->o->lost_sig ? r->o->lost_sig : SIGTERM, name, sizeof name),
              own_group ? "'s process group" : "");
     if ((r->guard = fork()) < 0) {
         int e = errno;
@@ -1259,9 +1292,8 @@ static void lost(run_state *r, hilock_status why, const char *detail)
     r->lost = 1;
     r->renew_at = -1;
     refresh_deadline(r);
-    fprintf(stderr, "hilock: %s: lock lost: ", o->key);
-    for (detail = *detail ? detail : hilock_strerror(why); *detail; detail++)
-        fputc(*detail == '\n' ? ' ' : *detail, stderr);
+    fprintf(stderr, "hilock: %s: lock lost: ", o->shown);
+    print_detail(o, *detail ? detail : hilock_strerror(why));
     if (!o->lost_sig || r->child <= 0) {
         fputs(r->child > 0 ? "; COMMAND keeps running\n" : "\n", stderr);
         return;
@@ -1315,7 +1347,7 @@ static void drain(run_state *r)
         if (rec[0] == REC_SIGNAL && rec[1] != SIGCHLD && r->child > 0) {
             if (r->o->verbose) {
                 char name[24];
-                fprintf(stderr, "hilock: %s: passing %s to COMMAND%s\n", r->o->key,
+                fprintf(stderr, "hilock: %s: passing %s to COMMAND%s\n", r->o->shown,
                         signal_name(rec[1], name, sizeof name), r->cmd_done ? "'s remaining processes" : "");
             }
             pass_on(r, rec[1]);
@@ -1374,7 +1406,7 @@ static int supervise(run_state *r)
         }
         if (done && !was_done && r->o->verbose)
             fprintf(stderr, "hilock: %s: COMMAND exited; holding the lock until the %zu processes "
-                    "it left have ended\n", r->o->key, left);
+                    "it left have ended\n", r->o->shown, left);
         if (!r->lost) refresh_deadline(r);
         if (!r->lost && now_ms() >= r->deadline - backstop_ms(r)) {
             char why[120];
@@ -1384,7 +1416,7 @@ static int supervise(run_state *r)
         }
         if (r->kill_at >= 0 && now_ms() >= r->kill_at) {
             if (!r->killed) {
-                fprintf(stderr, "hilock: %s: COMMAND still running: sending SIGKILL to %s\n", r->o->key,
+                fprintf(stderr, "hilock: %s: COMMAND still running: sending SIGKILL to %s\n", r->o->shown,
                         own_group ? "its process group and what it left" : "it and what it left");
                 kill_tree(r);
             } else {
@@ -1416,13 +1448,13 @@ static int finish(run_state *r, int status)
     drain(r);   /* a loss reported while COMMAND was exiting */
     if (r->lost) return EXIT_LOST;   /* already reported */
     if (st == HILOCK_NOT_HELD || st == HILOCK_LOST) {
-        print_error("lock lost before COMMAND ended:", o->key, hilock_client_errmsg(r->c));
+        print_error("lock lost before COMMAND ended:", o, hilock_client_errmsg(r->c));
         return EXIT_LOST;
     }
     if (st != HILOCK_OK)   /* the key will expire by its ttl; COMMAND's result stands */
-        print_error("release", o->key, hilock_client_errmsg(r->c));
+        print_error("release", o, hilock_client_errmsg(r->c));
     else if (o->verbose)
-        fprintf(stderr, "hilock: %s released\n", o->key);
+        fprintf(stderr, "hilock: %s released\n", o->shown);
     return exit_status_of(status);
 }
 
@@ -1456,7 +1488,7 @@ static int run(const cli *o, hilock_client *c, hilock *l)
         r.extend_bound_ms = bound_round_trips(o->ttl_ms, &opt);
         r.renew_at = now_ms() + o->ttl_ms / 3;
     } else if (st != HILOCK_OK) {
-        print_error("keepalive", o->key, hilock_client_errmsg(c));
+        print_error("keepalive", o, hilock_client_errmsg(c));
         hilock_release(l);
         return st == HILOCK_ENOMEM || st == HILOCK_EIO ? EXIT_OSERR : EXIT_SERVER;
     }

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,17 +219,39 @@ static void hex(FILE *f, const char *s, size_t n)
     fputc('"', f);
 }
 
+/* Printable bytes for humans: a\x01\\b (as redis-cli shows keys); '"' too when quoted. */
+static void escaped(FILE *f, const char *s, size_t n, int quoted)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c == '"' && quoted) || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+}
+
 /* A quoted, printable form for humans: "a\x01\"b" (as redis-cli shows keys). */
 static void show(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\x%02x", c);
-        else fputc(c, f);
-    }
+    escaped(f, s, n, 1);
     fputc('"', f);
+}
+
+void hl_tool_print(FILE *f, const char *s, size_t n)
+{
+    escaped(f, s, n, 0);
+}
+
+const char *hl_tool_key_shown(const char *key, char *buf, size_t cap)
+{
+    size_t n = strlen(key);
+    FILE *f = fmemopen(buf, cap, "w");
+    if (!f) return key;   /* (no memory: as it is) */
+    escaped(f, key, n > HL_TOOL_KEY_SHOWN ? HL_TOOL_KEY_SHOWN : n, 0);
+    if (n > HL_TOOL_KEY_SHOWN) fprintf(f, "...(%zu bytes)", n);
+    fclose(f);
+    return buf;
 }
 
 /* "850 ms", "4.2 s", "12 min", "5.0 h", "3.1 d" */
@@ -539,9 +562,82 @@ static int same_format(int a, int b)
            presets[a].suffix == presets[b].suffix;
 }
 
-/* What docs/legacy-migration.md says for this family, as notes ("!") and one advice ("=>"). */
-static void advise(const family *f)
+/* "1 key", "2 keys" */
+static const char *plural(long n, const char *one, const char *many) { return n == 1 ? one : many; }
+
+/* Where advise() writes: text on stdout (notes "  ! ", then the advice "  => "), or for the
+ * JSON summary either the family's warnings (objects of the summary's "warnings" array) or its
+ * advice (the family's "advice" object): each with a code and the text as one line. */
+enum { OUT_TEXT, OUT_WARNINGS, OUT_ADVICE };
+typedef struct sink {
+    int             mode;
+    const inventory *inv;
+    const family   *f;
+    int             n;      /* OUT_WARNINGS: warnings written so far, over all families */
+} sink;
+
+static void json_message(const char *code, const char *fmt, va_list ap)
 {
+    char buf[2048], *o = buf;
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    for (const char *q = buf; *q; q++) {   /* the text's line breaks and indents: one space */
+        if (*q == '\n') {
+            while (q[1] == ' ') q++;
+            *o++ = ' ';
+        } else {
+            *o++ = *q;
+        }
+    }
+    *o = '\0';
+    printf("\"code\":\"%s\",\"message\":", code);
+    json_str(stdout, buf, strlen(buf));
+}
+
+static void note(sink *s, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(sink *s, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    const char *master = hilock_client_master_name(s->inv->c, s->f->master);
+    if (s->mode == OUT_ADVICE) return;
+    va_start(ap, fmt);
+    if (s->mode == OUT_TEXT) {
+        fputs("  ! ", stdout);
+        vprintf(fmt, ap);
+        fputc('\n', stdout);
+    } else {
+        printf("%s{\"family\":", s->n++ ? "," : "");
+        json_str(stdout, s->f->name, strlen(s->f->name));
+        fputs(",\"master\":", stdout);
+        json_str(stdout, master, strlen(master));
+        fputc(',', stdout);
+        json_message(code, fmt, ap);
+        fputc('}', stdout);
+    }
+    va_end(ap);
+}
+
+static void advice(sink *s, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void advice(sink *s, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    if (s->mode == OUT_WARNINGS) return;
+    va_start(ap, fmt);
+    if (s->mode == OUT_TEXT) {
+        fputs("  => ", stdout);
+        vprintf(fmt, ap);
+        fputc('\n', stdout);
+    } else {
+        fputs(",\"advice\":{", stdout);
+        json_message(code, fmt, ap);
+        fputc('}', stdout);
+    }
+    va_end(ap);
+}
+
+/* What docs/legacy-migration.md says for this family, as notes ("!") and one advice ("=>"). */
+static void advise(sink *s)
+{
+    const family *f = s->f;
     long legacy = legacy_keys(f, 0), legacy_ttl = legacy_keys(f, 1), dead = 0, formats = 0;
     int units = 0, mp = main_preset(f);
     char age[32], oldest[32];
@@ -553,47 +649,62 @@ static void advise(const family *f)
     }
     for (int u = 0; u < 3; u++) units += f->units[u] > 0;
     if (units > 1) {
-        printf("  ! MIXED UNITS:");
+        char list[128] = "";
         for (int u = 0; u < 3; u++)
-            if (f->units[u]) printf(" %s %ld", unit_names[u], f->units[u]);
-        printf(".\n    This fleet already has a bug: ms clients read seconds stamps as 1970 and take live\n"
-               "    locks at once, seconds clients wait for ms stamps for ever. Fix it first: one codec per\n"
-               "    key family, the same timeout in every client (docs/legacy-migration.md, step 0).\n");
+            if (f->units[u])
+                snprintf(list + strlen(list), sizeof list - strlen(list), " %s %ld", unit_names[u], f->units[u]);
+        note(s, "mixed_units", "MIXED UNITS:%s.\n    This fleet already has a bug: ms clients read seconds "
+             "stamps as 1970 and take live\n    locks at once, seconds clients wait for ms stamps for ever. "
+             "Fix it first: one codec per\n    key family, the same timeout in every client (docs/legacy-migration.md, step 0).",
+             list);
     } else if (formats > 1) {
-        printf("  ! MIXED FORMATS in one unit (integer, decimals, -pid suffix): parsers that refuse the other\n"
-               "    format (Java, Python, C#) throw or wait. Fix it first: one codec per key family (step 0).\n");
+        note(s, "mixed_formats", "MIXED FORMATS in one unit (integer, decimals, -pid suffix): parsers that "
+             "refuse the other\n    format (Java, Python, C#) throw or wait. Fix it first: one codec per key "
+             "family (step 0).");
     }
     if (f->k[K_MODERN].keys && legacy)
-        printf("  ! RANDOM TOKENS NEXT TO LEGACY STAMPS: the Ruby gem, redis-objects <= 1.4 and jedis-lock's\n"
-               "    master take a random token at once, npm redis-lock 0.0.x overwrites it. Use bridge mode\n"
-               "    until no legacy client is left (docs/legacy-migration.md, steps 1-3).\n");
+        note(s, "tokens_next_to_stamps", "RANDOM TOKENS NEXT TO LEGACY STAMPS: the Ruby gem, redis-objects "
+             "<= 1.4 and jedis-lock's\n    master take a random token at once, npm redis-lock 0.0.x overwrites "
+             "it. Use bridge mode\n    until no legacy client is left (docs/legacy-migration.md, steps 1-3).");
     if (dead)
-        printf("  ! %ld DEAD LEGACY HOLDERS: no TTL, stamp passed more than %s ago (oldest %s ago). SET NX PX\n"
-               "    clients wait for them for ever; bridge and legacy clients take them over. With no legacy\n"
-               "    client left, give them a TTL once (docs/legacy-migration.md, step 3); inventory never writes.\n",
-               dead, human_ms(DEAD_AFTER_MS, age, sizeof age), human_ms(f->oldest_dead_ms, oldest, sizeof oldest));
+        note(s, "dead_holders", "%ld DEAD LEGACY %s: no TTL, stamp passed more than %s ago (oldest %s ago). "
+             "SET NX PX\n    clients wait for them for ever; bridge and legacy clients take them over. With "
+             "no legacy\n    client left, give them a TTL once (docs/legacy-migration.md, step 3); inventory never writes.",
+             dead, plural(dead, "HOLDER", "HOLDERS"), human_ms(DEAD_AFTER_MS, age, sizeof age),
+             human_ms(f->oldest_dead_ms, oldest, sizeof oldest));
     if (f->k[K_UNKNOWN].keys) {
-        printf("  ! %ld values no preset reads (e.g.", f->k[K_UNKNOWN].keys);
-        for (int s = 0; s < f->nsamples; s++) {
-            fputc(' ', stdout);
-            show(stdout, f->samples[s], strlen(f->samples[s]));
+        char samples[512] = "";
+        FILE *m = fmemopen(samples, sizeof samples, "w");
+        for (int i = 0; m && i < f->nsamples; i++) {
+            fputc(' ', m);
+            show(m, f->samples[i], strlen(f->samples[i]));
         }
-        printf("): find their writer before migrating (a custom hilock_codec?).\n");
+        if (m) fclose(m);
+        note(s, "unknown_values", "%ld %s no preset reads (e.g.%s): find their writer before migrating (a "
+             "custom hilock_codec?).", f->k[K_UNKNOWN].keys, plural(f->k[K_UNKNOWN].keys, "value", "values"),
+             samples);
     }
-    if (units > 1 || formats > 1) printf("  => fix the codec mix first (docs/legacy-migration.md, step 0)\n");
+    if (units > 1 || formats > 1) advice(s, "fix_codec_mix", "fix the codec mix first (docs/legacy-migration.md, step 0)");
     else if (legacy && legacy_ttl < legacy)
-        printf("  => step 1: deploy bridge mode with the codec \"%s\" (hilock --bridge; o.bridge = 1 and\n"
-               "     hilock_codec_preset(\"%s\", &o.codec)); legacy writers are active (stamps without TTL)\n",
-               preset_names[mp], preset_names[mp]);
+        advice(s, "step_1_bridge", "step 1: deploy bridge mode with the codec \"%s\" (hilock --bridge; "
+               "o.bridge = 1 and\n     hilock_codec_preset(\"%s\", &o.codec)); legacy writers are active "
+               "(stamps without TTL)", preset_names[mp], preset_names[mp]);
     else if (legacy)
-        printf("  => every stamp has a TTL (bridge clients, or legacy ones that set one): when no legacy\n"
-               "     client can run any more (docs/legacy-migration.md, step 2), step 3: random tokens\n");
+        advice(s, "step_3_tokens", "every stamp has a TTL (bridge clients, or legacy ones that set one): when "
+               "no legacy\n     client can run any more (docs/legacy-migration.md, step 2), step 3: random tokens");
     else if (f->k[K_MODERN].keys)
-        printf("  => modern locks only: nothing to migrate\n");
+        advice(s, "modern_only", "modern locks only: nothing to migrate");
     else if (f->k[K_UNKNOWN].keys)
-        printf("  => find the writer of the values above before anything else\n");
+        advice(s, "find_writer", "find the writer of the values above before anything else");
     else
-        printf("  => no lock values found\n");
+        advice(s, "no_lock_values", "no lock values found");
+}
+
+/* a row of a family's counts */
+static const char *count_name(int k)
+{
+    return k < (int)NPRESETS ? preset_names[k] : k == K_MODERN ? "modern" : k == K_UNKNOWN ? "unknown"
+           : k == K_AUX ? "hilock-aux" : "not-a-string";
 }
 
 static void print_family(const inventory *inv, const family *f)
@@ -604,12 +715,11 @@ static void print_family(const inventory *inv, const family *f)
     printf("\nfamily ");
     show(stdout, f->name, strlen(f->name));
     if (hilock_client_masters(inv->c) > 1) printf(" on %s", hilock_client_master_name(inv->c, f->master));
-    printf(": %ld keys\n", total);
+    printf(": %ld %s\n", total, plural(total, "key", "keys"));
     printf("  %-16s %8s %8s %8s %8s %8s  %s\n", "kind", "keys", "ttl", "no-ttl", "passed", "dead", "format");
     for (int k = 0; k < NKINDS; k++) {
         const kind_count *c = &f->k[k];
-        const char *name = k < (int)NPRESETS ? preset_names[k] : k == K_MODERN ? "modern"
-                           : k == K_UNKNOWN ? "unknown" : k == K_AUX ? "hilock-aux" : "not-a-string";
+        const char *name = count_name(k);
         if (!c->keys) continue;
         if (k < (int)NPRESETS) {
             format_name(k, fmt, sizeof fmt);
@@ -625,7 +735,10 @@ static void print_family(const inventory *inv, const family *f)
         else
             printf("  %-16s %8ld %8ld %8ld %8s %8s  %s\n", name, c->keys, c->ttl, c->keys - c->ttl, "-", "-", fmt);
     }
-    advise(f);
+    {
+        sink s = { OUT_TEXT, inv, f, 0 };
+        advise(&s);
+    }
 }
 
 static int by_name(const void *a, const void *b)
@@ -634,11 +747,67 @@ static int by_name(const void *a, const void *b)
     return x->master != y->master ? (x->master < y->master ? -1 : 1) : strcmp(x->name, y->name);
 }
 
+/* The summary as the last JSON line: {"summary":{...}} with what the text says (see
+ * docs/command.md): counts, masters, families with their kinds and advice, warnings. */
+static void print_summary_json(const inventory *inv, double secs, const char *incomplete)
+{
+    size_t m = hilock_client_masters(inv->c);
+    sink s = { OUT_WARNINGS, inv, NULL, 0 };
+    printf("{\"summary\":{\"keys\":%ld,\"scanned\":%ld,\"seconds\":%.1f,\"masters\":[", inv->seen,
+           inv->scanned, secs);
+    for (size_t i = 0; i < m; i++) {
+        fputs(i ? "," : "", stdout);
+        json_str(stdout, hilock_client_master_name(inv->c, i), strlen(hilock_client_master_name(inv->c, i)));
+    }
+    fputs("],\"incomplete\":", stdout);
+    if (incomplete) json_str(stdout, incomplete, strlen(incomplete));
+    else fputs("null", stdout);
+    fputs(",\"families\":[", stdout);
+    for (size_t i = 0; i < inv->nfam; i++) {
+        const family *f = inv->list[i];
+        sink a = { OUT_ADVICE, inv, f, 0 };
+        long total = 0;
+        const char *sep = "";
+        for (int k = 0; k < NKINDS; k++) total += f->k[k].keys;
+        fputs(i ? ",{\"family\":" : "{\"family\":", stdout);
+        json_str(stdout, f->name, strlen(f->name));
+        fputs(",\"master\":", stdout);
+        json_str(stdout, hilock_client_master_name(inv->c, f->master), strlen(hilock_client_master_name(inv->c, f->master)));
+        printf(",\"keys\":%ld,\"kinds\":{", total);
+        for (int k = 0; k < NKINDS; k++) {
+            const kind_count *c = &f->k[k];
+            const char *name = count_name(k);
+            if (!c->keys) continue;
+            printf("%s\"%s\":{\"keys\":%ld,\"ttl\":%ld,\"no_ttl\":%ld", sep, name, c->keys, c->ttl,
+                   c->keys - c->ttl);
+            if (k < (int)NPRESETS) printf(",\"passed\":%ld,\"dead\":%ld}", c->passed, c->dead);
+            else fputs(",\"passed\":null,\"dead\":null}", stdout);
+            sep = ",";
+        }
+        fputc('}', stdout);
+        advise(&a);
+        fputc('}', stdout);
+    }
+    fputs("],\"warnings\":[", stdout);
+    for (size_t i = 0; i < inv->nfam; i++) {
+        s.f = inv->list[i];
+        advise(&s);
+    }
+    printf("],\"more_families\":%s}}\n",
+           inv->other.k[K_UNKNOWN].keys || legacy_keys(&inv->other, 0) || inv->other.k[K_MODERN].keys
+           ? "true" : "false");
+}
+
 static void print_summary(inventory *inv, double secs, const char *incomplete)
 {
     size_t m = hilock_client_masters(inv->c);
     if (inv->nfam) qsort(inv->list, inv->nfam, sizeof *inv->list, by_name);
-    printf("hilock inventory: %ld keys on %zu master%s", inv->seen, m, m == 1 ? "" : "s");
+    if (inv->json) {
+        print_summary_json(inv, secs, incomplete);
+        return;
+    }
+    printf("hilock inventory: %ld %s on %zu master%s", inv->seen, plural(inv->seen, "key", "keys"), m,
+           m == 1 ? "" : "s");
     for (size_t i = 0; i < m; i++) printf("%s%s", i ? ", " : " (", hilock_client_master_name(inv->c, i));
     printf(") in %.1f s; %zu famil%s%s%s\n", secs, inv->nfam, inv->nfam == 1 ? "y" : "ies",
            incomplete ? "; INCOMPLETE: " : "", incomplete ? incomplete : "");
@@ -678,7 +847,8 @@ static void progress(const inventory *inv, double t0, double *last, int final)
         return;
     }
     if (final) return;
-    fprintf(stderr, "%shilock: %ld keys scanned (%.0f/s)%s", inv->tty ? "\r" : "", inv->scanned,
+    fprintf(stderr, "%shilock: %ld %s scanned (%.0f/s)%s", inv->tty ? "\r" : "", inv->scanned,
+            plural(inv->scanned, "key", "keys"),
             now > t0 ? (double)inv->scanned / (now - t0) : 0.0, inv->tty ? "" : "\n");
 }
 
@@ -752,10 +922,9 @@ static int inventory_main(hilock_client *c, int argc, char **argv)
         fprintf(stderr, "hilock: inventory: out of memory\n");
         rc = EXIT_OSERR;
     }
-    if (!inv.json)
-        print_summary(&inv, mono_s() - t0, stop_sig ? "interrupted" : failed ? "a master failed" : NULL);
+    print_summary(&inv, mono_s() - t0, stop_sig ? "interrupted" : failed ? "a master failed" : NULL);
     if (stop_sig) {
-        fprintf(stderr, "hilock: inventory interrupted after %ld keys\n", inv.scanned);
+        fprintf(stderr, "hilock: inventory interrupted after %ld %s\n", inv.scanned, plural(inv.scanned, "key", "keys"));
         rc = 128 + stop_sig;
     }
     free_inventory(&inv);
@@ -815,7 +984,8 @@ static void inspect_json(const inspection *in, size_t master, const hilock_lock_
     printf(",\"holder\":\"%s\"", holder_word(&lv->key, &v));
     if (lv->fence >= 0) printf(",\"fence\":%lld", (long long)lv->fence);
     else fputs(",\"fence\":null", stdout);
-    printf(",\"fence_pttl_ms\":%lld", (long long)lv->fence_pttl_ms);
+    if (lv->fence_pttl_ms >= 0) printf(",\"fence_pttl_ms\":%lld", (long long)lv->fence_pttl_ms);
+    else fputs(",\"fence_pttl_ms\":null", stdout);   /* no counter, or no TTL: as pttl_ms (fence says which) */
     if (lv->waiters_pttl_ms >= 0) printf(",\"waiters_pttl_ms\":%lld", (long long)lv->waiters_pttl_ms);
     else fputs(",\"waiters_pttl_ms\":null", stdout);
     printf(",\"signals\":%lld}\n", (long long)lv->signals);

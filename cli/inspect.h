@@ -6,6 +6,17 @@
 #define HILOCK_CLI_INSPECT_H
 
 #include <stddef.h>
+#include <stdio.h>
+
+/* Bytes of a key or a message, printable: control characters and bytes >= 0x7f as \xNN, '\'
+ * as \\ (as inspect shows keys). */
+void hl_tool_print(FILE *f, const char *s, size_t n);
+
+/* A key as messages show it: printable (hl_tool_print), its first HL_TOOL_KEY_SHOWN bytes
+ * then "...(N bytes)" if longer. Written into buf (HL_TOOL_KEY_BUF bytes); returns buf. */
+#define HL_TOOL_KEY_SHOWN 64
+#define HL_TOOL_KEY_BUF   (HL_TOOL_KEY_SHOWN * 4 + 32)
+const char *hl_tool_key_shown(const char *key, char *buf, size_t cap);
 
 /* Is word one of the subcommands ("inventory", "inspect")? */
 int hl_tool_word(const char *word);

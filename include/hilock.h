@@ -354,7 +354,11 @@ HILOCK_API hilock_status hilock_client_new_sized(const hilock_options *o, size_t
 HILOCK_API hilock_status hilock_client_open(const char *url, hilock_client **out);
 
 /* Why the last hilock_client_new()/hilock_client_open() on this thread failed with EINVAL
- * or ENOMEM (thread-local, static text owned by the library; "" if none). */
+ * or ENOMEM (thread-local, static text owned by the library; "" if none). A server is named
+ * by its place and the URL as given, each password as "***": "server 2 of 3
+ * (redis://:***@h:0): bad port (want 1..65535)"; a server without its scheme gets the URL it
+ * likely meant: "server 1 of 1 (localhost:6379): unknown scheme: did you mean
+ * redis://localhost:6379?" (a socket path: unix:///path). */
 HILOCK_API const char *hilock_last_config_error(void);
 
 /* Detail of the last failure on this client or on a lock made from it: which server and
@@ -364,7 +368,18 @@ HILOCK_API const char *hilock_last_config_error(void);
  * refused; 127.0.0.1:7002: read: timed out; ...". Owned by the client, valid until the
  * next call on it. "" after a success; never NULL (NULL client -> "no client"). On a thread
  * whose last call on c was refused by the thread rule (see the top): "client used from two
- * threads at once" (static text), until that thread's next call on c. */
+ * threads at once" (static text), until that thread's next call on c.
+ * Forms a program may show as they are (KEY: a key longer than 64 bytes is shown as its
+ * first 64 and "...(N bytes)"):
+ *   BUSY, one master:   "KEY: held by another owner, expires in 1.2 s" (850 ms, 12.5 min, 2.0 h, 3.1 d);
+ *                       a holder without a TTL (a legacy stamp, a stray value), which no wait
+ *                       outlasts: "KEY: held by another owner; KEY has no TTL: it will never
+ *                       expire by itself (see hilock inspect KEY)"
+ *   EAUTH, no password: "127.0.0.1:6379: NOAUTH: the server needs a password:
+ *                       redis://:PASSWORD@127.0.0.1:6379" (unix://:PASSWORD@/path for a socket)
+ *   EREPLY, wrong type: "127.0.0.1:6379: WRONGTYPE: KEY holds a hash, not a lock" (or "...: its
+ *                       fence counter {KEY}:fence holds a list, not a number"), prefixed by
+ *                       "release: ", "extend: ", "check: " on those calls. */
 HILOCK_API const char *hilock_client_errmsg(const hilock_client *c);
 
 /* Drop the caller's reference. Connections close when the client and every lock made from

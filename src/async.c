@@ -1107,9 +1107,9 @@ static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg
 {
     hl_loop *L = l->c->loop;
     ka *a;
-    if (!L || L->closing) return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: client freed", l->key);
+    if (!L || L->closing) return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: client freed", l->shown);
     for (a = L->kas; a; a = a->next)
-        if (a->l == l) return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: already running", l->key);
+        if (a->l == l) return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: already running", l->shown);
     if (!(a = calloc(1, sizeof *a))) return hl_fail(l->c, HILOCK_ENOMEM, "out of memory");
     a->l = l;
     a->on_lost = on_lost;
@@ -1133,7 +1133,7 @@ static void end_lock_calls(hl_loop *L, hilock *l)
         if (k->l != l || k->state == S_FINISHED) continue;
         k->cancel = 1;
         if (k->state == S_QUEUED) {   /* never started: it ends without a round trip */
-            k->st = hl_fail(L->c, HILOCK_EIO, "%s: lock freed with the call in flight", l->key);
+            k->st = hl_fail(L->c, HILOCK_EIO, "%s: lock freed with the call in flight", l->shown);
             memcpy(k->errmsg, L->c->errmsg, sizeof k->errmsg);
             finished(k);
             continue;
@@ -1327,7 +1327,7 @@ static void gone_close_node(hilock_client *c, size_t i, const char *why) { (void
 static hilock_status gone_keepalive(hilock *l, hilock_lost_fn f, void *a, const hilock_keepalive_options *o)
 {
     (void)f, (void)a, (void)o;
-    return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: client freed", l->key);
+    return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: client freed", l->shown);
 }
 
 static const hl_runner loop_runner = { loop_exec, loop_pause, loop_may_block, loop_detach,

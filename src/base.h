@@ -67,6 +67,9 @@ typedef struct hl_url {
  * On failure nothing needs freeing. */
 hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len);
 void          hl_url_free(hl_url *u);
+/* `s` (a URL, well formed or not) as a message may echo it: each password (user info,
+ * sentinel_password) as "***", at most 120 bytes of it. Written into buf; returns buf. */
+const char   *hl_url_shown(const char *s, char *buf, size_t cap);
 
 /* ---- scripts (scripts.c, generated from src/lua/NAME.lua) ---- */
 typedef struct hl_script {
@@ -80,6 +83,7 @@ typedef struct hl_script {
 extern const hl_script hl_lua_acquire, hl_lua_release, hl_lua_extend;
 extern const hl_script hl_lua_acquire_busy;   /* modern.c: the unfenced kind's busy path */
 extern const hl_script hl_lua_check, hl_lua_fence_raise;   /* lock.c: check, Redlock fencing */
+extern const hl_script hl_lua_types;      /* lock.c: which key a WRONGTYPE answer is about */
 extern const hl_script hl_lua_fair;       /* fair.c: the fair lock's queue */
 extern const hl_script hl_lua_failover;   /* topology.c: master identity, failover guard */
 extern const hl_script hl_lua_legacy_acquire, hl_lua_legacy_extend;   /* legacy/lua: legacy, bridge */

@@ -321,8 +321,9 @@ static hilock_status refuse_duplicates(const hilock_client *c)
     for (size_t i = 0; i < c->nnodes; i++)
         for (size_t j = i + 1; j < c->nnodes; j++)
             if (same_server(&c->nodes[i].url, &c->nodes[j].url))
-                return config_fail(HILOCK_EINVAL, "servers[%zu] and servers[%zu] are the same server "
-                                   "(%s): list each Redlock member once", i, j, c->nodes[i].name);
+                return config_fail(HILOCK_EINVAL, "server %zu and server %zu of %zu are the same "
+                                   "server (%s): list each Redlock member once", i + 1, j + 1,
+                                   c->nnodes, c->nodes[i].name);
     return HILOCK_OK;
 }
 
@@ -348,7 +349,8 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
                            "queues on several masters cannot agree on one order; use one server "
                            "URL (direct or Sentinel)", o->nservers);
     for (size_t i = 0; i < o->nservers; i++)
-        if (!o->servers[i]) return config_fail(HILOCK_EINVAL, "servers[] holds a NULL");
+        if (!o->servers[i])
+            return config_fail(HILOCK_EINVAL, "server %zu of %zu is NULL", i + 1, o->nservers);
 
     if (!(c = calloc(1, sizeof *c))) return config_fail(HILOCK_ENOMEM, "out of memory");
     c->refs = 1;
@@ -365,8 +367,9 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
     for (size_t i = 0; i < o->nservers; i++) {
         hilock_status st = hl_url_parse(o->servers[i], &c->nodes[i].url, err, sizeof err);
         if (st != HILOCK_OK) {
-            /* never echo the URL: it may carry a password */
-            config_fail(st, "servers[%zu]: %s", i, err);
+            char shown[128];   /* never a password: hl_url_shown */
+            config_fail(st, "server %zu of %zu (%s): %s", i + 1, o->nservers,
+                        hl_url_shown(o->servers[i], shown, sizeof shown), err);
             client_destroy(c);
             return st;
         }

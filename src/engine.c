@@ -310,10 +310,42 @@ static hilock_status error_status(const char *s)
     return st;
 }
 
+/* A server with a password that was given none says NOAUTH -- or, to a command of more than
+ * 10 arguments before AUTH (6.2+), "ERR Protocol error: unauthenticated multibulk length",
+ * and closes: both are told as NOAUTH, with the URL form that gives the password. */
+static int needs_password(const char *s)
+{
+    return !strncmp(s, "NOAUTH", 6) || strstr(s, "unauthenticated") != NULL;
+}
+
+static void password_hint(const hl_node *n, char *out, size_t cap)
+{
+    const hl_url *u = &n->url;
+    const char *tls = u->tls ? "s" : "";
+    if (!strncmp(n->name, "sentinel ", 9))   /* a Sentinel itself (topology.c's private nodes) */
+        snprintf(out, cap, "redis-sentinel://...?sentinel_password=PASSWORD#master");
+    else if (u->kind == HL_URL_UNIX)
+        snprintf(out, cap, "unix://:PASSWORD@%s", u->path);
+    else if (u->kind == HL_URL_SENTINEL)
+        snprintf(out, cap, "redis%s-sentinel://:PASSWORD@host:port#%s", tls, u->master);
+    else if (u->kind == HL_URL_CLUSTER)
+        snprintf(out, cap, "redis%s-cluster://:PASSWORD@host:port", tls);
+    else
+        snprintf(out, cap, strchr(u->host, ':') ? "redis%s://:PASSWORD@[%s]:%d" : "redis%s://:PASSWORD@%s:%d",
+                 tls, u->host, u->port);
+}
+
 hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
 {
     const char *s = hl_reply_str(r, NULL) ? hl_reply_str(r, NULL) : "unexpected reply";
     hilock_status st = error_status(s);
+    if (!n->url.pass && needs_password(s)) {
+        char url[300];
+        password_hint(n, url, sizeof url);
+        n->st = HILOCK_EAUTH;
+        snprintf(n->err, sizeof n->err, "%.50s: NOAUTH: the server needs a password: %.100s", n->name, url);
+        return HILOCK_EAUTH;
+    }
     hl_node_set_err(n, st, s, NULL);
     return st;
 }
@@ -574,8 +606,9 @@ hilock_status hl_handshake_commit(hl_node *n, const struct hl_conn *k)
     for (size_t i = 0; n->facts.run_id[0] && i < n->npeers; i++) {
         char why[160];
         if (i == me || strcmp(n->peers[i].facts.run_id, n->facts.run_id)) continue;
-        snprintf(why, sizeof why, "servers[%zu] and servers[%zu] are the same server (run_id %.12s...): "
-                 "list each Redlock member once", i < me ? i : me, i < me ? me : i, n->facts.run_id);
+        snprintf(why, sizeof why, "server %zu and server %zu of %zu are the same server (run_id %.12s...): "
+                 "list each Redlock member once", (i < me ? i : me) + 1, (i < me ? me : i) + 1, n->npeers,
+                 n->facts.run_id);
         n->facts.run_id[0] = '\0';   /* so the peer is not refused in turn */
         hl_node_set_err(n, HILOCK_EINVAL, NULL, why);
         return HILOCK_EINVAL;

@@ -91,15 +91,16 @@ static int64_t busy(hilock *l, const hl_reply *r)
 {
     const hl_reply *a = hl_reply_elem(r, 2);
     long long ahead = hl_reply_type(a) == HL_R_INTEGER ? hl_reply_int(a) : -1;
+    char ttl[HL_BUSY_TTL_BUF];
     l->queued = ahead >= 0;
     if (ahead >= 0)
         hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner, or its turn is another's: %lld "
-                "waiter(s) queued ahead of us (fair)", l->key, ahead);
+                "waiter(s) queued ahead of us (fair)", l->shown, ahead);
     else if (ahead == -1)
-        hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner", l->key);
+        hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner%s", l->shown, hl_busy_ttl(l, r, ttl, sizeof ttl));
     else
         hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner, or %lld waiter(s) queued first "
-                "(fair: no passing the queue)", l->key, -1 - ahead);
+                "(fair: no passing the queue)", l->shown, -1 - ahead);
     return 0;
 }
 

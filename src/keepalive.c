@@ -248,7 +248,7 @@ static void *ka_main(void *arg)
                  hilock_strerror(st));
     else if (out == CAPPED)
         snprintf(k->errmsg, sizeof k->errmsg, "keepalive %.200s: stopped after %ld renewals "
-                 "(max_renewals / max_hold_ms)", l->key, renewals);
+                 "(max_renewals / max_hold_ms)", l->shown, renewals);
     k->status = out == FAILED ? st : HILOCK_OK;
     k->done = 1;
     stop = k->stop;
@@ -348,13 +348,13 @@ static hilock_status keepalive_start(hilock *l, hilock_lost_fn on_lost, void *ar
         return hl_fail(c, HILOCK_EINVAL, "keepalive: max_hold_ms must be in 0..HILOCK_TTL_MAX_MS");
     if (o->lost_margin_ms < 0 || o->lost_margin_ms > HILOCK_TTL_MAX_MS)
         return hl_fail(c, HILOCK_EINVAL, "keepalive: lost_margin_ms must be in 0..HILOCK_TTL_MAX_MS");
-    if (l->released) return hl_fail(c, HILOCK_EINVAL, "keepalive %s: the lock was released", l->key);
+    if (l->released) return hl_fail(c, HILOCK_EINVAL, "keepalive %s: the lock was released", l->shown);
     if (!hl_lock_renewable(l))
-        return hl_fail(c, HILOCK_EINVAL, "keepalive %s: only for locks from hilock_acquire", l->key);
+        return hl_fail(c, HILOCK_EINVAL, "keepalive %s: only for locks from hilock_acquire", l->shown);
     if (c->runner) return c->runner->keepalive(l, on_lost, arg, o);
     if (l->ka) {
         if (!ka_done(l->ka))
-            return hl_fail(c, HILOCK_EINVAL, "keepalive %s: already running", l->key);
+            return hl_fail(c, HILOCK_EINVAL, "keepalive %s: already running", l->shown);
         ka_stop(l);   /* the last one ended (on_lost or a cap): replace it */
     }
     if (!(k = calloc(1, sizeof *k))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
@@ -385,7 +385,7 @@ static hilock_status keepalive_start(hilock *l, hilock_lost_fn on_lost, void *ar
         l->ka = NULL;
         l->hook = NULL;
         ka_free(k);
-        return hl_fail(c, HILOCK_EIO, "keepalive %s: cannot start a thread", l->key);
+        return hl_fail(c, HILOCK_EIO, "keepalive %s: cannot start a thread", l->shown);
     }
     return hl_ok(c);
 }

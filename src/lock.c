@@ -80,6 +80,25 @@ hl_verdict hl_tristate_verdict(const hl_reply *r)
     }
 }
 
+const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t cap)
+{
+    const hl_reply *n = hl_reply_type(r) == HL_R_ARRAY ? hl_reply_elem(r, 1) : r;
+    long long ms = pttl_ok(n) ? hl_reply_int(n) : -2;
+    const char *k = l->shown;
+    if (ms == -1)   /* a legacy stamp or a stray value: waiting for it may never end */
+        snprintf(buf, cap, "; %s has no TTL: it will never expire by itself (see hilock inspect %s)", k, k);
+    else if (ms >= 0 && ms < 1000)
+        snprintf(buf, cap, ", expires in %lld ms", ms);
+    else if (ms >= 1000 && ms < 60000)
+        snprintf(buf, cap, ", expires in %.1f s", (double)ms / 1000);
+    else if (ms >= 60000)
+        snprintf(buf, cap, ", expires in %.1f %s", ms < 3600000 ? (double)ms / 60000 : ms < 86400000
+                 ? (double)ms / 3600000 : (double)ms / 86400000, ms < 3600000 ? "min" : ms < 86400000 ? "h" : "d");
+    else
+        buf[0] = '\0';
+    return buf;
+}
+
 /* check.lua answers {1, pttl} (ours), {0, -2} (gone) or {-1, pttl} (another value). */
 hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms)
 {
@@ -149,14 +168,61 @@ static tally tally_replies(const hilock *l, uint32_t mask, uint32_t ok, reply_ki
     return t;
 }
 
+/* A WRONGTYPE answer comes from inside a script, with its SHA and line number: ask the
+ * masters that gave one what the key and its fence counter hold (types.lua; on this error
+ * path only, within deadline) and say that instead: "KEY holds a hash, not a lock". A master
+ * that does not answer keeps the server's words. */
+static void name_wrong_types(hilock *l, const tally *t, int64_t deadline)
+{
+    hilock_client *c = l->c;
+    typedef struct said { char err[sizeof c->nodes[0].err]; hilock_status st; } said;
+    said *was;   /* what each master said, kept for one that does not answer (heap: a flow's
+                    stack is small) */
+    char shown[HL_KEY_SHOWN_BUF];
+    uint32_t mask = 0, ok;
+    hl_cmd cmd;
+    int64_t dl = hl_add_sat(hl_now_us(), node_timeout_us(c, l->ttl_ms));
+    for (size_t i = 0; i < c->nnodes; i++)
+        if ((t->errs & (1u << i)) && strstr(c->nodes[i].err, "WRONGTYPE")) mask |= 1u << i;
+    if (!mask || deadline <= hl_now_us() || !(was = malloc(c->nnodes * sizeof *was))) return;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        memcpy(was[i].err, c->nodes[i].err, sizeof was[i].err);
+        was[i].st = c->nodes[i].st;
+    }
+    hl_cmd_init(&cmd, &hl_lua_types, 2);
+    hl_cmd_arg(&cmd, l->key, (size_t)-1);
+    hl_cmd_arg(&cmd, l->fence_key ? l->fence_key : l->key, (size_t)-1);
+    ok = hl_exec(c, mask, &cmd, 1, node_timeout_us(c, l->ttl_ms), dl < deadline ? dl : deadline);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        hl_node *n = &c->nodes[i];
+        const hl_reply *r = (ok & (1u << i)) && hl_reply_nelem(n->reply[0]) == 2 ? n->reply[0] : NULL;
+        const char *kt = hl_reply_str(hl_reply_elem(r, 0), NULL), *ft = hl_reply_str(hl_reply_elem(r, 1), NULL);
+        if (!(mask & (1u << i))) continue;
+        n->st = was[i].st;
+        if (kt && strcmp(kt, "string") && strcmp(kt, "none"))
+            snprintf(n->err, sizeof n->err, "%.50s: WRONGTYPE: %.96s holds a %.20s, not a lock", n->name,
+                     l->shown, kt);
+        else if (ft && l->fence_key && strcmp(ft, "string") && strcmp(ft, "none"))
+            snprintf(n->err, sizeof n->err, "%.40s: WRONGTYPE: its fence counter %.80s holds a %.20s, not a number",
+                     n->name, hl_key_shown(l->fence_key, shown, sizeof shown), ft);
+        else
+            memcpy(n->err, was[i].err, sizeof n->err);
+    }
+    hl_exec_clear(c);
+    free(was);
+}
+
 /* A round trip that could not decide. One master: its own error, as it is. Several: the
  * error replies when they alone rule out a quorum (WRONGTYPE everywhere is not cured by
  * waiting), else ENOQUORUM. errmsg names every master that failed and why:
- * "<what>no quorum (...): 127.0.0.1:7001: connect: Connection refused; 127.0.0.1:7002: ..." */
-static hilock_status undecided(hilock_client *c, const tally *t, const char *what,
-                               const char *counted, int count)
+ * "<what>no quorum (...): 127.0.0.1:7001: connect: Connection refused; 127.0.0.1:7002: ..."
+ * deadline: the call's, for a WRONGTYPE's question (name_wrong_types). */
+static hilock_status undecided(hilock *l, const tally *t, const char *what,
+                               const char *counted, int count, int64_t deadline)
 {
+    hilock_client *c = l->c;
     char pre[160];
+    name_wrong_types(l, t, deadline);
     uint32_t named = t->failed | t->errs | t->other;   /* nodes without an err text are skipped */
     if (c->nnodes == 1)
         return hl_fail(c, t->errs ? t->err : c->nodes[0].st, "%s%s", what, c->nodes[0].err);
@@ -260,6 +326,7 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     hilock *l = calloc(1, sizeof *l);
     if (!l) return NULL;
     l->key = hl_strdup(key);
+    if (hl_key_shown(key, l->shown, sizeof l->shown) == key) snprintf(l->shown, sizeof l->shown, "%s", key);
     l->fence_key = hl_aux_key(key, ":fence");
     l->signal_key = hl_aux_key(key, ":signal");     /* wake-up: see wait.c */
     l->waiters_key = hl_aux_key(key, ":waiters");
@@ -420,7 +487,7 @@ static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_d
         return hl_fail_nodes(c, HILOCK_ENOQUORUM, t->yes & ~have, "acquired, but the fencing "
                              "token could not be recorded on a quorum; undone: ");
     return hl_fail(c, HILOCK_ETIMEDOUT, "%s: acquired, but the round trip took %lld ms of a "
-                   "%lld ms ttl: no validity left; undone", l->key,
+                   "%lld ms ttl: no validity left; undone", l->shown,
                    (long long)((now - t0) / 1000), (long long)l->ttl_ms);
 }
 
@@ -443,11 +510,11 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
     if (t.yes) l->spent |= SPENT_LANDED;
     if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
         if (c->nnodes == 1) st = HILOCK_BUSY;   /* the kind's busy has said why */
-        snprintf(pre, sizeof pre, "%.100s: held by another owner on %d of %zu masters: ", l->key,
+        snprintf(pre, sizeof pre, "%s: held by another owner on %d of %zu masters: ", l->shown,
                  popcount(t.other), c->nnodes);
         if (c->nnodes > 1) st = hl_fail_nodes(c, HILOCK_BUSY, t.other | t.failed | t.errs, pre);
     } else {
-        st = undecided(c, &t, "", "granted on", popcount(t.yes));
+        st = undecided(l, &t, "", "granted on", popcount(t.yes), hard_deadline);
     }
     /* and whatever a script that failed may have written first, once the message names its
      * error (the undo's round trip replaces the node's): any kind, as the answer is known and
@@ -480,7 +547,7 @@ static hilock_status fresh_token(hilock *l, int64_t hard_deadline)
         memcpy(l->stale + (size_t)(l->nstale % HL_STALE_MAX) * (HL_TOKEN_LEN + 1), l->token, HL_TOKEN_LEN);
         l->nstale++;
     }
-    if (new_token(c, l) < 0) return hl_fail(c, HILOCK_EIO, "%s: no random bytes for a new token", l->key);
+    if (new_token(c, l) < 0) return hl_fail(c, HILOCK_EIO, "%s: no random bytes for a new token", l->shown);
     return l->kind->init ? l->kind->init(l) : HILOCK_OK;
 }
 
@@ -620,9 +687,9 @@ static hilock_status not_held(hilock *l, const tally *t, const char *op, uint32_
     hilock_client *c = l->c;
     const char *why = t->other ? l->kind->taken : "expired or already released";
     char pre[200];
-    if (c->nnodes == 1) return hl_fail(c, HILOCK_NOT_HELD, "%s %s: %s", op, l->key, why);
+    if (c->nnodes == 1) return hl_fail(c, HILOCK_NOT_HELD, "%s %s: %s", op, l->shown, why);
     snprintf(pre, sizeof pre, "%s %.100s: %s: ours on %d of %zu masters (%zu needed)%s", op,
-             l->key, why, popcount(yes), c->nnodes, c->quorum, t->failed | t->errs ? "; " : "");
+             l->shown, why, popcount(yes), c->nnodes, c->quorum, t->failed | t->errs ? "; " : "");
     return hl_fail_nodes(c, HILOCK_NOT_HELD, t->failed | t->errs, pre);
 }
 
@@ -680,7 +747,7 @@ static hilock_status release_once(hilock *l)
     c = l->c;
     if (hl_check_fork(c) != HILOCK_OK) return HILOCK_EINVAL;   /* before touching the hook */
     if (l->hook) l->hook(l, HL_HOOK_STOP);   /* no renewal may outlive the release */
-    if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "release %s: already released", l->key);
+    if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "release %s: already released", l->shown);
     if ((st = usable(l, "release")) != HILOCK_OK) {
         l->released = 1;   /* over by the kind's own rule: there is nothing left to release */
         return st;
@@ -697,9 +764,9 @@ static hilock_status release_once(hilock *l)
     l->freed |= t.yes;
     if (was_valid) l->rel_pending |= t.failed;
     if ((size_t)popcount(answered) < c->quorum)
-        return undecided(c, &t, "release: ", "answered", popcount(answered));
+        return undecided(l, &t, "release: ", "answered", popcount(answered), INT64_MAX);
     if ((size_t)popcount(yes) < c->quorum && may_hold(l, &t, yes))
-        return undecided(c, &t, "release: ", "ours on", popcount(yes));
+        return undecided(l, &t, "release: ", "ours on", popcount(yes), INT64_MAX);
     l->released = 1;
     if (t.lost && (size_t)popcount(yes & ~t.lost) < c->quorum)   /* (our value was deleted) */
         return hl_topo_lost(c, l, "release", t.lost);
@@ -752,7 +819,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     if (!l) return HILOCK_EINVAL;
     c = l->c;
     if ((st = hl_check_ttl(c, ttl_ms)) != HILOCK_OK) return st;
-    if (l->released) return hl_fail(c, HILOCK_EINVAL, "extend %s: the lock was released", l->key);
+    if (l->released) return hl_fail(c, HILOCK_EINVAL, "extend %s: the lock was released", l->shown);
     if ((st = usable(l, "extend")) != HILOCK_OK ||
         (st = l->kind->extend_cmd(l, &cmd, &b, ttl_ms)) != HILOCK_OK)
         return st;
@@ -763,7 +830,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     if ((size_t)popcount(answered) < c->quorum) {
         /* the new ttl may have landed on some masters: if it is shorter, so is the lock */
         if (until < l->valid_until_us) l->valid_until_us = until;
-        return undecided(c, &t, "extend: ", "answered", popcount(answered));
+        return undecided(l, &t, "extend: ", "answered", popcount(answered), INT64_MAX);
     }
     if (t.lost && (size_t)popcount(t.yes & ~t.lost) < c->quorum) {
         l->valid_until_us = 0;
@@ -771,7 +838,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     }
     if ((size_t)popcount(t.yes) < c->quorum && may_hold(l, &t, t.yes)) {
         if (until < l->valid_until_us) l->valid_until_us = until;
-        return undecided(c, &t, "extend: ", "ours on", popcount(t.yes));
+        return undecided(l, &t, "extend: ", "ours on", popcount(t.yes), INT64_MAX);
     }
     if ((size_t)popcount(t.yes) < c->quorum) {
         int64_t per = node_timeout_us(c, ttl_ms);
@@ -782,7 +849,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     }
     if (until <= hl_now_us()) {
         l->valid_until_us = 0;
-        return hl_fail(c, HILOCK_ETIMEDOUT, "extend %s: the round trip used up the new ttl", l->key);
+        return hl_fail(c, HILOCK_ETIMEDOUT, "extend %s: the round trip used up the new ttl", l->shown);
     }
     l->ttl_ms = ttl_ms;
     l->valid_until_us = until;
@@ -800,19 +867,19 @@ static hilock_status check_once(hilock *l)
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
-    if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "check %s: released", l->key);
+    if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "check %s: released", l->shown);
     if ((st = usable(l, "check")) != HILOCK_OK) return st;
     value_cmd(l, &cmd, &hl_lua_check);
     t = run_on_all(l, &cmd, R_CHECK, HL_TOPO_CHECK, 0, &t0, &dl);
     answered = t.yes | t.gone | t.other;
     if ((size_t)popcount(answered) < c->quorum)
-        return undecided(c, &t, "check: ", "answered", popcount(answered));
+        return undecided(l, &t, "check: ", "answered", popcount(answered), INT64_MAX);
     if (t.lost && (size_t)popcount(t.yes & ~t.lost) < c->quorum) {
         l->valid_until_us = 0;
         return hl_topo_lost(c, l, "check", t.lost);
     }
     if ((size_t)popcount(t.yes) < c->quorum && may_hold(l, &t, t.yes))
-        return undecided(c, &t, "check: ", "ours on", popcount(t.yes));
+        return undecided(l, &t, "check: ", "ours on", popcount(t.yes), INT64_MAX);
     if ((size_t)popcount(t.yes) < c->quorum) {
         l->valid_until_us = 0;
         return not_held(l, &t, "check", t.yes);

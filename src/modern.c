@@ -20,11 +20,11 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
     return HILOCK_OK;
 }
 
-/* The holder's PTTL (in the reply) is the hint the quorum code takes. */
+/* The holder's PTTL (in the reply) is the hint the quorum code takes; the message says it. */
 static int64_t busy(hilock *l, const hl_reply *r)
 {
-    (void)r;
-    hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner", l->key);
+    char ttl[HL_BUSY_TTL_BUF];
+    hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner%s", l->shown, hl_busy_ttl(l, r, ttl, sizeof ttl));
     return 0;
 }
 
@@ -93,7 +93,7 @@ static hilock_status unfenced_busy_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, i
 static int64_t unfenced_busy(hilock *l, const hl_reply *r)
 {
     if (hl_reply_type(r) == HL_R_INTEGER && hl_reply_int(r) == -2) {
-        hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner until just now", l->key);
+        hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner until just now", l->shown);
         return -1;
     }
     return busy(l, r);

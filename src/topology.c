@@ -645,8 +645,8 @@ uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, size_t i, uint64
 hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost)
 {
     char pre[160];
-    if (c->nnodes == 1) return hl_fail(c, HILOCK_LOST, "%s %s: %s", op, l->key, c->nodes[0].err);
-    snprintf(pre, sizeof pre, "%s %.100s: a failover since the grant: ", op, l->key);
+    if (c->nnodes == 1) return hl_fail(c, HILOCK_LOST, "%s %s: %s", op, l->shown, c->nodes[0].err);
+    snprintf(pre, sizeof pre, "%s %s: a failover since the grant: ", op, l->shown);
     return hl_fail_nodes(c, HILOCK_LOST, lost, pre);
 }
 

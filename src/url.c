@@ -232,6 +232,47 @@ static int parse_hostlist(const char *p, const char *end, hl_url *u, const char 
     return 0;
 }
 
+const char *hl_url_shown(const char *s, char *buf, size_t cap)
+{
+    const char *info = strstr(s, "://"), *at = NULL, *colon = NULL, *q;
+    size_t o = 0, max = cap < 124 ? cap - 4 : 120;   /* room for "..." and the NUL */
+    info = info ? info + 3 : s;
+    for (q = info; *q && *q != '/' && *q != '#' && *q != '?'; q++)
+        if (*q == '@') at = q;
+    if (at) colon = memchr(info, ':', (size_t)(at - info));
+    for (q = s; *q && o + 3 < max; q++) {
+        buf[o++] = *q;
+        if (q == colon) {   /* [user]:password@ */
+            memcpy(buf + o, "***", 3), o += 3;
+            q = at - 1;
+        } else if (*q == '=' && q - s >= 17 && !strncmp(q - 17, "sentinel_password", 17)) {
+            memcpy(buf + o, "***", 3), o += 3;
+            q += strcspn(q + 1, "&#");
+        }
+    }
+    strcpy(buf + o, *q ? "..." : "");
+    return buf;
+}
+
+/* What the user likely meant by a server without a scheme, for the message: a host:port,
+ * a socket path, a unix: without its "//". 0 if nothing comes to mind. */
+static int suggest(const char *s, char *out, size_t cap)
+{
+    size_t n = strcspn(s, "/:@");
+    if (s[0] == '/')
+        return snprintf(out, cap, "unix://%s", s), 1;
+    if (!strncmp(s, "unix:", 5) && s[5] != '/')
+        return 0;
+    if (!strncmp(s, "unix:/", 6) && strncmp(s, "unix://", 7))
+        return snprintf(out, cap, "unix://%s", s + 5), 1;
+    if (n > 0 && (s[n] == ':' || !s[n]) && !strstr(s, "://") && !strchr(s, '@')) {
+        for (size_t i = 0; i < n; i++)
+            if (!host_char((unsigned char)s[i])) return 0;
+        return snprintf(out, cap, "redis://%s", s), 1;
+    }
+    return 0;
+}
+
 hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
 {
     hilock_status st = HILOCK_EINVAL;
@@ -264,6 +305,9 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
         u->tls = s[5] == 's';
         p = s + 16 + u->tls;
     } else {
+        char hint[200];
+        if (suggest(s, hint, sizeof hint))
+            FAIL("unknown scheme: did you mean %.150s?", hint);
         FAIL("unknown scheme (want redis://, rediss://, unix://, redis-sentinel://, "
              "rediss-sentinel://, redis-cluster:// or rediss-cluster://)");
     }

@@ -162,6 +162,14 @@ hilock_status hl_ok(hilock_client *c)
     return HILOCK_OK;
 }
 
+const char *hl_key_shown(const char *key, char *buf, size_t cap)
+{
+    size_t n = strlen(key);
+    if (n <= HL_KEY_SHOWN) return key;
+    snprintf(buf, cap, "%.*s...(%zu bytes)", HL_KEY_SHOWN, key, n);
+    return buf;
+}
+
 hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, const char *what)
 {
     size_t off = 0;

@@ -955,7 +955,7 @@ Test(cli, same_server_twice_is_refused_naming_both_entries)
     hlt_redis *r = setup();
     const char *a[] = { "-s", r->url, "-s", r->unix_url, "-s", r->url, "job", "touch", "ran", NULL };
     cr_assert_eq(run(r, a), 64, "%s", slurp(r, "err.txt"));
-    cr_assert(strstr(slurp(r, "err.txt"), "servers[0] and servers[2] are the same server"), "%s",
+    cr_assert(strstr(slurp(r, "err.txt"), "server 1 and server 3 of 3 are the same server"), "%s",
               slurp(r, "err.txt"));
     cr_assert(one_line(slurp(r, "err.txt")));
     cr_assert_eq(access(path(r, "ran"), F_OK), -1, "COMMAND must not run");

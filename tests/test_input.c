@@ -272,16 +272,16 @@ Test(input, client_new_refuses_a_server_listed_twice)
     hilock_options_init(&o);
     o.servers = same;
     o.nservers = 2;
-    bad_options(&o, "servers[0] and servers[1] are the same server");
+    bad_options(&o, "server 1 and server 2 of 2 are the same server");
     o.servers = sock;
     o.nservers = 3;
-    bad_options(&o, "servers[1] and servers[2] are the same server");
+    bad_options(&o, "server 2 and server 3 of 3 are the same server");
     /* the host is compared as written (no lookup), without case; the db does not matter */
     cased[0] = "redis://localhost";
     snprintf(upper, sizeof upper, "redis://LOCALHOST:6379/3");
     o.servers = cased;
     o.nservers = 2;
-    bad_options(&o, "servers[0] and servers[1]");
+    bad_options(&o, "server 1 and server 2 of 2");
     assert_untouched();
     /* another port is another server */
     snprintf(other, sizeof other, "redis://127.0.0.1:%d", R->port + 1);
@@ -310,13 +310,13 @@ Test(input, client_new_refuses_a_sentinel_master_or_cluster_listed_twice)
     urls[0] = s1;
     urls[1] = R->url;
     urls[2] = s2;
-    bad_options(&o, "servers[0] and servers[2] are the same server (sentinel mymaster)");
+    bad_options(&o, "server 1 and server 3 of 3 are the same server (sentinel mymaster)");
     /* clusters: one seed in common is one cluster */
     snprintf(k1, sizeof k1, "redis-cluster://127.0.0.1:3,127.0.0.1:%d", R->port);
     snprintf(k2, sizeof k2, "redis-cluster://127.0.0.1:%d,127.0.0.1:4", R->port);
     urls[0] = k1;
     urls[2] = k2;
-    bad_options(&o, "servers[0] and servers[2] are the same server (cluster 127.0.0.1:3)");
+    bad_options(&o, "server 1 and server 3 of 3 are the same server (cluster 127.0.0.1:3)");
     assert_untouched();
     /* no false positive: another master of the same Sentinels, disjoint Sentinels or seeds */
     snprintf(s3, sizeof s3, "redis-sentinel://127.0.0.1:2,127.0.0.1:%d#other", R->port);

@@ -122,6 +122,23 @@ static int count_lines(const char *s, const char *needle)
     return n;
 }
 
+/* Every line of out is one JSON value, as a strict parser (python3's json) reads it. */
+static void assert_json_lines(hlt_redis *r, const char *out)
+{
+    char file[400], cmd[1000];
+    FILE *f;
+    if (system("command -v python3 >/dev/null 2>&1") != 0) {
+        cr_log_warn("no python3: the JSON lines are not parsed");
+        return;
+    }
+    snprintf(file, sizeof file, "%s/out.json", r->dir);
+    cr_assert_not_null(f = fopen(file, "w"));
+    fputs(out, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "python3 -c 'import json, sys\nfor l in sys.stdin: json.loads(l)' < %s", file);
+    cr_assert_eq(system(cmd), 0, "a line is not valid JSON");
+}
+
 /* The line of out that contains needle (static copy). */
 static const char *line_with(const char *out, const char *needle)
 {
@@ -279,7 +296,7 @@ Test(inventory, json_prints_one_exact_line_per_key)
     char want[1024];
     run_out *o = run(r, a);
     cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
-    cr_assert_eq(count_lines(o->out, NULL), 8 + 30 + 200 + 1200, "%d lines", count_lines(o->out, NULL));
+    cr_assert_eq(count_lines(o->out, NULL), 8 + 30 + 200 + 1200 + 1, "%d lines", count_lines(o->out, NULL));
     cr_assert_eq(count_lines(o->out, "\"kind\":\"modern\""), 200);
     snprintf(want, sizeof want, "{\"master\":\"%s\",\"key\":\"weird:empty\",\"type\":\"string\",\"kind\":\"unknown\","
              "\"presets\":[],\"pttl_ms\":null,\"stamp_in_ms\":null,\"stamp_passed\":null,\"value\":\"\",\"value_size\":0}",
@@ -306,6 +323,41 @@ Test(inventory, json_prints_one_exact_line_per_key)
                           "\"pttl_ms\":null,\"stamp_in_ms\":-172(79|80)[0-9]{4},\"stamp_passed\":true,\"value\":\"[0-9]{13}\""));
     cr_assert(hlt_matches(line_with(o->out, "\"key\":\"lock.new100003\""),
                           "\"pttl_ms\":[0-9]+,\"stamp_in_ms\":[0-9]+,\"stamp_passed\":false"));
+    assert_json_lines(r, o->out);
+    free(o);
+    hilock_client_free(mc);
+    hlt_redis_stop(r);
+}
+
+/* The summary and its warnings, as the last JSON line. */
+Test(inventory, json_ends_with_the_summary_and_its_warnings)
+{
+    hilock_client *mc;
+    hlt_redis *r = seeded(&mc);
+    const char *a[] = { "-s", r->unix_url, "inventory", "--json", "weird:*", "misc:*", "jobs:*", "lock.*", NULL };
+    char want[1024];
+    const char *last;
+    run_out *o = run(r, a);
+    cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
+    last = line_with(o->out, "{\"summary\":");
+    cr_assert(hlt_matches(last, "^\\{\"summary\":\\{\"keys\":1438,\"scanned\":1438,\"seconds\":[0-9.]+,\"masters\":\\[\""),
+              "%s", last);
+    snprintf(want, sizeof want, "{\"family\":\"lock.*\",\"master\":\"%s\",\"keys\":1200,\"kinds\":"
+             "{\"node-redis-lock\":{\"keys\":1200,\"ttl\":200,\"no_ttl\":1000,\"passed\":400,\"dead\":300}},"
+             "\"advice\":{\"code\":\"step_1_bridge\",\"message\":\"step 1: deploy bridge mode with the codec "
+             "\\\"node-redis-lock\\\" (hilock --bridge; o.bridge = 1 and hilock_codec_preset(\\\"node-redis-lock\\\", "
+             "&o.codec)); legacy writers are active (stamps without TTL)\"}}", r->sock);
+    cr_assert(strstr(last, want), "%s\nwant %s", last, want);
+    snprintf(want, sizeof want, "{\"family\":\"jobs:*\",\"master\":\"%s\",\"keys\":200,\"kinds\":{\"modern\":"
+             "{\"keys\":200,\"ttl\":200,\"no_ttl\":0,\"passed\":null,\"dead\":null}},\"advice\":{\"code\":"
+             "\"modern_only\",\"message\":\"modern locks only: nothing to migrate\"}}", r->sock);
+    cr_assert(strstr(last, want), "%s\nwant %s", last, want);
+    snprintf(want, sizeof want, "\"warnings\":[{\"family\":\"lock.*\",\"master\":\"%s\",\"code\":\"dead_holders\","
+             "\"message\":\"300 DEAD LEGACY HOLDERS: no TTL, stamp passed more than 1.0 h ago (oldest ", r->sock);
+    cr_assert(strstr(last, want), "%s\nwant %s", last, want);
+    cr_assert(strstr(last, "\"code\":\"unknown_values\",\"message\":\"8 values no preset reads (e.g. "), "%s", last);
+    cr_assert(hlt_matches(last, "\\],\"more_families\":false\\}\\}$"), "%s", last);
+    cr_assert(hlt_matches(o->out, "\\}\\}\n$"), "the summary is the last line");
     free(o);
     hilock_client_free(mc);
     hlt_redis_stop(r);
@@ -596,7 +648,7 @@ Test(inspect, a_missing_key_has_no_holder)
     o = run(r, j);
     snprintf(want, sizeof want, "{\"master\":\"%s\",\"key\":\"nothing:here\",\"type\":\"none\",\"kind\":\"none\","
              "\"presets\":[],\"pttl_ms\":null,\"stamp_in_ms\":null,\"stamp_passed\":null,\"value\":null,"
-             "\"value_size\":null,\"holder\":\"none\",\"fence\":null,\"fence_pttl_ms\":-2,\"waiters_pttl_ms\":null,"
+             "\"value_size\":null,\"holder\":\"none\",\"fence\":null,\"fence_pttl_ms\":null,\"waiters_pttl_ms\":null,"
              "\"signals\":0}\n", r->sock);
     cr_assert_str_eq(o->out, want);
     free(o);

@@ -792,7 +792,8 @@ Test(redlock, one_url_keeps_the_single_master_behaviour)
     hilock_client *c = client(&k), *c2 = client(&k);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &a), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_acquire(c2, "res", 10000, 0, &b), HILOCK_BUSY);
-    cr_assert_str_eq(hilock_client_errmsg(c2), "res: held by another owner");
+    cr_assert(!strncmp(hilock_client_errmsg(c2), "res: held by another owner, expires in ", 39), "%s",
+              hilock_client_errmsg(c2));
     cr_assert_eq(hilock_check(a), HILOCK_OK);
     cr_assert_eq(hilock_release(a), HILOCK_OK);
     hilock_free(a);
@@ -899,7 +900,7 @@ Test(redlock, bad_input_changes_nothing)
     o.nservers = 3;
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_EINVAL);
     cr_assert_null(c);
-    cr_assert(strstr(hilock_last_config_error(), "servers[1]"), "%s", hilock_last_config_error());
+    cr_assert(strstr(hilock_last_config_error(), "server 2 of 3 (redis://127.0.0.1:notaport): bad port"), "%s", hilock_last_config_error());
     c = client(&k);
     cr_assert_eq(hilock_acquire(c, "res", 0, 0, &l), HILOCK_EINVAL);
     cr_assert_null(l);
@@ -922,7 +923,7 @@ Test(redlock, the_same_server_under_two_names_is_refused_at_connect)
         const char *three[] = { k.m[0]->url, k.m[0]->unix_url, k.m[1]->url };
         c = client_for(twice, 2);
         cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
-        cr_assert(strstr(hilock_client_errmsg(c), "servers[0] and servers[1] are the same server (run_id"),
+        cr_assert(strstr(hilock_client_errmsg(c), "server 1 and server 2 of 2 are the same server (run_id"),
                   "%s", hilock_client_errmsg(c));
         cr_assert_null(l);
         cr_assert_eq(hlt_exists(k.m[0], "job"), 0, "the grant on the first name was undone");
@@ -989,7 +990,7 @@ Test(redlock, a_sentinel_member_and_its_master_by_address_are_refused_at_connect
     urls[1] = direct;
     hilock_client *c = client_for(urls, 2);
     cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
-    cr_assert(strstr(hilock_client_errmsg(c), "servers[0] and servers[1] are the same server (run_id"),
+    cr_assert(strstr(hilock_client_errmsg(c), "server 1 and server 2 of 2 are the same server (run_id"),
               "%s", hilock_client_errmsg(c));
     cr_assert_null(l);
     char *v = hlt_data_get(SF, m, "job");

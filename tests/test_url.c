@@ -288,3 +288,48 @@ Test(url, a_short_error_buffer_is_truncated_not_overrun)
     cr_assert_eq(err[6], 'x');
     cr_assert_eq(hl_url_parse(NULL, &u, err, 6), HILOCK_EINVAL);
 }
+
+Test(url, a_server_without_its_scheme_gets_the_url_it_likely_meant)
+{
+    static const char *const cases[][2] = {
+        { "localhost:6379", "unknown scheme: did you mean redis://localhost:6379?" },
+        { "127.0.0.1:6379", "unknown scheme: did you mean redis://127.0.0.1:6379?" },
+        { "my-host", "unknown scheme: did you mean redis://my-host?" },
+        { "unix:/p/redis.sock", "unknown scheme: did you mean unix:///p/redis.sock?" },
+        { "/p/redis.sock", "unknown scheme: did you mean unix:///p/redis.sock?" },
+        { "u:Sekr1tPw@h:1", "unknown scheme (want redis://" },   /* never echoed */
+        { "http://h:1", "unknown scheme (want redis://" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        hl_url u;
+        char err[200] = "";
+        cr_assert_eq(hl_url_parse(cases[i][0], &u, err, sizeof err), HILOCK_EINVAL, "accepted %s", cases[i][0]);
+        cr_assert_eq(strncmp(err, cases[i][1], strlen(cases[i][1])), 0, "'%s': '%s'", cases[i][0], err);
+    }
+}
+
+Test(url, the_shown_form_masks_every_password_and_stays_short)
+{
+    static const char *const cases[][2] = {
+        { "redis://alice:Sekr1tPw@h:1/2", "redis://alice:***@h:1/2" },
+        { "redis://:Sekr1tPw@h", "redis://:***@h" },
+        { "redis://u:p@Sekr1tPw@h", "redis://u:***@h" },
+        { "unix://:Sekr1tPw@/tmp/r.sock?db=1", "unix://:***@/tmp/r.sock?db=1" },
+        { "u:Sekr1tPw@h:1", "u:***@h:1" },
+        { "redis-sentinel://:Sekr1tPw@a,b?sentinel_username=s&sentinel_password=Sekr1tPw#m",
+          "redis-sentinel://:***@a,b?sentinel_username=s&sentinel_password=***#m" },
+        { "redis-sentinel://h?sentinel_password=Sekr1tPw", "redis-sentinel://h?sentinel_password=***" },
+        { "localhost:6379", "localhost:6379" },
+        { "redis://h", "redis://h" },
+    };
+    char buf[128], big[400];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        cr_assert_str_eq(hl_url_shown(cases[i][0], buf, sizeof buf), cases[i][1]);
+    memset(big, 'h', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    memcpy(big, "redis://", 8);
+    hl_url_shown(big, buf, sizeof buf);
+    cr_assert_eq(strlen(buf), 120, "%s", buf);
+    cr_assert_str_eq(buf + 117, "...");
+    cr_assert_leq(strlen(hl_url_shown(big, buf, 16)), 15, "a small buffer is not overrun");
+}
