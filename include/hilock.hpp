@@ -76,12 +76,28 @@
 
 namespace hilock_cpp {
 
+namespace detail {
+/* The library's detail without the key it starts with ("KEY: ..." or "release KEY: ..."), as
+ * what() names the key already: "release jobs: expired ...", not "release jobs: release jobs: ...". */
+inline std::string after_key(const std::string &msg, const std::string &key)
+{
+    const std::string k = key + ": ";
+    if (key.empty()) return msg;
+    if (msg.compare(0, k.size(), k) == 0) return msg.substr(k.size());
+    std::string::size_type sp = msg.find(' ');
+    if (sp != std::string::npos && msg.find(':') > sp && msg.compare(sp + 1, k.size(), k) == 0)
+        return msg.substr(sp + 1 + k.size());
+    return msg;
+}
+}  // namespace detail
+
 /* A failed call: status() is the hilock_status, errmsg() the detail the library gave
- * (which server, why); what() is "<what was done>: <errmsg or strerror(status)>". */
+ * (which server, why); what() is "<what was done> KEY: <errmsg or strerror(status)>", the key
+ * named once. */
 class error : public std::runtime_error {
 public:
-    error(hilock_status status, const std::string &what, const std::string &errmsg)
-        : std::runtime_error(what + ": " + (errmsg.empty() ? hilock_strerror(status) : errmsg)),
+    error(hilock_status status, const std::string &what, const std::string &errmsg, const std::string &key = "")
+        : std::runtime_error(what + ": " + (errmsg.empty() ? hilock_strerror(status) : detail::after_key(errmsg, key))),
           status_(status), errmsg_(errmsg) {}
     hilock_status status() const noexcept { return status_; }
     const std::string &errmsg() const { return errmsg_; }
@@ -253,7 +269,7 @@ public:
         uint64_t f = fence();
         if (!give_back() || unlocked_ == HILOCK_OK) return;
         if (lost(unlocked_)) throw lost_error(unlocked_, key_, f, errmsg_);
-        throw error(unlocked_, "release " + key_, errmsg_);
+        throw error(unlocked_, "release " + key_, errmsg_, key_);
     }
 
     /* The status of the last unlock() or release() (HILOCK_OK before any). */
@@ -328,7 +344,7 @@ private:
     }
     void check_status(hilock_status st, const char *what) const
     {
-        if (st != HILOCK_OK) throw error(st, std::string(what) + " " + key_, hilock_client_errmsg(c_));
+        if (st != HILOCK_OK) throw error(st, std::string(what) + " " + key_, hilock_client_errmsg(c_), key_);
     }
     hilock_client *c_;
     std::string key_;

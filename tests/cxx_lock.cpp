@@ -208,6 +208,8 @@ static void expiry_extend_check(const char *url)
 
     m.lock();
     std::this_thread::sleep_for(400ms);
+    std::string w = expect_error(HILOCK_NOT_HELD, [&] { m.extend(1s); });
+    CHECK(w.rfind("extend cxx:exp: ", 0) == 0 && w.find("cxx:exp", 8) == std::string::npos);  // the key once
     expect_error(HILOCK_NOT_HELD, [&] { m.release(); });
     CHECK(!m.owns_lock() && lost == 11);   // release() throws instead of calling the handler
     m.release();                           // not held: nothing to say
