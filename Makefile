@@ -104,6 +104,7 @@ $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 # The event-loop suite drives clients from libuv and libevent (the header-only adapters).
 $(B)/tests/test_async: TEST_LIBS = -luv -levent
 $(B)/tests/test_servers: TEST_LIBS = -luv   # (one event-loop test of its own)
+$(B)/tests/test_reentry: TEST_LIBS = -luv
 $(B)/tests/test_async: include/hilock_libuv.h include/hilock_libevent.h
 
 # The ABI test (tests/test_abi.c, docs/versioning.md): v0_app is an application built against

@@ -233,6 +233,7 @@ static void client_destroy(hilock_client *c)
     free((char *)c->opt.tls_cert_file);
     free((char *)c->opt.tls_key_file);
     free((char *)c->opt.tls_server_name);
+    pthread_mutex_destroy(&c->live_mu);
     free(c);
 }
 
@@ -351,6 +352,7 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
         if (!o->servers[i]) return config_fail(HILOCK_EINVAL, "servers[] holds a NULL");
 
     if (!(c = calloc(1, sizeof *c))) return config_fail(HILOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&c->live_mu, NULL);
     c->refs = 1;
     c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     pthread_once(&fork_once, watch_forks);

@@ -11,6 +11,8 @@
 #ifndef HILOCK_ENGINE_H
 #define HILOCK_ENGINE_H
 
+#include <pthread.h>
+
 #include "base.h"
 #include "resp.h"
 #include "transport.h"
@@ -173,6 +175,10 @@ struct hilock_client {
     struct hl_loop *loop;        /* the runner's state (engine_loop.c) */
     int            cancelled;    /* the loop's calls are being ended (client freed): lock.c's
                                     acquire loop stops retrying */
+    /* lock.c: the locks acquiring or held (not re-entrant: hl_live_check); a mutex, as
+     * hilock_free may run on another thread than the one using the client (hilock.h) */
+    pthread_mutex_t live_mu;
+    struct hilock *live;
 };
 
 /* What the engine asks of the topology a node belongs to -- the engine defines this

@@ -8,6 +8,7 @@
  * (l->kind, kind.h); this file names no kind. It calls the engine and topology (internal.h)
  * and, through one hook in the lock (l->hook), the layer that shares a lock with another
  * thread (keepalive.c), whose name it does not know. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,59 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     return l;
 }
 
+/* ---- the client's live locks: hilock locks are not re-entrant (hilock.h) ----
+ * An acquire of a key its client already holds would find its own value: it would wait out
+ * its own ttl and then take the key again, the first lock lost unknown to its owner (with a
+ * keepalive on the first, wait forever). So every lock is on its client's list from its
+ * acquire's start until released or freed, and an acquire of a key on the list is refused
+ * before anything is sent. A list, not a hash: a client holds a few locks; the uncontended
+ * cycle pays two uncontended mutex calls next to its round trips. A forked child's copy
+ * never takes the mutex (a parent thread may have held it at fork): it may only be freed. */
+static hilock *live_find(hilock_client *c, const char *key)   /* under c->live_mu */
+{
+    for (hilock *h = c->live; h; h = h->live_next)
+        if (!strcmp(h->key, key)) return h;
+    return NULL;
+}
+
+static hilock_status reentry(hilock_client *c, const char *key, int acquiring)
+{
+    return hl_fail(c, HILOCK_EINVAL, acquiring ? "this client is already acquiring %s (hilock "
+                   "locks are not re-entrant)" : "this client already holds %s (hilock locks "
+                   "are not re-entrant)", key);
+}
+
+/* Check, and unless refused put l on the list (add = 1), in one turn of the mutex. */
+static hilock_status live_enter(hilock_client *c, const char *key, hilock *add)
+{
+    hilock *h;
+    int acquiring = 0;
+    pthread_mutex_lock(&c->live_mu);
+    if ((h = live_find(c, key))) {
+        acquiring = __atomic_load_n(&h->acquiring, __ATOMIC_RELAXED);
+    } else if (add) {
+        add->acquiring = add->live = 1;
+        if ((add->live_next = c->live)) c->live->live_prev = &add->live_next;
+        add->live_prev = &c->live;
+        c->live = add;
+    }
+    pthread_mutex_unlock(&c->live_mu);
+    return h ? reentry(c, key, acquiring) : HILOCK_OK;
+}
+
+hilock_status hl_live_check(hilock_client *c, const char *key) { return live_enter(c, key, NULL); }
+
+static void live_leave(hilock *l)
+{
+    hilock_client *c = l->c;
+    if (!l->live || hl_forked(c)) return;
+    pthread_mutex_lock(&c->live_mu);
+    if (l->live_next) l->live_next->live_prev = l->live_prev;
+    *l->live_prev = l->live_next;
+    l->live = 0;
+    pthread_mutex_unlock(&c->live_mu);
+}
+
 /* The failover part of an operation (topology.c: failover.lua, WAIT), for the kinds that
  * take part; for the others nothing is added and hl_topo_end finds nothing to read. per,
  * deadline: the operation's, which its round trips there keep to (top->deadline_us adds
@@ -524,6 +578,10 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     if ((st = hl_acquire_args(c, key, ttl_ms, wait_ms)) != HILOCK_OK) return st;
     if (!(l = lock_new(c, key, ttl_ms))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     l->kind = kind;
+    if ((st = live_enter(c, key, l)) != HILOCK_OK) {
+        hilock_free(l);
+        return st;
+    }
     if (kind->init && (st = kind->init(l)) != HILOCK_OK) {
         hilock_free(l);
         return st;
@@ -539,6 +597,7 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
         if (l->spent && (st = fresh_token(l, hard)) != HILOCK_OK) break;
         st = attempt(l, hard, hl_wait_mark_ms(l, deadline), &hint);
         if (st == HILOCK_OK) {
+            __atomic_store_n(&l->acquiring, 0, __ATOMIC_RELAXED);
             *out = l;
             return st;
         }
@@ -663,7 +722,9 @@ hilock_status hilock_release(hilock *l)
     hilock_status st;
     if (!l) return HILOCK_EINVAL;
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
-    return hl_leave(l->c, took, release_once(l));
+    st = release_once(l);
+    if (l->released) live_leave(l);   /* (not after an error: it may still hold) */
+    return hl_leave(l->c, took, st);
 }
 
 static hilock_status release_once(hilock *l)
@@ -842,6 +903,7 @@ void hilock_free(hilock *l)
 {
     if (!l) return;
     if (l->hook) l->hook(l, HL_HOOK_STOP);
+    live_leave(l);
     free(l->key);
     free(l->fence_key);
     free(l->signal_key);
