@@ -419,15 +419,17 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  * before the command was sent; an acquisition whose validity is <= 0 is undone.
  * On OK, *out owns a new lock (release with hilock_release, free with hilock_free);
  * otherwise *out = NULL.
- * Not re-entrant: while this client has a live lock for `key` -- from the start of its
- * acquire until hilock_release ends it (any status that leaves it released: OK, NOT_HELD,
- * LOST) or hilock_free frees it; a lock known lost (check, extend or a keepalive said so)
- * still counts until then, as the program may still be acting on it -- another acquire of
- * `key` on this client (any acquire entry point, hilock_legacy_acquire and _async included)
- * returns HILOCK_EINVAL at once, sending nothing: "this client already holds KEY (hilock
- * locks are not re-entrant)" ("is already acquiring KEY" while the first is still being
- * acquired on an event loop). A release that ended in an error (EIO, ...) leaves the lock
- * live: release again, or free it. Two clients, even in one process, contend as usual.
+ * Not re-entrant: while this client has a live lock for `key` -- from its grant until
+ * hilock_release ends it (any status that leaves it released: OK, NOT_HELD, LOST) or
+ * hilock_free frees it; a lock known lost (check, extend or a keepalive said so) still
+ * counts until then, as the program may still be acting on it -- another acquire of `key`
+ * on this client (hilock_acquire in every mode, hilock_legacy_acquire) returns
+ * HILOCK_EINVAL at once, sending nothing: "this client already holds KEY (hilock locks are
+ * not re-entrant)" (it would otherwise wait for itself: its own ttl, or for ever under a
+ * keepalive). A release that ended in an error (EIO, ...) leaves the lock live: release
+ * again, or free it. Two clients, even in one process, contend as usual; so do the calls
+ * of a client attached to an event loop, which are that loop's separate tasks
+ * (hilock_acquire_async waits for the release of a lock the same client holds).
  * Returns OK; BUSY (held by someone else, or a new master's failover guard runs, when
  * wait_ms ran out or was 0);
  * EINVAL (this client already holds key: see above; NULL client/key/out, empty key or

@@ -1016,27 +1016,13 @@ static hilock_status accept_call(hilock_client *c, hilock *l, int op, int64_t tt
     return hl_ok(c);
 }
 
-/* Not re-entrant (hilock.h), refused here, done never called: a lock of c for key held or
- * being acquired (lock.c's list), or an acquire of it accepted and not yet delivered (its
- * flow may not have started: not on that list yet). */
-static hilock_status queued_acquire(hilock_client *c, const char *key)
-{
-    for (call *k = c->loop ? c->loop->head : NULL; k; k = k->next)
-        if (k->op == OP_ACQUIRE && !k->cancel && !k->l && !strcmp(k->key, key))
-            return hl_fail(c, HILOCK_EINVAL, "this client is already acquiring %s (hilock locks "
-                           "are not re-entrant)", key);
-    return HILOCK_OK;
-}
-
 static hilock_status async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                                    const hl_kind_ops *kind, hilock_done_fn done, void *arg)
 {
     hilock_status st;
     call *k;
     char *dup;
-    if ((st = hl_acquire_args(c, key, ttl_ms, wait_ms)) != HILOCK_OK ||
-        (st = queued_acquire(c, key)) != HILOCK_OK || (st = hl_live_check(c, key)) != HILOCK_OK)
-        return st;
+    if ((st = hl_acquire_args(c, key, ttl_ms, wait_ms)) != HILOCK_OK) return st;
     if (!(dup = hl_strdup(key))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     if ((st = accept_call(c, NULL, OP_ACQUIRE, ttl_ms, done, arg, &k)) != HILOCK_OK) {
         free(dup);

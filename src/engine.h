@@ -175,8 +175,8 @@ struct hilock_client {
     struct hl_loop *loop;        /* the runner's state (engine_loop.c) */
     int            cancelled;    /* the loop's calls are being ended (client freed): lock.c's
                                     acquire loop stops retrying */
-    /* lock.c: the locks acquiring or held (not re-entrant: hl_live_check); a mutex, as
-     * hilock_free may run on another thread than the one using the client (hilock.h) */
+    /* lock.c: its live locks (not re-entrant: live_enter); a mutex, as hilock_free may run
+     * on another thread than the one using the client (hilock.h) */
     pthread_mutex_t live_mu;
     struct hilock *live;
 };

@@ -150,7 +150,6 @@ struct hilock {
     /* lock.c: on c->live from the acquire's start until released or freed (under
      * c->live_mu; `live` is read and written by the lock's own calls only) */
     int            live;
-    int            acquiring;      /* atomic: 1 until granted (the refusal's wording) */
     hilock        *live_next, **live_prev;
 };
 
@@ -168,11 +167,6 @@ hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms);
 /* Jittered pause before the next attempt: mean retry_delay_ms, capped by hint_us (e.g. the
  * holder's remaining PTTL; <= 0 = no hint) and by the deadline. */
 int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us);
-
-/* Not re-entrant (hilock.h): EINVAL "this client already holds KEY (hilock locks are not
- * re-entrant)" (or "is already acquiring KEY") while a lock of c for key is live: from the
- * start of its acquire until released or freed. Else OK. Sends nothing. */
-hilock_status hl_live_check(hilock_client *c, const char *key);
 
 /* ---- seams owned by other files ---- */
 /* src/wait.c: pause between acquire attempts until the holder's release (or hint_us, the

@@ -284,10 +284,12 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
 /* ---- the client's live locks: hilock locks are not re-entrant (hilock.h) ----
  * An acquire of a key its client already holds would find its own value: it would wait out
  * its own ttl and then take the key again, the first lock lost unknown to its owner (with a
- * keepalive on the first, wait forever). So every lock is on its client's list from its
- * acquire's start until released or freed, and an acquire of a key on the list is refused
- * before anything is sent. A list, not a hash: a client holds a few locks; the uncontended
- * cycle pays two uncontended mutex calls next to its round trips. A forked child's copy
+ * keepalive on the first, wait forever). So every lock of a blocking client is on its
+ * client's list from its acquire's start until released or freed, and an acquire of a key
+ * on the list is refused before anything is sent. Not a loop's client: its acquires are
+ * separate tasks, which wait for each other's release as any two clients do (hilock.h). A
+ * list, not a hash: a client holds a few locks; the uncontended cycle pays two uncontended
+ * mutex calls next to its round trips. A forked child's copy
  * never takes the mutex (a parent thread may have held it at fork): it may only be freed. */
 static hilock *live_find(hilock_client *c, const char *key)   /* under c->live_mu */
 {
@@ -296,32 +298,21 @@ static hilock *live_find(hilock_client *c, const char *key)   /* under c->live_m
     return NULL;
 }
 
-static hilock_status reentry(hilock_client *c, const char *key, int acquiring)
-{
-    return hl_fail(c, HILOCK_EINVAL, acquiring ? "this client is already acquiring %s (hilock "
-                   "locks are not re-entrant)" : "this client already holds %s (hilock locks "
-                   "are not re-entrant)", key);
-}
-
-/* Check, and unless refused put l on the list (add = 1), in one turn of the mutex. */
-static hilock_status live_enter(hilock_client *c, const char *key, hilock *add)
+/* Check, and unless refused put l on the list, in one turn of the mutex. */
+static hilock_status live_enter(hilock_client *c, const char *key, hilock *l)
 {
     hilock *h;
-    int acquiring = 0;
     pthread_mutex_lock(&c->live_mu);
-    if ((h = live_find(c, key))) {
-        acquiring = __atomic_load_n(&h->acquiring, __ATOMIC_RELAXED);
-    } else if (add) {
-        add->acquiring = add->live = 1;
-        if ((add->live_next = c->live)) c->live->live_prev = &add->live_next;
-        add->live_prev = &c->live;
-        c->live = add;
+    if (!(h = live_find(c, key))) {
+        l->live = 1;
+        if ((l->live_next = c->live)) c->live->live_prev = &l->live_next;
+        l->live_prev = &c->live;
+        c->live = l;
     }
     pthread_mutex_unlock(&c->live_mu);
-    return h ? reentry(c, key, acquiring) : HILOCK_OK;
+    return h ? hl_fail(c, HILOCK_EINVAL, "this client already holds %s (hilock locks are not "
+                       "re-entrant)", key) : HILOCK_OK;
 }
-
-hilock_status hl_live_check(hilock_client *c, const char *key) { return live_enter(c, key, NULL); }
 
 static void live_leave(hilock *l)
 {
@@ -578,7 +569,8 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     if ((st = hl_acquire_args(c, key, ttl_ms, wait_ms)) != HILOCK_OK) return st;
     if (!(l = lock_new(c, key, ttl_ms))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     l->kind = kind;
-    if ((st = live_enter(c, key, l)) != HILOCK_OK) {
+    /* (an event loop's acquires are its tasks: they contend for a key, not re-enter it) */
+    if (!c->runner && (st = live_enter(c, key, l)) != HILOCK_OK) {
         hilock_free(l);
         return st;
     }
@@ -597,7 +589,6 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
         if (l->spent && (st = fresh_token(l, hard)) != HILOCK_OK) break;
         st = attempt(l, hard, hl_wait_mark_ms(l, deadline), &hint);
         if (st == HILOCK_OK) {
-            __atomic_store_n(&l->acquiring, 0, __ATOMIC_RELAXED);
             *out = l;
             return st;
         }
