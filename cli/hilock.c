@@ -579,6 +579,7 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
     }
     if (st == HILOCK_BUSY) {
         if (o->verbose) print_error(o->wait_ms ? "gave up waiting for" : "busy:", o->key, hilock_client_errmsg(*cp));
+        if (o->verbose) hl_tool_busy_holder(*cp, o->key);   /* who, if its grant said so */
         return o->conflict_code;
     }
     print_error("lock", o->key, hilock_client_errmsg(*cp));

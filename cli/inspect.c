@@ -84,8 +84,8 @@ static int has_suffix(const char *s, size_t n, const char *suf)
 /* {key}:fence, {key}:waiters, {key}:signal (or key{tag}...:fence): a tag closes before it */
 static int is_aux_key(const char *k, size_t n)
 {
-    static const char *const aux[] = { ":fence", ":waiters", ":signal" };
-    for (size_t i = 0; i < 3; i++)
+    static const char *const aux[] = { ":fence", ":waiters", ":signal", ":holder" };
+    for (size_t i = 0; i < 4; i++)
         if (has_suffix(k, n, aux[i]) && memchr(k, '}', n - strlen(aux[i]))) return 1;
     return 0;
 }
@@ -796,6 +796,55 @@ static const char *holder_word(const hilock_key_view *k, const verdict *v)
     return presets[v->kind].suffix == HILOCK_SUFFIX_NONE && presets[v->kind].decimals == 0 ? "bridge" : "legacy-ttl";
 }
 
+/* ---- the holder record (hilock_lock_view.holder_*): informative only, never ownership ---- */
+
+/* host "web-3", pid 4242, program "nightly", granted 12.3 s ago */
+static void holder_text(FILE *f, const hilock_lock_view *lv, int64_t now_us)
+{
+    char a[32];
+    int64_t ago = now_us / 1000 - lv->holder_since_ms;
+    fputs("host ", f);
+    show(f, lv->holder_host, strlen(lv->holder_host));
+    fprintf(f, ", pid %lld, program ", (long long)lv->holder_pid);
+    show(f, lv->holder_program, strlen(lv->holder_program));
+    fprintf(f, ", granted %s ago", human_ms(ago > 0 ? ago : 0, a, sizeof a));   /* (clocks differ a little) */
+}
+
+/* ,"held_by":{"host":...,"pid":N,"program":...,"since_ms":N} or ,"held_by":null */
+static void holder_json(FILE *f, const hilock_lock_view *lv)
+{
+    if (!lv->holder_host) {
+        fputs(",\"held_by\":null", f);
+        return;
+    }
+    fputs(",\"held_by\":{\"host\":", f);
+    json_str(f, lv->holder_host, strlen(lv->holder_host));
+    fprintf(f, ",\"pid\":%lld,\"program\":", (long long)lv->holder_pid);
+    json_str(f, lv->holder_program, strlen(lv->holder_program));
+    fprintf(f, ",\"since_ms\":%lld}", (long long)lv->holder_since_ms);
+}
+
+typedef struct busy_look { hilock_client *c; const char *key; } busy_look;
+
+static void on_busy_master(size_t master, const hilock_lock_view *lv, const char *error, void *arg)
+{
+    const busy_look *b = arg;
+    (void)error;
+    if (!lv || !lv->holder_host) return;
+    fputs("hilock: ", stderr);
+    show(stderr, b->key, strlen(b->key));
+    if (hilock_client_masters(b->c) > 1) fprintf(stderr, " on %s", hilock_client_master_name(b->c, master));
+    fputs(" held by ", stderr);
+    holder_text(stderr, lv, wall_us());
+    fputs(" (its holder record: informative only)\n", stderr);
+}
+
+void hl_tool_busy_holder(hilock_client *c, const char *key)
+{
+    busy_look b = { c, key };
+    hilock_inspect(c, key, on_busy_master, &b);   /* (an error: nothing to add) */
+}
+
 static void inspect_json(const inspection *in, size_t master, const hilock_lock_view *lv, const char *error)
 {
     const char *name = hilock_client_master_name(in->c, master);
@@ -818,7 +867,9 @@ static void inspect_json(const inspection *in, size_t master, const hilock_lock_
     printf(",\"fence_pttl_ms\":%lld", (long long)lv->fence_pttl_ms);
     if (lv->waiters_pttl_ms >= 0) printf(",\"waiters_pttl_ms\":%lld", (long long)lv->waiters_pttl_ms);
     else fputs(",\"waiters_pttl_ms\":null", stdout);
-    printf(",\"signals\":%lld}\n", (long long)lv->signals);
+    printf(",\"signals\":%lld", (long long)lv->signals);
+    holder_json(stdout, lv);
+    fputs("}\n", stdout);
 }
 
 static void inspect_text(const inspection *in, size_t master, const hilock_lock_view *lv, const char *error)
@@ -836,6 +887,13 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
     k = &lv->key;
     classify(k, in->now_us, &v);
     printf("  holder   %s\n", holder(k, &v));
+    if (lv->holder_host) {
+        printf("  held by  ");
+        holder_text(stdout, lv, in->now_us);
+        printf(" (its holder record: informative only)\n");
+    } else if (v.kind == K_MODERN) {
+        printf("  held by  unknown: no holder record (fencing = 0, fair, or hilock before 0.4)\n");
+    }
     if (k->value) {
         printf("  value    ");
         show(stdout, k->value, k->value_len);

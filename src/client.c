@@ -358,6 +358,7 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
     pthread_once(&fork_once, watch_forks);
     c->fork_gen = hl_fork_gen;
     c->pid = (long)getpid();
+    hl_holder_text(c->holder, sizeof c->holder);
     c->opt = *o;
     if (copy_tls_strings(c) < 0) goto oom;
     c->servers = calloc(o->nservers, sizeof *c->servers);

@@ -179,6 +179,7 @@ struct hilock_client {
      * on another thread than the one using the client (hilock.h) */
     pthread_mutex_t live_mu;
     struct hilock *live;
+    char           holder[HL_HOLDER_MAX];   /* hl_holder_text: acquire.lua's holder record */
 };
 
 /* What the engine asks of the topology a node belongs to -- the engine defines this

@@ -122,6 +122,7 @@ struct hilock {
     char          *fence_key;
     char          *signal_key;     /* wait.c: list a release pushes to, to wake one waiter */
     char          *waiters_key;    /* wait.c: set by busy attempts, so the release signals */
+    char          *holder_key;     /* the holder record (kind.h: holder; src/inspect.c) */
     /* fair kind (fair.c): its queue's keys, and whether an attempt may have queued us */
     char          *queue_key, *beat_key;
     int            queued;

@@ -179,8 +179,9 @@ static void undo_on(hilock *l, uint32_t mask, int64_t ttl_ms, int64_t per_node_u
     uint32_t ok;
     int64_t dl = hl_add_sat(hl_now_us(), per_node_us);
     if (!mask) return;
-    hl_cmd_init(&cmd, &hl_lua_release, 1);
+    hl_cmd_init(&cmd, &hl_lua_release, l->kind->holder ? 2 : 1);
     hl_cmd_arg(&cmd, l->key, (size_t)-1);
+    if (l->kind->holder) hl_cmd_arg(&cmd, l->holder_key, (size_t)-1);   /* (release.lua) */
     hl_cmd_arg(&cmd, l->token, (size_t)-1);
     ok = hl_exec(c, mask, &cmd, 1, per_node_us, dl < hard_deadline ? dl : hard_deadline);
     for (size_t i = 0; i < c->nnodes; i++)
@@ -264,13 +265,15 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     l->fence_key = hl_aux_key(key, ":fence");
     l->signal_key = hl_aux_key(key, ":signal");     /* wake-up: see wait.c */
     l->waiters_key = hl_aux_key(key, ":waiters");
+    l->holder_key = hl_aux_key(key, ":holder");     /* kind.h: holder */
     l->token = malloc(HILOCK_CODEC_MAX);   /* 32 hex digits, or room for a legacy stamp */
-    if (!l->key || !l->fence_key || !l->signal_key || !l->waiters_key || !l->token ||
-        new_token(c, l) < 0) {
+    if (!l->key || !l->fence_key || !l->signal_key || !l->waiters_key || !l->holder_key ||
+        !l->token || new_token(c, l) < 0) {
         free(l->key);
         free(l->fence_key);
         free(l->signal_key);
         free(l->waiters_key);
+        free(l->holder_key);
         free(l->token);
         free(l);
         return NULL;
@@ -615,12 +618,14 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
 static void value_cmd(hilock *l, hl_cmd *cmd, const hl_script *s)
 {
     int wake = s == &hl_lua_release && l->kind->wake;
-    hl_cmd_init(cmd, s, wake ? 3 : 1);
+    int holder = wake && l->kind->holder;   /* (release.lua: KEYS[4] needs the other two) */
+    hl_cmd_init(cmd, s, holder ? 4 : wake ? 3 : 1);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     if (wake) {
         hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
         hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);
     }
+    if (holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
 }
 
@@ -899,6 +904,7 @@ void hilock_free(hilock *l)
     free(l->fence_key);
     free(l->signal_key);
     free(l->waiters_key);
+    free(l->holder_key);
     free(l->queue_key);
     free(l->beat_key);
     free(l->token);
