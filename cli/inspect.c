@@ -350,6 +350,8 @@ typedef struct family {
     int64_t    oldest_dead_ms;
     char      *samples[NSAMPLES];  /* unknown values, shown */
     int        nsamples;
+    char      *held[NSAMPLES];     /* modern lock keys, whose holders are shown (holder_lines) */
+    int        nheld;
     struct family *next;           /* hash chain */
 } family;
 
@@ -485,6 +487,9 @@ static void count_key(family *f, const hilock_key_view *k, const verdict *v, int
             }
         }
     }
+    /* (looked up after the scan: a look inside the scan's callback would reuse its reply) */
+    if (v->kind == K_MODERN && f->nheld < NSAMPLES && !memchr(k->key, '\0', k->key_len))
+        if ((f->held[f->nheld] = strdup(k->key)) != NULL) f->nheld++;
     if (v->kind == K_UNKNOWN && f->nsamples < NSAMPLES) {
         size_t n = k->value_len > 40 ? 40 : k->value_len;
         char *s = malloc(n + 1);
@@ -596,6 +601,33 @@ static void advise(const family *f)
         printf("  => no lock values found\n");
 }
 
+/* The holders of the first modern locks seen (at most NSAMPLES a family: one look each, after
+ * the scan), from their holder records: "  held by  "KEY": host ..." (hilock_lock_view). */
+typedef struct held_look { const family *f; const char *key; } held_look;
+
+static void holder_text(FILE *f, const hilock_lock_view *lv, int64_t now_us);
+
+static void on_held(size_t master, const hilock_lock_view *lv, const char *error, void *arg)
+{
+    const held_look *h = arg;
+    if (master != h->f->master) return;   /* (the family's master; a Redlock asks them all) */
+    printf("  held by  ");
+    show(stdout, h->key, strlen(h->key));
+    fputs(": ", stdout);
+    if (lv && lv->holder_host) holder_text(stdout, lv, wall_us());
+    else if (lv) fputs("unknown (no holder record, or released since)", stdout);
+    else fputs(error, stdout);
+    fputc('\n', stdout);
+}
+
+static void holder_lines(const inventory *inv, const family *f)
+{
+    for (int i = 0; i < f->nheld && !stop_sig; i++) {
+        held_look h = { f, f->held[i] };
+        hilock_inspect(inv->c, f->held[i], on_held, &h);
+    }
+}
+
 static void print_family(const inventory *inv, const family *f)
 {
     long total = 0;
@@ -625,6 +657,7 @@ static void print_family(const inventory *inv, const family *f)
         else
             printf("  %-16s %8ld %8ld %8ld %8s %8s  %s\n", name, c->keys, c->ttl, c->keys - c->ttl, "-", "-", fmt);
     }
+    holder_lines(inv, f);
     advise(f);
 }
 
@@ -652,10 +685,12 @@ static void free_inventory(inventory *inv)
 {
     for (size_t i = 0; i < inv->nfam; i++) {
         for (int s = 0; s < inv->list[i]->nsamples; s++) free(inv->list[i]->samples[s]);
+        for (int s = 0; s < inv->list[i]->nheld; s++) free(inv->list[i]->held[s]);
         free(inv->list[i]->name);
         free(inv->list[i]);
     }
     for (int s = 0; s < inv->other.nsamples; s++) free(inv->other.samples[s]);
+    for (int s = 0; s < inv->other.nheld; s++) free(inv->other.held[s]);
     free(inv->list);
     for (size_t i = 0; i < inv->seen_cap; i++) free(inv->seen_set[i]);
     free(inv->seen_set);

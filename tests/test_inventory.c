@@ -327,7 +327,7 @@ Test(inventory, writes_nothing)
 {
     /* (before 7.0 commandstats names no subcommand: our CONFIG RESETSTAT is "config", once) */
     const char *resetstat = hlt_server_version() >= 70000 ? "config|resetstat" : "config";
-    const char *const readonly[] = { "scan", "type", "pttl", "strlen", "getrange", "llen", "evalsha",
+    const char *const readonly[] = { "scan", "type", "pttl", "strlen", "getrange", "get", "llen", "evalsha",
                                      "eval", "info", "time", "dbsize", resetstat, "ping" };
     hilock_client *mc;
     hlt_redis *r = seeded(&mc);
@@ -840,6 +840,35 @@ Test(inspect, names_the_holder_in_text_json_and_the_busy_message_of_v)
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(inventory, names_the_holders_of_a_familys_first_modern_locks)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", r->unix_url, "inventory", "inv:*", NULL };
+    hilock_client *c, *u;
+    hilock *l1, *l2;
+    char host[256] = "", want[700];
+    run_out *o;
+    cr_assert_not_null(r);
+    find_bin();
+    gethostname(host, sizeof host - 1);
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    u = client_with(r->unix_url, 0, NULL, 0);
+    cr_assert_eq(hilock_acquire(c, "inv:a", 60000, 0, &l1), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(u, "inv:b", 60000, 0, &l2), HILOCK_OK);   /* fencing = 0: no record */
+    o = run(r, a);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    snprintf(want, sizeof want, "  held by  \"inv:a\": host \"%s\", pid %ld, program \"%s\", granted ", host,
+             (long)getpid(), program_invocation_short_name);
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    cr_assert(strstr(o->out, "  held by  \"inv:b\": unknown (no holder record, or released since)\n"), "%s", o->out);
+    free(o);
+    hilock_free(l1);
+    hilock_free(l2);
+    hilock_client_free(c);
+    hilock_client_free(u);
     hlt_redis_stop(r);
 }
 
