@@ -927,7 +927,7 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
         holder_text(stdout, lv, in->now_us);
         printf(" (its holder record: informative only)\n");
     } else if (v.kind == K_MODERN) {
-        printf("  held by  unknown: no holder record (fencing = 0, fair, or hilock before 0.4)\n");
+        printf("  held by  unknown: no holder record (fencing = 0, fair, or hilock 0.4.0 and older)\n");
     }
     if (k->value) {
         printf("  value    ");
