@@ -87,14 +87,16 @@ typedef struct hilock_lock_view {
                                  (or was, until the marker expires) and the release will wake
                                  one; ms to live, -2: none                                   */
     int64_t signals;          /* wake-ups in {key}:signal that no waiter has taken yet        */
-    /* The holder record {key}:holder (new after 0.4.0): who was granted the lock's current value,
-     * as that client described itself. Informative only -- for an operator's question
+    /* The holder record {key}:holder (new after 0.4.0): who was granted the lock's current
+     * value, as that client described itself. Informative only -- for an operator's question
      * "which machine has it?" -- never proof of ownership (any client with write access can
      * write it; ownership is the value itself, and fencing tokens protect a resource). Shown
      * only while the record's token is the key's whole value now, so a record of an earlier
      * grant is never taken for the holder's. None (holder_host NULL, holder_pid and
      * holder_since_ms -1) for values hilock_acquire did not write with a record: fencing = 0
-     * (a plain SET), fair, legacy and bridge locks, other writers, hilock 0.4.0 and older. */
+     * (a plain SET), fair, legacy and bridge locks, other writers, hilock 0.4.0 and older.
+     * A program that may run on libhilock 0.4.0 (same soname) checks hilock_version() before
+     * reading these: that library's view ends before them. */
     const char *holder_host;      /* its host name (gethostname), or NULL: no record          */
     int64_t     holder_pid;       /* its process id, -1: none                                */
     const char *holder_program;   /* its program's name, or NULL                             */
