@@ -775,6 +775,7 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
     }
     if (st == HILOCK_BUSY) {
         if (o->verbose) print_error(o->wait_ms ? "gave up waiting for" : "busy:", o, hilock_client_errmsg(*cp));
+        if (o->verbose) hl_tool_busy_holder(*cp, o->key);   /* who, if its grant said so */
         return o->conflict_code;
     }
     /* (a passing failure with -w lasted to its end: lock_within) */

@@ -85,8 +85,8 @@ static int has_suffix(const char *s, size_t n, const char *suf)
 /* {key}:fence, {key}:waiters, {key}:signal (or key{tag}...:fence): a tag closes before it */
 static int is_aux_key(const char *k, size_t n)
 {
-    static const char *const aux[] = { ":fence", ":waiters", ":signal" };
-    for (size_t i = 0; i < 3; i++)
+    static const char *const aux[] = { ":fence", ":waiters", ":signal", ":holder" };
+    for (size_t i = 0; i < 4; i++)
         if (has_suffix(k, n, aux[i]) && memchr(k, '}', n - strlen(aux[i]))) return 1;
     return 0;
 }
@@ -373,6 +373,8 @@ typedef struct family {
     int64_t    oldest_dead_ms;
     char      *samples[NSAMPLES];  /* unknown values, shown */
     int        nsamples;
+    char      *held[NSAMPLES];     /* modern lock keys, whose holders are shown (holder_lines) */
+    int        nheld;
     struct family *next;           /* hash chain */
 } family;
 
@@ -508,6 +510,9 @@ static void count_key(family *f, const hilock_key_view *k, const verdict *v, int
             }
         }
     }
+    /* (looked up after the scan: a look inside the scan's callback would reuse its reply) */
+    if (v->kind == K_MODERN && f->nheld < NSAMPLES && !memchr(k->key, '\0', k->key_len))
+        if ((f->held[f->nheld] = strdup(k->key)) != NULL) f->nheld++;
     if (v->kind == K_UNKNOWN && f->nsamples < NSAMPLES) {
         size_t n = k->value_len > 40 ? 40 : k->value_len;
         char *s = malloc(n + 1);
@@ -707,6 +712,33 @@ static const char *count_name(int k)
            : k == K_AUX ? "hilock-aux" : "not-a-string";
 }
 
+/* The holders of the first modern locks seen (at most NSAMPLES a family: one look each, after
+ * the scan), from their holder records: "  held by  "KEY": host ..." (hilock_lock_view). */
+typedef struct held_look { const family *f; const char *key; } held_look;
+
+static void holder_text(FILE *f, const hilock_lock_view *lv, int64_t now_us);
+
+static void on_held(size_t master, const hilock_lock_view *lv, const char *error, void *arg)
+{
+    const held_look *h = arg;
+    if (master != h->f->master) return;   /* (the family's master; a Redlock asks them all) */
+    printf("  held by  ");
+    show(stdout, h->key, strlen(h->key));
+    fputs(": ", stdout);
+    if (lv && lv->holder_host) holder_text(stdout, lv, wall_us());
+    else if (lv) fputs("unknown (no holder record, or released since)", stdout);
+    else fputs(error, stdout);
+    fputc('\n', stdout);
+}
+
+static void holder_lines(const inventory *inv, const family *f)
+{
+    for (int i = 0; i < f->nheld && !stop_sig; i++) {
+        held_look h = { f, f->held[i] };
+        hilock_inspect(inv->c, f->held[i], on_held, &h);
+    }
+}
+
 static void print_family(const inventory *inv, const family *f)
 {
     long total = 0;
@@ -735,6 +767,7 @@ static void print_family(const inventory *inv, const family *f)
         else
             printf("  %-16s %8ld %8ld %8ld %8s %8s  %s\n", name, c->keys, c->ttl, c->keys - c->ttl, "-", "-", fmt);
     }
+    holder_lines(inv, f);
     {
         sink s = { OUT_TEXT, inv, f, 0 };
         advise(&s);
@@ -821,10 +854,12 @@ static void free_inventory(inventory *inv)
 {
     for (size_t i = 0; i < inv->nfam; i++) {
         for (int s = 0; s < inv->list[i]->nsamples; s++) free(inv->list[i]->samples[s]);
+        for (int s = 0; s < inv->list[i]->nheld; s++) free(inv->list[i]->held[s]);
         free(inv->list[i]->name);
         free(inv->list[i]);
     }
     for (int s = 0; s < inv->other.nsamples; s++) free(inv->other.samples[s]);
+    for (int s = 0; s < inv->other.nheld; s++) free(inv->other.held[s]);
     free(inv->list);
     for (size_t i = 0; i < inv->seen_cap; i++) free(inv->seen_set[i]);
     free(inv->seen_set);
@@ -965,6 +1000,55 @@ static const char *holder_word(const hilock_key_view *k, const verdict *v)
     return presets[v->kind].suffix == HILOCK_SUFFIX_NONE && presets[v->kind].decimals == 0 ? "bridge" : "legacy-ttl";
 }
 
+/* ---- the holder record (hilock_lock_view.holder_*): informative only, never ownership ---- */
+
+/* host "web-3", pid 4242, program "nightly", granted 12.3 s ago */
+static void holder_text(FILE *f, const hilock_lock_view *lv, int64_t now_us)
+{
+    char a[32];
+    int64_t ago = now_us / 1000 - lv->holder_since_ms;
+    fputs("host ", f);
+    show(f, lv->holder_host, strlen(lv->holder_host));
+    fprintf(f, ", pid %lld, program ", (long long)lv->holder_pid);
+    show(f, lv->holder_program, strlen(lv->holder_program));
+    fprintf(f, ", granted %s ago", human_ms(ago > 0 ? ago : 0, a, sizeof a));   /* (clocks differ a little) */
+}
+
+/* ,"held_by":{"host":...,"pid":N,"program":...,"since_ms":N} or ,"held_by":null */
+static void holder_json(FILE *f, const hilock_lock_view *lv)
+{
+    if (!lv->holder_host) {
+        fputs(",\"held_by\":null", f);
+        return;
+    }
+    fputs(",\"held_by\":{\"host\":", f);
+    json_str(f, lv->holder_host, strlen(lv->holder_host));
+    fprintf(f, ",\"pid\":%lld,\"program\":", (long long)lv->holder_pid);
+    json_str(f, lv->holder_program, strlen(lv->holder_program));
+    fprintf(f, ",\"since_ms\":%lld}", (long long)lv->holder_since_ms);
+}
+
+typedef struct busy_look { hilock_client *c; const char *key; } busy_look;
+
+static void on_busy_master(size_t master, const hilock_lock_view *lv, const char *error, void *arg)
+{
+    const busy_look *b = arg;
+    (void)error;
+    if (!lv || !lv->holder_host) return;
+    fputs("hilock: ", stderr);
+    show(stderr, b->key, strlen(b->key));
+    if (hilock_client_masters(b->c) > 1) fprintf(stderr, " on %s", hilock_client_master_name(b->c, master));
+    fputs(" held by ", stderr);
+    holder_text(stderr, lv, wall_us());
+    fputs(" (its holder record: informative only)\n", stderr);
+}
+
+void hl_tool_busy_holder(hilock_client *c, const char *key)
+{
+    busy_look b = { c, key };
+    hilock_inspect(c, key, on_busy_master, &b);   /* (an error: nothing to add) */
+}
+
 static void inspect_json(const inspection *in, size_t master, const hilock_lock_view *lv, const char *error)
 {
     const char *name = hilock_client_master_name(in->c, master);
@@ -988,7 +1072,9 @@ static void inspect_json(const inspection *in, size_t master, const hilock_lock_
     else fputs(",\"fence_pttl_ms\":null", stdout);   /* no counter, or no TTL: as pttl_ms (fence says which) */
     if (lv->waiters_pttl_ms >= 0) printf(",\"waiters_pttl_ms\":%lld", (long long)lv->waiters_pttl_ms);
     else fputs(",\"waiters_pttl_ms\":null", stdout);
-    printf(",\"signals\":%lld}\n", (long long)lv->signals);
+    printf(",\"signals\":%lld", (long long)lv->signals);
+    holder_json(stdout, lv);
+    fputs("}\n", stdout);
 }
 
 static void inspect_text(const inspection *in, size_t master, const hilock_lock_view *lv, const char *error)
@@ -1006,6 +1092,13 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
     k = &lv->key;
     classify(k, in->now_us, &v);
     printf("  holder   %s\n", holder(k, &v));
+    if (lv->holder_host) {
+        printf("  held by  ");
+        holder_text(stdout, lv, in->now_us);
+        printf(" (its holder record: informative only)\n");
+    } else if (v.kind == K_MODERN) {
+        printf("  held by  unknown: no holder record (fencing = 0, fair, or hilock 0.4.0 and older)\n");
+    }
     if (k->value) {
         printf("  value    ");
         show(stdout, k->value, k->value_len);

@@ -18,11 +18,18 @@ void hl_tool_print(FILE *f, const char *s, size_t n);
 #define HL_TOOL_KEY_BUF   (HL_TOOL_KEY_SHOWN * 4 + 32)
 const char *hl_tool_key_shown(const char *key, char *buf, size_t cap);
 
+#include "hilock.h"
+
 /* Is word one of the subcommands ("inventory", "inspect")? */
 int hl_tool_word(const char *word);
 
 /* Run the subcommand argv[0] with its arguments argv[1..argc) on the given servers. Returns
  * the exit status: 0; 64 bad usage; 69 a server failed; 130 interrupted (Ctrl-C). */
 int hl_tool_main(const char *const *servers, size_t nservers, int argc, char **argv);
+
+/* hilock -v, on BUSY: the holder record of key on each master, one line each on stderr
+ * ("hilock: "KEY" held by host ..., pid N, program ..., granted T ago ..."); nothing when
+ * there is none or the look fails. One more round trip, on that path only. */
+void hl_tool_busy_holder(hilock_client *c, const char *key);
 
 #endif

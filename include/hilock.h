@@ -431,13 +431,27 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  *   for a try-lock while waiters are queued; docs/fairness.md).
  *   With several masters, a signal from any one master wakes the waiter.
  * The lock is a fresh random token (16 bytes from getrandom(), hex) written with
- * SET NX PX, and a fencing token minted in the same script. Validity is measured from
+ * SET NX PX, and a fencing token minted in the same script, with a holder record (this
+ * host, pid and program: informative only, for hilock_inspect; fencing = 1, fair = 0 only;
+ * docs/fencing.md). Validity is measured from
  * before the command was sent; an acquisition whose validity is <= 0 is undone.
  * On OK, *out owns a new lock (release with hilock_release, free with hilock_free);
  * otherwise *out = NULL.
+ * Not re-entrant: while this client has a live lock for `key` -- from its grant until
+ * hilock_release ends it (any status that leaves it released: OK, NOT_HELD, LOST) or
+ * hilock_free frees it; a lock known lost (check, extend or a keepalive said so) still
+ * counts until then, as the program may still be acting on it -- another acquire of `key`
+ * on this client (hilock_acquire in every mode, hilock_legacy_acquire) returns
+ * HILOCK_EINVAL at once, sending nothing: "this client already holds KEY (hilock locks are
+ * not re-entrant)" (it would otherwise wait for itself: its own ttl, or for ever under a
+ * keepalive). A release that ended in an error (EIO, ...) leaves the lock live: release
+ * again, or free it. Two clients, even in one process, contend as usual; so do the calls
+ * of a client attached to an event loop, which are that loop's separate tasks
+ * (hilock_acquire_async waits for the release of a lock the same client holds).
  * Returns OK; BUSY (held by someone else, or a new master's failover guard runs, when
  * wait_ms ran out or was 0);
- * EINVAL (NULL client/key/out, empty key or longer than HILOCK_KEY_MAX, ttl_ms <= 0, ttl_ms
+ * EINVAL (this client already holds key: see above; NULL client/key/out, empty key or
+ * longer than HILOCK_KEY_MAX, ttl_ms <= 0, ttl_ms
  * > HILOCK_TTL_MAX_MS or too short for the drift allowance, wait_ms < -1; a Sentinel master
  * name no Sentinel knows; a feature the server is too old for: fair, min_replicas,
  * failover_guard, see servers);

@@ -23,6 +23,9 @@
  * inside the client throws error with HILOCK_EINVAL, "client used from two threads at once";
  * it never corrupts the client's connection, but an unlock() refused that way (the destructor's
  * too) only leaves EINVAL in unlock_status(), and the grant stays held until its ttl runs out.
+ * NOT RE-ENTRANT: two mutex objects of one client naming the same key do not stack; while one
+ * holds it, the other's lock/try_lock* throw error with HILOCK_EINVAL ("this client already
+ * holds KEY (hilock locks are not re-entrant)"), at once, instead of waiting for itself.
  *
  * The namespace is hilock_cpp, not hilock: in C++ the C type `hilock` (the held lock) already
  * owns that name.

@@ -89,6 +89,10 @@ typedef void (*hilock_done_fn)(hilock_status st, hilock *l, void *arg);
 /* hilock_acquire without blocking. key is copied. wait_ms as for hilock_acquire: a waiting
  * acquire is woken by the holder's release (a BLPOP on a connection of its own, so the
  * other calls go on) with polling on the loop's timer as the fallback.
+ * The loop's acquires are its tasks, not re-entries (hilock.h, hilock_acquire): one for a
+ * key that a lock of this client holds waits for that lock's release, as a waiter on
+ * another client would (mind a task that waits for a lock it holds itself: with wait_ms
+ * HILOCK_WAIT_FOREVER and a keepalive on it, for ever).
  * Returns OK (accepted: done will run) or, with done never called: EINVAL (NULL client, key
  * or done, bad key/ttl/wait_ms, client not attached to a loop, or being freed), ENOMEM. */
 HILOCK_API hilock_status hilock_acquire_async(hilock_client *c, const char *key, int64_t ttl_ms,

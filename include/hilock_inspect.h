@@ -87,10 +87,27 @@ typedef struct hilock_lock_view {
                                  (or was, until the marker expires) and the release will wake
                                  one; ms to live, -2: none                                   */
     int64_t signals;          /* wake-ups in {key}:signal that no waiter has taken yet        */
+    /* The holder record {key}:holder (new after 0.4.0): who was granted the lock's current
+     * value, as that client described itself. Informative only -- for an operator's question
+     * "which machine has it?" -- never proof of ownership (any client with write access can
+     * write it; ownership is the value itself, and fencing tokens protect a resource). Shown
+     * only while the record's token is the key's whole value now, so a record of an earlier
+     * grant is never taken for the holder's. None (holder_host NULL, holder_pid and
+     * holder_since_ms -1) for values hilock_acquire did not write with a record: fencing = 0
+     * (a plain SET), fair, legacy and bridge locks, other writers, hilock 0.4.0 and older.
+     * A program that may run on libhilock 0.4.0 (same soname) checks hilock_version() before
+     * reading these: that library's view ends before them. */
+    const char *holder_host;      /* its host name (gethostname), or NULL: no record          */
+    int64_t     holder_pid;       /* its process id, -1: none                                */
+    const char *holder_program;   /* its program's name, or NULL                             */
+    int64_t     holder_since_ms;  /* when it was granted: unix time in ms by this master's
+                                     clock, as the holder's client reckoned it; -1: none       */
 } hilock_lock_view;
 
 /* Called once per master, in order: v on success, else v = NULL and error says which master
- * and why. Pointers are valid only during the call. */
+ * and why. Pointers are valid only during the call. The library writes *v: fields are only
+ * ever appended to hilock_lock_view (docs/versioning.md), so a program built with an older
+ * header reads the fields it knows; never copy *v into a struct of your own by size. */
 typedef void (*hilock_inspect_fn)(size_t master, const hilock_lock_view *v, const char *error, void *arg);
 
 /* Look at `key` on every master at once (one round trip) and call fn for each.

@@ -69,7 +69,8 @@ extern "C" {
  * On OK *out owns the lock; otherwise *out = NULL.
  * Returns OK; BUSY (held: a live stamp, a key with a TTL, or a value that is not a stamp --
  * errmsg names key and value, and the unit the value looks like when it is a number);
- * EINVAL (NULL client/key/out, empty or too long key, timeout_ms <= 0, too long, or too short
+ * EINVAL (this client already holds key: not re-entrant, as hilock_acquire;
+ * NULL client/key/out, empty or too long key, timeout_ms <= 0, too long, or too short
  * for drift allowance + skew_margin_ms, wait_ms < -1, a client with more than one server:
  * legacy peers know no quorum); EIO, ETIMEDOUT (the write may have landed: it then expires by
  * its stamp), EAUTH, EREPLY (e.g. the key holds a hash), ENOMEM. */

@@ -102,4 +102,10 @@ void hl_slot_tag(unsigned slot, char *buf);
 char *hl_strdup(const char *s);
 char *hl_strndup(const char *s, size_t n);
 
+/* The holder record's text for this process (acquire.lua writes it with a grant, inspect
+ * reads it): "host\npid\nprogram", control characters made '?', host and program cut at 64
+ * bytes each: informative only (docs/fencing.md). At most HL_HOLDER_MAX - 1 bytes + NUL. */
+#define HL_HOLDER_MAX 160
+void hl_holder_text(char *buf, size_t cap);
+
 #endif

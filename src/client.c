@@ -233,6 +233,7 @@ static void client_destroy(hilock_client *c)
     free((char *)c->opt.tls_cert_file);
     free((char *)c->opt.tls_key_file);
     free((char *)c->opt.tls_server_name);
+    pthread_mutex_destroy(&c->live_mu);
     free(c);
 }
 
@@ -353,11 +354,13 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
             return config_fail(HILOCK_EINVAL, "server %zu of %zu is NULL", i + 1, o->nservers);
 
     if (!(c = calloc(1, sizeof *c))) return config_fail(HILOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&c->live_mu, NULL);
     c->refs = 1;
     c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     pthread_once(&fork_once, watch_forks);
     c->fork_gen = hl_fork_gen;
     c->pid = (long)getpid();
+    hl_holder_text(c->holder, sizeof c->holder);
     c->opt = *o;
     if (copy_tls_strings(c) < 0) goto oom;
     c->servers = calloc(o->nservers, sizeof *c->servers);

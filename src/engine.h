@@ -11,6 +11,8 @@
 #ifndef HILOCK_ENGINE_H
 #define HILOCK_ENGINE_H
 
+#include <pthread.h>
+
 #include "base.h"
 #include "resp.h"
 #include "transport.h"
@@ -173,6 +175,11 @@ struct hilock_client {
     struct hl_loop *loop;        /* the runner's state (engine_loop.c) */
     int            cancelled;    /* the loop's calls are being ended (client freed): lock.c's
                                     acquire loop stops retrying */
+    /* lock.c: its live locks (not re-entrant: live_enter); a mutex, as hilock_free may run
+     * on another thread than the one using the client (hilock.h) */
+    pthread_mutex_t live_mu;
+    struct hilock *live;
+    char           holder[HL_HOLDER_MAX];   /* hl_holder_text: acquire.lua's holder record */
 };
 
 /* What the engine asks of the topology a node belongs to -- the engine defines this

@@ -139,11 +139,52 @@ static int64_t counter_of(const hl_reply *r)
     return v;
 }
 
-/* The reply of inspect_key.lua on one node, as a view; 0 if its shape is not the script's. */
-static int lock_view(const hl_reply *r, const char *key, hilock_lock_view *v)
+/* The holder record without its token (inspect_key.lua), "since\nhost\npid\nprogram", split
+ * into v; buf holds its copy (NUL-terminated parts). Anything else (nil, another shape: any
+ * client may write that key) is no record. */
+#define HOLDER_REPLY_MAX 512
+
+static int64_t number_of(const char *s)
+{
+    int64_t v = 0;
+    if (!*s || strlen(s) > 18) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+static void holder_view(const hl_reply *r, char *buf, hilock_lock_view *v)
+{
+    size_t len;
+    const char *s = hl_reply_str(r, &len);
+    char *part[4], *p = buf;
+    v->holder_host = v->holder_program = NULL;
+    v->holder_pid = v->holder_since_ms = -1;
+    if (!is_str(r) || len >= HOLDER_REPLY_MAX || memchr(s, '\0', len)) return;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    for (int i = 0; i < 4; i++) {
+        part[i] = p;
+        p = strchr(p, '\n');
+        if ((i < 3) != (p != NULL)) return;   /* exactly three newlines */
+        if (p) *p++ = '\0';
+    }
+    if (number_of(part[0]) < 0 || number_of(part[2]) < 0) return;
+    v->holder_since_ms = number_of(part[0]);
+    v->holder_host = part[1];
+    v->holder_pid = number_of(part[2]);
+    v->holder_program = part[3];
+}
+
+/* The reply of inspect_key.lua on one node, as a view (holder parts in buf); 0 if its shape
+ * is not the script's. */
+static int lock_view(const hl_reply *r, const char *key, hilock_lock_view *v, char *buf)
 {
     hl_reply *four[4] = { hl_reply_elem(r, 0), hl_reply_elem(r, 1), hl_reply_elem(r, 2), hl_reply_elem(r, 3) };
-    if (hl_reply_type(r) != HL_R_ARRAY || hl_reply_nelem(r) != 8 || !key_view(&v->key, key, strlen(key), four))
+    memset(v, 0, sizeof *v);
+    if (hl_reply_type(r) != HL_R_ARRAY || hl_reply_nelem(r) != 9 || !key_view(&v->key, key, strlen(key), four))
         return 0;
     if ((hl_reply_type(hl_reply_elem(r, 4)) != HL_R_NIL && !is_str(hl_reply_elem(r, 4))) ||
         !is_int(hl_reply_elem(r, 5)) || !is_int(hl_reply_elem(r, 6)) || !is_int(hl_reply_elem(r, 7)))
@@ -152,27 +193,28 @@ static int lock_view(const hl_reply *r, const char *key, hilock_lock_view *v)
     v->fence_pttl_ms = hl_reply_int(hl_reply_elem(r, 5));
     v->waiters_pttl_ms = hl_reply_int(hl_reply_elem(r, 6));
     v->signals = hl_reply_int(hl_reply_elem(r, 7));
+    holder_view(hl_reply_elem(r, 8), buf, v);
     return 1;
 }
 
 static hilock_status inspect_in(hilock_client *c, const char *key, hilock_inspect_fn fn, void *arg)
 {
     hl_cmd cmd;
-    char a_max[24], *aux[3];
-    static const char *const suffix[3] = { ":fence", ":waiters", ":signal" };
+    char a_max[24], *aux[4], holder[HOLDER_REPLY_MAX];
+    static const char *const suffix[4] = { ":fence", ":waiters", ":signal", ":holder" };
     hilock_status st = HILOCK_OK;
     uint32_t ok, failed = 0;
     if (!c) return HILOCK_EINVAL;
     if (hl_check_key(c, key) != HILOCK_OK) return HILOCK_EINVAL;
     if (!fn) return hl_fail(c, HILOCK_EINVAL, "inspect: fn is NULL");
-    for (int i = 0; i < 3; i++) aux[i] = hl_aux_key(key, suffix[i]);   /* names as lock.c makes them */
-    if (!aux[0] || !aux[1] || !aux[2]) {
-        for (int i = 0; i < 3; i++) free(aux[i]);
+    for (int i = 0; i < 4; i++) aux[i] = hl_aux_key(key, suffix[i]);   /* names as lock.c makes them */
+    if (!aux[0] || !aux[1] || !aux[2] || !aux[3]) {
+        for (int i = 0; i < 4; i++) free(aux[i]);
         return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     }
-    hl_cmd_init(&cmd, &hl_lua_inspect_key, 4);
+    hl_cmd_init(&cmd, &hl_lua_inspect_key, 5);
     hl_cmd_arg(&cmd, key, (size_t)-1);
-    for (int i = 0; i < 3; i++) hl_cmd_arg(&cmd, aux[i], (size_t)-1);
+    for (int i = 0; i < 4; i++) hl_cmd_arg(&cmd, aux[i], (size_t)-1);
     hl_cmd_argi(&cmd, a_max, HILOCK_VIEW_VALUE_MAX);
     ok = exec_read(c, hl_all_nodes(c), &cmd);
     for (size_t i = 0; i < c->nnodes; i++) {
@@ -181,7 +223,7 @@ static hilock_status inspect_in(hilock_client *c, const char *key, hilock_inspec
         if (ok & (1u << i)) {
             if (hl_reply_type(n->reply[0]) == HL_R_ERROR) {
                 hl_node_reply_error(n, n->reply[0]);
-            } else if (lock_view(n->reply[0], key, &v)) {
+            } else if (lock_view(n->reply[0], key, &v, holder)) {
                 fn(i, &v, NULL, arg);
                 continue;
             } else {
@@ -195,7 +237,7 @@ static hilock_status inspect_in(hilock_client *c, const char *key, hilock_inspec
         fn(i, NULL, n->err, arg);
     }
     hl_exec_clear(c);
-    for (int i = 0; i < 3; i++) free(aux[i]);
+    for (int i = 0; i < 4; i++) free(aux[i]);
     return st == HILOCK_OK ? hl_ok(c) : hl_fail_nodes(c, st, failed, "inspect: ");
 }
 

@@ -126,6 +126,7 @@ struct hilock {
     char          *fence_key;
     char          *signal_key;     /* wait.c: list a release pushes to, to wake one waiter */
     char          *waiters_key;    /* wait.c: set by busy attempts, so the release signals */
+    char          *holder_key;     /* the holder record (kind.h: holder; src/inspect.c) */
     /* fair kind (fair.c): its queue's keys, and whether an attempt may have queued us */
     char          *queue_key, *beat_key;
     int            queued;
@@ -151,6 +152,10 @@ struct hilock {
     struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
     struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
     char          *guard_key;      /* topology.c: the failover guard's record with a cluster node */
+    /* lock.c: on c->live from the acquire's start until released or freed (under
+     * c->live_mu; `live` is read and written by the lock's own calls only) */
+    int            live;
+    hilock        *live_next, **live_prev;
 };
 
 /* aux key in the same hash slot as `key`: "key<suffix>" if key has a tag, "{key}<suffix>" if

@@ -102,6 +102,8 @@ struct hl_kind_ops {
     int keepalive;       /* hilock_keepalive may renew it */
     int queue;           /* a busy attempt that will wait joins a queue: its mark_ms is > 0
                           * whenever a wait follows, also with options.wake = 0 (wait.c) */
+    int holder;          /* a grant writes the holder record (acquire.lua, l->holder_key):
+                          * extend keeps it; release (with `wake`) and undo delete it */
 };
 
 /* src/modern.c: SET NX PX of a random token with a fencing token, compare-and-delete,

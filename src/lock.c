@@ -8,6 +8,7 @@
  * (l->kind, kind.h); this file names no kind. It calls the engine and topology (internal.h)
  * and, through one hook in the lock (l->hook), the layer that shares a lock with another
  * thread (keepalive.c), whose name it does not know. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,8 +245,9 @@ static void undo_on(hilock *l, uint32_t mask, int64_t ttl_ms, int64_t per_node_u
     uint32_t ok;
     int64_t dl = hl_add_sat(hl_now_us(), per_node_us);
     if (!mask) return;
-    hl_cmd_init(&cmd, &hl_lua_release, 1);
+    hl_cmd_init(&cmd, &hl_lua_release, l->kind->holder ? 2 : 1);
     hl_cmd_arg(&cmd, l->key, (size_t)-1);
+    if (l->kind->holder) hl_cmd_arg(&cmd, l->holder_key, (size_t)-1);   /* (release.lua) */
     hl_cmd_arg(&cmd, l->token, (size_t)-1);
     ok = hl_exec(c, mask, &cmd, 1, per_node_us, dl < hard_deadline ? dl : hard_deadline);
     for (size_t i = 0; i < c->nnodes; i++)
@@ -330,13 +332,15 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     l->fence_key = hl_aux_key(key, ":fence");
     l->signal_key = hl_aux_key(key, ":signal");     /* wake-up: see wait.c */
     l->waiters_key = hl_aux_key(key, ":waiters");
+    l->holder_key = hl_aux_key(key, ":holder");     /* kind.h: holder */
     l->token = malloc(HILOCK_CODEC_MAX);   /* 32 hex digits, or room for a legacy stamp */
-    if (!l->key || !l->fence_key || !l->signal_key || !l->waiters_key || !l->token ||
-        new_token(c, l) < 0) {
+    if (!l->key || !l->fence_key || !l->signal_key || !l->waiters_key || !l->holder_key ||
+        !l->token || new_token(c, l) < 0) {
         free(l->key);
         free(l->fence_key);
         free(l->signal_key);
         free(l->waiters_key);
+        free(l->holder_key);
         free(l->token);
         free(l);
         return NULL;
@@ -345,6 +349,50 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
     l->c = c;
     hl_client_ref(c);
     return l;
+}
+
+/* ---- the client's live locks: hilock locks are not re-entrant (hilock.h) ----
+ * An acquire of a key its client already holds would find its own value: it would wait out
+ * its own ttl and then take the key again, the first lock lost unknown to its owner (with a
+ * keepalive on the first, wait forever). So every lock of a blocking client is on its
+ * client's list from its acquire's start until released or freed, and an acquire of a key
+ * on the list is refused before anything is sent. Not a loop's client: its acquires are
+ * separate tasks, which wait for each other's release as any two clients do (hilock.h). A
+ * list, not a hash: a client holds a few locks; the uncontended cycle pays two uncontended
+ * mutex calls next to its round trips. A forked child's copy
+ * never takes the mutex (a parent thread may have held it at fork): it may only be freed. */
+static hilock *live_find(hilock_client *c, const char *key)   /* under c->live_mu */
+{
+    for (hilock *h = c->live; h; h = h->live_next)
+        if (!strcmp(h->key, key)) return h;
+    return NULL;
+}
+
+/* Check, and unless refused put l on the list, in one turn of the mutex. */
+static hilock_status live_enter(hilock_client *c, const char *key, hilock *l)
+{
+    hilock *h;
+    pthread_mutex_lock(&c->live_mu);
+    if (!(h = live_find(c, key))) {
+        l->live = 1;
+        if ((l->live_next = c->live)) c->live->live_prev = &l->live_next;
+        l->live_prev = &c->live;
+        c->live = l;
+    }
+    pthread_mutex_unlock(&c->live_mu);
+    return h ? hl_fail(c, HILOCK_EINVAL, "this client already holds %s (hilock locks are not "
+                       "re-entrant)", key) : HILOCK_OK;
+}
+
+static void live_leave(hilock *l)
+{
+    hilock_client *c = l->c;
+    if (!l->live || hl_forked(c)) return;
+    pthread_mutex_lock(&c->live_mu);
+    if (l->live_next) l->live_next->live_prev = l->live_prev;
+    *l->live_prev = l->live_next;
+    l->live = 0;
+    pthread_mutex_unlock(&c->live_mu);
 }
 
 /* The failover part of an operation (topology.c: failover.lua, WAIT), for the kinds that
@@ -591,6 +639,11 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     if ((st = hl_acquire_args(c, key, ttl_ms, wait_ms)) != HILOCK_OK) return st;
     if (!(l = lock_new(c, key, ttl_ms))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     l->kind = kind;
+    /* (an event loop's acquires are its tasks: they contend for a key, not re-enter it) */
+    if (!c->runner && (st = live_enter(c, key, l)) != HILOCK_OK) {
+        hilock_free(l);
+        return st;
+    }
     if (kind->init && (st = kind->init(l)) != HILOCK_OK) {
         hilock_free(l);
         return st;
@@ -632,12 +685,14 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
 static void value_cmd(hilock *l, hl_cmd *cmd, const hl_script *s)
 {
     int wake = s == &hl_lua_release && l->kind->wake;
-    hl_cmd_init(cmd, s, wake ? 3 : 1);
+    int holder = wake && l->kind->holder;   /* (release.lua: KEYS[4] needs the other two) */
+    hl_cmd_init(cmd, s, holder ? 4 : wake ? 3 : 1);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     if (wake) {
         hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
         hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);
     }
+    if (holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
 }
 
@@ -730,7 +785,9 @@ hilock_status hilock_release(hilock *l)
     hilock_status st;
     if (!l) return HILOCK_EINVAL;
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
-    return hl_leave(l->c, took, release_once(l));
+    st = release_once(l);
+    if (l->released) live_leave(l);   /* (not after an error: it may still hold) */
+    return hl_leave(l->c, took, st);
 }
 
 static hilock_status release_once(hilock *l)
@@ -909,10 +966,12 @@ void hilock_free(hilock *l)
 {
     if (!l) return;
     if (l->hook) l->hook(l, HL_HOOK_STOP);
+    live_leave(l);
     free(l->key);
     free(l->fence_key);
     free(l->signal_key);
     free(l->waiters_key);
+    free(l->holder_key);
     free(l->queue_key);
     free(l->beat_key);
     free(l->token);

@@ -7,16 +7,18 @@
 
 static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
 {
-    hl_cmd_init(cmd, &hl_lua_acquire, 3);
+    hl_cmd_init(cmd, &hl_lua_acquire, 4);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     hl_cmd_arg(cmd, l->fence_key, (size_t)-1);
     hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);   /* a waiter marks the lock (wait.c) */
+    hl_cmd_arg(cmd, l->holder_key, (size_t)-1);    /* who holds it, for inspect */
     hl_cmd_arg(cmd, l->token, (size_t)-1);
     hl_cmd_argi(cmd, b->num[0], l->ttl_ms);
     hl_cmd_argi(cmd, b->num[1], l->ttl_ms + HL_FENCE_KEEP_MS);
     hl_cmd_argclock(cmd);   /* each master's own clock: its token's floor */
     hl_cmd_argi(cmd, b->num[2], mark_ms);
     hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
+    hl_cmd_arg(cmd, l->c->holder, (size_t)-1);
     return HILOCK_OK;
 }
 
@@ -35,8 +37,10 @@ static int64_t valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
 
 static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
 {
-    hl_cmd_init(cmd, &hl_lua_extend, 1);
+    int holder = l->kind->holder;   /* (fair's extend is this one too: no record there) */
+    hl_cmd_init(cmd, &hl_lua_extend, holder ? 2 : 1);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
+    if (holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
     hl_cmd_argi(cmd, b->num[0], ttl_ms);
     return HILOCK_OK;
@@ -55,6 +59,7 @@ const hl_kind_ops hl_kind_modern = {
     .failover = 1,
     .wake = 1,
     .keepalive = 1,
+    .holder = 1,
 };
 
 /* ---- hl_kind_unfenced (options.fencing = 0) ----
@@ -62,7 +67,8 @@ const hl_kind_ops hl_kind_modern = {
  * undo and failover part -- written by the plain command a lock without fencing needs: a
  * grant is one SET NX PX, with nothing in Lua and no {key}:fence write. What acquire.lua does
  * besides on a busy answer (mark the lock awaited, read the holder's PTTL) costs a second
- * round trip, on that path only (acquire_busy.lua, kind.h: busy_cmd). Both kinds write a
+ * round trip, on that path only (acquire_busy.lua, kind.h: busy_cmd). No holder record
+ * either: that would be a second write, i.e. a script. Both kinds write a
  * random token with SET NX, so fenced and unfenced clients exclude each other on one key. */
 
 static hilock_status unfenced_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -207,4 +208,24 @@ const char *hilock_strerror(hilock_status s)
 const char *hilock_version(void)
 {
     return HILOCK_VERSION;
+}
+
+/* Control characters would break the record's lines (and an operator's terminal). */
+static size_t holder_part(char *dst, const char *src, size_t max)
+{
+    size_t n = 0;
+    for (; src[n] && n < max; n++) dst[n] = (unsigned char)src[n] < 0x20 || src[n] == 0x7f ? '?' : src[n];
+    return n;
+}
+
+void hl_holder_text(char *buf, size_t cap)
+{
+    char host[256], part[3 * 64 + 24];
+    size_t n;
+    if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
+    host[sizeof host - 1] = '\0';
+    n = holder_part(part, host[0] ? host : "?", 64);
+    n += (size_t)sprintf(part + n, "\n%ld\n", (long)getpid());
+    n += holder_part(part + n, program_invocation_short_name[0] ? program_invocation_short_name : "?", 64);
+    snprintf(buf, cap, "%.*s", (int)n, part);
 }

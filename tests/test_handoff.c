@@ -287,13 +287,15 @@ Test(handoff, an_uncontended_release_writes_no_signal)
     cr_assert_eq(nkeys(r, "*:waiters"), 0);
     /* a try-lock that finds it busy will not wait, so it does not mark it either */
     hilock *a, *b;
+    hilock_client *c2 = client1(r->url, 50);   /* (c's own second acquire is refused: not re-entrant) */
     cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &a), HILOCK_OK);
-    cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &b), HILOCK_BUSY);
+    cr_assert_eq(hilock_acquire(c2, "job", 30000, 0, &b), HILOCK_BUSY);
     cr_assert_eq(nkeys(r, "*:waiters"), 0);
     cr_assert_eq(hilock_release(a), HILOCK_OK);
     cr_assert_eq(nkeys(r, "*:signal"), 0);
     hilock_free(a);
     hilock_client_free(c);
+    hilock_client_free(c2);
     hlt_redis_stop(r);
 }
 

@@ -5,6 +5,7 @@
  * summary's counts, exact JSON lines, the inspect views, every master of a Redlock list, a
  * master that is down, Ctrl-C between pages, and that nothing was written. */
 #include <criterion/criterion.h>
+#include <errno.h>   /* program_invocation_short_name */
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -378,7 +379,7 @@ Test(inventory, writes_nothing)
 {
     /* (before 7.0 commandstats names no subcommand: our CONFIG RESETSTAT is "config", once) */
     const char *resetstat = hlt_server_version() >= 70000 ? "config|resetstat" : "config";
-    const char *const readonly[] = { "scan", "type", "pttl", "strlen", "getrange", "llen", "evalsha",
+    const char *const readonly[] = { "scan", "type", "pttl", "strlen", "getrange", "get", "llen", "evalsha",
                                      "eval", "info", "time", "dbsize", resetstat, "ping" };
     hilock_client *mc;
     hlt_redis *r = seeded(&mc);
@@ -649,7 +650,7 @@ Test(inspect, a_missing_key_has_no_holder)
     snprintf(want, sizeof want, "{\"master\":\"%s\",\"key\":\"nothing:here\",\"type\":\"none\",\"kind\":\"none\","
              "\"presets\":[],\"pttl_ms\":null,\"stamp_in_ms\":null,\"stamp_passed\":null,\"value\":null,"
              "\"value_size\":null,\"holder\":\"none\",\"fence\":null,\"fence_pttl_ms\":null,\"waiters_pttl_ms\":null,"
-             "\"signals\":0}\n", r->sock);
+             "\"signals\":0,\"held_by\":null}\n", r->sock);
     cr_assert_str_eq(o->out, want);
     free(o);
     cr_assert_eq(hlt_dbsize(r), 0);
@@ -684,6 +685,242 @@ Test(inspect, shows_a_blocked_waiter)
     free(o);
     hilock_free(l);
     hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- the holder record (issue 23): who holds it, informative only ---- */
+
+typedef struct seen_view {
+    int n;
+    char host[256], program[256];
+    int64_t pid, since_ms, fence;
+} seen_view;
+
+static void keep_view(size_t m, const hilock_lock_view *v, const char *e, void *arg)
+{
+    seen_view *s = arg;
+    (void)m;
+    cr_assert_not_null(v, "%s", e);
+    s->n++;
+    s->fence = v->fence;
+    s->pid = v->holder_pid;
+    s->since_ms = v->holder_since_ms;
+    snprintf(s->host, sizeof s->host, "%s", v->holder_host ? v->holder_host : "(null)");
+    snprintf(s->program, sizeof s->program, "%s", v->holder_program ? v->holder_program : "(null)");
+}
+
+static seen_view look(hilock_client *c, const char *key)
+{
+    seen_view s;
+    memset(&s, 0, sizeof s);
+    cr_assert_eq(hilock_inspect(c, key, keep_view, &s), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(s.n, 1);
+    return s;
+}
+
+static void assert_no_holder(const seen_view *s)
+{
+    cr_assert_str_eq(s->host, "(null)");
+    cr_assert_str_eq(s->program, "(null)");
+    cr_assert_eq(s->pid, -1);
+    cr_assert_eq(s->since_ms, -1);
+}
+
+static hilock_client *client_with(const char *url, int fencing, const char *preset, int bridge)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.fencing = fencing;
+    o.bridge = bridge;
+    if (preset) cr_assert_eq(hilock_codec_preset(preset, &o.codec), HILOCK_OK);
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+Test(inspect_api, a_grant_records_its_holder_until_the_release)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c, *viewer;
+    hilock *l;
+    char host[256] = "";
+    long long t0 = (long long)(wall_us() / 1000), t1, pttl;
+    seen_view s;
+    cr_assert_not_null(r);
+    gethostname(host, sizeof host - 1);
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_client_open(r->unix_url, &viewer), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "h:job", 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    t1 = (long long)(wall_us() / 1000);
+    s = look(viewer, "h:job");
+    cr_assert_str_eq(s.host, host);
+    cr_assert_eq(s.pid, (int64_t)getpid());
+    cr_assert_str_eq(s.program, program_invocation_short_name);
+    /* the server's clock as the client reckons it: the wall clock here, within a few seconds */
+    cr_assert(s.since_ms > t0 - 5000 && s.since_ms < t1 + 5000, "since %lld, acquired in [%lld, %lld]",
+              (long long)s.since_ms, t0, t1);
+    pttl = hlt_pttl(r, "{h:job}:holder");   /* no longer than the lock */
+    cr_assert(pttl > 0 && pttl <= hlt_pttl(r, "h:job") + 50, "holder pttl %lld", pttl);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    cr_assert_eq(hlt_exists(r, "{h:job}:holder"), 0, "the release left the holder record");
+    s = look(viewer, "h:job");
+    assert_no_holder(&s);
+    hilock_free(l);
+    hilock_client_free(c);
+    hilock_client_free(viewer);
+    hlt_redis_stop(r);
+}
+
+/* A record is shown only while its token is the key's value: never an earlier grant's. */
+Test(inspect_api, a_record_of_an_earlier_grant_is_never_shown_as_the_holder)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    seen_view s;
+    redisReply *rep;
+    cr_assert_not_null(r);
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "h:old", 60000, 0, &l), HILOCK_OK);
+    hilock_free(l);   /* its record stays, as long as its value */
+    rep = hlt_cmd(r, "SET h:old 0123456789abcdef0123456789abcdef PX 60000");   /* another holder's */
+    freeReplyObject(rep);
+    cr_assert_eq(hlt_exists(r, "{h:old}:holder"), 1);
+    s = look(c, "h:old");
+    assert_no_holder(&s);
+    /* a forged or foreign record for the current value is shown only if well formed */
+    rep = hlt_cmd(r, "SET {h:old}:holder %s", "0123456789abcdef0123456789abcdef\nnot-a-number\nh\n1\np");
+    freeReplyObject(rep);
+    s = look(c, "h:old");
+    assert_no_holder(&s);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(inspect_api, extend_keeps_the_holder_record_as_long_as_the_lock)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    seen_view s;
+    cr_assert_not_null(r);
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "h:ext", 800, 0, &l), HILOCK_OK);
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_sleep_ms(1200);   /* past the first ttl */
+    cr_assert_gt(hlt_pttl(r, "{h:ext}:holder"), 50000);
+    s = look(c, "h:ext");
+    cr_assert_eq(s.pid, (int64_t)getpid());
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* fencing = 0 (one plain SET), legacy and bridge locks: no record, nothing else written. */
+Test(inspect_api, unfenced_legacy_and_bridge_locks_write_no_holder_record)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *u, *g, *b;
+    hilock *l1, *l2, *l3;
+    seen_view s;
+    cr_assert_not_null(r);
+    u = client_with(r->unix_url, 0, NULL, 0);
+    g = client_with(r->unix_url, 1, "doc", 0);
+    b = client_with(r->unix_url, 1, "doc", 1);
+    cr_assert_eq(hilock_acquire(u, "h:plain", 60000, 0, &l1), HILOCK_OK, "%s", hilock_client_errmsg(u));
+    cr_assert_eq(hilock_legacy_acquire(g, "h:legacy", 60000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(g));
+    cr_assert_eq(hilock_acquire(b, "h:bridge", 60000, 0, &l3), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    cr_assert_eq(hlt_exists(r, "{h:plain}:holder"), 0);
+    cr_assert_eq(hlt_exists(r, "{h:legacy}:holder"), 0);
+    cr_assert_eq(hlt_exists(r, "{h:bridge}:holder"), 0);
+    s = look(u, "h:plain");
+    assert_no_holder(&s);
+    cr_assert_eq(hilock_release(l1), HILOCK_OK);
+    cr_assert_eq(hilock_release(l2), HILOCK_OK);
+    cr_assert_eq(hilock_release(l3), HILOCK_OK);
+    {
+        redisReply *k = hlt_cmd(r, "KEYS *holder*");
+        cr_assert(k && k->type == REDIS_REPLY_ARRAY && k->elements == 0, "a holder record was written");
+        freeReplyObject(k);
+    }
+    hilock_free(l1);
+    hilock_free(l2);
+    hilock_free(l3);
+    hilock_client_free(u);
+    hilock_client_free(g);
+    hilock_client_free(b);
+    hlt_redis_stop(r);
+}
+
+Test(inspect, names_the_holder_in_text_json_and_the_busy_message_of_v)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", r->unix_url, "inspect", "h:cli", NULL };
+    const char *j[] = { "-s", r->unix_url, "inspect", "--json", "h:cli", NULL };
+    const char *v[] = { "-s", r->unix_url, "-v", "-n", "h:cli", "true", NULL };
+    hilock_client *c;
+    hilock *l;
+    char host[256] = "", want[700];
+    run_out *o;
+    cr_assert_not_null(r);
+    find_bin();
+    gethostname(host, sizeof host - 1);
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "h:cli", 60000, 0, &l), HILOCK_OK);
+    o = run(r, a);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    snprintf(want, sizeof want, "  held by  host \"%s\", pid %ld, program \"%s\", granted ", host, (long)getpid(),
+             program_invocation_short_name);
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    cr_assert(hlt_matches(o->out, " ago \\(its holder record: informative only\\)\n"), "%s", o->out);
+    free(o);
+    o = run(r, j);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    snprintf(want, sizeof want, ",\"held_by\":{\"host\":\"%s\",\"pid\":%ld,\"program\":\"%s\",\"since_ms\":", host,
+             (long)getpid(), program_invocation_short_name);
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    free(o);
+    o = run(r, v);
+    cr_assert_eq(o->status, 1, "%s", o->err);
+    snprintf(want, sizeof want, "hilock: \"h:cli\" held by host \"%s\", pid %ld, program \"%s\", granted ", host,
+             (long)getpid(), program_invocation_short_name);
+    cr_assert(strstr(o->err, want), "%s", o->err);
+    free(o);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(inventory, names_the_holders_of_a_familys_first_modern_locks)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", r->unix_url, "inventory", "inv:*", NULL };
+    hilock_client *c, *u;
+    hilock *l1, *l2;
+    char host[256] = "", want[700];
+    run_out *o;
+    cr_assert_not_null(r);
+    find_bin();
+    gethostname(host, sizeof host - 1);
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    u = client_with(r->unix_url, 0, NULL, 0);
+    cr_assert_eq(hilock_acquire(c, "inv:a", 60000, 0, &l1), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(u, "inv:b", 60000, 0, &l2), HILOCK_OK);   /* fencing = 0: no record */
+    o = run(r, a);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    snprintf(want, sizeof want, "  held by  \"inv:a\": host \"%s\", pid %ld, program \"%s\", granted ", host,
+             (long)getpid(), program_invocation_short_name);
+    cr_assert(strstr(o->out, want), "%s", o->out);
+    cr_assert(strstr(o->out, "  held by  \"inv:b\": unknown (no holder record, or released since)\n"), "%s", o->out);
+    free(o);
+    hilock_free(l1);
+    hilock_free(l2);
+    hilock_client_free(c);
+    hilock_client_free(u);
     hlt_redis_stop(r);
 }
 

@@ -8,6 +8,10 @@
 -- {0, pttl}:  held by another value (pttl -1: no expiry, e.g. a legacy key)
 -- Optional wake-up (src/wait.c): KEYS[3] the waiters marker, ARGV[5] ms a waiter may block:
 -- a busy attempt that will wait marks the lock awaited, so its release signals a waiter.
+-- Optional holder record (src/inspect.c): KEYS[4] the key's ":holder" aux key, ARGV[7] the
+-- client's "host\npid\nprogram": a grant writes "token\nsince\nhost\npid\nprogram" there
+-- (since: ARGV[4], this server's clock), for as long as the lock; informative only, and
+-- shown only while its token is the lock's value. Needs KEYS[3].
 -- Redis does not roll back a script, so a failure must leave nothing behind: the one command
 -- that can fail after the lock's write (INCR of a counter of another type) is undone.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -46,5 +50,8 @@ elseif f % 1024 == 0 then
   -- it expires the clock has passed every token it gave (a key granted 5,000 times a second
   -- for an hour is 4 hours ahead: kept 1 hour, it would hand out smaller tokens again)
   redis.call('PEXPIRE', KEYS[2], string.format('%.0f', tonumber(ARGV[3]) + f - floor))
+end
+if KEYS[4] then
+  redis.call('SET', KEYS[4], ARGV[1] .. '\n' .. ARGV[4] .. '\n' .. ARGV[7], 'PX', ARGV[2])
 end
 return {1, f}

@@ -1,8 +1,10 @@
 -- extend: KEYS[1] lock; ARGV[1] our value, ARGV[2] new ttl ms
+-- Optional KEYS[2]: the holder record (acquire.lua), kept as long as the lock.
 -- 1: extended; 0: no such key; -1: held by another value
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if KEYS[2] then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
   return 1
 end
 if cur then return -1 end

@@ -1,10 +1,14 @@
 -- release: KEYS[1] lock; ARGV[1] our value
 -- Optional wake-up (src/wait.c): KEYS[2] the signal list waiters block on (BLPOP), KEYS[3]
 -- the marker a busy acquire sets while someone waits. Without them: a plain release.
+-- Optional: the holder record (acquire.lua), deleted with our value: KEYS[4] after the two
+-- above, or KEYS[2] when only two keys are given (an undo of a grant: it wakes no one).
 -- 1: deleted; 0: no such key; -1: held by another value
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  local holder = KEYS[4] or (#KEYS == 2 and KEYS[2])
+  if holder then redis.call('DEL', holder) end
   if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
     -- one element wakes one waiter (the longest blocked); unclaimed, it expires
     redis.call('DEL', KEYS[2])

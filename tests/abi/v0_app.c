@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     const char *url = url_s;
     hilock_options *o;
     hilock_keepalive_options *ko;
-    hilock_client *c, *holder, *waiter;
+    hilock_client *c, *holder, *waiter, *other;
     hilock *l, *h;
     hilock_status st;
     long long t0, took;
@@ -178,11 +178,14 @@ int main(int argc, char **argv)
     CHECK(hilock_acquire(holder, "abi:w", 5000, 0, &h) == HILOCK_OK, "holder");
     CHECK(hilock_acquire(c, "abi:w", 5000, 100, &l) == HILOCK_BUSY, "waits, busy");
     CHECK(server_int("EXISTS", "{abi:w}:waiters") == 0, "wake = 0 leaves no waiters mark");
-    CHECK(hilock_acquire(holder, "abi:w", 5000, 100, &l) == HILOCK_BUSY, "default waiter busy");
+    /* (another client: the holder's own second acquire is refused, not re-entrant) */
+    CHECK(hilock_client_open(url, &other) == HILOCK_OK, "open");
+    CHECK(hilock_acquire(other, "abi:w", 5000, 100, &l) == HILOCK_BUSY, "default waiter busy");
     CHECK(server_int("EXISTS", "{abi:w}:waiters") == 1, "the default waiter marks itself");
     CHECK(hilock_release(h) == HILOCK_OK, "holder release");
     hilock_free(h);
     hilock_client_free(holder);
+    hilock_client_free(other);
     printf("wake = 0 in effect\n");
 
     /* min_replicas / replicas_timeout_ms: no replica acknowledges within 37 ms */

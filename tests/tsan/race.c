@@ -198,6 +198,41 @@ static void shared_client(hlt_redis *r)
     hilock_client_free(c);
 }
 
+/* hilock.h: freeing one lock on a thread while another thread uses the client (its other
+ * locks, new acquires) is safe; both touch the client's list of live locks (not re-entrant). */
+typedef struct freer { hilock *l[40]; int n; } freer;
+
+static void *free_all(void *arg)
+{
+    freer *f = arg;
+    for (int i = 0; i < f->n; i++) hilock_free(f->l[i]);
+    return NULL;
+}
+
+static void free_while_acquiring(hlt_redis *r)
+{
+    hilock_client *c = client(r->unix_url);
+    freer f = { { NULL }, 0 };
+    pthread_t th;
+    int ok = 0;
+    for (int i = 0; i < 40; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "fr:%d", i);
+        if (hilock_acquire(c, key, 5000, 0, &f.l[f.n]) == HILOCK_OK) f.n++;
+    }
+    CHECK(f.n == 40, "%d of 40 acquired", f.n);
+    pthread_create(&th, NULL, free_all, &f);
+    for (int i = 0; i < 100; i++) {
+        hilock *l;
+        if (hilock_acquire(c, "fr:x", 5000, 0, &l) != HILOCK_OK) continue;
+        ok += hilock_release(l) == HILOCK_OK;
+        hilock_free(l);
+    }
+    pthread_join(th, NULL);
+    CHECK(ok == 100, "%d of 100 cycles while another thread freed", ok);
+    hilock_client_free(c);
+}
+
 int main(void)
 {
     hlt_redis *r = hlt_redis_start(NULL);
@@ -211,6 +246,7 @@ int main(void)
     lost_vs_owner(r, c);
     handoff(r);
     shared_client(r);
+    free_while_acquiring(r);
     hilock_client_free(c);
     hlt_redis_stop(r);
     printf("race: %s (%lld ms)\n", failures ? "FAILED" : "ok", hlt_now_ms() - t0);
