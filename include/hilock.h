@@ -432,7 +432,7 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  *   With several masters, a signal from any one master wakes the waiter.
  * The lock is a fresh random token (16 bytes from getrandom(), hex) written with
  * SET NX PX, and a fencing token minted in the same script, with a holder record (this
- * host, pid and program: informative only, for hilock_inspect; fencing = 1, fair = 0 only;
+ * host, pid and program: informative only, for hilock_inspect; fencing = 1, fair = 0, bridge = 0 only;
  * docs/fencing.md). Validity is measured from
  * before the command was sent; an acquisition whose validity is <= 0 is undone.
  * On OK, *out owns a new lock (release with hilock_release, free with hilock_free);

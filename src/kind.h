@@ -103,7 +103,8 @@ struct hl_kind_ops {
     int queue;           /* a busy attempt that will wait joins a queue: its mark_ms is > 0
                           * whenever a wait follows, also with options.wake = 0 (wait.c) */
     int holder;          /* a grant writes the holder record (acquire.lua, l->holder_key):
-                          * extend keeps it; release (with `wake`) and undo delete it */
+                          * extend keeps it; release (with `wake`) and an undo sent at once
+                          * delete it (a deferred undo, engine.c, leaves it to its PX) */
 };
 
 /* src/modern.c: SET NX PX of a random token with a fencing token, compare-and-delete,

@@ -381,7 +381,7 @@ static hilock_status live_enter(hilock_client *c, const char *key, hilock *l)
     }
     pthread_mutex_unlock(&c->live_mu);
     return h ? hl_fail(c, HILOCK_EINVAL, "this client already holds %s (hilock locks are not "
-                       "re-entrant)", key) : HILOCK_OK;
+                       "re-entrant)", l->shown) : HILOCK_OK;
 }
 
 static void live_leave(hilock *l)
@@ -821,9 +821,9 @@ static hilock_status release_once(hilock *l)
     l->freed |= t.yes;
     if (was_valid) l->rel_pending |= t.failed;
     if ((size_t)popcount(answered) < c->quorum)
-        return undecided(l, &t, "release: ", "answered", popcount(answered), INT64_MAX);
+        return undecided(l, &t, "release: ", "answered", popcount(answered), dl);
     if ((size_t)popcount(yes) < c->quorum && may_hold(l, &t, yes))
-        return undecided(l, &t, "release: ", "ours on", popcount(yes), INT64_MAX);
+        return undecided(l, &t, "release: ", "ours on", popcount(yes), dl);
     l->released = 1;
     if (t.lost && (size_t)popcount(yes & ~t.lost) < c->quorum)   /* (our value was deleted) */
         return hl_topo_lost(c, l, "release", t.lost);
@@ -887,7 +887,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     if ((size_t)popcount(answered) < c->quorum) {
         /* the new ttl may have landed on some masters: if it is shorter, so is the lock */
         if (until < l->valid_until_us) l->valid_until_us = until;
-        return undecided(l, &t, "extend: ", "answered", popcount(answered), INT64_MAX);
+        return undecided(l, &t, "extend: ", "answered", popcount(answered), dl);
     }
     if (t.lost && (size_t)popcount(t.yes & ~t.lost) < c->quorum) {
         l->valid_until_us = 0;
@@ -895,7 +895,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     }
     if ((size_t)popcount(t.yes) < c->quorum && may_hold(l, &t, t.yes)) {
         if (until < l->valid_until_us) l->valid_until_us = until;
-        return undecided(l, &t, "extend: ", "ours on", popcount(t.yes), INT64_MAX);
+        return undecided(l, &t, "extend: ", "ours on", popcount(t.yes), dl);
     }
     if ((size_t)popcount(t.yes) < c->quorum) {
         int64_t per = node_timeout_us(c, ttl_ms);
@@ -930,13 +930,13 @@ static hilock_status check_once(hilock *l)
     t = run_on_all(l, &cmd, R_CHECK, HL_TOPO_CHECK, 0, &t0, &dl);
     answered = t.yes | t.gone | t.other;
     if ((size_t)popcount(answered) < c->quorum)
-        return undecided(l, &t, "check: ", "answered", popcount(answered), INT64_MAX);
+        return undecided(l, &t, "check: ", "answered", popcount(answered), dl);
     if (t.lost && (size_t)popcount(t.yes & ~t.lost) < c->quorum) {
         l->valid_until_us = 0;
         return hl_topo_lost(c, l, "check", t.lost);
     }
     if ((size_t)popcount(t.yes) < c->quorum && may_hold(l, &t, t.yes))
-        return undecided(l, &t, "check: ", "ours on", popcount(t.yes), INT64_MAX);
+        return undecided(l, &t, "check: ", "ours on", popcount(t.yes), dl);
     if ((size_t)popcount(t.yes) < c->quorum) {
         l->valid_until_us = 0;
         return not_held(l, &t, "check", t.yes);

@@ -209,6 +209,23 @@ Test(reentry, other_keys_and_other_clients_are_unaffected)
     hilock_client_free(b);
 }
 
+Test(reentry, a_long_key_is_named_cut_short_in_the_refusal)
+{
+    hilock_client *a = client(K_MODERN);
+    char *key = malloc(3001), want[256];
+    hilock *l = NULL, *l2 = NULL;
+    memset(key, 'k', 3000);
+    key[3000] = '\0';
+    l = must_acquire(a, K_MODERN, key, 30000, 0);
+    cr_assert_eq(hilock_acquire(a, key, 30000, 0, &l2), HILOCK_EINVAL);
+    snprintf(want, sizeof want, HELD, "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...(3000 bytes)");
+    cr_assert_str_eq(hilock_client_errmsg(a), want);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(a);
+    free(key);
+}
+
 Test(reentry, redlock_acquire_of_a_held_key_is_einval_at_once)
 {
     hlt_redis *r2 = hlt_redis_start(NULL), *r3 = hlt_redis_start(NULL);
