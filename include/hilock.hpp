@@ -23,15 +23,17 @@
  * inside the client throws error with HILOCK_EINVAL, "client used from two threads at once";
  * it never corrupts the client's connection, but an unlock() refused that way (the destructor's
  * too) only leaves EINVAL in unlock_status(), and the grant stays held until its ttl runs out.
- * NOT RE-ENTRANT: two mutex objects of one client naming the same key do not stack; while one
- * holds it, the other's lock/try_lock* throw error with HILOCK_EINVAL ("this client already
- * holds KEY (hilock locks are not re-entrant)"), at once, instead of waiting for itself.
+ *
+ * NOT RE-ENTRANT: a client that holds a key and asks for it again neither stacks nor waits for
+ * itself: lock() and try_lock* throw error with HILOCK_EINVAL at once, what() "CALL KEY: this
+ * client already holds KEY (hilock locks are not re-entrant)" (CALL: lock, try_lock or
+ * try_lock_for). A second mutex object of the same client naming the same key is that case:
+ * while one holds the key (until its unlock, release or destruction, even after a loss), the
+ * other's lock/try_lock* throw it. The same object locked twice throws EINVAL "already held by
+ * this object". Another client, even in this thread, waits as usual.
  *
  * The namespace is hilock_cpp, not hilock: in C++ the C type `hilock` (the held lock) already
  * owns that name.
- *
- * NOT RE-ENTRANT: locking a key this client already holds (through this mutex or another one of
- * the same client) throws error with HILOCK_EINVAL; it never waits for itself.
  *
  * Errors are exceptions (hilock_cpp::error: the status and the client's errmsg). BUSY is not an
  * error: try_lock* return false. unlock() and the destructors never throw.
@@ -54,6 +56,24 @@
  * noexcept: a throw ends in std::terminate). Releases that fail for other reasons (EIO,
  * ETIMEDOUT, EINVAL...: the outcome is unknown, and the key lives until its ttl) do not call
  * it: their status is in unlock_status().
+ *
+ * A LOSS ALREADY REPORTED is not reported again. Once a call has told the program, while the
+ * grant was held, that it is gone, unlock() (so the std guards and the destructors) gives it
+ * back, leaves NOT_HELD or LOST in unlock_status(), and calls no handler: the program has seen
+ * the loss and is handling it, as in
+ *     std::unique_lock<hilock_cpp::mutex> g(m);
+ *     ...
+ *     if (!m.check()) return;                     // no handler, no terminate at the brace
+ * The calls that tell, for the grant they are made on:
+ *   - check() returning false (NOT_HELD);
+ *   - check(), extend() or keepalive() throwing error with status() NOT_HELD or LOST (caught
+ *     or not: an exception that leaves the scope has told the code that catches it);
+ *   - guard::lost() returning true.
+ * Nothing else tells: not validity() reaching 0 (a number programs read to log or to plan
+ * work, so reading it is no sign the loss was acted on; ask guard::lost() or check() for
+ * the answer), not owns_lock() or fence(), not errors of other statuses (EIO, ETIMEDOUT:
+ * the outcome is unknown). It holds for that grant only: the next lock() starts untold.
+ * release() and guard::release() are asked for the answer, so they give it as always.
  */
 #ifndef HILOCK_HPP
 #define HILOCK_HPP
@@ -197,16 +217,18 @@ private:
  * threads, give each thread its own client and mutex; never share one across threads.
  * Each grant lasts `ttl` (the constructor's) unless extend() or keepalive() prolong it: a
  * holder that outlives the ttl has lost the lock (validity() is 0; unlock() then finds it
- * gone, and calls the on_lost handler). Move-only; a lock destroyed while held is released as
- * unlock() does (a loss calls the handler; other errors are ignored). */
+ * gone, and calls the on_lost handler, unless the program was told: A LOSS ALREADY REPORTED).
+ * Move-only (what the program was told moves with the grant); a lock destroyed while held is
+ * released as unlock() does (an untold loss calls the handler; other errors are ignored). */
 class mutex {
 public:
     /* Nothing is sent until the first lock/try_lock*. c must outlive this object. */
     mutex(client &c, std::string key, std::chrono::milliseconds ttl)
-        : c_(c.get()), key_(std::move(key)), ttl_(ttl), l_(nullptr), unlocked_(HILOCK_OK) {}
+        : c_(c.get()), key_(std::move(key)), ttl_(ttl), l_(nullptr), told_(false), unlocked_(HILOCK_OK) {}
     mutex(mutex &&o) noexcept
         : c_(o.c_), key_(std::move(o.key_)), ttl_(o.ttl_), l_(std::exchange(o.l_, nullptr)),
-          unlocked_(o.unlocked_), errmsg_(std::move(o.errmsg_)), on_lost_(std::move(o.on_lost_)) {}
+          told_(std::exchange(o.told_, false)), unlocked_(o.unlocked_), errmsg_(std::move(o.errmsg_)),
+          on_lost_(std::move(o.on_lost_)) {}
     /* Releases what this object held (as unlock()), then takes over o's grant and handler. */
     mutex &operator=(mutex &&o) noexcept
     {
@@ -216,6 +238,7 @@ public:
             key_ = std::move(o.key_);
             ttl_ = o.ttl_;
             l_ = std::exchange(o.l_, nullptr);
+            told_ = std::exchange(o.told_, false);
             unlocked_ = o.unlocked_;
             errmsg_ = std::move(o.errmsg_);
             on_lost_ = std::move(o.on_lost_);
@@ -253,12 +276,14 @@ public:
      * the outcome is in unlock_status() (OK; NOT_HELD: it expired or was taken meanwhile, so
      * the work it protected may have overlapped another holder's; LOST; or an error, after
      * which the key lives until its ttl). NOT_HELD and LOST also call the on_lost handler
-     * (this mutex's, else the process-wide one: by default stderr + std::terminate). No-op
+     * (this mutex's, else the process-wide one: by default stderr + std::terminate), unless
+     * the program was already told of that loss (A LOSS ALREADY REPORTED, at the top). No-op
      * when not held. release() throws instead, guard::release() returns the status. */
     void unlock() noexcept
     {
         uint64_t f = fence();
-        if (give_back() && lost(unlocked_)) {
+        bool told = told_;
+        if (give_back() && lost(unlocked_) && !told) {
             lost_error e(unlocked_, key_, f, errmsg_);
             if (on_lost_) on_lost_(e);
             else get_lost_handler()(e);
@@ -266,7 +291,8 @@ public:
     }
 
     /* Release and forget the grant, throwing instead of calling a handler: lost_error when it
-     * was found gone (NOT_HELD, LOST), error on the other failures. No-op when not held. */
+     * was found gone (NOT_HELD, LOST; told before or not), error on the other failures. No-op
+     * when not held. */
     void release()
     {
         uint64_t f = fence();
@@ -284,22 +310,28 @@ public:
     void on_lost(std::function<void(const lost_error &)> f) noexcept { on_lost_ = std::move(f); }
 
     /* Prolong the grant to ttl from now (hilock_extend); the constructor's ttl is unchanged
-     * for later grants. Throws error (NOT_HELD, LOST, ...; EINVAL when not held). */
-    void extend(std::chrono::milliseconds ttl) { check_status(hilock_extend(need(), ttl.count()), "extend"); }
+     * for later grants. Throws error (NOT_HELD, LOST, ...; EINVAL when not held); NOT_HELD
+     * and LOST tell the program of the loss (A LOSS ALREADY REPORTED). */
+    void extend(std::chrono::milliseconds ttl) { grant_status(hilock_extend(need(), ttl.count()), "extend"); }
 
     /* Ask the server(s) whether the grant is still ours: true if so, false if NOT_HELD;
-     * throws on LOST and errors. */
+     * throws on LOST and errors. false and LOST tell the program of the loss (A LOSS ALREADY
+     * REPORTED: unlock() then calls no handler). */
     bool check()
     {
         hilock_status st = hilock_check(need());
-        if (st == HILOCK_NOT_HELD) return false;
-        check_status(st, "check");
+        if (st == HILOCK_NOT_HELD) {
+            told_ = true;
+            return false;
+        }
+        grant_status(st, "check");
         return true;
     }
 
     /* Renew in the background until unlock (hilock_keepalive without a callback: watch
-     * validity(), which drops to 0 when the keepalive gives up). Throws error. */
-    void keepalive() { check_status(hilock_keepalive(need(), nullptr, nullptr), "keepalive"); }
+     * validity(), which drops to 0 when the keepalive gives up; validity() 0 does not tell,
+     * check() or guard::lost() do). Throws error (NOT_HELD and LOST tell, as extend()). */
+    void keepalive() { grant_status(hilock_keepalive(need(), nullptr, nullptr), "keepalive"); }
 
     bool owns_lock() const noexcept { return l_ != nullptr; }
     explicit operator bool() const noexcept { return owns_lock(); }
@@ -338,6 +370,7 @@ private:
         hilock_status st = hilock_acquire(c_, key_.c_str(), ttl_.count(), wait_ms, &l_);
         if (st == HILOCK_BUSY) return false;
         check_status(st, what);
+        told_ = false;   /* a new grant: told of nothing yet */
         return true;
     }
     hilock *need() const
@@ -349,10 +382,17 @@ private:
     {
         if (st != HILOCK_OK) throw error(st, std::string(what) + " " + key_, hilock_client_errmsg(c_), key_);
     }
+    /* A call on the held grant: a loss it throws is a loss the program was told of. */
+    void grant_status(hilock_status st, const char *what)
+    {
+        if (lost(st)) told_ = true;
+        check_status(st, what);
+    }
     hilock_client *c_;
     std::string key_;
     std::chrono::milliseconds ttl_;
     hilock *l_;
+    bool told_;   /* the program was told this grant is gone: unlock() calls no handler */
     hilock_status unlocked_;
     std::string errmsg_;   /* the detail behind unlocked_ */
     std::function<void(const lost_error &)> on_lost_;   /* empty: get_lost_handler() */
@@ -371,7 +411,9 @@ private:
  * any time without a round trip: while held, whether the validity has run out (the grant can
  * no longer be trusted: stop the work); after release(), whether the release found it gone.
  * A guard that ends still holding the lock gives it back with m.unlock(): a loss found then
- * goes to the on_lost handler. Neither copyable nor movable; m must outlive it. */
+ * goes to the on_lost handler, unless lost() (or m.check()...) had said so: `if (g.lost())
+ * return;` ends quietly (A LOSS ALREADY REPORTED). Neither copyable nor movable; m must
+ * outlive it. */
 class guard {
 public:
     explicit guard(mutex &m) : m_(m), owns_(false), released_(HILOCK_OK)
@@ -405,10 +447,13 @@ public:
     }
 
     /* True once the lock can no longer be trusted: validity() 0 while held, or a release that
-     * found it gone. */
+     * found it gone. A true while held has told the program (m.unlock() calls no handler). */
     bool lost() const noexcept
     {
-        return owns_ ? m_.validity() <= std::chrono::milliseconds(0) : mutex::lost(released_);
+        if (!owns_) return mutex::lost(released_);
+        if (m_.validity() > std::chrono::milliseconds(0)) return false;
+        m_.told_ = true;
+        return true;
     }
 
 private:

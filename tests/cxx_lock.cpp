@@ -1,8 +1,9 @@
-// cxx_lock.cpp URL DEAD_URL [lost-default] -- include/hilock.hpp against a real server (run by
-// tests/test_cxx.c, which checks what it leaves in Redis). Built with g++ -std=c++17 -Wall
-// -Wextra -Werror. Prints one line per check; exits 1 at the first failure. With lost-default:
-// a std::lock_guard whose lock is deleted behind its back, under the default loss handler
-// (which ends the program: test_cxx.c checks how).
+// cxx_lock.cpp URL DEAD_URL [lost-default | lost-told] -- include/hilock.hpp against a real
+// server (run by tests/test_cxx.c, which checks what it leaves in Redis). Built with g++
+// -std=c++17 -Wall -Wextra -Werror. Prints one line per check; exits 1 at the first failure.
+// With lost-default: a std::lock_guard whose lock is deleted behind its back, under the default
+// loss handler (which ends the program: test_cxx.c checks how). With lost-told: losses the
+// program was told of before its scopes ended, under the default handler (it carries on).
 #include <hilock.hpp>
 #include <hiredis/hiredis.h>
 
@@ -162,7 +163,15 @@ static void errors(const char *url, const char *dead)
     expect_error(HILOCK_EINVAL, [&] { m.lock(); });   // already held by this object
     expect_error(HILOCK_EINVAL, [&] { (void)m.try_lock(); });
     CHECK(m.owns_lock());
+    mutex again(c, "cxx:err", 5s);   // the same client and key: not re-entrant, refused at once
+    w = expect_error(HILOCK_EINVAL, [&] { again.lock(); });
+    CHECK(w == "lock cxx:err: this client already holds cxx:err (hilock locks are not re-entrant)");
+    w = expect_error(HILOCK_EINVAL, [&] { (void)again.try_lock_for(10s); });
+    CHECK(w == "try_lock_for cxx:err: this client already holds cxx:err (hilock locks are not re-entrant)");
+    CHECK(!again.owns_lock() && m.owns_lock());
     m.unlock();
+    CHECK(again.try_lock());
+    again.unlock();
     expect_error(HILOCK_EINVAL, [&] { m.extend(1s); });   // not held
     mutex zero(c, "cxx:err", 0ms);
     expect_error(HILOCK_EINVAL, [&] { zero.lock(); });
@@ -176,7 +185,7 @@ static void errors(const char *url, const char *dead)
     } catch (const hilock_cpp::error &e) {
         CHECK(e.status() == HILOCK_EIO && !e.errmsg().empty() && e.errmsg() == d.errmsg());
     }
-    ok("errors: bad URL, twice locked, not held, bad ttl, dead server named");
+    ok("errors: bad URL, twice locked, not re-entrant, not held, bad ttl, dead server named");
 }
 
 static void expiry_extend_check(const char *url)
@@ -193,8 +202,7 @@ static void expiry_extend_check(const char *url)
 
     m.lock();   // a 200 ms grant, outlived
     std::this_thread::sleep_for(400ms);
-    CHECK(m.validity() == 0ms);
-    CHECK(!m.check());
+    CHECK(m.validity() == 0ms);   // a number: not "told" (see A LOSS ALREADY REPORTED)
     mutex thief(other, "cxx:exp", 300ms);
     thief.on_lost([&](const hilock_cpp::lost_error &) { lost += 10; });
     CHECK(thief.try_lock());
@@ -208,12 +216,18 @@ static void expiry_extend_check(const char *url)
 
     m.lock();
     std::this_thread::sleep_for(400ms);
+    CHECK(!m.check());   // the program was told: unlock() records it and calls nobody
+    m.unlock();
+    CHECK(m.unlock_status() == HILOCK_NOT_HELD && !m.owns_lock() && lost == 11);
+
+    m.lock();
+    std::this_thread::sleep_for(400ms);
     std::string w = expect_error(HILOCK_NOT_HELD, [&] { m.extend(1s); });
     CHECK(w.rfind("extend cxx:exp: ", 0) == 0 && w.find("cxx:exp", 8) == std::string::npos);  // the key once
     expect_error(HILOCK_NOT_HELD, [&] { m.release(); });
     CHECK(!m.owns_lock() && lost == 11);   // release() throws instead of calling the handler
     m.release();                           // not held: nothing to say
-    ok("expired grant: unlock says NOT_HELD and calls on_lost, release throws; extend, check");
+    ok("expired grant: unlock says NOT_HELD and calls on_lost (not after check() said false), release throws; extend, check");
 }
 
 static int global_calls;
@@ -336,6 +350,51 @@ static void guard_reports(const char *url)
     ok("guard: release() returns OK / NOT_HELD (no handler), lost() after expiry, busy guard owns nothing");
 }
 
+// A loss the program was told of while it held the lock is not reported again when the scope
+// gives it back: unlock() records NOT_HELD in unlock_status() and calls no handler.
+static void told_loss_is_not_reported_again(const char *url)
+{
+    client c(url);
+    mutex m(c, "cxx:told", 5s), s(c, "cxx:told2", 200ms);
+    int calls = 0;
+    auto count = [&](const hilock_cpp::lost_error &) { calls++; };
+    m.on_lost(count);
+    s.on_lost(count);
+    {
+        std::unique_lock<mutex> g(m);
+        del_behind(url, "cxx:told");
+        CHECK(!m.check());
+    }
+    CHECK(calls == 0 && m.unlock_status() == HILOCK_NOT_HELD && !m.owns_lock());
+    {
+        std::lock_guard<mutex> g(m);
+        del_behind(url, "cxx:told");
+        expect_error(HILOCK_NOT_HELD, [&] { m.extend(1s); });   // caught: the program saw it
+    }
+    CHECK(calls == 0 && m.unlock_status() == HILOCK_NOT_HELD);
+    {
+        hilock_cpp::guard g(s);
+        std::this_thread::sleep_for(400ms);
+        CHECK(g.lost());
+    }
+    CHECK(calls == 0 && s.unlock_status() == HILOCK_NOT_HELD);
+    {
+        mutex moved(c, "cxx:told", 5s);
+        moved.on_lost(count);
+        moved.lock();
+        del_behind(url, "cxx:told");
+        CHECK(!moved.check());
+        mutex to(std::move(moved));   // what it was told moves with the grant
+    }
+    CHECK(calls == 0);
+    {
+        std::lock_guard<mutex> g(m);   // a new grant: told of nothing yet
+        del_behind(url, "cxx:told");
+    }
+    CHECK(calls == 1 && m.unlock_status() == HILOCK_NOT_HELD);
+    ok("a loss told by check() false, extend() throwing, guard::lost(): unlock records it, no handler");
+}
+
 static void keepalive(const char *url)
 {
     client c(url);
@@ -384,11 +443,51 @@ static int lost_default(const char *url)
     return 0;
 }
 
+// Under the default handler, a program that looked and returned early carries on: the loss it
+// was told of (check() false, extend() throwing, guard::lost()) does not end it at scope exit.
+static bool work_checked(mutex &m, const char *url)
+{
+    std::unique_lock<mutex> g(m);
+    del_behind(url, m.key().c_str());
+    if (!m.check()) return false;
+    return true;
+}
+static bool work_extended(mutex &m, const char *url)
+{
+    std::lock_guard<mutex> g(m);
+    del_behind(url, m.key().c_str());
+    try {
+        m.extend(5s);
+    } catch (const hilock_cpp::error &e) {
+        if (e.status() == HILOCK_NOT_HELD) return false;
+        throw;
+    }
+    return true;
+}
+static bool work_guarded(mutex &m)
+{
+    hilock_cpp::guard g(m);
+    std::this_thread::sleep_for(400ms);
+    if (g.lost()) return false;
+    return true;
+}
+static int lost_told(const char *url)
+{
+    client c(url);
+    mutex m(c, "cxx:told", 5s), s(c, "cxx:told2", 200ms);
+    CHECK(!work_checked(m, url) && m.unlock_status() == HILOCK_NOT_HELD);
+    CHECK(!work_extended(m, url) && m.unlock_status() == HILOCK_NOT_HELD);
+    CHECK(!work_guarded(s) && s.unlock_status() == HILOCK_NOT_HELD);
+    std::printf("lost-told: still running\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && std::strcmp(argv[3], "lost-default") == 0) return lost_default(argv[1]);
+    if (argc == 4 && std::strcmp(argv[3], "lost-told") == 0) return lost_told(argv[1]);
     if (argc != 3) {
-        std::fprintf(stderr, "usage: cxx_lock URL DEAD_URL [lost-default]\n");
+        std::fprintf(stderr, "usage: cxx_lock URL DEAD_URL [lost-default | lost-told]\n");
         return 2;
     }
     try {
@@ -399,6 +498,7 @@ int main(int argc, char **argv)
         expiry_extend_check(argv[1]);
         lost_is_reported(argv[1]);
         guard_reports(argv[1]);
+        told_loss_is_not_reported_again(argv[1]);
         keepalive(argv[1]);
         threads_serialize(argv[1]);
     } catch (const std::exception &e) {

@@ -48,7 +48,7 @@ Test(cxx, the_raii_wrapper_meets_lockable_and_leaves_nothing_held, .timeout = 12
 {
     static const char *const keys[] = { "cxx:busy", "cxx:g1", "cxx:g2", "cxx:raii", "cxx:other", "cxx:err",
                                         "cxx:exp", "cxx:ka", "cxx:counter", "cxx:thrown", "cxx:lost",
-                                        "cxx:lost2" };
+                                        "cxx:lost2", "cxx:told", "cxx:told2" };
     char out[8192];
     hlt_redis *r = hlt_redis_start(NULL);
     int rc;
@@ -90,5 +90,22 @@ Test(cxx, a_lost_lock_under_lock_guard_terminates_by_default_saying_why, .timeou
     cr_assert_not_null(strstr(fence, tail), "%s", out);
     cr_assert_eq(hlt_exists(r, "cxx:default"), 0);
     cr_assert_eq(hlt_exists(r, "{cxx:default}:fence"), 1);
+    hlt_redis_stop(r);
+}
+
+/* The reviewer's case: `if (!m.check()) return;` under std::unique_lock, a caught extend()
+ * NOT_HELD, `if (g.lost()) return;` on a guard -- the program was told, so the default handler
+ * does not end it when the scope gives the lock back. */
+Test(cxx, a_loss_the_program_was_told_of_does_not_terminate_it_at_scope_exit, .timeout = 60)
+{
+    char out[4096];
+    hlt_redis *r = hlt_redis_start(NULL);
+    int rc;
+    cr_assert_not_null(r);
+    rc = run_cxx(r, "lost-told", out, sizeof out);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "status %d:\n%s", rc, out);
+    cr_assert_str_eq(out, "lost-told: still running\n");   /* and nothing on stderr */
+    cr_assert_eq(hlt_exists(r, "cxx:told"), 0);
+    cr_assert_eq(hlt_exists(r, "cxx:told2"), 0);
     hlt_redis_stop(r);
 }
