@@ -232,23 +232,34 @@ static int parse_hostlist(const char *p, const char *end, hl_url *u, const char 
     return 0;
 }
 
+const char *hl_url_secret(const char *s, const char *from, size_t *len)
+{
+    const char *info = strstr(s, "://"), *at = strrchr(s, '@'), *colon = NULL, *p;
+    info = info ? info + 3 : s;
+    if (at && at > info) colon = memchr(info, ':', (size_t)(at - info));
+    if (colon && from <= colon + 1 && at > colon + 1) {   /* [user]:PASSWORD@ */
+        *len = (size_t)(at - colon - 1);
+        return colon + 1;
+    }
+    if (colon && from < at) from = at;   /* never inside the password hidden above */
+    for (p = from; (p = strstr(p, "sentinel_password=")) != NULL;) {
+        p += 18;
+        if ((*len = strcspn(p, "&#")) > 0) return p;
+    }
+    return NULL;
+}
+
 const char *hl_url_shown(const char *s, char *buf, size_t cap)
 {
-    const char *info = strstr(s, "://"), *at = NULL, *colon = NULL, *q;
-    size_t o = 0, max = cap < 124 ? cap - 4 : 120;   /* room for "..." and the NUL */
-    info = info ? info + 3 : s;
-    for (q = info; *q && *q != '/' && *q != '#' && *q != '?'; q++)
-        if (*q == '@') at = q;
-    if (at) colon = memchr(info, ':', (size_t)(at - info));
-    for (q = s; *q && o + 3 < max; q++) {
-        buf[o++] = *q;
-        if (q == colon) {   /* [user]:password@ */
-            memcpy(buf + o, "***", 3), o += 3;
-            q = at - 1;
-        } else if (*q == '=' && q - s >= 17 && !strncmp(q - 17, "sentinel_password", 17)) {
-            memcpy(buf + o, "***", 3), o += 3;
-            q += strcspn(q + 1, "&#");
+    size_t o = 0, max = cap < 124 ? cap - 4 : 120, len = 0;   /* room for "..." and the NUL */
+    const char *q = s, *secret = hl_url_secret(s, s, &len);
+    while (*q && o + 3 < max) {
+        if (q != secret) {
+            buf[o++] = *q++;
+            continue;
         }
+        memcpy(buf + o, "***", 3), o += 3;
+        secret = hl_url_secret(s, q += len, &len);
     }
     strcpy(buf + o, *q ? "..." : "");
     return buf;
