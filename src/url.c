@@ -232,21 +232,36 @@ static int parse_hostlist(const char *p, const char *end, hl_url *u, const char 
     return 0;
 }
 
-const char *hl_url_secret(const char *s, const char *from, size_t *len)
+/* Span k of the secrets of s, in the order they are written (k = 0: the user info's password,
+ * if any; k >= 1: the (k)th sentinel_password= value): its start and *end; NULL past the
+ * last. Spans may overlap (an '@' in a sentinel password): hl_url_secret merges them. */
+static const char *secret_span(const char *s, size_t k, const char **end)
 {
-    const char *info = strstr(s, "://"), *at = strrchr(s, '@'), *colon = NULL, *p;
+    const char *info = strstr(s, "://"), *at = strrchr(s, '@'), *colon = NULL, *p = s;
     info = info ? info + 3 : s;
     if (at && at > info) colon = memchr(info, ':', (size_t)(at - info));
-    if (colon && from <= colon + 1 && at > colon + 1) {   /* [user]:PASSWORD@ */
-        *len = (size_t)(at - colon - 1);
-        return colon + 1;
+    if (k == 0) {
+        *end = colon ? at : s;
+        return colon ? colon + 1 : s;   /* (empty: nothing to hide) */
     }
-    if (colon && from < at) from = at;   /* never inside the password hidden above */
-    for (p = from; (p = strstr(p, "sentinel_password=")) != NULL;) {
-        p += 18;
-        if ((*len = strcspn(p, "&#")) > 0) return p;
+    while ((p = strstr(p, "sentinel_password=")) != NULL && (p += 18, --k > 0)) {}
+    if (p) *end = p + strcspn(p, "&#");
+    return p;
+}
+
+const char *hl_url_secret(const char *s, const char *from, size_t *len)
+{
+    const char *start = NULL, *end = NULL, *b, *e;
+    int grew = 1;
+    for (size_t k = 0; (b = secret_span(s, k, &e)) != NULL; k++)   /* the first one from `from` */
+        if (e > b && b >= from && (!start || b < start)) start = b, end = e;
+    while (start && grew) {   /* and every one that overlaps it */
+        grew = 0;
+        for (size_t k = 0; (b = secret_span(s, k, &e)) != NULL; k++)
+            if (b <= end && e > end) end = e, grew = 1;
     }
-    return NULL;
+    if (start) *len = (size_t)(end - start);
+    return start;
 }
 
 const char *hl_url_shown(const char *s, char *buf, size_t cap)
