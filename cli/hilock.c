@@ -221,16 +221,14 @@ static int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* Does msg start with the key as the library shows it (hilock.h: a key of more than 64
- * bytes as its first 64 and "...(N bytes)") and ": "? The length of that, else 0. */
+/* Does msg start with the key as the library shows it (hl_key_shown) and ": "? The length
+ * of that, else 0. */
 static size_t key_prefix(const char *msg, const char *key)
 {
-    size_t n = strlen(key), m = n > 64 ? 64 : n;
-    char tail[40] = "";
-    if (n > 64) snprintf(tail, sizeof tail, "...(%zu bytes)", n);
-    if (strncmp(msg, key, m) || strncmp(msg + m, tail, strlen(tail))) return 0;
-    m += strlen(tail);
-    return !strncmp(msg + m, ": ", 2) ? m + 2 : 0;
+    char buf[HL_KEY_SHOWN_BUF];
+    const char *shown = hl_key_shown(key, buf, sizeof buf);
+    size_t m = strlen(shown);
+    return !strncmp(msg, shown, m) && !strncmp(msg + m, ": ", 2) ? m + 2 : 0;
 }
 
 /* The library's message, printable, less the key it starts with ("KEY: ..." or "release
@@ -355,30 +353,19 @@ static int add_server(cli *o, const char *url)
     return 0;
 }
 
-/* The password of a URL ("redis://user:PASSWORD@host"): where it starts in url, and *len;
- * NULL if there is none. The user info as the library reads it: up to the last '@' before
- * '/', '#' or '?'. */
-static const char *url_password(const char *url, size_t *len)
-{
-    const char *info = strstr(url, "://"), *p, *at = NULL, *colon;
-    if (!info) return NULL;
-    for (p = info += 3; *p && *p != '/' && *p != '#' && *p != '?'; p++)
-        if (*p == '@') at = p;
-    if (!at || !(colon = memchr(info, ':', (size_t)(at - info)))) return NULL;
-    *len = (size_t)(at - colon - 1);
-    return colon + 1;
-}
-
-/* -s URL: keep a copy, then overwrite the password in argv (what ps and /proc/PID/cmdline
- * show) with '*'. Best effort: it was visible from exec until here. */
+/* -s URL: keep a copy, then overwrite its secrets in argv (what ps and /proc/PID/cmdline
+ * show) with '*', by the library's rule (hl_url_secret). Best effort: they were visible from
+ * exec until here. */
 static int add_server_arg(cli *o, char *url)
 {
-    const char *pw;
+    const char *copy, *p;
     size_t len;
     if (o->narg_copy == MAX_SERVERS) return usage_error("at most %d servers", MAX_SERVERS);
     if (!(o->arg_copy[o->narg_copy] = strdup(url))) return EXIT_OSERR;
-    if (add_server(o, o->arg_copy[o->narg_copy++])) return EXIT_USAGE;
-    if ((pw = url_password(url, &len)) != NULL) memset(url + (pw - url), '*', len);
+    copy = o->arg_copy[o->narg_copy++];
+    if (add_server(o, copy)) return EXIT_USAGE;
+    for (p = hl_url_secret(copy, copy, &len); p; p = hl_url_secret(copy, p + len, &len))
+        memset(url + (p - copy), '*', len);
     return 0;
 }
 
@@ -408,8 +395,7 @@ static int holds_password(const cli *o)
 {
     size_t len;
     for (size_t i = 0; i < o->nservers; i++)
-        if ((url_password(o->servers[i], &len) && len) || strstr(o->servers[i], "sentinel_password="))
-            return 1;
+        if (hl_url_secret(o->servers[i], o->servers[i], &len)) return 1;
     return 0;
 }
 

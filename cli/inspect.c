@@ -245,25 +245,20 @@ void hl_tool_print(FILE *f, const char *s, size_t n)
 
 const char *hl_tool_key_shown(const char *key, char *buf, size_t cap)
 {
-    size_t n = strlen(key);
+    char tail[HL_KEY_TAIL_BUF];
+    size_t m = hl_key_cut(key, tail, sizeof tail);
     FILE *f = fmemopen(buf, cap, "w");
     if (!f) return key;   /* (no memory: as it is) */
-    escaped(f, key, n > HL_TOOL_KEY_SHOWN ? HL_TOOL_KEY_SHOWN : n, 0);
-    if (n > HL_TOOL_KEY_SHOWN) fprintf(f, "...(%zu bytes)", n);
+    escaped(f, key, m, 0);
+    fputs(tail, f);
     fclose(f);
     return buf;
 }
 
-/* "850 ms", "4.2 s", "12 min", "5.0 h", "3.1 d" */
+/* A duration (or how long ago), as the library's messages show one (hl_ms_shown) */
 static const char *human_ms(int64_t ms, char *buf, size_t cap)
 {
-    int64_t a = ms < 0 ? -ms : ms;
-    if (a < 1000) snprintf(buf, cap, "%lld ms", (long long)a);
-    else if (a < 60000) snprintf(buf, cap, "%.1f s", (double)a / 1000);
-    else if (a < 3600000) snprintf(buf, cap, "%lld min", (long long)(a / 60000));
-    else if (a < 86400000) snprintf(buf, cap, "%.1f h", (double)a / 3600000);
-    else snprintf(buf, cap, "%.1f d", (double)a / 86400000);
-    return buf;
+    return hl_ms_shown(ms < 0 ? -(long long)ms : (long long)ms, buf, cap);
 }
 
 static void json_presets(FILE *f, unsigned fits)

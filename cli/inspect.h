@@ -12,10 +12,13 @@
  * as \\ (as inspect shows keys). */
 void hl_tool_print(FILE *f, const char *s, size_t n);
 
-/* A key as messages show it: printable (hl_tool_print), its first HL_TOOL_KEY_SHOWN bytes
- * then "...(N bytes)" if longer. Written into buf (HL_TOOL_KEY_BUF bytes); returns buf. */
-#define HL_TOOL_KEY_SHOWN 64
-#define HL_TOOL_KEY_BUF   (HL_TOOL_KEY_SHOWN * 4 + 32)
+/* The library's own rules for what messages show (secrets of URLs, keys, durations: src/base.h).
+ * This command links libhilock.a, so it calls them rather than keeping copies that drift. */
+#include "../src/base.h"
+
+/* A key as messages show it: the library's form (hl_key_cut) with the key's bytes printable
+ * (hl_tool_print). Written into buf (HL_TOOL_KEY_BUF bytes); returns buf. */
+#define HL_TOOL_KEY_BUF   (HL_KEY_SHOWN * 4 + HL_KEY_TAIL_BUF)
 const char *hl_tool_key_shown(const char *key, char *buf, size_t cap);
 
 #include "hilock.h"

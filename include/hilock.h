@@ -355,7 +355,9 @@ HILOCK_API hilock_status hilock_client_open(const char *url, hilock_client **out
 
 /* Why the last hilock_client_new()/hilock_client_open() on this thread failed with EINVAL
  * or ENOMEM (thread-local, static text owned by the library; "" if none). A server is named
- * by its place and the URL as given, each password as "***": "server 2 of 3
+ * by its place and the URL as given, each password as "***" -- the user info's from its ':'
+ * to the URL's last '@', so an unencoded '/', '?', '#' or '@' in it is hidden too, and each
+ * sentinel_password value: "server 2 of 3
  * (redis://:***@h:0): bad port (want 1..65535)"; a server without its scheme gets the URL it
  * likely meant: "server 1 of 1 (localhost:6379): unknown scheme: did you mean
  * redis://localhost:6379?" (a socket path: unix:///path). */
@@ -371,7 +373,9 @@ HILOCK_API const char *hilock_last_config_error(void);
  * threads at once" (static text), until that thread's next call on c.
  * Forms a program may show as they are (KEY: a key longer than 64 bytes is shown as its
  * first 64 and "...(N bytes)"):
- *   BUSY, one master:   "KEY: held by another owner, expires in 1.2 s" (850 ms, 12.5 min, 2.0 h, 3.1 d);
+ *   BUSY, one master:   "KEY: held by another owner, expires in 1.2 s" (850 ms, 12.5 min, 2.0 h, 3.1 d;
+ *                       several masters: each one's line says the same, "127.0.0.1:7001: held by
+ *                       another owner, expires in 4.2 s");
  *                       a holder without a TTL (a legacy stamp, a stray value), which no wait
  *                       outlasts: "KEY: held by another owner; KEY has no TTL: it will never
  *                       expire by itself (see hilock inspect KEY)"

@@ -67,9 +67,32 @@ typedef struct hl_url {
  * On failure nothing needs freeing. */
 hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len);
 void          hl_url_free(hl_url *u);
-/* `s` (a URL, well formed or not) as a message may echo it: each password (user info,
- * sentinel_password) as "***", at most 120 bytes of it. Written into buf; returns buf. */
+/* The next secret in `s` (a URL, well formed or not) at or after `from`: where it starts, *len
+ * its length (> 0), or NULL. A secret is the password of the user info -- from the first ':'
+ * after "://" to the LAST '@' of s, so that an unencoded '/', '?', '#' or '@' in it stays
+ * hidden (when the '@' is not the user info's, more is hidden than needed, never less) -- and
+ * each sentinel_password= value (up to '&' or '#'). One rule for the library's messages
+ * (hl_url_shown) and for the hilock command, which links libhilock.a and masks its argv. */
+const char   *hl_url_secret(const char *s, const char *from, size_t *len);
+/* `s` as a message may echo it: each secret (hl_url_secret) as "***", at most 120 bytes of
+ * it. Written into buf; returns buf. */
 const char   *hl_url_shown(const char *s, char *buf, size_t cap);
+
+/* ---- what messages show (util.c): one rule each for the library and the hilock command ---- */
+/* A key as messages show it (hilock.h): itself, or (longer than HL_KEY_SHOWN bytes) its
+ * first HL_KEY_SHOWN bytes and "...(N bytes)". hl_key_cut: how many of the key's bytes are
+ * shown, the rest of the form ("" or "...(N bytes)") written into tail (HL_KEY_TAIL_BUF
+ * bytes), for the command, which shows those bytes printable. hl_key_shown: the whole form,
+ * the key itself or written into buf (HL_KEY_SHOWN_BUF bytes). */
+#define HL_KEY_SHOWN     64
+#define HL_KEY_TAIL_BUF  32
+#define HL_KEY_SHOWN_BUF (HL_KEY_SHOWN + HL_KEY_TAIL_BUF)
+size_t      hl_key_cut(const char *key, char *tail, size_t cap);
+const char *hl_key_shown(const char *key, char *buf, size_t cap);
+/* A duration as messages show it: "850 ms", "4.2 s", "12.5 min", "5.0 h", "3.1 d" (ms >= 0).
+ * Written into buf (HL_MS_SHOWN_BUF bytes); returns buf. */
+#define HL_MS_SHOWN_BUF 40
+const char *hl_ms_shown(long long ms, char *buf, size_t cap);
 
 /* ---- scripts (scripts.c, generated from src/lua/NAME.lua) ---- */
 typedef struct hl_script {

@@ -115,9 +115,6 @@ struct hl_keepalive;
  * l->valid_until_us read consistently with that thread. Returns 0 for the other events. */
 typedef enum hl_hook_ev { HL_HOOK_STOP, HL_HOOK_BEGIN, HL_HOOK_END, HL_HOOK_VALIDITY } hl_hook_ev;
 
-#define HL_KEY_SHOWN     64
-#define HL_KEY_SHOWN_BUF (HL_KEY_SHOWN + 32)
-
 struct hilock {
     hilock_client *c;
     const struct hl_kind_ops *kind;
@@ -164,10 +161,6 @@ char *hl_aux_key(const char *key, const char *suffix);
 
 /* ttl_ms - elapsed - (ttl_ms * drift + 2 ms), as an absolute monotonic deadline */
 int64_t hl_valid_until(const hilock_client *c, int64_t ttl_ms, int64_t t0_us);
-
-/* A key as messages show it (hilock.h): itself, or (longer than HL_KEY_SHOWN bytes) its
- * first HL_KEY_SHOWN bytes and "...(N bytes)", written into buf (HL_KEY_SHOWN_BUF bytes). */
-const char *hl_key_shown(const char *key, char *buf, size_t cap);
 
 /* What a BUSY message says of the holder's PTTL, read from a busy answer ({0, pttl, ...}
  * or the bare integer): ", expires in 1.2 s"; for none (-1) that the key never expires by

@@ -86,15 +86,11 @@ const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t ca
     const hl_reply *n = hl_reply_type(r) == HL_R_ARRAY ? hl_reply_elem(r, 1) : r;
     long long ms = pttl_ok(n) ? hl_reply_int(n) : -2;
     const char *k = l->shown;
+    char d[HL_MS_SHOWN_BUF];
     if (ms == -1)   /* a legacy stamp or a stray value: waiting for it may never end */
         snprintf(buf, cap, "; %s has no TTL: it will never expire by itself (see hilock inspect %s)", k, k);
-    else if (ms >= 0 && ms < 1000)
-        snprintf(buf, cap, ", expires in %lld ms", ms);
-    else if (ms >= 1000 && ms < 60000)
-        snprintf(buf, cap, ", expires in %.1f s", (double)ms / 1000);
-    else if (ms >= 60000)
-        snprintf(buf, cap, ", expires in %.1f %s", ms < 3600000 ? (double)ms / 60000 : ms < 86400000
-                 ? (double)ms / 3600000 : (double)ms / 86400000, ms < 3600000 ? "min" : ms < 86400000 ? "h" : "d");
+    else if (ms >= 0)
+        snprintf(buf, cap, ", expires in %s", hl_ms_shown(ms, d, sizeof d));
     else
         buf[0] = '\0';
     return buf;
@@ -501,11 +497,12 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
     if (t->other && l->kind->busy_cmd) hint = busy_round(l, t, mark_ms, hard_deadline);
     for (size_t i = 0; i < c->nnodes; i++) {
         long long pttl = t->num[i];
+        char d[HL_MS_SHOWN_BUF];
         if (!(t->other & (1u << i))) continue;
         if (pttl > 0 && (hint == 0 || pttl * 1000 < hint)) hint = pttl * 1000;
-        snprintf(c->nodes[i].err, sizeof c->nodes[i].err, pttl >= 0 ? "%s: held by another owner "
-                 "(%lld ms left)" : pttl == -1 ? "%s: held by another owner (no expiry)"
-                 : "%s: held by another owner until just now", c->nodes[i].name, pttl);
+        snprintf(c->nodes[i].err, sizeof c->nodes[i].err, pttl >= 0 ? "%s: held by another owner, "
+                 "expires in %s" : pttl == -1 ? "%s: held by another owner (no expiry)"
+                 : "%s: held by another owner until just now", c->nodes[i].name, hl_ms_shown(pttl, d, sizeof d));
     }
     *hint_us = hint;
     return HILOCK_OK;

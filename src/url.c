@@ -232,23 +232,49 @@ static int parse_hostlist(const char *p, const char *end, hl_url *u, const char 
     return 0;
 }
 
+/* Span k of the secrets of s, in the order they are written (k = 0: the user info's password,
+ * if any; k >= 1: the (k)th sentinel_password= value): its start and *end; NULL past the
+ * last. Spans may overlap (an '@' in a sentinel password): hl_url_secret merges them. */
+static const char *secret_span(const char *s, size_t k, const char **end)
+{
+    const char *info = strstr(s, "://"), *at = strrchr(s, '@'), *colon = NULL, *p = s;
+    info = info ? info + 3 : s;
+    if (at && at > info) colon = memchr(info, ':', (size_t)(at - info));
+    if (k == 0) {
+        *end = colon ? at : s;
+        return colon ? colon + 1 : s;   /* (empty: nothing to hide) */
+    }
+    while ((p = strstr(p, "sentinel_password=")) != NULL && (p += 18, --k > 0)) {}
+    if (p) *end = p + strcspn(p, "&#");
+    return p;
+}
+
+const char *hl_url_secret(const char *s, const char *from, size_t *len)
+{
+    const char *start = NULL, *end = NULL, *b, *e;
+    int grew = 1;
+    for (size_t k = 0; (b = secret_span(s, k, &e)) != NULL; k++)   /* the first one from `from` */
+        if (e > b && b >= from && (!start || b < start)) start = b, end = e;
+    while (start && grew) {   /* and every one that overlaps it */
+        grew = 0;
+        for (size_t k = 0; (b = secret_span(s, k, &e)) != NULL; k++)
+            if (b <= end && e > end) end = e, grew = 1;
+    }
+    if (start) *len = (size_t)(end - start);
+    return start;
+}
+
 const char *hl_url_shown(const char *s, char *buf, size_t cap)
 {
-    const char *info = strstr(s, "://"), *at = NULL, *colon = NULL, *q;
-    size_t o = 0, max = cap < 124 ? cap - 4 : 120;   /* room for "..." and the NUL */
-    info = info ? info + 3 : s;
-    for (q = info; *q && *q != '/' && *q != '#' && *q != '?'; q++)
-        if (*q == '@') at = q;
-    if (at) colon = memchr(info, ':', (size_t)(at - info));
-    for (q = s; *q && o + 3 < max; q++) {
-        buf[o++] = *q;
-        if (q == colon) {   /* [user]:password@ */
-            memcpy(buf + o, "***", 3), o += 3;
-            q = at - 1;
-        } else if (*q == '=' && q - s >= 17 && !strncmp(q - 17, "sentinel_password", 17)) {
-            memcpy(buf + o, "***", 3), o += 3;
-            q += strcspn(q + 1, "&#");
+    size_t o = 0, max = cap < 124 ? cap - 4 : 120, len = 0;   /* room for "..." and the NUL */
+    const char *q = s, *secret = hl_url_secret(s, s, &len);
+    while (*q && o + 3 < max) {
+        if (q != secret) {
+            buf[o++] = *q++;
+            continue;
         }
+        memcpy(buf + o, "***", 3), o += 3;
+        secret = hl_url_secret(s, q += len, &len);
     }
     strcpy(buf + o, *q ? "..." : "");
     return buf;

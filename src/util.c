@@ -163,11 +163,30 @@ hilock_status hl_ok(hilock_client *c)
     return HILOCK_OK;
 }
 
-const char *hl_key_shown(const char *key, char *buf, size_t cap)
+size_t hl_key_cut(const char *key, char *tail, size_t cap)
 {
     size_t n = strlen(key);
-    if (n <= HL_KEY_SHOWN) return key;
-    snprintf(buf, cap, "%.*s...(%zu bytes)", HL_KEY_SHOWN, key, n);
+    if (n <= HL_KEY_SHOWN) return tail[0] = '\0', n;
+    snprintf(tail, cap, "...(%zu bytes)", n);
+    return HL_KEY_SHOWN;
+}
+
+const char *hl_key_shown(const char *key, char *buf, size_t cap)
+{
+    char tail[HL_KEY_TAIL_BUF];
+    size_t m = hl_key_cut(key, tail, sizeof tail);
+    if (!tail[0]) return key;
+    snprintf(buf, cap, "%.*s%s", (int)m, key, tail);
+    return buf;
+}
+
+const char *hl_ms_shown(long long ms, char *buf, size_t cap)
+{
+    if (ms < 1000) snprintf(buf, cap, "%lld ms", ms);
+    else if (ms < 60000) snprintf(buf, cap, "%.1f s", (double)ms / 1000);
+    else if (ms < 3600000) snprintf(buf, cap, "%.1f min", (double)ms / 60000);
+    else if (ms < 86400000) snprintf(buf, cap, "%.1f h", (double)ms / 3600000);
+    else snprintf(buf, cap, "%.1f d", (double)ms / 86400000);
     return buf;
 }
 

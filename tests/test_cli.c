@@ -1363,3 +1363,54 @@ Test(cli, wait_ends_with_the_last_server_error_when_it_stays_down, .timeout = 60
     cr_assert_eq(access(path(r, "ran"), F_OK), -1);
     hlt_redis_stop(r);
 }
+
+/* ---- issue 23: the argv masking follows the library's rule for a URL's secrets ---- */
+
+/* /proc/PID/cmdline with the NULs as blanks, once the command has masked it ('*' in it), or
+ * as it is after limit_ms; into buf. */
+static const char *masked_cmdline(pid_t pid, char *buf, size_t cap, long limit_ms)
+{
+    char proc[64];
+    long long end = hlt_now_ms() + limit_ms;
+    snprintf(proc, sizeof proc, "/proc/%d/cmdline", (int)pid);
+    do {
+        FILE *f = fopen(proc, "r");
+        size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+        if (f) fclose(f);
+        for (size_t i = 0; i < n; i++)
+            if (!buf[i]) buf[i] = ' ';
+        buf[n] = '\0';
+        if (strchr(buf, '*')) break;
+        hlt_sleep_ms(10);
+    } while (hlt_now_ms() < end);
+    return buf;
+}
+
+Test(cli, a_password_with_an_at_and_a_sentinel_password_are_hidden_from_the_process_list)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    static const char *const urls[][2] = {   /* nothing listens on port 1: -w keeps trying */
+        { "redis://:my@Sekr1t@127.0.0.1:1", "-s redis://:*********@127.0.0.1:1 " },
+        { "redis://alice:my@Sekr1t@127.0.0.1:1", "-s redis://alice:*********@127.0.0.1:1 " },
+        { "redis-sentinel://127.0.0.1:1?sentinel_password=Sekr1t&sentinel_username=s#m",
+          "-s redis-sentinel://127.0.0.1:1?sentinel_password=******&sentinel_username=s#m " },
+        { "redis-sentinel://:pw@127.0.0.1:1?sentinel_password=Sek@r1t#m",
+          "-s redis-sentinel://:****************************************#m " },
+    };
+    char cmdline[2048];
+    cr_assert_not_null(r);
+    find_bin();
+    unsetenv("HILOCK_SERVERS");
+    for (size_t i = 0; i < sizeof urls / sizeof *urls; i++) {
+        const char *a[] = { "-w", "3", "-s", urls[i][0], "job", "touch", "ran", NULL };
+        pid_t pid = start(r, a);
+        masked_cmdline(pid, cmdline, sizeof cmdline, 2000);
+        cr_assert(strstr(cmdline, urls[i][1]), "%s", cmdline);
+        cr_assert_null(strstr(cmdline, "Sekr1t"), "%s", cmdline);
+        cr_assert_null(strstr(cmdline, "r1t"), "%s", cmdline);
+        cr_assert_eq(hlt_reap(pid, 20000), 69, "%s", slurp(r, "err.txt"));
+        cr_assert_null(strstr(slurp(r, "err.txt"), "r1t"), "%s", slurp(r, "err.txt"));
+    }
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1, "COMMAND never ran");
+    hlt_redis_stop(r);
+}

@@ -375,3 +375,117 @@ Test(messages, a_long_key_is_cut_to_64_bytes_in_the_librarys_messages)
     cr_assert_eq(hlt_exists(r, key), 0);
     hlt_redis_stop(r);
 }
+
+/* ---- issue 23: a password is hidden whole, whatever it holds; the key once; durations ---- */
+
+Test(messages, a_password_with_a_slash_query_or_hash_is_never_echoed_by_the_command)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    static const char *const cases[][2] = {
+        { "redis://:my/Sekr1t@127.0.0.1:6379", "(redis://:***@127.0.0.1:6379): missing host" },
+        { "redis://:my?Sekr1t@127.0.0.1:6379", "(redis://:***@127.0.0.1:6379): unexpected query ('?') in URL" },
+        { "redis://u:my#Sekr1t@127.0.0.1:6379", "(redis://u:***@127.0.0.1:6379): unexpected '#' in redis:// "
+          "URL (Sentinel URLs are redis-sentinel://)" },
+    };
+    char want[300];
+    cr_assert_not_null(r);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *a[] = { "-s", cases[i][0], "job", "touch", "ran", NULL };
+        const char *b[] = { "job", "touch", "ran", NULL };
+        snprintf(want, sizeof want, "hilock: server 1 of 1 %s\n", cases[i][1]);
+        cr_assert_eq(run(r, a), 64);
+        cr_assert_str_eq(slurp(r, "err.txt"), want);
+        cr_assert_eq(run_with_servers(r, cases[i][0], b), 64);
+        cr_assert_str_eq(slurp(r, "err.txt"), want, "HILOCK_SERVERS");
+    }
+    {   /* and the library's own text, which the command echoes */
+        hilock_options o;
+        hilock_client *c = NULL;
+        const char *url = "redis://alice:p/Sekr1t@127.0.0.1:6379";
+        hilock_options_init(&o);
+        o.servers = &url;
+        o.nservers = 1;
+        cr_assert_eq(hilock_client_new(&o, &c), HILOCK_EINVAL);
+        cr_assert_str_eq(hilock_last_config_error(), "server 1 of 1 (redis://alice:***@127.0.0.1:6379): bad port (want 1..65535)");
+    }
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1, "COMMAND must not run");
+    cr_assert_eq(hlt_dbsize(r), 0);
+    hlt_redis_stop(r);
+}
+
+/* The number of times needle occurs in s */
+static int count_of(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+/* The command's busy (-n -v) and release messages name a long key and one with control
+ * characters once: it strips the library's form of the key by the library's own rule. */
+Test(messages, the_command_names_a_long_or_unprintable_key_once_when_busy_and_on_release)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    char big[4001], huge[5001], want[400];
+    const char *keys[] = { big, "a\nb\x1b" };
+    const char *shown[] = { "...(4000 bytes)", "a\\x0ab\\x1b" };
+    cr_assert_not_null(r);
+    memset(big, 'k', 4000);
+    big[4000] = '\0';
+    for (int i = 0; i < 2; i++) {
+        const char *busy[] = { "-s", r->url, "-n", "-v", keys[i], "true", NULL };
+        const char *lost[] = { "-s", r->url, keys[i], "sh", "-c", "touch up; i=0; while [ -e up ] && "
+                               "[ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done", NULL };
+        const char *err;
+        redisReply *rep = hlt_cmd(r, "SET %s x PX 50000", keys[i]);
+        freeReplyObject(rep);
+        cr_assert_eq(run(r, busy), 1);
+        err = slurp(r, "err.txt");
+        cr_assert(!strncmp(err, "hilock: busy: ", 14) && strstr(err, ": held by another owner, expires in "),
+                  "%s", err);
+        cr_assert_eq(count_of(err, shown[i]), 1, "%s", err);
+        cr_assert_eq(hlt_exists(r, keys[i]), 1, "the holder's key is untouched");
+        rep = hlt_cmd(r, "DEL %s", keys[i]);
+        freeReplyObject(rep);
+        {   /* COMMAND runs until the test takes its key away: the release finds it gone */
+            pid_t pid = -1;
+            char *argv[16];
+            int n = 0;
+            cr_assert_eq(hlt_built_bin(bin, sizeof bin, "hilock"), 0);
+            argv[n++] = bin;
+            for (const char *const *a = lost; *a; a++) argv[n++] = (char *)*a;
+            argv[n] = NULL;
+            unlink(path(r, "up"));
+            pid = fork();
+            cr_assert(pid >= 0);
+            if (pid == 0) {
+                int e = open(path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+                if (e < 0 || chdir(r->dir) < 0) _exit(120);
+                dup2(e, 2);
+                execv(bin, argv);
+                _exit(121);
+            }
+            for (int t = 0; t < 500 && access(path(r, "up"), F_OK); t++) usleep(10000);
+            cr_assert_eq(access(path(r, "up"), F_OK), 0, "%s", slurp(r, "err.txt"));
+            rep = hlt_cmd(r, "DEL %s", keys[i]);
+            freeReplyObject(rep);
+            unlink(path(r, "up"));
+            cr_assert_eq(hlt_reap(pid, 20000), 75);
+        }
+        err = slurp(r, "err.txt");
+        cr_assert(!strncmp(err, "hilock: lock lost before COMMAND ended: ", 40), "%s", err);
+        cr_assert_eq(count_of(err, shown[i]), 1, "%s", err);
+        cr_assert_eq(hlt_exists(r, keys[i]), 0);
+    }
+    memset(huge, 'k', 5000);
+    huge[5000] = '\0';
+    {
+        const char *a[] = { "-s", r->url, huge, "true", NULL };
+        cr_assert_eq(run(r, a), 64);
+        snprintf(want, sizeof want, "hilock: lock %.64s...(5000 bytes): key is longer than 4096 bytes\n", huge);
+        cr_assert_str_eq(slurp(r, "err.txt"), want);
+        cr_assert_eq(count_of(slurp(r, "err.txt"), "...(5000 bytes)"), 1);
+    }
+    cr_assert_eq(hlt_exists(r, huge), 0);
+    hlt_redis_stop(r);
+}

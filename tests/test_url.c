@@ -333,3 +333,56 @@ Test(url, the_shown_form_masks_every_password_and_stays_short)
     cr_assert_str_eq(buf + 117, "...");
     cr_assert_leq(strlen(hl_url_shown(big, buf, 16)), 15, "a small buffer is not overrun");
 }
+
+/* ---- issue 23: one rule for a URL's secrets, up to the LAST '@' ---- */
+
+Test(url, a_password_with_an_unencoded_slash_query_hash_or_at_is_hidden_whole)
+{
+    static const char *const cases[][2] = {
+        { "redis://:my/Sekr1t@127.0.0.1:6379", "redis://:***@127.0.0.1:6379" },
+        { "redis://:my?Sekr1t@127.0.0.1:6379", "redis://:***@127.0.0.1:6379" },
+        { "redis://:my#Sekr1t@127.0.0.1:6379", "redis://:***@127.0.0.1:6379" },
+        { "redis://:my@Sekr1t@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0" },
+        { "redis://u:a#b?c/d@Sekr1t@h:1/2", "redis://u:***@h:1/2" },
+        { "redis://alice:my:Sek/r1t@h", "redis://alice:***@h" },
+        { "rediss-sentinel://:my/Sekr1t@a,b?sentinel_password=Sek/r1t#m",
+          "rediss-sentinel://:***@a,b?sentinel_password=***#m" },
+        { "redis-sentinel://a?sentinel_password=my@Sekr1t&sentinel_username=s#m",
+          "redis-sentinel://a?sentinel_password=***&sentinel_username=s#m" },
+        /* the ':' of a port before an '@' in a sentinel password: both hidden, as one */
+        { "redis-sentinel://a:1?sentinel_password=my@Sekr1t&sentinel_username=s#m",
+          "redis-sentinel://a:***&sentinel_username=s#m" },
+        { "redis://alice@h:1", "redis://alice@h:1" },   /* no password: nothing hidden */
+        { "redis://:@h", "redis://:@h" },
+        { "redis://h:1/0", "redis://h:1/0" },
+    };
+    char buf[128];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        hl_url u;
+        char err[200] = "";
+        cr_assert_str_eq(hl_url_shown(cases[i][0], buf, sizeof buf), cases[i][1]);
+        if (hl_url_parse(cases[i][0], &u, err, sizeof err) == HILOCK_OK) hl_url_free(&u);
+        cr_assert_null(strstr(err, "Sekr1t"), "%s: %s", cases[i][0], err);
+        cr_assert_null(strstr(err, "Sek/r1t"), "%s: %s", cases[i][0], err);
+    }
+}
+
+Test(url, the_secrets_are_found_one_after_the_other_for_the_commands_argv)
+{
+    const char *s = "redis-sentinel://u:p/w@a,b?sentinel_password=x@y&sentinel_username=s#m", *p;
+    size_t len = 0;
+    cr_assert_eq(p = hl_url_secret(s, s, &len), strstr(s, "p/w@a,b?sentinel_password=x@y"));
+    cr_assert_eq(len, strlen("p/w@a,b?sentinel_password=x@y"), "up to the last '@', and the "
+                 "sentinel password that '@' is in");
+    cr_assert_null(hl_url_secret(s, p + len, &len));
+    s = "redis-sentinel://:pw@a?sentinel_password=sp&x=1#m";
+    cr_assert_eq(p = hl_url_secret(s, s, &len), strstr(s, "pw@"));
+    cr_assert_eq(len, 2);
+    cr_assert_eq(p = hl_url_secret(s, p + len, &len), strstr(s, "sp&"));
+    cr_assert_eq(len, 2);
+    cr_assert_null(hl_url_secret(s, p + len, &len));
+    s = "redis://alice@h:1/0";
+    cr_assert_null(hl_url_secret(s, s, &len), "a user without a password");
+    s = "redis://h:1";
+    cr_assert_null(hl_url_secret(s, s, &len));
+}
