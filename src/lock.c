@@ -544,7 +544,7 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
 {
     hilock_client *c = l->c;
     hilock_status st;
-    char pre[200];
+    char pre[3 * HL_KEY_SHOWN_BUF + 200];
     int64_t t0 = 0;
     tally t;
     *hint_us = 0;
@@ -555,8 +555,16 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
     if (t.yes) l->spent |= SPENT_LANDED;
     if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
         if (c->nnodes == 1) st = HILOCK_BUSY;   /* the kind's busy has said why */
-        snprintf(pre, sizeof pre, "%s: held by another owner on %d of %zu masters: ", l->shown,
-                 popcount(t.other), c->nnodes);
+        uint32_t forever = 0;   /* holders with no TTL: enough of them and no wait can end */
+        for (size_t i = 0; i < c->nnodes; i++)
+            if ((t.other & (1u << i)) && t.num[i] == -1) forever |= 1u << i;
+        if ((size_t)popcount(forever) > c->nnodes - c->quorum)
+            snprintf(pre, sizeof pre, "%s: held by another owner on %d of %zu masters; %s has no TTL: "
+                     "it will never expire by itself on %d of them (see hilock inspect %s): ", l->shown,
+                     popcount(t.other), c->nnodes, l->shown, popcount(forever), l->shown);
+        else
+            snprintf(pre, sizeof pre, "%s: held by another owner on %d of %zu masters: ", l->shown,
+                     popcount(t.other), c->nnodes);
         if (c->nnodes > 1) st = hl_fail_nodes(c, HILOCK_BUSY, t.other | t.failed | t.errs, pre);
     } else {
         st = undecided(l, &t, "", "granted on", popcount(t.yes), hard_deadline);

@@ -217,6 +217,28 @@ Test(redlock, frozen_master_costs_the_per_master_timeout_not_io_timeout)
     stop(&k);
 }
 
+/* Values with no TTL on enough masters that no wait can end: BUSY says so (the command
+ * prints it before it waits); on too few to rule us out alone, no such hint. */
+Test(redlock, holders_without_a_ttl_on_a_quorums_worth_of_masters_are_named_as_never_expiring)
+{
+    cluster k;
+    hilock *b = NULL;
+    start(&k, 3);
+    hilock_client *c = client(&k);
+    freeReplyObject(hlt_cmd(k.m[0], "SET res 1700000000.5"));
+    freeReplyObject(hlt_cmd(k.m[1], "SET res 1700000000.5"));
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &b), HILOCK_BUSY, "%s", hilock_client_errmsg(c));
+    cr_assert(strstr(hilock_client_errmsg(c), "res: held by another owner on 2 of 3 masters; res has no TTL: "
+                     "it will never expire by itself on 2 of them (see hilock inspect res): "),
+              "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(k.m[2], "res"), 0, "the partial grant was undone");
+    freeReplyObject(hlt_cmd(k.m[1], "PEXPIRE res 30000"));
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &b), HILOCK_BUSY, "%s", hilock_client_errmsg(c));
+    cr_assert_null(strstr(hilock_client_errmsg(c), "has no TTL"), "%s", hilock_client_errmsg(c));
+    hilock_client_free(c);
+    stop(&k);
+}
+
 Test(redlock, quorum_held_by_another_client_is_busy)
 {
     cluster k;
