@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # hilock -- make | make test | make test-servers | make demo | make bench | make install PREFIX=...
 # `make test` and `make demo` install missing Debian packages first (scripts/deps.sh: the
 # demo only what building and running the command needs, the tests also their own tools).
@@ -187,6 +188,7 @@ layers: lib
 
 # Each suite is its own binary; every test starts (and stops) its own redis-server.
 test: deps
+	@sh scripts/check-licence.sh
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
 	@sh scripts/run-tests.sh $(B) $(TEST_BIN)
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* acquire.c -- the acquire entry points, which choose a lock kind (kind.h) and run the
  * quorum code's acquire loop (src/lock.c: hl_acquire) with it:
  *   hilock_acquire          modern; bridge with options.bridge; fair with options.fair;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* async.c -- hilock_acquire_async: the lock kind hilock_acquire would run (api/acquire.c:
  * hl_acquire_kind) queued as a flow on the client's loop (src/async.c). In api/ with it: the
  * kind may be legacy/'s bridge table. */

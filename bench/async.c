@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* async.c -- `make bench`, the event-loop API (issue 13): one thread, one connection (TCP
  * 127.0.0.1), uncontended acquire+release cycles/s with 1, 10 and 100 cycles in flight
  * (each in flight: acquire -> its done releases -> that done acquires again, on a key of its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench.c -- `make bench`: hilock against bare hiredis, in one run, on one throwaway
  * redis-server (tests/fixture.c) over TCP 127.0.0.1 and a unix socket.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench.h -- what the parts of `make bench` share (bench/bench.c, bench/fairness.c, bench/tls.c,
  * bench/async.c, bench/fastpath.c): the clock, the exit on a setup failure, percentiles, how a
  * client is made, and the uncontended runner with its baselines. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cluster.c -- `make bench`, Redis Cluster (issue 12): uncontended acquire+release on a key of
  * a local cluster (tests/cluster_fixture.h) next to the same on a single master, in
  * interleaved slices (ratio = the median of slice ratios; target >= 0.9): 3 masters without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fairness.c -- `make bench`, part 3: the greedy-contention workload of issue 14.
  *

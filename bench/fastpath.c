@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fastpath.c -- `make bench`, issue 14's fast path: uncontended acquire+release with
  * options.fencing = 0 (one plain SET NX PX per grant) against baseline (b) of bench.c -- a
  * bare hiredis loop sending SET NX PX + the library's compare-and-delete -- in interleaved

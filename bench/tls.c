@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tls.c -- `make bench`, part 5: TLS (issue 11) next to plain TCP, in the same run, on one
  * throwaway redis-server that listens on both a plain and a TLS port (certificates made with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hilock -- run a command while holding a lock on Redis (in the spirit of flock(1)).
  *

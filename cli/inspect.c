@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * inspect.c -- `hilock inventory` and `hilock inspect`: read-only views of a fleet's lock keys,
  * over the public API of include/hilock_inspect.h (which never writes) and the codecs of

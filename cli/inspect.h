@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* inspect.h -- the read-only subcommands of the hilock command (cli/inspect.c):
  *   hilock [-s URL]... inventory [--json] [--progress] [--count=N] [--by-prefix] PATTERN...
  *   hilock [-s URL]... inspect [--json] KEY

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_codec.c -- libFuzzer target for the legacy value parser (legacy/codec.c,
  * hilock_codec_parse) and its companions format and expired.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_reply.c -- libFuzzer target for the reply limits (src/resp_limit.c) and for what
  * hilock makes of a server's reply to each of its
  * scripts (src/lock.c: hl_acquire_verdict, hl_tristate_verdict, hl_check_pttl_verdict;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_url.c -- libFuzzer target for the server URL parser (src/url.c, hl_url_parse).
  *
  * Beyond "no crash, no leak, no UB", it checks the parser's promises:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # run.sh BUILDDIR SECONDS TARGET... -- run each libFuzzer target for SECONDS on a scratch copy
 # of its seed corpus (fuzz/corpus/<name>/ stays untouched: new inputs go to
 # BUILDDIR/corpus/<name>/). Exits non-zero if any target finds a crash, leak or invariant

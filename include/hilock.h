@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hilock.h -- locks on Redis: one master, a master behind Sentinel, or N masters (Redlock).
  *

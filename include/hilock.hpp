@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hilock.hpp -- C++17 RAII over the C API (hilock.h), header-only: nothing to link but
  * libhilock itself.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hilock_async.h -- hilock in an event loop (libuv, libevent, epoll, any poll loop).
  * The header is the manual; the guide with a complete program is docs/event-loop.md.

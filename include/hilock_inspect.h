@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hilock_inspect.h -- read-only views of lock keys, for operators and tools: list what a key
  * family holds on each master (one SCAN page at a time), and look at one lock and its aux keys.

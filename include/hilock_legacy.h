@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hilock_legacy.h -- join a fleet that locks with the old SETNX/GETSET timestamp recipe, and
  * move it to the modern lock without stopping it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hilock_libevent.h -- drive a hilock client from a libevent 2 event_base (header-only; link
  * with -levent).

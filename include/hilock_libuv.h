@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hilock_libuv.h -- drive a hilock client from a libuv loop (header-only; link with -luv).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* codec.c -- legacy value formats: parse, format, expiry and the named presets.
  *
  * Pure functions (no I/O, no allocation, no global state), so the parser can be fuzzed on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* codec.h -- helpers of the legacy value codecs shared by codec.c and legacy.c (not API). */
 #ifndef HILOCK_LEGACY_CODEC_H
 #define HILOCK_LEGACY_CODEC_H

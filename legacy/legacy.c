@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* legacy.c -- two lock kinds (kind.h): the SETNX/GETSET recipe of legacy fleets
  * (hl_kind_legacy, for hilock_legacy_acquire) and bridge mode (hl_kind_bridge, for
  * hilock_acquire with options.bridge); the entry points that pick them are in api/acquire.c.

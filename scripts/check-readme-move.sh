@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # check-readme-move.sh [REV] -- after README.md was split into docs/*.md (issue 16): every
 # non-blank line of README.md at REV (default 6189a95, before the split) must still be a line
 # of README.md or docs/*.md, compared with whitespace collapsed and headings' leading '#'s

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # demo.sh BUILD_DIR -- the hilock command at work against a throwaway redis-server (unix socket
 # in a temp dir, no TCP port; always stopped and removed on exit): concurrent jobs taking turns
 # on one key, -n and -w, a lock lost while its job runs, and a lock over TLS (a second

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # deps-node.sh -- install the legacy peer of the interop tests (npm redis-lock@0.0.9 on
 # redis@3.1.2, tests/interop/node) from its lockfile, if it is missing. Run by deps.sh for
 # the test set only (make test and the other test targets; make demo does not need it).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # deps.sh [build|demo|test] [PKG...] -- install what a target needs, if it is missing (Debian;
 # needs root). The sets:
 #   build  what building the library and the hilock command needs (make, make install)

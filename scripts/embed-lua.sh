@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # embed-lua.sh OUT.c FILE.lua... -- embed Lua scripts as C strings with their SHA1, so EVALSHA
 # needs no hashing at run time. The C string is byte-identical to the file (the SHA must match).
 # A script that starts with a "#!lua flags=..." line (Redis >= 7.0; a syntax error before) gets

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # layers.sh BUILD_DIR -- `make layers`: the library's layering, from the built objects.
 # Prints which file calls which (an undefined symbol of one object defined by another), the
 # import circles (files that reach each other through such calls), and checks the seams of

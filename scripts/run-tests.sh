@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # run-tests.sh BUILDDIR BIN... -- run every Criterion suite; exit non-zero if any test fails.
 # VALGRIND=1 runs each suite under valgrind (leaks and errors fail it).
 # Skipped tests (HLT_NEEDS: n/a on this server) are counted apart, never as passed.

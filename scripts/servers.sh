@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Build every Redis/Valkey source tarball in SERVERS_SRC once, into a cache outside
 # the clone, so `make test-servers` (and CI on the same machine) reuses the binaries.
 #   scripts/servers.sh build            build what is missing; print one "NAME DIR" line each

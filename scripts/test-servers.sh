@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # test-servers.sh BUILDDIR -- every suite against every Redis/Valkey server built from
 # SERVERS_SRC (scripts/servers.sh), each server's directory first on PATH (the fixtures start
 # redis-server, redis-sentinel and redis-cli from PATH); prints the matrix (suite x server:

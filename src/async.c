@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* async.c -- the event-loop API (include/hilock_async.h): a runner (engine.h: hl_runner) that
  * does a client's round trips on an application's event loop, and the calls that run on it.
  *

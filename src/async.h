@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * async.h -- the event-loop API's internals (async.c) and what it shares with keepalive.c.
  * Nothing here is API (that is include/hilock_async.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * base.h -- what every layer of the library shares: time, randomness, byte buffers, memory
  * helpers (util.c), server URLs (url.c) and the embedded Lua scripts (scripts.c, generated).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* client.c -- options, validation and the client's lifetime. */
 #include <pthread.h>
 #include <stdarg.h>

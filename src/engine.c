@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* engine.c -- executes pipelines of commands on nodes.
  *
  * Every command hilock sends goes through hl_exec(): one pipeline, sent to 1..N nodes at

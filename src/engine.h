@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * engine.h -- the engine (engine.c): pipelines of commands executed on nodes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fair.c -- the fair lock kind (hl_kind_fair, kind.h; options.fair; docs/fairness.md): the
  * modern lock (same token, fencing token, extend, check) whose waiters are served first come,
  * first served. All of it is one script, fair.lua, whose answers are acquire.lua's and

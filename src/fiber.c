@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fiber.c -- suspendable flows on ucontext (see fiber.h for why).
  *
  * Stacks are mmap'ed with a guard page below them (an overflow faults instead of writing

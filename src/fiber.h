@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fiber.h -- flows that can be suspended and resumed on one thread (fiber.c). Nothing here
  * is API; nothing here knows hilock.

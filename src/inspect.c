@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* inspect.c -- read-only views of lock keys (include/hilock_inspect.h).
  *
  * Each call is one script per master: the script does the SCAN (or the look at the aux keys)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * internal.h -- the lock layer and the client: what lock.c, wait.c, keepalive.c, inspect.c,
  * client.c and legacy/ share. Nothing here is API.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* keepalive.c -- renew a lock in the background until it is released or freed.
  *
  * A layer above the lock API: it calls the public functions (hilock_extend, ...),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kind.h -- lock kinds as tables of operations. Nothing here is API.
  *

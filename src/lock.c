@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lock.c -- the quorum logic every lock kind runs: the acquire loop and one attempt, release,
  * extend and check, over 1..N masters (one master is the N = 1 case of the same quorum logic,
  * so Redlock is a change of configuration, not of code): tallies, quorum, undo of partial or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* modern.c -- the modern lock kinds (kind.h): hl_kind_modern, SET NX PX of a random token
  * with a fencing token minted in the same script (acquire.lua), compare-and-pexpire extend;
  * and hl_kind_unfenced, the same lock without the fencing token (options.fencing = 0).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* resp.c -- the reply parser, behind the reply limits; the one file that includes hiredis.
  *
  * hiredis is used here as what it is best at, the RESP reader (redisReader), and nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * resp.h -- the RESP layer: what a server's byte stream means (resp.c, resp_limit.c).
  *

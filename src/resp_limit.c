@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* resp_limit.c -- what one server reply may cost, checked before the RESP parser sees it.
  *
  * hiredis 0.14 (Debian's) has no limits of its own: "*2147483647\r\n" makes it calloc the

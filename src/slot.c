@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* slot.c -- Redis Cluster hash slots (the cluster specification, "Keys distribution model"
  * and its Appendix A): CRC16-XMODEM of the key's hash tag, mod 16384. Pure functions: used
  * by the Cluster topology to route a command, and by the lock layer to keep a lock's aux

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tls.c -- see tls.h. OpenSSL 3 over a caller's non-blocking socket. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * tls.h -- TLS over a socket the caller has already connected (OpenSSL 3). Internal, not API.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topo_cluster.c -- the Redis Cluster topology (redis-cluster:// nodes) behind the engine's
  * hl_topo_ops (engine.h) as hl_topo_cluster. Facts it relies on: docs/failover-facts.md (Redis
  * Cluster: slots, redirections, config epochs); behaviour and guarantees: docs/cluster.md.

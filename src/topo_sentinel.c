@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topo_sentinel.c -- the Sentinel topology (redis-sentinel:// nodes): where the master is,
  * behind the engine's hl_topo_ops (engine.h) as hl_topo_sentinel. Facts it relies on:
  * docs/failover-facts.md (Sentinel: the client protocol, the old master's window).

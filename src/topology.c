@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topology.c -- failover awareness: which node is the master, and whether a lock survived
  * a change of master. Facts it relies on: docs/failover-facts.md (replication identity, WAIT,
  * Sentinel's epochs); what it guarantees: docs/sentinel.md.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topology.h -- where a node's master is and whether a lock survived a change of it
  * (topology.c, topo_sentinel.c). Facts: docs/sentinel.md.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * transport.h -- how bytes reach a server and come back: one connection's byte stream.
  *

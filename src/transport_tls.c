@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* transport_tls.c -- TLS over the plain transport's sockets (issue 11).
  *
  * The socket is transport_tcp's (its connect, CLOEXEC, NODELAY, MSG_NOSIGNAL); the session

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* url.c -- server URLs, as the Redis ecosystem writes them:
  *   redis://[[user]:password@]host[:port][/db]
  *   rediss://[[user]:password@]host[:port][/db]        (the same over TLS)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* util.c -- clocks, randomness, buffers, error text: the small things every path shares. */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* wait.c -- how a waiter spends the time between two acquire attempts. Part of the quorum
  * code's acquire loop (lock.c calls it); reads the lock's kind only for its `wake` flag
  * (kind.h) and calls the engine.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* checks.c -- see checks.h */
 #include <criterion/criterion.h>
 #include <regex.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* checks.h -- Criterion assertions on server state, shared by the suites. */
 #ifndef HILOCK_TEST_CHECKS_H
 #define HILOCK_TEST_CHECKS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cluster_fixture.c -- see cluster_fixture.h. */
 #include <errno.h>
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cluster_fixture.h -- a real Redis Cluster for tests and benchmarks: 3 masters + 3 replicas
  * on free loopback ports (--cluster-enabled yes, --cluster-node-timeout 1000), created with
  * `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes` (before 5.0, whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // cxx_lock.cpp URL DEAD_URL [lost-default | lost-told] -- include/hilock.hpp against a real
 // server (run by tests/test_cxx.c, which checks what it leaves in Redis). Built with g++
 // -std=c++17 -Wall -Wextra -Werror. Prints one line per check; exits 1 at the first failure.

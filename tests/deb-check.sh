@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # deb-check.sh [BUILDDIR] -- the Debian packages as a user meets them (root; make deb-check, a
 # CI step of its own): `make deb` (dpkg-buildpackage, lintian without errors; the man pages'
 # version, the guides and the licence in the packages), then

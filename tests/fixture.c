@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fixture.c -- see fixture.h */
 #include <errno.h>
 #include <libgen.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fixture.h -- real redis-server processes for tests and benchmarks.
  * Each server gets its own temp dir, a unix socket there and a free port on 127.0.0.1, and
  * is killed by the kernel if the test process dies (PR_SET_PDEATHSIG). */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # install-check.sh SRCDIR WORKDIR URL -- what a user of an installed hilock sees:
 # `make install PREFIX=WORKDIR/prefix` (built in its own B= dir, so no build tree collides),
 # then a program outside the repo built only from `pkg-config hilock` (shared, then static)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lsan_runner.c -- LeakSanitizer checks the test workers, not Criterion's runner.
  * Criterion runs every test in a worker process it re-executes (with BXFI_MAP in its
  * environment); the runner runs no test code, yet now and then loses a small block of its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sentinel_fixture.c -- see sentinel_fixture.h. The recipe (configs, the waits, the
  * replication cut) is docs/failover-facts.md's "The test beds", in C, on free ports. */
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sentinel_fixture.h -- a master, its replica and three Sentinels, on free loopback ports.
  *
  * The data nodes are hlt_redis servers (fixture.h); the Sentinels are redis-sentinel

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_abi.c -- options that grow without breaking applications (docs/versioning.md).
  *   - an application built against 0.1.0's frozen header, linked to this build's shared
  *     library, runs unrebuilt with its non-default options in effect (tests/abi/v0_app.c);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_async.c -- the event-loop API (hilock_async.h) on a libuv loop, one thread, real
  * redis-servers. Timing asserts are generous upper bounds ("does not hang", "ends within its
  * bound"); the loop-stall figure is printed for the record. */

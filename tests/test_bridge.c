@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_bridge.c -- bridge mode (options.bridge = 1) against a real redis-server: modern locks
  * that legacy clients read as held, and that read legacy locks as held.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cli.c -- the hilock command ($(B)/hilock, next to this suite's directory), run as a
  * user runs it, against a real redis-server: exit statuses, the state left in Redis, signal
  * forwarding, the lost-lock path, and two commands serialized by one key. */

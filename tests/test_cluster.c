@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cluster.c -- locks on Redis Cluster (redis-cluster://): routing by hash slot, aux keys
  * in the key's slot whatever its braces, seeds, resharding through ASK and MOVED, shard
  * failovers (LOST unless proven), a frozen node, two processes counting, the hilock command.

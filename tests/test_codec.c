@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_codec.c -- the legacy value codecs and presets, without a server: format, parse,
  * expiry at the boundaries, garbage, overflow, negative and huge values, options. */
 #include <criterion/criterion.h>

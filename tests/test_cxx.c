@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cxx.c -- include/hilock.hpp, the C++17 RAII wrapper: $(B)/tests/cxx_lock (built from
  * tests/cxx_lock.cpp with g++ -std=c++17 -Wall -Wextra -Werror) runs its checks against a real
  * server; this suite runs it and reads back what it left in Redis. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_deps.c -- scripts/deps.sh, the package step of make demo and make test, run against
  * stand-ins for apt-get, dpkg-query and sudo (on PATH in a scratch directory) that log what
  * they were asked: which packages each set asks for, and what fails it. Nothing is installed. */

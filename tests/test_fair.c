@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_fair.c -- options.fair (src/fair.c, docs/fairness.md): first come, first served; a
  * dead, frozen or departed waiter leaves the queue within the bound; try-lock does not pass
  * the queue; fair and non-fair clients never overlap; nothing is left behind; unsupported

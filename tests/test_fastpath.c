@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_fastpath.c -- options.fencing = 0 (issue 14, "fast path without fencing"): the modern
  * lock granted by one plain SET NX PX, without a fencing token, keeping everything else the
  * modern lock promises -- release/extend/check by exact compare, wake-on-release, undo of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_faults.c -- servers that refuse, stop, restart, freeze or want a password: every call
  * returns a clear status within its bound, names the server, and the client recovers. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_findings.c -- what make torture and make fuzz found, pinned down (torture/README.md,
  * "Findings"). Each test replays the situation the harness met, deterministically. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_fork.c -- a forked child's copy of a client and its locks: it can be freed (memory
  * only, promptly, leaving the parent's lock and keepalive alone), and every other call is
  * refused with EINVAL and a message naming both processes. Real redis-server. */

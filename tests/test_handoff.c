@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_handoff.c -- a waiter is woken by the release (one waiter per release), with polling
  * and the holder's PTTL as fallbacks; signal keys expire. Real redis-servers; timing asserts
  * are generous upper bounds, set far below what the fallback alone could achieve (waiters

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_hostile.c -- bounds that hold whatever a server sends: replies past the limits
  * (fake servers on 127.0.0.1, for replies no real server sends), a bounded undo list, and
  * the transient states BUSY and MASTERDOWN (real redis-server). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_input.c -- bad input gets a clear status and a message, and changes nothing in Redis
  * (no key written, and for argument errors not even a connection opened). */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_install.c -- `make install`, then a program outside the repo built with pkg-config
  * links (shared, with an rpath, and static) and takes a lock on a real server; pkg-config's
  * Cflags are the include directory alone; the man pages and guides are installed

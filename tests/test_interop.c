@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_interop.c -- hilock against a real legacy client that nobody here wrote: the npm
  * package redis-lock@0.0.9 (SETNX/GETSET, integer millisecond stamps + 1, expired iff
  * stamp <= Date.now(), key "lock.<name>", no TTL) on redis@3.1.2, driven by

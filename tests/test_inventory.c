@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_inventory.c -- `hilock inventory` and `hilock inspect` ($(B)/hilock, run as a user runs
  * it) against a real redis-server seeded with thousands of keys: every preset's values with
  * and without TTL, passed and live stamps, modern and legacy locks made by the library, bridge

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_keepalive.c -- background renewal: keeps short locks held, reports a lost lock once,
  * stops at its caps, and never outlives release or free (run many times: the race tests are
  * meant for ASan and TSan builds too). Real redis-servers; timing asserts are generous. */

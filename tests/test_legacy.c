@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_legacy.c -- the SETNX/GETSET recipe against a real redis-server: values on the wire,
  * take-over of expired stamps, the documented race, crashed holders, late releases, clock
  * skew, the skew margin, "<" vs "<=" at the exact stamp, and values that are never stolen.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_lock.c -- the modern lock on one real redis-server: acquire, release, extend, check,
  * expiry, validity, fencing tokens, aux keys, the script cache, SELECT, and two processes
  * hammering one key. Every test asserts the status and the state left in Redis. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_messages.c -- the messages a newcomer reads: a forgotten password, a busy key (its
  * holder's TTL, or none), the key named once, printable and cut short, on the library's
  * errmsg and on the hilock command's stderr. Exact text where the message is the contract. */

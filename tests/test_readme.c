@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_readme.c -- README.md's example compiles as it stands (the Makefile extracts its first
  * ```c block into $(B)/tests/readme_example.c) and does what it says on a real server. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_redlock.c -- the same API over N independent masters (Redlock), on real redis-servers.
  * Every test starts its own masters; timing asserts are generous upper bounds ("does not
  * hang", "does not wait for the full io_timeout") or bounds the design guarantees. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_reentry.c -- hilock locks are not re-entrant (issue 23): an acquire of a key its own
  * blocking client holds is EINVAL at once, with nothing sent, on every blocking acquire entry
  * point (modern, fair, unfenced, legacy, bridge, Redlock, keepalive); after release or free

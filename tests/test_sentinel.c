@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_sentinel.c -- locks behind Sentinel: resolution, failovers, lost locks, the failover
  * guard, WAIT, fencing across failovers. Real redis-server and redis-sentinel processes:
  * every test starts its own master + replica + 3 Sentinels (sentinel_fixture.h, ~0.5 s),

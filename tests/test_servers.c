@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_servers.c -- hilock on every server a fleet runs (Redis 2.8 to 7.4, Valkey): what each
  * connection learns of its server at connect, and how a feature a server lacks is refused or
  * degraded. Run against the redis-server first on PATH (make test-servers puts each server of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_threads.c -- the thread rule's check (hilock.h): a client (and its locks) used from a
  * second thread while one thread is inside a call gets HILOCK_EINVAL "client used from two
  * threads at once", having sent nothing; never a crash, a hang or commands interleaved on

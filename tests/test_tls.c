@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_tls.c -- locks over TLS (rediss://), through the public API, against real TLS-only
  * redis-servers (tests/tls_fixture.h); state read back over each server's plain unix socket. */
 #include <criterion/criterion.h>

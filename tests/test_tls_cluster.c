@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_tls_cluster.c -- rediss-cluster:// against a real TLS-only Redis Cluster: 3 masters +
  * 3 replicas with `--port 0 --tls-port P --tls-cluster yes --tls-replication yes`, made by
  * tests/cluster_fixture.h with certificates from tests/tls_fixture.h, one for the suite (started

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_tls_layer.c -- src/tls.c on its own, against real redis-servers on TLS ports: the
  * handshake and RESP round trips from a small poll loop (the engine's part, played by the
  * test), each failure in the words of issue 11, and no call that ever blocks. */

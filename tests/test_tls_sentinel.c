@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_tls_sentinel.c -- rediss-sentinel://: TLS to the Sentinels and to the data nodes.
  * Real processes (sentinel_fixture.h's TLS deployment: data nodes on TLS ports only,
  * replicating over TLS; Sentinels with tls-port and tls-replication yes), certificates made

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_url.c -- the URL parser, as a table (unit tests: no server). Every accepted form with
  * every field it yields; every malformed one with the reason given, which never echoes the
  * password. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_version.c -- one version: the header's macros, HILOCK_VERSION and hilock_version() agree
  * (the Makefile derives VERSION and the soname from the same macros; tests/install-check.sh
  * checks the installed library's soname and that a shared program reports this version). */

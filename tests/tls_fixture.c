@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tls_fixture.c -- see tls_fixture.h */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tls_fixture.h -- throwaway certificates and redis-servers on a TLS port, for the TLS tests.
  * The certificates are made with the `openssl` command (EC P-256 keys: fast) in a temp dir of
  * their own; the servers are tests/fixture.h servers (they die with the test) whose plain TCP

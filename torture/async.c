@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* async.c -- the event-loop worker: hundreds of contenders on one client, driven by a
  * hand-written poll() loop (hilock_async.h), all pipelined on one connection per master.
  *

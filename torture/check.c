@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* check.c -- merge the workers' logs of one run and judge them.
  *
  * The property: never two holders of one key while both believe they hold it. A holder's

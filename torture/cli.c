@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cli.c -- the command under torture: `hilock KEY COMMAND` run again and again by a few
  * slots, COMMAND a tree of processes, some slots reaching the server through a proxy that
  * partitions them, hilock itself killed with -9 (main.c injects both).

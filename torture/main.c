@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* main.c -- the torture orchestrator: start the lock servers of a mode, fork the workers,
  * inject faults at random (all on loopback, all bounded), stop, and run the checker.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 'use strict';
 // node_worker.js -- the real legacy client, npm redis-lock 0.0.9 on node_redis 3.1.2, as one
 // torture worker: it contends on the same keys as the hilock workers (it locks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* torture.h -- the mutual-exclusion torture harness: shared definitions.
  *
  * One orchestrator process (main.c) starts the lock servers, forks N workers (worker.c: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* worker.c -- one contender: acquire a random key through the public API, write to the
  * guarded resource with the fencing token, maybe check and extend, write again, release.
  * Every call is logged with its start, end, bound and result; every belief ("I hold key k

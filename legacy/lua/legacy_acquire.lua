@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- legacy_acquire: the SETNX / GET / GETSET recipe decided in one step; also bridge acquire.
 -- KEYS[1] lock, KEYS[2] fence counter (same hash slot)
 -- ARGV[1] our stamp, ARGV[2] PX ms ('0' = no expiry, as the recipe), ARGV[3] ms to keep

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- legacy_extend: KEYS[1] lock; ARGV[1] our value, ARGV[2] the new stamp, ARGV[3] PX ms
 -- ('0' = none). Stamp and expiry move together: extending only the PX would let legacy
 -- peers read the old stamp as expired and GETSET-steal the key.

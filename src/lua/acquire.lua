@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- acquire: KEYS[1] lock, KEYS[2] fence counter (same hash slot)
 -- ARGV[1] token, ARGV[2] ttl ms, ARGV[3] ms to keep the counter, ARGV[4] the token's clock
 -- floor: this server's clock in ms as the client reckons it (engine.c hl_cmd_argclock: TIME

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- acquire_busy: after a plain SET NX PX found the lock taken (options.fencing = 0, src/modern.c),
 -- sent only then, to the masters that answered nil.
 -- KEYS[1] lock, KEYS[2] the waiters marker (src/wait.c); ARGV[1] our token, ARGV[2] ms a waiter

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- extend: KEYS[1] lock; ARGV[1] our value, ARGV[2] new ttl ms
 -- Optional KEYS[2]: the holder record (acquire.lua), kept as long as the lock.
 -- 1: extended; 0: no such key; -1: held by another value

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- failover: which master answers, and its record (the failover guard, a Cluster slot's epoch)
 -- (see src/topology.c). The slow path: a call runs it, one round trip after its lock script,
 -- only when the plain INFO replication + HMGET of its pipeline cannot settle it (a new

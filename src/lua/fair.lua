@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- fair: the fair lock's queue (src/fair.c, docs/fairness.md). Every key is in the lock key's slot.
 -- KEYS[1] lock, KEYS[2] queue (list of waiters' tokens, oldest first), KEYS[3] beats (zset:
 -- token -> server ms when its entry lapses), KEYS[4] fence counter, KEYS[5] our signal list

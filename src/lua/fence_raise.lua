@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- fence_raise: KEYS[1] fence counter; ARGV[1] a token granted on a quorum, ARGV[2] ms to keep,
 -- ARGV[3] ms to keep a token that holds an epoch (at or above 2^42), ARGV[4] this server's
 -- clock in ms as the client reckons it (the token's floor in acquire.lua)

@@ -1,4 +1,5 @@
 #!lua flags=no-writes
+-- SPDX-License-Identifier: BSD-3-Clause
 -- inspect_key: a lock key and its aux keys (src/inspect.c); the flag refuses any write.
 -- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] waiters marker, KEYS[4] signal list
 -- KEYS[5] holder record (acquire.lua); ARGV[1] value bytes to return (>= 1)

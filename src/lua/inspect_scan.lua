@@ -1,4 +1,5 @@
 #!lua flags=no-writes
+-- SPDX-License-Identifier: BSD-3-Clause
 -- inspect_scan: one SCAN page and what each key holds (src/inspect.c). The flag above makes
 -- the server itself refuse any write from this script (Redis >= 7.0).
 -- ARGV[1] cursor, ARGV[2] MATCH pattern, ARGV[3] COUNT, ARGV[4] value bytes to return (>= 1)

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- release: KEYS[1] lock; ARGV[1] our value
 -- Optional wake-up (src/wait.c): KEYS[2] the signal list waiters block on (BLPOP), KEYS[3]
 -- the marker a busy acquire sets while someone waits. Without them: a plain release.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // cxx_app.cpp -- today's header from C++ (extern "C", and the sizing macros): makes a client
 // with options, takes and releases a lock. usage: cxx_app URL; exit 0 = ok.
 #include <hilock.h>

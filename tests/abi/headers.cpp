@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // headers.cpp -- every public header in one C++17 program, compiled (not run) by
 // tests/abi/headers.sh with g++ and clang++ under -Werror -Wold-style-cast (and g++'s
 // -Wuseless-cast): the macros and the header-only adapters are C++-clean. The adapters'

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # headers.sh STAMP -- the public headers as programs compile them (`make test` builds STAMP):
 #   - all of them in one C++17 file (headers.cpp) with g++ and clang++, each one installed:
 #     -Wall -Wextra -Werror -Wold-style-cast, and -Wuseless-cast with g++;

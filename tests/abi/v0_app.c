@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* v0_app.c -- an application built against hilock 0.1.0's header (tests/abi/v0/, a frozen,
  * byte-identical copy of include/hilock.h and hilock_legacy.h at commit 6189a95), linked
  * dynamically to the library being tested (build/libhilock.so.0). It must keep working

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* race.c -- the keepalive and handoff races, and the thread rule's check, as a plain program
  * for ThreadSanitizer.
  * (Criterion cannot run under TSan: its inheritable arena fails to map, Snaipe/Criterion#274.)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 'use strict';
 // peer.js -- drives the real legacy client npm redis-lock@0.0.9 (SETNX/GETSET, millisecond
 // stamps, key "lock.<name>") on node_redis 3.1.2, for tests/test_interop.c.
