@@ -108,6 +108,24 @@ static pid_t spawn_owned(hlt_cluster *f, int i)
     return pid;
 }
 
+/* pid runs: it exists and is not a zombie (a runner that died unreaped -- its parent reads
+ * its output until EOF, and the watchdog and the server hold that pipe -- still answers
+ * kill(pid, 0): waiting for that would wait for ever). */
+static int alive(pid_t pid)
+{
+    char path[64], buf[256], *close_paren;
+    FILE *fp;
+    size_t n;
+    if (kill(pid, 0) != 0) return 0;
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    if (!(fp = fopen(path, "r"))) return 1;   /* no /proc: kill's answer stands */
+    n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    close_paren = strrchr(buf, ')');   /* "pid (comm) S ...": comm may hold spaces */
+    return !(close_paren && close_paren[1] == ' ' && (close_paren[2] == 'Z' || close_paren[2] == 'X'));
+}
+
 /* Shared: the server is nobody's child among the test processes (Criterion's runner reaps
  * its workers with waitid(P_ALL, WNOWAIT) and spins on any other child that dies -- a server
  * a test killed), but a watchdog's, which ends when the runner does (the server with it). */
@@ -123,7 +141,7 @@ static void spawn_watched(hlt_cluster *f, int i, pid_t runner)
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
                 exec_server(f, i);
             }
-            while (s > 0 && kill(runner, 0) == 0 && waitpid(s, NULL, WNOHANG) == 0) usleep(100000);
+            while (s > 0 && alive(runner) && waitpid(s, NULL, WNOHANG) == 0) usleep(100000);
             if (s > 0) kill(s, SIGKILL);
             _exit(0);
         }
@@ -149,11 +167,15 @@ static int pong(hlt_cluster *f, int i)
 static int wait_pong(hlt_cluster *f, int i, long ms)
 {
     long long end = hlt_now_ms() + ms;
-    while (hlt_now_ms() < end) {
-        if (pong(f, i)) return 0;
-        hlt_sleep_ms(20);
+    struct sigaction old;
+    int rc = -1;
+    hlt_sigpipe_ignore(&old);   /* a node that lost its port to another process exits */
+    while (rc < 0 && hlt_now_ms() < end) {
+        if (pong(f, i)) rc = 0;
+        else hlt_sleep_ms(20);
     }
-    return -1;
+    hlt_sigpipe_restore(&old);
+    return rc;
 }
 
 static pid_t node_pid(hlt_cluster *f, int i);

@@ -287,18 +287,24 @@ static int free_port_for(const char *extra)
     return port;
 }
 
-/* wait_ready with SIGPIPE ignored: a server that exits during start-up (its port taken in
- * between) may close the socket between our connect and our PING, and the test must see a
- * retry, not die of the signal. */
-static int ready_without_sigpipe(hlt_redis *r)
+void hlt_sigpipe_ignore(struct sigaction *old)
 {
-    struct sigaction ign, old;
-    int rc;
+    struct sigaction ign;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
-    sigaction(SIGPIPE, &ign, &old);
+    sigaction(SIGPIPE, &ign, old);
+}
+
+void hlt_sigpipe_restore(const struct sigaction *old) { sigaction(SIGPIPE, old, NULL); }
+
+/* wait_ready with SIGPIPE ignored (hlt_sigpipe_ignore) */
+static int ready_without_sigpipe(hlt_redis *r)
+{
+    struct sigaction old;
+    int rc;
+    hlt_sigpipe_ignore(&old);
     rc = wait_ready(r);
-    sigaction(SIGPIPE, &old, NULL);
+    hlt_sigpipe_restore(&old);
     return rc;
 }
 

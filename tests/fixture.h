@@ -45,6 +45,13 @@ long long hlt_info_int(hlt_redis *r, const char *section, const char *field);
 
 /* A free TCP port on 127.0.0.1 (bind to 0 and read it back). */
 int  hlt_free_port(void);
+/* SIGPIPE ignored while a fixture waits for a server it started: one that exits during
+ * start-up (its port taken in between by another process's server) may close the socket
+ * between our connect and our PING, and the test must see a retry, not die of the signal.
+ * Returns the disposition to give back to hlt_sigpipe_restore. */
+struct sigaction;
+void hlt_sigpipe_ignore(struct sigaction *old);
+void hlt_sigpipe_restore(const struct sigaction *old);
 /* A listening socket on 127.0.0.1 for a fake server or proxy a test forks; -1 if that failed.
  * The port the kernel chose goes to *port, its URL and "host:port" name (as errmsg says it)
  * to url and name, each cap bytes. */

@@ -233,7 +233,10 @@ static void kill_pid(pid_t *pid)
 /* Start Sentinel k on a free port: answers PING within 5 s, or another port is tried. */
 static int start_sentinel(hlt_sentinel *f, int k)
 {
-    for (int tries = 0; tries < 5; tries++) {
+    struct sigaction old;
+    int rc = -1;
+    hlt_sigpipe_ignore(&old);   /* one that lost its port to another process exits */
+    for (int tries = 0; tries < 5 && rc < 0; tries++) {
         long long end = hlt_now_ms() + 5000;
         f->sport[k] = hlt_free_port();
         if (f->tls[0][0]) f->stls[k] = hlt_free_port();
@@ -248,14 +251,16 @@ static int start_sentinel(hlt_sentinel *f, int k)
                 r = hlt_server_version() < 70000 ? NULL :
                     hlt_sentinel_cmd(f, k, "SENTINEL DEBUG info-period 500 publish-period 250");
                 if (r) freeReplyObject(r);
-                return 0;
+                rc = 0;
+                break;
             }
             if (waitpid(f->spid[k], NULL, WNOHANG) == f->spid[k]) f->spid[k] = 0;   /* port taken */
             hlt_sleep_ms(POLL_MS);
         }
-        kill_pid(&f->spid[k]);
+        if (rc < 0) kill_pid(&f->spid[k]);
     }
-    return -1;
+    hlt_sigpipe_restore(&old);
+    return rc;
 }
 
 /* Poll cond(f, arg) every POLL_MS until true (0) or timeout_ms (-1). */
