@@ -542,8 +542,9 @@ static int parse_args(int argc, char **argv, cli *o)
     while ((at = optind, c = getopt_long(argc, argv, "+:nw:E:t:s:L:k:c:vhV", longopts, NULL)) != -1) {
         /* the name in messages: as typed (-w, --wait or --timeout) */
         const char *opt = spelled(argv, at, c == '?' || c == ':' ? optopt : c, name, sizeof name);
-        /* inventory and inspect take only the servers: remember what else was given */
-        if (c != 's' && c != OPT_SERVERS_FILE && c != OPT_TLS && !o->run_opt[0])
+        /* inventory and inspect take only the servers and how to reach them (--tls, --cacert,
+         * ..., --insecure: OPT_TLS..OPT_INSECURE): remember what else was given */
+        if (c != 's' && c != OPT_SERVERS_FILE && (c < OPT_TLS || c > OPT_INSECURE) && !o->run_opt[0])
             snprintf(o->run_opt, sizeof o->run_opt, "%s", opt);
         switch (c) {
         case 'n': o->wait_ms = 0; break;
@@ -604,7 +605,7 @@ static int parse_args(int argc, char **argv, cli *o)
         o->ntool = argc - optind;
     }
     if (o->tool && o->run_opt[0])
-        return usage_error("%s does not apply to %s, which takes only -s, --servers-file and --tls "
+        return usage_error("%s does not apply to %s, which takes only -s, --servers-file and the TLS options "
                            "(to lock a key named %s: hilock [options] -- %s COMMAND)", o->run_opt, o->tool[0],
                            o->tool[0], o->tool[0]);
     o->key = argv[optind++];
@@ -728,23 +729,30 @@ static hilock_status lock_within(const cli *o, hilock_client *c, int64_t t0, hil
     return st;
 }
 
+/* The options that say where the servers are and how to reach them: the lock's and the
+ * tools' (inventory, inspect) alike. */
+static void connection_options(const cli *o, hilock_options *opt)
+{
+    hilock_options_init(opt);
+    opt->servers = o->servers;
+    opt->nservers = o->nservers;
+    opt->tls_ca_file = o->cacert;
+    opt->tls_ca_path = o->cacertdir;
+    opt->tls_cert_file = o->cert;
+    opt->tls_key_file = o->keyfile;
+    opt->tls_server_name = o->sni;
+    opt->tls_verify = !o->insecure;
+}
+
 static int acquire(const cli *o, hilock_client **cp, hilock **lp)
 {
     hilock_options opt;
     hilock_status st;
     int64_t t0;
-    hilock_options_init(&opt);
-    opt.servers = o->servers;
-    opt.nservers = o->nservers;
+    connection_options(o, &opt);
     opt.bridge = o->bridge;
     opt.fair = o->fair;
     opt.fencing = !o->no_fence;
-    opt.tls_ca_file = o->cacert;
-    opt.tls_ca_path = o->cacertdir;
-    opt.tls_cert_file = o->cert;
-    opt.tls_key_file = o->keyfile;
-    opt.tls_server_name = o->sni;
-    opt.tls_verify = !o->insecure;
     if (o->legacy && hilock_codec_preset(o->preset, &opt.codec) != HILOCK_OK)
         return usage_error("--legacy: unknown preset '%s'", o->preset);
     if (o->legacy || o->bridge) bound_round_trips(o->ttl_ms, &opt);
@@ -1504,7 +1512,11 @@ int main(int argc, char **argv)
     hilock_client *c = NULL;
     hilock *l = NULL;
     int rc = parse_args(argc, argv, &o);
-    if (rc < 0 && o.tool) rc = hl_tool_main(o.servers, o.nservers, o.ntool, o.tool);
+    if (rc < 0 && o.tool) {
+        hilock_options opt;
+        connection_options(&o, &opt);
+        rc = hl_tool_main(&opt, o.ntool, o.tool);
+    }
     if (rc < 0) {
         /* a server closing the connection must not kill hilock with SIGPIPE */
         signal(SIGPIPE, SIG_IGN);

@@ -331,13 +331,9 @@ static int tool_usage(const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
-static int open_client(const char *const *servers, size_t n, hilock_client **c)
+static int open_client(const hilock_options *o, hilock_client **c)
 {
-    hilock_options o;
-    hilock_options_init(&o);
-    o.servers = servers;
-    o.nservers = n;
-    if (hilock_client_new(&o, c) != HILOCK_OK) {
+    if (hilock_client_new(o, c) != HILOCK_OK) {
         fprintf(stderr, "hilock: %s\n", hilock_last_config_error());
         return EXIT_USAGE;
     }
@@ -1166,10 +1162,10 @@ int hl_tool_word(const char *word)
     return !strcmp(word, "inventory") || !strcmp(word, "inspect");
 }
 
-int hl_tool_main(const char *const *servers, size_t nservers, int argc, char **argv)
+int hl_tool_main(const hilock_options *o, int argc, char **argv)
 {
     hilock_client *c = NULL;
-    int rc = open_client(servers, nservers, &c);
+    int rc = open_client(o, &c);
     if (rc >= 0) return rc;
     catch_stop();
     rc = !strcmp(argv[0], "inventory") ? inventory_main(c, argc, argv) : inspect_main(c, argc, argv);

@@ -27,9 +27,10 @@ const char *hl_tool_key_shown(const char *key, char *buf, size_t cap);
 /* Is word one of the subcommands ("inventory", "inspect")? */
 int hl_tool_word(const char *word);
 
-/* Run the subcommand argv[0] with its arguments argv[1..argc) on the given servers. Returns
- * the exit status: 0; 64 bad usage; 69 a server failed; 130 interrupted (Ctrl-C). */
-int hl_tool_main(const char *const *servers, size_t nservers, int argc, char **argv);
+/* Run the subcommand argv[0] with its arguments argv[1..argc) on a client made of o (the
+ * servers and how to reach them: TLS). Returns the exit status: 0; 64 bad usage; 69 a server
+ * failed; 130 interrupted (Ctrl-C). */
+int hl_tool_main(const hilock_options *o, int argc, char **argv);
 
 /* hilock -v, on BUSY: the holder record of key on each master, one line each on stderr
  * ("hilock: "KEY" held by host ..., pid N, program ..., granted T ago ..."); nothing when

@@ -792,6 +792,21 @@ Test(cli, tls_flags_reach_a_tls_server_as_redis_cli_spells_them)
         cr_assert_eq(run(r, badca), 64, "%s", slurp(r, "err.txt"));
         cr_assert(strstr(slurp(r, "err.txt"), "tls_ca_file"), "%s", slurp(r, "err.txt"));
     }
+    {   /* inspect and inventory reach it with the same flags (they were refused, then ignored) */
+        const char *ins[] = { "--tls", "--cacert", pki->ca, "--cert", pki->client.crt, "--key",
+                              pki->client.key, "-s", url, "inspect", "job", NULL };
+        const char *inv[] = { "--tls", "--cacert", pki->ca, "--cert", pki->client.crt, "--key",
+                              pki->client.key, "-s", url, "inventory", "job*", NULL };
+        const char *untrusted[] = { "--tls", "--cert", pki->client.crt, "--key", pki->client.key, "-s", url,
+                                    "inspect", "job", NULL };
+        redisReply *rep = hlt_cmd(r, "SET job someone PX 60000");
+        if (rep) freeReplyObject(rep);
+        cr_assert_eq(run(r, ins), 0, "%s", slurp(r, "err.txt"));
+        cr_assert(strstr(slurp(r, "out.txt"), "someone"), "%s", slurp(r, "out.txt"));
+        cr_assert_eq(run(r, inv), 0, "%s", slurp(r, "err.txt"));
+        cr_assert_neq(run(r, untrusted), 0, "the system's CAs do not trust the test's CA");
+        cr_assert(strstr(slurp(r, "err.txt"), "certificate verify failed"), "%s", slurp(r, "err.txt"));
+    }
     hlt_redis_stop(r);
     hlt_pki_free(pki);
     hlt_redis_stop(plain);
@@ -1239,11 +1254,11 @@ Test(cli, options_a_subcommand_does_not_take_are_refused)
     const char *b[] = { "-s", r->url, "--wait=5s", "inventory", "job*", NULL };
     const char *c[] = { "-c", "true", "inspect", "job", NULL };
     const char *ok[] = { "-s", r->url, "inspect", "job", NULL };
-    refused_with(r, a, "hilock: -n does not apply to inspect, which takes only -s, --servers-file and --tls "
+    refused_with(r, a, "hilock: -n does not apply to inspect, which takes only -s, --servers-file and the TLS options "
                        "(to lock a key named inspect: hilock [options] -- inspect COMMAND) (see hilock --help)\n");
-    refused_with(r, b, "hilock: --wait does not apply to inventory, which takes only -s, --servers-file and --tls "
+    refused_with(r, b, "hilock: --wait does not apply to inventory, which takes only -s, --servers-file and the TLS options "
                        "(to lock a key named inventory: hilock [options] -- inventory COMMAND) (see hilock --help)\n");
-    refused_with(r, c, "hilock: -c does not apply to inspect, which takes only -s, --servers-file and --tls "
+    refused_with(r, c, "hilock: -c does not apply to inspect, which takes only -s, --servers-file and the TLS options "
                        "(to lock a key named inspect: hilock [options] -- inspect COMMAND) (see hilock --help)\n");
     cr_assert_eq(run(r, ok), 0, "%s", slurp(r, "err.txt"));
     hlt_redis_stop(r);
