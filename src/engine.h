@@ -176,10 +176,11 @@ struct hilock_client {
     struct hl_loop *loop;        /* the runner's state (engine_loop.c) */
     int            cancelled;    /* the loop's calls are being ended (client freed): lock.c's
                                     acquire loop stops retrying */
-    /* lock.c: its live locks (not re-entrant: live_enter); a mutex, as hilock_free may run
+    /* lock.c: its live locks (not re-entrant: live_enter), in lists by a hash of the key, so
+     * a client holding thousands of locks looks at a few; a mutex, as hilock_free may run
      * on another thread than the one using the client (hilock.h) */
     pthread_mutex_t live_mu;
-    struct hilock *live;
+    struct hilock *live[64];
     char           holder[HL_HOLDER_MAX];   /* hl_holder_text: acquire.lua's holder record */
 };
 

@@ -358,9 +358,18 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
  * list, not a hash: a client holds a few locks; the uncontended cycle pays two uncontended
  * mutex calls next to its round trips. A forked child's copy
  * never takes the mutex (a parent thread may have held it at fork): it may only be freed. */
-static hilock *live_find(hilock_client *c, const char *key)   /* under c->live_mu */
+/* The list of c->live that key belongs to (FNV-1a of the key: a hash tag shared by many
+ * keys, as hl_key_slot would use, must not put them all in one list). */
+static hilock **live_list(hilock_client *c, const char *key)
 {
-    for (hilock *h = c->live; h; h = h->live_next)
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) h = (h ^ *p) * 16777619u;
+    return &c->live[h % (sizeof c->live / sizeof c->live[0])];
+}
+
+static hilock *live_find(hilock *const *list, const char *key)   /* under c->live_mu */
+{
+    for (hilock *h = *list; h; h = h->live_next)
         if (!strcmp(h->key, key)) return h;
     return NULL;
 }
@@ -368,13 +377,13 @@ static hilock *live_find(hilock_client *c, const char *key)   /* under c->live_m
 /* Check, and unless refused put l on the list, in one turn of the mutex. */
 static hilock_status live_enter(hilock_client *c, const char *key, hilock *l)
 {
-    hilock *h;
+    hilock *h, **list = live_list(c, key);
     pthread_mutex_lock(&c->live_mu);
-    if (!(h = live_find(c, key))) {
+    if (!(h = live_find(list, key))) {
         l->live = 1;
-        if ((l->live_next = c->live)) c->live->live_prev = &l->live_next;
-        l->live_prev = &c->live;
-        c->live = l;
+        if ((l->live_next = *list)) (*list)->live_prev = &l->live_next;
+        l->live_prev = list;
+        *list = l;
     }
     pthread_mutex_unlock(&c->live_mu);
     return h ? hl_fail(c, HILOCK_EINVAL, "this client already holds %s (hilock locks are not "

@@ -210,6 +210,34 @@ Test(reentry, other_keys_and_other_clients_are_unaffected)
     hilock_client_free(b);
 }
 
+/* Many locks of one client (its live locks are kept in lists by key hash): each is refused
+ * a second time, each released one can be taken again, the others stay refused. */
+Test(reentry, a_client_holding_many_locks_refuses_each_and_frees_each)
+{
+    hilock_client *a = client(K_MODERN);
+    hilock *l[300] = { 0 }, *x = NULL;
+    char key[32];
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof key, "many:{t}:%d", i);   /* one hash tag: one slot, many lists */
+        l[i] = must_acquire(a, K_MODERN, key, 30000, 0);
+    }
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof key, "many:{t}:%d", i);
+        cr_assert_eq(hilock_acquire(a, key, 30000, 0, &x), HILOCK_EINVAL, "%s", key);
+        if (i % 2) continue;
+        cr_assert_eq(hilock_release(l[i]), HILOCK_OK);
+        hilock_free(l[i]);
+        l[i] = must_acquire(a, K_MODERN, key, 30000, 0);
+    }
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof key, "many:{t}:%d", i);
+        cr_assert_eq(hilock_release(l[i]), HILOCK_OK);
+        hilock_free(l[i]);
+        cr_assert_eq(hlt_exists(R, key), 0, "%s", key);
+    }
+    hilock_client_free(a);
+}
+
 Test(reentry, a_long_key_is_named_cut_short_in_the_refusal)
 {
     hilock_client *a = client(K_MODERN);
