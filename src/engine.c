@@ -316,21 +316,22 @@ static hilock_status error_status(const char *s)
  * and closes: both are told as NOAUTH, with the URL form that gives the password. */
 static int needs_password(const char *s)
 {
-    return !strncmp(s, "NOAUTH", 6) || strstr(s, "unauthenticated") != NULL;
+    static const char proto[] = "ERR Protocol error: unauthenticated ";
+    return !strncmp(s, "NOAUTH", 6) || !strncmp(s, proto, sizeof proto - 1);
 }
 
 static void password_hint(const hl_node *n, char *out, size_t cap)
 {
     const hl_url *u = &n->url;
     const char *tls = u->tls ? "s" : "";
-    if (!strncmp(n->name, "sentinel ", 9))   /* a Sentinel itself (topology.c's private nodes) */
+    if (n->name && !strncmp(n->name, "sentinel ", 9))   /* a Sentinel itself (topology.c's private nodes) */
         snprintf(out, cap, "redis-sentinel://...?sentinel_password=PASSWORD#master");
     else if (u->kind == HL_URL_UNIX)
-        snprintf(out, cap, "unix://:PASSWORD@%s", u->path);
+        snprintf(out, cap, "unix://:PASSWORD@%s", u->path ? u->path : "/path");
     else if (u->kind == HL_URL_SENTINEL)
-        snprintf(out, cap, "redis%s-sentinel://:PASSWORD@host:port#%s", tls, u->master);
-    else if (u->kind == HL_URL_CLUSTER)
-        snprintf(out, cap, "redis%s-cluster://:PASSWORD@host:port", tls);
+        snprintf(out, cap, "redis%s-sentinel://:PASSWORD@host:port#%s", tls, u->master ? u->master : "master");
+    else if (u->kind == HL_URL_CLUSTER || !u->host)   /* (no host: a node made without a URL) */
+        snprintf(out, cap, "redis%s%s://:PASSWORD@host:port", tls, u->kind == HL_URL_CLUSTER ? "-cluster" : "");
     else
         snprintf(out, cap, strchr(u->host, ':') ? "redis%s://:PASSWORD@[%s]:%d" : "redis%s://:PASSWORD@%s:%d",
                  tls, u->host, u->port);
