@@ -715,7 +715,7 @@ static hilock_status lock_within(const cli *o, hilock_client *c, int64_t t0, hil
         left = o->wait_ms - (now_ms() - t0);
         if (st == HILOCK_BUSY) {
             /* a holder without a TTL may never go: say so rather than wait in silence */
-            if (o->verbose || strstr(hilock_client_errmsg(c), " has no TTL: "))
+            if (o->verbose || strstr(hilock_client_errmsg(c), HL_NO_TTL))
                 print_error("waiting for", o, hilock_client_errmsg(c));
             return lock_once(o, c, o->wait_ms < 0 ? HILOCK_WAIT_FOREVER : left > 0 ? left : 0, lp);
         }
