@@ -10,12 +10,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -24,6 +22,7 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
+#include "peer.h"
 
 static long long wall_ms(void)
 {
@@ -32,36 +31,8 @@ static long long wall_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int is_file(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* tests/interop/node: $HILOCK_NODE_DIR, else from the working directory (make runs from the
- * top), else from the binary (<top>/<build>/tests/test_interop). */
-static const char *node_dir(void)
-{
-    static char dir[PATH_MAX];
-    char exe[PATH_MAX], probe[PATH_MAX + 16];
-    const char *env = getenv("HILOCK_NODE_DIR");
-    ssize_t n;
-    if (env && *env) return env;
-    if (is_file("tests/interop/node/peer.js")) return "tests/interop/node";
-    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        for (int up = 0; up < 3; up++) {
-            char *s = strrchr(exe, '/');
-            if (s) *s = '\0';
-        }
-        snprintf(dir, sizeof dir, "%.*s/tests/interop/node", PATH_MAX - 40, exe);
-        snprintf(probe, sizeof probe, "%s/peer.js", dir);
-        if (is_file(probe)) return dir;
-    }
-    cr_assert_fail("interop: cannot find tests/interop/node/peer.js (set HILOCK_NODE_DIR)");
-    return NULL;
-}
+/* tests/interop/node: $HILOCK_NODE_DIR, else found from the working directory or the binary. */
+static const char *node_dir(void) { return hlt_peer_dir("node", "peer.js", "HILOCK_NODE_DIR"); }
 
 /* node and npm present, packages installed from the lockfile (scripts/deps-node.sh, the
  * step `make test` runs too): or fail the test, loudly. */
@@ -74,20 +45,12 @@ static void need_node(void)
                        "(scripts/deps-node.sh failed: see above); this suite does not skip");
 }
 
-typedef struct peer {
-    pid_t pid;
-    int   fd;
-    char  out[4096];
-    size_t len;
-} peer;
-
-/* Start `node peer.js args...`; stdout is read through a pipe. The peer dies with us.
- * Through `sh -c 'exec node ...'`: under `make test-valgrind` the runner follows exec into
- * Criterion's workers but skips shells, so node (V8 under memcheck: minutes per start) is not
- * traced. */
-static void peer_start(peer *p, const char *const *args)
+/* Start `node peer.js args...`; stdout is read through a pipe (tests/peer.h). The peer dies
+ * with us. Through `sh -c 'exec node ...'`: under `make test-valgrind` the runner follows exec
+ * into Criterion's workers but skips shells, so node (V8 under memcheck: minutes per start) is
+ * not traced. */
+static void peer_start(hlt_peer *p, const char *const *args)
 {
-    int fds[2];
     char script[PATH_MAX + 16];
     const char *argv[14];
     int n = 0;
@@ -99,81 +62,7 @@ static void peer_start(peer *p, const char *const *args)
     argv[n++] = script;
     for (int i = 0; args[i] && n < 13; i++) argv[n++] = args[i];
     argv[n] = NULL;
-    memset(p, 0, sizeof *p);
-    cr_assert_eq(pipe(fds), 0);
-    p->pid = fork();
-    cr_assert(p->pid >= 0);
-    if (p->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execv("/bin/sh", (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    p->fd = fds[0];
-}
-
-/* Read until a full line arrives (or EOF / timeout). Returns the line (in p->out), or NULL. */
-static const char *peer_line(peer *p, long timeout_ms)
-{
-    long long end = hlt_now_ms() + timeout_ms;
-    for (;;) {
-        char *nl = memchr(p->out, '\n', p->len);
-        struct pollfd pf = { p->fd, POLLIN, 0 };
-        ssize_t r;
-        long long left = end - hlt_now_ms();
-        if (nl) {
-            *nl = '\0';
-            return p->out;
-        }
-        if (left <= 0 || poll(&pf, 1, (int)left) <= 0) return NULL;
-        r = read(p->fd, p->out + p->len, sizeof p->out - 1 - p->len);
-        if (r <= 0) return NULL;
-        p->len += (size_t)r;
-        p->out[p->len] = '\0';
-    }
-}
-
-/* Drop the line returned last, keep what followed it. */
-static void peer_next(peer *p)
-{
-    size_t used = strlen(p->out) + 1;
-    memmove(p->out, p->out + used, p->len - used);
-    p->len -= used;
-    p->out[p->len] = '\0';
-}
-
-/* Wait for the peer to exit (killing it after timeout_ms); returns its exit status. */
-static int peer_end(peer *p, long timeout_ms)
-{
-    long long end = hlt_now_ms() + timeout_ms;
-    int st = 0;
-    close(p->fd);
-    for (;;) {
-        pid_t w = waitpid(p->pid, &st, WNOHANG);
-        if (w == p->pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (hlt_now_ms() > end) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, &st, 0);
-            return -1;
-        }
-        hlt_sleep_ms(10);
-    }
-}
-
-/* A number field of a flat JSON line: "name":123 or "name":"123". */
-static long long jnum(const char *line, const char *name)
-{
-    char pat[64];
-    const char *s;
-    snprintf(pat, sizeof pat, "\"%s\":", name);
-    s = line ? strstr(line, pat) : NULL;
-    cr_assert_not_null(s, "no \"%s\" in the peer's output: %s", name, line ? line : "(nothing)");
-    s += strlen(pat);
-    if (*s == '"') s++;
-    return atoll(s);
+    hlt_peer_start(p, argv, 0);
 }
 
 static hilock_client *mk(hlt_redis *r, int bridge)
@@ -203,15 +92,15 @@ static void port_arg(hlt_redis *r, char *buf) { snprintf(buf, 16, "%d", r->port)
 
 Test(interop, the_pinned_legacy_client_is_installed)
 {
-    peer p;
+    hlt_peer p;
     need_node();
     const char *args[] = { "versions", NULL };
     peer_start(&p, args);
-    const char *line = peer_line(&p, 20000);
+    const char *line = hlt_peer_line(&p, 20000);
     cr_assert_not_null(line, "node peer.js versions printed nothing");
     cr_assert(strstr(line, "\"redisLock\":\"0.0.9\"") && strstr(line, "\"redis\":\"3.1.2\""), "%s", line);
     cr_log_info("interop peer: %s", line);
-    cr_assert_eq(peer_end(&p, 10000), 0);
+    cr_assert_eq(hlt_peer_end(&p, 10000), 0);
 }
 
 /* Both sides take the lock in turns for a bounded time; each counts, in its critical
@@ -222,7 +111,7 @@ static void contend(int bridge, const char *name)
     hilock_client *c = mk(r, bridge);
     char port[16], key[64], inside[80], counter[80];
     long ours = 0, overlaps = 0, releases_ok = 0;
-    peer p;
+    hlt_peer p;
     need_node();
     port_arg(r, port);
     snprintf(key, sizeof key, "lock.%s", name);
@@ -251,10 +140,10 @@ static void contend(int bridge, const char *name)
         ours++;
         hlt_sleep_ms(2 + (long)(rand_r(&seed) % 10));   /* let the other side in */
     }
-    const char *line = peer_line(&p, 20000);
+    const char *line = hlt_peer_line(&p, 20000);
     cr_assert_not_null(line, "the node peer did not report");
-    long long theirs = jnum(line, "acquired"), their_overlaps = jnum(line, "overlaps");
-    cr_assert_eq(peer_end(&p, 10000), 0);
+    long long theirs = hlt_jnum(line, "acquired"), their_overlaps = hlt_jnum(line, "overlaps");
+    cr_assert_eq(hlt_peer_end(&p, 10000), 0);
     long long total = get_num(r, counter);
     cr_log_info("interop %s vs redis-lock@0.0.9: hilock %ld, node %lld, counter %lld, overlaps %ld + %lld",
                 bridge ? "bridge" : "legacy", ours, theirs, total, overlaps, their_overlaps);
@@ -287,7 +176,7 @@ Test(interop, the_node_client_never_steals_a_live_bridge_lock, .timeout = 60)
     hilock_client *c = mk(r, 1);
     hilock *l;
     char port[16];
-    peer p;
+    hlt_peer p;
     need_node();
     port_arg(r, port);
     cr_assert_eq(hilock_acquire(c, "lock.live", 3000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -304,12 +193,12 @@ Test(interop, the_node_client_never_steals_a_live_bridge_lock, .timeout = 60)
     }
     long long released = wall_ms();
     cr_assert_eq(hilock_release(l), HILOCK_OK);
-    const char *line = peer_line(&p, 10000);
+    const char *line = hlt_peer_line(&p, 10000);
     cr_assert_not_null(line, "node never acquired after the release");
-    long long at = jnum(line, "acquired_at");
+    long long at = hlt_jnum(line, "acquired_at");
     cr_assert_geq(at, released, "node acquired %lld ms before the release", released - at);
     cr_log_info("interop: node acquired %lld ms after the bridge release", at - released);
-    cr_assert_eq(peer_end(&p, 10000), 0);
+    cr_assert_eq(hlt_peer_end(&p, 10000), 0);
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
@@ -321,7 +210,7 @@ Test(interop, a_crashed_bridge_holder_frees_the_key_by_its_px, .timeout = 60)
     hilock_client *c = mk(r, 1);
     hilock *l;
     char port[16];
-    peer p;
+    hlt_peer p;
     need_node();
     port_arg(r, port);
     long long t0 = wall_ms();
@@ -329,11 +218,11 @@ Test(interop, a_crashed_bridge_holder_frees_the_key_by_its_px, .timeout = 60)
     hilock_free(l);   /* we die holding it */
     const char *args[] = { "once", port, "gone", "2000", "10", NULL };
     peer_start(&p, args);
-    const char *line = peer_line(&p, 15000);
+    const char *line = hlt_peer_line(&p, 15000);
     cr_assert_not_null(line, "node never acquired");
-    long long at = jnum(line, "acquired_at");
+    long long at = hlt_jnum(line, "acquired_at");
     cr_assert_geq(at, t0 + 1400, "node acquired %lld ms after our grant, before our PX ended", at - t0);
-    cr_assert_eq(peer_end(&p, 10000), 0);
+    cr_assert_eq(hlt_peer_end(&p, 10000), 0);
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -344,17 +233,17 @@ static void crashed_node_holder(int bridge)
     hilock_client *c = mk(r, bridge);
     hilock *l = NULL;
     char port[16], name[32], key[48];
-    peer p;
+    hlt_peer p;
     need_node();
     port_arg(r, port);
     snprintf(name, sizeof name, "crash%d", bridge);
     snprintf(key, sizeof key, "lock.%s", name);
     const char *args[] = { "hold", port, name, "1200", NULL };
     peer_start(&p, args);
-    const char *line = peer_line(&p, 15000);
+    const char *line = hlt_peer_line(&p, 15000);
     cr_assert_not_null(line, "node did not acquire");
-    long long stamp = jnum(line, "value");
-    cr_assert_eq(peer_end(&p, 10000), 0);   /* it exited holding the lock */
+    long long stamp = hlt_jnum(line, "value");
+    cr_assert_eq(hlt_peer_end(&p, 10000), 0);   /* it exited holding the lock */
     cr_assert_eq(hlt_pttl(r, key), -1);
     hilock_status st = bridge ? hilock_acquire(c, key, 1000, 0, &l) : hilock_legacy_acquire(c, key, 1000, 0, &l);
     cr_assert_eq(st, HILOCK_BUSY, "took a live node lock");
@@ -389,22 +278,22 @@ Test(interop, a_late_node_release_deletes_nothing_of_ours, .timeout = 60)
     hilock_client *c = mk(r, 0);
     hilock *l = NULL;
     char port[16];
-    peer p;
+    hlt_peer p;
     need_node();
     port_arg(r, port);
     const char *args[] = { "hold-late", port, "late", "800", "1800", NULL };
     peer_start(&p, args);
-    const char *line = peer_line(&p, 15000);
+    const char *line = hlt_peer_line(&p, 15000);
     cr_assert_not_null(line, "node did not acquire");
-    long long stamp = jnum(line, "value");
-    peer_next(&p);
+    long long stamp = hlt_jnum(line, "value");
+    hlt_peer_next(&p);
     /* node pauses past its stamp; we take over, then node wakes up and "releases" */
     cr_assert_eq(hilock_legacy_acquire(c, "lock.late", 5000, 8000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_geq(wall_ms(), stamp);
-    line = peer_line(&p, 15000);
+    line = hlt_peer_line(&p, 15000);
     cr_assert_not_null(line, "node did not release");
-    (void)jnum(line, "released_at");
-    cr_assert_eq(peer_end(&p, 10000), 0);
+    (void)hlt_jnum(line, "released_at");
+    cr_assert_eq(hlt_peer_end(&p, 10000), 0);
     char *v = hlt_get(r, "lock.late");
     cr_assert(v && !strcmp(v, hilock_token(l)), "node's late release deleted our lock");
     free(v);
