@@ -100,7 +100,7 @@ Test(deps, a_failed_install_fails)
 Test(deps, the_demo_asks_only_for_the_build_and_what_the_demo_runs)
 {
     static const char *not_for_demo[] = { "libcriterion-dev", "redis-sentinel", "valgrind", "cmake", "libuv1-dev",
-                                          "libevent-dev", "nodejs", "npm" };
+                                          "libevent-dev", "nodejs", "npm", "python3-redis" };
     static const char *for_demo[] = { "build-essential", "pkg-config", "libhiredis-dev", "libssl-dev",
                                       "redis-server", "redis-tools", "openssl" };
     run r;
@@ -122,7 +122,7 @@ Test(deps, the_demo_asks_only_for_the_build_and_what_the_demo_runs)
 Test(deps, the_tests_ask_for_their_tools_and_the_node_peer)
 {
     static const char *for_test[] = { "libhiredis-dev", "redis-server", "libcriterion-dev", "redis-sentinel",
-                                      "valgrind", "cmake", "libuv1-dev", "libevent-dev" };
+                                      "valgrind", "cmake", "libuv1-dev", "libevent-dev", "python3-redis" };
     run r;
     char line[4096], word[64];
     run_deps("", 0, 0, &r);   /* the default: make test's set */
