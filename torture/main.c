@@ -55,11 +55,14 @@ enum {
     F_TERM_HILOCK,        /* cli: SIGTERM to a running `hilock` (passed on; the tree must be gone before the release) */
     F_PARTITION,          /* cli: a proxy forwards nothing for 0.5-2 x the ttl, then cuts its connections */
     F_FREEZE_MEMBER,      /* redlock-mixed: the next Redlock member in turn stopped longer than io_timeout */
+    F_FREEZE_SEED,        /* Cluster: SIGSTOP of the node the URLs name first, below the node timeout */
+    F_MIGRATE_SLOT,       /* Cluster: a hot key's slot moved to another master (MIGRATE, SETSLOT) */
     F_NKINDS
 };
 static const char *const fault_names[F_NKINDS] = { "kill9-holder", "pause-holder", "restart-delayed",
     "restart-aof", "freeze-short", "freeze-long", "restart-immediately", "failover", "failover-by-freeze",
-    "failover-cluster", "failover-cluster-kill", "freeze-io", "kill9-hilock", "term-hilock", "partition", "freeze-member" };
+    "failover-cluster", "failover-cluster-kill", "freeze-io", "kill9-hilock", "term-hilock", "partition", "freeze-member",
+    "freeze-seed", "migrate-slot" };
 
 typedef struct mode {
     const char *name;
@@ -164,9 +167,12 @@ static const mode modes[] = {
                    [F_FREEZE_SHORT] = 2, [F_FREEZE_LONG] = 2 },
       .gap_min_ms = 300, .gap_max_ms = 1200 },
     { .name = "cluster", .nservers = 1, .flavour = TT_MODERN, .cluster = 1,
-      .what = "a Redis Cluster, 3 masters + 3 replicas (failover_guard on): CLUSTER FAILOVER on a shard's "
-              "replica, a shard master killed (its replica elected, then it rejoins), workers killed and paused",
-      .weights = { [F_KILL_HOLDER] = 2, [F_PAUSE_HOLDER] = 2, [F_CLUSTER_FAILOVER] = 2, [F_CLUSTER_KILL] = 1 },
+      .what = "a Redis Cluster, 3 masters + 3 replicas (failover_guard on; odd workers name only the first "
+              "seed): CLUSTER FAILOVER on a shard's replica, a shard master killed (its replica elected, then it "
+              "rejoins), the first seed stopped below the node timeout, a hot key's slot migrated to another "
+              "master, workers killed and paused",
+      .weights = { [F_KILL_HOLDER] = 2, [F_PAUSE_HOLDER] = 2, [F_CLUSTER_FAILOVER] = 2, [F_CLUSTER_KILL] = 1,
+                   [F_FREEZE_SEED] = 2, [F_MIGRATE_SLOT] = 2 },
       .gap_min_ms = 300, .gap_max_ms = 1200 },
     { .name = "async", .nservers = 1, .flavour = TT_MODERN, .kind = TT_ASYNC, .workers = 2, .contenders = 128,
       .keys = 256, .what = ASYNC_WHAT,
@@ -231,6 +237,7 @@ typedef struct run {
     pid_t       proxy_pid[TT_MAXPROXIES];
     char        proxy_url[TT_MAXPROXIES][64];
     int         next_member;              /* redlock-mixed: the member to stop next */
+    char        seed_url[64];             /* cluster: the first seed alone (odd workers) */
 } run;
 
 static const char *const key_names[TT_MAXKEYS] = { "tt:k0", "{tt:k1}", "tt:{k2}:x", "tt:k3",
@@ -635,6 +642,81 @@ static void fault_cluster_kill(run *r)
               (long long)(t_up ? (t_up - t0) / 1000 : -1), rc ? " TIMEOUT" : "");
 }
 
+/* The node both URLs name first (the only seed of odd workers), whatever its role now,
+ * stopped for 1.5-3.5 x io_timeout: below the node timeout (1000 ms), so no failover; the
+ * maps a failover or a migration left stale must be refreshed without it, or the calls
+ * routed with the map in hand. */
+static void fault_freeze_seed(run *r)
+{
+    int64_t ms = (int64_t)((1.5 + 2.0 * tt_uniform(&r->rng)) * IO_TIMEOUT_MS), t0 = tt_now_us();
+    redisReply *role = hlt_cluster_cmd(r->cf, 0, "ROLE");
+    int master = role && role->type == REDIS_REPLY_ARRAY && role->elements &&
+                 !strcmp(role->element[0]->str, "master");
+    if (role) freeReplyObject(role);
+    hlt_cluster_freeze(r->cf, 0);
+    sleep_ms(ms);
+    hlt_cluster_thaw(r->cf, 0);
+    fault_log(r, F_FREEZE_SEED, t0, tt_now_us(), "seed=node0 role=%s stopped_ms=%lld io_timeout_ms=%d "
+              "node_timeout_ms=1000", master ? "master" : "replica", (long long)ms, IO_TIMEOUT_MS);
+}
+
+/* A master other than `from`, at random; -1 if none answers. */
+static int other_master(run *r, int from)
+{
+    int cand[HLT_CLUSTER_NODES], n = 0;
+    for (int i = 0; i < r->cf->nnodes; i++) {
+        redisReply *role = i == from ? NULL : hlt_cluster_cmd(r->cf, i, "ROLE");
+        if (role && role->type == REDIS_REPLY_ARRAY && role->elements && !strcmp(role->element[0]->str, "master"))
+            cand[n++] = i;
+        if (role) freeReplyObject(role);
+    }
+    return n ? cand[tt_rand(&r->rng) % (uint64_t)n] : -1;
+}
+
+/* Move every key of the slot (MIGRATE keeps each one's TTL) until its owner holds none: a
+ * grant may rewrite a key that is still there (never create one: a new key goes to the
+ * importing node by ASK), so one pass may miss a key it found expired. 0 or -1. */
+static int migrate_all(run *r, int slot, int from, int to)
+{
+    for (int pass = 0; pass < 20; pass++) {
+        redisReply *n = hlt_cluster_cmd(r->cf, from, "CLUSTER COUNTKEYSINSLOT %d", slot);
+        long long left = n && n->type == REDIS_REPLY_INTEGER ? n->integer : -1;
+        if (n) freeReplyObject(n);
+        if (left == 0) return 0;
+        if (left < 0 || hlt_cluster_migrate_keys(r->cf, slot, to) != 0) return -1;
+    }
+    return -1;
+}
+
+/* The slot of a hot key (one the workers lock) moved to another master while they lock it:
+ * IMPORTING / MIGRATING for 100-400 ms under load (new keys by ASK, scripts on a half-moved
+ * key TRYAGAIN), the keys moved, a pause, then the slot handed over (MOVED). The lock and its
+ * aux keys move together (one slot); the fence must keep growing on the new master. */
+static void fault_migrate_slot(run *r)
+{
+    int k = (int)(tt_rand(&r->rng) % (uint64_t)r->nkeys);
+    int slot = hlt_cluster_keyslot(r->cf, key_of(r, k));
+    int from = slot < 0 ? -1 : hlt_cluster_slot_master(r->cf, slot);
+    int to = from < 0 ? -1 : other_master(r, from), rc = -1;
+    int64_t t0 = tt_now_us();
+    if (to >= 0 && hlt_cluster_migrate_begin(r->cf, slot, to) == 0) {
+        sleep_ms(between(r, 100, 400));
+        rc = migrate_all(r, slot, from, to);
+        sleep_ms(between(r, 0, 200));
+        if (rc == 0) rc = hlt_cluster_migrate_end(r->cf, slot, to);
+    }
+    if (rc != 0) {   /* leave the slot where it is, stable, for the next faults */
+        r->infra_errors++;
+        fprintf(stderr, "torture: the migration of slot %d (node%d to node%d) failed\n", slot, from, to);
+        for (int i = 0; i < r->cf->nnodes; i++) {
+            redisReply *rep = hlt_cluster_cmd(r->cf, i, "CLUSTER SETSLOT %d STABLE", slot);
+            if (rep) freeReplyObject(rep);
+        }
+    }
+    fault_log(r, F_MIGRATE_SLOT, t0, tt_now_us(), "key=%d slot=%d from=node%d to=node%d%s", k, slot, from, to,
+              rc ? " FAILED" : "");
+}
+
 static void fault_freeze(run *r, int kind)
 {
     if (r->sf) {
@@ -774,6 +856,8 @@ static void inject(run *r)
     case F_TERM_HILOCK:     fault_kill_hilock(r, kind); break;
     case F_PARTITION:       fault_partition(r); break;
     case F_FREEZE_MEMBER:   fault_freeze_member(r); break;
+    case F_FREEZE_SEED:     fault_freeze_seed(r); break;
+    case F_MIGRATE_SLOT:    fault_migrate_slot(r); break;
     }
 }
 
@@ -831,7 +915,11 @@ static int start_servers(run *r)
     }
     if (r->m->cluster) {
         if (!(r->cf = hlt_cluster_start())) return -1;
-        r->urls[0][0] = r->urls[1][0] = r->cf->url;
+        /* even workers: every node a seed; odd ones: only the first, the common setup of one
+         * name (a Service, a DNS alias) */
+        snprintf(r->seed_url, sizeof r->seed_url, "redis-cluster://127.0.0.1:%d", r->cf->port[0]);
+        r->urls[0][0] = r->cf->url;
+        r->urls[1][0] = r->seed_url;
         return 0;
     }
     if (r->m->tls && !(r->pki = hlt_pki_make())) return -1;
