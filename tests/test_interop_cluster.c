@@ -337,3 +337,52 @@ Test(interop_cluster, a_hilock_lock_makes_redis_py_fail_on_every_key_shape)
     py_done(&s);
     hilock_client_free(c);
 }
+
+/* Found by torture's cluster mode (migrate-slot), not an interop matter: kept here, with the
+ * cluster at hand. release.lua, on a key someone waits for (the waiters marker set, an unclaimed
+ * wake-up in the signal list), DELs the signal list and then RPUSHes to it: once the slot is
+ * MIGRATING, the script's keys all being there, the server runs it, but the RPUSH names a key
+ * that is no longer on this node, which the server refuses in a script ("non local key") after
+ * the DEL of the lock: the lock is gone and the caller is told EREPLY. */
+Test(interop_cluster, a_release_in_a_migrating_slot_with_a_waiter_says_ok, .timeout = 120)
+{
+    hlt_cluster *f;
+    hilock_client *c;
+    hilock *l = NULL;
+    redisReply *r;
+    const char *key = "{mig-rel}k";
+    char waiters[64], signal_[64];
+    NEED_CLUSTER();
+    F = f = hlt_cluster_attach();
+    cr_assert_not_null(f, "no cluster (the fixture did not start)");
+    hlt_cluster_exclusive(f);   /* a slot in migration: no other test meanwhile */
+    c = client(f->url);
+    int slot = hlt_cluster_keyslot(f, key), m = hlt_cluster_key_master(f, key), to = -1;
+    for (int i = 0; i < f->nnodes && to < 0; i++) {
+        r = i == m ? NULL : hlt_cluster_cmd(f, i, "ROLE");
+        if (r && r->type == REDIS_REPLY_ARRAY && !strcmp(r->element[0]->str, "master")) to = i;
+        if (r) freeReplyObject(r);
+    }
+    cr_assert(m >= 0 && to >= 0);
+    snprintf(waiters, sizeof waiters, "%s:waiters", key);   /* (hl_aux_key: a tag, appended) */
+    snprintf(signal_, sizeof signal_, "%s:signal", key);
+    cr_assert_eq(hilock_acquire(c, key, 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    /* a waiter's marker, and a wake-up nobody claimed yet (as a busy acquire and a release leave them) */
+    freeReplyObject(hlt_cluster_cmd(f, m, "SET %s 1 PX 10000", waiters));
+    freeReplyObject(hlt_cluster_cmd(f, m, "RPUSH %s 1", signal_));
+    freeReplyObject(hlt_cluster_cmd(f, m, "PEXPIRE %s 10000", signal_));
+    cr_assert_eq(hlt_cluster_migrate_begin(f, slot, to), 0);
+    hilock_status st = hilock_release(l);
+    const char *msg = hilock_client_errmsg(c);
+    char why[300];
+    snprintf(why, sizeof why, "%s", msg ? msg : "");
+    long long left = hlt_cluster_exists(f, m, key);
+    /* finish the move, so the cluster is whole whatever the verdict */
+    cr_assert_eq(hlt_cluster_migrate_keys(f, slot, to), 0);
+    cr_assert_eq(hlt_cluster_migrate_end(f, slot, to), 0);
+    cr_assert_eq(hlt_cluster_heal_all(f, 30000), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    cr_assert_eq(left, 0, "the lock is still there after its release");
+    cr_assert_eq(st, HILOCK_OK, "the release deleted the lock but said %d: %s", (int)st, why);
+}
