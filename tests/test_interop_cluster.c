@@ -377,9 +377,11 @@ Test(interop_cluster, a_release_in_a_migrating_slot_with_a_waiter_says_ok, .time
     char why[300];
     snprintf(why, sizeof why, "%s", msg ? msg : "");
     long long left = hlt_cluster_exists(f, m, key);
-    /* finish the move, so the cluster is whole whatever the verdict */
-    cr_assert_eq(hlt_cluster_migrate_keys(f, slot, to), 0);
-    cr_assert_eq(hlt_cluster_migrate_end(f, slot, to), 0);
+    /* call the move off (no key moved), so the cluster is whole whatever the verdict */
+    for (int i = 0; i < f->nnodes; i++) {
+        r = hlt_cluster_cmd(f, i, "CLUSTER SETSLOT %d STABLE", slot);
+        if (r) freeReplyObject(r);
+    }
     cr_assert_eq(hlt_cluster_heal_all(f, 30000), 0);
     hilock_free(l);
     hilock_client_free(c);
