@@ -11,9 +11,11 @@ if cur == ARGV[1] then
   local holder = KEYS[4] or (#KEYS == 2 and KEYS[2])
   if holder then redis.call('DEL', holder) end
   if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
-    -- one element wakes one waiter (the longest blocked); unclaimed, it expires
-    redis.call('DEL', KEYS[2])
+    -- one element wakes one waiter (the longest blocked); unclaimed, it expires. RPUSH then
+    -- LTRIM, not DEL then RPUSH: in a slot being migrated away a key the script deleted is
+    -- no longer local, and the server refuses the RPUSH after the lock is already gone
     redis.call('RPUSH', KEYS[2], '1')
+    redis.call('LTRIM', KEYS[2], -1, -1)
     redis.call('PEXPIRE', KEYS[2], 1000)
   end
   return 1
