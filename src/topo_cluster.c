@@ -435,12 +435,14 @@ const hl_topo_ops hl_topo_cluster = {
 
 /* ---- failover vs resharding ---- */
 
-/* The node id the slot map gives the server in use; "" if none (a server met through a
- * redirect only, before a map listed it). */
+/* The node id the slot map gives the server in use, 41 bytes with its NUL (a copy of them is
+ * all a lock's anchor costs per call); "" if none (a server met through a redirect only,
+ * before a map listed it). */
 const char *hl_cluster_node_id(const hl_node *n)
 {
+    static const char none[41];
     const struct hl_topo *t = n->topo_state;
-    return t && t->cur >= 0 ? t->srv[t->cur].id : "";
+    return t && t->cur >= 0 ? t->srv[t->cur].id : none;
 }
 
 /* Does the master with node id `id` serve a slot in the map in hand? (A call that met a

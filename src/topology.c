@@ -431,7 +431,7 @@ static void set_where(struct hl_lockid *id, const hl_node *node)
     if (n >= sizeof id->where) n = sizeof id->where - 1;
     memcpy(id->where, node->name, n);
     id->where[n] = '\0';
-    if (node->topo == &hl_topo_cluster) snprintf(id->node, sizeof id->node, "%s", hl_cluster_node_id(node));
+    if (node->topo == &hl_topo_cluster) memcpy(id->node, hl_cluster_node_id(node), sizeof id->node);
 }
 
 static int record(hilock_client *c, hilock *l, size_t i, const ident *id)
