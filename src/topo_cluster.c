@@ -432,3 +432,26 @@ const hl_topo_ops hl_topo_cluster = {
     .route = cluster_route,
     .redirect = cluster_redirect,
 };
+
+/* ---- failover vs resharding ---- */
+
+/* The node id the slot map gives the server in use, 41 bytes with its NUL (a copy of them is
+ * all a lock's anchor costs per call); "" if none (a server met through a redirect only,
+ * before a map listed it). */
+const char *hl_cluster_node_id(const hl_node *n)
+{
+    static const char none[41];
+    const struct hl_topo *t = n->topo_state;
+    return t && t->cur >= 0 ? t->srv[t->cur].id : none;
+}
+
+/* Does the master with node id `id` serve a slot in the map in hand? (A call that met a
+ * MOVED has fetched the map again before its retry: route.) 1 yes, 0 no, -1 no map. */
+int hl_cluster_serves(const hl_node *n, const char *id)
+{
+    const struct hl_topo *t = n->topo_state;
+    if (!t || !t->have_map || !id[0]) return -1;
+    for (int s = 0; s < HL_SLOTS; s++)
+        if (t->owner[s] >= 0 && !strcmp(t->srv[t->owner[s]].id, id)) return 1;
+    return 0;
+}

@@ -67,6 +67,7 @@ struct hl_lockid {            /* where a lock was granted (or last extended), pe
     char      replid[41];
     long long offset;
     char      where[80];      /* sharded nodes: the server (shard master) it was on */
+    char      node[41];       /* Cluster: that master's node id ("": unknown) */
     uint64_t  epoch;          /* sharded nodes: that server's config epoch at the grant */
 };
 
@@ -422,13 +423,15 @@ static int survived(const struct hl_lockid *mine, const ident *cur)
     return !strcmp(cur->replid2, mine->replid) && mine->offset < cur->offset2;
 }
 
-/* The server a lock is anchored on (a plain copy: every call of an aware client does it). */
-static void set_where(struct hl_lockid *id, const char *name)
+/* The server a lock is anchored on, and a cluster master's node id (plain copies: every call
+ * of an aware client does it). */
+static void set_where(struct hl_lockid *id, const hl_node *node)
 {
-    size_t n = strlen(name);
+    size_t n = strlen(node->name);
     if (n >= sizeof id->where) n = sizeof id->where - 1;
-    memcpy(id->where, name, n);
+    memcpy(id->where, node->name, n);
     id->where[n] = '\0';
+    if (node->topo == &hl_topo_cluster) memcpy(id->node, hl_cluster_node_id(node), sizeof id->node);
 }
 
 static int record(hilock_client *c, hilock *l, size_t i, const ident *id)
@@ -437,7 +440,7 @@ static int record(hilock_client *c, hilock *l, size_t i, const ident *id)
     l->ids[i].set = 1;
     memcpy(l->ids[i].replid, id->replid, 41);
     l->ids[i].offset = id->offset;
-    set_where(&l->ids[i], c->nodes[i].name);
+    set_where(&l->ids[i], &c->nodes[i]);
     l->ids[i].epoch = id->epoch > 0 ? (uint64_t)id->epoch : 0;
     return 0;
 }
@@ -503,21 +506,42 @@ static void end_grant(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, con
     }
 }
 
-/* One node of extend, release or check: did our lock survive any change of master? */
-static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, const ident *id, int have_id)
+/* The lock is not on this master, which serves its slot now and whose history never was
+ * the granting master's (see end_verify): did the granting shard fail over to a replica that
+ * never had that history? Yes when the granting master serves no slot any more (down, or a
+ * replica of this one): a resharding moves slots between masters that stay masters, and the
+ * granting one keeps serving its other slots. (Whether this master was promoted is no help:
+ * a replica promoted without a backlog takes a new history, replid2 cleared, when its first
+ * replica syncs.) */
+static int shard_failed_over(const hl_node *n, const struct hl_lockid *mine)
+{
+    return n->topo == &hl_topo_cluster && hl_cluster_serves(n, mine->node) == 0;
+}
+
+/* One node of extend, release or check: did our lock survive any change of master? found:
+ * the script found our value there. */
+static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, const ident *id, int have_id,
+                       int found)
 {
     hl_node *n = &c->nodes[i];
     struct hl_lockid *mine = &l->ids[i];
     if (have_id && !strcmp(id->role, "master") && n->topo->route && strcmp(mine->where, n->name) &&
         strcmp(id->replid, mine->replid) && strcmp(id->replid2, mine->replid)) {
         /* Another shard's master, whose history never was our master's (a replica promoted
-         * in our shard would have our master's replid as its replid2): the slot was resharded
-         * and MIGRATE carried the key. No failover of ours: the script's compare of the value
-         * decides, and the lock is anchored on this master from now on. (Two failovers of the
-         * granting shard before this call would look the same; see docs/cluster.md.) */
+         * in our shard from our master's history would have its replid as its replid2).
+         * Our value there: MIGRATE carried it (a replica without our master's history cannot
+         * hold it). Not there: the slot was resharded (the value compare decides: expired or
+         * released), unless the granting shard failed over to a replica that never synced. */
+        if (!found && shard_failed_over(n, mine)) {
+            op->lost |= 1u << i;
+            snprintf(n->err, sizeof n->err, "%s: a failover of the shard (or a drain): %.60s, which "
+                     "granted the lock, serves no slot now, and this master never had its history",
+                     n->name, mine->where);
+            return;
+        }
         memcpy(mine->replid, id->replid, 41);
         mine->offset = id->offset;
-        set_where(mine, n->name);
+        set_where(mine, n);
         return;
     }
     if (have_id && !strcmp(id->role, "master") && survived(mine, id)) {
@@ -525,7 +549,7 @@ static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, co
          * judged against this master (the offset stays ours: offsets run on across a failover) */
         memcpy(mine->replid, id->replid, 41);
         if (op->kind == HL_TOPO_EXTEND && id->offset > mine->offset) mine->offset = id->offset;
-        set_where(mine, n->name);
+        set_where(mine, n);
         return;
     }
     op->lost |= 1u << i;
@@ -610,7 +634,7 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
         if (op->short_acks & bit) short_acks_msg(c, op, i);
         if (op->failed & bit) no_answer(c, l, op, i);
         else if ((judge & bit) && op->kind == HL_TOPO_ACQUIRE) end_grant(c, l, op, i, &ids[i], (have >> i) & 1);
-        else if (judge & bit) end_verify(c, l, op, i, &ids[i], (have >> i) & 1);
+        else if (judge & bit) end_verify(c, l, op, i, &ids[i], (have >> i) & 1, (granted >> i) & 1);
     }
     if (op->kind != HL_TOPO_ACQUIRE) return;
     if (op->undo) undo_now(c, l, op);

@@ -24,6 +24,12 @@ extern const hl_topo_ops hl_topo_direct, hl_topo_sentinel;   /* topology.c, topo
 /* A redis-cluster:// node: one "master" to the lock layer, routed per key to the shard that
  * owns its slot, following MOVED and ASK (topo_cluster.c). */
 extern const hl_topo_ops hl_topo_cluster;
+/* Failover vs resharding (topo_cluster.c, for topology.c's end_verify): the node id of the
+ * master in use (41 bytes with the NUL; "" if the slot map has not named it), recorded with a
+ * grant; and whether the
+ * master with that id serves a slot in n's slot map: 1 yes, 0 no, -1 no map. */
+const char *hl_cluster_node_id(const hl_node *n);
+int hl_cluster_serves(const hl_node *n, const char *id);
 /* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
 int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r);
 
@@ -64,7 +70,8 @@ typedef struct hl_topo_op {
 int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind,
                    int64_t ttl_ms, hl_cmd *cmds, int n, int64_t per_us, int64_t deadline_us);
 /* After hl_exec, before hl_exec_clear: read those replies on the nodes in ok (granted: where
- * the acquire script granted) and fill op's masks; node->err says why for each. Where they
+ * the acquire script granted; extend, release, check: where the script found our value) and
+ * fill op's masks; node->err says why for each. Where they
  * cannot settle a node (a history the record has not seen, a guard that may run, a ttl above
  * the record's), one more round trip runs failover.lua there (it replaces that node's
  * replies). Acquire: records where the lock was granted, undoes unsafe grants at once, and

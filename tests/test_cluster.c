@@ -421,6 +421,129 @@ Test(cluster, cluster_failover_is_lost_unless_proven)
     heal(f);
 }
 
+/* node i's INFO replication field `name` (e.g. "master_replid2:") into out (40 hex + NUL). */
+static void repl_field(hlt_cluster *f, int i, const char *name, char out[41])
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "INFO replication");
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, name) : NULL;
+    cr_assert(p && strlen(p) >= strlen(name) + 40, "node %d: no %s", i, name);
+    memcpy(out, p + strlen(name), 40);
+    out[40] = '\0';
+    freeReplyObject(r);
+}
+
+/* A shard fails over to a replica that never had its master's history: the replica was
+ * restarted empty (no RDB: a new replication id) while its master was frozen, then took over
+ * (CLUSTER FAILOVER TAKEOVER). Its master_replid2 is its own old id, not the granting
+ * master's, as after a resharding; but the granting master serves no slot any more and this
+ * one was promoted: a failover of the shard, LOST (not NOT_HELD "expired or already
+ * released"), by check and release alike; also for a client that first hears of it once the
+ * old master is back as the new one's replica (a MOVED: its slot map then still gives the old
+ * master its other slots). */
+Test(cluster, a_failover_to_a_replica_that_never_synced_is_lost_not_a_resharding)
+{
+    hlt_cluster *f = fx(1);
+    hilock_client *c = client_io(f->url, 300), *later = client(f->url);
+    hilock *l, *l2;
+    char key[64], key2[80], rdb[200], granted_id[41], replid2[41], msg[3][300];
+    int m[3], old, r;
+    long long t0, gone;
+    hilock_status st[3] = {HILOCK_OK, HILOCK_OK, HILOCK_OK};
+    redisReply *x;
+    masters(f, m);
+    old = m[1];
+    r = hlt_cluster_replica_of(f, old);
+    cr_assert_geq(r, 0);
+    key_on(f, old, "unsynced:", key, sizeof key);
+    snprintf(key2, sizeof key2, "{%s}:later", key);
+    cr_assert_eq(hilock_acquire(c, key, 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire(later, key2, 60000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(later));
+    repl_field(f, old, "master_replid:", granted_id);
+    hlt_cluster_freeze(f, old);
+    hlt_cluster_kill(f, r);
+    snprintf(rdb, sizeof rdb, "%s/n%d/dump.rdb", f->dir, r);
+    unlink(rdb);   /* (a replica saves what it loads at a full sync: it would resume from it) */
+    cr_assert_eq(hlt_cluster_restart(f, r), 0, "the replica did not restart");
+    x = hlt_cluster_cmd(f, r, "CLUSTER FAILOVER TAKEOVER");
+    cr_assert(x && x->type == REDIS_REPLY_STATUS, "TAKEOVER: %s", x && x->str ? x->str : "no answer");
+    freeReplyObject(x);
+    cr_assert_eq(hlt_cluster_wait_master(f, r, 20000), 0, "the replica did not take over");
+    repl_field(f, r, "master_replid2:", replid2);
+    cr_assert_str_neq(replid2, granted_id, "the replica had the master's history: not the case tested");
+    cr_assert_eq(hlt_cluster_exists(f, r, key), 0, "the promoted replica has the lock");
+    /* the client meets the frozen master (ETIMEDOUT) until its slot map names the new one */
+    for (t0 = hlt_now_ms(); hlt_now_ms() - t0 < 20000; hlt_sleep_ms(50)) {
+        st[0] = hilock_check(l);
+        if (st[0] != HILOCK_EIO && st[0] != HILOCK_ETIMEDOUT) break;
+    }
+    snprintf(msg[0], sizeof msg[0], "%s", hilock_client_errmsg(c));
+    st[1] = hilock_release(l);
+    snprintf(msg[1], sizeof msg[1], "%s", hilock_client_errmsg(c));
+    gone = hlt_cluster_exists(f, r, key);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_cluster_thaw(f, old);   /* it rejoins as the new master's replica (healed before asserting) */
+    heal(f);
+    st[2] = hilock_check(l2);
+    snprintf(msg[2], sizeof msg[2], "%s", hilock_client_errmsg(later));
+    hilock_free(l2);
+    hilock_client_free(later);
+    for (int k = 0; k < 3; k++)
+        fprintf(stderr, "test_cluster: unsynced failover, %s -> %s: %s\n", k == 1 ? "release" : "check",
+                hilock_strerror(st[k]), msg[k]);
+    for (int k = 0; k < 3; k++) {
+        cr_assert_eq(st[k], HILOCK_LOST, "%s said %s: %s", k == 1 ? "release" : "check", hilock_strerror(st[k]), msg[k]);
+        cr_assert(strstr(msg[k], "a failover of the shard"), "errmsg '%s'", msg[k]);
+    }
+    cr_assert_eq(gone, 0);
+}
+
+/* A slot resharded to another master (which served other slots before, as the granting one
+ * still does): a lock that came along with MIGRATE is released OK there and gone from both
+ * masters; one that expired after the move is NOT_HELD "expired or already released", not a
+ * failover. */
+Test(cluster, a_resharded_lock_is_judged_by_its_value_not_as_a_failover)
+{
+    hlt_cluster *f = fx(1);
+    hilock_client *c = client(f->url);
+    hilock *held, *brief;
+    char tag[32], key[64], key2[64];
+    int m[3], from, to, slot;
+    hilock_status st;
+    redisReply *x;
+    masters(f, m);
+    from = m[0];
+    to = m[2];
+    key_on(f, from, "moved", tag, sizeof tag);
+    snprintf(key, sizeof key, "{%s}:held", tag);   /* one slot: the tag's */
+    snprintf(key2, sizeof key2, "{%s}:brief", tag);
+    slot = hlt_cluster_keyslot(f, key);
+    cr_assert_eq(hlt_cluster_keyslot(f, key2), slot);
+    cr_assert_eq(hilock_acquire(c, key, 60000, 0, &held), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire(c, key2, 400, 0, &brief), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_migrate_begin(f, slot, to), 0);
+    cr_assert_eq(hlt_cluster_migrate_keys(f, slot, to), 0);
+    cr_assert_eq(hlt_cluster_exists(f, from, key), 0, "the key is still on the source");
+    cr_assert_eq(hlt_cluster_migrate_end(f, slot, to), 0);
+    hlt_sleep_ms(600);   /* the brief one expires on its new master */
+    st = hilock_check(brief);
+    cr_assert_eq(st, HILOCK_NOT_HELD, "check said %s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    assert_msg(c, "expired or already released");
+    st = hilock_release(held);
+    cr_assert_eq(st, HILOCK_OK, "release said %s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_exists(f, to, key), 0, "not released on the new master");
+    x = hlt_cluster_cmd(f, from, "CLUSTER COUNTKEYSINSLOT %d", slot);   /* (GET there: MOVED) */
+    cr_assert(x && x->type == REDIS_REPLY_INTEGER && x->integer == 0, "keys of the slot left on the source");
+    freeReplyObject(x);
+    hilock_free(held);
+    hilock_free(brief);
+    hilock_client_free(c);
+    cr_assert_eq(hlt_cluster_migrate_begin(f, slot, from), 0);   /* back where it was */
+    cr_assert_eq(hlt_cluster_migrate_keys(f, slot, from), 0);
+    cr_assert_eq(hlt_cluster_migrate_end(f, slot, from), 0);
+    heal(f);
+}
+
 Test(cluster, a_frozen_master_is_etimedout_within_the_bound)
 {
     hlt_cluster *f = fx(1);
