@@ -32,6 +32,7 @@
 #include "hilock_async.h"
 #include "hilock_libuv.h"
 #include "resolve.h"   /* (-Isrc: HL_LOOKUPS_HUNG_MAX) */
+#include "tls_fixture.h"
 
 TestSuite(resolve, .timeout = 60);
 
@@ -397,4 +398,39 @@ Test(resolve, a_sentinel_announcing_localhost_leads_to_a_master_on_ipv6_loopback
     HLT_NEEDS(60200, "Sentinel's announce-hostnames is 6.2's");
     if (!have_ipv6_loopback()) cr_skip_test("no IPv6 loopback here");
     through_sentinel("::1");
+}
+
+/* ---- over TLS ---- */
+
+/* rediss:// to a name: the TLS layer waits on the lookup as the plain connect does, then
+ * verifies the certificate against that name (DNS:localhost). */
+Test(resolve, a_tls_connect_to_a_name_waits_for_its_lookup_and_verifies_that_name)
+{
+    hlt_pki *pki;
+    hlt_redis *r;
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l = NULL;
+    char url[128];
+    const char *urls[1] = { url };
+    char *v;
+    HLT_NEEDS(60000, "TLS is 6.0's");
+    cr_assert_not_null(pki = hlt_pki_make(), "could not make the test certificates");
+    cr_assert_not_null(r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL));
+    snprintf(url, sizeof url, "rediss://localhost:%d", r->port);
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 1;
+    o.tls_ca_file = pki->ca;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_not_null(v = hlt_get(r, "job"));
+    cr_assert_str_eq(v, hilock_token(l));
+    free(v);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(name_calls, 1);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+    hlt_pki_free(pki);
 }
