@@ -2,7 +2,7 @@
 /* test_resolve.c -- host names (issue 24): looked up once for both families (AF_UNSPEC),
  * their addresses tried in order, the lookup bounded by connect_timeout_ms and run off the
  * caller's thread, so a hung resolver neither stretches a call nor stalls an event loop.
- * Real redis-server (and redis-sentinel) processes.
+ * Real redis-server (and redis-sentinel, and a two-node cluster) processes.
  *
  * This binary answers getaddrinfo itself for a few names (it defines getaddrinfo, which the
  * library's static archive binds to; every other name goes to the system's):
@@ -433,4 +433,95 @@ Test(resolve, a_tls_connect_to_a_name_waits_for_its_lookup_and_verifies_that_nam
     hilock_client_free(c);
     hlt_redis_stop(r);
     hlt_pki_free(pki);
+}
+
+/* ---- a cluster that hands out host names ---- */
+
+/* CLUSTER NODES of r, or "" (static buffer). */
+static const char *nodes_of(hlt_redis *r)
+{
+    static char buf[4096];
+    redisReply *rep = hlt_cmd(r, "CLUSTER NODES");
+    snprintf(buf, sizeof buf, "%s", rep && rep->type == REDIS_REPLY_STRING ? rep->str : "");
+    if (rep) freeReplyObject(rep);
+    return buf;
+}
+
+static void node_id(hlt_redis *r, char *id)
+{
+    redisReply *rep = hlt_cmd(r, "CLUSTER MYID");
+    cr_assert(rep && rep->type == REDIS_REPLY_STRING && rep->len == 40);
+    memcpy(id, rep->str, 41);
+    freeReplyObject(rep);
+}
+
+/* Node A (127.0.0.1 and ::1) owns every slot; node B listens on ::1 only. Both announce the
+ * host name "localhost" and prefer it in their answers. The slot of a key the client has not
+ * used yet moves to B: A answers MOVED slot localhost:B, and the client must get to B by that
+ * name (::1 first; today's IPv4-only lookup finds 127.0.0.1, where B does not listen). */
+Test(resolve, a_moved_answer_naming_a_host_leads_to_its_node)
+{
+    const char *names = "--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 "
+                        "--cluster-announce-hostname localhost --cluster-preferred-endpoint-type hostname";
+    char extra[400], ida[41], idb[41], url[128];
+    hlt_redis *a, *b;
+    hilock_client *c;
+    hilock *l = NULL;
+    redisReply *rep;
+    int slot;
+    char *v;
+    HLT_NEEDS(70000, "cluster-announce-hostname is 7.0's");
+    if (!have_ipv6_loopback()) cr_skip_test("no IPv6 loopback here");
+    snprintf(extra, sizeof extra, "--bind 127.0.0.1 ::1 %s", names);
+    cr_assert_not_null(a = hlt_redis_start(extra));
+    snprintf(extra, sizeof extra, "--bind ::1 %s", names);
+    cr_assert_not_null(b = hlt_redis_start(extra));
+    node_id(a, ida);
+    node_id(b, idb);
+    rep = hlt_addslots(hlt_cli(a), 0, 16383);
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    rep = hlt_cmd(a, "CLUSTER MEET ::1 %d", b->port);
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "%s", rep ? rep->str : "no reply");
+    freeReplyObject(rep);
+    for (long long end = hlt_now_ms() + 10000;; hlt_sleep_ms(50)) {   /* B known to A, by name */
+        const char *s = nodes_of(a), *line = strstr(s, idb);
+        if (line && strstr(line, ",localhost ") && strstr(line, " connected") && strstr(nodes_of(b), ida)) break;
+        cr_assert_lt(hlt_now_ms(), end, "the two nodes did not meet: %s", s);
+    }
+    for (long long end = hlt_now_ms() + 10000;; hlt_sleep_ms(50)) {   /* both say the cluster is up */
+        redisReply *ia = hlt_cmd(a, "CLUSTER INFO"), *ib = hlt_cmd(b, "CLUSTER INFO");
+        int up = ia && ib && ia->str && ib->str && strstr(ia->str, "cluster_state:ok") && strstr(ib->str, "cluster_state:ok");
+        if (ia) freeReplyObject(ia);
+        if (ib) freeReplyObject(ib);
+        if (up) break;
+        cr_assert_lt(hlt_now_ms(), end, "the cluster did not come up");
+    }
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", a->port);
+    c = client_for(url, 1000);
+    cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));   /* the map: all A's */
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    l = NULL;
+    rep = hlt_cmd(a, "CLUSTER KEYSLOT next");
+    slot = (int)rep->integer;
+    freeReplyObject(rep);
+    rep = hlt_cmd(b, "CLUSTER SETSLOT %d NODE %s", slot, idb);   /* (the target first) */
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "B: %s", rep ? rep->str : "no reply");
+    freeReplyObject(rep);
+    rep = hlt_cmd(a, "CLUSTER SETSLOT %d NODE %s", slot, idb);
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "A: %s", rep ? rep->str : "no reply");
+    freeReplyObject(rep);
+    name_calls = 0;
+    cr_assert_eq(hilock_acquire(c, "next", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_geq(name_calls, 1, "the MOVED answer's host name was looked up");
+    cr_assert_not_null(v = hlt_get(b, "next"), "the lock is on B");
+    cr_assert_str_eq(v, hilock_token(l));
+    free(v);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(b, "next"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(b);
+    hlt_redis_stop(a);
 }
