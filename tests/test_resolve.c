@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -33,6 +34,7 @@
 #include "hilock_libuv.h"
 #include "resolve.h"   /* (-Isrc: HL_LOOKUPS_HUNG_MAX) */
 #include "tls_fixture.h"
+#include "transport.h"
 
 TestSuite(resolve, .timeout = 60);
 
@@ -184,6 +186,42 @@ Test(resolve, reaches_a_server_listening_on_ipv6_loopback_only)
     snprintf(url, sizeof url, "redis://dual.hilock.test:%d", r->port);
     lock_through(r, url);
     hlt_redis_stop(r);
+}
+
+/* The transport on its own: while it connects to a name, its fd changes (the lookup's pipe,
+ * then a socket per address), and each fd it gives up stays open until the next call on it,
+ * so that an event loop can stop watching it first (transport.h). */
+Test(resolve, an_fd_the_connect_gives_up_stays_open_until_the_next_call)
+{
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port, before;
+    hl_io_conn k;
+    char err[128] = "";
+    hl_io io = HL_IO_WANT_READ;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 4) == 0);
+    getsockname(lfd, (struct sockaddr *)&a, &al);
+    port = ntohs(a.sin_port);
+    memset(&k, 0, sizeof k);
+    cr_assert_eq(hl_transport_tcp.connect_start(&k, "dual.hilock.test", port, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(hl_transport_tcp.poll_events(&k, POLLIN | POLLOUT), POLLIN, "the lookup's pipe: readable when done");
+    cr_assert_str_eq(hl_transport_tcp.timeout_error(&k), "resolve dual.hilock.test");
+    for (int i = 0; i < 50 && io != HL_IO_OK; i++) {
+        struct pollfd pf = { k.fd, hl_transport_tcp.poll_events(&k, POLLIN), 0 };
+        cr_assert_eq(poll(&pf, 1, 2000), 1);
+        before = k.fd;
+        io = hl_transport_tcp.connect_step(&k);
+        cr_assert(io == HL_IO_OK || io == HL_IO_WANT_WRITE, "%s", hl_transport_tcp.error(&k));
+        if (io == HL_IO_WANT_WRITE && k.fd != before)
+            cr_assert_neq(fcntl(before, F_GETFD), -1, "fd %d given up was closed at once", before);
+    }
+    cr_assert_eq(io, HL_IO_OK);
+    cr_assert_eq(hl_transport_tcp.poll_events(&k, POLLIN), POLLIN);
+    hl_transport_tcp.close(&k);
+    close(lfd);
 }
 
 /* ---- failures: in words, and within the bound ---- */
