@@ -5,8 +5,9 @@
  * + exec, e.g. the hilock command's COMMAND, must not inherit them), TCP_NODELAY (a round
  * trip is one small write: never wait for Nagle), send(MSG_NOSIGNAL) (writing to a server
  * that went away must be an EPIPE we report, never a SIGPIPE that kills the caller, and
- * blocking the signal around every round trip would cost four system calls).
- * Layer: below the engine (transport.h); calls nothing of the library above util. */
+ * blocking the signal around every round trip would cost four system calls). A host name is
+ * looked up by resolve.c on a helper thread, whose pipe the connect polls first (below).
+ * Layer: below the engine (transport.h); calls resolve.c, nothing of the library above util. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
