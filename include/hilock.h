@@ -214,7 +214,18 @@ typedef struct hilock_options {
     const char *const *servers;
     size_t       nservers;
 
-    int64_t connect_timeout_ms;   /* bound on one connect (and handshake). Default 1000.       */
+    int64_t connect_timeout_ms;   /* bound on one connect (and handshake). Default 1000.
+                                     A host name (in a URL, from a Sentinel, in a MOVED) is
+                                     looked up within it too: once for IPv6 and IPv4 together
+                                     (getaddrinfo, AF_UNSPEC) on a helper thread, its
+                                     addresses then tried in the system's order; a lookup
+                                     still running at the deadline is given up: ETIMEDOUT,
+                                     "...: resolve HOST: timed out". A name that does
+                                     not resolve: EIO, "...: cannot resolve HOST: why". At
+                                     most 32 given-up lookups may still run in the process;
+                                     past that a new one is refused at once (EIO, "cannot
+                                     resolve HOST: N earlier lookups still hang"). Numeric
+                                     addresses are parsed, never looked up.                    */
     int64_t io_timeout_ms;        /* bound on one round trip. Default 1000.                     */
     int64_t retry_delay_ms;       /* mean pause between attempts while waiting (jittered
                                      +-50%, never past the holder's expiry or the deadline);

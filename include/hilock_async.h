@@ -56,15 +56,15 @@
  *     (options.bridge) and legacy locks (release/extend/check of a lock from
  *     hilock_legacy_acquire, which has no _async form: take it before the attach).
  *     rediss:// goes through the same transport table but is not tested on a loop yet.
- *   - Host names are resolved with getaddrinfo, which may block: give numeric addresses.
+ *   - Host names are looked up on a helper thread (hilock.h: connect_timeout_ms): the flow
+ *     waits for the lookup's pipe like a connection's fd, and the loop goes on meanwhile.
  *   - Small stacks. The calls' flows run on stacks of their own, 64 KiB each, and some of
  *     the application's code can run on them: the `watch` and `timer` callbacks (a flow
- *     that opens or closes a connection calls them), getaddrinfo with the system's NSS
- *     modules (a host name), and any signal handler the kernel runs while a flow is on the
- *     CPU. So: keep `watch` and `timer` small (no deep recursion, no large locals: record
- *     the request and return, as the adapters do); give numeric addresses or unix sockets
- *     (no NSS module runs then); and install signal handlers with SA_ONSTACK and a
- *     sigaltstack on the loop's thread, or block the signals there. `done` and the other
+ *     that opens or closes a connection calls them), and any signal handler the kernel runs
+ *     while a flow is on the CPU (a host name's getaddrinfo runs on a thread of its own).
+ *     So: keep `watch` and `timer` small (no deep recursion, no large locals: record
+ *     the request and return, as the adapters do); and install signal handlers with
+ *     SA_ONSTACK and a sigaltstack on the loop's thread, or block the signals there. `done` and the other
  *     callbacks of hilock.h run on the loop's own stack.
  *   - The thread that attached the client owns it, and the loop must run on that thread
  *     (hilock.h's thread rule): a call on it or on one of its locks from any other thread

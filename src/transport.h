@@ -27,7 +27,11 @@ typedef enum hl_io {
 struct hl_transport_ops;
 
 /* One connection. The engine embeds it, zeroed, and hands it to ops->connect_start; fd is what
- * it polls, for the events poll_events() names. Private to the transport past that. */
+ * it polls, for the events poll_events() names. Private to the transport past that.
+ * While connecting, fd may change at each connect_step (a host name's lookup is done and its
+ * first address dialed; an address refused, the next one dialed): read it again after each.
+ * The fd it replaces stays open until the next call on k (connect_step or close), so an
+ * event loop can stop watching it first (hilock_loop's rule: unwatched before closed). */
 typedef struct hl_io_conn {
     const struct hl_transport_ops *ops;
     int   fd;            /* -1: none */
@@ -39,6 +43,7 @@ typedef struct hl_io_conn {
     int   silent;        /* TCP: nothing received yet (a close now may be a TLS port's) */
     int   blocking;      /* plain sockets: O_NONBLOCK cleared for read_wait (see there) */
     int   rcvtimeo_ms;   /* plain sockets: the SO_RCVTIMEO in effect (0: none set) */
+    void *dial;          /* TCP to a host name: its lookup and addresses, until connected */
     char  why[128];      /* the last error, in words ("Connection refused") */
 } hl_io_conn;
 
@@ -46,7 +51,8 @@ typedef struct hl_transport_ops {
     const char *name;    /* "tcp" */
     /* Start a non-blocking connect to host:port, or to the unix socket at path host when
      * port < 0. 0: started (or done: connect_step says which); -1: failed at once, err says
-     * why (no fd left open). May block in name resolution (see the implementation). */
+     * why (no fd left open). Never blocks: a host name is looked up on a helper thread, and
+     * fd is that lookup's until it is done (see transport_tcp.c). */
     int    (*connect_start)(hl_io_conn *k, const char *host_or_path, int port, char *err, size_t len);
     /* Advance the connect once fd polled ready: OK = connected (and, for a session layer,
      * handshaken), WANT_* = not yet, ERROR = failed (error() says why). */
@@ -62,7 +68,8 @@ typedef struct hl_transport_ops {
     short  (*poll_events)(const hl_io_conn *k, short wanted);
     const char *(*error)(const hl_io_conn *k);
     /* A deadline passed before the connect was seen to complete: "connect" if it really
-     * had not, else "read" (it completed unseen: the time ran out waiting for a reply). */
+     * had not, else "read" (it completed unseen: the time ran out waiting for a reply);
+     * "resolve HOST" if the host name's lookup had not even ended. */
     const char *(*timeout_error)(const hl_io_conn *k);
     void   (*close)(hl_io_conn *k);   /* and free its state; k may be started again */
     /* Asked of a connected, idle connection (no command in flight): 1 if the server closed it

@@ -5,8 +5,9 @@
  * + exec, e.g. the hilock command's COMMAND, must not inherit them), TCP_NODELAY (a round
  * trip is one small write: never wait for Nagle), send(MSG_NOSIGNAL) (writing to a server
  * that went away must be an EPIPE we report, never a SIGPIPE that kills the caller, and
- * blocking the signal around every round trip would cost four system calls).
- * Layer: below the engine (transport.h); calls nothing of the library above util. */
+ * blocking the signal around every round trip would cost four system calls). A host name is
+ * looked up by resolve.c on a helper thread, whose pipe the connect polls first (below).
+ * Layer: below the engine (transport.h); calls resolve.c, nothing of the library above util. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +16,14 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "resolve.h"
 #include "transport.h"
 
 static void set_why(hl_io_conn *k, int err)
@@ -60,41 +63,108 @@ static int connect_unix(hl_io_conn *k, const char *path, char *err, size_t len)
     return -1;
 }
 
-/* The host's addresses: a numeric one (IPv4, IPv6 literal, with a zone) is parsed without
- * any lookup. A name goes to getaddrinfo, which BLOCKS (the resolver has no deadline of ours:
- * connect_timeout_ms does not bound it; a bounded, non-blocking DNS is out of scope) --
- * IPv4 first, then IPv6, as hiredis did (no IPv6 connectivity test on every connect). */
-static int resolve(const char *host, int port, struct addrinfo **out, char *err, size_t len)
+/* A host name's connect (k->dial), from its lookup to the first address that takes the
+ * connect. The addresses are tried in the system's order of preference (RFC 6724: "localhost"
+ * may give ::1 then 127.0.0.1), each after the one before failed (refused, unreachable),
+ * all within the connect's deadline, which the engine keeps: an address that swallows the
+ * connect takes what is left of it. An fd given up (the lookup's, a refused socket's) is kept
+ * in `retired` until the next call on k (transport.h: a loop unwatches it first). */
+typedef struct dial_state {
+    hl_lookup       *q;         /* the lookup, until its addresses are in */
+    struct addrinfo *ai, *next; /* its addresses; the next one to try */
+    hl_lookup       *retired_q; /* the ended lookup: its fd closes at the next call */
+    int              retired_fd;
+    int              err;       /* the last address's errno */
+    char             what[80];  /* "resolve HOST": timeout_error while the lookup runs */
+} dial_state;
+
+static void dial_retire_done(dial_state *d)
 {
-    struct addrinfo hints;
+    hl_lookup_end(d->retired_q);
+    d->retired_q = NULL;
+    if (d->retired_fd >= 0) close(d->retired_fd);
+    d->retired_fd = -1;
+}
+
+static void dial_free(hl_io_conn *k)
+{
+    dial_state *d = k->dial;
+    if (!d) return;
+    dial_retire_done(d);
+    hl_lookup_end(d->q);
+    if (d->ai) freeaddrinfo(d->ai);
+    free(d);
+    k->dial = NULL;
+}
+
+/* The lookup of a name: fd is its pipe until the addresses are in. */
+static int dial_name(hl_io_conn *k, const char *host, int port, char *err, size_t len)
+{
+    dial_state *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, len, "out of memory");
+        return -1;
+    }
+    d->retired_fd = -1;
+    if (!(d->q = hl_lookup_start(host, port, &k->fd, err, len))) {
+        free(d);
+        return -1;
+    }
+    snprintf(d->what, sizeof d->what, "resolve %.60s", host);
+    k->dial = d;
+    return 0;
+}
+
+/* Dial the next address that takes a connect; the fd polled so far (the lookup's pipe, a
+ * socket that failed) is retired. WANT_WRITE, or ERROR with the last address's words. */
+static hl_io dial_next(hl_io_conn *k, dial_state *d)
+{
+    d->retired_fd = k->fd;
+    k->fd = -1;
+    while (d->next) {
+        struct addrinfo *p = d->next;
+        d->next = p->ai_next;
+        if ((d->err = dial(k, p->ai_family, p->ai_addr, p->ai_addrlen)) == 0) {
+            k->want = POLLOUT;
+            return HL_IO_WANT_WRITE;
+        }
+    }
+    set_why(k, d->err ? d->err : EADDRNOTAVAIL);
+    return HL_IO_ERROR;
+}
+
+/* The lookup has ended (its pipe is readable): its addresses, or why not. */
+static hl_io dial_looked_up(hl_io_conn *k, dial_state *d)
+{
+    int r = hl_lookup_result(d->q, &d->ai, k->why, sizeof k->why);
+    if (r == 0) {
+        k->want = POLLIN;
+        return HL_IO_WANT_READ;
+    }
+    if (r < 0) return HL_IO_ERROR;
+    d->retired_q = d->q;   /* (k->fd is its pipe, which closes with it) */
+    d->q = NULL;
+    d->next = d->ai;
+    k->fd = -1;
+    return dial_next(k, d);
+}
+
+/* A numeric address (IPv4, IPv6 literal, with a zone) is parsed without any lookup, and
+ * dialed at once: the common case costs what it did before names were looked up. */
+static int dial_numeric(hl_io_conn *k, const char *host, int port, char *err, size_t len)
+{
+    struct addrinfo hints, *ai, *p;
     char serv[16];
-    int rv;
+    int rv, e = 0;
     snprintf(serv, sizeof serv, "%d", port);
     memset(&hints, 0, sizeof hints);
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-    if ((rv = getaddrinfo(host, serv, &hints, out)) == 0) return 0;
-    hints.ai_flags = AI_NUMERICSERV;
-    hints.ai_family = AF_INET;
-    if ((rv = getaddrinfo(host, serv, &hints, out)) == 0) return 0;
-    hints.ai_family = AF_INET6;
-    if ((rv = getaddrinfo(host, serv, &hints, out)) == 0) return 0;
-    snprintf(err, len, "%s", gai_strerror(rv));
-    return -1;
-}
-
-static int tcp_connect_start(hl_io_conn *k, const char *host, int port, char *err, size_t len)
-{
-    struct addrinfo *ai, *p;
-    int e = 0;
-    k->ops = &hl_transport_tcp;
-    k->fd = -1;
-    k->connected = 0;
-    k->blocking = k->rcvtimeo_ms = 0;
-    k->why[0] = '\0';
-    k->silent = port >= 0;
-    if (port < 0) return connect_unix(k, host, err, len);
-    if (resolve(host, port, &ai, err, len) < 0) return -1;
+    if ((rv = getaddrinfo(host, serv, &hints, &ai)) != 0) {
+        if (rv == EAI_NONAME) return 1;   /* a name */
+        snprintf(err, len, "%s", gai_strerror(rv));
+        return -1;
+    }
     for (p = ai; p; p = p->ai_next)   /* the first address that takes the connect */
         if ((e = dial(k, p->ai_family, p->ai_addr, p->ai_addrlen)) == 0) break;
     freeaddrinfo(ai);
@@ -103,15 +173,40 @@ static int tcp_connect_start(hl_io_conn *k, const char *host, int port, char *er
     return -1;
 }
 
+static int tcp_connect_start(hl_io_conn *k, const char *host, int port, char *err, size_t len)
+{
+    int r;
+    k->ops = &hl_transport_tcp;
+    k->fd = -1;
+    k->connected = 0;
+    k->blocking = k->rcvtimeo_ms = 0;
+    k->why[0] = '\0';
+    k->dial = NULL;
+    k->silent = port >= 0;
+    if (port < 0) return connect_unix(k, host, err, len);
+    if ((r = dial_numeric(k, host, port, err, len)) <= 0) return r;
+    return dial_name(k, host, port, err, len);
+}
+
 static hl_io tcp_connect_step(hl_io_conn *k)
 {
+    dial_state *d = k->dial;
     int soerr = 0;
     socklen_t sl = sizeof soerr;
+    if (d) {
+        dial_retire_done(d);   /* (a loop has stopped watching it by now) */
+        if (d->q) return dial_looked_up(k, d);
+    }
     if (getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0) soerr = errno;
+    if (soerr && d && d->next) {   /* refused (or unreachable): the next address */
+        d->err = soerr;
+        return dial_next(k, d);
+    }
     if (soerr) {
         set_why(k, soerr);
         return HL_IO_ERROR;
     }
+    dial_free(k);
     k->connected = 1;
     return HL_IO_OK;
 }
@@ -206,6 +301,8 @@ static size_t tcp_pending(const hl_io_conn *k)
 
 static short tcp_poll_events(const hl_io_conn *k, short wanted)
 {
+    const dial_state *d = k->dial;
+    if (d && d->q) return POLLIN;   /* the lookup's pipe */
     return k->connected ? wanted : POLLOUT;
 }
 
@@ -221,6 +318,8 @@ static const char *tcp_timeout_error(const hl_io_conn *k)
     struct pollfd pf = { k->fd, POLLOUT, 0 };
     int soerr = 0;
     socklen_t sl = sizeof soerr;
+    const dial_state *d = k->dial;
+    if (d && d->q) return d->what;
     if (k->connected) return "read";
     if (poll(&pf, 1, 0) == 1 && getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 &&
         soerr == 0)
@@ -230,7 +329,9 @@ static const char *tcp_timeout_error(const hl_io_conn *k)
 
 static void tcp_close(hl_io_conn *k)
 {
-    if (k->fd >= 0) close(k->fd);
+    const dial_state *d = k->dial;
+    if (k->fd >= 0 && !(d && d->q)) close(k->fd);   /* (the lookup's pipe closes with it) */
+    dial_free(k);
     k->fd = -1;
     k->connected = 0;
 }

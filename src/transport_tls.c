@@ -87,7 +87,7 @@ static size_t tls_pending(const hl_io_conn *k)
 static short tls_poll_events(const hl_io_conn *k, short wanted)
 {
     const tls_state *s = k->session;
-    if (!s->tls) return POLLOUT;
+    if (!s->tls) return hl_transport_tcp.poll_events(k, wanted);   /* (a host name: its lookup) */
     if (!k->connected) return (short)(k->want ? k->want : POLLIN);
     return (short)(wanted | k->want);
 }
