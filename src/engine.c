@@ -379,6 +379,7 @@ int hl_conn_new(hilock_client *c, hl_node *n, int64_t deadline, struct hl_conn *
         hl_node_set_err(n, HILOCK_ENOMEM, "out of memory", NULL);
         return -1;
     }
+    if (n->topology_replies) hl_resp_allow_topology(k->resp);
     if (conn_open(c, n, k, deadline) < 0) {
         hl_resp_free(k->resp);
         free(k);
@@ -957,6 +958,16 @@ static void abandon(hl_node *n, pending *p)
     finish(n, p, HILOCK_ETIMEDOUT, "wait", "abandoned: another node answered first");
 }
 
+/* A round trip's deadlines from now: its I/O (*io) and its connect (*cn), neither past hard. */
+static void bounds(const hilock_client *c, int64_t now, int64_t per_node_timeout_us, int64_t hard,
+                   int64_t *io, int64_t *cn)
+{
+    *io = hl_add_sat(now, per_node_timeout_us);
+    *cn = hl_add_sat(now, c->opt.connect_timeout_ms * 1000);
+    if (*io > hard) *io = hard;
+    if (*cn > hard) *cn = hard;
+}
+
 static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                            int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
 {
@@ -966,11 +977,8 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
     hl_buf *b = &c->obuf;
     uint32_t okmask = 0;
     int answered = 0;   /* any: a node's last reply carries data (not nil, not an error) */
-    int64_t now = hl_now_us();
-    int64_t io_dl = hl_add_sat(now, per_node_timeout_us);
-    int64_t cn_dl = hl_add_sat(now, c->opt.connect_timeout_ms * 1000);
-    if (io_dl > hard_deadline_us) io_dl = hard_deadline_us;
-    if (cn_dl > hard_deadline_us) cn_dl = hard_deadline_us;
+    int64_t now = hl_now_us(), io_dl, cn_dl;
+    bounds(c, now, per_node_timeout_us, hard_deadline_us, &io_dl, &cn_dl);
 
     memset(p, 0, sizeof p);
     for (size_t i = 0; i < c->nnodes; i++) {
@@ -985,6 +993,9 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         n->wrote = 0;
         if (n->topo->route && (p[i].asking = n->topo->route(c, n, cmds, ncmd, cn_dl)) < 0)
             continue;   /* no server for it (the topology has said why) */
+        if (n->topo->route)   /* routing may have fetched a slot map: the round trip's own
+                                 bounds start after it (the hard one stands) */
+            bounds(c, now = hl_now_us(), per_node_timeout_us, hard_deadline_us, &io_dl, &cn_dl);
         /* (a day-old clock reading is taken again by a new connection: hl_node_clock_old) */
         if (n->conn && (hl_conn_stale(n->conn, now) || hl_node_clock_old(n, now))) hl_node_close(n);
         for (int tries = 0; tries < 2; tries++) {

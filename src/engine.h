@@ -126,6 +126,8 @@ typedef struct hl_node {
      * connection that owns the node: see hl_node_version, hl_node_server_ms. */
     hl_facts        facts;
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
+    int             topology_replies;   /* its connections ask for a cluster's topology: replies
+                                           up to HL_RESP_MAX_TOPOLOGY (hl_resp_allow_topology) */
     /* result of the last hl_exec on this node */
     hilock_status   st;
     int             wrote;       /* bytes of its commands were written: they may have run */
