@@ -23,9 +23,9 @@
  * every seed and of up to NKNOWN masters of the map in hand at once (the first answer wins, so
  * one hung node costs nothing while another answers): on the first call (no map: within the
  * call's connect bound), and when the map is stale -- after a MOVED, a CLUSTERDOWN, a slot with
- * no owner or a failed round trip -- at most once per REFRESH_EVERY_US and within
- * REFRESH_BUDGET_MS (a failed refresh routes with the map in hand: MOVED answers still correct
- * it). A reply may be HL_RESP_MAX_TOPOLOGY bytes (those connections ask nothing else).
+ * no owner or a failed round trip -- at most once per REFRESH_EVERY_US (once a second while
+ * none answers) and within REFRESH_BUDGET_MS (a failed refresh routes with the map in hand:
+ * MOVED answers still correct it). A reply may be HL_RESP_MAX_TOPOLOGY bytes (those connections ask nothing else).
  *
  * Size. The server table is built anew from each map: one entry per master owning slots (at
  * most HL_SLOTS), plus room for EXTRA_SRV redirect targets until the next refresh; lookups by
@@ -57,7 +57,8 @@
 #include "internal.h"
 
 #define REFRESH_BUDGET_MS 300      /* a refresh with a map in hand (every source at once) */
-#define REFRESH_EVERY_US  250000   /* with a map in hand, at most one refresh per this */
+#define REFRESH_EVERY_US  250000   /* with a map in hand, at most one refresh per this ... */
+#define REFRESH_AFTER_FAIL_US 1000000   /* ... and one per second while none answers */
 #define NKNOWN            3        /* masters of the map asked with the seeds (a rotating few) */
 #define EXTRA_SRV         64       /* redirect targets added between two refreshes */
 #define MAX_HOST          255      /* a host name (DNS: 253) */
@@ -527,7 +528,7 @@ static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
     for (size_t k = 0; k < t->sc.nnodes; k++)
         if (t->sc.nodes[k].url.host) mask |= 1u << k;
     if (dl > now) hl_exec_any(&t->sc, mask, &q, 1, dl - now, dl);
-    t->next_refresh = hl_add_sat(hl_now_us(), REFRESH_EVERY_US);
+    t->next_refresh = hl_add_sat(hl_now_us(), REFRESH_AFTER_FAIL_US);
     for (size_t k = 0; dl > now && k < t->sc.nnodes; k++) {
         hl_node *s = &t->sc.nodes[k];
         const char *text;
@@ -543,6 +544,7 @@ static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
             }
             t->have_map = 1;
             t->stale = 0;
+            t->next_refresh = hl_add_sat(hl_now_us(), REFRESH_EVERY_US);
             return 0;
         }
         no_map(s, why, sizeof why, &off);
