@@ -537,6 +537,7 @@ static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
         if (s->st == HILOCK_OK && hl_reply_type(s->reply[0]) == HL_R_STRING &&
             (text = hl_reply_str(s->reply[0], &len)) && install_map(n, t, text, len, s->url.host) == 0) {
             hl_exec_clear(&t->sc);
+            if (len > HL_RESP_MAX_BULK) hl_node_close(s);   /* (its reader keeps a buffer as large) */
             if (k < t->nseeds) {   /* a seed that answered is asked first from now on */
                 hl_node tmp = t->sc.nodes[k];
                 memmove(&t->sc.nodes[1], &t->sc.nodes[0], k * sizeof tmp);
