@@ -518,3 +518,46 @@ Test(cluster_scale, a_hung_seed_leaves_calls_to_the_map_in_hand)
     hlt_redis_stop(r);
     dead_close(sp.dead, fds, 1);
 }
+
+/* An acquire times out on master A (its write may have landed: an undo is kept for A); then the
+ * map moves the slot to B (a failover: B has A's data) and A leaves the map. The undo stayed
+ * with A's entry, never contacted again, so the value held the key on B until its ttl; now it
+ * goes to the slot's new owner and is sent on the next call there: the key is freed at once. */
+Test(cluster_scale, an_undo_of_a_master_that_left_the_map_goes_to_the_slots_new_owner)
+{
+    int fds[1];
+    spec sp = {.masters = 1, .nreal = 2, .real = {0, -1}, .moved_at = 1};
+    hlt_redis *r[2];
+    hilock_client *c;
+    hilock *l;
+    char key[64], key2[64], *v;
+    redisReply *x;
+    fake f;
+    HLT_NEEDS(30000, "no Redis Cluster before 3.0");
+    sp.dead = dead_ports(1, fds);
+    sp.ndead = 1;
+    for (int k = 0; k < 2; k++) sp.real_port[k] = (r[k] = real_master(&sp, 0))->port;
+    f = fake_seed(&sp);
+    c = client(f.url, 300);
+    key_at(777, "undo", key, sizeof key);
+    key_at(777, "undo2", key2, sizeof key2);
+    lock_on(c, r[0], key2);   /* the map (A owns every slot), a connection to A */
+    hlt_redis_freeze(r[0]);
+    cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_ETIMEDOUT, "%s", hilock_client_errmsg(c));
+    hlt_redis_thaw(r[0]);
+    /* A ran the write once thawed; B gets A's data, as a promoted replica has it */
+    for (long long end = hlt_now_ms() + 5000; !(v = hlt_get(r[0], key)) && hlt_now_ms() < end;) hlt_sleep_ms(10);
+    cr_assert_not_null(v, "A never ran the acquire");
+    x = hlt_cmd(r[1], "SET %s %s PX 30000", key, v);
+    cr_assert(x && x->type == REDIS_REPLY_STATUS);
+    freeReplyObject(x);
+    hlt_sleep_ms(300);   /* past the refresh interval: the next call takes the new map */
+    lock_on(c, r[1], key2);
+    cr_assert_eq(*asked, 2, "%d maps asked", *asked);
+    cr_assert_eq(hlt_exists(r[1], key), 0, "the undo did not reach the slot's new owner");
+    free(v);
+    hilock_client_free(c);
+    fake_stop(&f);
+    for (int k = 0; k < 2; k++) hlt_redis_stop(r[k]);
+    dead_close(sp.dead, fds, 1);
+}
