@@ -246,7 +246,7 @@ static hlt_redis *real_master(const spec *sp, int m)
     hlt_redis *r = hlt_redis_start("--cluster-enabled yes --cluster-config-file nodes.conf "
                                    "--cluster-require-full-coverage no --rename-command CLUSTER " RENAMED);
     static const char *argv[2 + 16384];
-    static char nums[16384][8];
+    static char nums[16384][12];
     static size_t lens[2 + 16384];
     int argc = 2, ok = 0;
     long long end;
@@ -321,7 +321,7 @@ Test(cluster_scale, seventy_masters_are_all_in_the_map)
     hilock_client *c;
     char key[64];
     fake f;
-    HLT_NEEDS(30000, "no Redis Cluster before 3.0");
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
     sp.dead = dead_ports(70, fds);
     sp.ndead = 70;
     for (int k = 0; k < 2; k++) sp.real_port[k] = (r[k] = real_master(&sp, sp.real[k]))->port;
@@ -353,7 +353,7 @@ Test(cluster_scale, a_thousand_node_map_is_read)
     char key[64], *text;
     size_t len;
     fake f;
-    HLT_NEEDS(30000, "no Redis Cluster before 3.0");
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
     a.dead = b.dead = dead_ports(1000, fds);
     a.ndead = b.ndead = 1000;
     for (int k = 0; k < 2; k++) a.real_port[k] = (r[k] = real_master(&a, a.real[k]))->port;
@@ -428,7 +428,7 @@ Test(cluster_scale, masters_at_new_addresses_in_every_map_are_followed)
     hilock_client *c;
     char key[64], dead_key[64];
     fake f;
-    HLT_NEEDS(30000, "no Redis Cluster before 3.0");
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
     sp.dead = dead_ports(POOL, fds);
     sp.ndead = POOL;
     for (int k = 0; k < 2; k++) sp.real_port[k] = (r[k] = real_master(&sp, 30))->port;
@@ -482,7 +482,7 @@ Test(cluster_scale, a_hung_seed_leaves_calls_to_the_map_in_hand)
     long long t0, worst = 0;
     int asks;
     fake f;
-    HLT_NEEDS(30000, "no Redis Cluster before 3.0");
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
     sp.dead = dead_ports(1, fds);
     sp.ndead = 1;
     sp.real_port[0] = (r = real_master(&sp, 0))->port;
@@ -533,7 +533,7 @@ Test(cluster_scale, an_undo_of_a_master_that_left_the_map_goes_to_the_slots_new_
     char key[64], key2[64], *v;
     redisReply *x;
     fake f;
-    HLT_NEEDS(30000, "no Redis Cluster before 3.0");
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
     sp.dead = dead_ports(1, fds);
     sp.ndead = 1;
     for (int k = 0; k < 2; k++) sp.real_port[k] = (r[k] = real_master(&sp, 0))->port;
