@@ -221,7 +221,8 @@ typedef struct hl_topo_ops {
     /* Before a pipeline goes to n: pick the server that must run it (the shard owning its
      * first key) and put that server's connection, undo list and name in n, parking the ones
      * in use (n->conn NULL: the engine connects, through resolve). May take part of
-     * deadline_us (fetching the slot map). 1: send ASKING before the caller's commands (a
+     * deadline_us (fetching the slot map; the round trip's own bounds start after it, within
+     * the hard deadline). 1: send ASKING before the caller's commands (a
      * one-shot ASK redirect), 0: not, -1: no server (n->st and n->err say why). */
     int (*route)(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us);
     /* After n's round trip (n->st OK: its replies stand; else failed): 1 = run the pipeline

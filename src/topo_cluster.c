@@ -4,8 +4,9 @@
  * Cluster: slots, redirections, config epochs); behaviour and guarantees: docs/cluster.md.
  *
  * Owns: a cluster node's state -- its seeds, the slot map, one connection and one undo list
- * per server it has talked to -- and the cluster's redirections. May call: the engine (hl_exec
- * on a private client whose nodes are the seeds; hl_node_close) and base (hl_key_slot).
+ * per master of the map -- and the cluster's redirections. May call: the engine (hl_exec_any
+ * on a private client whose nodes are the seeds and a few known masters; hl_node_close) and
+ * base (hl_key_slot).
  * Called by: the engine through node->topo (route, resolve, redirect), topology.c through the
  * same table (epoch); the client assigns it and frees it.
  *
@@ -25,7 +26,8 @@
  * call's connect bound), and when the map is stale -- after a MOVED, a CLUSTERDOWN, a slot with
  * no owner or a failed round trip -- at most once per REFRESH_EVERY_US (once a second while
  * none answers) and within REFRESH_BUDGET_MS (a failed refresh routes with the map in hand:
- * MOVED answers still correct it). A reply may be HL_RESP_MAX_TOPOLOGY bytes (those connections ask nothing else).
+ * MOVED answers still correct it); the engine starts the round trip's bounds after route().
+ * The map may be HL_RESP_MAX_TOPOLOGY bytes on those connections (they ask nothing else).
  *
  * Size. The server table is built anew from each map: one entry per master owning slots (at
  * most HL_SLOTS), plus room for EXTRA_SRV redirect targets until the next refresh; lookups by
