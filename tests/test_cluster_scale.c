@@ -561,3 +561,50 @@ Test(cluster_scale, an_undo_of_a_master_that_left_the_map_goes_to_the_slots_new_
     for (int k = 0; k < 2; k++) hlt_redis_stop(r[k]);
     dead_close(sp.dead, fds, 1);
 }
+
+/* A release meets CLUSTERDOWN (its slot served by no one for a moment, as during a failover):
+ * retried after short pauses within the call's bound, and the map is asked for again; once
+ * the slot is served again the release goes through. */
+Test(cluster_scale, a_release_during_clusterdown_is_retried_within_the_bound)
+{
+    int fds[1];
+    spec sp = {.masters = 1, .nreal = 1, .real = {0}};
+    hlt_redis *r;
+    hilock_client *c;
+    hilock *l;
+    char key[64], slot[8];
+    redisReply *x;
+    long long t0;
+    pid_t kid;
+    fake f;
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
+    sp.dead = dead_ports(1, fds);
+    sp.ndead = 1;
+    sp.real_port[0] = (r = real_master(&sp, 0))->port;
+    f = fake_seed(&sp);
+    c = client(f.url, 2000);
+    key_at(4242, "down", key, sizeof key);
+    snprintf(slot, sizeof slot, "%d", 4242);
+    cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    x = hlt_cmd(r, RENAMED " DELSLOTS %s", slot);
+    cr_assert(x && x->type == REDIS_REPLY_STATUS, "DELSLOTS");
+    freeReplyObject(x);
+    if ((kid = fork()) == 0) {   /* the slot is served again 300 ms later */
+        redisContext *k;
+        hlt_sleep_ms(300);
+        k = redisConnect("127.0.0.1", r->port);
+        x = k && !k->err ? redisCommand(k, RENAMED " ADDSLOTS %s", slot) : NULL;
+        _exit(x && x->type == REDIS_REPLY_STATUS ? 0 : 1);
+    }
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_lt(hlt_now_ms() - t0, 4000);
+    cr_assert_eq(hlt_reap(kid, 5000), 0);
+    cr_assert_eq(hlt_exists(r, key), 0);
+    cr_assert_geq(*asked, 2, "the map was not asked for again after CLUSTERDOWN");
+    hilock_free(l);
+    hilock_client_free(c);
+    fake_stop(&f);
+    hlt_redis_stop(r);
+    dead_close(sp.dead, fds, 1);
+}
