@@ -5,7 +5,8 @@
  * all after the first) in front of real redis-servers, each a cluster of its own that owns the
  * slots the map gives it (CLUSTER ADDSLOTS, cluster-require-full-coverage no), so every lock is
  * really granted where the map says and read back there. The other masters of a map sit on
- * ports bound by the test and never listened on (a connect is refused at once).
+ * ports bound by the test and never listened on (a connect is refused at once). And one real
+ * cluster of 30 masters, for routing across many real shards.
  *
  * The real servers' CLUSTER command is renamed: asked for the map as a known master, a
  * one-node cluster would answer with its own slots only; renamed, it answers an error and the
@@ -607,4 +608,56 @@ Test(cluster_scale, a_release_during_clusterdown_is_retried_within_the_bound)
     fake_stop(&f);
     hlt_redis_stop(r);
     dead_close(sp.dead, fds, 1);
+}
+
+/* A real cluster of 30 masters (no replicas; --maxmemory 16mb each, no persistence): made by
+ * hand as redis-cli does it (slots, a config epoch each, MEET), ready in a few seconds. The
+ * URL names one seed; a lock on a key of every master is granted there and read back there. */
+Test(cluster_scale, thirty_real_masters_each_grant_the_keys_of_their_slots, .timeout = 180)
+{
+    enum { N = 30 };
+    hlt_redis *r[N];
+    hilock_client *c;
+    char url[64];
+    long long t0 = hlt_now_ms(), end;
+    int ready = 0;
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
+    for (int i = 0; i < N; i++) {
+        redisReply *x;
+        r[i] = hlt_redis_start("--cluster-enabled yes --cluster-config-file nodes.conf "
+                               "--cluster-node-timeout 5000 --maxmemory 16mb");
+        cr_assert_not_null(r[i], "server %d did not start", i);
+        x = hlt_addslots(hlt_cli(r[i]), i * 16384 / N, (i + 1) * 16384 / N - 1);
+        cr_assert(x && x->type == REDIS_REPLY_STATUS, "ADDSLOTS on %d", i);
+        freeReplyObject(x);
+        x = hlt_cmd(r[i], "CLUSTER SET-CONFIG-EPOCH %d", i + 1);
+        cr_assert(x && x->type == REDIS_REPLY_STATUS, "SET-CONFIG-EPOCH on %d", i);
+        freeReplyObject(x);
+    }
+    for (int i = 1; i < N; i++) {
+        redisReply *x = hlt_cmd(r[i], "CLUSTER MEET 127.0.0.1 %d", r[0]->port);
+        cr_assert(x && x->type == REDIS_REPLY_STATUS, "MEET from %d", i);
+        freeReplyObject(x);
+    }
+    for (end = hlt_now_ms() + 60000; ready < N && hlt_now_ms() < end; hlt_sleep_ms(ready < N ? 50 : 0)) {
+        char want[40];
+        snprintf(want, sizeof want, "cluster_known_nodes:%d\r", N);
+        for (ready = 0; ready < N; ready++) {
+            redisReply *x = hlt_cmd(r[ready], "CLUSTER INFO");
+            int ok = x && x->str && strstr(x->str, "cluster_state:ok") && strstr(x->str, want);
+            if (x) freeReplyObject(x);
+            if (!ok) break;
+        }
+    }
+    cr_assert_eq(ready, N, "the cluster of %d masters was not ready in 60 s", N);
+    fprintf(stderr, "test_cluster_scale: %d real masters ready in %lld ms\n", N, hlt_now_ms() - t0);
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", r[N / 2]->port);
+    c = client(url, 2000);
+    for (int i = 0; i < N; i++) {
+        char key[64];
+        key_at(i * 16384 / N + 3, "thirty", key, sizeof key);
+        lock_on(c, r[i], key);
+    }
+    hilock_client_free(c);
+    for (int i = 0; i < N; i++) hlt_redis_stop(r[i]);
 }
