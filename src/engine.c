@@ -968,8 +968,11 @@ static void bounds(const hilock_client *c, int64_t now, int64_t per_node_timeout
     if (*cn > hard) *cn = hard;
 }
 
+/* One pass of hl_exec (engine.h), no redirects; *io_dl_out: the I/O deadline the last node's
+ * round trip started with (after its routing: a cluster's refresh does not count). */
 static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                           int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
+                           int64_t per_node_timeout_us, int64_t hard_deadline_us, int any,
+                           int64_t *io_dl_out)
 {
     pending p[32];
     struct pollfd fds[32];
@@ -979,6 +982,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
     int answered = 0;   /* any: a node's last reply carries data (not nil, not an error) */
     int64_t now = hl_now_us(), io_dl, cn_dl;
     bounds(c, now, per_node_timeout_us, hard_deadline_us, &io_dl, &cn_dl);
+    *io_dl_out = io_dl;
 
     memset(p, 0, sizeof p);
     for (size_t i = 0; i < c->nnodes; i++) {
@@ -996,6 +1000,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         if (n->topo->route)   /* routing may have fetched a slot map: the round trip's own
                                  bounds start after it (the hard one stands) */
             bounds(c, now = hl_now_us(), per_node_timeout_us, hard_deadline_us, &io_dl, &cn_dl);
+        *io_dl_out = io_dl;
         /* (a day-old clock reading is taken again by a new connection: hl_node_clock_old) */
         if (n->conn && (hl_conn_stale(n->conn, now) || hl_node_clock_old(n, now))) hl_node_close(n);
         for (int tries = 0; tries < 2; tries++) {
@@ -1140,9 +1145,8 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
 static uint32_t exec_redirected(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                                 int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
 {
-    int64_t dl = hl_add_sat(hl_now_us(), per_node_timeout_us);
-    uint32_t ok = exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, any);
-    if (dl > hard_deadline_us) dl = hard_deadline_us;
+    int64_t dl, hop_dl;   /* (the first round trip's: it starts after routing) */
+    uint32_t ok = exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, any, &dl);
     for (int hop = 0; hop < HL_MAX_REDIRECTS; hop++) {
         uint32_t again = 0;
         for (size_t i = 0; i < c->nnodes; i++) {
@@ -1151,7 +1155,7 @@ static uint32_t exec_redirected(hilock_client *c, uint32_t mask, const hl_cmd *c
                 again |= 1u << i;
         }
         if (!again || hl_now_us() >= dl) break;
-        ok = (ok & ~again) | exec_nodes(c, again, cmds, ncmd, per_node_timeout_us, dl, any);
+        ok = (ok & ~again) | exec_nodes(c, again, cmds, ncmd, per_node_timeout_us, dl, any, &hop_dl);
     }
     return ok;
 }
