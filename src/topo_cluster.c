@@ -684,7 +684,11 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
         int slot, to;
         if (!s || cmds[q].advisory) continue;
         if (!strncmp(s, "MOVED ", 6) || !strncmp(s, "ASK ", 4)) {
-            if ((to = redirect_target(t, s, &slot)) < 0) return 0;   /* the reply stands */
+            if ((to = redirect_target(t, s, &slot)) < 0) {   /* the reply stands; a MOVED past
+                                                                the table's room: a new map */
+                if (s[0] == 'M') t->stale = 1;
+                return 0;
+            }
             if (s[0] == 'A') {
                 t->ask = to;
                 t->ask_slot = slot;
