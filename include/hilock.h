@@ -178,7 +178,8 @@ typedef struct hilock_options {
      *       [?sentinel_username=U&sentinel_password=P]#master-name
      *   rediss-sentinel://...        (TLS to the Sentinels and the nodes; docs/tls.md)
      *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]   (seed nodes, any
-     *       reachable one is enough; no /db; docs/cluster.md), rediss-cluster://... over TLS
+     *       reachable one is enough, and once a map is in hand its masters are asked with
+     *       them; no /db; docs/cluster.md), rediss-cluster://... over TLS
      * Percent-escapes (%40 for '@') are decoded in user and password. The user info of a
      * Sentinel URL is for the data nodes; the query, for the Sentinels themselves (requirepass
      * on a Sentinel, Redis >= 6; sentinel_username only with sentinel_password). No default:

@@ -379,6 +379,7 @@ int hl_conn_new(hilock_client *c, hl_node *n, int64_t deadline, struct hl_conn *
         hl_node_set_err(n, HILOCK_ENOMEM, "out of memory", NULL);
         return -1;
     }
+    if (n->topology_replies) hl_resp_allow_topology(k->resp);
     if (conn_open(c, n, k, deadline) < 0) {
         hl_resp_free(k->resp);
         free(k);
@@ -957,8 +958,21 @@ static void abandon(hl_node *n, pending *p)
     finish(n, p, HILOCK_ETIMEDOUT, "wait", "abandoned: another node answered first");
 }
 
+/* A round trip's deadlines from now: its I/O (*io) and its connect (*cn), neither past hard. */
+static void bounds(const hilock_client *c, int64_t now, int64_t per_node_timeout_us, int64_t hard,
+                   int64_t *io, int64_t *cn)
+{
+    *io = hl_add_sat(now, per_node_timeout_us);
+    *cn = hl_add_sat(now, c->opt.connect_timeout_ms * 1000);
+    if (*io > hard) *io = hard;
+    if (*cn > hard) *cn = hard;
+}
+
+/* One pass of hl_exec (engine.h), no redirects; *io_dl_out: the I/O deadline the last node's
+ * round trip started with (after its routing: a cluster's refresh does not count). */
 static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                           int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
+                           int64_t per_node_timeout_us, int64_t hard_deadline_us, int any,
+                           int64_t *io_dl_out)
 {
     pending p[32];
     struct pollfd fds[32];
@@ -966,11 +980,9 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
     hl_buf *b = &c->obuf;
     uint32_t okmask = 0;
     int answered = 0;   /* any: a node's last reply carries data (not nil, not an error) */
-    int64_t now = hl_now_us();
-    int64_t io_dl = hl_add_sat(now, per_node_timeout_us);
-    int64_t cn_dl = hl_add_sat(now, c->opt.connect_timeout_ms * 1000);
-    if (io_dl > hard_deadline_us) io_dl = hard_deadline_us;
-    if (cn_dl > hard_deadline_us) cn_dl = hard_deadline_us;
+    int64_t now = hl_now_us(), io_dl, cn_dl;
+    bounds(c, now, per_node_timeout_us, hard_deadline_us, &io_dl, &cn_dl);
+    *io_dl_out = io_dl;
 
     memset(p, 0, sizeof p);
     for (size_t i = 0; i < c->nnodes; i++) {
@@ -985,6 +997,10 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         n->wrote = 0;
         if (n->topo->route && (p[i].asking = n->topo->route(c, n, cmds, ncmd, cn_dl)) < 0)
             continue;   /* no server for it (the topology has said why) */
+        if (n->topo->route)   /* routing may have fetched a slot map: the round trip's own
+                                 bounds start after it (the hard one stands) */
+            bounds(c, now = hl_now_us(), per_node_timeout_us, hard_deadline_us, &io_dl, &cn_dl);
+        *io_dl_out = io_dl;
         /* (a day-old clock reading is taken again by a new connection: hl_node_clock_old) */
         if (n->conn && (hl_conn_stale(n->conn, now) || hl_node_clock_old(n, now))) hl_node_close(n);
         for (int tries = 0; tries < 2; tries++) {
@@ -1129,9 +1145,8 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
 static uint32_t exec_redirected(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                                 int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
 {
-    int64_t dl = hl_add_sat(hl_now_us(), per_node_timeout_us);
-    uint32_t ok = exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, any);
-    if (dl > hard_deadline_us) dl = hard_deadline_us;
+    int64_t dl, hop_dl;   /* (the first round trip's: it starts after routing) */
+    uint32_t ok = exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, any, &dl);
     for (int hop = 0; hop < HL_MAX_REDIRECTS; hop++) {
         uint32_t again = 0;
         for (size_t i = 0; i < c->nnodes; i++) {
@@ -1140,7 +1155,7 @@ static uint32_t exec_redirected(hilock_client *c, uint32_t mask, const hl_cmd *c
                 again |= 1u << i;
         }
         if (!again || hl_now_us() >= dl) break;
-        ok = (ok & ~again) | exec_nodes(c, again, cmds, ncmd, per_node_timeout_us, dl, any);
+        ok = (ok & ~again) | exec_nodes(c, again, cmds, ncmd, per_node_timeout_us, dl, any, &hop_dl);
     }
     return ok;
 }

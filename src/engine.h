@@ -126,6 +126,8 @@ typedef struct hl_node {
      * connection that owns the node: see hl_node_version, hl_node_server_ms. */
     hl_facts        facts;
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
+    int             topology_replies;   /* its connections ask for a cluster's topology: replies
+                                           up to HL_RESP_MAX_TOPOLOGY (hl_resp_allow_topology) */
     /* result of the last hl_exec on this node */
     hilock_status   st;
     int             wrote;       /* bytes of its commands were written: they may have run */
@@ -219,7 +221,8 @@ typedef struct hl_topo_ops {
     /* Before a pipeline goes to n: pick the server that must run it (the shard owning its
      * first key) and put that server's connection, undo list and name in n, parking the ones
      * in use (n->conn NULL: the engine connects, through resolve). May take part of
-     * deadline_us (fetching the slot map). 1: send ASKING before the caller's commands (a
+     * deadline_us (fetching the slot map; the round trip's own bounds start after it, within
+     * the hard deadline). 1: send ASKING before the caller's commands (a
      * one-shot ASK redirect), 0: not, -1: no server (n->st and n->err say why). */
     int (*route)(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us);
     /* After n's round trip (n->st OK: its replies stand; else failed): 1 = run the pipeline

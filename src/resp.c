@@ -62,6 +62,8 @@ hl_resp *hl_resp_new(void)
     return s;
 }
 
+void hl_resp_allow_topology(hl_resp *s) { s->lim.topology = 1; }
+
 void hl_resp_free(hl_resp *s)
 {
     if (!s) return;

@@ -35,6 +35,12 @@ int         hl_reply_is_error(const hl_reply *r, const char *prefix);
 #define HL_RESP_MAX_TOTAL    16384       /* elements of all the arrays of one reply */
 #define HL_RESP_MAX_DEPTH    7           /* arrays inside arrays (hiredis itself stops at 8) */
 #define HL_RESP_MAX_REPLY    (1 << 20)   /* bytes of one reply */
+/* A connection that asks only for a cluster's topology (topo_cluster.c: CLUSTER NODES, one
+ * bulk string of ~100-300 bytes per node, plus its slot ranges) may read one bulk string and
+ * one reply of up to this many bytes (hl_resp_allow_topology): a 1,000-node cluster whose
+ * every node announces a 255-byte host name and whose every slot is a range of its own stays
+ * under 1 MiB. The element caps stay as they are. */
+#define HL_RESP_MAX_TOPOLOGY (2 << 20)
 enum { HL_RESP_TOO_LARGE = -1, HL_RESP_PROTOCOL = -2, HL_RESP_NOMEM = -3 };
 
 typedef struct hl_resp_limit {   /* zeroed = at the start of a reply */
@@ -47,6 +53,7 @@ typedef struct hl_resp_limit {   /* zeroed = at the start of a reply */
     size_t    bytes, elements;   /* of the reply being read */
     unsigned long long replies;  /* complete replies framed so far */
     char      why[96];           /* what was refused */
+    int       topology;          /* HL_RESP_MAX_TOPOLOGY for a bulk string and a reply */
 } hl_resp_limit;
 
 void hl_resp_limit_init(hl_resp_limit *f);
@@ -59,6 +66,8 @@ int  hl_resp_limit_feed(hl_resp_limit *f, const char *p, size_t n);
 typedef struct hl_resp hl_resp;
 hl_resp *hl_resp_new(void);            /* NULL: out of memory */
 void     hl_resp_free(hl_resp *s);     /* NULL-safe; frees replies not taken yet */
+/* The stream's replies may be a cluster's topology: up to HL_RESP_MAX_TOPOLOGY bytes. */
+void     hl_resp_allow_topology(hl_resp *s);
 /* n bytes read from the server. 0, or HL_RESP_TOO_LARGE / HL_RESP_PROTOCOL (the limits
  * refused them: nothing reached the parser, and the stream is dead: close the connection)
  * or HL_RESP_NOMEM; hl_resp_why says what. */

@@ -13,7 +13,10 @@
  * stamp); a hilock_scan page (inspect.c) 1 + 5 elements per key, 500 keys asked, values cut at
  * 256 bytes; ROLE on a master is 3 + 3 per replica; SENTINEL master is ~80 short fields; the
  * longest error line Redis sends is a few hundred bytes (a Lua error with its traceback).
- * Anything past them comes from something that is not a Redis server answering hilock. */
+ * Anything past them comes from something that is not a Redis server answering hilock. The
+ * one exception is a cluster's topology (CLUSTER NODES: grows with the nodes): a stream that
+ * carries only that (hl_resp_allow_topology) may take HL_RESP_MAX_TOPOLOGY bytes in one bulk
+ * string and one reply. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,8 +69,9 @@ static int header_done(hl_resp_limit *f)
         return 0;
     }
     if (f->type == '$') {
-        if (v > HL_RESP_MAX_BULK)
-            return refuse(f, HL_RESP_TOO_LARGE, "bulk string of %lld bytes (limit %d)", v, HL_RESP_MAX_BULK);
+        long long cap = f->topology ? HL_RESP_MAX_TOPOLOGY : HL_RESP_MAX_BULK;
+        if (v > cap)
+            return refuse(f, HL_RESP_TOO_LARGE, "bulk string of %lld bytes (limit %lld)", v, cap);
         f->bulk_left = (uint64_t)v + 2;   /* and its CRLF */
         f->state = S_BULK;
         return 0;
@@ -98,9 +102,9 @@ int hl_resp_limit_feed(hl_resp_limit *f, const char *p, size_t n)
         size_t take = 1;
         if (f->state == S_BULK) take = n - i < f->bulk_left ? n - i : (size_t)f->bulk_left;
         f->bytes += take;   /* reset when the reply completes (elem_done) */
-        if (f->bytes > HL_RESP_MAX_REPLY)
+        if (f->bytes > (f->topology ? HL_RESP_MAX_TOPOLOGY + 64 : HL_RESP_MAX_REPLY))
             return refuse(f, HL_RESP_TOO_LARGE, "more than %lld bytes in one reply",
-                          (long long)HL_RESP_MAX_REPLY);
+                          f->topology ? HL_RESP_MAX_TOPOLOGY + 64LL : (long long)HL_RESP_MAX_REPLY);
         i += take;
         switch (f->state) {
         case S_TYPE:

@@ -4,8 +4,9 @@
  * Cluster: slots, redirections, config epochs); behaviour and guarantees: docs/cluster.md.
  *
  * Owns: a cluster node's state -- its seeds, the slot map, one connection and one undo list
- * per server it has talked to -- and the cluster's redirections. May call: the engine (hl_exec
- * on a private client whose nodes are the seeds; hl_node_close) and base (hl_key_slot).
+ * per master of the map -- and the cluster's redirections. May call: the engine (hl_exec_any
+ * on a private client whose nodes are the seeds and a few known masters; hl_node_close) and
+ * base (hl_key_slot).
  * Called by: the engine through node->topo (route, resolve, redirect), topology.c through the
  * same table (epoch); the client assigns it and frees it.
  *
@@ -18,10 +19,25 @@
  * the shard of its key (an undo of a slot that moved since gets MOVED once and is dropped: it
  * expires by its ttl).
  *
- * The slot map comes from CLUSTER NODES (slots, masters, node ids and config epochs in one
- * reply), asked of the seeds in order (each bounded by SEED_TIMEOUT_MS but the last, all by the call's
- * connect deadline; the one that answers moves to the front), on the first call, after a
- * MOVED, a CLUSTERDOWN, or a failed round trip (a dead master: the next call asks again).
+ * The slot map comes from CLUSTER NODES (slots, masters, addresses and config epochs in one
+ * reply; CLUSTER SLOTS and SHARDS lack the config epoch the fencing token needs), asked of
+ * every seed and of up to NKNOWN masters of the map in hand at once (the first answer wins, so
+ * one hung node costs nothing while another answers): on the first call (no map: within the
+ * call's connect bound), and when the map is stale -- after a MOVED, a CLUSTERDOWN, a slot with
+ * no owner or a failed round trip -- at most once per REFRESH_EVERY_US (once a second while
+ * none answers) and within REFRESH_BUDGET_MS (a failed refresh routes with the map in hand:
+ * MOVED answers still correct it); the engine starts the round trip's bounds after route().
+ * The map may be HL_RESP_MAX_TOPOLOGY bytes on those connections (they ask nothing else).
+ *
+ * Size. The server table is built anew from each map: one entry per master owning slots (at
+ * most HL_SLOTS), plus room for EXTRA_SRV redirect targets until the next refresh; lookups by
+ * address go through a hash index (a refresh is linear in the map), and a key's server is
+ * owner[hl_key_slot(key)]: no search, no allocation per call. A master still in the new map
+ * keeps its entry's connection and undo list; one that left it has its connection closed and
+ * its undos handed to the master that owns each undo's slot now (where the value went, if the
+ * slot moved or failed over; an undo deletes by value, so it is safe anywhere), or kept aside
+ * until a map names an owner, or dropped once surely expired.
+ *
  * After each round trip, redirect() reads the replies: MOVED (the slot has a new owner for
  * good: the map is fetched again and the MOVED answer kept over a seed that lags), ASK (a slot
  * in migration: that server once, each command preceded by ASKING; the map is left alone),
@@ -42,9 +58,13 @@
 
 #include "internal.h"
 
-#define SEED_TIMEOUT_MS 300   /* per seed, as per Sentinel: a dead seed costs little */
-#define MAX_SRV         64    /* servers a node has talked to (masters, ASK targets) */
-#define BACKOFF_US      10000 /* TRYAGAIN / CLUSTERDOWN: 10 ms, doubling, at most 160 ms */
+#define REFRESH_BUDGET_MS 300      /* a refresh with a map in hand (every source at once) */
+#define REFRESH_EVERY_US  250000   /* with a map in hand, at most one refresh per this ... */
+#define REFRESH_AFTER_FAIL_US 1000000   /* ... and one per second while none answers */
+#define NKNOWN            3        /* masters of the map asked with the seeds (a rotating few) */
+#define EXTRA_SRV         64       /* redirect targets added between two refreshes */
+#define MAX_HOST          255      /* a host name (DNS: 253) */
+#define BACKOFF_US        10000    /* TRYAGAIN / CLUSTERDOWN: 10 ms, doubling, at most 160 ms */
 
 typedef struct parked {       /* what the engine keeps in the node, while another server's is there */
     struct hl_conn *conn;
@@ -55,27 +75,62 @@ typedef struct parked {       /* what the engine keeps in the node, while anothe
 } parked;
 
 typedef struct srv {
-    char      host[64];
+    char     *host;
     int       port;
-    char      id[41];
     uint64_t  epoch;          /* config epoch in the last map */
     parked    park;
 } srv;
 
+typedef struct table {        /* the servers of one map, and the redirect targets since */
+    srv      *s;
+    int       n, cap;         /* cap: the map's masters + EXTRA_SRV */
+    int32_t  *ix;             /* by host:port, open addressing: entry + 1, 0 = free */
+    size_t    ixcap;          /* a power of two, >= 2 * cap */
+} table;
+
 struct hl_topo {
-    hilock_client sc;         /* the seeds, as nodes of a private client */
-    srv       srv[MAX_SRV];
-    int       nsrv;
-    int16_t   owner[HL_SLOTS];   /* srv index, -1: unknown */
+    hilock_client sc;         /* the seeds, then up to NKNOWN masters: nodes of a private client */
+    size_t    nseeds;
+    int       known_at;       /* where the next refresh starts picking masters to ask */
+    table     tb;
+    int16_t   owner[HL_SLOTS];   /* tb index, -1: unknown (tb.cap <= HL_SLOTS + EXTRA_SRV) */
     int       have_map, stale;
+    int64_t   next_refresh;   /* with a map in hand, no refresh before (monotonic us) */
     int       cur;            /* the server whose connection is in the node; -1: none yet */
     parked    home;           /* the node's own, before the first route */
+    parked    orphans;        /* undos of servers that left the map, whose slot has no owner */
     int       ask, ask_slot;  /* ASK target for the next round trip of that slot, -1: none */
     int       moved_slot, moved_to;   /* the last MOVED, kept over a lagging seed's map */
     int       hops;           /* TRYAGAIN / CLUSTERDOWN pauses within one call */
 };
 
 static void cluster_free(hl_node *n);
+
+/* The private client's nodes: the URL's seeds, then up to NKNOWN empty ones for masters of
+ * the map (their address is set at each refresh), all asked at once: at most 32 in all. */
+static int private_init(hilock_client *c, hl_node *n, struct hl_topo *t)
+{
+    size_t nk = NKNOWN < 32 - n->url.nsentinels ? NKNOWN : 32 - n->url.nsentinels;
+    hl_node *nodes;
+    t->nseeds = n->url.nsentinels;
+    if (hl_topo_private_init(&t->sc, c, n, t->nseeds, "seed", n->url.user, n->url.pass)) return -1;
+    if (!(nodes = realloc(t->sc.nodes, (t->nseeds + nk) * sizeof *nodes))) return -1;
+    t->sc.nodes = nodes;
+    memset(nodes + t->nseeds, 0, nk * sizeof *nodes);
+    for (size_t k = 0; k < t->nseeds + nk; k++) {
+        hl_node *s = &nodes[k];
+        s->topology_replies = 1;
+        if (k < t->nseeds) continue;
+        s->url.kind = HL_URL_TCP;
+        s->transport = nodes[0].transport;
+        s->transport_cfg = nodes[0].transport_cfg;
+        s->topo = nodes[0].topo;
+        t->sc.nnodes++;
+        if (n->url.pass && !(s->url.pass = hl_strdup(n->url.pass))) return -1;
+        if (n->url.user && !(s->url.user = hl_strdup(n->url.user))) return -1;
+    }
+    return 0;
+}
 
 static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
 {
@@ -85,7 +140,7 @@ static struct hl_topo *topo_get(hilock_client *c, hl_node *n)
     t->cur = t->ask = t->moved_slot = -1;
     memset(t->owner, 0xff, sizeof t->owner);
     n->topo_state = t;
-    if (hl_topo_private_init(&t->sc, c, n, n->url.nsentinels, "seed", n->url.user, n->url.pass)) goto oom;
+    if (private_init(c, n, t)) goto oom;
     return t;
 oom:
     cluster_free(n);
@@ -113,6 +168,17 @@ static void unpark(hl_node *n, parked *p)
     memset(p, 0, sizeof *p);
 }
 
+static void free_undos(parked *p)
+{
+    for (size_t u = 0; u < p->nundo; u++) {
+        free(p->undo[u].key);
+        free(p->undo[u].value);
+    }
+    free(p->undo);
+    p->undo = NULL;
+    p->nundo = p->capundo = 0;
+}
+
 /* Close and free what is parked in p (the node's own fields are the client's to free). */
 static void drop_parked(hl_node *n, parked *p)
 {
@@ -120,13 +186,88 @@ static void drop_parked(hl_node *n, parked *p)
     park(n, &mine);
     unpark(n, p);
     hl_node_close(n);
-    for (size_t u = 0; u < n->nundo; u++) {
-        free(n->undo[u].key);
-        free(n->undo[u].value);
-    }
-    free(n->undo);
-    free(n->name);
+    park(n, p);
+    free_undos(p);
+    free(p->name);
+    memset(p, 0, sizeof *p);
     unpark(n, &mine);
+}
+
+/* ---- the server table ---- */
+
+static size_t addr_hash(const char *host, size_t hlen, int port)
+{
+    uint64_t h = 14695981039346656037ULL ^ (uint64_t)port;   /* FNV-1a */
+    for (size_t i = 0; i < hlen; i++) h = (h ^ (unsigned char)host[i]) * 1099511628211ULL;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static int tbl_init(table *tb, int cap)
+{
+    memset(tb, 0, sizeof *tb);
+    for (tb->ixcap = 16; tb->ixcap < 2 * (size_t)cap; tb->ixcap *= 2) {}
+    tb->s = calloc((size_t)cap, sizeof *tb->s);
+    tb->ix = calloc(tb->ixcap, sizeof *tb->ix);
+    tb->cap = cap;
+    return tb->s && tb->ix ? 0 : -1;
+}
+
+/* The entry for host:port (hlen bytes of host): its index, or -1 and *slot where to add it. */
+static int tbl_find(const table *tb, const char *host, size_t hlen, int port, size_t *slot)
+{
+    size_t i;
+    if (!tb->ix) return -1;   /* (no map yet) */
+    for (i = addr_hash(host, hlen, port) & (tb->ixcap - 1); tb->ix[i]; i = (i + 1) & (tb->ixcap - 1)) {
+        const srv *s = &tb->s[tb->ix[i] - 1];
+        if (s->port == port && !strncmp(s->host, host, hlen) && s->host[hlen] == '\0') return tb->ix[i] - 1;
+    }
+    *slot = i;
+    return -1;
+}
+
+/* The entry for host:port, added if new (with `from`'s parked state, if given: moved). -1:
+ * out of room, out of memory, or no such address. */
+static int tbl_at(table *tb, const char *host, size_t hlen, int port, parked *from)
+{
+    char name[MAX_HOST + 32];
+    size_t slot;
+    int i;
+    srv *s;
+    if (!tb->ix || hlen == 0 || hlen > MAX_HOST) return -1;
+    if ((i = tbl_find(tb, host, hlen, port, &slot)) >= 0 || tb->n == tb->cap) return i;
+    s = &tb->s[tb->n];
+    if (!(s->host = hl_strndup(host, hlen))) return -1;
+    s->port = port;
+    if (from) {
+        s->park = *from;
+        memset(from, 0, sizeof *from);
+    } else {
+        snprintf(name, sizeof name, strchr(s->host, ':') ? "cluster [%s]:%d" : "cluster %s:%d", s->host, port);
+        if (!(s->park.name = hl_strdup(name))) {
+            free(s->host);
+            s->host = NULL;
+            return -1;
+        }
+    }
+    tb->ix[slot] = ++tb->n;
+    return tb->n - 1;
+}
+
+static int srv_at(struct hl_topo *t, const char *host, size_t hlen, int port)
+{
+    return tbl_at(&t->tb, host, hlen, port, NULL);
+}
+
+/* Free table tb's entries, but the one whose state is in the node (keep; -1: none). */
+static void tbl_free(hl_node *n, table *tb, int keep)
+{
+    for (int i = 0; i < tb->n; i++) {
+        if (i != keep) drop_parked(n, &tb->s[i].park);
+        free(tb->s[i].host);
+    }
+    free(tb->s);
+    free(tb->ix);
+    memset(tb, 0, sizeof *tb);
 }
 
 static void cluster_free(hl_node *n)
@@ -134,30 +275,65 @@ static void cluster_free(hl_node *n)
     struct hl_topo *t = n->topo_state;
     if (!t) return;
     if (t->cur >= 0) drop_parked(n, &t->home);
-    for (int i = 0; i < t->nsrv; i++)
-        if (i != t->cur) drop_parked(n, &t->srv[i].park);
+    tbl_free(n, &t->tb, t->cur);
+    free_undos(&t->orphans);
     hl_topo_private_free(&t->sc);
     free(t);
     n->topo_state = NULL;
 }
 
-/* The server at host:port (hlen bytes of host), added if new. -1: out of room or memory. */
-static int srv_at(struct hl_topo *t, const char *host, size_t hlen, int port)
+/* ---- undos of servers that left the map ---- */
+
+/* Move undo u (its strings too) to the end of p's list, which keeps at most HL_UNDO_MAX (the
+ * oldest go first, as hl_undo_add does: they expire by their ttl). */
+static void undo_move(parked *p, hl_undo *u)
 {
-    char name[100];
-    srv *s;
-    for (int i = 0; i < t->nsrv; i++)
-        if (t->srv[i].port == port && strlen(t->srv[i].host) == hlen && !memcmp(t->srv[i].host, host, hlen))
-            return i;
-    if (t->nsrv == MAX_SRV || hlen == 0 || hlen >= sizeof s->host) return -1;
-    s = &t->srv[t->nsrv];
-    memset(s, 0, sizeof *s);
-    memcpy(s->host, host, hlen);
-    s->port = port;
-    snprintf(name, sizeof name, strchr(s->host, ':') ? "cluster [%s]:%d" : "cluster %s:%d", s->host, port);
-    if (!(s->park.name = hl_strdup(name))) return -1;
-    return t->nsrv++;
+    if (p->nundo >= HL_UNDO_MAX) {
+        free(p->undo[0].key);
+        free(p->undo[0].value);
+        memmove(p->undo, p->undo + 1, --p->nundo * sizeof *p->undo);
+    }
+    if (p->nundo == p->capundo) {
+        size_t cap = p->capundo ? p->capundo * 2 : 4;
+        hl_undo *x = realloc(p->undo, cap * sizeof *x);
+        if (!x) {   /* best effort, as hl_undo_add: the key still expires by its ttl */
+            free(u->key);
+            free(u->value);
+            return;
+        }
+        p->undo = x;
+        p->capundo = cap;
+    }
+    p->undo[p->nundo++] = *u;
 }
+
+/* Hand each undo of p to the server owning its slot in the map now (else keep it aside; one
+ * surely expired is dropped); p's list is emptied. */
+static void rehome(struct hl_topo *t, parked *p, int64_t now)
+{
+    for (size_t u = 0; u < p->nundo; u++) {
+        hl_undo *x = &p->undo[u];
+        int to = t->owner[hl_key_slot(x->key, strlen(x->key))];
+        if (x->expires_us <= now) {
+            free(x->key);
+            free(x->value);
+        } else {
+            undo_move(to >= 0 ? &t->tb.s[to].park : &t->orphans, x);
+        }
+    }
+    p->nundo = 0;
+    free_undos(p);
+}
+
+/* ---- the slot map ---- */
+
+typedef struct mline {   /* a master's line of CLUSTER NODES */
+    const char *host;
+    size_t      hlen;
+    int         port;
+    uint64_t    epoch;
+    const char *slots, *end;   /* its slot fields */
+} mline;
 
 /* Is `flag` one of the comma-separated flags in f[0..n)? */
 static int has_flag(const char *f, size_t n, const char *flag)
@@ -172,96 +348,215 @@ static int has_flag(const char *f, size_t n, const char *flag)
 }
 
 /* One line of CLUSTER NODES: "<id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong>
- * <config-epoch> <link> <slot> <slot-slot> [<slot>->-<id>] ...". Masters' slots go into
- * owner[] (a slot in migration stays with its owner: "[...]" entries are skipped). An empty
- * ip (":7000@17000": a node that has met no other, e.g. a one-node cluster) is the seed that
- * answered, as the cluster specification says. */
-static void map_line(struct hl_topo *t, const char *line, size_t len, const char *seed_host)
+ * <config-epoch> <link> <slot> <slot-slot> [<slot>->-<id>] ...". 1 with *m if it is a master
+ * with an address and at least one slot (a slot in migration stays with its owner: "[...]"
+ * entries are not slots of the line). An empty ip (":7000@17000": a node that has met no
+ * other, e.g. a one-node cluster) is the node that answered, as the specification says. */
+static int map_line(const char *line, size_t len, const char *answered, mline *m)
 {
     const char *tok[9], *p = line, *end = line + len, *at, *colon;
     size_t tl[9];
-    int nt = 0, idx, port;
+    int nt = 0;
     while (nt < 9 && p < end) {
         const char *sp = memchr(p, ' ', (size_t)(end - p));
         tok[nt] = p;
         tl[nt++] = (size_t)((sp ? sp : end) - p);
         p = sp ? sp + 1 : end;
     }
-    if (nt < 8 || tl[0] != 40) return;
+    if (nt < 9 || tl[0] != 40 || !has_flag(tok[2], tl[2], "master")) return 0;
     at = memchr(tok[1], '@', tl[1]);
     if (!at) at = tok[1] + tl[1];
     for (colon = at; colon > tok[1] && colon[-1] != ':'; colon--) {}
-    if (colon == tok[1] || (port = atoi(colon)) <= 0 || port > 65535) return;   /* noaddr */
-    if (!has_flag(tok[2], tl[2], "master")) return;
-    if (colon - 1 == tok[1]) idx = srv_at(t, seed_host, strlen(seed_host), port);
-    else idx = srv_at(t, tok[1], (size_t)(colon - 1 - tok[1]), port);
-    if (idx < 0) return;
-    memcpy(t->srv[idx].id, tok[0], 40);
-    t->srv[idx].epoch = strtoull(tok[6], NULL, 10);
-    while (nt == 9 && tok[8] < end) {   /* the slots, from the 9th field on */
-        const char *q = tok[8], *sp = memchr(q, ' ', (size_t)(end - q)), *e = sp ? sp : end;
+    if (colon == tok[1] || (m->port = atoi(colon)) <= 0 || m->port > 65535) return 0;   /* noaddr */
+    m->host = colon - 1 == tok[1] ? answered : tok[1];
+    m->hlen = colon - 1 == tok[1] ? strlen(answered) : (size_t)(colon - 1 - tok[1]);
+    m->epoch = strtoull(tok[6], NULL, 10);
+    m->slots = tok[8];
+    m->end = end;
+    for (const char *q = m->slots; q < end; q++)
+        if (q[0] != ' ' && q[0] != '[' && (q == m->slots || q[-1] == ' ')) return 1;
+    return 0;
+}
+
+/* m's slots go to owner[] as server idx. */
+static void map_slots(struct hl_topo *t, const mline *m, int idx)
+{
+    for (const char *q = m->slots, *end = m->end; q < end;) {
+        const char *sp = memchr(q, ' ', (size_t)(end - q)), *e = sp ? sp : end;
         char *dash;
         long lo = strtol(q, &dash, 10), hi = lo;
         if (*q != '[' && dash > q) {
             if (dash < e && *dash == '-') hi = strtol(dash + 1, NULL, 10);
             for (long s = lo; s <= hi && s >= 0 && s < HL_SLOTS; s++) t->owner[s] = (int16_t)idx;
         }
-        tok[8] = sp ? sp + 1 : end;
+        q = sp ? sp + 1 : end;
     }
 }
 
-/* Ask the seeds in order for CLUSTER NODES until one answers. 0, or -1 with n->st, n->err. */
+/* Each master line of text (len bytes) to fn; how many there were. */
+static int each_master(const char *text, size_t len, const char *answered,
+                       void (*fn)(struct hl_topo *, table *, const mline *), struct hl_topo *t, table *old)
+{
+    int count = 0;
+    for (const char *l = text; l < text + len;) {
+        const char *nl = memchr(l, '\n', (size_t)(text + len - l));
+        mline m;
+        if (map_line(l, (size_t)((nl ? nl : text + len) - l), answered, &m)) {
+            count++;
+            if (fn) fn(t, old, &m);
+        }
+        l = nl ? nl + 1 : text + len;
+    }
+    return count;
+}
+
+/* A master of the new map: its entry, the old table's carried over (connection, undos). */
+static void add_master(struct hl_topo *t, table *old, const mline *m)
+{
+    size_t at;
+    int was = tbl_find(old, m->host, m->hlen, m->port, &at);
+    int idx = tbl_at(&t->tb, m->host, m->hlen, m->port, was >= 0 ? &old->s[was].park : NULL);
+    if (idx < 0) return;   /* (more masters than slots: a reply no cluster sends) */
+    t->tb.s[idx].epoch = m->epoch;
+    map_slots(t, m, idx);
+}
+
+/* The map in text (CLUSTER NODES, from the node at host `answered`) becomes the map in use: a
+ * table sized to it, the entries of masters still present carried over, the others closed,
+ * their undos handed on (rehome). -1: out of memory (the old map stays). */
+static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t len, const char *answered)
+{
+    int nm = each_master(text, len, answered, NULL, t, NULL);
+    int64_t now = hl_now_us();
+    table old = t->tb, fresh;
+    if (nm > HL_SLOTS) nm = HL_SLOTS;
+    if (tbl_init(&fresh, nm + EXTRA_SRV)) {
+        free(fresh.s);
+        free(fresh.ix);
+        return -1;
+    }
+    if (t->cur >= 0) {   /* the node gets its own fields back while entries move */
+        park(n, &old.s[t->cur].park);
+        unpark(n, &t->home);
+        t->cur = -1;
+    }
+    t->tb = fresh;
+    memset(t->owner, 0xff, sizeof t->owner);
+    each_master(text, len, answered, add_master, t, &old);
+    if (t->moved_slot >= 0) {   /* the last MOVED stands over a seed that lags */
+        srv *o = &old.s[t->moved_to];
+        int idx = tbl_at(&t->tb, o->host, strlen(o->host), o->port, &o->park);
+        if (idx >= 0) t->owner[t->moved_slot] = (int16_t)idx;
+        t->moved_slot = -1;
+    }
+    for (int i = 0; i < old.n; i++) rehome(t, &old.s[i].park, now);
+    {
+        parked o = t->orphans;
+        memset(&t->orphans, 0, sizeof t->orphans);
+        rehome(t, &o, now);
+    }
+    tbl_free(n, &old, -1);   /* (what moved left nothing behind) */
+    return 0;
+}
+
+/* ---- refresh ---- */
+
+/* Private node k asks the master at host:port (NULL: nobody); a new address closes its
+ * connection. */
+static void set_known(struct hl_topo *t, size_t k, const char *host, int port)
+{
+    hl_node *s = &t->sc.nodes[k];
+    char name[MAX_HOST + 32];
+    if (host && s->url.host && s->url.port == port && !strcmp(s->url.host, host)) return;
+    hl_node_close(s);
+    free(s->url.host);
+    free(s->name);
+    s->url.host = s->name = NULL;
+    if (!host) return;
+    snprintf(name, sizeof name, strchr(host, ':') ? "master [%s]:%d" : "master %s:%d", host, port);
+    s->url.port = port;
+    if (!(s->url.host = hl_strdup(host)) || !(s->name = hl_strdup(name))) {
+        free(s->url.host);
+        s->url.host = NULL;
+    }
+}
+
+/* Up to NKNOWN masters of the table that are not seeds, a rotating window (a frozen one is
+ * not asked every time), into the private client's last nodes. */
+static void pick_known(struct hl_topo *t)
+{
+    size_t k = t->nseeds;
+    for (int j = 0; j < t->tb.n && k < t->sc.nnodes; j++) {
+        const srv *s = &t->tb.s[(t->known_at + j) % t->tb.n];
+        int seed = 0;
+        for (size_t q = 0; q < t->nseeds && !seed; q++)
+            seed = t->sc.nodes[q].url.port == s->port && !strcmp(t->sc.nodes[q].url.host, s->host);
+        if (!seed) set_known(t, k++, s->host, s->port);
+    }
+    if (t->tb.n) t->known_at = (t->known_at + NKNOWN) % t->tb.n;
+    for (; k < t->sc.nnodes; k++) set_known(t, k, NULL, 0);
+}
+
+/* Why node s gave no map, appended to why. */
+static void no_map(hl_node *s, char *why, size_t cap, size_t *off)
+{
+    if (s->st == HILOCK_OK) {   /* an answer, but no map: an error reply (not a cluster?) */
+        const char *e = hl_reply_str(s->reply[0], NULL);
+        snprintf(s->err, sizeof s->err, "%s: CLUSTER NODES: %.100s", s->name, e ? e : "unexpected reply");
+        s->st = HILOCK_EREPLY;
+    }
+    if (*off + 3 < cap) {
+        int w = snprintf(why + *off, cap - *off, "%s%s", *off ? "; " : "", s->err);
+        if (w > 0) *off += (size_t)w < cap - *off ? (size_t)w : cap - *off - 1;
+    }
+}
+
+/* Ask the seeds and a few known masters at once for CLUSTER NODES; the first map to arrive is
+ * used. Without a map, within deadline; with one, within REFRESH_BUDGET_MS of it. 0, or -1
+ * with n->st, n->err. */
 static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
 {
     hl_cmd q;
     char why[200];
     size_t off = 0;
+    uint32_t mask = 0;
+    int64_t now = hl_now_us(), dl = deadline;
     why[0] = '\0';
+    if (t->have_map && hl_add_sat(now, REFRESH_BUDGET_MS * 1000) < dl) dl = hl_add_sat(now, REFRESH_BUDGET_MS * 1000);
     hl_cmd_init(&q, NULL, 0);
     hl_cmd_arg(&q, "CLUSTER", 7);
     hl_cmd_arg(&q, "NODES", 5);
-    for (size_t k = 0; k < t->sc.nnodes; k++) {
+    pick_known(t);
+    for (size_t k = 0; k < t->sc.nnodes; k++)
+        if (t->sc.nodes[k].url.host) mask |= 1u << k;
+    if (dl > now) hl_exec_any(&t->sc, mask, &q, 1, dl - now, dl);
+    t->next_refresh = hl_add_sat(hl_now_us(), REFRESH_AFTER_FAIL_US);
+    for (size_t k = 0; dl > now && k < t->sc.nnodes; k++) {
         hl_node *s = &t->sc.nodes[k];
-        int64_t now = hl_now_us(), dl = hl_add_sat(now, SEED_TIMEOUT_MS * 1000);
         const char *text;
         size_t len;
-        /* The last seed has no one after it to leave time for: it gets the rest (a seed far
-         * away, or a TLS handshake of a few round trips, may need more than SEED_TIMEOUT_MS). */
-        if (dl > deadline || k + 1 == t->sc.nnodes) dl = deadline;
-        if (dl <= now) break;
-        if (hl_exec(&t->sc, 1u << k, &q, 1, dl - now, dl) && (text = hl_reply_str(s->reply[0], &len)) &&
-            hl_reply_type(s->reply[0]) == HL_R_STRING) {
-            hl_node tmp;
-            memset(t->owner, 0xff, sizeof t->owner);
-            for (const char *l = text; l < text + len;) {
-                const char *nl = memchr(l, '\n', (size_t)(text + len - l));
-                map_line(t, l, (size_t)((nl ? nl : text + len) - l), s->url.host);
-                l = nl ? nl + 1 : text + len;
-            }
+        if (!(mask & (1u << k))) continue;
+        if (s->st == HILOCK_OK && hl_reply_type(s->reply[0]) == HL_R_STRING &&
+            (text = hl_reply_str(s->reply[0], &len)) && install_map(n, t, text, len, s->url.host) == 0) {
             hl_exec_clear(&t->sc);
-            tmp = t->sc.nodes[k];
-            memmove(&t->sc.nodes[1], &t->sc.nodes[0], k * sizeof tmp);   /* it answered: first */
-            t->sc.nodes[0] = tmp;
-            if (t->moved_slot >= 0) t->owner[t->moved_slot] = (int16_t)t->moved_to;
-            t->moved_slot = -1;
+            if (len > HL_RESP_MAX_BULK) hl_node_close(s);   /* (its reader keeps a buffer as large) */
+            if (k < t->nseeds) {   /* a seed that answered is asked first from now on */
+                hl_node tmp = t->sc.nodes[k];
+                memmove(&t->sc.nodes[1], &t->sc.nodes[0], k * sizeof tmp);
+                t->sc.nodes[0] = tmp;
+            }
             t->have_map = 1;
             t->stale = 0;
+            t->next_refresh = hl_add_sat(hl_now_us(), REFRESH_EVERY_US);
             return 0;
         }
-        if (s->st == HILOCK_OK) {   /* an answer, but no map: an error reply (not a cluster?) */
-            const char *e = hl_reply_str(s->reply[0], NULL);
-            snprintf(s->err, sizeof s->err, "%s: CLUSTER NODES: %.100s", s->name, e ? e : "unexpected reply");
-            s->st = HILOCK_EREPLY;
-        }
-        if (off + 3 < sizeof why) {
-            int w = snprintf(why + off, sizeof why - off, "%s%s", off ? "; " : "", s->err);
-            if (w > 0) off += (size_t)w < sizeof why - off ? (size_t)w : sizeof why - off - 1;
-        }
-        hl_exec_clear(&t->sc);
+        no_map(s, why, sizeof why, &off);
     }
+    hl_exec_clear(&t->sc);
     n->st = HILOCK_EIO;
     for (size_t k = 0; k < t->sc.nnodes; k++)
-        if (t->sc.nodes[k].st == HILOCK_EAUTH || t->sc.nodes[k].st == HILOCK_EREPLY) n->st = t->sc.nodes[k].st;
+        if ((mask & (1u << k)) && (t->sc.nodes[k].st == HILOCK_EAUTH || t->sc.nodes[k].st == HILOCK_EREPLY))
+            n->st = t->sc.nodes[k].st;
     snprintf(n->err, sizeof n->err, "cluster: no seed gave the slot map (%.160s)", why[0] ? why : "no time left");
     return -1;
 }
@@ -289,8 +584,8 @@ static int first_key(const hl_cmd *cmds, int ncmd, const char **key, size_t *len
 static void use(hl_node *n, struct hl_topo *t, int target)
 {
     if (target == t->cur) return;
-    park(n, t->cur >= 0 ? &t->srv[t->cur].park : &t->home);
-    unpark(n, &t->srv[target].park);
+    park(n, t->cur >= 0 ? &t->tb.s[t->cur].park : &t->home);
+    unpark(n, &t->tb.s[target].park);
     t->cur = target;
 }
 
@@ -312,7 +607,13 @@ static int cluster_route(hilock_client *c, hl_node *n, const hl_cmd *cmds, int n
     }
     t->ask = -1;
     if (!asking) {
-        if ((!t->have_map || t->stale) && refresh(n, t, deadline_us) < 0 && !t->have_map) return -1;
+        /* A stale map is asked again at most once per REFRESH_EVERY_US; a refresh that fails
+         * leaves the map in hand to route by (and MOVED answers to correct it). */
+        if ((!t->have_map || (t->stale && hl_now_us() >= t->next_refresh)) && refresh(n, t, deadline_us) < 0) {
+            if (!t->have_map) return -1;
+            n->st = HILOCK_OK;
+            n->err[0] = '\0';
+        }
         if (first_key(cmds, ncmd, &key, &klen)) {
             unsigned slot = hl_key_slot(key, klen);
             if ((target = t->owner[slot]) < 0) {
@@ -347,8 +648,8 @@ static hilock_status cluster_resolve(hilock_client *c, hl_node *n, int64_t deadl
         snprintf(n->err, sizeof n->err, "cluster: no server chosen");
         return n->st;
     }
-    *host = t->srv[t->cur].host;
-    *port = t->srv[t->cur].port;
+    *host = t->tb.s[t->cur].host;
+    *port = t->tb.s[t->cur].port;
     return HILOCK_OK;
 }
 
@@ -364,7 +665,7 @@ static int redirect_target(struct hl_topo *t, const char *s, int *slot)
     addr = e + 1;
     if (!(colon = strrchr(addr, ':')) || (port = strtol(colon + 1, &e, 10)) <= 0 || port > 65535) return -1;
     *slot = (int)sl;
-    if (colon == addr) return t->cur >= 0 ? srv_at(t, t->srv[t->cur].host, strlen(t->srv[t->cur].host), (int)port) : -1;
+    if (colon == addr) return t->cur >= 0 ? srv_at(t, t->tb.s[t->cur].host, strlen(t->tb.s[t->cur].host), (int)port) : -1;
     return srv_at(t, addr, (size_t)(colon - addr), (int)port);
 }
 
@@ -383,7 +684,11 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
         int slot, to;
         if (!s || cmds[q].advisory) continue;
         if (!strncmp(s, "MOVED ", 6) || !strncmp(s, "ASK ", 4)) {
-            if ((to = redirect_target(t, s, &slot)) < 0) return 0;   /* the reply stands */
+            if ((to = redirect_target(t, s, &slot)) < 0) {   /* the reply stands; a MOVED past
+                                                                the table's room: a new map */
+                if (s[0] == 'M') t->stale = 1;
+                return 0;
+            }
             if (s[0] == 'A') {
                 t->ask = to;
                 t->ask_slot = slot;
@@ -416,7 +721,7 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
 static uint64_t cluster_epoch(const hl_node *n)
 {
     const struct hl_topo *t = n->topo_state;
-    return t && t->cur >= 0 ? t->srv[t->cur].epoch : 0;
+    return t && t->cur >= 0 ? t->tb.s[t->cur].epoch : 0;
 }
 
 const hl_topo_ops hl_topo_cluster = {

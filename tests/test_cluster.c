@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cluster.c -- locks on Redis Cluster (redis-cluster://): routing by hash slot, aux keys
- * in the key's slot whatever its braces, seeds, resharding through ASK and MOVED, shard
- * failovers (LOST unless proven), a frozen node, two processes counting, the hilock command.
+ * in the key's slot whatever its braces, seeds (a frozen only seed), resharding through ASK and
+ * MOVED, shard failovers (LOST unless proven), a frozen node, two processes counting, the
+ * hilock command. Size (70 masters, 1,000 nodes, churn): test_cluster_scale.c.
  *
  * One real cluster (3 masters + 3 replicas, cluster_fixture.h) serves the whole suite: started
  * by the runner before the first test and stopped after the last. Tests that break it (kill,
@@ -563,6 +564,59 @@ Test(cluster, a_frozen_master_is_etimedout_within_the_bound)
     hlt_cluster_thaw(f, m[1]);
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
+    hilock_client_free(c);
+    heal(f);
+}
+
+/* The URL's only seed (here a replica: freezing it fails nothing over) hangs after the key's
+ * master stalled a call and made the map stale. Every call then waited for that seed within
+ * its connect bound and timed out ("no seed gave the slot map", ETIMEDOUT after ~1 s) until it
+ * came back; now the masters of the map are asked with it, and the calls run on the key's
+ * master, each well within its bound. */
+Test(cluster, a_frozen_only_seed_does_not_stop_a_healthy_shard)
+{
+    hlt_cluster *f = fx(1);
+    hilock_client *c;
+    hilock *l, *l2;
+    char url[128], key[64], key2[64], *v;
+    int m[3], seed;
+    long long worst = 0, t0;
+    masters(f, m);
+    seed = hlt_cluster_replica_of(f, m[2]);
+    cr_assert_geq(seed, 0);
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", f->port[seed]);
+    c = client_io(url, 300);
+    key_on(f, m[1], "hungseed:", key, sizeof key);
+    key_on(f, m[1], "hungseed2:", key2, sizeof key2);
+    cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_cluster_freeze(f, m[1]);   /* the key's shard stalls once: the map is stale */
+    cr_assert_eq(hilock_extend(l, 30000), HILOCK_ETIMEDOUT, "%s", hilock_client_errmsg(c));
+    hlt_cluster_thaw(f, m[1]);
+    hlt_cluster_freeze(f, seed);
+    t0 = hlt_now_ms();
+    for (int i = 0; i < 5; i++) {
+        long long t = hlt_now_ms(), d;
+        cr_assert_eq(hilock_extend(l, 30000), HILOCK_OK, "call %d: %s", i, hilock_client_errmsg(c));
+        cr_assert_eq(hilock_check(l), HILOCK_OK, "call %d: %s", i, hilock_client_errmsg(c));
+        if ((d = hlt_now_ms() - t) > worst) worst = d;
+    }
+    cr_assert_eq(hilock_acquire(c, key2, 30000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    fprintf(stderr, "test_cluster: frozen seed: 5 extend+check and an acquire in %lld ms (worst pair %lld ms)\n",
+            hlt_now_ms() - t0, worst);
+    cr_assert_lt(worst, 2000, "a call took %lld ms", worst);
+    v = hlt_cluster_get(f, m[1], key2);
+    cr_assert(v && !strcmp(v, hilock_token(l2)), "the shard does not hold the new lock");
+    free(v);
+    v = hlt_cluster_get(f, m[1], key);
+    cr_assert(v && !strcmp(v, hilock_token(l)), "the shard does not hold the extended lock");
+    free(v);
+    cr_assert_eq(hilock_release(l2), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_cluster_exists(f, m[1], key), 0);
+    cr_assert_eq(hlt_cluster_exists(f, m[1], key2), 0);
+    hlt_cluster_thaw(f, seed);
+    hilock_free(l);
+    hilock_free(l2);
     hilock_client_free(c);
     heal(f);
 }
