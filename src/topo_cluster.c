@@ -51,7 +51,9 @@
  * fencing epoch is the shard master's config epoch (a failover, and the end of a slot import,
  * raise it above every other), kept per slot in that record, with this map's epoch of the
  * master as its lower bound (epoch below); and a lock found on another shard whose history is
- * not its granting master's was carried there by a resharding (topology.c, end_verify). */
+ * not its granting master's was carried there by a resharding if its value is there, and lost
+ * to a failover of its shard if the master that granted it (by node id) serves no slot in
+ * the map now (topology.c, end_verify, through node_id and serves below). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +79,7 @@ typedef struct parked {       /* what the engine keeps in the node, while anothe
 typedef struct srv {
     char     *host;
     int       port;
+    char      id[41];         /* node id in the last map ("": a redirect target it has not named) */
     uint64_t  epoch;          /* config epoch in the last map */
     parked    park;
 } srv;
@@ -328,6 +331,7 @@ static void rehome(struct hl_topo *t, parked *p, int64_t now)
 /* ---- the slot map ---- */
 
 typedef struct mline {   /* a master's line of CLUSTER NODES */
+    const char *id;         /* 40 bytes */
     const char *host;
     size_t      hlen;
     int         port;
@@ -370,6 +374,7 @@ static int map_line(const char *line, size_t len, const char *answered, mline *m
     if (colon == tok[1] || (m->port = atoi(colon)) <= 0 || m->port > 65535) return 0;   /* noaddr */
     m->host = colon - 1 == tok[1] ? answered : tok[1];
     m->hlen = colon - 1 == tok[1] ? strlen(answered) : (size_t)(colon - 1 - tok[1]);
+    m->id = tok[0];
     m->epoch = strtoull(tok[6], NULL, 10);
     m->slots = tok[8];
     m->end = end;
@@ -418,6 +423,7 @@ static void add_master(struct hl_topo *t, table *old, const mline *m)
     int idx = tbl_at(&t->tb, m->host, m->hlen, m->port, was >= 0 ? &old->s[was].park : NULL);
     if (idx < 0) return;   /* (more masters than slots: a reply no cluster sends) */
     t->tb.s[idx].epoch = m->epoch;
+    memcpy(t->tb.s[idx].id, m->id, 40);
     map_slots(t, m, idx);
 }
 
@@ -724,6 +730,29 @@ static uint64_t cluster_epoch(const hl_node *n)
     return t && t->cur >= 0 ? t->tb.s[t->cur].epoch : 0;
 }
 
+/* ---- failover vs resharding (topology.c's end_verify) ---- */
+
+/* The node id the slot map gives the server in use, 41 bytes with its NUL (a copy of them is
+ * all a lock's anchor costs per call); "" if none (a server met through a redirect only,
+ * before a map listed it). */
+static const char *cluster_node_id(const hl_node *n)
+{
+    static const char none[41];
+    const struct hl_topo *t = n->topo_state;
+    return t && t->cur >= 0 ? t->tb.s[t->cur].id : none;
+}
+
+/* Does the master with node id `id` serve a slot in the map in hand? (A call that met a
+ * MOVED has fetched the map again before its retry: route.) 1 yes, 0 no, -1 no map. */
+static int cluster_serves(const hl_node *n, const char *id)
+{
+    const struct hl_topo *t = n->topo_state;
+    if (!t || !t->have_map || !id[0]) return -1;
+    for (int s = 0; s < HL_SLOTS; s++)
+        if (t->owner[s] >= 0 && !strcmp(t->tb.s[t->owner[s]].id, id)) return 1;
+    return 0;
+}
+
 const hl_topo_ops hl_topo_cluster = {
     .name = "cluster",
     .resolve = cluster_resolve,
@@ -733,30 +762,9 @@ const hl_topo_ops hl_topo_cluster = {
     .failover_aware = 1,
     .moved = NULL,
     .epoch = cluster_epoch,
+    .node_id = cluster_node_id,
+    .serves = cluster_serves,
     .free = cluster_free,
     .route = cluster_route,
     .redirect = cluster_redirect,
 };
-
-/* ---- failover vs resharding ---- */
-
-/* The node id the slot map gives the server in use, 41 bytes with its NUL (a copy of them is
- * all a lock's anchor costs per call); "" if none (a server met through a redirect only,
- * before a map listed it). */
-const char *hl_cluster_node_id(const hl_node *n)
-{
-    static const char none[41];
-    const struct hl_topo *t = n->topo_state;
-    return t && t->cur >= 0 ? t->srv[t->cur].id : none;
-}
-
-/* Does the master with node id `id` serve a slot in the map in hand? (A call that met a
- * MOVED has fetched the map again before its retry: route.) 1 yes, 0 no, -1 no map. */
-int hl_cluster_serves(const hl_node *n, const char *id)
-{
-    const struct hl_topo *t = n->topo_state;
-    if (!t || !t->have_map || !id[0]) return -1;
-    for (int s = 0; s < HL_SLOTS; s++)
-        if (t->owner[s] >= 0 && !strcmp(t->srv[t->owner[s]].id, id)) return 1;
-    return 0;
-}

@@ -293,7 +293,14 @@ static uint64_t sentinel_epoch(const hl_node *n)
 }
 
 const hl_topo_ops hl_topo_sentinel = {
-    "sentinel", sentinel_resolve, "ROLE", sentinel_role, hl_topo_drop_on_readonly, 1, sentinel_moved,
-    sentinel_epoch, sentinel_free, NULL, NULL,
+    .name = "sentinel",
+    .resolve = sentinel_resolve,
+    .probe = "ROLE",
+    .on_handshake_reply = sentinel_role,
+    .on_error_reply = hl_topo_drop_on_readonly,
+    .failover_aware = 1,
+    .moved = sentinel_moved,
+    .epoch = sentinel_epoch,
+    .free = sentinel_free,
 };
 

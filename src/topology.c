@@ -162,7 +162,9 @@ int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r)
 }
 
 const hl_topo_ops hl_topo_direct = {
-    "direct", direct_resolve, NULL, NULL, hl_topo_drop_on_readonly, 0, NULL, NULL, NULL, NULL, NULL,
+    .name = "direct",
+    .resolve = direct_resolve,
+    .on_error_reply = hl_topo_drop_on_readonly,
 };
 
 /* Nodes in mask (connected) whose master moved, in their topology's judgement (Sentinel: the
@@ -431,7 +433,7 @@ static void set_where(struct hl_lockid *id, const hl_node *node)
     if (n >= sizeof id->where) n = sizeof id->where - 1;
     memcpy(id->where, node->name, n);
     id->where[n] = '\0';
-    if (node->topo == &hl_topo_cluster) memcpy(id->node, hl_cluster_node_id(node), sizeof id->node);
+    if (node->topo->node_id) memcpy(id->node, node->topo->node_id(node), sizeof id->node);
 }
 
 static int record(hilock_client *c, hilock *l, size_t i, const ident *id)
@@ -515,7 +517,7 @@ static void end_grant(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, con
  * replica syncs.) */
 static int shard_failed_over(const hl_node *n, const struct hl_lockid *mine)
 {
-    return n->topo == &hl_topo_cluster && hl_cluster_serves(n, mine->node) == 0;
+    return n->topo->serves && n->topo->serves(n, mine->node) == 0;
 }
 
 /* One node of extend, release or check: did our lock survive any change of master? found:

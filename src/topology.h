@@ -24,12 +24,6 @@ extern const hl_topo_ops hl_topo_direct, hl_topo_sentinel;   /* topology.c, topo
 /* A redis-cluster:// node: one "master" to the lock layer, routed per key to the shard that
  * owns its slot, following MOVED and ASK (topo_cluster.c). */
 extern const hl_topo_ops hl_topo_cluster;
-/* Failover vs resharding (topo_cluster.c, for topology.c's end_verify): the node id of the
- * master in use (41 bytes with the NUL; "" if the slot map has not named it), recorded with a
- * grant; and whether the
- * master with that id serves a slot in n's slot map: 1 yes, 0 no, -1 no map. */
-const char *hl_cluster_node_id(const hl_node *n);
-int hl_cluster_serves(const hl_node *n, const char *id);
 /* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
 int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r);
 
