@@ -73,6 +73,9 @@ struct hl_topo {
     int       ask, ask_slot;  /* ASK target for the next round trip of that slot, -1: none */
     int       moved_slot, moved_to;   /* the last MOVED, kept over a lagging seed's map */
     int       hops;           /* TRYAGAIN / CLUSTERDOWN pauses within one call */
+    /* operator tools (the block at the end of the file): the map's replicas */
+    struct hl_replica { char host[64]; int port; char id[41], master[41]; } rep[MAX_SRV];
+    int       nrep;
 };
 
 static void cluster_free(hl_node *n);
@@ -171,6 +174,9 @@ static int has_flag(const char *f, size_t n, const char *flag)
     return 0;
 }
 
+static void tools_replica(struct hl_topo *t, const char *const *tok, const size_t *tl, const char *colon,
+                          int port, const char *seed_host);   /* operator tools, at the end */
+
 /* One line of CLUSTER NODES: "<id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong>
  * <config-epoch> <link> <slot> <slot-slot> [<slot>->-<id>] ...". Masters' slots go into
  * owner[] (a slot in migration stays with its owner: "[...]" entries are skipped). An empty
@@ -192,7 +198,10 @@ static void map_line(struct hl_topo *t, const char *line, size_t len, const char
     if (!at) at = tok[1] + tl[1];
     for (colon = at; colon > tok[1] && colon[-1] != ':'; colon--) {}
     if (colon == tok[1] || (port = atoi(colon)) <= 0 || port > 65535) return;   /* noaddr */
-    if (!has_flag(tok[2], tl[2], "master")) return;
+    if (!has_flag(tok[2], tl[2], "master")) {
+        tools_replica(t, tok, tl, colon, port, seed_host);
+        return;
+    }
     if (colon - 1 == tok[1]) idx = srv_at(t, seed_host, strlen(seed_host), port);
     else idx = srv_at(t, tok[1], (size_t)(colon - 1 - tok[1]), port);
     if (idx < 0) return;
@@ -233,6 +242,7 @@ static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
             hl_reply_type(s->reply[0]) == HL_R_STRING) {
             hl_node tmp;
             memset(t->owner, 0xff, sizeof t->owner);
+            t->nrep = 0;   /* operator tools: the replicas of this map only */
             for (const char *l = text; l < text + len;) {
                 const char *nl = memchr(l, '\n', (size_t)(text + len - l));
                 map_line(t, l, (size_t)((nl ? nl : text + len) - l), s->url.host);
@@ -432,3 +442,66 @@ const hl_topo_ops hl_topo_cluster = {
     .route = cluster_route,
     .redirect = cluster_redirect,
 };
+
+/* ---- operator tools: every master ---- */
+
+/* A replica's line of the map (map_line's tokens; colon: after its host): kept with its
+ * master's id for hl_cluster_nodes. A line of another shape (no master id) is left out. */
+static void tools_replica(struct hl_topo *t, const char *const *tok, const size_t *tl, const char *colon,
+                          int port, const char *seed_host)
+{
+    struct hl_replica *r;
+    const char *host = colon - 1 == tok[1] ? seed_host : tok[1];
+    size_t hlen = colon - 1 == tok[1] ? strlen(seed_host) : (size_t)(colon - 1 - tok[1]);
+    if (t->nrep == MAX_SRV || tl[3] != 40 || hlen == 0 || hlen >= sizeof r->host) return;
+    r = &t->rep[t->nrep++];
+    memcpy(r->host, host, hlen);
+    r->host[hlen] = '\0';
+    r->port = port;
+    memcpy(r->id, tok[0], 40);
+    r->id[40] = '\0';
+    memcpy(r->master, tok[3], 40);
+    r->master[40] = '\0';
+}
+
+static void tools_replicas_of(const struct hl_topo *t, const srv *m, hl_cluster_node_fn fn, void *arg)
+{
+    for (int r = 0; r < t->nrep; r++)
+        if (m->id[0] && !strcmp(t->rep[r].master, m->id))
+            fn(t->rep[r].host, t->rep[r].port, t->rep[r].id, 0, 1, arg);
+}
+
+hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int64_t deadline_us,
+                               hl_cluster_node_fn fn, void *arg)
+{
+    struct hl_topo *t = topo_get(c, n);
+    size_t slots[MAX_SRV] = { 0 };
+    int order[MAX_SRV], norder = 0;
+    if (!t) {
+        snprintf(n->err, sizeof n->err, "%s: out of memory", n->name);
+        return n->st = HILOCK_ENOMEM;
+    }
+    if ((!t->have_map || t->stale) && refresh(n, t, deadline_us) < 0 && !t->have_map) return n->st;
+    if (slot >= 0) {
+        int m = t->owner[slot];
+        if (m < 0) {
+            snprintf(n->err, sizeof n->err, "cluster: no master serves slot %d in the slot map", slot);
+            return n->st = HILOCK_EIO;
+        }
+        for (int s = 0; s < HL_SLOTS; s++) slots[m] += t->owner[s] == m;
+        fn(t->srv[m].host, t->srv[m].port, t->srv[m].id, slots[m], 0, arg);
+        tools_replicas_of(t, &t->srv[m], fn, arg);
+        return HILOCK_OK;
+    }
+    for (int s = 0; s < HL_SLOTS; s++) {   /* the masters in the order of their first slot */
+        int m = t->owner[s];
+        if (m < 0) continue;
+        if (!slots[m]++) order[norder++] = m;
+    }
+    for (int k = 0; k < norder; k++) {
+        const srv *m = &t->srv[order[k]];
+        fn(m->host, m->port, m->id, slots[order[k]], 0, arg);
+        tools_replicas_of(t, m, fn, arg);
+    }
+    return HILOCK_OK;
+}
