@@ -1034,7 +1034,19 @@ typedef struct inspection {
     int64_t        now_us;
     const char    *replica;   /* the view being shown is this replica's (of master `of`) */
     char           of[96];
+    /* each master's view (type, start of the value), which its replicas' are compared with */
+    struct seen { int have; char type[32]; char value[HILOCK_VIEW_VALUE_MAX]; size_t len; } seen[32];
+    size_t         master;    /* the replica's master (seen[master]) */
 } inspection;
+
+/* A replica's view against its master's: 1 the same type and value, 0 not, -1 unknown (the
+ * master's view failed). TTLs are not compared: they pass while the views are read. */
+static int same_as_master(const inspection *in, const hilock_key_view *k)
+{
+    const struct seen *m = in->master < 32 ? &in->seen[in->master] : NULL;
+    if (!m || !m->have) return -1;
+    return !strcmp(m->type, k->type) && m->len == k->value_len && !memcmp(m->value, k->value ? k->value : "", m->len);
+}
 
 /* Who holds it and how, in words. */
 static const char *holder(const hilock_key_view *k, const verdict *v)
@@ -1142,6 +1154,8 @@ static void inspect_json(const inspection *in, size_t master, const hilock_lock_
     else fputs(",\"waiters_pttl_ms\":null", stdout);
     printf(",\"signals\":%lld", (long long)lv->signals);
     holder_json(stdout, lv);
+    if (in->replica)
+        printf(",\"same_as_master\":%s", same_as_master(in, &lv->key) < 0 ? "null" : same_as_master(in, &lv->key) ? "true" : "false");
     fputs("}\n", stdout);
 }
 
@@ -1160,6 +1174,9 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
     }
     k = &lv->key;
     classify(k, in->now_us, &v);
+    if (in->replica && same_as_master(in, k) >= 0)
+        printf("  replica  %s\n", same_as_master(in, k) ? "the same value as its master"
+               : "DIFFERS from its master (it lags, lost its link, or missed a write)");
     printf("  holder   %s\n", holder(k, &v));
     if (lv->holder_host) {
         printf("  held by  ");
@@ -1205,7 +1222,14 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
 
 static void on_master(size_t master, const hilock_lock_view *lv, const char *error, void *arg)
 {
-    const inspection *in = arg;
+    inspection *in = arg;
+    if (!in->replica && lv && master < 32 && strlen(lv->key.type) < sizeof in->seen[0].type) {
+        struct seen *m = &in->seen[master];
+        m->have = 1;
+        strcpy(m->type, lv->key.type);
+        m->len = lv->key.value_len;   /* (at most HILOCK_VIEW_VALUE_MAX) */
+        if (m->len) memcpy(m->value, lv->key.value, m->len);
+    }
     if (in->json) inspect_json(in, master, lv, error);
     else inspect_text(in, master, lv, error);
 }
@@ -1263,6 +1287,7 @@ static int inspect_replicas(inspection *in)
         for (size_t r = 0; r < s.n; r++) {
             snprintf(in->of, sizeof in->of, "%s", s.owner);
             in->replica = s.replicas[r];
+            in->master = m;
             if ((st = hilock_inspect_node(in->c, m, s.replicas[r], in->key, on_master, in)) != HILOCK_OK) {
                 print_error(hilock_client_errmsg(in->c));
                 rc = status_rc(st);
