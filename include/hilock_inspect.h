@@ -127,8 +127,8 @@ HILOCK_API hilock_status hilock_inspect(hilock_client *c, const char *key, hiloc
  * for the call and closed after it (one more round trip per call: the connection's
  * handshake), which sends READONLY first, so a replica answers from its own data set instead
  * of redirecting: its view may lag its master's, or differ from it -- what an operator wants
- * to see. Scripts run on a replica from Redis 6.0 (before, a replica answers MOVED: that is
- * then its view's error). */
+ * to see (tested with Redis 4.0 to 7.4 and Valkey 8.0; a server that would not run the script
+ * on a replica answers MOVED, which is then that view's error). */
 
 /* One node of a cluster's slot map. Pointers valid only during the callback. */
 typedef struct hilock_cluster_node {
