@@ -851,7 +851,7 @@ static void print_summary(inventory *inv, double secs, const char *incomplete)
     printf("hilock inventory: %ld %s on %zu master%s", inv->seen, plural(inv->seen, "key", "keys"), m,
            m == 1 ? "" : "s");
     for (size_t i = 0; i < m; i++) printf("%s%s", i ? ", " : " (", src_name(inv, i));
-    printf(") in %.1f s; %zu famil%s%s%s\n", secs, inv->nfam, inv->nfam == 1 ? "y" : "ies",
+    printf("%s in %.1f s; %zu famil%s%s%s\n", m ? ")" : "", secs, inv->nfam, inv->nfam == 1 ? "y" : "ies",
            incomplete ? "; INCOMPLETE: " : "", incomplete ? incomplete : "");
     printf("columns: ttl = has a TTL (PX), passed = the stamp has passed, dead = no TTL and passed more than 1 h ago\n");
     for (size_t i = 0; i < inv->nfam; i++) print_family(inv, inv->list[i]);
@@ -1035,7 +1035,7 @@ typedef struct inspection {
     const char    *replica;   /* the view being shown is this replica's (of master `of`) */
     char           of[96];
     /* each master's view (type, start of the value), which its replicas' are compared with */
-    struct seen { int have; char type[32]; char value[HILOCK_VIEW_VALUE_MAX]; size_t len; } seen[32];
+    struct seen { int have, failed; char type[32]; char value[HILOCK_VIEW_VALUE_MAX]; size_t len; } seen[32];
     size_t         master;    /* the replica's master (seen[master]) */
 } inspection;
 
@@ -1223,6 +1223,7 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
 static void on_master(size_t master, const hilock_lock_view *lv, const char *error, void *arg)
 {
     inspection *in = arg;
+    if (!in->replica && !lv && master < 32) in->seen[master].failed = 1;
     if (!in->replica && lv && master < 32 && strlen(lv->key.type) < sizeof in->seen[0].type) {
         struct seen *m = &in->seen[master];
         m->have = 1;
@@ -1280,8 +1281,8 @@ static int inspect_replicas(inspection *in)
         if (st == HILOCK_OK && s.oom) {
             fprintf(stderr, "hilock: inspect: out of memory\n");
             rc = EXIT_OSERR;
-        } else if (st != HILOCK_OK) {
-            print_error(hilock_client_errmsg(in->c));
+        } else if (st != HILOCK_OK) {   /* (no map: the master's view said so already) */
+            if (m >= 32 || !in->seen[m].failed) print_error(hilock_client_errmsg(in->c));
             rc = status_rc(st);
         }
         for (size_t r = 0; r < s.n; r++) {

@@ -421,3 +421,26 @@ Test(cluster_tools, the_calls_list_every_node_and_refuse_what_is_not_in_the_map)
     hilock_client_free(c);
     hlt_redis_stop(single);
 }
+
+Test(cluster_tools, a_cluster_whose_seeds_do_not_answer_is_named_and_fails_the_run)
+{
+    hlt_cluster *f = fx(0), dead = *f;
+    hlt_redis *gone = hlt_redis_start(NULL);
+    char want[200];
+    run_out *o;
+    cr_assert_not_null(gone);
+    hlt_redis_kill(gone);
+    snprintf(dead.url, sizeof dead.url, "redis-cluster://127.0.0.1:%d", gone->port);
+    {
+        const char *a[] = { "inventory", "x:*", NULL };
+        o = run(&dead, a);
+    }
+    snprintf(want, sizeof want, "hilock: cluster: no seed gave the slot map (seed 127.0.0.1:%d: connect: "
+             "Connection refused)\n", gone->port);
+    cr_assert_eq(o->status, 69, "status %d: %s", o->status, o->err);
+    cr_assert_str_eq(o->err, want);
+    cr_assert(!strncmp(o->out, "hilock inventory: 0 keys on 0 masters in ", 41), "%s", o->out);
+    cr_assert(strstr(o->out, "INCOMPLETE: a master failed"), "%s", o->out);
+    free(o);
+    hlt_redis_stop(gone);
+}
