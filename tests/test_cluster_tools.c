@@ -22,6 +22,7 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_inspect.h"
+#include "tls_fixture.h"
 
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {
@@ -443,4 +444,45 @@ Test(cluster_tools, a_cluster_whose_seeds_do_not_answer_is_named_and_fails_the_r
     cr_assert(strstr(o->out, "INCOMPLETE: a master failed"), "%s", o->out);
     free(o);
     hlt_redis_stop(gone);
+}
+
+/* rediss-cluster://: each node is reached over TLS as the cluster's are (its own cluster, owned
+ * by the test: TLS 6.0+). */
+Test(cluster_tools, inventory_and_inspect_reach_every_node_of_a_tls_cluster)
+{
+    hlt_pki *pki;
+    hlt_cluster *f;
+    hlt_cluster_tls tls;
+    char keys[6][64], want[200];
+    int m[3], owner[6];
+    run_out *o;
+    HLT_NEEDS(60000, "no TLS before Redis 6.0");
+    cr_assert_not_null(pki = hlt_pki_make());
+    tls.crt = pki->server.crt;
+    tls.key = pki->server.key;
+    tls.ca = pki->ca;
+    cr_assert_not_null(f = hlt_cluster_start_tls(&tls), "the TLS cluster did not start");
+    masters(f, m);
+    seed_masters(f, m, "tls:", keys, owner);
+    {
+        const char *a[] = { "--cacert", pki->ca, "inventory", "tls:*", NULL };
+        o = run(f, a);
+    }
+    cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
+    for (int i = 0; i < 3; i++) {
+        snprintf(want, sizeof want, "\nfamily \"tls:*\" on cluster 127.0.0.1:%d: %d key%s\n", f->port[m[i]], i + 1,
+                 i ? "s" : "");
+        cr_assert(strstr(o->out, want), "%s not in:\n%s", want + 1, o->out);
+    }
+    free(o);
+    {
+        const char *a[] = { "--cacert", pki->ca, "inspect", keys[0], NULL };
+        o = run(f, a);
+    }
+    cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
+    snprintf(want, sizeof want, " of cluster 127.0.0.1:%d\n  replica  the same value as its master\n", f->port[m[0]]);
+    cr_assert(strstr(o->out, want), "%s not in:\n%s", want, o->out);
+    free(o);
+    hlt_cluster_stop(f);
+    hlt_pki_free(pki);
 }
