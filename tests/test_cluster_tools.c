@@ -179,8 +179,28 @@ static void cmd_ok(int i, const char *what, redisReply *r)
     freeReplyObject(r);
 }
 
+/* Wait (up to 10 s) until replica r holds key with value (READONLY on its own connection:
+ * WAIT on a fresh connection waits for nothing, its client wrote nothing). */
+static void replica_has(hlt_cluster *f, int r, const char *key, const char *value)
+{
+    char sock[300];
+    redisContext *x;
+    int ok = 0;
+    snprintf(sock, sizeof sock, "%s/n%d/sock", f->dir, r);
+    cr_assert(x = redisConnectUnix(sock), "node %d", r);
+    freeReplyObject(redisCommand(x, "READONLY"));
+    for (int k = 0; k < 1000 && !ok; k++) {
+        redisReply *g = redisCommand(x, "GET %s", key);
+        ok = g && g->type == REDIS_REPLY_STRING && !strcmp(g->str, value);
+        if (g) freeReplyObject(g);
+        if (!ok) hlt_sleep_ms(10);
+    }
+    redisFree(x);
+    cr_assert(ok, "replica %d does not have %s = %s", r, key, value);
+}
+
 /* Keys prefix<N> on each master: 1 + its rank keys on master m[rank] (1, 2, 3: tells them
- * apart by count), each SET to "v-<key>" and on its replica before this returns. */
+ * apart by count), each SET to "v-<key>" and on its master's replica before this returns. */
 static void seed_masters(hlt_cluster *f, const int m[3], const char *prefix, char keys[6][64], int owner[6])
 {
     int k = 0;
@@ -192,7 +212,11 @@ static void seed_masters(hlt_cluster *f, const int m[3], const char *prefix, cha
             owner[k] = m[i];
             cmd_ok(m[i], "SET", hlt_cluster_cmd(f, m[i], "SET %s v-%s", keys[k], keys[k]));
         }
-    for (int i = 0; i < 3; i++) cmd_ok(m[i], "WAIT", hlt_cluster_cmd(f, m[i], "WAIT 1 5000"));
+    for (k = 0; k < 6; k++) {
+        char v[80];
+        snprintf(v, sizeof v, "v-%s", keys[k]);
+        replica_has(f, hlt_cluster_replica_of(f, owner[k]), keys[k], v);
+    }
 }
 
 static void heal(hlt_cluster *f)
@@ -269,7 +293,7 @@ Test(cluster_tools, inspect_shows_the_owner_and_each_replicas_own_view)
     cr_assert_eq(hilock_client_open(f->url, &c), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c, key, 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     snprintf(token, sizeof token, "%s", hilock_token(l));
-    cmd_ok(m[1], "WAIT", hlt_cluster_cmd(f, m[1], "WAIT 1 5000"));
+    replica_has(f, r, key, token);
     {   /* in step: the same token on both */
         const char *a[] = { "inspect", "--json", key, NULL };
         o = run(f, a);
