@@ -358,7 +358,7 @@ typedef struct kind_count {
 
 typedef struct family {
     char      *name;
-    size_t     master;
+    size_t     master;             /* its source (inventory.src) */
     kind_count k[NKINDS];
     long       units[3];           /* stamps per unit */
     long       formats[NPRESETS];  /* stamps per format (by the preset that names it) */
@@ -369,6 +369,14 @@ typedef struct family {
     int        nheld;
     struct family *next;           /* hash chain */
 } family;
+
+/* What one scan covers: master i of the client, or one master of its cluster (each master of
+ * a redis-cluster:// URL is scanned by itself: the client routes a scan to one of them). */
+typedef struct source {
+    size_t master;
+    char  *node;                   /* a cluster's master: its address; NULL: master i itself */
+    char  *name;                   /* a cluster's master: "cluster ADDR"; NULL: the client's name */
+} source;
 
 typedef struct inventory {
     int          json, progress, tty, by_prefix;
@@ -383,6 +391,8 @@ typedef struct inventory {
     size_t       nfam, capfam;
     family       other;            /* beyond MAX_FAMILIES */
     int          pattern;          /* the pattern being scanned */
+    source      *src;              /* what is scanned, in order */
+    size_t       nsrc, cur;        /* cur: the source being scanned */
     /* keys already counted, per master (SCAN may return a key twice; patterns may overlap) */
     char       **seen_set;
     size_t       seen_cap, seen_n;
@@ -516,20 +526,27 @@ static void count_key(family *f, const hilock_key_view *k, const verdict *v, int
     }
 }
 
+/* The name of source i, as the summary and each key's line show it. */
+static const char *src_name(const inventory *inv, size_t i)
+{
+    return inv->src[i].name ? inv->src[i].name : hilock_client_master_name(inv->c, inv->src[i].master);
+}
+
 static void on_key(size_t master, const hilock_key_view *k, void *arg)
 {
     inventory *inv = arg;
+    size_t src = inv->cur;   /* (master: the client's; a cluster has many sources) */
     verdict v;
+    (void)master;
     inv->scanned++;
     if (k->pttl_ms == -2 || !strcmp(k->type, "none")) return;   /* gone since SCAN saw it */
-    if (!first_sight(inv, master, k->key, k->key_len)) return;
+    if (!first_sight(inv, src, k->key, k->key_len)) return;
     inv->seen++;
     classify(k, inv->now_us, &v);
-    count_key(family_of(inv, master, k->key, k->key_len), k, &v, inv->now_us);
+    count_key(family_of(inv, src, k->key, k->key_len), k, &v, inv->now_us);
     if (inv->json) {
         fputs("{\"master\":", stdout);
-        json_str(stdout, hilock_client_master_name(inv->c, master),
-                 strlen(hilock_client_master_name(inv->c, master)));
+        json_str(stdout, src_name(inv, src), strlen(src_name(inv, src)));
         json_key(stdout, k, &v, inv->now_us);
         fputs("}\n", stdout);
     }
@@ -594,7 +611,7 @@ static void note(sink *s, const char *code, const char *fmt, ...) __attribute__(
 static void note(sink *s, const char *code, const char *fmt, ...)
 {
     va_list ap;
-    const char *master = hilock_client_master_name(s->inv->c, s->f->master);
+    const char *master = src_name(s->inv, s->f->master);
     if (s->mode == OUT_ADVICE) return;
     va_start(ap, fmt);
     if (s->mode == OUT_TEXT) {
@@ -706,14 +723,14 @@ static const char *count_name(int k)
 
 /* The holders of the first modern locks seen (at most NSAMPLES a family: one look each, after
  * the scan), from their holder records: "  held by  "KEY": host ..." (hilock_lock_view). */
-typedef struct held_look { const family *f; const char *key; } held_look;
+typedef struct held_look { const inventory *inv; const family *f; const char *key; } held_look;
 
 static void holder_text(FILE *f, const hilock_lock_view *lv, int64_t now_us);
 
 static void on_held(size_t master, const hilock_lock_view *lv, const char *error, void *arg)
 {
     const held_look *h = arg;
-    if (master != h->f->master) return;   /* (the family's master; a Redlock asks them all) */
+    if (master != h->inv->src[h->f->master].master) return;   /* (the family's; a Redlock asks them all) */
     printf("  held by  ");
     show(stdout, h->key, strlen(h->key));
     fputs(": ", stdout);
@@ -726,7 +743,7 @@ static void on_held(size_t master, const hilock_lock_view *lv, const char *error
 static void holder_lines(const inventory *inv, const family *f)
 {
     for (int i = 0; i < f->nheld && !stop_sig; i++) {
-        held_look h = { f, f->held[i] };
+        held_look h = { inv, f, f->held[i] };
         hilock_inspect(inv->c, f->held[i], on_held, &h);
     }
 }
@@ -738,7 +755,7 @@ static void print_family(const inventory *inv, const family *f)
     for (int k = 0; k < NKINDS; k++) total += f->k[k].keys;
     printf("\nfamily ");
     show(stdout, f->name, strlen(f->name));
-    if (hilock_client_masters(inv->c) > 1) printf(" on %s", hilock_client_master_name(inv->c, f->master));
+    if (inv->nsrc > 1) printf(" on %s", src_name(inv, f->master));
     printf(": %ld %s\n", total, plural(total, "key", "keys"));
     printf("  %-16s %8s %8s %8s %8s %8s  %s\n", "kind", "keys", "ttl", "no-ttl", "passed", "dead", "format");
     for (int k = 0; k < NKINDS; k++) {
@@ -776,13 +793,13 @@ static int by_name(const void *a, const void *b)
  * docs/command.md): counts, masters, families with their kinds and advice, warnings. */
 static void print_summary_json(const inventory *inv, double secs, const char *incomplete)
 {
-    size_t m = hilock_client_masters(inv->c);
+    size_t m = inv->nsrc;
     sink s = { OUT_WARNINGS, inv, NULL, 0 };
     printf("{\"summary\":{\"keys\":%ld,\"scanned\":%ld,\"seconds\":%.1f,\"masters\":[", inv->seen,
            inv->scanned, secs);
     for (size_t i = 0; i < m; i++) {
         fputs(i ? "," : "", stdout);
-        json_str(stdout, hilock_client_master_name(inv->c, i), strlen(hilock_client_master_name(inv->c, i)));
+        json_str(stdout, src_name(inv, i), strlen(src_name(inv, i)));
     }
     fputs("],\"incomplete\":", stdout);
     if (incomplete) json_str(stdout, incomplete, strlen(incomplete));
@@ -797,7 +814,7 @@ static void print_summary_json(const inventory *inv, double secs, const char *in
         fputs(i ? ",{\"family\":" : "{\"family\":", stdout);
         json_str(stdout, f->name, strlen(f->name));
         fputs(",\"master\":", stdout);
-        json_str(stdout, hilock_client_master_name(inv->c, f->master), strlen(hilock_client_master_name(inv->c, f->master)));
+        json_str(stdout, src_name(inv, f->master), strlen(src_name(inv, f->master)));
         printf(",\"keys\":%ld,\"kinds\":{", total);
         for (int k = 0; k < NKINDS; k++) {
             const kind_count *c = &f->k[k];
@@ -825,7 +842,7 @@ static void print_summary_json(const inventory *inv, double secs, const char *in
 
 static void print_summary(inventory *inv, double secs, const char *incomplete)
 {
-    size_t m = hilock_client_masters(inv->c);
+    size_t m = inv->nsrc;
     if (inv->nfam) qsort(inv->list, inv->nfam, sizeof *inv->list, by_name);
     if (inv->json) {
         print_summary_json(inv, secs, incomplete);
@@ -833,8 +850,8 @@ static void print_summary(inventory *inv, double secs, const char *incomplete)
     }
     printf("hilock inventory: %ld %s on %zu master%s", inv->seen, plural(inv->seen, "key", "keys"), m,
            m == 1 ? "" : "s");
-    for (size_t i = 0; i < m; i++) printf("%s%s", i ? ", " : " (", hilock_client_master_name(inv->c, i));
-    printf(") in %.1f s; %zu famil%s%s%s\n", secs, inv->nfam, inv->nfam == 1 ? "y" : "ies",
+    for (size_t i = 0; i < m; i++) printf("%s%s", i ? ", " : " (", src_name(inv, i));
+    printf("%s in %.1f s; %zu famil%s%s%s\n", m ? ")" : "", secs, inv->nfam, inv->nfam == 1 ? "y" : "ies",
            incomplete ? "; INCOMPLETE: " : "", incomplete ? incomplete : "");
     printf("columns: ttl = has a TTL (PX), passed = the stamp has passed, dead = no TTL and passed more than 1 h ago\n");
     for (size_t i = 0; i < inv->nfam; i++) print_family(inv, inv->list[i]);
@@ -855,6 +872,11 @@ static void free_inventory(inventory *inv)
     free(inv->list);
     for (size_t i = 0; i < inv->seen_cap; i++) free(inv->seen_set[i]);
     free(inv->seen_set);
+    for (size_t i = 0; i < inv->nsrc; i++) {
+        free(inv->src[i].node);
+        free(inv->src[i].name);
+    }
+    free(inv->src);
 }
 
 static double mono_s(void)
@@ -879,24 +901,69 @@ static void progress(const inventory *inv, double t0, double *last, int final)
             now > t0 ? (double)inv->scanned / (now - t0) : 0.0, inv->tty ? "" : "\n");
 }
 
-/* Scan every pattern on every master, a page at a time; stop between pages on Ctrl-C. */
+static void add_source(inventory *inv, size_t master, const char *node)
+{
+    source *v = realloc(inv->src, (inv->nsrc + 1) * sizeof *v), *s;
+    if (!v) {
+        inv->oom = 1;
+        return;
+    }
+    inv->src = v;
+    s = &v[inv->nsrc];
+    s->master = master;
+    s->node = s->name = NULL;
+    if (node && (!(s->node = strdup(node)) || asprintf(&s->name, "cluster %s", node) < 0)) {
+        free(s->node);
+        inv->oom = 1;
+        return;
+    }
+    inv->nsrc++;
+}
+
+static void on_cluster_node(size_t master, const hilock_cluster_node *n, void *arg)
+{
+    if (!n->replica) add_source(arg, master, n->addr);
+}
+
+/* What to scan: each master of the client, and for a cluster each master of its slot map. A
+ * cluster whose map no seed gives is named on stderr and left out (the run fails). */
+static int inventory_sources(inventory *inv, const char **failed)
+{
+    int rc = EXIT_OK;
+    for (size_t m = 0; m < hilock_client_masters(inv->c); m++) {
+        hilock_status st = hilock_cluster_nodes(inv->c, m, NULL, on_cluster_node, inv);
+        if (st == HILOCK_EINVAL) {   /* not a cluster (the only EINVAL of these arguments) */
+            add_source(inv, m, NULL);
+        } else if (st != HILOCK_OK) {
+            print_error(hilock_client_errmsg(inv->c));
+            *failed = hilock_client_master_name(inv->c, m);
+            rc = EXIT_SERVER;
+        }
+    }
+    return rc;
+}
+
+/* Scan every pattern on every source, a page at a time; stop between pages on Ctrl-C. */
 static int inventory_scan(inventory *inv, const char **failed)
 {
     double t0 = mono_s(), last = t0;
-    int rc = EXIT_OK;
-    for (size_t m = 0; m < hilock_client_masters(inv->c) && !stop_sig; m++)
+    int rc = inventory_sources(inv, failed);
+    for (inv->cur = 0; inv->cur < inv->nsrc && !stop_sig; inv->cur++)
         for (inv->pattern = 0; inv->pattern < inv->npatterns && !stop_sig; inv->pattern++) {
+            const source *s = &inv->src[inv->cur];
+            const char *pat = inv->patterns[inv->pattern];
             uint64_t cur = 0;
             hilock_status st;
             do {
-                st = hilock_scan(inv->c, m, inv->patterns[inv->pattern], inv->count, &cur, on_key, inv);
+                st = s->node ? hilock_scan_node(inv->c, s->master, s->node, pat, inv->count, &cur, on_key, inv)
+                             : hilock_scan(inv->c, s->master, pat, inv->count, &cur, on_key, inv);
                 progress(inv, t0, &last, 0);
             } while (st == HILOCK_OK && cur && !stop_sig);
             if (st != HILOCK_OK) {
                 print_error(hilock_client_errmsg(inv->c));
-                *failed = hilock_client_master_name(inv->c, m);
+                *failed = src_name(inv, inv->cur);
                 rc = st == HILOCK_EINVAL ? EXIT_USAGE : EXIT_SERVER;
-                break;   /* the next master */
+                break;   /* the next source */
             }
         }
     progress(inv, t0, &last, 1);
@@ -965,7 +1032,21 @@ typedef struct inspection {
     const char    *key;
     int            json;
     int64_t        now_us;
+    const char    *replica;   /* the view being shown is this replica's (of master `of`) */
+    char           of[96];
+    /* each master's view (type, start of the value), which its replicas' are compared with */
+    struct seen { int have, failed; char type[32]; char value[HILOCK_VIEW_VALUE_MAX]; size_t len; } seen[32];
+    size_t         master;    /* the replica's master (seen[master]) */
 } inspection;
+
+/* A replica's view against its master's: 1 the same type and value, 0 not, -1 unknown (the
+ * master's view failed). TTLs are not compared: they pass while the views are read. */
+static int same_as_master(const inspection *in, const hilock_key_view *k)
+{
+    const struct seen *m = in->master < 32 ? &in->seen[in->master] : NULL;
+    if (!m || !m->have) return -1;
+    return !strcmp(m->type, k->type) && m->len == k->value_len && !memcmp(m->value, k->value ? k->value : "", m->len);
+}
 
 /* Who holds it and how, in words. */
 static const char *holder(const hilock_key_view *k, const verdict *v)
@@ -1045,8 +1126,15 @@ static void inspect_json(const inspection *in, size_t master, const hilock_lock_
 {
     const char *name = hilock_client_master_name(in->c, master);
     verdict v;
-    fputs("{\"master\":", stdout);
-    json_str(stdout, name, strlen(name));
+    if (in->replica) {   /* {"replica":"ADDR","of":"cluster ADDR",...} */
+        fputs("{\"replica\":", stdout);
+        json_str(stdout, in->replica, strlen(in->replica));
+        fputs(",\"of\":", stdout);
+        json_str(stdout, in->of, strlen(in->of));
+    } else {
+        fputs("{\"master\":", stdout);
+        json_str(stdout, name, strlen(name));
+    }
     if (!lv) {
         fputs(",\"key\":", stdout);
         json_str(stdout, in->key, strlen(in->key));
@@ -1066,6 +1154,8 @@ static void inspect_json(const inspection *in, size_t master, const hilock_lock_
     else fputs(",\"waiters_pttl_ms\":null", stdout);
     printf(",\"signals\":%lld", (long long)lv->signals);
     holder_json(stdout, lv);
+    if (in->replica)
+        printf(",\"same_as_master\":%s", same_as_master(in, &lv->key) < 0 ? "null" : same_as_master(in, &lv->key) ? "true" : "false");
     fputs("}\n", stdout);
 }
 
@@ -1074,15 +1164,19 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
     const hilock_key_view *k;
     char a[32], b[32];
     verdict v;
-    fputs(master ? "\n" : "", stdout);
+    fputs(master || in->replica ? "\n" : "", stdout);
     show(stdout, in->key, strlen(in->key));
-    printf(" on %s\n", hilock_client_master_name(in->c, master));
+    if (in->replica) printf(" on replica %s of %s\n", in->replica, in->of);
+    else printf(" on %s\n", hilock_client_master_name(in->c, master));
     if (!lv) {
         printf("  error    %s\n", error);
         return;
     }
     k = &lv->key;
     classify(k, in->now_us, &v);
+    if (in->replica && same_as_master(in, k) >= 0)
+        printf("  replica  %s\n", same_as_master(in, k) ? "the same value as its master"
+               : "DIFFERS from its master (it lags, lost its link, or missed a write)");
     printf("  holder   %s\n", holder(k, &v));
     if (lv->holder_host) {
         printf("  held by  ");
@@ -1128,17 +1222,93 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
 
 static void on_master(size_t master, const hilock_lock_view *lv, const char *error, void *arg)
 {
-    const inspection *in = arg;
+    inspection *in = arg;
+    if (!in->replica && !lv && master < 32) in->seen[master].failed = 1;
+    if (!in->replica && lv && master < 32 && strlen(lv->key.type) < sizeof in->seen[0].type) {
+        struct seen *m = &in->seen[master];
+        m->have = 1;
+        strcpy(m->type, lv->key.type);
+        m->len = lv->key.value_len;   /* (at most HILOCK_VIEW_VALUE_MAX) */
+        if (m->len) memcpy(m->value, lv->key.value, m->len);
+    }
     if (in->json) inspect_json(in, master, lv, error);
     else inspect_text(in, master, lv, error);
+}
+
+/* A cluster's nodes for the key: its owner, then the owner's replicas. */
+typedef struct shard {
+    char   owner[96];
+    char **replicas;
+    size_t n;
+    int    oom;
+} shard;
+
+static void on_shard_node(size_t master, const hilock_cluster_node *n, void *arg)
+{
+    shard *s = arg;
+    char **v;
+    (void)master;
+    if (!n->replica) {
+        snprintf(s->owner, sizeof s->owner, "cluster %s", n->addr);
+        return;
+    }
+    if (!(v = realloc(s->replicas, (s->n + 1) * sizeof *v)) || !(v[s->n] = strdup(n->addr))) {
+        if (v) s->replicas = v;
+        s->oom = 1;
+        return;
+    }
+    s->replicas = v;
+    s->n++;
+}
+
+static int status_rc(hilock_status st)
+{
+    return st == HILOCK_OK ? EXIT_OK : st == HILOCK_EINVAL ? EXIT_USAGE : st == HILOCK_ENOMEM ? EXIT_OSERR : EXIT_SERVER;
+}
+
+/* After the masters' views: each replica's view of the key, for every cluster master (a
+ * replica lags, or lost the key: an operator needs to see it). Each one is a view (or an
+ * error) of its own; an error fails the run, the others are still shown. */
+static int inspect_replicas(inspection *in)
+{
+    int rc = EXIT_OK;
+    for (size_t m = 0; m < hilock_client_masters(in->c); m++) {
+        shard s;
+        hilock_status st;
+        memset(&s, 0, sizeof s);
+        st = hilock_cluster_nodes(in->c, m, in->key, on_shard_node, &s);
+        if (st == HILOCK_EINVAL) continue;   /* not a cluster */
+        if (st == HILOCK_OK && s.oom) {
+            fprintf(stderr, "hilock: inspect: out of memory\n");
+            rc = EXIT_OSERR;
+        } else if (st != HILOCK_OK) {   /* (no map: the master's view said so already) */
+            if (m >= 32 || !in->seen[m].failed) print_error(hilock_client_errmsg(in->c));
+            rc = status_rc(st);
+        }
+        for (size_t r = 0; r < s.n; r++) {
+            snprintf(in->of, sizeof in->of, "%s", s.owner);
+            in->replica = s.replicas[r];
+            in->master = m;
+            if ((st = hilock_inspect_node(in->c, m, s.replicas[r], in->key, on_master, in)) != HILOCK_OK) {
+                print_error(hilock_client_errmsg(in->c));
+                rc = status_rc(st);
+            }
+            in->replica = NULL;
+            free(s.replicas[r]);
+        }
+        free(s.replicas);
+    }
+    return rc;
 }
 
 static int inspect_main(hilock_client *c, int argc, char **argv)
 {
     static const struct option opts[] = { { "json", no_argument, NULL, 'j' }, { NULL, 0, NULL, 0 } };
-    inspection in = { c, NULL, 0, 0 };
+    inspection in;
     hilock_status st;
-    int o;
+    int o, rc;
+    memset(&in, 0, sizeof in);
+    in.c = c;
     optind = 0;   /* glibc: 0 restarts getopt, after hilock.c's own parse */
     opterr = 0;
     while ((o = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
@@ -1150,9 +1320,10 @@ static int inspect_main(hilock_client *c, int argc, char **argv)
     in.key = argv[optind];
     in.now_us = wall_us();
     st = hilock_inspect(c, in.key, on_master, &in);
-    if (st == HILOCK_OK) return EXIT_OK;
-    print_error(hilock_client_errmsg(c));
-    return st == HILOCK_EINVAL ? EXIT_USAGE : st == HILOCK_ENOMEM ? EXIT_OSERR : EXIT_SERVER;
+    if (st != HILOCK_OK) print_error(hilock_client_errmsg(c));
+    if (st == HILOCK_EINVAL) return EXIT_USAGE;   /* (a bad key: nothing was asked) */
+    rc = inspect_replicas(&in);
+    return st != HILOCK_OK ? status_rc(st) : rc;
 }
 
 /* ---- entry ---- */

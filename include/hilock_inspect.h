@@ -118,6 +118,55 @@ typedef void (*hilock_inspect_fn)(size_t master, const hilock_lock_view *v, cons
  * fn has still been called for every master. */
 HILOCK_API hilock_status hilock_inspect(hilock_client *c, const char *key, hilock_inspect_fn fn, void *arg);
 
+/* ---- Redis Cluster: every shard, and each replica's view ----
+ * A redis-cluster:// URL is one master of the client (hilock_client_masters counts it once),
+ * routed per key: hilock_scan sees one shard of it, hilock_inspect the shard owning the key's
+ * slot. These calls reach each node of its slot map by itself: hilock_cluster_nodes lists
+ * them, hilock_scan_node and hilock_inspect_node read one. The nodes are reached as the
+ * cluster's are (the URL's user and password, TLS settings, timeouts), on a connection made
+ * for the call and closed after it (one more round trip per call: the connection's
+ * handshake), which sends READONLY first, so a replica answers from its own data set instead
+ * of redirecting: its view may lag its master's, or differ from it -- what an operator wants
+ * to see (tested with Redis 4.0 to 7.4 and Valkey 8.0; a server that would not run the script
+ * on a replica answers MOVED, which is then that view's error). */
+
+/* One node of a cluster's slot map. Pointers valid only during the callback. */
+typedef struct hilock_cluster_node {
+    const char *addr;     /* "127.0.0.1:7001", "[::1]:7001": the map's address; what
+                             hilock_scan_node and hilock_inspect_node take                   */
+    const char *id;       /* its node id (40 hex digits; "" if the map gave none)            */
+    size_t      slots;    /* a master: how many hash slots it serves; a replica: 0           */
+    int         replica;  /* 1: a replica of the master reported last before it; 0: a master */
+} hilock_cluster_node;
+
+typedef void (*hilock_cluster_fn)(size_t master, const hilock_cluster_node *n, void *arg);
+
+/* The nodes of master i's cluster by its slot map (asked of the seeds first when the client has
+ * none, or a stale one): with key NULL, every master that serves slots, in the order of its
+ * first slot, each followed by its replicas; with a key, the master owning the key's slot
+ * followed by its replicas. fn is called after the map was read (it may call the client).
+ * A master the cluster marks failed is still listed while the map names it: reading it then
+ * fails, which is how an operator learns it is down.
+ * Returns OK; EINVAL (NULL c/fn, master out of range, a key empty or too long, or master i
+ * is not a redis-cluster:// URL -- "not a cluster" in hilock_client_errmsg); EIO, ETIMEDOUT,
+ * EAUTH, EREPLY (no seed gave the map: the seeds and why in hilock_client_errmsg), ENOMEM.
+ * Bounded by connect_timeout_ms + io_timeout_ms. */
+HILOCK_API hilock_status hilock_cluster_nodes(hilock_client *c, size_t master, const char *key,
+                                              hilock_cluster_fn fn, void *arg);
+
+/* hilock_scan on one node of master i's cluster (addr: as hilock_cluster_nodes gave it): that
+ * node's own keys; fn receives `master`. Arguments, cursor and statuses as hilock_scan's, and
+ * EINVAL for an addr that is not in the slot map (or master i not a cluster). A cursor is the
+ * node's own: go on with the same addr. */
+HILOCK_API hilock_status hilock_scan_node(hilock_client *c, size_t master, const char *addr, const char *pattern,
+                                          size_t count, uint64_t *cursor, hilock_scan_fn fn, void *arg);
+
+/* hilock_inspect on one node of master i's cluster: that node's view of key and its aux keys
+ * (a replica's included). fn is called once, with `master`: v, or v = NULL and the error.
+ * Statuses as hilock_inspect's, and EINVAL as hilock_scan_node's. */
+HILOCK_API hilock_status hilock_inspect_node(hilock_client *c, size_t master, const char *addr, const char *key,
+                                             hilock_inspect_fn fn, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -84,6 +84,12 @@ typedef struct srv {
     parked    park;
 } srv;
 
+struct replica {
+    char     *host;
+    int       port;
+    char      id[41], of[41];   /* its node id, its master's */
+};
+
 typedef struct table {        /* the servers of one map, and the redirect targets since */
     srv      *s;
     int       n, cap;         /* cap: the map's masters + EXTRA_SRV */
@@ -105,6 +111,9 @@ struct hl_topo {
     int       ask, ask_slot;  /* ASK target for the next round trip of that slot, -1: none */
     int       moved_slot, moved_to;   /* the last MOVED, kept over a lagging seed's map */
     int       hops;           /* TRYAGAIN / CLUSTERDOWN pauses within one call */
+    struct replica *rep;      /* the map's replicas, kept only once the operator tools ask
+                                 (keep_replicas; hl_cluster_nodes): a lock client pays nothing */
+    int       nrep, keep_replicas;
 };
 
 static void cluster_free(hl_node *n);
@@ -273,6 +282,14 @@ static void tbl_free(hl_node *n, table *tb, int keep)
     memset(tb, 0, sizeof *tb);
 }
 
+static void free_replicas(struct hl_topo *t)
+{
+    for (int r = 0; r < t->nrep; r++) free(t->rep[r].host);
+    free(t->rep);
+    t->rep = NULL;
+    t->nrep = 0;
+}
+
 static void cluster_free(hl_node *n)
 {
     struct hl_topo *t = n->topo_state;
@@ -280,6 +297,7 @@ static void cluster_free(hl_node *n)
     if (t->cur >= 0) drop_parked(n, &t->home);
     tbl_free(n, &t->tb, t->cur);
     free_undos(&t->orphans);
+    free_replicas(t);
     hl_topo_private_free(&t->sc);
     free(t);
     n->topo_state = NULL;
@@ -330,8 +348,9 @@ static void rehome(struct hl_topo *t, parked *p, int64_t now)
 
 /* ---- the slot map ---- */
 
-typedef struct mline {   /* a master's line of CLUSTER NODES */
-    const char *id;         /* 40 bytes */
+typedef struct mline {   /* a line of CLUSTER NODES with an address */
+    int         master;     /* 1: a master with a slot; 0: a replica (of `of`) */
+    const char *id, *of;    /* 40 bytes each (of: a replica's master) */
     const char *host;
     size_t      hlen;
     int         port;
@@ -354,7 +373,7 @@ static int has_flag(const char *f, size_t n, const char *flag)
 /* One line of CLUSTER NODES: "<id> <ip:port@cport[,hostname]> <flags> <master> <ping> <pong>
  * <config-epoch> <link> <slot> <slot-slot> [<slot>->-<id>] ...". 1 with *m if it is a master
  * with an address and at least one slot (a slot in migration stays with its owner: "[...]"
- * entries are not slots of the line). An empty ip (":7000@17000": a node that has met no
+ * entries are not slots of the line), or a replica with an address (m->master 0). An empty ip (":7000@17000": a node that has met no
  * other, e.g. a one-node cluster) is the node that answered, as the specification says. */
 static int map_line(const char *line, size_t len, const char *answered, mline *m)
 {
@@ -367,7 +386,9 @@ static int map_line(const char *line, size_t len, const char *answered, mline *m
         tl[nt++] = (size_t)((sp ? sp : end) - p);
         p = sp ? sp + 1 : end;
     }
-    if (nt < 9 || tl[0] != 40 || !has_flag(tok[2], tl[2], "master")) return 0;
+    if (nt < 8 || tl[0] != 40) return 0;
+    m->master = has_flag(tok[2], tl[2], "master");
+    if (m->master ? nt < 9 : tl[3] != 40) return 0;
     at = memchr(tok[1], '@', tl[1]);
     if (!at) at = tok[1] + tl[1];
     for (colon = at; colon > tok[1] && colon[-1] != ':'; colon--) {}
@@ -375,6 +396,8 @@ static int map_line(const char *line, size_t len, const char *answered, mline *m
     m->host = colon - 1 == tok[1] ? answered : tok[1];
     m->hlen = colon - 1 == tok[1] ? strlen(answered) : (size_t)(colon - 1 - tok[1]);
     m->id = tok[0];
+    m->of = tok[3];
+    if (!m->master) return 1;
     m->epoch = strtoull(tok[6], NULL, 10);
     m->slots = tok[8];
     m->end = end;
@@ -398,16 +421,20 @@ static void map_slots(struct hl_topo *t, const mline *m, int idx)
     }
 }
 
-/* Each master line of text (len bytes) to fn; how many there were. */
-static int each_master(const char *text, size_t len, const char *answered,
-                       void (*fn)(struct hl_topo *, table *, const mline *), struct hl_topo *t, table *old)
+/* Each line of text (len bytes) with an address to fn (NULL: none); how many masters there
+ * were, and replicas in *nrep. */
+static int each_line(const char *text, size_t len, const char *answered,
+                     void (*fn)(struct hl_topo *, table *, const mline *), struct hl_topo *t, table *old,
+                     int *nrep)
 {
     int count = 0;
+    *nrep = 0;
     for (const char *l = text; l < text + len;) {
         const char *nl = memchr(l, '\n', (size_t)(text + len - l));
         mline m;
         if (map_line(l, (size_t)((nl ? nl : text + len) - l), answered, &m)) {
-            count++;
+            if (m.master) count++;
+            else ++*nrep;
             if (fn) fn(t, old, &m);
         }
         l = nl ? nl + 1 : text + len;
@@ -415,12 +442,30 @@ static int each_master(const char *text, size_t len, const char *answered,
     return count;
 }
 
-/* A master of the new map: its entry, the old table's carried over (connection, undos). */
-static void add_master(struct hl_topo *t, table *old, const mline *m)
+/* A replica of the new map, where they are kept (t->rep sized to the map). */
+static void add_replica(struct hl_topo *t, const mline *m)
+{
+    struct replica *r;
+    if (!t->rep || m->hlen == 0 || m->hlen > MAX_HOST) return;
+    r = &t->rep[t->nrep];
+    if (!(r->host = hl_strndup(m->host, m->hlen))) return;
+    r->port = m->port;
+    memcpy(r->id, m->id, 40);
+    memcpy(r->of, m->of, 40);
+    t->nrep++;
+}
+
+/* A node of the new map: a master's entry, the old table's carried over (connection, undos). */
+static void add_node(struct hl_topo *t, table *old, const mline *m)
 {
     size_t at;
-    int was = tbl_find(old, m->host, m->hlen, m->port, &at);
-    int idx = tbl_at(&t->tb, m->host, m->hlen, m->port, was >= 0 ? &old->s[was].park : NULL);
+    int was, idx;
+    if (!m->master) {
+        add_replica(t, m);
+        return;
+    }
+    was = tbl_find(old, m->host, m->hlen, m->port, &at);
+    idx = tbl_at(&t->tb, m->host, m->hlen, m->port, was >= 0 ? &old->s[was].park : NULL);
     if (idx < 0) return;   /* (more masters than slots: a reply no cluster sends) */
     t->tb.s[idx].epoch = m->epoch;
     memcpy(t->tb.s[idx].id, m->id, 40);
@@ -432,15 +477,18 @@ static void add_master(struct hl_topo *t, table *old, const mline *m)
  * their undos handed on (rehome). -1: out of memory (the old map stays). */
 static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t len, const char *answered)
 {
-    int nm = each_master(text, len, answered, NULL, t, NULL);
+    int nrep, nm = each_line(text, len, answered, NULL, t, NULL, &nrep);
     int64_t now = hl_now_us();
     table old = t->tb, fresh;
+    struct replica *rep = NULL;
     if (nm > HL_SLOTS) nm = HL_SLOTS;
-    if (tbl_init(&fresh, nm + EXTRA_SRV)) {
+    if (tbl_init(&fresh, nm + EXTRA_SRV) || (t->keep_replicas && !(rep = calloc((size_t)nrep + 1, sizeof *rep)))) {
         free(fresh.s);
         free(fresh.ix);
         return -1;
     }
+    free_replicas(t);
+    t->rep = rep;
     if (t->cur >= 0) {   /* the node gets its own fields back while entries move */
         park(n, &old.s[t->cur].park);
         unpark(n, &t->home);
@@ -448,7 +496,7 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
     }
     t->tb = fresh;
     memset(t->owner, 0xff, sizeof t->owner);
-    each_master(text, len, answered, add_master, t, &old);
+    each_line(text, len, answered, add_node, t, &old, &nrep);
     if (t->moved_slot >= 0) {   /* the last MOVED stands over a seed that lags */
         srv *o = &old.s[t->moved_to];
         int idx = tbl_at(&t->tb, o->host, strlen(o->host), o->port, &o->park);
@@ -768,3 +816,51 @@ const hl_topo_ops hl_topo_cluster = {
     .route = cluster_route,
     .redirect = cluster_redirect,
 };
+
+/* ---- operator tools: every master ---- */
+
+static void replicas_of(const struct hl_topo *t, const srv *m, hl_cluster_node_fn fn, void *arg)
+{
+    for (int r = 0; r < t->nrep; r++)
+        if (m->id[0] && !strcmp(t->rep[r].of, m->id)) fn(t->rep[r].host, t->rep[r].port, t->rep[r].id, 0, 1, arg);
+}
+
+hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int64_t deadline_us,
+                               hl_cluster_node_fn fn, void *arg)
+{
+    struct hl_topo *t = topo_get(c, n);
+    size_t *slots;
+    int *order, norder = 0;
+    if (!t) {
+        snprintf(n->err, sizeof n->err, "%s: out of memory", n->name);
+        return n->st = HILOCK_ENOMEM;
+    }
+    /* the first ask keeps the replicas from now on: a map fetched without them is asked again */
+    if ((!t->have_map || t->stale || !t->keep_replicas) && (t->keep_replicas = 1) &&
+        refresh(n, t, deadline_us) < 0 && !t->have_map)
+        return n->st;
+    if (slot >= 0 && t->owner[slot] < 0) {
+        snprintf(n->err, sizeof n->err, "cluster: no master serves slot %d in the slot map", slot);
+        return n->st = HILOCK_EIO;
+    }
+    slots = calloc((size_t)t->tb.n + 1, sizeof *slots);
+    order = calloc((size_t)t->tb.n + 1, sizeof *order);
+    if (!slots || !order) {
+        free(slots);
+        free(order);
+        snprintf(n->err, sizeof n->err, "%s: out of memory", n->name);
+        return n->st = HILOCK_ENOMEM;
+    }
+    for (int s = 0; s < HL_SLOTS; s++) {   /* the masters in the order of their first slot */
+        int m = t->owner[s];
+        if (m >= 0 && !slots[m]++ && (slot < 0 || m == t->owner[slot])) order[norder++] = m;
+    }
+    for (int k = 0; k < norder; k++) {
+        const srv *m = &t->tb.s[order[k]];
+        fn(m->host, m->port, m->id, slots[order[k]], 0, arg);
+        replicas_of(t, m, fn, arg);
+    }
+    free(slots);
+    free(order);
+    return HILOCK_OK;
+}

@@ -24,6 +24,17 @@ extern const hl_topo_ops hl_topo_direct, hl_topo_sentinel;   /* topology.c, topo
 /* A redis-cluster:// node: one "master" to the lock layer, routed per key to the shard that
  * owns its slot, following MOVED and ASK (topo_cluster.c). */
 extern const hl_topo_ops hl_topo_cluster;
+/* ---- operator tools: every master (topo_cluster.c, for src/inspect.c) ---- */
+/* A node of the slot map: host (no brackets), port, node id ("" if the map gave none), the
+ * slots it serves (a replica: 0) and whether it is a replica (of the last master before it). */
+typedef void (*hl_cluster_node_fn)(const char *host, int port, const char *id, size_t slots, int replica,
+                                   void *arg);
+/* The slot map of cluster node n (asked of its seeds first when it has none or a stale one,
+ * by deadline_us): fn for every master that serves slots, in the order of its first slot,
+ * each followed by its replicas; or (slot >= 0) for the master of that slot and its replicas.
+ * fn must not call the client. OK, or a status with n->st and n->err set. */
+hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int64_t deadline_us,
+                               hl_cluster_node_fn fn, void *arg);
 /* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
 int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r);
 

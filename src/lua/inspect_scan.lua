@@ -1,7 +1,8 @@
-#!lua flags=no-writes
+#!lua flags=no-writes,allow-cross-slot-keys
 -- SPDX-License-Identifier: BSD-3-Clause
--- inspect_scan: one SCAN page and what each key holds (src/inspect.c). The flag above makes
--- the server itself refuse any write from this script (Redis >= 7.0).
+-- inspect_scan: one SCAN page and what each key holds (src/inspect.c). The flags above make
+-- the server itself refuse any write from this script (Redis >= 7.0), and let it read a cluster
+-- node's keys of every slot (7.0+ refuses undeclared keys of two slots without it).
 -- ARGV[1] cursor, ARGV[2] MATCH pattern, ARGV[3] COUNT, ARGV[4] value bytes to return (>= 1)
 -- {next cursor, then per key: key, type, pttl, first bytes of a string (else nil), strlen or -1}
 local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
