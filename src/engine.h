@@ -218,10 +218,11 @@ typedef struct hl_topo_ops {
     uint64_t (*epoch)(const hl_node *n);
     /* Sharded topologies (NULL elsewhere): the node id of the server in use (41 bytes with the
      * NUL; "" while the slot map has not named it), recorded with a grant; and whether the
-     * master with that id serves a slot in n's map: 1 yes, 0 no, -1 no map. topology.c tells
-     * a shard's failover from a resharding with them (end_verify). */
+     * master with that id serves a slot in n's map (a stale map asked again first, by
+     * deadline_us): 1 yes, 0 no, -1 no map. topology.c tells a shard's failover from a
+     * resharding with them (end_verify). */
     const char *(*node_id)(const hl_node *n);
-    int (*serves)(const hl_node *n, const char *id);
+    int (*serves)(hilock_client *c, hl_node *n, const char *id, int64_t deadline_us);
     void (*free)(hl_node *n);   /* n->topo_state (NULL-safe) */
     /* ---- sharded topologies (Cluster: topo_cluster.c; NULL for the others) ---- */
     /* Before a pipeline goes to n: pick the server that must run it (the shard owning its

@@ -275,8 +275,8 @@ static hilock_status inspect_in(hilock_client *c, const char *key, hilock_inspec
 /* ---- one node of a cluster: hilock_cluster_nodes, hilock_scan_node, hilock_inspect_node ---- */
 
 typedef struct map_node {
-    char   addr[80];   /* host:port, [host]:port: the public name */
-    char   host[64];
+    char   addr[272];  /* host:port, [host]:port: the public name */
+    char   host[256];  /* (the slot map keeps names of up to 255 bytes) */
     int    port;
     char   id[41];
     size_t slots;

@@ -34,8 +34,13 @@ struct hl_lookup {
     char             host[];
 };
 
-/* Lookups given up while still running (atomic): see HL_LOOKUPS_HUNG_MAX. */
+/* Lookups given up while still running (atomic): see HL_LOOKUPS_HUNG_MAX. A forked child
+ * starts from 0: the threads that would bring the count down are not in it. */
 static int hung;
+static pthread_once_t forks_watched = PTHREAD_ONCE_INIT;
+
+static void child_starts(void) { hung = 0; }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, child_starts); }
 
 static void lookup_free(hl_lookup *q)
 {
@@ -113,7 +118,9 @@ static int spawn(hl_lookup *q)
 hl_lookup *hl_lookup_start(const char *host, int port, int *fd, char *err, size_t len)
 {
     hl_lookup *q;
-    int rc, h = __atomic_load_n(&hung, __ATOMIC_RELAXED);
+    int rc, h;
+    pthread_once(&forks_watched, watch_forks);
+    h = __atomic_load_n(&hung, __ATOMIC_RELAXED);
     if (h >= HL_LOOKUPS_HUNG_MAX) {
         snprintf(err, len, "cannot resolve %.60s: %d earlier lookups still hang (the resolver "
                  "does not answer)", host, h);
@@ -133,7 +140,13 @@ hl_lookup *hl_lookup_start(const char *host, int port, int *fd, char *err, size_
 
 int hl_lookup_result(hl_lookup *q, struct addrinfo **out, char *err, size_t len)
 {
-    if (!__atomic_load_n(&q->done, __ATOMIC_ACQUIRE)) return 0;
+    if (!__atomic_load_n(&q->done, __ATOMIC_ACQUIRE)) {
+        if (q->pid == getpid()) return 0;
+        /* a forked child's copy: its thread stayed in the parent, whose byte on the shared
+         * pipe may wake this poll too; no answer will ever come here */
+        snprintf(err, len, "cannot resolve %.60s: the lookup was left in the parent process (fork)", q->host);
+        return -1;
+    }
     if (q->rv == 0) {
         *out = q->ai;
         q->ai = NULL;

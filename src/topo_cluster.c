@@ -111,6 +111,7 @@ struct hl_topo {
     int       ask, ask_slot;  /* ASK target for the next round trip of that slot, -1: none */
     int       moved_slot, moved_to;   /* the last MOVED, kept over a lagging seed's map */
     int       hops;           /* TRYAGAIN / CLUSTERDOWN pauses within one call */
+    long      given;          /* slots the map being read has given so far (map_slots) */
     struct replica *rep;      /* the map's replicas, kept only once the operator tools ask
                                  (keep_replicas; hl_cluster_nodes): a lock client pays nothing */
     int       nrep, keep_replicas;
@@ -392,7 +393,12 @@ static int map_line(const char *line, size_t len, const char *answered, mline *m
     at = memchr(tok[1], '@', tl[1]);
     if (!at) at = tok[1] + tl[1];
     for (colon = at; colon > tok[1] && colon[-1] != ':'; colon--) {}
-    if (colon == tok[1] || (m->port = atoi(colon)) <= 0 || m->port > 65535) return 0;   /* noaddr */
+    {
+        char *pe;
+        long port = strtol(colon, &pe, 10);
+        if (colon == tok[1] || pe == colon || port <= 0 || port > 65535) return 0;   /* noaddr */
+        m->port = (int)port;
+    }
     m->host = colon - 1 == tok[1] ? answered : tok[1];
     m->hlen = colon - 1 == tok[1] ? strlen(answered) : (size_t)(colon - 1 - tok[1]);
     m->id = tok[0];
@@ -406,7 +412,9 @@ static int map_line(const char *line, size_t len, const char *answered, mline *m
     return 0;
 }
 
-/* m's slots go to owner[] as server idx. */
+/* m's slots go to owner[] as server idx. A map gives each slot once: past HL_SLOTS slots in
+ * all (a hostile or broken reply, "0-16383" on every line) the rest is ignored, so the work
+ * stays linear in the reply. */
 static void map_slots(struct hl_topo *t, const mline *m, int idx)
 {
     for (const char *q = m->slots, *end = m->end; q < end;) {
@@ -415,7 +423,10 @@ static void map_slots(struct hl_topo *t, const mline *m, int idx)
         long lo = strtol(q, &dash, 10), hi = lo;
         if (*q != '[' && dash > q) {
             if (dash < e && *dash == '-') hi = strtol(dash + 1, NULL, 10);
-            for (long s = lo; s <= hi && s >= 0 && s < HL_SLOTS; s++) t->owner[s] = (int16_t)idx;
+            if (lo < 0) lo = 0;
+            if (hi >= HL_SLOTS) hi = HL_SLOTS - 1;
+            if (lo <= hi && (t->given += hi - lo + 1) <= HL_SLOTS)
+                for (long s = lo; s <= hi; s++) t->owner[s] = (int16_t)idx;
         }
         q = sp ? sp + 1 : end;
     }
@@ -472,13 +483,23 @@ static void add_node(struct hl_topo *t, table *old, const mline *m)
     map_slots(t, m, idx);
 }
 
+/* Put server target's connection, undo list and name in the node, parking those in use. */
+static void use(hl_node *n, struct hl_topo *t, int target)
+{
+    if (target == t->cur) return;
+    park(n, t->cur >= 0 ? &t->tb.s[t->cur].park : &t->home);
+    unpark(n, &t->tb.s[target].park);
+    t->cur = target;
+}
+
 /* The map in text (CLUSTER NODES, from the node at host `answered`) becomes the map in use: a
  * table sized to it, the entries of masters still present carried over, the others closed,
  * their undos handed on (rehome). -1: out of memory (the old map stays). */
 static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t len, const char *answered)
 {
-    int nrep, nm = each_line(text, len, answered, NULL, t, NULL, &nrep);
+    int nrep, was, nm = each_line(text, len, answered, NULL, t, NULL, &nrep);
     int64_t now = hl_now_us();
+    size_t at;
     table old = t->tb, fresh;
     struct replica *rep = NULL;
     if (nm > HL_SLOTS) nm = HL_SLOTS;
@@ -489,14 +510,19 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
     }
     free_replicas(t);
     t->rep = rep;
-    if (t->cur >= 0) {   /* the node gets its own fields back while entries move */
+    if ((was = t->cur) >= 0) {   /* the node gets its own fields back while entries move */
         park(n, &old.s[t->cur].park);
         unpark(n, &t->home);
         t->cur = -1;
     }
+    t->ask = -1;   /* (an index of the old table) */
     t->tb = fresh;
+    t->given = 0;
     memset(t->owner, 0xff, sizeof t->owner);
     each_line(text, len, answered, add_node, t, &old, &nrep);
+    if (was >= 0)   /* the server in use stays in use if the map still has it (the call that
+                       refreshed reads its replies, names it, or flushes its undos) */
+        was = tbl_find(&t->tb, old.s[was].host, strlen(old.s[was].host), old.s[was].port, &at);
     if (t->moved_slot >= 0) {   /* the last MOVED stands over a seed that lags */
         srv *o = &old.s[t->moved_to];
         int idx = tbl_at(&t->tb, o->host, strlen(o->host), o->port, &o->park);
@@ -510,6 +536,7 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
         rehome(t, &o, now);
     }
     tbl_free(n, &old, -1);   /* (what moved left nothing behind) */
+    if (was >= 0) use(n, t, was);
     return 0;
 }
 
@@ -535,8 +562,9 @@ static void set_known(struct hl_topo *t, size_t k, const char *host, int port)
     }
 }
 
-/* Up to NKNOWN masters of the table that are not seeds, a rotating window (a frozen one is
- * not asked every time), into the private client's last nodes. */
+/* Up to NKNOWN masters of the table that are not seeds, a window that moves on after a
+ * refresh no one answered (a frozen one is not asked every time; while they answer, their
+ * connections stay), into the private client's last nodes. */
 static void pick_known(struct hl_topo *t)
 {
     size_t k = t->nseeds;
@@ -547,7 +575,6 @@ static void pick_known(struct hl_topo *t)
             seed = t->sc.nodes[q].url.port == s->port && !strcmp(t->sc.nodes[q].url.host, s->host);
         if (!seed) set_known(t, k++, s->host, s->port);
     }
-    if (t->tb.n) t->known_at = (t->known_at + NKNOWN) % t->tb.n;
     for (; k < t->sc.nnodes; k++) set_known(t, k, NULL, 0);
 }
 
@@ -566,9 +593,9 @@ static void no_map(hl_node *s, char *why, size_t cap, size_t *off)
 }
 
 /* Ask the seeds and a few known masters at once for CLUSTER NODES; the first map to arrive is
- * used. Without a map, within deadline; with one, within REFRESH_BUDGET_MS of it. 0, or -1
- * with n->st, n->err. */
-static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
+ * used. Without a map (or `full`: the operator tools, which need the map now), within
+ * deadline; with one, within REFRESH_BUDGET_MS of it. 0, or -1 with n->st, n->err. */
+static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
 {
     hl_cmd q;
     char why[200];
@@ -576,18 +603,21 @@ static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
     uint32_t mask = 0;
     int64_t now = hl_now_us(), dl = deadline;
     why[0] = '\0';
-    if (t->have_map && hl_add_sat(now, REFRESH_BUDGET_MS * 1000) < dl) dl = hl_add_sat(now, REFRESH_BUDGET_MS * 1000);
+    if (t->have_map && !full && hl_add_sat(now, REFRESH_BUDGET_MS * 1000) < dl)
+        dl = hl_add_sat(now, REFRESH_BUDGET_MS * 1000);
     hl_cmd_init(&q, NULL, 0);
     hl_cmd_arg(&q, "CLUSTER", 7);
     hl_cmd_arg(&q, "NODES", 5);
     pick_known(t);
     for (size_t k = 0; k < t->sc.nnodes; k++)
         if (t->sc.nodes[k].url.host) mask |= 1u << k;
-    if (dl > now) hl_exec_any(&t->sc, mask, &q, 1, dl - now, dl);
-    t->next_refresh = hl_add_sat(hl_now_us(), REFRESH_AFTER_FAIL_US);
+    if (dl > now) {   /* (no time left: nothing asked, so no pause before the next refresh) */
+        hl_exec_any(&t->sc, mask, &q, 1, dl - now, dl);
+        t->next_refresh = hl_add_sat(hl_now_us(), REFRESH_AFTER_FAIL_US);
+    }
     for (size_t k = 0; dl > now && k < t->sc.nnodes; k++) {
         hl_node *s = &t->sc.nodes[k];
-        const char *text;
+        const char *text = NULL;
         size_t len;
         if (!(mask & (1u << k))) continue;
         if (s->st == HILOCK_OK && hl_reply_type(s->reply[0]) == HL_R_STRING &&
@@ -604,9 +634,14 @@ static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline)
             t->next_refresh = hl_add_sat(hl_now_us(), REFRESH_EVERY_US);
             return 0;
         }
+        if (text) {   /* a map, but no room to read it */
+            s->st = HILOCK_ENOMEM;
+            snprintf(s->err, sizeof s->err, "%s: out of memory for the slot map", s->name);
+        }
         no_map(s, why, sizeof why, &off);
     }
     hl_exec_clear(&t->sc);
+    if (dl > now && t->tb.n) t->known_at = (t->known_at + NKNOWN) % t->tb.n;   /* others next time */
     n->st = HILOCK_EIO;
     for (size_t k = 0; k < t->sc.nnodes; k++)
         if ((mask & (1u << k)) && (t->sc.nodes[k].st == HILOCK_EAUTH || t->sc.nodes[k].st == HILOCK_EREPLY))
@@ -635,14 +670,6 @@ static int first_key(const hl_cmd *cmds, int ncmd, const char **key, size_t *len
     return 0;
 }
 
-static void use(hl_node *n, struct hl_topo *t, int target)
-{
-    if (target == t->cur) return;
-    park(n, t->cur >= 0 ? &t->tb.s[t->cur].park : &t->home);
-    unpark(n, &t->tb.s[target].park);
-    t->cur = target;
-}
-
 static int cluster_route(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us)
 {
     struct hl_topo *t = topo_get(c, n);
@@ -663,7 +690,7 @@ static int cluster_route(hilock_client *c, hl_node *n, const hl_cmd *cmds, int n
     if (!asking) {
         /* A stale map is asked again at most once per REFRESH_EVERY_US; a refresh that fails
          * leaves the map in hand to route by (and MOVED answers to correct it). */
-        if ((!t->have_map || (t->stale && hl_now_us() >= t->next_refresh)) && refresh(n, t, deadline_us) < 0) {
+        if ((!t->have_map || (t->stale && hl_now_us() >= t->next_refresh)) && refresh(n, t, deadline_us, 0) < 0) {
             if (!t->have_map) return -1;
             n->st = HILOCK_OK;
             n->err[0] = '\0';
@@ -790,11 +817,23 @@ static const char *cluster_node_id(const hl_node *n)
     return t && t->cur >= 0 ? t->tb.s[t->cur].id : none;
 }
 
-/* Does the master with node id `id` serve a slot in the map in hand? (A call that met a
- * MOVED has fetched the map again before its retry: route.) 1 yes, 0 no, -1 no map. */
-static int cluster_serves(const hl_node *n, const char *id)
+/* Does the master with node id `id` serve a slot in the map? A stale one (a MOVED, a failed
+ * round trip since it was read; the refresh after a MOVED may have been put off) is asked
+ * again first, within deadline_us and whatever the pace of refreshes: this runs only when a
+ * lock is missing from a master that was not its own, rarely. The node's state stays the
+ * call's. 1 yes, 0 no, -1 no map. (The map that answers may still lag: docs/cluster.md.) */
+static int cluster_serves(hilock_client *c, hl_node *n, const char *id, int64_t deadline_us)
 {
-    const struct hl_topo *t = n->topo_state;
+    struct hl_topo *t = n->topo_state;
+    (void)c;
+    if (t && t->stale && id[0]) {
+        hilock_status st = n->st;
+        char err[sizeof n->err];
+        memcpy(err, n->err, sizeof err);
+        refresh(n, t, deadline_us, 0);
+        n->st = st;
+        memcpy(n->err, err, sizeof err);
+    }
     if (!t || !t->have_map || !id[0]) return -1;
     for (int s = 0; s < HL_SLOTS; s++)
         if (t->owner[s] >= 0 && !strcmp(t->tb.s[t->owner[s]].id, id)) return 1;
@@ -835,10 +874,11 @@ hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int64_t d
         snprintf(n->err, sizeof n->err, "%s: out of memory", n->name);
         return n->st = HILOCK_ENOMEM;
     }
-    /* the first ask keeps the replicas from now on: a map fetched without them is asked again */
-    if ((!t->have_map || t->stale || !t->keep_replicas) && (t->keep_replicas = 1) &&
-        refresh(n, t, deadline_us) < 0 && !t->have_map)
-        return n->st;
+    /* The map now, with its replicas (kept from now on), within the whole deadline: an
+     * operator asks what the cluster is, not what this client last heard (an error if no
+     * one can say, rather than an old map shown as the truth). */
+    t->keep_replicas = 1;
+    if (refresh(n, t, deadline_us, 1) < 0) return n->st;
     if (slot >= 0 && t->owner[slot] < 0) {
         snprintf(n->err, sizeof n->err, "cluster: no master serves slot %d in the slot map", slot);
         return n->st = HILOCK_EIO;

@@ -515,9 +515,9 @@ static void end_grant(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, con
  * granting one keeps serving its other slots. (Whether this master was promoted is no help:
  * a replica promoted without a backlog takes a new history, replid2 cleared, when its first
  * replica syncs.) */
-static int shard_failed_over(const hl_node *n, const struct hl_lockid *mine)
+static int shard_failed_over(hilock_client *c, hl_node *n, const hl_topo_op *op, const struct hl_lockid *mine)
 {
-    return n->topo->serves && n->topo->serves(n, mine->node) == 0;
+    return n->topo->serves && n->topo->serves(c, n, mine->node, round_deadline(op)) == 0;
 }
 
 /* One node of extend, release or check: did our lock survive any change of master? found:
@@ -534,7 +534,7 @@ static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, co
          * Our value there: MIGRATE carried it (a replica without our master's history cannot
          * hold it). Not there: the slot was resharded (the value compare decides: expired or
          * released), unless the granting shard failed over to a replica that never synced. */
-        if (!found && shard_failed_over(n, mine)) {
+        if (!found && shard_failed_over(c, n, op, mine)) {
             op->lost |= 1u << i;
             snprintf(n->err, sizeof n->err, "%s: a failover of the shard (or a drain): %.60s, which "
                      "granted the lock, serves no slot now, and this master never had its history",

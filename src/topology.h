@@ -29,10 +29,11 @@ extern const hl_topo_ops hl_topo_cluster;
  * slots it serves (a replica: 0) and whether it is a replica (of the last master before it). */
 typedef void (*hl_cluster_node_fn)(const char *host, int port, const char *id, size_t slots, int replica,
                                    void *arg);
-/* The slot map of cluster node n (asked of its seeds first when it has none or a stale one,
- * by deadline_us): fn for every master that serves slots, in the order of its first slot,
- * each followed by its replicas; or (slot >= 0) for the master of that slot and its replicas.
- * fn must not call the client. OK, or a status with n->st and n->err set. */
+/* The slot map of cluster node n, asked of its seeds and masters now (by deadline_us; the
+ * replicas are kept from then on): fn for every master that serves slots, in the order of its
+ * first slot, each followed by its replicas; or (slot >= 0) for the master of that slot and
+ * its replicas. fn must not call the client. OK, or a status with n->st and n->err set (no
+ * map now: an older one is not shown). */
 hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int64_t deadline_us,
                                hl_cluster_node_fn fn, void *arg);
 /* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
