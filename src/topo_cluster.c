@@ -419,6 +419,11 @@ static uint64_t cluster_epoch(const hl_node *n)
     return t && t->cur >= 0 ? t->srv[t->cur].epoch : 0;
 }
 
+static int cluster_route_to(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd,
+                            int64_t deadline_us, int fetch, int *asking);
+static void cluster_use(hl_node *n, int s);
+static int cluster_current(const hl_node *n);
+
 const hl_topo_ops hl_topo_cluster = {
     .name = "cluster",
     .resolve = cluster_resolve,
@@ -431,4 +436,42 @@ const hl_topo_ops hl_topo_cluster = {
     .free = cluster_free,
     .route = cluster_route,
     .redirect = cluster_redirect,
+    .route_to = cluster_route_to,
+    .use = cluster_use,
+    .current = cluster_current,
 };
+
+/* ---- the event loop's view ---- */
+
+/* An event loop keeps its own connection per server (by the index returned), so it asks which
+ * server route() chose, and swaps that server's state back in before it encodes for it or
+ * reads its handshake (its flows interleave: the node holds whichever server was used last). */
+static int cluster_route_to(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd,
+                            int64_t deadline_us, int fetch, int *asking)
+{
+    struct hl_topo *t = topo_get(c, n);
+    int stale, rc;
+    if (!t) return cluster_route(c, n, cmds, ncmd, deadline_us);   /* (says out of memory) */
+    t->sc.runner = c->runner;   /* the seeds' round trips are driven as c's are */
+    t->sc.loop = c->loop;
+    if (!fetch && !t->have_map) return -2;
+    stale = t->stale;
+    if (!fetch) t->stale = 0;   /* (route fetches only when stale or mapless) */
+    rc = cluster_route(c, n, cmds, ncmd, deadline_us);
+    if (!fetch) t->stale = t->stale || stale;
+    if (rc < 0) return -1;
+    *asking = rc;
+    return t->cur;
+}
+
+static void cluster_use(hl_node *n, int s)
+{
+    struct hl_topo *t = n->topo_state;
+    if (t && s >= 0 && s < t->nsrv) use(n, t, s);
+}
+
+static int cluster_current(const hl_node *n)
+{
+    const struct hl_topo *t = n->topo_state;
+    return t ? t->cur : -1;
+}

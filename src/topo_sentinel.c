@@ -294,6 +294,6 @@ static uint64_t sentinel_epoch(const hl_node *n)
 
 const hl_topo_ops hl_topo_sentinel = {
     "sentinel", sentinel_resolve, "ROLE", sentinel_role, hl_topo_drop_on_readonly, 1, sentinel_moved,
-    sentinel_epoch, sentinel_free, NULL, NULL,
+    sentinel_epoch, sentinel_free, NULL, NULL, NULL, NULL, NULL,
 };
 

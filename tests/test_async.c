@@ -1141,21 +1141,29 @@ Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
     hlt_redis_stop(s);
 }
 
-Test(async, cluster_urls_are_refused_at_attach_and_sentinel_urls_are_served)
+Test(async, cluster_and_sentinel_urls_attach_and_end_as_the_blocking_calls_with_every_seed_down)
 {
     static run r;
     uv_loop_t loop;
-    hilock_client *c;
     char url[200], port[16];
     const char *sent[1] = { url };
     int p = hlt_free_port();
     int64_t t0;
     uv_loop_init(&loop);
-    cr_assert_eq(hilock_client_open("redis-cluster://127.0.0.1:1", &c), HILOCK_OK);
-    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);
-    cr_assert(strstr(hilock_client_errmsg(c), "Cluster URLs are not served"), "%s", hilock_client_errmsg(c));
-    hilock_client_free(c);
+    /* a Cluster URL attaches (test_async_cluster.c: a real cluster); with no seed up the
+     * acquire ends EIO, naming the seed (test_cluster.c's message) */
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", p);
+    snprintf(port, sizeof port, "%d", p);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, sent, 1, 1000);
+    acquire_all(&r, 1, "k", 5000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_EIO, "%s", r.err[0]);
+    cr_assert(strstr(r.err[0], "no seed gave the slot map") && strstr(r.err[0], port), "%s", r.err[0]);
+    cr_assert_null(r.lock[0]);
+    hilock_client_free(r.c);
     cr_assert_eq(hilock_libuv_attach(NULL, &loop), HILOCK_EINVAL);
+    p = hlt_free_port();
     /* a Sentinel URL attaches; with every Sentinel down the acquire ends as the blocking one
      * does (test_sentinel.c: all_sentinels_down_is_eio_within_the_bound) */
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#m", p, hlt_free_port());
