@@ -58,8 +58,8 @@
  *   - failover_guard = 1 (LOST after a restart or a failover of the master) and
  *     min_replicas (WAIT, pipelined) work as for the blocking calls.
  *     redis:// and unix:// masters and Redlock over them work, for modern, bridge
- *     (options.bridge) and legacy locks (release/extend/check of a lock from
- *     hilock_legacy_acquire, which has no _async form: take it before the attach).
+ *     (options.bridge) and legacy locks (hilock_legacy_acquire_async, and release/extend/
+ *     check of a legacy lock).
  *     rediss:// goes through the same transport table but is not tested on a loop yet.
  *   - Host names are resolved with getaddrinfo, which may block: give numeric addresses.
  *   - Small stacks. The calls' flows run on stacks of their own, 64 KiB each, and some of
@@ -103,6 +103,17 @@ typedef void (*hilock_done_fn)(hilock_status st, hilock *l, void *arg);
  * or done, bad key/ttl/wait_ms, client not attached to a loop, or being freed), ENOMEM. */
 HILOCK_API hilock_status hilock_acquire_async(hilock_client *c, const char *key, int64_t ttl_ms,
                                               int64_t wait_ms, hilock_done_fn done, void *arg);
+
+/* hilock_legacy_acquire (hilock_legacy.h: the SETNX/GETSET recipe of legacy fleets, in the
+ * client's options.codec) without blocking: as hilock_acquire_async, with timeout_ms the
+ * legacy stamp's timeout. Returns OK (accepted: done will run) or, with done never called:
+ * EINVAL (as hilock_acquire_async's, and a fair client: "fair is not supported by
+ * hilock_legacy_acquire ..."), ENOMEM. What the blocking call refuses after looking at its
+ * lock (a client with more than one server, a timeout too short for the drift allowance)
+ * ends in done, EINVAL with the same message; a held key is BUSY in done. */
+HILOCK_API hilock_status hilock_legacy_acquire_async(hilock_client *c, const char *key,
+                                                     int64_t timeout_ms, int64_t wait_ms,
+                                                     hilock_done_fn done, void *arg);
 
 /* hilock_release / hilock_extend / hilock_check without blocking. Returns OK (accepted) or,
  * with done never called: EINVAL (NULL lock or done, ttl_ms out of range, a client not

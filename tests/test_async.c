@@ -1141,6 +1141,101 @@ Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
     hlt_redis_stop(s);
 }
 
+/* hilock_legacy_acquire_async: the legacy recipe's stamp on the loop; a key another client
+ * holds (legacy) is BUSY, naming it; release on the loop deletes it. */
+Test(async, legacy_acquire_async_grants_a_stamp_and_a_held_key_is_busy)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_client *other;
+    hilock *held = NULL;
+    char *v;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_client_open(s->url, &other), HILOCK_OK);
+    cr_assert_eq(hilock_legacy_acquire(other, "held", 10000, 0, &held), HILOCK_OK, "%s",
+                 hilock_client_errmsg(other));
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    cr_assert_eq(hilock_legacy_acquire_async(r.c, "leg", 10000, 0, on_done, arg_of(&r, 0)), HILOCK_OK,
+                 "%s", hilock_client_errmsg(r.c));
+    cr_assert_eq(hilock_legacy_acquire_async(r.c, "held", 10000, 0, on_done, arg_of(&r, 1)), HILOCK_OK);
+    run_until(&loop, &r.done, 2, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+    v = hlt_get(s, "leg");
+    cr_assert(v && strspn(v, "0123456789") == strlen(v), "legacy value %s is not a stamp", v);
+    cr_assert_str_eq(v, hilock_token(r.lock[0]));
+    free(v);
+    cr_assert_eq(r.st[1], HILOCK_BUSY, "%s", hilock_strerror(r.st[1]));
+    cr_assert_null(r.lock[1]);
+    cr_assert(strstr(r.err[1], "held"), "%s", r.err[1]);
+    cr_assert_eq(hilock_release_async(r.lock[0], on_done, arg_of(&r, 2)), HILOCK_OK);
+    run_until(&loop, &r.done, 3, 5000);
+    cr_assert_eq(r.st[2], HILOCK_OK, "%s", r.err[2]);
+    cr_assert_eq(hlt_exists(s, "leg"), 0);
+    cr_assert_eq(hlt_exists(s, "held"), 1, "the other client's lock was touched");
+    cr_assert_eq(r.wrong, 0);
+    cr_assert_eq(hilock_release(held), HILOCK_OK);
+    hilock_free(held);
+    hilock_client_free(other);
+    free_locks(&r, 1);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* Its bad input is refused at once (done never runs), a fair client's too, with the blocking
+ * call's message; what the blocking call refuses on its lock (two servers) ends in done. */
+Test(async, legacy_acquire_async_refuses_bad_input_at_once_and_done_never_runs)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL), *s2 = hlt_redis_start(NULL);
+    const char *url[2];
+    hilock_options o;
+    hilock_client *c, *fair;
+    cr_assert(s && s2);
+    url[0] = s->unix_url;
+    url[1] = s2->unix_url;
+    uv_loop_init(&loop);
+    c = attached(&loop, url, 1, 2000);
+    stray = 0;
+    cr_assert_eq(hilock_legacy_acquire_async(NULL, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire_async(c, NULL, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire_async(c, "", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire_async(c, "k", 0, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "ttl_ms"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_legacy_acquire_async(c, "k", 1000, -2, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire_async(c, "k", 1000, 0, NULL, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "done"), "%s", hilock_client_errmsg(c));
+    options_for(&o, url, 1, 2000);
+    o.fair = 1;
+    fair = attach_with(&loop, &o);
+    cr_assert_eq(hilock_legacy_acquire_async(fair, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(fair), "fair is not supported by hilock_legacy_acquire"),
+              "%s", hilock_client_errmsg(fair));
+    hilock_client_free(fair);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(stray, 0, "done ran for a refused call");
+    cr_assert_eq(hlt_exists(s, "k"), 0);
+    hilock_client_free(c);
+    /* two servers: legacy peers know no quorum (EINVAL in done, nothing written) */
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 2, 2000);
+    cr_assert_eq(hilock_legacy_acquire_async(r.c, "k", 1000, 0, on_done, arg_of(&r, 0)), HILOCK_OK);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_EINVAL, "%s", hilock_strerror(r.st[0]));
+    cr_assert(strstr(r.err[0], "exactly one server"), "%s", r.err[0]);
+    cr_assert_eq(hlt_exists(s, "k") + hlt_exists(s2, "k"), 0);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+    hlt_redis_stop(s2);
+}
+
 Test(async, cluster_and_sentinel_urls_attach_and_end_as_the_blocking_calls_with_every_seed_down)
 {
     static run r;
