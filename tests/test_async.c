@@ -17,6 +17,7 @@
 
 #include "fixture.h"
 #include "sentinel_fixture.h"
+#include "tls_fixture.h"
 #include "hilock_libevent.h"
 #include "hilock_libuv.h"
 #include "hilock_legacy.h"
@@ -1139,6 +1140,52 @@ Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
     hilock_client_free(r.c);
     loop_close(&loop);
     hlt_redis_stop(s);
+}
+
+/* rediss:// on the loop: 100 acquisitions pipelined over one TLS connection (the handshake
+ * non-blocking, on the loop), each value read back on the server, then released. */
+Test(async, rediss_pipelines_a_hundred_acquisitions_then_releases_on_the_loop)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_pki *pki;
+    hlt_redis *s;
+    hilock_options o;
+    const char *url[1];
+    int n = 100;
+    HLT_NEEDS(60000, "no TLS before Redis 6.0");
+    cr_assert_not_null(pki = hlt_pki_make());
+    cr_assert_not_null(s = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL));
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    options_for(&o, url, 1, 5000);
+    o.tls_ca_file = pki->ca;
+    o.connect_timeout_ms = 5000;
+    r.c = attach_with(&loop, &o);
+    acquire_all(&r, n, "tls:", 10000, 0);
+    run_until(&loop, &r.done, n, 20000);
+    for (int i = 0; i < n; i++) {
+        char key[32], *v;
+        cr_assert_eq(r.st[i], HILOCK_OK, "call %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "tls:%d", i);
+        v = hlt_get(s, key);
+        cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s: %s", key, v ? v : "(none)");
+        free(v);
+    }
+    cr_assert_eq(r.wrong, 0);
+    release_all_ok(&loop, &r, n);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "tls:%d", i);
+        cr_assert_eq(hlt_exists(s, key), 0, "%s still held", key);
+    }
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+    hlt_pki_free(pki);
 }
 
 /* hilock_legacy_acquire_async: the legacy recipe's stamp on the loop; a key another client
