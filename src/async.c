@@ -20,6 +20,17 @@
  * runs inside the flow that opens the node's connection (or asks whether its master moved),
  * on connections of its own (L->aux, one per Sentinel, pipelined), so the flow pauses and
  * the loop goes on. Parts that come for a connection being opened wait with the others.
+ * A redis-cluster:// node is one node with many servers: before a part is queued, its
+ * topology routes it (hl_topo_ops route_to: the shard master of its key, or an ASK target)
+ * and it goes on the connection of that server (L->shards: one per node and server,
+ * pipelined); the slot map is fetched by the seeds' private client on this runner, as the
+ * Sentinels are asked, one flow per node at a time (L->fetching; the others route by the
+ * map in hand, or pause until there is one). The node holds one server's state (undos, name,
+ * facts) at a time, swapped by the topology (`use`): a connection puts its server's in before
+ * it encodes or reads a handshake (lc_node), and a flow gets its own server's back when its
+ * round trip ends. After each round the topology is asked for redirects, as engine.c's
+ * exec_redirected asks (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: at most HL_MAX_REDIRECTS rounds
+ * more, none past the first round's bound).
  *
  * Bounds. Each call's part on a connection has its deadline (the one the blocking runner
  * would use); the loop's timer is kept at the earliest. A deadline that passes closes the
