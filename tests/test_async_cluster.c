@@ -165,7 +165,9 @@ static void loop_close(uv_loop_t *loop)
     cr_assert_eq(uv_loop_close(loop), 0, "handles left open on the loop");
 }
 
-static hilock_client *attached(uv_loop_t *loop, const char *url, int64_t io_ms)
+/* guard: options.failover_guard (-1: the default, on for a cluster; 0 off, as test_cluster.c
+ * does where a failover or a resharding must not slow or fail the next calls) */
+static hilock_client *attached_guard(uv_loop_t *loop, const char *url, int64_t io_ms, int guard)
 {
     hilock_options o;
     hilock_client *c = NULL;
@@ -175,10 +177,15 @@ static hilock_client *attached(uv_loop_t *loop, const char *url, int64_t io_ms)
     o.io_timeout_ms = io_ms;
     o.connect_timeout_ms = 1000;
     o.retry_delay_ms = 20;
-    o.failover_guard = 0;   /* as test_cluster.c: a failover test must not slow the next ones */
+    o.failover_guard = guard;
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     cr_assert_eq(hilock_libuv_attach(c, loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
     return c;
+}
+
+static hilock_client *attached(uv_loop_t *loop, const char *url, int64_t io_ms)
+{
+    return attached_guard(loop, url, io_ms, 0);
 }
 
 /* n keys, spread over the three masters in turn (r->shard, r->key). */
@@ -281,7 +288,7 @@ Test(async_cluster, each_shards_keys_acquire_extend_check_and_release_on_the_loo
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     keys_across(f, &r, n, "aloop:");
-    r.c = attached(&loop, f->url, 2000);
+    r.c = attached_guard(&loop, f->url, 2000, -1);   /* the failover awareness per shard, too */
     acquire_keys(&r, n, 10000);
     run_until(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "acquire");
@@ -318,7 +325,7 @@ Test(async_cluster, fifty_calls_in_flight_across_the_shards_all_land_on_their_ma
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     keys_across(f, &r, n, "fifty:");
-    r.c = attached(&loop, f->url, 2000);
+    r.c = attached_guard(&loop, f->url, 2000, -1);
     acquire_keys(&r, n, 10000);   /* all at once, on a new client: one slot map fetch */
     run_until(&loop, &r.done, n, 15000);
     assert_all(&r, n, HILOCK_OK, "acquire");
