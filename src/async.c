@@ -677,7 +677,7 @@ static int shard_route(hl_loop *L, hilock_client *c, size_t i, const hl_cmd *cmd
         s = n->topo->route_to(c, n, cmds, ncmd, deadline, fetch, asking);
         if (fetch) L->fetching &= ~(1u << i);
         if (s != -2) return s;
-        if (hl_now_us() >= deadline || me->cancel || L->closing) {
+        if (hl_now_us() >= deadline || me->cancel || L->closing) {   /* (the caller says which) */
             n->st = HILOCK_ETIMEDOUT;
             snprintf(n->err, sizeof n->err, "cluster: no slot map yet (another call's fetch of it "
                      "had not ended by this call's connect deadline)");
@@ -704,12 +704,12 @@ static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_t
         p->srv = shard_route(L, c, p->node, p->cmds, p->ncmd, hl_add_sat(now, connect) < hard ?
                              hl_add_sat(now, connect) : hard, &p->asking);
         if (p->done) return;   /* ended meanwhile (its lock or client freed) */
-        if (p->srv < 0) {
-            part_end(p, n->st, n->err);
-            return;
-        }
         if (p->owner->cancel || L->closing) {
             part_cut(L, p, n);
+            return;
+        }
+        if (p->srv < 0) {
+            part_end(p, n->st, n->err);
             return;
         }
         now = hl_now_us();
