@@ -520,3 +520,50 @@ Test(async_cluster, freeing_the_client_ends_the_calls_in_flight_on_every_shard)
     }
     loop_close(&loop);
 }
+
+/* Waiting acquires on keys of every shard (a BLPOP on a side connection to each shard's
+ * master, polling as the fallback) get their keys once the holders release them from the
+ * same loop. */
+Test(async_cluster, waiters_on_every_shard_get_the_key_once_it_is_released)
+{
+    static run r;
+    hlt_cluster *f = fx(0);
+    uv_loop_t loop;
+    int n = 3;
+    int64_t t0;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    keys_across(f, &r, 2 * n, "woken:");
+    for (int i = n; i < 2 * n; i++) {   /* waiter i waits for holder i - n's key */
+        snprintf(r.key[i], sizeof r.key[i], "%s", r.key[i - n]);
+        r.shard[i] = r.shard[i - n];
+    }
+    r.c = attached(&loop, f->url, 2000);
+    acquire_keys(&r, n, 30000);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "holder");
+    for (int i = n; i < 2 * n; i++)
+        cr_assert_eq(hilock_acquire_async(r.c, r.key[i], 10000, 20000, on_done, arg_of(&r, i)), HILOCK_OK);
+    for (int k = 0; k < 50; k++) uv_run(&loop, UV_RUN_NOWAIT);   /* the waiters wait */
+    cr_assert_eq(r.done, n, "a waiter ended while its key was held");
+    t0 = hlt_now_ms();
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(hilock_release_async(r.lock[i], on_extended, arg_of(&r, i)), HILOCK_OK);
+    run_until(&loop, &r.done, 3 * n, 15000);
+    for (int i = n; i < 2 * n; i++) {
+        char *v = hlt_cluster_get(f, r.shard[i], r.key[i]);
+        cr_assert_eq(r.st[i], HILOCK_OK, "waiter %s: %s: %s", r.key[i], hilock_strerror(r.st[i]), r.err[i]);
+        cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s is not the waiter's on master %d", r.key[i],
+                  r.shard[i]);
+        free(v);
+    }
+    cr_assert_lt(hlt_now_ms() - t0, 10000, "not bounded");
+    reset(&r);
+    for (int i = n; i < 2 * n; i++)
+        cr_assert_eq(hilock_release_async(r.lock[i], on_done, arg_of(&r, i)), HILOCK_OK);
+    run_until(&loop, &r.done, n, 10000);
+    for (int i = n; i < 2 * n; i++) cr_assert_eq(r.st[i], HILOCK_OK, "%s", r.err[i]);
+    free_locks(&r, 2 * n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
