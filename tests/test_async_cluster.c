@@ -535,7 +535,7 @@ Test(async_cluster, waiters_on_every_shard_get_the_key_once_it_is_released)
     memset(&r, 0, sizeof r);
     keys_across(f, &r, 2 * n, "woken:");
     for (int i = n; i < 2 * n; i++) {   /* waiter i waits for holder i - n's key */
-        snprintf(r.key[i], sizeof r.key[i], "%s", r.key[i - n]);
+        memcpy(r.key[i], r.key[i - n], sizeof r.key[i]);
         r.shard[i] = r.shard[i - n];
     }
     r.c = attached(&loop, f->url, 2000);
