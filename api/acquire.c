@@ -22,8 +22,7 @@ static hilock_status acquire_entered(hilock_client *c, const char *key, int64_t 
     if (!c) return HILOCK_EINVAL;
     if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;
     if (kind == &hl_kind_legacy && c->opt.fair)   /* the recipe has no queue: a fair caller passes it */
-        st = hl_fail(c, HILOCK_EINVAL, "fair is not supported by hilock_legacy_acquire (the legacy "
-                     "recipe has no queue); use a client with fair = 0");
+        st = hl_fail(c, HILOCK_EINVAL, "%s", HL_LEGACY_NOT_FAIR);
     else
         st = hl_acquire(c, key, ttl_ms, wait_ms, kind, out);
     return hl_leave(c, took, st);

@@ -74,7 +74,7 @@ typedef struct meter { int64_t t0, c0, s0; } meter;
 static meter meter_start(hlt_redis *r)
 {
     meter m;
-    m.s0 = server_cpu_us(r);
+    m.s0 = r ? server_cpu_us(r) : 0;
     m.c0 = cpu_us();
     m.t0 = now_us();
     return m;
@@ -86,16 +86,18 @@ static rate meter_end(hlt_redis *r, const meter *m, long cycles)
     double n = cycles > 0 ? (double)cycles : 1;
     x.per_s = (double)cycles / ((double)(now_us() - m->t0) / 1e6);
     x.cpu = (double)(cpu_us() - m->c0) / n;
-    x.server_cpu = (double)(server_cpu_us(r) - m->s0) / n;
+    x.server_cpu = r ? (double)(server_cpu_us(r) - m->s0) / n : 0;
     return x;
 }
 
-static rate async_rate(hlt_redis *r, int flight, double secs)
+/* flight cycles in flight on a client of url attached to a loop; r: the server whose CPU is
+ * counted, or NULL (none counted: a cluster). */
+static rate async_rate_url(const char *u, hlt_redis *r, int flight, double secs)
 {
     static arun a;
     uv_loop_t loop;
     uv_timer_t stop;
-    const char *url[1] = { r->url };
+    const char *url[1] = { u };
     long cycles = 0;
     meter m;
     memset(&a, 0, sizeof a);
@@ -121,6 +123,16 @@ static rate async_rate(hlt_redis *r, int flight, double secs)
     uv_run(&loop, UV_RUN_NOWAIT);
     uv_loop_close(&loop);
     return x;
+}
+
+static rate async_rate(hlt_redis *r, int flight, double secs)
+{
+    return async_rate_url(r->url, r, flight, secs);
+}
+
+double async_loop_rate(const char *url, int flight, double secs)
+{
+    return async_rate_url(url, NULL, flight, secs).per_s;
 }
 
 static double blocking_rate(hlt_redis *r, double secs)

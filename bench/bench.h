@@ -29,6 +29,9 @@ void in_processes(int n, void (*body)(int i, void *arg), void *arg, const char *
 
 /* The event-loop API's throughput curve of issue 13 (bench/async.c), on server r. */
 void async_bench(hlt_redis *r);
+/* Uncontended acquire+release cycles/s of a client of url on a libuv loop, flight cycles in
+ * flight (keys bench:async:0..flight-1), for secs (bench/async.c). */
+double async_loop_rate(const char *url, int flight, double secs);
 
 /* Uncontended acquire+release cycles on one connection (bench.c): hilock (a client with
  * tune applied, NULL = defaults) against (a) the very commands the library sends and (b) a

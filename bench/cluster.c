@@ -104,6 +104,28 @@ static void race(hilock_client **cl, int n, const char *key, double secs, double
     }
 }
 
+/* On an event loop (libuv, one thread), 100 cycles in flight on keys of every shard: the
+ * cluster (a connection per shard master) next to the single master (one connection), in
+ * interleaved slices; and each against its blocking rate (one cycle at a time). */
+static void loop_rows(const char *cluster_url, const char *single_url, double c_blocking,
+                      double s_blocking, double secs)
+{
+    double c[SLICES / 2], s[SLICES / 2], q[SLICES / 2], cm = 0, sm = 0;
+    async_loop_rate(cluster_url, 100, 0.2);   /* warm: the slot map, connections, script caches */
+    async_loop_rate(single_url, 100, 0.2);
+    for (int k = 0; k < SLICES / 2; k++) {
+        c[k] = async_loop_rate(cluster_url, 100, secs / SLICES);
+        s[k] = async_loop_rate(single_url, 100, secs / SLICES);
+        q[k] = c[k] / s[k];
+        cm += c[k] / (SLICES / 2);
+        sm += s[k] / (SLICES / 2);
+    }
+    printf("  on an event loop (libuv, one thread), 100 acquire+release cycles in flight:\n");
+    printf("    (lc) redis-cluster:// keys, 3 shards      %9.0f   lc/ls %.2f, x blocking (c) %.1f\n", cm,
+           median_of(q, SLICES / 2), cm / c_blocking);
+    printf("    (ls) single master                        %9.0f   x blocking (s) %.1f\n", sm, sm / s_blocking);
+}
+
 void cluster_bench(double secs)
 {
     hlt_cluster *f = hlt_cluster_start_masters(), *g;
@@ -132,6 +154,7 @@ void cluster_bench(double secs)
     printf("    (g) single master, failover_guard=1       %9.0f   (the failover awareness a cluster always "
            "has)\n", rate[3]);
     printf("    (n) the key's cluster master as redis://  %9.0f   (the server side of cluster mode)\n", rate[2]);
+    loop_rows(f->url, r->url, rate[0], rate[1], secs);
     first_call(f->url, &first, &second);
     for (int k = 0; k < 4; k++) hilock_client_free(cl[k]);
     hlt_redis_stop(r);

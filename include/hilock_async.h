@@ -48,13 +48,18 @@
  *     master of each new connection and, before a release, extend or check and after a
  *     grant, whether it moved; the call waits meanwhile, the loop does not. A master that
  *     moved has its connection closed, and the other calls pipelined on it end EIO.
- *     Cluster (redis-cluster://) URLs are refused by the attach (EINVAL): the loop keeps one
- *     connection per URL, a cluster needs one per shard. failover_guard = 1 (LOST after a
- *     restart or a failover of the master) and min_replicas (WAIT, pipelined) work as for
- *     the blocking calls.
+ *   - Cluster (redis-cluster://, rediss-cluster://) URLs work as for the blocking calls
+ *     (same routing, bounds, redirects and statuses): the loop keeps one pipelined
+ *     connection per shard master it talks to; the slot map is fetched from the seeds on the
+ *     loop (one fetch at a time: the calls that come meanwhile route by the map in hand, or
+ *     wait for the first one), and MOVED, ASK, TRYAGAIN and CLUSTERDOWN are followed within
+ *     the call's bound, the call waiting, the loop not. A frozen shard ends only the calls
+ *     of its own keys (ETIMEDOUT).
+ *   - failover_guard = 1 (LOST after a restart or a failover of the master) and
+ *     min_replicas (WAIT, pipelined) work as for the blocking calls.
  *     redis:// and unix:// masters and Redlock over them work, for modern, bridge
- *     (options.bridge) and legacy locks (release/extend/check of a lock from
- *     hilock_legacy_acquire, which has no _async form: take it before the attach).
+ *     (options.bridge) and legacy locks (hilock_legacy_acquire_async, and release/extend/
+ *     check of a legacy lock).
  *     rediss:// goes through the same transport table but is not tested on a loop yet.
  *   - Host names are looked up on a helper thread (hilock.h: connect_timeout_ms): the flow
  *     waits for the lookup's pipe like a connection's fd, and the loop goes on meanwhile.
@@ -99,6 +104,17 @@ typedef void (*hilock_done_fn)(hilock_status st, hilock *l, void *arg);
 HILOCK_API hilock_status hilock_acquire_async(hilock_client *c, const char *key, int64_t ttl_ms,
                                               int64_t wait_ms, hilock_done_fn done, void *arg);
 
+/* hilock_legacy_acquire (hilock_legacy.h: the SETNX/GETSET recipe of legacy fleets, in the
+ * client's options.codec) without blocking: as hilock_acquire_async, with timeout_ms the
+ * legacy stamp's timeout. Returns OK (accepted: done will run) or, with done never called:
+ * EINVAL (as hilock_acquire_async's, and a fair client: "fair is not supported by
+ * hilock_legacy_acquire ..."), ENOMEM. What the blocking call refuses after looking at its
+ * lock (a client with more than one server, a timeout too short for the drift allowance)
+ * ends in done, EINVAL with the same message; a held key is BUSY in done. */
+HILOCK_API hilock_status hilock_legacy_acquire_async(hilock_client *c, const char *key,
+                                                     int64_t timeout_ms, int64_t wait_ms,
+                                                     hilock_done_fn done, void *arg);
+
 /* hilock_release / hilock_extend / hilock_check without blocking. Returns OK (accepted) or,
  * with done never called: EINVAL (NULL lock or done, ttl_ms out of range, a client not
  * attached or being freed), ENOMEM. */
@@ -132,7 +148,7 @@ typedef struct hilock_loop {
 
 /* Drive client c by a loop from now on (loop is copied; its connections so far are closed,
  * the loop opens its own). Returns OK; EINVAL (NULL, no watch/timer callback, already
- * attached, or a Cluster URL, which the loop cannot serve -- errmsg says so); ENOMEM.
+ * attached); ENOMEM.
  * There is no detach but hilock_client_free. hilock_loop is frozen (ABI): a new hook would
  * come with a new attach function, never as a field appended here. */
 HILOCK_API hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop);

@@ -10,4 +10,8 @@
 
 extern const hl_kind_ops hl_kind_legacy, hl_kind_bridge;
 
+/* Why a fair client's legacy acquire is refused (blocking and _async alike). */
+#define HL_LEGACY_NOT_FAIR "fair is not supported by hilock_legacy_acquire (the legacy recipe " \
+                           "has no queue); use a client with fair = 0"
+
 #endif

@@ -89,7 +89,7 @@ core=$(printf '%s' "${CORE_SUITES:-}" | tr ',' '\n' | sed 's/^test_//; s/^/test_
 suite_na() { # SUITE VERSION-NUMBER
   case "$1" in
     test_tls*) [ "$2" -lt 60000 ] && echo "no TLS before Redis 6.0" ;;
-    test_cluster)
+    test_cluster|test_async_cluster)
       if [ "$2" -lt 30000 ]; then echo "no Redis Cluster before 3.0"
       elif [ "$2" -lt 40000 ]; then echo "Cluster needs replication ids (PSYNC2, Redis 4.0+)"; fi ;;
     test_sentinel) [ "$2" -lt 40000 ] && echo "Sentinel needs replication ids (PSYNC2, Redis 4.0+)" ;;

@@ -20,6 +20,17 @@
  * runs inside the flow that opens the node's connection (or asks whether its master moved),
  * on connections of its own (L->aux, one per Sentinel, pipelined), so the flow pauses and
  * the loop goes on. Parts that come for a connection being opened wait with the others.
+ * A redis-cluster:// node is one node with many servers: before a part is queued, its
+ * topology routes it (hl_topo_ops route_to: the shard master of its key, or an ASK target)
+ * and it goes on the connection of that server (L->shards: one per node and server,
+ * pipelined); the slot map is fetched by the seeds' private client on this runner, as the
+ * Sentinels are asked, one flow per node at a time (L->fetching; the others route by the
+ * map in hand, or pause until there is one). The node holds one server's state (undos, name,
+ * facts) at a time, swapped by the topology (`use`): a connection puts its server's in before
+ * it encodes or reads a handshake (lc_node), and a flow gets its own server's back when its
+ * round trip ends. After each round the topology is asked for redirects, as engine.c's
+ * exec_redirected asks (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: at most HL_MAX_REDIRECTS rounds
+ * more, none past the first round's bound).
  *
  * Bounds. Each call's part on a connection has its deadline (the one the blocking runner
  * would use); the loop's timer is kept at the earliest. A deadline that passes closes the
@@ -68,6 +79,8 @@ struct part {           /* one node's share of one hl_exec */
     lconn        *lc;
     const hl_cmd *cmds;
     int           ncmd, used_eval, got, done;
+    int           srv;         /* a sharded node's (Cluster): the server routed to, else -1 */
+    int           asking;      /* ASKING goes before each command (an ASK redirect) */
     hl_reply     *reply[HL_MAX_CMDS];
     int64_t       deadline;
     uint64_t      start_off;   /* where its bytes begin in the connection's stream */
@@ -84,6 +97,8 @@ struct lconn {
     hilock_client  *c;          /* whose node: the loop's client, or a topology's private
                                    client (the Sentinels of a redis-sentinel:// node) */
     size_t          node;
+    int             srv;        /* a sharded node's (Cluster): the server it goes to (the
+                                   topology's index), else -1 */
     int             side;       /* a waiter's own connection (BLPOP) */
     struct hl_conn *k;          /* NULL: closed */
     int             opening;    /* its topology resolves the address: the flow that opens it
@@ -123,6 +138,7 @@ struct call {
     void           *arg;
     hl_fiber       *f;
     xrun           *x;          /* suspended in hl_exec */
+    unsigned long   yields;     /* times its flow gave the loop back */
     int64_t         wake_us;    /* suspended in a pause (HL_NEVER: not) */
     call           *next, *prev;
     call           *rnext, *dnext;   /* in the run queue, the done queue */
@@ -135,6 +151,8 @@ struct hl_loop {
     lconn          *conns;      /* one per node */
     lconn          *side;       /* waiters' connections */
     lconn          *aux;        /* private clients' (the Sentinels'): one per node, pipelined */
+    lconn          *shards;     /* a sharded node's (Cluster): one per server, pipelined */
+    uint32_t        fetching;   /* nodes whose slot map a flow is fetching (one at a time) */
     call           *head, *tail;   /* every call not ended, in the order made */
     call           *running;    /* the call whose flow runs now */
     call           *rq, *rq_tail;   /* flows to resume, in the order their replies came */
@@ -148,9 +166,13 @@ static const hl_runner loop_runner, gone_runner;
 
 /* ---- connections ---- */
 
+/* The connection's node, holding what it reads and writes for lc's server: a sharded node
+ * (Cluster) swaps that server's undo list, name and facts in first, as flows interleave. */
 static hl_node *lc_node(const lconn *lc)
 {
-    return &lc->c->nodes[lc->node];
+    hl_node *n = &lc->c->nodes[lc->node];
+    if (lc->srv >= 0) n->topo->use(n, lc->srv);
+    return n;
 }
 
 static void lc_watch(hl_loop *L, lconn *lc)
@@ -306,10 +328,18 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
         part_end(p, HILOCK_OK, NULL);
         return;
     }
-    for (int i = 0; i < p->ncmd; i++) hl_cmd_put(out, &p->cmds[i], p->used_eval, n);
+    for (int i = 0; i < p->ncmd; i++) {
+        if (p->asking) {   /* good for the next command only: each gets its own (as engine.c) */
+            hl_cmd a;
+            hl_cmd_init(&a, NULL, 0);
+            hl_cmd_arg(&a, "ASKING", 6);
+            hl_cmd_put(out, &a, 0, n);
+        }
+        hl_cmd_put(out, &p->cmds[i], p->used_eval, n);
+    }
     lc->queued += out->len - before;
     p->queued = 1;
-    if (out->oom || q_push(lc, SLOT_PART, p->ncmd, p) < 0) {
+    if (out->oom || q_push(lc, SLOT_PART, p->ncmd * (1 + p->asking), p) < 0) {
         lc_close(L, lc, HILOCK_ENOMEM, "out of memory");
         return;
     }
@@ -483,6 +513,9 @@ static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
         hl_reply_free(r);
     } else if (s->kind == SLOT_GHOST) {
         hl_reply_free(r);
+    } else if (s->p->asking && s->at++ % 2 == 0) {   /* ASKING's +OK (an error shows in the
+                                                        command's own reply) */
+        hl_reply_free(r);
     } else {
         s->p->reply[s->p->got++] = r;
     }
@@ -559,14 +592,15 @@ static void lc_io(hl_loop *L, lconn *lc, int events)
 
 /* ---- the runner: hl_exec and the pause, inside a call's flow ---- */
 
-static lconn *side_conn(hl_loop *L, size_t node)
+static lconn *side_conn(hl_loop *L, size_t node, int srv)
 {
     lconn *lc;
-    for (lc = L->side; lc; lc = lc->next)   /* an idle one of that node */
-        if (lc->node == node && lc->k && !lc->qn && !lc->whead) return lc;
+    for (lc = L->side; lc; lc = lc->next)   /* an idle one of that node (and server) */
+        if (lc->node == node && lc->srv == srv && lc->k && !lc->qn && !lc->whead) return lc;
     if (!(lc = calloc(1, sizeof *lc))) return NULL;
     lc->c = L->c;
     lc->node = node;
+    lc->srv = srv;
     lc->side = 1;
     lc->fd = -1;
     lc->next = L->side;
@@ -584,9 +618,28 @@ static lconn *aux_conn(hl_loop *L, hilock_client *c, size_t i)
     if (!(lc = calloc(1, sizeof *lc))) return NULL;
     lc->c = c;
     lc->node = i;
+    lc->srv = -1;
     lc->fd = -1;
     lc->next = L->aux;
     L->aux = lc;
+    return lc;
+}
+
+/* The connection to server srv of sharded node i (a Cluster's master, or an ASK target),
+ * made on first use and kept for the loop's life (a node talks to few servers); shared and
+ * pipelined as a plain node's. make 0: only look. */
+static lconn *shard_conn(hl_loop *L, size_t i, int srv, int make)
+{
+    lconn *lc;
+    for (lc = L->shards; lc; lc = lc->next)
+        if (lc->node == i && lc->srv == srv) return lc;
+    if (!make || !(lc = calloc(1, sizeof *lc))) return NULL;
+    lc->c = L->c;
+    lc->node = i;
+    lc->srv = srv;
+    lc->fd = -1;
+    lc->next = L->shards;
+    L->shards = lc;
     return lc;
 }
 
@@ -598,6 +651,127 @@ static uint32_t refuse_exec(hilock_client *c, uint32_t mask, const char *why)
     return 0;
 }
 
+static void loop_pause(hilock_client *c, int64_t until_us);
+
+/* A part that cannot go: its call is being ended (lock or client freed). */
+static void part_cut(hl_loop *L, part *p, hl_node *n)
+{
+    char why[200];
+    snprintf(why, sizeof why, "%s: %s", n->name, L->closing ? "client freed with the call "
+             "in flight" : "lock freed with the call in flight");
+    part_end(p, HILOCK_EIO, why);
+}
+
+/* A sharded node's route (Cluster): the server that must run this pipeline, or -1 with n->st,
+ * n->err. One flow at a time fetches a node's slot map (the seeds' round trips run on this
+ * loop: only that flow pauses); the others route by the map in hand (a MOVED corrects it), or
+ * wait for the first one. */
+static int shard_route(hl_loop *L, hilock_client *c, size_t i, const hl_cmd *cmds, int ncmd,
+                       int64_t deadline, int *asking)
+{
+    hl_node *n = &c->nodes[i];
+    call *me = L->running;
+    for (;;) {
+        int fetch = !(L->fetching & (1u << i)), s;
+        L->fetching |= 1u << i;
+        s = n->topo->route_to(c, n, cmds, ncmd, deadline, fetch, asking);
+        if (fetch) L->fetching &= ~(1u << i);
+        if (s != -2) return s;
+        if (hl_now_us() >= deadline || me->cancel || L->closing) {   /* (the caller says which) */
+            n->st = HILOCK_ETIMEDOUT;
+            snprintf(n->err, sizeof n->err, "cluster: no slot map yet (another call's fetch of it "
+                     "had not ended by this call's connect deadline)");
+            return -1;
+        }
+        loop_pause(c, hl_now_us() + 1000 < deadline ? hl_now_us() + 1000 : deadline);
+    }
+}
+
+/* Part p (node p->node of c) on its way: routed if its node is sharded, then queued on its
+ * connection with the blocking runner's bounds (the round trip, after a connect if there is
+ * one; never past hard). Routing may pause the flow (a slot map fetch). */
+static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_timeout_us,
+                       int64_t hard, int any)
+{
+    hl_node *n = &c->nodes[p->node];
+    int64_t now = hl_now_us(), connect = c->opt.connect_timeout_ms * 1000;
+    lconn *lc;
+    if (p->owner->cancel || L->closing) {
+        part_cut(L, p, n);
+        return;
+    }
+    if (c == L->c && n->topo->route_to) {
+        p->srv = shard_route(L, c, p->node, p->cmds, p->ncmd, hl_add_sat(now, connect) < hard ?
+                             hl_add_sat(now, connect) : hard, &p->asking);
+        if (p->done) return;   /* ended meanwhile (its lock or client freed) */
+        if (p->owner->cancel || L->closing) {
+            part_cut(L, p, n);
+            return;
+        }
+        if (p->srv < 0) {
+            part_end(p, n->st, n->err);
+            return;
+        }
+        now = hl_now_us();
+    }
+    lc = c != L->c ? aux_conn(L, c, p->node) : any ? side_conn(L, p->node, p->srv) :
+         p->srv >= 0 ? shard_conn(L, p->node, p->srv, 1) : &L->conns[p->node];
+    p->deadline = hl_add_sat(now, per_node_timeout_us + (lc && lc->k ? 0 : connect));
+    if (p->deadline > hard) p->deadline = hard;
+    if (!lc) {
+        part_end(p, HILOCK_ENOMEM, "out of memory");
+        return;
+    }
+    lc_submit(L, lc, p);
+}
+
+/* After a round: the nodes of todo whose topology wants the pipeline run again (Cluster:
+ * MOVED, ASK, TRYAGAIN, CLUSTERDOWN), as engine.c's exec_redirected asks. The topology reads
+ * the round in the node, so each part's outcome (and its server's state) is put there for the
+ * question; the parts to run again lose their replies. */
+static uint32_t redirects(hl_loop *L, hilock_client *c, xrun *x, uint32_t todo, const hl_cmd *cmds,
+                          int ncmd, int64_t dl)
+{
+    call *me = L->running;
+    uint32_t again = 0;
+    for (size_t i = 0; i < c->nnodes && i < 32; i++) {
+        hl_node *n = &c->nodes[i];
+        part *p = &x->parts[i];
+        unsigned long yields = me->yields;
+        int rc;
+        if (!(todo & (1u << i)) || !n->topo->redirect) continue;
+        if (p->srv >= 0) n->topo->use(n, p->srv);
+        n->st = p->st;
+        snprintf(n->err, sizeof n->err, "%s", p->err);
+        for (int q = 0; q < HL_MAX_CMDS; q++) {
+            hl_reply_free(n->reply[q]);   /* (another flow's) */
+            n->reply[q] = p->reply[q];
+        }
+        rc = n->topo->redirect(c, n, cmds, ncmd, dl);
+        /* A redirect that paused (TRYAGAIN's backoff: it then asks for the run again) let other
+         * flows clear the node's replies: they are no longer the part's to free. */
+        for (int q = 0; q < HL_MAX_CMDS; q++) {
+            if (rc && me->yields == yields) hl_reply_free(n->reply[q]);
+            if (me->yields == yields) n->reply[q] = NULL;
+            if (rc || me->yields != yields) p->reply[q] = NULL;
+        }
+        if (rc || me->yields != yields) again |= 1u << i;
+    }
+    return again;
+}
+
+static void part_init(part *p, call *me, xrun *x, size_t i, const hl_cmd *cmds, int ncmd)
+{
+    memset(p, 0, sizeof *p);
+    p->owner = me;
+    p->x = x;
+    p->node = i;
+    p->cmds = cmds;
+    p->ncmd = ncmd;
+    p->srv = -1;
+    x->pending++;
+}
+
 static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                           int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
 {
@@ -605,11 +779,12 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
     call *me = L->running;
     part parts[c->nnodes];   /* (at most 32: hilock_client_new, and the Sentinels' topo_get) */
     xrun x;
-    uint32_t ok = 0;
-    int64_t now = hl_now_us();
+    uint32_t ok = 0, todo = mask;
+    int64_t dl = hl_add_sat(hl_now_us(), per_node_timeout_us);   /* the redirects' bound */
     hl_exec_clear(c);
     if (!me || !hl_fiber_current())   /* a blocking path with no check of its own */
         return refuse_exec(c, mask, "client attached to an event loop: blocking calls are refused");
+    if (dl > hard_deadline_us) dl = hard_deadline_us;
     memset(&x, 0, sizeof x);
     memset(parts, 0, c->nnodes * sizeof *parts);
     x.any = any;
@@ -619,41 +794,27 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
      * connection of the loop's client resolves, itself inside an hl_exec of this flow) */
     x.outer = me->x;
     me->x = &x;   /* its deadlines count from now: a submit below may pause the flow */
-    for (size_t i = 0; i < c->nnodes && i < 32; i++) {
-        hl_node *n = &c->nodes[i];
-        part *p = &parts[i];
-        lconn *lc;
-        if (!(mask & (1u << i))) continue;
-        n->st = HILOCK_OK;
-        n->err[0] = '\0';
-        n->wrote = 0;
-        p->owner = me;
-        p->x = &x;
-        p->node = i;
-        p->cmds = cmds;
-        p->ncmd = ncmd;
-        x.pending++;
-        if (me->cancel || L->closing) {
-            char why[200];
-            snprintf(why, sizeof why, "%s: %s", n->name, L->closing ? "client freed with the call "
-                     "in flight" : "lock freed with the call in flight");
-            part_end(p, HILOCK_EIO, why);
-            continue;
+    for (int hop = 0;; hop++) {
+        for (size_t i = 0; i < c->nnodes && i < 32; i++) {
+            hl_node *n = &c->nodes[i];
+            if (!(todo & (1u << i))) continue;
+            n->st = HILOCK_OK;
+            n->err[0] = '\0';
+            n->wrote = 0;
+            part_init(&parts[i], me, &x, i, cmds, ncmd);
         }
-        lc = c != L->c ? aux_conn(L, c, i) : any ? side_conn(L, i) : &L->conns[i];
-        /* the blocking runner's bounds: the round trip, after a connect if there is one */
-        p->deadline = hl_add_sat(now, per_node_timeout_us +
-                                 (lc && lc->k ? 0 : c->opt.connect_timeout_ms * 1000));
-        if (p->deadline > hard_deadline_us) p->deadline = hard_deadline_us;
-        if (!lc) {
-            part_end(p, HILOCK_ENOMEM, "out of memory");
-            continue;
+        for (size_t i = 0; i < c->nnodes && i < 32; i++)
+            if (todo & (1u << i)) part_start(L, c, &parts[i], per_node_timeout_us,
+                                             hop ? dl : hard_deadline_us, any);
+        while (x.pending > 0) {
+            me->state = S_SUSPENDED;
+            me->yields++;
+            hl_fiber_yield();
         }
-        lc_submit(L, lc, p);
-    }
-    while (x.pending > 0) {
-        me->state = S_SUSPENDED;
-        hl_fiber_yield();
+        /* redirects: at most HL_MAX_REDIRECTS rounds more, none past the first one's bound */
+        if (hop == HL_MAX_REDIRECTS || !(todo = redirects(L, c, &x, todo, cmds, ncmd, dl)) ||
+            hl_now_us() >= dl)
+            break;
     }
     me->x = x.outer;
     hl_exec_clear(c);   /* (what the flows that ran meanwhile left there) */
@@ -661,6 +822,7 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
         hl_node *n = &c->nodes[i];
         part *p = &parts[i];
         if (!(mask & (1u << i))) continue;
+        if (p->srv >= 0) n->topo->use(n, p->srv);   /* the flow reads its own server's state */
         n->st = p->st;
         n->wrote = p->wrote;
         if (p->st != HILOCK_OK) {
@@ -674,9 +836,18 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
     return ok;
 }
 
+/* A sharded node's connection in use: the one to the server whose state is in the node (the
+ * calling flow's, after its round trip). */
+static lconn *node_conn(hl_loop *L, size_t i)
+{
+    hl_node *n = &L->c->nodes[i];
+    return n->topo->current ? shard_conn(L, i, n->topo->current(n), 0) : &L->conns[i];
+}
+
 static int loop_connected(const hilock_client *c, size_t i)
 {
-    return c->loop && c == c->loop->c && c->loop->conns[i].k != NULL;
+    lconn *lc = c->loop && c == c->loop->c ? node_conn(c->loop, i) : NULL;
+    return lc && lc->k != NULL;
 }
 
 /* The master of node i moved (topology): its connection goes, with every call on it (as the
@@ -684,9 +855,10 @@ static int loop_connected(const hilock_client *c, size_t i)
 static void loop_close_node(hilock_client *c, size_t i, const char *why)
 {
     char err[200];
-    if (!c->loop || c != c->loop->c) return;
+    lconn *lc = c->loop && c == c->loop->c ? node_conn(c->loop, i) : NULL;
+    if (!lc) return;
     snprintf(err, sizeof err, "%s", why);
-    lc_close(c->loop, &c->loop->conns[i], HILOCK_EIO, err);
+    lc_close(c->loop, lc, HILOCK_EIO, err);
 }
 
 static void loop_pause(hilock_client *c, int64_t until_us)
@@ -697,6 +869,7 @@ static void loop_pause(hilock_client *c, int64_t until_us)
     me->wake_us = until_us;
     while (hl_now_us() < until_us && !me->cancel && !L->closing) {
         me->state = S_SUSPENDED;
+        me->yields++;
         hl_fiber_yield();
     }
     me->wake_us = HL_NEVER;
@@ -859,8 +1032,9 @@ static void run_all(hl_loop *L)
         call *k;
         progress = 0;
         start_renewals(L, now);
-        for (k = L->head; k; k = k->next)   /* pauses that are over */
-            if (k->state == S_SUSPENDED && !k->x && k->wake_us != HL_NEVER &&
+        for (k = L->head; k; k = k->next)   /* pauses that are over (one may come inside an
+                                               hl_exec: a Cluster route waiting for the map) */
+            if (k->state == S_SUSPENDED && k->wake_us != HL_NEVER &&
                 (k->wake_us <= now || k->cancel || L->closing))
                 make_runnable(k);
         for (k = L->head; k && budget > 0; k = k->next)   /* new calls, in the order made */
@@ -917,6 +1091,7 @@ static void for_each_conn(hl_loop *L, void (*fn)(hl_loop *, lconn *))
     for (size_t i = 0; i < L->c->nnodes; i++) fn(L, &L->conns[i]);
     for (lconn *lc = L->side; lc; lc = lc->next) fn(L, lc);
     for (lconn *lc = L->aux; lc; lc = lc->next) fn(L, lc);
+    for (lconn *lc = L->shards; lc; lc = lc->next) fn(L, lc);
 }
 
 /* Side connections that ended abnormally are closed; free those. */
@@ -966,6 +1141,9 @@ static void pass(hl_loop *L, int fd, int events)
             if (lc->fd == fd) lc_io(L, lc, events);
     if (fd >= 0)
         for (lconn *lc = L->aux; lc; lc = lc->next)
+            if (lc->fd == fd) lc_io(L, lc, events);
+    if (fd >= 0)
+        for (lconn *lc = L->shards; lc; lc = lc->next)
             if (lc->fd == fd) lc_io(L, lc, events);
     expire(L, hl_now_us());
     run_all(L);
@@ -1192,11 +1370,6 @@ static hilock_status loop_attach(hilock_client *c, const hilock_loop *loop)
     if (c->runner) return hl_fail(c, HILOCK_EINVAL, "client already attached to an event loop");
     if (!loop || !loop->watch || !loop->timer)
         return hl_fail(c, HILOCK_EINVAL, "hilock_loop: watch and timer are required");
-    for (size_t i = 0; i < c->nnodes; i++) {
-        if (c->nodes[i].url.kind == HL_URL_CLUSTER)   /* one connection per shard, redirects */
-            return hl_fail(c, HILOCK_EINVAL, "%s: Cluster URLs are not served on an event loop "
-                           "yet (the loop runner keeps one connection per URL)", c->nodes[i].name);
-    }
     if (!(L = calloc(1, sizeof *L)) || !(L->conns = calloc(c->nnodes, sizeof *L->conns))) {
         free(L);
         return hl_fail(c, HILOCK_ENOMEM, "out of memory");
@@ -1204,6 +1377,7 @@ static hilock_status loop_attach(hilock_client *c, const hilock_loop *loop)
     for (size_t i = 0; i < c->nnodes; i++) {
         L->conns[i].c = c;
         L->conns[i].node = i;
+        L->conns[i].srv = -1;
         L->conns[i].fd = -1;
         hl_node_close(&c->nodes[i]);   /* the blocking runner's: not used from now on */
     }
@@ -1269,6 +1443,12 @@ static void loop_free(hl_loop *L)
     while (L->aux) {
         lconn *lc = L->aux;
         L->aux = lc->next;
+        free(lc->q);
+        free(lc);
+    }
+    while (L->shards) {
+        lconn *lc = L->shards;
+        L->shards = lc->next;
         free(lc->q);
         free(lc);
     }

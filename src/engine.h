@@ -237,6 +237,20 @@ typedef struct hl_topo_ops {
      * done. The engine asks at most HL_MAX_REDIRECTS times per call, all within the
      * deadline of its first round trip; the last replies stand (their error says why). */
     int (*redirect)(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us);
+    /* ---- a sharded topology seen from an event loop (async.c keeps a connection of its own
+     * per server, and its flows interleave; NULL for the others) ---- */
+    /* route, its private client (the seeds) driven as c is (c->runner: on the loop, by the
+     * loop): the server chosen (>= 1: its key, which names that server for the node's life,
+     * across slot maps; an index would not: each map rebuilds the table), or -1 as route's;
+     * *asking as route's 1. fetch 0: no slot map fetch now (another flow's is under way: the
+     * map in hand serves, a MOVED corrects it), -2 if there is none yet. */
+    int (*route_to)(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us,
+                    int fetch, int *asking);
+    /* Put server s's undo list, name and facts in n (what a connection to s reads and writes),
+     * parking those in use (a server that has left the map: nothing changes); and which one is
+     * there now (-1: none). */
+    void (*use)(hl_node *n, int s);
+    int (*current)(const hl_node *n);
 } hl_topo_ops;
 #define HL_MAX_REDIRECTS 16
 

@@ -79,6 +79,8 @@ typedef struct parked {       /* what the engine keeps in the node, while anothe
 typedef struct srv {
     char     *host;
     int       port;
+    int       key;            /* its number for this node's life (>= 1), kept across maps: the
+                                 event loop's name for it (its index changes with each map) */
     char      id[41];         /* node id in the last map ("": a redirect target it has not named) */
     uint64_t  epoch;          /* config epoch in the last map */
     parked    park;
@@ -95,6 +97,7 @@ typedef struct table {        /* the servers of one map, and the redirect target
     int       n, cap;         /* cap: the map's masters + EXTRA_SRV */
     int32_t  *ix;             /* by host:port, open addressing: entry + 1, 0 = free */
     size_t    ixcap;          /* a power of two, >= 2 * cap */
+    int       last_key;       /* the last srv.key handed out (carried to the next table) */
 } table;
 
 struct hl_topo {
@@ -251,6 +254,7 @@ static int tbl_at(table *tb, const char *host, size_t hlen, int port, parked *fr
     s = &tb->s[tb->n];
     if (!(s->host = hl_strndup(host, hlen))) return -1;
     s->port = port;
+    s->key = ++tb->last_key;   /* (a carried entry gets its old one back: add_node) */
     if (from) {
         s->park = *from;
         memset(from, 0, sizeof *from);
@@ -478,6 +482,7 @@ static void add_node(struct hl_topo *t, table *old, const mline *m)
     was = tbl_find(old, m->host, m->hlen, m->port, &at);
     idx = tbl_at(&t->tb, m->host, m->hlen, m->port, was >= 0 ? &old->s[was].park : NULL);
     if (idx < 0) return;   /* (more masters than slots: a reply no cluster sends) */
+    if (was >= 0) t->tb.s[idx].key = old->s[was].key;
     t->tb.s[idx].epoch = m->epoch;
     memcpy(t->tb.s[idx].id, m->id, 40);
     map_slots(t, m, idx);
@@ -516,6 +521,7 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
         t->cur = -1;
     }
     t->ask = -1;   /* (an index of the old table) */
+    fresh.last_key = old.last_key;
     t->tb = fresh;
     t->given = 0;
     memset(t->owner, 0xff, sizeof t->owner);
@@ -526,7 +532,10 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
     if (t->moved_slot >= 0) {   /* the last MOVED stands over a seed that lags */
         srv *o = &old.s[t->moved_to];
         int idx = tbl_at(&t->tb, o->host, strlen(o->host), o->port, &o->park);
-        if (idx >= 0) t->owner[t->moved_slot] = (int16_t)idx;
+        if (idx >= 0) {
+            t->owner[t->moved_slot] = (int16_t)idx;
+            t->tb.s[idx].key = o->key;
+        }
         t->moved_slot = -1;
     }
     for (int i = 0; i < old.n; i++) rehome(t, &old.s[i].park, now);
@@ -825,8 +834,9 @@ static const char *cluster_node_id(const hl_node *n)
 static int cluster_serves(hilock_client *c, hl_node *n, const char *id, int64_t deadline_us)
 {
     struct hl_topo *t = n->topo_state;
-    (void)c;
-    if (t && t->stale && id[0]) {
+    /* (on an event loop one flow at a time asks for the map, and this one may not be it: the
+     * map in hand judges there) */
+    if (t && t->stale && id[0] && !c->runner) {
         hilock_status st = n->st;
         char err[sizeof n->err];
         memcpy(err, n->err, sizeof err);
@@ -839,6 +849,11 @@ static int cluster_serves(hilock_client *c, hl_node *n, const char *id, int64_t 
         if (t->owner[s] >= 0 && !strcmp(t->tb.s[t->owner[s]].id, id)) return 1;
     return 0;
 }
+
+static int cluster_route_to(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd,
+                            int64_t deadline_us, int fetch, int *asking);
+static void cluster_use(hl_node *n, int s);
+static int cluster_current(const hl_node *n);
 
 const hl_topo_ops hl_topo_cluster = {
     .name = "cluster",
@@ -854,6 +869,9 @@ const hl_topo_ops hl_topo_cluster = {
     .free = cluster_free,
     .route = cluster_route,
     .redirect = cluster_redirect,
+    .route_to = cluster_route_to,
+    .use = cluster_use,
+    .current = cluster_current,
 };
 
 /* ---- operator tools: every master ---- */
@@ -903,4 +921,49 @@ hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int64_t d
     free(slots);
     free(order);
     return HILOCK_OK;
+}
+
+/* ---- the event loop's view ---- */
+
+/* An event loop keeps its own connection per server (by its key, which outlives the tables
+ * of successive maps), so it asks which server route() chose, and swaps that server's state
+ * back in before it encodes for it or reads its handshake (its flows interleave: the node
+ * holds whichever server was used last). */
+static int cluster_route_to(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd,
+                            int64_t deadline_us, int fetch, int *asking)
+{
+    struct hl_topo *t = topo_get(c, n);
+    int stale, rc;
+    if (!t) return cluster_route(c, n, cmds, ncmd, deadline_us);   /* (says out of memory) */
+    t->sc.runner = c->runner;   /* the seeds' round trips are driven as c's are */
+    t->sc.loop = c->loop;
+    if (!fetch && !t->have_map) return -2;
+    stale = t->stale;
+    if (!fetch) t->stale = 0;   /* (route fetches only when stale or mapless) */
+    rc = cluster_route(c, n, cmds, ncmd, deadline_us);
+    if (!fetch) t->stale = t->stale || stale;
+    if (rc < 0) return -1;
+    *asking = rc;
+    return t->tb.s[t->cur].key;
+}
+
+/* Server `key`'s state into the node. A server that has left the map since (its undos went
+ * to the slots' new owners, install_map) is not found: the node keeps what it holds, and the
+ * loop's connection to it only carries a reply already on its way. */
+static void cluster_use(hl_node *n, int key)
+{
+    struct hl_topo *t = n->topo_state;
+    if (!t || key <= 0) return;
+    if (t->cur >= 0 && t->tb.s[t->cur].key == key) return;   /* (most calls: the one in use) */
+    for (int i = 0; i < t->tb.n; i++)
+        if (t->tb.s[i].key == key) {
+            use(n, t, i);
+            return;
+        }
+}
+
+static int cluster_current(const hl_node *n)
+{
+    const struct hl_topo *t = n->topo_state;
+    return t && t->cur >= 0 ? t->tb.s[t->cur].key : -1;
 }

@@ -378,8 +378,8 @@ static int slow_ident(hilock_client *c, hl_topo_op *op, size_t i, uint32_t ok, i
 /* failover.lua's round trip on the nodes in mask, each node's answer read before any other
  * round trip: the blocking runner leaves the replies and st of the nodes outside a round
  * trip's mask as they are, but the loop runner clears every node's replies and lets other
- * flows overwrite st while this one waits. (A Cluster client, whose nodes each get a round
- * trip of their own, is blocking-only today: async.c refuses Cluster URLs.) */
+ * flows overwrite st while this one waits. (A Cluster node, on a loop too, gets its shard
+ * server's state back in the node when its own round trip ends: async.c.) */
 static uint32_t slow_round(hilock_client *c, hl_topo_op *op, uint32_t mask, const hl_cmd *s, ident *ids)
 {
     uint32_t ok = slow_exec(c, op, mask, s), have = 0;

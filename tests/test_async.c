@@ -17,6 +17,7 @@
 
 #include "fixture.h"
 #include "sentinel_fixture.h"
+#include "tls_fixture.h"
 #include "hilock_libevent.h"
 #include "hilock_libuv.h"
 #include "hilock_legacy.h"
@@ -1141,21 +1142,170 @@ Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
     hlt_redis_stop(s);
 }
 
-Test(async, cluster_urls_are_refused_at_attach_and_sentinel_urls_are_served)
+/* rediss:// on the loop: 100 acquisitions pipelined over one TLS connection (the handshake
+ * non-blocking, on the loop), each value read back on the server, then released. */
+Test(async, rediss_pipelines_a_hundred_acquisitions_then_releases_on_the_loop)
 {
     static run r;
     uv_loop_t loop;
-    hilock_client *c;
+    hlt_pki *pki;
+    hlt_redis *s;
+    hilock_options o;
+    const char *url[1];
+    int n = 100;
+    HLT_NEEDS(60000, "no TLS before Redis 6.0");
+    cr_assert_not_null(pki = hlt_pki_make());
+    cr_assert_not_null(s = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL));
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    options_for(&o, url, 1, 5000);
+    o.tls_ca_file = pki->ca;
+    o.connect_timeout_ms = 5000;
+    r.c = attach_with(&loop, &o);
+    acquire_all(&r, n, "tls:", 10000, 0);
+    run_until(&loop, &r.done, n, 20000);
+    for (int i = 0; i < n; i++) {
+        char key[32], *v;
+        cr_assert_eq(r.st[i], HILOCK_OK, "call %d: %s", i, hilock_strerror(r.st[i]));
+        snprintf(key, sizeof key, "tls:%d", i);
+        v = hlt_get(s, key);
+        cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s: %s", key, v ? v : "(none)");
+        free(v);
+    }
+    cr_assert_eq(r.wrong, 0);
+    release_all_ok(&loop, &r, n);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "tls:%d", i);
+        cr_assert_eq(hlt_exists(s, key), 0, "%s still held", key);
+    }
+    cr_assert_eq(r.wrong, 0);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+    hlt_pki_free(pki);
+}
+
+/* hilock_legacy_acquire_async: the legacy recipe's stamp on the loop; a key another client
+ * holds (legacy) is BUSY, naming it; release on the loop deletes it. */
+Test(async, legacy_acquire_async_grants_a_stamp_and_a_held_key_is_busy)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_client *other;
+    hilock *held = NULL;
+    char *v;
+    cr_assert_not_null(s);
+    url[0] = s->url;
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_client_open(s->url, &other), HILOCK_OK);
+    cr_assert_eq(hilock_legacy_acquire(other, "held", 10000, 0, &held), HILOCK_OK, "%s",
+                 hilock_client_errmsg(other));
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 1, 2000);
+    cr_assert_eq(hilock_legacy_acquire_async(r.c, "leg", 10000, 0, on_done, arg_of(&r, 0)), HILOCK_OK,
+                 "%s", hilock_client_errmsg(r.c));
+    cr_assert_eq(hilock_legacy_acquire_async(r.c, "held", 10000, 0, on_done, arg_of(&r, 1)), HILOCK_OK);
+    run_until(&loop, &r.done, 2, 5000);
+    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+    v = hlt_get(s, "leg");
+    cr_assert(v && strspn(v, "0123456789") == strlen(v), "legacy value %s is not a stamp", v);
+    cr_assert_str_eq(v, hilock_token(r.lock[0]));
+    free(v);
+    cr_assert_eq(r.st[1], HILOCK_BUSY, "%s", hilock_strerror(r.st[1]));
+    cr_assert_null(r.lock[1]);
+    cr_assert(strstr(r.err[1], "held"), "%s", r.err[1]);
+    cr_assert_eq(hilock_release_async(r.lock[0], on_done, arg_of(&r, 2)), HILOCK_OK);
+    run_until(&loop, &r.done, 3, 5000);
+    cr_assert_eq(r.st[2], HILOCK_OK, "%s", r.err[2]);
+    cr_assert_eq(hlt_exists(s, "leg"), 0);
+    cr_assert_eq(hlt_exists(s, "held"), 1, "the other client's lock was touched");
+    cr_assert_eq(r.wrong, 0);
+    cr_assert_eq(hilock_release(held), HILOCK_OK);
+    hilock_free(held);
+    hilock_client_free(other);
+    free_locks(&r, 1);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* Its bad input is refused at once (done never runs), a fair client's too, with the blocking
+ * call's message; what the blocking call refuses on its lock (two servers) ends in done. */
+Test(async, legacy_acquire_async_refuses_bad_input_at_once_and_done_never_runs)
+{
+    static run r;
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL), *s2 = hlt_redis_start(NULL);
+    const char *url[2];
+    hilock_options o;
+    hilock_client *c, *fair;
+    cr_assert(s && s2);
+    url[0] = s->unix_url;
+    url[1] = s2->unix_url;
+    uv_loop_init(&loop);
+    c = attached(&loop, url, 1, 2000);
+    stray = 0;
+    cr_assert_eq(hilock_legacy_acquire_async(NULL, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire_async(c, NULL, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire_async(c, "", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire_async(c, "k", 0, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "ttl_ms"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_legacy_acquire_async(c, "k", 1000, -2, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_legacy_acquire_async(c, "k", 1000, 0, NULL, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "done"), "%s", hilock_client_errmsg(c));
+    options_for(&o, url, 1, 2000);
+    o.fair = 1;
+    fair = attach_with(&loop, &o);
+    cr_assert_eq(hilock_legacy_acquire_async(fair, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(fair), "fair is not supported by hilock_legacy_acquire"),
+              "%s", hilock_client_errmsg(fair));
+    hilock_client_free(fair);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(stray, 0, "done ran for a refused call");
+    cr_assert_eq(hlt_exists(s, "k"), 0);
+    hilock_client_free(c);
+    /* two servers: legacy peers know no quorum (EINVAL in done, nothing written) */
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, url, 2, 2000);
+    cr_assert_eq(hilock_legacy_acquire_async(r.c, "k", 1000, 0, on_done, arg_of(&r, 0)), HILOCK_OK);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_EINVAL, "%s", hilock_strerror(r.st[0]));
+    cr_assert(strstr(r.err[0], "exactly one server"), "%s", r.err[0]);
+    cr_assert_eq(hlt_exists(s, "k") + hlt_exists(s2, "k"), 0);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+    hlt_redis_stop(s2);
+}
+
+Test(async, cluster_and_sentinel_urls_attach_and_end_as_the_blocking_calls_with_every_seed_down)
+{
+    static run r;
+    uv_loop_t loop;
     char url[200], port[16];
     const char *sent[1] = { url };
     int p = hlt_free_port();
     int64_t t0;
     uv_loop_init(&loop);
-    cr_assert_eq(hilock_client_open("redis-cluster://127.0.0.1:1", &c), HILOCK_OK);
-    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_EINVAL);
-    cr_assert(strstr(hilock_client_errmsg(c), "Cluster URLs are not served"), "%s", hilock_client_errmsg(c));
-    hilock_client_free(c);
+    /* a Cluster URL attaches (test_async_cluster.c: a real cluster); with no seed up the
+     * acquire ends EIO, naming the seed (test_cluster.c's message) */
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", p);
+    snprintf(port, sizeof port, "%d", p);
+    memset(&r, 0, sizeof r);
+    r.c = attached(&loop, sent, 1, 1000);
+    acquire_all(&r, 1, "k", 5000, 0);
+    run_until(&loop, &r.done, 1, 5000);
+    cr_assert_eq(r.st[0], HILOCK_EIO, "%s", r.err[0]);
+    cr_assert(strstr(r.err[0], "no seed gave the slot map") && strstr(r.err[0], port), "%s", r.err[0]);
+    cr_assert_null(r.lock[0]);
+    hilock_client_free(r.c);
     cr_assert_eq(hilock_libuv_attach(NULL, &loop), HILOCK_EINVAL);
+    p = hlt_free_port();
     /* a Sentinel URL attaches; with every Sentinel down the acquire ends as the blocking one
      * does (test_sentinel.c: all_sentinels_down_is_eio_within_the_bound) */
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#m", p, hlt_free_port());

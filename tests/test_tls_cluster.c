@@ -21,6 +21,7 @@
 #include "cluster_fixture.h"
 #include "fixture.h"
 #include "hilock.h"
+#include "hilock_libuv.h"
 #include "tls_fixture.h"
 
 static hlt_pki *pki;   /* the runner's (the workers find the files through the cluster's view) */
@@ -189,6 +190,78 @@ Test(tls_cluster, acquire_extend_check_release_on_keys_of_every_master)
         hilock_free(l[i]);
     }
     hilock_client_free(c);
+}
+
+/* ---- on an event loop (libuv): the TLS handshakes, the slot map and the shards' calls ---- */
+
+typedef struct loop_run { int done; hilock_status st[6]; hilock *l[6]; } loop_run;
+typedef struct loop_arg { loop_run *r; int i; } loop_arg;
+
+static void loop_done(hilock_status st, hilock *l, void *arg)
+{
+    loop_arg *a = arg;
+    a->r->st[a->i] = st;
+    if (l && !a->r->l[a->i]) a->r->l[a->i] = l;
+    a->r->done++;
+}
+
+static void loop_guard(uv_timer_t *t) { *(int *)t->data = 1; }
+
+static void loop_until(uv_loop_t *loop, const int *count, int want)
+{
+    uv_timer_t guard;
+    int fired = 0;
+    uv_timer_init(loop, &guard);
+    guard.data = &fired;
+    uv_timer_start(&guard, loop_guard, (uint64_t)scaled(10000), 0);
+    while (*count < want && !fired) uv_run(loop, UV_RUN_ONCE);
+    uv_timer_stop(&guard);
+    uv_close((uv_handle_t *)&guard, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    cr_assert_geq(*count, want, "only %d of %d calls ended", *count, want);
+}
+
+/* rediss-cluster:// on a loop: keys of every master (two each, in flight at once) acquired
+ * over TLS, held on their own masters, then released. */
+Test(tls_cluster, keys_of_every_master_lock_on_an_event_loop)
+{
+    static loop_run r;
+    static loop_arg args[6];
+    uv_loop_t loop;
+    hilock_client *c;
+    char key[6][64];
+    int m[3];
+    fx();
+    c = client();
+    masters(m);
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < 6; i++) {
+        key_on(m[i % 3], i < 3 ? "tlsloop:a" : "tlsloop:b", key[i], sizeof key[i]);
+        args[i].r = &r;
+        args[i].i = i;
+        cr_assert_eq(hilock_acquire_async(c, key[i], 10000, 0, loop_done, &args[i]), HILOCK_OK);
+    }
+    loop_until(&loop, &r.done, 6);
+    for (int i = 0; i < 6; i++) {
+        char *v;
+        cr_assert_eq(r.st[i], HILOCK_OK, "%s: %s", key[i], hilock_strerror(r.st[i]));
+        v = hlt_cluster_get(F, m[i % 3], key[i]);
+        cr_assert(v && !strcmp(v, hilock_token(r.l[i])), "master %d does not hold %s", m[i % 3], key[i]);
+        free(v);
+    }
+    r.done = 0;
+    for (int i = 0; i < 6; i++) cr_assert_eq(hilock_release_async(r.l[i], loop_done, &args[i]), HILOCK_OK);
+    loop_until(&loop, &r.done, 6);
+    for (int i = 0; i < 6; i++) {
+        cr_assert_eq(r.st[i], HILOCK_OK, "release %s: %s", key[i], hilock_strerror(r.st[i]));
+        cr_assert_eq(hlt_cluster_exists(F, m[i % 3], key[i]), 0, "%s still on master %d", key[i], m[i % 3]);
+        hilock_free(r.l[i]);
+    }
+    hilock_client_free(c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0, "handles left open on the loop");
 }
 
 /* One seed, a replica: every master is reached at the TLS port the slot map names, over TLS. */

@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_async_cluster.c -- redis-cluster:// on an event loop (libuv, one thread): routing per
+ * key to its shard's master, a slot moved under load (ASK, MOVED, a map fetched again on the
+ * loop), calls across shards in flight at once, a frozen shard, the client freed mid-flight.
+ *
+ * One real cluster (3 masters + 3 replicas, cluster_fixture.h) serves the suite, as in
+ * test_cluster.c; tests that break it run alone (hlt_cluster_exclusive) and leave it healthy.
+ * Timing asserts are generous upper bounds only; the loop-stall figures are printed. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "cluster_fixture.h"
+#include "fixture.h"
+#include "hilock_libuv.h"
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+    (void)set;
+    if (hlt_cluster_share() < 0) fprintf(stderr, "test_async_cluster: the cluster fixture did not start\n");
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+    (void)stats;
+    hlt_cluster_unshare();
+}
+
+static hlt_cluster *F;
+
+static void fini(void)
+{
+    hlt_cluster_stop(F);   /* a view: frees only (and drops the flock) */
+    F = NULL;
+}
+
+TestSuite(async_cluster, .fini = fini, .timeout = 120);
+
+static hlt_cluster *fx(int exclusive)
+{
+    F = hlt_cluster_attach();
+    cr_assert_not_null(F, "no cluster (the fixture did not start)");
+    if (exclusive) hlt_cluster_exclusive(F);
+    else hlt_cluster_shared_use(F);
+    return F;
+}
+
+/* A key named prefix<N> whose slot is served by master m (from index *from on). */
+static void key_on(hlt_cluster *f, int m, const char *prefix, int *from, char *buf, size_t cap)
+{
+    for (; *from < 100000; (*from)++) {
+        snprintf(buf, cap, "%s%d", prefix, *from);
+        if (hlt_cluster_key_master(f, buf) == m) {
+            (*from)++;
+            return;
+        }
+    }
+    cr_assert_fail("no key on master %d", m);
+}
+
+static void masters(hlt_cluster *f, int m[3])
+{
+    int n = 0;
+    for (int s = 0; s < 16384 && n < 3; s += 128) {
+        int k = hlt_cluster_slot_master(f, s), seen = 0;
+        for (int j = 0; j < n; j++) seen |= m[j] == k;
+        if (k >= 0 && !seen) m[n++] = k;
+    }
+    cr_assert_eq(n, 3, "found %d masters", n);
+}
+
+static void heal(hlt_cluster *f)
+{
+    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
+        redisReply *r = hlt_cluster_cmd(f, i, "PING");
+        if (!r) cr_assert_eq(hlt_cluster_restart(f, i), 0, "node %d did not restart", i);
+        else freeReplyObject(r);
+        hlt_cluster_heal(f, i);
+    }
+    cr_assert_eq(hlt_cluster_heal_all(f, 30000), 0, "the cluster did not heal");
+}
+
+/* ---- calls and their results ---- */
+
+#define N_MAX 100
+
+typedef struct run {
+    hilock_client *c;
+    int            ended[N_MAX], done, wrong;
+    hilock_status  st[N_MAX];
+    hilock        *lock[N_MAX];
+    char           err[N_MAX][160];
+    int            shard[N_MAX];   /* master index of the key */
+    char           key[N_MAX][48];
+    int            again;          /* extend each lock again as it ends (while 1) */
+    long           extends, failed;
+} run;
+
+typedef struct ctx { run *r; int i; } ctx;
+static ctx ctxs[N_MAX];
+
+static void *arg_of(run *r, int i)
+{
+    ctxs[i].r = r;
+    ctxs[i].i = i;
+    return &ctxs[i];
+}
+
+static void on_done(hilock_status st, hilock *l, void *arg)
+{
+    ctx *x = arg;
+    run *r = x->r;
+    if (r->ended[x->i]) r->wrong++;
+    r->ended[x->i]++;
+    r->st[x->i] = st;
+    snprintf(r->err[x->i], sizeof r->err[x->i], "%s", hilock_client_errmsg(r->c));
+    if (l && !r->lock[x->i]) r->lock[x->i] = l;
+    r->done++;
+}
+
+static void on_extended(hilock_status st, hilock *l, void *arg)
+{
+    ctx *x = arg;
+    run *r = x->r;
+    r->extends++;
+    if (st != HILOCK_OK) {
+        r->failed++;
+        snprintf(r->err[x->i], sizeof r->err[x->i], "%s", hilock_client_errmsg(r->c));
+    }
+    if (r->again && st == HILOCK_OK && hilock_extend_async(l, 10000, on_extended, arg) == HILOCK_OK) return;
+    r->ended[x->i]++;
+    r->done++;
+}
+
+static void reset(run *r)
+{
+    memset(r->ended, 0, sizeof r->ended);
+    memset(r->st, 0, sizeof r->st);
+    r->done = 0;
+}
+
+static void on_guard(uv_timer_t *t) { *(int *)t->data = 1; }
+
+static void run_until(uv_loop_t *loop, const int *count, int want, long limit_ms)
+{
+    uv_timer_t guard;
+    int fired = 0;
+    uv_timer_init(loop, &guard);
+    guard.data = &fired;
+    uv_timer_start(&guard, on_guard, (uint64_t)limit_ms, 0);
+    while (*count < want && !fired) uv_run(loop, UV_RUN_ONCE);
+    uv_timer_stop(&guard);
+    uv_close((uv_handle_t *)&guard, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    cr_assert_geq(*count, want, "only %d of %d calls ended within %ld ms", *count, want, limit_ms);
+}
+
+static void loop_close(uv_loop_t *loop)
+{
+    uv_run(loop, UV_RUN_NOWAIT);   /* the adapter's close callbacks */
+    cr_assert_eq(uv_loop_close(loop), 0, "handles left open on the loop");
+}
+
+/* guard: options.failover_guard (-1: the default, on for a cluster; 0 off, as test_cluster.c
+ * does where a failover or a resharding must not slow or fail the next calls) */
+static hilock_client *attached_guard(uv_loop_t *loop, const char *url, int64_t io_ms, int guard)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.io_timeout_ms = io_ms;
+    o.connect_timeout_ms = 1000;
+    o.retry_delay_ms = 20;
+    o.failover_guard = guard;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_libuv_attach(c, loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    return c;
+}
+
+static hilock_client *attached(uv_loop_t *loop, const char *url, int64_t io_ms)
+{
+    return attached_guard(loop, url, io_ms, 0);
+}
+
+/* n keys, spread over the three masters in turn (r->shard, r->key). */
+static void keys_across(hlt_cluster *f, run *r, int n, const char *prefix)
+{
+    int m[3], from[3] = {0, 0, 0};
+    masters(f, m);
+    for (int i = 0; i < n; i++) {
+        r->shard[i] = m[i % 3];
+        key_on(f, m[i % 3], prefix, &from[i % 3], r->key[i], sizeof r->key[i]);
+    }
+}
+
+static void acquire_keys(run *r, int n, int64_t ttl)
+{
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(hilock_acquire_async(r->c, r->key[i], ttl, 0, on_done, arg_of(r, i)), HILOCK_OK,
+                     "%s", hilock_client_errmsg(r->c));
+}
+
+/* Each lock's token is its key's value on the key's own master, and on no other. */
+static void assert_held_on_owner(hlt_cluster *f, run *r, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char *v = hlt_cluster_get(f, r->shard[i], r->key[i]);
+        cr_assert_not_null(v, "%s is not on its master %d", r->key[i], r->shard[i]);
+        cr_assert_str_eq(v, hilock_token(r->lock[i]), "%s", r->key[i]);
+        free(v);
+    }
+}
+
+static void assert_gone(hlt_cluster *f, run *r, int n)
+{
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(hlt_cluster_exists(f, r->shard[i], r->key[i]), 0, "%s still held", r->key[i]);
+}
+
+static void lock_calls(run *r, int n, hilock_status (*fn)(hilock *, hilock_done_fn, void *))
+{
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(fn(r->lock[i], on_done, arg_of(r, i)), HILOCK_OK, "%s", hilock_client_errmsg(r->c));
+}
+
+static hilock_status extend_10s(hilock *l, hilock_done_fn done, void *arg)
+{
+    return hilock_extend_async(l, 10000, done, arg);
+}
+
+static void assert_all(run *r, int n, hilock_status want, const char *what)
+{
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(r->st[i], want, "%s %d (%s, master %d): %s: %s", what, i, r->key[i], r->shard[i],
+                     hilock_strerror(r->st[i]), r->err[i]);
+    cr_assert_eq(r->wrong, 0, "a done ran twice");
+}
+
+static void free_locks(run *r, int n)
+{
+    for (int i = 0; i < n; i++) {
+        hilock_free(r->lock[i]);
+        r->lock[i] = NULL;
+    }
+}
+
+/* A loop timer ticking every 2 ms: the longest gap between two ticks is the worst stall. */
+typedef struct ticker { uv_timer_t t; int64_t last, max_gap; long ticks; } ticker;
+
+static void on_tick(uv_timer_t *t)
+{
+    ticker *k = t->data;
+    int64_t now = hlt_now_ms();
+    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
+    k->last = now;
+    k->ticks++;
+}
+
+static void tick_start(uv_loop_t *loop, ticker *tk)
+{
+    memset(tk, 0, sizeof *tk);
+    tk->last = hlt_now_ms();
+    uv_timer_init(loop, &tk->t);
+    tk->t.data = tk;
+    uv_timer_start(&tk->t, on_tick, 2, 2);
+}
+
+static void tick_stop(ticker *tk)
+{
+    uv_timer_stop(&tk->t);
+    uv_close((uv_handle_t *)&tk->t, NULL);
+}
+
+/* ---- tests ---- */
+
+Test(async_cluster, each_shards_keys_acquire_extend_check_and_release_on_the_loop)
+{
+    static run r;
+    hlt_cluster *f = fx(0);
+    uv_loop_t loop;
+    int n = 6;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    keys_across(f, &r, n, "aloop:");
+    r.c = attached_guard(&loop, f->url, 2000, -1);   /* the failover awareness per shard, too */
+    acquire_keys(&r, n, 10000);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "acquire");
+    assert_held_on_owner(f, &r, n);
+    reset(&r);
+    lock_calls(&r, n, extend_10s);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "extend");
+    for (int i = 0; i < n; i++) {
+        redisReply *t = hlt_cluster_cmd(f, r.shard[i], "PTTL %s", r.key[i]);
+        cr_assert(t && t->integer > 5000, "%s: the extend did not reach its master", r.key[i]);
+        freeReplyObject(t);
+    }
+    reset(&r);
+    lock_calls(&r, n, hilock_check_async);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "check");
+    reset(&r);
+    lock_calls(&r, n, hilock_release_async);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "release");
+    assert_gone(f, &r, n);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
+
+Test(async_cluster, fifty_calls_in_flight_across_the_shards_all_land_on_their_masters)
+{
+    static run r;
+    hlt_cluster *f = fx(0);
+    uv_loop_t loop;
+    int n = 50;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    keys_across(f, &r, n, "fifty:");
+    r.c = attached_guard(&loop, f->url, 2000, -1);
+    acquire_keys(&r, n, 10000);   /* all at once, on a new client: one slot map fetch */
+    run_until(&loop, &r.done, n, 15000);
+    assert_all(&r, n, HILOCK_OK, "acquire");
+    assert_held_on_owner(f, &r, n);
+    reset(&r);
+    lock_calls(&r, n, hilock_release_async);
+    run_until(&loop, &r.done, n, 15000);
+    assert_all(&r, n, HILOCK_OK, "release");
+    assert_gone(f, &r, n);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
+
+/* The resharding of one slot, in a thread of its own (the fixture's calls block). */
+typedef struct mover { hlt_cluster *f; int slot, to, rc; volatile int over; } mover;
+
+static void *move_slot(void *arg)
+{
+    mover *m = arg;
+    struct timespec pause = {0, 50 * 1000000};
+    nanosleep(&pause, NULL);   /* the extends are going by then */
+    m->rc = hlt_cluster_migrate_begin(m->f, m->slot, m->to);
+    nanosleep(&pause, NULL);   /* (while it migrates: ASK for what has gone) */
+    if (!m->rc) m->rc = hlt_cluster_migrate_keys(m->f, m->slot, m->to);
+    nanosleep(&pause, NULL);
+    if (!m->rc) m->rc = hlt_cluster_migrate_end(m->f, m->slot, m->to);
+    __atomic_store_n(&m->over, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* 40 locks in one slot, each extended again as soon as its extend ends (40 in flight at all
+ * times), while another thread moves the slot to another master: every extend succeeds
+ * (TRYAGAIN, ASK, then MOVED and a slot map fetched again on the loop), the locks end on the
+ * new master, and the loop's own timer keeps ticking. */
+Test(async_cluster, a_slot_moved_under_load_is_followed_without_stalling_the_loop)
+{
+    static run r;
+    hlt_cluster *f = fx(1);
+    uv_loop_t loop;
+    ticker tk;
+    mover mv;
+    pthread_t th;
+    int n = 40, m[3], from, slot;
+    int64_t t0;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    masters(f, m);
+    from = hlt_cluster_key_master(f, "{moving}");
+    slot = hlt_cluster_keyslot(f, "{moving}");
+    cr_assert(from >= 0 && slot >= 0);
+    for (int i = 0; i < n; i++) {
+        snprintf(r.key[i], sizeof r.key[i], "{moving}:%d", i);
+        r.shard[i] = from;
+    }
+    r.c = attached(&loop, f->url, 2000);
+    acquire_keys(&r, n, 10000);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "acquire");
+    reset(&r);
+    mv.f = f;
+    mv.slot = slot;
+    mv.to = m[0] == from ? m[1] : m[0];
+    mv.rc = -1;
+    mv.over = 0;
+    tick_start(&loop, &tk);
+    t0 = hlt_now_ms();
+    r.again = 1;
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(hilock_extend_async(r.lock[i], 10000, on_extended, arg_of(&r, i)), HILOCK_OK);
+    cr_assert_eq(pthread_create(&th, NULL, move_slot, &mv), 0);
+    /* the loop runs while the slot moves; then a few more rounds on the new master */
+    while (!__atomic_load_n(&mv.over, __ATOMIC_ACQUIRE) && hlt_now_ms() - t0 < 30000)
+        uv_run(&loop, UV_RUN_ONCE);
+    pthread_join(th, NULL);
+    {
+        long at = r.extends;
+        while (r.extends < at + 3 * n && r.failed == 0 && hlt_now_ms() - t0 < 40000)
+            uv_run(&loop, UV_RUN_ONCE);
+    }
+    r.again = 0;
+    run_until(&loop, &r.done, n, 10000);
+    tick_stop(&tk);
+    printf("async_cluster: slot %d moved from master %d to %d under %d extends in flight: %ld "
+           "extends, %ld failed; a 2 ms loop timer ticked %ld times, longest gap %lld ms\n", slot,
+           from, mv.to, n, r.extends, r.failed, tk.ticks, (long long)tk.max_gap);
+    cr_assert_eq(mv.rc, 0, "the slot did not move");
+    for (int i = 0; i < n; i++) cr_assert_eq(r.failed, 0, "extend of %s: %s", r.key[i], r.err[i]);
+    cr_assert_gt(tk.ticks, 20, "the loop's own timer hardly ran");
+    cr_assert_lt(tk.max_gap, 250, "the loop stalled %lld ms", (long long)tk.max_gap);
+    for (int i = 0; i < n; i++) r.shard[i] = mv.to;
+    assert_held_on_owner(f, &r, n);   /* the locks moved with the slot, and were kept */
+    reset(&r);
+    lock_calls(&r, n, hilock_check_async);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "check after the move");
+    reset(&r);
+    lock_calls(&r, n, hilock_release_async);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "release after the move");
+    assert_gone(f, &r, n);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    /* the slot goes home */
+    cr_assert_eq(hlt_cluster_migrate_begin(f, slot, from), 0);
+    cr_assert_eq(hlt_cluster_migrate_keys(f, slot, from), 0);
+    cr_assert_eq(hlt_cluster_migrate_end(f, slot, from), 0);
+    heal(f);
+}
+
+/* A frozen shard master: the extends of its locks end ETIMEDOUT within their bound, those of
+ * the other shards' locks succeed meanwhile; thawed, its locks answer again. */
+Test(async_cluster, a_frozen_shard_ends_only_its_own_calls_etimedout)
+{
+    static run r;
+    hlt_cluster *f = fx(1);
+    uv_loop_t loop;
+    int n = 15, cold;
+    int64_t t0;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    keys_across(f, &r, n, "cold:");
+    cold = r.shard[1];
+    r.c = attached(&loop, f->url, 300);
+    acquire_keys(&r, n, 10000);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "acquire");
+    reset(&r);
+    hlt_cluster_freeze(f, cold);
+    t0 = hlt_now_ms();
+    lock_calls(&r, n, extend_10s);
+    run_until(&loop, &r.done, n, 5000);
+    hlt_cluster_thaw(f, cold);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(r.st[i], r.shard[i] == cold ? HILOCK_ETIMEDOUT : HILOCK_OK, "extend %d (%s, master "
+                     "%d, frozen %d): %s: %s", i, r.key[i], r.shard[i], cold, hilock_strerror(r.st[i]), r.err[i]);
+        if (r.shard[i] == cold) cr_assert(strstr(r.err[i], "timed out"), "%s", r.err[i]);
+    }
+    cr_assert_lt(hlt_now_ms() - t0, 300 + 1200, "not bounded");
+    reset(&r);
+    lock_calls(&r, n, hilock_release_async);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "release after the thaw");
+    assert_gone(f, &r, n);
+    free_locks(&r, n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+    heal(f);
+}
+
+/* hilock_client_free with calls in flight on every shard -- first while the slot map is still
+ * being fetched on the loop, then with the calls on the shards' connections -- ends each one
+ * (done runs once, before it returns), and leaves nothing behind (ASan: no leak). */
+Test(async_cluster, freeing_the_client_ends_the_calls_in_flight_on_every_shard)
+{
+    static run r;
+    hlt_cluster *f = fx(0);
+    uv_loop_t loop;
+    int n = 30;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    for (int round = 0; round < 2; round++) {
+        reset(&r);
+        keys_across(f, &r, n, round ? "freed1:" : "freed0:");   /* (round 0's grants stay held) */
+        r.c = attached(&loop, f->url, 2000);
+        if (round == 1) {   /* the map in hand and the connections open */
+            acquire_keys(&r, 1, 10000);
+            run_until(&loop, &r.done, 1, 10000);
+            cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
+            reset(&r);
+            cr_assert_eq(hilock_release_async(r.lock[0], on_done, arg_of(&r, 0)), HILOCK_OK);
+            run_until(&loop, &r.done, 1, 10000);
+            hilock_free(r.lock[0]);
+            r.lock[0] = NULL;
+            reset(&r);
+        }
+        acquire_keys(&r, n, 10000);
+        uv_run(&loop, UV_RUN_NOWAIT);   /* started: a map fetch, or commands on the wire */
+        uv_run(&loop, UV_RUN_NOWAIT);
+        hilock_client_free(r.c);
+        cr_assert_eq(r.done, n, "round %d: only %d of %d calls ended in hilock_client_free", round,
+                     r.done, n);
+        for (int i = 0; i < n; i++) {
+            cr_assert_eq(r.ended[i], 1);
+            cr_assert(r.st[i] == HILOCK_OK || r.st[i] == HILOCK_EIO, "round %d, call %d: %s: %s",
+                      round, i, hilock_strerror(r.st[i]), r.err[i]);
+        }
+        uv_run(&loop, UV_RUN_NOWAIT);
+        cr_assert_eq(r.done, n, "a done ran after hilock_client_free returned");
+        free_locks(&r, n);
+    }
+    loop_close(&loop);
+}
+
+/* Waiting acquires on keys of every shard (a BLPOP on a side connection to each shard's
+ * master, polling as the fallback) get their keys once the holders release them from the
+ * same loop. */
+Test(async_cluster, waiters_on_every_shard_get_the_key_once_it_is_released)
+{
+    static run r;
+    hlt_cluster *f = fx(0);
+    uv_loop_t loop;
+    int n = 3;
+    int64_t t0;
+    uv_loop_init(&loop);
+    memset(&r, 0, sizeof r);
+    keys_across(f, &r, 2 * n, "woken:");
+    for (int i = n; i < 2 * n; i++) {   /* waiter i waits for holder i - n's key */
+        memcpy(r.key[i], r.key[i - n], sizeof r.key[i]);
+        r.shard[i] = r.shard[i - n];
+    }
+    r.c = attached(&loop, f->url, 2000);
+    acquire_keys(&r, n, 30000);
+    run_until(&loop, &r.done, n, 10000);
+    assert_all(&r, n, HILOCK_OK, "holder");
+    for (int i = n; i < 2 * n; i++)
+        cr_assert_eq(hilock_acquire_async(r.c, r.key[i], 10000, 20000, on_done, arg_of(&r, i)), HILOCK_OK);
+    for (int k = 0; k < 50; k++) uv_run(&loop, UV_RUN_NOWAIT);   /* the waiters wait */
+    cr_assert_eq(r.done, n, "a waiter ended while its key was held");
+    t0 = hlt_now_ms();
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(hilock_release_async(r.lock[i], on_extended, arg_of(&r, i)), HILOCK_OK);
+    run_until(&loop, &r.done, 3 * n, 15000);
+    for (int i = n; i < 2 * n; i++) {
+        char *v = hlt_cluster_get(f, r.shard[i], r.key[i]);
+        cr_assert_eq(r.st[i], HILOCK_OK, "waiter %s: %s: %s", r.key[i], hilock_strerror(r.st[i]), r.err[i]);
+        cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s is not the waiter's on master %d", r.key[i],
+                  r.shard[i]);
+        free(v);
+    }
+    cr_assert_lt(hlt_now_ms() - t0, 10000, "not bounded");
+    reset(&r);
+    for (int i = n; i < 2 * n; i++)
+        cr_assert_eq(hilock_release_async(r.lock[i], on_done, arg_of(&r, i)), HILOCK_OK);
+    run_until(&loop, &r.done, n, 10000);
+    for (int i = n; i < 2 * n; i++) cr_assert_eq(r.st[i], HILOCK_OK, "%s", r.err[i]);
+    free_locks(&r, 2 * n);
+    hilock_client_free(r.c);
+    loop_close(&loop);
+}
