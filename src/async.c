@@ -40,8 +40,9 @@
  *
  * Shared state. The node fields a flow reads after hl_exec (reply, st, err, wrote) are the
  * running fiber's: they are filled from its own parts when it resumes, and a flow reads them
- * before its next round trip. c->errmsg is saved with the call when its flow ends and put
- * back while its `done` runs.
+ * before its next round trip. c->errmsg is the running call's own: swapped in when its flow
+ * resumes and out when it waits (other flows write theirs meanwhile), and put back while its
+ * `done` runs.
  *
  * Layer: above the lock layer (it runs lock.c's flows); the engine reaches it only through
  * c->runner. */
@@ -811,9 +812,11 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
             me->yields++;
             hl_fiber_yield();
         }
-        /* redirects: at most HL_MAX_REDIRECTS rounds more, none past the first one's bound */
-        if (hop == HL_MAX_REDIRECTS || !(todo = redirects(L, c, &x, todo, cmds, ncmd, dl)) ||
-            hl_now_us() >= dl)
+        /* redirects: at most HL_MAX_REDIRECTS rounds more, none past the first one's bound
+         * (the time is read first: redirects() hands the replies back for a new round, so a
+         * round it asked for is run -- late, it ends ETIMEDOUT -- and a TRYAGAIN or ASK that
+         * can have none stands, as with the blocking runner) */
+        if (hop == HL_MAX_REDIRECTS || hl_now_us() >= dl || !(todo = redirects(L, c, &x, todo, cmds, ncmd, dl)))
             break;
     }
     me->x = x.outer;
@@ -924,6 +927,7 @@ static void ka_end(hl_loop *L, ka *a);
 static void run(hl_loop *L, call *k)
 {
     call *prev = L->running;
+    char outer[HL_ERRMSG_MAX];
     int over;
     if (k->state == S_QUEUED && k->cancel) {   /* a renewal its keepalive no longer wants */
         k->st = HILOCK_EIO;
@@ -939,7 +943,13 @@ static void run(hl_loop *L, call *k)
     if (k->inrq) rq_remove(L, k);
     L->running = k;
     k->state = S_RUNNING;   /* (the flow sets S_SUSPENDED when it waits) */
+    /* c->errmsg is the flow's while it runs: other flows run whenever it waits (a message
+     * written before an undo's round trip must not come back as another call's BUSY) */
+    memcpy(outer, L->c->errmsg, sizeof outer);
+    memcpy(L->c->errmsg, k->errmsg, sizeof k->errmsg);
     over = hl_fiber_resume(k->f);
+    memcpy(k->errmsg, L->c->errmsg, sizeof k->errmsg);
+    memcpy(L->c->errmsg, outer, sizeof outer);
     L->running = prev;
     if (over) {
         hl_fiber_free(k->f);

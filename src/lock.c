@@ -732,7 +732,9 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
     *deadline = top.deadline_us;
     ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us, top.deadline_us);
     t = tally_replies(l, hl_all_nodes(c), ok, kind);
-    hl_topo_end(c, l, &top, ok, t.yes);   /* did the lock survive a failover? WAIT (extend) */
+    /* (not on a node whose script answered an error: its failover.lua round trip would
+     * replace the node's error text, which undecided() reports) */
+    hl_topo_end(c, l, &top, ok & ~t.errs, t.yes);   /* did the lock survive a failover? WAIT (extend) */
     t.lost = top.lost;
     t.yes &= ~(top.short_acks | top.failed);   /* extend: EREPLICAS, the old validity stands */
     t.gone &= ~top.failed;                /* (failover.lua got no answer: no answer at all) */

@@ -490,3 +490,102 @@ Test(messages, the_command_names_a_long_or_unprintable_key_once_when_busy_and_on
     cr_assert_eq(hlt_exists(r, huge), 0);
     hlt_redis_stop(r);
 }
+
+/* ---- each call's own words ---- */
+
+/* With the failover guard, a script that fails (WRONGTYPE) is not also judged by
+ * failover.lua, whose round trip used to wipe the node's words: "extend: " and nothing. */
+Test(messages, an_extend_with_the_failover_guard_names_a_key_of_another_type)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l = NULL;
+    char want[300];
+    const char *url;
+    redisReply *rep;
+    HLT_NEEDS(40000, "failover awareness needs Redis 4.0");
+    cr_assert_not_null(r);
+    url = r->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.failover_guard = 1;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_acquire(c, "w", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    rep = hlt_cmd(r, "DEL w");
+    freeReplyObject(rep);
+    rep = hlt_cmd(r, "HSET w f 1");
+    freeReplyObject(rep);
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_EREPLY);
+    snprintf(want, sizeof want, "extend: 127.0.0.1:%d: WRONGTYPE: w holds a hash, not a lock", r->port);
+    cr_assert_str_eq(hilock_client_errmsg(c), want);
+    hilock_free(l);
+    hilock_client_free(c);
+    rep = hlt_cmd(r, "HLEN w");
+    cr_assert_eq(rep->integer, 1, "the hash is untouched");
+    freeReplyObject(rep);
+    hlt_redis_stop(r);
+}
+
+typedef struct own_words {
+    hilock_client *c;
+    hilock_status  st;
+    char           err[300];
+    int           *left;
+} own_words;
+
+static void on_own_words(hilock_status st, hilock *l, void *arg)
+{
+    own_words *w = arg;
+    w->st = st;
+    snprintf(w->err, sizeof w->err, "%s", hilock_client_errmsg(w->c));
+    hilock_free(l);
+    --*w->left;
+}
+
+/* On an event loop, calls run while one waits: an acquire refused (NOPERM) whose undo takes a
+ * round trip must end with its own words, not those of a busy acquire that ran meanwhile. */
+Test(messages, a_call_on_the_loop_ends_with_its_own_words_not_another_calls)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *holder, *c;
+    hilock *hy = NULL;
+    own_words w[9];
+    char url[300];
+    uv_loop_t loop;
+    int left = 9;
+    redisReply *rep;
+    HLT_NEEDS(60000, "no ACL before Redis 6.0");
+    cr_assert_not_null(r);
+    rep = hlt_cmd(r, "ACL SETUSER u on >p ~*y* +@all");
+    freeReplyObject(rep);
+    holder = client_on(r->url, 1);
+    cr_assert_eq(hilock_acquire(holder, "y", 30000, 0, &hy), HILOCK_OK, "%s", hilock_client_errmsg(holder));
+    snprintf(url, sizeof url, "redis://u:p@127.0.0.1:%d", r->port);
+    c = client_on(url, 1);
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < 9; i++) {
+        w[i].c = c;
+        w[i].left = &left;
+        w[i].err[0] = '\0';
+        cr_assert_eq(hilock_acquire_async(c, i ? "y" : "x", 5000, 0, on_own_words, &w[i]), HILOCK_OK);
+    }
+    for (long long end = hlt_now_ms() + 10000; left > 0 && hlt_now_ms() < end;) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(left, 0, "the loop's acquires never ended");
+    cr_assert_eq(w[0].st, HILOCK_EAUTH, "x: %s", hilock_strerror(w[0].st));
+    cr_assert(strstr(w[0].err, "NOPERM") && !strstr(w[0].err, "held by another owner"), "x's words: %s", w[0].err);
+    for (int i = 1; i < 9; i++) {
+        cr_assert_eq(w[i].st, HILOCK_BUSY);
+        cr_assert(strstr(w[i].err, "y: held by another owner"), "y's words: %s", w[i].err);
+    }
+    hilock_client_free(c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    cr_assert_eq(hlt_exists(r, "x"), 0, "nothing written for x");
+    cr_assert_eq(hilock_release(hy), HILOCK_OK);
+    hilock_free(hy);
+    hilock_client_free(holder);
+    hlt_redis_stop(r);
+}
