@@ -27,6 +27,7 @@
 
 #include "fixture.h"
 #include "hilock.h"
+#include "hilock_inspect.h"
 #include "internal.h"   /* hl_slot_tag, HL_RESP_MAX_TOPOLOGY */
 
 TestSuite(cluster_scale, .timeout = 120);
@@ -47,6 +48,8 @@ typedef struct spec {
     int ndead;
     int hang_after;            /* > 0: answers that many maps, then never again */
     int replica_pad;           /* bytes of padding per replica line (a map past a bound) */
+    int hostile;               /* 1: after real[0]'s line, ~2 MiB of master lines each giving
+                                  "0-16383" again and again, at the dead ports; 2: at real[0]'s */
 } spec;
 
 static volatile int *asked;    /* CLUSTER NODES requests the fake has seen (shared memory) */
@@ -64,12 +67,32 @@ static int port_of(const spec *sp, int m, int gen)
     return sp->dead[((sp->churn ? gen * sp->masters : 0) + m) % sp->ndead];
 }
 
+/* A hostile map (sp->hostile): real[0] serves every slot, then master lines, each ~2 KiB of
+ * " 0-16383" repeated, up to just under HL_RESP_MAX_TOPOLOGY: 4 billion slots given in all. */
+static char *hostile_text(const spec *sp, size_t *len)
+{
+    size_t cap = HL_RESP_MAX_TOPOLOGY, o = 0;
+    char *t = malloc(cap);
+    int p = sp->real_port[0];
+    if (!t) return NULL;
+    o += (size_t)snprintf(t, cap, "%040d 127.0.0.1:%d@%d master - 0 0 1 connected 0-16383\n", 1, p, p + 1);
+    for (int i = 0; o + 2200 < cap - 1024; i++) {
+        p = sp->hostile == 1 ? sp->dead[i % sp->ndead] : sp->real_port[0];
+        o += (size_t)snprintf(t + o, cap - o, "%040d 127.0.0.1:%d@%d master - 0 0 %d connected", i + 2, p, p + 1, i + 2);
+        for (int k = 0; k < 256; k++) o += (size_t)snprintf(t + o, cap - o, " 0-16383");
+        t[o++] = '\n';
+    }
+    *len = o;
+    return t;
+}
+
 /* The CLUSTER NODES text of answer number gen (malloc'd, *len). */
 static char *map_text(const spec *sp, int gen, size_t *len)
 {
     size_t cap = (size_t)(sp->masters + sp->replicas) * (200 + (size_t)sp->replica_pad) + 16384 * 12 + 4096, o = 0;
-    char *t = malloc(cap);
-    if (!t) return NULL;
+    char *t;
+    if (sp->hostile) return hostile_text(sp, len);
+    if (!(t = malloc(cap))) return NULL;
     for (int m = 0; m < sp->masters; m++) {
         int p = port_of(sp, m, gen), lo = -1;
         o += (size_t)snprintf(t + o, cap - o, "%040d 127.0.0.1:%d@%d master - 0 0 %d connected", m + 1, p,
@@ -607,6 +630,93 @@ Test(cluster_scale, a_release_during_clusterdown_is_retried_within_the_bound)
     hilock_client_free(c);
     fake_stop(&f);
     hlt_redis_stop(r);
+    dead_close(sp.dead, fds, 1);
+}
+
+/* A hostile (or broken) map: after the line of the master that serves every slot, ~2 MiB of
+ * master lines each giving "0-16383" over and over (4 billion slots in all), at other
+ * addresses or at the same one. Each slot was written again for every range: the first call
+ * took seconds of CPU reading the map (and the last line's master got every slot). Now a map
+ * gives at most 16,384 slots, the rest is ignored: the first call is quick and the lock is
+ * granted by the master that served every slot first. */
+Test(cluster_scale, a_map_giving_every_slot_again_and_again_is_read_in_linear_time)
+{
+    int fds[64];
+    spec sp = {.masters = 1, .nreal = 1, .real = {0}};
+    hlt_redis *r;
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
+    sp.dead = dead_ports(64, fds);
+    sp.ndead = 64;
+    sp.real_port[0] = (r = real_master(&sp, 0))->port;
+    for (sp.hostile = 1; sp.hostile <= 2; sp.hostile++) {
+        hilock_client *c;
+        hilock *l = NULL;
+        hilock_status st;
+        char key[64], *text;
+        size_t len;
+        long long t0, took;
+        fake f;
+        text = map_text(&sp, 0, &len);
+        cr_assert(len > (2 << 20) - 8192 && len <= HL_RESP_MAX_TOPOLOGY, "the map is %zu bytes", len);
+        free(text);
+        f = fake_seed(&sp);
+        c = client(f.url, 10000);
+        key_at(9999, "hostile", key, sizeof key);
+        t0 = hlt_now_ms();
+        st = hilock_acquire(c, key, 10000, 0, &l);
+        took = hlt_now_ms() - t0;
+        fprintf(stderr, "test_cluster_scale: hostile map (%s addresses, %zu bytes): the first acquire: %s in %lld ms\n",
+                sp.hostile == 1 ? "other" : "the same", len, hilock_strerror(st), took);
+        cr_assert_lt(took, 5000, "the first call took %lld ms", took);
+        cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(*asked, 1, "%d maps asked", *asked);
+        cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        hilock_free(l);
+        lock_on(c, r, key);   /* (granted on r, read back there) */
+        hilock_client_free(c);
+        fake_stop(&f);
+    }
+    hlt_redis_stop(r);
+    dead_close(sp.dead, fds, 64);
+}
+
+/* The operator tools with a map in hand, then no seed and no master answers: the tools showed
+ * the old map as the cluster (OK). Now they ask for the map now and fail, saying why. */
+static void count_node(size_t master, const hilock_cluster_node *n, void *arg)
+{
+    (void)master;
+    if (!n->replica) ++*(int *)arg;
+}
+
+Test(cluster_scale, the_operator_tools_fail_when_no_one_gives_the_map_now)
+{
+    int fds[1], masters = 0;
+    spec sp = {.masters = 1, .nreal = 1, .real = {0}};
+    hlt_redis *r;
+    hilock_client *c;
+    hilock_status st;
+    long long t0;
+    fake f;
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
+    sp.dead = dead_ports(1, fds);
+    sp.ndead = 1;
+    sp.real_port[0] = (r = real_master(&sp, 0))->port;
+    f = fake_seed(&sp);
+    c = client(f.url, 500);
+    cr_assert_eq(hilock_cluster_nodes(c, 0, NULL, count_node, &masters), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(masters, 1);
+    fake_stop(&f);      /* the seed is gone ... */
+    hlt_redis_stop(r);  /* ... and so is the master (the map's only one) */
+    masters = 0;
+    t0 = hlt_now_ms();
+    st = hilock_cluster_nodes(c, 0, NULL, count_node, &masters);
+    fprintf(stderr, "test_cluster_scale: operator tools, no one answers: %s in %lld ms: %s\n",
+            hilock_strerror(st), hlt_now_ms() - t0, hilock_client_errmsg(c));
+    cr_assert_eq(st, HILOCK_EIO, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_eq(masters, 0, "the old map was shown");
+    cr_assert(strstr(hilock_client_errmsg(c), "no seed gave the slot map"), "%s", hilock_client_errmsg(c));
+    cr_assert_lt(hlt_now_ms() - t0, 3000);
+    hilock_client_free(c);
     dead_close(sp.dead, fds, 1);
 }
 
