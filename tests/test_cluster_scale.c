@@ -832,6 +832,55 @@ Test(cluster_scale, an_ask_left_pending_is_forgotten_when_the_map_is_rebuilt)
     dead_close(sp.dead, fds, 100);
 }
 
+/* An acquire whose grant is undone (min_replicas: no replica acknowledged) sends the undo at
+ * once, a round trip with no command of its own (no key to route by). When the map was
+ * stale, that round trip asked for it again first, and the rebuilt table had forgotten which
+ * server was in use: the undo went to the first master of the map (a dead one here) and our
+ * value stayed on the slot's master until its ttl (or the next call there). Now the rebuilt
+ * table keeps the server in use: the value is gone when the call returns. */
+Test(cluster_scale, an_undo_after_a_refresh_goes_to_the_master_in_use)
+{
+    int fds[2];
+    spec sp = {.masters = 2, .nreal = 1, .real = {1}};
+    hlt_redis *r;
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l = NULL;
+    char key[64], dead_key[64];
+    fake f;
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
+    sp.dead = dead_ports(2, fds);
+    sp.ndead = 2;
+    sp.real_port[0] = (r = real_master(&sp, 1))->port;
+    f = fake_seed(&sp);
+    hilock_options_init(&o);
+    o.servers = (const char *[]){f.url};
+    o.nservers = 1;
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    o.min_replicas = 1;
+    o.replicas_timeout_ms = 400;   /* (longer than the pace of refreshes, 250 ms) */
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    key_at(12000, "undo", key, sizeof key);   /* the real master's */
+    key_at(5, "undo", dead_key, sizeof dead_key);   /* master 0's (first in the map): not there */
+    cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, key), 0);
+    /* a call on the dead master makes the map stale; the next one, past the pace, asks for
+     * the map, then fails too: the map is stale again ... */
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(hilock_acquire(c, dead_key, 30000, 0, &l), HILOCK_EIO, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(*asked, 2, "%d maps asked", *asked);
+    /* ... and the next one, within the pace, routes by it; its undo comes after the pace */
+    cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert(strstr(hilock_client_errmsg(c), "the lock was undone"), "%s", hilock_client_errmsg(c));
+    cr_assert_geq(*asked, 3, "%d maps asked: no refresh before the undo", *asked);
+    cr_assert_eq(hlt_exists(r, key), 0, "the undo did not reach the master in use");
+    hilock_client_free(c);
+    fake_stop(&f);
+    hlt_redis_stop(r);
+    dead_close(sp.dead, fds, 2);
+}
+
 /* A real cluster of 30 masters (no replicas; --maxmemory 16mb each, no persistence): made by
  * hand as redis-cli does it (slots, a config epoch each, MEET), ready in a few seconds. The
  * URL names one seed; a lock on a key of every master is granted there and read back there. */
