@@ -22,11 +22,13 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "fixture.h"
 #include "hilock.h"
+#include "hilock_inspect.h"
 #include "internal.h"   /* hl_slot_tag, HL_RESP_MAX_TOPOLOGY */
 
 TestSuite(cluster_scale, .timeout = 120);
@@ -47,6 +49,12 @@ typedef struct spec {
     int ndead;
     int hang_after;            /* > 0: answers that many maps, then never again */
     int replica_pad;           /* bytes of padding per replica line (a map past a bound) */
+    int hostile;               /* 1: after real[0]'s line, ~2 MiB of master lines each giving
+                                  "0-16383" again and again, at the dead ports; 2: at real[0]'s */
+    int shrink_at;             /* > 0: from this answer on, real_port[1] alone serves every slot */
+    int ask_slot;              /* > 0: not a seed but a master in migration, but for its lock
+                                  scripts (held by another): every command is answered "ASK
+                                  <ask_slot> <itself>" (CLUSTER: an error) */
 } spec;
 
 static volatile int *asked;    /* CLUSTER NODES requests the fake has seen (shared memory) */
@@ -64,12 +72,38 @@ static int port_of(const spec *sp, int m, int gen)
     return sp->dead[((sp->churn ? gen * sp->masters : 0) + m) % sp->ndead];
 }
 
+/* A hostile map (sp->hostile): real[0] serves every slot, then master lines, each ~2 KiB of
+ * " 0-16383" repeated, up to just under HL_RESP_MAX_TOPOLOGY: 4 billion slots given in all. */
+static char *hostile_text(const spec *sp, size_t *len)
+{
+    size_t cap = HL_RESP_MAX_TOPOLOGY, o = 0;
+    char *t = malloc(cap);
+    int p = sp->real_port[0];
+    if (!t) return NULL;
+    o += (size_t)snprintf(t, cap, "%040d 127.0.0.1:%d@%d master - 0 0 1 connected 0-16383\n", 1, p, p + 1);
+    for (int i = 0; o + 2200 < cap - 1024; i++) {
+        p = sp->hostile == 1 ? sp->dead[i % sp->ndead] : sp->real_port[0];
+        o += (size_t)snprintf(t + o, cap - o, "%040d 127.0.0.1:%d@%d master - 0 0 %d connected", i + 2, p, p + 1, i + 2);
+        for (int k = 0; k < 256; k++) o += (size_t)snprintf(t + o, cap - o, " 0-16383");
+        t[o++] = '\n';
+    }
+    *len = o;
+    return t;
+}
+
 /* The CLUSTER NODES text of answer number gen (malloc'd, *len). */
 static char *map_text(const spec *sp, int gen, size_t *len)
 {
     size_t cap = (size_t)(sp->masters + sp->replicas) * (200 + (size_t)sp->replica_pad) + 16384 * 12 + 4096, o = 0;
-    char *t = malloc(cap);
-    if (!t) return NULL;
+    char *t;
+    if (sp->hostile) return hostile_text(sp, len);
+    if (sp->shrink_at > 0 && gen >= sp->shrink_at) {
+        int p = sp->real_port[1];
+        if (!(t = malloc(200))) return NULL;
+        *len = (size_t)snprintf(t, 200, "%040d 127.0.0.1:%d@%d master - 0 0 1 connected 0-16383\n", 1, p, p + 1);
+        return t;
+    }
+    if (!(t = malloc(cap))) return NULL;
     for (int m = 0; m < sp->masters; m++) {
         int p = port_of(sp, m, gen), lo = -1;
         o += (size_t)snprintf(t + o, cap - o, "%040d 127.0.0.1:%d@%d master - 0 0 %d connected", m + 1, p,
@@ -145,7 +179,29 @@ static void serve(int fd, const spec *sp)
         while ((used = parse_cmd(buf, have, a, b)) > 0) {
             memmove(buf, buf + used, have - used);
             have -= used;
-            if (!strcasecmp(a, "CLUSTER") && !strcasecmp(b, "NODES")) {
+            if (sp->ask_slot > 0 && strcasecmp(a, "PING") && strcasecmp(a, "ASKING")) {
+                char ask[96];
+                struct sockaddr_in me;
+                socklen_t ml = sizeof me;
+                char info[] = "$21\r\nredis_version:7.0.0\r\n\r\n";
+                struct timeval tv;
+                if (getsockname(fd, (struct sockaddr *)&me, &ml) || gettimeofday(&tv, NULL)) return;
+                if (!strcasecmp(a, "INFO") && !strcasecmp(b, "server")) {   /* (the handshake's) */
+                    put(fd, info, strlen(info));
+                    continue;
+                }
+                if (!strncasecmp(a, "EVAL", 4)) {   /* the lock's: held by another, 5 s left */
+                    put(fd, "*2\r\n:0\r\n:5000\r\n", 15);
+                    continue;
+                }
+                if (!strcasecmp(a, "TIME"))
+                    snprintf(ask, sizeof ask, "*2\r\n$10\r\n%010ld\r\n$6\r\n%06ld\r\n", (long)tv.tv_sec, (long)tv.tv_usec);
+                else if (!strcasecmp(a, "CLUSTER")) snprintf(ask, sizeof ask, "-ERR unknown command\r\n");
+                else snprintf(ask, sizeof ask, "-ASK %d 127.0.0.1:%d\r\n", sp->ask_slot, ntohs(me.sin_port));
+                put(fd, ask, strlen(ask));
+            } else if (!strcasecmp(a, "ASKING")) {
+                put(fd, "+OK\r\n", 5);
+            } else if (!strcasecmp(a, "CLUSTER") && !strcasecmp(b, "NODES")) {
                 int gen = __sync_fetch_and_add(asked, 1);
                 size_t len;
                 char hdr[32], *t;
@@ -608,6 +664,221 @@ Test(cluster_scale, a_release_during_clusterdown_is_retried_within_the_bound)
     fake_stop(&f);
     hlt_redis_stop(r);
     dead_close(sp.dead, fds, 1);
+}
+
+/* A hostile (or broken) map: after the line of the master that serves every slot, ~2 MiB of
+ * master lines each giving "0-16383" over and over (4 billion slots in all), at other
+ * addresses or at the same one. Each slot was written again for every range: the first call
+ * took seconds of CPU reading the map (and the last line's master got every slot). Now a map
+ * gives at most 16,384 slots, the rest is ignored: the first call is quick and the lock is
+ * granted by the master that served every slot first. */
+Test(cluster_scale, a_map_giving_every_slot_again_and_again_is_read_in_linear_time)
+{
+    int fds[64];
+    spec sp = {.masters = 1, .nreal = 1, .real = {0}};
+    hlt_redis *r;
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
+    sp.dead = dead_ports(64, fds);
+    sp.ndead = 64;
+    sp.real_port[0] = (r = real_master(&sp, 0))->port;
+    for (sp.hostile = 1; sp.hostile <= 2; sp.hostile++) {
+        hilock_client *c;
+        hilock *l = NULL;
+        hilock_status st;
+        char key[64], *text;
+        size_t len;
+        long long t0, took;
+        fake f;
+        text = map_text(&sp, 0, &len);
+        cr_assert(len > (2 << 20) - 8192 && len <= HL_RESP_MAX_TOPOLOGY, "the map is %zu bytes", len);
+        free(text);
+        f = fake_seed(&sp);
+        c = client(f.url, 10000);
+        key_at(9999, "hostile", key, sizeof key);
+        t0 = hlt_now_ms();
+        st = hilock_acquire(c, key, 10000, 0, &l);
+        took = hlt_now_ms() - t0;
+        fprintf(stderr, "test_cluster_scale: hostile map (%s addresses, %zu bytes): the first acquire: %s in %lld ms\n",
+                sp.hostile == 1 ? "other" : "the same", len, hilock_strerror(st), took);
+        cr_assert_lt(took, 5000, "the first call took %lld ms", took);
+        cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(*asked, 1, "%d maps asked", *asked);
+        cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        hilock_free(l);
+        lock_on(c, r, key);   /* (granted on r, read back there) */
+        hilock_client_free(c);
+        fake_stop(&f);
+    }
+    hlt_redis_stop(r);
+    dead_close(sp.dead, fds, 64);
+}
+
+/* The operator tools with a map in hand, then no seed and no master answers: the tools showed
+ * the old map as the cluster (OK). Now they ask for the map now and fail, saying why. */
+static void count_node(size_t master, const hilock_cluster_node *n, void *arg)
+{
+    (void)master;
+    if (!n->replica) ++*(int *)arg;
+}
+
+Test(cluster_scale, the_operator_tools_fail_when_no_one_gives_the_map_now)
+{
+    int fds[1], masters = 0;
+    spec sp = {.masters = 1, .nreal = 1, .real = {0}};
+    hlt_redis *r;
+    hilock_client *c;
+    hilock_status st;
+    long long t0;
+    fake f;
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
+    sp.dead = dead_ports(1, fds);
+    sp.ndead = 1;
+    sp.real_port[0] = (r = real_master(&sp, 0))->port;
+    f = fake_seed(&sp);
+    c = client(f.url, 500);
+    cr_assert_eq(hilock_cluster_nodes(c, 0, NULL, count_node, &masters), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(masters, 1);
+    fake_stop(&f);      /* the seed is gone ... */
+    hlt_redis_stop(r);  /* ... and so is the master (the map's only one) */
+    masters = 0;
+    t0 = hlt_now_ms();
+    st = hilock_cluster_nodes(c, 0, NULL, count_node, &masters);
+    fprintf(stderr, "test_cluster_scale: operator tools, no one answers: %s in %lld ms: %s\n",
+            hilock_strerror(st), hlt_now_ms() - t0, hilock_client_errmsg(c));
+    cr_assert_eq(st, HILOCK_EIO, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_eq(masters, 0, "the old map was shown");
+    cr_assert(strstr(hilock_client_errmsg(c), "no seed gave the slot map"), "%s", hilock_client_errmsg(c));
+    cr_assert_lt(hlt_now_ms() - t0, 3000);
+    hilock_client_free(c);
+    dead_close(sp.dead, fds, 1);
+}
+
+static void no_key(size_t master, const hilock_key_view *k, void *arg)
+{
+    (void)master;
+    (void)k;
+    (void)arg;
+}
+
+/* An ASK whose retry ran out of time stays pending for its slot, as an index of the table.
+ * A lock on three masters: this cluster, a plain server, and one that is frozen (the round
+ * trip waits for it to its deadline). The slot's master (the first map's last, of 100) says
+ * the lock is held by another and answers ASK to the round trip's INFO: when the round trip
+ * ends the time is spent, so the ASK is not followed (and no undo goes there). Then the
+ * operator tools rebuilt the table for a map of one master. The next call on the slot went
+ * to that index of the new table, past its end (ASan: heap-buffer-overflow in unpark; else
+ * some other server). Now a rebuilt table forgets the ASK: the call goes to the slot's
+ * master. */
+Test(cluster_scale, an_ask_left_pending_is_forgotten_when_the_map_is_rebuilt)
+{
+    int fds[100], masters = 0;
+    spec sp = {.masters = 100, .nreal = 2, .real = {99, -1}, .shrink_at = 1};
+    spec one = {.masters = 1};
+    spec ask = {.masters = 1};
+    hlt_redis *r, *plain, *slow;
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l = NULL;
+    hilock_status st;
+    const char *urls[3];
+    char key[64], plain_url[64], slow_url[64], *v;
+    uint64_t cursor = 0;
+    fake a, f;
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
+    sp.dead = dead_ports(100, fds);
+    sp.ndead = 100;
+    sp.real_port[1] = (r = real_master(&one, 0))->port;
+    cr_assert_not_null(plain = hlt_redis_start(NULL));
+    cr_assert_not_null(slow = hlt_redis_start(NULL));
+    key_at(99 * 16384 / 100 + 5, "ask", key, sizeof key);
+    ask.ask_slot = 99 * 16384 / 100 + 5;
+    a = fake_seed(&ask);   /* master 99 of the first map (past the end of the next table) */
+    sp.real_port[0] = a.port;
+    f = fake_seed(&sp);
+    snprintf(plain_url, sizeof plain_url, "redis://127.0.0.1:%d", plain->port);
+    urls[0] = f.url;
+    urls[1] = plain_url;
+    snprintf(slow_url, sizeof slow_url, "redis://127.0.0.1:%d", slow->port);
+    urls[2] = slow_url;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 3;
+    o.io_timeout_ms = 300;
+    o.failover_guard = 0;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    /* connected to the plain server (a scan of it alone), which then stalls: the lock's
+     * round trip waits for it to the deadline, long after the ASK came back */
+    cr_assert_eq(hilock_scan(c, 2, NULL, 10, &cursor, no_key, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_redis_freeze(slow);
+    st = hilock_acquire(c, key, 10000, 0, &l);
+    cr_assert_neq(st, HILOCK_OK);
+    cr_assert_eq(*asked, 1, "%d maps asked", *asked);
+    cr_assert_eq(hilock_cluster_nodes(c, 0, NULL, count_node, &masters), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(masters, 1, "the map now: %d masters", masters);
+    hlt_redis_thaw(slow);
+    cr_assert_eq(hilock_acquire(c, key, 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    v = hlt_get(r, key);
+    cr_assert(v && !strcmp(v, hilock_token(l)), "the lock is not on the slot's master");
+    free(v);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, key), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+    fake_stop(&f);
+    fake_stop(&a);
+    hlt_redis_stop(plain);
+    hlt_redis_stop(slow);
+    hlt_redis_stop(r);
+    dead_close(sp.dead, fds, 100);
+}
+
+/* An acquire whose grant is undone (min_replicas: no replica acknowledged) sends the undo at
+ * once, a round trip with no command of its own (no key to route by). When the map was
+ * stale, that round trip asked for it again first, and the rebuilt table had forgotten which
+ * server was in use: the undo went to the first master of the map (a dead one here) and our
+ * value stayed on the slot's master until its ttl (or the next call there). Now the rebuilt
+ * table keeps the server in use: the value is gone when the call returns. */
+Test(cluster_scale, an_undo_after_a_refresh_goes_to_the_master_in_use)
+{
+    int fds[2];
+    spec sp = {.masters = 2, .nreal = 1, .real = {1}};
+    hlt_redis *r;
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l = NULL;
+    char key[64], dead_key[64];
+    fake f;
+    HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
+    sp.dead = dead_ports(2, fds);
+    sp.ndead = 2;
+    sp.real_port[0] = (r = real_master(&sp, 1))->port;
+    f = fake_seed(&sp);
+    hilock_options_init(&o);
+    o.servers = (const char *[]){f.url};
+    o.nservers = 1;
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    o.min_replicas = 1;
+    o.replicas_timeout_ms = 400;   /* (longer than the pace of refreshes, 250 ms) */
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    key_at(12000, "undo", key, sizeof key);   /* the real master's */
+    key_at(5, "undo", dead_key, sizeof dead_key);   /* master 0's (first in the map): not there */
+    cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, key), 0);
+    /* a call on the dead master makes the map stale; the next one, past the pace, asks for
+     * the map, then fails too: the map is stale again ... */
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(hilock_acquire(c, dead_key, 30000, 0, &l), HILOCK_EIO, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(*asked, 2, "%d maps asked", *asked);
+    /* ... and the next one, within the pace, routes by it; its undo comes after the pace */
+    cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert(strstr(hilock_client_errmsg(c), "the lock was undone"), "%s", hilock_client_errmsg(c));
+    cr_assert_geq(*asked, 3, "%d maps asked: no refresh before the undo", *asked);
+    cr_assert_eq(hlt_exists(r, key), 0, "the undo did not reach the master in use");
+    hilock_client_free(c);
+    fake_stop(&f);
+    hlt_redis_stop(r);
+    dead_close(sp.dead, fds, 2);
 }
 
 /* A real cluster of 30 masters (no replicas; --maxmemory 16mb each, no persistence): made by

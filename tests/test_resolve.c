@@ -279,6 +279,52 @@ Test(resolve, hung_lookups_are_capped_and_the_next_is_refused_at_once)
     hilock_client_free(c);
 }
 
+/* A forked child has none of the parent's lookup threads, but it inherited their count: with
+ * the parent at the cap, every lookup in the child was refused ("32 earlier lookups still
+ * hang") for good. Now a child starts from 0: its new client resolves a name and locks. */
+Test(resolve, a_forked_child_starts_with_no_hung_lookups)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client_for("redis://slow.hilock.test:6379", 20);
+    hilock *l = NULL;
+    char out[512] = "", *v;
+    int fds[2];
+    ssize_t got;
+    pid_t kid;
+    cr_assert_not_null(r);
+    for (int i = 0; i < HL_LOOKUPS_HUNG_MAX; i++)
+        cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_ETIMEDOUT, "%d: %s", i, hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_EIO);   /* the parent is at the cap */
+    cr_assert(strstr(hilock_client_errmsg(c), "earlier lookups still hang"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(pipe(fds), 0);
+    if ((kid = fork()) == 0) {   /* the child: a new client through a name; its token or error out */
+        char url[128];
+        hilock_client *k;
+        hilock_status st;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(20);
+        close(fds[0]);
+        snprintf(url, sizeof url, "redis://dual.hilock.test:%d", r->port);
+        k = client_for(url, 1000);
+        st = hilock_acquire(k, "job", 30000, 0, &l);
+        snprintf(out, sizeof out, "%s %s", st == HILOCK_OK ? "token" : "error",
+                 st == HILOCK_OK ? hilock_token(l) : hilock_client_errmsg(k));
+        if (write(fds[1], out, strlen(out)) < 0) _exit(2);
+        _exit(st == HILOCK_OK ? 0 : 1);
+    }
+    close(fds[1]);
+    got = read(fds[0], out, sizeof out - 1);
+    close(fds[0]);
+    out[got > 0 ? got : 0] = '\0';
+    cr_assert_eq(hlt_reap(kid, 10000), 0, "the child: %s", out);
+    cr_assert(!strncmp(out, "token ", 6), "the child: %s", out);
+    v = hlt_get(r, "job");
+    cr_assert(v && !strcmp(v, out + 6), "the child's lock is not on the server");
+    free(v);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
 /* ---- on an event loop ---- */
 
 typedef struct ticker { uv_timer_t t; long long last, max_gap; long ticks; } ticker;
