@@ -252,6 +252,30 @@ int hlt_cluster_key_master(hlt_cluster *f, const char *key)
     return s < 0 ? -1 : hlt_cluster_slot_master(f, s);
 }
 
+int hlt_cluster_masters(hlt_cluster *f, int m[3])
+{
+    int n = 0;
+    for (int s = 0; s < 16384 && n < 3; s += 128) {
+        int k = hlt_cluster_slot_master(f, s), seen = 0;
+        for (int j = 0; j < n; j++) seen |= m[j] == k;
+        if (k >= 0 && !seen) m[n++] = k;
+    }
+    return n;
+}
+
+int hlt_cluster_key_on(hlt_cluster *f, int m, const char *prefix, int *from, char *buf, size_t cap)
+{
+    int k = from ? *from : 0;
+    for (int tries = 0; tries < 100000; tries++, k++) {
+        snprintf(buf, cap, "%s%d", prefix, k);
+        if (hlt_cluster_key_master(f, buf) == m) {
+            if (from) *from = k + 1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 int hlt_cluster_replica_of(hlt_cluster *f, int m)
 {
     for (int i = 0; i < f->nnodes; i++) {

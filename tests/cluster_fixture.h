@@ -69,6 +69,33 @@ redisReply *hlt_cluster_cmd(hlt_cluster *f, int i, const char *fmt, ...);
 int hlt_cluster_slot_master(hlt_cluster *f, int slot);
 int hlt_cluster_key_master(hlt_cluster *f, const char *key);
 int hlt_cluster_keyslot(hlt_cluster *f, const char *key);   /* CLUSTER KEYSLOT; -1 */
+/* The indexes of the (first) three masters, by slot; how many were found. */
+int hlt_cluster_masters(hlt_cluster *f, int m[3]);
+/* A key named prefix<N> whose slot master m serves, N from *from on (NULL: 0; *from is then
+ * past it, so the next call finds another); 0, or -1 if none in 100,000 names. */
+int hlt_cluster_key_on(hlt_cluster *f, int m, const char *prefix, int *from, char *buf, size_t cap);
+
+/* A Criterion suite on the cluster the runner shares: fx(exclusive) attaches a test to it
+ * (exclusive: the test breaks it for a while; the view is dropped, with its lock, when the
+ * test ends). Use once per suite file, at file scope, next to the runner's report hooks
+ * (hlt_cluster_share in PRE_ALL, hlt_cluster_unshare in POST_ALL: Criterion names a hook by
+ * its line, so the two cannot come from one macro). */
+#define HLT_CLUSTER_SHARED_SUITE(suite)                                                              \
+    static hlt_cluster *F;                                                                           \
+    static void fini(void)                                                                           \
+    {                                                                                                \
+        hlt_cluster_stop(F);                                                                         \
+        F = NULL;                                                                                    \
+    }                                                                                                \
+    TestSuite(suite, .fini = fini, .timeout = 120);                                                  \
+    static hlt_cluster *fx(int exclusive)                                                            \
+    {                                                                                                \
+        F = hlt_cluster_attach();                                                                    \
+        cr_assert_not_null(F, "no cluster (the fixture did not start)");                            \
+        if (exclusive) hlt_cluster_exclusive(F);                                                     \
+        else hlt_cluster_shared_use(F);                                                              \
+        return F;                                                                                    \
+    }
 /* Index of a replica of master i (by ROLE); -1. */
 int hlt_cluster_replica_of(hlt_cluster *f, int i);
 /* GET / EXISTS on node i directly (no redirection; ASKING first, so a node importing the

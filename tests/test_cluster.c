@@ -33,25 +33,7 @@ ReportHook(POST_ALL)(struct criterion_global_stats *stats)
     hlt_cluster_unshare();
 }
 
-static hlt_cluster *F;
-
-static void fini(void)
-{
-    hlt_cluster_stop(F);   /* a view: frees only (and drops the flock) */
-    F = NULL;
-}
-
-TestSuite(cluster, .fini = fini, .timeout = 120);
-
-/* The shared cluster; exclusive = this test breaks it for a while. */
-static hlt_cluster *fx(int exclusive)
-{
-    F = hlt_cluster_attach();
-    cr_assert_not_null(F, "no cluster (the fixture did not start)");
-    if (exclusive) hlt_cluster_exclusive(F);
-    else hlt_cluster_shared_use(F);
-    return F;
-}
+HLT_CLUSTER_SHARED_SUITE(cluster)
 
 /* Clients of these tests run without the failover guard (failover_guard = 0): a test's
  * failover would otherwise make every later test's first grant on that shard wait for its
@@ -86,23 +68,12 @@ static hilock_client *client(const char *url) { return client_io(url, 2000); }
 /* A key named prefix<N> whose slot is served by master m. */
 static void key_on(hlt_cluster *f, int m, const char *prefix, char *buf, size_t cap)
 {
-    for (int n = 0; n < 10000; n++) {
-        snprintf(buf, cap, "%s%d", prefix, n);
-        if (hlt_cluster_key_master(f, buf) == m) return;
-    }
-    cr_assert_fail("no key on master %d", m);
+    cr_assert_eq(hlt_cluster_key_on(f, m, prefix, NULL, buf, cap), 0, "no key on master %d", m);
 }
 
-/* The three masters' indexes. */
 static void masters(hlt_cluster *f, int m[3])
 {
-    int n = 0;
-    for (int s = 0; s < 16384 && n < 3; s += 128) {
-        int k = hlt_cluster_slot_master(f, s), seen = 0;
-        for (int j = 0; j < n; j++) seen |= m[j] == k;
-        if (k >= 0 && !seen) m[n++] = k;
-    }
-    cr_assert_eq(n, 3, "found %d masters", n);
+    cr_assert_eq(hlt_cluster_masters(f, m), 3, "the cluster has not 3 masters");
 }
 
 static void heal(hlt_cluster *f)
