@@ -92,6 +92,7 @@ suite_na() { # SUITE VERSION-NUMBER
     test_cluster|test_async_cluster)
       if [ "$2" -lt 30000 ]; then echo "no Redis Cluster before 3.0"
       elif [ "$2" -lt 40000 ]; then echo "Cluster needs replication ids (PSYNC2, Redis 4.0+)"; fi ;;
+    test_cluster_tools) [ "$2" -lt 30000 ] && echo "no Redis Cluster before 3.0" ;;   # (3.2: its tests that lock say n/a)
     test_sentinel) [ "$2" -lt 40000 ] && echo "Sentinel needs replication ids (PSYNC2, Redis 4.0+)" ;;
     test_fair) [ "$2" -lt 30200 ] && echo "fair locks need Redis 3.2+ (redis.replicate_commands; refused before: test_servers)" ;;
   esac
