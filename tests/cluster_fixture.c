@@ -599,8 +599,10 @@ int hlt_cluster_wait_master(hlt_cluster *f, int r, long timeout_ms)
     long long end = hlt_now_ms() + timeout_ms;
     while (hlt_now_ms() < end) {
         if (info_has(f, r, "replication", "role:master")) {
-            for (int s = 0; s < 16384; s += 64)   /* it serves slots, in its own view */
-                if (hlt_cluster_slot_master(f, s) == r) return 0;
+            for (int s = 0; s < 16384; s += 64)   /* it serves slots, in its own view (asked of it
+                                                     alone: a frozen node would cost each
+                                                     question 2 s, 256 of them per pass) */
+                if (slot_master_by(f, r, s) == r) return 0;
         }
         hlt_sleep_ms(50);
     }
