@@ -94,6 +94,8 @@ int hlt_cluster_key_on(hlt_cluster *f, int m, const char *prefix, int *from, cha
         cr_assert_not_null(F, "no cluster (the fixture did not start)");                            \
         if (exclusive) hlt_cluster_exclusive(F);                                                     \
         else hlt_cluster_shared_use(F);                                                              \
+        for (int i_ = 0; i_ < F->nnodes; i_++) /* (a test that ran out of time may have left one  */ \
+            hlt_cluster_thaw(F, i_);           /*  frozen: SIGCONT to a running one is nothing) */   \
         return F;                                                                                    \
     }
 /* Index of a replica of master i (by ROLE); -1. */
