@@ -99,7 +99,7 @@ struct lconn {
                                    client (the Sentinels of a redis-sentinel:// node) */
     size_t          node;
     int             srv;        /* a sharded node's (Cluster): the server it goes to (the
-                                   topology's index), else -1 */
+                                   topology's key for it, >= 1), else -1 */
     int             side;       /* a waiter's own connection (BLPOP) */
     struct hl_conn *k;          /* NULL: closed */
     int             opening;    /* its topology resolves the address: the flow that opens it
@@ -813,11 +813,21 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
             hl_fiber_yield();
         }
         /* redirects: at most HL_MAX_REDIRECTS rounds more, none past the first one's bound
-         * (the time is read first: redirects() hands the replies back for a new round, so a
-         * round it asked for is run -- late, it ends ETIMEDOUT -- and a TRYAGAIN or ASK that
-         * can have none stands, as with the blocking runner) */
+         * (the time is read first: a TRYAGAIN or ASK that can have no round stands, as with
+         * the blocking runner) */
         if (hop == HL_MAX_REDIRECTS || hl_now_us() >= dl || !(todo = redirects(L, c, &x, todo, cmds, ncmd, dl)))
             break;
+        if (hl_now_us() >= dl) {   /* asked for (its replies handed back), but a TRYAGAIN pause
+                                      used the time: no round is sent past the bound (its
+                                      deadline would close a connection other calls share) */
+            for (size_t i = 0; i < c->nnodes && i < 32; i++)
+                if (todo & (1u << i)) {
+                    parts[i].st = HILOCK_ETIMEDOUT;
+                    snprintf(parts[i].err, sizeof parts[i].err, "%s: redirected (TRYAGAIN, ASK or "
+                             "MOVED), no time left for another round", c->nodes[i].name);
+                }
+            break;
+        }
     }
     me->x = x.outer;
     hl_exec_clear(c);   /* (what the flows that ran meanwhile left there) */

@@ -254,7 +254,7 @@ static int tbl_at(table *tb, const char *host, size_t hlen, int port, parked *fr
     s = &tb->s[tb->n];
     if (!(s->host = hl_strndup(host, hlen))) return -1;
     s->port = port;
-    s->key = ++tb->last_key;   /* (a carried entry gets its old one back: add_node) */
+    if (!from) s->key = ++tb->last_key;   /* (a carried entry gets its old one back: add_node) */
     if (from) {
         s->park = *from;
         memset(from, 0, sizeof *from);
@@ -526,9 +526,6 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
     t->given = 0;
     memset(t->owner, 0xff, sizeof t->owner);
     each_line(text, len, answered, add_node, t, &old, &nrep);
-    if (was >= 0)   /* the server in use stays in use if the map still has it (the call that
-                       refreshed reads its replies, names it, or flushes its undos) */
-        was = tbl_find(&t->tb, old.s[was].host, strlen(old.s[was].host), old.s[was].port, &at);
     if (t->moved_slot >= 0) {   /* the last MOVED stands over a seed that lags */
         srv *o = &old.s[t->moved_to];
         int idx = tbl_at(&t->tb, o->host, strlen(o->host), o->port, &o->park);
@@ -538,6 +535,10 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
         }
         t->moved_slot = -1;
     }
+    if (was >= 0)   /* the server in use stays in use if the map (or the MOVED kept over it)
+                       still has it (the call that refreshed reads its replies, names it, or
+                       flushes its undos) */
+        was = tbl_find(&t->tb, old.s[was].host, strlen(old.s[was].host), old.s[was].port, &at);
     for (int i = 0; i < old.n; i++) rehome(t, &old.s[i].park, now);
     {
         parked o = t->orphans;
