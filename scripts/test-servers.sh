@@ -198,20 +198,33 @@ cellof() { awk -v s="$1" -v n="$2" '$1 == s && $2 == n { print $3 }' "$cells"; }
   done | awk -F' on |: ' '{ k = $1 ": " $3; if (!(k in seen)) order[++m] = k; seen[k] = seen[k] (seen[k] ? ", " : "") $2 }
                           END { for (i = 1; i <= m; i++) { split(order[i], a, ": "); print a[1] " on " seen[order[i]] ": " a[2] } }'
   echo
-  echo "Tests n/a, failed or crashed (suite::test STATUS message), per server:"
+  # n/a first, failures last: a log read from its end (CI shows its tail) starts with them
   for n in $names; do
     for s in $suites; do
       d=$b/servers/$n
       if [ -f "$d/$s.json" ]; then not_passed "$d/$s.json" | sed "s/^/  $n /"
-      elif [ -f "$d/$s.rc" ]; then echo "  $n ${s#test_}: exit $(cat "$d/$s.rc"), no report (see $d/$s.out)"; fi
+      elif [ -f "$d/$s.rc" ]; then echo "  $n ${s#test_}: exit $(cat "$d/$s.rc"), no report (see $d/$s.out)	FAILED"; fi
     done
-  done
+  done > "$out.np"
+  echo "Tests n/a (suite::test SKIPPED reason), per server:"
+  grep -v -E '	(FAILED|ERRORED)' "$out.np" || true
+  echo
+  echo "Tests failed or crashed (suite::test STATUS message), per server:"
+  grep -E '	(FAILED|ERRORED)' "$out.np" || echo "  none"
+  rm -f "$out.np"
 } > "$out.tmp"
 mv "$out.tmp" "$out"
 cat "$out"
 echo "(also in $out; each suite's output in $b/servers/<server>/<suite>.out)"
 bad=$(awk '$3 ~ /^(!|CRASH)/ { printf " %s@%s", substr($1, 6), $2 }' "$cells")
 if [ -n "$bad" ]; then
+  # what each failed suite printed about its failures (its whole output: build/servers/...)
+  for c in $bad; do
+    o=$b/servers/${c#*@}/test_${c%@*}.out
+    [ -f "$o" ] || continue
+    echo "--- $c: $o (failures, last 25 lines)"
+    grep -E '^\[(----|FAIL|ERR )\]|Assertion|CRASH|signal|Timed out|timed out' "$o" | tail -25
+  done
   echo "test-servers: FAILED:$bad"
   exit 1
 fi
