@@ -78,18 +78,20 @@ static unsigned long deep(struct walk *w, int depth)
 {
     unsigned long a = w->seed * 3 + (unsigned long)depth, b = a ^ 0x5555, c = a + b, d = c * 7,
                   e = d - a, g = e + 11, h = g * 13;
+    double x = (double)a / 7, y = x * 1.5, z = y - x;   /* (d8-d15 on arm64) */
     CHECK(hl_fiber_current() == w->self);
     hl_fiber_yield();
     if (depth > 0) h += deep(w, depth - 1);
-    return a + b + c + d + e + g + h;
+    return a + b + c + d + e + g + h + (unsigned long)(x * 1000 + y * 100 + z * 10);
 }
 
 static unsigned long deep_alone(unsigned long seed, int depth)
 {
     unsigned long a = seed * 3 + (unsigned long)depth, b = a ^ 0x5555, c = a + b, d = c * 7,
                   e = d - a, g = e + 11, h = g * 13;
+    double x = (double)a / 7, y = x * 1.5, z = y - x;
     if (depth > 0) h += deep_alone(seed, depth - 1);
-    return a + b + c + d + e + g + h;
+    return a + b + c + d + e + g + h + (unsigned long)(x * 1000 + y * 100 + z * 10);
 }
 
 static void walker(void *arg)
