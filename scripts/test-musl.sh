@@ -44,11 +44,12 @@ fi
 
 # 2. the library, every source with musl-gcc -Werror (OpenSSL's headers after musl's own)
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
-make --no-print-directory B="$b" CC="$cc" OPT="-O2 -g" \
+make --no-print-directory -j2 B="$b" CC="$cc" OPT="-O2 -g" \
   OPENSSL_CFLAGS="-idirafter /usr/include/$multiarch -idirafter /usr/include" \
   EXTRA_CFLAGS="-I$hr/include" "$b/libhilock.a"
 
 # 3. the programs, static, and their runs
+mkdir -p "$b/tests"
 warn="-std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror -O2 -g"
 "$cc" $warn -Isrc -static -o "$b/tests/fiber_check" tests/fiber/fiber_check.c src/fiber.c -lpthread -lm
 "$cc" $warn -Iinclude -Isrc -I"$hr/include" -static -o "$b/tests/musl_check" \

@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # The fiber switch (src/fiber.c) in each of its builds, run by `make test` (a stamp, as the
-# header check) and by `make test-cross` (CC a cross compiler, RUN its qemu). Each build runs
+# header check) and by `make test-cross` (CC a cross compiler, LDFLAGS=-static, RUN its qemu:
+# CC=aarch64-linux-gnu-gcc LDFLAGS=-static RUN=qemu-aarch64 sh tests/fiber/check.sh DIR). Each build runs
 # tests/fiber/fiber_check.c (round trips, callee-saved registers, the rounding mode kept per side).
 #   - as the library is built (CC, CFLAGS = EXTRA_CFLAGS, LDFLAGS = EXTRA_LDFLAGS);
 #   - ucontext forced (the fallback of other machines), and no switch at all (the build says so);
@@ -9,7 +10,8 @@
 #     (readelf -n) must be true of its code: SHSTK only without the hand switch (which moves
 #     to another stack by a ret the shadow stack never saw); IBT with the hand switch only if
 #     the switch starts with its landing pad (endbr64);
-#   - x86-64's x32 ABI, where the compiler can build for it: never the 64-bit hand switch.
+#   - x86-64's x32 ABI, where the compiler can build for it: never the 64-bit hand switch;
+#   - arm64 with -mbranch-protection=standard: a BTI note with the hand switch's landing pad.
 # Usage: tests/fiber/check.sh OUT_DIR
 set -eu
 out=${1:?usage: check.sh OUT_DIR}
@@ -17,6 +19,12 @@ cc=${CC:-cc}
 run=${RUN:-}
 flags="-std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror -O2 -g -Isrc ${CFLAGS:-}"
 mkdir -p "$out"
+machine=$($cc -dumpmachine)
+# binutils for the target (a cross build's aarch64-linux-gnu-nm), else the host's
+tool() { if command -v "$machine-$1" >/dev/null; then echo "$machine-$1"; else echo "$1"; fi; }
+nm=$(tool nm)
+objdump=$(tool objdump)
+readelf=$(tool readelf)
 
 fail() { echo "fiber-check: $*" >&2; exit 1; }
 
@@ -29,17 +37,17 @@ build_run() {
   $run "$out/fiber_check-$name" >/dev/null || fail "$name: tests/fiber/fiber_check.c failed (above)"
 }
 
-has_switch() { nm "$out/fiber-$1.o" | grep -q ' hl_ctx_swap$'; }
+has_switch() { $nm "$out/fiber-$1.o" | grep -q ' hl_ctx_swap$'; }
 
 # NAME: the x86 feature note of fiber-NAME.o tells the truth about its code
 note_true() {
-  note=$(readelf -n "$out/fiber-$1.o" | sed -n 's/.*x86 feature: *//p')
+  note=$($readelf -n "$out/fiber-$1.o" | sed -n 's/.*\(x86\|AArch64\) feature: *//p')
   case "$note" in *SHSTK*)
     ! has_switch "$1" || fail "$1: the note claims SHSTK ($note) but the hand switch is in the object";;
   esac
   case "$note" in *IBT*)
     if has_switch "$1"; then
-      objdump -d "$out/fiber-$1.o" | grep -A1 '<hl_ctx_swap>:' | grep -q endbr64 ||
+      $objdump -d "$out/fiber-$1.o" | grep -A1 '<hl_ctx_swap>:' | grep -q endbr64 ||
         fail "$1: the note claims IBT ($note) but hl_ctx_swap does not start with endbr64"
     fi;;
   esac
@@ -50,7 +58,14 @@ build_run default
 build_run ucontext -DHL_FIBER_FORCE_UCONTEXT
 build_run none -DHL_FIBER_FORCE_NONE -DEXPECT_NO_SWITCH
 
-case $($cc $flags -dumpmachine) in
+case $machine in
+aarch64*)
+  # BTI: the hand switch starts with its landing pad (bti c), as the note claims
+  build_run bti -mbranch-protection=standard
+  case $($readelf -n "$out/fiber-bti.o") in *BTI*)
+    $objdump -d "$out/fiber-bti.o" | grep -A1 '<hl_ctx_swap>:' | grep -q 'bti' ||
+      fail "bti: the note claims BTI but hl_ctx_swap does not start with bti c";;
+  esac;;
 x86_64*)
   note_true default >/dev/null
   build_run cet-full -fcf-protection=full
