@@ -54,18 +54,26 @@ void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_
  *   - shadow stacks (x86 CET's SHSTK, __CET__ & 2; arm64's GCS): the compiler marks the object
  *     as shadow-stack compatible, which a hand switch is not (its ret pops a return address
  *     the shadow stack never saw); glibc's swapcontext switches the shadow stack too, so the
- *     mark is true. (IBT/BTI alone keep the hand switch, with its landing pad.)
+ *     mark is true. On x86-64 with glibc both are built and each fiber takes the hand switch
+ *     only while its thread runs with no shadow stack (HL_SHSTK_CHECK: rdssp reads 0), which
+ *     is today's common case under a compiler that marks every object (Ubuntu's, Fedora's):
+ *     ucontext costs two system calls a switch. (musl never turns a shadow stack on.) IBT and
+ *     BTI alone keep the hand switch, which starts with their landing pad.
  *   - other machines, and non-ELF systems (the directives below are ELF's).
  * C libraries with no ucontext functions (musl has none) on other machines get no switch:
  * HL_FIBER_NONE, and the event-loop API says so at hilock_loop_attach (async.c).
- * HL_FIBER_FORCE_UCONTEXT / HL_FIBER_FORCE_NONE pick a path by hand (tests). */
+ * HL_FIBER_FORCE_UCONTEXT / HL_FIBER_FORCE_NONE pick a path by hand, HL_FIBER_TEST_SHADOW_STACK
+ * acts as if a shadow stack were on (tests). */
 #if defined(HL_FIBER_FORCE_NONE)
 #define HL_FIBER_NONE 1
 #elif defined(HL_FIBER_FORCE_UCONTEXT)
 #define HL_FIBER_UCONTEXT 1
-#elif defined(__x86_64__) && !defined(__ILP32__) && defined(__ELF__) && \
-    !(defined(__CET__) && (__CET__ & 2))
+#elif defined(__x86_64__) && !defined(__ILP32__) && defined(__ELF__)
 #define HL_OWN_SWITCH 1
+#if defined(__CET__) && (__CET__ & 2) && defined(__GLIBC__)
+#define HL_FIBER_UCONTEXT 1
+#define HL_SHSTK_CHECK 1
+#endif
 #elif defined(__aarch64__) && !defined(__ILP32__) && defined(__ELF__) && \
     !defined(__ARM_FEATURE_GCS_DEFAULT)
 #define HL_OWN_SWITCH 1
@@ -164,8 +172,12 @@ static void fp_state(void **slot)
 struct hl_fiber {
 #ifdef HL_OWN_SWITCH
     void       *sp, *back_sp;
-#elif defined(HL_FIBER_UCONTEXT)
+#endif
+#ifdef HL_FIBER_UCONTEXT
     ucontext_t  ctx, back;
+#endif
+#ifdef HL_SHSTK_CHECK
+    int         own;       /* 1: the hand switch (no shadow stack); 0: ucontext */
 #endif
     void      (*fn)(void *);
     void       *arg;
@@ -241,7 +253,7 @@ static void fiber_entry(void)
     abort();
 }
 
-static void make_ctx(hl_fiber *f)
+static void make_own(hl_fiber *f)
 {
     void **sp = (void **)(f->map + page() + STACK_SIZE);   /* 16-byte aligned top */
 #if defined(__x86_64__)
@@ -258,7 +270,9 @@ static void make_ctx(hl_fiber *f)
 #endif
     f->sp = sp;
 }
-#elif defined(HL_FIBER_UCONTEXT)
+#endif
+
+#ifdef HL_FIBER_UCONTEXT
 /* makecontext passes int arguments only: the fiber is split into two halves. */
 static void trampoline(unsigned int hi, unsigned int lo)
 {
@@ -268,7 +282,7 @@ static void trampoline(unsigned int hi, unsigned int lo)
 
 /* getcontext returns twice for a context that is later resumed as is; this one never is
  * (makecontext replaces its entry point), but the compiler cannot know: keep f volatile. */
-static void make_ctx(hl_fiber *fp)
+static void make_uctx(hl_fiber *fp)
 {
     hl_fiber *volatile f = fp;
     uintptr_t p = (uintptr_t)fp;
@@ -279,14 +293,62 @@ static void make_ctx(hl_fiber *fp)
     makecontext(&f->ctx, (void (*)(void))trampoline, 2, (unsigned int)(p >> 16 >> 16),
                 (unsigned int)(p & 0xffffffffu));
 }
-#else
-/* No switch: no fiber is made (hl_fiber_new), so none runs. */
+#endif
+
+/* Which switch fiber f takes: OWN(f) is 1 for the hand switch. */
+#ifdef HL_SHSTK_CHECK
+#define OWN(f) ((f)->own)
+/* No shadow stack on for this thread: rdssp, a nop then, leaves 0. (A thread's shadow stack is
+ * turned on at its start, never later, and a fiber is resumed by the thread that made it.) */
+static int no_shadow_stack(void)
+{
+    unsigned long long ssp = 0;
+#ifdef HL_FIBER_TEST_SHADOW_STACK
+    return 0;   /* (tests/fiber/check.sh: as if one were on) */
+#endif
+    __asm__ volatile("rdsspq %0" : "+r"(ssp));
+    return ssp == 0;
+}
+#elif defined(HL_OWN_SWITCH)
+#define OWN(f) 1
+#endif
+
 static void make_ctx(hl_fiber *f)
 {
-    (void)f;
-    (void)fiber_main;
-}
+#ifdef HL_SHSTK_CHECK
+    f->own = no_shadow_stack();
 #endif
+#ifdef HL_OWN_SWITCH
+    if (OWN(f)) {
+        make_own(f);
+        return;
+    }
+#endif
+#ifdef HL_FIBER_UCONTEXT
+    make_uctx(f);
+#endif
+#ifdef HL_FIBER_NONE
+    (void)f;   /* no fiber is made (hl_fiber_new), so none runs */
+    (void)fiber_main;
+#endif
+}
+
+/* From the resumer to f (in = 1), or from f back (in = 0). */
+static void swap(hl_fiber *f, int in)
+{
+#ifdef HL_OWN_SWITCH
+    if (OWN(f)) {
+        if (in) hl_ctx_swap(&f->back_sp, f->sp);
+        else hl_ctx_swap(&f->sp, f->back_sp);
+        return;
+    }
+#endif
+#ifdef HL_FIBER_UCONTEXT
+    if (in) swapcontext(&f->back, &f->ctx);
+    else swapcontext(&f->ctx, &f->back);
+#endif
+    (void)f, (void)in;
+}
 
 int hl_fiber_available(void)
 {
@@ -321,11 +383,7 @@ int hl_fiber_resume(hl_fiber *f)
     __sanitizer_start_switch_fiber(&fake, f->map + page(), STACK_SIZE);
 #endif
     current = f;
-#ifdef HL_OWN_SWITCH
-    hl_ctx_swap(&f->back_sp, f->sp);
-#elif defined(HL_FIBER_UCONTEXT)
-    swapcontext(&f->back, &f->ctx);
-#endif
+    swap(f, 1);
     current = prev;
 #ifdef HL_ASAN
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
@@ -340,13 +398,7 @@ void hl_fiber_yield(void)
     void *fake = NULL;
     __sanitizer_start_switch_fiber(&fake, f->caller_bottom, f->caller_size);
 #endif
-#ifdef HL_OWN_SWITCH
-    hl_ctx_swap(&f->sp, f->back_sp);
-#elif defined(HL_FIBER_UCONTEXT)
-    swapcontext(&f->ctx, &f->back);
-#else
-    (void)f;   /* (never called: no fiber runs) */
-#endif
+    swap(f, 0);
 #ifdef HL_ASAN
     __sanitizer_finish_switch_fiber(fake, &f->caller_bottom, &f->caller_size);
 #endif

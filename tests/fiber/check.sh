@@ -7,9 +7,11 @@
 #   - as the library is built (CC, CFLAGS = EXTRA_CFLAGS, LDFLAGS = EXTRA_LDFLAGS);
 #   - ucontext forced (the fallback of other machines), and no switch at all (the build says so);
 #   - x86-64 with -fcf-protection=full and =branch: what the object's GNU property note claims
-#     (readelf -n) must be true of its code: SHSTK only without the hand switch (which moves
-#     to another stack by a ret the shadow stack never saw); IBT with the hand switch only if
-#     the switch starts with its landing pad (endbr64);
+#     (readelf -n) must be true of its code: SHSTK with the hand switch (which moves to another
+#     stack by a ret the shadow stack never saw) only if the object also has glibc's
+#     swapcontext and the check that picks it when a shadow stack is on (rdssp), that path
+#     run too (as if one were on); IBT with the hand switch only if the switch starts with its
+#     landing pad (endbr64);
 #   - x86-64's x32 ABI, where the compiler can build for it: never the 64-bit hand switch;
 #   - arm64 with -mbranch-protection=standard: a BTI note with the hand switch's landing pad.
 # Usage: tests/fiber/check.sh OUT_DIR
@@ -34,7 +36,8 @@ build_run() {
   $cc $flags "$@" -c src/fiber.c -o "$out/fiber-$name.o"
   $cc $flags "$@" -o "$out/fiber_check-$name" tests/fiber/fiber_check.c "$out/fiber-$name.o" \
     ${LDFLAGS:-} -lpthread -lm
-  $run "$out/fiber_check-$name" >/dev/null || fail "$name: tests/fiber/fiber_check.c failed (above)"
+  $run "$out/fiber_check-$name" >"$out/fiber_check-$name.log" 2>&1 ||
+    { cat "$out/fiber_check-$name.log" >&2; fail "$name: tests/fiber/fiber_check.c failed (above)"; }
 }
 
 has_switch() { $nm "$out/fiber-$1.o" | grep -q ' hl_ctx_swap$'; }
@@ -43,7 +46,10 @@ has_switch() { $nm "$out/fiber-$1.o" | grep -q ' hl_ctx_swap$'; }
 note_true() {
   note=$($readelf -n "$out/fiber-$1.o" | sed -n 's/.*\(x86\|AArch64\) feature: *//p')
   case "$note" in *SHSTK*)
-    ! has_switch "$1" || fail "$1: the note claims SHSTK ($note) but the hand switch is in the object";;
+    if has_switch "$1"; then
+      $nm "$out/fiber-$1.o" | grep -q ' U swapcontext$' && $objdump -d "$out/fiber-$1.o" | grep -q rdssp ||
+        fail "$1: the note claims SHSTK ($note) but the hand switch is in the object, unguarded"
+    fi;;
   esac
   case "$note" in *IBT*)
     if has_switch "$1"; then
@@ -70,6 +76,7 @@ x86_64*)
   note_true default >/dev/null
   build_run cet-full -fcf-protection=full
   case $(note_true cet-full) in *SHSTK*) ;; *) fail "cet-full: the note claims no SHSTK";; esac
+  build_run cet-shstk-on -fcf-protection=full -DHL_FIBER_TEST_SHADOW_STACK
   build_run cet-branch -fcf-protection=branch
   has_switch cet-branch || fail "cet-branch: IBT alone should keep the hand switch"
   case $(note_true cet-branch) in *IBT*) ;; *) fail "cet-branch: the note claims no IBT";; esac
