@@ -6,7 +6,8 @@
 #      (redis-6.0.20's deps/hiredis is 0.14.0, the API hilock targets), built once into
 #      ${XDG_CACHE_HOME:-~/.cache}/hilock/musl;
 #   2. every library source compiled with musl-gcc -Werror (make's own rules, into B);
-#   3. tests/fiber/fiber_check.c and tests/musl/musl_check.c linked statically and run.
+#   3. tests/fiber/fiber_check.c and tests/musl/musl_check.c linked statically and run; the
+#      latter once more with fiber.c built with no switch (the loop refused at attach).
 # src/tls.c compiles against OpenSSL's headers, but Debian's OpenSSL is built for glibc: the
 # programs link tests/musl/tls_stub.c in its place (no TLS in this test).
 # Usage: scripts/test-musl.sh BUILD_DIR (e.g. build-musl); SERVERS_SRC as for make test-servers.
@@ -54,9 +55,15 @@ warn="-std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror -O2 -g"
 "$cc" $warn -Isrc -static -o "$b/tests/fiber_check" tests/fiber/fiber_check.c src/fiber.c -lpthread -lm
 "$cc" $warn -Iinclude -Isrc -I"$hr/include" -static -o "$b/tests/musl_check" \
   tests/musl/musl_check.c tests/musl/tls_stub.c "$b/libhilock.a" "$hr/lib/libhiredis.a" -lpthread
+# the same program where a build has no switch: fiber.c built so, given before the library
+"$cc" $warn -Isrc -DHL_FIBER_FORCE_NONE -c src/fiber.c -o "$b/tests/fiber-none.o"
+"$cc" $warn -Iinclude -Isrc -I"$hr/include" -static -o "$b/tests/musl_check_none" \
+  tests/musl/musl_check.c tests/musl/tls_stub.c "$b/tests/fiber-none.o" "$b/libhilock.a" \
+  "$hr/lib/libhiredis.a" -lpthread
 "$b/tests/fiber_check"
 run=$(mktemp -d "${TMPDIR:-/tmp}/hilock-musl.XXXXXX")
 rc=0
 "$b/tests/musl_check" "$run" || rc=$?
+"$b/tests/musl_check_none" "$run" no-switch || rc=$?
 rm -rf "$run"
 exit $rc

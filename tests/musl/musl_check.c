@@ -6,7 +6,10 @@
  *   - acquire / extend / release by the blocking calls, with the key read back by hiredis on
  *     a connection of its own;
  *   - the event-loop API on a small poll() loop: acquire, extend and release through the
- *     fiber switch, each result read back the same way.
+ *     fiber switch, each result read back the same way;
+ *   - with a second argument "no-switch" (linked to src/fiber.c built with
+ *     -DHL_FIBER_FORCE_NONE, as on musl off x86-64 and arm64): the blocking calls work and
+ *     hilock_loop_attach refuses with its message.
  * Exit 0: every check passed; 1: one failed (said on stderr).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -168,6 +171,20 @@ static void run_until(hilock_client *c, struct loop *L, struct result *res)
     CHECK(res->over);
 }
 
+/* A build with no fiber switch: no loop, said at attach (hilock_async.h). */
+static void no_switch(const char *url)
+{
+    struct loop L = {.nfds = 0, .timer_at = -1};
+    hilock_loop hooks = {.data = &L, .watch = on_watch, .timer = on_timer, .detach = NULL};
+    hilock_client *c;
+    CHECK(hilock_client_open(url, &c) == HILOCK_OK);
+    if (failed) return;
+    CHECK(hilock_loop_attach(c, &hooks) == HILOCK_EINVAL);
+    CHECK(strcmp(hilock_client_errmsg(c),
+                 "event loops are not supported by this build (no fiber switch for this machine)") == 0);
+    hilock_client_free(c);
+}
+
 static void event_loop(redisContext *r, const char *url)
 {
     struct loop L = {.nfds = 0, .timer_at = -1};
@@ -201,8 +218,9 @@ int main(int argc, char **argv)
 {
     char url[600];
     redisContext *r;
-    if (argc != 2) {
-        fprintf(stderr, "usage: musl_check DIR (a directory for the server's socket)\n");
+    int none = argc == 3 && strcmp(argv[2], "no-switch") == 0;
+    if (argc != 2 && !none) {
+        fprintf(stderr, "usage: musl_check DIR [no-switch] (DIR: for the server's socket)\n");
         return 2;
     }
     atexit(stop_server);
@@ -212,8 +230,12 @@ int main(int argc, char **argv)
     }
     snprintf(url, sizeof url, "unix://%s", sock);
     blocking(r, url);
-    event_loop(r, url);
+    if (none)
+        no_switch(url);
+    else
+        event_loop(r, url);
     redisFree(r);
-    if (!failed) printf("musl_check: blocking and event-loop calls passed\n");
+    if (!failed)
+        printf("musl_check: blocking calls and %s passed\n", none ? "the refused attach" : "event-loop calls");
     return failed;
 }
