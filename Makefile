@@ -155,6 +155,16 @@ $(HEADER_CHECK): tests/abi/headers.sh tests/abi/headers.cpp tests/abi/adapters.c
 	@mkdir -p $(@D)
 	sh tests/abi/headers.sh $@
 
+# The fiber switch alone in each of its builds (tests/fiber/check.sh: the CET note under
+# -fcf-protection, x32, ucontext, no switch; each runs tests/fiber/fiber_check.c): `make test`
+# builds the stamp.
+FIBER_CHECK := $(B)/tests/fiber/check.ok
+EXTRA_TEST_BINS += $(FIBER_CHECK)
+$(FIBER_CHECK): tests/fiber/check.sh tests/fiber/fiber_check.c src/fiber.c src/fiber.h
+	@mkdir -p $(@D)
+	CC="$(CC)" CFLAGS="$(EXTRA_CFLAGS)" LDFLAGS="$(EXTRA_LDFLAGS)" sh tests/fiber/check.sh $(@D)
+	@touch $@
+
 # README.md's example, compiled as it stands (the first ```c block) and run by tests/test_readme.c.
 EXTRA_TEST_BINS += $(B)/tests/readme_example
 $(B)/tests/readme_example.c: README.md
@@ -223,6 +233,13 @@ test-tsan: deps
 $(B)/tsan/%: tests/tsan/%.c tests/fixture.c tests/fixture.h $(B)/libhilock.a $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -o $@ $< tests/fixture.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+
+# hilock built with musl (musl-gcc from musl-tools) and used by a static musl program against
+# the native redis-server: blocking calls and the event-loop API (scripts/test-musl.sh; hiredis
+# built from SERVERS_SRC's redis-6.0.20 once, into $${XDG_CACHE_HOME:-~/.cache}/hilock/musl).
+.PHONY: test-musl
+test-musl:
+	@bash scripts/test-musl.sh build-musl
 
 # The same suites under valgrind (leaks are errors).
 test-valgrind: deps

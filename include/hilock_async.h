@@ -148,7 +148,9 @@ typedef struct hilock_loop {
 
 /* Drive client c by a loop from now on (loop is copied; its connections so far are closed,
  * the loop opens its own). Returns OK; EINVAL (NULL, no watch/timer callback, already
- * attached); ENOMEM.
+ * attached; or a build with no fiber switch -- musl on a machine other than x86-64 and arm64,
+ * docs/portability.md -- errmsg "event loops are not supported by this build (no fiber switch
+ * for this machine)"); ENOMEM.
  * There is no detach but hilock_client_free. hilock_loop is frozen (ABI): a new hook would
  * come with a new attach function, never as a field appended here. */
 HILOCK_API hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop);

@@ -1388,6 +1388,9 @@ static hilock_status loop_attach(hilock_client *c, const hilock_loop *loop)
 {
     hl_loop *L;
     if (c->runner) return hl_fail(c, HILOCK_EINVAL, "client already attached to an event loop");
+    if (!hl_fiber_available())   /* (fiber.c: musl off x86-64 and arm64) */
+        return hl_fail(c, HILOCK_EINVAL,
+                       "event loops are not supported by this build (no fiber switch for this machine)");
     if (!loop || !loop->watch || !loop->timer)
         return hl_fail(c, HILOCK_EINVAL, "hilock_loop: watch and timer are required");
     if (!(L = calloc(1, sizeof *L)) || !(L->conns = calloc(c->nnodes, sizeof *L->conns))) {

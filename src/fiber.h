@@ -15,6 +15,11 @@
 
 typedef struct hl_fiber hl_fiber;
 
+/* 1: this build has a switch (fiber.c, "The switch"); 0: none for this machine and C library
+ * (musl off x86-64 and arm64): hl_fiber_new always fails, and the event-loop API refuses to
+ * attach (async.c). */
+int       hl_fiber_available(void);
+
 /* A fiber that will run fn(arg) when first resumed. NULL: out of memory. Stacks are kept
  * for reuse (hl_fiber_free). */
 hl_fiber *hl_fiber_new(void (*fn)(void *), void *arg);
