@@ -364,7 +364,6 @@ hl_fiber *hl_fiber_new(void (*fn)(void *), void *arg)
     hl_fiber *f;
     if (!hl_fiber_available()) return NULL;
     if (!(f = calloc(1, sizeof *f))) return NULL;
-    if (!f) return NULL;
     if (!(f->map = stack_get())) {
         free(f);
         return NULL;
