@@ -23,6 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "platform/platform.h"
 #include "resolve.h"
 #include "transport.h"
 
@@ -35,7 +36,7 @@ static void set_why(hl_io_conn *k, int err)
 static int dial(hl_io_conn *k, int family, const struct sockaddr *sa, socklen_t len)
 {
     int one = 1, e;
-    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = hl_plat_socket(family, SOCK_STREAM);
     if (fd < 0) return errno;
     if (family != AF_UNIX) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (connect(fd, sa, len) == 0 || errno == EINPROGRESS) {
@@ -253,7 +254,7 @@ static hl_io tcp_write(hl_io_conn *k, const void *buf, size_t len, size_t *n)
 {
     ssize_t w;
     *n = 0;
-    do w = send(k->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    do w = send(k->fd, buf, len, HL_PLAT_NOSIGNAL | MSG_DONTWAIT);
     while (w < 0 && errno == EINTR);
     if (w >= 0) {
         *n = (size_t)w;
