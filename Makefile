@@ -199,10 +199,12 @@ deps:
 	@sh scripts/deps.sh
 
 # The layering (src/internal.h's list): who calls whom, import circles, and the engine's seams
-# (no topology, no hiredis); from the built objects.
+# (no topology, no hiredis); from the built objects. Then no Linux-only call outside
+# src/platform/ (scripts/check-platform.sh).
 .PHONY: layers
 layers: lib
 	@sh scripts/layers.sh $(B)
+	@sh scripts/check-platform.sh
 
 # Each suite is its own binary; every test starts (and stops) its own redis-server.
 test: deps
