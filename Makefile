@@ -206,6 +206,24 @@ layers: lib
 	@sh scripts/layers.sh $(B)
 	@sh scripts/check-platform.sh
 
+# The platform layer beyond the default build (docs/portability.md, "The platform layer"), on
+# Linux: the seam (scripts/check-platform.sh); posix.c built, with the CLOCK_REALTIME condition
+# variable of systems without clock selection, and the core suites run on it (build-posix); the
+# programs built as PIE (EXTRA_* reach the library without -fPIE/-pie) with linux.c's
+# close_range fallback alone, and the platform suite run there (build-pie).
+PLATFORM_SUITES := test_platform test_lock test_keepalive test_async test_transport test_resolve \
+  test_legacy test_fork test_threads
+.PHONY: test-platform
+test-platform: deps
+	@sh scripts/check-platform.sh
+	@$(MAKE) --no-print-directory B=build-posix PLATFORM=posix EXTRA_CFLAGS=-DHL_PLAT_WALL_CONDVAR \
+	  lib build-posix/hilock build-posix/tests/readme_async $(PLATFORM_SUITES:%=build-posix/tests/%)
+	@sh scripts/run-tests.sh build-posix $(PLATFORM_SUITES:%=build-posix/tests/%)
+	@$(MAKE) --no-print-directory B=build-pie EXTRA_CFLAGS="-fPIE -DHL_PLAT_NO_CLOSE_RANGE" \
+	  EXTRA_LDFLAGS=-pie all build-pie/tests/test_platform
+	@readelf -h build-pie/hilock | grep -q 'Type: *DYN' || { echo "test-platform: build-pie/hilock is no PIE"; exit 1; }
+	@sh scripts/run-tests.sh build-pie build-pie/tests/test_platform
+
 # Each suite is its own binary; every test starts (and stops) its own redis-server.
 test: deps
 	@sh scripts/check-licence.sh
@@ -376,4 +394,4 @@ deb-check:
 	@sh tests/deb-check.sh $(B)
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-posix build-pie
