@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* transport_tcp.c -- the plain transport: TCP (IPv4, IPv6) and unix sockets.
  *
- * Owns the sockets: non-blocking connect, SOCK_CLOEXEC (a program the caller runs with fork
+ * Owns the sockets (made and sent on through the platform layer, src/platform/platform.h):
+ * non-blocking connect, close-on-exec (a program the caller runs with fork
  * + exec, e.g. the hilock command's COMMAND, must not inherit them), TCP_NODELAY (a round
  * trip is one small write: never wait for Nagle), send(MSG_NOSIGNAL) (writing to a server
  * that went away must be an EPIPE we report, never a SIGPIPE that kills the caller, and
