@@ -2,6 +2,12 @@
 # hilock -- make | make test | make test-servers | make demo | make bench | make install PREFIX=...
 # `make test` and `make demo` install missing Debian packages first (scripts/deps.sh: the
 # demo only what building and running the command needs, the tests also their own tools).
+# Flags: EXTRA_CFLAGS and EXTRA_LDFLAGS reach every compile and link, the library's and the
+# programs' (the command, tests, benches), except the position flags (-fPIE, -pie, ...), which
+# reach the programs only: the library is always -fPIC and linked -shared (PIC objects also
+# suit a PIE program), so `make EXTRA_CFLAGS=-fPIE EXTRA_LDFLAGS=-pie` builds PIE programs.
+# LIB_CFLAGS and LIB_LDFLAGS reach the library alone. PLATFORM=linux|posix picks the platform
+# layer (src/platform/: linux on Linux, else posix).
 
 PREFIX    ?= /usr/local
 LIBDIR    ?= $(PREFIX)/lib
@@ -24,10 +30,19 @@ HIREDIS_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
 # OpenSSL (src/tls.c): the library's own TLS; its symbols stay hidden like ours
 OPENSSL_CFLAGS := $(shell pkg-config --cflags openssl 2>/dev/null)
 OPENSSL_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
-CFLAGS_LIB = $(WARN) $(OPT) -fPIC -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc -I$(B) $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
+# the library's flags: EXTRA_* less the position flags, then LIB_* (see the header)
+POSITION_FLAGS := -fPIE -fpie -fPIC -fpic -fno-PIE -fno-pie -pie -no-pie -static-pie
+LIB_CFLAGS  ?=
+LIB_LDFLAGS ?=
+LIB_XCFLAGS  = $(filter-out $(POSITION_FLAGS),$(EXTRA_CFLAGS)) $(LIB_CFLAGS)
+LIB_XLDFLAGS = $(filter-out $(POSITION_FLAGS),$(EXTRA_LDFLAGS)) $(LIB_LDFLAGS)
+CFLAGS_LIB = $(WARN) $(OPT) -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc -I$(B) $(OPENSSL_CFLAGS) $(LIB_XCFLAGS) -fPIC
 LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 
-LIB_SRC   := $(wildcard src/*.c) $(wildcard legacy/*.c) $(wildcard api/*.c)
+# The platform layer (src/platform/platform.h): one implementation, and what all share.
+PLATFORM  ?= $(if $(filter Linux,$(shell uname -s)),linux,posix)
+PLATFORM_SRC := src/platform/common.c src/platform/$(PLATFORM).c
+LIB_SRC   := $(wildcard src/*.c) $(PLATFORM_SRC) $(wildcard legacy/*.c) $(wildcard api/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
 HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h include/hilock_async.h
@@ -68,7 +83,7 @@ $(B)/gen/scripts.c: $(LUA) scripts/embed-lua.sh
 $(B)/gen/scripts.o: $(B)/gen/scripts.c $(wildcard src/*.h) include/hilock.h
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(B)/%.o: %.c $(wildcard src/*.h) $(HEADERS) $(wildcard legacy/*.h)
+$(B)/%.o: %.c $(wildcard src/*.h) $(wildcard src/platform/*.h) $(HEADERS) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
@@ -79,7 +94,7 @@ $(B)/libhilock.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(B)/libhilock.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libhilock.so.$(SOVERSION) -Wl,--no-undefined $(EXTRA_LDFLAGS) \
+	$(CC) -shared -Wl,-soname,libhilock.so.$(SOVERSION) -Wl,--no-undefined $(LIB_XLDFLAGS) \
 	    -o $(B)/libhilock.so.$(VERSION) $^ $(LDLIBS_LIB)
 	ln -sf libhilock.so.$(VERSION) $(B)/libhilock.so.$(SOVERSION)
 	ln -sf libhilock.so.$(SOVERSION) $@
@@ -194,10 +209,30 @@ deps:
 	@sh scripts/deps.sh
 
 # The layering (src/internal.h's list): who calls whom, import circles, and the engine's seams
-# (no topology, no hiredis); from the built objects.
+# (no topology, no hiredis); from the built objects. Then no Linux-only call outside
+# src/platform/ (scripts/check-platform.sh).
 .PHONY: layers
 layers: lib
 	@sh scripts/layers.sh $(B)
+	@sh scripts/check-platform.sh
+
+# The platform layer beyond the default build (docs/portability.md, "The platform layer"), on
+# Linux: the seam (scripts/check-platform.sh); posix.c built, with the CLOCK_REALTIME condition
+# variable of systems without clock selection, and the core suites run on it (build-posix); the
+# programs built as PIE (EXTRA_* reach the library without -fPIE/-pie) with linux.c's
+# close_range fallback alone, and the platform suite run there (build-pie).
+PLATFORM_SUITES := test_platform test_lock test_keepalive test_async test_transport test_resolve \
+  test_legacy test_fork test_threads
+.PHONY: test-platform
+test-platform: deps
+	@sh scripts/check-platform.sh
+	@$(MAKE) --no-print-directory B=build-posix PLATFORM=posix EXTRA_CFLAGS=-DHL_PLAT_WALL_CONDVAR \
+	  lib build-posix/hilock build-posix/tests/readme_async $(PLATFORM_SUITES:%=build-posix/tests/%)
+	@sh scripts/run-tests.sh build-posix $(PLATFORM_SUITES:%=build-posix/tests/%)
+	@$(MAKE) --no-print-directory B=build-pie EXTRA_CFLAGS="-fPIE -DHL_PLAT_NO_CLOSE_RANGE" \
+	  EXTRA_LDFLAGS=-pie all build-pie/tests/test_platform
+	@readelf -h build-pie/hilock | grep -q 'Type: *DYN' || { echo "test-platform: build-pie/hilock is no PIE"; exit 1; }
+	@sh scripts/run-tests.sh build-pie build-pie/tests/test_platform
 
 # Each suite is its own binary; every test starts (and stops) its own redis-server.
 test: deps
@@ -265,9 +300,10 @@ $(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench
 	  bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c bench/cluster.c tests/fixture.c \
 	  tests/tls_fixture.c tests/cluster_fixture.c $(B)/libhilock.a $(LDLIBS_LIB) -luv
 
-$(CLI_BIN): cli/hilock.c cli/inspect.c cli/inspect.h $(HEADERS) $(B)/libhilock.a
+# -Isrc: the command's process control is the platform layer's (src/platform/platform.h)
+$(CLI_BIN): cli/hilock.c cli/inspect.c cli/inspect.h $(HEADERS) src/platform/platform.h $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(OPT) -Iinclude $(EXTRA_CFLAGS) -o $@ cli/hilock.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+	$(CC) $(WARN) $(OPT) -Iinclude -Isrc $(EXTRA_CFLAGS) -o $@ cli/hilock.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 install: $(CLI_BIN) $(B)/man/hilock.1
 
 # ---- proof under faults (torture/README.md) ----
@@ -375,4 +411,4 @@ deb-check:
 	@sh tests/deb-check.sh $(B)
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-posix build-pie

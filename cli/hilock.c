@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -29,9 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +36,7 @@
 #include "hilock.h"
 #include "hilock_legacy.h"
 #include "inspect.h"
+#include "platform/platform.h"
 
 extern char **environ;
 
@@ -823,7 +821,7 @@ static int find_command(const char *cmd, char *buf, size_t len)
     if (!dirs) dirs = "/bin:/usr/bin";   /* execvp's default */
     for (p = dirs;; p = end + 1) {
         int e;
-        end = strchrnul(p, ':');
+        if (!(end = strchr(p, ':'))) end = p + strlen(p);
         /* an empty entry is the current directory */
         if ((size_t)snprintf(buf, len, "%.*s%s%s", (int)(end - p), p, end > p ? "/" : "", cmd) < len) {
             if ((e = executable(buf)) == 0) return 0;
@@ -913,12 +911,8 @@ static void guard_main(int fd, pid_t target, int64_t kill_by, int64_t grace_ms, 
     if (dup2(fd, 3) < 0) _exit(1);
     close(0);
     close(1);
-    if (syscall(SYS_close_range, 4, ~0U, 0) < 0)
-        for (int i = 4; i < 1024; i++) close(i);
-    /* the raw system call: a forked child of a threaded process may only make async-signal-
-     * safe calls, and a sanitizer's prctl() wrapper takes a lock another thread of hilock may
-     * have held at the fork (make test-asan hung here once, the guard and hilock forever) */
-    syscall(SYS_prctl, PR_SET_NAME, "hilock-guard", 0, 0, 0);
+    hl_plat_close_from(4);
+    hl_plat_set_name("hilock-guard");   /* (async-signal-safe, as this child must be) */
     for (;;) {
         while ((n = read(3, &v, sizeof v)) < 0 && errno == EINTR) {}
         if (n != (ssize_t)sizeof v) break;   /* EOF: hilock died */
@@ -943,7 +937,7 @@ static int start_guard(run_state *r, pid_t cmd)
 {
     char msg[400], name[24];
     int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0) return errno;
+    if (hl_plat_pipe(p, O_CLOEXEC) < 0) return errno;
     snprintf(msg, sizeof msg, "hilock: %.200s: hilock died while COMMAND ran (COMMAND got %s); "
              "SIGKILL to COMMAND%s after -k, at the latest when the lock's validity ends\n",
              r->o->shown, signal_name(r->o->lost_sig ? r->o->lost_sig : SIGTERM, name, sizeof name),
@@ -1015,8 +1009,10 @@ static void child_exec(const exec_plan *x)
     ssize_t n;
     int e;
     if (own_group) setpgid(0, 0);
-    /* the race at start-up: hilock may have died before the request was made */
-    if (prctl(PR_SET_PDEATHSIG, x->death_sig, 0, 0, 0) < 0 || getppid() != x->parent) _exit(127);
+    /* the race at start-up: hilock may have died before the request was made. A system
+     * without the request (ENOSYS) has the guard alone to stop COMMAND. */
+    e = hl_plat_parent_death_signal(x->death_sig);
+    if ((e && e != ENOSYS) || getppid() != x->parent) _exit(127);
     /* COMMAND starts with default dispositions for what hilock catches or ignores itself
      * (SIGPIPE: the server connections must not kill hilock); set before unblocking, so a
      * signal pending now acts on COMMAND, not through hilock's handler */
@@ -1080,7 +1076,7 @@ static int spawn(run_state *r)
     memcpy(x.sh_argv + 2, o->cmd + 1, n * sizeof *x.sh_argv);   /* with the final NULL */
     x.parent = getpid();
     x.death_sig = o->lost_sig ? o->lost_sig : SIGTERM;
-    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+    if (hl_plat_pipe(go, O_CLOEXEC) < 0 || hl_plat_pipe(ep, O_CLOEXEC) < 0) {
         err = errno;
         goto out;
     }
@@ -1142,65 +1138,17 @@ out:
 
 #define MAX_OTHERS 256
 
-/* Add the pids listed in a /proc/self/task/TID/children file. */
-static size_t read_children(const char *file, pid_t *out, size_t n, size_t max)
-{
-    FILE *f = fopen(file, "r");
-    int pid;
-    if (!f) return n;
-    while (n < max && fscanf(f, "%d", &pid) == 1) out[n++] = (pid_t)pid;
-    fclose(f);
-    return n;
-}
-
-/* Without that file (a kernel without CONFIG_PROC_CHILDREN): every process whose parent is us. */
-static size_t scan_children(pid_t *out, size_t max)
-{
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    char file[64], buf[512], *rp;
-    size_t n = 0, got;
-    pid_t self = getpid();
-    int ppid;
-    static int warned;
-    if (!d && !warned++)
-        fputs("hilock: /proc is not readable: COMMAND's orphans are not waited for nor killed\n", stderr);
-    while (d && n < max && (e = readdir(d)) != NULL) {
-        FILE *f;
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        snprintf(file, sizeof file, "/proc/%.20s/stat", e->d_name);
-        if (!(f = fopen(file, "r"))) continue;
-        got = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[got] = '\0';
-        /* "pid (comm) state ppid ...": comm may hold anything, ')' last */
-        if ((rp = strrchr(buf, ')')) && sscanf(rp + 1, " %*c %d", &ppid) == 1 && ppid == self)
-            out[n++] = (pid_t)atoi(e->d_name);
-    }
-    if (d) closedir(d);
-    return n;
-}
-
 /* hilock's children other than COMMAND and the guard: what COMMAND's tree left to us. */
 static size_t others(const run_state *r, pid_t *out)
 {
     pid_t all[MAX_OTHERS];
-    char file[64];
-    size_t n = 0, k = 0;
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
-    snprintf(file, sizeof file, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
-    if (!d || access(file, R_OK) < 0) {
-        n = scan_children(all, MAX_OTHERS);
-    } else {   /* a child hangs under the thread that forked it, or any, once reparented */
-        while ((e = readdir(d)) != NULL)
-            if (e->d_name[0] != '.') {
-                snprintf(file, sizeof file, "/proc/self/task/%.20s/children", e->d_name);
-                n = read_children(file, all, n, MAX_OTHERS);
-            }
-    }
-    if (d) closedir(d);
-    for (size_t i = 0; i < n; i++)
+    long n = hl_plat_children(all, MAX_OTHERS);
+    size_t k = 0;
+    static int warned;
+    if (n < 0 && !warned++)
+        fprintf(stderr, "hilock: cannot list hilock's children (%s): COMMAND's orphans are not "
+                "waited for nor killed\n", strerror(errno));
+    for (long i = 0; i < n; i++)
         if (all[i] != r->child && all[i] != r->guard) out[k++] = all[i];
     return k;
 }
@@ -1469,7 +1417,7 @@ static int run(const cli *o, hilock_client *c, hilock *l)
     r.margin_ms = loss_margin_ms(o);
     r.lead_ms = kill_lead_ms(o->ttl_ms);
     r.deadline = now_ms() + hilock_validity_ms(l);
-    if (pipe2(pipe_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+    if (hl_plat_pipe(pipe_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
         perror("hilock: pipe");
         hilock_release(l);
         return EXIT_OSERR;
@@ -1489,8 +1437,9 @@ static int run(const cli *o, hilock_client *c, hilock *l)
         return st == HILOCK_ENOMEM || st == HILOCK_EIO ? EXIT_OSERR : EXIT_SERVER;
     }
     /* COMMAND's orphans become ours, so the lock outlives none of them (see others()) */
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-        perror("hilock: PR_SET_CHILD_SUBREAPER (COMMAND's orphans are not waited for)");
+    if ((err = hl_plat_subreaper()) != 0)
+        fprintf(stderr, "hilock: cannot become a child subreaper (COMMAND's orphans are not "
+                "waited for): %s\n", strerror(err));
     if (install_handlers() < 0) {
         perror("hilock: sigaction");
         hilock_release(l);

@@ -447,7 +447,7 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  *   With options.fair: first come, first served (a queue; the release calls its head; BUSY
  *   for a try-lock while waiters are queued; docs/fairness.md).
  *   With several masters, a signal from any one master wakes the waiter.
- * The lock is a fresh random token (16 bytes from getrandom(), hex) written with
+ * The lock is a fresh random token (16 bytes from the kernel, hex) written with
  * SET NX PX, and a fencing token minted in the same script, with a holder record (this
  * host, pid and program: informative only, for hilock_inspect; fencing = 1, fair = 0, bridge = 0 only;
  * docs/fencing.md). Validity is measured from

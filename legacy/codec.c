@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "codec.h"
+#include "platform/platform.h"
 
 /* The window of plausible stamps. Below 2000-01-01 lie digits-only tokens, redis-objects' "1"
  * (its lock without expiry) and seconds read as milliseconds; above 1e11 s (year 5138) lie
@@ -206,7 +207,7 @@ hilock_status hl_codec_format_at(const hilock_codec *k, int64_t now_us, int64_t 
         tmp[n] = '\0';
     }
     if (k->suffix == HILOCK_SUFFIX_PID_THREAD)
-        n += snprintf(tmp + n, sizeof tmp - (size_t)n, "-%ld-%ld", (long)getpid(), (long)gettid());
+        n += snprintf(tmp + n, sizeof tmp - (size_t)n, "-%ld-%ld", (long)getpid(), hl_plat_thread_id());
     if (n < 0 || (size_t)n >= cap || n >= HILOCK_CODEC_MAX) return HILOCK_EINVAL;
     /* what the value says, rounded down: the peers judge the value, not t (a float may lie
      * a fraction of a microsecond below t, or round out of the window parse accepts) */

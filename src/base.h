@@ -12,18 +12,18 @@
 #include <stdint.h>
 
 #include "hilock.h"
+#include "platform/platform.h"   /* randomness, sleeping: below every layer */
 
 #define HL_ERRMSG_MAX 512
 
 /* ---- time (util.c) ---- */
 int64_t hl_now_us(void);               /* CLOCK_MONOTONIC, microseconds   */
 int64_t hl_wall_us(void);              /* CLOCK_REALTIME, microseconds    */
-void    hl_sleep_until(int64_t t_us);  /* monotonic; returns at or after t_us */
 #define HL_NEVER INT64_MAX             /* "no deadline" */
 int64_t hl_add_sat(int64_t a, int64_t b);   /* a + b, saturating at INT64_MAX/MIN */
+/* sleeping (hl_plat_sleep_until) and the kernel's random bytes (hl_plat_random): platform.h */
 
 /* ---- randomness (util.c) ---- */
-int      hl_random_bytes(void *buf, size_t n);          /* getrandom(); 0 ok, -1 error */
 void     hl_hex(char *dst, const unsigned char *src, size_t n);  /* dst: 2n+1 bytes */
 uint64_t hl_rng_next(uint64_t *state);                  /* xorshift64*, for jitter only */
 

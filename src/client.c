@@ -406,7 +406,7 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
         }
     }
     c->quorum = c->nnodes / 2 + 1;
-    if (hl_random_bytes(&c->rng, sizeof c->rng) < 0) c->rng = (uint64_t)hl_now_us();
+    if (hl_plat_random(&c->rng, sizeof c->rng) < 0) c->rng = (uint64_t)hl_now_us();
     c->rnd_used = sizeof c->rnd;   /* empty: the first token draws the pool */
     c->errmsg[0] = '\0';
     *out = c;
@@ -458,7 +458,7 @@ int hl_client_random(hilock_client *c, void *buf, size_t n)
 {
     if (n > sizeof c->rnd) return -1;
     if (sizeof c->rnd - c->rnd_used < n) {
-        if (hl_random_bytes(c->rnd, sizeof c->rnd) < 0) return -1;
+        if (hl_plat_random(c->rnd, sizeof c->rnd) < 0) return -1;
         c->rnd_used = 0;
     }
     memcpy(buf, c->rnd + c->rnd_used, n);

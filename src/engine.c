@@ -1179,7 +1179,7 @@ uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int nc
 void hl_pause_until(hilock_client *c, int64_t until_us)
 {
     if (c->runner) c->runner->pause_until(c, until_us);
-    else hl_sleep_until(until_us);
+    else hl_plat_sleep_until(until_us);
 }
 
 void hl_exec_clear(hilock_client *c)

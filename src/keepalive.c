@@ -207,8 +207,7 @@ static outcome renew_step(struct hl_keepalive *k, hilock *l, long *renewals, int
 
 static void wait_until(struct hl_keepalive *k, int64_t t_us)
 {
-    struct timespec ts = { (time_t)(t_us / 1000000), (long)(t_us % 1000000) * 1000 };
-    pthread_cond_timedwait(&k->cv, &k->mu, &ts);
+    hl_plat_cond_wait_until(&k->cv, &k->mu, t_us);
 }
 
 static void *ka_main(void *arg)
@@ -304,19 +303,13 @@ static void ka_stop(hilock *l)
 
 static hilock_status ka_init(struct hl_keepalive *k)
 {
-    pthread_condattr_t ca;
     int rc;
     if (pthread_mutex_init(&k->op, NULL)) return HILOCK_ENOMEM;
     if (pthread_mutex_init(&k->mu, NULL)) {
         pthread_mutex_destroy(&k->op);
         return HILOCK_ENOMEM;
     }
-    rc = pthread_condattr_init(&ca);
-    if (!rc) {
-        rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);   /* deadlines are hl_now_us() */
-        if (!rc) rc = pthread_cond_init(&k->cv, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    rc = hl_plat_cond_init(&k->cv);   /* deadlines are hl_now_us() */
     if (rc) {
         pthread_mutex_destroy(&k->mu);
         pthread_mutex_destroy(&k->op);

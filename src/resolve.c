@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "platform/platform.h"
 #include "resolve.h"
 
 struct hl_lookup {
@@ -82,7 +83,7 @@ static hl_lookup *lookup_new(const char *host, int port, char *err, size_t len)
         snprintf(err, len, "cannot resolve %.60s: out of memory", host);
         return NULL;
     }
-    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+    if (hl_plat_pipe(p, O_CLOEXEC | O_NONBLOCK) < 0) {
         snprintf(err, len, "cannot resolve %.60s: pipe: %s", host, strerror(errno));
         free(q);
         return NULL;

@@ -16,6 +16,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "platform/platform.h"
 #include "tls.h"
 
 struct hl_tls_ctx {
@@ -74,7 +75,7 @@ static int bio_write(BIO *b, const char *buf, int len)
     struct hl_tls *t = BIO_get_data(b);
     ssize_t w;
     BIO_clear_retry_flags(b);
-    do w = send(t->fd, buf, (size_t)len, MSG_NOSIGNAL);
+    do w = send(t->fd, buf, (size_t)len, HL_PLAT_NOSIGNAL);
     while (w < 0 && errno == EINTR);
     if (w >= 0) return (int)w;
     if (errno == EAGAIN || errno == EWOULDBLOCK)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* transport_tcp.c -- the plain transport: TCP (IPv4, IPv6) and unix sockets.
  *
- * Owns the sockets: non-blocking connect, SOCK_CLOEXEC (a program the caller runs with fork
+ * Owns the sockets (made and sent on through the platform layer, src/platform/platform.h):
+ * non-blocking connect, close-on-exec (a program the caller runs with fork
  * + exec, e.g. the hilock command's COMMAND, must not inherit them), TCP_NODELAY (a round
  * trip is one small write: never wait for Nagle), send(MSG_NOSIGNAL) (writing to a server
  * that went away must be an EPIPE we report, never a SIGPIPE that kills the caller, and
@@ -23,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "platform/platform.h"
 #include "resolve.h"
 #include "transport.h"
 
@@ -35,7 +37,7 @@ static void set_why(hl_io_conn *k, int err)
 static int dial(hl_io_conn *k, int family, const struct sockaddr *sa, socklen_t len)
 {
     int one = 1, e;
-    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = hl_plat_socket(family, SOCK_STREAM);
     if (fd < 0) return errno;
     if (family != AF_UNIX) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (connect(fd, sa, len) == 0 || errno == EINPROGRESS) {
@@ -253,7 +255,7 @@ static hl_io tcp_write(hl_io_conn *k, const void *buf, size_t len, size_t *n)
 {
     ssize_t w;
     *n = 0;
-    do w = send(k->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    do w = send(k->fd, buf, len, HL_PLAT_NOSIGNAL | MSG_DONTWAIT);
     while (w < 0 && errno == EINTR);
     if (w >= 0) {
         *n = (size_t)w;

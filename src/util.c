@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,33 +51,11 @@ int64_t hl_wall_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-void hl_sleep_until(int64_t t_us)
-{
-    struct timespec ts = { (time_t)(t_us / 1000000), (long)(t_us % 1000000) * 1000 };
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
 int64_t hl_add_sat(int64_t a, int64_t b)
 {
     if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
     if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
     return a + b;
-}
-
-int hl_random_bytes(void *buf, size_t n)
-{
-    unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t r = getrandom(p, n, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
 }
 
 void hl_hex(char *dst, const unsigned char *src, size_t n)
@@ -246,6 +223,6 @@ void hl_holder_text(char *buf, size_t cap)
     host[sizeof host - 1] = '\0';
     n = holder_part(part, host[0] ? host : "?", 64);
     n += (size_t)sprintf(part + n, "\n%ld\n", (long)getpid());
-    n += holder_part(part + n, program_invocation_short_name[0] ? program_invocation_short_name : "?", 64);
+    n += holder_part(part + n, hl_plat_progname()[0] ? hl_plat_progname() : "?", 64);
     snprintf(buf, cap, "%.*s", (int)n, part);
 }
