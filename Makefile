@@ -24,10 +24,14 @@ HIREDIS_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
 # OpenSSL (src/tls.c): the library's own TLS; its symbols stay hidden like ours
 OPENSSL_CFLAGS := $(shell pkg-config --cflags openssl 2>/dev/null)
 OPENSSL_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
-CFLAGS_LIB = $(WARN) $(OPT) -fPIC -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc -I$(B) $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
+# src/ is one folder per layer (docs/layout.md); its headers are included by name, one -I each
+SRC_DIRS  := $(sort $(patsubst %/,%,$(dir $(wildcard src/*/*.c src/*/*.h))))
+SRC_INC   := $(addprefix -I,$(SRC_DIRS))
+SRC_H     := $(wildcard src/*/*.h)
+CFLAGS_LIB = $(WARN) $(OPT) -fPIC -fvisibility=hidden -DHILOCK_BUILDING -Iinclude $(SRC_INC) -I$(B) $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 
-LIB_SRC   := $(wildcard src/*.c) $(wildcard legacy/*.c) $(wildcard api/*.c)
+LIB_SRC   := $(wildcard src/*/*.c) $(wildcard legacy/*.c) $(wildcard api/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
 HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h include/hilock_async.h
@@ -39,7 +43,7 @@ TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BIN  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 # -Isrc: unit tests of internals (tests/test_url.c) include internal.h
-CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
+CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude $(SRC_INC) -Itests $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
 
 # The hilock command (cli/): part of `all`; built for `test` (tests/test_cli.c runs it) and
 # `demo`; installed with its man page.
@@ -65,14 +69,14 @@ $(B)/gen/scripts.c: $(LUA) scripts/embed-lua.sh
 	@mkdir -p $(@D)
 	sh scripts/embed-lua.sh $@ $(LUA)
 
-$(B)/gen/scripts.o: $(B)/gen/scripts.c $(wildcard src/*.h) include/hilock.h
+$(B)/gen/scripts.o: $(B)/gen/scripts.c $(SRC_H) include/hilock.h
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(B)/%.o: %.c $(wildcard src/*.h) $(HEADERS) $(wildcard legacy/*.h)
+$(B)/%.o: %.c $(SRC_H) $(HEADERS) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(B)/src/tls.o: src/tls.h
+$(B)/src/transport/session.o: src/transport/tls.h
 
 $(B)/libhilock.a: $(LIB_OBJ)
 	rm -f $@
@@ -113,7 +117,7 @@ $(B)/man/%.3: docs/%.3 Makefile include/hilock.h
 	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' $< > $@
 
 # ---- tests ----
-$(B)/tests/test_tls_layer: src/tls.h
+$(B)/tests/test_tls_layer: src/transport/tls.h
 $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(TEST_LIBS) $(EXTRA_LDFLAGS)
@@ -244,7 +248,7 @@ $(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench
     bench/bench.h tests/fixture.c tests/fixture.h tests/tls_fixture.c tests/tls_fixture.h \
     tests/cluster_fixture.c tests/cluster_fixture.h include/hilock_libuv.h $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests -Isrc $(OPENSSL_CFLAGS) -o $@ bench/bench.c \
+	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests $(SRC_INC) $(OPENSSL_CFLAGS) -o $@ bench/bench.c \
 	  bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c bench/cluster.c tests/fixture.c \
 	  tests/tls_fixture.c tests/cluster_fixture.c $(B)/libhilock.a $(LDLIBS_LIB) -luv
 
@@ -307,9 +311,9 @@ fuzz:
 	  $(FUZZ_B)/libhilock.a $(patsubst %,$(FUZZ_B)/fuzz/%,$(FUZZ_TARGETS))
 	@sh fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) $(wildcard src/*.h) $(wildcard legacy/*.h)
+$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) $(SRC_H) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
-	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude -Isrc -Ilegacy -I$(B) -o $@ $< \
+	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude $(SRC_INC) -Ilegacy -I$(B) -o $@ $< \
 	  $(B)/libhilock.a $(LDLIBS_LIB)
 
 # The guides keep their layout under DOCDIR (README.md's links to docs/ work there).

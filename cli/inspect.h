@@ -15,7 +15,7 @@ void hl_tool_print(FILE *f, const char *s, size_t n);
 
 /* The library's own rules for what messages show (secrets of URLs, keys, durations: src/base.h).
  * This command links libhilock.a, so it calls them rather than keeping copies that drift. */
-#include "../src/base.h"
+#include "../src/base/base.h"
 
 /* A key as messages show it: the library's form (hl_key_cut) with the key's bytes printable
  * (hl_tool_print). Written into buf (HL_TOOL_KEY_BUF bytes); returns buf. */
