@@ -21,17 +21,18 @@ B         ?= build
 WARN      := -std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror
 OPT       ?= -O2 -g
 HIREDIS_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
-# OpenSSL (src/tls.c): the library's own TLS; its symbols stay hidden like ours
+# OpenSSL (src/transport/session.c): the library's own TLS; its symbols stay hidden like ours
 OPENSSL_CFLAGS := $(shell pkg-config --cflags openssl 2>/dev/null)
 OPENSSL_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
-# src/ is one folder per layer (docs/layout.md); its headers are included by name, one -I each
+# src/ is one folder per layer (docs/layout.md): each folder's headers are included by name (one
+# -I per folder), or as "folder/name.h" under -Isrc
 SRC_DIRS  := $(sort $(patsubst %/,%,$(dir $(wildcard src/*/*.c src/*/*.h))))
 SRC_INC   := $(addprefix -I,$(SRC_DIRS))
 SRC_H     := $(wildcard src/*/*.h)
-CFLAGS_LIB = $(WARN) $(OPT) -fPIC -fvisibility=hidden -DHILOCK_BUILDING -Iinclude $(SRC_INC) -I$(B) $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
+CFLAGS_LIB = $(WARN) $(OPT) -fPIC -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc $(SRC_INC) -I$(B) $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 
-LIB_SRC   := $(wildcard src/*/*.c) $(wildcard legacy/*.c) $(wildcard api/*.c)
+LIB_SRC   := $(sort $(wildcard src/*/*.c)) $(wildcard legacy/*.c) $(wildcard api/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
 HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h include/hilock_async.h
@@ -42,7 +43,7 @@ HEADERS   += include/hilock.hpp
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BIN  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
-# -Isrc: unit tests of internals (tests/test_url.c) include internal.h
+# $(SRC_INC): unit tests of internals (tests/test_url.c) include the layers' headers
 CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude $(SRC_INC) -Itests $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
 
 # The hilock command (cli/): part of `all`; built for `test` (tests/test_cli.c runs it) and
@@ -76,7 +77,7 @@ $(B)/%.o: %.c $(SRC_H) $(HEADERS) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(B)/src/transport/session.o: src/transport/tls.h
+$(B)/src/transport/session.o: src/transport/session.h
 
 $(B)/libhilock.a: $(LIB_OBJ)
 	rm -f $@
@@ -117,7 +118,7 @@ $(B)/man/%.3: docs/%.3 Makefile include/hilock.h
 	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' $< > $@
 
 # ---- tests ----
-$(B)/tests/test_tls_layer: src/transport/tls.h
+$(B)/tests/test_tls_layer: src/transport/session.h
 $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(TEST_LIBS) $(EXTRA_LDFLAGS)
@@ -187,8 +188,9 @@ $(CXX_TEST): tests/cxx_lock.cpp $(HEADERS) $(B)/libhilock.a
 deps:
 	@sh scripts/deps.sh
 
-# The layering (src/internal.h's list): who calls whom, import circles, and the engine's seams
-# (no topology, no hiredis); from the built objects.
+# The layering: each folder's header states its layer and what it may call ("Layer:", "May
+# call:"); scripts/layers.sh checks every include and every call (from the built objects)
+# against that, no import circles, and the engine's seams (no topology, no hiredis).
 .PHONY: layers
 layers: lib
 	@sh scripts/layers.sh $(B)
@@ -243,7 +245,7 @@ bench: deps lib
 	@$(MAKE) --no-print-directory $(B)/bench/bench
 	@$(B)/bench/bench
 
-# bench/tls.c times the library's own transports (src/transport.h, src/tls.h): -Isrc
+# bench/tls.c times the library's own transports (src/transport/: transport.h, session.h): $(SRC_INC)
 $(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c bench/cluster.c \
     bench/bench.h tests/fixture.c tests/fixture.h tests/tls_fixture.c tests/tls_fixture.h \
     tests/cluster_fixture.c tests/cluster_fixture.h include/hilock_libuv.h $(B)/libhilock.a

@@ -13,7 +13,7 @@
  * as \\ (as inspect shows keys). */
 void hl_tool_print(FILE *f, const char *s, size_t n);
 
-/* The library's own rules for what messages show (secrets of URLs, keys, durations: src/base.h).
+/* The library's own rules for what messages show (secrets of URLs, keys, durations: src/base/base.h).
  * This command links libhilock.a, so it calls them rather than keeping copies that drift. */
 #include "../src/base/base.h"
 

@@ -16,7 +16,7 @@
  * a side connection of its own (kept for reuse when it ends normally).
  *
  * Topologies. A redis-sentinel:// node asks its Sentinels through a private client of its
- * topology (topo_sentinel.c), which it has driven by this same runner: that client's hl_exec
+ * topology (sentinel.c), which it has driven by this same runner: that client's hl_exec
  * runs inside the flow that opens the node's connection (or asks whether its master moved),
  * on connections of its own (L->aux, one per Sentinel, pipelined), so the flow pauses and
  * the loop goes on. Parts that come for a connection being opened wait with the others.
@@ -1239,7 +1239,7 @@ hilock_status hl_async_acquire(hilock_client *c, const char *key, int64_t ttl_ms
     hilock_status st;
     int took;
     if (!c) return HILOCK_EINVAL;
-    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: internal.h) */
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
     return hl_leave(c, took, async_acquire(c, key, ttl_ms, wait_ms, kind, done, arg));
 }
 
@@ -1249,7 +1249,7 @@ static hilock_status lock_call(hilock *l, int op, int64_t ttl_ms, hilock_done_fn
     call *k;
     int took;
     if (!l) return HILOCK_EINVAL;
-    if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;   /* (the thread rule: internal.h) */
+    if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
     if (op != OP_EXTEND || (st = hl_check_ttl(l->c, ttl_ms)) == HILOCK_OK)
         st = accept_call(l->c, l, op, ttl_ms, done, arg, &k);
     return hl_leave(l->c, took, st);
@@ -1324,7 +1324,7 @@ static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg
     return hl_ok(l->c);
 }
 
-/* ---- the lock's hook (internal.h): release stops the keepalive, free ends the calls ---- */
+/* ---- the lock's hook (lock.h): release stops the keepalive, free ends the calls ---- */
 
 static void end_lock_calls(hl_loop *L, hilock *l)
 {
@@ -1380,7 +1380,7 @@ hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop)
     hilock_status st;
     int took;
     if (!c) return HILOCK_EINVAL;
-    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: internal.h) */
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
     return hl_leave(c, took, loop_attach(c, loop));
 }
 

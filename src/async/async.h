@@ -1,7 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * async.h -- the event-loop API's internals (async.c) and what it shares with keepalive.c.
- * Nothing here is API (that is include/hilock_async.h).
+ * Layer: async
+ * May call: lock engine resp base platform
+ *
+ * async.h -- what runs a lock's calls beside the caller: the keepalive's renewal thread
+ * (keepalive.c) and the event-loop API's runner (async.c, on fibers: fiber.c), and the renewal
+ * rules they share. Nothing here is API (that is include/hilock_async.h).
+ *
+ * Owns: the keepalive thread and its private client; the runner that runs lock.c's flows on
+ * fibers with their round trips pipelined on the loop's connections. The engine reaches the
+ * runner only through the client's hl_runner (engine.h), the lock layer the keepalive only
+ * through the lock's hook (lock.h: hl_hook_ev). Called by: api/ and the public entry points.
  */
 #ifndef HILOCK_ASYNC_INTERNAL_H
 #define HILOCK_ASYNC_INTERNAL_H

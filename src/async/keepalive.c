@@ -4,7 +4,7 @@
  * A layer above the lock API: it calls the public functions (hilock_extend, ...),
  * client.c's hl_client_new_like (the private client shares the owner's TLS context: the
  * files are not read again) and lock.c's hl_lock_renewable; lock.c calls back only through
- * the hook this file sets in the lock while its thread runs (l->hook, internal.h: hl_hook_ev).
+ * the hook this file sets in the lock while its thread runs (l->hook, lock.h: hl_hook_ev).
  *
  * One thread and one private client per keepalive: the owner's client is never used from two
  * threads (the thread rule), and a slow renewal never delays the owner's own calls.
@@ -99,7 +99,7 @@ static int64_t valid_until(struct hl_keepalive *k, const hilock *l)
 
 static void ka_stop(hilock *l);
 
-/* l->hook while the thread runs (internal.h: hl_hook_ev): the lock's calls into this layer. */
+/* l->hook while the thread runs (lock.h: hl_hook_ev): the lock's calls into this layer. */
 static int64_t ka_hook(hilock *l, hl_hook_ev ev)
 {
     struct hl_keepalive *k = l->ka;
@@ -391,7 +391,7 @@ static hilock_status keepalive_start(hilock *l, hilock_lost_fn on_lost, void *ar
     return hl_ok(c);
 }
 
-/* keepalive_start between hl_enter and hl_leave (the thread rule: internal.h). */
+/* keepalive_start between hl_enter and hl_leave (the thread rule: lock.h). */
 hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_lost, void *arg,
                                         const hilock_keepalive_options *given, size_t size)
 {

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
+ * Layer: base
+ * May call: platform
+ *
  * base.h -- what every layer of the library shares: time, randomness, byte buffers, memory
- * helpers (util.c), server URLs (url.c) and the embedded Lua scripts (scripts.c, generated).
- * Owns no state and calls nothing of the library: every other header builds on it.
+ * helpers, status names (util.c), server URLs (url.c) and the embedded Lua scripts (scripts.c, generated).
+ * Owns no state and calls nothing of the library (a client's error text is the
+ * engine's: engine.h): every other header builds on it.
  */
 #ifndef HILOCK_BASE_H
 #define HILOCK_BASE_H
@@ -134,5 +138,16 @@ char *hl_strndup(const char *s, size_t n);
  * bytes each: informative only (docs/fencing.md). At most HL_HOLDER_MAX - 1 bytes + NUL. */
 #define HL_HOLDER_MAX 160
 void hl_holder_text(char *buf, size_t cap);
+
+/* Public structs that grow (lock.h: HL_FIELD_END, docs/versioning.md): */
+/* Give the caller's `size` bytes at dst what the library's full `def` (ours bytes) holds,
+ * zero past ours. */
+void hl_sized_init(void *dst, size_t size, const void *def, size_t ours);
+/* Read the caller's `size` bytes at src into the library's full struct `full` (ours bytes,
+ * holding the defaults): every field wholly inside `size`. Returns 0, or -1 when a byte past
+ * `ours` is set -- a field of a newer header this library cannot honour; err then says so
+ * (naming `type`). */
+int hl_sized_take(void *full, size_t ours, const void *src, size_t size, const size_t *ends,
+                  size_t nends, const char *type, char *err, size_t err_len);
 
 #endif

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "base.h"
 
 #define FAIL(...) do { snprintf(err, err_len, __VA_ARGS__); goto fail; } while (0)
 #define NEED(p)   do { if (!(p)) { st = HILOCK_ENOMEM; snprintf(err, err_len, "out of memory"); goto fail; } } while (0)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* util.c -- clocks, randomness, buffers, error text: the small things every path shares. */
+/* util.c -- clocks, randomness, buffers, status names: the small things every path shares
+ * (a client's error text is the engine's: engine/error.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -9,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base.h"
 
 void hl_sized_init(void *dst, size_t size, const void *def, size_t ours)
 {
@@ -147,23 +148,6 @@ char *hl_strdup(const char *s)
     return s ? hl_strndup(s, strlen(s)) : NULL;
 }
 
-hilock_status hl_fail(hilock_client *c, hilock_status st, const char *fmt, ...)
-{
-    if (c) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
-hilock_status hl_ok(hilock_client *c)
-{
-    if (c) c->errmsg[0] = '\0';
-    return HILOCK_OK;
-}
-
 size_t hl_key_cut(const char *key, char *tail, size_t cap)
 {
     size_t n = strlen(key);
@@ -189,21 +173,6 @@ const char *hl_ms_shown(long long ms, char *buf, size_t cap)
     else if (ms < 86400000) snprintf(buf, cap, "%.1f h", (double)ms / 3600000);
     else snprintf(buf, cap, "%.1f d", (double)ms / 86400000);
     return buf;
-}
-
-hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, const char *what)
-{
-    size_t off = 0;
-    const char *sep = "";   /* "what" is a prefix: the first node follows it directly */
-    int w = snprintf(c->errmsg, sizeof c->errmsg, "%s", what ? what : "");
-    off = w > 0 ? (size_t)w : 0;
-    for (size_t i = 0; i < c->nnodes && off < sizeof c->errmsg; i++) {
-        if (!(mask & (1u << i)) || !c->nodes[i].err[0]) continue;
-        w = snprintf(c->errmsg + off, sizeof c->errmsg - off, "%s%s", sep, c->nodes[i].err);
-        if (w > 0) off += (size_t)w;
-        sep = "; ";
-    }
-    return st;
 }
 
 const char *hilock_strerror(hilock_status s)

@@ -1163,7 +1163,7 @@ static uint32_t exec_redirected(hilock_client *c, uint32_t mask, const hl_cmd *c
 uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
                  int64_t per_node_timeout_us, int64_t hard_deadline_us)
 {
-    if (c->runner)   /* attached to an event loop: its runner (src/async.c) does the round trips */
+    if (c->runner)   /* attached to an event loop: its runner (src/async/async.c) does the round trips */
         return c->runner->exec(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 0);
     return exec_redirected(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 0);
 }

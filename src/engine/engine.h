@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * engine.h -- the engine (engine.c): pipelines of commands executed on nodes.
+ * Layer: engine
+ * May call: transport resp base platform
+ *
+ * engine.h -- the engine (engine.c): pipelines of commands executed on nodes; the client's
+ * error text (error.c).
  *
  * Owns: commands and their RESP encoding, nodes and their connections (handshake, undos,
  * deadlines, the poll loop), the client's node table. May call: the transport (transport.h,
  * through node->transport) and the RESP layer (resp.h) -- and, through node->topo, whatever
  * topology the client gave the node (hl_topo_ops below: the engine defines that interface
  * and calls through it; it includes no topology header). Called by: the topology (topology.h)
- * and the lock layer (internal.h). Nothing here calls up into them.
+ * and the lock layer (lock.h). Nothing here calls up into them.
  */
 #ifndef HILOCK_ENGINE_H
 #define HILOCK_ENGINE_H
@@ -93,7 +97,7 @@ typedef struct hl_facts {
 
 /* One connection to a node: the transport's connection, its reply stream and its unsent
  * bytes. Made and read by engine.c's functions below (the blocking runner's node->conn, or a
- * connection of the loop runner, engine_loop.c). */
+ * connection of the loop runner, async.c). */
 struct hl_conn {
     hl_io_conn    io;           /* the transport's connection (node->transport) */
     hl_resp      *resp;         /* every byte read: the reply limits, then the parser */
@@ -136,7 +140,7 @@ typedef struct hl_node {
 } hl_node;
 
 /* Who drives the round trips of a client's calls (engine.c: hl_exec). NULL = the blocking
- * poll() loop of engine.c. A client attached to an event loop (engine_loop.c) gets a runner
+ * poll() loop of engine.c. A client attached to an event loop (async.c) gets a runner
  * that queues the pipeline on the loop's connections and suspends the calling flow until
  * the loop has its replies, so every lock flow above runs unchanged on either. */
 typedef struct hl_runner {
@@ -175,7 +179,7 @@ struct hilock_client {
                                     loop's client's thread | 1 (client.c: idle_owner) */
     unsigned long  serial;       /* this client's number among all made (hl_enter's refusals) */
     const hl_runner *runner;     /* NULL: blocking (see hl_runner) */
-    struct hl_loop *loop;        /* the runner's state (engine_loop.c) */
+    struct hl_loop *loop;        /* the runner's state (async.c) */
     int            cancelled;    /* the loop's calls are being ended (client freed): lock.c's
                                     acquire loop stops retrying */
     /* lock.c: its live locks (not re-entrant: live_enter), in lists by a hash of the key, so
@@ -185,6 +189,14 @@ struct hilock_client {
     struct hilock *live[64];
     char           holder[HL_HOLDER_MAX];   /* hl_holder_text: acquire.lua's holder record */
 };
+
+/* ---- the client's error text (error.c) ---- */
+/* Set c->errmsg (printf-style) and return st; hl_ok() clears it and returns HILOCK_OK. */
+hilock_status hl_fail(hilock_client *c, hilock_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+hilock_status hl_ok(hilock_client *c);
+/* errmsg from the nodes' own errors ("node: why; node: why") with the given status. */
+hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, const char *what);
 
 /* What the engine asks of the topology a node belongs to -- the engine defines this
  * interface and calls only through node->topo; the implementations (topology.h:
@@ -224,7 +236,7 @@ typedef struct hl_topo_ops {
     const char *(*node_id)(const hl_node *n);
     int (*serves)(hilock_client *c, hl_node *n, const char *id, int64_t deadline_us);
     void (*free)(hl_node *n);   /* n->topo_state (NULL-safe) */
-    /* ---- sharded topologies (Cluster: topo_cluster.c; NULL for the others) ---- */
+    /* ---- sharded topologies (Cluster: cluster.c; NULL for the others) ---- */
     /* Before a pipeline goes to n: pick the server that must run it (the shard owning its
      * first key) and put that server's connection, undo list and name in n, parking the ones
      * in use (n->conn NULL: the engine connects, through resolve). May take part of
@@ -299,7 +311,7 @@ void hl_node_reset(hilock_client *c, hl_node *n);
 void hl_node_set_err(hl_node *n, hilock_status st, const char *what, const char *why);
 
 /* ---- the parts of a round trip, shared by the blocking runner (hl_exec) and the loop
- * runner (engine_loop.c), so both encode, hand-shake, undo and read the same way ---- */
+ * runner (async.c), so both encode, hand-shake, undo and read the same way ---- */
 /* RESP encoding of one command (script: EVALSHA, or EVAL with use_eval) appended to b, for
  * node n's server (its script form and hl_cmd_argcap arguments; n NULL: a modern server). */
 void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n);

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kind.h"
+#include "kinds.h"
 
 static int64_t beat_life_ms(const hilock_client *c)
 {

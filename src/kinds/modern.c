@@ -4,7 +4,7 @@
  * and hl_kind_unfenced, the same lock without the fencing token (options.fencing = 0).
  * Owns only its commands and the reading of its busy answer; the quorum, undo, fencing and
  * validity rules that run them are lock.c's. May call the engine (commands) only. */
-#include "kind.h"
+#include "kinds.h"
 
 static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
 {

@@ -8,8 +8,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "tls.h"
+#include "lock.h"
+#include "session.h"
 #include "transport.h"
 
 static __thread char config_err[256];
@@ -199,7 +199,7 @@ static const char *check_options(const hilock_options *o)
     if (o->fair && !o->fencing)
         return "fair = 1 needs fencing = 1 (a fair grant is the queue's script, which mints the "
                "token; fencing = 0 is the plain SET NX PX path)";
-    /* src/fair.c: an entry lives 2 x io_timeout_ms + retry_delay_ms after its waiter's last
+    /* src/kinds/fair.c: an entry lives 2 x io_timeout_ms + retry_delay_ms after its waiter's last
      * call, and a live waiter calls again within 1.5 x (io_timeout_ms + retry_delay_ms) */
     if (o->fair && o->retry_delay_ms > o->io_timeout_ms)
         return "fair = 1 needs retry_delay_ms <= io_timeout_ms (a waiter pausing longer would let "
@@ -281,7 +281,7 @@ static char *node_name(const hl_url *u)
         snprintf(buf, sizeof buf, "%s", u->path);
     else if (u->kind == HL_URL_SENTINEL)
         snprintf(buf, sizeof buf, "sentinel %s", u->master);
-    else if (u->kind == HL_URL_CLUSTER)   /* until a key routes it to a shard (topo_cluster.c) */
+    else if (u->kind == HL_URL_CLUSTER)   /* until a key routes it to a shard (cluster.c) */
         snprintf(buf, sizeof buf, strchr(u->sentinels[0].host, ':') ? "cluster [%s]:%d" : "cluster %s:%d",
                  u->sentinels[0].host, u->sentinels[0].port);
     else

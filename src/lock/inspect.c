@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "lock.h"
 #include "hilock_inspect.h"
 
 /* generated from src/lua/inspect_scan.lua and src/lua/inspect_key.lua */
@@ -437,7 +437,7 @@ static hilock_status inspect_node_in(hilock_client *c, size_t master, const char
 }
 
 /* The entry points: the bodies above between hl_enter and hl_leave (the thread rule:
- * internal.h); fn runs inside, so it may call the client again from this thread. */
+ * lock.h); fn runs inside, so it may call the client again from this thread. */
 hilock_status hilock_scan(hilock_client *c, size_t master, const char *pattern, size_t count,
                           uint64_t *cursor, hilock_scan_fn fn, void *arg)
 {

@@ -2,18 +2,11 @@
 /*
  * kind.h -- lock kinds as tables of operations. Nothing here is API.
  *
- * Layers (each may call only those below it):
- *   src/keepalive.c, cli/   above the public API; lock.c reaches the keepalive only through
- *                   the one hook it sets in the lock (internal.h: hl_hook_ev)
- *   api/acquire.c   the entry points choose a kind: hilock_acquire (modern, or bridge with
- *                   options.bridge), hilock_legacy_acquire (legacy)
- *   src/lock.c      the quorum logic: acquire loop, attempt, release/extend/check flows,
- *                   Redlock quorum, undo, fencing, validity, errors. Calls the lock's table
- *                   and names no kind.
- *   kinds           src/modern.c (hl_kind_modern); legacy/legacy.c (legacy, bridge). They
- *                   build commands and read what is particular to them, with the engine's
- *                   commands and helpers (internal.h); never lock.c.
- *   src/engine.c, src/topology.c   execution on nodes; failover awareness.
+ * The lock layer's side of the kinds (the kinds live above it: src/kinds/, legacy/; their
+ * folder headers say what they may call). lock.c runs every kind's flows through the lock's
+ * table (l->kind) and names no kind; a kind calls the engine's commands and the lock layer's
+ * shared helpers (lock.h: the reply verdicts, hl_busy_ttl, hl_valid_until), never lock.c's
+ * flows.
  *
  * A kind is one hl_kind_ops table: the acquire command, how to read a busy answer, validity,
  * the extend command, whether the lock is still usable, and flags for what the shared flows
@@ -34,7 +27,7 @@
 #ifndef HILOCK_KIND_H
 #define HILOCK_KIND_H
 
-#include "internal.h"
+#include "lock.h"
 
 /* A kind's scratch for one command (lives for the round trip): integer arguments, and a
  * value the command writes with its stamp (legacy: the fresh stamp of an extend, kept out
@@ -55,7 +48,7 @@ struct hl_kind_ops {
      * {0, pttl, value}). EINVAL (message set) refuses the acquire: the kind cannot serve
      * this client or ttl. */
     hilock_status (*acquire_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms);
-    /* Reads one master's answer to acquire_cmd (pure, as the verdicts in internal.h): OURS
+    /* Reads one master's answer to acquire_cmd (pure, as the verdicts in lock.h): OURS
      * with *fence (0 = the kind mints none), OTHER with *pttl_ms, else BAD. NULL =
      * acquire.lua's shape (hl_acquire_verdict). */
     hl_verdict (*acquire_verdict)(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
@@ -108,16 +101,9 @@ struct hl_kind_ops {
                           * delete it (a deferred undo, engine.c, leaves it to its PX) */
 };
 
-/* src/modern.c: SET NX PX of a random token with a fencing token, compare-and-delete,
- * compare-and-pexpire; hl_kind_unfenced (options.fencing = 0): the same lock written by a
- * plain SET NX PX, no fencing token. */
-extern const hl_kind_ops hl_kind_modern, hl_kind_unfenced;
+/* The tables themselves: src/kinds/kinds.h (modern, unfenced, fair), legacy/kinds.h. */
 
-/* src/fair.c: the modern lock served first come, first served (options.fair): a queue in the
- * key's slot, heartbeats by the server's clock, a release that calls the head. */
-extern const hl_kind_ops hl_kind_fair;
-
-/* src/lock.c: the acquire loop of every kind (the entry points pick `kind`), so they share
+/* src/lock/lock.c: the acquire loop of every kind (the entry points pick `kind`), so they share
  * timing, retries, waiting and errors. */
 hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                          const hl_kind_ops *kind, hilock **out);

@@ -6,7 +6,7 @@
  * scripts' answers, and the lock API of include/hilock.h except hilock_acquire (api/).
  *
  * What differs between kinds (commands, a busy answer, validity) comes from the lock's table
- * (l->kind, kind.h); this file names no kind. It calls the engine and topology (internal.h)
+ * (l->kind, kind.h); this file names no kind. It calls the engine and topology (lock.h)
  * and, through one hook in the lock (l->hook), the layer that shares a lock with another
  * thread (keepalive.c), whose name it does not know. */
 #include <pthread.h>

@@ -2,7 +2,7 @@
 /* resp.c -- the reply parser, behind the reply limits; the one file that includes hiredis.
  *
  * hiredis is used here as what it is best at, the RESP reader (redisReader), and nothing
- * else: the engine owns its connections (transport_tcp.c) and its writes (RESP encoding in
+ * else: the engine owns its connections (tcp.c) and its writes (RESP encoding in
  * engine.c). Every byte goes through hl_resp_limit_feed (resp_limit.c) before the reader
  * sees it, so a hostile length can never make hiredis allocate it. A move to hiredis 1.x (or
  * another parser) is a change of this file. Layer: below the engine; calls nothing above. */

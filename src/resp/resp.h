@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
+ * Layer: resp
+ * May call: base platform
+ *
  * resp.h -- the RESP layer: what a server's byte stream means (resp.c, resp_limit.c).
  *
  * Owns: the reply type and its accessors, the reply limits, and the parser (hiredis' reader,
  * the only part of hiredis the library uses; resp.c is the one file that includes hiredis).
- * May call: nothing of the library but util (it sits below the engine). Nothing here does
+ * May call: nothing of the library but base (it sits below the engine). Nothing here does
  * I/O: the engine reads bytes through the transport (transport.h) and feeds them here.
  */
 #ifndef HILOCK_RESP_H
@@ -35,7 +38,7 @@ int         hl_reply_is_error(const hl_reply *r, const char *prefix);
 #define HL_RESP_MAX_TOTAL    16384       /* elements of all the arrays of one reply */
 #define HL_RESP_MAX_DEPTH    7           /* arrays inside arrays (hiredis itself stops at 8) */
 #define HL_RESP_MAX_REPLY    (1 << 20)   /* bytes of one reply */
-/* A connection that asks only for a cluster's topology (topo_cluster.c: CLUSTER NODES, one
+/* A connection that asks only for a cluster's topology (cluster.c: CLUSTER NODES, one
  * bulk string of ~100-300 bytes per node, plus its slot ranges) may read one bulk string and
  * one reply of up to this many bytes (hl_resp_allow_topology): a 1,000-node cluster whose
  * every node announces a 255-byte host name and whose every slot is a range of its own stays

@@ -8,7 +8,7 @@
  * type byte, header line, bulk payload, aggregate element counts, nesting -- and refuses a
  * reply as soon as it announces or reaches more than a cap, before the bytes are handed on.
  *
- * The caps (internal.h) are far above any reply hilock asks for: the scripts answer at most
+ * The caps (lock.h) are far above any reply hilock asks for: the scripts answer at most
  * 6 small elements (failover.lua) and a value of a few dozen bytes (a token or a legacy
  * stamp); a hilock_scan page (inspect.c) 1 + 5 elements per key, 500 keys asked, values cut at
  * 256 bytes; ROLE on a master is 3 + 3 per replica; SENTINEL master is ~80 short fields; the
@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "resp.h"
 
 enum { S_TYPE = 0, S_LINE, S_BULK };
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topo_cluster.c -- the Redis Cluster topology (redis-cluster:// nodes) behind the engine's
+/* cluster.c -- the Redis Cluster topology (redis-cluster:// nodes) behind the engine's
  * hl_topo_ops (engine.h) as hl_topo_cluster. Facts it relies on: docs/failover-facts.md (Redis
  * Cluster: slots, redirections, config epochs); behaviour and guarantees: docs/cluster.md.
  *
@@ -58,7 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "topology.h"
 
 #define REFRESH_BUDGET_MS 300      /* a refresh with a map in hand (every source at once) */
 #define REFRESH_EVERY_US  250000   /* with a map in hand, at most one refresh per this ... */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* topo_sentinel.c -- the Sentinel topology (redis-sentinel:// nodes): where the master is,
+/* sentinel.c -- the Sentinel topology (redis-sentinel:// nodes): where the master is,
  * behind the engine's hl_topo_ops (engine.h) as hl_topo_sentinel. Facts it relies on:
  * docs/failover-facts.md (Sentinel: the client protocol, the old master's window).
  *
@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "topology.h"
 
 #define SENTINEL_TIMEOUT_MS 300       /* per Sentinel: "a few hundred milliseconds" */
 #define CONFIRM_FRESH_US    100000    /* a Sentinel's answer this recent needs no repeat */

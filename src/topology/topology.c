@@ -4,14 +4,14 @@
  * Sentinel's epochs); what it guarantees: docs/sentinel.md.
  *
  * Owns: the node topologies behind the engine's hl_topo_ops (engine.h) -- hl_topo_direct
- * (the URL is the master) and hl_topo_sentinel (topo_sentinel.c) -- and the failover part of the lock
+ * (the URL is the master) and hl_topo_sentinel (sentinel.c) -- and the failover part of the lock
  * operations (hl_topo_begin/end/fence/lost: identity, guard, WAIT, fencing epochs), which
  * reaches each node's topology through the same table. May call: the engine (hl_exec,
  * hl_undo_add, hl_node_close) and base; never the client or the lock layer's functions
  * (it reads a lock's fields). The engine never calls here but through node->topo.
  *
  * The topologies: hl_topo_direct (here: a redis:// or unix:// URL is its own master) and
- * hl_topo_sentinel (topo_sentinel.c: the Sentinels name it; see there for resolution, the
+ * hl_topo_sentinel (sentinel.c: the Sentinels name it; see there for resolution, the
  * ROLE check and why release, extend and check ask whether the master moved).
  *
  * Identity. INFO replication, pipelined after the lock script, gives role, master_replid,
@@ -54,7 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "topology.h"
 
 #define GUARD_KEY           "hilock:guard"
 #define EPOCH_SHIFT         42

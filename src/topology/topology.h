@@ -1,30 +1,34 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
+ * Layer: topology
+ * May call: engine resp base platform
+ *
  * topology.h -- where a node's master is and whether a lock survived a change of it
- * (topology.c, topo_sentinel.c). Facts: docs/sentinel.md.
+ * (topology.c, sentinel.c, cluster.c). Facts: docs/sentinel.md.
  *
  * Owns: the topologies a node can have -- hl_topo_direct (redis://, unix://: the URL is the
  * master), hl_topo_sentinel (redis-sentinel://: the Sentinels name it) and hl_topo_cluster
- * (redis-cluster://: the shard owning the key's slot, topo_cluster.c) -- behind the
+ * (redis-cluster://: the shard owning the key's slot, cluster.c) -- behind the
  * engine's hl_topo_ops (engine.h), assigned by the client (client.c); and the failover part
  * of every lock operation (identity, failover guard, WAIT, fence qualification, LOST), which
  * applies to both. May call: the engine (hl_exec: the Sentinels are nodes of a private
- * client; the undo of an unsafe grant). Called by: the lock layer (lock.c) and the client.
+ * client; the undo of an unsafe grant). Called by: the lock layer (lock.c) and the client (client.c).
  */
 #ifndef HILOCK_TOPOLOGY_H
 #define HILOCK_TOPOLOGY_H
 
+#include "hilock_legacy.h"   /* HILOCK_CODEC_MAX: a lock's value may be a legacy stamp */
 #include "engine.h"
 
 /* ---- failover awareness (topology.c) ---- */
 /* The topologies a node can have (client.c assigns one per node): a redis:// or unix:// URL
  * is its own master; a redis-sentinel:// one asks its Sentinels on every new connection (in
  * order, each bounded by a short timeout, all by the connect deadline) and checks ROLE. */
-extern const hl_topo_ops hl_topo_direct, hl_topo_sentinel;   /* topology.c, topo_sentinel.c */
+extern const hl_topo_ops hl_topo_direct, hl_topo_sentinel;   /* topology.c, sentinel.c */
 /* A redis-cluster:// node: one "master" to the lock layer, routed per key to the shard that
- * owns its slot, following MOVED and ASK (topo_cluster.c). */
+ * owns its slot, following MOVED and ASK (cluster.c). */
 extern const hl_topo_ops hl_topo_cluster;
-/* ---- operator tools: every master (topo_cluster.c, for src/inspect.c) ---- */
+/* ---- operator tools: every master (cluster.c, for src/lock/inspect.c) ---- */
 /* A node of the slot map: host (no brackets), port, node id ("" if the map gave none), the
  * slots it serves (a replica: 0) and whether it is a replica (of the last master before it). */
 typedef void (*hl_cluster_node_fn)(const char *host, int port, const char *id, size_t slots, int replica,
@@ -81,7 +85,7 @@ int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kin
  * cannot settle a node (a history the record has not seen, a guard that may run, a ttl above
  * the record's), one more round trip runs failover.lua there (it replaces that node's
  * replies). Acquire: records where the lock was granted, undoes unsafe grants at once, and
- * asks a Sentinel whether the master in use is still the master (see topo_sentinel.c). */
+ * asks a Sentinel whether the master in use is still the master (see sentinel.c). */
 void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
 /* The fencing token node i's grant makes of the counter it minted: max(counter, epoch << 42 |
  * the counter's low 42 bits), epoch = that node's config epoch (Sentinel: the Sentinels';
@@ -101,5 +105,58 @@ void hl_topo_private_free(hilock_client *sc);
 
 /* LOST, with the nodes' reasons in errmsg ("<op> <key>: ..."). */
 hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost);
+
+/* ---- the lock (struct hilock): defined here, in the lowest layer that reads it (its
+ * failover records: ids, guard_key), as the client is in engine.h; the lock layer (lock.h)
+ * owns it and every other field ---- */
+struct hl_kind_ops;    /* the lock's kind: its table of operations (kind.h) */
+struct hl_keepalive;
+
+/* The one call lock.c makes into a layer above it that shares a lock with another thread
+ * (keepalive.c sets l->hook while its thread runs; NULL otherwise). STOP: release and free
+ * call it first (it must leave l->hook NULL, and no work of its own in flight); BEGIN/END:
+ * around extend and check, which then take turns with the other thread; VALIDITY: returns
+ * l->valid_until_us read consistently with that thread. Returns 0 for the other events. */
+typedef enum hl_hook_ev { HL_HOOK_STOP, HL_HOOK_BEGIN, HL_HOOK_END, HL_HOOK_VALIDITY } hl_hook_ev;
+
+struct hilock {
+    hilock_client *c;
+    const struct hl_kind_ops *kind;
+    char          *key;
+    char           shown[HL_KEY_SHOWN_BUF];   /* the key as messages show it (hl_key_shown) */
+    char          *fence_key;
+    char          *signal_key;     /* wait.c: list a release pushes to, to wake one waiter */
+    char          *waiters_key;    /* wait.c: set by busy attempts, so the release signals */
+    char          *holder_key;     /* the holder record (kind.h: holder; src/lock/inspect.c) */
+    /* fair kind (fair.c): its queue's keys, and whether an attempt may have queued us */
+    char          *queue_key, *beat_key;
+    int            queued;
+    char          *token;          /* NUL-terminated value we wrote (this attempt's: lock.c) */
+    int            spent;          /* acquire: the token's value may be left somewhere: the
+                                      next attempt takes a new one (lock.c: fresh_token) */
+    char          *stale;          /* acquire: the last such tokens whose write's fate was
+                                      unknown (lock.c: undo_stale) */
+    int            nstale;
+    int64_t        ttl_ms;
+    int64_t        valid_until_us; /* monotonic; 0 after release */
+    uint64_t       fence;
+    uint32_t       held;           /* nodes where the value was written */
+    uint32_t       freed;          /* release: nodes that confirmed deleting our value */
+    uint32_t       rel_pending;    /* release: sent while valid, no answer (may have landed) */
+    int            released;
+    /* legacy and bridge kinds (legacy/legacy.c): the stamp in token, by the wall clock
+     * (+ clock_offset_ms) and pinned to the monotonic clock; and an expired value that the
+     * next acquire attempt may replace ("" = none) */
+    int64_t        stamp_us, stamp_mono_us;
+    char           expect[HILOCK_CODEC_MAX];
+    int64_t      (*hook)(hilock *l, hl_hook_ev ev);   /* see hl_hook_ev */
+    struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
+    struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
+    char          *guard_key;      /* topology.c: the failover guard's record with a cluster node */
+    /* lock.c: on c->live from the acquire's start until released or freed (under
+     * c->live_mu; `live` is read and written by the lock's own calls only) */
+    int            live;
+    hilock        *live_next, **live_prev;
+};
 
 #endif

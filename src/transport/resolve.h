@@ -7,9 +7,9 @@
  * nothing can cut it short safely (pthread_cancel inside NSS modules leaks their locks). So
  * each lookup runs on a detached thread of its own, which tells of its end through a pipe
  * the caller polls like a socket; a lookup given up finishes on its thread and frees what it
- * holds. Numeric addresses never come here (transport_tcp.c parses them on the spot).
+ * holds. Numeric addresses never come here (tcp.c parses them on the spot).
  *
- * Owns: the helper threads and their pipes. Called by: transport_tcp.c only. Calls: libc.
+ * Owns: the helper threads and their pipes. Called by: tcp.c only. Calls: libc.
  */
 #ifndef HILOCK_RESOLVE_H
 #define HILOCK_RESOLVE_H

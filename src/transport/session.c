@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* tls.c -- see tls.h. OpenSSL 3 over a caller's non-blocking socket. */
+/* session.c -- see session.h. OpenSSL 3 over a caller's non-blocking socket. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "tls.h"
+#include "session.h"
 
 struct hl_tls_ctx {
     int      refs;          /* atomic: a client and its keepalives' private clients share it */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* transport_tcp.c -- the plain transport: TCP (IPv4, IPv6) and unix sockets.
+/* tcp.c -- the plain transport: TCP (IPv4, IPv6) and unix sockets.
  *
  * Owns the sockets: non-blocking connect, SOCK_CLOEXEC (a program the caller runs with fork
  * + exec, e.g. the hilock command's COMMAND, must not inherit them), TCP_NODELAY (a round

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
+ * Layer: transport
+ * May call: base platform
+ *
  * transport.h -- how bytes reach a server and come back: one connection's byte stream.
  *
  * Owns: sockets (connect, read, write, close) and, for a transport with a session layer
- * (TLS, issue 11: src/tls.c), its records and handshake. Knows nothing of RESP, commands,
+ * (TLS, issue 11: session.c), its records and handshake. Knows nothing of RESP, commands,
  * nodes or topology. May call: util only. Called by: the engine (engine.c), through the ops
  * table a node was given by the client (client.c), so a second transport is a second table,
  * not branches in the engine.
  *
- * Implementations: hl_transport_tcp (transport_tcp.c): plain TCP and unix sockets;
- * hl_transport_tls (transport_tls.c): TLS over transport_tcp's TCP sockets (rediss://).
+ * Implementations: hl_transport_tcp (tcp.c): plain TCP and unix sockets;
+ * hl_transport_tls (tls.c): TLS over tcp.c's TCP sockets (rediss://).
  */
 #ifndef HILOCK_TRANSPORT_H
 #define HILOCK_TRANSPORT_H
@@ -52,7 +55,7 @@ typedef struct hl_transport_ops {
     /* Start a non-blocking connect to host:port, or to the unix socket at path host when
      * port < 0. 0: started (or done: connect_step says which); -1: failed at once, err says
      * why (no fd left open). Never blocks: a host name is looked up on a helper thread, and
-     * fd is that lookup's until it is done (see transport_tcp.c). */
+     * fd is that lookup's until it is done (see tcp.c). */
     int    (*connect_start)(hl_io_conn *k, const char *host_or_path, int port, char *err, size_t len);
     /* Advance the connect once fd polled ready: OK = connected (and, for a session layer,
      * handshaken), WANT_* = not yet, ERROR = failed (error() says why). */
@@ -85,6 +88,6 @@ typedef struct hl_transport_ops {
 } hl_transport_ops;
 
 extern const hl_transport_ops hl_transport_tcp;
-extern const hl_transport_ops hl_transport_tls;   /* transport_tls.c: cfg = a struct hl_tls_ctx */
+extern const hl_transport_ops hl_transport_tls;   /* tls.c: cfg = a struct hl_tls_ctx */
 
 #endif

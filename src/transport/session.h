@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * tls.h -- TLS over a socket the caller has already connected (OpenSSL 3). Internal, not API.
+ * session.h -- TLS over a socket the caller has already connected (OpenSSL 3). Internal, not API.
  *
  * Owns: the OpenSSL context made from the TLS settings, and per connection the SSL session,
  * its handshake, record reads/writes and the words of its errors. Does not own the socket:
@@ -20,8 +20,8 @@
  * Threads: a context may be shared by sessions in different threads; one session is used
  * by one thread at a time.
  */
-#ifndef HILOCK_TLS_H
-#define HILOCK_TLS_H
+#ifndef HILOCK_SESSION_H
+#define HILOCK_SESSION_H
 
 #include <stddef.h>
 

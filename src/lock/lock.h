@@ -1,26 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * internal.h -- the lock layer and the client: what lock.c, wait.c, keepalive.c, inspect.c,
- * client.c and legacy/ share. Nothing here is API.
+ * Layer: lock
+ * May call: topology engine transport resp base platform
  *
- * The layers, bottom up (each header says what it owns and may call; none calls up):
- *   base.h       util.c, url.c, scripts: shared by all, calls nothing
- *   resp.h       resp.c, resp_limit.c: replies, limits, the parser (the only hiredis user)
- *   transport.h  transport_tcp.c, transport_tls.c (+ tls.c): sockets and TLS
- *   engine.h     engine.c: pipelines on nodes (-> transport, resp; a topology only through
- *                the ops table node->topo)
- *   topology.h   topology.c, topo_sentinel.c: direct and Sentinel nodes, failover
- *                awareness (-> engine)
- *   internal.h   the lock layer and the client (-> topology, engine)
- *   kind.h       the lock kinds' tables (modern.c, legacy/) and the quorum code that runs
- *                them (lock.c); api/ picks a kind; keepalive.c sits above, reached only
- *                through the lock's hook
- *   async.h      the event-loop API (async.c, on fiber.c): runs lock.c's flows on fibers;
- *                the engine reaches it only through the client's runner (engine.h:
- *                hl_runner), the lock layer through the lock's hook
+ * lock.h -- the lock layer and the client: what lock.c, wait.c, inspect.c, client.c (and,
+ * above them, the kinds, legacy/, async/ and api/) share. Nothing here is API.
+ *
+ * Owns: the client (options, validation, nodes each given its transport and topology: client.c
+ * is where the tables are named), the quorum flows every kind runs (lock.c), waiting for a
+ * release (wait.c), inspection (inspect.c), and hl_kind_ops (kind.h), through which it calls a
+ * kind: never by name. The keepalive (async/) is reached only through the lock's hook.
+ *
+ * The layers, their order and what each may call are stated once, by the "Layer:" and
+ * "May call:" lines at the top of each folder's header (docs/layout.md; `make layers`
+ * checks every include and every call against them).
  */
-#ifndef HILOCK_INTERNAL_H
-#define HILOCK_INTERNAL_H
+#ifndef HILOCK_LOCK_H
+#define HILOCK_LOCK_H
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,16 +50,6 @@ hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms);  /* che
  * symbols binaries built before the _sized functions call) read and write. Frozen. */
 #define HL_OPTIONS_V0_SIZE HL_FIELD_END(hilock_options, failover_guard_ms)
 #define HL_KEEPALIVE_OPTIONS_V0_SIZE HL_FIELD_END(hilock_keepalive_options, max_hold_ms)
-/* Give the caller's `size` bytes at dst what the library's full `def` (ours bytes) holds,
- * zero past ours. */
-void hl_sized_init(void *dst, size_t size, const void *def, size_t ours);
-/* Read the caller's `size` bytes at src into the library's full struct `full` (ours bytes,
- * holding the defaults): every field wholly inside `size`. Returns 0, or -1 when a byte past
- * `ours` is set -- a field of a newer header this library cannot honour; err then says so
- * (naming `type`). */
-int hl_sized_take(void *full, size_t ours, const void *src, size_t size, const size_t *ends,
-                  size_t nends, const char *type, char *err, size_t err_len);
-
 /* fork(): a child's copy of a client (and of its locks, and their keepalives) shares the
  * parent's connections and names threads that do not exist in the child. It may only be
  * freed, memory only. hl_fork_gen counts forks in this process's ancestry (pthread_atfork,
@@ -98,63 +84,7 @@ void hl_client_unref(hilock_client *c);
  * private client. Statuses as hilock_client_new's; hilock_last_config_error() says why. */
 hilock_status hl_client_new_like(const hilock_client *c, hilock_client **out);
 
-/* Set c->errmsg (printf-style) and return st; hl_ok() clears it and returns HILOCK_OK. */
-hilock_status hl_fail(hilock_client *c, hilock_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-hilock_status hl_ok(hilock_client *c);
-/* errmsg from the nodes' own errors ("node: why; node: why") with the given status. */
-hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, const char *what);
-
-/* ---- locks ---- */
-struct hl_kind_ops;    /* the lock's kind: its table of operations (kind.h) */
-struct hl_keepalive;
-
-/* The one call lock.c makes into a layer above it that shares a lock with another thread
- * (keepalive.c sets l->hook while its thread runs; NULL otherwise). STOP: release and free
- * call it first (it must leave l->hook NULL, and no work of its own in flight); BEGIN/END:
- * around extend and check, which then take turns with the other thread; VALIDITY: returns
- * l->valid_until_us read consistently with that thread. Returns 0 for the other events. */
-typedef enum hl_hook_ev { HL_HOOK_STOP, HL_HOOK_BEGIN, HL_HOOK_END, HL_HOOK_VALIDITY } hl_hook_ev;
-
-struct hilock {
-    hilock_client *c;
-    const struct hl_kind_ops *kind;
-    char          *key;
-    char           shown[HL_KEY_SHOWN_BUF];   /* the key as messages show it (hl_key_shown) */
-    char          *fence_key;
-    char          *signal_key;     /* wait.c: list a release pushes to, to wake one waiter */
-    char          *waiters_key;    /* wait.c: set by busy attempts, so the release signals */
-    char          *holder_key;     /* the holder record (kind.h: holder; src/inspect.c) */
-    /* fair kind (fair.c): its queue's keys, and whether an attempt may have queued us */
-    char          *queue_key, *beat_key;
-    int            queued;
-    char          *token;          /* NUL-terminated value we wrote (this attempt's: lock.c) */
-    int            spent;          /* acquire: the token's value may be left somewhere: the
-                                      next attempt takes a new one (lock.c: fresh_token) */
-    char          *stale;          /* acquire: the last such tokens whose write's fate was
-                                      unknown (lock.c: undo_stale) */
-    int            nstale;
-    int64_t        ttl_ms;
-    int64_t        valid_until_us; /* monotonic; 0 after release */
-    uint64_t       fence;
-    uint32_t       held;           /* nodes where the value was written */
-    uint32_t       freed;          /* release: nodes that confirmed deleting our value */
-    uint32_t       rel_pending;    /* release: sent while valid, no answer (may have landed) */
-    int            released;
-    /* legacy and bridge kinds (legacy/legacy.c): the stamp in token, by the wall clock
-     * (+ clock_offset_ms) and pinned to the monotonic clock; and an expired value that the
-     * next acquire attempt may replace ("" = none) */
-    int64_t        stamp_us, stamp_mono_us;
-    char           expect[HILOCK_CODEC_MAX];
-    int64_t      (*hook)(hilock *l, hl_hook_ev ev);   /* see hl_hook_ev */
-    struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
-    struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
-    char          *guard_key;      /* topology.c: the failover guard's record with a cluster node */
-    /* lock.c: on c->live from the acquire's start until released or freed (under
-     * c->live_mu; `live` is read and written by the lock's own calls only) */
-    int            live;
-    hilock        *live_next, **live_prev;
-};
+/* ---- locks: struct hilock is defined in topology.h (the lowest layer that reads it) ---- */
 
 /* aux key in the same hash slot as `key`: "key<suffix>" if key has a tag, "{key}<suffix>" if
  * it has no '}', else "{T}key<suffix>" with T of the key's slot (hl_slot_tag). malloc'd. */
@@ -178,13 +108,13 @@ hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms);
 int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us);
 
 /* ---- seams owned by other files ---- */
-/* src/wait.c: pause between acquire attempts until the holder's release (or hint_us, the
+/* src/lock/wait.c: pause between acquire attempts until the holder's release (or hint_us, the
  * holder's remaining PTTL, or the deadline): the waiting strategy lives in one place. */
 void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);
 /* How long (ms) a busy attempt marks the lock awaited (acquire.lua ARGV[5]): at least as
  * long as the wait that follows it can last; 0 = this caller will not wait. */
 int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us);
-/* src/lock.c: may another thread renew this lock (hilock_keepalive)? Its kind says. */
+/* src/lock/lock.c: may another thread renew this lock (hilock_keepalive)? Its kind says. */
 int hl_lock_renewable(const hilock *l);
 
 #endif
