@@ -4,6 +4,8 @@
  *   hilock_acquire          modern; bridge with options.bridge; fair with options.fair;
  *                           unfenced with options.fencing = 0
  *   hilock_legacy_acquire   legacy (include/hilock_legacy.h); refuses a fair client
+ * Layer: api (this folder: acquire.c, async.c)
+ * May call: async kinds legacy lock engine base platform
  * This file sits above both src/ (the quorum code, the modern kind) and legacy/ (the legacy
  * and bridge kinds). Being above both is what lets src/ name nothing of legacy/ while
  * hilock_acquire still reaches the bridge table, in a static link too (a table registered at

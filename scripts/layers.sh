@@ -1,39 +1,108 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# layers.sh BUILD_DIR -- `make layers`: the library's layering, from the built objects.
-# Prints which file calls which (an undefined symbol of one object defined by another), the
-# import circles (files that reach each other through such calls), and checks the seams of
-# src/internal.h's layer list: engine.c includes no topology header and no hiredis header,
-# and calls neither topology nor hiredis nor a transport by name; resp.c is the only file that
-# includes hiredis. Exit 1 if a seam is broken or a circle exists.
+# layers.sh BUILD_DIR -- `make layers`: the library's layering, from its folders and built objects.
+#
+# Each folder of the library (src/*/, legacy/, api/) states its layer in one file's opening
+# comment, in a fixed form (src/X/X.h; legacy/kinds.h; api/acquire.c):
+#    * Layer: engine
+#    * May call: transport resp base platform
+# This script reads those lines and checks, per folder, that every #include "..." of its files
+# and every call of its objects (an undefined symbol of one object defined by another: nm)
+# points at its own folder or one on its "May call:" line; that the declared layers form no
+# circle; and that no files reach each other through calls (import circles). It also prints who
+# calls whom, and keeps the engine's seams: engine.c includes no topology, TLS or hiredis header
+# and calls neither topology nor hiredis nor a transport by name; src/resp/resp.c is the only
+# file that includes hiredis. Exit 1 if any check fails.
+# LAYERS_ROOT=DIR checks the tree at DIR instead (the tests of this script).
 B=${1:-build}
-cd "$(dirname "$0")/.." || exit 1
+cd "${LAYERS_ROOT:-$(dirname "$0")/..}" || exit 1
 fail=0
-objs=$(ls "$B"/src/*.o "$B"/legacy/*.o "$B"/gen/*.o 2>/dev/null)
+dirs="$(ls -d src/*/ 2>/dev/null | grep -v '^src/lua/$' | sed 's|/$||') legacy api"
+
+# ---- the declared layers: "folder<TAB>may-call list" per folder ----
+rules=$(for d in $dirs; do
+    [ -d "$d" ] || continue
+    found="$d/${d##*/}.h"   # the folder's header, else the one file that states the layer
+    grep -q '^ \* Layer: ' "$found" 2>/dev/null || found=$(grep -l '^ \* Layer: ' "$d"/*.[ch] 2>/dev/null)
+    if [ "$(echo "$found" | grep -c .)" != 1 ]; then
+        echo "layers: $d: no single file states its layer (found: $(echo $found))" >&2; echo "$d BAD"; continue
+    fi
+    name=$(sed -n 's/^ \* Layer: *\([a-z_]*\).*/\1/p' "$found" | head -n 1)
+    may=$(sed -n 's/^ \* May call: *//p' "$found" | head -n 1)
+    [ "$name" = "${d##*/}" ] || { echo "layers: $found says Layer: $name, in folder $d" >&2; echo "$d BAD"; continue; }
+    printf '%s\t%s\n' "$name" "$may"
+done)
+echo "$rules" | grep -q ' BAD$' && fail=1
+folder_of() {   # path -> its layer's name (the folder), or "" (public headers, libc)
+    case $1 in
+        src/*/*) p=${1#src/}; echo "${p%%/*}" ;;
+        legacy/*) echo legacy ;; api/*) echo api ;;
+        "$B"/gen/*|gen/*) echo base ;;   # the embedded scripts (base.h declares them)
+        *) echo "" ;;
+    esac
+}
+allowed() {   # allowed FROM TO: 0 if FROM may call TO
+    [ "$1" = "$2" ] && return 0
+    printf '%s\n' "$rules" | awk -F '\t' -v f="$1" -v t="$2" '$1 == f { n = split($2, m, " "); for (i = 1; i <= n; i++) if (m[i] == t) ok = 1 } END { exit ok ? 0 : 1 }'
+}
+
+# ---- the declared order has no circle ----
+printf '%s\n' "$rules" | awk -F '\t' '
+    { name[$1] = 1; n = split($2, m, " "); for (i = 1; i <= n; i++) { r[$1, m[i]] = 1; name[m[i]] = 1 } }
+    END {
+        for (k in name) for (i in name) if (r[i, k]) for (j in name) if (r[k, j]) r[i, j] = 1
+        for (i in name) if (r[i, i]) { print "layers: the declared layers call each other: " i; bad = 1 }
+        if (!bad) print "declared layers: no circle"
+        exit bad
+    }' || fail=1
+
+# ---- every #include "..." points at its own folder or one it may call ----
+inc_bad=$(for d in $dirs; do
+    from=$(folder_of "$d/x")
+    for f in "$d"/*.[ch]; do
+        [ -f "$f" ] || continue
+        sed -n 's/^[ \t]*#[ \t]*include[ \t]*"\([^"]*\)".*/\1/p' "$f" | while read -r h; do
+            t=""
+            for c in "$(dirname "$f")/$h" "include/$h" "src/$h" src/*/"$h" "$B/$h"; do
+                [ -f "$c" ] && { t=$(realpath -m --relative-to=. "$c"); break; }
+            done
+            [ -n "$t" ] || { echo "$f: #include \"$h\": not found"; continue; }
+            to=$(folder_of "$t")
+            [ -z "$to" ] || allowed "$from" "$to" || echo "$f ($from) includes $t ($to)"
+        done
+    done
+done)
+if [ -n "$inc_bad" ]; then echo "$inc_bad" | sed 's/^/layers: /'; fail=1
+else echo "includes: every folder includes only its own layer's headers and those of its May call line"; fi
+
+# ---- the calls between objects ----
+objs=$(ls "$B"/src/*/*.o "$B"/legacy/*.o "$B"/api/*.o "$B"/gen/*.o 2>/dev/null)
 [ -n "$objs" ] || { echo "layers: no objects in $B (run make first)"; exit 1; }
-for o in $objs; do
+calls=$(for o in $objs; do
     f=${o#"$B"/}; f=${f%.o}.c
     nm "$o" | awk -v f="$f" '$1 == "U" { print "U", f, $2 } NF == 3 && $2 ~ /^[TDRBC]$/ { print "D", f, $3 }'
-done | awk '
-    $1 == "D" { def[$3] = $2; files[$2] = 1; next }
-    { use[$2, $3] = 1; files[$2] = 1; users[$2] = users[$2] " " $3 }
+done | awk '$1 == "D" { def[$3] = $2; next } { u[NR] = $2 " " $3 } END { for (i in u) { split(u[i], p, " "); if ((p[2] in def) && def[p[2]] != p[1]) print p[1], def[p[2]], p[2] } }' | sort -u)
+call_bad=$(echo "$calls" | while read -r a b sym; do
+    [ -n "$a" ] || continue
+    fa=$(folder_of "$a"); fb=$(folder_of "$b")
+    allowed "$fa" "$fb" || echo "$a ($fa) calls $sym of $b ($fb)"
+done)
+if [ -n "$call_bad" ]; then echo "$call_bad" | sed 's/^/layers: /'; fail=1
+else echo "calls: every object calls only its own layer and those of its May call line"; fi
+
+# who calls whom, and the files that reach each other (import circles)
+echo "$calls" | awk '
+    NF == 3 { e[$1, $2] = 1; files[$1] = 1; files[$2] = 1 }
     END {
         n = 0
         for (f in files) name[n++] = f
-        for (i = 0; i < n; i++) for (j = 0; j < n; j++) reach[i, j] = 0
-        for (k in use) {
-            split(k, p, SUBSEP)
-            if (!(p[2] in def) || def[p[2]] == p[1]) continue
-            for (i = 0; i < n; i++) if (name[i] == p[1]) a = i
-            for (j = 0; j < n; j++) if (name[j] == def[p[2]]) b = j
-            reach[a, b] = 1; edge[a, b] = 1
-        }
+        for (i = 0; i < n; i++) for (j = 0; j < n; j++) reach[i, j] = e[name[i], name[j]] ? 1 : 0
         for (k = 0; k < n; k++) for (i = 0; i < n; i++) if (reach[i, k])
             for (j = 0; j < n; j++) if (reach[k, j]) reach[i, j] = 1
         for (i = 0; i < n; i++) {
             line = ""
-            for (j = 0; j < n; j++) if (edge[i, j]) line = line " " name[j]
-            if (line != "") printf "%-22s ->%s\n", name[i], line | "sort"
+            for (j = 0; j < n; j++) if (e[name[i], name[j]]) line = line " " name[j]
+            if (line != "") printf "%-26s ->%s\n", name[i], line | "sort"
         }
         close("sort")
         circles = 0
@@ -46,11 +115,12 @@ done | awk '
         if (!circles) print "import circles: none"
         exit circles ? 1 : 0
     }' || fail=1
-# the engine knows no topology and no hiredis: not by include, not by call
-inc=$(${CC:-cc} -MM -Iinclude -Isrc -I"$B" src/engine.c | tr ' \\' '\n\n' | grep -E 'topology|hiredis|tls' || true)
+
+# ---- the engine's seams: it knows no topology and no hiredis, not by include, not by call ----
+inc=$(${CC:-cc} -MM -Iinclude -Isrc $(ls -d src/*/ | sed 's|^|-I|') -I"$B" src/engine/engine.c | tr ' \\' '\n\n' | grep -E 'topology|hiredis|tls|session' || true)
 if [ -n "$inc" ]; then echo "engine.c includes: $inc"; fail=1; else echo "engine.c includes no topology, hiredis or tls header"; fi
-calls=$(nm "$B"/src/engine.o | awk '$1 == "U" && ($2 ~ /^hl_topo|^redis|^freeReplyObject|^hl_transport_|^hl_tls/) { print $2 }')
-if [ -n "$calls" ]; then echo "engine.o calls:" $calls; fail=1; else echo "engine.o calls no topology, hiredis, tls or transport function by name"; fi
-hir=$(grep -l 'include <hiredis' src/*.c src/*.h legacy/*.c legacy/*.h 2>/dev/null | tr '\n' ' ')
-if [ "$hir" != "src/resp.c " ]; then echo "hiredis included by: $hir"; fail=1; else echo "hiredis included only by src/resp.c"; fi
+eng=$(nm "$B"/src/engine/engine.o | awk '$1 == "U" && ($2 ~ /^hl_topo|^redis|^freeReplyObject|^hl_transport_|^hl_tls/) { print $2 }')
+if [ -n "$eng" ]; then echo "engine.o calls:" $eng; fail=1; else echo "engine.o calls no topology, hiredis, tls or transport function by name"; fi
+hir=$(grep -l 'include <hiredis' src/*/*.c src/*/*.h legacy/*.c legacy/*.h api/*.c 2>/dev/null | tr '\n' ' ')
+if [ "$hir" != "src/resp/resp.c " ]; then echo "hiredis included by: $hir"; fail=1; else echo "hiredis included only by src/resp/resp.c"; fi
 exit $fail
