@@ -254,9 +254,9 @@ $(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench
 	  bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c bench/cluster.c tests/fixture.c \
 	  tests/tls_fixture.c tests/cluster_fixture.c $(B)/libhilock.a $(LDLIBS_LIB) -luv
 
-$(CLI_BIN): cli/hilock.c cli/inspect.c cli/inspect.h $(HEADERS) $(B)/libhilock.a
+$(CLI_BIN): cli/main.c cli/inspect.c cli/cli.h $(HEADERS) $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(OPT) -Iinclude $(EXTRA_CFLAGS) -o $@ cli/hilock.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+	$(CC) $(WARN) $(OPT) -Iinclude $(EXTRA_CFLAGS) -o $@ cli/main.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 install: $(CLI_BIN) $(B)/man/hilock.1
 
 # ---- proof under faults (torture/README.md) ----

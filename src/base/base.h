@@ -93,7 +93,7 @@ const char   *hl_url_shown(const char *s, char *buf, size_t cap);
 #define HL_KEY_TAIL_BUF  32
 #define HL_KEY_SHOWN_BUF (HL_KEY_SHOWN + HL_KEY_TAIL_BUF)
 /* The words a BUSY's message uses for a holder without a TTL (lock.c), which the command
- * looks for to warn before it waits (cli/hilock.c): one spelling for both. */
+ * looks for to warn before it waits (cli/main.c): one spelling for both. */
 #define HL_NO_TTL " has no TTL: "
 size_t      hl_key_cut(const char *key, char *tail, size_t cap);
 const char *hl_key_shown(const char *key, char *buf, size_t cap);

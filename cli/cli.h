@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* inspect.h -- the read-only subcommands of the hilock command (cli/inspect.c):
+/* cli.h -- what the hilock command's files share (cli/main.c: the command and its
+ * options; cli/inspect.c: its read-only subcommands):
  *   hilock [-s URL]... inventory [--json] [--progress] [--count=N] [--by-prefix] PATTERN...
  *   hilock [-s URL]... inspect [--json] KEY
- * cli/hilock.c parses the common options (-s, $HILOCK_SERVERS) and hands over the rest. */
-#ifndef HILOCK_CLI_INSPECT_H
-#define HILOCK_CLI_INSPECT_H
+ * cli/main.c parses the common options (-s, $HILOCK_SERVERS) and hands over the rest. */
+#ifndef HILOCK_CLI_H
+#define HILOCK_CLI_H
 
 #include <stddef.h>
 #include <stdio.h>

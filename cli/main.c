@@ -38,7 +38,7 @@
 
 #include "hilock.h"
 #include "hilock_legacy.h"
-#include "inspect.h"
+#include "cli.h"
 
 extern char **environ;
 
