@@ -13,9 +13,48 @@
 # calls whom, and keeps the engine's seams: engine.c includes no topology, TLS or hiredis header
 # and calls neither topology nor hiredis nor a transport by name; src/resp/resp.c is the only
 # file that includes hiredis. Exit 1 if any check fails.
-# LAYERS_ROOT=DIR checks the tree at DIR instead (the tests of this script).
+# layers.sh --circles DIR: only who calls whom and the import circles among DIR's objects.
 B=${1:-build}
-cd "${LAYERS_ROOT:-$(dirname "$0")/..}" || exit 1
+cd "$(dirname "$0")/.." || exit 1
+# who calls whom, and the files that reach each other (import circles): from lines "FROM TO SYMBOL"
+circles() {
+    awk '
+    NF == 3 { e[$1, $2] = 1; files[$1] = 1; files[$2] = 1 }
+    END {
+        n = 0
+        for (f in files) name[n++] = f
+        for (i = 0; i < n; i++) for (j = 0; j < n; j++) reach[i, j] = e[name[i], name[j]] ? 1 : 0
+        for (k = 0; k < n; k++) for (i = 0; i < n; i++) if (reach[i, k])
+            for (j = 0; j < n; j++) if (reach[k, j]) reach[i, j] = 1
+        for (i = 0; i < n; i++) {
+            line = ""
+            for (j = 0; j < n; j++) if (e[name[i], name[j]]) line = line " " name[j]
+            if (line != "") printf "%-26s ->%s\n", name[i], line | "sort"
+        }
+        close("sort")
+        circles = 0
+        for (i = 0; i < n; i++) {
+            if (seen[i]) continue
+            comp = name[i]; m = 1
+            for (j = 0; j < n; j++) if (j != i && reach[i, j] && reach[j, i]) { comp = comp " " name[j]; seen[j] = 1; m++ }
+            if (m > 1) { print "import circle: " comp; circles++ }
+        }
+        if (!circles) print "import circles: none"
+        exit circles ? 1 : 0
+    }'
+}
+# calls OBJECTS...: "FROM TO SYMBOL" for each symbol one object uses and another defines
+calls_of() {
+    for o in "$@"; do
+        f=${o#"$B"/}; f=${f%.o}.c
+        nm "$o" | awk -v f="$f" '$1 == "U" { print "U", f, $2 } NF == 3 && $2 ~ /^[TDRBC]$/ { print "D", f, $3 }'
+    done | awk '$1 == "D" { def[$3] = $2; next } { u[NR] = $2 " " $3 } END { for (i in u) { split(u[i], p, " "); if ((p[2] in def) && def[p[2]] != p[1]) print p[1], def[p[2]], p[2] } }' | sort -u
+}
+# --circles DIR: only the import circles of DIR's objects (bench/: make layers runs it)
+if [ "$1" = --circles ]; then
+    B=$2
+    echo "$B:"; calls_of "$B"/*.o | circles; exit
+fi
 fail=0
 dirs="$(ls -d src/*/ 2>/dev/null | grep -v '^src/lua/$' | sed 's|/$||') legacy api"
 
@@ -78,10 +117,7 @@ else echo "includes: every folder includes only its own layer's headers and thos
 # ---- the calls between objects ----
 objs=$(ls "$B"/src/*/*.o "$B"/legacy/*.o "$B"/api/*.o "$B"/gen/*.o 2>/dev/null)
 [ -n "$objs" ] || { echo "layers: no objects in $B (run make first)"; exit 1; }
-calls=$(for o in $objs; do
-    f=${o#"$B"/}; f=${f%.o}.c
-    nm "$o" | awk -v f="$f" '$1 == "U" { print "U", f, $2 } NF == 3 && $2 ~ /^[TDRBC]$/ { print "D", f, $3 }'
-done | awk '$1 == "D" { def[$3] = $2; next } { u[NR] = $2 " " $3 } END { for (i in u) { split(u[i], p, " "); if ((p[2] in def) && def[p[2]] != p[1]) print p[1], def[p[2]], p[2] } }' | sort -u)
+calls=$(calls_of $objs)
 call_bad=$(echo "$calls" | while read -r a b sym; do
     [ -n "$a" ] || continue
     fa=$(folder_of "$a"); fb=$(folder_of "$b")
@@ -90,31 +126,7 @@ done)
 if [ -n "$call_bad" ]; then echo "$call_bad" | sed 's/^/layers: /'; fail=1
 else echo "calls: every object calls only its own layer and those of its May call line"; fi
 
-# who calls whom, and the files that reach each other (import circles)
-echo "$calls" | awk '
-    NF == 3 { e[$1, $2] = 1; files[$1] = 1; files[$2] = 1 }
-    END {
-        n = 0
-        for (f in files) name[n++] = f
-        for (i = 0; i < n; i++) for (j = 0; j < n; j++) reach[i, j] = e[name[i], name[j]] ? 1 : 0
-        for (k = 0; k < n; k++) for (i = 0; i < n; i++) if (reach[i, k])
-            for (j = 0; j < n; j++) if (reach[k, j]) reach[i, j] = 1
-        for (i = 0; i < n; i++) {
-            line = ""
-            for (j = 0; j < n; j++) if (e[name[i], name[j]]) line = line " " name[j]
-            if (line != "") printf "%-26s ->%s\n", name[i], line | "sort"
-        }
-        close("sort")
-        circles = 0
-        for (i = 0; i < n; i++) {
-            if (seen[i]) continue
-            comp = name[i]; m = 1
-            for (j = 0; j < n; j++) if (j != i && reach[i, j] && reach[j, i]) { comp = comp " " name[j]; seen[j] = 1; m++ }
-            if (m > 1) { print "import circle: " comp; circles++ }
-        }
-        if (!circles) print "import circles: none"
-        exit circles ? 1 : 0
-    }' || fail=1
+echo "$calls" | circles || fail=1
 
 # ---- the engine's seams: it knows no topology and no hiredis, not by include, not by call ----
 inc=$(${CC:-cc} -MM -Iinclude -Isrc $(ls -d src/*/ | sed 's|^|-I|') -I"$B" src/engine/engine.c | tr ' \\' '\n\n' | grep -E 'topology|hiredis|tls|session' || true)
