@@ -1531,7 +1531,21 @@ static hilock_status gone_keepalive(hilock *l, hilock_lost_fn f, void *a, const 
     return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: client freed", l->shown);
 }
 
-static const hl_runner loop_runner = { loop_exec, loop_pause, loop_may_block, loop_detach,
-                                       loop_keepalive, loop_connected, loop_close_node };
-static const hl_runner gone_runner = { gone_exec, gone_pause, gone_may_block, gone_detach,
-                                       gone_keepalive, gone_connected, gone_close_node };
+static const hl_runner loop_runner = {
+    .exec = loop_exec,
+    .pause_until = loop_pause,
+    .may_block = loop_may_block,
+    .detach = loop_detach,
+    .keepalive = loop_keepalive,
+    .connected = loop_connected,
+    .close_node = loop_close_node,
+};
+static const hl_runner gone_runner = {
+    .exec = gone_exec,
+    .pause_until = gone_pause,
+    .may_block = gone_may_block,
+    .detach = gone_detach,
+    .keepalive = gone_keepalive,
+    .connected = gone_connected,
+    .close_node = gone_close_node,
+};

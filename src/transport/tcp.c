@@ -344,6 +344,16 @@ static int tcp_idle_closed(hl_io_conn *k)
 }
 
 const hl_transport_ops hl_transport_tcp = {
-    "tcp", tcp_connect_start, tcp_connect_step, tcp_read, tcp_write, tcp_pending,
-    tcp_poll_events, tcp_error, tcp_timeout_error, tcp_close, tcp_idle_closed, tcp_read_wait,
+    .name = "tcp",
+    .connect_start = tcp_connect_start,
+    .connect_step = tcp_connect_step,
+    .read = tcp_read,
+    .write = tcp_write,
+    .pending = tcp_pending,
+    .poll_events = tcp_poll_events,
+    .error = tcp_error,
+    .timeout_error = tcp_timeout_error,
+    .close = tcp_close,
+    .idle_closed = tcp_idle_closed,
+    .read_wait = tcp_read_wait,
 };

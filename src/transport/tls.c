@@ -132,6 +132,16 @@ static void tls_close(hl_io_conn *k)
 }
 
 const hl_transport_ops hl_transport_tls = {
-    "tls", tls_connect_start, tls_connect_step, tls_read, tls_write, tls_pending,
-    tls_poll_events, tls_error, tls_timeout_error, tls_close, tls_idle_closed, NULL,
+    .name = "tls",
+    .connect_start = tls_connect_start,
+    .connect_step = tls_connect_step,
+    .read = tls_read,
+    .write = tls_write,
+    .pending = tls_pending,
+    .poll_events = tls_poll_events,
+    .error = tls_error,
+    .timeout_error = tls_timeout_error,
+    .close = tls_close,
+    .idle_closed = tls_idle_closed,
+    .read_wait = NULL,
 };
