@@ -13,6 +13,7 @@
  * parser). It knows neither sockets nor hiredis, and no topology: where a node's master is,
  * what its handshake must check and which error replies end a connection, it asks through
  * node->topo (hl_topo_ops, engine.h), which the client assigned. */
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -958,14 +959,210 @@ static void abandon(hl_node *n, pending *p)
     finish(n, p, HILOCK_ETIMEDOUT, "wait", "abandoned: another node answered first");
 }
 
-/* A round trip's deadlines from now: its I/O (*io) and its connect (*cn), neither past hard. */
-static void bounds(const hilock_client *c, int64_t now, int64_t per_node_timeout_us, int64_t hard,
-                   int64_t *io, int64_t *cn)
+/* ---- one pass on the nodes (exec_nodes), in phases: reset, build and send, poll, read,
+ * settle ---- */
+
+/* A pass's deadlines: what it is given (the per-node I/O timeout, the hard deadline) and,
+ * from them (bounds), the current round trip's I/O and connect deadlines. */
+typedef struct deadlines {
+    int64_t per_node_us, hard_us;
+    int64_t io, cn;   /* neither past hard_us */
+} deadlines;
+
+/* A round trip's deadlines from now. */
+static void bounds(const hilock_client *c, int64_t now, deadlines *d)
 {
-    *io = hl_add_sat(now, per_node_timeout_us);
-    *cn = hl_add_sat(now, c->opt.connect_timeout_ms * 1000);
-    if (*io > hard) *io = hard;
-    if (*cn > hard) *cn = hard;
+    d->io = hl_add_sat(now, d->per_node_us);
+    d->cn = hl_add_sat(now, c->opt.connect_timeout_ms * 1000);
+    if (d->io > d->hard_us) d->io = d->hard_us;
+    if (d->cn > d->hard_us) d->cn = d->hard_us;
+}
+
+/* One pass's state: the nodes' pipelines in flight and what poll() watches. */
+typedef struct pass {
+    hilock_client *c;
+    const hl_cmd  *cmds;
+    int            ncmd;
+    int            any;        /* the pass ends at the first node whose last reply carries data */
+    int            answered;   /* any: such a reply came (not nil, not an error) */
+    uint32_t       ok;         /* nodes done with HILOCK_OK */
+    deadlines      dl;
+    pending        p[HL_MAX_NODES];
+    struct pollfd  fds[HL_MAX_NODES];
+    int            map[HL_MAX_NODES];   /* fds[j] is node map[j]'s */
+    int            nfds;
+} pass;
+
+/* Reset: node n's replies, status and error, before its round trip (a redirect keeps the
+ * other nodes' replies). */
+static void reset_node(hl_node *n)
+{
+    for (int q = 0; q < HL_MAX_CMDS; q++) {
+        hl_reply_free(n->reply[q]);
+        n->reply[q] = NULL;
+    }
+    n->st = HILOCK_OK;
+    n->err[0] = '\0';
+    n->wrote = 0;
+}
+
+/* Build and send: node i's pipeline, on its connection or a new one. *now: the pass's clock
+ * reading, taken again when routing may have fetched a slot map. */
+static void start_node(pass *s, size_t i, int64_t *now)
+{
+    hilock_client *c = s->c;
+    hl_node *n = &c->nodes[i];
+    pending *p = &s->p[i];
+    hl_buf *b = &c->obuf;
+    if (n->topo->route && (p->asking = n->topo->route(c, n, s->cmds, s->ncmd, s->dl.cn)) < 0)
+        return;   /* no server for it (the topology has said why) */
+    if (n->topo->route)   /* routing may have fetched a slot map: the round trip's own
+                             bounds start after it (the hard one stands) */
+        bounds(c, *now = hl_now_us(), &s->dl);
+    /* (a day-old clock reading is taken again by a new connection: hl_node_clock_old) */
+    if (n->conn && (hl_conn_stale(n->conn, *now) || hl_node_clock_old(n, *now))) hl_node_close(n);
+    for (int tries = 0; tries < 2; tries++) {
+        hl_io io = HL_IO_OK;
+        int reused = n->conn != NULL;
+        if (!n->conn && conn_start(c, n, s->dl.cn) < 0) break;
+        p->active = 1;
+        p->deadline = n->conn->connecting ? s->dl.cn : s->dl.io;
+        build_pipeline(c, n, p, s->cmds, s->ncmd, 0, b);
+        if (p->refused) {
+            finish(n, p, HILOCK_EINVAL, NULL, NULL);
+            break;
+        }
+        if (!b->oom) io = send_pipeline(n, p, b);
+        if (b->oom || n->conn->out.oom) {
+            finish(n, p, HILOCK_ENOMEM, "out of memory", NULL);
+            break;
+        }
+        if (io == HL_IO_OK) break;
+        /* A reused connection that refuses the very first write (the peer is gone: a unix
+         * socket says so at once) delivered nothing: open a new one and send again. */
+        if (reused && tries == 0 && io == HL_IO_CLOSED) {
+            hl_node_close(n);
+            p->active = 0;
+            continue;
+        }
+        finish(n, p, HILOCK_EIO, "write", n->conn->io.ops->error(&n->conn->io));
+        break;
+    }
+}
+
+/* Poll: ends the pipelines past their deadline and waits for the others' sockets -- or, one
+ * node alone, leaves the wait to its read (*direct: the read's wait in ms, direct_wait_ms).
+ * *rc: poll()'s count (1 for a direct read; < 0 after EINTR). Returns 0 when the pass is over:
+ * no node left, or poll() failed (the nodes then end EIO). */
+static int poll_nodes(pass *s, int *direct, int *rc)
+{
+    hilock_client *c = s->c;
+    int64_t now = hl_now_us(), first = INT64_MAX, wait_ms;
+    s->nfds = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        hl_node *n = &c->nodes[i];
+        pending *p = &s->p[i];
+        if (!p->active) continue;
+        if (now >= p->deadline) {
+            finish(n, p, HILOCK_ETIMEDOUT,
+                   n->conn->connecting ? n->conn->io.ops->timeout_error(&n->conn->io) : "read",
+                   "timed out");
+            continue;
+        }
+        if (p->deadline < first) first = p->deadline;
+        s->fds[s->nfds].fd = n->conn->io.fd;
+        s->fds[s->nfds].events = n->conn->io.ops->poll_events(&n->conn->io,
+                                                              (short)(POLLIN | (p->wdone ? 0 : POLLOUT)));
+        s->fds[s->nfds].revents = 0;
+        s->map[s->nfds++] = (int)i;
+    }
+    if (s->nfds == 0) return 0;
+    wait_ms = (first - now + 999) / 1000;
+    *direct = s->nfds == 1 ? direct_wait_ms(&c->nodes[s->map[0]], &s->p[s->map[0]], first - now) : 0;
+    *rc = 1;
+    if (*direct) s->fds[0].revents = POLLIN;   /* the read waits */
+    else *rc = poll(s->fds, (nfds_t)s->nfds, wait_ms > 60000 ? 60000 : (int)wait_ms);
+    if (*rc < 0 && errno != EINTR) {
+        for (int j = 0; j < s->nfds; j++)
+            finish(&c->nodes[s->map[j]], &s->p[s->map[j]], HILOCK_EIO, "poll", strerror(errno));
+        return 0;
+    }
+    return 1;
+}
+
+/* Settle: node i's pipeline (on connection k) is answered in full, its undos with it. Either
+ * the commands go again -- with EVAL after a NOSCRIPT (script cache empty: restart,
+ * failover), or after the handshake's replies -- or the node is done. */
+static void settle_node(pass *s, int i, struct hl_conn *k)
+{
+    hilock_client *c = s->c;
+    hl_node *n = &c->nodes[i];
+    pending *p = &s->p[i];
+    hl_buf *b = &c->obuf;
+    int ncmd = s->ncmd;
+    hl_undo_drop(n, p->undo_at, p->undone);
+    p->nundo = p->undone = 0;
+    if (p->resend || p->more) {
+        int use_eval = p->resend || p->used_eval;
+        for (int q = 0; q < ncmd; q++) {
+            hl_reply_free(n->reply[q]);
+            n->reply[q] = NULL;
+        }
+        build_pipeline(c, n, p, s->cmds, ncmd, use_eval, b);
+        if (p->refused)
+            finish(n, p, HILOCK_EINVAL, NULL, NULL);
+        else if (b->oom || send_pipeline(n, p, b) != HL_IO_OK)
+            finish(n, p, b->oom || k->out.oom ? HILOCK_ENOMEM : HILOCK_EIO, "write",
+                   b->oom || k->out.oom ? "out of memory" : k->io.ops->error(&k->io));
+    } else {
+        finish(n, p, HILOCK_OK, NULL, NULL);
+        s->ok |= 1u << i;
+        k->last_us = hl_now_us();
+        if (hl_topo_drops(n, n->reply, ncmd)) hl_node_close(n);   /* resolve again next time */
+        if (s->any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
+            hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)
+            s->answered = 1;
+    }
+}
+
+/* Read: node i's socket is ready (revents): its connect goes on, what is left of its
+ * pipeline is written, its replies are read; a pipeline answered in full is settled. */
+static void read_node(pass *s, int i, short revents, int direct)
+{
+    hl_node *n = &s->c->nodes[i];
+    pending *p = &s->p[i];
+    struct hl_conn *k = n->conn;
+    if (k->connecting) {
+        hl_io io = k->io.ops->connect_step(&k->io);
+        if (io == HL_IO_WANT_READ || io == HL_IO_WANT_WRITE) return;
+        if (io != HL_IO_OK) {
+            finish(n, p, HILOCK_EIO, "connect", k->io.ops->error(&k->io));
+            return;
+        }
+        k->connecting = 0;
+        p->deadline = hl_add_sat(hl_now_us(), s->dl.per_node_us);
+        if (p->deadline > s->dl.hard_us) p->deadline = s->dl.hard_us;
+    }
+    if (!p->wdone && conn_flush(n, p) != HL_IO_OK) {
+        finish(n, p, HILOCK_EIO, "write", k->io.ops->error(&k->io));
+        return;
+    }
+    if (!(revents & (POLLIN | POLLHUP | POLLERR))) return;
+    if (conn_read(n, p, direct) < 0) return;
+    for (;;) {
+        hl_reply *r;
+        int got = hl_resp_next(k->resp, &r);
+        if (got < 0) {
+            finish(n, p, HILOCK_EIO, "protocol", hl_resp_why(k->resp));
+            return;
+        }
+        if (!got) return;
+        on_reply(n, p, s->cmds, r);
+        if (!p->active || !n->conn) return;
+        if (p->got < p->expect) continue;
+        settle_node(s, i, k);
+        return;
+    }
 }
 
 /* One pass of hl_exec (engine.h), no redirects; *io_dl_out: the I/O deadline the last node's
@@ -974,160 +1171,28 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                            int64_t per_node_timeout_us, int64_t hard_deadline_us, int any,
                            int64_t *io_dl_out)
 {
-    pending p[32];
-    struct pollfd fds[32];
-    int map[32];
+    pass s = { .c = c, .cmds = cmds, .ncmd = ncmd, .any = any,
+               .dl = { .per_node_us = per_node_timeout_us, .hard_us = hard_deadline_us } };
+    int64_t now = hl_now_us();
     hl_buf *b = &c->obuf;
-    uint32_t okmask = 0;
-    int answered = 0;   /* any: a node's last reply carries data (not nil, not an error) */
-    int64_t now = hl_now_us(), io_dl, cn_dl;
-    bounds(c, now, per_node_timeout_us, hard_deadline_us, &io_dl, &cn_dl);
-    *io_dl_out = io_dl;
-
-    memset(p, 0, sizeof p);
+    assert(c->nnodes <= HL_MAX_NODES && ncmd >= 0 && ncmd <= HL_MAX_CMDS);   /* masks, reply[] */
+    bounds(c, now, &s.dl);
     for (size_t i = 0; i < c->nnodes; i++) {
-        hl_node *n = &c->nodes[i];
         if (!(mask & (1u << i))) continue;
-        for (int q = 0; q < HL_MAX_CMDS; q++) {   /* (a redirect keeps the other nodes' replies) */
-            hl_reply_free(n->reply[q]);
-            n->reply[q] = NULL;
-        }
-        n->st = HILOCK_OK;
-        n->err[0] = '\0';
-        n->wrote = 0;
-        if (n->topo->route && (p[i].asking = n->topo->route(c, n, cmds, ncmd, cn_dl)) < 0)
-            continue;   /* no server for it (the topology has said why) */
-        if (n->topo->route)   /* routing may have fetched a slot map: the round trip's own
-                                 bounds start after it (the hard one stands) */
-            bounds(c, now = hl_now_us(), per_node_timeout_us, hard_deadline_us, &io_dl, &cn_dl);
-        *io_dl_out = io_dl;
-        /* (a day-old clock reading is taken again by a new connection: hl_node_clock_old) */
-        if (n->conn && (hl_conn_stale(n->conn, now) || hl_node_clock_old(n, now))) hl_node_close(n);
-        for (int tries = 0; tries < 2; tries++) {
-            hl_io io = HL_IO_OK;
-            int reused = n->conn != NULL;
-            if (!n->conn && conn_start(c, n, cn_dl) < 0) break;
-            p[i].active = 1;
-            p[i].deadline = n->conn->connecting ? cn_dl : io_dl;
-            build_pipeline(c, n, &p[i], cmds, ncmd, 0, b);
-            if (p[i].refused) {
-                finish(n, &p[i], HILOCK_EINVAL, NULL, NULL);
-                break;
-            }
-            if (!b->oom) io = send_pipeline(n, &p[i], b);
-            if (b->oom || n->conn->out.oom) {
-                finish(n, &p[i], HILOCK_ENOMEM, "out of memory", NULL);
-                break;
-            }
-            if (io == HL_IO_OK) break;
-            /* A reused connection that refuses the very first write (the peer is gone: a unix
-             * socket says so at once) delivered nothing: open a new one and send again. */
-            if (reused && tries == 0 && io == HL_IO_CLOSED) {
-                hl_node_close(n);
-                p[i].active = 0;
-                continue;
-            }
-            finish(n, &p[i], HILOCK_EIO, "write", n->conn->io.ops->error(&n->conn->io));
-            break;
-        }
+        reset_node(&c->nodes[i]);
+        start_node(&s, i, &now);
     }
-
+    *io_dl_out = s.dl.io;
     for (;;) {
-        int nfds = 0;
-        int64_t first = INT64_MAX;
-        if (answered) {
+        int direct = 0, rc = 0;
+        if (s.answered) {   /* any: the others are not waited for */
             for (size_t i = 0; i < c->nnodes; i++)
-                if (p[i].active) abandon(&c->nodes[i], &p[i]);
+                if (s.p[i].active) abandon(&c->nodes[i], &s.p[i]);
             break;
         }
-        now = hl_now_us();
-        for (size_t i = 0; i < c->nnodes; i++) {
-            hl_node *n = &c->nodes[i];
-            if (!p[i].active) continue;
-            if (now >= p[i].deadline) {
-                finish(n, &p[i], HILOCK_ETIMEDOUT,
-                       n->conn->connecting ? n->conn->io.ops->timeout_error(&n->conn->io) : "read",
-                       "timed out");
-                continue;
-            }
-            if (p[i].deadline < first) first = p[i].deadline;
-            fds[nfds].fd = n->conn->io.fd;
-            fds[nfds].events = n->conn->io.ops->poll_events(&n->conn->io,
-                                                            (short)(POLLIN | (p[i].wdone ? 0 : POLLOUT)));
-            fds[nfds].revents = 0;
-            map[nfds++] = (int)i;
-        }
-        if (nfds == 0) break;
-        int64_t wait_ms = (first - now + 999) / 1000;
-        int direct = nfds == 1 ? direct_wait_ms(&c->nodes[map[0]], &p[map[0]], first - now) : 0;
-        int rc = 1;
-        if (direct) fds[0].revents = POLLIN;   /* the read below waits */
-        else rc = poll(fds, (nfds_t)nfds, wait_ms > 60000 ? 60000 : (int)wait_ms);
-        if (rc < 0 && errno != EINTR) {
-            for (int j = 0; j < nfds; j++)
-                finish(&c->nodes[map[j]], &p[map[j]], HILOCK_EIO, "poll", strerror(errno));
-            break;
-        }
-        for (int j = 0; rc > 0 && j < nfds; j++) {
-            int i = map[j];
-            hl_node *n = &c->nodes[i];
-            struct hl_conn *k = n->conn;
-            if (!fds[j].revents) continue;
-            if (k->connecting) {
-                hl_io io = k->io.ops->connect_step(&k->io);
-                if (io == HL_IO_WANT_READ || io == HL_IO_WANT_WRITE) continue;
-                if (io != HL_IO_OK) {
-                    finish(n, &p[i], HILOCK_EIO, "connect", k->io.ops->error(&k->io));
-                    continue;
-                }
-                k->connecting = 0;
-                p[i].deadline = hl_add_sat(hl_now_us(), per_node_timeout_us);
-                if (p[i].deadline > hard_deadline_us) p[i].deadline = hard_deadline_us;
-            }
-            if (!p[i].wdone && conn_flush(n, &p[i]) != HL_IO_OK) {
-                finish(n, &p[i], HILOCK_EIO, "write", k->io.ops->error(&k->io));
-                continue;
-            }
-            if (!(fds[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            if (conn_read(n, &p[i], direct) < 0) continue;
-            for (;;) {
-                hl_reply *r;
-                int got = hl_resp_next(k->resp, &r);
-                if (got < 0) {
-                    finish(n, &p[i], HILOCK_EIO, "protocol", hl_resp_why(k->resp));
-                    break;
-                }
-                if (!got) break;
-                on_reply(n, &p[i], cmds, r);
-                if (!p[i].active || !n->conn) break;
-                if (p[i].got < p[i].expect) continue;
-                hl_undo_drop(n, p[i].undo_at, p[i].undone);
-                p[i].nundo = p[i].undone = 0;
-                if (p[i].resend || p[i].more) {   /* script cache empty (restart, failover):
-                                                      EVAL; or the handshake is done */
-                    int use_eval = p[i].resend || p[i].used_eval;
-                    for (int q = 0; q < ncmd; q++) {
-                        hl_reply_free(n->reply[q]);
-                        n->reply[q] = NULL;
-                    }
-                    build_pipeline(c, n, &p[i], cmds, ncmd, use_eval, b);
-                    if (p[i].refused)
-                        finish(n, &p[i], HILOCK_EINVAL, NULL, NULL);
-                    else if (b->oom || send_pipeline(n, &p[i], b) != HL_IO_OK)
-                        finish(n, &p[i], b->oom || k->out.oom ? HILOCK_ENOMEM : HILOCK_EIO, "write",
-                               b->oom || k->out.oom ? "out of memory" : k->io.ops->error(&k->io));
-                } else {
-                    finish(n, &p[i], HILOCK_OK, NULL, NULL);
-                    okmask |= 1u << i;
-                    k->last_us = hl_now_us();
-                    if (hl_topo_drops(n, n->reply, ncmd)) hl_node_close(n);   /* resolve again next time */
-                    if (any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
-                        hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)
-                        answered = 1;
-                }
-                break;
-            }
-        }
+        if (!poll_nodes(&s, &direct, &rc)) break;
+        for (int j = 0; rc > 0 && j < s.nfds; j++)
+            if (s.fds[j].revents) read_node(&s, s.map[j], s.fds[j].revents, direct);
     }
     if (b->oom || b->cap > 65536) hl_buf_free(b);   /* don't keep a huge one (or a broken one) */
     for (size_t i = 0; i < c->nnodes; i++)
@@ -1136,7 +1201,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                 hl_reply_free(c->nodes[i].reply[q]);
                 c->nodes[i].reply[q] = NULL;
             }
-    return okmask;
+    return s.ok;
 }
 
 /* exec_nodes, then again on the nodes whose topology asks for it (a Cluster redirect), at

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* client.c -- options, validation and the client's lifetime. */
+#include <assert.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -457,6 +458,7 @@ void hl_client_ref(hilock_client *c) { __atomic_add_fetch(&c->refs, 1, __ATOMIC_
 int hl_client_random(hilock_client *c, void *buf, size_t n)
 {
     if (n > sizeof c->rnd) return -1;
+    assert(c->rnd_used <= sizeof c->rnd);   /* (else the subtraction below wraps) */
     if (sizeof c->rnd - c->rnd_used < n) {
         if (hl_random_bytes(c->rnd, sizeof c->rnd) < 0) return -1;
         c->rnd_used = 0;

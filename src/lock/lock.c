@@ -9,6 +9,7 @@
  * (l->kind, kind.h); this file names no kind. It calls the engine and topology (lock.h)
  * and, through one hook in the lock (l->hook), the layer that shares a lock with another
  * thread (keepalive.c), whose name it does not know. */
+#include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -652,6 +653,8 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     if ((st = hl_check_fork(c)) != HILOCK_OK) return st;
     if (!out) return hl_fail(c, HILOCK_EINVAL, "out is NULL");
     if ((st = hl_acquire_args(c, key, ttl_ms, wait_ms)) != HILOCK_OK) return st;
+    /* the entries kind.h gives no default (a new kind's table must fill them) */
+    assert(kind && kind->acquire_cmd && kind->busy && kind->valid_until && kind->extend_cmd);
     if (!(l = lock_new(c, key, ttl_ms))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     l->kind = kind;
     /* (an event loop's acquires are its tasks: they contend for a key, not re-enter it) */
