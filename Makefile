@@ -27,7 +27,7 @@ B         ?= build
 WARN      := -std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror
 OPT       ?= -O2 -g
 HIREDIS_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
-# OpenSSL (src/tls.c): the library's own TLS; its symbols stay hidden like ours
+# OpenSSL (src/transport/session.c): the library's own TLS; its symbols stay hidden like ours
 OPENSSL_CFLAGS := $(shell pkg-config --cflags openssl 2>/dev/null)
 OPENSSL_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
 # the library's flags: EXTRA_* less the position flags, then LIB_* (see the header)
@@ -36,13 +36,18 @@ LIB_CFLAGS  ?=
 LIB_LDFLAGS ?=
 LIB_XCFLAGS  = $(filter-out $(POSITION_FLAGS),$(EXTRA_CFLAGS)) $(LIB_CFLAGS)
 LIB_XLDFLAGS = $(filter-out $(POSITION_FLAGS),$(EXTRA_LDFLAGS)) $(LIB_LDFLAGS)
-CFLAGS_LIB = $(WARN) $(OPT) -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc -I$(B) $(OPENSSL_CFLAGS) $(LIB_XCFLAGS) -fPIC
+# src/ is one folder per layer (docs/layout.md): each folder's headers are included by name (one
+# -I per folder), or as "folder/name.h" under -Isrc
+SRC_DIRS  := $(sort $(patsubst %/,%,$(dir $(wildcard src/*/*.c src/*/*.h))))
+SRC_INC   := $(addprefix -I,$(SRC_DIRS))
+SRC_H     := $(wildcard src/*/*.h)
+CFLAGS_LIB = $(WARN) $(OPT) -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc $(SRC_INC) -I$(B) $(OPENSSL_CFLAGS) $(LIB_XCFLAGS) -fPIC
 LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 
 # The platform layer (src/platform/platform.h): one implementation, and what all share.
 PLATFORM  ?= $(if $(filter Linux,$(shell uname -s)),linux,posix)
 PLATFORM_SRC := src/platform/common.c src/platform/$(PLATFORM).c
-LIB_SRC   := $(wildcard src/*.c) $(PLATFORM_SRC) $(wildcard legacy/*.c) $(wildcard api/*.c)
+LIB_SRC   := $(sort $(filter-out src/platform/%,$(wildcard src/*/*.c)) $(PLATFORM_SRC)) $(wildcard legacy/*.c) $(wildcard api/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
 HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h include/hilock_async.h
@@ -53,8 +58,8 @@ HEADERS   += include/hilock.hpp
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 TEST_BIN  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
-# -Isrc: unit tests of internals (tests/test_url.c) include internal.h
-CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
+# $(SRC_INC): unit tests of internals (tests/test_url.c) include the layers' headers
+CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude $(SRC_INC) -Itests $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
 
 # The hilock command (cli/): part of `all`; built for `test` (tests/test_cli.c runs it) and
 # `demo`; installed with its man page.
@@ -80,14 +85,14 @@ $(B)/gen/scripts.c: $(LUA) scripts/embed-lua.sh
 	@mkdir -p $(@D)
 	sh scripts/embed-lua.sh $@ $(LUA)
 
-$(B)/gen/scripts.o: $(B)/gen/scripts.c $(wildcard src/*.h) include/hilock.h
+$(B)/gen/scripts.o: $(B)/gen/scripts.c $(SRC_H) include/hilock.h
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(B)/%.o: %.c $(wildcard src/*.h) $(wildcard src/platform/*.h) $(HEADERS) $(wildcard legacy/*.h)
+$(B)/%.o: %.c $(SRC_H) $(HEADERS) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
 
-$(B)/src/tls.o: src/tls.h
+$(B)/src/transport/session.o: src/transport/session.h
 
 $(B)/libhilock.a: $(LIB_OBJ)
 	rm -f $@
@@ -128,7 +133,7 @@ $(B)/man/%.3: docs/%.3 Makefile include/hilock.h
 	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' $< > $@
 
 # ---- tests ----
-$(B)/tests/test_tls_layer: src/tls.h
+$(B)/tests/test_tls_layer: src/transport/session.h
 $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(TEST_LIBS) $(EXTRA_LDFLAGS)
@@ -208,12 +213,14 @@ $(CXX_TEST): tests/cxx_lock.cpp $(HEADERS) $(B)/libhilock.a
 deps:
 	@sh scripts/deps.sh
 
-# The layering (src/internal.h's list): who calls whom, import circles, and the engine's seams
-# (no topology, no hiredis); from the built objects. Then no Linux-only call outside
-# src/platform/ (scripts/check-platform.sh).
+# The layering: each folder's header states its layer and what it may call ("Layer:", "May
+# call:"); scripts/layers.sh checks every include and every call (from the built objects)
+# against that, no import circles, and the engine's seams (no topology, no hiredis).
 .PHONY: layers
 layers: lib
+	@$(MAKE) --no-print-directory $(BENCH_OBJ)
 	@sh scripts/layers.sh $(B)
+	@sh scripts/layers.sh --circles $(B)/bench
 	@sh scripts/check-platform.sh
 
 # The platform layer beyond the default build (docs/portability.md, "The platform layer"), on
@@ -291,19 +298,23 @@ bench: deps lib
 	@$(MAKE) --no-print-directory $(B)/bench/bench
 	@$(B)/bench/bench
 
-# bench/tls.c times the library's own transports (src/transport.h, src/tls.h): -Isrc
-$(B)/bench/bench: bench/bench.c bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c bench/cluster.c \
-    bench/bench.h tests/fixture.c tests/fixture.h tests/tls_fixture.c tests/tls_fixture.h \
-    tests/cluster_fixture.c tests/cluster_fixture.h include/hilock_libuv.h $(B)/libhilock.a
+# bench/tls.c times the library's own transports (src/transport/: transport.h, session.h): $(SRC_INC).
+# Built from objects, so `make layers` can check that bench/'s files call each other one way.
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_OBJ := $(patsubst %.c,$(B)/%.o,$(BENCH_SRC))
+BENCH_FIXTURES := tests/fixture.c tests/tls_fixture.c tests/cluster_fixture.c
+$(B)/bench/%.o: bench/%.c $(wildcard bench/*.h) tests/fixture.h tests/tls_fixture.h tests/cluster_fixture.h \
+    include/hilock_libuv.h $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests -Isrc $(OPENSSL_CFLAGS) -o $@ bench/bench.c \
-	  bench/fairness.c bench/tls.c bench/async.c bench/fastpath.c bench/cluster.c tests/fixture.c \
-	  tests/tls_fixture.c tests/cluster_fixture.c $(B)/libhilock.a $(LDLIBS_LIB) -luv
+	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests $(SRC_INC) $(OPENSSL_CFLAGS) -c $< -o $@
+$(B)/bench/bench: $(BENCH_OBJ) $(BENCH_FIXTURES) $(B)/libhilock.a
+	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests $(OPENSSL_CFLAGS) -o $@ $(BENCH_OBJ) $(BENCH_FIXTURES) \
+	  $(B)/libhilock.a $(LDLIBS_LIB) -luv
 
 # -Isrc: the command's process control is the platform layer's (src/platform/platform.h)
-$(CLI_BIN): cli/hilock.c cli/inspect.c cli/inspect.h $(HEADERS) src/platform/platform.h $(B)/libhilock.a
+$(CLI_BIN): cli/main.c cli/inspect.c cli/cli.h $(HEADERS) src/platform/platform.h $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(OPT) -Iinclude -Isrc $(EXTRA_CFLAGS) -o $@ cli/hilock.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+	$(CC) $(WARN) $(OPT) -Iinclude -Isrc $(EXTRA_CFLAGS) -o $@ cli/main.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 install: $(CLI_BIN) $(B)/man/hilock.1
 
 # ---- proof under faults (torture/README.md) ----
@@ -360,9 +371,9 @@ fuzz:
 	  $(FUZZ_B)/libhilock.a $(patsubst %,$(FUZZ_B)/fuzz/%,$(FUZZ_TARGETS))
 	@sh fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) $(wildcard src/*.h) $(wildcard legacy/*.h)
+$(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) $(SRC_H) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
-	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude -Isrc -Ilegacy -I$(B) -o $@ $< \
+	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude $(SRC_INC) -Ilegacy -I$(B) -o $@ $< \
 	  $(B)/libhilock.a $(LDLIBS_LIB)
 
 # The guides keep their layout under DOCDIR (README.md's links to docs/ work there).

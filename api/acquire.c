@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* acquire.c -- the acquire entry points, which choose a lock kind (kind.h) and run the
- * quorum code's acquire loop (src/lock.c: hl_acquire) with it:
+ * quorum code's acquire loop (src/lock/lock.c: hl_acquire) with it:
  *   hilock_acquire          modern; bridge with options.bridge; fair with options.fair;
  *                           unfenced with options.fencing = 0
  *   hilock_legacy_acquire   legacy (include/hilock_legacy.h); refuses a fair client
+ * Layer: api (this folder: acquire.c, async.c)
+ * May call: async kinds legacy lock engine base platform
  * This file sits above both src/ (the quorum code, the modern kind) and legacy/ (the legacy
  * and bridge kinds). Being above both is what lets src/ name nothing of legacy/ while
  * hilock_acquire still reaches the bridge table, in a static link too (a table registered at
  * run time by legacy/ would be missing when no legacy/ object is linked), and lets the kinds
  * call nothing of lock.c. */
-#include "kind.h"
+#include "../src/kinds/kinds.h"
 #include "../legacy/kinds.h"
 
-/* hl_acquire between hl_enter and hl_leave (the thread rule: internal.h). */
+/* hl_acquire between hl_enter and hl_leave (the thread rule: lock.h). */
 static hilock_status acquire_entered(hilock_client *c, const char *key, int64_t ttl_ms,
                                      int64_t wait_ms, const hl_kind_ops *kind, hilock **out)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* async.c -- hilock_acquire_async: the lock kind hilock_acquire would run (api/acquire.c:
- * hl_acquire_kind) queued as a flow on the client's loop (src/async.c); and
+ * hl_acquire_kind) queued as a flow on the client's loop (src/async/async.c); and
  * hilock_legacy_acquire_async, legacy/'s kind the same way. In api/ with them: the kinds may
  * be legacy/'s tables. */
 #include "async.h"
@@ -19,7 +19,7 @@ hilock_status hilock_legacy_acquire_async(hilock_client *c, const char *key, int
     hilock_status st;
     int took;
     if (!c || !c->opt.fair) return hl_async_acquire(c, key, timeout_ms, wait_ms, &hl_kind_legacy, done, arg);
-    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: internal.h) */
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
     return hl_leave(c, took, hl_fail(c, HILOCK_EINVAL, "%s", HL_LEGACY_NOT_FAIR));   /* as the
                                                                   blocking call (api/acquire.c) */
 }

@@ -13,7 +13,7 @@
  *     ours, ...) for a fixed total time each, so that a burst of load elsewhere on the machine
  *     hits all of them alike; the ratio reported is the median of the per-slice ratios. The
  *     client's CPU time per cycle is shown too (steadier than the wall clock).
- *     Then the fast path (options.fencing = 0; bench/fastpath.c) against (b) the same way.
+ *     Then the fast path (options.fencing = 0; fastpath below) against (b) the same way.
  *  2. Contention: 4 processes, each acquire (blocking) -> hold 1 ms -> release, for a fixed
  *     time, with wake-up on release (options.wake = 1) and with pure polling (wake = 0):
  *     acquisitions/s, fairness, the release -> next acquire latency, how long acquire waited,
@@ -62,51 +62,18 @@
 static double run_s = 4.0;   /* per variant */
 static int slices = 16;      /* run_s / SLICE_S */
 
-int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-void die(const char *what, const char *why)
-{
-    fprintf(stderr, "bench: %s: %s\n", what, why);
-    exit(1);
-}
-
-int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* nearest-rank percentile of a sorted array, in ms */
-double pct_ms(const int64_t *v, size_t n, double q)
-{
-    size_t i;
-    if (n == 0) return 0;
-    i = (size_t)(q * (double)n + 0.999999);
-    if (i < 1) i = 1;
-    return (double)v[(i > n ? n : i) - 1] / 1000.0;
-}
-
-hilock_client *client_with(const char *const *urls, size_t n, void (*tune)(hilock_options *o))
-{
-    hilock_options o;
-    hilock_client *c;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = n;
-    if (tune) tune(&o);
-    if (hilock_client_new(&o, &c) != HILOCK_OK) die("client", hilock_last_config_error());
-    return c;
-}
-
-void tune_no_wake(hilock_options *o)
-{
-    o->wake = 0;
-}
+/* Uncontended acquire+release cycles on one connection: hilock (a client with
+ * tune applied, NULL = defaults) against (a) the very commands the library sends and (b) a
+ * bare SET NX PX + the library's release, in interleaved slices. variants: a mask of
+ * 1 << V_SAME / V_SETNX (hilock always runs); the others are left 0 in *res. */
+typedef enum variant { V_OURS, V_SAME, V_SETNX, NVARIANTS } variant;
+typedef struct result {
+    double rate[NVARIANTS];   /* cycles/s over all slices */
+    double cpu[NVARIANTS];    /* client CPU us per cycle */
+    double ratio[NVARIANTS];  /* median over slices of hilock's rate / this variant's */
+} result;
+static void uncontended(hlt_redis *r, int unix_socket, void (*tune)(hilock_options *o), unsigned variants,
+                 result *res);
 
 static hilock_client *client(const char *const *urls, size_t n, int wake)
 {
@@ -118,25 +85,6 @@ static redisContext *bare_connect(const hlt_redis *r, int unix_socket)
     redisContext *rc = unix_socket ? redisConnectUnix(r->sock) : redisConnect("127.0.0.1", r->port);
     if (!rc || rc->err) die("hiredis connect", rc ? rc->errstr : "out of memory");
     return rc;
-}
-
-void in_processes(int n, void (*body)(int i, void *arg), void *arg, const char *what)
-{
-    pid_t *pid = calloc((size_t)n, sizeof *pid);
-    if (!pid) die("calloc", "out of memory");
-    fflush(stdout);   /* or each child would print what is buffered again */
-    for (int i = 0; i < n; i++) {
-        if ((pid[i] = fork()) < 0) die("fork", strerror(errno));
-        if (pid[i] == 0) {
-            body(i, arg);
-            _exit(0);
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        int st;
-        if (waitpid(pid[i], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) die(what, "failed");
-    }
-    free(pid);
 }
 
 /* ---- capturing what the library sends (MONITOR) ---- */
@@ -348,16 +296,6 @@ static void cycle(runner *u)
     bare_send(u, &lib_release);
 }
 
-/* This process's CPU time (user + system), us: less sensitive to a busy machine than the
- * wall clock. */
-int64_t cpu_us(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
-           ru.ru_stime.tv_usec;
-}
-
 typedef struct tally { uint64_t cycles; int64_t us, cpu; } tally;
 
 /* Cycles for `secs` seconds, added to *t. */
@@ -374,16 +312,6 @@ static void timed(runner *u, double secs, tally *t)
     t->cpu += cpu_us() - c0;
 }
 
-int64_t server_cpu_us(hlt_redis *r)
-{
-    redisReply *rep = hlt_cmd(r, "INFO cpu");
-    const char *u = rep && rep->str ? strstr(rep->str, "used_cpu_user:") : NULL,
-               *s = rep && rep->str ? strstr(rep->str, "used_cpu_sys:") : NULL;
-    int64_t t = u && s ? (int64_t)((atof(u + 14) + atof(s + 13)) * 1e6) : 0;
-    if (rep) freeReplyObject(rep);
-    return t;
-}
-
 static int cmp_dbl(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -396,7 +324,7 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-void uncontended(hlt_redis *r, int unix_socket, void (*tune)(hilock_options *o), unsigned variants,
+static void uncontended(hlt_redis *r, int unix_socket, void (*tune)(hilock_options *o), unsigned variants,
                  result *res)
 {
     const char *url = unix_socket ? r->unix_url : r->url;
@@ -676,6 +604,33 @@ static void print_uncontended(const result res[2])
                t ? "unix socket" : "tcp 127.0.0.1", res[t].rate[V_OURS], res[t].cpu[V_OURS],
                res[t].rate[V_SAME], res[t].cpu[V_SAME], res[t].ratio[V_SAME],
                res[t].rate[V_SETNX], res[t].cpu[V_SETNX], res[t].ratio[V_SETNX]);
+}
+
+/* Issue 14's fast path (was bench/fastpath.c): uncontended acquire+release with
+ * options.fencing = 0 (one plain SET NX PX per grant) against baseline (b) -- a bare hiredis
+ * loop sending SET NX PX + the library's compare-and-delete -- in interleaved slices, over TCP
+ * 127.0.0.1 and a unix socket (uncontended above). Printed next to the default (fenced)
+ * client's ratio to the same baseline from the table above it, so the cost of the fencing token
+ * is the difference of the two. Target: fencing = 0 >= 0.97 x (b). */
+static void tune_no_fence(hilock_options *o)
+{
+    o->fencing = 0;
+}
+
+static void fastpath(hlt_redis *r, const result fenced[2])
+{
+    result res[2];
+    uncontended(r, 0, tune_no_fence, 1u << V_SETNX, &res[0]);
+    uncontended(r, 1, tune_no_fence, 1u << V_SETNX, &res[1]);
+    printf("\nFast path (issue 14): options.fencing = 0 (a plain SET NX PX, no fencing token) "
+           "against (b), run as above\n(target >= 0.97); fencing = 1 = the default client's "
+           "ratio to (b) in the table above\n");
+    printf("  transport     fencing=0  CPU  | (b) SET NX PX + release  CPU  ratio | fencing=1 ratio\n");
+    for (int t = 0; t < 2; t++)
+        printf("  %-13s %9.0f %5.1f |               %9.0f %5.1f  %5.2f |           %5.2f\n",
+               t ? "unix socket" : "tcp 127.0.0.1", res[t].rate[V_OURS], res[t].cpu[V_OURS],
+               res[t].rate[V_SETNX], res[t].cpu[V_SETNX], res[t].ratio[V_SETNX],
+               fenced[t].ratio[V_SETNX]);
 }
 
 /* `bench fairness`: only the fairness table (bench/fairness.c). */

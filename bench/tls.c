@@ -11,7 +11,7 @@
  *     floor of the machine: bare PING round trips through the same two transports, in the
  *     same slices (the server's own TLS work is in both).
  *  b. Connect time, apart: N fresh connections through the library's own transports
- *     (src/transport_tcp.c, src/transport_tls.c): TCP connect alone, and TCP connect + TLS
+ *     (src/transport/tcp.c, tls.c): TCP connect alone, and TCP connect + TLS
  *     handshake (a full one each time: no session resumption), median and p99. That is
  *     what a new or broken connection adds to the call that makes it.
  *
@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "tls.h"
+#include "session.h"
 #include "tls_fixture.h"
 #include "transport.h"
 

@@ -33,7 +33,7 @@
 #include "hilock.h"
 #include "hilock_inspect.h"
 #include "hilock_legacy.h"
-#include "inspect.h"
+#include "cli.h"
 
 enum { EXIT_OK = 0, EXIT_USAGE = 64, EXIT_SERVER = 69, EXIT_OSERR = 71 };
 
@@ -990,7 +990,7 @@ static int inventory_main(hilock_client *c, int argc, char **argv)
     inv.c = c;
     inv.tty = isatty(2);
     inv.progress = inv.tty;
-    optind = 0;   /* glibc: 0 restarts getopt, after hilock.c's own parse */
+    optind = 0;   /* glibc: 0 restarts getopt, after main.c's own parse */
     opterr = 0;
     while ((o = getopt_long(argc, argv, "+:", inv_opts, NULL)) != -1) {
         switch (o) {
@@ -1309,7 +1309,7 @@ static int inspect_main(hilock_client *c, int argc, char **argv)
     int o, rc;
     memset(&in, 0, sizeof in);
     in.c = c;
-    optind = 0;   /* glibc: 0 restarts getopt, after hilock.c's own parse */
+    optind = 0;   /* glibc: 0 restarts getopt, after main.c's own parse */
     opterr = 0;
     while ((o = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
         if (o == 'j') in.json = 1;

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* fuzz_reply.c -- libFuzzer target for the reply limits (src/resp_limit.c) and for what
+/* fuzz_reply.c -- libFuzzer target for the reply limits (src/resp/resp_limit.c) and for what
  * hilock makes of a server's reply to each of its
- * scripts (src/lock.c: hl_acquire_verdict, hl_tristate_verdict, hl_check_pttl_verdict;
+ * scripts (src/lock/lock.c: hl_acquire_verdict, hl_tristate_verdict, hl_check_pttl_verdict;
  * legacy/legacy.c: the legacy kind's busy, which reads the value a legacy holder left) and
  * for the error mapping (hl_node_reply_error).
  *
  * The input is raw RESP bytes, as a server (or a broken proxy) could send them; the engine's
- * reply stream (src/resp.c: the limits, then hiredis' reader) turns them into replies, exactly
+ * reply stream (src/resp/resp.c: the limits, then hiredis' reader) turns them into replies, exactly
  * as on a live connection. Each reply is then
  * judged as the answer to every script, and the verdict must follow the scripts' contract:
  *   acquire.lua   {1, fence>0} = granted with that fence; {0, pttl} = busy; else BAD
@@ -22,9 +22,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "internal.h"
+#include "lock.h"
 #include "hilock_legacy.h"
-#include "kinds.h"   /* legacy/: hl_kind_legacy */
+#include "../legacy/kinds.h"   /* hl_kind_legacy (src/kinds/ has a kinds.h too) */
 
 #define CHECK(cond) do { if (!(cond)) { \
     fprintf(stderr, "fuzz_reply: %s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
@@ -184,7 +184,7 @@ static void walk(const redisReply *r, int depth)
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
-/* The reply limits (src/resp_limit.c) in front of the parser, as in the engine: the input
+/* The reply limits (src/resp/resp_limit.c) in front of the parser, as in the engine: the input
  * reaches hiredis only if they accept it. They must frame the same way whatever the read
  * sizes (one call, or chunks of 1..7 bytes), and on input they accept and hiredis parses,
  * count the same replies. Inputs past the limits never reach hiredis, so a hostile length
@@ -215,7 +215,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     unsigned long long framed = 0, parsed = 0;
     int err = 0;
     if (!limits_accept(data, size, &framed) || !(rs = hl_resp_new())) return 0;
-    /* the engine's own reply stream (src/resp.c): the limits, then hiredis' reader */
+    /* the engine's own reply stream (src/resp/resp.c): the limits, then hiredis' reader */
     if (hl_resp_feed(rs, (const char *)data, size) == 0) {
         for (;;) {
             hl_reply *r;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_session.c -- libFuzzer target for the engine's reading of a whole server byte stream
- * (src/engine.c): handshake replies (AUTH, SELECT, INFO server, TIME), pending undos, pipelined scripts, NOSCRIPT
+ * (src/engine/engine.c): handshake replies (AUTH, SELECT, INFO server, TIME), pending undos, pipelined scripts, NOSCRIPT
  * and the EVAL resend, replies cut short by EOF, replies left over on a reused connection --
  * through complete public calls (acquire, extend, check, release; modern, legacy, Redlock).
  *

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* fuzz_url.c -- libFuzzer target for the server URL parser (src/url.c, hl_url_parse).
+/* fuzz_url.c -- libFuzzer target for the server URL parser (src/base/url.c, hl_url_parse).
  *
  * Beyond "no crash, no leak, no UB", it checks the parser's promises:
  *   - the status is OK, EINVAL or ENOMEM; on failure the message is set and *u is all zero
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "lock.h"
 
 #define CHECK(cond) do { if (!(cond)) { \
     fprintf(stderr, "fuzz_url: %s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \

@@ -2,7 +2,9 @@
 /* kinds.h -- the lock kinds legacy/legacy.c provides (kind.h): the SETNX/GETSET recipe of
  * legacy fleets, and bridge mode (a modern lock that legacy clients also respect). For the
  * entry points that choose a kind (hilock_legacy_acquire, api/acquire.c) and the fuzzers;
- * src/ never includes this. */
+ * src/ never includes this.
+ * Layer: legacy (this folder: the legacy and bridge kinds, their codecs)
+ * May call: lock engine resp base platform */
 #ifndef HILOCK_LEGACY_KINDS_H
 #define HILOCK_LEGACY_KINDS_H
 

@@ -3,12 +3,12 @@
  * (hl_kind_legacy, for hilock_legacy_acquire) and bridge mode (hl_kind_bridge, for
  * hilock_acquire with options.bridge); the entry points that pick them are in api/acquire.c.
  *
- * Each is a table of operations that src/lock.c's quorum code runs: the same acquire loop,
+ * Each is a table of operations that src/lock/lock.c's quorum code runs: the same acquire loop,
  * connection, timing, retries, fence, release/extend/check flows, verdicts and errors as the
  * modern lock. What is theirs: the stamp (written fresh for every attempt and extend), the
  * acquire and extend scripts, reading the value a busy answer carries, validity bounded by
  * our own stamp, and "our stamp has passed: touch nothing". This file depends on src/ only
- * through kind.h's types and the engine's commands and helpers (internal.h); it calls no
+ * through kind.h's types and the engine's commands and helpers (lock.h); it calls no
  * function of lock.c, and src/ names nothing of it.
  *
  * Why the recipe runs as one Lua script (legacy_acquire.lua) rather than as separate SETNX,

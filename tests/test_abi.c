@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
-#include "internal.h"
+#include "lock.h"
 
 /* Run a program built next to this suite ($(B)/tests/abi/NAME) with args; its output in out. */
 static int run_abi(const char *name, const char *args, char *out, size_t n)

@@ -22,7 +22,7 @@
 #include "hilock_libuv.h"
 #include "hilock_legacy.h"
 #include "hilock_inspect.h"
-#include "internal.h"   /* the facts a node's handshake read */
+#include "lock.h"   /* the facts a node's handshake read */
 
 #define N_MAX 1000
 

@@ -19,7 +19,7 @@
 #include "cluster_fixture.h"
 #include "fixture.h"
 #include "hilock.h"
-#include "internal.h"   /* hl_key_slot, hl_aux_key: the unit part */
+#include "lock.h"   /* hl_key_slot, hl_aux_key: the unit part */
 
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {

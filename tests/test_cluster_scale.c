@@ -29,7 +29,7 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_inspect.h"
-#include "internal.h"   /* hl_slot_tag, HL_RESP_MAX_TOPOLOGY */
+#include "lock.h"   /* hl_slot_tag, HL_RESP_MAX_TOPOLOGY */
 
 TestSuite(cluster_scale, .timeout = 120);
 

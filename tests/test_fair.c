@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_fair.c -- options.fair (src/fair.c, docs/fairness.md): first come, first served; a
+/* test_fair.c -- options.fair (src/kinds/fair.c, docs/fairness.md): first come, first served; a
  * dead, frozen or departed waiter leaves the queue within the bound; try-lock does not pass
  * the queue; fair and non-fair clients never overlap; nothing is left behind; unsupported
  * configurations are refused. Waiters are processes, each with its own client, queued one
@@ -19,7 +19,7 @@
 #include "hilock.h"
 #include "hilock_legacy.h"
 #include "sentinel_fixture.h"
-#include "kind.h"   /* hl_kind_fair.give_up: the state an out-of-memory re-token leaves */
+#include "kinds.h"   /* hl_kind_fair.give_up: the state an out-of-memory re-token leaves */
 
 #define IO_MS 200
 #define RETRY_MS 50
@@ -530,7 +530,7 @@ Test(fair, is_refused_with_fencing_0)
     assert_refused(&o, "fair = 1 needs fencing = 1");
 }
 
-/* A waiter pausing longer than io_timeout_ms could outlive its own queue entry (src/fair.c):
+/* A waiter pausing longer than io_timeout_ms could outlive its own queue entry (src/kinds/fair.c):
  * FIFO would silently end, so the combination is refused. */
 Test(fair, is_refused_with_retry_delay_longer_than_io_timeout)
 {

@@ -140,7 +140,7 @@ Test(fork, child_makes_its_own_client)
     hlt_redis_stop(r);
 }
 
-/* ---- the event loop's fiber stacks (src/fiber.c) ---- */
+/* ---- the event loop's fiber stacks (src/async/fiber.c) ---- */
 
 static void noop(void *arg) { (void)arg; }
 

@@ -19,7 +19,7 @@
 #include "checks.h"
 #include "fixture.h"
 #include "hilock.h"
-#include "internal.h"   /* the undo list of a node (cap test) */
+#include "lock.h"   /* the undo list of a node (cap test) */
 
 TestSuite(hostile, .timeout = 60);
 

@@ -13,7 +13,7 @@
 
 #include "fixture.h"
 #include "hilock.h"
-#include "internal.h"   /* the clock reading of a client's node */
+#include "lock.h"   /* the clock reading of a client's node */
 
 static hlt_redis *R;
 

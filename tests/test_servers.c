@@ -24,7 +24,7 @@
 #include "hilock_inspect.h"
 #include "hilock_legacy.h"
 #include "hilock_libuv.h"
-#include "internal.h"   /* the facts a node's handshake read */
+#include "lock.h"   /* the facts a node's handshake read */
 
 static hlt_redis *R;
 

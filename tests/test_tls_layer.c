@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_tls_layer.c -- src/tls.c on its own, against real redis-servers on TLS ports: the
+/* test_tls_layer.c -- src/transport/session.c on its own, against real redis-servers on TLS ports: the
  * handshake and RESP round trips from a small poll loop (the engine's part, played by the
  * test), each failure in the words of issue 11, and no call that ever blocks. */
 #include <criterion/criterion.h>
@@ -18,7 +18,7 @@
 #include <openssl/err.h>
 
 #include "checks.h"
-#include "tls.h"
+#include "session.h"
 #include "tls_fixture.h"
 
 static hlt_pki *pki;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_transport.c -- the plain transport (src/transport_tcp.c) on its own, against sockets
+/* test_transport.c -- the plain transport (src/transport/tcp.c) on its own, against sockets
  * the test listens on (127.0.0.1, ::1, a unix socket; no server needed): the connect of each
  * address kind and of a host name, bytes both ways, the errors in words, and the socket
  * options the engine relies on (close-on-exec, TCP_NODELAY, no SIGPIPE). */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "lock.h"
 
 typedef struct good {
     const char *url;

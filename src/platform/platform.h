@@ -2,13 +2,15 @@
 /*
  * platform.h -- the platform layer: every call the library and the command make that is not
  * plain POSIX (or is POSIX but missing on a system hilock should build on) goes through here.
+ * Layer: platform
+ * May call:
  *
  * Owns: randomness, sleeping until a monotonic time, condition variables with monotonic
  * deadlines, sockets and pipes created close-on-exec and non-blocking, sends that raise no
  * SIGPIPE, the thread id and program name in holder texts, and the command's process
  * control (closing descriptors in a forked child, naming it, the parent-death signal, the
  * child subreaper and listing its children).
- * Calls: only libc and the operating system; nothing of hilock's. Every layer may call it.
+ * It calls only libc and the operating system, nothing of hilock's; every layer may call it.
  *
  * One implementation is built, chosen by the Makefile's PLATFORM: linux.c (the default on
  * Linux) or posix.c (getentropy/arc4random or /dev/urandom, fcntl, SO_NOSIGPIPE, nanosleep,

@@ -1,0 +1,1483 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * hilock -- run a command while holding a lock on Redis (in the spirit of flock(1)).
+ *
+ *   hilock [options] KEY [--] COMMAND [ARGS...]
+ *   hilock [options] KEY -c 'SHELL COMMAND'
+ *
+ * Acquires KEY, keeps it alive (hilock_keepalive) while COMMAND runs, releases it when
+ * COMMAND and everything it left running have exited, and exits with COMMAND's status. If
+ * the lock is lost meanwhile, COMMAND's tree is signalled (TERM, then KILL after a grace
+ * period, and at the latest when the lock's validity ends) and hilock exits with EXIT_LOST.
+ * The manual is cli/hilock.1; `hilock --help` is the short form.
+ *
+ * Structure: one main thread that parses, acquires, spawns COMMAND and then sleeps in
+ * poll() on a self-pipe. Everything that happens asynchronously -- a signal to forward,
+ * SIGCHLD, and the keepalive's lost-lock callback (on the keepalive's own thread) -- is a
+ * 2-byte record written to that pipe, so the main loop is the only place that acts.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hilock.h"
+#include "hilock_legacy.h"
+#include "cli.h"
+#include "platform/platform.h"
+
+extern char **environ;
+
+/* Exit statuses besides COMMAND's own (sysexits.h values where one fits). */
+enum {
+    EXIT_NOT_ACQUIRED = 1,   /* default of -E: busy (-n) or the -w limit passed          */
+    EXIT_USAGE = 64,         /* EX_USAGE: bad option, argument, URL or preset             */
+    EXIT_SERVER = 69,        /* EX_UNAVAILABLE: a server failed; COMMAND was not run      */
+    EXIT_OSERR = 71,         /* EX_OSERR: pipe, spawn or thread failure                   */
+    EXIT_LOST = 75,          /* EX_TEMPFAIL: the lock was lost while COMMAND ran          */
+    EXIT_CANNOT_EXEC = 126,  /* like shells: COMMAND found but not runnable               */
+    EXIT_NOT_FOUND = 127     /* like shells: COMMAND not found                            */
+};
+
+#define MAX_SERVERS 32
+#define DEFAULT_TTL_MS 30000
+#define DEFAULT_KILL_AFTER_MS 5000
+/* The shortest -t: the lock is renewed every third of it, a failed renewal is retried after
+ * ~50 ms (retry_delay_ms) while more than the loss margin (half the ttl with the default -k)
+ * is left, and COMMAND's tree is SIGKILLed up to 100 ms before the validity ends
+ * (kill_lead_ms, which needs ttl >= 400 ms to get its 100 ms). At 500 ms a renewal has a
+ * sixth of the ttl (83 ms) for one retry; below, a lock is lost by one slow round trip
+ * (-t 5ms was lost within 29 ms). */
+#define MIN_TTL_MS 500
+#define MAX_WAIT_MS (INT64_C(1) << 40)   /* -w, -k: about 34 years */
+
+/* records on the self-pipe: {kind, value} */
+enum { REC_SIGNAL = 1, REC_TTY_SIGNAL, REC_LOST };
+
+/* the signals passed on to COMMAND */
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+typedef struct cli {
+    const char *servers[MAX_SERVERS];
+    size_t      nservers;
+    char       *list_copy;       /* HILOCK_SERVERS or --servers-file, split in place */
+    char       *arg_copy[MAX_SERVERS];   /* -s URLs: copies, as argv is scrubbed */
+    size_t      narg_copy;
+    const char *servers_file;
+    int64_t     wait_ms;         /* HILOCK_WAIT_FOREVER, 0 (-n) or -w */
+    int         conflict_code;   /* -E */
+    int64_t     ttl_ms;
+    int         legacy;
+    const char *preset;
+    int         bridge;
+    int         fair;            /* --fair: options.fair */
+    int         no_fence;        /* --no-fence: options.fencing = 0 */
+    int         lost_sig;        /* 0 = leave COMMAND running */
+    int64_t     kill_after_ms;   /* -k; 0 = SIGKILL only at the validity's end less the lead */
+    int         verbose;
+    int         tls;             /* --tls: redis:// URLs become rediss:// */
+    char       *tls_copy[MAX_SERVERS];   /* those rediss:// copies */
+    const char *cacert, *cacertdir, *cert, *keyfile, *sni;   /* the tls_* options */
+    int         insecure;        /* --insecure: tls_verify = 0 */
+    const char *key;
+    char        shown[HL_TOOL_KEY_BUF];   /* the key as messages show it (hl_tool_key_shown) */
+    char      **cmd;
+    const char *shell;           /* -c: COMMAND is /bin/sh -c shell */
+    char       *sh_cmd[4];       /* that argv */
+    char        shell_opt[32];   /* -c as spelled */
+    char        run_opt[32];     /* the first option given that only running COMMAND takes, as spelled */
+    char      **tool;            /* inventory / inspect and their arguments (cli/inspect.c) */
+    int         ntool;
+} cli;
+
+static int pipe_fd[2] = { -1, -1 };
+static int own_group;   /* COMMAND leads a process group of its own (see in_foreground) */
+
+static const char usage_text[] =
+    "Usage: hilock [options] KEY [--] COMMAND [ARGS...]\n"
+    "       hilock [options] KEY -c 'SHELL COMMAND'\n"
+    "       hilock [-s URL]... inventory [--json] [--progress] [--count=N] [--by-prefix] PATTERN...\n"
+    "       hilock [-s URL]... inspect [--json] KEY\n"
+    "Run COMMAND while holding the lock KEY on Redis: acquire it, keep it alive while\n"
+    "COMMAND runs, release it when COMMAND exits, and exit with COMMAND's status.\n"
+    "\n"
+    "Options:\n"
+    "  -n, --nonblock             fail at once (exit -E code) if the lock is busy\n"
+    "  -w, --wait=DURATION        give up (exit -E code) after waiting this long;\n"
+    "                             default: wait as long as it takes. Within it, a server\n"
+    "                             that is down or restarting is tried again (exit 69 if\n"
+    "                             it still fails at the end); without it, it is not\n"
+    "  -E, --conflict-exit-code=N exit status when the lock was not acquired (default 1)\n"
+    "  -t, --ttl=DURATION         lock lifetime, renewed every third of it while COMMAND\n"
+    "                             runs; bounds how long a crashed hilock blocks others\n"
+    "                             (default 30s; at least 500ms)\n"
+    "  -s, --server=URL           a Redis server; repeat for Redlock over N masters.\n"
+    "                             Default: --servers-file, else $HILOCK_SERVERS (URLs\n"
+    "                             separated by blanks or commas), else redis://127.0.0.1:6379.\n"
+    "                             A password in URL is overwritten in hilock's argv once\n"
+    "                             read (best effort: ps may see it before that)\n"
+    "      --servers-file=FILE    read the URLs from FILE (as in HILOCK_SERVERS): keeps\n"
+    "                             passwords out of the process list\n"
+    "      --legacy[=PRESET]      use the legacy SETNX/GETSET recipe with that value format\n"
+    "                             (doc, node-redis-lock, jedis-lock, redis-objects,\n"
+    "                             redis-py-2, ruby-redis-lock; default doc)\n"
+    "      --bridge               modern lock that legacy clients also respect\n"
+    "                             (these two: hilock renews them itself, with connect\n"
+    "                             and round-trip timeouts cut to a tenth of the ttl)\n"
+    "      --fair                 first come, first served: wait in the key's queue, which\n"
+    "                             --nonblock does not pass (one server only)\n"
+    "      --no-fence             no fencing token (HILOCK_FENCE=0): the lock is one plain\n"
+    "                             SET NX PX, the fastest grant (not with --legacy, --bridge, --fair)\n"
+    "      --tls                  reach redis://, redis-sentinel:// and redis-cluster://\n"
+    "                             servers over TLS (as rediss://... URLs)\n"
+    "      --cacert=FILE          trust the CAs in this PEM file (default: the system's)\n"
+    "      --cacertdir=DIR        trust the CAs in this directory (openssl rehash)\n"
+    "      --cert=FILE            client certificate (PEM), for servers that ask for one\n"
+    "      --key=FILE             its private key (PEM, not encrypted)\n"
+    "      --sni=NAME             the server name to send and verify (default: the URL's host)\n"
+    "      --insecure             TLS without verifying the server: UNSAFE\n"
+    "  -L, --on-lost=SIGNAL       signal sent to COMMAND if the lock is lost (default TERM;\n"
+    "                             'none' lets COMMAND finish)\n"
+    "  -k, --kill-after=DURATION  then SIGKILL (to COMMAND's whole tree, see below) if\n"
+    "                             COMMAND is still running after this long (default 5s);\n"
+    "                             at the latest just before the lock's validity ends,\n"
+    "                             whatever -k says. The loss is declared -k before that\n"
+    "                             end, but at least ttl/4 and at most ttl/2 before it\n"
+    "  -c, --command=CMD          run /bin/sh -c CMD as COMMAND (as flock -c; also after\n"
+    "                             KEY: hilock KEY -c CMD); not with a COMMAND\n"
+    "  -v, --verbose              report acquisition, passed signals and release on stderr\n"
+    "  -h, --help                 this text\n"
+    "  -V, --version              the version\n"
+    "DURATION is a number of seconds (1.5), or numbers each followed by a unit, d, h, m, s\n"
+    "or ms, largest first (500ms, 2s, 10m, 1m30s, 1h30m); nothing else.\n"
+    "URLs: redis://[[user]:password@]host[:port][/db], unix:///path/redis.sock[?db=N],\n"
+    "      rediss://... (redis:// over TLS),\n"
+    "      redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#master,\n"
+    "      rediss-sentinel://... (TLS to the Sentinels and the nodes),\n"
+    "      redis-cluster://[[user]:password@]host[:port][,host[:port]...] (Cluster seeds),\n"
+    "      rediss-cluster://... (the same over TLS)\n"
+    "\n"
+    "COMMAND gets HILOCK_KEY and HILOCK_FENCE (the fencing token) in its environment, and\n"
+    "not HILOCK_SERVERS. It runs in a process group of its own, unless hilock is the\n"
+    "foreground job of a terminal (then it shares hilock's, and only COMMAND is killed).\n"
+    "What COMMAND leaves running is reparented to hilock (a subreaper), which releases the\n"
+    "lock only once all of it has exited (a stopped or stuck one keeps hilock waiting);\n"
+    "on a loss the whole tree is signalled.\n"
+    "If hilock dies (kill -9, OOM killer), COMMAND gets the -L signal (TERM if 'none') at\n"
+    "once, and SIGKILL goes to its process group after -k, at the latest just before the\n"
+    "lock's validity ends. Processes that leave the group are not reached then.\n"
+    "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to hilock are passed on to\n"
+    "COMMAND (the terminal's Ctrl-C already reaches it and is not sent twice).\n"
+    "\n"
+    "inventory classifies the values of the keys matching each PATTERN on every master\n"
+    "(modern token, legacy stamp of which preset, unknown; TTL; passed stamps) and sums\n"
+    "them up per key family with advice; inspect shows who holds KEY and how, its fence\n"
+    "counter and waiters. Both only read. (A lock named inventory: hilock -- inventory ...)\n"
+    "\n"
+    "Exit status:\n"
+    "  COMMAND's status; 128+N if COMMAND was killed by signal N\n"
+    "  1    the lock was not acquired: busy with -n, or the -w limit passed (see -E)\n"
+    "  64   bad usage: option, argument, URL or preset; an option inventory or inspect\n"
+    "       does not take\n"
+    "  69   a server failed (connect, auth, reply, no quorum); COMMAND was not run\n"
+    "  71   a system call failed (pipe, thread)\n"
+    "  75   the lock was lost while COMMAND ran (COMMAND was signalled, see -L)\n"
+    "  126  COMMAND could not be run; 127 COMMAND was not found\n"
+    "  130  inventory stopped by Ctrl-C (143: SIGTERM)\n";
+
+/* ---- small helpers ---- */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("hilock: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (see hilock --help)\n", stderr);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+/* Does msg start with the key as the library shows it (hl_key_shown) and ": "? The length
+ * of that, else 0. */
+static size_t key_prefix(const char *msg, const char *key)
+{
+    char buf[HL_KEY_SHOWN_BUF];
+    const char *shown = hl_key_shown(key, buf, sizeof buf);
+    size_t m = strlen(shown);
+    return !strncmp(msg, shown, m) && !strncmp(msg + m, ": ", 2) ? m + 2 : 0;
+}
+
+/* The library's message, printable, less the key it starts with ("KEY: ..." or "release
+ * KEY: ..."): our line has named the key already. */
+static void print_detail(const cli *o, const char *msg)
+{
+    const char *sp = strchr(msg, ' ');
+    size_t skip = key_prefix(msg, o->key);
+    if (!skip && sp && !memchr(msg, ':', (size_t)(sp - msg)) && (skip = key_prefix(sp + 1, o->key)))
+        skip += (size_t)(sp + 1 - msg);
+    hl_tool_print(stderr, msg + skip, strlen(msg + skip));
+}
+
+/* One line on stderr: "hilock: WHAT KEY: " and the library's message. */
+static void print_error(const char *what, const cli *o, const char *msg)
+{
+    fprintf(stderr, "hilock: %s %s: ", what, o->shown);
+    print_detail(o, msg);
+    fputc('\n', stderr);
+}
+
+/* The units of a DURATION, largest first: a DURATION names each at most once, in this order. */
+static const char unit_names[] = "dhms";   /* and "ms": index 4 */
+static const double unit_ms[] = { 86400000, 3600000, 60000, 1000, 1 };
+
+/* The unit at p: its index in unit_ms (*len its length), or -1. */
+static int unit_at(const char *p, size_t *len)
+{
+    const char *u = *p ? strchr(unit_names, *p) : NULL;
+    if (!u) return -1;
+    *len = p[0] == 'm' && p[1] == 's' ? 2 : 1;
+    return *len == 2 ? 4 : (int)(u - unit_names);
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* A DURATION, as documented and nothing else: seconds ("2", "1.5"), or parts NUMBER UNIT
+ * with the units d, h, m, s and ms, each at most once, largest first ("500ms", "1m30s",
+ * "1h30m", "2s500ms"); a NUMBER is digits with an optional fraction. (strtod also took
+ * " 5", "+5", "0x10", "1e3", "inf".) Milliseconds, rounded to the nearest; -1 if malformed,
+ * -2 if above max_ms once rounded. */
+static int64_t parse_duration(const char *s, int64_t max_ms)
+{
+    double total = 0;
+    int next = 0;   /* the smallest unit index still allowed */
+    do {
+        double v = 0, scale = 1;
+        size_t len;
+        int u;
+        if (!is_digit(*s)) return -1;
+        while (is_digit(*s)) v = v * 10 + (*s++ - '0');
+        if (*s == '.') {
+            if (!is_digit(*++s)) return -1;
+            while (is_digit(*s)) v += (*s++ - '0') * (scale /= 10);
+        }
+        if (!*s && !next) {   /* a plain number: seconds */
+            total = v * 1000;
+            break;
+        }
+        if ((u = unit_at(s, &len)) < next) return -1;
+        total += v * unit_ms[u];
+        next = u + 1;
+        s += len;
+    } while (*s);
+    /* compare the rounded value: the limit itself (365d = 31536000000 ms, which + 0.5 is
+     * above it) is allowed */
+    total += 0.5;
+    return total >= (double)max_ms + 1 ? -2 : (int64_t)total;
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    if (!is_digit(*s)) return -1;   /* digits only: strtol also skips blanks and takes a sign */
+    errno = 0;
+    *out = strtol(s, &end, 10);
+    return !*end && !errno && *out >= lo && *out <= hi ? 0 : -1;
+}
+
+static const struct { const char *name; int sig; } signames[] = {
+    { "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT }, { "KILL", SIGKILL },
+    { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM },
+};
+
+/* "SIGTERM", or "signal 34" for one without a name here */
+static const char *signal_name(int sig, char *buf, size_t len)
+{
+    for (size_t i = 0; i < sizeof signames / sizeof signames[0]; i++)
+        if (signames[i].sig == sig) {
+            snprintf(buf, len, "SIG%s", signames[i].name);
+            return buf;
+        }
+    snprintf(buf, len, "signal %d", sig);
+    return buf;
+}
+
+/* "TERM", "SIGTERM", "15" or "none" (0); -1 if unknown. */
+static int parse_signal(const char *s)
+{
+    long n;
+    if (!strcmp(s, "none")) return 0;
+    if (!strncmp(s, "SIG", 3)) s += 3;
+    for (size_t i = 0; i < sizeof signames / sizeof signames[0]; i++)
+        if (!strcmp(s, signames[i].name)) return signames[i].sig;
+    return parse_int(s, 1, SIGRTMAX, &n) == 0 ? (int)n : -1;
+}
+
+/* Does s start with "scheme://"? (a comma before one separates URLs; a comma elsewhere is
+ * part of a Sentinel URL's host list) */
+static int starts_url(const char *s)
+{
+    const char *p = s;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '-' || *p == '+')
+        p++;
+    return p > s && !strncmp(p, "://", 3);
+}
+
+static int add_server(cli *o, const char *url)
+{
+    if (o->nservers == MAX_SERVERS) return usage_error("at most %d servers", MAX_SERVERS);
+    o->servers[o->nservers++] = url;
+    return 0;
+}
+
+/* -s URL: keep a copy, then overwrite its secrets in argv (what ps and /proc/PID/cmdline
+ * show) with '*', by the library's rule (hl_url_secret). Best effort: they were visible from
+ * exec until here. */
+static int add_server_arg(cli *o, char *url)
+{
+    const char *copy, *p;
+    size_t len;
+    if (o->narg_copy == MAX_SERVERS) return usage_error("at most %d servers", MAX_SERVERS);
+    if (!(o->arg_copy[o->narg_copy] = strdup(url))) return EXIT_OSERR;
+    copy = o->arg_copy[o->narg_copy++];
+    if (add_server(o, copy)) return EXIT_USAGE;
+    for (p = hl_url_secret(copy, copy, &len); p; p = hl_url_secret(copy, p + len, &len))
+        memset(url + (p - copy), '*', len);
+    return 0;
+}
+
+static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* Split a server list (HILOCK_SERVERS, a --servers-file) at blanks, and at commas that start
+ * a new URL, with or without blanks after them ("redis://a:1, redis://b:2"), or end the list. */
+static int servers_from_list(cli *o, const char *list)
+{
+    char *p, *start;
+    if (!(o->list_copy = strdup(list))) return EXIT_OSERR;
+    for (p = start = o->list_copy;; p++) {
+        const char *next = p + 1;
+        while (*p == ',' && is_blank(*next)) next++;
+        int sep = is_blank(*p) || (*p == ',' && (!*next || starts_url(next)));
+        if (*p && !sep) continue;
+        int last = !*p;
+        *p = '\0';
+        if (*start && add_server(o, start)) return EXIT_USAGE;
+        if (last) return 0;
+        start = p + 1;
+    }
+}
+
+/* Does a server URL of the list hold a password (its own, or the Sentinels')? */
+static int holds_password(const cli *o)
+{
+    size_t len;
+    for (size_t i = 0; i < o->nservers; i++)
+        if (hl_url_secret(o->servers[i], o->servers[i], &len)) return 1;
+    return 0;
+}
+
+/* --servers-file: the same list as HILOCK_SERVERS, from a file (keep it mode 0600). */
+static int servers_from_file(cli *o, const char *name)
+{
+    char buf[8192];
+    size_t n;
+    int rc;
+    FILE *f = fopen(name, "r");
+    struct stat st;
+    int readable_by_others;
+    if (!f) return usage_error("--servers-file: %s: %s", name, strerror(errno));
+    readable_by_others = fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH));
+    n = fread(buf, 1, sizeof buf, f);
+    rc = ferror(f) ? usage_error("--servers-file: %s: read error", name)
+       : n == sizeof buf ? usage_error("--servers-file: %s: longer than %zu bytes", name, sizeof buf - 1)
+       : memchr(buf, '\0', n) ? usage_error("--servers-file: %s: not a text file", name) : -1;
+    fclose(f);
+    if (rc >= 0) return rc;
+    buf[n] = '\0';
+    if ((rc = servers_from_list(o, buf)) != 0) return rc;
+    if (!o->nservers) return usage_error("--servers-file: %s: no server URL in it", name);
+    if (readable_by_others && holds_password(o))   /* as ssh and .netrc warn; still read it */
+        fprintf(stderr, "hilock: warning: %s is readable by others and holds a password (chmod 600 %s)\n",
+                name, name);
+    return 0;
+}
+
+/* ---- options ---- */
+
+enum { OPT_LEGACY = 256, OPT_BRIDGE, OPT_SERVERS_FILE, OPT_TLS, OPT_CACERT, OPT_CACERTDIR, OPT_CERT,
+       OPT_KEY, OPT_SNI, OPT_INSECURE, OPT_FAIR, OPT_NO_FENCE };
+
+static const struct option longopts[] = {
+    { "nonblock", no_argument, NULL, 'n' },
+    { "nb", no_argument, NULL, 'n' },
+    { "wait", required_argument, NULL, 'w' },
+    { "timeout", required_argument, NULL, 'w' },
+    { "conflict-exit-code", required_argument, NULL, 'E' },
+    { "ttl", required_argument, NULL, 't' },
+    { "server", required_argument, NULL, 's' },
+    { "servers-file", required_argument, NULL, OPT_SERVERS_FILE },
+    { "legacy", optional_argument, NULL, OPT_LEGACY },
+    { "bridge", no_argument, NULL, OPT_BRIDGE },
+    { "fair", no_argument, NULL, OPT_FAIR },
+    { "no-fence", no_argument, NULL, OPT_NO_FENCE },
+    { "tls", no_argument, NULL, OPT_TLS },
+    { "cacert", required_argument, NULL, OPT_CACERT },
+    { "cacertdir", required_argument, NULL, OPT_CACERTDIR },
+    { "cert", required_argument, NULL, OPT_CERT },
+    { "key", required_argument, NULL, OPT_KEY },
+    { "sni", required_argument, NULL, OPT_SNI },
+    { "insecure", no_argument, NULL, OPT_INSECURE },
+    { "on-lost", required_argument, NULL, 'L' },
+    { "kill-after", required_argument, NULL, 'k' },
+    { "command", required_argument, NULL, 'c' },
+    { "verbose", no_argument, NULL, 'v' },
+    { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },
+    { NULL, 0, NULL, 0 },
+};
+
+/* --tls, as redis-cli's: every redis:// server is reached as rediss:// and every
+ * redis-sentinel:// one as rediss-sentinel:// (the same URL over TLS); other schemes are
+ * left as written. Returns -1 to go on, or the status to exit with. */
+static int servers_to_tls(cli *o)
+{
+    for (size_t i = 0; i < o->nservers; i++) {
+        const char *rest = o->servers[i] + 5;   /* after "redis" */
+        if (strncmp(o->servers[i], "redis://", 8) && strncmp(o->servers[i], "redis-sentinel://", 17) &&
+            strncmp(o->servers[i], "redis-cluster://", 16))
+            continue;
+        if (!(o->tls_copy[i] = malloc(strlen(o->servers[i]) + 2))) return EXIT_OSERR;
+        sprintf(o->tls_copy[i], "rediss%s", rest);
+        o->servers[i] = o->tls_copy[i];
+    }
+    return -1;
+}
+
+/* The option getopt_long just read from the word argv[at], as the user spelled it: the long
+ * name ("--timeout", not its "-w"), else "-c". */
+static const char *spelled(char *const *argv, int at, int c, char *buf, size_t len)
+{
+    const char *w = argv[at];
+    if (!strncmp(w, "--", 2) && w[2])
+        snprintf(buf, len, "%.*s", (int)strcspn(w, "="), w);
+    else
+        snprintf(buf, len, "-%c", c);
+    return buf;
+}
+
+/* -w, -k and -t: a DURATION up to max_ms, into *out; the status to exit with if it is not. */
+static int duration_arg(const char *opt, const char *arg, int64_t max_ms, int64_t *out)
+{
+    if ((*out = parse_duration(arg, max_ms)) == -1)
+        return usage_error("%s: not a duration: '%s' (seconds, or numbers with d, h, m, s or ms: "
+                           "1.5, 500ms, 1m30s)", opt, arg);
+    if (*out < 0) return usage_error("%s: '%s' is too long (it must be <= %s)", opt, arg,
+                                     max_ms == HILOCK_TTL_MAX_MS ? "365 days" : "2^40 ms, about 34 years");
+    return 0;
+}
+
+/* Where -c goes: after KEY (flock's "KEY -c CMD") or as an option; not with a COMMAND. */
+static int shell_command(cli *o, int argc, char **argv, int *optind_p)
+{
+    int i = *optind_p;
+    if (!o->shell && i < argc && !strcmp(argv[i], "-c")) {   /* flock's order */
+        if (i + 2 != argc)
+            return usage_error(i + 1 == argc ? "option '-c' needs a value"
+                               : "-c takes one shell command: quote it (-c 'CMD ARGS...')");
+        strcpy(o->shell_opt, "-c");
+        o->shell = argv[i + 1];
+    } else if (!o->shell) {
+        return -1;
+    } else {
+        if (i < argc && !strcmp(argv[i], "--")) i++;
+        if (i < argc)
+            return usage_error("%s and a COMMAND exclude each other (got '%s' after KEY)", o->shell_opt, argv[i]);
+    }
+    o->sh_cmd[0] = (char *)"/bin/sh";
+    o->sh_cmd[1] = (char *)"-c";
+    o->sh_cmd[2] = (char *)o->shell;
+    *optind_p = argc;
+    return -1;
+}
+
+/* Fill *o from argv. Returns -1 to go on, or the status to exit with. */
+static int parse_args(int argc, char **argv, cli *o)
+{
+    const char *env;
+    char name[32];
+    long n;
+    int c, at;
+    memset(o, 0, sizeof *o);
+    o->wait_ms = HILOCK_WAIT_FOREVER;
+    o->conflict_code = EXIT_NOT_ACQUIRED;
+    o->ttl_ms = DEFAULT_TTL_MS;
+    o->lost_sig = SIGTERM;
+    o->kill_after_ms = DEFAULT_KILL_AFTER_MS;
+    opterr = 0;
+    /* '+': options end at KEY, so COMMAND's own options are left alone */
+    while ((at = optind, c = getopt_long(argc, argv, "+:nw:E:t:s:L:k:c:vhV", longopts, NULL)) != -1) {
+        /* the name in messages: as typed (-w, --wait or --timeout) */
+        const char *opt = spelled(argv, at, c == '?' || c == ':' ? optopt : c, name, sizeof name);
+        /* inventory and inspect take only the servers and how to reach them (--tls, --cacert,
+         * ..., --insecure: OPT_TLS..OPT_INSECURE): remember what else was given */
+        if (c != 's' && c != OPT_SERVERS_FILE && (c < OPT_TLS || c > OPT_INSECURE) && !o->run_opt[0])
+            snprintf(o->run_opt, sizeof o->run_opt, "%s", opt);
+        switch (c) {
+        case 'n': o->wait_ms = 0; break;
+        case 'w':
+            if ((c = duration_arg(opt, optarg, MAX_WAIT_MS, &o->wait_ms)) != 0) return c;
+            break;
+        case 'E':
+            if (parse_int(optarg, 0, 255, &n)) return usage_error("%s: not an exit code 0..255: '%s'", opt, optarg);
+            o->conflict_code = (int)n;
+            break;
+        case 't':
+            if ((c = duration_arg(opt, optarg, HILOCK_TTL_MAX_MS, &o->ttl_ms)) != 0) return c;
+            if (o->ttl_ms < MIN_TTL_MS)
+                return usage_error("%s: '%s' is too short: the ttl must be at least %dms, as the lock "
+                                   "is renewed every third of it", opt, optarg, MIN_TTL_MS);
+            break;
+        case 'c':
+            o->shell = optarg;
+            snprintf(o->shell_opt, sizeof o->shell_opt, "%s", opt);
+            break;
+        case 's':
+            if ((c = add_server_arg(o, optarg)) != 0) return c;
+            break;
+        case OPT_SERVERS_FILE: o->servers_file = optarg; break;
+        case OPT_LEGACY:
+            o->legacy = 1;
+            o->preset = optarg ? optarg : "doc";
+            break;
+        case OPT_BRIDGE: o->bridge = 1; break;
+        case OPT_FAIR: o->fair = 1; break;
+        case OPT_NO_FENCE: o->no_fence = 1; break;
+        case OPT_TLS: o->tls = 1; break;
+        case OPT_CACERT: o->cacert = optarg; break;
+        case OPT_CACERTDIR: o->cacertdir = optarg; break;
+        case OPT_CERT: o->cert = optarg; break;
+        case OPT_KEY: o->keyfile = optarg; break;
+        case OPT_SNI: o->sni = optarg; break;
+        case OPT_INSECURE: o->insecure = 1; break;
+        case 'L':
+            if ((o->lost_sig = parse_signal(optarg)) < 0) return usage_error("%s: unknown signal '%s'", opt, optarg);
+            break;
+        case 'k':
+            if ((c = duration_arg(opt, optarg, MAX_WAIT_MS, &o->kill_after_ms)) != 0) return c;
+            break;
+        case 'v': o->verbose = 1; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        case 'V': printf("hilock %s\n", HILOCK_VERSION); return 0;
+        case ':': return usage_error("option '%s' needs a value", opt);
+        default:   /* '?' */
+            if (optopt && !strncmp(argv[at], "--", 2))   /* a known long option, given a value */
+                return usage_error("option '%s' takes no value (got '%s')", opt, argv[at]);
+            return usage_error(optopt ? "unknown option '%s'" : "unknown or ambiguous option '%s'", opt);
+        }
+    }
+    if (optind >= argc) return usage_error("no KEY given");
+    if (hl_tool_word(argv[optind]) && strcmp(argv[optind - 1], "--")) {   /* `-- inventory`: a KEY */
+        o->tool = argv + optind;
+        o->ntool = argc - optind;
+    }
+    if (o->tool && o->run_opt[0])
+        return usage_error("%s does not apply to %s, which takes only -s, --servers-file and the TLS options "
+                           "(to lock a key named %s: hilock [options] -- %s COMMAND)", o->run_opt, o->tool[0],
+                           o->tool[0], o->tool[0]);
+    o->key = argv[optind++];
+    hl_tool_key_shown(o->key, o->shown, sizeof o->shown);
+    if (!o->tool && (c = shell_command(o, argc, argv, &optind)) >= 0) return c;
+    if (optind < argc && !strcmp(argv[optind], "--")) optind++;
+    if (optind >= argc && !o->tool && !o->shell) return usage_error("no COMMAND given");
+    o->cmd = o->shell ? o->sh_cmd : argv + optind;
+    if (o->legacy && o->bridge) return usage_error("--legacy and --bridge exclude each other");
+    if (o->legacy && o->fair) return usage_error("--legacy and --fair exclude each other");
+    if (o->no_fence && (o->legacy || o->bridge || o->fair))
+        return usage_error("--no-fence is for the modern lock: not with --legacy, --bridge or --fair");
+    if (o->nservers && o->servers_file) return usage_error("-s and --servers-file exclude each other");
+    if (o->servers_file) {
+        if ((c = servers_from_file(o, o->servers_file)) != 0) return c;
+    } else if (o->nservers == 0 && (env = getenv("HILOCK_SERVERS")) && *env) {
+        if ((c = servers_from_list(o, env)) != 0) return c;
+    }
+    if (o->nservers == 0) o->servers[o->nservers++] = "redis://127.0.0.1:6379";
+    return o->tls ? servers_to_tls(o) : -1;
+}
+
+/* ---- signals and the self-pipe ---- */
+
+static void put_record(int kind, int value)
+{
+    unsigned char rec[2] = { (unsigned char)kind, (unsigned char)value };
+    int saved = errno;
+    /* one write of 2 bytes to a pipe is atomic; if the pipe is full the record is dropped,
+     * which only a signal storm can cause (SIGCHLD is also found by polling waitpid) */
+    if (write(pipe_fd[1], rec, 2) < 0) { /* nothing to do */ }
+    errno = saved;
+}
+
+static void on_signal(int sig, siginfo_t *si, void *ctx)
+{
+    (void)ctx;
+    /* a signal the kernel sent (the terminal's Ctrl-C, hangup) went to the whole foreground
+     * process group, COMMAND included unless it has a group of its own: passing it on would
+     * deliver it twice */
+    put_record(si && si->si_code == SI_KERNEL && !own_group ? REC_TTY_SIGNAL : REC_SIGNAL, sig);
+}
+
+/* Runs on the keepalive thread: only hand the news to the main loop. */
+static void on_lost(hilock *l, hilock_status why, void *arg)
+{
+    (void)l;
+    (void)arg;
+    put_record(REC_LOST, (int)why);
+}
+
+static int install_handlers(void)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < NFORWARDED; i++) {
+        /* a signal hilock was told to ignore (nohup) stays ignored, for COMMAND too */
+        if (sigaction(forwarded[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        if (sigaction(forwarded[i], &sa, NULL) < 0) return -1;
+    }
+    sa.sa_flags |= SA_NOCLDSTOP;
+    return sigaction(SIGCHLD, &sa, NULL);
+}
+
+/* ---- the lock ---- */
+
+/* Legacy and bridge locks are renewed by the main loop (self_renew), which a renewal blocks
+ * for up to io_timeout_ms + connect_timeout_ms: bound each at a tenth of the ttl, so one
+ * renewal blocks a fifth of it at most and the loop is free again in time to stop COMMAND
+ * (the client is hilock's own: nothing else relies on the longer defaults). */
+static int64_t bound_round_trips(int64_t ttl_ms, hilock_options *opt)
+{
+    int64_t cap = ttl_ms / 10 > 0 ? ttl_ms / 10 : 1;
+    if (opt->io_timeout_ms > cap) opt->io_timeout_ms = cap;
+    if (opt->connect_timeout_ms > cap) opt->connect_timeout_ms = cap;
+    return opt->io_timeout_ms + opt->connect_timeout_ms;   /* hilock_extend's bound */
+}
+
+static hilock_status lock_once(const cli *o, hilock_client *c, int64_t wait_ms, hilock **lp)
+{
+    return o->legacy ? hilock_legacy_acquire(c, o->key, o->ttl_ms, wait_ms, lp)
+                     : hilock_acquire(c, o->key, o->ttl_ms, wait_ms, lp);
+}
+
+static int transient(hilock_status st);
+static void sleep_ms(long ms);
+
+/* The pauses between tries of a server that is down, within -w: doubling from the first to
+ * the last, which a restart of a few seconds does not make much longer. */
+#define RETRY_FIRST_MS 100
+#define RETRY_MAX_MS 1000
+
+/* Take the lock as -n / -w say: one try first; busy: wait for the holder (the library
+ * retries a server that fails meanwhile until -w's end, and reports a failure at once when
+ * the wait has no end). A server that fails that first try (down, restarting: refused, reset,
+ * LOADING, a timeout, no quorum) is reported at once without -w, and with -w tried again until
+ * the limit, as a cron job started during a restart must not give up after a second: the
+ * last error then stands. t0: when the wait began. */
+static hilock_status lock_within(const cli *o, hilock_client *c, int64_t t0, hilock **lp)
+{
+    int64_t pause = RETRY_FIRST_MS, left;
+    hilock_status st = lock_once(o, c, 0, lp);
+    while (st != HILOCK_OK && o->wait_ms != 0) {
+        left = o->wait_ms - (now_ms() - t0);
+        if (st == HILOCK_BUSY) {
+            /* a holder without a TTL may never go: say so rather than wait in silence */
+            if (o->verbose || strstr(hilock_client_errmsg(c), HL_NO_TTL))
+                print_error("waiting for", o, hilock_client_errmsg(c));
+            return lock_once(o, c, o->wait_ms < 0 ? HILOCK_WAIT_FOREVER : left > 0 ? left : 0, lp);
+        }
+        if (o->wait_ms < 0 || !transient(st) || left <= 0) break;
+        if (o->verbose && pause == RETRY_FIRST_MS)
+            print_error("trying again until the -w limit: lock", o, hilock_client_errmsg(c));
+        sleep_ms((long)(pause < left ? pause : left));
+        pause = pause * 2 < RETRY_MAX_MS ? pause * 2 : RETRY_MAX_MS;
+        st = lock_once(o, c, 0, lp);
+    }
+    return st;
+}
+
+/* The options that say where the servers are and how to reach them: the lock's and the
+ * tools' (inventory, inspect) alike. */
+static void connection_options(const cli *o, hilock_options *opt)
+{
+    hilock_options_init(opt);
+    opt->servers = o->servers;
+    opt->nservers = o->nservers;
+    opt->tls_ca_file = o->cacert;
+    opt->tls_ca_path = o->cacertdir;
+    opt->tls_cert_file = o->cert;
+    opt->tls_key_file = o->keyfile;
+    opt->tls_server_name = o->sni;
+    opt->tls_verify = !o->insecure;
+}
+
+static int acquire(const cli *o, hilock_client **cp, hilock **lp)
+{
+    hilock_options opt;
+    hilock_status st;
+    int64_t t0;
+    connection_options(o, &opt);
+    opt.bridge = o->bridge;
+    opt.fair = o->fair;
+    opt.fencing = !o->no_fence;
+    if (o->legacy && hilock_codec_preset(o->preset, &opt.codec) != HILOCK_OK)
+        return usage_error("--legacy: unknown preset '%s'", o->preset);
+    if (o->legacy || o->bridge) bound_round_trips(o->ttl_ms, &opt);
+    if ((st = hilock_client_new(&opt, cp)) != HILOCK_OK) {
+        fprintf(stderr, "hilock: %s\n", hilock_last_config_error());
+        return st == HILOCK_EINVAL ? EXIT_USAGE : EXIT_OSERR;
+    }
+    t0 = now_ms();
+    st = lock_within(o, *cp, t0, lp);
+    if (st == HILOCK_OK) {
+        if (o->verbose)
+            fprintf(stderr, "hilock: %s acquired (fence %llu) after %lld ms\n", o->shown,
+                    (unsigned long long)hilock_fence(*lp), (long long)(now_ms() - t0));
+        return -1;
+    }
+    if (st == HILOCK_BUSY) {
+        if (o->verbose) print_error(o->wait_ms ? "gave up waiting for" : "busy:", o, hilock_client_errmsg(*cp));
+        if (o->verbose) hl_tool_busy_holder(*cp, o->key);   /* who, if its grant said so */
+        return o->conflict_code;
+    }
+    /* (a passing failure with -w lasted to its end: lock_within) */
+    print_error(o->wait_ms > 0 && transient(st) ? "still failing at the -w limit: lock" : "lock", o,
+                hilock_client_errmsg(*cp));
+    return st == HILOCK_EINVAL ? EXIT_USAGE : st == HILOCK_ENOMEM ? EXIT_OSERR : EXIT_SERVER;
+}
+
+/* ---- COMMAND ---- */
+
+/* The state of one run, for the main loop. */
+typedef struct run_state {
+    const cli     *o;
+    hilock_client *c;
+    hilock        *l;
+    pid_t          child;
+    pid_t          guard;        /* the guard process (see start_guard), 0 = none */
+    int            guard_fd;     /* our end of its pipe: EOF tells it hilock died */
+    int            self_renew;   /* no keepalive for this kind of lock: the loop renews */
+    int64_t        renew_at;     /* self_renew: next renewal, -1 = none */
+    int64_t        extend_bound_ms;   /* self_renew: how long one hilock_extend may block */
+    int64_t        kill_at;      /* SIGKILL time after a loss, -1 = none */
+    int            lost;
+    int            killed;       /* SIGKILL sent: repeated until the tree is gone */
+    int            cmd_done;     /* COMMAND exited (kept unreaped: its pid and group stay ours) */
+    int64_t        deadline;     /* the lock's validity ends then (now_ms clock); the guard knows */
+    int64_t        margin_ms;    /* the loss is reported this long before the deadline */
+    int64_t        lead_ms;      /* the tree is SIGKILLed this long before it at the latest */
+} run_state;
+
+/* 0 if p can be executed, else the errno execve would most likely give. */
+static int executable(const char *p)
+{
+    struct stat st;
+    if (stat(p, &st) < 0) return errno == ENOTDIR ? ENOENT : errno;
+    if (S_ISDIR(st.st_mode)) return EACCES;
+    return faccessat(AT_FDCWD, p, X_OK, AT_EACCESS) == 0 ? 0 : errno;
+}
+
+/* Find COMMAND as execvp does (a name with '/' as it is, else along PATH), before anything is
+ * started: "not found" (127) and "cannot run" (126) are then decided here, exactly, and not
+ * in a child that would have to report an exec failure. Returns 0 (path in buf) or errno. */
+static int find_command(const char *cmd, char *buf, size_t len)
+{
+    const char *dirs = getenv("PATH"), *p, *end;
+    int err = ENOENT;
+    if (!*cmd) return ENOENT;
+    if (strchr(cmd, '/'))
+        return (size_t)snprintf(buf, len, "%s", cmd) >= len ? ENAMETOOLONG : executable(buf);
+    if (!dirs) dirs = "/bin:/usr/bin";   /* execvp's default */
+    for (p = dirs;; p = end + 1) {
+        int e;
+        if (!(end = strchr(p, ':'))) end = p + strlen(p);
+        /* an empty entry is the current directory */
+        if ((size_t)snprintf(buf, len, "%.*s%s%s", (int)(end - p), p, end > p ? "/" : "", cmd) < len) {
+            if ((e = executable(buf)) == 0) return 0;
+            if (e == EACCES) err = EACCES;   /* found, but not runnable: 126 unless found later */
+        }
+        if (!*end) return err;
+    }
+}
+
+/* ---- COMMAND must not outlive hilock ----
+ *
+ * If hilock dies (SIGKILL, the OOM killer, a crash), nothing renews the lock any more and
+ * it expires ttl later; COMMAND must be gone by then, or a second hilock would run its own
+ * COMMAND alongside it. Two mechanisms, as neither suffices alone:
+ *   - COMMAND asks the kernel for a signal when hilock dies (PR_SET_PDEATHSIG, the -L signal,
+ *     TERM if that is none), so it can clean up. It is kept across execve (not for set-user-ID
+ *     or file-capability programs) but can be ignored, and reaches COMMAND only.
+ *   - A guard: a small process of hilock's own, forked before COMMAND may exec, reading a
+ *     pipe whose other end only hilock holds: when to kill at the latest (the lock's
+ *     deadline less kill_lead_ms) after each renewal, as 8-byte records. EOF means hilock
+ *     died: it then sends SIGKILL, after -k and at the latest at the last such time it
+ *     read, to COMMAND's process group (own_group) or to COMMAND. When COMMAND's tree is gone, hilock tells it so (a 0) before reaping COMMAND,
+ *     so its kill can never reach a recycled pid.
+ * COMMAND gets a process group of its own unless hilock is the foreground job of a
+ * terminal: there it stays in hilock's group, to read the terminal and get its Ctrl-C, and
+ * the guard can only kill COMMAND itself (hilock's group holds the shell's other processes).
+ * Both forks happen in a threaded process (the keepalive): the children run only
+ * async-signal-safe calls until execve or _exit. */
+
+/* Is hilock the foreground job of its controlling terminal? */
+static int in_foreground(void)
+{
+    int fd = open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC), fg;
+    if (fd < 0) return 0;   /* no controlling terminal (cron, systemd, setsid) */
+    fg = tcgetpgrp(fd) == getpgrp();
+    close(fd);
+    return fg;
+}
+
+/* How long before the validity's end a loss is reported (the keepalive's lost_margin_ms):
+ * time for COMMAND to stop, -k, but at least a quarter of the ttl and at most half of it.
+ * A margin near what a renewal leaves (two thirds of the ttl) would make the first failed
+ * renewal a loss; half leaves a sixth of the ttl for retries. The cap costs no safety: the
+ * SIGKILL comes before the validity's end whatever -k says (kill_lead_ms).
+ * -L none: COMMAND is not stopped, so renewals are tried to the end (no margin). */
+static int64_t loss_margin_ms(const cli *o)
+{
+    int64_t m = o->kill_after_ms < o->ttl_ms / 2 ? o->kill_after_ms : o->ttl_ms / 2;
+    if (!o->lost_sig) return 0;
+    return m > o->ttl_ms / 4 ? m : o->ttl_ms / 4;
+}
+
+/* How long before the validity's end COMMAND's tree is SIGKILLed at the latest: a process
+ * outside its group is reached only once its parent has died and it is reparented to
+ * hilock, a few ms per level and more on a loaded machine (10 levels took 150 ms on 2 busy
+ * cores); and the end itself is only as exact as the clocks (the client already subtracts
+ * a 1% drift). 100 ms, or 5% of the ttl if more, but at most a quarter of it. */
+static int64_t kill_lead_ms(int64_t ttl_ms)
+{
+    int64_t lead = ttl_ms / 20 > 100 ? ttl_ms / 20 : 100;
+    return lead < ttl_ms / 4 ? lead : ttl_ms / 4;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
+}
+
+/* The guard's whole life (forked with every signal blocked; never returns). Until hilock
+ * dies it reads 8-byte records: the new time to kill by (now_ms clock, one system-wide
+ * CLOCK_MONOTONIC), or 0 when it may go. */
+static void guard_main(int fd, pid_t target, int64_t kill_by, int64_t grace_ms, const char *msg)
+{
+    static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD };
+    struct sigaction sa;
+    sigset_t none;
+    int64_t v, end, left;
+    ssize_t n;
+    /* signals meant for hilock or its group (Ctrl-C, kill -TERM -PGID) are not for us */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    for (size_t i = 0; i < sizeof quiet / sizeof quiet[0]; i++) sigaction(quiet[i], &sa, NULL);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* keep only the pipe and stderr: no copies of server sockets or of hilock's stdout */
+    if (dup2(fd, 3) < 0) _exit(1);
+    close(0);
+    close(1);
+    hl_plat_close_from(4);
+    hl_plat_set_name("hilock-guard");   /* (async-signal-safe, as this child must be) */
+    for (;;) {
+        while ((n = read(3, &v, sizeof v)) < 0 && errno == EINTR) {}
+        if (n != (ssize_t)sizeof v) break;   /* EOF: hilock died */
+        if (v == 0) _exit(0);                /* COMMAND's tree is gone */
+        kill_by = v;
+    }
+    if (write(2, msg, strlen(msg)) < 0) { /* nowhere to say it */ }
+    /* hilock died: wait for COMMAND('s group) to go; SIGKILL it after -k, and at the latest
+     * when the lock's validity ends: from then on another client may hold the key */
+    end = now_ms() + grace_ms;
+    if (grace_ms <= 0 || end > kill_by) end = kill_by;
+    while ((left = end - now_ms()) > 0) {
+        if (kill(target, 0) < 0 && errno == ESRCH) _exit(0);
+        sleep_ms(left < 20 ? (long)left : 20);
+    }
+    kill(target, SIGKILL);
+    _exit(0);
+}
+
+/* Fork the guard of COMMAND (pid cmd). Called with every signal blocked. 0 or errno. */
+static int start_guard(run_state *r, pid_t cmd)
+{
+    char msg[400], name[24];
+    int p[2];
+    if (hl_plat_pipe(p, O_CLOEXEC) < 0) return errno;
+    snprintf(msg, sizeof msg, "hilock: %.200s: hilock died while COMMAND ran (COMMAND got %s); "
+             "SIGKILL to COMMAND%s after -k, at the latest when the lock's validity ends\n",
+             r->o->shown, signal_name(r->o->lost_sig ? r->o->lost_sig : SIGTERM, name, sizeof name),
+             own_group ? "'s process group" : "");
+    if ((r->guard = fork()) < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        r->guard = 0;
+        return e;
+    }
+    if (r->guard == 0) {
+        close(p[1]);
+        guard_main(p[0], own_group ? -cmd : cmd, r->deadline - r->lead_ms, r->o->kill_after_ms, msg);
+    }
+    close(p[0]);
+    /* a full pipe drops a record: the guard keeps an earlier time, which is safe */
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    r->guard_fd = p[1];
+    return 0;
+}
+
+/* Tell the guard when to kill at the latest (0: it may go). */
+static void tell_guard(const run_state *r, int64_t v)
+{
+    if (r->guard && write(r->guard_fd, &v, sizeof v) < 0) { /* see start_guard */ }
+}
+
+/* COMMAND's tree is gone (COMMAND not yet reaped) or never ran: the guard may go. It exits
+ * as soon as it reads the 0; one that has not within a second is stuck, and is killed: hilock's own exit
+ * never waits on it unbounded. */
+static void stop_guard(run_state *r)
+{
+    int64_t end = now_ms() + 1000;
+    int gone = 0;
+    pid_t w;
+    if (!r->guard) return;
+    tell_guard(r, 0);
+    close(r->guard_fd);
+    while (!gone && now_ms() < end) {
+        w = waitpid(r->guard, NULL, WNOHANG);
+        if (w == r->guard || (w < 0 && errno != EINTR)) gone = 1;   /* reaped (ECHILD: already) */
+        else sleep_ms(5);
+    }
+    if (!gone) {   /* not reaped, so its pid is still its own */
+        kill(r->guard, SIGKILL);
+        while (waitpid(r->guard, NULL, 0) < 0 && errno == EINTR) {}
+    }
+    r->guard = 0;
+}
+
+/* What the child between fork and execve needs, all prepared before fork. */
+typedef struct exec_plan {
+    const char *path;
+    char      **argv;
+    char      **sh_argv;   /* ENOEXEC: sh path args... (as execvp does) */
+    char      **envp;
+    pid_t       parent;
+    int         death_sig;
+    int         go_fd, err_fd;
+    sigset_t    mask;      /* the mask to restore */
+} exec_plan;
+
+/* In the child: never returns. Writes errno to err_fd if COMMAND cannot be executed. */
+static void child_exec(const exec_plan *x)
+{
+    struct sigaction dfl, cur;
+    unsigned char b;
+    ssize_t n;
+    int e;
+    if (own_group) setpgid(0, 0);
+    /* the race at start-up: hilock may have died before the request was made. A system
+     * without the request (ENOSYS) has the guard alone to stop COMMAND. */
+    e = hl_plat_parent_death_signal(x->death_sig);
+    if ((e && e != ENOSYS) || getppid() != x->parent) _exit(127);
+    /* COMMAND starts with default dispositions for what hilock catches or ignores itself
+     * (SIGPIPE: the server connections must not kill hilock); set before unblocking, so a
+     * signal pending now acts on COMMAND, not through hilock's handler */
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (size_t i = 0; i < NFORWARDED; i++)
+        if (sigaction(forwarded[i], NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
+            sigaction(forwarded[i], &dfl, NULL);
+    sigaction(SIGPIPE, &dfl, NULL);
+    sigaction(SIGCHLD, &dfl, NULL);
+    sigprocmask(SIG_SETMASK, &x->mask, NULL);
+    /* run only once the guard is up; EOF: hilock died first */
+    while ((n = read(x->go_fd, &b, 1)) < 0 && errno == EINTR) {}
+    if (n != 1) _exit(127);
+    execve(x->path, x->argv, x->envp);
+    if (errno == ENOEXEC) execve("/bin/sh", x->sh_argv, x->envp);   /* no "#!": sh runs it */
+    e = errno;
+    if (write(x->err_fd, &e, sizeof e) < 0) { /* the parent sees 126 anyway */ }
+    _exit(127);
+}
+
+/* COMMAND's environment: ours with HILOCK_KEY and HILOCK_FENCE, without HILOCK_SERVERS
+ * (it may hold passwords). NULL on ENOMEM or a setenv failure. */
+static char **command_env(const cli *o, const hilock *l)
+{
+    char fence[24], **env;
+    size_t n = 0, k = 0;
+    snprintf(fence, sizeof fence, "%llu", (unsigned long long)hilock_fence(l));
+    if (setenv("HILOCK_KEY", o->key, 1) < 0 || setenv("HILOCK_FENCE", fence, 1) < 0) return NULL;
+    while (environ[n]) n++;
+    if (!(env = calloc(n + 1, sizeof *env))) return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "HILOCK_SERVERS=", 15)) env[k++] = environ[i];
+    return env;
+}
+
+/* Start COMMAND (r->child) with its guard. 0, or the errno of what failed (ENOENT: not
+ * found, else cannot run); nothing is left running on failure. */
+static int spawn(run_state *r)
+{
+    const cli *o = r->o;
+    exec_plan x;
+    sigset_t all;
+    char path[PATH_MAX];
+    int go[2] = { -1, -1 }, ep[2] = { -1, -1 }, err, e = 0;
+    size_t n = 0;
+    pid_t pid;
+    if ((err = find_command(o->cmd[0], path, sizeof path)) != 0) return err;
+    memset(&x, 0, sizeof x);
+    while (o->cmd[n]) n++;
+    x.path = path;
+    x.argv = o->cmd;
+    x.sh_argv = calloc(n + 2, sizeof *x.sh_argv);
+    x.envp = command_env(o, r->l);
+    if (!x.sh_argv || !x.envp) {
+        err = ENOMEM;
+        goto out;
+    }
+    x.sh_argv[0] = (char *)"sh";
+    x.sh_argv[1] = path;
+    memcpy(x.sh_argv + 2, o->cmd + 1, n * sizeof *x.sh_argv);   /* with the final NULL */
+    x.parent = getpid();
+    x.death_sig = o->lost_sig ? o->lost_sig : SIGTERM;
+    if (hl_plat_pipe(go, O_CLOEXEC) < 0 || hl_plat_pipe(ep, O_CLOEXEC) < 0) {
+        err = errno;
+        goto out;
+    }
+    x.go_fd = go[0];
+    x.err_fd = ep[1];
+    own_group = !in_foreground();
+    /* no handler of ours may run in the children before they have set up their own */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &x.mask);
+    if ((pid = fork()) == 0) {
+        close(go[1]);   /* so that hilock's death is an EOF */
+        close(ep[0]);
+        child_exec(&x);
+    }
+    if (pid < 0) {
+        err = errno;
+        pthread_sigmask(SIG_SETMASK, &x.mask, NULL);
+        goto out;
+    }
+    if (own_group) setpgid(pid, pid);   /* (also in the child: whichever runs first) */
+    err = start_guard(r, pid);
+    pthread_sigmask(SIG_SETMASK, &x.mask, NULL);
+    close(go[0]);
+    close(ep[1]);
+    go[0] = ep[1] = -1;
+    if (!err && write(go[1], "g", 1) != 1) err = errno;
+    close(go[1]);   /* without "g" the child ends without running COMMAND */
+    go[1] = -1;
+    /* the exec error, or EOF once execve closed the pipe */
+    if (!err) {
+        ssize_t got;
+        while ((got = read(ep[0], &e, sizeof e)) < 0 && errno == EINTR) {}
+        if (got == (ssize_t)sizeof e) err = e;
+    }
+    if (err) {
+        stop_guard(r);
+        kill(pid, SIGKILL);   /* not yet COMMAND, or a failed one */
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    } else {
+        r->child = pid;
+    }
+out:
+    for (int i = 0; i < 2; i++) {
+        if (go[i] >= 0) close(go[i]);
+        if (ep[i] >= 0) close(ep[i]);
+    }
+    free(x.sh_argv);
+    free(x.envp);
+    return err;
+}
+
+/* ---- COMMAND's tree ----
+ *
+ * hilock is a child subreaper (PR_SET_CHILD_SUBREAPER): what COMMAND leaves behind (a
+ * script's child started without exec, a daemon) is reparented to hilock instead of init, so
+ * hilock sees every process of the tree: its direct children. COMMAND itself is reaped only
+ * once the rest is gone, so its pid and process group stay ours (the guard and the kills
+ * below never reach a recycled pid), and the lock is released only then. */
+
+#define MAX_OTHERS 256
+
+/* hilock's children other than COMMAND and the guard: what COMMAND's tree left to us. */
+static size_t others(const run_state *r, pid_t *out)
+{
+    pid_t all[MAX_OTHERS];
+    long n = hl_plat_children(all, MAX_OTHERS);
+    size_t k = 0;
+    static int warned;
+    if (n < 0 && !warned++)
+        fprintf(stderr, "hilock: cannot list hilock's children (%s): COMMAND's orphans are not "
+                "waited for nor killed\n", strerror(errno));
+    for (long i = 0; i < n; i++)
+        if (all[i] != r->child && all[i] != r->guard) out[k++] = all[i];
+    return k;
+}
+
+/* Reap what has exited of them; the number still running (or not yet reaped). 0 only on a
+ * listing that came back empty: one listed alive may exit before it is reaped, and what it
+ * left is reparented to us by then (in the same step of the kernel as its exit), but not
+ * in the listing. So after reaping everything listed, look again. */
+static size_t reap_others(const run_state *r)
+{
+    pid_t o[MAX_OTHERS];
+    for (int round = 0; round < 64; round++) {   /* bounded: a fork storm waits a turn */
+        size_t n = others(r, o), left = 0;
+        if (!n) return 0;
+        for (size_t i = 0; i < n; i++)
+            if (waitpid(o[i], NULL, WNOHANG) != o[i]) left++;
+        if (left) return left;
+    }
+    return 1;
+}
+
+/* Has COMMAND exited? (Seen with WNOWAIT: not reaped, so its pid and group stay ours.)
+ * 1, 0, or -1 if it cannot be waited for. */
+static int command_done(run_state *r)
+{
+    siginfo_t si;
+    si.si_pid = 0;
+    if (!r->cmd_done && waitid(P_PID, (id_t)r->child, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+        return errno == EINTR ? 0 : -1;
+    if (si.si_pid == r->child) r->cmd_done = 1;
+    return r->cmd_done;
+}
+
+/* Signal the whole tree: COMMAND's process group (COMMAND itself if it shares hilock's), and
+ * every process reparented to hilock outside that group. */
+static void signal_tree(const run_state *r, int sig)
+{
+    pid_t o[MAX_OTHERS];
+    size_t n = others(r, o);
+    kill(own_group ? -r->child : r->child, sig);
+    /* (past MAX_OTHERS, the rest are reached by kill_tree's next rounds, as these die) */
+    for (size_t i = 0; i < n; i++)
+        if (!own_group || getpgid(o[i]) != r->child) kill(o[i], sig);
+}
+
+/* SIGKILL the tree until it is gone: each death reparents the next level to hilock, which
+ * only then can reach it. Bounded (a process stuck in the kernel dies when it returns):
+ * the loop then goes on killing every 10 ms. */
+static void kill_tree(run_state *r)
+{
+    int64_t end = now_ms() + 200;
+    do {
+        signal_tree(r, SIGKILL);
+        if (command_done(r) && !reap_others(r)) return;
+        sleep_ms(1);
+    } while (now_ms() < end);
+}
+
+/* A signal hilock was sent: to COMMAND while it runs, then to what it left running. */
+static void pass_on(const run_state *r, int sig)
+{
+    if (r->cmd_done) signal_tree(r, sig);
+    else kill(r->child, sig);
+}
+
+/* The lock's validity as last granted: the guard learns of each renewal (it kills by it).
+ * It only grows: a lock found gone (NOT_HELD: deleted, taken) keeps the end it was granted,
+ * and COMMAND its -k to stop, up to then. */
+static void refresh_deadline(run_state *r)
+{
+    int64_t d = now_ms() + hilock_validity_ms(r->l);
+    if (d > r->deadline + 2) {   /* (ms rounding: not for a 1 ms wobble) */
+        r->deadline = d;
+        tell_guard(r, d - r->lead_ms);
+    }
+}
+
+/* The lock is lost: say why, and signal COMMAND's tree as -L says; SIGKILL follows after -k,
+ * and at the latest when the lock's validity ends, whatever -k says. */
+static void lost(run_state *r, hilock_status why, const char *detail)
+{
+    const cli *o = r->o;
+    char name[24];
+    int64_t now = now_ms();
+    r->lost = 1;
+    r->renew_at = -1;
+    refresh_deadline(r);
+    fprintf(stderr, "hilock: %s: lock lost: ", o->shown);
+    print_detail(o, *detail ? detail : hilock_strerror(why));
+    if (!o->lost_sig || r->child <= 0) {
+        fputs(r->child > 0 ? "; COMMAND keeps running\n" : "\n", stderr);
+        return;
+    }
+    r->kill_at = o->lost_sig == SIGKILL ? now
+               : o->kill_after_ms > 0 && now + o->kill_after_ms < r->deadline - r->lead_ms
+                 ? now + o->kill_after_ms : r->deadline - r->lead_ms;
+    fprintf(stderr, "; sending %s to COMMAND, SIGKILL in %lld ms\n",
+            signal_name(o->lost_sig, name, sizeof name), (long long)(r->kill_at - now));
+    signal_tree(r, o->lost_sig);
+}
+
+/* Errors a later renewal may not see (as hilock_keepalive treats them). */
+static int transient(hilock_status st)
+{
+    return st == HILOCK_EIO || st == HILOCK_ETIMEDOUT || st == HILOCK_ENOQUORUM ||
+           st == HILOCK_EREPLICAS;
+}
+
+static int64_t backstop_ms(const run_state *r);
+
+/* Renewal of a lock hilock_keepalive does not take (legacy, bridge), on this thread, which
+ * has nothing else to do with the client: every third of the ttl, retrying passing errors
+ * while the lock is still valid -- the keepalive's rules. hilock_extend blocks this loop
+ * (up to a fifth of the ttl: bound_round_trips), so one that could end after the loop must
+ * declare the loss is not started: the backstop declares it, and SIGKILL comes in time. */
+static void self_renew(run_state *r)
+{
+    hilock_status st;
+    int64_t valid;
+    if (now_ms() + r->extend_bound_ms > r->deadline - backstop_ms(r)) {
+        r->renew_at = -1;
+        return;
+    }
+    st = hilock_extend(r->l, r->o->ttl_ms);
+    valid = hilock_validity_ms(r->l);
+    if (st == HILOCK_OK)
+        r->renew_at = now_ms() + r->o->ttl_ms / 3;
+    else if (transient(st) && valid > 100)
+        r->renew_at = now_ms() + 100;
+    else
+        lost(r, st, hilock_client_errmsg(r->c));
+}
+
+/* Read the pending records: pass signals on, act on a loss. (REC_TTY_SIGNAL: COMMAND got
+ * it from the kernel already; SIGCHLD: the loop's waitpid sees to it.) */
+static void drain(run_state *r)
+{
+    unsigned char rec[2];
+    while (read(pipe_fd[0], rec, 2) == 2) {
+        if (rec[0] == REC_SIGNAL && rec[1] != SIGCHLD && r->child > 0) {
+            if (r->o->verbose) {
+                char name[24];
+                fprintf(stderr, "hilock: %s: passing %s to COMMAND%s\n", r->o->shown,
+                        signal_name(rec[1], name, sizeof name), r->cmd_done ? "'s remaining processes" : "");
+            }
+            pass_on(r, rec[1]);
+        }
+        else if (rec[0] == REC_LOST && !r->lost)
+            lost(r, (hilock_status)rec[1], hilock_keepalive_errmsg(r->l));
+    }
+}
+
+/* How close to the deadline the loop itself declares the loss, should the keepalive not have
+ * (a renewal still on the wire): the margin, but no more than a third of the ttl, which a
+ * renewal on time always leaves. */
+static int64_t backstop_ms(const run_state *r)
+{
+    return r->margin_ms < r->o->ttl_ms / 3 ? r->margin_ms : r->o->ttl_ms / 3;
+}
+
+static void earliest(int64_t *next, int64_t t)
+{
+    if (t >= 0 && (*next < 0 || t < *next)) *next = t;
+}
+
+/* The next thing the loop must do by time: poll()'s timeout in ms. */
+static int next_timeout(const run_state *r)
+{
+    int64_t now = now_ms(), next = -1, left;
+    earliest(&next, r->kill_at);
+    earliest(&next, r->renew_at);
+    if (!r->lost) {   /* read the validity again (renewals) and watch the backstop */
+        int64_t period = r->o->ttl_ms / 6;
+        earliest(&next, now + (period < 10 ? 10 : period > 1000 ? 1000 : period));
+        earliest(&next, r->deadline - backstop_ms(r) > now ? r->deadline - backstop_ms(r) : now);
+    }
+    if (r->cmd_done) earliest(&next, now + 100);   /* orphans reparented without a SIGCHLD */
+    if (next < 0) return -1;   /* nothing due (lost with -L none): wait for a signal */
+    left = next - now;
+    return left <= 0 ? 0 : left > 60000 ? 60000 : (int)left;
+}
+
+/* Wait for COMMAND, passing signals on, renewing or acting on a loss. Returns its wait
+ * status (-1 if it could not be had). */
+static int supervise(run_state *r)
+{
+    for (;;) {
+        struct pollfd p = { pipe_fd[0], POLLIN, 0 };
+        size_t left;
+        int status, was_done = r->cmd_done, done;
+        if ((done = command_done(r)) < 0) return -1;
+        /* (in this order: COMMAND's children are ours by the time it is seen exited) */
+        left = reap_others(r);
+        if (done && !left) {
+            stop_guard(r);
+            while (waitpid(r->child, &status, 0) < 0)
+                if (errno != EINTR) return -1;
+            return status;
+        }
+        if (done && !was_done && r->o->verbose)
+            fprintf(stderr, "hilock: %s: COMMAND exited; holding the lock until the %zu processes "
+                    "it left have ended\n", r->o->shown, left);
+        if (!r->lost) refresh_deadline(r);
+        if (!r->lost && now_ms() >= r->deadline - backstop_ms(r)) {
+            char why[120];
+            snprintf(why, sizeof why, "no renewal has succeeded, and the validity ends in %lld ms",
+                     (long long)(r->deadline - now_ms()));
+            lost(r, HILOCK_ETIMEDOUT, why);
+        }
+        if (r->kill_at >= 0 && now_ms() >= r->kill_at) {
+            if (!r->killed) {
+                fprintf(stderr, "hilock: %s: COMMAND still running: sending SIGKILL to %s\n", r->o->shown,
+                        own_group ? "its process group and what it left" : "it and what it left");
+                kill_tree(r);
+            } else {
+                signal_tree(r, SIGKILL);   /* what kill_tree's bound left (stuck in the kernel) */
+            }
+            r->killed = 1;
+            r->kill_at = now_ms() + 10;   /* again, should something have been left */
+        }
+        if (r->renew_at >= 0 && now_ms() >= r->renew_at) self_renew(r);
+        poll(&p, 1, next_timeout(r));   /* EINTR: go round */
+        drain(r);
+    }
+}
+
+static int exit_status_of(int status)
+{
+    if (status < 0) return EXIT_OSERR;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return EXIT_OSERR;
+}
+
+/* Release (which also stops the keepalive) and decide the exit status. */
+static int finish(run_state *r, int status)
+{
+    const cli *o = r->o;
+    hilock_status st = hilock_release(r->l);
+    r->child = 0;
+    drain(r);   /* a loss reported while COMMAND was exiting */
+    if (r->lost) return EXIT_LOST;   /* already reported */
+    if (st == HILOCK_NOT_HELD || st == HILOCK_LOST) {
+        print_error("lock lost before COMMAND ended:", o, hilock_client_errmsg(r->c));
+        return EXIT_LOST;
+    }
+    if (st != HILOCK_OK)   /* the key will expire by its ttl; COMMAND's result stands */
+        print_error("release", o, hilock_client_errmsg(r->c));
+    else if (o->verbose)
+        fprintf(stderr, "hilock: %s released\n", o->shown);
+    return exit_status_of(status);
+}
+
+/* Keep the lock alive, run COMMAND under supervision, release. */
+static int run(const cli *o, hilock_client *c, hilock *l)
+{
+    run_state r;
+    hilock_keepalive_options ka;
+    hilock_status st;
+    int err, status;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.c = c;
+    r.l = l;
+    r.guard_fd = r.renew_at = r.kill_at = -1;
+    r.margin_ms = loss_margin_ms(o);
+    r.lead_ms = kill_lead_ms(o->ttl_ms);
+    r.deadline = now_ms() + hilock_validity_ms(l);
+    if (hl_plat_pipe(pipe_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+        perror("hilock: pipe");
+        hilock_release(l);
+        return EXIT_OSERR;
+    }
+    hilock_keepalive_options_init(&ka);
+    ka.lost_margin_ms = r.margin_ms;
+    st = hilock_keepalive_ex(l, on_lost, NULL, &ka);
+    if (st == HILOCK_EINVAL && (o->legacy || o->bridge)) {   /* not for these kinds: renew here */
+        hilock_options opt;   /* the client's, as acquire() made them */
+        hilock_options_init(&opt);
+        r.self_renew = 1;
+        r.extend_bound_ms = bound_round_trips(o->ttl_ms, &opt);
+        r.renew_at = now_ms() + o->ttl_ms / 3;
+    } else if (st != HILOCK_OK) {
+        print_error("keepalive", o, hilock_client_errmsg(c));
+        hilock_release(l);
+        return st == HILOCK_ENOMEM || st == HILOCK_EIO ? EXIT_OSERR : EXIT_SERVER;
+    }
+    /* COMMAND's orphans become ours, so the lock outlives none of them (see others()) */
+    if ((err = hl_plat_subreaper()) != 0)
+        fprintf(stderr, "hilock: cannot become a child subreaper (COMMAND's orphans are not "
+                "waited for): %s\n", strerror(err));
+    if (install_handlers() < 0) {
+        perror("hilock: sigaction");
+        hilock_release(l);
+        return EXIT_OSERR;
+    }
+    if ((err = spawn(&r)) != 0) {
+        fprintf(stderr, "hilock: %s: %s\n", o->cmd[0], strerror(err));
+        hilock_release(l);
+        return err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+    }
+    if ((status = supervise(&r)) < 0)   /* COMMAND cannot be waited for: none of it may outlive the lock */
+        kill_tree(&r);
+    return finish(&r, status);
+}
+
+int main(int argc, char **argv)
+{
+    cli o;
+    hilock_client *c = NULL;
+    hilock *l = NULL;
+    int rc = parse_args(argc, argv, &o);
+    if (rc < 0 && o.tool) {
+        hilock_options opt;
+        connection_options(&o, &opt);
+        rc = hl_tool_main(&opt, o.ntool, o.tool);
+    }
+    if (rc < 0) {
+        /* a server closing the connection must not kill hilock with SIGPIPE */
+        signal(SIGPIPE, SIG_IGN);
+        rc = acquire(&o, &c, &l);
+        if (rc < 0) rc = run(&o, c, l);
+    }
+    hilock_free(l);
+    hilock_client_free(c);
+    free(o.list_copy);
+    for (size_t i = 0; i < o.narg_copy; i++) free(o.arg_copy[i]);
+    for (size_t i = 0; i < MAX_SERVERS; i++) free(o.tls_copy[i]);
+    if (pipe_fd[0] >= 0) close(pipe_fd[0]);
+    if (pipe_fd[1] >= 0) close(pipe_fd[1]);
+    return rc;
+}

@@ -1,0 +1,1554 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* async.c -- the event-loop API (include/hilock_async.h): a runner (engine.h: hl_runner) that
+ * does a client's round trips on an application's event loop, and the calls that run on it.
+ *
+ * Why fibers. Every call runs the very flow of its blocking form (lock.c's hl_acquire,
+ * hilock_release, hilock_extend, hilock_check; wait.c's waiting; the kinds' commands and
+ * verdicts; undo, fencing, Redlock quorum, errors) on a small stack of its own (fiber.h).
+ * Where the blocking runner would poll(), this one queues the pipeline on the loop's
+ * connections and suspends the flow; the loop resumes it when the replies are in. So there is
+ * one copy of the lock logic, and the semantics cannot drift apart.
+ *
+ * Pipelining. Each master has one connection (struct lconn) shared by every call in flight:
+ * a call's commands are appended to its output as the call reaches them, the output goes
+ * out in one write at the end of a loop pass, and replies are matched to calls in order
+ * (a FIFO of slots). A waiting acquire's BLPOP would hold that connection up, so it goes on
+ * a side connection of its own (kept for reuse when it ends normally).
+ *
+ * Topologies. A redis-sentinel:// node asks its Sentinels through a private client of its
+ * topology (sentinel.c), which it has driven by this same runner: that client's hl_exec
+ * runs inside the flow that opens the node's connection (or asks whether its master moved),
+ * on connections of its own (L->aux, one per Sentinel, pipelined), so the flow pauses and
+ * the loop goes on. Parts that come for a connection being opened wait with the others.
+ * A redis-cluster:// node is one node with many servers: before a part is queued, its
+ * topology routes it (hl_topo_ops route_to: the shard master of its key, or an ASK target)
+ * and it goes on the connection of that server (L->shards: one per node and server,
+ * pipelined); the slot map is fetched by the seeds' private client on this runner, as the
+ * Sentinels are asked, one flow per node at a time (L->fetching; the others route by the
+ * map in hand, or pause until there is one). The node holds one server's state (undos, name,
+ * facts) at a time, swapped by the topology (`use`): a connection puts its server's in before
+ * it encodes or reads a handshake (lc_node), and a flow gets its own server's back when its
+ * round trip ends. After each round the topology is asked for redirects, as engine.c's
+ * exec_redirected asks (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: at most HL_MAX_REDIRECTS rounds
+ * more, none past the first round's bound).
+ *
+ * Bounds. Each call's part on a connection has its deadline (the one the blocking runner
+ * would use); the loop's timer is kept at the earliest. A deadline that passes closes the
+ * connection -- a late reply must never be read as the answer to a later command -- and
+ * every call on it ends ETIMEDOUT; their writes are undone by token on the next contact (the
+ * flows add the undos, as with the blocking runner).
+ *
+ * Shared state. The node fields a flow reads after hl_exec (reply, st, err, wrote) are the
+ * running fiber's: they are filled from its own parts when it resumes, and a flow reads them
+ * before its next round trip. c->errmsg is the running call's own: swapped in when its flow
+ * resumes and out when it waits (other flows write theirs meanwhile), and put back while its
+ * `done` runs.
+ *
+ * Layer: above the lock layer (it runs lock.c's flows); the engine reaches it only through
+ * c->runner. */
+#define _GNU_SOURCE
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "async.h"
+#include "fiber.h"
+
+typedef struct call call;
+typedef struct part part;
+typedef struct lconn lconn;
+typedef struct hl_loop hl_loop;
+
+enum { OP_ACQUIRE, OP_RELEASE, OP_EXTEND, OP_CHECK, OP_RENEW };
+enum { S_QUEUED, S_RUNNING, S_SUSPENDED, S_RUNNABLE, S_FINISHED };
+enum { SLOT_HANDSHAKE, SLOT_GHOST, SLOT_PART, SLOT_CLOCK };
+
+typedef struct xrun {   /* one hl_exec of a flow: its parts still out */
+    int      pending;
+    int      any;
+    part    *parts;        /* parts[i].x NULL: node i not reached yet */
+    uint32_t mask;
+    struct xrun *outer;    /* the hl_exec this one runs inside (a Sentinel's, while the data
+                              node's connection resolves its master), or NULL */
+} xrun;
+
+struct part {           /* one node's share of one hl_exec */
+    call         *owner;
+    xrun         *x;
+    size_t        node;
+    lconn        *lc;
+    const hl_cmd *cmds;
+    int           ncmd, used_eval, got, done;
+    int           srv;         /* a sharded node's (Cluster): the server routed to, else -1 */
+    int           asking;      /* ASKING goes before each command (an ASK redirect) */
+    hl_reply     *reply[HL_MAX_CMDS];
+    int64_t       deadline;
+    uint64_t      start_off;   /* where its bytes begin in the connection's stream */
+    int           queued;      /* its bytes are in the output */
+    hilock_status st;
+    int           wrote;
+    char          err[200];
+    part         *wnext;       /* the handshake's waiting list */
+};
+
+typedef struct slot { int kind, n, at; part *p; } slot;   /* at: replies taken */
+
+struct lconn {
+    hilock_client  *c;          /* whose node: the loop's client, or a topology's private
+                                   client (the Sentinels of a redis-sentinel:// node) */
+    size_t          node;
+    int             srv;        /* a sharded node's (Cluster): the server it goes to (the
+                                   topology's key for it, >= 1), else -1 */
+    int             side;       /* a waiter's own connection (BLPOP) */
+    struct hl_conn *k;          /* NULL: closed */
+    int             opening;    /* its topology resolves the address: the flow that opens it
+                                   is paused (Sentinel round trips), other parts wait */
+    int             ready;      /* the handshake was answered */
+    int             clock_asked;   /* a TIME to renew a day-old reading is in flight */
+    slot           *q;          /* replies expected, in order */
+    size_t          qh, qn, qcap;
+    part           *whead, *wtail;   /* waiting for the handshake */
+    uint64_t        queued, flushed;  /* bytes of the stream */
+    int             fd, ev;     /* what the loop watches for it */
+    lconn          *next;       /* side connections */
+};
+
+typedef struct ka {     /* a keepalive on the loop (hilock_keepalive on an attached client) */
+    hilock         *l;
+    hilock_lost_fn  on_lost;
+    void           *arg;
+    long            renewals, max_renewals;
+    int64_t         hold_end_us, next_us;
+    int64_t         margin_us;  /* lost_margin_ms: report the loss this long before the end */
+    int             busy;       /* a renewal is queued or in flight */
+    struct ka      *next;
+} ka;
+
+struct call {
+    hl_loop        *L;
+    int             op, state, cancel;
+    char           *key;
+    int64_t         ttl_ms, wait_ms;
+    const hl_kind_ops *kind;
+    hilock         *l;
+    ka             *ka;         /* OP_RENEW: whose */
+    hilock_status   st;
+    char            errmsg[HL_ERRMSG_MAX];
+    hilock_done_fn  done;
+    void           *arg;
+    hl_fiber       *f;
+    xrun           *x;          /* suspended in hl_exec */
+    unsigned long   yields;     /* times its flow gave the loop back */
+    int64_t         wake_us;    /* suspended in a pause (HL_NEVER: not) */
+    call           *next, *prev;
+    call           *rnext, *dnext;   /* in the run queue, the done queue */
+    int             inrq;
+};
+
+struct hl_loop {
+    hilock_client  *c;
+    hilock_loop     app;
+    lconn          *conns;      /* one per node */
+    lconn          *side;       /* waiters' connections */
+    lconn          *aux;        /* private clients' (the Sentinels'): one per node, pipelined */
+    lconn          *shards;     /* a sharded node's (Cluster): one per server, pipelined */
+    uint32_t        fetching;   /* nodes whose slot map a flow is fetching (one at a time) */
+    call           *head, *tail;   /* every call not ended, in the order made */
+    call           *running;    /* the call whose flow runs now */
+    call           *rq, *rq_tail;   /* flows to resume, in the order their replies came */
+    call           *dq, *dq_tail;   /* ended calls, in the order they ended: `done` runs so */
+    ka             *kas;
+    int             in_pass, closing, dead;
+    int64_t         timer_at;   /* what the loop was asked for (-1: none) */
+};
+
+static const hl_runner loop_runner, gone_runner;
+
+/* ---- connections ---- */
+
+/* The connection's node, holding what it reads and writes for lc's server: a sharded node
+ * (Cluster) swaps that server's undo list, name and facts in first, as flows interleave. */
+static hl_node *lc_node(const lconn *lc)
+{
+    hl_node *n = &lc->c->nodes[lc->node];
+    if (lc->srv >= 0) n->topo->use(n, lc->srv);
+    return n;
+}
+
+static void lc_watch(hl_loop *L, lconn *lc)
+{
+    int fd = lc->k ? lc->k->io.fd : -1, ev = 0;
+    if (lc->k) {
+        short want = POLLIN, pe;
+        if (lc->k->out.len > lc->k->off) want |= POLLOUT;
+        pe = lc->k->io.ops->poll_events(&lc->k->io, want);
+        ev = (pe & POLLIN ? HILOCK_EV_READ : 0) | (pe & POLLOUT ? HILOCK_EV_WRITE : 0);
+    }
+    if (lc->fd >= 0 && lc->fd != fd) {
+        L->app.watch(L->app.data, lc->fd, 0);
+        lc->fd = -1;
+        lc->ev = 0;
+    }
+    if (fd >= 0 && (fd != lc->fd || ev != lc->ev)) {
+        L->app.watch(L->app.data, fd, ev);
+        lc->fd = fd;
+        lc->ev = ev;
+    }
+}
+
+/* A flow whose wait is over goes to the back of the run queue: flows resume, and calls end,
+ * in the order their replies came (a release's done runs before that of the acquire its
+ * release let in). */
+static void make_runnable(call *k)
+{
+    hl_loop *L = k->L;
+    if (k->state != S_SUSPENDED) return;   /* (running: it sees for itself) */
+    k->state = S_RUNNABLE;
+    k->rnext = NULL;
+    k->inrq = 1;
+    if (L->rq_tail) L->rq_tail->rnext = k;
+    else L->rq = k;
+    L->rq_tail = k;
+}
+
+static call *rq_pop(hl_loop *L)
+{
+    call *k = L->rq;
+    if (!k) return NULL;
+    if (!(L->rq = k->rnext)) L->rq_tail = NULL;
+    k->inrq = 0;
+    return k;
+}
+
+static void rq_remove(hl_loop *L, call *k)
+{
+    call **pp = &L->rq, *prev = NULL;
+    for (; *pp; prev = *pp, pp = &(*pp)->rnext)
+        if (*pp == k) {
+            *pp = k->rnext;
+            if (L->rq_tail == k) L->rq_tail = prev;
+            break;
+        }
+    k->inrq = 0;
+}
+
+static void finished(call *k)
+{
+    hl_loop *L = k->L;
+    k->state = S_FINISHED;
+    k->dnext = NULL;
+    if (L->dq_tail) L->dq_tail->dnext = k;
+    else L->dq = k;
+    L->dq_tail = k;
+}
+
+/* A part ends: what the flow will read in the node's fields when it resumes. */
+static void part_end(part *p, hilock_status st, const char *err)
+{
+    xrun *x = p->x;
+    if (p->done) return;
+    p->done = 1;
+    p->st = st;
+    p->wrote = p->queued && p->lc && p->lc->flushed > p->start_off;
+    if (err) snprintf(p->err, sizeof p->err, "%s", err);
+    if (--x->pending == 0) make_runnable(p->owner);
+}
+
+static void lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err);
+
+/* hl_exec_any: the first node whose last reply carries data ends the wait; the others are
+ * abandoned, their side connections closed (no stale reply can arrive later). */
+static void any_answered(hl_loop *L, part *p)
+{
+    xrun *x = p->x;
+    hl_reply *last = p->reply[p->ncmd - 1];
+    if (!x->any || hl_reply_type(last) == HL_R_NIL || hl_reply_type(last) == HL_R_ERROR) return;
+    for (int i = 0; i < 32; i++) {
+        part *o = &x->parts[i];
+        char why[200];
+        if (!(x->mask & (1u << i)) || o->done || !o->lc) continue;
+        snprintf(why, sizeof why, "%s: wait: abandoned: another node answered first",
+                 lc_node(o->lc)->name);
+        lc_close(L, o->lc, HILOCK_ETIMEDOUT, why);
+    }
+}
+
+static int q_push(lconn *lc, int kind, int n, part *p)
+{
+    if (lc->qn == lc->qcap) {
+        size_t cap = lc->qcap ? lc->qcap * 2 : 16;
+        slot *q = malloc(cap * sizeof *q);
+        if (!q) return -1;
+        for (size_t i = 0; i < lc->qn; i++) q[i] = lc->q[(lc->qh + i) % lc->qcap];
+        free(lc->q);
+        lc->q = q;
+        lc->qh = 0;
+        lc->qcap = cap;
+    }
+    lc->q[(lc->qh + lc->qn) % lc->qcap] = (slot){ kind, n, 0, p };
+    lc->qn++;
+    return 0;
+}
+
+static void err_text(hl_loop *L, lconn *lc, char *buf, size_t len, const char *what, const char *why)
+{
+    (void)L;
+    snprintf(buf, len, "%s: %s%s%s", lc_node(lc)->name, what, why ? ": " : "", why ? why : "");
+}
+
+/* Append a part's commands (after the node's pending undos) to the connection's output. */
+static void lc_encode(hl_loop *L, lconn *lc, part *p)
+{
+    hl_node *n = lc_node(lc);
+    hl_buf *out = &lc->k->out;
+    size_t before = out->len, at, nu, klen;
+    const char *key = hl_cmds_key(p->cmds, p->ncmd, &klen);
+    if (hl_cmds_refused(n, p->cmds, p->ncmd) != HILOCK_OK) {   /* nothing sent: n->err says why */
+        part_end(p, HILOCK_EINVAL, n->err);
+        return;
+    }
+    if (!lc->side && !lc->clock_asked && hl_node_clock_old(n, hl_now_us()) &&
+        q_push(lc, SLOT_CLOCK, 1, NULL) == 0) {
+        /* a day-old clock reading on a connection never idle (lc_submit reopens an idle
+         * one): TIME goes ahead in the stream, so the slow count never runs an hour behind
+         * (out of memory for its slot: asked again by the next command) */
+        hl_node_clock_put(out);
+        lc->clock_asked = 1;
+    }
+    if (!lc->side && (nu = hl_undo_put(n, out, &at, key, klen)) > 0) {
+        /* sent, and forgotten at once: calls interleave here, so the blocking runner's
+         * "forget when answered" by index cannot hold; an undo lost with a broken connection
+         * only leaves a key to expire by its ttl */
+        hl_undo_drop(n, at, nu);
+        q_push(lc, SLOT_GHOST, (int)nu, NULL);
+    }
+    p->start_off = lc->queued + (out->len - before);
+    if (p->ncmd == 0) {   /* hl_exec with no command: just the undos, sent now */
+        lc->queued += out->len - before;
+        part_end(p, HILOCK_OK, NULL);
+        return;
+    }
+    for (int i = 0; i < p->ncmd; i++) {
+        if (p->asking) {   /* good for the next command only: each gets its own (as engine.c) */
+            hl_cmd a;
+            hl_cmd_init(&a, NULL, 0);
+            hl_cmd_arg(&a, "ASKING", 6);
+            hl_cmd_put(out, &a, 0, n);
+        }
+        hl_cmd_put(out, &p->cmds[i], p->used_eval, n);
+    }
+    lc->queued += out->len - before;
+    p->queued = 1;
+    if (out->oom || q_push(lc, SLOT_PART, p->ncmd * (1 + p->asking), p) < 0) {
+        lc_close(L, lc, HILOCK_ENOMEM, "out of memory");
+        return;
+    }
+}
+
+static void lc_ready(hl_loop *L, lconn *lc)
+{
+    lc->ready = 1;
+    while (lc->whead && lc->k) {
+        part *p = lc->whead;
+        lc->whead = p->wnext;
+        if (!lc->whead) lc->wtail = NULL;
+        lc_encode(L, lc, p);
+    }
+}
+
+/* End one part at once, leaving the connection to the others: its slot swallows the replies
+ * still to come. */
+static void lc_forget(lconn *lc, part *p, const char *err)
+{
+    part **pp = &lc->whead, *prev = NULL;
+    for (; *pp; prev = *pp, pp = &(*pp)->wnext)
+        if (*pp == p) {
+            *pp = p->wnext;
+            if (lc->wtail == p) lc->wtail = prev;
+            break;
+        }
+    for (size_t i = 0; i < lc->qn; i++) {
+        slot *s = &lc->q[(lc->qh + i) % lc->qcap];
+        if (s->kind == SLOT_PART && s->p == p) {
+            s->kind = SLOT_GHOST;
+            s->p = NULL;   /* (s->n: the replies still to come; those it has are freed with it) */
+        }
+    }
+    part_end(p, HILOCK_EIO, err);
+}
+
+/* Close a connection: every part on it ends with st (err: "node: what: why"). */
+static void lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err)
+{
+    while (lc->qn) {
+        slot s = lc->q[lc->qh];
+        lc->qh = (lc->qh + 1) % lc->qcap;
+        lc->qn--;
+        if (s.kind == SLOT_PART) part_end(s.p, st, err);
+    }
+    while (lc->whead) {
+        part *p = lc->whead;
+        lc->whead = p->wnext;
+        part_end(p, st, err);
+    }
+    lc->wtail = NULL;
+    if (lc->k) {
+        if (lc->fd >= 0) L->app.watch(L->app.data, lc->fd, 0);   /* before the fd closes */
+        lc->fd = -1;
+        lc->ev = 0;
+        hl_conn_free(lc->k);
+        lc->k = NULL;
+    }
+    lc->ready = lc->clock_asked = 0;
+    lc->queued = lc->flushed = 0;
+}
+
+/* Open lc's connection, for the parts waiting on it. Its topology may pause the calling flow
+ * while it finds the address (Sentinel: round trips on this loop); parts that come meanwhile
+ * wait with the others, and a failure ends them all. */
+static void lc_open(hl_loop *L, lconn *lc, int64_t deadline)
+{
+    hl_node *n = lc_node(lc);
+    struct hl_conn *k;
+    int64_t connect = hl_add_sat(hl_now_us(), lc->c->opt.connect_timeout_ms * 1000);
+    char err[200];
+    lc->opening = 1;
+    if (hl_conn_new(lc->c, n, deadline < connect ? deadline : connect, &k) < 0) {
+        lc->opening = 0;
+        if (L->running && L->running->cancel)   /* (its Sentinel round trips were cut) */
+            err_text(L, lc, err, sizeof err, "connect", "cut short: the call resolving the "
+                     "master was ended (its lock freed); try again");
+        else
+            memcpy(err, n->err, sizeof err);
+        lc_close(L, lc, n->st, err);
+        return;
+    }
+    lc->opening = 0;
+    lc->k = k;
+    lc->ready = lc->clock_asked = 0;
+    lc->queued = lc->flushed = 0;
+}
+
+/* The connect completed: the handshake goes alone (as with the blocking runner: commands
+ * behind a refused AUTH or SELECT would still run), then the parts that waited for it. */
+static void lc_connected(hl_loop *L, lconn *lc)
+{
+    hl_node *n = lc_node(lc);
+    size_t before = lc->k->out.len;
+    int count;
+    lc->k->connecting = 0;
+    lc->k->fresh = 0;
+    count = hl_handshake_put(n, &lc->k->out);
+    if (count == 0) {
+        lc_ready(L, lc);
+        return;
+    }
+    lc->queued += lc->k->out.len - before;
+    if (q_push(lc, SLOT_HANDSHAKE, count, NULL) < 0) lc_close(L, lc, HILOCK_ENOMEM, "out of memory");
+}
+
+static void lc_submit(hl_loop *L, lconn *lc, part *p)
+{
+    p->lc = lc;
+    if (lc->k && !lc->side && !lc->qn && !lc->whead &&
+        (hl_conn_stale(lc->k, hl_now_us()) || hl_node_clock_old(lc_node(lc), hl_now_us())))
+        lc_close(L, lc, HILOCK_EIO, NULL);   /* closed by the server while idle, or its clock
+                                                reading a day old (hl_node_clock_old): reopen */
+    if (lc->ready) {
+        lc_encode(L, lc, p);
+        return;
+    }
+    p->wnext = NULL;
+    if (lc->wtail) lc->wtail->wnext = p;
+    else lc->whead = p;
+    lc->wtail = p;
+    if (!lc->k && !lc->opening) lc_open(L, lc, p->deadline);   /* (may pause this flow) */
+}
+
+/* A NOSCRIPT answer (script cache empty: restart, failover): the part goes again as EVAL. */
+static int resend_eval(hl_loop *L, lconn *lc, part *p)
+{
+    int again = 0;
+    if (p->used_eval) return 0;
+    for (int i = 0; i < p->ncmd; i++)
+        if (p->cmds[i].script && hl_reply_is_error(p->reply[i], "NOSCRIPT")) again = 1;
+    if (!again) return 0;
+    for (int i = 0; i < p->ncmd; i++) {
+        hl_reply_free(p->reply[i]);
+        p->reply[i] = NULL;
+    }
+    p->got = 0;
+    p->used_eval = 1;
+    lc_encode(L, lc, p);
+    return 1;
+}
+
+/* One reply, for the slot at the head of the queue. 0, or -1 when the connection closed. */
+static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
+{
+    hl_node *n = lc_node(lc);
+    slot *s = lc->qn ? &lc->q[lc->qh] : NULL;
+    int last;
+    if (!s) {
+        hl_reply_free(r);
+        lc_close(L, lc, HILOCK_EIO, NULL);   /* a reply nobody asked for: not our stream */
+        return -1;
+    }
+    last = --s->n == 0;
+    if (s->kind == SLOT_HANDSHAKE) {
+        hilock_status st = hl_handshake_judge(n, lc->k, s->at++, r);
+        hl_reply_free(r);
+        /* (a waiter's side connection reads its own facts but never commits them: the
+         * node's are its main connection's) */
+        if (st == HILOCK_OK && last && !lc->side) st = hl_handshake_commit(n, lc->k);
+        if (st != HILOCK_OK) {
+            char err[200];
+            memcpy(err, n->err, sizeof err);
+            lc_close(L, lc, st, err);
+            return -1;
+        }
+    } else if (s->kind == SLOT_CLOCK) {
+        hl_node_clock_take(n, r);   /* (refused: the old reading stays, asked again next time) */
+        lc->clock_asked = 0;
+        hl_reply_free(r);
+    } else if (s->kind == SLOT_GHOST) {
+        hl_reply_free(r);
+    } else if (s->p->asking && s->at++ % 2 == 0) {   /* ASKING's +OK (an error shows in the
+                                                        command's own reply) */
+        hl_reply_free(r);
+    } else {
+        s->p->reply[s->p->got++] = r;
+    }
+    if (!last) return 0;
+    {
+        slot done = *s;
+        lc->qh = (lc->qh + 1) % lc->qcap;
+        lc->qn--;
+        if (done.kind == SLOT_HANDSHAKE) lc_ready(L, lc);
+        if (done.kind != SLOT_PART || resend_eval(L, lc, done.p)) return 0;
+        part_end(done.p, HILOCK_OK, NULL);
+        any_answered(L, done.p);
+        if (lc->k && hl_topo_drops(n, done.p->reply, done.p->ncmd)) {   /* READONLY */
+            lc_close(L, lc, HILOCK_EIO, NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void lc_flush(hl_loop *L, lconn *lc)
+{
+    size_t w;
+    hl_io io;
+    char err[200];
+    if (!lc->k || lc->k->connecting || lc->k->out.len == lc->k->off) return;
+    io = hl_conn_flush(lc->k, &w);
+    lc->flushed += w;
+    if (io == HL_IO_OK) return;
+    err_text(L, lc, err, sizeof err, "write", lc->k->io.ops->error(&lc->k->io));
+    lc_close(L, lc, HILOCK_EIO, err);
+}
+
+static void lc_io(hl_loop *L, lconn *lc, int events)
+{
+    struct hl_conn *k = lc->k;
+    const char *what = NULL, *why = NULL;
+    hilock_status st;
+    char err[200];
+    if (!k) return;
+    if (k->connecting) {
+        hl_io io = k->io.ops->connect_step(&k->io);
+        if (io == HL_IO_WANT_READ || io == HL_IO_WANT_WRITE) return;
+        if (io != HL_IO_OK) {
+            err_text(L, lc, err, sizeof err, "connect", k->io.ops->error(&k->io));
+            lc_close(L, lc, HILOCK_EIO, err);
+            return;
+        }
+        lc_connected(L, lc);
+        if (!lc->k) return;
+    }
+    lc_flush(L, lc);
+    if (!lc->k || !(events & HILOCK_EV_READ)) return;
+    st = hl_conn_read(lc->k, 0, &what, &why);
+    for (;;) {   /* what arrived before a failure still counts */
+        hl_reply *r;
+        int got = hl_resp_next(lc->k->resp, &r);
+        if (got < 0) {
+            err_text(L, lc, err, sizeof err, "protocol", hl_resp_why(lc->k->resp));
+            lc_close(L, lc, HILOCK_EIO, err);
+            return;
+        }
+        if (!got) break;
+        if (lc_reply(L, lc, r) < 0) return;
+        if (!lc->k) return;
+    }
+    if (st != HILOCK_OK) {
+        err_text(L, lc, err, sizeof err, what, why);
+        lc_close(L, lc, st, err);
+        return;
+    }
+    lc->k->last_us = hl_now_us();
+}
+
+/* ---- the runner: hl_exec and the pause, inside a call's flow ---- */
+
+static lconn *side_conn(hl_loop *L, size_t node, int srv)
+{
+    lconn *lc;
+    for (lc = L->side; lc; lc = lc->next)   /* an idle one of that node (and server) */
+        if (lc->node == node && lc->srv == srv && lc->k && !lc->qn && !lc->whead) return lc;
+    if (!(lc = calloc(1, sizeof *lc))) return NULL;
+    lc->c = L->c;
+    lc->node = node;
+    lc->srv = srv;
+    lc->side = 1;
+    lc->fd = -1;
+    lc->next = L->side;
+    L->side = lc;
+    return lc;
+}
+
+/* The connection to node i of a private client c (a topology's: the Sentinels), made on first
+ * use and kept for the loop's life; shared and pipelined as the masters' are. */
+static lconn *aux_conn(hl_loop *L, hilock_client *c, size_t i)
+{
+    lconn *lc;
+    for (lc = L->aux; lc; lc = lc->next)
+        if (lc->c == c && lc->node == i) return lc;
+    if (!(lc = calloc(1, sizeof *lc))) return NULL;
+    lc->c = c;
+    lc->node = i;
+    lc->srv = -1;
+    lc->fd = -1;
+    lc->next = L->aux;
+    L->aux = lc;
+    return lc;
+}
+
+/* The connection to server srv of sharded node i (a Cluster's master, or an ASK target),
+ * made on first use and kept for the loop's life (a node talks to few servers); shared and
+ * pipelined as a plain node's. make 0: only look. */
+static lconn *shard_conn(hl_loop *L, size_t i, int srv, int make)
+{
+    lconn *lc;
+    for (lc = L->shards; lc; lc = lc->next)
+        if (lc->node == i && lc->srv == srv) return lc;
+    if (!make || !(lc = calloc(1, sizeof *lc))) return NULL;
+    lc->c = L->c;
+    lc->node = i;
+    lc->srv = srv;
+    lc->fd = -1;
+    lc->next = L->shards;
+    L->shards = lc;
+    return lc;
+}
+
+/* A round trip that cannot happen: every node in mask fails with EINVAL and why. */
+static uint32_t refuse_exec(hilock_client *c, uint32_t mask, const char *why)
+{
+    for (size_t i = 0; i < c->nnodes && i < 32; i++)
+        if (mask & (1u << i)) hl_node_set_err(&c->nodes[i], HILOCK_EINVAL, why, NULL);
+    return 0;
+}
+
+static void loop_pause(hilock_client *c, int64_t until_us);
+
+/* A part that cannot go: its call is being ended (lock or client freed). */
+static void part_cut(hl_loop *L, part *p, hl_node *n)
+{
+    char why[200];
+    snprintf(why, sizeof why, "%s: %s", n->name, L->closing ? "client freed with the call "
+             "in flight" : "lock freed with the call in flight");
+    part_end(p, HILOCK_EIO, why);
+}
+
+/* A sharded node's route (Cluster): the server that must run this pipeline, or -1 with n->st,
+ * n->err. One flow at a time fetches a node's slot map (the seeds' round trips run on this
+ * loop: only that flow pauses); the others route by the map in hand (a MOVED corrects it), or
+ * wait for the first one. */
+static int shard_route(hl_loop *L, hilock_client *c, size_t i, const hl_cmd *cmds, int ncmd,
+                       int64_t deadline, int *asking)
+{
+    hl_node *n = &c->nodes[i];
+    call *me = L->running;
+    for (;;) {
+        int fetch = !(L->fetching & (1u << i)), s;
+        L->fetching |= 1u << i;
+        s = n->topo->route_to(c, n, cmds, ncmd, deadline, fetch, asking);
+        if (fetch) L->fetching &= ~(1u << i);
+        if (s != -2) return s;
+        if (hl_now_us() >= deadline || me->cancel || L->closing) {   /* (the caller says which) */
+            n->st = HILOCK_ETIMEDOUT;
+            snprintf(n->err, sizeof n->err, "cluster: no slot map yet (another call's fetch of it "
+                     "had not ended by this call's connect deadline)");
+            return -1;
+        }
+        loop_pause(c, hl_now_us() + 1000 < deadline ? hl_now_us() + 1000 : deadline);
+    }
+}
+
+/* Part p (node p->node of c) on its way: routed if its node is sharded, then queued on its
+ * connection with the blocking runner's bounds (the round trip, after a connect if there is
+ * one; never past hard). Routing may pause the flow (a slot map fetch). */
+static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_timeout_us,
+                       int64_t hard, int any)
+{
+    hl_node *n = &c->nodes[p->node];
+    int64_t now = hl_now_us(), connect = c->opt.connect_timeout_ms * 1000;
+    lconn *lc;
+    if (p->owner->cancel || L->closing) {
+        part_cut(L, p, n);
+        return;
+    }
+    if (c == L->c && n->topo->route_to) {
+        p->srv = shard_route(L, c, p->node, p->cmds, p->ncmd, hl_add_sat(now, connect) < hard ?
+                             hl_add_sat(now, connect) : hard, &p->asking);
+        if (p->done) return;   /* ended meanwhile (its lock or client freed) */
+        if (p->owner->cancel || L->closing) {
+            part_cut(L, p, n);
+            return;
+        }
+        if (p->srv < 0) {
+            part_end(p, n->st, n->err);
+            return;
+        }
+        now = hl_now_us();
+    }
+    lc = c != L->c ? aux_conn(L, c, p->node) : any ? side_conn(L, p->node, p->srv) :
+         p->srv >= 0 ? shard_conn(L, p->node, p->srv, 1) : &L->conns[p->node];
+    p->deadline = hl_add_sat(now, per_node_timeout_us + (lc && lc->k ? 0 : connect));
+    if (p->deadline > hard) p->deadline = hard;
+    if (!lc) {
+        part_end(p, HILOCK_ENOMEM, "out of memory");
+        return;
+    }
+    lc_submit(L, lc, p);
+}
+
+/* After a round: the nodes of todo whose topology wants the pipeline run again (Cluster:
+ * MOVED, ASK, TRYAGAIN, CLUSTERDOWN), as engine.c's exec_redirected asks. The topology reads
+ * the round in the node, so each part's outcome (and its server's state) is put there for the
+ * question; the parts to run again lose their replies. */
+static uint32_t redirects(hl_loop *L, hilock_client *c, xrun *x, uint32_t todo, const hl_cmd *cmds,
+                          int ncmd, int64_t dl)
+{
+    call *me = L->running;
+    uint32_t again = 0;
+    for (size_t i = 0; i < c->nnodes && i < 32; i++) {
+        hl_node *n = &c->nodes[i];
+        part *p = &x->parts[i];
+        unsigned long yields = me->yields;
+        int rc;
+        if (!(todo & (1u << i)) || !n->topo->redirect) continue;
+        if (p->srv >= 0) n->topo->use(n, p->srv);
+        n->st = p->st;
+        snprintf(n->err, sizeof n->err, "%s", p->err);
+        for (int q = 0; q < HL_MAX_CMDS; q++) {
+            hl_reply_free(n->reply[q]);   /* (another flow's) */
+            n->reply[q] = p->reply[q];
+        }
+        rc = n->topo->redirect(c, n, cmds, ncmd, dl);
+        /* A redirect that paused (TRYAGAIN's backoff: it then asks for the run again) let other
+         * flows clear the node's replies: they are no longer the part's to free. */
+        for (int q = 0; q < HL_MAX_CMDS; q++) {
+            if (rc && me->yields == yields) hl_reply_free(n->reply[q]);
+            if (me->yields == yields) n->reply[q] = NULL;
+            if (rc || me->yields != yields) p->reply[q] = NULL;
+        }
+        if (rc || me->yields != yields) again |= 1u << i;
+    }
+    return again;
+}
+
+static void part_init(part *p, call *me, xrun *x, size_t i, const hl_cmd *cmds, int ncmd)
+{
+    memset(p, 0, sizeof *p);
+    p->owner = me;
+    p->x = x;
+    p->node = i;
+    p->cmds = cmds;
+    p->ncmd = ncmd;
+    p->srv = -1;
+    x->pending++;
+}
+
+static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                          int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
+{
+    hl_loop *L = c->loop;
+    call *me = L->running;
+    part parts[c->nnodes];   /* (at most 32: hilock_client_new, and the Sentinels' topo_get) */
+    xrun x;
+    uint32_t ok = 0, todo = mask;
+    int64_t dl = hl_add_sat(hl_now_us(), per_node_timeout_us);   /* the redirects' bound */
+    hl_exec_clear(c);
+    if (!me || !hl_fiber_current())   /* a blocking path with no check of its own */
+        return refuse_exec(c, mask, "client attached to an event loop: blocking calls are refused");
+    if (dl > hard_deadline_us) dl = hard_deadline_us;
+    memset(&x, 0, sizeof x);
+    memset(parts, 0, c->nnodes * sizeof *parts);
+    x.any = any;
+    x.parts = parts;
+    x.mask = mask;
+    /* c is the loop's client or a private one of its topology (the Sentinels, asked while a
+     * connection of the loop's client resolves, itself inside an hl_exec of this flow) */
+    x.outer = me->x;
+    me->x = &x;   /* its deadlines count from now: a submit below may pause the flow */
+    for (int hop = 0;; hop++) {
+        for (size_t i = 0; i < c->nnodes && i < 32; i++) {
+            hl_node *n = &c->nodes[i];
+            if (!(todo & (1u << i))) continue;
+            n->st = HILOCK_OK;
+            n->err[0] = '\0';
+            n->wrote = 0;
+            part_init(&parts[i], me, &x, i, cmds, ncmd);
+        }
+        for (size_t i = 0; i < c->nnodes && i < 32; i++)
+            if (todo & (1u << i)) part_start(L, c, &parts[i], per_node_timeout_us,
+                                             hop ? dl : hard_deadline_us, any);
+        while (x.pending > 0) {
+            me->state = S_SUSPENDED;
+            me->yields++;
+            hl_fiber_yield();
+        }
+        /* redirects: at most HL_MAX_REDIRECTS rounds more, none past the first one's bound
+         * (the time is read first: a TRYAGAIN or ASK that can have no round stands, as with
+         * the blocking runner) */
+        if (hop == HL_MAX_REDIRECTS || hl_now_us() >= dl || !(todo = redirects(L, c, &x, todo, cmds, ncmd, dl)))
+            break;
+        if (hl_now_us() >= dl) {   /* asked for (its replies handed back), but a TRYAGAIN pause
+                                      used the time: no round is sent past the bound (its
+                                      deadline would close a connection other calls share) */
+            for (size_t i = 0; i < c->nnodes && i < 32; i++)
+                if (todo & (1u << i)) {
+                    parts[i].st = HILOCK_ETIMEDOUT;
+                    snprintf(parts[i].err, sizeof parts[i].err, "%s: redirected (TRYAGAIN, ASK or "
+                             "MOVED), no time left for another round", c->nodes[i].name);
+                }
+            break;
+        }
+    }
+    me->x = x.outer;
+    hl_exec_clear(c);   /* (what the flows that ran meanwhile left there) */
+    for (size_t i = 0; i < c->nnodes && i < 32; i++) {
+        hl_node *n = &c->nodes[i];
+        part *p = &parts[i];
+        if (!(mask & (1u << i))) continue;
+        if (p->srv >= 0) n->topo->use(n, p->srv);   /* the flow reads its own server's state */
+        n->st = p->st;
+        n->wrote = p->wrote;
+        if (p->st != HILOCK_OK) {
+            snprintf(n->err, sizeof n->err, "%s", p->err[0] ? p->err : hilock_strerror(p->st));
+            for (int q = 0; q < HL_MAX_CMDS; q++) hl_reply_free(p->reply[q]);
+            continue;
+        }
+        for (int q = 0; q < HL_MAX_CMDS; q++) n->reply[q] = p->reply[q];
+        ok |= 1u << i;
+    }
+    return ok;
+}
+
+/* A sharded node's connection in use: the one to the server whose state is in the node (the
+ * calling flow's, after its round trip). */
+static lconn *node_conn(hl_loop *L, size_t i)
+{
+    hl_node *n = &L->c->nodes[i];
+    return n->topo->current ? shard_conn(L, i, n->topo->current(n), 0) : &L->conns[i];
+}
+
+static int loop_connected(const hilock_client *c, size_t i)
+{
+    lconn *lc = c->loop && c == c->loop->c ? node_conn(c->loop, i) : NULL;
+    return lc && lc->k != NULL;
+}
+
+/* The master of node i moved (topology): its connection goes, with every call on it (as the
+ * blocking runner's would; their writes on the old master are undone by the flows). */
+static void loop_close_node(hilock_client *c, size_t i, const char *why)
+{
+    char err[200];
+    lconn *lc = c->loop && c == c->loop->c ? node_conn(c->loop, i) : NULL;
+    if (!lc) return;
+    snprintf(err, sizeof err, "%s", why);
+    lc_close(c->loop, lc, HILOCK_EIO, err);
+}
+
+static void loop_pause(hilock_client *c, int64_t until_us)
+{
+    hl_loop *L = c->loop;
+    call *me = L->running;
+    if (!me || !hl_fiber_current() || me->cancel || L->closing) return;
+    me->wake_us = until_us;
+    while (hl_now_us() < until_us && !me->cancel && !L->closing) {
+        me->state = S_SUSPENDED;
+        me->yields++;
+        hl_fiber_yield();
+    }
+    me->wake_us = HL_NEVER;
+}
+
+static int loop_may_block(const hilock_client *c)
+{
+    return c->loop && c->loop->running && hl_fiber_current();
+}
+
+/* ---- calls ---- */
+
+static void call_main(void *arg)
+{
+    call *k = arg;
+    hilock_client *c = k->L->c;
+    switch (k->op) {
+    case OP_ACQUIRE:
+        k->st = hl_acquire(c, k->key, k->ttl_ms, k->wait_ms, k->kind, &k->l);
+        break;
+    case OP_RELEASE: k->st = hilock_release(k->l); break;
+    case OP_EXTEND:
+    case OP_RENEW: k->st = hilock_extend(k->l, k->ttl_ms); break;
+    default: k->st = hilock_check(k->l); break;
+    }
+    memcpy(k->errmsg, c->errmsg, sizeof k->errmsg);
+}
+
+static int64_t loop_hook(hilock *l, hl_hook_ev ev);
+
+static void unlink_call(hl_loop *L, call *k)
+{
+    if (k->prev) k->prev->next = k->next;
+    else L->head = k->next;
+    if (k->next) k->next->prev = k->prev;
+    else L->tail = k->prev;
+    k->next = k->prev = NULL;
+}
+
+static int lock_busy(hl_loop *L, const hilock *l)
+{
+    for (call *k = L->head; k; k = k->next)
+        if (k->l == l && k->op != OP_ACQUIRE) return 1;
+    for (ka *a = L->kas; a; a = a->next)
+        if (a->l == l) return 1;
+    return 0;
+}
+
+static void ka_end(hl_loop *L, ka *a);
+
+/* Resume a call's flow (from outside every fiber). */
+static void run(hl_loop *L, call *k)
+{
+    call *prev = L->running;
+    char outer[HL_ERRMSG_MAX];
+    int over;
+    if (k->state == S_QUEUED && k->cancel) {   /* a renewal its keepalive no longer wants */
+        k->st = HILOCK_EIO;
+        finished(k);
+        return;
+    }
+    if (k->state == S_QUEUED && !(k->f = hl_fiber_new(call_main, k))) {
+        k->st = hl_fail(L->c, HILOCK_ENOMEM, "out of memory");
+        memcpy(k->errmsg, L->c->errmsg, sizeof k->errmsg);
+        finished(k);
+        return;
+    }
+    if (k->inrq) rq_remove(L, k);
+    L->running = k;
+    k->state = S_RUNNING;   /* (the flow sets S_SUSPENDED when it waits) */
+    /* c->errmsg is the flow's while it runs: other flows run whenever it waits (a message
+     * written before an undo's round trip must not come back as another call's BUSY) */
+    memcpy(outer, L->c->errmsg, sizeof outer);
+    memcpy(L->c->errmsg, k->errmsg, sizeof k->errmsg);
+    over = hl_fiber_resume(k->f);
+    memcpy(k->errmsg, L->c->errmsg, sizeof k->errmsg);
+    memcpy(L->c->errmsg, outer, sizeof outer);
+    L->running = prev;
+    if (over) {
+        hl_fiber_free(k->f);
+        k->f = NULL;
+        finished(k);
+    }
+}
+
+/* An earlier call on the same lock is not over: this one waits (calls on a lock run in
+ * order; see hilock_async.h). */
+static int blocked(const call *k)
+{
+    if (k->op == OP_ACQUIRE) return 0;
+    for (const call *o = k->prev; o; o = o->prev)
+        if (o->l == k->l && o->state != S_FINISHED) return 1;
+    return 0;
+}
+
+/* A renewal of a keepalive ended: schedule the next one, or report the loss. */
+static void renew_ended(hl_loop *L, call *k)
+{
+    ka *a = k->ka;
+    hilock_status st = k->st;
+    int64_t retry;
+    a->busy = 0;
+    if (st == HILOCK_OK) {
+        a->renewals++;
+        if (a->max_renewals && a->renewals >= a->max_renewals) {
+            ka_end(L, a);
+            return;
+        }
+        a->next_us = hl_ka_renew_due(a->l);
+        return;
+    }
+    if (hl_ka_transient(st) &&
+        hl_ka_may_retry(a->l, retry = hl_next_attempt(L->c, 0, a->l->valid_until_us), a->margin_us)) {
+        a->next_us = retry;
+        return;
+    }
+    {
+        hilock *l = a->l;
+        hilock_lost_fn fn = a->on_lost;
+        void *arg = a->arg;
+        ka_end(L, a);
+        memcpy(L->c->errmsg, k->errmsg, sizeof k->errmsg);
+        if (fn) fn(l, st, arg);
+    }
+}
+
+/* Deliver the ended calls' results, in the order they ended. */
+static int deliver(hl_loop *L)
+{
+    int any = 0;
+    call *k;
+    while (!L->dead && (k = L->dq) != NULL) {
+        hilock *l = k->l;
+        if (!(L->dq = k->dnext)) L->dq_tail = NULL;
+        if (k->inrq) rq_remove(L, k);
+        unlink_call(L, k);
+        any = 1;
+        if (l && !lock_busy(L, l) && l->hook == loop_hook) l->hook = NULL;
+        if (k->op == OP_RENEW) {
+            if (k->ka) renew_ended(L, k);
+        } else {
+            memcpy(L->c->errmsg, k->errmsg, sizeof k->errmsg);
+            k->done(k->st, k->op == OP_ACQUIRE && k->st != HILOCK_OK ? NULL : l, k->arg);
+        }
+        free(k->key);
+        free(k);
+    }
+    return any;
+}
+
+static void start_renewals(hl_loop *L, int64_t now);
+
+/* Flows run per pass, at most: a burst of calls (1,000 issued at once, 1,000 replies in one
+ * read) is spread over several turns of the loop, so no pass holds the loop up for long
+ * (each pass still writes its calls' commands in one go). 64 made passes of 15 ms on a
+ * loaded machine when 500 calls timed out at once; 16 keeps them to a few ms and costs no
+ * measurable throughput at 100 in flight. */
+#define PASS_BUDGET 16
+
+/* Start and resume flows until none can go on without the loop, or the pass's budget is
+ * spent (the timer then asks for the next turn at once). */
+static void run_all(hl_loop *L)
+{
+    int progress = 1, budget = L->closing ? INT32_MAX : PASS_BUDGET;
+    while (progress && !L->dead && budget > 0) {
+        int64_t now = hl_now_us();
+        call *k;
+        progress = 0;
+        start_renewals(L, now);
+        for (k = L->head; k; k = k->next)   /* pauses that are over (one may come inside an
+                                               hl_exec: a Cluster route waiting for the map) */
+            if (k->state == S_SUSPENDED && k->wake_us != HL_NEVER &&
+                (k->wake_us <= now || k->cancel || L->closing))
+                make_runnable(k);
+        for (k = L->head; k && budget > 0; k = k->next)   /* new calls, in the order made */
+            if (k->state == S_QUEUED && !blocked(k)) {
+                run(L, k);
+                budget--;
+                progress = 1;
+            }
+        while (budget > 0 && (k = rq_pop(L)) != NULL)   /* replies in, in the order they came */
+            if (k->state == S_RUNNABLE) {
+                run(L, k);
+                budget--;
+                progress = 1;
+            }
+        if (deliver(L)) progress = 1;
+    }
+}
+
+static int64_t next_deadline(hl_loop *L)
+{
+    int64_t first = HL_NEVER;
+    if (L->rq || L->dq) return 0;
+    for (call *k = L->head; k; k = k->next) {
+        if (k->state == S_QUEUED && !blocked(k)) return 0;
+        if (k->wake_us < first) first = k->wake_us;
+        for (xrun *x = k->x; x; x = x->outer)
+            for (int i = 0; i < 32; i++)
+                if ((x->mask & (1u << i)) && x->parts[i].lc && !x->parts[i].done &&
+                    x->parts[i].deadline < first)
+                    first = x->parts[i].deadline;
+    }
+    for (ka *a = L->kas; a; a = a->next)
+        if (!a->busy && a->next_us < first) first = a->next_us;
+    return first;
+}
+
+static void expire(hl_loop *L, int64_t now)
+{
+    for (call *k = L->head; k; k = k->next)
+        for (xrun *x = k->x; x; x = x->outer)
+            for (int i = 0; i < 32; i++) {
+                part *p = &x->parts[i];
+                char err[200];
+                if (!(x->mask & (1u << i)) || p->done || p->deadline > now || !p->lc) continue;
+                err_text(L, p->lc, err, sizeof err, p->lc->opening ? "connect (resolving the "
+                         "master)" : p->lc->k && p->lc->k->connecting ?
+                         p->lc->k->io.ops->timeout_error(&p->lc->k->io) : "read", "timed out");
+                lc_close(L, p->lc, HILOCK_ETIMEDOUT, err);
+            }
+}
+
+static void for_each_conn(hl_loop *L, void (*fn)(hl_loop *, lconn *))
+{
+    for (size_t i = 0; i < L->c->nnodes; i++) fn(L, &L->conns[i]);
+    for (lconn *lc = L->side; lc; lc = lc->next) fn(L, lc);
+    for (lconn *lc = L->aux; lc; lc = lc->next) fn(L, lc);
+    for (lconn *lc = L->shards; lc; lc = lc->next) fn(L, lc);
+}
+
+/* Side connections that ended abnormally are closed; free those. */
+static void prune_side(hl_loop *L)
+{
+    lconn **pp = &L->side;
+    while (*pp) {
+        lconn *lc = *pp;
+        if (!lc->k && !lc->opening && !lc->qn && !lc->whead) {   /* (opening: a flow holds it) */
+            *pp = lc->next;
+            free(lc->q);
+            free(lc);
+        } else {
+            pp = &lc->next;
+        }
+    }
+}
+
+static void arm_timer(hl_loop *L)
+{
+    int64_t at = next_deadline(L), ms;
+    if (at == HL_NEVER) {
+        if (L->timer_at != -1) L->app.timer(L->app.data, -1);
+        L->timer_at = -1;
+        return;
+    }
+    ms = at <= 0 ? 0 : (at - hl_now_us() + 999) / 1000;
+    if (ms < 0) ms = 0;
+    L->timer_at = at;
+    L->app.timer(L->app.data, ms);
+}
+
+static void loop_free(hl_loop *L);
+
+/* One pass: I/O on fd (-1: none), deadlines, flows, writes, results; then what the loop must
+ * watch and when to come back. */
+static void pass(hl_loop *L, int fd, int events)
+{
+    hilock_client *c = L->c;
+    hl_client_ref(c);   /* a done may free the client */
+    L->in_pass++;
+    if (fd >= 0)
+        for (size_t i = 0; i < c->nnodes; i++)
+            if (L->conns[i].fd == fd) lc_io(L, &L->conns[i], events);
+    if (fd >= 0)
+        for (lconn *lc = L->side; lc; lc = lc->next)
+            if (lc->fd == fd) lc_io(L, lc, events);
+    if (fd >= 0)
+        for (lconn *lc = L->aux; lc; lc = lc->next)
+            if (lc->fd == fd) lc_io(L, lc, events);
+    if (fd >= 0)
+        for (lconn *lc = L->shards; lc; lc = lc->next)
+            if (lc->fd == fd) lc_io(L, lc, events);
+    expire(L, hl_now_us());
+    run_all(L);
+    if (!L->dead) {
+        for_each_conn(L, lc_flush);
+        run_all(L);   /* (a failed write ends calls) */
+    }
+    if (!L->dead) {
+        prune_side(L);
+        for_each_conn(L, lc_watch);
+        arm_timer(L);
+    }
+    L->in_pass--;
+    if (L->dead && !L->in_pass) loop_free(L);
+    hl_client_unref(c);
+}
+
+/* ---- the entry points' common part ---- */
+
+static hilock_status accept_call(hilock_client *c, hilock *l, int op, int64_t ttl_ms,
+                                 hilock_done_fn done, void *arg, call **out)
+{
+    hl_loop *L = c->loop;
+    call *k;
+    *out = NULL;
+    if (!L || L->closing)
+        return hl_fail(c, HILOCK_EINVAL, L ? "client being freed" : c->runner ? "client freed" :
+                       "client not attached to an event loop (hilock_loop_attach)");
+    if (!done && op != OP_RENEW) return hl_fail(c, HILOCK_EINVAL, "done is NULL");
+    if (!(k = calloc(1, sizeof *k))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
+    k->L = L;
+    k->op = op;
+    k->l = l;
+    k->ttl_ms = ttl_ms;
+    k->done = done;
+    k->arg = arg;
+    k->wake_us = HL_NEVER;
+    k->state = S_QUEUED;
+    k->prev = L->tail;
+    if (L->tail) L->tail->next = k;
+    else L->head = k;
+    L->tail = k;
+    if (l) l->hook = loop_hook;   /* hilock_free ends its calls first */
+    *out = k;
+    if (!L->in_pass && L->timer_at != 0) {   /* started at the next turn of the loop */
+        L->timer_at = 0;
+        L->app.timer(L->app.data, 0);
+    }
+    return hl_ok(c);
+}
+
+static hilock_status async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
+                                   const hl_kind_ops *kind, hilock_done_fn done, void *arg)
+{
+    hilock_status st;
+    call *k;
+    char *dup;
+    if ((st = hl_acquire_args(c, key, ttl_ms, wait_ms)) != HILOCK_OK) return st;
+    if (!(dup = hl_strdup(key))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
+    if ((st = accept_call(c, NULL, OP_ACQUIRE, ttl_ms, done, arg, &k)) != HILOCK_OK) {
+        free(dup);
+        return st;
+    }
+    k->key = dup;
+    k->wait_ms = wait_ms;
+    k->kind = kind;
+    return st;
+}
+
+hilock_status hl_async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
+                               const hl_kind_ops *kind, hilock_done_fn done, void *arg)
+{
+    hilock_status st;
+    int took;
+    if (!c) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
+    return hl_leave(c, took, async_acquire(c, key, ttl_ms, wait_ms, kind, done, arg));
+}
+
+static hilock_status lock_call(hilock *l, int op, int64_t ttl_ms, hilock_done_fn done, void *arg)
+{
+    hilock_status st;
+    call *k;
+    int took;
+    if (!l) return HILOCK_EINVAL;
+    if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
+    if (op != OP_EXTEND || (st = hl_check_ttl(l->c, ttl_ms)) == HILOCK_OK)
+        st = accept_call(l->c, l, op, ttl_ms, done, arg, &k);
+    return hl_leave(l->c, took, st);
+}
+
+hilock_status hilock_release_async(hilock *l, hilock_done_fn done, void *arg)
+{
+    return lock_call(l, OP_RELEASE, 0, done, arg);
+}
+
+hilock_status hilock_extend_async(hilock *l, int64_t ttl_ms, hilock_done_fn done, void *arg)
+{
+    return lock_call(l, OP_EXTEND, ttl_ms, done, arg);
+}
+
+hilock_status hilock_check_async(hilock *l, hilock_done_fn done, void *arg)
+{
+    return lock_call(l, OP_CHECK, 0, done, arg);
+}
+
+/* ---- keepalive on the loop ---- */
+
+static void ka_end(hl_loop *L, ka *a)
+{
+    ka **pp = &L->kas;
+    while (*pp && *pp != a) pp = &(*pp)->next;
+    if (*pp) *pp = a->next;
+    for (call *k = L->head; k; k = k->next)   /* a renewal not started yet is dropped */
+        if (k->op == OP_RENEW && k->ka == a) k->ka = NULL, k->cancel = 1;
+    if (a->l->hook == loop_hook && !lock_busy(L, a->l)) a->l->hook = NULL;
+    free(a);
+}
+
+static void start_renewals(hl_loop *L, int64_t now)
+{
+    for (ka *a = L->kas; a; a = a->next) {
+        call *k;
+        int last = 0;
+        int64_t ttl;
+        if (a->busy || a->next_us > now) continue;
+        ttl = hl_ka_capped_ttl(L->c, a->l, a->hold_end_us, &last);
+        if (ttl == 0 || accept_call(L->c, a->l, OP_RENEW, ttl, NULL, NULL, &k) != HILOCK_OK) {
+            a->next_us = HL_NEVER;   /* capped (or no memory): the lock lives out its ttl */
+            continue;
+        }
+        if (last) a->max_renewals = a->renewals + 1;
+        k->ka = a;
+        a->busy = 1;
+    }
+}
+
+static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg,
+                                    const hilock_keepalive_options *o)
+{
+    hl_loop *L = l->c->loop;
+    ka *a;
+    if (!L || L->closing) return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: client freed", l->shown);
+    for (a = L->kas; a; a = a->next)
+        if (a->l == l) return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: already running", l->shown);
+    if (!(a = calloc(1, sizeof *a))) return hl_fail(l->c, HILOCK_ENOMEM, "out of memory");
+    a->l = l;
+    a->on_lost = on_lost;
+    a->arg = arg;
+    a->max_renewals = o->max_renewals;
+    a->hold_end_us = o->max_hold_ms ? hl_add_sat(hl_now_us(), o->max_hold_ms * 1000) : HL_NEVER;
+    a->margin_us = o->lost_margin_ms * 1000;
+    a->next_us = hl_ka_renew_due(l);
+    a->next = L->kas;
+    L->kas = a;
+    l->hook = loop_hook;
+    if (!L->in_pass) arm_timer(L);
+    return hl_ok(l->c);
+}
+
+/* ---- the lock's hook (lock.h): release stops the keepalive, free ends the calls ---- */
+
+static void end_lock_calls(hl_loop *L, hilock *l)
+{
+    for (call *k = L->head; k; k = k->next) {
+        if (k->l != l || k->state == S_FINISHED) continue;
+        k->cancel = 1;
+        if (k->state == S_QUEUED) {   /* never started: it ends without a round trip */
+            k->st = hl_fail(L->c, HILOCK_EIO, "%s: lock freed with the call in flight", l->shown);
+            memcpy(k->errmsg, L->c->errmsg, sizeof k->errmsg);
+            finished(k);
+            continue;
+        }
+        /* its parts end at once (a Sentinel's too, if it is resolving); connections stay
+         * (others use them) */
+        for (xrun *x = k->x; x; x = x->outer)
+            for (int i = 0; i < 32; i++)
+                if ((x->mask & (1u << i)) && x->parts[i].x && !x->parts[i].done) {
+                    part *p = &x->parts[i];
+                    if (p->lc) lc_forget(p->lc, p, "lock freed with the call in flight");
+                    else part_end(p, HILOCK_EIO, "lock freed with the call in flight");
+                }
+        while (k->state != S_FINISHED) run(L, k);
+    }
+}
+
+static int64_t loop_hook(hilock *l, hl_hook_ev ev)
+{
+    hl_loop *L = l->c->loop;
+    if (ev == HL_HOOK_VALIDITY) return l->valid_until_us;
+    if (ev != HL_HOOK_STOP || !L) return 0;
+    for (ka *a = L->kas; a; a = a->next)
+        if (a->l == l) {
+            ka_end(L, a);
+            break;
+        }
+    if (hl_fiber_current()) return 0;   /* a release flow: its own call goes on */
+    end_lock_calls(L, l);   /* hilock_free: every call on the lock ends first */
+    L->in_pass++;
+    deliver(L);
+    L->in_pass--;
+    if (L->dead && !L->in_pass) loop_free(L);
+    else if (!L->in_pass) arm_timer(L);
+    l->hook = NULL;
+    return 0;
+}
+
+/* ---- attach, process, free ---- */
+
+static hilock_status loop_attach(hilock_client *c, const hilock_loop *loop);
+
+hilock_status hilock_loop_attach(hilock_client *c, const hilock_loop *loop)
+{
+    hilock_status st;
+    int took;
+    if (!c) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
+    return hl_leave(c, took, loop_attach(c, loop));
+}
+
+static hilock_status loop_attach(hilock_client *c, const hilock_loop *loop)
+{
+    hl_loop *L;
+    if (c->runner) return hl_fail(c, HILOCK_EINVAL, "client already attached to an event loop");
+    if (!hl_fiber_available())   /* (fiber.c: musl off x86-64 and arm64) */
+        return hl_fail(c, HILOCK_EINVAL,
+                       "event loops are not supported by this build (no fiber switch for this machine)");
+    if (!loop || !loop->watch || !loop->timer)
+        return hl_fail(c, HILOCK_EINVAL, "hilock_loop: watch and timer are required");
+    if (!(L = calloc(1, sizeof *L)) || !(L->conns = calloc(c->nnodes, sizeof *L->conns))) {
+        free(L);
+        return hl_fail(c, HILOCK_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < c->nnodes; i++) {
+        L->conns[i].c = c;
+        L->conns[i].node = i;
+        L->conns[i].srv = -1;
+        L->conns[i].fd = -1;
+        hl_node_close(&c->nodes[i]);   /* the blocking runner's: not used from now on */
+    }
+    L->c = c;
+    L->app = *loop;
+    L->timer_at = -1;
+    c->loop = L;
+    c->runner = &loop_runner;
+    return hl_ok(c);
+}
+
+/* The loop's thread owns the client: the flows run inside these two calls, so their own
+ * hl_enter finds it in this thread's hands. Refused (another thread calls, or is inside:
+ * only a hilock_client_free can be, which ends every call): nothing to do and no status to
+ * return. The reference: a done may free the client, and hl_leave still writes to it. */
+static int enter_loop(hilock_client *c, int *took)
+{
+    if (hl_enter(c, took) != HILOCK_OK) return 0;
+    hl_client_ref(c);
+    return 1;
+}
+
+static void leave_loop(hilock_client *c, int took)
+{
+    hl_leave(c, took, HILOCK_OK);
+    hl_client_unref(c);
+}
+
+void hilock_loop_fd(hilock_client *c, int fd, int events)
+{
+    int took;
+    if (!c || !enter_loop(c, &took)) return;
+    if (c->loop && !c->loop->closing && !c->loop->in_pass) pass(c->loop, fd, events);
+    leave_loop(c, took);
+}
+
+void hilock_loop_timeout(hilock_client *c)
+{
+    int took;
+    if (!c || !enter_loop(c, &took)) return;
+    if (c->loop && !c->loop->closing && !c->loop->in_pass) {
+        c->loop->timer_at = -1;   /* (it fired) */
+        pass(c->loop, -1, 0);
+    }
+    leave_loop(c, took);
+}
+
+static void close_conn(hl_loop *L, lconn *lc)
+{
+    lc_close(L, lc, HILOCK_EIO, "client freed with the call in flight");
+}
+
+static void loop_free(hl_loop *L)
+{
+    for (size_t i = 0; i < L->c->nnodes; i++) free(L->conns[i].q);
+    free(L->conns);
+    while (L->side) {
+        lconn *lc = L->side;
+        L->side = lc->next;
+        free(lc->q);
+        free(lc);
+    }
+    while (L->aux) {
+        lconn *lc = L->aux;
+        L->aux = lc->next;
+        free(lc->q);
+        free(lc);
+    }
+    while (L->shards) {
+        lconn *lc = L->shards;
+        L->shards = lc->next;
+        free(lc->q);
+        free(lc);
+    }
+    free(L);
+}
+
+/* hilock_client_free: every call ends (its done runs) before it returns; then the loop is
+ * let go and the client keeps a runner that refuses everything (its locks may outlive it). */
+static void loop_detach(hilock_client *c)
+{
+    hl_loop *L = c->loop;
+    if (!L || L->closing) return;
+    L->closing = 1;
+    c->cancelled = 1;
+    L->in_pass++;
+    while (L->kas) ka_end(L, L->kas);
+    for_each_conn(L, close_conn);
+    for (call *k = L->head; k; k = k->next)
+        if (k->state == S_QUEUED && k->op == OP_ACQUIRE) {   /* never started */
+            k->st = hl_fail(c, HILOCK_EIO, "client freed with the call in flight");
+            memcpy(k->errmsg, c->errmsg, sizeof k->errmsg);
+            finished(k);
+        }
+    while (L->head) {
+        int moved = 0;
+        for (call *k = L->head; k; k = k->next)
+            if (k->state != S_FINISHED) {
+                run(L, k);   /* its round trips fail at once now: it ends quickly */
+                moved = 1;
+            }
+        if (!deliver(L) && !moved) break;
+    }
+    for_each_conn(L, close_conn);   /* (flows that ended may have opened one) */
+    if (L->app.timer) L->app.timer(L->app.data, -1);
+    if (L->app.detach) L->app.detach(L->app.data);
+    L->in_pass--;
+    c->loop = NULL;
+    c->runner = &gone_runner;
+    L->dead = 1;
+    if (!L->in_pass) loop_free(L);
+}
+
+/* ---- what a freed client's leftover locks meet ---- */
+
+static uint32_t gone_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
+                          int64_t per, int64_t hard, int any)
+{
+    (void)cmds, (void)ncmd, (void)per, (void)hard, (void)any;
+    hl_exec_clear(c);
+    return refuse_exec(c, mask, "client freed (it was attached to an event loop)");
+}
+static void gone_pause(hilock_client *c, int64_t until_us) { (void)c, (void)until_us; }
+static int gone_may_block(const hilock_client *c) { (void)c; return 0; }
+static void gone_detach(hilock_client *c) { (void)c; }
+static int gone_connected(const hilock_client *c, size_t i) { (void)c, (void)i; return 0; }
+static void gone_close_node(hilock_client *c, size_t i, const char *why) { (void)c, (void)i, (void)why; }
+static hilock_status gone_keepalive(hilock *l, hilock_lost_fn f, void *a, const hilock_keepalive_options *o)
+{
+    (void)f, (void)a, (void)o;
+    return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: client freed", l->shown);
+}
+
+static const hl_runner loop_runner = {
+    .exec = loop_exec,
+    .pause_until = loop_pause,
+    .may_block = loop_may_block,
+    .detach = loop_detach,
+    .keepalive = loop_keepalive,
+    .connected = loop_connected,
+    .close_node = loop_close_node,
+};
+static const hl_runner gone_runner = {
+    .exec = gone_exec,
+    .pause_until = gone_pause,
+    .may_block = gone_may_block,
+    .detach = gone_detach,
+    .keepalive = gone_keepalive,
+    .connected = gone_connected,
+    .close_node = gone_close_node,
+};

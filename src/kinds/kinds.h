@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * kinds.h -- the lock kinds of src/kinds/, each one hl_kind_ops table (lock/kind.h).
+ *
+ * Layer: kinds
+ * May call: lock topology engine resp base platform
+ *
+ * Owns: the modern lock (and its unfenced form) and the fair lock: the commands each sends and
+ * how it reads their answers. A kind calls the engine's commands, the lock layer's shared
+ * helpers (reply verdicts, busy messages, validity) and the scripts; the lock layer calls a
+ * kind only through its table (l->kind), never by name, and api/ names the tables. legacy/
+ * holds the legacy and bridge kinds, a sibling of this folder under the same rules.
+ */
+#ifndef HILOCK_KINDS_H
+#define HILOCK_KINDS_H
+
+#include "kind.h"
+
+/* modern.c: SET NX PX of a random token with a fencing token, compare-and-delete,
+ * compare-and-pexpire; hl_kind_unfenced (options.fencing = 0): the same lock written by a
+ * plain SET NX PX, no fencing token. */
+extern const hl_kind_ops hl_kind_modern, hl_kind_unfenced;
+
+/* fair.c: the modern lock served first come, first served (options.fair): a queue in the
+ * key's slot, heartbeats by the server's clock, a release that calls the head. */
+extern const hl_kind_ops hl_kind_fair;
+
+#endif

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* modern.c -- the modern lock kinds (kind.h): hl_kind_modern, SET NX PX of a random token
+ * with a fencing token minted in the same script (acquire.lua), compare-and-pexpire extend;
+ * and hl_kind_unfenced, the same lock without the fencing token (options.fencing = 0).
+ * Owns only its commands and the reading of its busy answer; the quorum, undo, fencing and
+ * validity rules that run them are lock.c's. May call the engine (commands) only. */
+#include "kinds.h"
+
+static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
+{
+    hl_cmd_init(cmd, &hl_lua_acquire, 4);
+    hl_cmd_arg(cmd, l->key, (size_t)-1);
+    hl_cmd_arg(cmd, l->fence_key, (size_t)-1);
+    hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);   /* a waiter marks the lock (wait.c) */
+    hl_cmd_arg(cmd, l->holder_key, (size_t)-1);    /* who holds it, for inspect */
+    hl_cmd_arg(cmd, l->token, (size_t)-1);
+    hl_cmd_argi(cmd, b->num[0], l->ttl_ms);
+    hl_cmd_argi(cmd, b->num[1], l->ttl_ms + HL_FENCE_KEEP_MS);
+    hl_cmd_argclock(cmd);   /* each master's own clock: its token's floor */
+    hl_cmd_argi(cmd, b->num[2], mark_ms);
+    hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
+    hl_cmd_arg(cmd, l->c->holder, (size_t)-1);
+    return HILOCK_OK;
+}
+
+/* The holder's PTTL (in the reply) is the hint the quorum code takes; the message says it. */
+static int64_t busy(hilock *l, const hl_reply *r)
+{
+    char ttl[HL_BUSY_TTL_BUF];
+    hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner%s", l->shown, hl_busy_ttl(l, r, ttl, sizeof ttl));
+    return 0;
+}
+
+static int64_t valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
+{
+    return hl_valid_until(l->c, ttl_ms, t0_us);
+}
+
+static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
+{
+    int holder = l->kind->holder;   /* (fair's extend is this one too: no record there) */
+    hl_cmd_init(cmd, &hl_lua_extend, holder ? 2 : 1);
+    hl_cmd_arg(cmd, l->key, (size_t)-1);
+    if (holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
+    hl_cmd_arg(cmd, l->token, (size_t)-1);
+    hl_cmd_argi(cmd, b->num[0], ttl_ms);
+    return HILOCK_OK;
+}
+
+const hl_kind_ops hl_kind_modern = {
+    .name = "modern",
+    .acquire_cmd = acquire_cmd,
+    .busy = busy,
+    .valid_until = valid_until,
+    .usable = NULL,
+    .extend_cmd = extend_cmd,
+    .extend_end = NULL,
+    .taken = "now held by another owner",
+    .undo_unknown = 1,   /* a random token is ours alone: deleting it by value is safe */
+    .failover = 1,
+    .wake = 1,
+    .keepalive = 1,
+    .holder = 1,
+};
+
+/* ---- hl_kind_unfenced (options.fencing = 0) ----
+ * The same lock as hl_kind_modern -- the same value, ttl, release, extend and check, wake-up,
+ * undo and failover part -- written by the plain command a lock without fencing needs: a
+ * grant is one SET NX PX, with nothing in Lua and no {key}:fence write. What acquire.lua does
+ * besides on a busy answer (mark the lock awaited, read the holder's PTTL) costs a second
+ * round trip, on that path only (acquire_busy.lua, kind.h: busy_cmd). No holder record
+ * either: that would be a second write, i.e. a script. Both kinds write a
+ * random token with SET NX, so fenced and unfenced clients exclude each other on one key. */
+
+static hilock_status unfenced_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
+{
+    (void)mark_ms;   /* marked by the busy command, if the lock is busy */
+    hl_cmd_init(cmd, NULL, 0);
+    hl_cmd_arg(cmd, "SET", 3);
+    hl_cmd_arg(cmd, l->key, (size_t)-1);
+    hl_cmd_arg(cmd, l->token, (size_t)-1);
+    hl_cmd_arg(cmd, "NX", 2);
+    hl_cmd_arg(cmd, "PX", 2);
+    hl_cmd_argi(cmd, b->num[0], l->ttl_ms);
+    return HILOCK_OK;
+}
+
+static hilock_status unfenced_busy_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
+{
+    hl_cmd_init(cmd, &hl_lua_acquire_busy, 2);
+    hl_cmd_arg(cmd, l->key, (size_t)-1);
+    hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);
+    hl_cmd_arg(cmd, l->token, (size_t)-1);
+    hl_cmd_argi(cmd, b->num[0], mark_ms);
+    return HILOCK_OK;
+}
+
+/* r: acquire_busy.lua's answer (NULL: none came). -2: the holder left between the SET and
+ * it: try again at once; else the PTTL (lock.c takes it as the hint). */
+static int64_t unfenced_busy(hilock *l, const hl_reply *r)
+{
+    if (hl_reply_type(r) == HL_R_INTEGER && hl_reply_int(r) == -2) {
+        hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner until just now", l->shown);
+        return -1;
+    }
+    return busy(l, r);
+}
+
+const hl_kind_ops hl_kind_unfenced = {
+    .name = "unfenced",
+    .acquire_cmd = unfenced_acquire_cmd,
+    .acquire_verdict = hl_set_nx_verdict,
+    .busy_cmd = unfenced_busy_cmd,
+    .busy = unfenced_busy,
+    .valid_until = valid_until,
+    .usable = NULL,
+    .extend_cmd = extend_cmd,
+    .extend_end = NULL,
+    .taken = "now held by another owner",
+    .undo_unknown = 1,   /* as modern: the token is ours alone */
+    .failover = 1,       /* failover.lua and WAIT follow the SET in the same pipeline */
+    .wake = 1,
+    .keepalive = 1,
+};

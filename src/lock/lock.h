@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Layer: lock
+ * May call: topology engine transport resp base platform
+ *
+ * lock.h -- the lock layer and the client: what lock.c, wait.c, inspect.c, client.c (and,
+ * above them, the kinds, legacy/, async/ and api/) share. Nothing here is API.
+ *
+ * Owns: the client (options, validation, nodes each given its transport and topology: client.c
+ * is where the tables are named), the quorum flows every kind runs (lock.c), waiting for a
+ * release (wait.c), inspection (inspect.c), and hl_kind_ops (kind.h), through which it calls a
+ * kind: never by name. The keepalive (async/) is reached only through the lock's hook.
+ *
+ * The layers, their order and what each may call are stated once, by the "Layer:" and
+ * "May call:" lines at the top of each folder's header (docs/layout.md; `make layers`
+ * checks every include and every call against them).
+ */
+#ifndef HILOCK_LOCK_H
+#define HILOCK_LOCK_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hilock.h"
+#include "hilock_legacy.h"   /* HILOCK_CODEC_MAX: a lock's value may be a legacy stamp */
+#include "engine.h"
+#include "topology.h"
+
+/* ---- what one script reply means (lock.c): pure functions of a reply, no I/O, so the
+ * fuzzers (fuzz/) can feed them any reply a server or a broken proxy could send ---- */
+typedef enum hl_verdict {
+    HL_V_BAD = 0,   /* an error reply, or a shape the script never returns */
+    HL_V_OURS,      /* acquire: granted; release/extend/check: our value was there */
+    HL_V_GONE,      /* release/extend/check: no such key */
+    HL_V_OTHER      /* held by another value (acquire: *pttl_ms = its PTTL) */
+} hl_verdict;
+hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
+/* A plain SET NX PX (options.fencing = 0): OK = OURS (fence 0), nil = OTHER (pttl 0: unknown) */
+hl_verdict hl_set_nx_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
+hl_verdict hl_tristate_verdict(const hl_reply *r);                   /* release, extend */
+hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms);  /* check.lua */
+
+/* ---- public structs that grow (docs/versioning.md) ----
+ * A caller passes the size of the struct its header declared; fields are only ever
+ * appended. `ends` lists where each field the library knows ends, in order. */
+#define HL_FIELD_END(type, f) (offsetof(type, f) + sizeof(((type *)0)->f))
+/* The sizes of 0.1.0, the first release: what the plain hilock_options_init,
+ * hilock_client_new, hilock_keepalive_options_init and hilock_keepalive_ex entry points (the
+ * symbols binaries built before the _sized functions call) read and write. Frozen. */
+#define HL_OPTIONS_V0_SIZE HL_FIELD_END(hilock_options, failover_guard_ms)
+#define HL_KEEPALIVE_OPTIONS_V0_SIZE HL_FIELD_END(hilock_keepalive_options, max_hold_ms)
+/* fork(): a child's copy of a client (and of its locks, and their keepalives) shares the
+ * parent's connections and names threads that do not exist in the child. It may only be
+ * freed, memory only. hl_fork_gen counts forks in this process's ancestry (pthread_atfork,
+ * registered by hilock_client_new), so the check is a load and a compare, not a getpid()
+ * system call per call. hl_forked: is c such a copy? hl_check_fork: EINVAL with the
+ * message if it is, else OK. */
+extern unsigned long hl_fork_gen;
+int           hl_forked(const hilock_client *c);
+hilock_status hl_check_fork(hilock_client *c);
+
+/* The thread rule's check: every public entry point that uses a client (its connections,
+ * errmsg, locks) runs between hl_enter and hl_leave, so a second thread is refused instead of
+ * corrupting the stream. hl_enter: OK, with *took = 1 if it marked c in use by this thread
+ * (0: this thread is already inside -- a nested call, a loop's flow, a done callback); or
+ * EINVAL, for a forked child's copy (hl_check_fork's message), or if another thread is
+ * inside, having touched nothing of c: the refused thread then reads the message
+ * HL_TWO_THREADS from hilock_client_errmsg (c->errmsg is the other thread's). hl_leave ends
+ * what hl_enter took and returns st. */
+#define HL_TWO_THREADS "client used from two threads at once"
+hilock_status hl_enter(hilock_client *c, int *took);
+hilock_status hl_leave(hilock_client *c, int took, hilock_status st);
+
+void hl_client_ref(hilock_client *c);
+/* n (<= 256) bytes from the kernel (hl_plat_random), drawn 256 at a time into the client (one system call
+ * per 16 tokens, not per acquire: issue 14's fast path); each byte is handed out once and
+ * wiped. A forked child's copy is never used (hl_check_fork), so no two processes share
+ * them. 0, or -1 when the kernel fails to give them. */
+int hl_client_random(hilock_client *c, void *buf, size_t n);
+void hl_client_unref(hilock_client *c);
+/* A new client with c's options (already checked and copied), sharing c's TLS context
+ * rather than loading the files again (they may have changed or gone since): a keepalive's
+ * private client. Statuses as hilock_client_new's; hilock_last_config_error() says why. */
+hilock_status hl_client_new_like(const hilock_client *c, hilock_client **out);
+
+/* ---- locks: struct hilock is defined in topology.h (the lowest layer that reads it) ---- */
+
+/* aux key in the same hash slot as `key`: "key<suffix>" if key has a tag, "{key}<suffix>" if
+ * it has no '}', else "{T}key<suffix>" with T of the key's slot (hl_slot_tag). malloc'd. */
+char *hl_aux_key(const char *key, const char *suffix);
+
+/* ttl_ms - elapsed - (ttl_ms * drift + 2 ms), as an absolute monotonic deadline */
+int64_t hl_valid_until(const hilock_client *c, int64_t ttl_ms, int64_t t0_us);
+
+/* What a BUSY message says of the holder's PTTL, read from a busy answer ({0, pttl, ...}
+ * or the bare integer): ", expires in 1.2 s"; for none (-1) that the key never expires by
+ * itself; "" if not known. Written into buf (HL_BUSY_TTL_BUF bytes). */
+#define HL_BUSY_TTL_BUF (2 * HL_KEY_SHOWN_BUF + 100)
+const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t cap);
+
+/* Common argument checks; return EINVAL with a message or OK. */
+hilock_status hl_check_key(hilock_client *c, const char *key);
+hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms);
+
+/* Jittered pause before the next attempt: mean retry_delay_ms, capped by hint_us (e.g. the
+ * holder's remaining PTTL; <= 0 = no hint) and by the deadline. */
+int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us);
+
+/* ---- seams owned by other files ---- */
+/* src/lock/wait.c: pause between acquire attempts until the holder's release (or hint_us, the
+ * holder's remaining PTTL, or the deadline): the waiting strategy lives in one place. */
+void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);
+/* How long (ms) a busy attempt marks the lock awaited (acquire.lua ARGV[5]): at least as
+ * long as the wait that follows it can last; 0 = this caller will not wait. */
+int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us);
+/* src/lock/lock.c: may another thread renew this lock (hilock_keepalive)? Its kind says. */
+int hl_lock_renewable(const hilock *l);
+
+#endif
