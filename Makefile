@@ -180,7 +180,7 @@ $(HEADER_CHECK): tests/abi/headers.sh tests/abi/headers.cpp tests/abi/adapters.c
 # builds the stamp.
 FIBER_CHECK := $(B)/tests/fiber/check.ok
 EXTRA_TEST_BINS += $(FIBER_CHECK)
-$(FIBER_CHECK): tests/fiber/check.sh tests/fiber/fiber_check.c src/fiber.c src/fiber.h
+$(FIBER_CHECK): tests/fiber/check.sh tests/fiber/fiber_check.c src/async/fiber.c src/async/fiber.h
 	@mkdir -p $(@D)
 	CC="$(CC)" CFLAGS="$(EXTRA_CFLAGS)" LDFLAGS="$(EXTRA_LDFLAGS)" sh tests/fiber/check.sh $(@D)
 	@touch $@
@@ -311,10 +311,10 @@ $(B)/bench/bench: $(BENCH_OBJ) $(BENCH_FIXTURES) $(B)/libhilock.a
 	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests $(OPENSSL_CFLAGS) -o $@ $(BENCH_OBJ) $(BENCH_FIXTURES) \
 	  $(B)/libhilock.a $(LDLIBS_LIB) -luv
 
-# -Isrc: the command's process control is the platform layer's (src/platform/platform.h)
+# -Isrc/platform: the command's process control is the platform layer's (platform.h)
 $(CLI_BIN): cli/main.c cli/inspect.c cli/cli.h $(HEADERS) src/platform/platform.h $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(OPT) -Iinclude -Isrc $(EXTRA_CFLAGS) -o $@ cli/main.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+	$(CC) $(WARN) $(OPT) -Iinclude -Isrc/platform $(EXTRA_CFLAGS) -o $@ cli/main.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 install: $(CLI_BIN) $(B)/man/hilock.1
 
 # ---- proof under faults (torture/README.md) ----

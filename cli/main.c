@@ -36,7 +36,7 @@
 #include "hilock.h"
 #include "hilock_legacy.h"
 #include "cli.h"
-#include "platform/platform.h"
+#include "platform.h"
 
 extern char **environ;
 

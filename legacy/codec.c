@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "codec.h"
-#include "platform/platform.h"
+#include "platform.h"
 
 /* The window of plausible stamps. Below 2000-01-01 lie digits-only tokens, redis-objects' "1"
  * (its lock without expiry) and seconds read as milliseconds; above 1e11 s (year 5138) lie

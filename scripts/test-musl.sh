@@ -8,7 +8,7 @@
 #   2. every library source compiled with musl-gcc -Werror (make's own rules, into B);
 #   3. tests/fiber/fiber_check.c and tests/musl/musl_check.c linked statically and run; the
 #      latter once more with fiber.c built with no switch (the loop refused at attach).
-# src/tls.c compiles against OpenSSL's headers, but Debian's OpenSSL is built for glibc: the
+# src/transport/session.c compiles against OpenSSL's headers, but Debian's OpenSSL is built for glibc: the
 # programs link tests/musl/tls_stub.c in its place (no TLS in this test).
 # Usage: scripts/test-musl.sh BUILD_DIR (e.g. build-musl); SERVERS_SRC as for make test-servers.
 set -euo pipefail
@@ -52,13 +52,13 @@ make --no-print-directory -j2 B="$b" CC="$cc" OPT="-O2 -g" \
 # 3. the programs, static, and their runs
 mkdir -p "$b/tests"
 warn="-std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror -O2 -g"
-"$cc" $warn -Isrc -static -o "$b/tests/fiber_check" tests/fiber/fiber_check.c src/fiber.c -lpthread -lm
-"$cc" $warn -Iinclude -Isrc -I"$hr/include" -static -o "$b/tests/musl_check" \
-  tests/musl/musl_check.c tests/musl/tls_stub.c "$b/libhilock.a" "$hr/lib/libhiredis.a" -lpthread
+"$cc" $warn -Isrc/async -static -o "$b/tests/fiber_check" tests/fiber/fiber_check.c src/async/fiber.c -lpthread -lm
+"$cc" $warn -Iinclude -Isrc/async -I"$hr/include" -static -o "$b/tests/musl_check" \
+  -Isrc/transport tests/musl/musl_check.c tests/musl/tls_stub.c "$b/libhilock.a" "$hr/lib/libhiredis.a" -lpthread
 # the same program where a build has no switch: fiber.c built so, given before the library
-"$cc" $warn -Isrc -DHL_FIBER_FORCE_NONE -c src/fiber.c -o "$b/tests/fiber-none.o"
-"$cc" $warn -Iinclude -Isrc -I"$hr/include" -static -o "$b/tests/musl_check_none" \
-  tests/musl/musl_check.c tests/musl/tls_stub.c "$b/tests/fiber-none.o" "$b/libhilock.a" \
+"$cc" $warn -Isrc/async -DHL_FIBER_FORCE_NONE -c src/async/fiber.c -o "$b/tests/fiber-none.o"
+"$cc" $warn -Iinclude -Isrc/async -I"$hr/include" -static -o "$b/tests/musl_check_none" \
+  -Isrc/transport tests/musl/musl_check.c tests/musl/tls_stub.c "$b/tests/fiber-none.o" "$b/libhilock.a" \
   "$hr/lib/libhiredis.a" -lpthread
 "$b/tests/fiber_check"
 run=$(mktemp -d "${TMPDIR:-/tmp}/hilock-musl.XXXXXX")

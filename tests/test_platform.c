@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "platform/platform.h"
+#include "platform.h"
 
 static int is_open(int fd)
 {

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "hilock.h"
-#include "platform/platform.h"   /* randomness, sleeping: below every layer */
+#include "platform.h"   /* randomness, sleeping: below every layer */
 
 #define HL_ERRMSG_MAX 512
 

@@ -20,7 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "platform/platform.h"
+#include "platform.h"
 #include "resolve.h"
 
 struct hl_lookup {

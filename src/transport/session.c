@@ -16,7 +16,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "platform/platform.h"
+#include "platform.h"
 #include "session.h"
 
 struct hl_tls_ctx {

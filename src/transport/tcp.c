@@ -24,7 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "platform/platform.h"
+#include "platform.h"
 #include "resolve.h"
 #include "transport.h"
 

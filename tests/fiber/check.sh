@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The fiber switch (src/fiber.c) in each of its builds, run by `make test` (a stamp, as the
+# The fiber switch (src/async/fiber.c) in each of its builds, run by `make test` (a stamp, as the
 # header check) and by `make test-cross` (CC a cross compiler, LDFLAGS=-static, RUN its qemu:
 # CC=aarch64-linux-gnu-gcc LDFLAGS=-static RUN=qemu-aarch64 sh tests/fiber/check.sh DIR). Each build runs
 # tests/fiber/fiber_check.c (round trips, callee-saved registers, the rounding mode kept per side).
@@ -19,7 +19,7 @@ set -eu
 out=${1:?usage: check.sh OUT_DIR}
 cc=${CC:-cc}
 run=${RUN:-}
-flags="-std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror -O2 -g -Isrc ${CFLAGS:-}"
+flags="-std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror -O2 -g -Isrc/async ${CFLAGS:-}"
 mkdir -p "$out"
 machine=$($cc -dumpmachine)
 # binutils for the target (a cross build's aarch64-linux-gnu-nm), else the host's
@@ -33,7 +33,7 @@ fail() { echo "fiber-check: $*" >&2; exit 1; }
 # NAME FLAGS...: fiber.o and the check program built with FLAGS, and run
 build_run() {
   name=$1; shift
-  $cc $flags "$@" -c src/fiber.c -o "$out/fiber-$name.o"
+  $cc $flags "$@" -c src/async/fiber.c -o "$out/fiber-$name.o"
   $cc $flags "$@" -o "$out/fiber_check-$name" tests/fiber/fiber_check.c "$out/fiber-$name.o" \
     ${LDFLAGS:-} -lpthread -lm
   $run "$out/fiber_check-$name" >"$out/fiber_check-$name.log" 2>&1 ||
@@ -82,7 +82,7 @@ x86_64*)
   case $(note_true cet-branch) in *IBT*) ;; *) fail "cet-branch: the note claims no IBT";; esac
   # x32: compiled where its libc is installed (libc6-dev-x32); run where the kernel has it
   if echo 'int main(void) { return 0; }' | $cc -mx32 -x c - -o "$out/x32-probe" 2>/dev/null; then
-    $cc $flags -mx32 -c src/fiber.c -o "$out/fiber-x32.o"
+    $cc $flags -mx32 -c src/async/fiber.c -o "$out/fiber-x32.o"
     ! has_switch x32 || fail "x32: the 64-bit hand switch is in the object"
     if "$out/x32-probe" 2>/dev/null; then build_run x32 -mx32; fi
   fi;;

@@ -7,7 +7,7 @@
  *     a connection of its own;
  *   - the event-loop API on a small poll() loop: acquire, extend and release through the
  *     fiber switch, each result read back the same way;
- *   - with a second argument "no-switch" (linked to src/fiber.c built with
+ *   - with a second argument "no-switch" (linked to src/async/fiber.c built with
  *     -DHL_FIBER_FORCE_NONE, as on musl off x86-64 and arm64): the blocking calls work and
  *     hilock_loop_attach refuses with its message.
  * Exit 0: every check passed; 1: one failed (said on stderr).

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * tls_stub.c -- src/tls.h with no TLS, for the musl test program only (scripts/test-musl.sh).
- * src/tls.c is compiled with musl-gcc like every source, but the only OpenSSL on a Debian
+ * tls_stub.c -- src/transport/session.h with no TLS, for the musl test program only (scripts/test-musl.sh).
+ * src/transport/session.c is compiled with musl-gcc like every source, but the only OpenSSL on a Debian
  * machine is built for glibc and cannot be linked into a musl program: the program links this
  * instead, so a TLS setting fails as a missing file would, and the rest is the real library.
  */
 #include <stdio.h>
 
-#include "tls.h"
+#include "session.h"
 
 struct hl_tls_ctx *hl_tls_ctx_new(const hl_tls_config *cfg, char *err, size_t err_len)
 {
