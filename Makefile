@@ -20,10 +20,12 @@ CC        ?= cc
 B         ?= build
 WARN      := -std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror
 OPT       ?= -O2 -g
-HIREDIS_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
+# PKG_CONFIG: the target's pkg-config in a cross build (debian/rules: dpkg's buildtools.mk)
+PKG_CONFIG ?= pkg-config
+HIREDIS_LIBS := $(shell $(PKG_CONFIG) --libs hiredis 2>/dev/null || echo -lhiredis)
 # OpenSSL (src/tls.c): the library's own TLS; its symbols stay hidden like ours
-OPENSSL_CFLAGS := $(shell pkg-config --cflags openssl 2>/dev/null)
-OPENSSL_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
+OPENSSL_CFLAGS := $(shell $(PKG_CONFIG) --cflags openssl 2>/dev/null)
+OPENSSL_LIBS := $(shell $(PKG_CONFIG) --libs openssl 2>/dev/null || echo -lssl -lcrypto)
 # 64-bit time_t (and off_t, which glibc requires with it) on 32-bit glibc targets (>= 2.34;
 # nothing changes on 64-bit, musl has it always): wall-clock stamps past 2038. The library and
 # the command only: the public headers hold no time_t, and a program (a suite) keeps the time_t
@@ -81,7 +83,7 @@ $(B)/src/tls.o: src/tls.h
 
 $(B)/libhilock.a: $(LIB_OBJ)
 	rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 $(B)/libhilock.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libhilock.so.$(SOVERSION) -Wl,--no-undefined $(EXTRA_LDFLAGS) \
