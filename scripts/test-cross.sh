@@ -83,11 +83,16 @@ make -C "$here/.." --no-print-directory -j"${JOBS:-2}" B="$b" CC="$gnu-gcc --sys
 t1=$(date +%s)
 echo "test-cross: $arch built in $((t1 - t0)) s"
 
-# ---- run ----
+# ---- run (each suite's report and seconds in $b/report, as scripts/run-tests.sh keeps them) ----
 export QEMU_LD_PREFIX="$sr"
 cd "$here/.."
+rep=$b/report
+rm -rf "$rep" && mkdir -p "$rep"
 rc=0
 # shellcheck disable=SC2086
-sh scripts/run-tests.sh "$b" $bins || rc=$?
+REPORT_DIR=$rep sh scripts/run-tests.sh "$b" $bins || rc=$?
+printf 'test-cross: %s: seconds per suite:' "$arch"
+for s in $suites; do printf ' %s %s' "$s" "$(cat "$rep/test_$s.time" 2>/dev/null)"; done
+echo
 echo "test-cross: $arch: the suites ran in $(($(date +%s) - t1)) s under qemu-$qemu"
 exit $rc
