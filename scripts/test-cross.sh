@@ -75,10 +75,10 @@ for s in $suites; do
 done
 extras="$b/hilock $b/tests/abi/v0_app $b/tests/abi/cxx_app $b/tests/readme_example $b/tests/readme_async"
 extras="$extras $b/tests/cxx_lock"
-export PKG_CONFIG_LIBDIR="$sr/usr/lib/$multi/pkgconfig:$sr/usr/share/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$sr"
 t0=$(date +%s)
+# (pkg-config reads the sysroot for the build only: test_install runs a native make install)
 # shellcheck disable=SC2086
-make -C "$here/.." --no-print-directory -j"${JOBS:-2}" B="$b" CC="$gnu-gcc --sysroot=$sr" \
+PKG_CONFIG_LIBDIR="$sr/usr/lib/$multi/pkgconfig:$sr/usr/share/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$sr" make -C "$here/.." --no-print-directory -j"${JOBS:-2}" B="$b" CC="$gnu-gcc --sysroot=$sr" \
   CXX="$gnu-g++ --sysroot=$sr" lib $extras $bins
 t1=$(date +%s)
 echo "test-cross: $arch built in $((t1 - t0)) s"
