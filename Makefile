@@ -26,10 +26,17 @@ CC        ?= cc
 B         ?= build
 WARN      := -std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror
 OPT       ?= -O2 -g
-HIREDIS_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null || echo -lhiredis)
+# PKG_CONFIG: the target's pkg-config in a cross build (debian/rules: dpkg's buildtools.mk)
+PKG_CONFIG ?= pkg-config
+HIREDIS_LIBS := $(shell $(PKG_CONFIG) --libs hiredis 2>/dev/null || echo -lhiredis)
 # OpenSSL (src/transport/session.c): the library's own TLS; its symbols stay hidden like ours
-OPENSSL_CFLAGS := $(shell pkg-config --cflags openssl 2>/dev/null)
-OPENSSL_LIBS := $(shell pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
+OPENSSL_CFLAGS := $(shell $(PKG_CONFIG) --cflags openssl 2>/dev/null)
+OPENSSL_LIBS := $(shell $(PKG_CONFIG) --libs openssl 2>/dev/null || echo -lssl -lcrypto)
+# 64-bit time_t (and off_t, which glibc requires with it) on 32-bit glibc targets (>= 2.34;
+# nothing changes on 64-bit, musl has it always): wall-clock stamps past 2038. The library and
+# the command only: the public headers hold no time_t, and a program (a suite) keeps the time_t
+# of the libraries it passes a struct timeval to (libevent's adapter). docs/portability.md.
+TIME64    := -D_FILE_OFFSET_BITS=64 -D_TIME_BITS=64
 # the library's flags: EXTRA_* less the position flags, then LIB_* (see the header)
 POSITION_FLAGS := -fPIE -fpie -fPIC -fpic -fno-PIE -fno-pie -pie -no-pie -static-pie
 LIB_CFLAGS  ?=
@@ -41,7 +48,7 @@ LIB_XLDFLAGS = $(filter-out $(POSITION_FLAGS),$(EXTRA_LDFLAGS)) $(LIB_LDFLAGS)
 SRC_DIRS  := $(sort $(patsubst %/,%,$(dir $(wildcard src/*/*.c src/*/*.h))))
 SRC_INC   := $(addprefix -I,$(SRC_DIRS))
 SRC_H     := $(wildcard src/*/*.h)
-CFLAGS_LIB = $(WARN) $(OPT) -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc $(SRC_INC) -I$(B) $(OPENSSL_CFLAGS) $(LIB_XCFLAGS) -fPIC
+CFLAGS_LIB = $(WARN) $(OPT) $(TIME64) -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc $(SRC_INC) -I$(B) $(OPENSSL_CFLAGS) $(LIB_XCFLAGS) -fPIC
 LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 
 # The platform layer (src/platform/platform.h): one implementation, and what all share.
@@ -96,7 +103,7 @@ $(B)/src/transport/session.o: src/transport/session.h
 
 $(B)/libhilock.a: $(LIB_OBJ)
 	rm -f $@
-	ar rcs $@ $^
+	$(AR) rcs $@ $^
 
 $(B)/libhilock.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libhilock.so.$(SOVERSION) -Wl,--no-undefined $(LIB_XLDFLAGS) \
@@ -262,6 +269,14 @@ test-asan: deps
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" test
 
+# make test-cross ARCH=arm64|i386 [SUITES=lock,legacy]: the suites cross-built with Debian's
+# cross compiler against a private sysroot of the target's libraries and run under qemu-user
+# against the native redis-server, in build-cross-ARCH (scripts/test-cross.sh; SUITES: a subset).
+ARCH ?= arm64
+.PHONY: test-cross
+test-cross:
+	@sh scripts/test-cross.sh $(ARCH) build-cross-$(ARCH)
+
 # The keepalive and handoff races under ThreadSanitizer (tests/tsan/*.c: plain programs, as
 # Criterion cannot run under TSan, Snaipe/Criterion#274).
 TSAN_SRC := $(sort $(wildcard tests/tsan/*.c))
@@ -314,7 +329,7 @@ $(B)/bench/bench: $(BENCH_OBJ) $(BENCH_FIXTURES) $(B)/libhilock.a
 # -Isrc/platform: the command's process control is the platform layer's (platform.h)
 $(CLI_BIN): cli/main.c cli/inspect.c cli/cli.h $(HEADERS) src/platform/platform.h $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(OPT) -Iinclude -Isrc/platform $(EXTRA_CFLAGS) -o $@ cli/main.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+	$(CC) $(WARN) $(OPT) $(TIME64) -Iinclude -Isrc/platform $(EXTRA_CFLAGS) -o $@ cli/main.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 install: $(CLI_BIN) $(B)/man/hilock.1
 
 # ---- proof under faults (torture/README.md) ----

@@ -139,13 +139,58 @@ hilock_status hilock_codec_parse(const hilock_codec *k, const char *s, size_t le
 }
 
 /* The double the peer holds for a clock reading now_us plus add_us (its timeout, and its
- * "+1"), computed as its runtime computes it. */
+ * "+1"), computed as its runtime computes it: every operation rounded once to a double. */
+static double peer_ops(const hilock_codec *k, int64_t now_us, int64_t add_us)
+{
+    double sec, frac, t;
+    if (k->decimals == HILOCK_DECIMALS_RUBY) {   /* Time sums exactly; Time#to_f: (double)ns / 1e9 */
+        double ns = (double)((uint64_t)(now_us + add_us) * 125u) * 8.0;   /* ns = us*125 << 3: one rounding */
+        return ns / 1e9;
+    }
+    /* Python 2.7: time.time() is tv_sec + tv_usec * 0.000001, then + timeout */
+    sec = (double)(now_us / 1000000);
+    frac = (double)(now_us % 1000000) * 0.000001;
+    t = sec + frac;
+    return t + (double)add_us / 1e6;
+}
+
+/* x87 (i386 without SSE math) computes in 80 bits: an expression keeps its excess precision
+ * until a store, and a store then rounds a second time, so a sum can land one ulp away from
+ * the peer's (x86-64, arm64: one rounding per operation). Precision control at 53 bits makes
+ * each x87 operation round as a double does (the exponent range stays wider; no stamp comes
+ * near it). Compiler flags cannot do this portably: -mfpmath=sse needs an SSE2 CPU,
+ * -ffloat-store still rounds twice. */
+#if defined(__i386__) && !defined(__SSE2_MATH__) && defined(__GNUC__)
+#define X87_DOUBLE 1
+static unsigned short x87_double_precision(void)
+{
+    unsigned short cw, pc53;
+    __asm__ __volatile__("fnstcw %0" : "=m"(cw) : : "memory");
+    pc53 = (unsigned short)((cw & ~0x300u) | 0x200u);   /* PC field (bits 8-9) = 10b: 53 bits */
+    __asm__ __volatile__("fldcw %0" : : "m"(pc53) : "memory");
+    return cw;
+}
+
+static void x87_restore(unsigned short cw)
+{
+    __asm__ __volatile__("fldcw %0" : : "m"(cw) : "memory");
+}
+#endif
+
+/* The inputs and the result pass through volatile memory, so that the compiler computes
+ * between the two control-word changes (the asm's memory clobber orders volatile accesses). */
 static double peer_double(const hilock_codec *k, int64_t now_us, int64_t add_us)
 {
-    if (k->decimals == HILOCK_DECIMALS_RUBY)   /* Time sums exactly; Time#to_f: (double)ns / 1e9 */
-        return (double)((uint64_t)(now_us + add_us) * 125u) * 8.0 / 1e9;   /* ns = us*125 << 3: one rounding */
-    /* Python 2.7: time.time() is tv_sec + tv_usec * 0.000001, then + timeout */
-    return ((double)(now_us / 1000000) + (double)(now_us % 1000000) * 0.000001) + (double)add_us / 1e6;
+    volatile int64_t now = now_us, add = add_us;
+    volatile double d;
+#ifdef X87_DOUBLE
+    unsigned short cw = x87_double_precision();
+#endif
+    d = peer_ops(k, now, add);
+#ifdef X87_DOUBLE
+    x87_restore(cw);
+#endif
+    return d;
 }
 
 /* The shortest decimal that strtod reads back as d, in fixed notation with at least one

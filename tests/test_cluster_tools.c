@@ -207,7 +207,7 @@ static void heal(hlt_cluster *f)
 Test(cluster_tools, inventory_scans_every_master_and_names_where_each_key_is)
 {
     hlt_cluster *f = fx(0);
-    char keys[6][64], name[3][64], want[128], check[1024];
+    char keys[6][64], name[3][64], want[256], check[1024];
     int m[3], owner[6];
     run_out *o;
     masters(f, m);

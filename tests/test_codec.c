@@ -187,6 +187,29 @@ Test(codec_format, python_adds_the_timeout_after_reading_the_clock)
     cr_assert_str_eq(buf, "2147483648.8714037");
 }
 
+/* 2039-09-18 and 2106-02-07: past a signed (2038-01-19) and an unsigned 32-bit time_t; the
+ * Python sum is python2 -c 'print(repr((float(4294967290) + 916345 * 0.000001) + 30))'. On a
+ * 32-bit target the library runs on 64-bit time_t (docs/portability.md) and this must hold. */
+Test(codec_format, stamps_past_2038_are_written_and_read_back)
+{
+    hilock_codec doc = preset("doc"), node = preset("node-redis-lock"), rb = preset("redis-objects");
+    hilock_codec py = preset("redis-py-2");
+    char buf[HILOCK_CODEC_MAX];
+    int64_t stamp = 0;
+    formats_to(&doc, 2200000000123456LL, "2200000000");
+    formats_to(&node, 2200000000123456LL, "2200000000123");
+    formats_to(&rb, 2200000000123456LL, "2200000000.123456");
+    formats_to(&py, 2200000000123456LL, "2200000000.123456");
+    parses_to(&doc, "2200000000", 2200000000000000LL);
+    parses_to(&node, "2200000000123", 2200000000123000LL);
+    parses_to(&py, "2200000000.123456", 2200000000123456LL);
+    cr_assert_not(hilock_codec_expired(&doc, 2200000000000000LL, 2200000000999999LL));
+    cr_assert(hilock_codec_expired(&doc, 2200000000000000LL, 2200000001000000LL));
+    cr_assert_eq(hl_codec_format_at(&py, 4294967290916345LL, 30000000, buf, sizeof buf, &stamp), HILOCK_OK);
+    cr_assert_str_eq(buf, "4294967320.916346");
+    cr_assert_eq(stamp, 4294967320916346LL);
+}
+
 Test(codec_format, float_styles_need_seconds)
 {
     hilock_codec k = custom(HILOCK_UNIT_MS, HILOCK_DECIMALS_RUBY, 1, 0, HILOCK_SUFFIX_NONE);

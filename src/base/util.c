@@ -45,10 +45,13 @@ int64_t hl_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* 0 (1970) when the clock cannot be read, never an unset timespec: every caller takes a
+ * reading <= 0 as none (a fencing floor falls back, a legacy stamp is out of the window and a
+ * lock never looks expired by it). */
 int64_t hl_wall_us(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 

@@ -131,8 +131,10 @@ int main(int argc, char **argv)
            HILOCK_VERSION, sizeof(hilock_options), sizeof(hilock_keepalive_options));
 
     o = fresh(&url);
+    /* (double)0.01: where doubles are computed in extended precision (i386's x87,
+     * FLT_EVAL_METHOD 2), the constant 0.01 is a long double, unequal to the stored double */
     CHECK(o->connect_timeout_ms == 1000 && o->io_timeout_ms == 1000 && o->retry_delay_ms == 50 &&
-          o->drift_factor == 0.01 && o->replicas_timeout_ms == 100 && o->failover_guard == -1 &&
+          o->drift_factor == (double)0.01 && o->replicas_timeout_ms == 100 && o->failover_guard == -1 &&
           o->codec.plus_one == 1 && o->wake == 1 && o->failover_guard_ms == 0, "defaults");
     free(o);
     probe_fields(&url);
