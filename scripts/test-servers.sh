@@ -10,6 +10,9 @@
 #   SUITES=lock,legacy                   a subset of the suites (test_lock or lock)
 #   CORE_BELOW=5.0 CORE_SUITES=lock,...  servers older than CORE_BELOW run only CORE_SUITES
 #                                        (their other cells say "-", not run)
+#   EDGE_SUITES=cli,cluster_scale        these suites run only on the edge servers: the first
+#                                        of the list and the newest of each family (redis-*,
+#                                        valkey-*); their other cells say "-", not run
 #   PARALLEL=2                           run that many servers at once (default 1)
 #   SUITE_TIMEOUT=s                      a suite running longer fails (default 900)
 #   REPORT_ONLY=1                        print the matrix of the last runs' reports, run nothing
@@ -83,6 +86,10 @@ for s in $suites; do
   [ -x "$b/tests/$s" ] || { echo "test-servers: $b/tests/$s is not built (make test-servers builds it)" >&2; exit 2; }
 done
 core=$(printf '%s' "${CORE_SUITES:-}" | tr ',' '\n' | sed 's/^test_//; s/^/test_/')
+edge=$(printf '%s' "${EDGE_SUITES:-}" | tr ',' '\n' | sed '/^$/d; s/^test_//; s/^/test_/')
+# the edge servers: the list's first, and the last (newest) of each family
+edges=" $(printf '%s\n' "$list" | awk 'NF { if (!first) first = $1; f = $1; sub(/-.*/, "", f); last[f] = $1 }
+                                       END { printf "%s", first; for (f in last) printf " %s", last[f] }') "
 
 # Why a suite cannot run on a server at all (whole-suite n/a), or nothing. Features a
 # server lacks inside a suite are the tests' own business (HLT_NEEDS: n/a per test).
@@ -113,6 +120,9 @@ run_server() { # NAME DIR
     if [ -n "$r" ]; then echo "$r" > "$rdir/$s.na"; continue; fi
     if [ -n "${CORE_BELOW:-}" ] && [ "$vn" -lt "$(vnum "$CORE_BELOW")" ] &&
        ! printf '%s\n' "$core" | grep -qx "$s"; then
+      : > "$rdir/$s.notrun"; continue
+    fi
+    if printf '%s\n' "$edge" | grep -qx "$s" && [ "${edges#* $name }" = "$edges" ]; then
       : > "$rdir/$s.notrun"; continue
     fi
     run="$run $b/tests/$s"
@@ -176,7 +186,7 @@ cellof() { awk -v s="$1" -v n="$2" '$1 == s && $2 == n { print $3 }' "$cells"; }
 {
   echo "hilock server matrix ($(date -u +%Y-%m-%dT%H:%MZ), $(($(date +%s) - t0)) s)"
   echo "cell: passed/run; +Nna: N tests n/a on that server (reasons below); n/a: the suite cannot"
-  echo "run there (reason below); -: not run (core set only, CORE_BELOW); !: FAILED"
+  echo "run there (reason below); -: not run (core set only: CORE_BELOW, EDGE_SUITES); !: FAILED"
   echo
   printf '%-12s' suite; for n in $names; do printf ' %13s' "$n"; done; echo
   for s in $suites; do
