@@ -3,7 +3,7 @@
  * fiber.h -- flows that can be suspended and resumed on one thread (fiber.c). Nothing here
  * is API; nothing here knows hilock.
  *
- * Why: the event-loop API (engine_loop.c) runs the very same lock flows as the blocking
+ * Why: the event-loop API (async.c) runs the very same lock flows as the blocking
  * calls (lock.c: quorum, undo, fencing, waiting, errors) -- not a second copy written as a
  * state machine. A flow runs on its own small stack; where the blocking code would wait in
  * poll(), the loop runner suspends the flow (hl_fiber_yield) and the event loop resumes it

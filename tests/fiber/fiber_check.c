@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * fiber_check.c -- the fiber switch alone (src/fiber.c), as a plain C program: no server, no
+ * fiber_check.c -- the fiber switch alone (src/async/fiber.c), as a plain C program: no server, no
  * Criterion, so that it runs where the suites cannot (a cross build under qemu-user, musl, a
  * build with -fcf-protection=full). Built and run by `make test` (tests/fiber/check.sh), by
  * `make test-musl` and by `make test-cross`. Exit 0: every check passed; 1: one failed (said on
