@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base.h"   /* hl_now_us */
 #include "platform.h"
 
 static int is_open(int fd)
