@@ -4,7 +4,8 @@
 # (arm64 or i386) with Debian's cross compilers, and run the suites under qemu-user against the
 # native redis-server (the fixtures start it from PATH, as in `make test`). docs/portability.md.
 #   SUITES=lock,legacy   only these suites (tests/test_NAME.c); default: all of them
-#   SUITE_TIMEOUT=s      as for scripts/run-tests.sh
+#   SUITE_TIMEOUT=s      as for scripts/run-tests.sh (default here 600: a suite stalled under
+#                        emulation fails instead of holding the run)
 # The target's libraries (hiredis, OpenSSL, Criterion, libuv, libevent and what they need) are
 # not installed: apt resolves them in a private state of its own (no dpkg --add-architecture,
 # nothing installed for the target) and they are unpacked with dpkg -x into a sysroot cached
@@ -85,6 +86,7 @@ echo "test-cross: $arch built in $((t1 - t0)) s"
 
 # ---- run (each suite's report and seconds in $b/report, as scripts/run-tests.sh keeps them) ----
 export QEMU_LD_PREFIX="$sr"
+export SUITE_TIMEOUT=${SUITE_TIMEOUT:-600}
 cd "$here/.."
 rep=$b/report
 rm -rf "$rep" && mkdir -p "$rep"
