@@ -154,41 +154,22 @@ static double peer_ops(const hilock_codec *k, int64_t now_us, int64_t add_us)
     return t + (double)add_us / 1e6;
 }
 
-/* x87 (i386 without SSE math) computes in 80 bits: an expression keeps its excess precision
- * until a store, and a store then rounds a second time, so a sum can land one ulp away from
- * the peer's (x86-64, arm64: one rounding per operation). Precision control at 53 bits makes
- * each x87 operation round as a double does (the exponent range stays wider; no stamp comes
- * near it). Compiler flags cannot do this portably: -mfpmath=sse needs an SSE2 CPU,
- * -ffloat-store still rounds twice. */
-#if defined(__i386__) && !defined(__SSE2_MATH__) && defined(__GNUC__)
-#define X87_DOUBLE 1
-static unsigned short x87_double_precision(void)
-{
-    unsigned short cw, pc53;
-    __asm__ __volatile__("fnstcw %0" : "=m"(cw) : : "memory");
-    pc53 = (unsigned short)((cw & ~0x300u) | 0x200u);   /* PC field (bits 8-9) = 10b: 53 bits */
-    __asm__ __volatile__("fldcw %0" : : "m"(pc53) : "memory");
-    return cw;
-}
-
-static void x87_restore(unsigned short cw)
-{
-    __asm__ __volatile__("fldcw %0" : : "m"(cw) : "memory");
-}
-#endif
-
+/* x87 (i386 without SSE math) computes in 80 bits and a store rounds a second time, so a sum
+ * could land one ulp from the peer's (x86-64, arm64: one rounding per operation): the
+ * platform layer sets x87 to round as a double does (HL_PLAT_FP_X87). Compiler flags cannot
+ * do this portably: -mfpmath=sse needs an SSE2 CPU, -ffloat-store still rounds twice. */
 /* The inputs and the result pass through volatile memory, so that the compiler computes
- * between the two control-word changes (the asm's memory clobber orders volatile accesses). */
+ * between the two control-word changes (calls the compiler cannot see through). */
 static double peer_double(const hilock_codec *k, int64_t now_us, int64_t add_us)
 {
     volatile int64_t now = now_us, add = add_us;
     volatile double d;
-#ifdef X87_DOUBLE
-    unsigned short cw = x87_double_precision();
+#ifdef HL_PLAT_FP_X87
+    unsigned cw = hl_plat_fp_double_begin();
 #endif
     d = peer_ops(k, now, add);
-#ifdef X87_DOUBLE
-    x87_restore(cw);
+#ifdef HL_PLAT_FP_X87
+    hl_plat_fp_double_end(cw);
 #endif
     return d;
 }

@@ -21,3 +21,21 @@ void hl_plat_close_each(int lo)
                                                                             : (long)rl.rlim_cur;
     for (long fd = lo; fd < top; fd++) close((int)fd);
 }
+
+#ifdef HL_PLAT_FP_X87
+/* (the memory clobbers keep the caller's volatile loads and stores on their side) */
+unsigned hl_plat_fp_double_begin(void)
+{
+    unsigned short cw, pc53;
+    __asm__ __volatile__("fnstcw %0" : "=m"(cw) : : "memory");
+    pc53 = (unsigned short)((cw & ~0x300u) | 0x200u);   /* PC field (bits 8-9) = 10b: 53 bits */
+    __asm__ __volatile__("fldcw %0" : : "m"(pc53) : "memory");
+    return cw;
+}
+
+void hl_plat_fp_double_end(unsigned saved)
+{
+    unsigned short cw = (unsigned short)saved;
+    __asm__ __volatile__("fldcw %0" : : "m"(cw) : "memory");
+}
+#endif

@@ -64,6 +64,17 @@ long hl_plat_thread_id(void);
 /* The running program's name without its directory, or "" if unknown. */
 const char *hl_plat_progname(void);
 
+/* The machine's floating point: on x87 (i386 without SSE math) an expression keeps 80 bits
+ * until a store, which then rounds a second time, so a sum can land one ulp from what a
+ * double-rounding machine computes. Between hl_plat_fp_double_begin and _end (given what
+ * begin returned) each x87 operation rounds as a double does (precision control: 53 bits).
+ * Where HL_PLAT_FP_X87 is not defined, doubles already round once per operation. */
+#if defined(__i386__) && !defined(__SSE2_MATH__) && defined(__GNUC__)
+#define HL_PLAT_FP_X87 1
+unsigned hl_plat_fp_double_begin(void);
+void     hl_plat_fp_double_end(unsigned saved);
+#endif
+
 /* ---- the command (cli/): async-signal-safe, for a forked child of a threaded process ---- */
 
 /* Close every descriptor >= lo (close_range where there is one, else each up to the limit). */
