@@ -4,7 +4,8 @@
  * entry points that choose a kind (hilock_legacy_acquire, api/acquire.c) and the fuzzers;
  * src/ never includes this.
  * Layer: legacy (this folder: the legacy and bridge kinds, their codecs)
- * May call: lock engine resp base platform */
+ * May call: lock engine resp base platform
+ */
 #ifndef HILOCK_LEGACY_KINDS_H
 #define HILOCK_LEGACY_KINDS_H
 

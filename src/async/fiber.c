@@ -46,7 +46,8 @@ void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_
  * restores the signal mask with a system call on every switch (two per round trip of a flow,
  * plus getcontext/setcontext per flow): on x86-64 and arm64 a switch is done here in user
  * space instead, saving what the ABI says a call preserves -- the callee-saved registers, the
- * stack pointer and the floating-point control state (x86-64: MXCSR's control bits and the
+ * stack pointer and the floating-point control state (x86-64: MXCSR -- its control bits; its
+ * status flags ride along, which the ABI lets a call change -- and the
  * x87 control word; arm64: fpcr) -- so a flow that changes its rounding mode (fesetround)
  * changes its own, as a called function's change is its caller's. Elsewhere ucontext is used:
  *   - x32 (__ILP32__): the 64-bit switch stores 8-byte stack pointers over the struct's
