@@ -483,6 +483,40 @@ HILOCK_API void hilock_client_free(hilock_client *c);
 HILOCK_API hilock_status hilock_acquire(hilock_client *c, const char *key, int64_t ttl_ms,
                                         int64_t wait_ms, hilock **out);
 
+/* ---- Counting semaphores and shared/exclusive locks (docs/semaphore.md, docs/rwlock.md) ----
+ * Both return an ordinary hilock: hilock_release, hilock_extend, hilock_check,
+ * hilock_keepalive, hilock_validity_ms, hilock_fence, hilock_token, hilock_key and hilock_free
+ * work on a permit or a shared/exclusive grant as on a lock (same statuses, same bounds). */
+
+/* The largest limit hilock_sem_acquire takes, and the most shared holders one key of
+ * hilock_rw_acquire admits at once (more is BUSY). */
+#define HILOCK_SEM_LIMIT_MAX 1000
+
+/* Take one of at most `limit` permits of `key` for ttl_ms (wait_ms as for hilock_acquire).
+ * Each permit has its own token, its own expiry by the server's clock (a dead holder's
+ * permit returns after its ttl) and its own fencing token, which grows with every grant of
+ * the key. `limit` is this caller's: the call is granted while fewer than `limit` permits
+ * are held, whatever limit their holders passed (callers that disagree: docs/semaphore.md).
+ * Returns as hilock_acquire, and EINVAL for limit < 1 or > HILOCK_SEM_LIMIT_MAX, a key that
+ * holds another kind (the message names it), or several masters (Redlock cannot keep a
+ * limit above 1: docs/semaphore.md). */
+HILOCK_API hilock_status hilock_sem_acquire(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
+                                            int64_t wait_ms, hilock **out);
+
+/* The two modes of a shared/exclusive lock. */
+typedef enum hilock_rw_mode {
+    HILOCK_EXCLUSIVE = 0,   /* one holder, alone */
+    HILOCK_SHARED = 1       /* any number of holders together, none exclusive */
+} hilock_rw_mode;
+
+/* Take `key` shared or exclusive for ttl_ms (wait_ms as for hilock_acquire). Writer-
+ * preferring: while an exclusive request waits, no new shared grant is made, so a stream of
+ * readers cannot starve a writer. An exclusive grant's fencing token exceeds every earlier
+ * grant's of the key. Returns as hilock_acquire, and EINVAL for a mode other than the two, or
+ * a key that holds another kind (the message names it). */
+HILOCK_API hilock_status hilock_rw_acquire(hilock_client *c, const char *key, hilock_rw_mode mode,
+                                           int64_t ttl_ms, int64_t wait_ms, hilock **out);
+
 /* Delete the lock if, and only if, it still holds our token (atomic compare in Lua).
  * A network operation; it does not free *l. Safe to call twice (the second says NOT_HELD).
  * From the first call on, validity is 0. Redlock: deletes our value on every master it can

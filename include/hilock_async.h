@@ -115,6 +115,15 @@ HILOCK_API hilock_status hilock_legacy_acquire_async(hilock_client *c, const cha
                                                      int64_t timeout_ms, int64_t wait_ms,
                                                      hilock_done_fn done, void *arg);
 
+/* hilock_sem_acquire and hilock_rw_acquire (hilock.h) without blocking: as
+ * hilock_acquire_async, with the limit or mode checked at once (EINVAL, done never called). */
+HILOCK_API hilock_status hilock_sem_acquire_async(hilock_client *c, const char *key, int limit,
+                                                  int64_t ttl_ms, int64_t wait_ms,
+                                                  hilock_done_fn done, void *arg);
+HILOCK_API hilock_status hilock_rw_acquire_async(hilock_client *c, const char *key, hilock_rw_mode mode,
+                                                 int64_t ttl_ms, int64_t wait_ms,
+                                                 hilock_done_fn done, void *arg);
+
 /* hilock_release / hilock_extend / hilock_check without blocking. Returns OK (accepted) or,
  * with done never called: EINVAL (NULL lock or done, ttl_ms out of range, a client not
  * attached or being freed), ENOMEM. */
