@@ -24,7 +24,8 @@ static void setup(void)
 
 static void teardown(void) { hlt_redis_stop(srv); }
 
-static hilock_client *client(void)
+/* a client of the server; guard: options.failover_guard */
+static hilock_client *client_guarded(int guard)
 {
     hilock_options o;
     hilock_client *c = NULL;
@@ -32,9 +33,12 @@ static hilock_client *client(void)
     hilock_options_init(&o);
     o.servers = &url;
     o.nservers = 1;
+    o.failover_guard = guard;
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     return c;
 }
+
+static hilock_client *client(void) { return client_guarded(0); }
 
 static long long zcard(const char *key)
 {
@@ -260,19 +264,13 @@ Test(semcore, old_servers_are_refused_naming_the_version)
 /* The failover guard (failover.lua): a grant made while the guard runs is undone by member. */
 Test(semcore, a_permit_granted_while_the_failover_guard_runs_is_undone_by_member)
 {
-    hilock_options o;
-    hilock_client *c = NULL;
+    hilock_client *c;
     hilock *l = NULL;
-    const char *url = srv->url;
     redisReply *t;
     long long now;
     char *id = NULL, *info;
     HLT_NEEDS(40000, "failover_guard needs replication ids (PSYNC2, Redis 4.0+)");
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.failover_guard = 1;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    c = client_guarded(1);
     /* a record of this history whose guard runs another minute */
     t = hlt_cmd(srv, "INFO replication");
     info = strstr(t->str, "master_replid:");
