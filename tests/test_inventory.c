@@ -1001,3 +1001,88 @@ Test(inspect_api, refuses_bad_arguments_before_any_io)
     cr_assert_eq(cur, 42);
     hilock_client_free(c);
 }
+
+/* ---- semaphores and shared/exclusive locks (issue 26): holders, limit, waiters ---- */
+
+typedef struct kind_seen {
+    int n;
+    char kind[16], value[16], mode[16];
+    int64_t holders, limit, waiters, writers;
+    size_t nholder;
+    int records, in_order;   /* holders with a record; pttls not decreasing */
+} kind_seen;
+
+static void keep_kind(size_t m, const hilock_lock_view *v, const char *e, void *arg)
+{
+    kind_seen *s = arg;
+    (void)m;
+    cr_assert_not_null(v, "%s", e);
+    s->n++;
+    snprintf(s->kind, sizeof s->kind, "%s", v->kind ? v->kind : "(null)");
+    snprintf(s->value, sizeof s->value, "%s", v->key.value ? v->key.value : "(null)");
+    snprintf(s->mode, sizeof s->mode, "%s", v->nholder ? v->holder[0].mode : "(none)");
+    s->holders = v->holders;
+    s->limit = v->limit;
+    s->waiters = v->waiters;
+    s->writers = v->writers_waiting;
+    s->nholder = v->nholder;
+    s->in_order = 1;
+    for (size_t i = 0; i < v->nholder; i++) {
+        s->records += v->holder[i].host != NULL;
+        if (i && v->holder[i].pttl_ms < v->holder[i - 1].pttl_ms) s->in_order = 0;
+    }
+}
+
+static kind_seen look_kind(hilock_client *c, const char *key)
+{
+    kind_seen s;
+    memset(&s, 0, sizeof s);
+    cr_assert_eq(hilock_inspect(c, key, keep_kind, &s), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(s.n, 1);
+    return s;
+}
+
+/* HILOCK_SEM_LIMIT_MAX holders, each with a record of the largest size a client writes (host
+ * and program cut at 64 bytes), and as many waiters: one reply, within the parser's limits
+ * (8192 elements an array, 64 KiB a string, 1 MiB a reply). The state is written as the kinds
+ * write it (a marker scored +inf, tokens scored with their expiry), so the bound is tested
+ * without a thousand clients. */
+Test(inspect_api, lists_the_most_holders_a_key_can_have_within_the_reply_limits)
+{
+    static const char seed[] =
+        "redis.replicate_commands() local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
+        "local host, prog = string.rep('h', 64), string.rep('p', 64) "
+        "redis.call('ZADD', KEYS[1], 'inf', 'hilock:sem') "
+        "for i = 1, tonumber(ARGV[1]) do "
+        "  local tok = string.format('%032x', i) "
+        "  redis.call('ZADD', KEYS[1], now + 60000 + i, tok) "
+        "  redis.call('HSET', KEYS[2], tok, now .. '\\n' .. ARGV[1] .. '\\n' .. host .. '\\n' .. 4242 .. '\\n' .. prog) "
+        "  redis.call('ZADD', KEYS[3], now + 60000, 'w' .. i) "
+        "end "
+        "redis.call('ZADD', KEYS[1], now - 1, 'expired') "
+        "redis.call('ZADD', KEYS[3], now - 1, 'lapsed') return 1";
+    hlt_redis *r;
+    hilock_client *c;
+    kind_seen s;
+    redisReply *rep;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (and the seed, TIME before writes)");
+    r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    rep = hlt_cmd(r, "EVAL %s 3 big {big}:holders {big}:wq %d", seed, HILOCK_SEM_LIMIT_MAX);
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER, "%s", rep && rep->str ? rep->str : "no reply");
+    freeReplyObject(rep);
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    s = look_kind(c, "big");
+    cr_assert_str_eq(s.kind, "semaphore");
+    cr_assert_str_eq(s.value, "hilock:sem");
+    cr_assert_str_eq(s.mode, "permit");
+    cr_assert_eq(s.holders, HILOCK_SEM_LIMIT_MAX);   /* the expired one and the marker are no holders */
+    cr_assert_eq(s.nholder, HILOCK_SEM_LIMIT_MAX);
+    cr_assert_eq(s.records, HILOCK_SEM_LIMIT_MAX);
+    cr_assert_eq(s.limit, HILOCK_SEM_LIMIT_MAX);
+    cr_assert_eq(s.waiters, HILOCK_SEM_LIMIT_MAX);   /* the lapsed one is not counted */
+    cr_assert_eq(s.writers, 0);
+    cr_assert(s.in_order);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
