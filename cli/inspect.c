@@ -1191,9 +1191,9 @@ static void busy_line(const busy_look *b, size_t master, record r, const char *m
     fputs("hilock: ", stderr);
     show(stderr, b->key, strlen(b->key));
     if (hilock_client_masters(b->c) > 1) fprintf(stderr, " on %s", hilock_client_master_name(b->c, master));
-    fprintf(stderr, " held%s%s by ", mode ? " " : "", mode ? mode : "");
+    fputs(" held by ", stderr);
     record_text(stderr, r, wall_us());
-    fputs(" (its holder record: informative only)\n", stderr);
+    fprintf(stderr, " (%s%sits holder record: informative only)\n", mode ? mode : "", mode ? "; " : "");
 }
 
 static void on_busy_master(size_t master, const hilock_lock_view *lv, const char *error, void *arg)

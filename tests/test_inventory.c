@@ -9,6 +9,7 @@
 #include <errno.h>   /* program_invocation_short_name */
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1083,6 +1084,203 @@ Test(inspect_api, lists_the_most_holders_a_key_can_have_within_the_reply_limits)
     cr_assert_eq(s.waiters, HILOCK_SEM_LIMIT_MAX);   /* the lapsed one is not counted */
     cr_assert_eq(s.writers, 0);
     cr_assert(s.in_order);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* Wait (bounded) for a key the test does not write: a waiter's registration. */
+static void wait_exists(hlt_redis *r, const char *key)
+{
+    for (long long end = hlt_now_ms() + 10000; hlt_now_ms() < end && !hlt_exists(r, key);) hlt_sleep_ms(10);
+    cr_assert_eq(hlt_exists(r, key), 1, "%s never appeared", key);
+}
+
+Test(inspect, shows_a_semaphores_permits_their_holders_and_its_queue, .timeout = 60)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = hlt_redis_start(NULL);
+    const char *w[] = { "-s", r->unix_url, "--limit", "2", "-w", "20s", "sem:i", "true", NULL };
+    const char *a[] = { "-s", r->unix_url, "inspect", "sem:i", NULL };
+    const char *j[] = { "-s", r->unix_url, "inspect", "--json", "sem:i", NULL };
+    const char *v[] = { "-s", r->unix_url, "-v", "-n", "--limit", "2", "sem:i", "true", NULL };
+    hilock_client *c[2], *viewer;
+    hilock *l[2];
+    char host[256] = "", want[700];
+    run_out *o = malloc(sizeof *o), *i;
+    pid_t waiter;
+    kind_seen s;
+    cr_assert(r && o);
+    find_bin();
+    gethostname(host, sizeof host - 1);
+    cr_assert_eq(hilock_client_open(r->unix_url, &viewer), HILOCK_OK);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(hilock_client_open(r->unix_url, &c[k]), HILOCK_OK);
+        cr_assert_eq(hilock_sem_acquire(c[k], "sem:i", 2, 60000, 0, &l[k]), HILOCK_OK, "%s", hilock_client_errmsg(c[k]));
+    }
+    waiter = spawn_hilock(r, w);
+    wait_exists(r, "{sem:i}:wq");
+    s = look_kind(viewer, "sem:i");
+    cr_assert_str_eq(s.kind, "semaphore");
+    cr_assert_str_eq(s.value, "hilock:sem");
+    cr_assert_str_eq(s.mode, "permit");
+    cr_assert_eq(s.holders, 2);
+    cr_assert_eq(s.nholder, 2);
+    cr_assert_eq(s.records, 2);
+    cr_assert_eq(s.limit, 2);
+    cr_assert_eq(s.waiters, 1);
+    cr_assert_eq(s.writers, 0);
+    i = run(r, a);   /* (its output files are the waiter's too: read before the waiter ends) */
+    cr_assert_eq(i->status, 0, "%s", i->err);
+    cr_assert(strstr(i->out, "  holder   a semaphore (hilock --limit, hilock_sem_acquire): its permits below\n"),
+              "%s", i->out);
+    cr_assert(strstr(i->out, "  holders  2 of limit 2 (the latest grant's; each caller passes its own)\n"), "%s", i->out);
+    for (int k = 0; k < 2; k++) {
+        snprintf(want, sizeof want, "    permit    \"%s\" expires in ", hilock_token(l[k]));
+        cr_assert(strstr(i->out, want), "%s", i->out);
+    }
+    snprintf(want, sizeof want, ", limit 2, host \"%s\", pid %ld, program \"%s\", granted ", host, (long)getpid(),
+             program_invocation_short_name);
+    cr_assert(strstr(i->out, want), "%s", i->out);
+    cr_assert(strstr(i->out, "  queue    1 waiting\n"), "%s", i->out);
+    free(i);
+    i = run(r, j);
+    cr_assert_eq(i->status, 0, "%s", i->err);
+    cr_assert(strstr(i->out, "\"kind\":\"semaphore\","), "%s", i->out);
+    cr_assert(strstr(i->out, ",\"holders\":2,\"limit\":2,\"waiters\":1,\"writers_waiting\":0,\"grants\":[{\"token\":"),
+              "%s", i->out);
+    snprintf(want, sizeof want, "\"mode\":\"permit\",\"pttl_ms\":");
+    cr_assert(strstr(i->out, want), "%s", i->out);
+    free(i);
+    i = run(r, v);   /* -v names the holders of a busy semaphore */
+    cr_assert_eq(i->status, 1, "%s", i->err);
+    snprintf(want, sizeof want, "hilock: \"sem:i\" held by host \"%s\", pid %ld, program \"%s\", granted ", host,
+             (long)getpid(), program_invocation_short_name);
+    cr_assert(strstr(i->err, want), "%s", i->err);
+    cr_assert(strstr(i->err, " ago (permit; its holder record: informative only)\n"), "%s", i->err);
+    free(i);
+    cr_assert_eq(hilock_release(l[0]), HILOCK_OK);   /* the waiter gets the permit, runs, releases */
+    collect(r, waiter, 20000, o);
+    cr_assert_eq(o->status, 0, "waiter: %d %s", o->status, o->err);
+    s = look_kind(viewer, "sem:i");
+    cr_assert_eq(s.holders, 1);
+    cr_assert_eq(s.waiters, 0);
+    free(o);
+    for (int k = 0; k < 2; k++) {
+        hilock_free(l[k]);
+        hilock_client_free(c[k]);
+    }
+    hilock_client_free(viewer);
+    hlt_redis_stop(r);
+}
+
+typedef struct writer_arg { const char *url; hilock_status st; char mode; } writer_arg;
+
+/* An exclusive request that waits (its own client, as a second process would) */
+static void *writer(void *p)
+{
+    writer_arg *w = p;
+    hilock_client *c;
+    hilock *l = NULL;
+    if (hilock_client_open(w->url, &c) != HILOCK_OK) return NULL;
+    w->st = hilock_rw_acquire(c, "rw:i", HILOCK_EXCLUSIVE, 60000, 20000, &l);
+    if (l) {
+        w->mode = hilock_token(l)[0];
+        hilock_release(l);
+        hilock_free(l);
+    }
+    hilock_client_free(c);
+    return NULL;
+}
+
+Test(inspect_api, shows_shared_holders_and_a_waiting_writer_then_the_exclusive_holder, .timeout = 60)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "shared locks need Redis 3.2 (TIME in a script that writes)");
+    r = hlt_redis_start(NULL);
+    hilock_client *c[2], *viewer;
+    hilock *l[2];
+    writer_arg wa = { NULL, HILOCK_EIO, 0 };
+    pthread_t t;
+    kind_seen s;
+    cr_assert_not_null(r);
+    wa.url = r->unix_url;
+    cr_assert_eq(hilock_client_open(r->unix_url, &viewer), HILOCK_OK);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(hilock_client_open(r->unix_url, &c[k]), HILOCK_OK);
+        cr_assert_eq(hilock_rw_acquire(c[k], "rw:i", HILOCK_SHARED, 60000, 0, &l[k]), HILOCK_OK, "%s",
+                     hilock_client_errmsg(c[k]));
+    }
+    cr_assert_eq(pthread_create(&t, NULL, writer, &wa), 0);
+    wait_exists(r, "{rw:i}:wq");
+    s = look_kind(viewer, "rw:i");
+    cr_assert_str_eq(s.kind, "rwlock");
+    cr_assert_str_eq(s.value, "hilock:rw");
+    cr_assert_str_eq(s.mode, "shared");
+    cr_assert_eq(s.holders, 2);
+    cr_assert_eq(s.nholder, 2);
+    cr_assert_eq(s.records, 2);
+    cr_assert_eq(s.limit, -1);
+    cr_assert_eq(s.waiters, 1);
+    cr_assert_eq(s.writers, 1);
+    for (int k = 0; k < 2; k++) cr_assert_eq(hilock_release(l[k]), HILOCK_OK);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(wa.st, HILOCK_OK);
+    cr_assert_eq(wa.mode, 'x');
+    s = look_kind(viewer, "rw:i");   /* released since: nothing held, nobody waits */
+    cr_assert_str_eq(s.kind, "lock");
+    cr_assert_eq(s.holders, 0);
+    cr_assert_eq(s.waiters, 0);
+    for (int k = 0; k < 2; k++) {
+        hilock_free(l[k]);
+        hilock_client_free(c[k]);
+    }
+    hilock_client_free(viewer);
+    hlt_redis_stop(r);
+}
+
+Test(inventory, counts_semaphores_and_shared_exclusive_locks_and_their_aux_keys)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", r->unix_url, "inventory", "k:*", "{k:*", NULL };
+    const char *j[] = { "-s", r->unix_url, "inventory", "--json", "k:*", NULL };
+    hilock_client *c;
+    hilock *sem, *rw, *plain;
+    run_out *o;
+    char *s;
+    cr_assert_not_null(r);
+    find_bin();
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_sem_acquire(c, "k:sem", 3, 60000, 0, &sem), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_rw_acquire(c, "k:rw", HILOCK_SHARED, 60000, 0, &rw), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire(c, "k:plain", 60000, 0, &plain), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    o = run(r, a);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    s = section(o->out, "k:*");
+    cr_assert(hlt_matches(s, "semaphore +1 +1 +0 +- +- +hilock --limit \\(sorted set\\)"), "%s", s);
+    cr_assert(hlt_matches(s, "rwlock +1 +1 +0 +- +- +hilock --shared \\(sorted set\\)"), "%s", s);
+    cr_assert(hlt_matches(s, "modern +1 +1 +0 "), "%s", s);
+    cr_assert(strstr(s, "=> modern locks only"), "%s", s);
+    free(s);
+    s = section(o->out, "{k:*");   /* fence counters, holder records: aux keys whatever their type */
+    cr_assert(hlt_matches(s, "hilock-aux +[0-9]+ "), "%s", s);
+    cr_assert_null(strstr(s, "not-a-string"), "%s", s);
+    free(s);
+    free(o);
+    o = run(r, j);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    cr_assert(strstr(o->out, "\"key\":\"k:sem\",\"type\":\"zset\",\"kind\":\"semaphore\","), "%s", o->out);
+    cr_assert(strstr(o->out, "\"key\":\"k:rw\",\"type\":\"zset\",\"kind\":\"rwlock\","), "%s", o->out);
+    cr_assert(strstr(o->out, "\"value\":\"hilock:sem\",\"value_size\":-1}"), "%s", o->out);
+    free(o);
+    hilock_release(sem);
+    hilock_release(rw);
+    hilock_release(plain);
+    hilock_free(sem);
+    hilock_free(rw);
+    hilock_free(plain);
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
