@@ -98,8 +98,8 @@ cat >"$dir/permit" <<'EOF'
 #!/bin/sh
 ms() { echo $(( ($(date +%s%N) - T0) / 1000000 )); }
 echo + >>"$LOG"
-printf '%7s ms  %-6s holds a permit (fence %s), %s running\n' "$(ms)" "$1" "$HILOCK_FENCE" \
-  "$(( $(grep -c '^+' "$LOG") - $(grep -c '^-' "$LOG") ))"
+n=$(( $(grep -c '^+' "$LOG") - $(grep -c '^-' "$LOG") ))   # runs holding a permit now
+printf '%7s ms  %-6s holds a permit (fence %s), %s running\n' "$(ms)" "$1" "$HILOCK_FENCE" "$n"
 sleep "$2"
 echo - >>"$LOG"
 printf '%7s ms  %-6s done, releasing\n' "$(ms)" "$1"
@@ -110,8 +110,8 @@ export LOG="$dir/permits.log"
 for n in 1 2 3 4 5; do
   "$hl" --limit 2 demo:backup -- "$dir/permit" "sem-$n" 0.3 & pids="$pids $!"
 done
-sleep 0.15
-"$hl" inspect demo:backup | grep -E '^  (holders|queue) ' | sed "s/^  /$(printf '%7s' "$(ms)") ms  inspect: /"
+sleep 0.2
+"$hl" inspect demo:backup | grep -E '^  (holders|queue) ' | while read -r line; do say "hilock inspect: $line"; done
 for p in $pids; do wait "$p" || :; done
 pids=""
 echo

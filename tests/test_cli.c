@@ -1626,9 +1626,11 @@ Test(cli, a_key_of_another_kind_exits_69_naming_it_and_is_left_as_it_was)
     cr_assert_eq(hilock_sem_acquire(c, "sem:k", 2, 60000, 0, &s), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_acquire(c, "plain:k", 60000, 0, &p), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(run(r, shared), 69, "%s", slurp(r, "err.txt"));
-    cr_assert(one_line(slurp(r, "err.txt")) && strstr(slurp(r, "err.txt"), "semaphore"), "%s", slurp(r, "err.txt"));
+    cr_assert(one_line(slurp(r, "err.txt")) && strstr(slurp(r, "err.txt"), "sem:k holds a semaphore, not a shared/exclusive lock"),
+              "%s", slurp(r, "err.txt"));
     cr_assert_eq(run(r, limit), 69, "%s", slurp(r, "err.txt"));
-    cr_assert(one_line(slurp(r, "err.txt")) && strstr(slurp(r, "err.txt"), "lock"), "%s", slurp(r, "err.txt"));
+    cr_assert(one_line(slurp(r, "err.txt")) && strstr(slurp(r, "err.txt"), "plain:k holds a lock, not a semaphore"), "%s",
+              slurp(r, "err.txt"));
     cr_assert_eq(access(path(r, "ran"), F_OK), -1);
     cr_assert_eq(hilock_check(s), HILOCK_OK);   /* both still held, untouched */
     cr_assert_eq(hilock_check(p), HILOCK_OK);
