@@ -1561,6 +1561,19 @@ Test(cli, limit_busy_exits_with_the_conflict_code_and_a_free_permit_runs_fenced)
     hlt_redis_stop(r);
 }
 
+Test(cli, limit_and_shared_runs_are_kept_alive_past_their_ttl)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = setup();
+    const char *sem[] = { "--limit", "1", "-t", "0.6", "job", "sleep", "1.5", NULL };
+    const char *shared[] = { "--shared", "-t", "0.6", "job", "sleep", "1.5", NULL };
+    cr_assert_eq(run(r, sem), 0, "%s", slurp(r, "err.txt"));   /* not 75: renewed */
+    cr_assert_eq(run(r, shared), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
 Test(cli, shared_runs_together_and_a_plain_lock_waits_for_both, .timeout = 60)
 {
     hlt_redis *r;
