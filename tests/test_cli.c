@@ -1479,32 +1479,6 @@ Test(cli, a_password_with_an_at_and_a_sentinel_password_are_hidden_from_the_proc
 
 /* ---- --limit N (a semaphore) and --shared (issue 26) ---- */
 
-/* Start `hilock ARGS -c SCRIPT` in the background, from the server's temp dir, its output
- * discarded (the runs share the temp dir: they report through the files SCRIPT writes). */
-static pid_t start_quiet(hlt_redis *r, const char *const *args, const char *script)
-{
-    const char *argv[16];
-    int n = 0;
-    pid_t pid;
-    argv[n++] = bin;
-    while (*args && n < 12) argv[n++] = *args++;
-    argv[n++] = "-c";
-    argv[n++] = script;
-    argv[n] = NULL;
-    pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull < 0 || chdir(r->dir) < 0) _exit(120);
-        setsid();
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        execv(bin, (char *const *)argv);
-        _exit(121);
-    }
-    return pid;
-}
-
 /* The most runs at once by a log of "+" (a run starts) and "-" (it ends) lines, each one
  * O_APPEND write; *starts gets the number of runs. */
 static int most_at_once(const char *log, int *starts)
@@ -1523,11 +1497,11 @@ Test(cli, limit_2_lets_at_most_2_of_3_runs_hold_the_key_at_once, .timeout = 60)
     hlt_redis *r;
     HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
     r = setup();
-    const char *a[] = { "--limit", "2", "-t", "5s", "sem:job", NULL };
+    const char *a[] = { "--limit", "2", "-t", "5s", "sem:job", "-c", "echo + >> log; sleep 2; echo - >> log", NULL };
     pid_t p[3];
     int starts;
     /* each run stays 2 s: the first two overlap, the third waits for a permit */
-    for (int i = 0; i < 3; i++) p[i] = start_quiet(r, a, "echo + >> log; sleep 2; echo - >> log");
+    for (int i = 0; i < 3; i++) p[i] = start(r, a);
     for (int i = 0; i < 3; i++) cr_assert_eq(hlt_reap(p[i], 40000), 0, "run %d", i);
     cr_assert_eq(most_at_once(slurp(r, "log"), &starts), 2, "%s", slurp(r, "log"));
     cr_assert_eq(starts, 3, "%s", slurp(r, "log"));
@@ -1579,18 +1553,18 @@ Test(cli, shared_runs_together_and_a_plain_lock_waits_for_both, .timeout = 60)
     hlt_redis *r;
     HLT_NEEDS(30200, "shared locks need Redis 3.2 (TIME in a script that writes)");
     r = setup();
-    const char *shared[] = { "--shared", "-t", "5s", "rw:job", NULL };
-    const char *plain[] = { "-t", "5s", "rw:job", NULL };
+    const char *shared[] = { "--shared", "-t", "5s", "rw:job", "-c", "echo + >> log; sleep 3; echo - >> log", NULL };
+    const char *plain[] = { "-t", "5s", "rw:job", "-c", "echo x >> log", NULL };   /* exclusive: after both */
     const char *busy[] = { "-n", "rw:job", "touch", "ran", NULL };
     const char *zero[] = { "-w", "0", "rw:job", "touch", "ran", NULL };
     pid_t s[2], w;
     int starts;
-    for (int i = 0; i < 2; i++) s[i] = start_quiet(r, shared, "echo + >> log; sleep 3; echo - >> log");
+    for (int i = 0; i < 2; i++) s[i] = start(r, shared);
     cr_assert(wait_for_file(r, "log", "+\n+\n", 20000), "%s", slurp(r, "log"));   /* both at once */
     cr_assert_eq(run(r, busy), 1, "%s", slurp(r, "err.txt"));
     cr_assert_eq(run(r, zero), 1, "%s", slurp(r, "err.txt"));
     cr_assert_eq(access(path(r, "ran"), F_OK), -1);
-    w = start_quiet(r, plain, "echo x >> log");   /* exclusive: after both */
+    w = start(r, plain);
     for (int i = 0; i < 2; i++) cr_assert_eq(hlt_reap(s[i], 40000), 0, "shared %d", i);
     cr_assert_eq(hlt_reap(w, 40000), 0);
     cr_assert_str_eq(slurp(r, "log"), "+\n+\n-\n-\nx\n");

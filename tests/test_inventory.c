@@ -696,6 +696,11 @@ typedef struct seen_view {
     int n;
     char host[256], program[256];
     int64_t pid, since_ms, fence;
+    /* semaphores and shared/exclusive locks */
+    char kind[16], value[16], mode[16];   /* mode: the first holder's */
+    int64_t holders, limit, waiters, writers;
+    size_t nholder;
+    int records, in_order;   /* holders with a record; pttls not decreasing */
 } seen_view;
 
 static void keep_view(size_t m, const hilock_lock_view *v, const char *e, void *arg)
@@ -709,6 +714,19 @@ static void keep_view(size_t m, const hilock_lock_view *v, const char *e, void *
     s->since_ms = v->holder_since_ms;
     snprintf(s->host, sizeof s->host, "%s", v->holder_host ? v->holder_host : "(null)");
     snprintf(s->program, sizeof s->program, "%s", v->holder_program ? v->holder_program : "(null)");
+    snprintf(s->kind, sizeof s->kind, "%s", v->kind ? v->kind : "(null)");
+    snprintf(s->value, sizeof s->value, "%s", v->key.value ? v->key.value : "(null)");
+    snprintf(s->mode, sizeof s->mode, "%s", v->nholder ? v->holder[0].mode : "(none)");
+    s->holders = v->holders;
+    s->limit = v->limit;
+    s->waiters = v->waiters;
+    s->writers = v->writers_waiting;
+    s->nholder = v->nholder;
+    s->in_order = 1;
+    for (size_t i = 0; i < v->nholder; i++) {
+        s->records += v->holder[i].host != NULL;
+        if (i && v->holder[i].pttl_ms < v->holder[i - 1].pttl_ms) s->in_order = 0;
+    }
 }
 
 static seen_view look(hilock_client *c, const char *key)
@@ -1005,44 +1023,6 @@ Test(inspect_api, refuses_bad_arguments_before_any_io)
 
 /* ---- semaphores and shared/exclusive locks (issue 26): holders, limit, waiters ---- */
 
-typedef struct kind_seen {
-    int n;
-    char kind[16], value[16], mode[16];
-    int64_t holders, limit, waiters, writers;
-    size_t nholder;
-    int records, in_order;   /* holders with a record; pttls not decreasing */
-} kind_seen;
-
-static void keep_kind(size_t m, const hilock_lock_view *v, const char *e, void *arg)
-{
-    kind_seen *s = arg;
-    (void)m;
-    cr_assert_not_null(v, "%s", e);
-    s->n++;
-    snprintf(s->kind, sizeof s->kind, "%s", v->kind ? v->kind : "(null)");
-    snprintf(s->value, sizeof s->value, "%s", v->key.value ? v->key.value : "(null)");
-    snprintf(s->mode, sizeof s->mode, "%s", v->nholder ? v->holder[0].mode : "(none)");
-    s->holders = v->holders;
-    s->limit = v->limit;
-    s->waiters = v->waiters;
-    s->writers = v->writers_waiting;
-    s->nholder = v->nholder;
-    s->in_order = 1;
-    for (size_t i = 0; i < v->nholder; i++) {
-        s->records += v->holder[i].host != NULL;
-        if (i && v->holder[i].pttl_ms < v->holder[i - 1].pttl_ms) s->in_order = 0;
-    }
-}
-
-static kind_seen look_kind(hilock_client *c, const char *key)
-{
-    kind_seen s;
-    memset(&s, 0, sizeof s);
-    cr_assert_eq(hilock_inspect(c, key, keep_kind, &s), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(s.n, 1);
-    return s;
-}
-
 /* HILOCK_SEM_LIMIT_MAX holders, each with a record of the largest size a client writes (host
  * and program cut at 64 bytes), and as many waiters: one reply, within the parser's limits
  * (8192 elements an array, 64 KiB a string, 1 MiB a reply). The state is written as the kinds
@@ -1064,7 +1044,7 @@ Test(inspect_api, lists_the_most_holders_a_key_can_have_within_the_reply_limits)
         "redis.call('ZADD', KEYS[3], now - 1, 'lapsed') return 1";
     hlt_redis *r;
     hilock_client *c;
-    kind_seen s;
+    seen_view s;
     redisReply *rep;
     HLT_NEEDS(30200, "semaphores need Redis 3.2 (and the seed, TIME before writes)");
     r = hlt_redis_start(NULL);
@@ -1073,7 +1053,7 @@ Test(inspect_api, lists_the_most_holders_a_key_can_have_within_the_reply_limits)
     cr_assert(rep && rep->type == REDIS_REPLY_INTEGER, "%s", rep && rep->str ? rep->str : "no reply");
     freeReplyObject(rep);
     cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
-    s = look_kind(c, "big");
+    s = look(c, "big");
     cr_assert_str_eq(s.kind, "semaphore");
     cr_assert_str_eq(s.value, "hilock:sem");
     cr_assert_str_eq(s.mode, "permit");
@@ -1109,7 +1089,7 @@ Test(inspect, shows_a_semaphores_permits_their_holders_and_its_queue, .timeout =
     char host[256] = "", want[700];
     run_out *o = malloc(sizeof *o), *i;
     pid_t waiter;
-    kind_seen s;
+    seen_view s;
     cr_assert(r && o);
     find_bin();
     gethostname(host, sizeof host - 1);
@@ -1120,7 +1100,7 @@ Test(inspect, shows_a_semaphores_permits_their_holders_and_its_queue, .timeout =
     }
     waiter = spawn_hilock(r, w);
     wait_exists(r, "{sem:i}:wq");
-    s = look_kind(viewer, "sem:i");
+    s = look(viewer, "sem:i");
     cr_assert_str_eq(s.kind, "semaphore");
     cr_assert_str_eq(s.value, "hilock:sem");
     cr_assert_str_eq(s.mode, "permit");
@@ -1162,7 +1142,7 @@ Test(inspect, shows_a_semaphores_permits_their_holders_and_its_queue, .timeout =
     cr_assert_eq(hilock_release(l[0]), HILOCK_OK);   /* the waiter gets the permit, runs, releases */
     collect(r, waiter, 20000, o);
     cr_assert_eq(o->status, 0, "waiter: %d %s", o->status, o->err);
-    s = look_kind(viewer, "sem:i");
+    s = look(viewer, "sem:i");
     cr_assert_eq(s.holders, 1);
     cr_assert_eq(s.waiters, 0);
     free(o);
@@ -1202,7 +1182,7 @@ Test(inspect_api, shows_shared_holders_and_a_waiting_writer_then_the_exclusive_h
     hilock *l[2];
     writer_arg wa = { NULL, HILOCK_EIO, 0 };
     pthread_t t;
-    kind_seen s;
+    seen_view s;
     cr_assert_not_null(r);
     wa.url = r->unix_url;
     cr_assert_eq(hilock_client_open(r->unix_url, &viewer), HILOCK_OK);
@@ -1213,7 +1193,7 @@ Test(inspect_api, shows_shared_holders_and_a_waiting_writer_then_the_exclusive_h
     }
     cr_assert_eq(pthread_create(&t, NULL, writer, &wa), 0);
     wait_exists(r, "{rw:i}:wq");
-    s = look_kind(viewer, "rw:i");
+    s = look(viewer, "rw:i");
     cr_assert_str_eq(s.kind, "rwlock");
     cr_assert_str_eq(s.value, "hilock:rw");
     cr_assert_str_eq(s.mode, "shared");
@@ -1227,7 +1207,7 @@ Test(inspect_api, shows_shared_holders_and_a_waiting_writer_then_the_exclusive_h
     cr_assert_eq(pthread_join(t, NULL), 0);
     cr_assert_eq(wa.st, HILOCK_OK);
     cr_assert_eq(wa.mode, 'x');
-    s = look_kind(viewer, "rw:i");   /* released since: nothing held, nobody waits */
+    s = look(viewer, "rw:i");   /* released since: nothing held, nobody waits */
     cr_assert_str_eq(s.kind, "lock");
     cr_assert_eq(s.holders, 0);
     cr_assert_eq(s.waiters, 0);
