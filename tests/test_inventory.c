@@ -1023,6 +1023,22 @@ Test(inspect_api, refuses_bad_arguments_before_any_io)
 
 /* ---- semaphores and shared/exclusive locks (issue 26): holders, limit, waiters ---- */
 
+/* What look() saw of a semaphore or shared/exclusive lock: every holder listed with its record. */
+static void assert_kind(const seen_view *s, const char *kind, const char *mode, int64_t holders, int64_t limit,
+                        int64_t waiters, int64_t writers)
+{
+    cr_assert_str_eq(s->kind, kind);
+    cr_assert_str_eq(s->value, !strcmp(kind, "semaphore") ? "hilock:sem" : "hilock:rw");
+    cr_assert_str_eq(s->mode, mode);
+    cr_assert_eq(s->holders, holders);
+    cr_assert_eq(s->nholder, (size_t)holders);
+    cr_assert_eq(s->records, holders);
+    cr_assert_eq(s->limit, limit);
+    cr_assert_eq(s->waiters, waiters);
+    cr_assert_eq(s->writers, writers);
+    cr_assert(s->in_order);
+}
+
 /* HILOCK_SEM_LIMIT_MAX holders, each with a record of the largest size a client writes (host
  * and program cut at 64 bytes), and as many waiters: one reply, within the parser's limits
  * (8192 elements an array, 64 KiB a string, 1 MiB a reply). The state is written as the kinds
@@ -1054,16 +1070,8 @@ Test(inspect_api, lists_the_most_holders_a_key_can_have_within_the_reply_limits)
     freeReplyObject(rep);
     cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
     s = look(c, "big");
-    cr_assert_str_eq(s.kind, "semaphore");
-    cr_assert_str_eq(s.value, "hilock:sem");
-    cr_assert_str_eq(s.mode, "permit");
-    cr_assert_eq(s.holders, HILOCK_SEM_LIMIT_MAX);   /* the expired one and the marker are no holders */
-    cr_assert_eq(s.nholder, HILOCK_SEM_LIMIT_MAX);
-    cr_assert_eq(s.records, HILOCK_SEM_LIMIT_MAX);
-    cr_assert_eq(s.limit, HILOCK_SEM_LIMIT_MAX);
-    cr_assert_eq(s.waiters, HILOCK_SEM_LIMIT_MAX);   /* the lapsed one is not counted */
-    cr_assert_eq(s.writers, 0);
-    cr_assert(s.in_order);
+    /* the expired holder, the marker and the lapsed waiter are not counted */
+    assert_kind(&s, "semaphore", "permit", HILOCK_SEM_LIMIT_MAX, HILOCK_SEM_LIMIT_MAX, HILOCK_SEM_LIMIT_MAX, 0);
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -1101,15 +1109,7 @@ Test(inspect, shows_a_semaphores_permits_their_holders_and_its_queue, .timeout =
     waiter = spawn_hilock(r, w);
     wait_exists(r, "{sem:i}:wq");
     s = look(viewer, "sem:i");
-    cr_assert_str_eq(s.kind, "semaphore");
-    cr_assert_str_eq(s.value, "hilock:sem");
-    cr_assert_str_eq(s.mode, "permit");
-    cr_assert_eq(s.holders, 2);
-    cr_assert_eq(s.nholder, 2);
-    cr_assert_eq(s.records, 2);
-    cr_assert_eq(s.limit, 2);
-    cr_assert_eq(s.waiters, 1);
-    cr_assert_eq(s.writers, 0);
+    assert_kind(&s, "semaphore", "permit", 2, 2, 1, 0);
     i = run(r, a);   /* (its output files are the waiter's too: read before the waiter ends) */
     cr_assert_eq(i->status, 0, "%s", i->err);
     cr_assert(strstr(i->out, "  holder   a semaphore (hilock --limit, hilock_sem_acquire): its permits below\n"),
@@ -1194,15 +1194,7 @@ Test(inspect_api, shows_shared_holders_and_a_waiting_writer_then_the_exclusive_h
     cr_assert_eq(pthread_create(&t, NULL, writer, &wa), 0);
     wait_exists(r, "{rw:i}:wq");
     s = look(viewer, "rw:i");
-    cr_assert_str_eq(s.kind, "rwlock");
-    cr_assert_str_eq(s.value, "hilock:rw");
-    cr_assert_str_eq(s.mode, "shared");
-    cr_assert_eq(s.holders, 2);
-    cr_assert_eq(s.nholder, 2);
-    cr_assert_eq(s.records, 2);
-    cr_assert_eq(s.limit, -1);
-    cr_assert_eq(s.waiters, 1);
-    cr_assert_eq(s.writers, 1);
+    assert_kind(&s, "rwlock", "shared", 2, -1, 1, 1);
     for (int k = 0; k < 2; k++) cr_assert_eq(hilock_release(l[k]), HILOCK_OK);
     cr_assert_eq(pthread_join(t, NULL), 0);
     cr_assert_eq(wa.st, HILOCK_OK);
