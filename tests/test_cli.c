@@ -1548,6 +1548,32 @@ Test(cli, limit_and_shared_runs_are_kept_alive_past_their_ttl)
     hlt_redis_stop(r);
 }
 
+Test(cli, a_lost_permit_or_shared_grant_terminates_the_command_and_exits_75)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = setup();
+#define STOPS_ON_TERM "trap 'echo term > term.txt; exit 0' TERM; echo up > up.txt; sleep 30 & wait"
+    static const char *const kinds[][8] = {
+        { "--limit", "2", "-t", "0.6", "job", "-c", STOPS_ON_TERM, NULL },
+        { "--shared", "-t", "0.6", "job", "-c", STOPS_ON_TERM, NULL },
+    };
+    for (size_t k = 0; k < 2; k++) {
+        const char *const *a = kinds[k];
+        pid_t pid;
+        unlink(path(r, "up.txt"));
+        unlink(path(r, "term.txt"));
+        pid = start(r, a);
+        cr_assert(wait_for_file(r, "up.txt", "up", 10000), "%s", a[0]);
+        freeReplyObject(hlt_cmd(r, "DEL job"));   /* every permit or grant deleted from outside */
+        cr_assert_eq(hlt_reap(pid, 10000), 75, "%s: exit 75 even though COMMAND exited 0", a[0]);
+        cr_assert_str_eq(slurp(r, "term.txt"), "term\n", "%s: COMMAND got SIGTERM", a[0]);
+        cr_assert(strstr(slurp(r, "err.txt"), "lock lost"), "%s", slurp(r, "err.txt"));
+        cr_assert_eq(hlt_exists(r, "job"), 0, "a lost key is never re-created");
+    }
+    hlt_redis_stop(r);
+}
+
 Test(cli, shared_runs_together_and_a_plain_lock_waits_for_both, .timeout = 60)
 {
     hlt_redis *r;
