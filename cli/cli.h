@@ -34,8 +34,9 @@ int hl_tool_word(const char *word);
 int hl_tool_main(const hilock_options *o, int argc, char **argv);
 
 /* hilock -v, on BUSY: the holder record of key on each master, one line each on stderr
- * ("hilock: "KEY" held by host ..., pid N, program ..., granted T ago ..."); nothing when
- * there is none or the look fails. One more round trip, on that path only. */
+ * ("hilock: "KEY" held by host ..., pid N, program ..., granted T ago ..."), and of a
+ * semaphore or shared/exclusive lock those of its first three holders ("(permit; ...)");
+ * nothing when there is none or the look fails. One more round trip, on that path only. */
 void hl_tool_busy_holder(hilock_client *c, const char *key);
 
 #endif

@@ -11,8 +11,9 @@
  *     today), a fraction only for decimal presets, an owner suffix only for suffix presets.
  *     Presets that write identical values (node-redis-lock and jedis-lock: both integer ms)
  *     cannot be told apart by a value: all that fit are listed, the first of them names it;
- *   - "hilock-aux": a hilock aux key ({key}:fence, :waiters, :signal), not a lock;
- *   - the Redis type for keys that are not strings; "unknown" for every other value.
+ *   - "hilock-aux": a hilock aux key ({key}:fence, :waiters, :signal, ...), not a lock;
+ *   - "semaphore", "rwlock": a sorted set with the kind's marker (hilock_key_view.value);
+ *   - the Redis type for other keys that are not strings; "unknown" for every other value.
  *
  * JSON strings (--json): valid UTF-8 is copied, '"' '\' and control characters are escaped
  * (\n, \t, ..., \u00XX; also DEL), and each byte of invalid UTF-8 becomes U+FFFD; a key or
@@ -51,7 +52,7 @@ static const char *const preset_names[] = {
 static hilock_codec presets[NPRESETS];
 
 /* kinds: the presets first (index = preset), then these */
-enum { K_MODERN = NPRESETS, K_UNKNOWN, K_AUX, K_OTHER_TYPE, NKINDS };
+enum { K_MODERN = NPRESETS, K_UNKNOWN, K_AUX, K_OTHER_TYPE, K_SEM, K_RW, NKINDS };
 static const char *const unit_names[] = { "seconds", "milliseconds", "microseconds" };
 
 typedef struct verdict {
@@ -83,11 +84,13 @@ static int has_suffix(const char *s, size_t n, const char *suf)
     return n > l && !memcmp(s + n - l, suf, l);
 }
 
-/* {key}:fence, {key}:waiters, {key}:signal (or key{tag}...:fence): a tag closes before it */
+/* {key}:fence, {key}:waiters, {key}:signal (or key{tag}...:fence): a tag closes before it.
+ * Of any type: the kinds' are hashes, sorted sets and lists. */
 static int is_aux_key(const char *k, size_t n)
 {
-    static const char *const aux[] = { ":fence", ":waiters", ":signal", ":holder" };
-    for (size_t i = 0; i < 4; i++)
+    static const char *const aux[] = { ":fence", ":waiters", ":signal", ":holder", ":holders", ":wq",
+                                       ":xsignal", ":ssignal" };
+    for (size_t i = 0; i < sizeof aux / sizeof aux[0]; i++)
         if (has_suffix(k, n, aux[i]) && memchr(k, '}', n - strlen(aux[i]))) return 1;
     return 0;
 }
@@ -107,12 +110,14 @@ static void classify(const hilock_key_view *k, int64_t now_us, verdict *out)
     memset(out, 0, sizeof *out);
     out->kind = K_UNKNOWN;
     out->passed = -1;
-    if (strcmp(k->type, "string")) {
-        out->kind = K_OTHER_TYPE;
-        return;
-    }
     if (is_aux_key(k->key, k->key_len)) {
         out->kind = K_AUX;
+        return;
+    }
+    if (strcmp(k->type, "string")) {   /* the kinds' marker, or another type */
+        int zset = !strcmp(k->type, "zset") && k->value;
+        out->kind = zset && !strcmp(k->value, "hilock:sem") ? K_SEM : zset && !strcmp(k->value, "hilock:rw") ? K_RW
+                  : K_OTHER_TYPE;
         return;
     }
     if (is_token(k->value, k->value_len)) {
@@ -146,13 +151,13 @@ static void classify(const hilock_key_view *k, int64_t now_us, verdict *out)
         out->passed = hilock_codec_expired(&presets[out->kind], out->stamp_us, now_us);
 }
 
+/* The names of the kinds past the presets (index kind - K_MODERN), as rows and JSON show them */
+static const char *const kind_names[] = { "modern", "unknown", "hilock-aux", "not-a-string", "semaphore", "rwlock" };
+
 static const char *kind_name(const verdict *v, const hilock_key_view *k)
 {
     if (v->kind < (int)NPRESETS) return preset_names[v->kind];
-    if (v->kind == K_MODERN) return "modern";
-    if (v->kind == K_AUX) return "hilock-aux";
-    if (v->kind == K_OTHER_TYPE) return k->type;
-    return "unknown";
+    return v->kind == K_OTHER_TYPE ? k->type : kind_names[v->kind - K_MODERN];
 }
 
 /* "integer milliseconds", "decimal seconds", "integer seconds -pid-thread" */
@@ -706,7 +711,7 @@ static void advise(sink *s)
     else if (legacy)
         advice(s, "step_3_tokens", "every stamp has a TTL (bridge clients, or legacy ones that set one): when "
                "no legacy\n     client can run any more (docs/legacy-migration.md, step 2), step 3: random tokens");
-    else if (f->k[K_MODERN].keys)
+    else if (f->k[K_MODERN].keys || f->k[K_SEM].keys || f->k[K_RW].keys)
         advice(s, "modern_only", "modern locks only: nothing to migrate");
     else if (f->k[K_UNKNOWN].keys)
         advice(s, "find_writer", "find the writer of the values above before anything else");
@@ -717,8 +722,7 @@ static void advise(sink *s)
 /* a row of a family's counts */
 static const char *count_name(int k)
 {
-    return k < (int)NPRESETS ? preset_names[k] : k == K_MODERN ? "modern" : k == K_UNKNOWN ? "unknown"
-           : k == K_AUX ? "hilock-aux" : "not-a-string";
+    return k < (int)NPRESETS ? preset_names[k] : kind_names[k - K_MODERN];
 }
 
 /* The holders of the first modern locks seen (at most NSAMPLES a family: one look each, after
@@ -768,7 +772,8 @@ static void print_family(const inventory *inv, const family *f)
                 if ((int)p != k && same_format((int)p, k) && strlen(fmt) + strlen(preset_names[p]) + 8 < sizeof fmt)
                     strcat(strcat(fmt, ", or "), preset_names[p]);
         } else {
-            snprintf(fmt, sizeof fmt, "%s", k == K_MODERN ? "32 hex digits (hilock token)" : "");
+            snprintf(fmt, sizeof fmt, "%s", k == K_MODERN ? "32 hex digits (hilock token)"
+                     : k == K_SEM ? "hilock --limit (sorted set)" : k == K_RW ? "hilock --shared (sorted set)" : "");
         }
         if (k < (int)NPRESETS)
             printf("  %-16s %8ld %8ld %8ld %8ld %8ld  %s\n", name, c->keys, c->ttl, c->keys - c->ttl, c->passed,
@@ -1056,6 +1061,8 @@ static const char *holder(const hilock_key_view *k, const verdict *v)
     if (v->kind == K_MODERN) return "a modern lock (hilock token)";
     if (v->kind == K_UNKNOWN) return "a value no preset reads (another library's token?)";
     if (v->kind == K_AUX) return "not a lock: a hilock aux key";
+    if (v->kind == K_SEM) return "a semaphore (hilock --limit, hilock_sem_acquire): its permits below";
+    if (v->kind == K_RW) return "a shared/exclusive lock (hilock --shared, hilock_rw_acquire): its grants below";
     if (k->pttl_ms < 0) return "a legacy lock (SETNX/GETSET stamp, no TTL)";
     if (presets[v->kind].suffix == HILOCK_SUFFIX_NONE && presets[v->kind].decimals == 0)
         return "a bridge lock (digits stamp + PX; or a legacy writer that sets a TTL)";
@@ -1065,55 +1072,137 @@ static const char *holder(const hilock_key_view *k, const verdict *v)
 static const char *holder_word(const hilock_key_view *k, const verdict *v)
 {
     if (!strcmp(k->type, "none")) return "none";
-    if (v->kind == K_OTHER_TYPE) return "not-a-string";
-    if (v->kind == K_MODERN) return "modern";
-    if (v->kind == K_UNKNOWN) return "unknown";
-    if (v->kind == K_AUX) return "hilock-aux";
+    if (v->kind >= K_MODERN) return kind_names[v->kind - K_MODERN];
     if (k->pttl_ms < 0) return "legacy";
     return presets[v->kind].suffix == HILOCK_SUFFIX_NONE && presets[v->kind].decimals == 0 ? "bridge" : "legacy-ttl";
 }
 
 /* ---- the holder record (hilock_lock_view.holder_*): informative only, never ownership ---- */
 
+/* A holder record as the view gives it: a lock's (holder_*) or a kind's holder's. */
+typedef struct record { const char *host; int64_t pid; const char *program; int64_t since_ms; } record;
+
+static record lock_record(const hilock_lock_view *lv)
+{
+    record r = { lv->holder_host, lv->holder_pid, lv->holder_program, lv->holder_since_ms };
+    return r;
+}
+
 /* host "web-3", pid 4242, program "nightly", granted 12.3 s ago */
-static void holder_text(FILE *f, const hilock_lock_view *lv, int64_t now_us)
+static void record_text(FILE *f, record r, int64_t now_us)
 {
     char a[32];
-    int64_t ago = now_us / 1000 - lv->holder_since_ms;
+    int64_t ago = now_us / 1000 - r.since_ms;
     fputs("host ", f);
-    show(f, lv->holder_host, strlen(lv->holder_host));
-    fprintf(f, ", pid %lld, program ", (long long)lv->holder_pid);
-    show(f, lv->holder_program, strlen(lv->holder_program));
+    show(f, r.host, strlen(r.host));
+    fprintf(f, ", pid %lld, program ", (long long)r.pid);
+    show(f, r.program, strlen(r.program));
     fprintf(f, ", granted %s ago", human_ms(ago > 0 ? ago : 0, a, sizeof a));   /* (clocks differ a little) */
 }
 
-/* ,"held_by":{"host":...,"pid":N,"program":...,"since_ms":N} or ,"held_by":null */
-static void holder_json(FILE *f, const hilock_lock_view *lv)
+static void holder_text(FILE *f, const hilock_lock_view *lv, int64_t now_us) { record_text(f, lock_record(lv), now_us); }
+
+/* {"host":...,"pid":N,"program":...,"since_ms":N} or null */
+static void record_json(FILE *f, record r)
 {
-    if (!lv->holder_host) {
-        fputs(",\"held_by\":null", f);
+    if (!r.host) {
+        fputs("null", f);
         return;
     }
-    fputs(",\"held_by\":{\"host\":", f);
-    json_str(f, lv->holder_host, strlen(lv->holder_host));
-    fprintf(f, ",\"pid\":%lld,\"program\":", (long long)lv->holder_pid);
-    json_str(f, lv->holder_program, strlen(lv->holder_program));
-    fprintf(f, ",\"since_ms\":%lld}", (long long)lv->holder_since_ms);
+    fputs("{\"host\":", f);
+    json_str(f, r.host, strlen(r.host));
+    fprintf(f, ",\"pid\":%lld,\"program\":", (long long)r.pid);
+    json_str(f, r.program, strlen(r.program));
+    fprintf(f, ",\"since_ms\":%lld}", (long long)r.since_ms);
+}
+
+/* ,"held_by":{...} or ,"held_by":null */
+static void holder_json(FILE *f, const hilock_lock_view *lv)
+{
+    fputs(",\"held_by\":", f);
+    record_json(f, lock_record(lv));
+}
+
+static record grant_record(const hilock_holder_view *h)
+{
+    record r = { h->host, h->pid, h->program, h->since_ms };
+    return r;
+}
+
+/* A semaphore's or shared/exclusive lock's part of the JSON line (none for a lock):
+ * ,"holders":N,"limit":N,"waiters":N,"writers_waiting":N,"grants":[{"token":...,"mode":...,
+ * "pttl_ms":N,"limit":N,"held_by":{...}},...] */
+static void kinds_json(FILE *f, const hilock_lock_view *lv)
+{
+    if (!lv->kind || !strcmp(lv->kind, "lock")) return;
+    fprintf(f, ",\"holders\":%lld,\"limit\":", (long long)lv->holders);
+    if (lv->limit >= 0) fprintf(f, "%lld", (long long)lv->limit);
+    else fputs("null", f);
+    fprintf(f, ",\"waiters\":%lld,\"writers_waiting\":%lld,\"grants\":[", (long long)lv->waiters,
+            (long long)lv->writers_waiting);
+    for (size_t i = 0; i < lv->nholder; i++) {
+        const hilock_holder_view *h = &lv->holder[i];
+        fputs(i ? ",{\"token\":" : "{\"token\":", f);
+        json_str(f, h->token, h->token_len);
+        fprintf(f, ",\"mode\":\"%s\",\"pttl_ms\":%lld,\"limit\":", h->mode, (long long)h->pttl_ms);
+        if (h->limit >= 0) fprintf(f, "%lld", (long long)h->limit);
+        else fputs("null", f);
+        fputs(",\"held_by\":", f);
+        record_json(f, grant_record(h));
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+/* The text lines of a semaphore's or shared/exclusive lock's holders and queue. */
+static void kinds_text(FILE *f, const hilock_lock_view *lv, int64_t now_us)
+{
+    char a[32];
+    if (!lv->kind || !strcmp(lv->kind, "lock")) return;
+    fprintf(f, "  holders  %lld", (long long)lv->holders);
+    if (lv->limit >= 0) fprintf(f, " of limit %lld (the latest grant's; each caller passes its own)", (long long)lv->limit);
+    fputc('\n', f);
+    for (size_t i = 0; i < lv->nholder; i++) {
+        const hilock_holder_view *h = &lv->holder[i];
+        fprintf(f, "    %-9s ", h->mode);
+        show(f, h->token, h->token_len);
+        fprintf(f, " expires in %s", human_ms(h->pttl_ms, a, sizeof a));
+        if (h->limit > 0) fprintf(f, ", limit %lld", (long long)h->limit);
+        if (h->host) {
+            fputs(", ", f);
+            record_text(f, grant_record(h), now_us);
+        }
+        fputc('\n', f);
+    }
+    if (lv->nholder < (size_t)(lv->holders > 0 ? lv->holders : 0))
+        fprintf(f, "    ... and %lld more\n", (long long)lv->holders - (long long)lv->nholder);
+    fprintf(f, "  queue    %lld waiting", (long long)lv->waiters);
+    if (!strcmp(lv->kind, "rwlock")) fprintf(f, " (%lld of them exclusive: no new shared grant meanwhile)",
+                                          (long long)lv->writers_waiting);
+    fputc('\n', f);
 }
 
 typedef struct busy_look { hilock_client *c; const char *key; } busy_look;
+
+#define BUSY_HOLDERS_SHOWN 3   /* a semaphore's or shared lock's holders -v names */
+
+static void busy_line(const busy_look *b, size_t master, record r, const char *mode)
+{
+    fputs("hilock: ", stderr);
+    show(stderr, b->key, strlen(b->key));
+    if (hilock_client_masters(b->c) > 1) fprintf(stderr, " on %s", hilock_client_master_name(b->c, master));
+    fputs(" held by ", stderr);
+    record_text(stderr, r, wall_us());
+    fprintf(stderr, " (%s%sits holder record: informative only)\n", mode ? mode : "", mode ? "; " : "");
+}
 
 static void on_busy_master(size_t master, const hilock_lock_view *lv, const char *error, void *arg)
 {
     const busy_look *b = arg;
     (void)error;
-    if (!lv || !lv->holder_host) return;
-    fputs("hilock: ", stderr);
-    show(stderr, b->key, strlen(b->key));
-    if (hilock_client_masters(b->c) > 1) fprintf(stderr, " on %s", hilock_client_master_name(b->c, master));
-    fputs(" held by ", stderr);
-    holder_text(stderr, lv, wall_us());
-    fputs(" (its holder record: informative only)\n", stderr);
+    if (lv && lv->holder_host) busy_line(b, master, lock_record(lv), NULL);
+    for (size_t i = 0; lv && i < lv->nholder && i < BUSY_HOLDERS_SHOWN; i++)
+        if (lv->holder[i].host) busy_line(b, master, grant_record(&lv->holder[i]), lv->holder[i].mode);
 }
 
 void hl_tool_busy_holder(hilock_client *c, const char *key)
@@ -1154,6 +1243,7 @@ static void inspect_json(const inspection *in, size_t master, const hilock_lock_
     else fputs(",\"waiters_pttl_ms\":null", stdout);
     printf(",\"signals\":%lld", (long long)lv->signals);
     holder_json(stdout, lv);
+    kinds_json(stdout, lv);
     if (in->replica)
         printf(",\"same_as_master\":%s", same_as_master(in, &lv->key) < 0 ? "null" : same_as_master(in, &lv->key) ? "true" : "false");
     fputs("}\n", stdout);
@@ -1218,6 +1308,7 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
     else
         printf("  waiters  none marked\n");
     if (lv->signals > 0) printf("  signals  %lld wake-up(s) not taken yet\n", (long long)lv->signals);
+    kinds_text(stdout, lv, in->now_us);
 }
 
 static void on_master(size_t master, const hilock_lock_view *lv, const char *error, void *arg)

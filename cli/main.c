@@ -85,6 +85,8 @@ typedef struct cli {
     int         bridge;
     int         fair;            /* --fair: options.fair */
     int         no_fence;        /* --no-fence: options.fencing = 0 */
+    int         limit;           /* --limit N: a permit of a semaphore (hilock_sem_acquire); 0 = none */
+    int         shared;          /* --shared: a shared grant (hilock_rw_acquire) */
     int         lost_sig;        /* 0 = leave COMMAND running */
     int64_t     kill_after_ms;   /* -k; 0 = SIGKILL only at the validity's end less the lead */
     int         verbose;
@@ -141,6 +143,12 @@ static const char usage_text[] =
     "                             --nonblock does not pass (one server only)\n"
     "      --no-fence             no fencing token (HILOCK_FENCE=0): the lock is one plain\n"
     "                             SET NX PX, the fastest grant (not with --legacy, --bridge, --fair)\n"
+    "      --limit=N              a semaphore: at most N runs of KEY at once (one permit\n"
+    "                             each, N = 1..1000; Redis >= 3.2, one server)\n"
+    "      --shared               a shared lock: run alongside other --shared runs of KEY,\n"
+    "                             never with an exclusive holder (a plain hilock KEY, which\n"
+    "                             waits for them; while it waits, no new --shared run starts)\n"
+    "                             (Redis >= 3.2; not with --limit)\n"
     "      --tls                  reach redis://, redis-sentinel:// and redis-cluster://\n"
     "                             servers over TLS (as rediss://... URLs)\n"
     "      --cacert=FILE          trust the CAs in this PEM file (default: the system's)\n"
@@ -427,7 +435,7 @@ static int servers_from_file(cli *o, const char *name)
 /* ---- options ---- */
 
 enum { OPT_LEGACY = 256, OPT_BRIDGE, OPT_SERVERS_FILE, OPT_TLS, OPT_CACERT, OPT_CACERTDIR, OPT_CERT,
-       OPT_KEY, OPT_SNI, OPT_INSECURE, OPT_FAIR, OPT_NO_FENCE };
+       OPT_KEY, OPT_SNI, OPT_INSECURE, OPT_FAIR, OPT_NO_FENCE, OPT_LIMIT, OPT_SHARED };
 
 static const struct option longopts[] = {
     { "nonblock", no_argument, NULL, 'n' },
@@ -442,6 +450,8 @@ static const struct option longopts[] = {
     { "bridge", no_argument, NULL, OPT_BRIDGE },
     { "fair", no_argument, NULL, OPT_FAIR },
     { "no-fence", no_argument, NULL, OPT_NO_FENCE },
+    { "limit", required_argument, NULL, OPT_LIMIT },
+    { "shared", no_argument, NULL, OPT_SHARED },
     { "tls", no_argument, NULL, OPT_TLS },
     { "cacert", required_argument, NULL, OPT_CACERT },
     { "cacertdir", required_argument, NULL, OPT_CACERTDIR },
@@ -574,6 +584,12 @@ static int parse_args(int argc, char **argv, cli *o)
         case OPT_BRIDGE: o->bridge = 1; break;
         case OPT_FAIR: o->fair = 1; break;
         case OPT_NO_FENCE: o->no_fence = 1; break;
+        case OPT_LIMIT:
+            if (parse_int(optarg, 1, HILOCK_SEM_LIMIT_MAX, &n))
+                return usage_error("%s: not a limit 1..%d: '%s'", opt, HILOCK_SEM_LIMIT_MAX, optarg);
+            o->limit = (int)n;
+            break;
+        case OPT_SHARED: o->shared = 1; break;
         case OPT_TLS: o->tls = 1; break;
         case OPT_CACERT: o->cacert = optarg; break;
         case OPT_CACERTDIR: o->cacertdir = optarg; break;
@@ -616,6 +632,10 @@ static int parse_args(int argc, char **argv, cli *o)
     if (o->legacy && o->fair) return usage_error("--legacy and --fair exclude each other");
     if (o->no_fence && (o->legacy || o->bridge || o->fair))
         return usage_error("--no-fence is for the modern lock: not with --legacy, --bridge or --fair");
+    if (o->limit && o->shared) return usage_error("--limit and --shared exclude each other");
+    if ((o->limit || o->shared) && (o->legacy || o->bridge || o->no_fence))
+        return usage_error("%s takes permits or grants that always have a fencing token: not with --legacy, "
+                           "--bridge or --no-fence", o->limit ? "--limit" : "--shared");
     if (o->nservers && o->servers_file) return usage_error("-s and --servers-file exclude each other");
     if (o->servers_file) {
         if ((c = servers_from_file(o, o->servers_file)) != 0) return c;
@@ -685,8 +705,12 @@ static int64_t bound_round_trips(int64_t ttl_ms, hilock_options *opt)
     return opt->io_timeout_ms + opt->connect_timeout_ms;   /* hilock_extend's bound */
 }
 
+/* The kinds: a permit (--limit), a shared grant (--shared), a legacy or a modern lock. Every
+ * one is a hilock that the rest (keepalive, release, statuses) treats alike. */
 static hilock_status lock_once(const cli *o, hilock_client *c, int64_t wait_ms, hilock **lp)
 {
+    if (o->limit) return hilock_sem_acquire(c, o->key, o->limit, o->ttl_ms, wait_ms, lp);
+    if (o->shared) return hilock_rw_acquire(c, o->key, HILOCK_SHARED, o->ttl_ms, wait_ms, lp);
     return o->legacy ? hilock_legacy_acquire(c, o->key, o->ttl_ms, wait_ms, lp)
                      : hilock_acquire(c, o->key, o->ttl_ms, wait_ms, lp);
 }

@@ -49,6 +49,8 @@ typedef struct hilock_key_view {
                                  between SCAN and this look)                                 */
     int64_t     pttl_ms;      /* ms to live; -1: no expiry; -2: no such key                  */
     const char *value;        /* string keys: its first bytes (at most HILOCK_VIEW_VALUE_MAX);
+                                 a semaphore's or shared/exclusive lock's sorted set (new
+                                 after 0.4.0): its kind marker, "hilock:sem" or "hilock:rw";
                                  NULL for other types and missing keys                       */
     size_t      value_len;    /* bytes at value                                             */
     int64_t     value_size;   /* string keys: the whole value's length; -1 otherwise         */
@@ -77,6 +79,8 @@ typedef void (*hilock_scan_fn)(size_t master, const hilock_key_view *k, void *ar
 HILOCK_API hilock_status hilock_scan(hilock_client *c, size_t master, const char *pattern, size_t count,
                                      uint64_t *cursor, hilock_scan_fn fn, void *arg);
 
+struct hilock_holder_view;
+
 /* A lock key and its aux keys on one master (names as hilock.h's options.wake describes). */
 typedef struct hilock_lock_view {
     hilock_key_view key;      /* the lock key itself                                        */
@@ -103,7 +107,48 @@ typedef struct hilock_lock_view {
     const char *holder_program;   /* its program's name, or NULL                             */
     int64_t     holder_since_ms;  /* when it was granted: unix time in ms by this master's
                                      clock, as the holder's client reckoned it; -1: none       */
+    /* Semaphores and shared/exclusive locks (new after 0.4.0, as the holder fields: a program
+     * that may run on libhilock 0.4.0 checks hilock_version() before reading these). Their key
+     * is a sorted set of the holders' tokens, each scored with its expiry by the master's
+     * clock, plus a marker member naming the kind (key.value shows it: "hilock:sem" or
+     * "hilock:rw"); their holder records are the hash {key}:holders and their waiters the
+     * sorted set {key}:wq. "Live": expiring after now by the master's clock (TIME, read in
+     * the same script); expired holders the next grant prunes are not counted. */
+    const char *kind;             /* "lock": a string key, or none at all; "semaphore", "rwlock":
+                                     a sorted set with that marker; NULL: anything else        */
+    int64_t     holders;          /* semaphore, rwlock: live holders; lock: 1 if the key exists,
+                                     else 0; -1 for another type                               */
+    int64_t     limit;            /* semaphore: the limit the latest grant among the holders was
+                                     made under (callers pass their own: holder[i].limit);
+                                     -1: not a semaphore, no holder, or no record              */
+    int64_t     waiters;          /* semaphore, rwlock: live registrations in {key}:wq (waiters
+                                     that block or poll for a grant); 0 for a lock, whose
+                                     waiters show in waiters_pttl_ms                           */
+    int64_t     writers_waiting;  /* rwlock: those of the waiters that ask exclusive ("x:"
+                                     tokens); a plain lock's waiter on the key shows in
+                                     waiters_pttl_ms. 0 otherwise                             */
+    const struct hilock_holder_view *holder;   /* the live holders, soonest expiry first   */
+    size_t      nholder;          /* entries at holder: all of them (at most
+                                     HILOCK_SEM_LIMIT_MAX are returned, which is more than a
+                                     semaphore or a shared lock grants); 0 for a lock          */
 } hilock_lock_view;
+
+/* One holder of a semaphore or a shared/exclusive lock (hilock_lock_view.holder, new after
+ * 0.4.0). An array's element: this struct never grows (a new per-holder fact would come as
+ * a new array of the view). The record fields are, as for a lock, what the holder's client
+ * said of itself: informative only, never proof of ownership. */
+typedef struct hilock_holder_view {
+    const char *token;            /* its token, the set's member: hilock_token() of its hilock */
+    size_t      token_len;
+    const char *mode;             /* "permit" (semaphore), "shared" or "exclusive" (rwlock)    */
+    int64_t     pttl_ms;          /* ms until it expires, by the master's clock               */
+    int64_t     limit;            /* semaphore: the limit its caller passed; 0: an rwlock
+                                     grant; -1: no record                                     */
+    const char *host;             /* its host name, or NULL: no record in {key}:holders        */
+    int64_t     pid;              /* its process id, -1: none                                  */
+    const char *program;          /* its program's name, or NULL                               */
+    int64_t     since_ms;         /* when it was granted, unix ms by the master's clock; -1    */
+} hilock_holder_view;
 
 /* Called once per master, in order: v on success, else v = NULL and error says which master
  * and why. Pointers are valid only during the call. The library writes *v: fields are only

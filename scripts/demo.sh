@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # demo.sh BUILD_DIR -- the hilock command at work against a throwaway redis-server (unix socket
 # in a temp dir, no TCP port; always stopped and removed on exit): concurrent jobs taking turns
-# on one key, -n and -w, a lock lost while its job runs, and a lock over TLS (a second
+# on one key, -n and -w, a lock lost while its job runs, a semaphore (--limit 2, five jobs),
+# and a lock over TLS (a second
 # throwaway server on a 127.0.0.1 TLS port, with a CA and certificate the script makes).
 set -eu
 b=${1:-build}
@@ -91,7 +92,30 @@ rc=0; wait "$p8" || rc=$?
 say "hilock for job-8 -> exit $rc (75 = lock lost)"
 pids=""
 echo
-echo "4. TLS: a second throwaway redis-server that speaks only TLS (--port 0 --tls-port),"
+echo "4. A semaphore: five jobs start at once with --limit 2 on demo:backup; each works 0.3 s."
+echo "   At most two hold a permit at a time; each release hands its permit to a waiter."
+cat >"$dir/permit" <<'EOF'
+#!/bin/sh
+ms() { echo $(( ($(date +%s%N) - T0) / 1000000 )); }
+echo + >>"$LOG"
+n=$(( $(grep -c '^+' "$LOG") - $(grep -c '^-' "$LOG") ))   # runs holding a permit now
+printf '%7s ms  %-6s holds a permit (fence %s), %s running\n' "$(ms)" "$1" "$HILOCK_FENCE" "$n"
+sleep "$2"
+echo - >>"$LOG"
+printf '%7s ms  %-6s done, releasing\n' "$(ms)" "$1"
+EOF
+chmod +x "$dir/permit"
+export LOG="$dir/permits.log"
+: >"$LOG"
+for n in 1 2 3 4 5; do
+  "$hl" --limit 2 demo:backup -- "$dir/permit" "sem-$n" 0.3 & pids="$pids $!"
+done
+sleep 0.2
+"$hl" inspect demo:backup | grep -E '^  (holders|queue) ' | while read -r line; do say "hilock inspect: $line"; done
+for p in $pids; do wait "$p" || :; done
+pids=""
+echo
+echo "5. TLS: a second throwaway redis-server that speaks only TLS (--port 0 --tls-port),"
 echo "   with a CA and a server certificate for 127.0.0.1 made here by openssl."
 if command -v openssl >/dev/null; then
   ( cd "$dir"

@@ -1476,3 +1476,181 @@ Test(cli, a_password_with_an_at_and_a_sentinel_password_are_hidden_from_the_proc
     cr_assert_eq(access(path(r, "ran"), F_OK), -1, "COMMAND never ran");
     hlt_redis_stop(r);
 }
+
+/* ---- --limit N (a semaphore) and --shared (issue 26) ---- */
+
+/* The most runs at once by a log of "+" (a run starts) and "-" (it ends) lines, each one
+ * O_APPEND write; *starts gets the number of runs. */
+static int most_at_once(const char *log, int *starts)
+{
+    int now = 0, most = 0;
+    *starts = 0;
+    for (const char *p = log; *p; p++) {
+        if (*p == '+') ++*starts, most = ++now > most ? now : most;
+        if (*p == '-') now--;
+    }
+    return most;
+}
+
+Test(cli, limit_2_lets_at_most_2_of_3_runs_hold_the_key_at_once, .timeout = 60)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = setup();
+    const char *a[] = { "--limit", "2", "-t", "5s", "sem:job", "-c", "echo + >> log; sleep 2; echo - >> log", NULL };
+    pid_t p[3];
+    int starts;
+    /* each run stays 2 s: the first two overlap, the third waits for a permit */
+    for (int i = 0; i < 3; i++) p[i] = start(r, a);
+    for (int i = 0; i < 3; i++) cr_assert_eq(hlt_reap(p[i], 40000), 0, "run %d", i);
+    cr_assert_eq(most_at_once(slurp(r, "log"), &starts), 2, "%s", slurp(r, "log"));
+    cr_assert_eq(starts, 3, "%s", slurp(r, "log"));
+    cr_assert_eq(hlt_exists(r, "sem:job"), 0);   /* the last permit's release deletes the set */
+    hlt_redis_stop(r);
+}
+
+Test(cli, limit_busy_exits_with_the_conflict_code_and_a_free_permit_runs_fenced)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = setup();
+    const char *busy[] = { "--limit", "2", "-n", "-E", "9", "sem:x", "touch", "ran", NULL };
+    const char *more[] = { "--limit", "3", "-n", "sem:x", "-c", "echo $HILOCK_FENCE > fence", NULL };
+    hilock_client *c[2];
+    hilock *l[2];
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(hilock_client_open(r->url, &c[i]), HILOCK_OK);
+        cr_assert_eq(hilock_sem_acquire(c[i], "sem:x", 2, 60000, 0, &l[i]), HILOCK_OK, "%s", hilock_client_errmsg(c[i]));
+    }
+    cr_assert_eq(run(r, busy), 9, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    cr_assert_eq(run(r, more), 0, "%s", slurp(r, "err.txt"));   /* its own limit: 3 */
+    cr_assert_gt(strtoull(slurp(r, "fence"), NULL, 10), hilock_fence(l[1]));
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(hilock_release(l[i]), HILOCK_OK);
+        hilock_free(l[i]);
+        hilock_client_free(c[i]);
+    }
+    cr_assert_eq(hlt_exists(r, "sem:x"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, limit_and_shared_runs_are_kept_alive_past_their_ttl)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = setup();
+    const char *sem[] = { "--limit", "1", "-t", "0.6", "job", "sleep", "1.5", NULL };
+    const char *shared[] = { "--shared", "-t", "0.6", "job", "sleep", "1.5", NULL };
+    cr_assert_eq(run(r, sem), 0, "%s", slurp(r, "err.txt"));   /* not 75: renewed */
+    cr_assert_eq(run(r, shared), 0, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, a_lost_permit_or_shared_grant_terminates_the_command_and_exits_75)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = setup();
+#define STOPS_ON_TERM "trap 'echo term > term.txt; exit 0' TERM; echo up > up.txt; sleep 30 & wait"
+    static const char *const kinds[][8] = {
+        { "--limit", "2", "-t", "0.6", "job", "-c", STOPS_ON_TERM, NULL },
+        { "--shared", "-t", "0.6", "job", "-c", STOPS_ON_TERM, NULL },
+    };
+    for (size_t k = 0; k < 2; k++) {
+        const char *const *a = kinds[k];
+        pid_t pid;
+        unlink(path(r, "up.txt"));
+        unlink(path(r, "term.txt"));
+        pid = start(r, a);
+        cr_assert(wait_for_file(r, "up.txt", "up", 10000), "%s", a[0]);
+        freeReplyObject(hlt_cmd(r, "DEL job"));   /* every permit or grant deleted from outside */
+        cr_assert_eq(hlt_reap(pid, 10000), 75, "%s: exit 75 even though COMMAND exited 0", a[0]);
+        cr_assert_str_eq(slurp(r, "term.txt"), "term\n", "%s: COMMAND got SIGTERM", a[0]);
+        cr_assert(strstr(slurp(r, "err.txt"), "lock lost"), "%s", slurp(r, "err.txt"));
+        cr_assert_eq(hlt_exists(r, "job"), 0, "a lost key is never re-created");
+    }
+    hlt_redis_stop(r);
+}
+
+Test(cli, shared_runs_together_and_a_plain_lock_waits_for_both, .timeout = 60)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "shared locks need Redis 3.2 (TIME in a script that writes)");
+    r = setup();
+    const char *shared[] = { "--shared", "-t", "5s", "rw:job", "-c", "echo + >> log; sleep 3; echo - >> log", NULL };
+    const char *plain[] = { "-t", "5s", "rw:job", "-c", "echo x >> log", NULL };   /* exclusive: after both */
+    const char *busy[] = { "-n", "rw:job", "touch", "ran", NULL };
+    const char *zero[] = { "-w", "0", "rw:job", "touch", "ran", NULL };
+    pid_t s[2], w;
+    int starts;
+    for (int i = 0; i < 2; i++) s[i] = start(r, shared);
+    cr_assert(wait_for_file(r, "log", "+\n+\n", 20000), "%s", slurp(r, "log"));   /* both at once */
+    cr_assert_eq(run(r, busy), 1, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(run(r, zero), 1, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    w = start(r, plain);
+    for (int i = 0; i < 2; i++) cr_assert_eq(hlt_reap(s[i], 40000), 0, "shared %d", i);
+    cr_assert_eq(hlt_reap(w, 40000), 0);
+    cr_assert_str_eq(slurp(r, "log"), "+\n+\n-\n-\nx\n");
+    cr_assert_eq(most_at_once(slurp(r, "log"), &starts), 2);
+    cr_assert_eq(hlt_exists(r, "rw:job"), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, limit_and_shared_refuse_bad_input_naming_it_and_write_nothing)
+{
+    hlt_redis *r = setup();
+    static const struct { const char *args[8]; const char *err; } cases[] = {
+        { { "--limit", "0", "job", "touch", "ran" }, "hilock: --limit: not a limit 1..1000: '0' (see hilock --help)\n" },
+        { { "--limit", "-1", "job", "touch", "ran" }, "hilock: --limit: not a limit 1..1000: '-1' (see hilock --help)\n" },
+        { { "--limit=1001", "job", "touch", "ran" }, "hilock: --limit: not a limit 1..1000: '1001' (see hilock --help)\n" },
+        { { "--limit", "two", "job", "touch", "ran" }, "hilock: --limit: not a limit 1..1000: 'two' (see hilock --help)\n" },
+        { { "--limit", " 2", "job", "touch", "ran" }, "hilock: --limit: not a limit 1..1000: ' 2' (see hilock --help)\n" },
+        { { "--limit", "2", "--shared", "job", "touch", "ran" },
+          "hilock: --limit and --shared exclude each other (see hilock --help)\n" },
+        { { "--shared", "--legacy", "job", "touch", "ran" },
+          "hilock: --shared takes permits or grants that always have a fencing token: not with --legacy, "
+          "--bridge or --no-fence (see hilock --help)\n" },
+        { { "--limit", "3", "--no-fence", "job", "touch", "ran" },
+          "hilock: --limit takes permits or grants that always have a fencing token: not with --legacy, "
+          "--bridge or --no-fence (see hilock --help)\n" },
+        { { "--shared", "inspect", "job" },
+          "hilock: --shared does not apply to inspect, which takes only -s, --servers-file and the TLS options "
+          "(to lock a key named inspect: hilock [options] -- inspect COMMAND) (see hilock --help)\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) refused_with(r, cases[i].args, cases[i].err);
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    cr_assert_eq(hlt_dbsize(r), 0);
+    hlt_redis_stop(r);
+}
+
+Test(cli, a_key_of_another_kind_exits_69_naming_it_and_is_left_as_it_was)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = setup();
+    const char *shared[] = { "--shared", "sem:k", "touch", "ran", NULL };
+    const char *limit[] = { "--limit", "2", "plain:k", "touch", "ran", NULL };
+    hilock_client *c;
+    hilock *s, *p;
+    cr_assert_eq(hilock_client_open(r->url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_sem_acquire(c, "sem:k", 2, 60000, 0, &s), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire(c, "plain:k", 60000, 0, &p), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(run(r, shared), 69, "%s", slurp(r, "err.txt"));
+    cr_assert(one_line(slurp(r, "err.txt")) && strstr(slurp(r, "err.txt"), "sem:k holds a semaphore, not a shared/exclusive lock"),
+              "%s", slurp(r, "err.txt"));
+    cr_assert_eq(run(r, limit), 69, "%s", slurp(r, "err.txt"));
+    cr_assert(one_line(slurp(r, "err.txt")) && strstr(slurp(r, "err.txt"), "plain:k holds a lock, not a semaphore"), "%s",
+              slurp(r, "err.txt"));
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    cr_assert_eq(hilock_check(s), HILOCK_OK);   /* both still held, untouched */
+    cr_assert_eq(hilock_check(p), HILOCK_OK);
+    hilock_release(s);
+    hilock_release(p);
+    hilock_free(s);
+    hilock_free(p);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}

@@ -9,6 +9,7 @@
 #include <errno.h>   /* program_invocation_short_name */
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -695,6 +696,11 @@ typedef struct seen_view {
     int n;
     char host[256], program[256];
     int64_t pid, since_ms, fence;
+    /* semaphores and shared/exclusive locks */
+    char kind[16], value[16], mode[16];   /* mode: the first holder's */
+    int64_t holders, limit, waiters, writers;
+    size_t nholder;
+    int records, in_order;   /* holders with a record; pttls not decreasing */
 } seen_view;
 
 static void keep_view(size_t m, const hilock_lock_view *v, const char *e, void *arg)
@@ -708,6 +714,19 @@ static void keep_view(size_t m, const hilock_lock_view *v, const char *e, void *
     s->since_ms = v->holder_since_ms;
     snprintf(s->host, sizeof s->host, "%s", v->holder_host ? v->holder_host : "(null)");
     snprintf(s->program, sizeof s->program, "%s", v->holder_program ? v->holder_program : "(null)");
+    snprintf(s->kind, sizeof s->kind, "%s", v->kind ? v->kind : "(null)");
+    snprintf(s->value, sizeof s->value, "%s", v->key.value ? v->key.value : "(null)");
+    snprintf(s->mode, sizeof s->mode, "%s", v->nholder ? v->holder[0].mode : "(none)");
+    s->holders = v->holders;
+    s->limit = v->limit;
+    s->waiters = v->waiters;
+    s->writers = v->writers_waiting;
+    s->nholder = v->nholder;
+    s->in_order = 1;
+    for (size_t i = 0; i < v->nholder; i++) {
+        s->records += v->holder[i].host != NULL;
+        if (i && v->holder[i].pttl_ms < v->holder[i - 1].pttl_ms) s->in_order = 0;
+    }
 }
 
 static seen_view look(hilock_client *c, const char *key)
@@ -1000,4 +1019,240 @@ Test(inspect_api, refuses_bad_arguments_before_any_io)
     cr_assert(strstr(hilock_client_errmsg(c), "scan: 127.0.0.1:1: connect:"), "%s", hilock_client_errmsg(c));
     cr_assert_eq(cur, 42);
     hilock_client_free(c);
+}
+
+/* ---- semaphores and shared/exclusive locks (issue 26): holders, limit, waiters ---- */
+
+/* What look() saw of a semaphore or shared/exclusive lock: every holder listed with its record. */
+static void assert_kind(const seen_view *s, const char *kind, const char *mode, int64_t holders, int64_t limit,
+                        int64_t waiters, int64_t writers)
+{
+    cr_assert_str_eq(s->kind, kind);
+    cr_assert_str_eq(s->value, !strcmp(kind, "semaphore") ? "hilock:sem" : "hilock:rw");
+    cr_assert_str_eq(s->mode, mode);
+    cr_assert_eq(s->holders, holders);
+    cr_assert_eq(s->nholder, (size_t)holders);
+    cr_assert_eq(s->records, holders);
+    cr_assert_eq(s->limit, limit);
+    cr_assert_eq(s->waiters, waiters);
+    cr_assert_eq(s->writers, writers);
+    cr_assert(s->in_order);
+}
+
+/* HILOCK_SEM_LIMIT_MAX holders, each with a record of the largest size a client writes (host
+ * and program cut at 64 bytes), and as many waiters: one reply, within the parser's limits
+ * (8192 elements an array, 64 KiB a string, 1 MiB a reply). The state is written as the kinds
+ * write it (a marker scored +inf, tokens scored with their expiry), so the bound is tested
+ * without a thousand clients. */
+Test(inspect_api, lists_the_most_holders_a_key_can_have_within_the_reply_limits)
+{
+    static const char seed[] =
+        "redis.replicate_commands() local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
+        "local host, prog = string.rep('h', 64), string.rep('p', 64) "
+        "redis.call('ZADD', KEYS[1], 'inf', 'hilock:sem') "
+        "for i = 1, tonumber(ARGV[1]) do "
+        "  local tok = string.format('%032x', i) "
+        "  redis.call('ZADD', KEYS[1], now + 60000 + i, tok) "
+        "  redis.call('HSET', KEYS[2], tok, now .. '\\n' .. ARGV[1] .. '\\n' .. host .. '\\n' .. 4242 .. '\\n' .. prog) "
+        "  redis.call('ZADD', KEYS[3], now + 60000, 'w' .. i) "
+        "end "
+        "redis.call('ZADD', KEYS[1], now - 1, 'expired') "
+        "redis.call('ZADD', KEYS[3], now - 1, 'lapsed') return 1";
+    hlt_redis *r;
+    hilock_client *c;
+    seen_view s;
+    redisReply *rep;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (and the seed, TIME before writes)");
+    r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    rep = hlt_cmd(r, "EVAL %s 3 big {big}:holders {big}:wq %d", seed, HILOCK_SEM_LIMIT_MAX);
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER, "%s", rep && rep->str ? rep->str : "no reply");
+    freeReplyObject(rep);
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    s = look(c, "big");
+    /* the expired holder, the marker and the lapsed waiter are not counted */
+    assert_kind(&s, "semaphore", "permit", HILOCK_SEM_LIMIT_MAX, HILOCK_SEM_LIMIT_MAX, HILOCK_SEM_LIMIT_MAX, 0);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* Wait (bounded) for a key the test does not write: a waiter's registration. */
+static void wait_exists(hlt_redis *r, const char *key)
+{
+    for (long long end = hlt_now_ms() + 10000; hlt_now_ms() < end && !hlt_exists(r, key);) hlt_sleep_ms(10);
+    cr_assert_eq(hlt_exists(r, key), 1, "%s never appeared", key);
+}
+
+Test(inspect, shows_a_semaphores_permits_their_holders_and_its_queue, .timeout = 60)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = hlt_redis_start(NULL);
+    const char *w[] = { "-s", r->unix_url, "--limit", "2", "-w", "20s", "sem:i", "true", NULL };
+    const char *a[] = { "-s", r->unix_url, "inspect", "sem:i", NULL };
+    const char *j[] = { "-s", r->unix_url, "inspect", "--json", "sem:i", NULL };
+    const char *v[] = { "-s", r->unix_url, "-v", "-n", "--limit", "2", "sem:i", "true", NULL };
+    hilock_client *c[2], *viewer;
+    hilock *l[2];
+    char host[256] = "", want[700];
+    run_out *o = malloc(sizeof *o), *i;
+    pid_t waiter;
+    seen_view s;
+    cr_assert(r && o);
+    find_bin();
+    gethostname(host, sizeof host - 1);
+    cr_assert_eq(hilock_client_open(r->unix_url, &viewer), HILOCK_OK);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(hilock_client_open(r->unix_url, &c[k]), HILOCK_OK);
+        cr_assert_eq(hilock_sem_acquire(c[k], "sem:i", 2, 60000, 0, &l[k]), HILOCK_OK, "%s", hilock_client_errmsg(c[k]));
+    }
+    waiter = spawn_hilock(r, w);
+    wait_exists(r, "{sem:i}:wq");
+    s = look(viewer, "sem:i");
+    assert_kind(&s, "semaphore", "permit", 2, 2, 1, 0);
+    i = run(r, a);   /* (its output files are the waiter's too: read before the waiter ends) */
+    cr_assert_eq(i->status, 0, "%s", i->err);
+    cr_assert(strstr(i->out, "  holder   a semaphore (hilock --limit, hilock_sem_acquire): its permits below\n"),
+              "%s", i->out);
+    cr_assert(strstr(i->out, "  holders  2 of limit 2 (the latest grant's; each caller passes its own)\n"), "%s", i->out);
+    for (int k = 0; k < 2; k++) {
+        snprintf(want, sizeof want, "    permit    \"%s\" expires in ", hilock_token(l[k]));
+        cr_assert(strstr(i->out, want), "%s", i->out);
+    }
+    snprintf(want, sizeof want, ", limit 2, host \"%s\", pid %ld, program \"%s\", granted ", host, (long)getpid(),
+             program_invocation_short_name);
+    cr_assert(strstr(i->out, want), "%s", i->out);
+    cr_assert(strstr(i->out, "  queue    1 waiting\n"), "%s", i->out);
+    free(i);
+    i = run(r, j);
+    cr_assert_eq(i->status, 0, "%s", i->err);
+    cr_assert(strstr(i->out, "\"kind\":\"semaphore\","), "%s", i->out);
+    cr_assert(strstr(i->out, ",\"holders\":2,\"limit\":2,\"waiters\":1,\"writers_waiting\":0,\"grants\":[{\"token\":"),
+              "%s", i->out);
+    snprintf(want, sizeof want, "\"mode\":\"permit\",\"pttl_ms\":");
+    cr_assert(strstr(i->out, want), "%s", i->out);
+    free(i);
+    i = run(r, v);   /* -v names the holders of a busy semaphore */
+    cr_assert_eq(i->status, 1, "%s", i->err);
+    snprintf(want, sizeof want, "hilock: \"sem:i\" held by host \"%s\", pid %ld, program \"%s\", granted ", host,
+             (long)getpid(), program_invocation_short_name);
+    cr_assert(strstr(i->err, want), "%s", i->err);
+    cr_assert(strstr(i->err, " ago (permit; its holder record: informative only)\n"), "%s", i->err);
+    free(i);
+    cr_assert_eq(hilock_release(l[0]), HILOCK_OK);   /* the waiter gets the permit, runs, releases */
+    collect(r, waiter, 20000, o);
+    cr_assert_eq(o->status, 0, "waiter: %d %s", o->status, o->err);
+    s = look(viewer, "sem:i");
+    cr_assert_eq(s.holders, 1);
+    cr_assert_eq(s.waiters, 0);
+    free(o);
+    for (int k = 0; k < 2; k++) {
+        hilock_free(l[k]);
+        hilock_client_free(c[k]);
+    }
+    hilock_client_free(viewer);
+    hlt_redis_stop(r);
+}
+
+typedef struct writer_arg { const char *url; hilock_status st; char mode; } writer_arg;
+
+/* An exclusive request that waits (its own client, as a second process would) */
+static void *writer(void *p)
+{
+    writer_arg *w = p;
+    hilock_client *c;
+    hilock *l = NULL;
+    if (hilock_client_open(w->url, &c) != HILOCK_OK) return NULL;
+    w->st = hilock_rw_acquire(c, "rw:i", HILOCK_EXCLUSIVE, 60000, 20000, &l);
+    if (l) {
+        w->mode = hilock_token(l)[0];
+        hilock_release(l);
+        hilock_free(l);
+    }
+    hilock_client_free(c);
+    return NULL;
+}
+
+Test(inspect_api, shows_shared_holders_and_a_waiting_writer_then_the_exclusive_holder, .timeout = 60)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "shared locks need Redis 3.2 (TIME in a script that writes)");
+    r = hlt_redis_start(NULL);
+    hilock_client *c[2], *viewer;
+    hilock *l[2];
+    writer_arg wa = { NULL, HILOCK_EIO, 0 };
+    pthread_t t;
+    seen_view s;
+    cr_assert_not_null(r);
+    wa.url = r->unix_url;
+    cr_assert_eq(hilock_client_open(r->unix_url, &viewer), HILOCK_OK);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(hilock_client_open(r->unix_url, &c[k]), HILOCK_OK);
+        cr_assert_eq(hilock_rw_acquire(c[k], "rw:i", HILOCK_SHARED, 60000, 0, &l[k]), HILOCK_OK, "%s",
+                     hilock_client_errmsg(c[k]));
+    }
+    cr_assert_eq(pthread_create(&t, NULL, writer, &wa), 0);
+    wait_exists(r, "{rw:i}:wq");
+    s = look(viewer, "rw:i");
+    assert_kind(&s, "rwlock", "shared", 2, -1, 1, 1);
+    for (int k = 0; k < 2; k++) cr_assert_eq(hilock_release(l[k]), HILOCK_OK);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(wa.st, HILOCK_OK);
+    cr_assert_eq(wa.mode, 'x');
+    s = look(viewer, "rw:i");   /* released since: nothing held, nobody waits */
+    cr_assert_str_eq(s.kind, "lock");
+    cr_assert_eq(s.holders, 0);
+    cr_assert_eq(s.waiters, 0);
+    for (int k = 0; k < 2; k++) {
+        hilock_free(l[k]);
+        hilock_client_free(c[k]);
+    }
+    hilock_client_free(viewer);
+    hlt_redis_stop(r);
+}
+
+Test(inventory, counts_semaphores_and_shared_exclusive_locks_and_their_aux_keys)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "semaphores need Redis 3.2 (TIME in a script that writes)");
+    r = hlt_redis_start(NULL);
+    const char *a[] = { "-s", r->unix_url, "inventory", "k:*", "{k:*", NULL };
+    const char *j[] = { "-s", r->unix_url, "inventory", "--json", "k:*", NULL };
+    hilock_client *c;
+    hilock *sem, *rw, *plain;
+    run_out *o;
+    char *s;
+    cr_assert_not_null(r);
+    find_bin();
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_sem_acquire(c, "k:sem", 3, 60000, 0, &sem), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_rw_acquire(c, "k:rw", HILOCK_SHARED, 60000, 0, &rw), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire(c, "k:plain", 60000, 0, &plain), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    o = run(r, a);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    s = section(o->out, "k:*");
+    cr_assert(hlt_matches(s, "semaphore +1 +1 +0 +- +- +hilock --limit \\(sorted set\\)"), "%s", s);
+    cr_assert(hlt_matches(s, "rwlock +1 +1 +0 +- +- +hilock --shared \\(sorted set\\)"), "%s", s);
+    cr_assert(hlt_matches(s, "modern +1 +1 +0 "), "%s", s);
+    cr_assert(strstr(s, "=> modern locks only"), "%s", s);
+    free(s);
+    s = section(o->out, "{k:*");   /* fence counters, holder records: aux keys whatever their type */
+    cr_assert(hlt_matches(s, "hilock-aux +[0-9]+ "), "%s", s);
+    cr_assert_null(strstr(s, "not-a-string"), "%s", s);
+    free(s);
+    free(o);
+    o = run(r, j);
+    cr_assert_eq(o->status, 0, "%s", o->err);
+    cr_assert(strstr(o->out, "\"key\":\"k:sem\",\"type\":\"zset\",\"kind\":\"semaphore\","), "%s", o->out);
+    cr_assert(strstr(o->out, "\"key\":\"k:rw\",\"type\":\"zset\",\"kind\":\"rwlock\","), "%s", o->out);
+    cr_assert(strstr(o->out, "\"value\":\"hilock:sem\",\"value_size\":-1}"), "%s", o->out);
+    free(o);
+    hilock_release(sem);
+    hilock_release(rw);
+    hilock_release(plain);
+    hilock_free(sem);
+    hilock_free(rw);
+    hilock_free(plain);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
 }

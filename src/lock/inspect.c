@@ -178,36 +178,136 @@ static int64_t number_of(const char *s)
     return v;
 }
 
-static void holder_view(const hl_reply *r, char *buf, hilock_lock_view *v)
+/* A record's n lines into part[], copied into buf (HOLDER_REPLY_MAX bytes); 0 if r is not a
+ * string of exactly n lines whose numeric lines (bit i of digits: line i) are digits. */
+static int split_record(const hl_reply *r, char *buf, char **part, int n, unsigned digits)
 {
     size_t len;
     const char *s = hl_reply_str(r, &len);
-    char *part[4], *p = buf;
-    v->holder_host = v->holder_program = NULL;
-    v->holder_pid = v->holder_since_ms = -1;
-    if (!is_str(r) || len >= HOLDER_REPLY_MAX || memchr(s, '\0', len)) return;
+    char *p = buf;
+    if (!is_str(r) || len >= HOLDER_REPLY_MAX || memchr(s, '\0', len)) return 0;
     memcpy(buf, s, len);
     buf[len] = '\0';
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < n; i++) {
         part[i] = p;
         p = strchr(p, '\n');
-        if ((i < 3) != (p != NULL)) return;   /* exactly three newlines */
+        if ((i < n - 1) != (p != NULL)) return 0;   /* exactly n - 1 newlines */
         if (p) *p++ = '\0';
     }
-    if (number_of(part[0]) < 0 || number_of(part[2]) < 0) return;
+    for (int i = 0; i < n; i++)
+        if ((digits & (1u << i)) && number_of(part[i]) < 0) return 0;
+    return 1;
+}
+
+static void holder_view(const hl_reply *r, char *buf, hilock_lock_view *v)
+{
+    char *part[4];   /* since, host, pid, program */
+    v->holder_host = v->holder_program = NULL;
+    v->holder_pid = v->holder_since_ms = -1;
+    if (!split_record(r, buf, part, 4, 1u | 4u)) return;
     v->holder_since_ms = number_of(part[0]);
     v->holder_host = part[1];
     v->holder_pid = number_of(part[2]);
     v->holder_program = part[3];
 }
 
-/* The reply of inspect_key.lua on one node, as a view (holder parts in buf); 0 if its shape
- * is not the script's. */
-static int lock_view(const hl_reply *r, const char *key, hilock_lock_view *v, char *buf)
+/* ---- semaphores and shared/exclusive locks: a sorted set of holders (hilock_holder_view) ---- */
+
+#define HOLDERS_MAX HILOCK_SEM_LIMIT_MAX   /* holders a reply lists: 3 elements each, within the limits */
+
+/* The kind markers (the set's member scored +inf, as the kinds write it) and their names. */
+static const struct { const char *marker, *kind; } kinds[] = {
+    { "hilock:sem", "semaphore" }, { "hilock:rw", "rwlock" },
+};
+
+static const char *kind_of(const hilock_key_view *k)
+{
+    if (!strcmp(k->type, "string") || !strcmp(k->type, "none")) return "lock";
+    for (size_t i = 0; k->value && i < sizeof kinds / sizeof kinds[0]; i++)
+        if (!strcmp(k->value, kinds[i].marker)) return kinds[i].kind;
+    return NULL;
+}
+
+/* A holder's mode, by its token's prefix (rwlock: "x:" exclusive, "s:" shared). */
+static const char *mode_of(const char *kind, const char *token)
+{
+    if (strcmp(kind, "rwlock")) return "permit";
+    return !strncmp(token, "x:", 2) ? "exclusive" : "shared";
+}
+
+/* One holder from the triple {token, ms left, record "since\nlimit\nhost\npid\nprogram" or nil}
+ * at element i of list; buf (HOLDER_REPLY_MAX bytes) keeps the record's parts. */
+static int holder_entry(const hl_reply *list, size_t i, const char *kind, hilock_holder_view *h, char *buf)
+{
+    const hl_reply *rec = hl_reply_elem(list, i + 2);
+    char *part[5];
+    memset(h, 0, sizeof *h);
+    if (!is_str(hl_reply_elem(list, i)) || !is_int(hl_reply_elem(list, i + 1)) ||
+        (hl_reply_type(rec) != HL_R_NIL && !is_str(rec)))
+        return 0;
+    h->token = hl_reply_str(hl_reply_elem(list, i), &h->token_len);
+    h->mode = mode_of(kind, h->token);
+    h->pttl_ms = hl_reply_int(hl_reply_elem(list, i + 1));
+    h->limit = h->pid = h->since_ms = -1;
+    if (split_record(rec, buf, part, 5, 1u | 2u | 8u)) {   /* else no record: any client may write it */
+        h->since_ms = number_of(part[0]);
+        h->limit = number_of(part[1]);
+        h->host = part[2];
+        h->pid = number_of(part[3]);
+        h->program = part[4];
+    }
+    return 1;
+}
+
+/* The kinds' part of the view from elements 9..12 of the reply: counts, then the holders
+ * into *hp (malloc'ed: the caller frees it; NULL when there are none). 0 on a bad shape or no
+ * memory (*oom set). */
+static int kind_view(const hl_reply *r, hilock_lock_view *v, hilock_holder_view **hp, int *oom)
+{
+    const hl_reply *list = hl_reply_elem(r, 12);
+    size_t ne = hl_reply_nelem(list);
+    hilock_holder_view *h;
+    char *bufs;
+    int64_t latest = -1;
+    *hp = NULL;
+    if (!is_int(hl_reply_elem(r, 9)) || !is_int(hl_reply_elem(r, 10)) || !is_int(hl_reply_elem(r, 11)) ||
+        hl_reply_type(list) != HL_R_ARRAY || ne % 3 || ne / 3 > HOLDERS_MAX)
+        return 0;
+    v->kind = kind_of(&v->key);
+    v->holders = v->kind && !strcmp(v->kind, "lock") ? strcmp(v->key.type, "none") != 0 : hl_reply_int(hl_reply_elem(r, 9));
+    if (!v->kind) v->holders = -1;
+    v->waiters = hl_reply_int(hl_reply_elem(r, 10));
+    v->writers_waiting = hl_reply_int(hl_reply_elem(r, 11));
+    v->limit = -1;
+    if (!ne) return 1;
+    if (!v->kind || !strcmp(v->kind, "lock")) return 0;
+    if (!(h = malloc(ne / 3 * (sizeof *h + HOLDER_REPLY_MAX)))) return !(*oom = 1);
+    bufs = (char *)(h + ne / 3);
+    for (size_t i = 0; i < ne / 3; i++) {
+        if (!holder_entry(list, 3 * i, v->kind, &h[i], bufs + i * HOLDER_REPLY_MAX)) {
+            free(h);
+            return 0;
+        }
+        if (h[i].since_ms > latest && !strcmp(v->kind, "semaphore")) {
+            latest = h[i].since_ms;
+            v->limit = h[i].limit;
+        }
+    }
+    v->holder = *hp = h;
+    v->nholder = ne / 3;
+    return 1;
+}
+
+/* The reply of inspect_key.lua on one node, as a view (holder parts in buf, the kinds'
+ * holders in *hp: the caller frees it); 0 if its shape is not the script's (or no memory:
+ * *oom). */
+static int lock_view(const hl_reply *r, const char *key, hilock_lock_view *v, char *buf,
+                     hilock_holder_view **hp, int *oom)
 {
     hl_reply *four[4] = { hl_reply_elem(r, 0), hl_reply_elem(r, 1), hl_reply_elem(r, 2), hl_reply_elem(r, 3) };
     memset(v, 0, sizeof *v);
-    if (hl_reply_type(r) != HL_R_ARRAY || hl_reply_nelem(r) != 9 || !key_view(&v->key, key, strlen(key), four))
+    *hp = NULL;
+    if (hl_reply_type(r) != HL_R_ARRAY || hl_reply_nelem(r) != 13 || !key_view(&v->key, key, strlen(key), four))
         return 0;
     if ((hl_reply_type(hl_reply_elem(r, 4)) != HL_R_NIL && !is_str(hl_reply_elem(r, 4))) ||
         !is_int(hl_reply_elem(r, 5)) || !is_int(hl_reply_elem(r, 6)) || !is_int(hl_reply_elem(r, 7)))
@@ -217,39 +317,50 @@ static int lock_view(const hl_reply *r, const char *key, hilock_lock_view *v, ch
     v->waiters_pttl_ms = hl_reply_int(hl_reply_elem(r, 6));
     v->signals = hl_reply_int(hl_reply_elem(r, 7));
     holder_view(hl_reply_elem(r, 8), buf, v);
-    return 1;
+    return kind_view(r, v, hp, oom);
 }
+
+#define NAUX 6   /* the aux keys inspect_key.lua reads */
 
 /* Look at key on the nodes of xc in mask; fn gets i (xc == c) or `master` (one cluster node). */
 static hilock_status inspect_on(hilock_client *c, hilock_client *xc, uint32_t mask, size_t master,
                                 const char *key, hilock_inspect_fn fn, void *arg)
 {
     hl_cmd cmd;
-    char a_max[24], *aux[4], holder[HOLDER_REPLY_MAX];
-    static const char *const suffix[4] = { ":fence", ":waiters", ":signal", ":holder" };
+    char a_max[24], a_holders[24], *aux[NAUX], holder[HOLDER_REPLY_MAX];
+    /* names as lock.c and the kinds make them */
+    static const char *const suffix[NAUX] = { ":fence", ":waiters", ":signal", ":holder", ":holders", ":wq" };
     hilock_status st = HILOCK_OK;
     uint32_t ok, failed = 0;
-    for (int i = 0; i < 4; i++) aux[i] = hl_aux_key(key, suffix[i]);   /* names as lock.c makes them */
-    if (!aux[0] || !aux[1] || !aux[2] || !aux[3]) {
-        for (int i = 0; i < 4; i++) free(aux[i]);
+    int missing = 0;
+    for (int i = 0; i < NAUX; i++) missing |= !(aux[i] = hl_aux_key(key, suffix[i]));
+    if (missing) {
+        for (int i = 0; i < NAUX; i++) free(aux[i]);
         return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     }
-    hl_cmd_init(&cmd, &hl_lua_inspect_key, 5);
+    hl_cmd_init(&cmd, &hl_lua_inspect_key, 1 + NAUX);
     hl_cmd_arg(&cmd, key, (size_t)-1);
-    for (int i = 0; i < 4; i++) hl_cmd_arg(&cmd, aux[i], (size_t)-1);
+    for (int i = 0; i < NAUX; i++) hl_cmd_arg(&cmd, aux[i], (size_t)-1);
     hl_cmd_argi(&cmd, a_max, HILOCK_VIEW_VALUE_MAX);
+    hl_cmd_argi(&cmd, a_holders, HOLDERS_MAX);
     ok = exec_read(xc, mask, &cmd);
     for (size_t i = 0; i < xc->nnodes; i++) {
         hl_node *n = &xc->nodes[i];
         size_t shown = xc == c ? i : master;
         hilock_lock_view v;
+        hilock_holder_view *hv;
+        int oom = 0;
         if (!(mask & (1u << i))) continue;
         if (ok & (1u << i)) {
             if (hl_reply_type(n->reply[0]) == HL_R_ERROR) {
                 hl_node_reply_error(n, n->reply[0]);
-            } else if (lock_view(n->reply[0], key, &v, holder)) {
+            } else if (lock_view(n->reply[0], key, &v, holder, &hv, &oom)) {
                 fn(shown, &v, NULL, arg);
+                free(hv);
                 continue;
+            } else if (oom) {
+                n->st = HILOCK_ENOMEM;
+                snprintf(n->err, sizeof n->err, "%s: inspect: out of memory", n->name);
             } else {
                 n->st = HILOCK_EREPLY;
                 snprintf(n->err, sizeof n->err, "%s: inspect: unexpected reply", n->name);
@@ -261,7 +372,7 @@ static hilock_status inspect_on(hilock_client *c, hilock_client *xc, uint32_t ma
         fn(shown, NULL, n->err, arg);
     }
     hl_exec_clear(xc);
-    for (int i = 0; i < 4; i++) free(aux[i]);
+    for (int i = 0; i < NAUX; i++) free(aux[i]);
     return st == HILOCK_OK ? hl_ok(c) : fail_on(c, xc, st, failed, "inspect: ");
 }
 
