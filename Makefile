@@ -346,7 +346,7 @@ TORTURE_SRC := $(sort $(wildcard torture/*.c))
 TORTURE_DEF := $(if $(wildcard include/hilock_legacy.h),-DHL_TORTURE_LEGACY)
 
 .PHONY: torture torture-violation fuzz
-VIOLATIONS ?= redlock-violation,async-violation,cli-violation,fence-violation
+VIOLATIONS ?= redlock-violation,async-violation,cli-violation,fence-violation,sem-violation,rw-violation
 torture: deps lib
 	@$(MAKE) --no-print-directory $(B)/torture/torture $(CLI_BIN)
 	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --workers=$(WORKERS) \
