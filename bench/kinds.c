@@ -168,8 +168,9 @@ static void granted(const plan *p, int i, int64_t t0, int64_t t1)
     int reader = p->kinds[i] == K_SHARED;
     int64_t rel = __atomic_load_n(&b->last_rel, __ATOMIC_SEQ_CST);
     int held = __atomic_add_fetch(reader ? &b->readers : &b->held, 1, __ATOMIC_SEQ_CST);
-    if (!reader) held = p->kinds[i] == K_SEM ? held > p->limit : held > 1 || __atomic_load_n(&b->readers, __ATOMIC_SEQ_CST);
-    else held = __atomic_load_n(&b->held, __ATOMIC_SEQ_CST) > 0;
+    if (reader) held = __atomic_load_n(&b->held, __ATOMIC_SEQ_CST) > 0;
+    else if (p->kinds[i] == K_SEM) held = held > p->limit;
+    else held = held > 1 || __atomic_load_n(&b->readers, __ATOMIC_SEQ_CST);
     if (held) __atomic_add_fetch(&b->overlaps, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&b->grants[reader], 1, __ATOMIC_RELAXED);
     if (i == p->waits_of) put(&b->wait, t1 - t0);
