@@ -4,6 +4,8 @@
  *   hilock_acquire          modern; bridge with options.bridge; fair with options.fair;
  *                           unfenced with options.fencing = 0
  *   hilock_legacy_acquire   legacy (include/hilock_legacy.h); refuses a fair client
+ *   hilock_sem_acquire      semaphore (a permit of at most `limit`); refuses Redlock and fair
+ *   hilock_rw_acquire       exclusive or shared (the mode); refuses fair
  * Layer: api (this folder: acquire.c, async.c)
  * May call: async kinds legacy lock engine base platform
  * This file sits above both src/ (the quorum code, the modern kind) and legacy/ (the legacy
@@ -14,26 +16,55 @@
 #include "../src/kinds/kinds.h"
 #include "../legacy/kinds.h"
 
-/* hl_acquire between hl_enter and hl_leave (the thread rule: lock.h). */
-static hilock_status acquire_entered(hilock_client *c, const char *key, int64_t ttl_ms,
-                                     int64_t wait_ms, const hl_kind_ops *kind, hilock **out)
+hilock_status hl_sem_refused(hilock_client *c, int limit)
 {
-    hilock_status st;
+    if (limit < 1 || limit > HILOCK_SEM_LIMIT_MAX)
+        return hl_fail(c, HILOCK_EINVAL, "limit must be 1..%d (got %d)", HILOCK_SEM_LIMIT_MAX, limit);
+    /* each master keeps its own count: two quorums share a master, but holders that count
+     * limit there each make their quorum elsewhere */
+    if (c->nnodes > 1)
+        return hl_fail(c, HILOCK_EINVAL, "a semaphore over %zu masters cannot keep its limit: with "
+                       "quorum %zu, limit+1 holders can each hold a quorum", c->nnodes, c->quorum);
+    if (c->opt.fair)
+        return hl_fail(c, HILOCK_EINVAL, "%s", HL_SEM_NOT_FAIR);
+    return HILOCK_OK;
+}
+
+hilock_status hl_rw_refused(hilock_client *c, hilock_rw_mode mode, const hl_kind_ops **kind)
+{
+    *kind = mode == HILOCK_EXCLUSIVE ? &hl_kind_exclusive : mode == HILOCK_SHARED ? &hl_kind_shared : NULL;
+    if (!*kind)
+        return hl_fail(c, HILOCK_EINVAL, "mode must be HILOCK_EXCLUSIVE or HILOCK_SHARED (got %d)", (int)mode);
+    if (c->opt.fair) return hl_fail(c, HILOCK_EINVAL, "%s", HL_RW_NOT_FAIR);
+    return HILOCK_OK;
+}
+
+/* hl_acquire between hl_enter and hl_leave (the thread rule: lock.h), after what the kind
+ * refuses of this caller: rw_mode for the shared/exclusive lock (kind NULL), limit for the
+ * semaphore. */
+static hilock_status acquire_entered(hilock_client *c, const char *key, int limit, int rw_mode,
+                                     int64_t ttl_ms, int64_t wait_ms, const hl_kind_ops *kind,
+                                     hilock **out)
+{
+    hilock_status st = HILOCK_OK;
     int took;
     if (out) *out = NULL;
     if (!c) return HILOCK_EINVAL;
     if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;
     if (kind == &hl_kind_legacy && c->opt.fair)   /* the recipe has no queue: a fair caller passes it */
         st = hl_fail(c, HILOCK_EINVAL, "%s", HL_LEGACY_NOT_FAIR);
-    else
-        st = hl_acquire(c, key, ttl_ms, wait_ms, kind, out);
+    else if (kind == &hl_kind_sem)
+        st = hl_sem_refused(c, limit);
+    else if (!kind)
+        st = hl_rw_refused(c, (hilock_rw_mode)rw_mode, &kind);
+    if (st == HILOCK_OK) st = hl_acquire_limit(c, key, limit, ttl_ms, wait_ms, kind, out);
     return hl_leave(c, took, st);
 }
 
 hilock_status hilock_legacy_acquire(hilock_client *c, const char *key, int64_t timeout_ms,
                                     int64_t wait_ms, hilock **out)
 {
-    return acquire_entered(c, key, timeout_ms, wait_ms, &hl_kind_legacy, out);
+    return acquire_entered(c, key, 0, 0, timeout_ms, wait_ms, &hl_kind_legacy, out);
 }
 
 /* The kind hilock_acquire and hilock_acquire_async (api/async.c) run for c's options. The
@@ -50,5 +81,17 @@ const hl_kind_ops *hl_acquire_kind(const hilock_client *c)
 hilock_status hilock_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                              hilock **out)
 {
-    return acquire_entered(c, key, ttl_ms, wait_ms, hl_acquire_kind(c), out);
+    return acquire_entered(c, key, 0, 0, ttl_ms, wait_ms, hl_acquire_kind(c), out);
+}
+
+hilock_status hilock_sem_acquire(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
+                                 int64_t wait_ms, hilock **out)
+{
+    return acquire_entered(c, key, limit, 0, ttl_ms, wait_ms, &hl_kind_sem, out);
+}
+
+hilock_status hilock_rw_acquire(hilock_client *c, const char *key, hilock_rw_mode mode, int64_t ttl_ms,
+                                int64_t wait_ms, hilock **out)
+{
+    return acquire_entered(c, key, 0, (int)mode, ttl_ms, wait_ms, NULL, out);
 }

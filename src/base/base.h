@@ -116,6 +116,8 @@ extern const hl_script hl_lua_acquire_busy;   /* modern.c: the unfenced kind's b
 extern const hl_script hl_lua_check, hl_lua_fence_raise;   /* lock.c: check, Redlock fencing */
 extern const hl_script hl_lua_types;      /* lock.c: which key a WRONGTYPE answer is about */
 extern const hl_script hl_lua_fair;       /* fair.c: the fair lock's queue */
+extern const hl_script hl_lua_permits;    /* permits.c: semaphores, shared/exclusive locks */
+extern const hl_script hl_lua_undo;       /* engine.c: an unknown write's undo, by value or member */
 extern const hl_script hl_lua_failover;   /* topology.c: master identity, failover guard */
 extern const hl_script hl_lua_legacy_acquire, hl_lua_legacy_extend;   /* legacy/lua: legacy, bridge */
 

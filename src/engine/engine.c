@@ -156,6 +156,7 @@ static const struct { int version; int form; const char *what; } floors[HL_CAP_C
     [HL_CAP_NONE]          = { 0, 0, "" },
     [HL_CAP_WAIT]          = { 30000, 0, "min_replicas (WAIT) needs" },
     [HL_CAP_FAIR]          = { 30200, 0, "fair locks need" },
+    [HL_CAP_PERMITS]       = { 30200, 0, "semaphores and shared/exclusive locks need" },
     [HL_CAP_FAILOVER]      = { 40000, 0, "needs" },   /* named by the node's topology: failover_what */
     [HL_CAP_FLOAT_TIMEOUT] = { 60000, 1, "fractional BLPOP timeouts need" },
     [HL_CAP_LPOS]          = { 60006, 1, "LPOS needs" },
@@ -475,7 +476,7 @@ size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at, const char *key, size_t ke
     *at = n->nundo > HL_UNDO_CHUNK ? n->nundo - HL_UNDO_CHUNK : 0;
     for (size_t i = *at; i < n->nundo; i++) {
         hl_cmd u;
-        hl_cmd_init(&u, &hl_lua_release, 1);
+        hl_cmd_init(&u, &hl_lua_undo, 1);   /* a plain value or a member (undo.lua) */
         hl_cmd_arg(&u, n->undo[i].key, (size_t)-1);
         hl_cmd_arg(&u, n->undo[i].value, (size_t)-1);
         hl_cmd_put(b, &u, 1, n);   /* EVAL: rare, and must work on an empty script cache */

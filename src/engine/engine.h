@@ -32,6 +32,7 @@ typedef enum hl_cap {
     HL_CAP_NONE = 0,
     HL_CAP_WAIT,            /* WAIT (min_replicas): Redis 3.0 */
     HL_CAP_FAIR,            /* fair.lua writes after TIME (redis.replicate_commands): 3.2 */
+    HL_CAP_PERMITS,         /* permits.lua (semaphores, shared/exclusive) likewise: 3.2 */
     HL_CAP_FAILOVER,        /* replication ids, PSYNC2 (Sentinel, Cluster, failover_guard): 4.0 */
     HL_CAP_FLOAT_TIMEOUT,   /* a fractional BLPOP timeout: 6.0 */
     HL_CAP_LPOS,            /* LPOS: 6.0.6 */

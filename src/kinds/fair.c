@@ -120,20 +120,32 @@ static void release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
     fair_cmd(l, cmd, b, "release");
 }
 
-/* Leave the queue now rather than lapse, within the acquire's bound (else it lapses). */
-static void give_up(hilock *l, int64_t hard_deadline_us)
+void hl_kinds_leave(hilock *l, int64_t hard_deadline_us,
+                    void (*leave_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b))
 {
     hilock_client *c = l->c;
     hl_cmd cmd;
     hl_kind_buf b;
     int64_t per = c->opt.io_timeout_ms * 1000, dl = hl_add_sat(hl_now_us(), per);
-    if (!l->queued || !l->queue_key || !l->beat_key || !l->signal_key) return;   /* (init: no memory) */
+    if (!l->queued) return;
     if (dl > hard_deadline_us) dl = hard_deadline_us;
     if (dl <= hl_now_us()) return;
-    fair_cmd(l, &cmd, &b, "leave");
+    leave_cmd(l, &cmd, &b);
     hl_exec(c, hl_all_nodes(c), &cmd, 1, per, dl);
     hl_exec_clear(c);
     l->queued = 0;
+}
+
+static void leave_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+{
+    fair_cmd(l, cmd, b, "leave");
+}
+
+/* Leave the queue now rather than lapse, within the acquire's bound (else it lapses). */
+static void give_up(hilock *l, int64_t hard_deadline_us)
+{
+    if (!l->queue_key || !l->beat_key || !l->signal_key) return;   /* (init: no memory) */
+    hl_kinds_leave(l, hard_deadline_us, leave_cmd);
 }
 
 const hl_kind_ops hl_kind_fair = {

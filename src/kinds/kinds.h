@@ -5,7 +5,8 @@
  * Layer: kinds
  * May call: lock topology engine resp base platform
  *
- * Owns: the modern lock (and its unfenced form) and the fair lock: the commands each sends and
+ * Owns: the modern lock (and its unfenced form), the fair lock, the semaphore and the
+ * shared/exclusive lock (permits.c): the commands each sends and
  * how it reads their answers. A kind calls the engine's commands, the lock layer's shared
  * helpers (reply verdicts, busy messages, validity) and the scripts; the lock layer calls a
  * kind only through its table (l->kind), never by name, and api/ names the tables. legacy/
@@ -24,5 +25,15 @@ extern const hl_kind_ops hl_kind_modern, hl_kind_unfenced;
 /* fair.c: the modern lock served first come, first served (options.fair): a queue in the
  * key's slot, heartbeats by the server's clock, a release that calls the head. */
 extern const hl_kind_ops hl_kind_fair;
+
+/* permits.c: the sorted-set kinds (permits.lua): a counting semaphore's permit (l->limit),
+ * and the two modes of a writer-preferring shared/exclusive lock. */
+extern const hl_kind_ops hl_kind_sem, hl_kind_exclusive, hl_kind_shared;
+
+/* fair.c: a waiter that gives up (kind.h: give_up) leaves its kind's queue now rather than
+ * lapse, within the acquire's bound, if an attempt may have put it there (l->queued):
+ * leave_cmd's command on every master at once. */
+void hl_kinds_leave(hilock *l, int64_t hard_deadline_us,
+                    void (*leave_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b));
 
 #endif

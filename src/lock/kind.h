@@ -33,7 +33,7 @@
  * value the command writes with its stamp (legacy: the fresh stamp of an extend, kept out
  * of the lock until a quorum has it). */
 typedef struct hl_kind_buf {
-    char    num[4][24];
+    char    num[5][24];
     char    value[HILOCK_CODEC_MAX];
     int64_t stamp_us, stamp_mono_us;
 } hl_kind_buf;
@@ -84,11 +84,21 @@ struct hl_kind_ops {
     /* The release's command, read as release.lua's answers (1/0/-1). NULL = release.lua
      * (with the wake-up keys when `wake`). */
     void (*release_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
+    /* The check's command, read as check.lua's answers ({1, pttl} / {0, -2} / {-1, pttl}).
+     * NULL = check.lua. */
+    void (*check_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
+    /* The command that gives a grant back at once (a partial, expired or refused one; lock.c
+     * undo_on), read as release.lua's answers. NULL = release.lua (with the holder record
+     * when `holder`). A write whose answer never came is undone later by the engine
+     * (undo.lua: a plain value, or a member of a sorted-set kind). */
+    void (*undo_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
     /* An acquire that failed (BUSY when its wait ran out, or an error) before the lock is
      * freed: undo what its attempts left for others (fair: its place in the queue), by
      * hard_deadline_us at the latest. Its errmsg and status stand. NULL = nothing. */
     void (*give_up)(hilock *l, int64_t hard_deadline_us);
     const char *taken;   /* NOT_HELD's reason when another value holds the key */
+    const char *what;    /* what the key must hold, as WRONGTYPE's message says it ("KEY holds a
+                          * hash, not a lock"): NULL = "a lock" (a string) */
     int undo_unknown;    /* an acquire write whose fate is unknown is undone on the next contact
                           * (not for values that are not unique to us, e.g. legacy stamps) */
     int failover;        /* topology's failover.lua and WAIT run with its operations */
@@ -96,6 +106,8 @@ struct hl_kind_ops {
     int keepalive;       /* hilock_keepalive may renew it */
     int queue;           /* a busy attempt that will wait joins a queue: its mark_ms is > 0
                           * whenever a wait follows, also with options.wake = 0 (wait.c) */
+    int plain_holder;    /* a plain lock (a string) on the key is a holder to it, not a key of
+                          * another kind (the shared/exclusive lock: permits.lua) */
     int holder;          /* a grant writes the holder record (acquire.lua, l->holder_key):
                           * extend keeps it; release (with `wake`) and an undo sent at once
                           * delete it (a deferred undo, engine.c, leaves it to its PX) */
@@ -108,6 +120,10 @@ struct hl_kind_ops {
 hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                          const hl_kind_ops *kind, hilock **out);
 
+/* hl_acquire for a kind that takes a limit (the semaphore's; l->limit): the same loop. */
+hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
+                               int64_t wait_ms, const hl_kind_ops *kind, hilock **out);
+
 /* hl_acquire's checks of its arguments (key, ttl, wait_ms): EINVAL with the message, or OK.
  * Also run by the _async entry points, which must refuse bad input at once. */
 hilock_status hl_acquire_args(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms);
@@ -115,6 +131,18 @@ hilock_status hl_acquire_args(hilock_client *c, const char *key, int64_t ttl_ms,
 /* api/acquire.c: the kind hilock_acquire (and hilock_acquire_async) runs for c's options:
  * bridge, fair, unfenced (fencing = 0) or modern. */
 const hl_kind_ops *hl_acquire_kind(const hilock_client *c);
+
+/* api/acquire.c: what the semaphore refuses of a caller before anything is sent (limit out of
+ * 1..HILOCK_SEM_LIMIT_MAX, several masters, fair), and the shared/exclusive lock's kind for
+ * mode (*kind; NULL for a mode that is not one) and what it refuses (that mode, fair): EINVAL
+ * with the message, or OK. Run by the blocking entry points and at once by the _async ones
+ * (api/async.c), between hl_enter and hl_leave. */
+hilock_status hl_sem_refused(hilock_client *c, int limit);
+hilock_status hl_rw_refused(hilock_client *c, hilock_rw_mode mode, const struct hl_kind_ops **kind);
+#define HL_SEM_NOT_FAIR "fair is not supported by hilock_sem_acquire: its waiters are not served " \
+                        "in order (docs/semaphore.md)"
+#define HL_RW_NOT_FAIR "fair is not supported by hilock_rw_acquire: it is writer-preferring " \
+                       "already (docs/rwlock.md)"
 
 /* a fencing counter outlives each grant by an hour, plus its lead while it runs ahead of the
  * clock (acquire.lua: renewed every 1024th grant then) */

@@ -167,6 +167,17 @@ static tally tally_replies(const hilock *l, uint32_t mask, uint32_t ok, reply_ki
     return t;
 }
 
+/* What a key of Redis type kt holds, as a message names it ("a semaphore", "hash"), from
+ * types.lua's answer (mark: the kind a sorted set's marker names); NULL: nothing. */
+static const char *kind_found(const char *kt, const char *mark)
+{
+    if (!kt || !strcmp(kt, "none")) return NULL;
+    if (!strcmp(kt, "string")) return "a lock";   /* a plain lock, or a legacy stamp */
+    if (!strcmp(kt, "zset") && mark && !strcmp(mark, "sem")) return "a semaphore";
+    if (!strcmp(kt, "zset") && mark && !strcmp(mark, "rw")) return "a shared/exclusive lock";
+    return kt;
+}
+
 /* A WRONGTYPE answer comes from inside a script, with its SHA and line number: ask the
  * masters that gave one what the key and its fence counter hold (types.lua; on this error
  * path only, within deadline) and say that instead: "KEY holds a hash, not a lock". A master
@@ -194,13 +205,15 @@ static void name_wrong_types(hilock *l, const tally *t, int64_t deadline)
     ok = hl_exec(c, mask, &cmd, 1, node_timeout_us(c, l->ttl_ms), dl < deadline ? dl : deadline);
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
-        const hl_reply *r = (ok & (1u << i)) && hl_reply_nelem(n->reply[0]) == 2 ? n->reply[0] : NULL;
+        const hl_reply *r = (ok & (1u << i)) && hl_reply_nelem(n->reply[0]) >= 2 ? n->reply[0] : NULL;
         const char *kt = hl_reply_str(hl_reply_elem(r, 0), NULL), *ft = hl_reply_str(hl_reply_elem(r, 1), NULL);
+        const char *found = kind_found(kt, hl_reply_str(hl_reply_elem(r, 2), NULL));
+        const char *want = l->kind->what ? l->kind->what : "a lock";
         if (!(mask & (1u << i))) continue;
         n->st = was[i].st;
-        if (kt && strcmp(kt, "string") && strcmp(kt, "none"))
-            snprintf(n->err, sizeof n->err, "%.50s: WRONGTYPE: %.96s holds a %.20s, not a lock", n->name,
-                     l->shown, kt);
+        if (found && strcmp(found, want) && !(l->kind->plain_holder && !strcmp(kt, "string")))
+            snprintf(n->err, sizeof n->err, "%.40s: WRONGTYPE: %.80s holds %s%.24s, not %.24s", n->name,
+                     l->shown, strncmp(found, "a ", 2) ? "a " : "", found, want);
         else if (ft && l->fence_key && strcmp(ft, "string") && strcmp(ft, "none"))
             snprintf(n->err, sizeof n->err, "%.40s: WRONGTYPE: its fence counter %.80s holds a %.20s, not a number",
                      n->name, hl_key_shown(l->fence_key, shown, sizeof shown), ft);
@@ -242,11 +255,16 @@ static void undo_on(hilock *l, uint32_t mask, int64_t ttl_ms, int64_t per_node_u
     hl_cmd cmd;
     uint32_t ok;
     int64_t dl = hl_add_sat(hl_now_us(), per_node_us);
+    hl_kind_buf b;
     if (!mask) return;
-    hl_cmd_init(&cmd, &hl_lua_release, l->kind->holder ? 2 : 1);
-    hl_cmd_arg(&cmd, l->key, (size_t)-1);
-    if (l->kind->holder) hl_cmd_arg(&cmd, l->holder_key, (size_t)-1);   /* (release.lua) */
-    hl_cmd_arg(&cmd, l->token, (size_t)-1);
+    if (l->kind->undo_cmd) {
+        l->kind->undo_cmd(l, &cmd, &b);
+    } else {
+        hl_cmd_init(&cmd, &hl_lua_release, l->kind->holder ? 2 : 1);
+        hl_cmd_arg(&cmd, l->key, (size_t)-1);
+        if (l->kind->holder) hl_cmd_arg(&cmd, l->holder_key, (size_t)-1);   /* (release.lua) */
+        hl_cmd_arg(&cmd, l->token, (size_t)-1);
+    }
     ok = hl_exec(c, mask, &cmd, 1, per_node_us, dl < hard_deadline ? dl : hard_deadline);
     for (size_t i = 0; i < c->nnodes; i++)
         if ((mask & (1u << i)) && !(ok & (1u << i)) && l->kind->undo_unknown)
@@ -645,6 +663,12 @@ hilock_status hl_acquire_args(hilock_client *c, const char *key, int64_t ttl_ms,
 hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                          const hl_kind_ops *kind, hilock **out)
 {
+    return hl_acquire_limit(c, key, 0, ttl_ms, wait_ms, kind, out);
+}
+
+hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
+                               int64_t wait_ms, const hl_kind_ops *kind, hilock **out)
+{
     hilock_status st;
     hilock *l;
     int64_t start, deadline, hard;
@@ -657,6 +681,7 @@ hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int6
     assert(kind && kind->acquire_cmd && kind->busy && kind->valid_until && kind->extend_cmd);
     if (!(l = lock_new(c, key, ttl_ms))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     l->kind = kind;
+    l->limit = limit;
     /* (an event loop's acquires are its tasks: they contend for a key, not re-enter it) */
     if (!c->runner && (st = live_enter(c, key, l)) != HILOCK_OK) {
         hilock_free(l);
@@ -939,6 +964,7 @@ static hilock_status check_once(hilock *l)
     hilock_client *c;
     hilock_status st;
     hl_cmd cmd;
+    hl_kind_buf b;
     uint32_t answered;
     int64_t t0, dl;
     tally t;
@@ -946,7 +972,8 @@ static hilock_status check_once(hilock *l)
     c = l->c;
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "check %s: released", l->shown);
     if ((st = usable(l, "check")) != HILOCK_OK) return st;
-    value_cmd(l, &cmd, &hl_lua_check);
+    if (l->kind->check_cmd) l->kind->check_cmd(l, &cmd, &b);
+    else value_cmd(l, &cmd, &hl_lua_check);
     t = run_on_all(l, &cmd, R_CHECK, HL_TOPO_CHECK, 0, &t0, &dl);
     answered = t.yes | t.gone | t.other;
     if ((size_t)popcount(answered) < c->quorum)
@@ -994,6 +1021,9 @@ void hilock_free(hilock *l)
     free(l->holder_key);
     free(l->queue_key);
     free(l->beat_key);
+    free(l->holders_key);
+    free(l->wq_key);
+    for (size_t i = 0; i < sizeof l->wake_keys / sizeof l->wake_keys[0]; i++) free(l->wake_keys[i]);
     free(l->token);
     free(l->stale);
     free(l->ids);

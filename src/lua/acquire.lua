@@ -15,8 +15,12 @@
 -- shown only while its token is the lock's value. Needs KEYS[3].
 -- Redis does not roll back a script, so a failure must leave nothing behind: the one command
 -- that can fail after the lock's write (INCR of a counter of another type) is undone.
+-- A shared/exclusive lock on the key (a sorted set marked 'hilock:rw', permits.lua) holds it
+-- as another owner would (looked at on this busy path only); another sorted set (a semaphore)
+-- is WRONGTYPE at the GET, before any write.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  local rw = redis.call('TYPE', KEYS[1])['ok'] == 'zset' and redis.call('ZSCORE', KEYS[1], 'hilock:rw')
+  if rw or redis.call('GET', KEYS[1]) ~= ARGV[1] then
     local w = tonumber(ARGV[5]) or 0
     if KEYS[3] and w > 0 and redis.call('PTTL', KEYS[3]) < w then
       redis.call('SET', KEYS[3], '1', 'PX', w)

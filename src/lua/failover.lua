@@ -51,11 +51,24 @@ if ARGV[5] == '1' and role == 'master' then
     maxttl = 0
     redis.call('HMSET', KEYS[1], 'replid', id, 'maxttl', 0, 'until', untl, 'since', now)   -- (HSET of several fields: 4.0)
   end
-  if ARGV[1] == 'acquire' and redis.call('GET', KEYS[2]) == ARGV[2] then
-    local p = redis.call('PTTL', KEYS[2])
+  -- our value: a plain lock's, or a member of a sorted-set kind (permits.lua: its score is
+  -- its expiry by this clock)
+  local kt = ARGV[1] == 'acquire' and redis.call('TYPE', KEYS[2])['ok']
+  local p = false
+  if kt == 'zset' then
+    local s = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[2]))
+    if s then p = s - now end
+  elseif kt == 'string' and redis.call('GET', KEYS[2]) == ARGV[2] then
+    p = redis.call('PTTL', KEYS[2])
+  end
+  if p then
     if p > 0 and p <= ttl then at = now - (ttl - p) end
-    if untl > at then
-      redis.call('DEL', KEYS[2])   -- granted while the guard ran: undone
+    if untl > at then   -- granted while the guard ran: undone
+      if kt ~= 'zset' then redis.call('DEL', KEYS[2])
+      else
+        redis.call('ZREM', KEYS[2], ARGV[2])
+        if redis.call('ZCARD', KEYS[2]) <= 1 then redis.call('DEL', KEYS[2]) end
+      end
       left = math.max(untl - now, 1)
     end
   end

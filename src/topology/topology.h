@@ -131,6 +131,10 @@ struct hilock {
     /* fair kind (fair.c): its queue's keys, and whether an attempt may have queued us */
     char          *queue_key, *beat_key;
     int            queued;
+    /* the sorted-set kinds (src/kinds/permits.c): the holder records, the waiters, the
+     * wake-up lists (permits' or writers', readers', the plain lock's), this call's limit */
+    char          *holders_key, *wq_key, *wake_keys[3];
+    int            limit;
     char          *token;          /* NUL-terminated value we wrote (this attempt's: lock.c) */
     int            spent;          /* acquire: the token's value may be left somewhere: the
                                       next attempt takes a new one (lock.c: fresh_token) */

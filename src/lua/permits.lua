@@ -1,0 +1,189 @@
+-- SPDX-License-Identifier: BSD-3-Clause
+-- permits: the sorted-set kinds (src/kinds/permits.c, docs/semaphore.md, docs/rwlock.md): a
+-- semaphore's permits and a shared/exclusive lock's grants. Every key is in the lock key's slot.
+-- KEYS[1] the key: a sorted set of the holders' tokens, each scored with its expiry in ms by
+--   this server's clock, and one marker naming the kind ('hilock:sem' or 'hilock:rw'), scored
+--   +inf; it expires with its latest holder and is deleted when its last holder leaves
+-- KEYS[2] holder records (hash: token -> "since\nlimit\nhost\npid\nprogram", for inspect)
+-- KEYS[3] waiters (sorted set: token -> when its registration lapses; rw tokens carry their
+--   mode: "x:..." exclusive, "s:..." shared)
+-- KEYS[4] fence counter (the modern lock's: tokens grow across every kind of the key)
+-- KEYS[5] the plain lock's waiters marker (acquire.lua: a plain-lock writer waits on an rw key)
+-- release only: KEYS[6] the wake-up list of permits (sem) or of writers (rw), KEYS[7] readers'
+--   (rw), KEYS[8] the plain lock's signal list (rw)
+-- ARGV[1] 'acquire' | 'release' | 'extend' | 'check' | 'leave', ARGV[2] 'sem' | 'x' | 's',
+-- ARGV[3] our token (the member)
+-- acquire: ARGV[4] ttl ms, ARGV[5] limit (shared: the most holders at once), ARGV[6] ms a
+--   waiter stays registered (0: no wait follows), ARGV[7] ms to keep the counter, ARGV[8] ms to
+--   keep a counter that holds an epoch (at or above 2^42), ARGV[9] "host\npid\nprogram"
+--   {1, fence}: granted (also when the token is already a holder: a retry after a lost reply)
+--   {0, pttl, {why, held, limit}}: busy; pttl: until the first holder expires (the hint);
+--   why: 0 permits all held, 1 held exclusive, 2 held shared, 3 held shared and a writer
+--   waits, 4 a plain lock holds the key (or one waits for it: held is then -1)
+-- extend: ARGV[4] the new ttl ms; 1 extended, 0 not a holder (expired, released), -1 the key
+--   holds another kind now
+-- release: 1 released (waiters woken), 0 not a holder, -1 the key holds another kind now
+-- check: {1, pttl} a holder, {0, -2} not one, {-1, pttl} the key holds another kind now
+-- leave: 1 (our registration as a waiter, if any, is gone)
+-- Time is the server's (TIME), never a client's clock. Every command that can fail
+-- (WRONGTYPE) runs before the first write: Redis does not roll back a script. A key of another
+-- kind is refused with WRONGTYPE (src/lock/lock.c names what it holds: types.lua), except
+-- that a shared/exclusive request treats a plain lock (a string) as an exclusive holder.
+-- Redis 3.2 and 4.0 let a script write after TIME only once it asked for effects replication
+-- (5.0+ does by default; the call is still there, a no-op, up to 7.x and Valkey 8)
+if redis.replicate_commands then redis.replicate_commands() end
+local key, holders, wq, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local op, mode, tok = ARGV[1], ARGV[2], ARGV[3]
+local marker = mode == 'sem' and 'hilock:sem' or 'hilock:rw'
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local wrongtype = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+
+-- what the key holds: 'none', 'ours' (this kind), 'lock' (a string), 'other'
+local kt = redis.call('TYPE', key)['ok']
+local found = kt
+if kt == 'zset' then found = redis.call('ZSCORE', key, marker) and 'ours' or 'other'
+elseif kt == 'string' then found = 'lock'
+elseif kt ~= 'none' then found = 'other' end
+
+if op == 'check' then   -- reads only: an expired holder is not one, pruned or not
+  if found == 'none' then return {0, -2} end
+  if found ~= 'ours' then return {-1, redis.call('PTTL', key)} end
+  local s = tonumber(redis.call('ZSCORE', key, tok))
+  if s and s > now then return {1, s - now} end
+  return {0, -2}
+end
+
+-- holders whose expiry has passed leave (their records too); so do lapsed waiters
+local function prune()
+  local gone = redis.call('ZRANGEBYSCORE', key, '-inf', now)
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    redis.call('HDEL', holders, unpack(gone))
+  end
+end
+
+-- holders left (the marker excluded); the key follows the latest one, or goes with the last
+local function settle()
+  local n = redis.call('ZCARD', key) - 1
+  if n <= 0 then
+    redis.call('DEL', key, holders)
+    return 0
+  end
+  local last = redis.call('ZREVRANGEBYSCORE', key, '(+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local keep = string.format('%.0f', math.max(1, tonumber(last[2]) - now))
+  redis.call('PEXPIRE', key, keep)
+  redis.call('PEXPIRE', holders, keep)
+  return n
+end
+
+-- live waiters of a mode ('x:', 's:'; nil: all)
+local function waiting(prefix)
+  local all = redis.call('ZRANGE', wq, 0, -1)
+  if not prefix then return #all end
+  local n = 0
+  for _, w in ipairs(all) do
+    if string.sub(w, 1, 2) == prefix then n = n + 1 end
+  end
+  return n
+end
+
+-- n elements on a wake-up list, which keeps at most cap (the live waiters): each element wakes
+-- one blocked waiter; unclaimed, they lapse. RPUSH then LTRIM, not DEL then RPUSH (release.lua)
+local function push(list, n, cap)
+  if n <= 0 or cap <= 0 then return end
+  for _ = 1, n do redis.call('RPUSH', list, '1') end
+  redis.call('LTRIM', list, -cap, -1)
+  redis.call('PEXPIRE', list, 1000)
+end
+
+-- a release: a semaphore wakes one waiter per freed permit; an rw key that no one holds any
+-- more wakes one writer (ours, else a plain lock's), or, with no writer waiting, every reader
+local function wake(left)
+  if mode == 'sem' then return push(KEYS[6], 1, waiting(nil)) end
+  if left > 0 then return end
+  if waiting('x:') > 0 then return push(KEYS[6], 1, 1) end
+  if redis.call('EXISTS', KEYS[5]) == 1 then return push(KEYS[8], 1, 1) end
+  local r = waiting('s:')
+  push(KEYS[7], r, r)
+end
+
+if op == 'leave' then
+  redis.call('ZREM', wq, tok)
+  return 1
+end
+if op == 'release' or op == 'extend' then
+  if found == 'none' then return 0 end
+  if found ~= 'ours' then return -1 end
+  redis.call('ZREMRANGEBYSCORE', wq, '-inf', now)
+  prune()
+  if not redis.call('ZSCORE', key, tok) then
+    settle()
+    return 0
+  end
+  if op == 'extend' then
+    redis.call('ZADD', key, 'XX', now + tonumber(ARGV[4]), tok)
+    settle()
+    return 1
+  end
+  redis.call('ZREM', key, tok)
+  redis.call('HDEL', holders, tok)
+  wake(settle())
+  return 1
+end
+
+-- acquire
+if found == 'other' or (found == 'lock' and mode == 'sem') then
+  return redis.error_reply(wrongtype)
+end
+local last = tonumber(redis.call('GET', fence)) or 0   -- (WRONGTYPE here: before any write)
+local limit, mark = tonumber(ARGV[5]), tonumber(ARGV[6]) or 0
+redis.call('ZREMRANGEBYSCORE', wq, '-inf', now)
+local held = 0
+if found == 'ours' then
+  prune()
+  held = redis.call('ZCARD', key) - 1
+  if held == 0 then redis.call('DEL', key, holders) end   -- (the marker alone: no holder left)
+end
+local first = held > 0 and redis.call('ZRANGE', key, 0, 0, 'WITHSCORES') or {}
+local pttl = held > 0 and math.max(1, tonumber(first[2]) - now) or 0
+local again = held > 0 and redis.call('ZSCORE', key, tok)
+local why = nil
+if again then why = nil
+elseif found == 'lock' then why, held, pttl = 4, 1, redis.call('PTTL', key)
+elseif mode == 'sem' then if held >= limit then why = 0 end
+elseif held > 0 and string.sub(first[1], 1, 2) == 'x:' then why = 1
+elseif mode == 'x' then if held > 0 then why = 2 end
+elseif held >= limit then why = 2
+elseif waiting('x:') > 0 then why = 3
+elseif redis.call('EXISTS', KEYS[5]) == 1 then
+  why = 4
+  if held == 0 then held, pttl = -1, math.max(1, redis.call('PTTL', KEYS[5])) end
+end
+if why then
+  if mark > 0 then
+    redis.call('ZADD', wq, now + mark, tok)
+    local lapse = redis.call('ZRANGE', wq, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIRE', wq, math.max(1, tonumber(lapse[2]) - now))
+  else
+    redis.call('ZREM', wq, tok)
+  end
+  if pttl == 0 and why == 3 then pttl = 1 end
+  return {0, pttl, {why, held, limit}}
+end
+
+-- granted (or already ours: a retry after a lost reply)
+if held == 0 then redis.call('ZADD', key, '+inf', marker) end
+redis.call('ZADD', key, now + tonumber(ARGV[4]), tok)
+redis.call('ZREM', wq, tok)
+redis.call('HSET', holders, tok, string.format('%.0f', now) .. '\n' .. (mode == 'sem' and limit or 0) .. '\n' .. ARGV[9])
+settle()
+-- the fencing token never goes back: counter + 1, but at least the server clock in ms; kept
+-- its lead over the clock, and far longer once it holds an epoch (as acquire.lua, fair.lua)
+local f = math.max(last + 1, now)
+local keep = string.format('%.0f', tonumber(ARGV[7]) + f - now)
+if f >= 4398046511104 then   -- 2^42
+  keep = string.format('%.0f', math.max(tonumber(ARGV[8]), redis.call('PTTL', fence)))
+end
+redis.call('SET', fence, string.format('%.0f', f), 'PX', keep)
+return {1, f}
