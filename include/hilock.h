@@ -486,7 +486,30 @@ HILOCK_API hilock_status hilock_acquire(hilock_client *c, const char *key, int64
 /* ---- Counting semaphores and shared/exclusive locks (docs/semaphore.md, docs/rwlock.md) ----
  * Both return an ordinary hilock: hilock_release, hilock_extend, hilock_check,
  * hilock_keepalive, hilock_validity_ms, hilock_fence, hilock_token, hilock_key and hilock_free
- * work on a permit or a shared/exclusive grant as on a lock (same statuses, same bounds). */
+ * work on a permit or a shared/exclusive grant as on a lock (same statuses, same bounds; a
+ * release, extend or check that finds the key holding another kind now says NOT_HELD, "the
+ * key holds another kind now"). Not re-entrant, as hilock_acquire: a client that holds any
+ * lock, permit or grant of `key` gets EINVAL "this client already holds KEY (hilock locks are
+ * not re-entrant)".
+ * The key is a sorted set: its holders' tokens, each scored with its expiry by the server's
+ * clock (TIME), and a member naming the kind; it expires with its latest holder and goes
+ * with its last. Its other keys are in its hash slot (Cluster): {key}:fence (the lock's
+ * fencing counter: tokens grow across every kind of the key), {key}:holders (holder records,
+ * for hilock inspect), {key}:wq (the waiters), and the wake-up lists {key}:signal (permits),
+ * {key}:xsignal (writers), {key}:ssignal (readers). A release wakes one waiter per freed
+ * permit; a shared/exclusive release that leaves no holder wakes one waiting writer, else
+ * every waiting reader. Keepalive, Sentinel (LOST, min_replicas, the failover guard,
+ * fencing epochs) and Cluster work as for the lock.
+ * Both need Redis >= 3.2 (a script that writes after reading TIME): an older server is
+ * EINVAL, "semaphores and shared/exclusive locks need Redis >= 3.2: HOST runs Redis 2.8.24",
+ * with nothing written. options.fencing = 0 and options.bridge do not apply (every grant
+ * mints a fencing token); options.fair is refused (EINVAL, the reason in the message).
+ * A key that holds another kind is refused with nothing written: EREPLY (as WRONGTYPE),
+ * the message naming what it holds, e.g. "KEY holds a semaphore, not a shared/exclusive
+ * lock", "KEY holds a lock, not a semaphore" (a plain lock or a legacy stamp), "KEY holds a
+ * hash, not a semaphore"; hilock_acquire on a semaphore says "KEY holds a semaphore, not a
+ * lock". The one exception is the plain lock and the shared/exclusive lock, which exclude
+ * each other on one key (hilock_rw_acquire below). */
 
 /* The largest limit hilock_sem_acquire takes, and the most shared holders one key of
  * hilock_rw_acquire admits at once (more is BUSY). */
@@ -496,10 +519,17 @@ HILOCK_API hilock_status hilock_acquire(hilock_client *c, const char *key, int64
  * Each permit has its own token, its own expiry by the server's clock (a dead holder's
  * permit returns after its ttl) and its own fencing token, which grows with every grant of
  * the key. `limit` is this caller's: the call is granted while fewer than `limit` permits
- * are held, whatever limit their holders passed (callers that disagree: docs/semaphore.md).
- * Returns as hilock_acquire, and EINVAL for limit < 1 or > HILOCK_SEM_LIMIT_MAX, a key that
- * holds another kind (the message names it), or several masters (Redlock cannot keep a
- * limit above 1: docs/semaphore.md). */
+ * are held, whatever limit their holders passed, so a caller with a lower limit than the
+ * holders count waits, and one with a higher limit is granted beyond the others' limit
+ * (callers that disagree: docs/semaphore.md). Waiters are not served in order: a freed
+ * permit wakes one, and whoever asks first takes it.
+ * Returns as hilock_acquire; BUSY says "KEY: 3 of 3 permits held (limit 3), the first
+ * expires in 1.2 s"; EINVAL for limit < 1 or > HILOCK_SEM_LIMIT_MAX ("limit must be 1..1000
+ * (got 0)"), several masters ("a semaphore over 3 masters cannot keep its limit: with quorum
+ * 2, limit+1 holders can each hold a quorum": each master counts its own holders, so limit+1
+ * of them can each make a quorum on different masters), options.fair ("fair is not
+ * supported by hilock_sem_acquire: its waiters are not served in order (docs/semaphore.md)"),
+ * or a server before 3.2; EREPLY for a key of another kind (above). */
 HILOCK_API hilock_status hilock_sem_acquire(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
                                             int64_t wait_ms, hilock **out);
 
@@ -510,10 +540,25 @@ typedef enum hilock_rw_mode {
 } hilock_rw_mode;
 
 /* Take `key` shared or exclusive for ttl_ms (wait_ms as for hilock_acquire). Writer-
- * preferring: while an exclusive request waits, no new shared grant is made, so a stream of
- * readers cannot starve a writer. An exclusive grant's fencing token exceeds every earlier
- * grant's of the key. Returns as hilock_acquire, and EINVAL for a mode other than the two, or
- * a key that holds another kind (the message names it). */
+ * preferring: while an exclusive request waits (it stays registered while it waits, and
+ * leaves when it gives up; one that dies lapses within about io_timeout_ms), no new shared
+ * grant is made, so a stream of readers cannot starve a writer. At most HILOCK_SEM_LIMIT_MAX
+ * shared holders at once. An exclusive grant's fencing token exceeds every earlier grant's of
+ * the key. hilock_token() is the grant's member of the key: "x:" (exclusive) or "s:"
+ * (shared) and 30 hex digits.
+ * The plain lock is the exclusive side of the same key: hilock_acquire on a key held shared
+ * or exclusive is BUSY (it waits, and a release that leaves no holder wakes it), and a plain
+ * lock on the key makes both modes BUSY ("KEY: held by another owner, expires in 2.0 s"); a
+ * plain lock's release does not wake shared waiters (they poll). A waiting plain-lock writer
+ * also stops new shared grants.
+ * Redlock (several masters) is allowed: two quorums share a master, which cannot grant an
+ * exclusive holder beside any other.
+ * Returns as hilock_acquire; BUSY says who holds it: "KEY: held exclusive, expires in 1.2 s",
+ * "KEY: held shared by 4, the first expires in 1.2 s", "KEY: held shared by 4 (a writer
+ * waits)"; EINVAL for a mode other than the two ("mode must be HILOCK_EXCLUSIVE or
+ * HILOCK_SHARED (got 2)"), options.fair ("fair is not supported by hilock_rw_acquire: it is
+ * writer-preferring already (docs/rwlock.md)"), or a server before 3.2; EREPLY for a key of
+ * another kind (above). */
 HILOCK_API hilock_status hilock_rw_acquire(hilock_client *c, const char *key, hilock_rw_mode mode,
                                            int64_t ttl_ms, int64_t wait_ms, hilock **out);
 

@@ -24,7 +24,8 @@ static void setup(void)
 
 static void teardown(void) { hlt_redis_stop(srv); }
 
-static hilock_client *client(void)
+/* a client of the server; guard: options.failover_guard */
+static hilock_client *client_guarded(int guard)
 {
     hilock_options o;
     hilock_client *c = NULL;
@@ -32,9 +33,12 @@ static hilock_client *client(void)
     hilock_options_init(&o);
     o.servers = &url;
     o.nservers = 1;
+    o.failover_guard = guard;
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     return c;
 }
+
+static hilock_client *client(void) { return client_guarded(0); }
 
 static long long zcard(const char *key)
 {
@@ -255,4 +259,36 @@ Test(semcore, old_servers_are_refused_naming_the_version)
     cr_assert_eq(hilock_rw_acquire(c, "old", HILOCK_SHARED, 10000, 0, &l), HILOCK_EINVAL);
     cr_assert_eq(hlt_dbsize(srv), 0);
     hilock_client_free(c);
+}
+
+/* The failover guard (failover.lua): a grant made while the guard runs is undone by member. */
+Test(semcore, a_permit_granted_while_the_failover_guard_runs_is_undone_by_member)
+{
+    hilock_client *c;
+    hilock *l = NULL;
+    redisReply *t;
+    long long now;
+    char *id = NULL, *info;
+    HLT_NEEDS(40000, "failover_guard needs replication ids (PSYNC2, Redis 4.0+)");
+    c = client_guarded(1);
+    /* a record of this history whose guard runs another minute */
+    t = hlt_cmd(srv, "INFO replication");
+    info = strstr(t->str, "master_replid:");
+    cr_assert_not_null(info);
+    id = strndup(info + 14, 40);
+    freeReplyObject(t);
+    t = hlt_cmd(srv, "TIME");
+    now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    freeReplyObject(hlt_cmd(srv, "HMSET hilock:guard replid %s maxttl 0 until %lld since %lld", id, now + 60000, now));
+    cr_assert_eq(hilock_sem_acquire(c, "g", 2, 10000, 0, &l), HILOCK_BUSY, "%s", hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert_eq(hlt_exists(srv, "g"), 0, "the permit granted under the guard must be removed");
+    freeReplyObject(hlt_cmd(srv, "HSET hilock:guard until 0"));
+    cr_assert_eq(hilock_rw_acquire(c, "g", HILOCK_EXCLUSIVE, 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert(member("g", hilock_token(l)));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    free(id);
 }
