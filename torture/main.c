@@ -224,9 +224,10 @@ static const mode modes[] = {
                    [F_FREEZE_SHORT] = 1, [F_FREEZE_LONG] = 1 },
       .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = kinds_missing },
     { .name = "rw", .nservers = 1, .flavour = TT_RW, .keys = 1,
-      .what = "one master, a shared/exclusive lock (hilock_rw_acquire) on 1 key: 2 writers against a "
-              "steady stream of readers (50-250 ms holds); no exclusive holder beside anyone, each writer's "
-              "wait measured against its bound; workers killed and paused",
+      .what = "one master, a shared/exclusive lock (hilock_rw_acquire) on 1 key: 2 writers (one exclusive, "
+              "one with the plain lock, hilock_acquire) against a steady stream of readers (50-250 ms holds); "
+              "no exclusive holder beside anyone, each writer's wait measured against its bound; workers "
+              "killed and paused",
       .weights = { [F_KILL_HOLDER] = 1, [F_PAUSE_HOLDER] = 1 },
       .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = kinds_missing },
     { .name = "redlock-violation", .nservers = 5, .flavour = TT_MODERN, .workers = 4, .keys = 1,
@@ -411,7 +412,7 @@ static void spawn_worker(run *r, int slot)
     cfg.self_bin = self_bin;
     cfg.flavour = r->m->mixed && slot % 2 ? r->m->mixed_flavour : r->m->flavour;
     cfg.limit = r->m->limit ? r->m->limit : TT_SEM_LIMIT;
-    cfg.writer = slot < TT_RW_WRITERS;
+    cfg.writer = slot < TT_RW_WRITERS ? 1 + slot % 2 : 0;   /* rw: an exclusive writer, a plain-lock one */
     cfg.codec = legacy_flavour(cfg.flavour) ? LEGACY_CODEC : NULL;
     cfg.io_timeout_ms = IO_TIMEOUT_MS;
     cfg.connect_timeout_ms = CONNECT_TIMEOUT_MS;

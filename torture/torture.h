@@ -67,8 +67,9 @@ enum { TT_MODERN = 0, TT_LEGACY, TT_BRIDGE, TT_FAIR, TT_SEM, TT_RW };
 /* sem: a key with no grant for this long while workers contend means permits leaked (a dead
  * holder's permit returns after its ttl, at most TT_TTL_MAX_MS; restarts and freezes add less) */
 #define TT_SEM_GAP_BOUND_MS 4000
-/* rw: the first TT_RW_WRITERS slots ask exclusive (ttl TT_RW_WRITER_TTL_MS, wait
- * TT_RW_WRITER_WAIT_MS), the others shared (ttl 300 or TT_RW_READER_TTL_MAX_MS). A reader
+/* rw: the first TT_RW_WRITERS slots ask exclusive, every second one with the plain lock (ttl
+ * TT_RW_WRITER_TTL_MS, wait TT_RW_WRITER_WAIT_MS), the others shared (ttl 300 or
+ * TT_RW_READER_TTL_MAX_MS). A reader
  * lives at most 1.7 x its ttl after its grant (it holds up to 0.7 x, and an extend, or a kill
  * or a pause after one, adds one ttl); a writer that arrives waits for the readers granted
  * before it, then for the writers ahead of it (as long each), then for its wake-up: */
@@ -91,7 +92,8 @@ typedef struct tt_worker_cfg {
     const char *urls[TT_MAXSERVERS];
     int         flavour;             /* TT_MODERN, TT_LEGACY, TT_BRIDGE, TT_FAIR, TT_SEM, TT_RW */
     int         limit;               /* sem: the limit this worker passes */
-    int         writer;              /* rw: 1 = asks exclusive, 0 = shared */
+    int         writer;              /* rw: 0 = asks shared, 1 = exclusive, 2 = the plain lock
+                                        (hilock_acquire: the command's default beside --shared) */
     const char *codec;               /* legacy/bridge: preset name of hilock_codec_preset */
     int64_t     io_timeout_ms, connect_timeout_ms, retry_delay_ms;
     int         long_holds;          /* 1: hold most of the validity (violation scenario) */

@@ -197,6 +197,8 @@ static hilock_rw_mode rw_mode(const worker *w)
 static hilock_status acquire(worker *w, const char *key, int64_t ttl, int64_t wait, hilock **l)
 {
     if (w->cfg->flavour == TT_SEM) return hilock_sem_acquire(w->c, key, w->cfg->limit, ttl, wait, l);
+    if (w->cfg->flavour == TT_RW && w->cfg->writer == 2 && !w->cfg->inject)
+        return hilock_acquire(w->c, key, ttl, wait, l);   /* the plain lock: the exclusive side too */
     if (w->cfg->flavour == TT_RW) return hilock_rw_acquire(w->c, key, rw_mode(w), ttl, wait, l);
 #ifdef HL_TORTURE_LEGACY
     if (w->cfg->flavour == TT_LEGACY) return hilock_legacy_acquire(w->c, key, ttl, wait, l);
@@ -356,7 +358,8 @@ void tt_worker_main(const tt_worker_cfg *cfg)
     logf_(&w, "H %d %d %d %s", cfg->slot, cfg->gen, (int)getpid(),
           cfg->flavour == TT_LEGACY ? "legacy" : cfg->flavour == TT_BRIDGE ? "bridge"
           : cfg->flavour == TT_FAIR ? "fair" : cfg->flavour == TT_SEM ? "sem"
-          : cfg->flavour == TT_RW ? (cfg->writer ? "rw-writer" : "rw-reader") : "modern");
+          : cfg->flavour != TT_RW ? "modern" : cfg->writer == 2 ? "rw-plain-writer"
+          : cfg->writer ? "rw-writer" : "rw-reader");
 
     tt_client_options(&o, cfg);
     o.bridge = cfg->flavour == TT_BRIDGE;
