@@ -336,7 +336,8 @@ install: $(CLI_BIN) $(B)/man/hilock.1
 # make torture [DURATION=s per mode] [SEED=n, 0 = new] [WORKERS=8] [MODES=single,redlock,...]
 # make torture-violation [VIOLATIONS=...]: each checker path fed a violation on purpose (the
 # delayed-restart rule broken; an async holding, a COMMAND tree that claim to outlive their
-# lock; a fence logged going backwards); passes if the checker reports each. The modes cli and
+# lock; a fence logged going backwards; permits over the limit; a writer beside readers and a
+# starved writer); passes if the checker reports each. The modes cli and
 # cli-violation run $(CLI_BIN). Logs and reports: $(B)/torture/<mode>/.
 DURATION ?= 20
 SEED     ?= 0
@@ -346,7 +347,7 @@ TORTURE_SRC := $(sort $(wildcard torture/*.c))
 TORTURE_DEF := $(if $(wildcard include/hilock_legacy.h),-DHL_TORTURE_LEGACY)
 
 .PHONY: torture torture-violation fuzz
-VIOLATIONS ?= redlock-violation,async-violation,cli-violation,fence-violation
+VIOLATIONS ?= redlock-violation,async-violation,cli-violation,fence-violation,sem-violation,rw-violation
 torture: deps lib
 	@$(MAKE) --no-print-directory $(B)/torture/torture $(CLI_BIN)
 	$(B)/torture/torture --dir=$(B)/torture --duration=$(DURATION) --seed=$(SEED) --workers=$(WORKERS) \

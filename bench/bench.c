@@ -27,6 +27,9 @@
  *  5. TLS next to plain TCP (issue 11; bench/tls.c): cycles on one long-lived connection,
  *     and connect + handshake time. `bench tls` runs only part 5, `bench uncontended` only
  *     part 1's first table, `bench async` only the event-loop table (bench/async.c).
+ *  6. The semaphore and the shared/exclusive lock (issue 26; bench/kinds.c), after part 3:
+ *     their cycles next to the lock's, a writer's wait under saturating readers, the handoff
+ *     of each. `bench kinds` runs only part 6.
  *
  * Knobs (environment): HILOCK_BENCH_SECONDS (time per variant, default 4),
  * HILOCK_LUA_DIR (default src/lua), HILOCK_BENCH_FAIR_* (bench/fairness.c).
@@ -668,6 +671,11 @@ int main(int argc, char **argv)
         hlt_redis_stop(r);
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "kinds")) {
+        kinds_bench(r, run_s);
+        hlt_redis_stop(r);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "cluster")) {
         cluster_bench(run_s);
         hlt_redis_stop(r);
@@ -707,6 +715,7 @@ int main(int argc, char **argv)
     contention(r, 1, "wake-up");
     contention(r, 0, "polling (wake=0)");
     fairness(r);
+    kinds_bench(r, run_s);
 
     redlock(r);
     tls_bench(run_s);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* bench.h -- the parts of `make bench`, each one entry that bench/bench.c (main, the
  * uncontended runner, contention, Redlock, the fast path) calls in turn: bench/async.c,
- * cluster.c, fairness.c, tls.c. The parts call only common.h's helpers (and cluster.c
+ * cluster.c, fairness.c, kinds.c, tls.c. The parts call only common.h's helpers (and cluster.c
  * async.c's loop rate), never bench.c: calls point one way. */
 #ifndef HILOCK_BENCH_H
 #define HILOCK_BENCH_H
@@ -22,6 +22,10 @@ void cluster_bench(double secs);   /* its own servers: fresh, like the cluster's
 
 /* The fairness table of issue 14 (bench/fairness.c), on server r. */
 void fairness(hlt_redis *r);
+
+/* The semaphore and the shared/exclusive lock of issue 26 (bench/kinds.c), on server r:
+ * their cycles next to the lock's, a writer's wait under readers, handoffs; run_s per variant. */
+void kinds_bench(hlt_redis *r, double run_s);
 
 /* TLS next to plain TCP (bench/tls.c), on a server of its own; run_s per variant. */
 void tls_bench(double run_s);

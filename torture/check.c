@@ -31,7 +31,8 @@ static const char *const sts[NST] = { "OK", "BUSY", "NOT_HELD", "LOST", "EINVAL"
     "ETIMEDOUT", "EAUTH", "EREPLY", "EREPLICAS", "ENOQUORUM", "ENOMEM", "UNKNOWN" };
 
 typedef struct ival { int64_t s, e; int holding; int key; } ival;
-typedef struct holding { int key; uint64_t fence; int64_t start; int worker; int pid; int64_t t0; } holding;
+/* g: what was granted: 'p' a permit, 's' shared, 'x' exclusive, '-' a lock */
+typedef struct holding { int key; uint64_t fence; int64_t start; int worker; int pid; int64_t t0; char g; } holding;
 /* what the legacy peer did to others' locks: a GETSET that lost its race (it overwrote a value
  * it had not judged) or a DEL that landed after its own stamp had passed */
 typedef struct clobber { int key; int64_t sent, reply; } clobber;
@@ -66,6 +67,12 @@ typedef struct state {
     int64_t overlap_max_us;
     long fence_regress;
     char examples[5][320]; int nex;
+    int64_t t_last;                            /* the latest call's end in any log */
+    long writer_waits, writer_busy, wait_excess;   /* rw: writers' acquires, those not granted, over the bound */
+    int64_t writer_wait_max;
+    int max_together;                          /* sem/rw: most permits / shared holders believed at once */
+    int64_t grant_gap_max;                     /* sem: longest time a key went without a grant */
+    int grant_gap_key;
 } state;
 
 #define GROW(arr, n, cap) do { if ((n) == (cap)) { size_t nc_ = (cap) ? (cap) * 2 : 1024; \
@@ -182,10 +189,14 @@ static void read_worker(state *S, const char *path, int widx)
         case 'Q':
             S->quits++;
             break;
-        case 'A':
-            if (sscanf(line, "A %d %llu %lld %lld %lld", &k, &fence, &a, &b, &c) != 5) { S->bad_lines++; break; }
+        case 'A': {
+            char g = '-';
+            if (sscanf(line, "A %d %llu %lld %lld %lld %*d %*d %c", &k, &fence, &a, &b, &c, &g) < 5) {
+                S->bad_lines++;
+                break;
+            }
             GROW(S->h, S->nh, S->caph);
-            S->h[S->nh] = (holding){ k, fence, b, wslot, pid, a };
+            S->h[S->nh] = (holding){ k, fence, b, wslot, pid, a, g };
             cur = last = (int)S->nh++;
             stamp_unknown = 0;
             S->node_holdings += node;
@@ -194,6 +205,15 @@ static void read_worker(state *S, const char *path, int widx)
                 GROW(S->iv, S->niv, S->capiv);
                 S->iv[S->niv++] = (ival){ b, c, cur, k };
             }
+            break;
+        }
+        case 'T':   /* rw: a writer's wait, from its acquire call to its grant (or to giving up) */
+            if (sscanf(line, "T %d %lld %lld %d", &k, &a, &b, &x) != 4) { S->bad_lines++; break; }
+            S->writer_waits++;
+            S->writer_busy += !x;
+            d = b - a - paused_within(S, pid, a, b);
+            if (d > S->writer_wait_max) S->writer_wait_max = d;
+            if (!x || d > TT_RW_WAIT_BOUND_MS * 1000LL) S->wait_excess++;
             break;
         case 'E':
             if (sscanf(line, "E %d %llu %lld %lld", &k, &fence, &a, &b) != 4 || cur < 0) { S->bad_lines++; break; }
@@ -235,6 +255,7 @@ static void read_worker(state *S, const char *path, int widx)
             }
             si = st_index(st);
             S->calls[oi][si]++;
+            if (b > S->t_last) S->t_last = b;
             if (oi == 2 && stamps && (si == 5 || si == 6)) stamp_unknown = 1;   /* ext EIO/ETIMEDOUT */
             e2 = paused_within(S, pid, a, b);
             d = b - a - e2;
@@ -375,6 +396,127 @@ static void find_overlaps(state *S)
     }
 }
 
+/* sem and rw: holders of one key may meet, in numbers. Each key's windows as events (an end
+ * before a start at the same moment); a violation begins when the believed holders exceed
+ * what the kind allows (sem: more than `limit` permits; rw: an exclusive holder beside
+ * anyone) and ends when they fit again: one overlap each, its depth how long it lasted. */
+typedef struct event { int64_t t; int delta; char g; } event;
+
+static int cmp_ev(const void *a, const void *b)
+{
+    const event *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return x->delta - y->delta;
+}
+
+static int too_many(const tt_check_opts *o, int permits, int shared, int excl)
+{
+    return o->limit ? permits > o->limit : excl > 0 && excl + shared > 1;
+}
+
+static void count_key(state *S, const tt_check_opts *o, int key, const event *ev, size_t n)
+{
+    int cnt[3] = { 0, 0, 0 };   /* permits, shared, exclusive */
+    int64_t since = -1;
+    for (size_t i = 0; i < n; i++) {
+        int *c = &cnt[ev[i].g == 'p' ? 0 : ev[i].g == 's' ? 1 : 2];
+        *c += ev[i].delta;
+        if (cnt[0] + cnt[1] > S->max_together) S->max_together = cnt[0] + cnt[1];
+        if (too_many(o, cnt[0], cnt[1], cnt[2]) == (since >= 0)) continue;
+        if (since < 0) {   /* a violation begins */
+            since = ev[i].t;
+            S->overlaps++;
+            if (S->nex < 5)
+                snprintf(S->examples[S->nex++], sizeof S->examples[0],
+                         "key %d at %.3f s: %d permits, %d shared, %d exclusive believed at once", key,
+                         (double)since / 1e6, cnt[0], cnt[1], cnt[2]);
+        } else {
+            if (ev[i].t - since > S->overlap_max_us) S->overlap_max_us = ev[i].t - since;
+            since = -1;
+        }
+    }
+}
+
+static void find_excess(state *S, const tt_check_opts *o)
+{
+    event *ev = malloc((2 * S->niv + 1) * sizeof *ev);
+    size_t i = 0;
+    if (!ev) { perror("malloc"); exit(2); }
+    qsort(S->iv, S->niv, sizeof *S->iv, cmp_iv);
+    while (i < S->niv) {
+        int key = S->iv[i].key;
+        size_t n = 0;
+        for (; i < S->niv && S->iv[i].key == key; i++) {
+            char g = S->h[S->iv[i].holding].g;
+            if (S->iv[i].e <= S->iv[i].s) continue;
+            ev[n++] = (event){ S->iv[i].s, +1, g };
+            ev[n++] = (event){ S->iv[i].e, -1, g };
+        }
+        qsort(ev, n, sizeof *ev, cmp_ev);
+        count_key(S, o, key, ev, n);
+    }
+    free(ev);
+}
+
+/* sem and rw: grants of one key overlap in time, so two grants made at once may return in
+ * either order. What must hold: a grant whose acquire call began after another's returned has
+ * the higher fence (the server made them in that order), and no two grants share a fence. */
+static void fence_regress(state *S, const holding *a, const holding *b)
+{
+    S->fence_regress++;
+    if (S->nex < 5)
+        snprintf(S->examples[S->nex++], sizeof S->examples[0],
+                 "key %d: fence %llu (w%d, asked at %.3f s) not above fence %llu (w%d, granted at %.3f s)", a->key,
+                 (unsigned long long)a->fence, a->worker, (double)a->t0 / 1e6, (unsigned long long)b->fence,
+                 b->worker, (double)b->start / 1e6);
+}
+
+static int cmp_fence(const void *a, const void *b)
+{
+    const holding *x = *(holding *const *)a, *y = *(holding *const *)b;
+    if (x->key != y->key) return x->key - y->key;
+    return x->fence < y->fence ? -1 : x->fence > y->fence;
+}
+
+static void check_fences_concurrent(state *S)
+{
+    size_t first = 0, *top = malloc((S->nh + 1) * sizeof *top);   /* top[i]: highest fence of first..i */
+    const holding **byf = malloc((S->nh + 1) * sizeof *byf);
+    if (!top || !byf) { perror("malloc"); exit(2); }
+    qsort(S->h, S->nh, sizeof *S->h, cmp_h);   /* by key, then grant time */
+    for (size_t j = 0; j < S->nh; j++) {
+        size_t lo, hi;
+        if (j && S->h[j].key != S->h[j - 1].key) first = j;
+        top[j] = j > first && S->h[top[j - 1]].fence > S->h[j].fence ? top[j - 1] : j;
+        /* the grants of the key returned before this call began: a prefix by grant time */
+        for (lo = first, hi = j; lo < hi;) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (S->h[mid].start < S->h[j].t0) lo = mid + 1; else hi = mid;
+        }
+        if (lo > first && S->h[j].fence && S->h[j].fence <= S->h[top[lo - 1]].fence)
+            fence_regress(S, &S->h[j], &S->h[top[lo - 1]]);
+        byf[j] = &S->h[j];
+    }
+    qsort(byf, S->nh, sizeof *byf, cmp_fence);
+    for (size_t j = 1; j < S->nh; j++)
+        if (byf[j]->fence && byf[j]->key == byf[j - 1]->key && byf[j]->fence == byf[j - 1]->fence)
+            fence_regress(S, byf[j], byf[j - 1]);
+    free(top);
+    free(byf);
+}
+
+/* sem: a key that went without a grant for long while workers contended: permits leaked */
+static void find_grant_gaps(state *S)
+{
+    for (size_t j = 0; j < S->nh; j++) {
+        int64_t next = j + 1 < S->nh && S->h[j + 1].key == S->h[j].key ? S->h[j + 1].start : S->t_last;
+        if (next - S->h[j].start > S->grant_gap_max) {
+            S->grant_gap_max = next - S->h[j].start;
+            S->grant_gap_key = S->h[j].key;
+        }
+    }
+}
+
 static int cmp_msg(const void *a, const void *b)
 {
     const msg *x = a, *y = b;
@@ -416,7 +558,13 @@ int tt_check(const tt_check_opts *o)
         }
         free(names);
     }
-    find_overlaps(S);
+    if (o->limit || o->rw) {
+        find_excess(S, o);
+        check_fences_concurrent(S);
+        if (o->limit) find_grant_gaps(S);
+    } else {
+        find_overlaps(S);
+    }
     for (size_t i = 0; i < S->nea; i++) {
         early *x = &S->ea[i];
         if (x->op == NOPS) {
@@ -465,6 +613,15 @@ int tt_check(const tt_check_opts *o)
                 "flaws: reported, not judged)", S->overlaps_peer);
     fprintf(out, "\n");
     for (int i = 0; i < S->nex; i++) fprintf(out, "      %s\n", S->examples[i]);
+    if (o->limit)
+        fprintf(out, "  permits at once        at most %d believed (limit %d); longest time a key went without "
+                "a grant: %.1f ms (key %d; bound %d ms: a dead holder's permit came back)\n", S->max_together,
+                o->limit, (double)S->grant_gap_max / 1000, S->grant_gap_key, TT_SEM_GAP_BOUND_MS);
+    if (o->rw)
+        fprintf(out, "  shared holders at once at most %d; writers' waits %ld (%ld not granted), longest %.1f ms "
+                "(bound %d ms%s): %ld over\n", S->max_together, S->writer_waits, S->writer_busy,
+                (double)S->writer_wait_max / 1000, TT_RW_WAIT_BOUND_MS,
+                o->expect_wait_excess ? ", logged past it on purpose: must be > 0" : "", S->wait_excess);
     fprintf(out, "  fence regressions      %ld%s\n", S->fence_regress,
             o->expect_fence_regress ? "   (this scenario logs decreasing fences on purpose: must be > 0)" :
             o->expect_overlap ? "" : " (must be 0)");
@@ -532,6 +689,18 @@ int tt_check(const tt_check_opts *o)
         if (late_ok) { fprintf(out, " OK after the server's expiry;"); fail = 1; }
         if (premature && !o->allow_lost) { fprintf(out, " lost while believed held;"); fail = 1; }
         if (lost_unexpected) { fprintf(out, " LOST outside a failover mode;"); fail = 1; }
+        if (o->limit && S->grant_gap_max > TT_SEM_GAP_BOUND_MS * 1000LL) {
+            fprintf(out, " a key without a grant past the bound (permits leaked);");
+            fail = 1;
+        }
+    }
+    if (o->rw && !o->expect_wait_excess) {
+        if (S->wait_excess) { fprintf(out, " a writer waited past its bound;"); fail = 1; }
+        if (!S->writer_waits) { fprintf(out, " no writer's wait measured;"); fail = 1; }
+    }
+    if (o->expect_wait_excess && !S->wait_excess) {
+        fprintf(out, " the logged starved writer went unnoticed;");
+        fail = 1;
     }
     if (o->expect_fence_regress && !S->fence_regress) {
         fprintf(out, " the injected fence regression went unnoticed;");

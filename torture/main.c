@@ -90,6 +90,7 @@ typedef struct mode {
     int         members;     /* redlock-mixed: 5 Redlock members, direct + Sentinel + Cluster */
     int         inject;      /* the workers log a lie on purpose (the mode's violation) */
     int         expect_fence_regress;
+    int         limit;       /* sem: the limit the workers pass (0: TT_SEM_LIMIT, the one judged) */
 } mode;
 
 static const char *legacy_missing(void)
@@ -118,6 +119,11 @@ static const char *async_cluster_missing(void)
     if (st == HILOCK_OK) st = hilock_loop_attach(c, &hooks);
     hilock_client_free(c);
     return st == HILOCK_OK ? NULL : "this build refuses redis-cluster:// URLs on an event loop";
+}
+
+static const char *kinds_missing(void)
+{
+    return tt_have_kinds() ? NULL : "hilock_sem_acquire / hilock_rw_acquire are not in the tree yet (issue 26)";
 }
 
 static char hilock_bin[PATH_MAX], self_bin[PATH_MAX];
@@ -210,6 +216,20 @@ static const mode modes[] = {
               "timeout: no failover), workers killed and paused; each key's fences must strictly grow",
       .weights = { [F_KILL_HOLDER] = 1, [F_PAUSE_HOLDER] = 1, [F_FREEZE_MEMBER] = 6 },
       .gap_min_ms = 200, .gap_max_ms = 600, .unavailable = sentinel_missing },
+    { .name = "sem", .nservers = 1, .flavour = TT_SEM, .keys = 2,
+      .what = "one master, counting semaphores of limit 3 (hilock_sem_acquire) on 2 keys: at most 3 "
+              "permits believed at once, fences growing, a dead holder's permit back after its ttl (no key "
+              "without a grant for 4 s); the faults of single",
+      .weights = { [F_KILL_HOLDER] = 4, [F_PAUSE_HOLDER] = 3, [F_RESTART_DELAYED] = 1, [F_RESTART_AOF] = 1,
+                   [F_FREEZE_SHORT] = 1, [F_FREEZE_LONG] = 1 },
+      .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = kinds_missing },
+    { .name = "rw", .nservers = 1, .flavour = TT_RW, .keys = 1,
+      .what = "one master, a shared/exclusive lock (hilock_rw_acquire) on 1 key: 2 writers (one exclusive, "
+              "one with the plain lock, hilock_acquire) against a steady stream of readers (50-250 ms holds); "
+              "no exclusive holder beside anyone, each writer's wait measured against its bound; workers "
+              "killed and paused",
+      .weights = { [F_KILL_HOLDER] = 1, [F_PAUSE_HOLDER] = 1 },
+      .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = kinds_missing },
     { .name = "redlock-violation", .nservers = 5, .flavour = TT_MODERN, .workers = 4, .keys = 1,
       .ttl_fixed_ms = 2000, .long_holds = 1, .expect_overlap = 1,
       .what = "5 masters, a majority restarted at once while a lock is held: breaks the delayed-restart "
@@ -232,9 +252,20 @@ static const mode modes[] = {
               "the fence regressions",
       .weights = { [F_KILL_HOLDER] = 1 },
       .gap_min_ms = 1000, .gap_max_ms = 2000 },
+    { .name = "sem-violation", .nservers = 1, .flavour = TT_SEM, .workers = 6, .keys = 1, .limit = 6,
+      .ttl_fixed_ms = 700, .long_holds = 1, .expect_overlap = 1,
+      .what = "the sem workers passing a limit of 6 where 3 is judged (a grant that ignores the limit): "
+              "the checker must report more than 3 permits at once",
+      .gap_min_ms = 1000, .gap_max_ms = 2000, .unavailable = kinds_missing },
+    { .name = "rw-violation", .nservers = 1, .flavour = TT_RW, .workers = 6, .keys = 1, .inject = 1,
+      .expect_overlap = 1,
+      .what = "the rw workers, the writers taking shared grants they believe exclusive, every 4th writer's "
+              "wait logged past its bound: the checker must report both",
+      .gap_min_ms = 1000, .gap_max_ms = 2000, .unavailable = kinds_missing },
 };
 #define NMODES (sizeof modes / sizeof modes[0])
-#define DEFAULT_MODES "single,redlock,legacy,bridge,fair,sentinel,tls,cluster,async,async-cluster,cli,redlock-mixed"
+#define DEFAULT_MODES "single,redlock,legacy,bridge,fair,sentinel,tls,cluster,async,async-cluster,cli,redlock-mixed," \
+    "sem,rw"
 
 typedef struct run {
     const mode *m;
@@ -380,6 +411,8 @@ static void spawn_worker(run *r, int slot)
     cfg.hilock_bin = hilock_bin;
     cfg.self_bin = self_bin;
     cfg.flavour = r->m->mixed && slot % 2 ? r->m->mixed_flavour : r->m->flavour;
+    cfg.limit = r->m->limit ? r->m->limit : TT_SEM_LIMIT;
+    cfg.writer = slot < TT_RW_WRITERS ? 1 + slot % 2 : 0;   /* rw: an exclusive writer, a plain-lock one */
     cfg.codec = legacy_flavour(cfg.flavour) ? LEGACY_CODEC : NULL;
     cfg.io_timeout_ms = IO_TIMEOUT_MS;
     cfg.connect_timeout_ms = CONNECT_TIMEOUT_MS;
@@ -1063,6 +1096,9 @@ static int run_mode(const mode *m, const char *base, int duration_s, uint64_t se
     co.allow_lost = m->sentinel || m->cluster;
     co.quorum = m->nservers > 1;
     co.tolerance_us = tolerance_ms * 1000;
+    co.limit = m->flavour == TT_SEM ? TT_SEM_LIMIT : 0;
+    co.rw = m->flavour == TT_RW;
+    co.expect_wait_excess = co.rw && m->inject;
     rc = tt_check(&co);
     if (r.unexpected_deaths || r.infra_errors) {
         printf("  harness: %ld unexpected worker deaths or hangs, %ld set-up errors: FAIL\n",

@@ -57,8 +57,29 @@ enum { TT_BLOCKING = 0,   /* worker.c: one contender, the blocking calls */
        TT_ASYNC,          /* async.c: hundreds of contenders on one event loop */
        TT_CLI };          /* cli.c: runs `hilock KEY COMMAND` again and again */
 
-/* lock flavour the workers use */
-enum { TT_MODERN = 0, TT_LEGACY, TT_BRIDGE, TT_FAIR };
+/* lock flavour the workers use: TT_SEM takes permits (hilock_sem_acquire), TT_RW shared or
+ * exclusive grants (hilock_rw_acquire) */
+enum { TT_MODERN = 0, TT_LEGACY, TT_BRIDGE, TT_FAIR, TT_SEM, TT_RW };
+
+/* sem: the limit every worker passes and the checker judges (sem-violation's workers pass
+ * more: a grant that ignores the limit) */
+#define TT_SEM_LIMIT 3
+/* sem: a key with no grant for this long while workers contend means permits leaked (a dead
+ * holder's permit returns after its ttl, at most TT_TTL_MAX_MS; restarts and freezes add less) */
+#define TT_SEM_GAP_BOUND_MS 4000
+/* rw: the first TT_RW_WRITERS slots ask exclusive, every second one with the plain lock (ttl
+ * TT_RW_WRITER_TTL_MS, wait TT_RW_WRITER_WAIT_MS), the others shared (ttl 300 or
+ * TT_RW_READER_TTL_MAX_MS). A reader
+ * lives at most 1.7 x its ttl after its grant (it holds up to 0.7 x, and an extend, or a kill
+ * or a pause after one, adds one ttl); a writer that arrives waits for the readers granted
+ * before it, then for the writers ahead of it (as long each), then for its wake-up: */
+#define TT_RW_WRITERS           2
+#define TT_RW_WRITER_TTL_MS     300
+#define TT_RW_READER_TTL_MAX_MS 700
+#define TT_RW_WRITER_WAIT_MS    5000
+#define TT_RW_WAKE_MARGIN_MS    300
+#define TT_RW_WAIT_BOUND_MS (17 * TT_RW_READER_TTL_MAX_MS / 10 + \
+                             (TT_RW_WRITERS - 1) * 17 * TT_RW_WRITER_TTL_MS / 10 + TT_RW_WAKE_MARGIN_MS)
 
 /* What a worker needs to know (copied into the child by fork). */
 typedef struct tt_worker_cfg {
@@ -69,7 +90,10 @@ typedef struct tt_worker_cfg {
     const char *keys[TT_MAXKEYS];
     int         nurls;
     const char *urls[TT_MAXSERVERS];
-    int         flavour;             /* TT_MODERN, TT_LEGACY, TT_BRIDGE, TT_FAIR */
+    int         flavour;             /* TT_MODERN, TT_LEGACY, TT_BRIDGE, TT_FAIR, TT_SEM, TT_RW */
+    int         limit;               /* sem: the limit this worker passes */
+    int         writer;              /* rw: 0 = asks shared, 1 = exclusive, 2 = the plain lock
+                                        (hilock_acquire: the command's default beside --shared) */
     const char *codec;               /* legacy/bridge: preset name of hilock_codec_preset */
     int64_t     io_timeout_ms, connect_timeout_ms, retry_delay_ms;
     int         long_holds;          /* 1: hold most of the validity (violation scenario) */
@@ -119,6 +143,9 @@ typedef struct tt_check_opts {
     int         allow_lost;          /* failover modes: LOST is an expected result */
     int         quorum;              /* Redlock: a master restarted empty may cost a lock its majority */
     int         expect_fence_regress;   /* a decreasing fence is logged on purpose: must be caught */
+    int         limit;               /* sem: at most this many permits at once per key (0: a lock) */
+    int         rw;                  /* rw: shared windows may meet, an exclusive one meets none */
+    int         expect_wait_excess;  /* rw-violation: a writer's wait over the bound is logged on purpose */
 } tt_check_opts;
 int tt_check(const tt_check_opts *o);
 
@@ -128,6 +155,7 @@ uint64_t tt_rand(uint64_t *s);
 double   tt_uniform(uint64_t *s);          /* [0, 1) */
 void     tt_sleep_us(int64_t us);
 int      tt_have_legacy(void);                 /* hilock_legacy_acquire is linked in */
+int      tt_have_kinds(void);                  /* hilock_sem_acquire and hilock_rw_acquire work */
 /* the log records of torture.h's format, shared by every kind of worker (worker.c) */
 void        tt_logf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *tt_stname(int st);

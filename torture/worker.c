@@ -22,6 +22,12 @@
 #endif
 #include "torture.h"
 
+/* weak: the harness builds (and says "not available") while the kinds are unfinished */
+#pragma weak hilock_sem_acquire
+#pragma weak hilock_rw_acquire
+
+int tt_have_kinds(void) { return hilock_sem_acquire != NULL && hilock_rw_acquire != NULL; }
+
 int tt_have_legacy(void)
 {
 #ifdef HL_TORTURE_LEGACY
@@ -138,13 +144,62 @@ void tt_guarded_write(int fd, tt_shm *shm, int k, uint64_t fence, int64_t deadli
             (unsigned long long)h, t < deadline, t > expiry_upper + TT_LATE_MARGIN_US);
 }
 
+/* what the holder believes it was granted, the A record's last field: a permit, shared,
+ * exclusive; "-" a lock */
+static char grant_kind(const worker *w)
+{
+    return w->cfg->flavour == TT_SEM ? 'p' : w->cfg->flavour != TT_RW ? '-' : w->cfg->writer ? 'x' : 's';
+}
+
+/* A lock or an exclusive grant writes (compare-and-swap, as ever). A shared holder reads: its
+ * read is refused if an exclusive holder granted after it (a higher token: rw's fences) has
+ * written. A permit neither: permits hold together by design, the checker counts them; it only
+ * raises the key's highest token, so the injector sees a newer holder. */
 static void guarded_write(worker *w, int k, uint64_t fence, int64_t deadline, int64_t expiry_upper)
 {
-    tt_guarded_write(w->fd, w->cfg->shm, k, fence, deadline, expiry_upper);
+    tt_resource *r = &w->cfg->shm->res[k];
+    char g = grant_kind(w);
+    uint64_t h;
+    int64_t t;
+    if (g == '-' || g == 'x') {
+        tt_guarded_write(w->fd, w->cfg->shm, k, fence, deadline, expiry_upper);
+        return;
+    }
+    h = __atomic_load_n(&r->highest, __ATOMIC_SEQ_CST);
+    if (g == 'p') {
+        while (h < fence && !__atomic_compare_exchange_n(&r->highest, &h, fence, 0, __ATOMIC_SEQ_CST,
+                                                         __ATOMIC_SEQ_CST))
+            ;
+        return;
+    }
+    __atomic_add_fetch(h > fence ? &r->rejected : &r->accepted, 1, __ATOMIC_SEQ_CST);
+    t = tt_now_us();
+    tt_logf(w->fd, "W %d %llu %lld %d %llu %d %d", k, (unsigned long long)fence, (long long)t, h <= fence,
+            (unsigned long long)h, t < deadline, t > expiry_upper + TT_LATE_MARGIN_US);
+}
+
+/* rw: a writer's wait, from its acquire call to its grant (T key start end granted);
+ * rw-violation logs every 4th as started past the bound, a starved writer the checker must see */
+static void log_writer_wait(worker *w, int k, int64_t t0, int64_t t1, int granted)
+{
+    static unsigned n;
+    if (w->cfg->flavour != TT_RW || !w->cfg->writer) return;
+    if (w->cfg->inject && ++n % 4 == 0) t0 -= (TT_RW_WAIT_BOUND_MS + 500) * 1000LL;
+    logf_(w, "T %d %lld %lld %d", k, (long long)t0, (long long)t1, granted);
+}
+
+/* rw-violation: a writer that takes a shared grant and believes it exclusive */
+static hilock_rw_mode rw_mode(const worker *w)
+{
+    return w->cfg->writer && !w->cfg->inject ? HILOCK_EXCLUSIVE : HILOCK_SHARED;
 }
 
 static hilock_status acquire(worker *w, const char *key, int64_t ttl, int64_t wait, hilock **l)
 {
+    if (w->cfg->flavour == TT_SEM) return hilock_sem_acquire(w->c, key, w->cfg->limit, ttl, wait, l);
+    if (w->cfg->flavour == TT_RW && w->cfg->writer == 2 && !w->cfg->inject)
+        return hilock_acquire(w->c, key, ttl, wait, l);   /* the plain lock: the exclusive side too */
+    if (w->cfg->flavour == TT_RW) return hilock_rw_acquire(w->c, key, rw_mode(w), ttl, wait, l);
 #ifdef HL_TORTURE_LEGACY
     if (w->cfg->flavour == TT_LEGACY) return hilock_legacy_acquire(w->c, key, ttl, wait, l);
 #endif
@@ -155,12 +210,15 @@ static int64_t pick_ttl(worker *w)
 {
     static const int64_t choices[] = TT_TTL_CHOICES;
     if (w->cfg->ttl_fixed_ms > 0) return w->cfg->ttl_fixed_ms;
+    if (w->cfg->flavour == TT_RW)
+        return w->cfg->writer ? TT_RW_WRITER_TTL_MS : tt_rand(&w->rng) % 2 ? 300 : TT_RW_READER_TTL_MAX_MS;
     return choices[tt_rand(&w->rng) % (sizeof choices / sizeof choices[0])];
 }
 
 static int64_t pick_wait(worker *w)
 {
     double u = tt_uniform(&w->rng);
+    if (w->cfg->flavour == TT_RW && w->cfg->writer) return TT_RW_WRITER_WAIT_MS;   /* its wait is measured */
     return u < 0.2 ? 0 : u < 0.5 ? 300 : 1000;
 }
 
@@ -168,6 +226,9 @@ static int64_t hold_us(worker *w, hilock *l)
 {
     int64_t v = hilock_validity_ms(l) * 1000;
     if (w->cfg->long_holds) return v * 8 / 10;
+    /* rw readers: a steady stream, long enough that some reader always holds the key */
+    if (w->cfg->flavour == TT_RW && !w->cfg->writer && tt_uniform(&w->rng) < 0.85)
+        return 50000 + (int64_t)(tt_uniform(&w->rng) * 200000);
     if (tt_uniform(&w->rng) < 0.85) return (int64_t)(tt_uniform(&w->rng) * 5000);
     return (int64_t)(tt_uniform(&w->rng) * 0.7 * (double)v);
 }
@@ -195,7 +256,7 @@ static int64_t rebelieve(worker *w, hilock *l, int k, uint64_t fence, int64_t de
 static uint64_t logged_fence(worker *w, uint64_t fence)
 {
     static unsigned n;
-    return w->cfg->inject && ++n % 8 == 0 ? fence / 2 : fence;
+    return w->cfg->inject && w->cfg->flavour != TT_RW && ++n % 8 == 0 ? fence / 2 : fence;
 }
 
 static void one_round(worker *w)
@@ -215,6 +276,7 @@ static void one_round(worker *w)
     st = acquire(w, cfg->keys[k], ttl, wait, &l);
     t1 = tt_now_us();
     log_call(w, "acq", st, t0, t1, wait * 1000 + io, 0, 0, k, st == HILOCK_OK ? hilock_fence(l) : 0);
+    log_writer_wait(w, k, t0, t1, st == HILOCK_OK);
     if (st != HILOCK_OK) {
         w->slot->state = TT_IDLE;
         if (st != HILOCK_BUSY) tt_sleep_us(5000 + (int64_t)(tt_rand(&w->rng) % 15000));
@@ -224,8 +286,8 @@ static void one_round(worker *w)
     deadline = tt_now_us() + hilock_validity_ms(l) * 1000;
     expiry_upper = t1 + ttl * 1000;   /* the server's PX started before t1 */
     fence = hilock_fence(l);
-    logf_(w, "A %d %llu %lld %lld %lld %lld %lld", k, (unsigned long long)logged_fence(w, fence), (long long)t0,
-          (long long)t1, (long long)deadline, (long long)ttl, (long long)wait);
+    logf_(w, "A %d %llu %lld %lld %lld %lld %lld %c", k, (unsigned long long)logged_fence(w, fence), (long long)t0,
+          (long long)t1, (long long)deadline, (long long)ttl, (long long)wait, grant_kind(w));
     w->slot->fence = fence;
     w->slot->ttl_ms = ttl;
     w->slot->valid_until_us = deadline;
@@ -261,7 +323,9 @@ static void one_round(worker *w)
     log_call(w, "rel", st, t0, t1, io, t1 < deadline, t0 > expiry_upper + TT_LATE_MARGIN_US, k, fence);
     hilock_free(l);
     w->slot->state = TT_IDLE;
-    tt_sleep_us((int64_t)(tt_rand(&w->rng) % 10000));
+    /* rw writers come back every 100-300 ms: the readers get their turns between them */
+    if (grant_kind(w) == 'x') tt_sleep_us(100000 + (int64_t)(tt_rand(&w->rng) % 200000));
+    else tt_sleep_us((int64_t)(tt_rand(&w->rng) % 10000));
 }
 
 void tt_client_options(hilock_options *o, const tt_worker_cfg *cfg)
@@ -293,7 +357,9 @@ void tt_worker_main(const tt_worker_cfg *cfg)
     if (w.fd < 0) _exit(2);
     logf_(&w, "H %d %d %d %s", cfg->slot, cfg->gen, (int)getpid(),
           cfg->flavour == TT_LEGACY ? "legacy" : cfg->flavour == TT_BRIDGE ? "bridge"
-          : cfg->flavour == TT_FAIR ? "fair" : "modern");
+          : cfg->flavour == TT_FAIR ? "fair" : cfg->flavour == TT_SEM ? "sem"
+          : cfg->flavour != TT_RW ? "modern" : cfg->writer == 2 ? "rw-plain-writer"
+          : cfg->writer ? "rw-writer" : "rw-reader");
 
     tt_client_options(&o, cfg);
     o.bridge = cfg->flavour == TT_BRIDGE;
