@@ -147,6 +147,37 @@ Test(semcore, exclusive_shared_and_the_plain_lock_exclude_each_other)
     hilock_client_free(p);
 }
 
+/* A plain lock whose key expired and was then taken shared (make torture, rw: its extend and
+ * release said EREPLY "holds a shared/exclusive lock" where the lock was simply lost). */
+Test(semcore, a_plain_lock_whose_expired_key_readers_took_is_not_held_not_an_error)
+{
+    hilock_client *p = client(), *a = client();
+    hilock *pl = NULL, *s = NULL;
+    HLT_NEEDS(30200, "shared/exclusive locks need Redis >= 3.2");
+    cr_assert_eq(hilock_acquire(p, "doc", 10000, 0, &pl), HILOCK_OK, "%s", hilock_client_errmsg(p));
+    freeReplyObject(hlt_cmd(srv, "DEL doc"));   /* as if it had expired */
+    cr_assert_eq(hilock_rw_acquire(a, "doc", HILOCK_SHARED, 10000, 0, &s), HILOCK_OK, "%s", hilock_client_errmsg(a));
+    cr_assert_eq(hilock_check(pl), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(p));
+    cr_assert_eq(hilock_extend(pl, 10000), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(p));
+    cr_assert_str_eq(hilock_client_errmsg(p), "extend doc: now held by another owner");
+    cr_assert_eq(hilock_release(pl), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(p));
+    cr_assert_str_eq(hilock_client_errmsg(p), "release doc: now held by another owner");
+    cr_assert(member("doc", hilock_token(s)));   /* the readers' grant is untouched */
+    cr_assert_eq(hilock_release(s), HILOCK_OK);
+    hilock_free(pl);
+    hilock_free(s);
+    /* a key of a foreign type is still an error, worded */
+    cr_assert_eq(hilock_acquire(p, "doc", 10000, 0, &pl), HILOCK_OK, "%s", hilock_client_errmsg(p));
+    freeReplyObject(hlt_cmd(srv, "DEL doc"));
+    freeReplyObject(hlt_cmd(srv, "HSET doc f v"));
+    cr_assert_eq(hilock_release(pl), HILOCK_EREPLY);
+    cr_assert_not_null(strstr(hilock_client_errmsg(p), "WRONGTYPE: doc holds a hash, not a lock"), "%s",
+                       hilock_client_errmsg(p));
+    hilock_free(pl);
+    hilock_client_free(p);
+    hilock_client_free(a);
+}
+
 Test(semcore, a_waiting_writer_stops_new_readers_and_is_woken_by_the_last_release)
 {
     hilock_client *a = client(), *w = client(), *r = client();

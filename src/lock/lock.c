@@ -122,6 +122,7 @@ typedef struct tally {
                                    have written before failing (a write after TIME before 5.0,
                                    an ACL refusing its second key): undone by token at once */
     hilock_status err;          /* the status of one of the errs */
+    uint32_t named;             /* errs whose WRONGTYPE types.lua has worded (name_wrong_types) */
     long long num[32];          /* the number in the reply: acquire fence or pttl, check pttl */
 } tally;
 
@@ -181,8 +182,13 @@ static const char *kind_found(const char *kt, const char *mark)
 /* A WRONGTYPE answer comes from inside a script, with its SHA and line number: ask the
  * masters that gave one what the key and its fence counter hold (types.lua; on this error
  * path only, within deadline) and say that instead: "KEY holds a hash, not a lock". A master
- * that does not answer keeps the server's words. */
-static void name_wrong_types(hilock *l, const tally *t, int64_t deadline)
+ * that does not answer keeps the server's words. Each master is asked once (t->named).
+ * taken (release, extend, check): a key that now holds another of hilock's kinds (a
+ * semaphore, a shared/exclusive lock: its marker says so) was taken by another owner after
+ * our value expired; that master counts as `other` (NOT_HELD, "now held by another owner"),
+ * not as an error -- a plain lock whose key readers took after it expired is lost, not
+ * broken. A key of a foreign type stays an error. */
+static void name_wrong_types(hilock *l, tally *t, int taken, int64_t deadline)
 {
     hilock_client *c = l->c;
     typedef struct said { char err[sizeof c->nodes[0].err]; hilock_status st; } said;
@@ -193,7 +199,8 @@ static void name_wrong_types(hilock *l, const tally *t, int64_t deadline)
     hl_cmd cmd;
     int64_t dl = hl_add_sat(hl_now_us(), node_timeout_us(c, l->ttl_ms));
     for (size_t i = 0; i < c->nnodes; i++)
-        if ((t->errs & (1u << i)) && strstr(c->nodes[i].err, "WRONGTYPE")) mask |= 1u << i;
+        if ((t->errs & ~t->named & (1u << i)) && strstr(c->nodes[i].err, "WRONGTYPE")) mask |= 1u << i;
+    t->named |= mask;
     if (!mask || deadline <= hl_now_us() || !(was = malloc(c->nnodes * sizeof *was))) return;
     for (size_t i = 0; i < c->nnodes; i++) {
         memcpy(was[i].err, c->nodes[i].err, sizeof was[i].err);
@@ -209,8 +216,14 @@ static void name_wrong_types(hilock *l, const tally *t, int64_t deadline)
         const char *kt = hl_reply_str(hl_reply_elem(r, 0), NULL), *ft = hl_reply_str(hl_reply_elem(r, 1), NULL);
         const char *found = kind_found(kt, hl_reply_str(hl_reply_elem(r, 2), NULL));
         const char *want = l->kind->what ? l->kind->what : "a lock";
+        const char *mark = hl_reply_str(hl_reply_elem(r, 2), NULL);
         if (!(mask & (1u << i))) continue;
         n->st = was[i].st;
+        if (taken && mark && strcmp(found, want)) {
+            t->errs &= ~(1u << i);
+            t->other |= 1u << i;
+            continue;
+        }
         if (found && strcmp(found, want) && !(l->kind->plain_holder && !strcmp(kt, "string")))
             snprintf(n->err, sizeof n->err, "%.40s: WRONGTYPE: %.80s holds %s%.24s, not %.24s", n->name,
                      l->shown, strncmp(found, "a ", 2) ? "a " : "", found, want);
@@ -229,12 +242,12 @@ static void name_wrong_types(hilock *l, const tally *t, int64_t deadline)
  * waiting), else ENOQUORUM. errmsg names every master that failed and why:
  * "<what>no quorum (...): 127.0.0.1:7001: connect: Connection refused; 127.0.0.1:7002: ..."
  * deadline: the call's, for a WRONGTYPE's question (name_wrong_types). */
-static hilock_status undecided(hilock *l, const tally *t, const char *what,
+static hilock_status undecided(hilock *l, tally *t, const char *what,
                                const char *counted, int count, int64_t deadline)
 {
     hilock_client *c = l->c;
     char pre[160];
-    name_wrong_types(l, t, deadline);
+    name_wrong_types(l, t, 0, deadline);
     uint32_t named = t->failed | t->errs | t->other;   /* nodes without an err text are skipped */
     if (c->nnodes == 1)
         return hl_fail(c, t->errs ? t->err : c->nodes[0].st, "%s%s", what, c->nodes[0].err);
@@ -771,6 +784,7 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
     t.errs |= top.short_acks;
     if (top.short_acks) t.err = top.err;
     hl_exec_clear(c);
+    name_wrong_types(l, &t, 1, *deadline);   /* (another kind took the key: not an error) */
     return t;
 }
 
