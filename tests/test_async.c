@@ -2133,6 +2133,7 @@ typedef struct kinds_run {
     hilock        *l[8];
     hilock_status  st[8];
     int            ended[8], order[8], n, released, wrong;
+    char           err[8][256];   /* errmsg while done ran */
 } kinds_run;
 static kinds_run kr;
 
@@ -2143,6 +2144,7 @@ static void kr_done(hilock_status st, hilock *l, void *arg)
     kr.st[i] = st;
     kr.l[i] = l;
     kr.order[kr.n++] = i;
+    snprintf(kr.err[i], sizeof kr.err[i], "%s", hilock_client_errmsg(kr.c));
 }
 
 static void kr_released(hilock_status st, hilock *l, void *arg)
@@ -2409,4 +2411,35 @@ Test(async, semaphore_and_rw_acquire_async_refuse_bad_input_at_once_as_the_block
     hilock_client_free(c);
     loop_close(&loop);
     hlt_redis_stop(s);
+}
+
+/* A server before 3.2 cannot run the kinds' scripts: the calls are accepted (the server's
+ * version is known only once connected) and end in done with the blocking calls' EINVAL and
+ * message, naming the version; nothing is written. */
+Test(async, before_redis_3_2_the_two_calls_end_einval_in_done_as_the_blocking_calls, .timeout = 60)
+{
+    uv_loop_t loop;
+    hlt_redis *s;
+    hilock_client *plain;
+    hilock *l = NULL;
+    char want[2][256];
+    if (hlt_server_version() >= 30200) cr_skip_test("n/a on %s: it runs the kinds", hlt_server_name());
+    s = kr_start(&loop);
+    cr_assert_eq(hilock_client_open(s->unix_url, &plain), HILOCK_OK);
+    cr_assert_eq(hilock_sem_acquire(plain, "old", 2, 1000, 0, &l), HILOCK_EINVAL);
+    snprintf(want[0], sizeof want[0], "%s", hilock_client_errmsg(plain));
+    cr_assert_eq(hilock_rw_acquire(plain, "old", HILOCK_SHARED, 1000, 0, &l), HILOCK_EINVAL);
+    snprintf(want[1], sizeof want[1], "%s", hilock_client_errmsg(plain));
+    cr_assert(strstr(want[0], "3.2"), "%s", want[0]);
+    kr_sem(0, "old", 2, 0);
+    kr_rw(1, "old", HILOCK_SHARED, 0);
+    run_until(&loop, &kr.n, 2, 10000);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(kr.st[i], HILOCK_EINVAL, "%s", hilock_strerror(kr.st[i]));
+        cr_assert_null(kr.l[i]);
+        cr_assert_str_eq(kr.err[i], want[i]);
+    }
+    cr_assert_eq(hlt_dbsize(s), 0);
+    hilock_client_free(plain);
+    kr_end(&loop, s, 2);
 }
