@@ -2132,7 +2132,7 @@ typedef struct kinds_run {
     hilock_client *c;
     hilock        *l[8];
     hilock_status  st[8];
-    int            ended[8], order[8], n, released, wrong;
+    int            ended[8], order[8], n, oks, wrong;   /* oks: kr_call_ok calls */
     char           err[8][256];   /* errmsg while done ran */
 } kinds_run;
 static kinds_run kr;
@@ -2147,11 +2147,11 @@ static void kr_done(hilock_status st, hilock *l, void *arg)
     snprintf(kr.err[i], sizeof kr.err[i], "%s", hilock_client_errmsg(kr.c));
 }
 
-static void kr_released(hilock_status st, hilock *l, void *arg)
+static void kr_call_ok(hilock_status st, hilock *l, void *arg)
 {
     (void)l, (void)arg;
     if (st != HILOCK_OK) kr.wrong++;
-    kr.released++;
+    kr.oks++;
 }
 
 /* A client for kr on loop: one master, retry_delay_ms so long that only a wake-up by the
@@ -2192,7 +2192,7 @@ static void kr_rw(int i, const char *key, hilock_rw_mode mode, int64_t wait_ms)
 static void kr_release(int i)
 {
     cr_assert_not_null(kr.l[i], "call %d holds nothing", i);
-    cr_assert_eq(hilock_release_async(kr.l[i], kr_released, NULL), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
+    cr_assert_eq(hilock_release_async(kr.l[i], kr_call_ok, NULL), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
 }
 
 static long long zcard(hlt_redis *s, const char *key)
@@ -2261,7 +2261,7 @@ Test(async, a_semaphore_of_two_grants_two_and_a_release_wakes_the_third_on_the_l
     cr_assert_eq(hlt_exists(s, "{pool}:wq"), 0, "the grant left the wait queue");
     kr_release(1);
     kr_release(2);
-    run_until(&loop, &kr.released, 3, 10000);
+    run_until(&loop, &kr.oks, 3, 10000);
     cr_assert_eq(hlt_exists(s, "pool"), 0, "the last holder's release deletes the key");
     kr_end(&loop, s, 3);
 }
@@ -2311,7 +2311,7 @@ Test(async, a_waiting_writer_on_the_loop_stops_new_readers_and_is_woken_before_t
     cr_assert(holds(s, "doc", kr.l[3]) && !holds(s, "doc", kr.l[2]));
     cr_assert_eq(hlt_exists(s, "{doc}:wq"), 0);
     kr_release(3);
-    run_until(&loop, &kr.released, 4, 10000);
+    run_until(&loop, &kr.oks, 4, 10000);
     cr_assert_eq(hlt_exists(s, "doc"), 0);
     kr_end(&loop, s, 4);
 }
@@ -2441,5 +2441,71 @@ Test(async, before_redis_3_2_the_two_calls_end_einval_in_done_as_the_blocking_ca
     }
     cr_assert_eq(hlt_dbsize(s), 0);
     hilock_client_free(plain);
+    kr_end(&loop, s, 2);
+}
+
+/* A permit and a shared grant made on the loop are locks as any other there: extended (the
+ * key's expiry follows), checked, kept alive past 5 x their ttl; and a key of the other kind
+ * is named in done, as by the blocking calls. */
+Test(async, a_permit_and_a_shared_grant_extend_check_and_keep_alive_on_the_loop, .timeout = 60)
+{
+    static const char *const keys[2] = { "perm", "doc" };
+    uv_loop_t loop;
+    uv_timer_t later;
+    hlt_redis *s;
+    hilock_client *plain;
+    hilock *l = NULL;
+    ka_run k;
+    char want[2][256];
+    int over = 0;
+    HLT_NEEDS(30200, "the semaphore and the shared/exclusive lock need Redis 3.2+ (TIME in scripts)");
+    s = kr_start(&loop);
+    memset(&k, 0, sizeof k);
+    kr_sem(0, "perm", 2, 0);
+    kr_rw(1, "doc", HILOCK_SHARED, 0);
+    run_until(&loop, &kr.n, 2, 10000);
+    cr_assert(kr.st[0] == HILOCK_OK && kr.st[1] == HILOCK_OK, "%s / %s", kr.err[0], kr.err[1]);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(hilock_extend_async(kr.l[i], 300, kr_call_ok, NULL), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
+    run_until(&loop, &kr.oks, 2, 10000);
+    for (int i = 0; i < 2; i++) {
+        long long pttl = hlt_pttl(s, keys[i]);
+        cr_assert(pttl > 0 && pttl <= 300, "%s: PTTL %lld after an extend to 300 ms", keys[i], pttl);
+        cr_assert_eq(hilock_check_async(kr.l[i], kr_call_ok, NULL), HILOCK_OK);
+    }
+    run_until(&loop, &kr.oks, 4, 10000);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(hilock_keepalive(kr.l[i], on_lost, &k), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
+    uv_timer_init(&loop, &later);
+    later.data = &over;
+    uv_timer_start(&later, on_stop, 1500, 0);   /* 5 x ttl */
+    while (!over) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(k.lost, 0);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(holds(s, keys[i], kr.l[i]), "%s was not kept for 5 x ttl", keys[i]);
+        cr_assert_gt(hilock_validity_ms(kr.l[i]), 0);
+    }
+    /* each key asked as the other kind: the blocking calls' EREPLY, in their words */
+    cr_assert_eq(hilock_client_open(s->unix_url, &plain), HILOCK_OK);
+    cr_assert_eq(hilock_rw_acquire(plain, "perm", HILOCK_SHARED, 1000, 0, &l), HILOCK_EREPLY);
+    snprintf(want[0], sizeof want[0], "%s", hilock_client_errmsg(plain));
+    cr_assert(strstr(want[0], "perm holds a semaphore, not a shared/exclusive lock"), "%s", want[0]);
+    cr_assert_eq(hilock_sem_acquire(plain, "doc", 2, 1000, 0, &l), HILOCK_EREPLY);
+    snprintf(want[1], sizeof want[1], "%s", hilock_client_errmsg(plain));
+    cr_assert(strstr(want[1], "doc holds a shared/exclusive lock"), "%s", want[1]);
+    kr_rw(2, "perm", HILOCK_SHARED, 0);
+    kr_sem(3, "doc", 2, 0);
+    run_until(&loop, &kr.n, 4, 10000);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(kr.st[2 + i], HILOCK_EREPLY, "%s", hilock_strerror(kr.st[2 + i]));
+        cr_assert_str_eq(kr.err[2 + i], want[i]);
+        cr_assert_eq(zcard(s, keys[i]), 2, "%s: the refused call wrote", keys[i]);
+    }
+    hilock_client_free(plain);
+    kr_release(0);
+    kr_release(1);
+    run_until(&loop, &kr.oks, 6, 10000);
+    cr_assert_eq(hlt_exists(s, "perm") + hlt_exists(s, "doc"), 0);
+    uv_close((uv_handle_t *)&later, NULL);
     kr_end(&loop, s, 2);
 }
