@@ -2509,3 +2509,49 @@ Test(async, a_permit_and_a_shared_grant_extend_check_and_keep_alive_on_the_loop,
     uv_close((uv_handle_t *)&later, NULL);
     kr_end(&loop, s, 2);
 }
+
+/* The shared/exclusive lock over three masters (Redlock: allowed, docs/rwlock.md) on the loop:
+ * shared grants hold on every master, an exclusive try is BUSY beside them and leaves no
+ * member anywhere, and is granted on every master once they are released. */
+Test(async, a_shared_exclusive_lock_over_three_masters_holds_on_each_on_the_loop, .timeout = 60)
+{
+    uv_loop_t loop;
+    hlt_redis *m[3];
+    const char *url[3];
+    hilock_options o;
+    HLT_NEEDS(30200, "the shared/exclusive lock needs Redis 3.2+ (TIME in scripts)");
+    start_masters(m, url);
+    uv_loop_init(&loop);
+    options_for(&o, url, 3, 2000);
+    memset(&kr, 0, sizeof kr);
+    kr.c = attach_with(&loop, &o);
+    kr_rw(0, "rwq", HILOCK_SHARED, 0);
+    kr_rw(1, "rwq", HILOCK_SHARED, 0);
+    run_until(&loop, &kr.n, 2, 10000);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(kr.st[i], HILOCK_OK, "%s", kr.err[i]);
+        for (int j = 0; j < 3; j++) cr_assert(holds(m[j], "rwq", kr.l[i]), "shared %d not on master %d", i, j);
+    }
+    kr_rw(2, "rwq", HILOCK_EXCLUSIVE, 0);
+    run_until(&loop, &kr.n, 3, 10000);
+    cr_assert_eq(kr.st[2], HILOCK_BUSY, "%s", kr.err[2]);
+    for (int j = 0; j < 3; j++) cr_assert_eq(zcard(m[j], "rwq"), 3, "master %d: the busy try wrote", j);
+    kr_release(0);
+    kr_release(1);
+    run_until(&loop, &kr.oks, 2, 10000);
+    kr_rw(3, "rwq", HILOCK_EXCLUSIVE, 0);
+    run_until(&loop, &kr.n, 4, 10000);
+    cr_assert_eq(kr.st[3], HILOCK_OK, "%s", kr.err[3]);
+    for (int j = 0; j < 3; j++) {
+        cr_assert(holds(m[j], "rwq", kr.l[3]), "exclusive not on master %d", j);
+        cr_assert_eq(zcard(m[j], "rwq"), 2, "master %d: the writer alone (and the marker)", j);
+    }
+    kr_release(3);
+    run_until(&loop, &kr.oks, 3, 10000);
+    for (int j = 0; j < 3; j++) cr_assert_eq(hlt_exists(m[j], "rwq"), 0);
+    cr_assert_eq(kr.wrong, 0);
+    for (int i = 0; i < 4; i++) hilock_free(kr.l[i]);
+    hilock_client_free(kr.c);
+    loop_close(&loop);
+    for (int j = 0; j < 3; j++) hlt_redis_stop(m[j]);
+}
