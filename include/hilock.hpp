@@ -520,7 +520,7 @@ private:
  * unlock_shared() and unlock() both give back the grant held, in whichever mode (so do release(),
  * the guards and the destructor). A key that holds another kind (a semaphore, a plain mutex's
  * lock...) throws error with the library's status and message, which names the kind found. */
-class shared_mutex : public mutex {
+class shared_mutex final : public mutex {
 public:
     /* Nothing is sent until the first lock*. c must outlive this object. */
     shared_mutex(client &c, std::string key, std::chrono::milliseconds ttl)
@@ -560,7 +560,7 @@ public:
  * limit is each grant's (the C call's: granted while fewer than limit permits are held): a bad
  * one (< 1 or > HILOCK_SEM_LIMIT_MAX) throws error with HILOCK_EINVAL from the first acquire*
  * (or lock*), as a bad ttl does; nothing is sent. */
-class semaphore : public mutex {
+class semaphore final : public mutex {
 public:
     /* Nothing is sent until the first acquire*. c must outlive this object. */
     semaphore(client &c, std::string key, int limit, std::chrono::milliseconds ttl)
