@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* async.c -- hilock_acquire_async: the lock kind hilock_acquire would run (api/acquire.c:
  * hl_acquire_kind) queued as a flow on the client's loop (src/async/async.c); and
- * hilock_legacy_acquire_async, legacy/'s kind the same way. In api/ with them: the kinds may
- * be legacy/'s tables. */
+ * hilock_legacy_acquire_async, legacy/'s kind the same way; hilock_sem_acquire_async and
+ * hilock_rw_acquire_async, after the blocking calls' own refusals (hl_sem_refused,
+ * hl_rw_refused), made at once. In api/ with them: the kinds may be legacy/'s tables. */
 #include "async.h"
 #include "kind.h"
 #include "../legacy/kinds.h"
+#include "../src/kinds/kinds.h"
 
 hilock_status hilock_acquire_async(hilock_client *c, const char *key, int64_t ttl_ms,
                                    int64_t wait_ms, hilock_done_fn done, void *arg)
@@ -22,4 +24,29 @@ hilock_status hilock_legacy_acquire_async(hilock_client *c, const char *key, int
     if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
     return hl_leave(c, took, hl_fail(c, HILOCK_EINVAL, "%s", HL_LEGACY_NOT_FAIR));   /* as the
                                                                   blocking call (api/acquire.c) */
+}
+
+hilock_status hilock_sem_acquire_async(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
+                                       int64_t wait_ms, hilock_done_fn done, void *arg)
+{
+    hilock_status st;
+    int took;
+    if (!c) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
+    if ((st = hl_sem_refused(c, limit)) == HILOCK_OK)
+        st = hl_async_acquire_limit(c, key, limit, ttl_ms, wait_ms, &hl_kind_sem, done, arg);
+    return hl_leave(c, took, st);
+}
+
+hilock_status hilock_rw_acquire_async(hilock_client *c, const char *key, hilock_rw_mode mode, int64_t ttl_ms,
+                                      int64_t wait_ms, hilock_done_fn done, void *arg)
+{
+    hilock_status st;
+    const hl_kind_ops *kind;
+    int took;
+    if (!c) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
+    if ((st = hl_rw_refused(c, mode, &kind)) == HILOCK_OK)
+        st = hl_async_acquire_limit(c, key, 0, ttl_ms, wait_ms, kind, done, arg);
+    return hl_leave(c, took, st);
 }

@@ -33,6 +33,11 @@
  * other's lock/try_lock* throw it. The same object locked twice throws EINVAL "already held by
  * this object". Another client, even in this thread, waits as usual.
  *
+ * SEMAPHORES AND SHARED/EXCLUSIVE LOCKS: hilock_cpp::semaphore (hilock_sem_acquire) and
+ * hilock_cpp::shared_mutex (hilock_rw_acquire; std::shared_lock works with it) are mutexes over
+ * a permit or a shared/exclusive grant: all that is said here of mutex holds for them (see each
+ * class below).
+ *
  * The namespace is hilock_cpp, not hilock: in C++ the C type `hilock` (the held lock) already
  * owns that name.
  *
@@ -224,12 +229,11 @@ private:
 class mutex {
 public:
     /* Nothing is sent until the first lock/try_lock*. c must outlive this object. */
-    mutex(client &c, std::string key, std::chrono::milliseconds ttl)
-        : c_(c.get()), key_(std::move(key)), ttl_(ttl), l_(nullptr), told_(false), unlocked_(HILOCK_OK) {}
+    mutex(client &c, std::string key, std::chrono::milliseconds ttl) : mutex(c, std::move(key), ttl, kind::lock, 0) {}
     mutex(mutex &&o) noexcept
-        : c_(o.c_), key_(std::move(o.key_)), ttl_(o.ttl_), l_(std::exchange(o.l_, nullptr)),
-          told_(std::exchange(o.told_, false)), unlocked_(o.unlocked_), errmsg_(std::move(o.errmsg_)),
-          on_lost_(std::move(o.on_lost_)) {}
+        : c_(o.c_), key_(std::move(o.key_)), ttl_(o.ttl_), kind_(o.kind_), limit_(o.limit_), mode_(o.mode_),
+          l_(std::exchange(o.l_, nullptr)), told_(std::exchange(o.told_, false)), unlocked_(o.unlocked_),
+          errmsg_(std::move(o.errmsg_)), on_lost_(std::move(o.on_lost_)) {}
     /* Releases what this object held (as unlock()), then takes over o's grant and handler. */
     mutex &operator=(mutex &&o) noexcept
     {
@@ -238,6 +242,9 @@ public:
             c_ = o.c_;
             key_ = std::move(o.key_);
             ttl_ = o.ttl_;
+            kind_ = o.kind_;
+            limit_ = o.limit_;
+            mode_ = o.mode_;
             l_ = std::exchange(o.l_, nullptr);
             told_ = std::exchange(o.told_, false);
             unlocked_ = o.unlocked_;
@@ -262,8 +269,7 @@ public:
     template <class Rep, class Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period> &d)
     {
-        auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
-        return acquire(ms > 0 ? static_cast<int64_t>(ms) : 0, "try_lock_for");
+        return acquire(wait_of(d), "try_lock_for");
     }
 
     /* Wait until t by t's clock (a time already passed = one attempt). */
@@ -348,9 +354,48 @@ public:
     std::chrono::milliseconds ttl() const noexcept { return ttl_; }
     hilock *native_handle() const noexcept { return l_; }   /* owned by this object */
 
+protected:
+    /* What a grant is: the lock (hilock_acquire), a permit of limit (hilock_sem_acquire: the
+     * semaphore class), or the shared/exclusive lock (hilock_rw_acquire: shared_mutex). */
+    enum class kind { lock, permit, rw };
+    mutex(client &c, std::string key, std::chrono::milliseconds ttl, kind k, int limit)
+        : c_(c.get()), key_(std::move(key)), ttl_(ttl), kind_(k), limit_(limit), mode_(HILOCK_EXCLUSIVE),
+          l_(nullptr), told_(false), unlocked_(HILOCK_OK) {}
+    /* A wait of d in whole milliseconds, rounded up; <= 0 = one attempt. */
+    template <class Rep, class Period>
+    static int64_t wait_of(const std::chrono::duration<Rep, Period> &d)
+    {
+        auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
+        return ms > 0 ? static_cast<int64_t>(ms) : 0;
+    }
+    /* Take a grant (mode: for the rw kind) waiting up to wait_ms: true if granted, false on BUSY;
+     * throws error "<what> KEY: ..." otherwise. */
+    bool acquire(int64_t wait_ms, const char *what, hilock_rw_mode mode = HILOCK_EXCLUSIVE)
+    {
+        if (!c_) throw error(HILOCK_EINVAL, std::string(what) + " " + key_, "no client (moved from)");
+        if (l_) throw error(HILOCK_EINVAL, std::string(what) + " " + key_, "already held by this object");
+        hilock_status st = take(wait_ms, mode);
+        if (st == HILOCK_BUSY) return false;
+        check_status(st, what);
+        mode_ = mode;
+        told_ = false;   /* a new grant: told of nothing yet */
+        return true;
+    }
+    hilock_rw_mode held_mode() const noexcept { return mode_; }
+    int limit() const noexcept { return limit_; }
+
 private:
     friend class guard;
     static bool lost(hilock_status st) noexcept { return st == HILOCK_NOT_HELD || st == HILOCK_LOST; }
+    hilock_status take(int64_t wait_ms, hilock_rw_mode mode)
+    {
+        const char *k = key_.c_str();
+        switch (kind_) {
+        case kind::permit: return hilock_sem_acquire(c_, k, limit_, ttl_.count(), wait_ms, &l_);
+        case kind::rw: return hilock_rw_acquire(c_, k, mode, ttl_.count(), wait_ms, &l_);
+        default: return hilock_acquire(c_, k, ttl_.count(), wait_ms, &l_);
+        }
+    }
     /* Release and forget the grant; unlocked_ and errmsg_ say how it went. false: none held. */
     bool give_back() noexcept
     {
@@ -362,16 +407,6 @@ private:
         }
         hilock_free(l_);
         l_ = nullptr;
-        return true;
-    }
-    bool acquire(int64_t wait_ms, const char *what)
-    {
-        if (!c_) throw error(HILOCK_EINVAL, std::string(what) + " " + key_, "no client (moved from)");
-        if (l_) throw error(HILOCK_EINVAL, std::string(what) + " " + key_, "already held by this object");
-        hilock_status st = hilock_acquire(c_, key_.c_str(), ttl_.count(), wait_ms, &l_);
-        if (st == HILOCK_BUSY) return false;
-        check_status(st, what);
-        told_ = false;   /* a new grant: told of nothing yet */
         return true;
     }
     hilock *need() const
@@ -392,6 +427,9 @@ private:
     hilock_client *c_;
     std::string key_;
     std::chrono::milliseconds ttl_;
+    kind kind_;
+    int limit_;              /* kind::permit: the limit each grant asks for */
+    hilock_rw_mode mode_;    /* kind::rw: the held grant's mode */
     hilock *l_;
     bool told_;   /* the program was told this grant is gone: unlock() calls no handler */
     hilock_status unlocked_;
@@ -461,6 +499,89 @@ private:
     mutex &m_;
     bool owns_;
     hilock_status released_;   /* what release() returned */
+};
+
+/* A shared/exclusive lock (hilock_rw_acquire: writer-preferring), shaped as
+ * std::shared_timed_mutex: lock, try_lock, try_lock_for, try_lock_until and unlock take and give
+ * back an exclusive grant; lock_shared, try_lock_shared, try_lock_shared_for,
+ * try_lock_shared_until and unlock_shared a shared one. So std::unique_lock, std::scoped_lock and
+ * hilock_cpp::guard take it exclusive, std::shared_lock shared.
+ *
+ *     hilock_cpp::shared_mutex m(c, "config", std::chrono::seconds(30));
+ *     {
+ *         std::shared_lock<hilock_cpp::shared_mutex> g(m);   // with other readers, no writer
+ *         ... read ...
+ *     }
+ *
+ * Everything else is mutex's (THREADS, NOT RE-ENTRANT, errors, A LOST LOCK IS NEVER SILENT):
+ * one object is one holder and holds at most one grant, in one mode; give each reader and writer
+ * its own object (and each thread its own client), all naming the same key. A second lock*() on
+ * an object that holds a grant throws EINVAL "already held by this object", whatever the modes;
+ * unlock_shared() and unlock() both give back the grant held, in whichever mode (so do release(),
+ * the guards and the destructor). A key that holds another kind (a semaphore, a plain mutex's
+ * lock...) throws error with the library's status and message, which names the kind found. */
+class shared_mutex final : public mutex {
+public:
+    /* Nothing is sent until the first lock*. c must outlive this object. */
+    shared_mutex(client &c, std::string key, std::chrono::milliseconds ttl)
+        : mutex(c, std::move(key), ttl, kind::rw, 0) {}
+
+    /* As lock(), try_lock(), try_lock_for() and try_lock_until(), for a shared grant. */
+    void lock_shared() { (void)acquire(HILOCK_WAIT_FOREVER, "lock_shared", HILOCK_SHARED); }
+    bool try_lock_shared() { return acquire(0, "try_lock_shared", HILOCK_SHARED); }
+    template <class Rep, class Period>
+    bool try_lock_shared_for(const std::chrono::duration<Rep, Period> &d)
+    {
+        return acquire(wait_of(d), "try_lock_shared_for", HILOCK_SHARED);
+    }
+    template <class Clock, class Duration>
+    bool try_lock_shared_until(const std::chrono::time_point<Clock, Duration> &t)
+    {
+        return try_lock_shared_for(t - Clock::now());
+    }
+    /* unlock(): never throws; the outcome is in unlock_status(), a loss goes to the handler. */
+    void unlock_shared() noexcept { unlock(); }
+
+    /* The held grant's mode: HILOCK_SHARED or HILOCK_EXCLUSIVE (when not held: EXCLUSIVE). */
+    hilock_rw_mode mode() const noexcept { return owns_lock() ? held_mode() : HILOCK_EXCLUSIVE; }
+};
+
+/* A counting semaphore (hilock_sem_acquire): at most limit() holders of the key at once, each
+ * with its own permit (token, expiry, fencing token). One object is one holder and holds at
+ * most one permit: acquire, try_acquire, try_acquire_for and try_acquire_until take it,
+ * release() gives it back (throwing lost_error when it was found gone, as mutex::release()).
+ * It is a mutex over a permit otherwise: lock, try_lock* and unlock are the same calls (so
+ * std::unique_lock and hilock_cpp::guard hold a permit for a scope), and extend, check,
+ * keepalive, fence, validity and the loss rules are mutex's.
+ *
+ *     hilock_cpp::semaphore s(c, "jobs:encode", 4, std::chrono::minutes(5));   // 4 at once
+ *     std::unique_lock<hilock_cpp::semaphore> g(s);                            // a permit
+ *
+ * limit is each grant's (the C call's: granted while fewer than limit permits are held): a bad
+ * one (< 1 or > HILOCK_SEM_LIMIT_MAX) throws error with HILOCK_EINVAL from the first acquire*
+ * (or lock*), as a bad ttl does; nothing is sent. */
+class semaphore final : public mutex {
+public:
+    /* Nothing is sent until the first acquire*. c must outlive this object. */
+    semaphore(client &c, std::string key, int limit, std::chrono::milliseconds ttl)
+        : mutex(c, std::move(key), ttl, kind::permit, limit) {}
+
+    /* As lock(), try_lock(), try_lock_for() and try_lock_until(): waits, throws on errors
+     * (EINVAL if this object holds a permit already), false when all permits stay held. */
+    void acquire() { (void)mutex::acquire(HILOCK_WAIT_FOREVER, "acquire"); }
+    bool try_acquire() { return mutex::acquire(0, "try_acquire"); }
+    template <class Rep, class Period>
+    bool try_acquire_for(const std::chrono::duration<Rep, Period> &d)
+    {
+        return mutex::acquire(wait_of(d), "try_acquire_for");
+    }
+    template <class Clock, class Duration>
+    bool try_acquire_until(const std::chrono::time_point<Clock, Duration> &t)
+    {
+        return try_acquire_for(t - Clock::now());
+    }
+
+    using mutex::limit;   /* the constructor's */
 };
 
 } // namespace hilock_cpp

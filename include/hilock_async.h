@@ -116,7 +116,17 @@ HILOCK_API hilock_status hilock_legacy_acquire_async(hilock_client *c, const cha
                                                      hilock_done_fn done, void *arg);
 
 /* hilock_sem_acquire and hilock_rw_acquire (hilock.h) without blocking: as
- * hilock_acquire_async, with the limit or mode checked at once (EINVAL, done never called). */
+ * hilock_acquire_async (key copied; a waiter is woken by a release, on a connection of its
+ * own, with the kind's wake-up rules: a freed permit wakes one waiting permit; a release that
+ * leaves the key free wakes a waiting writer first, readers only when no writer waits).
+ * Returns OK (accepted: done will run) or, with done never called and the blocking call's
+ * message in hilock_client_errmsg: EINVAL (what hilock_acquire_async refuses; and what the
+ * blocking call refuses before sending anything: a limit < 1 or > HILOCK_SEM_LIMIT_MAX, a
+ * semaphore over several masters, a mode other than HILOCK_SHARED and HILOCK_EXCLUSIVE, a
+ * fair client), ENOMEM.
+ * What the blocking call finds on the server (a key holding another kind, a server too old)
+ * ends in done with the blocking call's status and message; a held key is BUSY in done. The
+ * lock done gets is released, extended, checked and kept alive as any other. */
 HILOCK_API hilock_status hilock_sem_acquire_async(hilock_client *c, const char *key, int limit,
                                                   int64_t ttl_ms, int64_t wait_ms,
                                                   hilock_done_fn done, void *arg);

@@ -1,19 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-// cxx_lock.cpp URL DEAD_URL [lost-default | lost-told] -- include/hilock.hpp against a real
+// cxx_lock.cpp URL DEAD_URL [lost-default | lost-told | kinds] -- include/hilock.hpp against a real
 // server (run by tests/test_cxx.c, which checks what it leaves in Redis). Built with g++
 // -std=c++17 -Wall -Wextra -Werror. Prints one line per check; exits 1 at the first failure.
 // With lost-default: a std::lock_guard whose lock is deleted behind its back, under the default
 // loss handler (which ends the program: test_cxx.c checks how). With lost-told: losses the
-// program was told of before its scopes ended, under the default handler (it carries on).
+// program was told of before its scopes ended, under the default handler (it carries on). With
+// kinds: shared_mutex and semaphore (hilock_rw_acquire, hilock_sem_acquire).
 #include <hilock.hpp>
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -48,18 +51,23 @@ static std::string expect_error(hilock_status st, F f)
 
 static void ok(const char *what) { std::printf("ok %s\n", what); }
 
-// DEL key from a connection of its own: the lock is gone behind its holder's back.
-static void del_behind(const char *url, const char *key)
+// `cmd key` from a connection of its own; its integer reply.
+static long long int_cmd(const char *url, const char *cmd, const char *key)
 {
     const char *colon = std::strrchr(url, ':');
     CHECK(std::strncmp(url, "redis://127.0.0.1:", 18) == 0 && colon);
     redisContext *r = redisConnect("127.0.0.1", std::atoi(colon + 1));
     CHECK(r && !r->err);
-    auto *rep = static_cast<redisReply *>(redisCommand(r, "DEL %s", key));
-    CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
+    auto *rep = static_cast<redisReply *>(redisCommand(r, "%s %s", cmd, key));
+    CHECK(rep && rep->type == REDIS_REPLY_INTEGER);
+    long long v = rep->integer;
     freeReplyObject(rep);
     redisFree(r);
+    return v;
 }
+
+// DEL key from a connection of its own: the lock is gone behind its holder's back.
+static void del_behind(const char *url, const char *key) { CHECK(int_cmd(url, "DEL", key) == 1); }
 
 // The standard requirements, at compile time.
 static_assert(!std::is_copy_constructible_v<mutex> && !std::is_copy_assignable_v<mutex>, "move-only");
@@ -70,6 +78,11 @@ static_assert(std::is_nothrow_destructible_v<mutex> && noexcept(std::declval<mut
 static_assert(std::is_base_of_v<std::runtime_error, hilock_cpp::error>, "");
 static_assert(std::is_base_of_v<hilock_cpp::error, hilock_cpp::lost_error>, "a loss is an error");
 static_assert(!std::is_copy_constructible_v<hilock_cpp::guard> && !std::is_move_constructible_v<hilock_cpp::guard>, "");
+static_assert(std::is_nothrow_move_constructible_v<hilock_cpp::shared_mutex> &&
+              !std::is_copy_constructible_v<hilock_cpp::shared_mutex> &&
+              noexcept(std::declval<hilock_cpp::shared_mutex &>().unlock_shared()), "");
+static_assert(std::is_nothrow_move_constructible_v<hilock_cpp::semaphore> &&
+              !std::is_copy_constructible_v<hilock_cpp::semaphore>, "");
 
 static void try_lock_and_busy(const char *url)
 {
@@ -431,6 +444,124 @@ static void threads_serialize(const char *url)
     ok("two threads, one client each: std::unique_lock serializes (counter exact)");
 }
 
+using hilock_cpp::semaphore;
+using hilock_cpp::shared_mutex;
+
+// std::shared_lock holds shared grants together; std::unique_lock's exclusive one waits for
+// both, and excludes them in turn; its fence exceeds theirs. One object holds one grant.
+static void shared_and_exclusive(const char *url)
+{
+    client a(url), b(url), w(url);
+    shared_mutex ra(a, "cxx:rw", 5s), rb(b, "cxx:rw", 5s), wx(w, "cxx:rw", 5s);
+    uint64_t top;
+    {
+        std::shared_lock<shared_mutex> g1(ra);
+        std::shared_lock<shared_mutex> g2(rb, 1s);   // try_lock_shared_for
+        CHECK(g1.owns_lock() && g2.owns_lock() && ra.mode() == HILOCK_SHARED && rb.mode() == HILOCK_SHARED);
+        CHECK(int_cmd(url, "ZCARD", "cxx:rw") == 3);   // two holders and the kind's marker
+        CHECK(!wx.try_lock());
+        std::unique_lock<shared_mutex> u(wx, std::try_to_lock);
+        CHECK(!u.owns_lock() && !wx.owns_lock());
+        CHECK(ra.fence() != rb.fence());
+        top = std::max(ra.fence(), rb.fence());
+    }
+    CHECK(!ra.owns_lock() && ra.unlock_status() == HILOCK_OK && int_cmd(url, "EXISTS", "cxx:rw") == 0);
+    {
+        std::unique_lock<shared_mutex> u(wx, 1s);
+        CHECK(u.owns_lock() && wx.mode() == HILOCK_EXCLUSIVE && wx.fence() > top);
+        CHECK(!ra.try_lock_shared());   // an exclusive holder: no shared grant
+        std::shared_lock<shared_mutex> s(rb, std::try_to_lock);
+        CHECK(!s.owns_lock());
+        CHECK(!ra.try_lock_shared_until(std::chrono::steady_clock::now() + 50ms));
+        CHECK(int_cmd(url, "ZCARD", "cxx:rw") == 2);   // one holder and the marker
+    }
+    CHECK(int_cmd(url, "EXISTS", "cxx:rw") == 0);
+    ra.lock_shared();
+    std::string what = expect_error(HILOCK_EINVAL, [&] { ra.lock(); });
+    CHECK(what == "lock cxx:rw: already held by this object");
+    ra.unlock();   // gives back the grant held, shared here
+    CHECK(!ra.owns_lock() && ra.unlock_status() == HILOCK_OK && int_cmd(url, "EXISTS", "cxx:rw") == 0);
+    ok("shared_mutex: std::shared_lock together, std::unique_lock alone, try_lock false while shared, fence");
+}
+
+// A writer waiting on a thread of its own stops new shared grants; it gets the lock when the
+// readers leave.
+static void writer_waits_first(const char *url)
+{
+    client a(url), b(url);
+    shared_mutex ra(a, "cxx:rw", 5s), rb(b, "cxx:rw", 5s);
+    std::atomic<bool> wrote{false};
+    ra.lock_shared();
+    std::thread writer([&] {
+        client w(url);
+        shared_mutex wx(w, "cxx:rw", 5s);
+        std::lock_guard<shared_mutex> g(wx);
+        wrote = true;
+    });
+    for (int i = 0; i < 500 && int_cmd(url, "ZCARD", "{cxx:rw}:wq") == 0; i++) std::this_thread::sleep_for(10ms);
+    CHECK(int_cmd(url, "ZCARD", "{cxx:rw}:wq") == 1);   // the writer waits
+    CHECK(!rb.try_lock_shared() && !wrote);             // so a new reader does not pass it
+    ra.unlock_shared();
+    writer.join();   // woken by the release
+    CHECK(wrote && rb.try_lock_shared());
+    rb.unlock_shared();
+    ok("shared_mutex: a waiting writer stops new readers, and gets the lock when they leave");
+}
+
+static void semaphore_limit(const char *url)
+{
+    client a(url), b(url), d(url);
+    semaphore s1(a, "cxx:sem", 2, 5s), s2(b, "cxx:sem", 2, 5s), s3(d, "cxx:sem", 2, 5s);
+    CHECK(s1.limit() == 2);
+    s1.acquire();
+    CHECK(s2.try_acquire());
+    CHECK(int_cmd(url, "ZCARD", "cxx:sem") == 3);   // two permits and the kind's marker
+    CHECK(!s3.try_acquire() && !s3.try_acquire_for(100ms) && !s3.owns_lock());
+    CHECK(s1.fence() != s2.fence() && s1.token() != s2.token());
+    uint64_t top = std::max(s1.fence(), s2.fence());
+    s1.release();
+    {
+        std::unique_lock<semaphore> g(s3, 1s);
+        CHECK(g.owns_lock() && s3.fence() > top);
+        CHECK(!s1.try_acquire_until(std::chrono::steady_clock::now() - 1s));   // two held again
+    }
+    s2.release();
+    CHECK(int_cmd(url, "EXISTS", "cxx:sem") == 0);
+    ok("semaphore: limit 2 grants two permits, the third after a release; std::unique_lock; fences grow");
+}
+
+static void kinds_bad_input(const char *url)
+{
+    client c(url), o(url);
+    semaphore zero(c, "cxx:semerr", 0, 5s), big(c, "cxx:semerr", HILOCK_SEM_LIMIT_MAX + 1, 5s);
+    std::string w = expect_error(HILOCK_EINVAL, [&] { zero.acquire(); });
+    CHECK(w.rfind("acquire cxx:semerr: ", 0) == 0 && w.size() > 20);
+    std::printf("limit 0: %s\n", w.c_str());
+    try {
+        (void)big.try_acquire();
+        CHECK(!"no error");
+    } catch (const hilock_cpp::error &e) {
+        CHECK(e.status() == HILOCK_EINVAL && e.errmsg() == c.errmsg());
+        CHECK(std::string(e.what()).rfind("try_acquire cxx:semerr: ", 0) == 0);
+    }
+    CHECK(!zero.owns_lock() && !big.owns_lock() && int_cmd(url, "EXISTS", "cxx:semerr") == 0);
+    semaphore s(c, "cxx:kind", 2, 5s);
+    shared_mutex r(o, "cxx:kind", 5s);
+    s.acquire();
+    try {
+        (void)r.try_lock_shared();
+        CHECK(!"no error");
+    } catch (const hilock_cpp::error &e) {   // a semaphore asked as a shared lock: the kind named
+        std::printf("semaphore asked as shared: %s\n", e.what());
+        const std::string tail = "WRONGTYPE: cxx:kind holds a semaphore, not a shared/exclusive lock";
+        CHECK(e.status() == HILOCK_EREPLY && e.errmsg() == o.errmsg());
+        CHECK(e.errmsg().size() > tail.size() && e.errmsg().compare(e.errmsg().size() - tail.size(), tail.size(), tail) == 0);
+    }
+    CHECK(!r.owns_lock() && int_cmd(url, "ZCARD", "cxx:kind") == 2);   // nothing written
+    s.release();
+    ok("bad input: limit out of range throws EINVAL from acquire, another kind is named; nothing written");
+}
+
 // The default handler: it says why on stderr and ends the program (test_cxx.c checks both).
 static int lost_default(const char *url)
 {
@@ -483,12 +614,29 @@ static int lost_told(const char *url)
     return 0;
 }
 
+// The semaphore and the shared/exclusive lock (Redis 3.2+: test_cxx.c skips it before).
+static int kinds(const char *url)
+{
+    try {
+        shared_and_exclusive(url);
+        writer_waits_first(url);
+        semaphore_limit(url);
+        kinds_bad_input(url);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "unexpected exception: %s\n", e.what());
+        return 1;
+    }
+    std::printf("ok kinds\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && std::strcmp(argv[3], "lost-default") == 0) return lost_default(argv[1]);
     if (argc == 4 && std::strcmp(argv[3], "lost-told") == 0) return lost_told(argv[1]);
+    if (argc == 4 && std::strcmp(argv[3], "kinds") == 0) return kinds(argv[1]);
     if (argc != 3) {
-        std::fprintf(stderr, "usage: cxx_lock URL DEAD_URL [lost-default | lost-told]\n");
+        std::fprintf(stderr, "usage: cxx_lock URL DEAD_URL [lost-default | lost-told | kinds]\n");
         return 2;
     }
     try {

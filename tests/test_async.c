@@ -2125,3 +2125,433 @@ Test(async, a_waiters_side_connection_leaves_the_nodes_facts_alone)
     loop_close(&loop);
     hlt_redis_stop(s);
 }
+
+/* ---- the semaphore and the shared/exclusive lock on the loop ---- */
+
+typedef struct kinds_run {
+    hilock_client *c;
+    hilock        *l[8];
+    hilock_status  st[8];
+    int            ended[8], order[8], n, oks, wrong;   /* oks: kr_call_ok calls */
+    char           err[8][256];   /* errmsg while done ran */
+} kinds_run;
+static kinds_run kr;
+
+static void kr_done(hilock_status st, hilock *l, void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    if (kr.ended[i]++) kr.wrong++;
+    kr.st[i] = st;
+    kr.l[i] = l;
+    kr.order[kr.n++] = i;
+    snprintf(kr.err[i], sizeof kr.err[i], "%s", hilock_client_errmsg(kr.c));
+}
+
+static void kr_call_ok(hilock_status st, hilock *l, void *arg)
+{
+    (void)l, (void)arg;
+    if (st != HILOCK_OK) kr.wrong++;
+    kr.oks++;
+}
+
+/* A client for kr on loop: one master, retry_delay_ms so long that only a wake-up by the
+ * release grants a waiter within the tests' bounds (the first poll comes after >= 10 s). */
+static void kr_attach(uv_loop_t *loop, hlt_redis *s)
+{
+    hilock_options o;
+    static const char *url[1];
+    url[0] = s->unix_url;
+    options_for(&o, url, 1, 2000);
+    o.retry_delay_ms = 20000;
+    memset(&kr, 0, sizeof kr);
+    kr.c = attach_with(loop, &o);
+}
+
+/* A server and a kr client on loop, for the kinds' tests. */
+static hlt_redis *kr_start(uv_loop_t *loop)
+{
+    hlt_redis *s = hlt_redis_start(NULL);
+    cr_assert_not_null(s);
+    uv_loop_init(loop);
+    kr_attach(loop, s);
+    return s;
+}
+
+static void kr_sem(int i, const char *key, int limit, int64_t wait_ms)
+{
+    cr_assert_eq(hilock_sem_acquire_async(kr.c, key, limit, 30000, wait_ms, kr_done, (void *)(intptr_t)i),
+                 HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
+}
+
+static void kr_rw(int i, const char *key, hilock_rw_mode mode, int64_t wait_ms)
+{
+    cr_assert_eq(hilock_rw_acquire_async(kr.c, key, mode, 30000, wait_ms, kr_done, (void *)(intptr_t)i),
+                 HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
+}
+
+static void kr_release(int i)
+{
+    cr_assert_not_null(kr.l[i], "call %d holds nothing", i);
+    cr_assert_eq(hilock_release_async(kr.l[i], kr_call_ok, NULL), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
+}
+
+static long long zcard(hlt_redis *s, const char *key)
+{
+    redisReply *r = hlt_cmd(s, "ZCARD %s", key);
+    long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Run the loop until the sorted set zkey (a wait queue) holds n members (bounded: 10 s). */
+static void until_zcard(uv_loop_t *loop, hlt_redis *s, const char *zkey, long long n)
+{
+    for (int i = 0; i < 2000 && zcard(s, zkey) != n; i++) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        hlt_sleep_ms(5);
+    }
+    cr_assert_eq(zcard(s, zkey), n, "%s: not %lld members", zkey, n);
+}
+
+/* Is member (a grant's token) in key's holders, by a connection of the test's own? */
+static int holds(hlt_redis *s, const char *key, const hilock *l)
+{
+    redisReply *r = hlt_cmd(s, "ZSCORE %s %s", key, hilock_token(l));
+    int yes = r && r->type == REDIS_REPLY_STRING;
+    freeReplyObject(r);
+    return yes;
+}
+
+static void kr_end(uv_loop_t *loop, hlt_redis *s, int n)
+{
+    cr_assert_eq(kr.wrong, 0);
+    for (int i = 0; i < n; i++) hilock_free(kr.l[i]);
+    hilock_client_free(kr.c);
+    loop_close(loop);
+    hlt_redis_stop(s);
+}
+
+Test(async, a_semaphore_of_two_grants_two_and_a_release_wakes_the_third_on_the_loop, .timeout = 60)
+{
+    uv_loop_t loop;
+    hlt_redis *s;
+    long long t_release;
+    HLT_NEEDS(30200, "the semaphore needs Redis 3.2+ (TIME in scripts)");
+    s = kr_start(&loop);
+    for (int i = 0; i < 3; i++) kr_sem(i, "pool", 2, 60000);
+    cr_assert_eq(kr.n, 0, "done ran inside the call");
+    run_until(&loop, &kr.n, 2, 10000);
+    cr_assert(kr.ended[0] && kr.ended[1] && !kr.ended[2], "the first two are granted, the third waits");
+    cr_assert_eq(kr.st[0], HILOCK_OK, "%s", hilock_strerror(kr.st[0]));
+    cr_assert_eq(kr.st[1], HILOCK_OK, "%s", hilock_strerror(kr.st[1]));
+    cr_assert(holds(s, "pool", kr.l[0]) && holds(s, "pool", kr.l[1]));
+    cr_assert_eq(zcard(s, "pool"), 3, "two permits and the kind's marker");
+    cr_assert_neq(hilock_fence(kr.l[0]), hilock_fence(kr.l[1]));
+    until_zcard(&loop, s, "{pool}:wq", 1);   /* the third is registered as a waiter */
+    cr_assert_eq(kr.n, 2);
+    kr_release(0);
+    t_release = hlt_now_ms();
+    run_until(&loop, &kr.n, 3, 15000);
+    cr_assert_eq(kr.st[2], HILOCK_OK, "%s", hilock_strerror(kr.st[2]));
+    /* woken by the release: the first poll would come 10 s or more after its attempt */
+    cr_assert_lt(hlt_now_ms() - t_release, 8000, "the third was not woken by the release");
+    cr_assert(holds(s, "pool", kr.l[2]) && !holds(s, "pool", kr.l[0]));
+    cr_assert_gt(hilock_fence(kr.l[2]), hilock_fence(kr.l[1]));
+    cr_assert_eq(zcard(s, "pool"), 3);
+    cr_assert_eq(hlt_exists(s, "{pool}:wq"), 0, "the grant left the wait queue");
+    kr_release(1);
+    kr_release(2);
+    run_until(&loop, &kr.oks, 3, 10000);
+    cr_assert_eq(hlt_exists(s, "pool"), 0, "the last holder's release deletes the key");
+    kr_end(&loop, s, 3);
+}
+
+/* Shared grants together; a writer waits for both, and a reader that comes after it waits for
+ * it (writer preference); the last reader's release wakes the writer, the writer's the reader. */
+Test(async, a_waiting_writer_on_the_loop_stops_new_readers_and_is_woken_before_them, .timeout = 60)
+{
+    uv_loop_t loop;
+    hlt_redis *s;
+    uint64_t top;
+    long long t_release;
+    HLT_NEEDS(30200, "the shared/exclusive lock needs Redis 3.2+ (TIME in scripts)");
+    s = kr_start(&loop);
+    kr_rw(0, "doc", HILOCK_SHARED, 0);
+    kr_rw(1, "doc", HILOCK_SHARED, 0);
+    run_until(&loop, &kr.n, 2, 10000);
+    cr_assert(kr.st[0] == HILOCK_OK && kr.st[1] == HILOCK_OK, "%s %s", hilock_strerror(kr.st[0]),
+              hilock_strerror(kr.st[1]));
+    cr_assert_eq(strncmp(hilock_token(kr.l[0]), "s:", 2), 0, "%s", hilock_token(kr.l[0]));
+    cr_assert(holds(s, "doc", kr.l[0]) && holds(s, "doc", kr.l[1]));
+    cr_assert_eq(zcard(s, "doc"), 3, "two shared holders and the kind's marker");
+    top = hilock_fence(kr.l[0]) > hilock_fence(kr.l[1]) ? hilock_fence(kr.l[0]) : hilock_fence(kr.l[1]);
+    kr_rw(2, "doc", HILOCK_EXCLUSIVE, 60000);
+    until_zcard(&loop, s, "{doc}:wq", 1);   /* the writer waits */
+    kr_rw(3, "doc", HILOCK_SHARED, 60000);
+    until_zcard(&loop, s, "{doc}:wq", 2);   /* and so does the reader that came after it */
+    cr_assert_eq(kr.n, 2, "a call ended while the readers held");
+    cr_assert_eq(zcard(s, "doc"), 3, "no new shared grant while a writer waits");
+    kr_release(0);
+    kr_release(1);
+    t_release = hlt_now_ms();
+    run_until(&loop, &kr.n, 3, 15000);
+    cr_assert_eq(kr.order[2], 2, "the writer is served first (got call %d)", kr.order[2]);
+    cr_assert_eq(kr.st[2], HILOCK_OK, "%s", hilock_strerror(kr.st[2]));
+    cr_assert_lt(hlt_now_ms() - t_release, 8000, "the writer was not woken by the release");
+    cr_assert_eq(strncmp(hilock_token(kr.l[2]), "x:", 2), 0, "%s", hilock_token(kr.l[2]));
+    cr_assert_gt(hilock_fence(kr.l[2]), top, "an exclusive grant's fence exceeds every earlier grant's");
+    cr_assert(holds(s, "doc", kr.l[2]) && zcard(s, "doc") == 2, "the writer alone (and the marker)");
+    cr_assert_eq(kr.ended[3], 0, "a reader was granted beside the writer");
+    kr_release(2);
+    t_release = hlt_now_ms();
+    run_until(&loop, &kr.n, 4, 15000);
+    cr_assert_eq(kr.st[3], HILOCK_OK, "%s", hilock_strerror(kr.st[3]));
+    cr_assert_lt(hlt_now_ms() - t_release, 8000, "the reader was not woken by the writer's release");
+    cr_assert_gt(hilock_fence(kr.l[3]), hilock_fence(kr.l[2]));
+    cr_assert(holds(s, "doc", kr.l[3]) && !holds(s, "doc", kr.l[2]));
+    cr_assert_eq(hlt_exists(s, "{doc}:wq"), 0);
+    kr_release(3);
+    run_until(&loop, &kr.oks, 4, 10000);
+    cr_assert_eq(hlt_exists(s, "doc"), 0);
+    kr_end(&loop, s, 4);
+}
+
+/* A client of n masters (s, then ports nobody listens on: nothing is sent), fair or not,
+ * attached to loop: what the blocking calls refuse of it (a fair semaphore or rw lock; a
+ * semaphore over several masters), the _async calls refuse at once, in the same words, and
+ * done never runs. */
+static void refused_as_blocking(uv_loop_t *loop, hlt_redis *s, int n, int fair)
+{
+    char dead[2][64];
+    const char *urls[3] = { s->unix_url, dead[0], dead[1] };
+    hilock_options o;
+    hilock_client *c, *plain;
+    hilock *l = NULL;
+    char want[512];
+    for (int i = 0; i < 2; i++) snprintf(dead[i], sizeof dead[i], "redis://127.0.0.1:%d", hlt_free_port());
+    options_for(&o, urls, n, 2000);
+    o.fair = fair;
+    cr_assert_eq(hilock_client_new(&o, &plain), HILOCK_OK, "%s", hilock_last_config_error());
+    c = attach_with(loop, &o);
+    cr_assert_eq(hilock_sem_acquire(plain, "k", 2, 1000, 0, &l), HILOCK_EINVAL);
+    snprintf(want, sizeof want, "%s", hilock_client_errmsg(plain));
+    cr_assert(strstr(want, fair ? "fair" : "masters"), "%s", want);
+    cr_assert_eq(hilock_sem_acquire_async(c, "k", 2, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_str_eq(hilock_client_errmsg(c), want);
+    if (fair) {
+        cr_assert_eq(hilock_rw_acquire(plain, "k", HILOCK_SHARED, 1000, 0, &l), HILOCK_EINVAL);
+        snprintf(want, sizeof want, "%s", hilock_client_errmsg(plain));
+        cr_assert_eq(hilock_rw_acquire_async(c, "k", HILOCK_SHARED, 1000, 0, never, NULL), HILOCK_EINVAL);
+        cr_assert_str_eq(hilock_client_errmsg(c), want);
+    }
+    cr_assert_null(l);
+    hilock_client_free(plain);
+    hilock_client_free(c);
+}
+
+/* Each bad argument of the two calls: refused at once, with the blocking call's status and
+ * message, done never called, nothing sent. */
+Test(async, semaphore_and_rw_acquire_async_refuse_bad_input_at_once_as_the_blocking_calls)
+{
+    static const int limits[] = { 0, -1, HILOCK_SEM_LIMIT_MAX + 1 };
+    static const int modes[] = { 2, -1 };
+    uv_loop_t loop;
+    hlt_redis *s = hlt_redis_start(NULL);
+    const char *url[1];
+    hilock_client *c, *plain;
+    hilock *l = NULL;
+    char want[512];
+    cr_assert_not_null(s);
+    url[0] = s->unix_url;
+    uv_loop_init(&loop);
+    c = attached(&loop, url, 1, 2000);
+    cr_assert_eq(hilock_client_open(s->unix_url, &plain), HILOCK_OK);
+    stray = 0;
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        cr_assert_eq(hilock_sem_acquire(plain, "k", limits[i], 1000, 0, &l), HILOCK_EINVAL);
+        snprintf(want, sizeof want, "%s", hilock_client_errmsg(plain));
+        cr_assert(strstr(want, "limit"), "%s", want);
+        cr_assert_eq(hilock_sem_acquire_async(c, "k", limits[i], 1000, 0, never, NULL), HILOCK_EINVAL);
+        cr_assert_str_eq(hilock_client_errmsg(c), want);
+    }
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        cr_assert_eq(hilock_rw_acquire(plain, "k", (hilock_rw_mode)modes[i], 1000, 0, &l), HILOCK_EINVAL);
+        snprintf(want, sizeof want, "%s", hilock_client_errmsg(plain));
+        cr_assert(strstr(want, "mode"), "%s", want);
+        cr_assert_eq(hilock_rw_acquire_async(c, "k", (hilock_rw_mode)modes[i], 1000, 0, never, NULL), HILOCK_EINVAL);
+        cr_assert_str_eq(hilock_client_errmsg(c), want);
+    }
+    cr_assert_null(l);
+    /* a fair client; a semaphore over several masters (the lock would not keep its limit) */
+    refused_as_blocking(&loop, s, 1, 1);
+    refused_as_blocking(&loop, s, 3, 0);
+    /* what hilock_acquire_async refuses, these refuse too */
+    cr_assert_eq(hilock_sem_acquire_async(NULL, "k", 2, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_rw_acquire_async(NULL, "k", HILOCK_SHARED, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_sem_acquire_async(c, "", 2, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_rw_acquire_async(c, NULL, HILOCK_SHARED, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_sem_acquire_async(c, "k", 2, 0, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "ttl_ms"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_rw_acquire_async(c, "k", HILOCK_EXCLUSIVE, 1000, -2, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_sem_acquire_async(c, "k", 2, 1000, 0, NULL, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "done"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_rw_acquire_async(c, "k", HILOCK_SHARED, 1000, 0, NULL, NULL), HILOCK_EINVAL);
+    /* a client not attached, and the blocking forms on an attached one */
+    cr_assert_eq(hilock_sem_acquire_async(plain, "k", 2, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(plain), "not attached"), "%s", hilock_client_errmsg(plain));
+    cr_assert_eq(hilock_rw_acquire_async(plain, "k", HILOCK_SHARED, 1000, 0, never, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_sem_acquire(c, "k", 2, 1000, 0, &l), HILOCK_EINVAL);
+    cr_assert(strstr(hilock_client_errmsg(c), "event loop"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_rw_acquire(c, "k", HILOCK_SHARED, 1000, 0, &l), HILOCK_EINVAL);
+    cr_assert_null(l);
+    for (int i = 0; i < 5; i++) uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(stray, 0, "done ran for a refused call");
+    cr_assert_eq(hlt_dbsize(s), 0, "a refused call wrote");
+    hilock_client_free(plain);
+    hilock_client_free(c);
+    loop_close(&loop);
+    hlt_redis_stop(s);
+}
+
+/* A server before 3.2 cannot run the kinds' scripts: the calls are accepted (the server's
+ * version is known only once connected) and end in done with the blocking calls' EINVAL and
+ * message, naming the version; nothing is written. */
+Test(async, before_redis_3_2_the_two_calls_end_einval_in_done_as_the_blocking_calls, .timeout = 60)
+{
+    uv_loop_t loop;
+    hlt_redis *s;
+    hilock_client *plain;
+    hilock *l = NULL;
+    char want[2][256];
+    if (hlt_server_version() >= 30200) cr_skip_test("n/a on %s: it runs the kinds", hlt_server_name());
+    s = kr_start(&loop);
+    cr_assert_eq(hilock_client_open(s->unix_url, &plain), HILOCK_OK);
+    cr_assert_eq(hilock_sem_acquire(plain, "old", 2, 1000, 0, &l), HILOCK_EINVAL);
+    snprintf(want[0], sizeof want[0], "%s", hilock_client_errmsg(plain));
+    cr_assert_eq(hilock_rw_acquire(plain, "old", HILOCK_SHARED, 1000, 0, &l), HILOCK_EINVAL);
+    snprintf(want[1], sizeof want[1], "%s", hilock_client_errmsg(plain));
+    cr_assert(strstr(want[0], "3.2"), "%s", want[0]);
+    kr_sem(0, "old", 2, 0);
+    kr_rw(1, "old", HILOCK_SHARED, 0);
+    run_until(&loop, &kr.n, 2, 10000);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(kr.st[i], HILOCK_EINVAL, "%s", hilock_strerror(kr.st[i]));
+        cr_assert_null(kr.l[i]);
+        cr_assert_str_eq(kr.err[i], want[i]);
+    }
+    cr_assert_eq(hlt_dbsize(s), 0);
+    hilock_client_free(plain);
+    kr_end(&loop, s, 2);
+}
+
+/* A permit and a shared grant made on the loop are locks as any other there: extended (the
+ * key's expiry follows), checked, kept alive past 5 x their ttl; and a key of the other kind
+ * is named in done, as by the blocking calls. */
+Test(async, a_permit_and_a_shared_grant_extend_check_and_keep_alive_on_the_loop, .timeout = 60)
+{
+    static const char *const keys[2] = { "perm", "doc" };
+    uv_loop_t loop;
+    uv_timer_t later;
+    hlt_redis *s;
+    hilock_client *plain;
+    hilock *l = NULL;
+    ka_run k;
+    char want[2][256];
+    int over = 0;
+    HLT_NEEDS(30200, "the semaphore and the shared/exclusive lock need Redis 3.2+ (TIME in scripts)");
+    s = kr_start(&loop);
+    memset(&k, 0, sizeof k);
+    kr_sem(0, "perm", 2, 0);
+    kr_rw(1, "doc", HILOCK_SHARED, 0);
+    run_until(&loop, &kr.n, 2, 10000);
+    cr_assert(kr.st[0] == HILOCK_OK && kr.st[1] == HILOCK_OK, "%s / %s", kr.err[0], kr.err[1]);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(hilock_extend_async(kr.l[i], 300, kr_call_ok, NULL), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
+    run_until(&loop, &kr.oks, 2, 10000);
+    for (int i = 0; i < 2; i++) {
+        long long pttl = hlt_pttl(s, keys[i]);
+        cr_assert(pttl > 0 && pttl <= 300, "%s: PTTL %lld after an extend to 300 ms", keys[i], pttl);
+        cr_assert_eq(hilock_check_async(kr.l[i], kr_call_ok, NULL), HILOCK_OK);
+    }
+    run_until(&loop, &kr.oks, 4, 10000);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(hilock_keepalive(kr.l[i], on_lost, &k), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
+    uv_timer_init(&loop, &later);
+    later.data = &over;
+    uv_timer_start(&later, on_stop, 1500, 0);   /* 5 x ttl */
+    while (!over) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(k.lost, 0);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(holds(s, keys[i], kr.l[i]), "%s was not kept for 5 x ttl", keys[i]);
+        cr_assert_gt(hilock_validity_ms(kr.l[i]), 0);
+    }
+    /* each key asked as the other kind: the blocking calls' EREPLY, in their words */
+    cr_assert_eq(hilock_client_open(s->unix_url, &plain), HILOCK_OK);
+    cr_assert_eq(hilock_rw_acquire(plain, "perm", HILOCK_SHARED, 1000, 0, &l), HILOCK_EREPLY);
+    snprintf(want[0], sizeof want[0], "%s", hilock_client_errmsg(plain));
+    cr_assert(strstr(want[0], "perm holds a semaphore, not a shared/exclusive lock"), "%s", want[0]);
+    cr_assert_eq(hilock_sem_acquire(plain, "doc", 2, 1000, 0, &l), HILOCK_EREPLY);
+    snprintf(want[1], sizeof want[1], "%s", hilock_client_errmsg(plain));
+    cr_assert(strstr(want[1], "doc holds a shared/exclusive lock"), "%s", want[1]);
+    kr_rw(2, "perm", HILOCK_SHARED, 0);
+    kr_sem(3, "doc", 2, 0);
+    run_until(&loop, &kr.n, 4, 10000);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(kr.st[2 + i], HILOCK_EREPLY, "%s", hilock_strerror(kr.st[2 + i]));
+        cr_assert_str_eq(kr.err[2 + i], want[i]);
+        cr_assert_eq(zcard(s, keys[i]), 2, "%s: the refused call wrote", keys[i]);
+    }
+    hilock_client_free(plain);
+    kr_release(0);
+    kr_release(1);
+    run_until(&loop, &kr.oks, 6, 10000);
+    cr_assert_eq(hlt_exists(s, "perm") + hlt_exists(s, "doc"), 0);
+    uv_close((uv_handle_t *)&later, NULL);
+    kr_end(&loop, s, 2);
+}
+
+/* The shared/exclusive lock over three masters (Redlock: allowed, docs/rwlock.md) on the loop:
+ * shared grants hold on every master, an exclusive try is BUSY beside them and leaves no
+ * member anywhere, and is granted on every master once they are released. */
+Test(async, a_shared_exclusive_lock_over_three_masters_holds_on_each_on_the_loop, .timeout = 60)
+{
+    uv_loop_t loop;
+    hlt_redis *m[3];
+    const char *url[3];
+    hilock_options o;
+    HLT_NEEDS(30200, "the shared/exclusive lock needs Redis 3.2+ (TIME in scripts)");
+    start_masters(m, url);
+    uv_loop_init(&loop);
+    options_for(&o, url, 3, 2000);
+    memset(&kr, 0, sizeof kr);
+    kr.c = attach_with(&loop, &o);
+    kr_rw(0, "rwq", HILOCK_SHARED, 0);
+    kr_rw(1, "rwq", HILOCK_SHARED, 0);
+    run_until(&loop, &kr.n, 2, 10000);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(kr.st[i], HILOCK_OK, "%s", kr.err[i]);
+        for (int j = 0; j < 3; j++) cr_assert(holds(m[j], "rwq", kr.l[i]), "shared %d not on master %d", i, j);
+    }
+    kr_rw(2, "rwq", HILOCK_EXCLUSIVE, 0);
+    run_until(&loop, &kr.n, 3, 10000);
+    cr_assert_eq(kr.st[2], HILOCK_BUSY, "%s", kr.err[2]);
+    for (int j = 0; j < 3; j++) cr_assert_eq(zcard(m[j], "rwq"), 3, "master %d: the busy try wrote", j);
+    kr_release(0);
+    kr_release(1);
+    run_until(&loop, &kr.oks, 2, 10000);
+    kr_rw(3, "rwq", HILOCK_EXCLUSIVE, 0);
+    run_until(&loop, &kr.n, 4, 10000);
+    cr_assert_eq(kr.st[3], HILOCK_OK, "%s", kr.err[3]);
+    for (int j = 0; j < 3; j++) {
+        cr_assert(holds(m[j], "rwq", kr.l[3]), "exclusive not on master %d", j);
+        cr_assert_eq(zcard(m[j], "rwq"), 2, "master %d: the writer alone (and the marker)", j);
+    }
+    kr_release(3);
+    run_until(&loop, &kr.oks, 3, 10000);
+    for (int j = 0; j < 3; j++) cr_assert_eq(hlt_exists(m[j], "rwq"), 0);
+    cr_assert_eq(kr.wrong, 0);
+    for (int i = 0; i < 4; i++) hilock_free(kr.l[i]);
+    hilock_client_free(kr.c);
+    loop_close(&loop);
+    for (int j = 0; j < 3; j++) hlt_redis_stop(m[j]);
+}

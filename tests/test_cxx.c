@@ -45,22 +45,27 @@ static int run_cxx(const hlt_redis *r, const char *extra, char *out, size_t n)
     return pclose(p);
 }
 
+/* Run cxx_lock with `extra` against r: it must exit 0 having printed `last`, and leave none of
+ * the n keys behind. */
+static void run_cxx_ok(hlt_redis *r, const char *extra, const char *last, const char *const *keys, size_t n)
+{
+    char out[8192];
+    int rc = run_cxx(r, extra, out, sizeof out);
+    cr_log_info("%s", out);
+    cr_assert_eq(rc, 0, "cxx_lock %s failed:\n%s", extra, out);
+    cr_assert_not_null(strstr(out, last), "%s", out);
+    for (size_t i = 0; i < n; i++) cr_expect_eq(hlt_exists(r, keys[i]), 0, "%s is still there", keys[i]);
+}
+
 Test(cxx, the_raii_wrapper_meets_lockable_and_leaves_nothing_held, .timeout = 120)
 {
     static const char *const keys[] = { "cxx:busy", "cxx:g1", "cxx:g2", "cxx:raii", "cxx:other", "cxx:err",
                                         "cxx:exp", "cxx:ka", "cxx:counter", "cxx:thrown", "cxx:lost",
                                         "cxx:lost2", "cxx:told", "cxx:told2" };
-    char out[8192];
     hlt_redis *r = hlt_redis_start(NULL);
-    int rc;
     cr_assert_not_null(r);
-    rc = run_cxx(r, "", out, sizeof out);
-    cr_log_info("%s", out);
-    cr_assert_eq(rc, 0, "cxx_lock failed:\n%s", out);
-    cr_assert_not_null(strstr(out, "ok all\n"), "%s", out);
     /* every grant was released: by unlock, a guard, a move, or a destructor during unwinding */
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        cr_expect_eq(hlt_exists(r, keys[i]), 0, "%s is still held", keys[i]);
+    run_cxx_ok(r, "", "ok all\n", keys, sizeof keys / sizeof keys[0]);
     /* and the grants were real: 200 of them on the counter key minted fencing tokens */
     cr_assert_eq(hlt_exists(r, "{cxx:counter}:fence"), 1);
     cr_assert_eq(hlt_exists(r, "{cxx:thrown}:fence"), 1);
@@ -108,5 +113,23 @@ Test(cxx, a_loss_the_program_was_told_of_does_not_terminate_it_at_scope_exit, .t
     cr_assert_str_eq(out, "lost-told: still running\n");   /* and nothing on stderr */
     cr_assert_eq(hlt_exists(r, "cxx:told"), 0);
     cr_assert_eq(hlt_exists(r, "cxx:told2"), 0);
+    hlt_redis_stop(r);
+}
+
+/* shared_mutex and semaphore (cxx_lock's `kinds`): std::shared_lock beside std::shared_lock,
+ * std::unique_lock alone, a waiting writer first, the limit, bad input; then every grant is
+ * gone and the keys' fencing counters remain (the grants were real). */
+Test(cxx, shared_mutex_and_semaphore_meet_the_std_guards_and_leave_nothing_held, .timeout = 60)
+{
+    static const char *const keys[] = { "cxx:rw", "cxx:sem", "cxx:semerr", "cxx:kind", "{cxx:rw}:wq",
+                                        "{cxx:rw}:holders", "{cxx:sem}:holders", "{cxx:kind}:holders" };
+    hlt_redis *r;
+    HLT_NEEDS(30200, "the semaphore and the shared/exclusive lock need Redis 3.2+ (TIME in scripts)");
+    r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    run_cxx_ok(r, "kinds", "ok kinds\n", keys, sizeof keys / sizeof keys[0]);
+    cr_assert_eq(hlt_exists(r, "{cxx:rw}:fence"), 1);
+    cr_assert_eq(hlt_exists(r, "{cxx:sem}:fence"), 1);
+    cr_assert_eq(hlt_exists(r, "{cxx:semerr}:fence"), 0);   /* bad input: nothing written */
     hlt_redis_stop(r);
 }

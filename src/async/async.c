@@ -131,6 +131,7 @@ struct call {
     char           *key;
     int64_t         ttl_ms, wait_ms;
     const hl_kind_ops *kind;
+    int             limit;      /* OP_ACQUIRE: the kind's limit (hl_acquire_limit), or 0 */
     hilock         *l;
     ka             *ka;         /* OP_RENEW: whose */
     hilock_status   st;
@@ -901,7 +902,7 @@ static void call_main(void *arg)
     hilock_client *c = k->L->c;
     switch (k->op) {
     case OP_ACQUIRE:
-        k->st = hl_acquire(c, k->key, k->ttl_ms, k->wait_ms, k->kind, &k->l);
+        k->st = hl_acquire_limit(c, k->key, k->limit, k->ttl_ms, k->wait_ms, k->kind, &k->l);
         break;
     case OP_RELEASE: k->st = hilock_release(k->l); break;
     case OP_EXTEND:
@@ -1215,8 +1216,8 @@ static hilock_status accept_call(hilock_client *c, hilock *l, int op, int64_t tt
     return hl_ok(c);
 }
 
-static hilock_status async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
-                                   const hl_kind_ops *kind, hilock_done_fn done, void *arg)
+static hilock_status async_acquire(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
+                                   int64_t wait_ms, const hl_kind_ops *kind, hilock_done_fn done, void *arg)
 {
     hilock_status st;
     call *k;
@@ -1230,17 +1231,24 @@ static hilock_status async_acquire(hilock_client *c, const char *key, int64_t tt
     k->key = dup;
     k->wait_ms = wait_ms;
     k->kind = kind;
+    k->limit = limit;
     return st;
 }
 
-hilock_status hl_async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
-                               const hl_kind_ops *kind, hilock_done_fn done, void *arg)
+hilock_status hl_async_acquire_limit(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
+                                     int64_t wait_ms, const hl_kind_ops *kind, hilock_done_fn done, void *arg)
 {
     hilock_status st;
     int took;
     if (!c) return HILOCK_EINVAL;
     if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
-    return hl_leave(c, took, async_acquire(c, key, ttl_ms, wait_ms, kind, done, arg));
+    return hl_leave(c, took, async_acquire(c, key, limit, ttl_ms, wait_ms, kind, done, arg));
+}
+
+hilock_status hl_async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
+                               const hl_kind_ops *kind, hilock_done_fn done, void *arg)
+{
+    return hl_async_acquire_limit(c, key, 0, ttl_ms, wait_ms, kind, done, arg);
 }
 
 static hilock_status lock_call(hilock *l, int op, int64_t ttl_ms, hilock_done_fn done, void *arg)

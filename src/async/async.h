@@ -21,6 +21,10 @@
 /* hilock_acquire_async with the lock kind the entry point chose (api/async.c). */
 hilock_status hl_async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                                const hl_kind_ops *kind, hilock_done_fn done, void *arg);
+/* ... and for a kind that takes a limit (hl_acquire_limit: the semaphore's; 0 for the others):
+ * the caller has checked limit. */
+hilock_status hl_async_acquire_limit(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
+                                     int64_t wait_ms, const hl_kind_ops *kind, hilock_done_fn done, void *arg);
 
 /* ---- keepalive.c's renewal rules, also run by the keepalive on a loop (async.c) ---- */
 /* When the next renewal is due: once a third of the ttl has passed since the last grant. */
