@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "holders.h"
 
@@ -62,6 +63,14 @@ static void release_free(hilock *l)
 {
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
+}
+
+static long long hfield_exists(const char *hash, const char *field)
+{
+    redisReply *rep = hlt_cmd(R, "HEXISTS %s %s", hash, field);
+    long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -99;
+    if (rep) freeReplyObject(rep);
+    return n;
 }
 
 /* ---- the limit ---- */
@@ -179,6 +188,151 @@ Test(sem, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
     hilock_client_free(b);
 }
 
+/* One freed permit wakes one waiter: of two blocked waiters (limit 1), the release grants one
+ * at once; the other is woken by that one's release, each well before its poll. */
+Test(sem, a_release_wakes_one_waiter_per_freed_permit)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 1, 60000, 0);
+    hlt_bg w[2];
+    long long t_rel;
+    int first;
+    for (int i = 0; i < 2; i++) {
+        w[i] = (hlt_bg){ .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000,
+                         .retry_delay_ms = 5000 };
+        hlt_bg_start(&w[i]);
+    }
+    cr_assert_eq(hlt_await_zcard(R, "{sem}:wq", 2, 5000), 2, "the waiters never registered");
+    hlt_sleep_ms(100);
+    t_rel = hlt_now_ms();
+    release_free(l);
+    while (!hlt_bg_done(&w[0]) && !hlt_bg_done(&w[1]) && hlt_now_ms() < t_rel + 2000) hlt_sleep_ms(2);
+    first = hlt_bg_done(&w[0]) ? 0 : 1;
+    cr_assert(hlt_bg_done(&w[first]), "no waiter woken within 2 s of the release");
+    cr_assert_eq(hlt_bg_join(&w[first], 1000), HILOCK_OK, "%s", w[first].err);
+    hlt_sleep_ms(200);
+    cr_assert_not(hlt_bg_done(&w[1 - first]), "both granted with limit 1: %s", w[1 - first].err);
+    cr_assert_eq(hlt_zcard(R, "sem"), 2);
+    t_rel = hlt_now_ms();
+    cr_assert_eq(hilock_release(w[first].l), HILOCK_OK);
+    cr_assert_eq(hlt_bg_join(&w[1 - first], 10000), HILOCK_OK, "%s", w[1 - first].err);
+    cr_log_info("second waiter: granted %lld ms after the first one's release", w[1 - first].t_done - t_rel);
+    cr_assert_lt(w[1 - first].t_done - t_rel, 2000, "polled, not woken");
+    for (int i = 0; i < 2; i++) hlt_bg_free(&w[i]);
+    cr_assert_eq(hlt_exists(R, "sem"), 0);
+    hilock_client_free(c);
+}
+
+/* Once the waiters are served and gone, only the fence counter is left (it has a ttl): the
+ * waiter queue and the wake-up list expire. */
+Test(sem, nothing_but_the_fence_counter_is_left_behind)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 1, 60000, 0);
+    hlt_bg w = { .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000 };
+    redisReply *keys;
+    long long end = hlt_now_ms() + 5000;
+    hlt_bg_start(&w);
+    cr_assert_eq(hlt_await_zcard(R, "{sem}:wq", 1, 5000), 1);
+    release_free(l);
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
+    hlt_bg_free(&w);
+    while (hlt_dbsize(R) > 1 && hlt_now_ms() < end) hlt_sleep_ms(20);
+    keys = hlt_cmd(R, "KEYS *");
+    cr_assert(keys && keys->type == REDIS_REPLY_ARRAY);
+    cr_assert(keys->elements == 1 && !strcmp(keys->element[0]->str, "{sem}:fence"), "%zu keys left, first %s",
+              keys->elements, keys->elements ? keys->element[0]->str : "-");
+    freeReplyObject(keys);
+    cr_assert_gt(hlt_pttl(R, "{sem}:fence"), 0, "the fence counter has no expiry");
+    hilock_client_free(c);
+}
+
+Test(sem, the_holder_record_says_since_limit_host_pid_and_program)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 3, 20000, 0);
+    long long now = hlt_server_ms(R);
+    redisReply *rep = hlt_cmd(R, "HGET {sem}:holders %s", hilock_token(l));
+    char want[64];
+    cr_assert(rep && rep->type == REDIS_REPLY_STRING, "no holder record for %s", hilock_token(l));
+    cr_log_info("holder record: %s", rep->str);
+    cr_assert_lt(llabs(atoll(rep->str) - now), 5000, "since %s, server clock %lld", rep->str, now);
+    snprintf(want, sizeof want, "\n3\n");
+    cr_assert(strstr(rep->str, want), "limit: %s", rep->str);
+    snprintf(want, sizeof want, "\n%d\n", (int)getpid());
+    cr_assert(strstr(rep->str, want), "pid: %s", rep->str);
+    cr_assert_gt(hlt_pttl(R, "{sem}:holders"), 15000, "the records expire with the key");
+    freeReplyObject(rep);
+    release_free(l);
+    cr_assert_eq(hlt_exists(R, "{sem}:holders"), 0);
+    hilock_client_free(c);
+}
+
+/* A permit whose expiry has passed (its member still in the set, not pruned yet) is not
+ * renewed by an extend: its place may have been given to another caller already. */
+Test(sem, an_expired_permit_is_not_extended_back_to_life)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *gone = must_sem(a, "sem", 2, 300, 0), *kept = must_sem(b, "sem", 2, 20000, 0);
+    hlt_sleep_ms(500);
+    cr_assert_eq(hilock_check(gone), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
+    cr_assert_eq(hilock_extend(gone, 20000), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
+    cr_assert_eq(hlt_zscore(R, "sem", hilock_token(gone), &(double){ 0 }), 0, "renewed an expired permit");
+    cr_assert_eq(hlt_zcard(R, "sem"), 2, "the live permit and the marker");
+    hlt_assert_expiry(R, kept, 20000);
+    hilock_free(gone);
+    release_free(kept);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+/* The key's ttl follows its latest holder: shortening the longest permit brings it down to
+ * the next one's expiry, never below a live holder's. */
+Test(sem, the_key_expires_with_its_latest_holder)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *long_ = must_sem(a, "sem", 2, 30000, 0), *short_ = must_sem(b, "sem", 2, 10000, 0);
+    cr_assert_gt(hlt_pttl(R, "sem"), 25000);
+    cr_assert_eq(hilock_extend(long_, 2000), HILOCK_OK);
+    cr_assert(hlt_pttl(R, "sem") > 5000 && hlt_pttl(R, "sem") <= 10000, "pttl %lld: not the latest holder's",
+              hlt_pttl(R, "sem"));
+    cr_assert_gt(hlt_pttl(R, "{sem}:holders"), 5000);
+    release_free(long_);
+    release_free(short_);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+/* Release and extend compare the member: a key that holds another kind now (here a plain
+ * lock) is left alone, its value and ttl as they were. */
+Test(sem, release_and_extend_leave_a_key_of_another_kind_alone)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *l = must_sem(a, "k", 2, 20000, 0), *p;
+    char *v;
+    freeReplyObject(hlt_cmd(R, "DEL k"));
+    cr_assert_eq(hilock_acquire(b, "k", 20000, 0, &p), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    hlt_sleep_ms(20);
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
+    cr_assert_leq(hlt_pttl(R, "k"), 20000, "the plain lock's ttl moved");
+    cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
+    cr_assert(strstr(hilock_client_errmsg(a), "the key holds another kind now"), "%s", hilock_client_errmsg(a));
+    v = hlt_get(R, "k");
+    cr_assert(v && !strcmp(v, hilock_token(p)), "k holds %s", v);
+    free(v);
+    release_free(p);
+    hilock_free(l);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
 /* ---- expiry ---- */
 
 Test(sem, a_holder_that_never_releases_loses_its_permit_after_its_ttl)
@@ -194,6 +348,7 @@ Test(sem, a_holder_that_never_releases_loses_its_permit_after_its_ttl)
     l = must_sem(b, "sem", 1, 20000, 10000);
     cr_assert_lt(hlt_now_ms() - t0, 5000, "the permit came back after %lld ms", hlt_now_ms() - t0);
     cr_assert_eq(hlt_zscore(R, "sem", token, &(double){ 0 }), 0, "the dead permit is pruned");
+    cr_assert_eq(hfield_exists("{sem}:holders", token), 0, "and its holder record");
     cr_assert_eq(hlt_zcard(R, "sem"), 2);
     hlt_assert_expiry(R, l, 20000);
     release_free(l);
@@ -359,7 +514,9 @@ Test(sem, bad_limits_and_arguments_are_einval_and_write_nothing)
     const int bad[] = { 0, -1, HILOCK_SEM_LIMIT_MAX + 1, -2147483647 - 1 };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_einval_empty(c, hilock_sem_acquire(c, "sem", bad[i], 5000, 0, &l), &l);
-        cr_assert(strstr(hilock_client_errmsg(c), "limit"), "limit %d: %s", bad[i], hilock_client_errmsg(c));
+        char want[64];
+        snprintf(want, sizeof want, "limit must be 1..1000 (got %d)", bad[i]);
+        cr_assert_str_eq(hilock_client_errmsg(c), want);
     }
     assert_einval_empty(c, hilock_sem_acquire(c, NULL, 2, 5000, 0, &l), &l);
     assert_einval_empty(c, hilock_sem_acquire(c, "", 2, 5000, 0, &l), &l);
@@ -434,6 +591,64 @@ Test(sem, a_zset_without_the_marker_is_refused)
     assert_refused_kind("k", "k holds a zset");
 }
 
+Test(sem, a_plain_lock_on_a_semaphore_key_is_refused_naming_it)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *l = must_sem(a, "k", 3, 20000, 0);
+    hlt_assert_unchanged_by(R, b, &(hlt_bg){ .key = "k", .plain = 1, .ttl_ms = 5000 }, HILOCK_EREPLY,
+                            "k holds a semaphore, not a lock", 1);
+    release_free(l);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+/* hilock_client with one option changed from the defaults: fair, fencing or bridge. */
+static hilock_client *client_with(int fair, int fencing, int bridge)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    const char *url = R->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.fair = fair;
+    o.fencing = fencing;
+    o.bridge = bridge;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+Test(sem, fair_is_refused_with_the_reason)
+{
+    hilock_client *c = client_with(1, 1, 0);
+    hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = "sem", .limit = 3, .ttl_ms = 5000 }, HILOCK_EINVAL,
+                            "fair is not supported by hilock_sem_acquire: its waiters are not served in order "
+                            "(docs/semaphore.md)", 1);
+    cr_assert_eq(hlt_dbsize(R), 0);
+    hilock_client_free(c);
+}
+
+/* fencing = 0 and bridge are hilock_acquire's: a permit mints its fencing token anyway, and
+ * no legacy stamp is written. */
+Test(sem, fencing_0_and_bridge_do_not_apply)
+{
+    NEEDS_32();
+    hilock_client *c[2] = { client_with(0, 0, 0), client_with(0, 1, 1) };
+    hilock *l[2];
+    for (int i = 0; i < 2; i++) {
+        l[i] = must_sem(c[i], "sem", 3, 20000, 0);
+        cr_assert_gt(hilock_fence(l[i]), 0, "client %d: no fencing token", i);
+        cr_assert_eq(strlen(hilock_token(l[i])), 32, "token %s", hilock_token(l[i]));
+        hlt_assert_expiry(R, l[i], 20000);
+    }
+    cr_assert_gt(hilock_fence(l[1]), hilock_fence(l[0]));
+    for (int i = 0; i < 2; i++) {
+        release_free(l[i]);
+        hilock_client_free(c[i]);
+    }
+}
+
 Test(sem, is_refused_over_several_masters)
 {
     hlt_redis *r2 = hlt_redis_start(NULL), *r3 = hlt_redis_start(NULL);
@@ -449,8 +664,8 @@ Test(sem, is_refused_over_several_masters)
     cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
     cr_assert_null(l);
     cr_log_info("Redlock: %s", hilock_client_errmsg(c));
-    cr_assert(strstr(hilock_client_errmsg(c), "a semaphore over 3 masters cannot keep its limit"), "errmsg: %s",
-              hilock_client_errmsg(c));
+    cr_assert_str_eq(hilock_client_errmsg(c), "a semaphore over 3 masters cannot keep its limit: with quorum 2, "
+                     "limit+1 holders can each hold a quorum");
     cr_assert(hlt_dbsize(R) == 0 && hlt_dbsize(r2) == 0 && hlt_dbsize(r3) == 0, "nothing written");
     hilock_client_free(c);
     hlt_redis_stop(r2);
@@ -480,11 +695,12 @@ Test(sem, is_not_reentrant)
 Test(sem, is_einval_on_a_server_older_than_3_2)
 {
     hilock_client *c = client();
+    char want[160];
     if (hlt_server_version() >= 30200 || hlt_server_version() == 0)
         cr_skip_test("n/a on %s: it runs the semaphore", hlt_server_name());
-    hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = "sem", .limit = 3, .ttl_ms = 5000 }, HILOCK_EINVAL,
-                            "Redis >= 3.2", 1);
-    cr_assert(strstr(hilock_client_errmsg(c), hlt_server_name()), "errmsg: %s", hilock_client_errmsg(c));
+    snprintf(want, sizeof want, "semaphores and shared/exclusive locks need Redis >= 3.2: 127.0.0.1:%d runs %s",
+             R->port, hlt_server_name());
+    hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = "sem", .limit = 3, .ttl_ms = 5000 }, HILOCK_EINVAL, want, 1);
     cr_assert_eq(hlt_dbsize(R), 0);
     hilock_client_free(c);
 }
