@@ -418,6 +418,33 @@ Test(rw, a_waiting_plain_lock_stops_new_readers_and_is_woken)
     hilock_client_free(b);
 }
 
+/* The {k}:waiters marker a plain-lock writer leaves outlives its wait (it lapses on its own,
+ * ~2 s later by default): once that writer has had its turn and released, no writer waits,
+ * and a shared try-lock on the free key must be granted, not told "a writer waits". */
+Test(rw, a_plain_writers_finished_turn_does_not_hold_readers_off)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *s = must_rw(a, "k", S, 60000, 0), *n = NULL;
+    hlt_bg w = { .url = R->url, .key = "k", .plain = 1, .ttl_ms = 20000, .wait_ms = 15000 };
+    hilock_status st;
+    long long end;
+    hlt_bg_start(&w);
+    end = hlt_now_ms() + 5000;
+    while (!hlt_exists(R, "{k}:waiters") && hlt_now_ms() < end) hlt_sleep_ms(5);
+    release_free(s);
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
+    cr_assert_eq(hilock_release(w.l), HILOCK_OK);
+    cr_assert_eq(hlt_exists(R, "k"), 0, "the key is free");
+    st = hilock_rw_acquire(b, "k", S, 20000, 0, &n);
+    cr_assert_eq(st, HILOCK_OK, "shared try-lock on a free key after the plain writer's turn: %s (%s; "
+                 "{k}:waiters pttl %lld)", hilock_strerror(st), hilock_client_errmsg(b), hlt_pttl(R, "{k}:waiters"));
+    release_free(n);
+    hlt_bg_free(&w);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
 /* ---- refusals ---- */
 
 static void assert_refused_kind(const char *key, const char *kind_named)
