@@ -23,7 +23,7 @@
 #include "transport.h"
 
 /* ---- commands ---- */
-#define HL_MAX_ARGS  14   /* fair.lua acquire: 5 keys, 9 arguments */
+#define HL_MAX_ARGS  15   /* permits.lua acquire: 5 keys, 10 arguments */
 #define HL_MAX_CMDS  4
 #define HL_MAX_NODES 32   /* masters of one client: node sets are uint32_t masks */
 

@@ -82,6 +82,7 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
     hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_KEEP_MS);
     hl_cmd_argi(cmd, b->num[4], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);   /* as modern.c */
     hl_cmd_arg(cmd, l->c->holder, (size_t)-1);
+    hl_cmd_arg(cmd, l->queued ? "1" : "0", 1);   /* an earlier attempt may have registered us */
     if (mark_ms > 0) l->queued = 1;   /* registered as a waiter (the answer may be lost) */
     return HILOCK_OK;
 }

@@ -15,7 +15,8 @@
 -- ARGV[3] our token (the member)
 -- acquire: ARGV[4] ttl ms, ARGV[5] limit (shared: the most holders at once), ARGV[6] ms a
 --   waiter stays registered (0: no wait follows), ARGV[7] ms to keep the counter, ARGV[8] ms to
---   keep a counter that holds an epoch (at or above 2^42), ARGV[9] "host\npid\nprogram"
+--   keep a counter that holds an epoch (at or above 2^42), ARGV[9] "host\npid\nprogram",
+--   ARGV[10] '1' = an earlier attempt may have registered us as a waiter
 --   {1, fence}: granted (also when the token is already a holder: a retry after a lost reply)
 --   {0, pttl, {why, held, limit}}: busy; pttl: until the first holder expires (the hint);
 --   why: 0 permits all held, 1 held exclusive, 2 held shared, 3 held shared and a writer
@@ -25,6 +26,9 @@
 -- release: 1 released (waiters woken), 0 not a holder, -1 the key holds another kind now
 -- check: {1, pttl} a holder, {0, -2} not one, {-1, pttl} the key holds another kind now
 -- leave: 1 (our registration as a waiter, if any, is gone)
+-- The key's expiry is never shorter than its latest holder's (a release leaves it as it was:
+-- the next grant or extend sets it again). Waiters count while their registration lives;
+-- lapsed ones are removed when a waiter registers.
 -- Time is the server's (TIME), never a client's clock. Every command that can fail
 -- (WRONGTYPE) runs before the first write: Redis does not roll back a script. A key of another
 -- kind is refused with WRONGTYPE (src/lock/lock.c names what it holds: types.lua), except
@@ -39,12 +43,17 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local wrongtype = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
--- what the key holds: 'none', 'ours' (this kind), 'lock' (a string), 'other'
-local kt = redis.call('TYPE', key)['ok']
-local found = kt
-if kt == 'zset' then found = redis.call('ZSCORE', key, marker) and 'ours' or 'other'
-elseif kt == 'string' then found = 'lock'
-elseif kt ~= 'none' then found = 'other' end
+-- what the key holds: 'ours' (this kind), 'none', 'lock' (a string), 'other'; one command
+-- on the usual path (an acquire most often finds no key, the others their own kind)
+local found
+local function by_type()
+  local kt = redis.call('TYPE', key)['ok']
+  if kt == 'zset' then return redis.call('ZSCORE', key, marker) and 'ours' or 'other' end
+  return (kt == 'none' and 'none') or (kt == 'string' and 'lock') or 'other'
+end
+if op == 'acquire' then found = by_type()
+elseif type(redis.pcall('ZSCORE', key, marker)) == 'string' then found = 'ours'
+else found = by_type() end
 
 if op == 'check' then   -- reads only: an expired holder is not one, pruned or not
   if found == 'none' then return {0, -2} end
@@ -54,7 +63,7 @@ if op == 'check' then   -- reads only: an expired holder is not one, pruned or n
   return {0, -2}
 end
 
--- holders whose expiry has passed leave (their records too); so do lapsed waiters
+-- holders whose expiry has passed leave, with their records
 local function prune()
   local gone = redis.call('ZRANGEBYSCORE', key, '-inf', now)
   if #gone > 0 then
@@ -63,26 +72,27 @@ local function prune()
   end
 end
 
--- holders left (the marker excluded); the key follows the latest one, or goes with the last
-local function settle()
+-- how many holders are left (the marker excluded); the key goes with the last
+local function left()
   local n = redis.call('ZCARD', key) - 1
-  if n <= 0 then
-    redis.call('DEL', key, holders)
-    return 0
-  end
-  local last = redis.call('ZREVRANGEBYSCORE', key, '(+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  local keep = string.format('%.0f', math.max(1, tonumber(last[2]) - now))
-  redis.call('PEXPIRE', key, keep)
-  redis.call('PEXPIRE', holders, keep)
+  if n <= 0 then redis.call('DEL', key, holders) end
   return n
+end
+
+-- the key and the records last as long as the latest holder (ms from now: its keep). A
+-- whole number below 2^53 goes to Redis as its digits (a number argument is written %.17g),
+-- cheaper than string.format.
+local function keep(ms)
+  local k = math.max(1, ms)
+  redis.call('PEXPIRE', key, k)
+  redis.call('PEXPIRE', holders, k)
 end
 
 -- live waiters of a mode ('x:', 's:'; nil: all)
 local function waiting(prefix)
-  local all = redis.call('ZRANGE', wq, 0, -1)
-  if not prefix then return #all end
+  if not prefix then return redis.call('ZCOUNT', wq, '(' .. now, '+inf') end
   local n = 0
-  for _, w in ipairs(all) do
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', wq, '(' .. now, '+inf')) do
     if string.sub(w, 1, 2) == prefix then n = n + 1 end
   end
   return n
@@ -115,20 +125,22 @@ end
 if op == 'release' or op == 'extend' then
   if found == 'none' then return 0 end
   if found ~= 'ours' then return -1 end
-  redis.call('ZREMRANGEBYSCORE', wq, '-inf', now)
   prune()
-  if not redis.call('ZSCORE', key, tok) then
-    settle()
-    return 0
-  end
   if op == 'extend' then
+    if not redis.call('ZSCORE', key, tok) then
+      left()
+      return 0
+    end
     redis.call('ZADD', key, 'XX', now + tonumber(ARGV[4]), tok)
-    settle()
+    local last = redis.call('ZREVRANGEBYSCORE', key, '(+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    keep(tonumber(last[2]) - now)
     return 1
   end
-  redis.call('ZREM', key, tok)
-  redis.call('HDEL', holders, tok)
-  wake(settle())
+  local mine = redis.call('ZREM', key, tok) == 1
+  local held = left()
+  if not mine then return 0 end
+  if held > 0 then redis.call('HDEL', holders, tok) end
+  wake(held)
   return 1
 end
 
@@ -137,13 +149,11 @@ if found == 'other' or (found == 'lock' and mode == 'sem') then
   return redis.error_reply(wrongtype)
 end
 local last = tonumber(redis.call('GET', fence)) or 0   -- (WRONGTYPE here: before any write)
-local limit, mark = tonumber(ARGV[5]), tonumber(ARGV[6]) or 0
-redis.call('ZREMRANGEBYSCORE', wq, '-inf', now)
+local ttl, limit, mark = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]) or 0
 local held = 0
 if found == 'ours' then
   prune()
-  held = redis.call('ZCARD', key) - 1
-  if held == 0 then redis.call('DEL', key, holders) end   -- (the marker alone: no holder left)
+  held = left()
 end
 local first = held > 0 and redis.call('ZRANGE', key, 0, 0, 'WITHSCORES') or {}
 local pttl = held > 0 and math.max(1, tonumber(first[2]) - now) or 0
@@ -162,28 +172,38 @@ elseif redis.call('EXISTS', KEYS[5]) == 1 then
 end
 if why then
   if mark > 0 then
+    redis.call('ZREMRANGEBYSCORE', wq, '-inf', now)
     redis.call('ZADD', wq, now + mark, tok)
     local lapse = redis.call('ZRANGE', wq, -1, -1, 'WITHSCORES')
     redis.call('PEXPIRE', wq, math.max(1, tonumber(lapse[2]) - now))
-  else
+  elseif ARGV[10] == '1' then
     redis.call('ZREM', wq, tok)
   end
   if pttl == 0 and why == 3 then pttl = 1 end
   return {0, pttl, {why, held, limit}}
 end
 
--- granted (or already ours: a retry after a lost reply)
-if held == 0 then redis.call('ZADD', key, '+inf', marker) end
-redis.call('ZADD', key, now + tonumber(ARGV[4]), tok)
-redis.call('ZREM', wq, tok)
-redis.call('HSET', holders, tok, string.format('%.0f', now) .. '\n' .. (mode == 'sem' and limit or 0) .. '\n' .. ARGV[9])
-settle()
--- the fencing token never goes back: counter + 1, but at least the server clock in ms; kept
--- its lead over the clock, and far longer once it holds an epoch (as acquire.lua, fair.lua)
-local f = math.max(last + 1, now)
-local keep = string.format('%.0f', tonumber(ARGV[7]) + f - now)
-if f >= 4398046511104 then   -- 2^42
-  keep = string.format('%.0f', math.max(tonumber(ARGV[8]), redis.call('PTTL', fence)))
+-- granted (or already ours: a retry after a lost reply); the marker with the first holder
+if held <= 0 then redis.call('ZADD', key, '+inf', marker, now + ttl, tok)
+else redis.call('ZADD', key, now + ttl, tok) end
+if ARGV[10] == '1' then redis.call('ZREM', wq, tok) end
+redis.call('HSET', holders, tok, now .. '\n' .. (mode == 'sem' and limit or 0) .. '\n' .. ARGV[9])   -- (13 digits)
+if held <= 0 or redis.call('PTTL', key) < ttl then keep(ttl) end
+-- the fencing token never goes back: counter + 1, but at least the server clock in ms, with
+-- acquire.lua's rules for its expiry: a counter at or behind the clock is set to it; one with
+-- an epoch in it lives far longer, never shortened; one ahead of the clock keeps its expiry
+-- across INCR, renewed every 1024th grant for ttl + 1 hour plus its lead
+local f = last + 1
+if f <= now then
+  f = now
+  redis.call('SET', fence, string.format('%.0f', f), 'PX', tonumber(ARGV[7]))
+else
+  if type(redis.pcall('INCR', fence)) ~= 'number' then   -- (a number INCR cannot take)
+    redis.call('SET', fence, string.format('%.0f', f), 'PX', tonumber(ARGV[7]))
+  elseif f >= 4398046511104 then   -- 2^42
+    redis.call('PEXPIRE', fence, math.max(tonumber(ARGV[8]), redis.call('PTTL', fence)))
+  elseif f % 1024 == 0 then
+    redis.call('PEXPIRE', fence, tonumber(ARGV[7]) + f - now)
+  end
 end
-redis.call('SET', fence, string.format('%.0f', f), 'PX', keep)
 return {1, f}
