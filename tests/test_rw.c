@@ -672,3 +672,42 @@ Test(rw, a_failover_after_a_shared_grant_makes_check_and_release_lost, .fini = s
     hilock_free(s);
     hilock_client_free(c);
 }
+
+/* The read-back connection of r anew (a failover's role change closes the old one: a write
+ * on it would raise SIGPIPE). */
+static void fresh_cli(hlt_redis *r)
+{
+    if (r->cli) redisFree(r->cli);
+    r->cli = NULL;
+}
+
+/* A clean failover (SENTINEL failover, the grant replicated): the new master proves the
+ * grants survived (failover.lua on a sorted set): check, extend and release work there. */
+Test(rw, grants_survive_a_clean_failover, .fini = sentinel_fini, .timeout = 60)
+{
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
+    hilock_client *c, *d;
+    hilock *s, *x = (hilock *)&x;
+    long long end;
+    double score;
+    SF = hlt_sentinel_start();
+    cr_assert_not_null(SF, "sentinel fixture did not start");
+    c = client_on((const char *const[]){ SF->url }, 1, 0);
+    d = client_on((const char *const[]){ SF->url }, 1, 0);
+    s = must_rw(c, "k", S, 30000, 0);
+    end = hlt_now_ms() + 3000;
+    while (!hlt_zscore(SF->data[1], "k", hilock_token(s), &score) && hlt_now_ms() < end) hlt_sleep_ms(10);
+    cr_assert(hlt_zscore(SF->data[1], "k", hilock_token(s), &score), "the replica never got the grant");
+    cr_assert_eq(hlt_sentinel_failover(SF, 0), 0, "failover did not complete");
+    fresh_cli(SF->data[1]);
+    cr_assert_eq(hilock_check(s), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_rw_acquire(d, "k", X, 30000, 0, &x), HILOCK_BUSY, "%s", hilock_client_errmsg(d));
+    cr_assert_null(x);
+    cr_assert_eq(hilock_extend(s, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    assert_grant(SF->data[1], s, S, 30000);
+    cr_assert_eq(hilock_release(s), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(SF->data[1], "k"), 0);
+    hilock_free(s);
+    hilock_client_free(c);
+    hilock_client_free(d);
+}

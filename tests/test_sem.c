@@ -484,6 +484,57 @@ Test(sem, keepalive_renews_a_permit_past_its_ttl)
     hilock_client_free(c);
 }
 
+static void lost(hilock *l, hilock_status why, void *arg)
+{
+    (void)l;
+    __atomic_store_n((int *)arg, (int)why, __ATOMIC_RELEASE);
+}
+
+/* A keepalive whose renewal finds the permit gone says so (on_lost, NOT_HELD). */
+Test(sem, keepalive_reports_a_permit_taken_away)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 2, 600, 0);
+    int why = -1;
+    long long end = hlt_now_ms() + 5000;
+    cr_assert_eq(hilock_keepalive(l, lost, &why), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    freeReplyObject(hlt_cmd(R, "ZREM sem %s", hilock_token(l)));
+    while (__atomic_load_n(&why, __ATOMIC_ACQUIRE) < 0 && hlt_now_ms() < end) hlt_sleep_ms(10);
+    cr_assert_eq(why, HILOCK_NOT_HELD, "on_lost: %d", why);
+    cr_assert_eq(hlt_zscore(R, "sem", hilock_token(l), &(double){ 0 }), 0, "the keepalive re-added it");
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+/* min_replicas on a master without replicas: EREPLICAS, and the grant is taken back by
+ * member (the key, with only its marker left, goes), the other holder untouched. */
+Test(sem, a_permit_without_its_replicas_is_ereplicas_and_undone)
+{
+    HLT_NEEDS(30200, "the semaphore's script reads the server's clock (Redis 3.2+)");
+    hilock_options o;
+    hilock_client *c, *d = client();
+    hilock *l = (hilock *)&l, *other;
+    const char *url = R->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.min_replicas = 1;
+    o.replicas_timeout_ms = 50;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert_eq(hlt_exists(R, "sem"), 0, "the permit was not undone");
+    other = must_sem(d, "sem", 3, 20000, 0);
+    l = (hilock *)&l;
+    cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_zcard(R, "sem"), 2, "the other permit and the marker alone");
+    hlt_assert_expiry(R, other, 20000);
+    release_free(other);
+    hilock_client_free(c);
+    hilock_client_free(d);
+}
+
 Test(sem, token_and_key_accessors)
 {
     NEEDS_32();
