@@ -130,8 +130,8 @@ void hlt_bg_start(hlt_bg *bg)
 {
     hilock_options o;
     hilock_options_init(&o);
-    o.servers = &bg->url;
-    o.nservers = 1;
+    o.servers = bg->nurls ? bg->urls : &bg->url;
+    o.nservers = bg->nurls ? bg->nurls : 1;
     o.retry_delay_ms = bg->retry_delay_ms ? bg->retry_delay_ms : 50;
     cr_assert_eq(hilock_client_new(&o, &bg->c), HILOCK_OK, "%s", hilock_last_config_error());
     bg->l = NULL;

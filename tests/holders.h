@@ -27,6 +27,8 @@ char     *hlt_db_snapshot(hlt_redis *r, const char *key);
  * hilock_acquire (plain = 1). */
 typedef struct hlt_bg {
     const char     *url, *key;
+    const char *const *urls;           /* several masters (Redlock): nurls of them, else url */
+    size_t          nurls;
     int             limit, plain;
     hilock_rw_mode  mode;
     int64_t         ttl_ms, wait_ms, retry_delay_ms;

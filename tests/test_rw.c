@@ -637,6 +637,59 @@ Test(rw, over_three_masters_exclusive_and_shared_exclude_each_other)
     hlt_redis_stop(m[2]);
 }
 
+/* Redlock: a writer waiting on three masters holds new readers off there too, and the last
+ * reader's release (signalled by every master) wakes it. */
+Test(rw, over_three_masters_a_waiting_writer_stops_readers_and_is_woken)
+{
+    NEEDS_32();
+    hlt_redis *m[3] = { R, hlt_redis_start(NULL), hlt_redis_start(NULL) };
+    const char *urls[3];
+    hilock_client *a, *b;
+    hilock *s;
+    hlt_bg w = { .urls = urls, .nurls = 3, .key = "k", .mode = X, .ttl_ms = 20000, .wait_ms = 15000,
+                 .retry_delay_ms = SLOW_POLL_MS };
+    long long t_rel;
+    cr_assert(m[1] && m[2]);
+    for (int i = 0; i < 3; i++) urls[i] = m[i]->url;
+    a = client_on(urls, 3, 0);
+    b = client_on(urls, 3, 0);
+    s = must_rw(a, "k", S, 60000, 0);
+    hlt_bg_start(&w);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(hlt_await_zcard(m[i], "{k}:wq", 1, 5000), 1, "master %d: the writer never registered", i);
+    {
+        hilock *n = (hilock *)&n;
+        cr_assert_eq(hilock_rw_acquire(b, "k", S, 20000, 0, &n), HILOCK_BUSY, "%s", hilock_client_errmsg(b));
+        cr_assert_null(n);
+    }
+    hlt_sleep_ms(100);
+    t_rel = hlt_now_ms();
+    release_free(s);
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
+    cr_log_info("Redlock: last reader's release -> writer granted: %lld ms", w.t_done - t_rel);
+    cr_assert_lt(w.t_done - t_rel, WOKEN_MS, "granted %lld ms after the release: polled, not woken",
+                 w.t_done - t_rel);
+    for (int i = 0; i < 3; i++) assert_grant(m[i], w.l, X, 20000);
+    hlt_bg_free(&w);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hlt_redis_stop(m[1]);
+    hlt_redis_stop(m[2]);
+}
+
+/* options.fair is hilock_acquire too: on a key held shared it is BUSY, as the default lock. */
+Test(rw, a_fair_plain_lock_is_busy_on_a_key_held_shared)
+{
+    NEEDS_32();
+    const char *url = R->url;
+    hilock_client *a = client(), *f = client_on(&url, 1, 1);
+    hilock *s = must_rw(a, "k", S, 20000, 0);
+    hlt_assert_unchanged_by(R, f, &(hlt_bg){ .key = "k", .plain = 1, .ttl_ms = 5000 }, HILOCK_BUSY, "k", 1);
+    release_free(s);
+    hilock_client_free(a);
+    hilock_client_free(f);
+}
+
 /* ---- Sentinel ---- */
 
 static hlt_sentinel *SF;
