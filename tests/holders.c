@@ -133,6 +133,7 @@ void hlt_bg_start(hlt_bg *bg)
     o.servers = bg->nurls ? bg->urls : &bg->url;
     o.nservers = bg->nurls ? bg->nurls : 1;
     o.retry_delay_ms = bg->retry_delay_ms ? bg->retry_delay_ms : 50;
+    o.wake = !bg->no_wake;
     cr_assert_eq(hilock_client_new(&o, &bg->c), HILOCK_OK, "%s", hilock_last_config_error());
     bg->l = NULL;
     bg->done = 0;

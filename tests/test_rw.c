@@ -330,6 +330,25 @@ Test(rw, shared_holders_are_capped_at_the_largest_limit)
     hilock_client_free(c);
 }
 
+/* A writer that polls (options.wake = 0) registers as a waiter all the same: new readers are
+ * held off, and it gets the key once they leave. */
+Test(rw, a_polling_writer_is_preferred_too)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *s = must_rw(a, "k", S, 60000, 0);
+    hlt_bg w = { .url = R->url, .key = "k", .mode = X, .ttl_ms = 20000, .wait_ms = 15000, .no_wake = 1 };
+    hlt_bg_start(&w);
+    cr_assert_eq(hlt_await_zcard(R, "{k}:wq", 1, 5000), 1, "a polling writer never registered in {k}:wq");
+    assert_busy_says(b, "k", S, "k: held shared by 1 (a writer waits)", 0);
+    release_free(s);
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
+    assert_grant(R, w.l, X, 20000);
+    hlt_bg_free(&w);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
 /* ---- fences ---- */
 
 Test(rw, an_exclusive_fence_exceeds_every_earlier_fence)

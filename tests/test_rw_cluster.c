@@ -11,6 +11,7 @@
 #include "cluster_fixture.h"
 #include "fixture.h"
 #include "hilock.h"
+#include "holders.h"
 
 #define NEEDS_40() HLT_NEEDS(40000, "Cluster URLs need failover awareness (Redis 4.0+)")
 
@@ -126,4 +127,34 @@ Test(rw_cluster, semaphore_permits_on_a_tagged_key)
     hilock_free(l[1]);
     hilock_free(n);
     for (int i = 0; i < 3; i++) hilock_client_free(c[i]);
+}
+
+/* A writer waiting on a cluster key is woken by the last reader's release: the waiter queue
+ * and the wake-up lists are in the key's slot too. */
+Test(rw_cluster, a_waiting_writer_is_woken_on_the_keys_master)
+{
+    NEEDS_40();
+    hlt_cluster *f = fx(0);
+    hilock_client *a = client(f->url);
+    hilock *s;
+    hlt_bg w = { .url = f->url, .key = "jobs:{wake}:db", .mode = HILOCK_EXCLUSIVE, .ttl_ms = 10000,
+                 .wait_ms = 15000, .retry_delay_ms = 5000 };
+    int m = hlt_cluster_key_master(f, w.key);
+    long long t_rel, end;
+    cr_assert_geq(m, 0);
+    cr_assert_eq(hilock_rw_acquire(a, w.key, HILOCK_SHARED, 30000, 0, &s), HILOCK_OK, "%s", hilock_client_errmsg(a));
+    hlt_bg_start(&w);
+    end = hlt_now_ms() + 5000;
+    while (zcard_on(f, m, "jobs:{wake}:db:wq") != 1 && hlt_now_ms() < end) hlt_sleep_ms(5);
+    cr_assert_eq(zcard_on(f, m, "jobs:{wake}:db:wq"), 1, "the writer never registered on master %d", m);
+    hlt_sleep_ms(100);
+    t_rel = hlt_now_ms();
+    cr_assert_eq(hilock_release(s), HILOCK_OK, "%s", hilock_client_errmsg(a));
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
+    cr_log_info("cluster: reader's release -> writer granted: %lld ms", w.t_done - t_rel);
+    cr_assert_lt(w.t_done - t_rel, 2000, "granted %lld ms after the release: polled, not woken", w.t_done - t_rel);
+    cr_assert_eq(zcard_on(f, m, w.key), 2);
+    hlt_bg_free(&w);
+    hilock_free(s);
+    hilock_client_free(a);
 }
