@@ -2,7 +2,9 @@
 /* fuzz_reply.c -- libFuzzer target for the reply limits (src/resp/resp_limit.c) and for what
  * hilock makes of a server's reply to each of its
  * scripts (src/lock/lock.c: hl_acquire_verdict, hl_tristate_verdict, hl_check_pttl_verdict;
- * legacy/legacy.c: the legacy kind's busy, which reads the value a legacy holder left) and
+ * legacy/legacy.c: the legacy kind's busy, which reads the value a legacy holder left;
+ * src/kinds/permits.c: the semaphore's and shared/exclusive lock's busy, which read
+ * permits.lua's {0, pttl, {why, held, limit}}) and
  * for the error mapping (hl_node_reply_error).
  *
  * The input is raw RESP bytes, as a server (or a broken proxy) could send them; the engine's
@@ -25,6 +27,7 @@
 #include "lock.h"
 #include "hilock_legacy.h"
 #include "../legacy/kinds.h"   /* hl_kind_legacy (src/kinds/ has a kinds.h too) */
+#include "../src/kinds/kinds.h"   /* hl_kind_sem, hl_kind_exclusive, hl_kind_shared */
 
 #define CHECK(cond) do { if (!(cond)) { \
     fprintf(stderr, "fuzz_reply: %s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
@@ -147,6 +150,37 @@ static void judge_legacy_busy(const redisReply *r)
     }
 }
 
+/* The sorted-set kinds' busy: whatever the third element holds, a message and no pause of
+ * its own (the pttl is the hint), as attempt() calls it. */
+static hilock_client *permits_client;
+
+static void judge_permits_busy(const redisReply *r)
+{
+    static const hl_kind_ops *const kinds[3] = { &hl_kind_sem, &hl_kind_exclusive, &hl_kind_shared };
+    uint64_t fence;
+    long long pttl;
+    if (hl_acquire_verdict(r, &fence, &pttl) != HL_V_OTHER) return;
+    if (!permits_client) {
+        hilock_options o;
+        const char *url = "unix:///nonexistent/fuzz.sock";   /* never contacted */
+        hilock_options_init(&o);
+        o.servers = &url;
+        o.nservers = 1;
+        CHECK(hilock_client_new(&o, &permits_client) == HILOCK_OK);
+    }
+    for (int i = 0; i < 3; i++) {
+        hilock l;
+        memset(&l, 0, sizeof l);
+        l.c = permits_client;
+        l.kind = kinds[i];
+        l.key = (char *)"fuzz";
+        l.limit = 3;
+        l.ttl_ms = 1000;
+        CHECK(kinds[i]->busy(&l, r) == 0);
+        CHECK(hilock_client_errmsg(l.c)[0] != '\0');
+    }
+}
+
 static void judge_error(const redisReply *r)
 {
     hl_node n;
@@ -232,6 +266,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             judge_tristate(r);
             judge_check_pttl(r);
             judge_legacy_busy(r);
+            judge_permits_busy(r);
             judge_error(r);
             walk(r, 0);
             hl_reply_free(r);

@@ -88,14 +88,14 @@ local function keep(ms)
   redis.call('PEXPIRE', holders, k)
 end
 
--- live waiters of a mode ('x:', 's:'; nil: all)
-local function waiting(prefix)
-  if not prefix then return redis.call('ZCOUNT', wq, '(' .. now, '+inf') end
-  local n = 0
+-- live waiters: all of them (a semaphore's), or writers and readers (rw: "x:", "s:")
+local function waiting()
+  if mode == 'sem' then return redis.call('ZCOUNT', wq, '(' .. now, '+inf') end
+  local x, s = 0, 0
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', wq, '(' .. now, '+inf')) do
-    if string.sub(w, 1, 2) == prefix then n = n + 1 end
+    if string.sub(w, 1, 2) == 'x:' then x = x + 1 else s = s + 1 end
   end
-  return n
+  return x, s
 end
 
 -- n elements on a wake-up list, which keeps at most cap (the live waiters): each element wakes
@@ -110,12 +110,12 @@ end
 -- a release: a semaphore wakes one waiter per freed permit; an rw key that no one holds any
 -- more wakes one writer (ours, else a plain lock's), or, with no writer waiting, every reader
 local function wake(left)
-  if mode == 'sem' then return push(KEYS[6], 1, waiting(nil)) end
+  if mode == 'sem' then return push(KEYS[6], 1, waiting()) end
   if left > 0 then return end
-  if waiting('x:') > 0 then return push(KEYS[6], 1, 1) end
+  local x, s = waiting()
+  if x > 0 then return push(KEYS[6], 1, 1) end
   if redis.call('EXISTS', KEYS[5]) == 1 then return push(KEYS[8], 1, 1) end
-  local r = waiting('s:')
-  push(KEYS[7], r, r)
+  push(KEYS[7], s, s)
 end
 
 if op == 'leave' then
@@ -165,7 +165,7 @@ elseif mode == 'sem' then if held >= limit then why = 0 end
 elseif held > 0 and string.sub(first[1], 1, 2) == 'x:' then why = 1
 elseif mode == 'x' then if held > 0 then why = 2 end
 elseif held >= limit then why = 2
-elseif waiting('x:') > 0 then why = 3
+elseif waiting() > 0 then why = 3   -- (the writers)
 elseif redis.call('EXISTS', KEYS[5]) == 1 then
   why = 4
   if held == 0 then held, pttl = -1, math.max(1, redis.call('PTTL', KEYS[5])) end
