@@ -1,0 +1,757 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_sem.c -- counting semaphores (hilock_sem_acquire, docs/semaphore.md) on one real
+ * redis-server: exactly `limit` permits, each a member of KEY's sorted set scored with its
+ * expiry by the server's clock; release frees one and wakes one waiter; a dead holder's permit
+ * returns after its ttl; fences grow; callers that disagree on the limit; extend, check,
+ * validity and keepalive on a permit; bad input, a key of another kind, Redlock and old
+ * servers refused with nothing written. Every test asserts the status and the state read back
+ * on a separate connection. Timing asserts are generous upper bounds only. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "holders.h"
+
+#define NEEDS_32() HLT_NEEDS(30200, "the semaphore's script reads the server's clock (Redis 3.2+)")
+#define MARKER "hilock:sem"
+
+static hlt_redis *R;
+
+static void setup(void)
+{
+    R = hlt_redis_start(NULL);
+    cr_assert_not_null(R, "redis-server did not start");
+}
+
+static void teardown(void) { hlt_redis_stop(R); }
+
+TestSuite(sem, .init = setup, .fini = teardown, .timeout = 30);
+
+static hilock_client *client_retry(int64_t retry_ms)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    const char *url = R->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.retry_delay_ms = retry_ms;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+static hilock_client *client(void) { return client_retry(10); }
+
+static hilock *must_sem(hilock_client *c, const char *key, int limit, int64_t ttl, int64_t wait)
+{
+    hilock *l = NULL;
+    hilock_status st = hilock_sem_acquire(c, key, limit, ttl, wait, &l);
+    cr_assert_eq(st, HILOCK_OK, "sem %s limit %d: %s (%s)", key, limit, hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_not_null(l);
+    return l;
+}
+
+/* A try-lock that must be BUSY, name the key, leave *out NULL and write nothing. */
+static void assert_busy(hilock_client *c, const char *key, int limit)
+{
+    hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = key, .limit = limit, .ttl_ms = 5000 }, HILOCK_BUSY, key, 1);
+}
+
+static void release_free(hilock *l)
+{
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+}
+
+static long long hfield_exists(const char *hash, const char *field)
+{
+    redisReply *rep = hlt_cmd(R, "HEXISTS %s %s", hash, field);
+    long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -99;
+    if (rep) freeReplyObject(rep);
+    return n;
+}
+
+/* ---- the limit ---- */
+
+Test(sem, limit_three_grants_three_permits_then_busy)
+{
+    NEEDS_32();
+    hilock_client *c[4];
+    hilock *l[3];
+    double score;
+    for (int i = 0; i < 4; i++) c[i] = client();
+    for (int i = 0; i < 3; i++) l[i] = must_sem(c[i], "sem", 3, 20000, 0);
+    assert_busy(c[3], "sem", 3);
+    cr_log_info("BUSY: %s", hilock_client_errmsg(c[3]));
+    cr_assert(strstr(hilock_client_errmsg(c[3]), "3 of 3 permits held (limit 3)"), "errmsg: %s",
+              hilock_client_errmsg(c[3]));
+    cr_assert_eq(hlt_zcard(R, "sem"), 4, "3 members and the marker");
+    cr_assert(hlt_zscore(R, "sem", MARKER, &score) && score >= 1e300, "the marker scores +inf");
+    for (int i = 0; i < 3; i++) {
+        hlt_assert_expiry(R, l[i], 20000);
+        for (int j = 0; j < i; j++) cr_assert_str_neq(hilock_token(l[i]), hilock_token(l[j]));
+        cr_assert_eq(strlen(hilock_token(l[i])), 32, "token %s", hilock_token(l[i]));
+    }
+    cr_assert(hlt_pttl(R, "sem") > 15000 && hlt_pttl(R, "sem") <= 20000, "pttl %lld", hlt_pttl(R, "sem"));
+    cr_assert_eq(hlt_exists(R, "{sem}:holders"), 1, "the holder records");
+    cr_assert_eq(hlt_zcard(R, "sem"), 4, "the BUSY attempt wrote nothing");
+    for (int i = 0; i < 3; i++) release_free(l[i]);
+    cr_assert_eq(hlt_exists(R, "sem"), 0, "deleted when its last holder left");
+    cr_assert_eq(hlt_exists(R, "{sem}:holders"), 0);
+    for (int i = 0; i < 4; i++) hilock_client_free(c[i]);
+}
+
+Test(sem, limit_one_is_a_mutex)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *l = must_sem(a, "sem", 1, 20000, 0);
+    assert_busy(b, "sem", 1);
+    release_free(l);
+    l = must_sem(b, "sem", 1, 20000, 0);
+    release_free(l);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+Test(sem, release_frees_one_permit_for_another_caller)
+{
+    NEEDS_32();
+    hilock_client *c[3] = { client(), client(), client() };
+    hilock *a = must_sem(c[0], "sem", 2, 20000, 0), *b = must_sem(c[1], "sem", 2, 20000, 0), *n;
+    assert_busy(c[2], "sem", 2);
+    release_free(a);
+    cr_assert_eq(hlt_zscore(R, "sem", hilock_token(b), &(double){ 0 }), 1, "the other permit stays");
+    cr_assert_eq(hlt_zcard(R, "sem"), 2);
+    n = must_sem(c[2], "sem", 2, 20000, 0);
+    cr_assert_eq(hlt_zcard(R, "sem"), 3);
+    hlt_assert_expiry(R, n, 20000);
+    release_free(b);
+    release_free(n);
+    for (int i = 0; i < 3; i++) hilock_client_free(c[i]);
+}
+
+Test(sem, release_twice_says_not_held)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 2, 20000, 0);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    cr_assert_eq(hilock_validity_ms(l), 0);
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
+    cr_assert_eq(hlt_exists(R, "sem"), 0);
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+/* The waiter polls only every ~5 s (retry_delay_ms), the holder's ttl is 60 s: a grant within
+ * 2 s of the release can only be the release's wake-up. */
+Test(sem, release_wakes_a_blocked_waiter_before_its_poll)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 1, 60000, 0);
+    hlt_bg w = { .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000,
+                 .retry_delay_ms = 5000 };
+    long long t_rel, took;
+    hlt_bg_start(&w);
+    cr_assert_eq(hlt_await_zcard(R, "{sem}:wq", 1, 5000), 1, "the waiter never registered in {sem}:wq");
+    hlt_sleep_ms(100);   /* (it blocks now, or soon: an element pushed before waits for it) */
+    t_rel = hlt_now_ms();
+    release_free(l);
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
+    took = w.t_done - t_rel;
+    cr_log_info("release -> woken waiter granted: %lld ms", took);
+    cr_assert_lt(took, 2000, "granted %lld ms after the release: polled, not woken", took);
+    hlt_assert_expiry(R, w.l, 20000);
+    cr_assert_eq(hlt_zcard(R, "{sem}:wq"), 0, "a grant removes its waiter entry");
+    hlt_bg_free(&w);
+    hilock_client_free(c);
+}
+
+Test(sem, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *l = must_sem(a, "sem", 1, 20000, 0), *m = (hilock *)&m;
+    long long t0 = hlt_now_ms();
+    cr_assert_eq(hilock_sem_acquire(b, "sem", 1, 5000, 300, &m), HILOCK_BUSY, "%s", hilock_client_errmsg(b));
+    cr_assert_null(m);
+    cr_assert_geq(hlt_now_ms() - t0, 250);
+    cr_assert_lt(hlt_now_ms() - t0, 5000);
+    cr_assert_eq(hlt_zcard(R, "{sem}:wq"), 0, "give_up removes the waiter entry");
+    cr_assert_eq(hlt_zcard(R, "sem"), 2);
+    release_free(l);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+/* One freed permit wakes one waiter: of two blocked waiters (limit 1), the release grants one
+ * at once; the other is woken by that one's release, each well before its poll. */
+Test(sem, a_release_wakes_one_waiter_per_freed_permit)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 1, 60000, 0);
+    hlt_bg w[2];
+    long long t_rel;
+    int first;
+    for (int i = 0; i < 2; i++) {
+        w[i] = (hlt_bg){ .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000,
+                         .retry_delay_ms = 5000 };
+        hlt_bg_start(&w[i]);
+    }
+    cr_assert_eq(hlt_await_zcard(R, "{sem}:wq", 2, 5000), 2, "the waiters never registered");
+    hlt_sleep_ms(100);
+    t_rel = hlt_now_ms();
+    release_free(l);
+    while (!hlt_bg_done(&w[0]) && !hlt_bg_done(&w[1]) && hlt_now_ms() < t_rel + 2000) hlt_sleep_ms(2);
+    first = hlt_bg_done(&w[0]) ? 0 : 1;
+    cr_assert(hlt_bg_done(&w[first]), "no waiter woken within 2 s of the release");
+    cr_assert_eq(hlt_bg_join(&w[first], 1000), HILOCK_OK, "%s", w[first].err);
+    hlt_sleep_ms(200);
+    cr_assert_not(hlt_bg_done(&w[1 - first]), "both granted with limit 1: %s", w[1 - first].err);
+    cr_assert_eq(hlt_zcard(R, "sem"), 2);
+    t_rel = hlt_now_ms();
+    cr_assert_eq(hilock_release(w[first].l), HILOCK_OK);
+    cr_assert_eq(hlt_bg_join(&w[1 - first], 10000), HILOCK_OK, "%s", w[1 - first].err);
+    cr_log_info("second waiter: granted %lld ms after the first one's release", w[1 - first].t_done - t_rel);
+    cr_assert_lt(w[1 - first].t_done - t_rel, 2000, "polled, not woken");
+    for (int i = 0; i < 2; i++) hlt_bg_free(&w[i]);
+    cr_assert_eq(hlt_exists(R, "sem"), 0);
+    hilock_client_free(c);
+}
+
+/* Once the waiters are served and gone, only the fence counter is left (it has a ttl): the
+ * waiter queue and the wake-up list expire. */
+Test(sem, nothing_but_the_fence_counter_is_left_behind)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 1, 60000, 0);
+    hlt_bg w = { .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000 };
+    redisReply *keys;
+    long long end = hlt_now_ms() + 5000;
+    hlt_bg_start(&w);
+    cr_assert_eq(hlt_await_zcard(R, "{sem}:wq", 1, 5000), 1);
+    release_free(l);
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
+    hlt_bg_free(&w);
+    while (hlt_dbsize(R) > 1 && hlt_now_ms() < end) hlt_sleep_ms(20);
+    keys = hlt_cmd(R, "KEYS *");
+    cr_assert(keys && keys->type == REDIS_REPLY_ARRAY);
+    cr_assert(keys->elements == 1 && !strcmp(keys->element[0]->str, "{sem}:fence"), "%zu keys left, first %s",
+              keys->elements, keys->elements ? keys->element[0]->str : "-");
+    freeReplyObject(keys);
+    cr_assert_gt(hlt_pttl(R, "{sem}:fence"), 0, "the fence counter has no expiry");
+    hilock_client_free(c);
+}
+
+Test(sem, the_holder_record_says_since_limit_host_pid_and_program)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 3, 20000, 0);
+    long long now = hlt_server_ms(R);
+    redisReply *rep = hlt_cmd(R, "HGET {sem}:holders %s", hilock_token(l));
+    char want[64];
+    cr_assert(rep && rep->type == REDIS_REPLY_STRING, "no holder record for %s", hilock_token(l));
+    cr_log_info("holder record: %s", rep->str);
+    cr_assert_lt(llabs(atoll(rep->str) - now), 5000, "since %s, server clock %lld", rep->str, now);
+    snprintf(want, sizeof want, "\n3\n");
+    cr_assert(strstr(rep->str, want), "limit: %s", rep->str);
+    snprintf(want, sizeof want, "\n%d\n", (int)getpid());
+    cr_assert(strstr(rep->str, want), "pid: %s", rep->str);
+    cr_assert_gt(hlt_pttl(R, "{sem}:holders"), 15000, "the records expire with the key");
+    freeReplyObject(rep);
+    release_free(l);
+    cr_assert_eq(hlt_exists(R, "{sem}:holders"), 0);
+    hilock_client_free(c);
+}
+
+/* A permit whose expiry has passed (its member still in the set, not pruned yet) is not
+ * renewed by an extend: its place may have been given to another caller already. */
+Test(sem, an_expired_permit_is_not_extended_back_to_life)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *gone = must_sem(a, "sem", 2, 300, 0), *kept = must_sem(b, "sem", 2, 20000, 0);
+    hlt_sleep_ms(500);
+    cr_assert_eq(hilock_check(gone), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
+    cr_assert_eq(hilock_extend(gone, 20000), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
+    cr_assert_eq(hlt_zscore(R, "sem", hilock_token(gone), &(double){ 0 }), 0, "renewed an expired permit");
+    cr_assert_eq(hlt_zcard(R, "sem"), 2, "the live permit and the marker");
+    hlt_assert_expiry(R, kept, 20000);
+    hilock_free(gone);
+    release_free(kept);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+/* The key's ttl follows its latest holder: shortening the longest permit brings it down to
+ * the next one's expiry, never below a live holder's. */
+Test(sem, the_key_expires_with_its_latest_holder)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *long_ = must_sem(a, "sem", 2, 30000, 0), *short_ = must_sem(b, "sem", 2, 10000, 0);
+    cr_assert_gt(hlt_pttl(R, "sem"), 25000);
+    cr_assert_eq(hilock_extend(long_, 2000), HILOCK_OK);
+    cr_assert(hlt_pttl(R, "sem") > 5000 && hlt_pttl(R, "sem") <= 10000, "pttl %lld: not the latest holder's",
+              hlt_pttl(R, "sem"));
+    cr_assert_gt(hlt_pttl(R, "{sem}:holders"), 5000);
+    release_free(long_);
+    release_free(short_);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+/* Release and extend compare the member: a key that holds another kind now (here a plain
+ * lock) is left alone, its value and ttl as they were. */
+Test(sem, release_and_extend_leave_a_key_of_another_kind_alone)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *l = must_sem(a, "k", 2, 20000, 0), *p;
+    char *v;
+    freeReplyObject(hlt_cmd(R, "DEL k"));
+    cr_assert_eq(hilock_acquire(b, "k", 20000, 0, &p), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    hlt_sleep_ms(20);
+    cr_assert_eq(hilock_extend(l, 60000), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
+    cr_assert_leq(hlt_pttl(R, "k"), 20000, "the plain lock's ttl moved");
+    cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
+    cr_assert(strstr(hilock_client_errmsg(a), "the key holds another kind now"), "%s", hilock_client_errmsg(a));
+    v = hlt_get(R, "k");
+    cr_assert(v && !strcmp(v, hilock_token(p)), "k holds %s", v);
+    free(v);
+    release_free(p);
+    hilock_free(l);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+/* ---- expiry ---- */
+
+Test(sem, a_holder_that_never_releases_loses_its_permit_after_its_ttl)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *dead = must_sem(a, "sem", 1, 600, 0), *l;
+    char token[64];
+    long long t0 = hlt_now_ms();
+    snprintf(token, sizeof token, "%s", hilock_token(dead));
+    hilock_free(dead);   /* dies without a release */
+    assert_busy(b, "sem", 1);
+    l = must_sem(b, "sem", 1, 20000, 10000);
+    cr_assert_lt(hlt_now_ms() - t0, 5000, "the permit came back after %lld ms", hlt_now_ms() - t0);
+    cr_assert_eq(hlt_zscore(R, "sem", token, &(double){ 0 }), 0, "the dead permit is pruned");
+    cr_assert_eq(hfield_exists("{sem}:holders", token), 0, "and its holder record");
+    cr_assert_eq(hlt_zcard(R, "sem"), 2);
+    hlt_assert_expiry(R, l, 20000);
+    release_free(l);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+Test(sem, free_without_release_leaves_the_member_until_its_ttl)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 2, 700, 0);
+    char token[64];
+    long long end = hlt_now_ms() + 5000;
+    snprintf(token, sizeof token, "%s", hilock_token(l));
+    hilock_free(l);
+    cr_assert_eq(hlt_zscore(R, "sem", token, &(double){ 0 }), 1, "freeing is not releasing");
+    cr_assert(hlt_pttl(R, "sem") > 0 && hlt_pttl(R, "sem") <= 700, "pttl %lld", hlt_pttl(R, "sem"));
+    while (hlt_exists(R, "sem") && hlt_now_ms() < end) hlt_sleep_ms(10);
+    cr_assert_eq(hlt_exists(R, "sem"), 0, "the key follows its last holder's expiry");
+    hilock_client_free(c);
+}
+
+/* ---- fences ---- */
+
+Test(sem, fences_grow_strictly_across_permits)
+{
+    NEEDS_32();
+    hilock_client *c[3] = { client(), client(), client() };
+    hilock *l[3];
+    uint64_t last = 0;
+    long long now = hlt_server_ms(R);
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < 3; i++) {
+            l[i] = must_sem(c[i], "sem", 3, 20000, 0);
+            cr_assert_gt(hilock_fence(l[i]), last, "fence %llu after %llu", (unsigned long long)hilock_fence(l[i]),
+                         (unsigned long long)last);
+            last = hilock_fence(l[i]);
+        }
+        for (int i = 0; i < 3; i++) release_free(l[i]);
+    }
+    cr_assert_geq(last, (uint64_t)now, "at least the server's clock floor");
+    cr_assert_eq(hlt_exists(R, "{sem}:fence"), 1, "the modern lock's counter");
+    for (int i = 0; i < 3; i++) hilock_client_free(c[i]);
+}
+
+Test(sem, fences_grow_across_the_lock_and_the_semaphore_of_a_key)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *a, *b;
+    cr_assert_eq(hilock_acquire(c, "k", 20000, 0, &a), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(a), HILOCK_OK);
+    b = must_sem(c, "k", 2, 20000, 0);
+    cr_assert_gt(hilock_fence(b), hilock_fence(a));
+    release_free(b);
+    hilock_free(a);
+    hilock_client_free(c);
+}
+
+/* ---- callers that disagree on the limit (docs/semaphore.md) ---- */
+
+/* Three permits held under limit 3: a limit-2 caller waits until fewer than 2 are held (two
+ * releases); a limit-4 caller is granted a fourth at once. */
+Test(sem, a_lower_limit_waits_while_holders_reach_it_and_a_higher_one_is_granted)
+{
+    NEEDS_32();
+    hilock_client *c[4];
+    hilock *l[3], *hi;
+    hlt_bg w = { .url = R->url, .key = "sem", .limit = 2, .ttl_ms = 20000, .wait_ms = 15000 };
+    for (int i = 0; i < 4; i++) c[i] = client();
+    for (int i = 0; i < 3; i++) l[i] = must_sem(c[i], "sem", 3, 20000, 0);
+    assert_busy(c[3], "sem", 2);
+    cr_assert(strstr(hilock_client_errmsg(c[3]), "(limit 2)"), "errmsg: %s", hilock_client_errmsg(c[3]));
+    hi = must_sem(c[3], "sem", 4, 20000, 0);
+    cr_assert_eq(hlt_zcard(R, "sem"), 5, "4 holders under limit 4, and the marker");
+    release_free(hi);
+    hlt_bg_start(&w);
+    cr_assert_eq(hlt_await_zcard(R, "{sem}:wq", 1, 5000), 1);
+    release_free(l[0]);   /* 2 held: still not fewer than 2 */
+    hlt_sleep_ms(300);
+    cr_assert_not(hlt_bg_done(&w), "granted with 2 permits held under limit 2: %s", w.err);
+    release_free(l[1]);   /* 1 held */
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
+    cr_assert_eq(hlt_zcard(R, "sem"), 3);
+    release_free(l[2]);
+    hlt_bg_free(&w);
+    for (int i = 0; i < 4; i++) hilock_client_free(c[i]);
+}
+
+/* ---- a permit as a lock ---- */
+
+Test(sem, extend_check_and_validity_work_on_a_permit)
+{
+    NEEDS_32();
+    hilock_client *c = client(), *o = client();
+    hilock *l = must_sem(c, "sem", 2, 5000, 0), *other = must_sem(o, "sem", 2, 5000, 0);
+    cr_assert(hilock_validity_ms(l) > 0 && hilock_validity_ms(l) <= 5000, "validity %lld",
+              (long long)hilock_validity_ms(l));
+    cr_assert_eq(hilock_extend(l, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_assert_expiry(R, l, 30000);
+    hlt_assert_expiry(R, other, 5000);   /* the other permit keeps its own expiry */
+    cr_assert_gt(hilock_validity_ms(l), 20000);
+    cr_assert_gt(hlt_pttl(R, "sem"), 25000, "the key follows its latest holder");
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_gt(hilock_validity_ms(l), 20000);
+    /* our member gone (taken by hand): NOT_HELD, and nothing recreated */
+    freeReplyObject(hlt_cmd(R, "ZREM sem %s", hilock_token(l)));
+    cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD);
+    cr_assert_eq(hilock_validity_ms(l), 0);
+    cr_assert_eq(hilock_extend(l, 30000), HILOCK_NOT_HELD);
+    cr_assert_eq(hlt_zscore(R, "sem", hilock_token(l), &(double){ 0 }), 0, "extend must not re-add it");
+    cr_assert_eq(hilock_check(other), HILOCK_OK);
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
+    release_free(other);
+    cr_assert_eq(hilock_extend(l, 30000), HILOCK_EINVAL, "extend of a released permit");
+    hilock_free(l);
+    hilock_client_free(c);
+    hilock_client_free(o);
+}
+
+Test(sem, keepalive_renews_a_permit_past_its_ttl)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 2, 300, 0);
+    cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_sleep_ms(1000);
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_zscore(R, "sem", hilock_token(l), &(double){ 0 }), 1);
+    release_free(l);
+    cr_assert_eq(hlt_exists(R, "sem"), 0);
+    hilock_client_free(c);
+}
+
+static void lost(hilock *l, hilock_status why, void *arg)
+{
+    (void)l;
+    __atomic_store_n((int *)arg, (int)why, __ATOMIC_RELEASE);
+}
+
+/* A keepalive whose renewal finds the permit gone says so (on_lost, NOT_HELD). */
+Test(sem, keepalive_reports_a_permit_taken_away)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 2, 600, 0);
+    int why = -1;
+    long long end = hlt_now_ms() + 5000;
+    cr_assert_eq(hilock_keepalive(l, lost, &why), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    freeReplyObject(hlt_cmd(R, "ZREM sem %s", hilock_token(l)));
+    while (__atomic_load_n(&why, __ATOMIC_ACQUIRE) < 0 && hlt_now_ms() < end) hlt_sleep_ms(10);
+    cr_assert_eq(why, HILOCK_NOT_HELD, "on_lost: %d", why);
+    cr_assert_eq(hlt_zscore(R, "sem", hilock_token(l), &(double){ 0 }), 0, "the keepalive re-added it");
+    hilock_free(l);
+    hilock_client_free(c);
+}
+
+/* min_replicas on a master without replicas: EREPLICAS, and the grant is taken back by
+ * member (the key, with only its marker left, goes), the other holder untouched. */
+Test(sem, a_permit_without_its_replicas_is_ereplicas_and_undone)
+{
+    HLT_NEEDS(30200, "the semaphore's script reads the server's clock (Redis 3.2+)");
+    hilock_options o;
+    hilock_client *c, *d = client();
+    hilock *l = (hilock *)&l, *other;
+    const char *url = R->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.min_replicas = 1;
+    o.replicas_timeout_ms = 50;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert_eq(hlt_exists(R, "sem"), 0, "the permit was not undone");
+    other = must_sem(d, "sem", 3, 20000, 0);
+    l = (hilock *)&l;
+    cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_zcard(R, "sem"), 2, "the other permit and the marker alone");
+    hlt_assert_expiry(R, other, 20000);
+    release_free(other);
+    hilock_client_free(c);
+    hilock_client_free(d);
+}
+
+Test(sem, token_and_key_accessors)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "jobs:{tenant}:batch", 2, 20000, 0);
+    cr_assert_str_eq(hilock_key(l), "jobs:{tenant}:batch");
+    cr_assert_eq(hlt_zscore(R, "jobs:{tenant}:batch", hilock_token(l), &(double){ 0 }), 1, "the token is the member");
+    cr_assert_eq(hlt_exists(R, "jobs:{tenant}:batch:fence"), 1, "aux keys join the key's hash tag");
+    cr_assert_eq(hlt_exists(R, "jobs:{tenant}:batch:holders"), 1);
+    release_free(l);
+    hilock_client_free(c);
+}
+
+/* ---- refusals: a status, a message, nothing written ---- */
+
+/* st is EINVAL, *out NULL, the database as before (an empty one). */
+static void assert_einval_empty(hilock_client *c, hilock_status st, hilock *const *l)
+{
+    cr_assert_eq(st, HILOCK_EINVAL, "%s (%s)", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_null(*l);
+    cr_assert_eq(hlt_dbsize(R), 0, "a refused call wrote something");
+}
+
+Test(sem, bad_limits_and_arguments_are_einval_and_write_nothing)
+{
+    hilock_client *c = client();
+    hilock *l = (hilock *)&l;
+    const int bad[] = { 0, -1, HILOCK_SEM_LIMIT_MAX + 1, -2147483647 - 1 };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_einval_empty(c, hilock_sem_acquire(c, "sem", bad[i], 5000, 0, &l), &l);
+        char want[64];
+        snprintf(want, sizeof want, "limit must be 1..1000 (got %d)", bad[i]);
+        cr_assert_str_eq(hilock_client_errmsg(c), want);
+    }
+    assert_einval_empty(c, hilock_sem_acquire(c, NULL, 2, 5000, 0, &l), &l);
+    assert_einval_empty(c, hilock_sem_acquire(c, "", 2, 5000, 0, &l), &l);
+    assert_einval_empty(c, hilock_sem_acquire(c, "sem", 2, 0, 0, &l), &l);
+    assert_einval_empty(c, hilock_sem_acquire(c, "sem", 2, -5, 0, &l), &l);
+    assert_einval_empty(c, hilock_sem_acquire(c, "sem", 2, 5000, -2, &l), &l);
+    cr_assert_eq(hilock_sem_acquire(c, "sem", 2, 5000, 0, NULL), HILOCK_EINVAL);
+    cr_assert_eq(hilock_sem_acquire(NULL, "sem", 2, 5000, 0, &l), HILOCK_EINVAL);
+    cr_assert_null(l);
+    cr_assert_eq(hlt_dbsize(R), 0);
+    hilock_client_free(c);
+}
+
+Test(sem, the_largest_limit_is_taken)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", HILOCK_SEM_LIMIT_MAX, 20000, 0);
+    release_free(l);
+    hilock_client_free(c);
+}
+
+/* The key holds another kind: refused naming it (lock.c's WRONGTYPE path), nothing written. */
+static void assert_refused_kind(const char *key, const char *kind_named)
+{
+    hilock_client *c = client();
+    hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = key, .limit = 3, .ttl_ms = 5000 }, HILOCK_EREPLY, kind_named, 1);
+    hilock_client_free(c);
+}
+
+Test(sem, a_key_holding_a_plain_lock_is_refused_naming_it)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l;
+    cr_assert_eq(hilock_acquire(c, "k", 20000, 0, &l), HILOCK_OK);
+    assert_refused_kind("k", "k holds a lock, not a semaphore");
+    cr_assert_eq(hilock_check(l), HILOCK_OK);
+    release_free(l);
+    hilock_client_free(c);
+}
+
+Test(sem, a_key_holding_a_legacy_stamp_is_refused_naming_it)
+{
+    NEEDS_32();
+    freeReplyObject(hlt_cmd(R, "SET k 1795417220"));
+    assert_refused_kind("k", "k holds a lock, not a semaphore");
+}
+
+Test(sem, a_key_holding_a_shared_lock_is_refused_naming_it)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l;
+    cr_assert_eq(hilock_rw_acquire(c, "k", HILOCK_SHARED, 20000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    assert_refused_kind("k", "k holds a shared/exclusive lock, not a semaphore");
+    release_free(l);
+    hilock_client_free(c);
+}
+
+Test(sem, a_key_holding_a_hash_is_refused_naming_it)
+{
+    NEEDS_32();
+    freeReplyObject(hlt_cmd(R, "HSET k f v"));
+    assert_refused_kind("k", "k holds a hash");
+}
+
+Test(sem, a_zset_without_the_marker_is_refused)
+{
+    NEEDS_32();
+    freeReplyObject(hlt_cmd(R, "ZADD k 1 someone"));
+    assert_refused_kind("k", "k holds a zset");
+}
+
+Test(sem, a_plain_lock_on_a_semaphore_key_is_refused_naming_it)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *l = must_sem(a, "k", 3, 20000, 0);
+    hlt_assert_unchanged_by(R, b, &(hlt_bg){ .key = "k", .plain = 1, .ttl_ms = 5000 }, HILOCK_EREPLY,
+                            "k holds a semaphore, not a lock", 1);
+    release_free(l);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+/* hilock_client with one option changed from the defaults: fair, fencing or bridge. */
+static hilock_client *client_with(int fair, int fencing, int bridge)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    const char *url = R->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.fair = fair;
+    o.fencing = fencing;
+    o.bridge = bridge;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+Test(sem, fair_is_refused_with_the_reason)
+{
+    hilock_client *c = client_with(1, 1, 0);
+    hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = "sem", .limit = 3, .ttl_ms = 5000 }, HILOCK_EINVAL,
+                            "fair is not supported by hilock_sem_acquire: its waiters are not served in order "
+                            "(docs/semaphore.md)", 1);
+    cr_assert_eq(hlt_dbsize(R), 0);
+    hilock_client_free(c);
+}
+
+/* fencing = 0 and bridge are hilock_acquire's: a permit mints its fencing token anyway, and
+ * no legacy stamp is written. */
+Test(sem, fencing_0_and_bridge_do_not_apply)
+{
+    NEEDS_32();
+    hilock_client *c[2] = { client_with(0, 0, 0), client_with(0, 1, 1) };
+    hilock *l[2];
+    for (int i = 0; i < 2; i++) {
+        l[i] = must_sem(c[i], "sem", 3, 20000, 0);
+        cr_assert_gt(hilock_fence(l[i]), 0, "client %d: no fencing token", i);
+        cr_assert_eq(strlen(hilock_token(l[i])), 32, "token %s", hilock_token(l[i]));
+        hlt_assert_expiry(R, l[i], 20000);
+    }
+    cr_assert_gt(hilock_fence(l[1]), hilock_fence(l[0]));
+    for (int i = 0; i < 2; i++) {
+        release_free(l[i]);
+        hilock_client_free(c[i]);
+    }
+}
+
+Test(sem, is_refused_over_several_masters)
+{
+    hlt_redis *r2 = hlt_redis_start(NULL), *r3 = hlt_redis_start(NULL);
+    const char *urls[] = { R->url, r2->url, r3->url };
+    hilock_options o;
+    hilock_client *c;
+    hilock *l = (hilock *)&l;
+    cr_assert(r2 && r3);
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = 3;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_log_info("Redlock: %s", hilock_client_errmsg(c));
+    cr_assert_str_eq(hilock_client_errmsg(c), "a semaphore over 3 masters cannot keep its limit: with quorum 2, "
+                     "limit+1 holders can each hold a quorum");
+    cr_assert(hlt_dbsize(R) == 0 && hlt_dbsize(r2) == 0 && hlt_dbsize(r3) == 0, "nothing written");
+    hilock_client_free(c);
+    hlt_redis_stop(r2);
+    hlt_redis_stop(r3);
+}
+
+Test(sem, is_not_reentrant)
+{
+    NEEDS_32();
+    hilock_client *c = client();
+    hilock *l = must_sem(c, "sem", 3, 20000, 0), *m = (hilock *)&m;
+    const char *msg = "this client already holds sem (hilock locks are not re-entrant)";
+    cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &m), HILOCK_EINVAL);
+    cr_assert_str_eq(hilock_client_errmsg(c), msg);
+    cr_assert_null(m);
+    cr_assert_eq(hilock_acquire(c, "sem", 5000, 0, &m), HILOCK_EINVAL);
+    cr_assert_str_eq(hilock_client_errmsg(c), msg);
+    cr_assert_eq(hilock_rw_acquire(c, "sem", HILOCK_SHARED, 5000, 0, &m), HILOCK_EINVAL);
+    cr_assert_str_eq(hilock_client_errmsg(c), msg);
+    cr_assert_eq(hlt_zcard(R, "sem"), 2, "one permit, and the marker");
+    release_free(l);
+    m = must_sem(c, "sem", 3, 20000, 0);   /* released: taken again */
+    release_free(m);
+    hilock_client_free(c);
+}
+
+Test(sem, is_einval_on_a_server_older_than_3_2)
+{
+    hilock_client *c = client();
+    char want[160];
+    if (hlt_server_version() >= 30200 || hlt_server_version() == 0)
+        cr_skip_test("n/a on %s: it runs the semaphore", hlt_server_name());
+    snprintf(want, sizeof want, "semaphores and shared/exclusive locks need Redis >= 3.2: 127.0.0.1:%d runs %s",
+             R->port, hlt_server_name());
+    hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = "sem", .limit = 3, .ttl_ms = 5000 }, HILOCK_EINVAL, want, 1);
+    cr_assert_eq(hlt_dbsize(R), 0);
+    hilock_client_free(c);
+}
