@@ -550,7 +550,14 @@ typedef enum hilock_rw_mode {
  * or exclusive is BUSY (it waits, and a release that leaves no holder wakes it), and a plain
  * lock on the key makes both modes BUSY ("KEY: held by another owner, expires in 2.0 s"); a
  * plain lock's release does not wake shared waiters (they poll). A waiting plain-lock writer
- * also stops new shared grants.
+ * also stops new shared grants, until its grant (one master) or until its wait mark lapses
+ * (Redlock, a writer that gave up, options.fencing = 0: about io_timeout_ms). The plain lock
+ * here is hilock_acquire's default kind and its fencing = 0 form; a fair, bridge or legacy
+ * client on a key held shared or exclusive is EREPLY ("KEY holds a shared/exclusive lock, not
+ * a lock"): a fair queue would not hold new readers off. A plain lock whose key expired and
+ * was taken shared or exclusive (or as a semaphore) is NOT_HELD on release, extend and check
+ * ("now held by another owner"). A writer that gives up its wait wakes the readers it held
+ * off.
  * Redlock (several masters) is allowed: two quorums share a master, which cannot grant an
  * exclusive holder beside any other.
  * Returns as hilock_acquire; BUSY says who holds it: "KEY: held exclusive, expires in 1.2 s",

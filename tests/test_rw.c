@@ -222,6 +222,34 @@ Test(rw, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
     hilock_client_free(d);
 }
 
+/* A writer that gives up held new readers off while it waited: its leave wakes them (before,
+ * they slept to their next poll). */
+Test(rw, a_writer_that_gives_up_wakes_the_readers_it_held_off)
+{
+    NEEDS_32();
+    hilock_client *a = client();
+    hilock *s = must_rw(a, "k", S, 60000, 0);
+    hlt_bg r = { .url = R->url, .key = "k", .mode = S, .ttl_ms = 20000, .wait_ms = 15000,
+                 .retry_delay_ms = SLOW_POLL_MS };
+    long long t_gone;
+    hlt_bg w = { .url = R->url, .key = "k", .mode = X, .ttl_ms = 20000, .wait_ms = 1500 };
+    hlt_bg_start(&w);
+    cr_assert_eq(hlt_await_zcard(R, "{k}:wq", 1, 5000), 1, "the writer never registered in {k}:wq");
+    hlt_bg_start(&r);
+    cr_assert_eq(hlt_await_zcard(R, "{k}:wq", 2, 5000), 2, "the reader never registered in {k}:wq");
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_BUSY, "%s", w.err);
+    t_gone = hlt_now_ms();
+    cr_assert_eq(hlt_bg_join(&r, 10000), HILOCK_OK, "%s", r.err);
+    cr_log_info("writer gave up -> reader granted: %lld ms", r.t_done - t_gone);
+    cr_assert_lt(r.t_done - t_gone, WOKEN_MS, "granted %lld ms after the writer left: polled, not woken",
+                 r.t_done - t_gone);
+    assert_grant(R, r.l, S, 20000);
+    hlt_bg_free(&w);
+    hlt_bg_free(&r);
+    release_free(s);
+    hilock_client_free(a);
+}
+
 /* Writer preference among waiters: an exclusive holder's release wakes the waiting writer,
  * not the waiting reader; the writer's release then wakes the reader. */
 Test(rw, a_writers_release_wakes_the_next_writer_before_the_readers)
@@ -698,13 +726,16 @@ Test(rw, over_three_masters_a_waiting_writer_stops_readers_and_is_woken)
 }
 
 /* options.fair is hilock_acquire too: on a key held shared it is BUSY, as the default lock. */
-Test(rw, a_fair_plain_lock_is_busy_on_a_key_held_shared)
+/* The fair lock's queue knows nothing of readers (a fair writer would not hold new readers
+ * off): it refuses an rw key, naming it, as it refuses a semaphore's (hilock.h). */
+Test(rw, a_fair_plain_lock_refuses_a_key_held_shared_naming_it)
 {
     NEEDS_32();
     const char *url = R->url;
     hilock_client *a = client(), *f = client_on(&url, 1, 1);
     hilock *s = must_rw(a, "k", S, 20000, 0);
-    hlt_assert_unchanged_by(R, f, &(hlt_bg){ .key = "k", .plain = 1, .ttl_ms = 5000 }, HILOCK_BUSY, "k", 1);
+    hlt_assert_unchanged_by(R, f, &(hlt_bg){ .key = "k", .plain = 1, .ttl_ms = 5000 }, HILOCK_EREPLY,
+                            "WRONGTYPE: k holds a shared/exclusive lock, not a lock", 1);
     release_free(s);
     hilock_client_free(a);
     hilock_client_free(f);

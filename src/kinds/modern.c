@@ -20,13 +20,18 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
     hl_cmd_argi(cmd, b->num[2], mark_ms);
     hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
     hl_cmd_arg(cmd, l->c->holder, (size_t)-1);
+    hl_cmd_arg(cmd, l->queued ? "1" : "0", 1);   /* we waited behind readers: our mark goes */
     return HILOCK_OK;
 }
 
-/* The holder's PTTL (in the reply) is the hint the quorum code takes; the message says it. */
+/* The holder's PTTL (in the reply) is the hint the quorum code takes; the message says it.
+ * {0, pttl, 1}: a shared/exclusive lock holds the key, and our mark (acquire.lua) holds new
+ * readers off until our grant deletes it (one master: several call busy() not at all, and
+ * their mark lapses by itself). */
 static int64_t busy(hilock *l, const hl_reply *r)
 {
     char ttl[HL_BUSY_TTL_BUF];
+    l->queued = hl_reply_nelem(r) == 3;
     hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner%s", l->shown, hl_busy_ttl(l, r, ttl, sizeof ttl));
     return 0;
 }

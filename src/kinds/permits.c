@@ -55,8 +55,8 @@ static hilock_status sem_init(hilock *l) { return init_keys(l, NULL, ":signal");
 static hilock_status exclusive_init(hilock *l) { return init_keys(l, "x:", ":xsignal"); }
 static hilock_status shared_init(hilock *l) { return init_keys(l, "s:", ":ssignal"); }
 
-/* permits.lua's keys and first arguments, the same for every operation (a release adds the
- * wake-up lists). */
+/* permits.lua's keys and first arguments, the same for every operation (a release, and a
+ * waiter's leave, add the wake-up lists). */
 static void permits_cmd(hilock *l, hl_cmd *cmd, const char *op, int release)
 {
     int lists = !release ? 0 : is_sem(l) ? 1 : 3;
@@ -150,7 +150,7 @@ static void check_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 static void leave_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
     (void)b;
-    permits_cmd(l, cmd, "leave", 0);
+    permits_cmd(l, cmd, "leave", 1);   /* (a writer's wakes the readers it held off) */
 }
 
 /* Leave the waiters now rather than lapse (a waiting writer holds readers off until then). */

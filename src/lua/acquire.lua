@@ -17,7 +17,7 @@
 -- that can fail after the lock's write (INCR of a counter of another type) is undone.
 -- A shared/exclusive lock on the key (a sorted set marked 'hilock:rw', permits.lua) holds it
 -- as another owner would (looked at on this busy path only); another sorted set (a semaphore)
--- is WRONGTYPE at the GET, before any write.
+-- is WRONGTYPE at the GET, before any write. The busy answer on such a key is {0, pttl, 1}.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local rw = redis.call('TYPE', KEYS[1])['ok'] == 'zset' and redis.call('ZSCORE', KEYS[1], 'hilock:rw')
   if rw or redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -25,10 +25,15 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if KEYS[3] and w > 0 and redis.call('PTTL', KEYS[3]) < w then
       redis.call('SET', KEYS[3], '1', 'PX', w)
     end
+    if rw then return {0, redis.call('PTTL', KEYS[1]), 1} end
     return {0, redis.call('PTTL', KEYS[1])}
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
+-- ARGV[8] '1': we waited behind a shared/exclusive lock (its busy answer above said so), and
+-- our mark stops new readers (permits.lua) for as long as it lives: our turn has come, so it
+-- goes now, not a second later (other plain waiters mark again on their next attempt)
+if ARGV[8] == '1' then redis.call('DEL', KEYS[3]) end
 -- the token never goes back: counter + 1, but at least the server clock in ms. INCR reads
 -- and writes the counter in one command; a counter at or behind the clock (a key granted
 -- less than once a millisecond, or a new one) is then set to the clock, with its keep.

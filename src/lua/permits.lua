@@ -9,7 +9,7 @@
 --   mode: "x:..." exclusive, "s:..." shared)
 -- KEYS[4] fence counter (the modern lock's: tokens grow across every kind of the key)
 -- KEYS[5] the plain lock's waiters marker (acquire.lua: a plain-lock writer waits on an rw key)
--- release only: KEYS[6] the wake-up list of permits (sem) or of writers (rw), KEYS[7] readers'
+-- release and leave only: KEYS[6] the wake-up list of permits (sem) or of writers (rw), KEYS[7] readers'
 --   (rw), KEYS[8] the plain lock's signal list (rw)
 -- ARGV[1] 'acquire' | 'release' | 'extend' | 'check' | 'leave', ARGV[2] 'sem' | 'x' | 's',
 -- ARGV[3] our token (the member)
@@ -25,7 +25,8 @@
 --   holds another kind now
 -- release: 1 released (waiters woken), 0 not a holder, -1 the key holds another kind now
 -- check: {1, pttl} a holder, {0, -2} not one, {-1, pttl} the key holds another kind now
--- leave: 1 (our registration as a waiter, if any, is gone)
+-- leave: 1 (our registration as a waiter, if any, is gone; a writer's wakes the readers it
+--   held off)
 -- The key's expiry is never shorter than its latest holder's (a release leaves it as it was:
 -- the next grant or extend sets it again). Waiters count while their registration lives;
 -- lapsed ones are removed when a waiter registers.
@@ -120,6 +121,15 @@ end
 
 if op == 'leave' then
   redis.call('ZREM', wq, tok)
+  -- a writer that gives up held new readers off: with no writer left waiting (ours or a plain
+  -- lock's) and no exclusive holder, the readers it kept waiting are woken, not left to poll
+  if mode == 'x' and found == 'ours' then
+    local first = redis.call('ZRANGE', key, 0, 0)[1] or ''
+    local x, s = waiting()
+    if x == 0 and string.sub(first, 1, 2) ~= 'x:' and redis.call('EXISTS', KEYS[5]) == 0 then
+      push(KEYS[7], s, s)
+    end
+  end
   return 1
 end
 if op == 'release' or op == 'extend' then
