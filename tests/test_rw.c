@@ -448,7 +448,7 @@ Test(rw, a_waiting_plain_lock_stops_new_readers_and_is_woken)
     end = hlt_now_ms() + 5000;
     while (!hlt_exists(R, "{k}:waiters") && hlt_now_ms() < end) hlt_sleep_ms(5);
     cr_assert_eq(hlt_exists(R, "{k}:waiters"), 1, "the plain waiter never marked {k}:waiters");
-    assert_busy_says(b, "k", S, "k: ", 0);
+    assert_busy_says(b, "k", S, "k: held shared by 1 (a writer waits)", 0);
     hlt_sleep_ms(100);
     t_rel = hlt_now_ms();
     release_free(s);
@@ -464,6 +464,45 @@ Test(rw, a_waiting_plain_lock_stops_new_readers_and_is_woken)
     hlt_bg_free(&w);
     hilock_client_free(a);
     hilock_client_free(b);
+}
+
+/* options.wake = 0: the plain writer still marks the key once it knows readers hold it (its
+ * mark is what holds new readers off), so a stream of readers cannot starve it. */
+Test(rw, a_plain_writer_without_wake_up_still_stops_new_readers)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client();
+    hilock *s = must_rw(a, "k", S, 60000, 0);
+    hlt_bg w = { .url = R->url, .key = "k", .plain = 1, .ttl_ms = 20000, .wait_ms = 15000, .no_wake = 1 };
+    long long end;
+    hlt_bg_start(&w);
+    end = hlt_now_ms() + 5000;
+    while (!hlt_exists(R, "{k}:waiters") && hlt_now_ms() < end) hlt_sleep_ms(5);
+    cr_assert_eq(hlt_exists(R, "{k}:waiters"), 1, "the plain waiter (wake = 0) never marked {k}:waiters");
+    assert_busy_says(b, "k", S, "k: held shared by 1 (a writer waits)", 0);
+    release_free(s);
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
+    hlt_bg_free(&w);
+    hilock_client_free(a);
+    hilock_client_free(b);
+}
+
+/* A release leaves the key expiring with its latest remaining holder: a key that kept the
+ * released holder's longer expiry would hold a plain lock off with nobody in it. */
+Test(rw, a_release_leaves_the_key_expiring_with_its_latest_remaining_holder)
+{
+    NEEDS_32();
+    hilock_client *a = client(), *b = client(), *p = client();
+    hilock *long_one = must_rw(a, "k", S, 60000, 0), *short_one = must_rw(b, "k", S, 1500, 0), *pl = NULL;
+    release_free(long_one);
+    cr_assert_leq(hlt_pttl(R, "k"), 1500, "k lives %lld ms, past its last holder", hlt_pttl(R, "k"));
+    hilock_free(short_one);   /* its holder died: the key goes with its permit */
+    cr_assert_eq(hilock_acquire(p, "k", 5000, 5000, &pl), HILOCK_OK, "%s", hilock_client_errmsg(p));
+    cr_assert_eq(hilock_release(pl), HILOCK_OK);
+    hilock_free(pl);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hilock_client_free(p);
 }
 
 /* The {k}:waiters marker a plain-lock writer leaves outlives its wait (it lapses on its own,
@@ -484,8 +523,11 @@ Test(rw, a_plain_writers_finished_turn_does_not_hold_readers_off)
     cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
     cr_assert_eq(hilock_release(w.l), HILOCK_OK);
     cr_assert_eq(hlt_exists(R, "k"), 0, "the key is free");
-    st = hilock_rw_acquire(b, "k", S, 20000, 0, &n);
-    cr_assert_eq(st, HILOCK_OK, "shared try-lock on a free key after the plain writer's turn: %s (%s; "
+    /* its mark was cut to one pause (75 ms here) by its grant, not left for its whole life
+     * (about 1.1 s): a reader waiting 500 ms gets in */
+    cr_assert_leq(hlt_pttl(R, "{k}:waiters"), 76, "the writer's mark outlives its turn");
+    st = hilock_rw_acquire(b, "k", S, 20000, 500, &n);
+    cr_assert_eq(st, HILOCK_OK, "shared acquire on a free key after the plain writer's turn: %s (%s; "
                  "{k}:waiters pttl %lld)", hilock_strerror(st), hilock_client_errmsg(b), hlt_pttl(R, "{k}:waiters"));
     release_free(n);
     hlt_bg_free(&w);

@@ -20,7 +20,8 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
     hl_cmd_argi(cmd, b->num[2], mark_ms);
     hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
     hl_cmd_arg(cmd, l->c->holder, (size_t)-1);
-    hl_cmd_arg(cmd, l->queued ? "1" : "0", 1);   /* we waited behind readers: our mark goes */
+    /* we waited behind readers: our mark is cut to one pause (the longest hl_next_attempt picks) */
+    hl_cmd_argi(cmd, b->num[4], l->queued ? l->c->opt.retry_delay_ms * 3 / 2 + 1 : 0);
     return HILOCK_OK;
 }
 

@@ -113,8 +113,11 @@ static int64_t busy(hilock *l, const hl_reply *r)
     else if (why == 2 && held > 0 && ms >= 0)
         hl_fail(c, HILOCK_BUSY, "%s: held shared by %lld%s, the first expires in %s", l->shown, held,
                 held >= HILOCK_SEM_LIMIT_MAX ? " (the most at once)" : "", d);
-    else if (why == 3 && held >= 0)
+    else if ((why == 3 || why == 4) && held > 0)   /* (4: a plain lock's writer; 5, a plain lock
+                                                      holding the key, is worded below) */
         hl_fail(c, HILOCK_BUSY, "%s: held shared by %lld (a writer waits)", l->shown, held);
+    else if (why == 3 && held == 0)   /* (its turn has come: it takes the key next) */
+        hl_fail(c, HILOCK_BUSY, "%s: a writer waits", l->shown);
     else if (why == 4 && held < 0)
         hl_fail(c, HILOCK_BUSY, "%s: a writer waits for the plain lock", l->shown);
     else

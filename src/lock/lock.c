@@ -219,7 +219,7 @@ static void name_wrong_types(hilock *l, tally *t, int taken, int64_t deadline)
         const char *mark = hl_reply_str(hl_reply_elem(r, 2), NULL);
         if (!(mask & (1u << i))) continue;
         n->st = was[i].st;
-        if (taken && mark && strcmp(found, want)) {
+        if (taken && mark && found && strcmp(found, want)) {   /* (found: NULL for a hostile reply) */
             t->errs &= ~(1u << i);
             t->other |= 1u << i;
             continue;

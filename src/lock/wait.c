@@ -74,8 +74,9 @@ int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us)
 {
     const hilock_client *c = l->c;
     int64_t now = hl_now_us(), w;
-    /* (a queue must hear of every wait, also when it is spent polling) */
-    if ((!c->opt.wake && !l->kind->queue) || !l->kind->wake || deadline_us <= now) return 0;
+    /* (a queue must hear of every wait, also when it is spent polling; so must readers of a
+     * plain lock's writer behind them -- l->queued, modern.c: its mark holds them off) */
+    if ((!c->opt.wake && !l->kind->queue && !l->queued) || !l->kind->wake || deadline_us <= now) return 0;
     w = c->opt.retry_delay_ms * 1500;   /* the longest pause hl_next_attempt picks */
     if (w < 1000000 && second_blocks(l)) w = 1000000;   /* or the one-second block */
     if (deadline_us - now < w) w = deadline_us - now;

@@ -30,10 +30,12 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
--- ARGV[8] '1': we waited behind a shared/exclusive lock (its busy answer above said so), and
+-- ARGV[8] > 0: we waited behind a shared/exclusive lock (its busy answer above said so), and
 -- our mark stops new readers (permits.lua) for as long as it lives: our turn has come, so it
--- goes now, not a second later (other plain waiters mark again on their next attempt)
-if ARGV[8] == '1' then redis.call('DEL', KEYS[3]) end
+-- is cut to ARGV[8] ms (one pause: other plain waiters renew it on their next attempt, and
+-- their release signal stays), not left for a second after our release
+local cut = tonumber(ARGV[8]) or 0
+if cut > 0 and redis.call('PTTL', KEYS[3]) > cut then redis.call('PEXPIRE', KEYS[3], cut) end
 -- the token never goes back: counter + 1, but at least the server clock in ms. INCR reads
 -- and writes the counter in one command; a counter at or behind the clock (a key granted
 -- less than once a millisecond, or a new one) is then set to the clock, with its keep.

@@ -67,7 +67,11 @@ if ARGV[5] == '1' and role == 'master' then
       if kt ~= 'zset' then redis.call('DEL', KEYS[2])
       else
         redis.call('ZREM', KEYS[2], ARGV[2])
-        if redis.call('ZCARD', KEYS[2]) <= 1 then redis.call('DEL', KEYS[2]) end
+        if redis.call('ZCARD', KEYS[2]) <= 1 then redis.call('DEL', KEYS[2])
+        else   -- the key expires with its latest holder still (undo.lua)
+          local last = redis.call('ZREVRANGEBYSCORE', KEYS[2], '(+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+          redis.call('PEXPIREAT', KEYS[2], last[2])
+        end
       end
       left = math.max(untl - now, 1)
     end

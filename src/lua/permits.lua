@@ -20,18 +20,20 @@
 --   {1, fence}: granted (also when the token is already a holder: a retry after a lost reply)
 --   {0, pttl, {why, held, limit}}: busy; pttl: until the first holder expires (the hint);
 --   why: 0 permits all held, 1 held exclusive, 2 held shared, 3 held shared and a writer
---   waits, 4 a plain lock holds the key (or one waits for it: held is then -1)
+--   waits, 4 a plain lock's writer waits (held: the shared holders, -1 when none), 5 a plain
+--   lock holds the key
 -- extend: ARGV[4] the new ttl ms; 1 extended, 0 not a holder (expired, released), -1 the key
 --   holds another kind now
 -- release: 1 released (waiters woken), 0 not a holder, -1 the key holds another kind now
 -- check: {1, pttl} a holder, {0, -2} not one, {-1, pttl} the key holds another kind now
 -- leave: 1 (our registration as a waiter, if any, is gone; a writer's wakes the readers it
 --   held off)
--- The key's expiry is never shorter than its latest holder's (a release leaves it as it was:
--- the next grant or extend sets it again). Waiters count while their registration lives;
+-- The key expires with its latest holder (a grant, an extend and a release set it again). Waiters count while their registration lives;
 -- lapsed ones are removed when a waiter registers.
--- Time is the server's (TIME), never a client's clock. Every command that can fail
--- (WRONGTYPE) runs before the first write: Redis does not roll back a script. A key of another
+-- Time is the server's (TIME), never a client's clock. The commands that can fail on the key
+-- and the fence counter (WRONGTYPE) run before the first write: Redis does not roll back a
+-- script. (The aux keys are assumed to be ours: one of another type under {KEY}:holders,
+-- :wq or a signal list makes a later command fail after a write.) A key of another
 -- kind is refused with WRONGTYPE (src/lock/lock.c names what it holds: types.lua), except
 -- that a shared/exclusive request treats a plain lock (a string) as an exclusive holder.
 -- Redis 3.2 and 4.0 let a script write after TIME only once it asked for effects replication
@@ -89,6 +91,13 @@ local function keep(ms)
   redis.call('PEXPIRE', holders, k)
 end
 
+-- ... set after the latest holder left, extended or was given back: a key that outlived its
+-- holders would hold a plain lock off (acquire.lua takes an rw key as held) with no one in it
+local function keep_latest()
+  local last = redis.call('ZREVRANGEBYSCORE', key, '(+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  keep(tonumber(last[2]) - now)
+end
+
 -- live waiters: all of them (a semaphore's), or writers and readers (rw: "x:", "s:")
 local function waiting()
   if mode == 'sem' then return redis.call('ZCOUNT', wq, '(' .. now, '+inf') end
@@ -142,14 +151,16 @@ if op == 'release' or op == 'extend' then
       return 0
     end
     redis.call('ZADD', key, 'XX', now + tonumber(ARGV[4]), tok)
-    local last = redis.call('ZREVRANGEBYSCORE', key, '(+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    keep(tonumber(last[2]) - now)
+    keep_latest()
     return 1
   end
   local mine = redis.call('ZREM', key, tok) == 1
   local held = left()
   if not mine then return 0 end
-  if held > 0 then redis.call('HDEL', holders, tok) end
+  if held > 0 then
+    redis.call('HDEL', holders, tok)
+    keep_latest()
+  end
   wake(held)
   return 1
 end
@@ -170,7 +181,7 @@ local pttl = held > 0 and math.max(1, tonumber(first[2]) - now) or 0
 local again = held > 0 and redis.call('ZSCORE', key, tok)
 local why = nil
 if again then why = nil
-elseif found == 'lock' then why, held, pttl = 4, 1, redis.call('PTTL', key)
+elseif found == 'lock' then why, held, pttl = 5, 1, redis.call('PTTL', key)
 elseif mode == 'sem' then if held >= limit then why = 0 end
 elseif held > 0 and string.sub(first[1], 1, 2) == 'x:' then why = 1
 elseif mode == 'x' then if held > 0 then why = 2 end
@@ -189,7 +200,6 @@ if why then
   elseif ARGV[10] == '1' then
     redis.call('ZREM', wq, tok)
   end
-  if pttl == 0 and why == 3 then pttl = 1 end
   return {0, pttl, {why, held, limit}}
 end
 

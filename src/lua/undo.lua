@@ -8,7 +8,11 @@
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'zset' then
   if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-  if redis.call('ZCARD', KEYS[1]) <= 1 then redis.call('DEL', KEYS[1]) end
+  if redis.call('ZCARD', KEYS[1]) <= 1 then redis.call('DEL', KEYS[1])
+  else   -- the key expires with its latest holder still (a score is that server's time in ms)
+    local last = redis.call('ZREVRANGEBYSCORE', KEYS[1], '(+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    redis.call('PEXPIREAT', KEYS[1], last[2])
+  end
   return 1
 end
 if t ~= 'string' then return 0 end
