@@ -15,75 +15,8 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_observe.h"
+#include "observe_rec.h"
 #include "tls_fixture.h"
-
-/* ---- a recording observer ---- */
-
-typedef struct rec_ev {
-    hilock_event e;          /* (its strings point into the copies below) */
-    char key[64], node[128], target[128], message[256];
-} rec_ev;
-
-typedef struct rec {
-    pthread_mutex_t mu;
-    rec_ev          ev[512];
-    int             n;
-    hilock_client  *c;       /* re-entry: the client the observer tries to call */
-    hilock_status   reentry; /* what that call returned */
-    char            reentry_msg[200];
-} rec;
-
-static void copy_str(char *dst, size_t cap, const char *s, size_t len)
-{
-    if (!s) return;
-    if (len >= cap) len = cap - 1;
-    memcpy(dst, s, len);
-    dst[len] = 0;
-}
-
-static void record(const hilock_event *e, void *arg)
-{
-    rec *r = arg;
-    rec_ev *x;
-    pthread_mutex_lock(&r->mu);
-    if (r->n < (int)(sizeof r->ev / sizeof *r->ev)) {
-        x = &r->ev[r->n++];
-        memset(x, 0, sizeof *x);
-        x->e = *e;
-        copy_str(x->key, sizeof x->key, e->key, e->keylen);
-        if (e->node) copy_str(x->node, sizeof x->node, e->node, strlen(e->node));
-        if (e->target) copy_str(x->target, sizeof x->target, e->target, strlen(e->target));
-        if (e->message) copy_str(x->message, sizeof x->message, e->message, strlen(e->message));
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-static rec *rec_new(void)
-{
-    rec *r = calloc(1, sizeof *r);
-    pthread_mutex_init(&r->mu, NULL);
-    return r;
-}
-
-/* The i-th event of kind (0-based), or NULL. */
-static const rec_ev *find(rec *r, hilock_event_kind kind, int i)
-{
-    const rec_ev *got = NULL;
-    pthread_mutex_lock(&r->mu);
-    for (int k = 0; k < r->n && !got; k++)
-        if (r->ev[k].e.kind == kind && i-- == 0) got = &r->ev[k];
-    pthread_mutex_unlock(&r->mu);
-    return got;
-}
-
-static int count(rec *r, hilock_event_kind kind)
-{
-    int n = 0;
-    pthread_mutex_lock(&r->mu);
-    for (int k = 0; k < r->n; k++) n += r->ev[k].e.kind == kind;
-    pthread_mutex_unlock(&r->mu);
-    return n;
-}
 
 static hilock_client *client_n(const char *const *urls, size_t n)
 {
@@ -118,7 +51,7 @@ Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_gr
     hlt_redis *r = hlt_redis_start(NULL);
     hilock_client *a = client1(r->url), *b;
     hilock *la, *lb;
-    rec *x = rec_new();
+    hlt_rec *x = hlt_rec_new();
     pthread_t th;
     hilock_options o;
     const char *url = r->url;
@@ -127,21 +60,21 @@ Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_gr
     o.nservers = 1;
     o.retry_delay_ms = 1000;   /* its pause (a BLPOP) outlasts the holder: the release wakes it */
     cr_assert_eq(hilock_client_new(&o, &b), HILOCK_OK);
-    const rec_ev *e;
+    const hlt_rec_ev *e;
     cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
-    cr_assert_eq(hilock_set_observer(b, record, x), HILOCK_OK);
+    cr_assert_eq(hilock_set_observer(b, hlt_rec_observer, x), HILOCK_OK);
     pthread_create(&th, NULL, release_later, la);
     cr_assert_eq(hilock_acquire(b, "obs:k", 10000, 5000, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
     pthread_join(th, NULL);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_ACQUIRE_START, 0));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_START, 0));
     cr_assert_str_eq(e->key, "obs:k");
     cr_assert_eq(e->e.keylen, 5);
     cr_assert_eq(e->e.duration_us, -1);
     cr_assert_gt(e->e.at_us, 0);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_ACQUIRE_BUSY, 0), "no busy event");
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_BUSY, 0), "no busy event");
     cr_assert_eq(e->e.status, HILOCK_BUSY);
     cr_assert_eq(e->e.attempts, 1);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_ACQUIRE_GRANTED, 0));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_GRANTED, 0));
     cr_assert_eq(e->e.status, HILOCK_OK);
     cr_assert_eq(e->e.woken, 1, "the release's notice ended the wait");
     cr_assert_eq(e->e.fence, hilock_fence(lb));
@@ -149,7 +82,7 @@ Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_gr
     cr_assert_geq(e->e.duration_us, 200000, "waited for the release (%lld us)", (long long)e->e.duration_us);
     cr_assert_str_eq(e->node, r->url + strlen("redis://"));
     cr_assert_eq(hilock_release(lb), HILOCK_OK);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_RELEASE, 0));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_RELEASE, 0));
     cr_assert_eq(e->e.status, HILOCK_OK);
     cr_assert_geq(e->e.duration_us, 0);
     hilock_free(la);
@@ -164,17 +97,17 @@ Test(observe, a_try_lock_on_a_held_key_reports_busy_and_gave_up)
     hlt_redis *r = hlt_redis_start(NULL);
     hilock_client *a = client1(r->url), *b = client1(r->url);
     hilock *la, *lb;
-    rec *x = rec_new();
-    const rec_ev *e;
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
     cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
-    hilock_set_observer(b, record, x);
+    hilock_set_observer(b, hlt_rec_observer, x);
     cr_assert_eq(hilock_acquire(b, "obs:k", 10000, 0, &lb), HILOCK_BUSY);
-    cr_assert_eq(count(x, HILOCK_EVENT_ACQUIRE_BUSY), 1);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_ACQUIRE_GAVE_UP, 0));
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ACQUIRE_BUSY), 1);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_GAVE_UP, 0));
     cr_assert_eq(e->e.status, HILOCK_BUSY);
     cr_assert_eq(e->e.attempts, 1);
     cr_assert(strstr(e->message, "held by another owner"), "%s", e->message);
-    cr_assert_eq(count(x, HILOCK_EVENT_ACQUIRE_GRANTED), 0);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ACQUIRE_GRANTED), 0);
     hilock_free(la);
     hilock_client_free(a);
     hilock_client_free(b);
@@ -186,20 +119,20 @@ Test(observe, a_lock_deleted_while_valid_is_lost_as_taken_seen_by_check)
     hlt_redis *r = hlt_redis_start(NULL);
     hilock_client *c = client1(r->url);
     hilock *l;
-    rec *x = rec_new();
-    const rec_ev *e;
-    hilock_set_observer(c, record, x);
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
+    hilock_set_observer(c, hlt_rec_observer, x);
     cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_check(l), HILOCK_OK);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_EXTEND, 0));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_EXTEND, 0));
     cr_assert_eq(e->e.status, HILOCK_OK);
     cr_assert_gt(e->e.validity_ms, 9000);
     freeReplyObject(hlt_cmd(r, "DEL obs:k"));
     cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_EXTEND, 1));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_EXTEND, 1));
     cr_assert_eq(e->e.status, HILOCK_NOT_HELD);
     cr_assert_eq(e->e.validity_ms, 0);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_LOST, 0));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_LOST, 0));
     cr_assert_eq(e->e.status, HILOCK_NOT_HELD);
     cr_assert_eq(e->e.lost_why, HILOCK_LOST_TAKEN);
     cr_assert_str_eq(e->key, "obs:k");
@@ -214,13 +147,13 @@ Test(observe, a_lock_that_expired_is_lost_as_expired_seen_by_release)
     hlt_redis *r = hlt_redis_start(NULL);
     hilock_client *c = client1(r->url);
     hilock *l;
-    rec *x = rec_new();
-    const rec_ev *e;
-    hilock_set_observer(c, record, x);
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
+    hilock_set_observer(c, hlt_rec_observer, x);
     cr_assert_eq(hilock_acquire(c, "obs:k", 100, 0, &l), HILOCK_OK);
     hlt_sleep_ms(250);
     cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_LOST, 0));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_LOST, 0));
     cr_assert_eq(e->e.lost_why, HILOCK_LOST_EXPIRED);
     hilock_free(l);
     hilock_client_free(c);
@@ -238,23 +171,23 @@ Test(observe, the_keepalive_reports_renewals_and_the_loss_on_its_thread_and_coun
     hlt_redis *r = hlt_redis_start(NULL);
     hilock_client *c = client1(r->url);
     hilock *l;
-    rec *x = rec_new();
-    const rec_ev *e;
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
     hilock_stats s;
     volatile int lost = 0;
-    hilock_set_observer(c, record, x);
+    hilock_set_observer(c, hlt_rec_observer, x);
     cr_assert_eq(hilock_acquire(c, "obs:k", 300, 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_keepalive(l, on_lost, (void *)&lost), HILOCK_OK);
-    for (int i = 0; i < 100 && count(x, HILOCK_EVENT_RENEWAL) < 2; i++) hlt_sleep_ms(20);
-    cr_assert_geq(count(x, HILOCK_EVENT_RENEWAL), 2, "renewals seen");
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_RENEWAL, 0));
+    for (int i = 0; i < 100 && hlt_rec_count(x, HILOCK_EVENT_RENEWAL) < 2; i++) hlt_sleep_ms(20);
+    cr_assert_geq(hlt_rec_count(x, HILOCK_EVENT_RENEWAL), 2, "renewals seen");
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_RENEWAL, 0));
     cr_assert_eq(e->e.status, HILOCK_OK);
     cr_assert_gt(e->e.validity_ms, 100);
     cr_assert_str_eq(e->key, "obs:k");
     freeReplyObject(hlt_cmd(r, "DEL obs:k"));
     for (int i = 0; i < 100 && !lost; i++) hlt_sleep_ms(20);
     cr_assert_eq(lost, HILOCK_NOT_HELD + 1);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_LOST, 0), "the keepalive's LOST");
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_LOST, 0), "the keepalive's LOST");
     cr_assert_eq(e->e.status, HILOCK_NOT_HELD);
     cr_assert_eq(e->e.lost_why, HILOCK_LOST_TAKEN);
     cr_assert_eq(hilock_client_stats(c, &s), HILOCK_OK);
@@ -273,7 +206,7 @@ Test(observe, redlock_reports_each_masters_answer)
     const char *urls[3];
     hilock_client *c, *other;
     hilock *l, *lo;
-    rec *x = rec_new();
+    hlt_rec *x = hlt_rec_new();
     for (int i = 0; i < 3; i++) {
         r[i] = hlt_redis_start(NULL);
         urls[i] = r[i]->url;
@@ -281,19 +214,19 @@ Test(observe, redlock_reports_each_masters_answer)
     other = client1(urls[2]);
     cr_assert_eq(hilock_acquire(other, "obs:k", 10000, 0, &lo), HILOCK_OK);
     c = client_n(urls, 3);
-    hilock_set_observer(c, record, x);
+    hilock_set_observer(c, hlt_rec_observer, x);
     cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(count(x, HILOCK_EVENT_MEMBER), 3);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_MEMBER), 3);
     for (int i = 0; i < 3; i++) {
-        const rec_ev *e = find(x, HILOCK_EVENT_MEMBER, i);
+        const hlt_rec_ev *e = hlt_rec_find(x, HILOCK_EVENT_MEMBER, i);
         cr_assert_eq(e->e.op, HILOCK_EVENT_ACQUIRE_START);
         cr_assert_str_eq(e->node, urls[i] + strlen("redis://"));
         cr_assert_eq(e->e.status, i == 2 ? HILOCK_BUSY : HILOCK_OK, "member %d", i);
     }
     cr_assert_eq(hilock_release(l), HILOCK_OK);
-    cr_assert_eq(count(x, HILOCK_EVENT_MEMBER), 6);
-    cr_assert_eq(find(x, HILOCK_EVENT_MEMBER, 3)->e.op, HILOCK_EVENT_RELEASE);
-    cr_assert_eq(find(x, HILOCK_EVENT_MEMBER, 5)->e.status, HILOCK_NOT_HELD);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_MEMBER), 6);
+    cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_MEMBER, 3)->e.op, HILOCK_EVENT_RELEASE);
+    cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_MEMBER, 5)->e.status, HILOCK_NOT_HELD);
     hilock_free(l);
     hilock_free(lo);
     hilock_client_free(c);
@@ -306,26 +239,26 @@ Test(observe, connects_reconnects_and_a_nodes_error_are_reported_with_the_node)
     hlt_redis *r = hlt_redis_start(NULL);
     hilock_client *c = client1(r->url);
     hilock *l;
-    rec *x = rec_new();
-    const rec_ev *e;
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
     hilock_stats s;
-    hilock_set_observer(c, record, x);
+    hilock_set_observer(c, hlt_rec_observer, x);
     cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_CONNECT, 0));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_CONNECT, 0));
     cr_assert_eq(e->e.reconnect, 0);
     cr_assert_null(e->e.key);
     cr_assert_geq(e->e.duration_us, 0);
     cr_assert_str_eq(e->node, r->url + strlen("redis://"));
     hlt_redis_kill(r);
     cr_assert_neq(hilock_release(l), HILOCK_OK);
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_ERROR, 0), "the dead server's error");
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ERROR, 0), "the dead server's error");
     cr_assert_eq(e->e.status, HILOCK_EIO);
     cr_assert_str_eq(e->node, r->url + strlen("redis://"));
     cr_assert_str_eq(e->key, "obs:k");
     cr_assert(e->message[0], "a message");
     cr_assert_eq(hlt_redis_restart(r), 0);
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_CONNECT, 1));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_CONNECT, 1));
     cr_assert_eq(e->e.reconnect, 1);
     hilock_client_stats(c, &s);
     cr_assert_eq(s.connects, 2);
@@ -343,8 +276,8 @@ Test(observe, a_tls_connection_reports_its_handshake_and_duration)
     hilock_options o;
     hilock_client *c = NULL;
     hilock *l;
-    rec *x = rec_new();
-    const rec_ev *e;
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
     const char *url;
     cr_assert_not_null(pki);
     r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
@@ -355,14 +288,14 @@ Test(observe, a_tls_connection_reports_its_handshake_and_duration)
     o.nservers = 1;
     o.tls_ca_file = pki->ca;
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    hilock_set_observer(c, record, x);
+    hilock_set_observer(c, hlt_rec_observer, x);
     cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_not_null(e = find(x, HILOCK_EVENT_TLS_HANDSHAKE, 0));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_TLS_HANDSHAKE, 0));
     cr_assert_eq(e->e.status, HILOCK_OK);
     cr_assert_gt(e->e.duration_us, 0);
     cr_assert_not_null(e->e.node);
-    cr_assert_not_null(find(x, HILOCK_EVENT_CONNECT, 0));
-    cr_assert_leq(find(x, HILOCK_EVENT_TLS_HANDSHAKE, 0)->e.at_us, find(x, HILOCK_EVENT_CONNECT, 0)->e.at_us);
+    cr_assert_not_null(hlt_rec_find(x, HILOCK_EVENT_CONNECT, 0));
+    cr_assert_leq(hlt_rec_find(x, HILOCK_EVENT_TLS_HANDSHAKE, 0)->e.at_us, hlt_rec_find(x, HILOCK_EVENT_CONNECT, 0)->e.at_us);
     hilock_release(l);
     hilock_free(l);
     hilock_client_free(c);
@@ -374,7 +307,7 @@ Test(observe, a_tls_connection_reports_its_handshake_and_duration)
 
 static void reenter(const hilock_event *e, void *arg)
 {
-    rec *r = arg;
+    hlt_rec *r = arg;
     hilock *l = NULL;
     if (e->kind != HILOCK_EVENT_ACQUIRE_START) return;
     r->reentry = hilock_acquire(r->c, "obs:other", 10000, 0, &l);
@@ -387,7 +320,7 @@ Test(observe, a_call_from_inside_the_observer_is_refused_with_einval_and_sends_n
     hlt_redis *r = hlt_redis_start(NULL);
     hilock_client *c = client1(r->url);
     hilock *l;
-    rec *x = rec_new();
+    hlt_rec *x = hlt_rec_new();
     x->c = c;
     hilock_set_observer(c, reenter, x);
     cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -399,7 +332,7 @@ Test(observe, a_call_from_inside_the_observer_is_refused_with_einval_and_sends_n
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_str_neq(hilock_client_errmsg(c), "hilock called from inside an observer (hilock_observe.h)");
     cr_assert_eq(hilock_set_observer(c, NULL, NULL), HILOCK_OK);
-    cr_assert_eq(hilock_set_observer(NULL, record, x), HILOCK_EINVAL);
+    cr_assert_eq(hilock_set_observer(NULL, hlt_rec_observer, x), HILOCK_EINVAL);
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
