@@ -57,14 +57,17 @@ typedef enum hilock_event_kind {
      * (before on_lost runs). The thread of what saw it. status: NOT_HELD or LOST (or the
      * keepalive's last error); lost_why: see hilock_lost_why. */
     HILOCK_EVENT_LOST,
-    /* A failover was detected: the master in use is not the one the lock was taken on, or a
-     * Sentinel names a new master. Caller (or keepalive / loop thread). node: the new master
-     * if known, else the node. */
+    /* A failover was detected: a Sentinel names a new master (node: it, as "name@host:port";
+     * key NULL), or a lock's call finds its master's replication history is not the one the
+     * lock was granted in (node: the master now; key: the lock's; a LOST event follows). One
+     * failover may so be reported twice, once each way. Caller (or keepalive / loop thread). */
     HILOCK_EVENT_FAILOVER,
-    /* The failover guard (hilock_options.failover_guard_ms) made a grant wait. Caller.
-     * duration_us: how long it will wait at most. */
+    /* The failover guard (hilock_options.failover_guard) refused an acquire's grant on a master
+     * promoted in a failover: once per acquire, at the first refusal. Caller. node: the master;
+     * status: BUSY; duration_us: how long the guard holds off grants there at most. */
     HILOCK_EVENT_GUARD_START,
-    /* The failover guard's wait ended and the grant stands. Caller. duration_us: waited. */
+    /* An acquire refused by the guard (GUARD_START) was granted in the end. Caller.
+     * duration_us: from the first refusal to the grant. */
     HILOCK_EVENT_GUARD_PASSED,
     /* Redlock: one master's answer in an acquire, release or extend of N masters, one event
      * per master asked. Caller. node: the master; status: OK (granted / done on it), BUSY,
@@ -74,20 +77,23 @@ typedef enum hilock_event_kind {
      * run again where the cluster says. Caller. node: who answered; target: where to
      * ("host:port"; "" for TRYAGAIN). */
     HILOCK_EVENT_REDIRECT,
-    /* The Cluster slot map was fetched again. Caller. status: OK or why not; duration_us:
-     * the fetch's time; node: the node asked. */
+    /* The Cluster slot map was fetched (the first time, and again after MOVED, a dead
+     * master, CLUSTERDOWN). Caller. status: OK or why not; duration_us: the fetch's time;
+     * node: the cluster's name; key: NULL. */
     HILOCK_EVENT_MAP_REFRESH,
-    /* A connection to a node was opened (handshake done). Caller (or keepalive / loop
-     * thread). reconnect: 1 if this node had a connection before (a reconnect), 0 for the
-     * first; duration_us: from the connect to the end of the handshake. status: OK, or why
-     * it failed (then an ERROR event follows with the message). */
+    /* A connection to a node was opened, its handshake (AUTH, SELECT, ...) done. Caller (or
+     * keepalive / loop thread). status: OK (a connect that fails is an ERROR event);
+     * reconnect: 1 if this node had a connection before, 0 for the first; duration_us: from
+     * the start of the connect to the end of the handshake. key: NULL. */
     HILOCK_EVENT_CONNECT,
-    /* A TLS handshake finished (rediss://). As CONNECT: duration_us is the TLS handshake's
-     * own time; status: OK or why it failed. */
+    /* A TLS connection (rediss://) finished its TLS handshake, before CONNECT. status: OK (a
+     * failed one is an ERROR event); duration_us: from the start of the connect (TCP
+     * included) to the end of the TLS handshake. key: NULL. */
     HILOCK_EVENT_TLS_HANDSHAKE,
-    /* A node's error: connection refused or broken, a timeout, an error reply. Thread as
-     * the call's. node: which; status: the error; message: the text (as it appears in
-     * hilock_client_errmsg). */
+    /* A node did not answer a round trip: connection refused or broken, a timeout, a
+     * handshake refused (AUTH), a command its server cannot run. (Error replies to the lock's
+     * own commands are results: see the call's event.) Thread as the call's. node: which;
+     * status: the error; key: the commands' key (NULL: none); message: the node's text. */
     HILOCK_EVENT_ERROR
 } hilock_event_kind;
 
@@ -205,14 +211,16 @@ typedef struct hilock_stats {
     uint64_t renewal_ok;          /* keepalive renewals                                      */
     uint64_t renewal_failed;      /* ... failed (each try, passing failures included)        */
     uint64_t lost;                /* LOST events: locks found no longer ours                 */
-    uint64_t round_trips;         /* pipelines answered by a node (one per node per trip)    */
+    uint64_t round_trips;         /* pipelines answered in full by a node (one per node per
+                                     trip; a new connection's handshake is not one)         */
     uint64_t connects;            /* connections opened (handshake done)                     */
     uint64_t reconnects;          /* ... of those, to a node that had one before             */
     uint64_t failovers;           /* FAILOVER events                                         */
     uint64_t redirects;           /* Cluster MOVED / ASK / TRYAGAIN answers                  */
     uint64_t errors;              /* ERROR events                                            */
     hilock_histogram acquire_wait;   /* granted acquires: start to grant                     */
-    hilock_histogram round_trip;     /* each node's round trip: write to last reply          */
+    hilock_histogram round_trip;     /* each of round_trips: sent to last reply (a new
+                                        connection's: from its connect)                     */
 } hilock_stats;
 
 /* Copy c's totals into the first `size` bytes of *s (fields past size are not written).

@@ -437,7 +437,7 @@ typedef struct pending {
     size_t  undone;        /* of which answered */
     int     asking;        /* the topology asked for ASKING (an ASK redirect) */
     int     nask;          /* 1: ASKING precedes each of the commands in this pipeline */
-    int64_t t0;            /* when this pipeline was built (hl_round_trip) */
+    int64_t t0;            /* when this pipeline was sent (hl_round_trip) */
 } pending;
 
 /* The key the commands are about: a script's first key ("" = none: an undo-only round trip,
@@ -758,7 +758,6 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
                            int ncmd, int use_eval, hl_buf *b)
 {
     b->len = 0;
-    p->t0 = hl_now_us();
     p->prefix = p->nhandshake = 0;
     p->nundo = 0;
     if (n->conn->fresh) p->nhandshake = hl_handshake_put(n, b);
@@ -1033,6 +1032,7 @@ static void start_node(pass *s, size_t i, int64_t *now)
         int reused = n->conn != NULL;
         if (!n->conn && conn_start(c, n, s->dl.cn) < 0) break;
         p->active = 1;
+        p->t0 = *now;
         p->deadline = n->conn->connecting ? s->dl.cn : s->dl.io;
         build_pipeline(c, n, p, s->cmds, s->ncmd, 0, b);
         if (p->refused) {
@@ -1111,6 +1111,7 @@ static void settle_node(pass *s, int i, struct hl_conn *k)
     p->nundo = p->undone = 0;
     if (p->resend || p->more) {
         int use_eval = p->resend || p->used_eval;
+        p->t0 = hl_now_us();   /* (the round trip counted is the commands', not the handshake's) */
         for (int q = 0; q < ncmd; q++) {
             hl_reply_free(n->reply[q]);
             n->reply[q] = NULL;
@@ -1125,7 +1126,7 @@ static void settle_node(pass *s, int i, struct hl_conn *k)
         finish(n, p, HILOCK_OK, NULL, NULL);
         s->ok |= 1u << i;
         k->last_us = hl_now_us();
-        hl_round_trip(c, p->t0);
+        hl_round_trip(c, p->t0, k->last_us);
         if (hl_topo_drops(n, n->reply, ncmd)) hl_node_close(n);   /* resolve again next time */
         if (s->any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
             hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)

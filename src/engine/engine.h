@@ -235,8 +235,8 @@ void hl_failover_seen(hilock_client *c, const char *node, const char *key);
 /* A Cluster redirect answered by node n about key (keylen 0: none): counted; a REDIRECT event. */
 void hl_redirect_seen(hilock_client *c, const hl_node *n, hilock_redirect_kind kind, const char *target,
                       const char *key, size_t keylen);
-/* A round trip to a node, sent at t0_us, answered in full now: counted, in the histogram. */
-void hl_round_trip(hilock_client *c, int64_t t0_us);
+/* A round trip to a node, sent at t0_us, answered in full at now_us: counted, in the histogram. */
+void hl_round_trip(hilock_client *c, int64_t t0_us, int64_t now_us);
 /* 1 while this thread runs an observer (hl_enter refuses calls then). */
 int  hl_observing(void);
 /* hilock_client_stats's copy of c->stats into size bytes at s (client.c checks the call). */

@@ -91,10 +91,10 @@ void hl_redirect_seen(hilock_client *c, const hl_node *n, hilock_redirect_kind k
     hl_emit(c, &e);
 }
 
-void hl_round_trip(hilock_client *c, int64_t t0_us)
+void hl_round_trip(hilock_client *c, int64_t t0_us, int64_t now_us)
 {
     c->stats.round_trips++;
-    hilock_histogram_add(&c->stats.round_trip, hl_now_us() - t0_us);
+    hilock_histogram_add(&c->stats.round_trip, now_us - t0_us);
 }
 
 static const char *const event_names[] = {

@@ -936,19 +936,21 @@ void hl_renewals_gave_up(hilock *l, hilock_status st, const char *why)
 }
 
 /* A release's, extend's or check's end (hilock_observe.h): counted; its event (RENEWAL on a
- * keepalive's client), and LOST when the answer says the lock is no longer ours. was_until:
- * the validity before the call; was_released: it was released before (no news). */
+ * keepalive's client), and LOST when the answer says the lock is no longer ours. start: when
+ * the call began (read only if observed: call_start); was_until: the validity before the
+ * call; was_released: it was released before (no news). */
 static void result_end(hilock *l, hilock_event_kind kind, hilock_status st, int64_t start,
                        int64_t was_until, int was_released)
 {
     hilock_client *c = l->c, *counts = c->obs_owner ? c->obs_owner : c;
     hilock_event e;
-    int64_t now = hl_now_us();
+    int64_t now;
     int lost = !was_released && (st == HILOCK_NOT_HELD || st == HILOCK_LOST);
     if (l->renewing && kind == HILOCK_EVENT_EXTEND) kind = HILOCK_EVENT_RENEWAL;
     count_result(counts, kind, st);
     if (lost) hl_count_atomic(counts, lost);   /* (a keepalive's thread adds to it too) */
     if (!HL_OBSERVED(c)) return;
+    now = hl_now_us();
     hl_event_init(&e, kind, l->key, strlen(l->key), c->nnodes == 1 ? c->nodes[0].name : NULL, st,
                   now - start);
     if (kind != HILOCK_EVENT_RELEASE)
@@ -963,6 +965,10 @@ static void result_end(hilock *l, hilock_event_kind kind, hilock_status st, int6
     hl_emit(c, &e);
 }
 
+/* When a call began, for its event's duration: read only if c is observed (the counters need
+ * no clock). */
+static int64_t call_start(const hilock_client *c) { return HL_OBSERVED(c) ? hl_now_us() : 0; }
+
 static hilock_status release_once(hilock *l);
 
 hilock_status hilock_release(hilock *l)
@@ -972,7 +978,7 @@ hilock_status hilock_release(hilock *l)
     int64_t start, was_until;
     if (!l) return HILOCK_EINVAL;
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
-    start = hl_now_us();
+    start = call_start(l->c);
     was_until = l->valid_until_us;
     was_released = l->released;
     st = release_once(l);
@@ -1037,7 +1043,7 @@ hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
     if (hl_check_fork(l->c) != HILOCK_OK)   /* (hook: the parent's) */
         return hl_leave(l->c, took, HILOCK_EINVAL);
     if (l->hook) l->hook(l, HL_HOOK_BEGIN);
-    start = hl_now_us();
+    start = call_start(l->c);
     was_until = l->valid_until_us;
     st = extend_once(l, ttl_ms);
     result_end(l, HILOCK_EVENT_EXTEND, st, start, was_until, l->released);
@@ -1055,7 +1061,7 @@ hilock_status hilock_check(hilock *l)
     if (hl_check_fork(l->c) != HILOCK_OK)
         return hl_leave(l->c, took, HILOCK_EINVAL);
     if (l->hook) l->hook(l, HL_HOOK_BEGIN);
-    start = hl_now_us();
+    start = call_start(l->c);
     was_until = l->valid_until_us;
     st = check_once(l);
     result_end(l, HILOCK_EVENT_EXTEND, st, start, was_until, l->released);
