@@ -23,7 +23,7 @@ typedef struct hlt_rec {
     char            reentry_msg[200];  /* ... and the errmsg then */
 } hlt_rec;
 
-hlt_rec *hlt_rec_new(void);   /* (freed with the test's process) */
+hlt_rec *hlt_rec_new(void);   /* one of 4 per process (NULL past them); never freed */
 void hlt_rec_observer(const hilock_event *e, void *arg);   /* arg: an hlt_rec */
 /* The i-th event of kind (0-based), or NULL. */
 const hlt_rec_ev *hlt_rec_find(hlt_rec *r, hilock_event_kind kind, int i);
