@@ -147,6 +147,8 @@ $(B)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/*.h) $(B)/libhilock.a
 
 # The event-loop suite drives clients from libuv and libevent (the header-only adapters).
 $(B)/tests/test_async: TEST_LIBS = -luv -levent
+$(B)/tests/test_observe: TEST_LIBS = -luv   # (events on a libuv loop)
+$(B)/tests/test_observe: include/hilock_libuv.h
 $(B)/tests/test_servers: TEST_LIBS = -luv   # (one event-loop test of its own)
 $(B)/tests/test_messages: TEST_LIBS = -luv   # (the event loop's NOAUTH)
 $(B)/tests/test_reentry: TEST_LIBS = -luv

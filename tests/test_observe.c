@@ -14,6 +14,8 @@
 
 #include "fixture.h"
 #include "hilock.h"
+#include "hilock_async.h"
+#include "hilock_libuv.h"
 #include "hilock_observe.h"
 #include "observe_rec.h"
 #include "tls_fixture.h"
@@ -301,6 +303,73 @@ Test(observe, a_tls_connection_reports_its_handshake_and_duration)
     hilock_client_free(c);
     hlt_redis_stop(r);
     hlt_pki_free(pki);
+}
+
+/* ---- on an event loop ---- */
+
+typedef struct loop_run { hilock *l; int done; hilock_status st; } loop_run;
+
+static void on_done(hilock_status st, hilock *l, void *arg)
+{
+    loop_run *r = arg;
+    r->st = st;
+    if (l) r->l = l;
+    r->done++;
+}
+
+static void on_stop(uv_timer_t *t) { *(int *)t->data = 1; }
+
+/* Run loop until *flag reaches want, or ms have passed. */
+static void run_for(uv_loop_t *loop, const int *flag, int want, long ms)
+{
+    uv_timer_t t;
+    int fired = 0;
+    uv_timer_init(loop, &t);
+    t.data = &fired;
+    uv_timer_start(&t, on_stop, (uint64_t)ms, 0);
+    while ((!flag || *flag < want) && !fired) uv_run(loop, UV_RUN_ONCE);
+    uv_timer_stop(&t);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+}
+
+Test(observe, the_loops_calls_and_renewals_are_reported_on_the_loops_thread)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client1(r->url);
+    uv_loop_t loop;
+    loop_run run = {0};
+    hlt_rec *x = hlt_rec_new();
+    hilock_stats s;
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_set_observer(c, hlt_rec_observer, x), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(c, "obs:k", 300, 0, on_done, &run), HILOCK_OK);
+    run_for(&loop, &run.done, 1, 5000);
+    cr_assert_eq(run.st, HILOCK_OK);
+    cr_assert_not_null(hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_START, 0));
+    cr_assert_not_null(hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_GRANTED, 0));
+    cr_assert_not_null(hlt_rec_find(x, HILOCK_EVENT_CONNECT, 0));
+    cr_assert_eq(hilock_keepalive(run.l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    run_for(&loop, NULL, 0, 600);   /* a renewal every 100 ms */
+    cr_assert_geq(hlt_rec_count(x, HILOCK_EVENT_RENEWAL), 2);
+    cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_RENEWAL, 0)->e.status, HILOCK_OK);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_EXTEND), 0, "renewals are not extends");
+    cr_assert_eq(hilock_release_async(run.l, on_done, &run), HILOCK_OK);
+    run_for(&loop, &run.done, 2, 5000);
+    cr_assert_eq(run.st, HILOCK_OK);
+    cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_RELEASE, 0)->e.status, HILOCK_OK);
+    cr_assert_eq(hilock_client_stats(c, &s), HILOCK_OK);
+    cr_assert_eq(s.acquire_ok, 1);
+    cr_assert_eq(s.release_ok, 1);
+    cr_assert_geq(s.renewal_ok, 2);
+    cr_assert_geq(s.round_trips, 4);
+    cr_assert_eq(s.round_trip.count, s.round_trips);
+    hilock_free(run.l);
+    hilock_client_free(c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    hlt_redis_stop(r);
 }
 
 /* ---- the observer may not call into hilock ---- */
