@@ -235,8 +235,22 @@ void hl_failover_seen(hilock_client *c, const char *node, const char *key);
 /* A Cluster redirect answered by node n about key (keylen 0: none): counted; a REDIRECT event. */
 void hl_redirect_seen(hilock_client *c, const hl_node *n, hilock_redirect_kind kind, const char *target,
                       const char *key, size_t keylen);
+/* Put us in h (hilock_observe.h: the buckets; negative counts as 0): inline, as it runs on
+ * every round trip and grant (hilock_histogram_add is this). */
+static inline void hl_hist_add(hilock_histogram *h, int64_t us)
+{
+    uint64_t v = us > 0 ? (uint64_t)us : 0;
+    int b = v <= 1 ? 0 : 64 - __builtin_clzll(v - 1);   /* ceil(log2 v) */
+    h->count++;
+    h->sum_us += v;
+    h->bucket[b < HILOCK_HIST_BUCKETS - 1 ? b : HILOCK_HIST_BUCKETS - 1]++;
+}
 /* A round trip to a node, sent at t0_us, answered in full at now_us: counted, in the histogram. */
-void hl_round_trip(hilock_client *c, int64_t t0_us, int64_t now_us);
+static inline void hl_round_trip(hilock_client *c, int64_t t0_us, int64_t now_us)
+{
+    c->stats.round_trips++;
+    hl_hist_add(&c->stats.round_trip, now_us - t0_us);
+}
 /* 1 while this thread runs an observer (hl_enter refuses calls then). */
 int  hl_observing(void);
 /* hilock_client_stats's copy of c->stats into size bytes at s (client.c checks the call). */

@@ -91,11 +91,6 @@ void hl_redirect_seen(hilock_client *c, const hl_node *n, hilock_redirect_kind k
     hl_emit(c, &e);
 }
 
-void hl_round_trip(hilock_client *c, int64_t t0_us, int64_t now_us)
-{
-    c->stats.round_trips++;
-    hilock_histogram_add(&c->stats.round_trip, now_us - t0_us);
-}
 
 static const char *const event_names[] = {
     NULL, "acquire_start", "acquire_granted", "acquire_busy", "acquire_gave_up", "release",
@@ -111,22 +106,9 @@ const char *hilock_event_name(hilock_event_kind kind)
 
 /* ---- histograms ---- */
 
-/* Bucket of v us (hilock_observe.h): 0 for v <= 1, else ceil(log2 v), capped at the overflow. */
-static int bucket_of(uint64_t v)
-{
-    int b;
-    if (v <= 1) return 0;
-    b = 64 - __builtin_clzll(v - 1);
-    return b < HILOCK_HIST_BUCKETS - 1 ? b : HILOCK_HIST_BUCKETS - 1;
-}
-
 void hilock_histogram_add(hilock_histogram *h, int64_t us)
 {
-    uint64_t v = us > 0 ? (uint64_t)us : 0;
-    if (!h) return;
-    h->count++;
-    h->sum_us += v;
-    h->bucket[bucket_of(v)]++;
+    if (h) hl_hist_add(h, us);
 }
 
 /* A caller's stats of `size` bytes as a whole struct: the fields past size are 0. */

@@ -530,7 +530,7 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
         if (c->nodes[i].st == HILOCK_ENOMEM) nomem |= 1u << i;
     }
     *t = tally_replies(l, all, ok, R_ACQUIRE);
-    member_events(l, t, HILOCK_EVENT_ACQUIRE_START);
+    if (HL_OBSERVED(c)) member_events(l, t, HILOCK_EVENT_ACQUIRE_START);
     t->maybe = t->errs & ok & wrote;
     /* one master: the kind reads its busy answer and words the BUSY (several: see attempt);
      * a kind with a busy command reads that one's answer instead (busy_round) */
@@ -698,7 +698,7 @@ static void acquire_end(hilock *l, hilock_status st, int64_t start, long attempt
     hilock_client *c = l->c;
     if (st == HILOCK_OK) {
         c->stats.acquire_ok++;
-        hilock_histogram_add(&c->stats.acquire_wait, hl_now_us() - start);
+        hl_hist_add(&c->stats.acquire_wait, hl_now_us() - start);
         if (l->guard_seen_us)
             hl_emit_simple(c, HILOCK_EVENT_GUARD_PASSED, l->key, strlen(l->key), NULL, HILOCK_OK,
                            hl_now_us() - l->guard_seen_us);
@@ -761,7 +761,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
     }
 
     start = hl_now_us();
-    acquire_event(l, HILOCK_EVENT_ACQUIRE_START, HILOCK_OK, start, 0, 0);
+    if (HL_OBSERVED(c)) acquire_event(l, HILOCK_EVENT_ACQUIRE_START, HILOCK_OK, start, 0, 0);
     /* a wait too long to count in microseconds is as good as forever (and must not overflow) */
     deadline = wait_ms < 0 || wait_ms > HL_NEVER / 1000 ? HL_NEVER : hl_add_sat(start, wait_ms * 1000);
     /* the last attempt may start just before the deadline, and may have to connect first */
@@ -776,7 +776,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
             *out = l;
             return st;
         }
-        if (st == HILOCK_BUSY) acquire_event(l, HILOCK_EVENT_ACQUIRE_BUSY, st, start, attempts, 0);
+        if (st == HILOCK_BUSY && HL_OBSERVED(c)) acquire_event(l, HILOCK_EVENT_ACQUIRE_BUSY, st, start, attempts, 0);
         /* the kind judged the value found expired and replaceable (legacy: a stamp that has
          * passed, replaced at once as the recipe's GETSET follows its GET, so even a one-shot
          * try takes it over): try again at once, twice in a row at most */
@@ -833,7 +833,7 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
     *deadline = top.deadline_us;
     ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us, top.deadline_us);
     t = tally_replies(l, hl_all_nodes(c), ok, kind);
-    member_events(l, &t, op == HL_TOPO_RELEASE ? HILOCK_EVENT_RELEASE : HILOCK_EVENT_EXTEND);
+    if (HL_OBSERVED(c)) member_events(l, &t, op == HL_TOPO_RELEASE ? HILOCK_EVENT_RELEASE : HILOCK_EVENT_EXTEND);
     /* (not on a node whose script answered an error: its failover.lua round trip would
      * replace the node's error text, which undecided() reports) */
     hl_topo_end(c, l, &top, ok & ~t.errs, t.yes);   /* did the lock survive a failover? WAIT (extend) */
