@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 
+#include "hilock_observe.h"
 #include "base.h"
 #include "resp.h"
 #include "transport.h"
@@ -107,6 +108,7 @@ struct hl_conn {
     hl_buf        out;          /* bytes not yet accepted by the transport */
     size_t        off;
     int64_t       last_us;      /* when its last round trip ended (monotonic) */
+    int64_t       opened_us;    /* when its connect started (observe.c: CONNECT's duration) */
     hl_facts      facts;        /* what its handshake has read so far */
 };
 
@@ -130,6 +132,7 @@ typedef struct hl_node {
      * handshake (INFO server, TIME) into its own hl_conn.facts and copied here whole by the
      * connection that owns the node: see hl_node_version, hl_node_server_ms. */
     hl_facts        facts;
+    unsigned long   connects;    /* connections whose handshake was done (observe.c: reconnects) */
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
     int             topology_replies;   /* its connections ask for a cluster's topology: replies
                                            up to HL_RESP_MAX_TOPOLOGY (hl_resp_allow_topology) */
@@ -189,6 +192,14 @@ struct hilock_client {
     pthread_mutex_t live_mu;
     struct hilock *live[64];
     char           holder[HL_HOLDER_MAX];   /* hl_holder_text: acquire.lua's holder record */
+    /* observe.c: the observer (NULL: none; each event site tests it, one branch) and the
+     * totals. stats is the client's thread's alone, except renewal_ok, renewal_failed and
+     * lost, which a keepalive's thread adds to atomically (hl_count_atomic). */
+    hilock_observer_fn obs_fn;
+    void              *obs_arg;
+    struct hilock_client *obs_owner;  /* a keepalive's private client: the owner's client,
+                                         which counts its renewals and losses (atomically) */
+    hilock_stats       stats;
 };
 
 /* ---- the client's error text (error.c) ---- */
@@ -198,6 +209,54 @@ hilock_status hl_fail(hilock_client *c, hilock_status st, const char *fmt, ...)
 hilock_status hl_ok(hilock_client *c);
 /* errmsg from the nodes' own errors ("node: why; node: why") with the given status. */
 hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, const char *what);
+
+/* ---- events and counters (observe.c): the one seam every layer emits through ---- */
+/* 1 if c has an observer: test it before building an event (the only cost without one). */
+#define HL_OBSERVED(c) ((c)->obs_fn != NULL)
+/* An event of kind for c with the common fields (key NULL for none; node NULL for none;
+ * duration -1: none; at_us now); the caller sets the kind's own fields, then hl_emit. */
+void hl_event_init(hilock_event *e, hilock_event_kind kind, const char *key, size_t keylen,
+                   const char *node, hilock_status st, int64_t duration_us);
+/* Call c's observer with e (none: nothing), marking this thread as inside an observer for
+ * the duration (hl_observing), so a call into hilock from it is refused. */
+void hl_emit(hilock_client *c, const hilock_event *e);
+/* The common case: hl_event_init + hl_emit, if c is observed. */
+void hl_emit_simple(hilock_client *c, hilock_event_kind kind, const char *key, size_t keylen,
+                    const char *node, hilock_status st, int64_t duration_us);
+/* An ERROR event for node n's error (n->st, n->err), if c is observed; counted. */
+void hl_emit_node_error(hilock_client *c, const hl_node *n, const char *key, size_t keylen);
+/* Connection k of node n: its connect (TCP, and TLS: TLS_HANDSHAKE) is done, resp. its
+ * handshake is done (CONNECT, counted). Both runners call them (engine.c, async.c). */
+void hl_conn_connected(hilock_client *c, const hl_node *n, const struct hl_conn *k);
+void hl_conn_ready(hilock_client *c, hl_node *n, const struct hl_conn *k);
+/* A failover seen (counted; a FAILOVER event): node the master now in use, key the lock's
+ * whose call saw it (NULL: none). */
+void hl_failover_seen(hilock_client *c, const char *node, const char *key);
+/* A Cluster redirect answered by node n about key (keylen 0: none): counted; a REDIRECT event. */
+void hl_redirect_seen(hilock_client *c, const hl_node *n, hilock_redirect_kind kind, const char *target,
+                      const char *key, size_t keylen);
+/* Put us in h (hilock_observe.h: the buckets; negative counts as 0): inline, as it runs on
+ * every round trip and grant (hilock_histogram_add is this). */
+static inline void hl_hist_add(hilock_histogram *h, int64_t us)
+{
+    uint64_t v = us > 0 ? (uint64_t)us : 0;
+    int b = v <= 1 ? 0 : 64 - __builtin_clzll(v - 1);   /* ceil(log2 v) */
+    h->count++;
+    h->sum_us += v;
+    h->bucket[b < HILOCK_HIST_BUCKETS - 1 ? b : HILOCK_HIST_BUCKETS - 1]++;
+}
+/* A round trip to a node, sent at t0_us, answered in full at now_us: counted, in the histogram. */
+static inline void hl_round_trip(hilock_client *c, int64_t t0_us, int64_t now_us)
+{
+    c->stats.round_trips++;
+    hl_hist_add(&c->stats.round_trip, now_us - t0_us);
+}
+/* 1 while this thread runs an observer (hl_enter refuses calls then). */
+int  hl_observing(void);
+/* hilock_client_stats's copy of c->stats into size bytes at s (client.c checks the call). */
+void hl_stats_copy(const hilock_client *c, hilock_stats *s, size_t size);
+/* A counter of c->stats bumped by another thread (a keepalive's): atomic. */
+#define hl_count_atomic(c, field) __atomic_fetch_add(&(c)->stats.field, 1, __ATOMIC_RELAXED)
 
 /* What the engine asks of the topology a node belongs to -- the engine defines this
  * interface and calls only through node->topo; the implementations (topology.h:
