@@ -57,7 +57,7 @@ PLATFORM_SRC := src/platform/common.c src/platform/$(PLATFORM).c
 LIB_SRC   := $(sort $(filter-out src/platform/%,$(wildcard src/*/*.c)) $(PLATFORM_SRC)) $(wildcard legacy/*.c) $(wildcard api/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
-HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h include/hilock_async.h
+HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h include/hilock_async.h include/hilock_observe.h
 # the event-loop adapters: header-only (the library does not link libuv or libevent)
 HEADERS   += include/hilock_libuv.h include/hilock_libevent.h
 HEADERS   += include/hilock.hpp
@@ -415,7 +415,7 @@ uninstall:
 	  $(DESTDIR)$(LIBDIR)/libhilock.* $(DESTDIR)$(LIBDIR)/pkgconfig/hilock.pc \
 	  $(DESTDIR)$(BINDIR)/hilock $(DESTDIR)$(MANDIR)/man1/hilock.1 $(DESTDIR)$(MANDIR)/man3/hilock.3
 	rm -f $(DESTDIR)$(INCDIR)/hilock.hpp $(addprefix $(DESTDIR)$(LIBDIR)/cmake/hilock/,$(notdir $(CMAKE_CFG)))
-	rm -f $(DESTDIR)$(INCDIR)/hilock_async.h $(DESTDIR)$(INCDIR)/hilock_libuv.h $(DESTDIR)$(INCDIR)/hilock_libevent.h
+	rm -f $(DESTDIR)$(INCDIR)/hilock_async.h $(DESTDIR)$(INCDIR)/hilock_observe.h $(DESTDIR)$(INCDIR)/hilock_libuv.h $(DESTDIR)$(INCDIR)/hilock_libevent.h
 	rm -f $(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE $(addprefix $(DESTDIR)$(DOCDIR)/,$(DOCS))
 	-rmdir $(DESTDIR)$(LIBDIR)/cmake/hilock $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) 2>/dev/null
 

@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 
+#include "hilock_observe.h"
 #include "base.h"
 #include "resp.h"
 #include "transport.h"
@@ -189,6 +190,12 @@ struct hilock_client {
     pthread_mutex_t live_mu;
     struct hilock *live[64];
     char           holder[HL_HOLDER_MAX];   /* hl_holder_text: acquire.lua's holder record */
+    /* observe.c: the observer (NULL: none; each event site tests it, one branch) and the
+     * totals. stats is the client's thread's alone, except renewal_ok, renewal_failed and
+     * lost, which a keepalive's thread adds to atomically (hl_count_atomic). */
+    hilock_observer_fn obs_fn;
+    void              *obs_arg;
+    hilock_stats       stats;
 };
 
 /* ---- the client's error text (error.c) ---- */
@@ -198,6 +205,28 @@ hilock_status hl_fail(hilock_client *c, hilock_status st, const char *fmt, ...)
 hilock_status hl_ok(hilock_client *c);
 /* errmsg from the nodes' own errors ("node: why; node: why") with the given status. */
 hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, const char *what);
+
+/* ---- events and counters (observe.c): the one seam every layer emits through ---- */
+/* 1 if c has an observer: test it before building an event (the only cost without one). */
+#define HL_OBSERVED(c) ((c)->obs_fn != NULL)
+/* An event of kind for c with the common fields (key NULL for none; node NULL for none;
+ * duration -1: none; at_us now); the caller sets the kind's own fields, then hl_emit. */
+void hl_event_init(hilock_event *e, hilock_event_kind kind, const char *key, size_t keylen,
+                   const char *node, hilock_status st, int64_t duration_us);
+/* Call c's observer with e (none: nothing), marking this thread as inside an observer for
+ * the duration (hl_observing), so a call into hilock from it is refused. */
+void hl_emit(hilock_client *c, const hilock_event *e);
+/* The common case: hl_event_init + hl_emit, if c is observed. */
+void hl_emit_simple(hilock_client *c, hilock_event_kind kind, const char *key, size_t keylen,
+                    const char *node, hilock_status st, int64_t duration_us);
+/* An ERROR event for node n's error (n->st, n->err), if c is observed; counted. */
+void hl_emit_node_error(hilock_client *c, const hl_node *n, const char *key, size_t keylen);
+/* 1 while this thread runs an observer (hl_enter refuses calls then). */
+int  hl_observing(void);
+/* hilock_client_stats's copy of c->stats into size bytes at s (client.c checks the call). */
+void hl_stats_copy(const hilock_client *c, hilock_stats *s, size_t size);
+/* A counter of c->stats bumped by another thread (a keepalive's): atomic. */
+#define hl_count_atomic(c, field) __atomic_fetch_add(&(c)->stats.field, 1, __ATOMIC_RELAXED)
 
 /* What the engine asks of the topology a node belongs to -- the engine defines this
  * interface and calls only through node->topo; the implementations (topology.h:

@@ -40,6 +40,7 @@ hilock_status hl_check_fork(hilock_client *c)
  * hilock_client.owner: a thread-local's address is unique among live threads and costs no
  * system call (pthread_t is not portably an integer). */
 static __thread unsigned long refused_serial;
+static __thread int refused_observing;   /* ... and it was refused as made from an observer */
 static unsigned long serials;   /* atomic: the last serial given */
 
 /* The value of hilock_client.owner while no thread is inside: 0, or for a client attached to
@@ -59,11 +60,17 @@ hilock_status hl_enter(hilock_client *c, int *took)
     /* a forked child's copy: refused whatever call it is (its owner may be a parent
      * thread's, copied); the child has one thread, so errmsg is ours to write */
     if (hl_forked(c)) return hl_check_fork(c);
+    if (hl_observing()) {   /* from inside an observer (hilock_observe.h): nothing is sent */
+        refused_serial = c->serial;
+        refused_observing = 1;
+        return HILOCK_EINVAL;
+    }
     if (__atomic_load_n(&c->owner, __ATOMIC_RELAXED) != me) {
         if (!__atomic_compare_exchange_n(&c->owner, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED) &&
             (cur != (me | 1) ||   /* idle, bound to this thread (idle_owner) */
              !__atomic_compare_exchange_n(&c->owner, &cur, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
             refused_serial = c->serial;   /* not c->errmsg: the thread inside owns it */
+            refused_observing = 0;
             return HILOCK_EINVAL;
         }
         *took = 1;
@@ -448,8 +455,30 @@ hilock_status hilock_client_open(const char *url, hilock_client **out)
 
 const char *hilock_client_errmsg(const hilock_client *c)
 {
-    if (c && refused_serial == c->serial) return HL_TWO_THREADS;   /* this thread's last call was refused */
+    if (c && refused_serial == c->serial)   /* this thread's last call was refused */
+        return refused_observing ? HL_IN_OBSERVER : HL_TWO_THREADS;
     return c ? c->errmsg : "no client";
+}
+
+hilock_status hilock_set_observer(hilock_client *c, hilock_observer_fn fn, void *arg)
+{
+    int took;
+    hilock_status st;
+    if (!c) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;
+    c->obs_fn = fn;
+    c->obs_arg = fn ? arg : NULL;
+    return hl_leave(c, took, HILOCK_OK);
+}
+
+hilock_status hilock_client_stats_sized(hilock_client *c, hilock_stats *s, size_t size)
+{
+    int took;
+    hilock_status st;
+    if (!c || !s || !size) return HILOCK_EINVAL;
+    if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;
+    hl_stats_copy(c, s, size);
+    return hl_leave(c, took, HILOCK_OK);
 }
 
 /* Atomic: a lock may be freed on one thread while another uses the client (hilock.h). */

@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * hilock_observe.h -- what a client's locks are doing: typed events, counters, wait and
+ * round-trip histograms, and the Prometheus text format. The header is the manual.
+ *
+ * Two independent tools:
+ *   - Events: hilock_set_observer(c, fn, arg) has fn called with one hilock_event per thing
+ *     that happens (an acquire starts, waits, is granted; a lock is lost; a failover; a
+ *     Cluster redirect; a connection; an error with its node). For logs and traces.
+ *   - Counters: hilock_client_stats(c, &s) copies the client's totals and histograms, always
+ *     kept (plain increments, no lock: a client is one thread's). For metrics;
+ *     hilock_stats_merge adds clients up, hilock_stats_prometheus writes them out.
+ *
+ * Cost: with no observer each event site is one predictable branch; the counters are plain
+ * increments on the client (a few atomics for what a keepalive thread counts).
+ */
+#ifndef HILOCK_OBSERVE_H
+#define HILOCK_OBSERVE_H
+
+#include "hilock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- events ---------------------------------------------------------------------------- */
+
+/* What happened. The names are HILOCK_EVENT_* (hilock_async.h's HILOCK_EV_READ/WRITE are
+ * unrelated). New kinds may be added at the end: ignore a kind you do not know. Under each:
+ * the thread it runs on (see "Threads" below) and the fields it sets beyond the common ones. */
+typedef enum hilock_event_kind {
+    /* An acquire begins (hilock_acquire and its kinds, hilock_try_acquire, _async). Caller. */
+    HILOCK_EVENT_ACQUIRE_START = 1,
+    /* The acquire got the lock. Caller. duration_us: the whole wait (start to grant);
+     * attempts: attempts made (1 = at once); fence: the lock's fencing token (0: none);
+     * woken: 1 if the last wait ended by a release notice, 0 if by polling (or no wait). */
+    HILOCK_EVENT_ACQUIRE_GRANTED,
+    /* An attempt found the key held by someone else: one per busy answer while waiting, and
+     * one for a try-lock's (or a last attempt's) answer. Caller. attempts: this attempt's
+     * number (1-based); duration_us: time since the acquire started. */
+    HILOCK_EVENT_ACQUIRE_BUSY,
+    /* The acquire ended without the lock. Caller. status: BUSY (wait_ms passed, or a
+     * try-lock) or the error; duration_us: time since it started; attempts as above. */
+    HILOCK_EVENT_ACQUIRE_GAVE_UP,
+    /* hilock_release's result. Caller. status: OK, NOT_HELD, LOST or the error;
+     * duration_us: the call's time. */
+    HILOCK_EVENT_RELEASE,
+    /* hilock_extend's (and hilock_check's) result. Caller. status as the call's;
+     * validity_ms: validity left after it (0 when not held); duration_us: the call's time. */
+    HILOCK_EVENT_EXTEND,
+    /* One keepalive renewal's result (hilock_keepalive). The keepalive's thread (a blocking
+     * client), or the loop's thread (a client attached to a loop). status: OK, or why it
+     * failed (a passing failure is retried: more RENEWAL events follow); validity_ms as
+     * EXTEND; duration_us: the renewal's time. */
+    HILOCK_EVENT_RENEWAL,
+    /* The lock is no longer ours, seen by a release, extend, check or keepalive renewal
+     * (before on_lost runs). The thread of what saw it. status: NOT_HELD or LOST (or the
+     * keepalive's last error); lost_why: see hilock_lost_why. */
+    HILOCK_EVENT_LOST,
+    /* A failover was detected: the master in use is not the one the lock was taken on, or a
+     * Sentinel names a new master. Caller (or keepalive / loop thread). node: the new master
+     * if known, else the node. */
+    HILOCK_EVENT_FAILOVER,
+    /* The failover guard (hilock_options.failover_guard_ms) made a grant wait. Caller.
+     * duration_us: how long it will wait at most. */
+    HILOCK_EVENT_GUARD_START,
+    /* The failover guard's wait ended and the grant stands. Caller. duration_us: waited. */
+    HILOCK_EVENT_GUARD_PASSED,
+    /* Redlock: one master's answer in an acquire, release or extend of N masters, one event
+     * per master asked. Caller. node: the master; status: OK (granted / done on it), BUSY,
+     * NOT_HELD or its error; op: HILOCK_EVENT_ACQUIRE_START, _RELEASE or _EXTEND (which call). */
+    HILOCK_EVENT_MEMBER,
+    /* A Cluster node answered MOVED, ASK or TRYAGAIN (redirect says which); the command is
+     * run again where the cluster says. Caller. node: who answered; target: where to
+     * ("host:port"; "" for TRYAGAIN). */
+    HILOCK_EVENT_REDIRECT,
+    /* The Cluster slot map was fetched again. Caller. status: OK or why not; duration_us:
+     * the fetch's time; node: the node asked. */
+    HILOCK_EVENT_MAP_REFRESH,
+    /* A connection to a node was opened (handshake done). Caller (or keepalive / loop
+     * thread). reconnect: 1 if this node had a connection before (a reconnect), 0 for the
+     * first; duration_us: from the connect to the end of the handshake. status: OK, or why
+     * it failed (then an ERROR event follows with the message). */
+    HILOCK_EVENT_CONNECT,
+    /* A TLS handshake finished (rediss://). As CONNECT: duration_us is the TLS handshake's
+     * own time; status: OK or why it failed. */
+    HILOCK_EVENT_TLS_HANDSHAKE,
+    /* A node's error: connection refused or broken, a timeout, an error reply. Thread as
+     * the call's. node: which; status: the error; message: the text (as it appears in
+     * hilock_client_errmsg). */
+    HILOCK_EVENT_ERROR
+} hilock_event_kind;
+
+/* Why a lock was lost (HILOCK_EVENT_LOST). */
+typedef enum hilock_lost_why {
+    HILOCK_LOST_UNKNOWN = 0,   /* no answer could prove it (a partition, errors until the
+                                  validity ran out: the keepalive's last error)            */
+    HILOCK_LOST_EXPIRED,       /* NOT_HELD after its validity had run out: it expired      */
+    HILOCK_LOST_TAKEN,         /* NOT_HELD while still valid: deleted or replaced (DEL, an
+                                  operator, another holder)                               */
+    HILOCK_LOST_FAILOVER       /* LOST: a failover since the grant                         */
+} hilock_lost_why;
+
+/* Which redirect (HILOCK_EVENT_REDIRECT). */
+typedef enum hilock_redirect_kind {
+    HILOCK_REDIRECT_MOVED = 1,
+    HILOCK_REDIRECT_ASK,
+    HILOCK_REDIRECT_TRYAGAIN
+} hilock_redirect_kind;
+
+/* One event. The library writes it and hands it to the observer for the duration of the
+ * call: copy what you keep (the strings too). It only ever grows (fields are appended,
+ * never moved): read the fields you know; a field a kind does not set is 0 (NULL for
+ * strings, -1 for duration_us). */
+typedef struct hilock_event {
+    hilock_event_kind    kind;
+    hilock_status        status;       /* OK, or the result/error it reports                 */
+    const char          *key;          /* the lock's key, keylen bytes (not NUL-terminated in
+                                          general); NULL for connection events (CONNECT,
+                                          TLS_HANDSHAKE, MAP_REFRESH) and node errors outside
+                                          a lock's call                                        */
+    size_t               keylen;
+    const char          *node;         /* "127.0.0.1:6379", "/tmp/r.sock"; NULL if none       */
+    int64_t              at_us;        /* monotonic clock (CLOCK_MONOTONIC), microseconds      */
+    int64_t              duration_us;  /* see the kind; -1 if it has none                     */
+    long                 attempts;     /* ACQUIRE_BUSY / GRANTED / GAVE_UP                     */
+    uint64_t             fence;        /* ACQUIRE_GRANTED                                      */
+    int                  woken;        /* ACQUIRE_GRANTED                                      */
+    int64_t              validity_ms;  /* EXTEND, RENEWAL                                      */
+    hilock_lost_why      lost_why;     /* LOST                                                 */
+    hilock_redirect_kind redirect;     /* REDIRECT                                             */
+    const char          *target;       /* REDIRECT                                             */
+    int                  reconnect;    /* CONNECT                                              */
+    hilock_event_kind    op;           /* MEMBER                                               */
+    const char          *message;      /* ERROR (and LOST: the detail), else NULL             */
+} hilock_event;
+
+/* The observer: called with each event, arg as given to hilock_set_observer.
+ *
+ * Threads. It runs on the thread that caused the event: the calling thread for a blocking
+ * call; the loop's thread for the _async calls of a client attached to a loop
+ * (hilock_async.h); a keepalive's own thread for its renewals, its connections and a loss it
+ * sees (RENEWAL, LOST, CONNECT, ERROR from a keepalive). With keepalives, it may therefore
+ * run on two threads at once: make it thread-safe if you use them. A keepalive calls the
+ * observer the client had when hilock_keepalive started.
+ *
+ * It may not call into hilock: a call on any client or lock from inside the observer
+ * (hilock_acquire, hilock_release, hilock_set_observer, hilock_client_stats, ...) returns
+ * HILOCK_EINVAL at once, having sent and changed nothing, and hilock_client_errmsg of that
+ * client says "hilock called from inside an observer (hilock_observe.h)". hilock_free and
+ * hilock_client_free are not checked (they return no status): never call them from it. It
+ * should be quick: it runs inside the call (a slow observer slows the lock). */
+typedef void (*hilock_observer_fn)(const hilock_event *e, void *arg);
+
+/* Set c's observer (replacing the last one); fn NULL removes it. Returns OK, or EINVAL for a
+ * NULL client (or from inside an observer). A client attached to a loop: from the loop's
+ * thread, as its other calls. */
+HILOCK_API hilock_status hilock_set_observer(hilock_client *c, hilock_observer_fn fn, void *arg);
+
+/* "acquire_start", "acquire_granted", ... "error" (the kind's name without HILOCK_EVENT_,
+ * lower case); "unknown" for another value. Static strings. */
+HILOCK_API const char *hilock_event_name(hilock_event_kind kind);
+
+/* ---- counters and histograms ----------------------------------------------------------- */
+
+/* Buckets of a histogram of times in microseconds, on a fixed log-2 scale, the same for all:
+ *   bucket 0           counts values v <= 1 us (0 and 1);
+ *   bucket i (1..30)   counts 2^(i-1) < v <= 2^i us   (bucket 10: 513..1024 us);
+ *   bucket 31          counts v > 2^30 us (about 1074 s): the overflow.
+ * So bucket i's upper edge (Prometheus "le") is 2^i us, inclusive, for i <= 30, and +Inf for
+ * bucket 31. The counts are per bucket (not cumulative); hilock_stats_prometheus makes them
+ * cumulative. */
+#define HILOCK_HIST_BUCKETS 32
+
+typedef struct hilock_histogram {
+    uint64_t count;                         /* values recorded                          */
+    uint64_t sum_us;                        /* their sum, microseconds                  */
+    uint64_t bucket[HILOCK_HIST_BUCKETS];   /* see above                                */
+} hilock_histogram;
+
+/* A client's totals since it was made. It only ever grows (fields appended):
+ * hilock_client_stats() is a macro passing sizeof(hilock_stats), so a program built against
+ * an older header gets the prefix it knows.
+ *
+ * What is counted where: the calls of the client's own thread (or its loop) are counted on
+ * it as they happen, with no lock (a client is one thread's). A keepalive's thread counts
+ * only renewal_ok, renewal_failed and lost on the owner's client (atomic increments, read
+ * atomically); its own round trips and connections are not in round_trips, reconnects or
+ * the round-trip histogram.
+ *
+ * Across clients (one per thread): call hilock_client_stats on each from its own thread
+ * (the thread rule), e.g. at the end of each unit of work into a per-thread copy, and add
+ * the copies with hilock_stats_merge under your own mutex, or hand them to the thread that
+ * exports them. */
+typedef struct hilock_stats {
+    uint64_t acquire_ok;          /* acquires granted                                       */
+    uint64_t acquire_busy;        /* acquires that ended BUSY (held by another)              */
+    uint64_t acquire_error;       /* acquires that ended with an error                       */
+    uint64_t release_ok;
+    uint64_t release_not_held;    /* release answered NOT_HELD (it had expired or was taken) */
+    uint64_t release_lost;        /* release answered LOST (a failover)                      */
+    uint64_t release_error;
+    uint64_t extend_ok;           /* hilock_extend and hilock_check that held it             */
+    uint64_t extend_failed;       /* ... that did not (NOT_HELD, LOST or an error)           */
+    uint64_t renewal_ok;          /* keepalive renewals                                      */
+    uint64_t renewal_failed;      /* ... failed (each try, passing failures included)        */
+    uint64_t lost;                /* LOST events: locks found no longer ours                 */
+    uint64_t round_trips;         /* pipelines answered by a node (one per node per trip)    */
+    uint64_t connects;            /* connections opened (handshake done)                     */
+    uint64_t reconnects;          /* ... of those, to a node that had one before             */
+    uint64_t failovers;           /* FAILOVER events                                         */
+    uint64_t redirects;           /* Cluster MOVED / ASK / TRYAGAIN answers                  */
+    uint64_t errors;              /* ERROR events                                            */
+    hilock_histogram acquire_wait;   /* granted acquires: start to grant                     */
+    hilock_histogram round_trip;     /* each node's round trip: write to last reply          */
+} hilock_stats;
+
+/* Copy c's totals into the first `size` bytes of *s (fields past size are not written).
+ * Returns OK, or EINVAL (NULL c or s, size 0, from inside an observer, or another thread
+ * inside a call on c: the thread rule). */
+HILOCK_API hilock_status hilock_client_stats_sized(hilock_client *c, hilock_stats *s, size_t size);
+#define hilock_client_stats(c, s) hilock_client_stats_sized((c), (s), sizeof(hilock_stats))
+
+/* Add *from into *into: every counter and every histogram's count, sum and buckets (the
+ * buckets are the same for all, so histograms merge exactly). NULL is ignored. Both must be
+ * of the size given (a macro passes sizeof(hilock_stats)). */
+HILOCK_API void hilock_stats_merge_sized(hilock_stats *into, const hilock_stats *from, size_t size);
+#define hilock_stats_merge(into, from) hilock_stats_merge_sized((into), (from), sizeof(hilock_stats))
+
+/* Put 1 value (microseconds; negative counts as 0) in h: what the library does for each
+ * wait and round trip, for programs that keep histograms of their own in the same buckets. */
+HILOCK_API void hilock_histogram_add(hilock_histogram *h, int64_t us);
+
+/* Write *s in the Prometheus text exposition format (version 0.0.4) into buf (at most len
+ * bytes, NUL included; snprintf-style: always NUL-terminated when len > 0). Returns the
+ * length the whole text needs, without the NUL: a return >= len means it was cut short, so
+ * grow buf to the return + 1 and call again; -1 if s is NULL.
+ *
+ * Names (each with # HELP and # TYPE lines):
+ *   hilock_acquires_total{outcome="ok"|"busy"|"error"}                          counter
+ *   hilock_releases_total{outcome="ok"|"not_held"|"lost"|"error"}               counter
+ *   hilock_extends_total{outcome="ok"|"failed"}                                 counter
+ *   hilock_renewals_total{outcome="ok"|"failed"}                                counter
+ *   hilock_lost_total, hilock_round_trips_total, hilock_connects_total,
+ *   hilock_reconnects_total, hilock_failovers_total, hilock_redirects_total,
+ *   hilock_errors_total                                                          counters
+ *   hilock_acquire_wait_seconds, hilock_round_trip_seconds                      histograms:
+ *     _bucket{le="..."} cumulative, one per bucket edge (2^i us in seconds, as "%.6f"
+ *     trimmed: "0.000001", "0.000002", ... "1073.741824") then le="+Inf"; _sum in seconds
+ *     ("%.6f"); _count.
+ * labels: NULL or "" for none, else a preformatted label set without braces
+ * (`app="x",shard="2"`), put first in every sample's braces. The library never adds the key
+ * as a label (one series per key would grow without bound). */
+HILOCK_API int hilock_stats_prometheus_sized(const hilock_stats *s, size_t size, char *buf,
+                                             size_t len, const char *labels);
+#define hilock_stats_prometheus(s, buf, len, labels) \
+    hilock_stats_prometheus_sized((s), sizeof(hilock_stats), (buf), (len), (labels))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HILOCK_OBSERVE_H */
