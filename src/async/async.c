@@ -85,6 +85,7 @@ struct part {           /* one node's share of one hl_exec */
     hl_reply     *reply[HL_MAX_CMDS];
     int64_t       deadline;
     uint64_t      start_off;   /* where its bytes begin in the connection's stream */
+    int64_t       t0;          /* when it was encoded (hl_round_trip) */
     int           queued;      /* its bytes are in the output */
     hilock_status st;
     int           wrote;
@@ -325,6 +326,7 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
         q_push(lc, SLOT_GHOST, (int)nu, NULL);
     }
     p->start_off = lc->queued + (out->len - before);
+    p->t0 = hl_now_us();
     if (p->ncmd == 0) {   /* hl_exec with no command: just the undos, sent now */
         lc->queued += out->len - before;
         part_end(p, HILOCK_OK, NULL);
@@ -442,6 +444,7 @@ static void lc_connected(hl_loop *L, lconn *lc)
     lc->k->fresh = 0;
     count = hl_handshake_put(n, &lc->k->out);
     if (count == 0) {
+        hl_conn_ready(lc->c, n, lc->k);
         lc_ready(L, lc);
         return;
     }
@@ -526,8 +529,12 @@ static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
         slot done = *s;
         lc->qh = (lc->qh + 1) % lc->qcap;
         lc->qn--;
-        if (done.kind == SLOT_HANDSHAKE) lc_ready(L, lc);
+        if (done.kind == SLOT_HANDSHAKE) {
+            hl_conn_ready(lc->c, n, lc->k);
+            lc_ready(L, lc);
+        }
         if (done.kind != SLOT_PART || resend_eval(L, lc, done.p)) return 0;
+        hl_round_trip(lc->c, done.p->t0);
         part_end(done.p, HILOCK_OK, NULL);
         any_answered(L, done.p);
         if (lc->k && hl_topo_drops(n, done.p->reply, done.p->ncmd)) {   /* READONLY */
@@ -566,6 +573,7 @@ static void lc_io(hl_loop *L, lconn *lc, int events)
             lc_close(L, lc, HILOCK_EIO, err);
             return;
         }
+        hl_conn_connected(lc->c, lc_node(lc), k);
         lc_connected(L, lc);
         if (!lc->k) return;
     }
@@ -840,8 +848,11 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
         n->st = p->st;
         n->wrote = p->wrote;
         if (p->st != HILOCK_OK) {
+            size_t klen;
+            const char *key = hl_cmds_key(cmds, ncmd, &klen);
             snprintf(n->err, sizeof n->err, "%s", p->err[0] ? p->err : hilock_strerror(p->st));
             for (int q = 0; q < HL_MAX_CMDS; q++) hl_reply_free(p->reply[q]);
+            hl_emit_node_error(c, n, klen ? key : NULL, klen);
             continue;
         }
         for (int q = 0; q < HL_MAX_CMDS; q++) n->reply[q] = p->reply[q];
@@ -905,8 +916,12 @@ static void call_main(void *arg)
         k->st = hl_acquire_limit(c, k->key, k->limit, k->ttl_ms, k->wait_ms, k->kind, &k->l);
         break;
     case OP_RELEASE: k->st = hilock_release(k->l); break;
-    case OP_EXTEND:
-    case OP_RENEW: k->st = hilock_extend(k->l, k->ttl_ms); break;
+    case OP_EXTEND: k->st = hilock_extend(k->l, k->ttl_ms); break;
+    case OP_RENEW:
+        k->l->renewing = 1;   /* (its events: RENEWAL) */
+        k->st = hilock_extend(k->l, k->ttl_ms);
+        k->l->renewing = 0;
+        break;
     default: k->st = hilock_check(k->l); break;
     }
     memcpy(k->errmsg, c->errmsg, sizeof k->errmsg);
@@ -1006,6 +1021,7 @@ static void renew_ended(hl_loop *L, call *k)
         void *arg = a->arg;
         ka_end(L, a);
         memcpy(L->c->errmsg, k->errmsg, sizeof k->errmsg);
+        if (hl_ka_transient(st)) hl_renewals_gave_up(l, st, k->errmsg);   /* (else extend said) */
         if (fn) fn(l, st, arg);
     }
 }

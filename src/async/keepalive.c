@@ -161,6 +161,7 @@ static hilock_status renew(struct hl_keepalive *k, hilock *l, int64_t ttl_ms)
     shadow.c = k->pc;
     shadow.hook = NULL;   /* its extend must not take our locks */
     shadow.ka = NULL;
+    shadow.renewing = 1;   /* (its events: RENEWAL) */
     st = hilock_extend(&shadow, ttl_ms);
     pthread_mutex_lock(&k->mu);
     /* every field extend may change (keep in step with lock.c and topology.c) */
@@ -253,6 +254,11 @@ static void *ka_main(void *arg)
     k->done = 1;
     stop = k->stop;
     pthread_mutex_unlock(&k->mu);
+    if (out == FAILED && hl_ka_transient(st)) {   /* (NOT_HELD, LOST: extend has reported it) */
+        hilock shadow = *l;
+        shadow.c = k->pc;
+        hl_renewals_gave_up(&shadow, st, k->errmsg);
+    }
     /* once, and not after the owner began to release or free the lock */
     if (out == FAILED && !stop && k->on_lost) k->on_lost(l, st, k->arg);
     return NULL;
@@ -361,6 +367,9 @@ static hilock_status keepalive_start(hilock *l, hilock_lost_fn on_lost, void *ar
         ka_free(k);
         return hl_fail(c, st, "keepalive: %s", hilock_last_config_error());
     }
+    k->pc->obs_fn = c->obs_fn;   /* (hilock_observe.h: the observer as it is now) */
+    k->pc->obs_arg = c->obs_arg;
+    k->pc->obs_owner = c;
     k->l = l;
     k->on_lost = on_lost;
     k->arg = arg;

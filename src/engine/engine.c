@@ -389,6 +389,7 @@ int hl_conn_new(hilock_client *c, hl_node *n, int64_t deadline, struct hl_conn *
     }
     k->connecting = 1;
     k->fresh = 1;
+    k->opened_us = hl_now_us();
     *out = k;
     return 0;
 }
@@ -436,6 +437,7 @@ typedef struct pending {
     size_t  undone;        /* of which answered */
     int     asking;        /* the topology asked for ASKING (an ASK redirect) */
     int     nask;          /* 1: ASKING precedes each of the commands in this pipeline */
+    int64_t t0;            /* when this pipeline was built (hl_round_trip) */
 } pending;
 
 /* The key the commands are about: a script's first key ("" = none: an undo-only round trip,
@@ -756,6 +758,7 @@ static void build_pipeline(hilock_client *c, hl_node *n, pending *p, const hl_cm
                            int ncmd, int use_eval, hl_buf *b)
 {
     b->len = 0;
+    p->t0 = hl_now_us();
     p->prefix = p->nhandshake = 0;
     p->nundo = 0;
     if (n->conn->fresh) p->nhandshake = hl_handshake_put(n, b);
@@ -905,7 +908,7 @@ int hl_topo_drops(hl_node *n, hl_reply *const *reply, int ncmd)
 }
 
 /* One reply arrived for node n. */
-static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
+static void on_reply(hilock_client *c, hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
 {
     int idx = p->got++;
     if (idx < p->nhandshake) {
@@ -917,7 +920,10 @@ static void on_reply(hl_node *n, pending *p, const hl_cmd *cmds, hl_reply *r)
             hl_node_close(n);
             return;
         }
-        if (p->got == p->nhandshake) n->conn->fresh = 0;
+        if (p->got == p->nhandshake) {
+            n->conn->fresh = 0;
+            hl_conn_ready(c, n, n->conn);
+        }
         return;
     }
     if (idx < p->prefix) {   /* an undo: whatever it says, it has been tried */
@@ -1119,6 +1125,7 @@ static void settle_node(pass *s, int i, struct hl_conn *k)
         finish(n, p, HILOCK_OK, NULL, NULL);
         s->ok |= 1u << i;
         k->last_us = hl_now_us();
+        hl_round_trip(c, p->t0);
         if (hl_topo_drops(n, n->reply, ncmd)) hl_node_close(n);   /* resolve again next time */
         if (s->any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
             hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)
@@ -1141,6 +1148,7 @@ static void read_node(pass *s, int i, short revents, int direct)
             return;
         }
         k->connecting = 0;
+        hl_conn_connected(s->c, n, k);
         p->deadline = hl_add_sat(hl_now_us(), s->dl.per_node_us);
         if (p->deadline > s->dl.hard_us) p->deadline = s->dl.hard_us;
     }
@@ -1158,7 +1166,7 @@ static void read_node(pass *s, int i, short revents, int direct)
             return;
         }
         if (!got) return;
-        on_reply(n, p, s->cmds, r);
+        on_reply(s->c, n, p, s->cmds, r);
         if (!p->active || !n->conn) return;
         if (p->got < p->expect) continue;
         settle_node(s, i, k);
@@ -1197,11 +1205,15 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
     }
     if (b->oom || b->cap > 65536) hl_buf_free(b);   /* don't keep a huge one (or a broken one) */
     for (size_t i = 0; i < c->nnodes; i++)
-        if ((mask & (1u << i)) && c->nodes[i].st != HILOCK_OK)
+        if ((mask & (1u << i)) && c->nodes[i].st != HILOCK_OK) {
+            size_t klen;
+            const char *key = hl_cmds_key(cmds, ncmd, &klen);
+            hl_emit_node_error(c, &c->nodes[i], klen ? key : NULL, klen);
             for (int q = 0; q < HL_MAX_CMDS; q++) {
                 hl_reply_free(c->nodes[i].reply[q]);
                 c->nodes[i].reply[q] = NULL;
             }
+        }
     return s.ok;
 }
 

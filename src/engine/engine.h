@@ -108,6 +108,7 @@ struct hl_conn {
     hl_buf        out;          /* bytes not yet accepted by the transport */
     size_t        off;
     int64_t       last_us;      /* when its last round trip ended (monotonic) */
+    int64_t       opened_us;    /* when its connect started (observe.c: CONNECT's duration) */
     hl_facts      facts;        /* what its handshake has read so far */
 };
 
@@ -131,6 +132,7 @@ typedef struct hl_node {
      * handshake (INFO server, TIME) into its own hl_conn.facts and copied here whole by the
      * connection that owns the node: see hl_node_version, hl_node_server_ms. */
     hl_facts        facts;
+    unsigned long   connects;    /* connections whose handshake was done (observe.c: reconnects) */
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
     int             topology_replies;   /* its connections ask for a cluster's topology: replies
                                            up to HL_RESP_MAX_TOPOLOGY (hl_resp_allow_topology) */
@@ -195,6 +197,8 @@ struct hilock_client {
      * lost, which a keepalive's thread adds to atomically (hl_count_atomic). */
     hilock_observer_fn obs_fn;
     void              *obs_arg;
+    struct hilock_client *obs_owner;  /* a keepalive's private client: the owner's client,
+                                         which counts its renewals and losses (atomically) */
     hilock_stats       stats;
 };
 
@@ -221,6 +225,18 @@ void hl_emit_simple(hilock_client *c, hilock_event_kind kind, const char *key, s
                     const char *node, hilock_status st, int64_t duration_us);
 /* An ERROR event for node n's error (n->st, n->err), if c is observed; counted. */
 void hl_emit_node_error(hilock_client *c, const hl_node *n, const char *key, size_t keylen);
+/* Connection k of node n: its connect (TCP, and TLS: TLS_HANDSHAKE) is done, resp. its
+ * handshake is done (CONNECT, counted). Both runners call them (engine.c, async.c). */
+void hl_conn_connected(hilock_client *c, const hl_node *n, const struct hl_conn *k);
+void hl_conn_ready(hilock_client *c, hl_node *n, const struct hl_conn *k);
+/* A failover seen (counted; a FAILOVER event): node the master now in use, key the lock's
+ * whose call saw it (NULL: none). */
+void hl_failover_seen(hilock_client *c, const char *node, const char *key);
+/* A Cluster redirect answered by node n about key (keylen 0: none): counted; a REDIRECT event. */
+void hl_redirect_seen(hilock_client *c, const hl_node *n, hilock_redirect_kind kind, const char *target,
+                      const char *key, size_t keylen);
+/* A round trip to a node, sent at t0_us, answered in full now: counted, in the histogram. */
+void hl_round_trip(hilock_client *c, int64_t t0_us);
 /* 1 while this thread runs an observer (hl_enter refuses calls then). */
 int  hl_observing(void);
 /* hilock_client_stats's copy of c->stats into size bytes at s (client.c checks the call). */

@@ -55,6 +55,48 @@ void hl_emit_node_error(hilock_client *c, const hl_node *n, const char *key, siz
     hl_emit(c, &e);
 }
 
+void hl_conn_connected(hilock_client *c, const hl_node *n, const struct hl_conn *k)
+{
+    if (n->transport == &hl_transport_tls)
+        hl_emit_simple(c, HILOCK_EVENT_TLS_HANDSHAKE, NULL, 0, n->name, HILOCK_OK, hl_now_us() - k->opened_us);
+}
+
+void hl_conn_ready(hilock_client *c, hl_node *n, const struct hl_conn *k)
+{
+    hilock_event e;
+    int again = n->connects++ > 0;
+    c->stats.connects++;
+    c->stats.reconnects += (uint64_t)again;
+    if (!HL_OBSERVED(c)) return;
+    hl_event_init(&e, HILOCK_EVENT_CONNECT, NULL, 0, n->name, HILOCK_OK, hl_now_us() - k->opened_us);
+    e.reconnect = again;
+    hl_emit(c, &e);
+}
+
+void hl_failover_seen(hilock_client *c, const char *node, const char *key)
+{
+    c->stats.failovers++;
+    hl_emit_simple(c, HILOCK_EVENT_FAILOVER, key, key ? strlen(key) : 0, node, HILOCK_OK, -1);
+}
+
+void hl_redirect_seen(hilock_client *c, const hl_node *n, hilock_redirect_kind kind, const char *target,
+                      const char *key, size_t keylen)
+{
+    hilock_event e;
+    c->stats.redirects++;
+    if (!HL_OBSERVED(c)) return;
+    hl_event_init(&e, HILOCK_EVENT_REDIRECT, keylen ? key : NULL, keylen, n->name, HILOCK_OK, -1);
+    e.redirect = kind;
+    e.target = target;
+    hl_emit(c, &e);
+}
+
+void hl_round_trip(hilock_client *c, int64_t t0_us)
+{
+    c->stats.round_trips++;
+    hilock_histogram_add(&c->stats.round_trip, hl_now_us() - t0_us);
+}
+
 static const char *const event_names[] = {
     NULL, "acquire_start", "acquire_granted", "acquire_busy", "acquire_gave_up", "release",
     "extend", "renewal", "lost", "failover", "guard_start", "guard_passed", "member",

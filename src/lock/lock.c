@@ -168,6 +168,22 @@ static tally tally_replies(const hilock *l, uint32_t mask, uint32_t ok, reply_ki
     return t;
 }
 
+/* Redlock: each master's answer in one round trip, as MEMBER events (hilock_observe.h). */
+static void member_events(const hilock *l, const tally *t, hilock_event_kind op)
+{
+    hilock_client *c = l->c;
+    for (size_t i = 0; HL_OBSERVED(c) && c->nnodes > 1 && i < c->nnodes; i++) {
+        uint32_t bit = 1u << i;
+        hilock_event e;
+        hilock_status st = t->yes & bit ? HILOCK_OK : t->other & bit ? HILOCK_BUSY
+                         : t->gone & bit ? HILOCK_NOT_HELD : c->nodes[i].st ? c->nodes[i].st : t->err;
+        hl_event_init(&e, HILOCK_EVENT_MEMBER, l->key, strlen(l->key), c->nodes[i].name, st, -1);
+        if (op != HILOCK_EVENT_ACQUIRE_START && st == HILOCK_BUSY) e.status = HILOCK_NOT_HELD;
+        e.op = op;
+        hl_emit(c, &e);
+    }
+}
+
 /* What a key of Redis type kt holds, as a message names it ("a semaphore", "hash"), from
  * types.lua's answer (mark: the kind a sorted set's marker names); NULL: nothing. */
 static const char *kind_found(const char *kt, const char *mark)
@@ -514,6 +530,7 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
         if (c->nodes[i].st == HILOCK_ENOMEM) nomem |= 1u << i;
     }
     *t = tally_replies(l, all, ok, R_ACQUIRE);
+    member_events(l, t, HILOCK_EVENT_ACQUIRE_START);
     t->maybe = t->errs & ok & wrote;
     /* one master: the kind reads its busy answer and words the BUSY (several: see attempt);
      * a kind with a busy command reads that one's answer instead (busy_round) */
@@ -658,6 +675,42 @@ static void undo_stale(hilock *l)
             hl_undo_add(l->c, i, l->key, l->stale + (size_t)k * (HL_TOKEN_LEN + 1), l->ttl_ms);
 }
 
+/* An acquire's event (hilock_observe.h): its key, its one node (Redlock: none), the time
+ * since start. */
+static void acquire_event(hilock *l, hilock_event_kind kind, hilock_status st, int64_t start,
+                          long attempts, int woken)
+{
+    hilock_client *c = l->c;
+    hilock_event e;
+    if (!HL_OBSERVED(c)) return;
+    hl_event_init(&e, kind, l->key, strlen(l->key), c->nnodes == 1 ? c->nodes[0].name : NULL, st,
+                  kind == HILOCK_EVENT_ACQUIRE_START ? -1 : hl_now_us() - start);
+    e.attempts = attempts;
+    e.woken = woken;
+    if (st == HILOCK_OK) e.fence = l->fence;
+    if (st != HILOCK_OK && kind == HILOCK_EVENT_ACQUIRE_GAVE_UP) e.message = c->errmsg;
+    hl_emit(c, &e);
+}
+
+/* The acquire's end, counted (hilock_observe.h: hilock_stats) and reported. */
+static void acquire_end(hilock *l, hilock_status st, int64_t start, long attempts, int woken)
+{
+    hilock_client *c = l->c;
+    if (st == HILOCK_OK) {
+        c->stats.acquire_ok++;
+        hilock_histogram_add(&c->stats.acquire_wait, hl_now_us() - start);
+        if (l->guard_seen_us)
+            hl_emit_simple(c, HILOCK_EVENT_GUARD_PASSED, l->key, strlen(l->key), NULL, HILOCK_OK,
+                           hl_now_us() - l->guard_seen_us);
+    } else if (st == HILOCK_BUSY) {
+        c->stats.acquire_busy++;
+    } else {
+        c->stats.acquire_error++;
+    }
+    acquire_event(l, st == HILOCK_OK ? HILOCK_EVENT_ACQUIRE_GRANTED : HILOCK_EVENT_ACQUIRE_GAVE_UP,
+                  st, start, attempts, woken);
+}
+
 /* Errors that a later attempt can cure (a server coming back); the rest end the wait. */
 static int retryable(hilock_status st)
 {
@@ -685,6 +738,8 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
     hilock_status st;
     hilock *l;
     int64_t start, deadline, hard;
+    long attempts = 0;
+    int woken = 0;
     if (out) *out = NULL;
     if (!c) return HILOCK_EINVAL;
     if ((st = hl_check_fork(c)) != HILOCK_OK) return st;
@@ -706,6 +761,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
     }
 
     start = hl_now_us();
+    acquire_event(l, HILOCK_EVENT_ACQUIRE_START, HILOCK_OK, start, 0, 0);
     /* a wait too long to count in microseconds is as good as forever (and must not overflow) */
     deadline = wait_ms < 0 || wait_ms > HL_NEVER / 1000 ? HL_NEVER : hl_add_sat(start, wait_ms * 1000);
     /* the last attempt may start just before the deadline, and may have to connect first */
@@ -714,10 +770,13 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
         int64_t hint = 0;
         if (l->spent && (st = fresh_token(l, hard)) != HILOCK_OK) break;
         st = attempt(l, hard, hl_wait_mark_ms(l, deadline), &hint);
+        attempts++;
         if (st == HILOCK_OK) {
+            acquire_end(l, st, start, attempts, woken);
             *out = l;
             return st;
         }
+        if (st == HILOCK_BUSY) acquire_event(l, HILOCK_EVENT_ACQUIRE_BUSY, st, start, attempts, 0);
         /* the kind judged the value found expired and replaceable (legacy: a stamp that has
          * passed, replaced at once as the recipe's GETSET follows its GET, so even a one-shot
          * try takes it over): try again at once, twice in a row at most */
@@ -729,8 +788,9 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
             c->cancelled)   /* (a loop's client being freed: its calls end now) */
             break;
         retake = 0;
-        hl_wait_turn(l, hint, deadline);
+        woken = hl_wait_turn(l, hint, deadline);
     }
+    acquire_end(l, st, start, attempts, 0);
     if (kind->give_up) kind->give_up(l, hard);
     hilock_free(l);
     return st;
@@ -773,6 +833,7 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
     *deadline = top.deadline_us;
     ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us, top.deadline_us);
     t = tally_replies(l, hl_all_nodes(c), ok, kind);
+    member_events(l, &t, op == HL_TOPO_RELEASE ? HILOCK_EVENT_RELEASE : HILOCK_EVENT_EXTEND);
     /* (not on a node whose script answered an error: its failover.lua round trip would
      * replace the node's error text, which undecided() reports) */
     hl_topo_end(c, l, &top, ok & ~t.errs, t.yes);   /* did the lock survive a failover? WAIT (extend) */
@@ -836,15 +897,86 @@ static int64_t quorum_valid_until(const hilock *l, const tally *t, int64_t t0)
     return l->kind->valid_until(l, p[l->c->quorum - 1], t0);
 }
 
+/* Why NOT_HELD or LOST (hilock_observe.h: hilock_lost_why), given the validity before. */
+static hilock_lost_why lost_why(hilock_status st, int64_t was_until, int64_t now)
+{
+    if (st == HILOCK_LOST) return HILOCK_LOST_FAILOVER;
+    return was_until > now ? HILOCK_LOST_TAKEN : HILOCK_LOST_EXPIRED;
+}
+
+/* The counters of a release, extend or check (a keepalive's renewal: keepalive.c counts). */
+static void count_result(hilock_client *c, hilock_event_kind kind, hilock_status st)
+{
+    if (kind == HILOCK_EVENT_RELEASE) {
+        if (st == HILOCK_OK) c->stats.release_ok++;
+        else if (st == HILOCK_NOT_HELD) c->stats.release_not_held++;
+        else if (st == HILOCK_LOST) c->stats.release_lost++;
+        else c->stats.release_error++;
+    } else if (kind == HILOCK_EVENT_EXTEND) {
+        if (st == HILOCK_OK) c->stats.extend_ok++;
+        else c->stats.extend_failed++;
+    } else if (st == HILOCK_OK) {   /* RENEWAL: perhaps from a keepalive's thread */
+        hl_count_atomic(c, renewal_ok);
+    } else {
+        hl_count_atomic(c, renewal_failed);
+    }
+}
+
+void hl_renewals_gave_up(hilock *l, hilock_status st, const char *why)
+{
+    hilock_client *c = l->c;
+    hilock_event e;
+    hl_count_atomic(c->obs_owner ? c->obs_owner : c, lost);
+    if (!HL_OBSERVED(c)) return;
+    hl_event_init(&e, HILOCK_EVENT_LOST, l->key, strlen(l->key), c->nnodes == 1 ? c->nodes[0].name : NULL,
+                  st, -1);
+    e.lost_why = HILOCK_LOST_UNKNOWN;
+    e.message = why;
+    hl_emit(c, &e);
+}
+
+/* A release's, extend's or check's end (hilock_observe.h): counted; its event (RENEWAL on a
+ * keepalive's client), and LOST when the answer says the lock is no longer ours. was_until:
+ * the validity before the call; was_released: it was released before (no news). */
+static void result_end(hilock *l, hilock_event_kind kind, hilock_status st, int64_t start,
+                       int64_t was_until, int was_released)
+{
+    hilock_client *c = l->c, *counts = c->obs_owner ? c->obs_owner : c;
+    hilock_event e;
+    int64_t now = hl_now_us();
+    int lost = !was_released && (st == HILOCK_NOT_HELD || st == HILOCK_LOST);
+    if (l->renewing && kind == HILOCK_EVENT_EXTEND) kind = HILOCK_EVENT_RENEWAL;
+    count_result(counts, kind, st);
+    if (lost) hl_count_atomic(counts, lost);   /* (a keepalive's thread adds to it too) */
+    if (!HL_OBSERVED(c)) return;
+    hl_event_init(&e, kind, l->key, strlen(l->key), c->nnodes == 1 ? c->nodes[0].name : NULL, st,
+                  now - start);
+    if (kind != HILOCK_EVENT_RELEASE)
+        e.validity_ms = l->valid_until_us > now ? (l->valid_until_us - now) / 1000 : 0;
+    if (st != HILOCK_OK) e.message = c->errmsg;
+    hl_emit(c, &e);
+    if (!lost) return;
+    e.kind = HILOCK_EVENT_LOST;
+    e.duration_us = -1;
+    e.validity_ms = 0;
+    e.lost_why = lost_why(st, was_until, start);
+    hl_emit(c, &e);
+}
+
 static hilock_status release_once(hilock *l);
 
 hilock_status hilock_release(hilock *l)
 {
-    int took;
+    int took, was_released;
     hilock_status st;
+    int64_t start, was_until;
     if (!l) return HILOCK_EINVAL;
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
+    start = hl_now_us();
+    was_until = l->valid_until_us;
+    was_released = l->released;
     st = release_once(l);
+    if (!hl_forked(l->c)) result_end(l, HILOCK_EVENT_RELEASE, st, start, was_until, was_released);
     if (l->released) live_leave(l);   /* (not after an error: it may still hold) */
     return hl_leave(l->c, took, st);
 }
@@ -899,12 +1031,16 @@ hilock_status hilock_extend(hilock *l, int64_t ttl_ms)
 {
     hilock_status st;
     int took;
+    int64_t start, was_until;
     if (!l) return HILOCK_EINVAL;
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
     if (hl_check_fork(l->c) != HILOCK_OK)   /* (hook: the parent's) */
         return hl_leave(l->c, took, HILOCK_EINVAL);
     if (l->hook) l->hook(l, HL_HOOK_BEGIN);
+    start = hl_now_us();
+    was_until = l->valid_until_us;
     st = extend_once(l, ttl_ms);
+    result_end(l, HILOCK_EVENT_EXTEND, st, start, was_until, l->released);
     if (l->hook) l->hook(l, HL_HOOK_END);
     return hl_leave(l->c, took, st);
 }
@@ -913,12 +1049,16 @@ hilock_status hilock_check(hilock *l)
 {
     hilock_status st;
     int took;
+    int64_t start, was_until;
     if (!l) return HILOCK_EINVAL;
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
     if (hl_check_fork(l->c) != HILOCK_OK)
         return hl_leave(l->c, took, HILOCK_EINVAL);
     if (l->hook) l->hook(l, HL_HOOK_BEGIN);
+    start = hl_now_us();
+    was_until = l->valid_until_us;
     st = check_once(l);
+    result_end(l, HILOCK_EVENT_EXTEND, st, start, was_until, l->released);
     if (l->hook) l->hook(l, HL_HOOK_END);
     return hl_leave(l->c, took, st);
 }

@@ -111,10 +111,14 @@ int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us);
 /* ---- seams owned by other files ---- */
 /* src/lock/wait.c: pause between acquire attempts until the holder's release (or hint_us, the
  * holder's remaining PTTL, or the deadline): the waiting strategy lives in one place. */
-void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);
+int hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);   /* 1: a release woke it */
 /* How long (ms) a busy attempt marks the lock awaited (acquire.lua ARGV[5]): at least as
  * long as the wait that follows it can last; 0 = this caller will not wait. */
 int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us);
+/* src/lock/lock.c: a keepalive (l on client c: its private one, or a loop's) gave up after
+ * renewals failed for a passing reason (st) until the validity ran out: the lock is counted
+ * lost and reported (LOST, lost_why UNKNOWN, the message why). */
+void hl_renewals_gave_up(hilock *l, hilock_status st, const char *why);
 /* src/lock/lock.c: may another thread renew this lock (hilock_keepalive)? Its kind says. */
 int hl_lock_renewable(const hilock *l);
 

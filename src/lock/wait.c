@@ -121,10 +121,11 @@ static int block_on_signal(hilock *l, int64_t until)
     return woken;
 }
 
-void hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us)
+int hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us)
 {
     int64_t until = hl_next_attempt(l->c, hint_us, deadline_us);
     int64_t block = l->c->opt.wake && l->kind->wake ? block_end(l, until, hint_us, deadline_us) : 0;
-    if (block - hl_now_us() >= MIN_BLOCK_US && block_on_signal(l, block)) return;
+    if (block - hl_now_us() >= MIN_BLOCK_US && block_on_signal(l, block)) return 1;
     hl_pause_until(l->c, until);   /* the rest of the pause after an error; at once if over */
+    return 0;
 }

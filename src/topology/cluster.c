@@ -552,6 +552,18 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
 
 /* ---- refresh ---- */
 
+static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full);
+
+/* fetch_map, reported (hilock_observe.h: MAP_REFRESH). */
+static int refresh(hilock_client *c, hl_node *n, struct hl_topo *t, int64_t deadline, int full)
+{
+    int64_t t0 = hl_now_us();
+    int rc = fetch_map(n, t, deadline, full);
+    hl_emit_simple(c, HILOCK_EVENT_MAP_REFRESH, NULL, 0, n->name, rc < 0 ? n->st : HILOCK_OK,
+                   hl_now_us() - t0);
+    return rc;
+}
+
 /* Private node k asks the master at host:port (NULL: nobody); a new address closes its
  * connection. */
 static void set_known(struct hl_topo *t, size_t k, const char *host, int port)
@@ -605,7 +617,7 @@ static void no_map(hl_node *s, char *why, size_t cap, size_t *off)
 /* Ask the seeds and a few known masters at once for CLUSTER NODES; the first map to arrive is
  * used. Without a map (or `full`: the operator tools, which need the map now), within
  * deadline; with one, within REFRESH_BUDGET_MS of it. 0, or -1 with n->st, n->err. */
-static int refresh(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
+static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
 {
     hl_cmd q;
     char why[200];
@@ -700,7 +712,7 @@ static int cluster_route(hilock_client *c, hl_node *n, const hl_cmd *cmds, int n
     if (!asking) {
         /* A stale map is asked again at most once per REFRESH_EVERY_US; a refresh that fails
          * leaves the map in hand to route by (and MOVED answers to correct it). */
-        if ((!t->have_map || (t->stale && hl_now_us() >= t->next_refresh)) && refresh(n, t, deadline_us, 0) < 0) {
+        if ((!t->have_map || (t->stale && hl_now_us() >= t->next_refresh)) && refresh(c, n, t, deadline_us, 0) < 0) {
             if (!t->have_map) return -1;
             n->st = HILOCK_OK;
             n->err[0] = '\0';
@@ -763,7 +775,8 @@ static int redirect_target(struct hl_topo *t, const char *s, int *slot)
 static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us)
 {
     struct hl_topo *t = n->topo_state;
-    (void)c;
+    size_t klen;
+    const char *key = hl_cmds_key(cmds, ncmd, &klen);   /* (for the REDIRECT event) */
     if (!t) return 0;
     if (n->st != HILOCK_OK) {   /* a dead or frozen master: the next call asks for the map */
         if (n->st == HILOCK_EIO || n->st == HILOCK_ETIMEDOUT) t->stale = 1;
@@ -780,6 +793,8 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
                 if (s[0] == 'M') t->stale = 1;
                 return 0;
             }
+            hl_redirect_seen(c, n, s[0] == 'A' ? HILOCK_REDIRECT_ASK : HILOCK_REDIRECT_MOVED,
+                             strchr(strchr(s, ' ') + 1, ' ') + 1, key, klen);
             if (s[0] == 'A') {
                 t->ask = to;
                 t->ask_slot = slot;
@@ -799,6 +814,7 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
             }
             t->hops++;
             if (s[0] == 'C') t->stale = 1;
+            else hl_redirect_seen(c, n, HILOCK_REDIRECT_TRYAGAIN, "", key, klen);
             hl_pause_until(c, hl_now_us() + pause);
             return 1;
         }
@@ -841,7 +857,7 @@ static int cluster_serves(hilock_client *c, hl_node *n, const char *id, int64_t 
         hilock_status st = n->st;
         char err[sizeof n->err];
         memcpy(err, n->err, sizeof err);
-        refresh(n, t, deadline_us, 0);
+        refresh(c, n, t, deadline_us, 0);
         n->st = st;
         memcpy(n->err, err, sizeof err);
     }
@@ -897,7 +913,7 @@ hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int64_t d
      * operator asks what the cluster is, not what this client last heard (an error if no
      * one can say, rather than an old map shown as the truth). */
     t->keep_replicas = 1;
-    if (refresh(n, t, deadline_us, 1) < 0) return n->st;
+    if (refresh(c, n, t, deadline_us, 1) < 0) return n->st;
     if (slot >= 0 && t->owner[slot] < 0) {
         snprintf(n->err, sizeof n->err, "cluster: no master serves slot %d in the slot map", slot);
         return n->st = HILOCK_EIO;

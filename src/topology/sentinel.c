@@ -211,7 +211,7 @@ static hilock_status sentinel_resolve(hilock_client *c, hl_node *n, int64_t dead
 {
     char why[160], name[300];
     answer a;
-    int auth, rc = query(c, n, deadline_us, &a, why, sizeof why, &auth);
+    int moved, auth, rc = query(c, n, deadline_us, &a, why, sizeof why, &auth);
     struct hl_topo *t = n->topo_state;
     if (rc == 0) {
         n->st = HILOCK_EINVAL;
@@ -228,6 +228,7 @@ static hilock_status sentinel_resolve(hilock_client *c, hl_node *n, int64_t dead
             snprintf(n->err, sizeof n->err, "sentinel %.40s: no Sentinel answered (%.110s)", n->url.master, why);
         return n->st;
     }
+    moved = t->host[0] && (t->port != a.port || strcmp(t->host, a.host));
     snprintf(t->host, sizeof t->host, "%s", a.host);
     t->port = a.port;
     if (a.epoch > t->epoch) t->epoch = a.epoch;
@@ -242,6 +243,7 @@ static hilock_status sentinel_resolve(hilock_client *c, hl_node *n, int64_t dead
             n->name = nn;
         }
     }
+    if (moved) hl_failover_seen(c, n->name, NULL);   /* the Sentinels name a new master */
     *host = t->host;
     *port = t->port;
     return HILOCK_OK;

@@ -486,12 +486,22 @@ static void short_acks_msg(hilock_client *c, const hl_topo_op *op, size_t i)
              c->opt.min_replicas, (long long)c->opt.replicas_timeout_ms);
 }
 
+/* A grant refused by the failover guard, left ms more (hilock_observe.h: GUARD_START, once
+ * per acquire; lock.c reports GUARD_PASSED when a grant follows). */
+static void guard_event(hilock_client *c, hilock *l, const hl_node *n, long long left)
+{
+    if (l->guard_seen_us) return;
+    l->guard_seen_us = hl_now_us();
+    hl_emit_simple(c, HILOCK_EVENT_GUARD_START, l->key, strlen(l->key), n->name, HILOCK_BUSY, left * 1000);
+}
+
 /* One node of an acquire that the lock script granted (and WAIT did not undo). */
 static void end_grant(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, const ident *id, int have_id)
 {
     hl_node *n = &c->nodes[i];
     uint32_t bit = 1u << i;
     if (have_id && id->left > 0) {   /* failover.lua has already deleted our value */
+        guard_event(c, l, n, id->left);
         op->refused |= bit;
         if (!op->err) op->err = HILOCK_BUSY;
         snprintf(n->err, sizeof n->err, "%s: failover guard: a master promoted in a failover grants "
@@ -555,6 +565,7 @@ static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, co
         return;
     }
     op->lost |= 1u << i;
+    if (have_id) hl_failover_seen(c, n->name, l->key);   /* a change of master since the grant */
     if (!have_id)
         snprintf(n->err, sizeof n->err, "%s: the master's replication identity could not be read: "
                  "no proof the lock survived", n->name);

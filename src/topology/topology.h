@@ -156,6 +156,9 @@ struct hilock {
     int64_t      (*hook)(hilock *l, hl_hook_ev ev);   /* see hl_hook_ev */
     struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
     struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
+    int            renewing;       /* its extend is a keepalive's renewal (RENEWAL events) */
+    int64_t        guard_seen_us;  /* when an acquire's grant was first refused by the failover
+                                      guard (0: not), for its GUARD_PASSED (hilock_observe.h) */
     char          *guard_key;      /* topology.c: the failover guard's record with a cluster node */
     /* lock.c: on c->live from the acquire's start until released or freed (under
      * c->live_mu; `live` is read and written by the lock's own calls only) */
