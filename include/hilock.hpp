@@ -222,7 +222,8 @@ public:
     /* The observer (hilock_set_observer): f(const hilock_event &) is called with each event of
      * this client -- any callable: a lambda, a function, a std::function, a functor; it is
      * copied or moved in, and lives as long as the client (moves with it). Replaces the one
-     * before. The C rules hold (hilock_observe.h): it runs on the calling thread, the loop's,
+     * before, which is kept until the client is destroyed too (a keepalive may still call it):
+     * set an observer once per client, not once per lock. The C rules hold (hilock_observe.h): it runs on the calling thread, the loop's,
      * or a keepalive's thread (RENEWAL, LOST...: then on two threads at once), inside the
      * call; it must not call into hilock (such a call throws error with HILOCK_EINVAL), must
      * not throw (it is called from C, noexcept: a throw ends in std::terminate), and copies

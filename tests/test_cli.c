@@ -492,6 +492,7 @@ Test(cli, help_documents_the_exit_codes)
     cr_assert(strstr(out, "Usage: hilock"));
     cr_assert(strstr(out, "75"));
     cr_assert(strstr(out, "HILOCK_SERVERS"));
+    cr_assert(strstr(out, "      --trace                every event of the lock's client on stderr"), "%s", out);
     hlt_redis_stop(r);
 }
 
