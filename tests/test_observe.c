@@ -1,0 +1,609 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_observe.c -- hilock_observe.h: events from the scenarios that cause them (a busy wait
+ * woken by the release, a lock lost by DEL seen by check and by the keepalive, Redlock
+ * members, a node's error, connects and reconnects, TLS handshakes), the observer refused
+ * re-entry, counters after a known sequence of calls, histogram bucket edges, merge, and the
+ * Prometheus text (exact for a small case; parsed by python3's prometheus_client if present).
+ * Sentinel failover and Cluster redirects: test_observe_topo.c. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "hilock.h"
+#include "hilock_observe.h"
+#include "observe_rec.h"
+#include "tls_fixture.h"
+
+static hilock_client *client_n(const char *const *urls, size_t n)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = n;
+    o.retry_delay_ms = 20;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+static hilock_client *client1(const char *url) { return client_n(&url, 1); }
+
+TestSuite(observe, .timeout = 60);
+
+/* ---- events ---- */
+
+typedef struct holder_arg { hlt_redis *r; const char *key; } holder_arg;
+
+static void *release_later(void *arg)
+{
+    hilock *l = arg;
+    hlt_sleep_ms(300);
+    hilock_release(l);
+    return NULL;
+}
+
+Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_grant)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *a = client1(r->url), *b;
+    hilock *la, *lb;
+    hlt_rec *x = hlt_rec_new();
+    pthread_t th;
+    hilock_options o;
+    const char *url = r->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.retry_delay_ms = 1000;   /* its pause (a BLPOP) outlasts the holder: the release wakes it */
+    cr_assert_eq(hilock_client_new(&o, &b), HILOCK_OK);
+    const hlt_rec_ev *e;
+    cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
+    cr_assert_eq(hilock_set_observer(b, hlt_rec_observer, x), HILOCK_OK);
+    pthread_create(&th, NULL, release_later, la);
+    cr_assert_eq(hilock_acquire(b, "obs:k", 10000, 5000, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    pthread_join(th, NULL);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_START, 0));
+    cr_assert_str_eq(e->key, "obs:k");
+    cr_assert_eq(e->e.keylen, 5);
+    cr_assert_eq(e->e.duration_us, -1);
+    cr_assert_gt(e->e.at_us, 0);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_BUSY, 0), "no busy event");
+    cr_assert_eq(e->e.status, HILOCK_BUSY);
+    cr_assert_eq(e->e.attempts, 1);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_GRANTED, 0));
+    cr_assert_eq(e->e.status, HILOCK_OK);
+    cr_assert_eq(e->e.woken, 1, "the release's notice ended the wait");
+    cr_assert_eq(e->e.fence, hilock_fence(lb));
+    cr_assert_geq(e->e.attempts, 2);
+    cr_assert_geq(e->e.duration_us, 200000, "waited for the release (%lld us)", (long long)e->e.duration_us);
+    cr_assert_str_eq(e->node, r->url + strlen("redis://"));
+    cr_assert_eq(hilock_release(lb), HILOCK_OK);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_RELEASE, 0));
+    cr_assert_eq(e->e.status, HILOCK_OK);
+    cr_assert_geq(e->e.duration_us, 0);
+    hilock_free(la);
+    hilock_free(lb);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hlt_redis_stop(r);
+}
+
+Test(observe, a_try_lock_on_a_held_key_reports_busy_and_gave_up)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *a = client1(r->url), *b = client1(r->url);
+    hilock *la, *lb;
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
+    cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
+    hilock_set_observer(b, hlt_rec_observer, x);
+    cr_assert_eq(hilock_acquire(b, "obs:k", 10000, 0, &lb), HILOCK_BUSY);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ACQUIRE_BUSY), 1);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_GAVE_UP, 0));
+    cr_assert_eq(e->e.status, HILOCK_BUSY);
+    cr_assert_eq(e->e.attempts, 1);
+    cr_assert(strstr(e->message, "held by another owner"), "%s", e->message);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ACQUIRE_GRANTED), 0);
+    hilock_free(la);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hlt_redis_stop(r);
+}
+
+Test(observe, a_lock_deleted_while_valid_is_lost_as_taken_seen_by_check)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client1(r->url);
+    hilock *l;
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
+    hilock_set_observer(c, hlt_rec_observer, x);
+    cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK);
+    cr_assert_eq(hilock_check(l), HILOCK_OK);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_EXTEND, 0));
+    cr_assert_eq(e->e.status, HILOCK_OK);
+    cr_assert_gt(e->e.validity_ms, 9000);
+    freeReplyObject(hlt_cmd(r, "DEL obs:k"));
+    cr_assert_eq(hilock_check(l), HILOCK_NOT_HELD);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_EXTEND, 1));
+    cr_assert_eq(e->e.status, HILOCK_NOT_HELD);
+    cr_assert_eq(e->e.validity_ms, 0);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_LOST, 0));
+    cr_assert_eq(e->e.status, HILOCK_NOT_HELD);
+    cr_assert_eq(e->e.lost_why, HILOCK_LOST_TAKEN);
+    cr_assert_str_eq(e->key, "obs:k");
+    cr_assert(strstr(e->message, "obs:k"), "%s", e->message);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(observe, a_lock_that_expired_is_lost_as_expired_seen_by_release)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client1(r->url);
+    hilock *l;
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
+    hilock_set_observer(c, hlt_rec_observer, x);
+    cr_assert_eq(hilock_acquire(c, "obs:k", 100, 0, &l), HILOCK_OK);
+    hlt_sleep_ms(250);
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_LOST, 0));
+    cr_assert_eq(e->e.lost_why, HILOCK_LOST_EXPIRED);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+static void on_lost(hilock *l, hilock_status why, void *arg)
+{
+    (void)l;
+    *(volatile int *)arg = (int)why + 1;
+}
+
+Test(observe, the_keepalive_reports_renewals_and_the_loss_on_its_thread_and_counts_them)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client1(r->url);
+    hilock *l;
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
+    hilock_stats s;
+    volatile int lost = 0;
+    hilock_set_observer(c, hlt_rec_observer, x);
+    cr_assert_eq(hilock_acquire(c, "obs:k", 300, 0, &l), HILOCK_OK);
+    cr_assert_eq(hilock_keepalive(l, on_lost, (void *)&lost), HILOCK_OK);
+    for (int i = 0; i < 100 && hlt_rec_count(x, HILOCK_EVENT_RENEWAL) < 2; i++) hlt_sleep_ms(20);
+    cr_assert_geq(hlt_rec_count(x, HILOCK_EVENT_RENEWAL), 2, "renewals seen");
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_RENEWAL, 0));
+    cr_assert_eq(e->e.status, HILOCK_OK);
+    cr_assert_gt(e->e.validity_ms, 100);
+    cr_assert_str_eq(e->key, "obs:k");
+    freeReplyObject(hlt_cmd(r, "DEL obs:k"));
+    for (int i = 0; i < 100 && !lost; i++) hlt_sleep_ms(20);
+    cr_assert_eq(lost, HILOCK_NOT_HELD + 1);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_LOST, 0), "the keepalive's LOST");
+    cr_assert_eq(e->e.status, HILOCK_NOT_HELD);
+    cr_assert_eq(e->e.lost_why, HILOCK_LOST_TAKEN);
+    cr_assert_eq(hilock_client_stats(c, &s), HILOCK_OK);
+    cr_assert_geq(s.renewal_ok, 2);
+    cr_assert_eq(s.renewal_failed, 1);
+    cr_assert_eq(s.lost, 1);
+    cr_assert_eq(s.extend_ok + s.extend_failed, 0, "renewals are not extends");
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(observe, redlock_reports_each_masters_answer)
+{
+    hlt_redis *r[3];
+    const char *urls[3];
+    hilock_client *c, *other;
+    hilock *l, *lo;
+    hlt_rec *x = hlt_rec_new();
+    for (int i = 0; i < 3; i++) {
+        r[i] = hlt_redis_start(NULL);
+        urls[i] = r[i]->url;
+    }
+    other = client1(urls[2]);
+    cr_assert_eq(hilock_acquire(other, "obs:k", 10000, 0, &lo), HILOCK_OK);
+    c = client_n(urls, 3);
+    hilock_set_observer(c, hlt_rec_observer, x);
+    cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_MEMBER), 3);
+    for (int i = 0; i < 3; i++) {
+        const hlt_rec_ev *e = hlt_rec_find(x, HILOCK_EVENT_MEMBER, i);
+        cr_assert_eq(e->e.op, HILOCK_EVENT_ACQUIRE_START);
+        cr_assert_str_eq(e->node, urls[i] + strlen("redis://"));
+        cr_assert_eq(e->e.status, i == 2 ? HILOCK_BUSY : HILOCK_OK, "member %d", i);
+    }
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_MEMBER), 6);
+    cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_MEMBER, 3)->e.op, HILOCK_EVENT_RELEASE);
+    cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_MEMBER, 5)->e.status, HILOCK_NOT_HELD);
+    hilock_free(l);
+    hilock_free(lo);
+    hilock_client_free(c);
+    hilock_client_free(other);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
+}
+
+Test(observe, connects_reconnects_and_a_nodes_error_are_reported_with_the_node)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client1(r->url);
+    hilock *l;
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
+    hilock_stats s;
+    hilock_set_observer(c, hlt_rec_observer, x);
+    cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_CONNECT, 0));
+    cr_assert_eq(e->e.reconnect, 0);
+    cr_assert_null(e->e.key);
+    cr_assert_geq(e->e.duration_us, 0);
+    cr_assert_str_eq(e->node, r->url + strlen("redis://"));
+    hlt_redis_kill(r);
+    cr_assert_neq(hilock_release(l), HILOCK_OK);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ERROR, 0), "the dead server's error");
+    cr_assert_eq(e->e.status, HILOCK_EIO);
+    cr_assert_str_eq(e->node, r->url + strlen("redis://"));
+    cr_assert_str_eq(e->key, "obs:k");
+    cr_assert(e->message[0], "a message");
+    cr_assert_eq(hlt_redis_restart(r), 0);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_CONNECT, 1));
+    cr_assert_eq(e->e.reconnect, 1);
+    hilock_client_stats(c, &s);
+    cr_assert_eq(s.connects, 2);
+    cr_assert_eq(s.reconnects, 1);
+    cr_assert_geq(s.errors, 1);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+Test(observe, a_tls_connection_reports_its_handshake_and_duration)
+{
+    hlt_pki *pki = hlt_pki_make();
+    hlt_redis *r;
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock *l;
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
+    const char *url;
+    cr_assert_not_null(pki);
+    r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
+    cr_assert_not_null(r);
+    url = r->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.tls_ca_file = pki->ca;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    hilock_set_observer(c, hlt_rec_observer, x);
+    cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_TLS_HANDSHAKE, 0));
+    cr_assert_eq(e->e.status, HILOCK_OK);
+    cr_assert_gt(e->e.duration_us, 0);
+    cr_assert_not_null(e->e.node);
+    cr_assert_not_null(hlt_rec_find(x, HILOCK_EVENT_CONNECT, 0));
+    cr_assert_leq(hlt_rec_find(x, HILOCK_EVENT_TLS_HANDSHAKE, 0)->e.at_us, hlt_rec_find(x, HILOCK_EVENT_CONNECT, 0)->e.at_us);
+    hilock_release(l);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+    hlt_pki_free(pki);
+}
+
+/* ---- the observer may not call into hilock ---- */
+
+static void reenter(const hilock_event *e, void *arg)
+{
+    hlt_rec *r = arg;
+    hilock *l = NULL;
+    if (e->kind != HILOCK_EVENT_ACQUIRE_START) return;
+    r->reentry = hilock_acquire(r->c, "obs:other", 10000, 0, &l);
+    snprintf(r->reentry_msg, sizeof r->reentry_msg, "%s", hilock_client_errmsg(r->c));
+    if (hilock_set_observer(r->c, NULL, NULL) != HILOCK_EINVAL) r->reentry = HILOCK_OK;
+}
+
+Test(observe, a_call_from_inside_the_observer_is_refused_with_einval_and_sends_nothing)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client1(r->url);
+    hilock *l;
+    hlt_rec *x = hlt_rec_new();
+    x->c = c;
+    hilock_set_observer(c, reenter, x);
+    cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(x->reentry, HILOCK_EINVAL);
+    cr_assert_str_eq(x->reentry_msg, "hilock called from inside an observer (hilock_observe.h)");
+    cr_assert_eq(hlt_exists(r, "obs:other"), 0, "nothing sent");
+    cr_assert_eq(hlt_exists(r, "obs:k"), 1, "the outer call went on");
+    /* the observer is still set (its removal was refused), and calls work again after it */
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_str_neq(hilock_client_errmsg(c), "hilock called from inside an observer (hilock_observe.h)");
+    cr_assert_eq(hilock_set_observer(c, NULL, NULL), HILOCK_OK);
+    cr_assert_eq(hilock_set_observer(NULL, hlt_rec_observer, x), HILOCK_EINVAL);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- counters ---- */
+
+Test(observe, the_counters_match_a_known_sequence_of_calls)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client1(r->url), *other = client1(r->url);
+    hilock *l, *lo, *lx;
+    hilock_stats s;
+    uint64_t sum = 0;
+    cr_assert_eq(hilock_acquire(other, "obs:busy", 10000, 0, &lo), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "obs:a", 10000, 0, &l), HILOCK_OK);      /* ok 1 */
+    cr_assert_eq(hilock_acquire(c, "obs:busy", 10000, 0, &lx), HILOCK_BUSY); /* busy 1 */
+    freeReplyObject(hlt_cmd(r, "HSET obs:h f v"));
+    cr_assert_neq(hilock_acquire(c, "obs:h", 10000, 0, &lx), HILOCK_OK);      /* error 1 */
+    cr_assert_eq(hilock_extend(l, 20000), HILOCK_OK);                         /* extend ok */
+    cr_assert_eq(hilock_check(l), HILOCK_OK);                                 /* extend ok */
+    cr_assert_eq(hilock_release(l), HILOCK_OK);                               /* release ok */
+    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);                         /* not held: no loss */
+    hilock_free(l);
+    cr_assert_eq(hilock_acquire(c, "obs:a", 10000, 0, &l), HILOCK_OK);      /* ok 2 */
+    freeReplyObject(hlt_cmd(r, "DEL obs:a"));
+    cr_assert_eq(hilock_extend(l, 10000), HILOCK_NOT_HELD);                  /* failed, lost 1 */
+    cr_assert_eq(hilock_client_stats(c, &s), HILOCK_OK);
+    cr_assert_eq(s.acquire_ok, 2);
+    cr_assert_eq(s.acquire_busy, 1);
+    cr_assert_eq(s.acquire_error, 1);
+    cr_assert_eq(s.release_ok, 1);
+    cr_assert_eq(s.release_not_held, 1);
+    cr_assert_eq(s.release_lost + s.release_error, 0);
+    cr_assert_eq(s.extend_ok, 2);
+    cr_assert_eq(s.extend_failed, 1);
+    cr_assert_eq(s.lost, 1);
+    cr_assert_eq(s.renewal_ok + s.renewal_failed, 0);
+    cr_assert_eq(s.connects, 1);
+    cr_assert_eq(s.reconnects + s.failovers + s.redirects + s.errors, 0);
+    cr_assert_eq(s.acquire_wait.count, 2);
+    cr_assert_geq(s.round_trips, 7, "one per call sent, at least (%llu)", (unsigned long long)s.round_trips);
+    cr_assert_eq(s.round_trip.count, s.round_trips);
+    for (int i = 0; i < HILOCK_HIST_BUCKETS; i++) sum += s.round_trip.bucket[i];
+    cr_assert_eq(sum, s.round_trips);
+    cr_assert_eq(hilock_client_stats(NULL, &s), HILOCK_EINVAL);
+    cr_assert_eq(hilock_client_stats(c, NULL), HILOCK_EINVAL);
+    hilock_free(l);
+    hilock_free(lo);
+    hilock_client_free(c);
+    hilock_client_free(other);
+    hlt_redis_stop(r);
+}
+
+Test(observe, a_smaller_stats_struct_gets_only_its_prefix_written)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client1(r->url);
+    hilock *l;
+    hilock_stats s;
+    cr_assert_eq(hilock_acquire(c, "obs:a", 10000, 0, &l), HILOCK_OK);
+    memset(&s, 0xab, sizeof s);
+    cr_assert_eq(hilock_client_stats_sized(c, &s, 2 * sizeof(uint64_t)), HILOCK_OK);
+    cr_assert_eq(s.acquire_ok, 1);
+    cr_assert_eq(s.acquire_busy, 0);
+    cr_assert_eq(s.acquire_error, 0xababababababababULL, "past size: untouched");
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- histograms ---- */
+
+Test(observe, values_on_each_bucket_edge_land_in_the_documented_bucket)
+{
+    hilock_histogram h;
+    memset(&h, 0, sizeof h);
+    hilock_histogram_add(&h, -5);   /* counts as 0 */
+    hilock_histogram_add(&h, 0);
+    hilock_histogram_add(&h, 1);
+    cr_assert_eq(h.bucket[0], 3);
+    for (int i = 1; i <= 30; i++) {
+        memset(&h, 0, sizeof h);
+        hilock_histogram_add(&h, (int64_t)1 << i);         /* the upper edge: in bucket i */
+        hilock_histogram_add(&h, ((int64_t)1 << i) + 1);   /* just past it: bucket i + 1 */
+        hilock_histogram_add(&h, ((int64_t)1 << (i - 1)) + 1);   /* just past the lower: i */
+        cr_assert_eq(h.bucket[i], 2, "bucket %d", i);
+        cr_assert_eq(h.bucket[i + 1], 1, "bucket %d", i + 1);
+    }
+    memset(&h, 0, sizeof h);
+    hilock_histogram_add(&h, INT64_MAX);
+    cr_assert_eq(h.bucket[31], 1, "the overflow");
+    cr_assert_eq(h.count, 1);
+    cr_assert_eq(h.sum_us, (uint64_t)INT64_MAX);
+}
+
+Test(observe, merge_adds_every_counter_and_bucket)
+{
+    hilock_stats a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.acquire_ok = 3;
+    a.errors = 1;
+    b.acquire_ok = 4;
+    b.errors = 2;
+    b.redirects = 7;
+    hilock_histogram_add(&a.acquire_wait, 1000);
+    hilock_histogram_add(&b.acquire_wait, 1000);
+    hilock_histogram_add(&b.round_trip, 3);
+    hilock_stats_merge(&a, &b);
+    cr_assert_eq(a.acquire_ok, 7);
+    cr_assert_eq(a.errors, 3);
+    cr_assert_eq(a.redirects, 7);
+    cr_assert_eq(a.acquire_wait.count, 2);
+    cr_assert_eq(a.acquire_wait.sum_us, 2000);
+    cr_assert_eq(a.acquire_wait.bucket[10], 2);
+    cr_assert_eq(a.round_trip.bucket[2], 1);
+    cr_assert_eq(b.acquire_ok, 4, "from is left alone");
+    hilock_stats_merge(NULL, &b);
+    hilock_stats_merge(&a, NULL);
+}
+
+Test(observe, event_names)
+{
+    cr_assert_str_eq(hilock_event_name(HILOCK_EVENT_ACQUIRE_START), "acquire_start");
+    cr_assert_str_eq(hilock_event_name(HILOCK_EVENT_TLS_HANDSHAKE), "tls_handshake");
+    cr_assert_str_eq(hilock_event_name(HILOCK_EVENT_ERROR), "error");
+    cr_assert_str_eq(hilock_event_name((hilock_event_kind)0), "unknown");
+    cr_assert_str_eq(hilock_event_name((hilock_event_kind)99), "unknown");
+}
+
+/* ---- Prometheus ---- */
+
+/* The expected text for stats with acquire_ok = 2, busy = 1, round_trips = 5 and one wait of
+ * 3 us, labels app="x": built line by line (the histograms' 32 buckets each). */
+static void expected_text(char *out, size_t cap)
+{
+    static const char *const head =
+        "# HELP hilock_acquires_total Acquires ended, by outcome.\n"
+        "# TYPE hilock_acquires_total counter\n"
+        "hilock_acquires_total{app=\"x\",outcome=\"ok\"} 2\n"
+        "hilock_acquires_total{app=\"x\",outcome=\"busy\"} 1\n"
+        "hilock_acquires_total{app=\"x\",outcome=\"error\"} 0\n"
+        "# HELP hilock_releases_total Releases, by outcome.\n"
+        "# TYPE hilock_releases_total counter\n"
+        "hilock_releases_total{app=\"x\",outcome=\"ok\"} 0\n"
+        "hilock_releases_total{app=\"x\",outcome=\"not_held\"} 0\n"
+        "hilock_releases_total{app=\"x\",outcome=\"lost\"} 0\n"
+        "hilock_releases_total{app=\"x\",outcome=\"error\"} 0\n"
+        "# HELP hilock_extends_total Extends and checks, by outcome.\n"
+        "# TYPE hilock_extends_total counter\n"
+        "hilock_extends_total{app=\"x\",outcome=\"ok\"} 0\n"
+        "hilock_extends_total{app=\"x\",outcome=\"failed\"} 0\n"
+        "# HELP hilock_renewals_total Keepalive renewals, by outcome.\n"
+        "# TYPE hilock_renewals_total counter\n"
+        "hilock_renewals_total{app=\"x\",outcome=\"ok\"} 0\n"
+        "hilock_renewals_total{app=\"x\",outcome=\"failed\"} 0\n"
+        "# HELP hilock_lost_total Locks found no longer held.\n"
+        "# TYPE hilock_lost_total counter\n"
+        "hilock_lost_total{app=\"x\"} 0\n"
+        "# HELP hilock_round_trips_total Pipelines answered by a node.\n"
+        "# TYPE hilock_round_trips_total counter\n"
+        "hilock_round_trips_total{app=\"x\"} 5\n";
+    static const char *const names[][2] = {
+        {"connects_total", "Connections opened."},
+        {"reconnects_total", "Connections opened to a node that had one before."},
+        {"failovers_total", "Failovers detected."},
+        {"redirects_total", "Cluster MOVED, ASK and TRYAGAIN answers."},
+        {"errors_total", "Node errors."},
+    };
+    size_t at = (size_t)snprintf(out, cap, "%s", head);
+    for (size_t i = 0; i < 5; i++)
+        at += (size_t)snprintf(out + at, cap - at, "# HELP hilock_%s %s\n# TYPE hilock_%s counter\n"
+                               "hilock_%s{app=\"x\"} 0\n", names[i][0], names[i][1], names[i][0], names[i][0]);
+    for (int h = 0; h < 2; h++) {
+        const char *name = h ? "round_trip_seconds" : "acquire_wait_seconds";
+        at += (size_t)snprintf(out + at, cap - at, "# HELP hilock_%s %s\n# TYPE hilock_%s histogram\n", name,
+                               h ? "Round trip time to a node." : "Time from acquire start to grant.", name);
+        for (int i = 0; i < 32; i++) {
+            char le[32];
+            if (i == 31) snprintf(le, sizeof le, "+Inf");
+            else {
+                /* 2^i us in seconds, trailing zeros trimmed */
+                long long us = 1LL << i;
+                size_t n;
+                snprintf(le, sizeof le, "%lld.%06lld", us / 1000000, us % 1000000);
+                n = strlen(le);
+                while (le[n - 1] == '0') le[--n] = 0;
+                if (le[n - 1] == '.') le[--n] = 0;
+            }
+            at += (size_t)snprintf(out + at, cap - at, "hilock_%s_bucket{app=\"x\",le=\"%s\"} %d\n", name, le,
+                                   !h && i >= 2 ? 1 : 0);
+        }
+        at += (size_t)snprintf(out + at, cap - at, "hilock_%s_sum{app=\"x\"} %s\nhilock_%s_count{app=\"x\"} %d\n",
+                               name, h ? "0" : "0.000003", name, h ? 0 : 1);
+    }
+}
+
+static void known_stats(hilock_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->acquire_ok = 2;
+    s->acquire_busy = 1;
+    s->round_trips = 5;
+    hilock_histogram_add(&s->acquire_wait, 3);
+}
+
+Test(observe, prometheus_text_is_exact_for_known_stats_and_sized_like_snprintf)
+{
+    hilock_stats s;
+    static char want[16384], got[16384];
+    char small[16];
+    int n;
+    known_stats(&s);
+    expected_text(want, sizeof want);
+    n = hilock_stats_prometheus(&s, got, sizeof got, "app=\"x\"");
+    cr_assert_str_eq(got, want);
+    cr_assert_eq(n, (int)strlen(want));
+    cr_assert(strstr(got, "hilock_acquire_wait_seconds_bucket{app=\"x\",le=\"0.000004\"} 1\n"));
+    cr_assert(strstr(got, "le=\"1073.741824\""));
+    /* short: cut, NUL-terminated, and the length it needs */
+    cr_assert_eq(hilock_stats_prometheus(&s, small, sizeof small, "app=\"x\""), n);
+    cr_assert_eq(strlen(small), sizeof small - 1);
+    cr_assert_eq(hilock_stats_prometheus(&s, NULL, 0, "app=\"x\""), n);
+    cr_assert_eq(hilock_stats_prometheus(NULL, got, sizeof got, NULL), -1);
+    /* no labels: no braces on unlabelled samples */
+    hilock_stats_prometheus(&s, got, sizeof got, NULL);
+    cr_assert(strstr(got, "\nhilock_lost_total 0\n"), "%s", got);
+    cr_assert(strstr(got, "hilock_acquires_total{outcome=\"ok\"} 2\n"));
+    cr_assert(strstr(got, "hilock_acquire_wait_seconds_bucket{le=\"+Inf\"} 1\n"));
+    cr_assert(strstr(got, "hilock_acquire_wait_seconds_count 1\n"));
+}
+
+Test(observe, prometheus_text_parses_with_prometheus_client)
+{
+    hilock_stats s;
+    static char got[16384];
+    char path[] = "/tmp/hilock-prom-XXXXXX", cmd[2048];
+    FILE *f;
+    int fd, rc;
+    static const char *const pythons[] = {"python3", "/usr/bin/python3"};   /* (a pyenv's first) */
+    const char *py = NULL;
+    for (size_t i = 0; i < 2 && !py; i++) {
+        snprintf(cmd, sizeof cmd, "%s -c 'import prometheus_client.parser' 2>/dev/null", pythons[i]);
+        if (system(cmd) == 0) py = pythons[i];
+    }
+    if (!py)
+        cr_skip_test("n/a: python3's prometheus_client is not installed (Debian: "
+                     "python3-prometheus-client): the strict parse is skipped");
+    known_stats(&s);
+    hilock_histogram_add(&s.round_trip, 1500000000);   /* the overflow bucket too */
+    hilock_stats_prometheus(&s, got, sizeof got, "app=\"x\",shard=\"2\"");
+    cr_assert_neq(fd = mkstemp(path), -1);
+    f = fdopen(fd, "w");
+    fputs(got, f);
+    fclose(f);
+    /* strict: every family parses, with the samples' labels, and the values read back */
+    snprintf(cmd, sizeof cmd, "%s -c '"
+             "import sys\n"
+             "from prometheus_client.parser import text_string_to_metric_families as p\n"
+             "fam = {f.name: f for f in p(open(sys.argv[1]).read())}\n"
+             "assert fam[\"hilock_acquires\"].type == \"counter\", fam.keys()\n"
+             "h = fam[\"hilock_acquire_wait_seconds\"]\n"
+             "assert h.type == \"histogram\"\n"
+             "b = [s for s in h.samples if s.name.endswith(\"_bucket\")]\n"
+             "assert len(b) == 32 and b[-1].labels[\"le\"] == \"+Inf\" and b[-1].value == 1\n"
+             "assert all(s.labels[\"app\"] == \"x\" and s.labels[\"shard\"] == \"2\" for f in fam.values() for s in f.samples)\n"
+             "r = fam[\"hilock_round_trip_seconds\"].samples\n"
+             "assert [s.value for s in r if s.name.endswith(\"_sum\")] == [1500.0]\n"
+             "' %s", py, path);
+    rc = system(cmd);
+    unlink(path);
+    cr_assert_eq(rc, 0, "prometheus_client refused the text:\n%s", got);
+}
