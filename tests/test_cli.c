@@ -517,7 +517,7 @@ Test(cli, trace_prints_the_events_of_a_run_in_order)
 {
     needs_subreaper();
     hlt_redis *r = setup();
-    const char *a[] = { "--trace", "-v", "-t", "0.6", "job", "--", "sleep", "0.5", NULL };
+    const char *a[] = { "--trace", "-v", "-t", "0.6", "job", "--", "sleep", "1", NULL };
     const char *err;
     long start, granted, renewal, release;
     cr_assert_eq(run(r, a), 0);
