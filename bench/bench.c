@@ -30,6 +30,8 @@
  *  6. The semaphore and the shared/exclusive lock (issue 26; bench/kinds.c), after part 3:
  *     their cycles next to the lock's, a writer's wait under saturating readers, the handoff
  *     of each. `bench kinds` runs only part 6.
+ *  7. The cost of events (issue 27; observer_cost), after the fast path: the default client
+ *     with no observer and with a counting observer against (b). `bench observer` runs only it.
  *
  * Knobs (environment): HILOCK_BENCH_SECONDS (time per variant, default 4),
  * HILOCK_LUA_DIR (default src/lua), HILOCK_BENCH_FAIR_* (bench/fairness.c).
@@ -53,6 +55,7 @@
 #include <hiredis/hiredis.h>
 
 #include "bench.h"
+#include "hilock_observe.h"
 
 #define KEY "bench:lock"
 #define TTL_MS 30000
@@ -60,6 +63,7 @@
 #define MAX_ARGS 16
 
 #define SLICE_S 0.25
+#define BASELINES (1u << V_SAME | 1u << V_SETNX)   /* part 1's main table: (a) and (b) */
 #define MAX_SLICES 1024
 
 static double run_s = 4.0;   /* per variant */
@@ -69,7 +73,7 @@ static int slices = 16;      /* run_s / SLICE_S */
  * tune applied, NULL = defaults) against (a) the very commands the library sends and (b) a
  * bare SET NX PX + the library's release, in interleaved slices. variants: a mask of
  * 1 << V_SAME / V_SETNX (hilock always runs); the others are left 0 in *res. */
-typedef enum variant { V_OURS, V_SAME, V_SETNX, NVARIANTS } variant;
+typedef enum variant { V_OURS, V_SAME, V_SETNX, V_COUNTED, NVARIANTS } variant;   /* V_COUNTED: observer_cost */
 typedef struct result {
     double rate[NVARIANTS];   /* cycles/s over all slices */
     double cpu[NVARIANTS];    /* client CPU us per cycle */
@@ -254,7 +258,15 @@ typedef struct runner {
     redisContext  *rc;
     uint64_t       seq;
     char           token[40];
+    uint64_t       events;   /* V_COUNTED: what its observer counted */
 } runner;
+
+/* The counting observer of V_COUNTED: the least an application's observer does. */
+static void count_event(const hilock_event *e, void *arg)
+{
+    (void)e;
+    ++*(uint64_t *)arg;
+}
 
 /* Send a script's commands as one pipeline and read every reply. */
 static void bare_send(runner *u, const script *s)
@@ -280,7 +292,7 @@ static void bare_send(runner *u, const script *s)
 
 static void cycle(runner *u)
 {
-    if (u->v == V_OURS) {
+    if (u->v == V_OURS || u->v == V_COUNTED) {
         hilock *l;
         if (hilock_acquire(u->c, KEY, TTL_MS, 0, &l) != HILOCK_OK) die("acquire", hilock_client_errmsg(u->c));
         if (hilock_release(l) != HILOCK_OK) die("release", hilock_client_errmsg(u->c));
@@ -342,8 +354,10 @@ static void uncontended(hlt_redis *r, int unix_socket, void (*tune)(hilock_optio
         tally warm = { 0, 0, 0 };
         u[v].v = (variant)v;
         if (!(variants & (1u << v))) continue;
-        if (v == V_OURS) u[v].c = client_with(&url, 1, tune);
+        if (v == V_OURS || v == V_COUNTED) u[v].c = client_with(&url, 1, tune);
         else u[v].rc = bare_connect(r, unix_socket);
+        if (v == V_COUNTED && hilock_set_observer(u[v].c, count_event, &u[v].events) != HILOCK_OK)
+            die("hilock_set_observer", hilock_client_errmsg(u[v].c));
         timed(&u[v], 0.3, &warm);
     }
     for (int k = 0; k < slices; k++) {
@@ -365,6 +379,8 @@ static void uncontended(hlt_redis *r, int unix_socket, void (*tune)(hilock_optio
         res->rate[v] = (double)t[v].cycles * 1e6 / (double)t[v].us;
         res->cpu[v] = (double)t[v].cpu / (double)t[v].cycles;
         res->ratio[v] = median(ratio[v], slices);
+        if (v == V_COUNTED && u[v].events < t[v].cycles * 3)   /* start, grant, release at least */
+            die("observer", "the counting observer saw fewer than 3 events per cycle");
         if (u[v].c) hilock_client_free(u[v].c);
         if (u[v].rc) redisFree(u[v].rc);
     }
@@ -636,6 +652,28 @@ static void fastpath(hlt_redis *r, const result fenced[2])
                fenced[t].ratio[V_SETNX]);
 }
 
+/* Issue 27's cost of events (hilock_observe.h): the default client with no observer and one
+ * with a counting observer, in interleaved slices with (b), over TCP and a unix socket. No
+ * observer against (b) is the number to hold next to the table above (and to the same row of
+ * a build before observers: docs/performance.md); counting / none is 1 / the median of the
+ * per-slice none / counting ratios. Targets: none within 1% of the client before observers,
+ * counting >= 0.95 x none. */
+static void observer_cost(hlt_redis *r)
+{
+    result res[2];
+    uncontended(r, 0, NULL, 1u << V_SETNX | 1u << V_COUNTED, &res[0]);
+    uncontended(r, 1, NULL, 1u << V_SETNX | 1u << V_COUNTED, &res[1]);
+    printf("\nObserver cost (issue 27): the default client with no observer and with a counting one "
+           "(hilock_set_observer),\nrun as above against (b); counting / none: the same run's ratio "
+           "(target >= 0.95)\n");
+    printf("  transport     no observer  CPU  ratio to (b) | counting  CPU  ratio to (b) | counting / none\n");
+    for (int t = 0; t < 2; t++)
+        printf("  %-13s   %9.0f %5.1f        %5.2f | %8.0f %5.1f        %5.2f |           %5.3f\n",
+               t ? "unix socket" : "tcp 127.0.0.1", res[t].rate[V_OURS], res[t].cpu[V_OURS],
+               res[t].ratio[V_SETNX], res[t].rate[V_COUNTED], res[t].cpu[V_COUNTED],
+               res[t].ratio[V_SETNX] / res[t].ratio[V_COUNTED], 1.0 / res[t].ratio[V_COUNTED]);
+}
+
 /* `bench fairness`: only the fairness table (bench/fairness.c). */
 int main(int argc, char **argv)
 {
@@ -684,9 +722,14 @@ int main(int argc, char **argv)
 
     nloaded = load_scripts(r);
     capture(r);
+    if (argc > 1 && !strcmp(argv[1], "observer")) {   /* part 1's observer table only */
+        observer_cost(r);
+        hlt_redis_stop(r);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "uncontended")) {   /* part 1 only (with its table) */
-        uncontended(r, 0, NULL, ~0u, &res[0]);
-        uncontended(r, 1, NULL, ~0u, &res[1]);
+        uncontended(r, 0, NULL, BASELINES, &res[0]);
+        uncontended(r, 1, NULL, BASELINES, &res[1]);
         print_uncontended(res);
         hlt_redis_stop(r);
         return 0;
@@ -696,11 +739,12 @@ int main(int argc, char **argv)
     print_script("acquire", &lib_acquire);
     print_script("release", &lib_release);
 
-    uncontended(r, 0, NULL, ~0u, &res[0]);
-    uncontended(r, 1, NULL, ~0u, &res[1]);
+    uncontended(r, 0, NULL, BASELINES, &res[0]);
+    uncontended(r, 1, NULL, BASELINES, &res[1]);
     print_uncontended(res);
     async_bench(r);
     fastpath(r, res);   /* options.fencing = 0 against (b), next to the fenced ratios above */
+    observer_cost(r);
 
     printf("\nContention: %d processes, each acquire (blocking) -> hold 1 ms -> release, %.1f s "
            "(TCP 127.0.0.1; target: handoff p50 < 1 ms)\n", NPROC, run_s * 0.75);

@@ -35,6 +35,7 @@
 
 #include "hilock.h"
 #include "hilock_legacy.h"
+#include "hilock_observe.h"
 #include "cli.h"
 #include "platform.h"
 
@@ -90,6 +91,7 @@ typedef struct cli {
     int         lost_sig;        /* 0 = leave COMMAND running */
     int64_t     kill_after_ms;   /* -k; 0 = SIGKILL only at the validity's end less the lead */
     int         verbose;
+    int         trace;           /* --trace: every event of the client on stderr (print_event) */
     int         tls;             /* --tls: redis:// URLs become rediss:// */
     char       *tls_copy[MAX_SERVERS];   /* those rediss:// copies */
     const char *cacert, *cacertdir, *cert, *keyfile, *sni;   /* the tls_* options */
@@ -167,6 +169,9 @@ static const char usage_text[] =
     "  -c, --command=CMD          run /bin/sh -c CMD as COMMAND (as flock -c; also after\n"
     "                             KEY: hilock KEY -c CMD); not with a COMMAND\n"
     "  -v, --verbose              report acquisition, passed signals and release on stderr\n"
+    "      --trace                every event of the lock's client on stderr, one line\n"
+    "                             each: ms since hilock started, the event, its fields\n"
+    "                             (key, node, status, duration, attempts, fence...)\n"
     "  -h, --help                 this text\n"
     "  -V, --version              the version\n"
     "DURATION is a number of seconds (1.5), or numbers each followed by a unit, d, h, m, s\n"
@@ -208,11 +213,16 @@ static const char usage_text[] =
 
 /* ---- small helpers ---- */
 
-static int64_t now_ms(void)
+static int64_t now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t now_ms(void)
+{
+    return now_us() / 1000;
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -435,7 +445,8 @@ static int servers_from_file(cli *o, const char *name)
 /* ---- options ---- */
 
 enum { OPT_LEGACY = 256, OPT_BRIDGE, OPT_SERVERS_FILE, OPT_TLS, OPT_CACERT, OPT_CACERTDIR, OPT_CERT,
-       OPT_KEY, OPT_SNI, OPT_INSECURE, OPT_FAIR, OPT_NO_FENCE, OPT_LIMIT, OPT_SHARED };
+       OPT_KEY, OPT_SNI, OPT_INSECURE, OPT_FAIR, OPT_NO_FENCE, OPT_LIMIT, OPT_SHARED,
+       OPT_TRACE };
 
 static const struct option longopts[] = {
     { "nonblock", no_argument, NULL, 'n' },
@@ -463,6 +474,7 @@ static const struct option longopts[] = {
     { "kill-after", required_argument, NULL, 'k' },
     { "command", required_argument, NULL, 'c' },
     { "verbose", no_argument, NULL, 'v' },
+    { "trace", no_argument, NULL, OPT_TRACE },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
@@ -604,6 +616,7 @@ static int parse_args(int argc, char **argv, cli *o)
             if ((c = duration_arg(opt, optarg, MAX_WAIT_MS, &o->kill_after_ms)) != 0) return c;
             break;
         case 'v': o->verbose = 1; break;
+        case OPT_TRACE: o->trace = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         case 'V': printf("hilock %s\n", HILOCK_VERSION); return 0;
         case ':': return usage_error("option '%s' needs a value", opt);
@@ -766,6 +779,79 @@ static void connection_options(const cli *o, hilock_options *opt)
     opt->tls_verify = !o->insecure;
 }
 
+/* ---- events: --trace, and -v's acquisition line ---- */
+
+/* What the observer needs; static, as a keepalive thread calls it until the release. */
+static struct observed {
+    const cli *o;
+    int64_t    start_us;   /* hilock started (monotonic): --trace's times count from it */
+    int64_t    wait_us;    /* the acquire began: -v's "after N ms" */
+} seen;
+
+static const char *const status_names[] = { "ok", "busy", "not_held", "lost", "einval", "eio", "etimedout",
+                                            "eauth", "ereply", "ereplicas", "enoquorum", "enomem" };
+static const char *const lost_names[] = { "unknown", "expired", "taken", "failover" };
+static const char *const redirect_names[] = { "?", "moved", "ask", "tryagain" };
+
+#define NAME_OF(names, i) ((size_t)(i) < sizeof names / sizeof names[0] ? names[i] : "?")
+
+/* The kinds whose status is their result, said even when OK. */
+static int has_result(hilock_event_kind k)
+{
+    return k == HILOCK_EVENT_ACQUIRE_GAVE_UP || k == HILOCK_EVENT_RELEASE || k == HILOCK_EVENT_EXTEND ||
+           k == HILOCK_EVENT_RENEWAL || k == HILOCK_EVENT_LOST || k == HILOCK_EVENT_MEMBER ||
+           k == HILOCK_EVENT_MAP_REFRESH || k == HILOCK_EVENT_CONNECT || k == HILOCK_EVENT_TLS_HANDSHAKE ||
+           k == HILOCK_EVENT_ERROR;
+}
+
+/* " name=" and the bytes, printable (keys, nodes and messages come from servers and users). */
+static void put_bytes(const char *name, const char *s, size_t n)
+{
+    fprintf(stderr, " %s=", name);
+    hl_tool_print(stderr, s, n);
+}
+
+/* The fields a kind sets (hilock_observe.h), as name=value. */
+static void put_fields(const hilock_event *e)
+{
+    if (e->key && e->keylen == strlen(seen.o->key) && !memcmp(e->key, seen.o->key, e->keylen))
+        fprintf(stderr, " key=%s", seen.o->shown);
+    else if (e->key)
+        put_bytes("key", e->key, e->keylen < HL_KEY_SHOWN ? e->keylen : HL_KEY_SHOWN);
+    if (e->node) put_bytes("node", e->node, strlen(e->node));
+    if (e->status != HILOCK_OK || has_result(e->kind)) fprintf(stderr, " status=%s", NAME_OF(status_names, e->status));
+    if (e->kind == HILOCK_EVENT_MEMBER) fprintf(stderr, " op=%s", hilock_event_name(e->op));
+    if (e->duration_us >= 0) fprintf(stderr, " duration=%.3fms", (double)e->duration_us / 1000.0);
+    if (e->attempts > 0) fprintf(stderr, " attempts=%ld", e->attempts);
+    if (e->kind == HILOCK_EVENT_ACQUIRE_GRANTED)
+        fprintf(stderr, " fence=%llu woken=%d", (unsigned long long)e->fence, e->woken);
+    if (e->kind == HILOCK_EVENT_EXTEND || e->kind == HILOCK_EVENT_RENEWAL)
+        fprintf(stderr, " validity=%lldms", (long long)e->validity_ms);
+    if (e->kind == HILOCK_EVENT_LOST) fprintf(stderr, " why=%s", NAME_OF(lost_names, e->lost_why));
+    if (e->kind == HILOCK_EVENT_REDIRECT) fprintf(stderr, " redirect=%s", NAME_OF(redirect_names, e->redirect));
+    if (e->target && *e->target) put_bytes("target", e->target, strlen(e->target));
+    if (e->kind == HILOCK_EVENT_CONNECT) fprintf(stderr, " reconnect=%d", e->reconnect);
+    if (e->message) put_bytes("message", e->message, strlen(e->message));
+}
+
+/* The observer (the main thread, or the keepalive's for renewals and a loss it sees): with
+ * --trace, "hilock: +MS KIND FIELDS" for each event; with -v, the grant's line, its fence and
+ * wait from the same event. One lock of stderr per line: the two threads' lines never mix. */
+static void print_event(const hilock_event *e, void *arg)
+{
+    (void)arg;
+    flockfile(stderr);
+    if (seen.o->trace) {
+        fprintf(stderr, "hilock: +%.3fms %s", (double)(e->at_us - seen.start_us) / 1000.0, hilock_event_name(e->kind));
+        put_fields(e);
+        fputc('\n', stderr);
+    }
+    if (seen.o->verbose && e->kind == HILOCK_EVENT_ACQUIRE_GRANTED)
+        fprintf(stderr, "hilock: %s acquired (fence %llu) after %lld ms\n", seen.o->shown,
+                (unsigned long long)e->fence, (long long)((e->at_us - seen.wait_us) / 1000));
+    funlockfile(stderr);
+}
+
 static int acquire(const cli *o, hilock_client **cp, hilock **lp)
 {
     hilock_options opt;
@@ -782,14 +868,15 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
         fprintf(stderr, "hilock: %s\n", hilock_last_config_error());
         return st == HILOCK_EINVAL ? EXIT_USAGE : EXIT_OSERR;
     }
-    t0 = now_ms();
-    st = lock_within(o, *cp, t0, lp);
-    if (st == HILOCK_OK) {
-        if (o->verbose)
-            fprintf(stderr, "hilock: %s acquired (fence %llu) after %lld ms\n", o->shown,
-                    (unsigned long long)hilock_fence(*lp), (long long)(now_ms() - t0));
-        return -1;
+    seen.o = o;
+    if ((o->trace || o->verbose) && hilock_set_observer(*cp, print_event, NULL) != HILOCK_OK) {
+        print_error("--trace", o, hilock_client_errmsg(*cp));
+        return EXIT_OSERR;
     }
+    t0 = now_ms();
+    seen.wait_us = now_us();
+    st = lock_within(o, *cp, t0, lp);
+    if (st == HILOCK_OK) return -1;   /* (-v: print_event said so) */
     if (st == HILOCK_BUSY) {
         if (o->verbose) print_error(o->wait_ms ? "gave up waiting for" : "busy:", o, hilock_client_errmsg(*cp));
         if (o->verbose) hl_tool_busy_holder(*cp, o->key);   /* who, if its grant said so */
@@ -1484,7 +1571,9 @@ int main(int argc, char **argv)
     cli o;
     hilock_client *c = NULL;
     hilock *l = NULL;
-    int rc = parse_args(argc, argv, &o);
+    int rc;
+    seen.start_us = now_us();
+    rc = parse_args(argc, argv, &o);
     if (rc < 0 && o.tool) {
         hilock_options opt;
         connection_options(&o, &opt);

@@ -97,11 +97,14 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "hilock.h"
+#include "hilock_observe.h"
 
 namespace hilock_cpp {
 
@@ -183,7 +186,8 @@ inline lost_handler get_lost_handler() noexcept
     return h ? h : &default_lost_handler;
 }
 
-/* Owns one hilock_client. Move-only. */
+/* Owns one hilock_client. Move-only. Its events and counters (hilock_observe.h): observe() and
+ * stats() below. */
 class client {
 public:
     /* One server URL (hilock_client_open). Throws error (EINVAL: a bad URL, ENOMEM). */
@@ -198,12 +202,13 @@ public:
         hilock_status st = hilock_client_new(&o, &c_);
         if (st != HILOCK_OK) throw error(st, "hilock_client_new", hilock_last_config_error());
     }
-    client(client &&o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+    client(client &&o) noexcept : c_(std::exchange(o.c_, nullptr)), observers_(std::move(o.observers_)) {}
     client &operator=(client &&o) noexcept
     {
         if (this != &o) {
-            hilock_client_free(c_);
+            hilock_client_free(c_);   /* first: its keepalives may call the observers below */
             c_ = std::exchange(o.c_, nullptr);
+            observers_ = std::move(o.observers_);
         }
         return *this;
     }
@@ -214,8 +219,69 @@ public:
     hilock_client *get() const noexcept { return c_; }   /* nullptr once moved from */
     std::string errmsg() const { return hilock_client_errmsg(c_); }
 
+    /* The observer (hilock_set_observer): f(const hilock_event &) is called with each event of
+     * this client -- any callable: a lambda, a function, a std::function, a functor; it is
+     * copied or moved in, and lives as long as the client (moves with it). Replaces the one
+     * before, which is kept until the client is destroyed too (a keepalive may still call it):
+     * set an observer once per client, not once per lock. The C rules hold (hilock_observe.h): it runs on the calling thread, the loop's,
+     * or a keepalive's thread (RENEWAL, LOST...: then on two threads at once), inside the
+     * call; it must not call into hilock (such a call throws error with HILOCK_EINVAL), must
+     * not throw (it is called from C, noexcept: a throw ends in std::terminate), and copies
+     * what it keeps of the event (its strings live for the call). Throws error (EINVAL: a
+     * moved-from client, from inside an observer, another thread inside the client). */
+    template <class F>
+    void observe(F &&f)
+    {
+        auto fn = std::make_unique<std::function<void(const hilock_event &)>>(std::forward<F>(f));
+        hilock_status st = hilock_set_observer(c_, &client::call_observer, fn.get());
+        if (st != HILOCK_OK) throw error(st, "hilock_set_observer", c_ ? hilock_client_errmsg(c_) : "");
+        /* the ones before are kept, not destroyed: a keepalive started under one calls it
+         * until its lock is released (hilock_observe.h) */
+        observers_.push_back(std::move(fn));
+    }
+    /* No observer any more (hilock_set_observer(c, NULL, NULL)); a keepalive already running
+     * keeps calling the one it started with. Throws error as observe(). */
+    void stop_observing()
+    {
+        hilock_status st = hilock_set_observer(c_, nullptr, nullptr);
+        if (st != HILOCK_OK) throw error(st, "hilock_set_observer", c_ ? hilock_client_errmsg(c_) : "");
+    }
+
+    /* A copy of the client's counters and histograms (hilock_client_stats): totals per
+     * outcome, round trips, connections, failovers, acquire-wait and round-trip histograms.
+     * Add clients up with hilock_stats_merge, write them with hilock_stats_prometheus (or
+     * prometheus() below). Throws error (EINVAL: a moved-from client, from inside an
+     * observer, another thread inside the client). */
+    hilock_stats stats() const
+    {
+        hilock_stats s{};
+        hilock_status st = hilock_client_stats(c_, &s);
+        if (st != HILOCK_OK) throw error(st, "hilock_client_stats", c_ ? hilock_client_errmsg(c_) : "");
+        return s;
+    }
+    /* stats() in the Prometheus text format (hilock_stats_prometheus); labels as there
+     * (`app="x"` or empty). Throws error as stats(), std::bad_alloc. */
+    std::string prometheus(const std::string &labels = "") const { return stats_prometheus(stats(), labels); }
+    static std::string stats_prometheus(const hilock_stats &s, const std::string &labels = "")
+    {
+        std::string out(4096, '\0');
+        int n = hilock_stats_prometheus(&s, &out[0], out.size(), labels.c_str());
+        if (n >= 0 && static_cast<size_t>(n) >= out.size()) {   /* cut short: n is what it needs */
+            out.assign(static_cast<size_t>(n) + 1, '\0');
+            n = hilock_stats_prometheus(&s, &out[0], out.size(), labels.c_str());
+        }
+        out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+        return out;
+    }
+
 private:
+    static void call_observer(const hilock_event *e, void *arg) noexcept
+    {
+        (*static_cast<std::function<void(const hilock_event &)> *>(arg))(*e);
+    }
+
     hilock_client *c_;
+    std::vector<std::unique_ptr<std::function<void(const hilock_event &)>>> observers_;
 };
 
 /* One key on one client, taken and given back any number of times; holds at most one grant.

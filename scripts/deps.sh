@@ -7,7 +7,8 @@
 #   test   (the default) demo + what the suites need: Criterion, Sentinel, valgrind, cmake
 #          (test_install checks find_package(hilock)), libuv/libevent (the adapters' tests),
 #          Node/npm with the interop tests' pinned npm packages (deps-node.sh), and redis-py
-#          (python3-redis: the cluster interop tests' peer, run by the system python3)
+#          (python3-redis: the cluster interop tests' peer, run by the system python3), and
+#          python3-prometheus-client (its text parser checks hilock_stats_prometheus's output)
 # PKG...: extra packages one target needs (make fuzz: clang libclang-rt-14-dev; make deb:
 # dpkg-dev debhelper lintian fakeroot).
 # A failed `apt-get update` (say, one unreachable or unsigned index of an unrelated source) is
@@ -17,7 +18,7 @@ set_name=test
 case ${1:-} in build|demo|test) set_name=$1; shift ;; esac
 build="build-essential pkg-config libhiredis-dev libssl-dev"
 demo="$build redis-server redis-tools openssl"
-test="$demo libcriterion-dev redis-sentinel valgrind cmake libuv1-dev libevent-dev python3-redis"
+test="$demo libcriterion-dev redis-sentinel valgrind cmake libuv1-dev libevent-dev python3-redis python3-prometheus-client"
 eval "pkgs=\$$set_name"
 
 need=""

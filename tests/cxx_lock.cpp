@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-// cxx_lock.cpp URL DEAD_URL [lost-default | lost-told | kinds] -- include/hilock.hpp against a real
+// cxx_lock.cpp URL DEAD_URL [lost-default | lost-told | kinds | observe] -- include/hilock.hpp against a real
 // server (run by tests/test_cxx.c, which checks what it leaves in Redis). Built with g++
 // -std=c++17 -Wall -Wextra -Werror. Prints one line per check; exits 1 at the first failure.
 // With lost-default: a std::lock_guard whose lock is deleted behind its back, under the default
 // loss handler (which ends the program: test_cxx.c checks how). With lost-told: losses the
 // program was told of before its scopes ended, under the default handler (it carries on). With
-// kinds: shared_mutex and semaphore (hilock_rw_acquire, hilock_sem_acquire).
+// kinds: shared_mutex and semaphore (hilock_rw_acquire, hilock_sem_acquire). With observe: the
+// observer and the counters (client::observe, stats, prometheus).
 #include <hilock.hpp>
 #include <hiredis/hiredis.h>
 
@@ -630,13 +631,88 @@ static int kinds(const char *url)
     return 0;
 }
 
+// The observer and the counters (cxx_lock URL DEAD_URL observe): a lambda, a functor and a
+// std::function each see the client's events; the observer follows the client through a move;
+// a call back into the client from inside it throws EINVAL; stats() counts per outcome and
+// merges; prometheus() writes the labels first.
+static int observe(const char *url)
+{
+    try {
+        client c(url), other(url);
+        int seen[HILOCK_EVENT_ERROR + 1] = {};
+        std::string key;
+        hilock_status inner = HILOCK_OK;
+        c.observe([&](const hilock_event &e) {
+            if (e.kind >= 0 && e.kind <= HILOCK_EVENT_ERROR) seen[e.kind]++;
+            if (e.kind != HILOCK_EVENT_ACQUIRE_GRANTED) return;
+            key.assign(e.key, e.keylen);
+            try {
+                (void)c.stats();   // refused: no calls into the client from its observer
+            } catch (const hilock_cpp::error &x) {
+                inner = x.status();
+            }
+        });
+        mutex m(c, "cxx:obs", 5s), busy(other, "cxx:obs", 5s);
+        {
+            std::lock_guard<mutex> g(m);
+            CHECK(!busy.try_lock());
+        }
+        CHECK(seen[HILOCK_EVENT_ACQUIRE_START] == 1 && seen[HILOCK_EVENT_ACQUIRE_GRANTED] == 1);
+        CHECK(seen[HILOCK_EVENT_RELEASE] == 1 && seen[HILOCK_EVENT_ACQUIRE_BUSY] == 0);
+        CHECK(key == "cxx:obs" && inner == HILOCK_EINVAL);
+        hilock_stats s = c.stats(), o = other.stats();
+        CHECK(s.acquire_ok == 1 && s.release_ok == 1 && s.acquire_busy == 0 && s.acquire_wait.count == 1);
+        CHECK(s.round_trips >= 2 && o.acquire_busy == 1 && o.acquire_ok == 0);
+        hilock_stats_merge(&s, &o);
+        CHECK(s.acquire_ok == 1 && s.acquire_busy == 1);
+        ok("observe lambda, stats");
+
+        struct counter {
+            int *hits;
+            void operator()(const hilock_event &) const { ++*hits; }
+        };
+        int hits = 0, fn_hits = 0;
+        c.observe(counter{ &hits });
+        client moved(std::move(c));
+        mutex m2(moved, "cxx:obs", 5s);
+        m2.lock();
+        m2.unlock();
+        CHECK(hits >= 3);   // start, granted, release (and round trips' events, if any)
+        std::function<void(const hilock_event &)> f = [&fn_hits](const hilock_event &) { ++fn_hits; };
+        moved.observe(f);
+        m2.lock();
+        m2.unlock();
+        CHECK(fn_hits >= 3);
+        const int before = hits, fn_before = fn_hits;
+        moved.stop_observing();
+        m2.lock();
+        m2.unlock();
+        CHECK(hits == before && fn_hits == fn_before);
+        ok("observe functor, std::function, after a move, stopped");
+
+        const std::string text = moved.prometheus("app=\"cxx\"");
+        CHECK(text.find("hilock_acquires_total{app=\"cxx\",outcome=\"ok\"} 4\n") != std::string::npos);
+        CHECK(text.find("hilock_acquire_wait_seconds_count{app=\"cxx\"} 4\n") != std::string::npos);
+        CHECK(client::stats_prometheus(other.stats()).find("hilock_acquires_total{outcome=\"busy\"} 1\n") !=
+              std::string::npos);
+        expect_error(HILOCK_EINVAL, [&] { (void)c.stats(); });   // moved from
+        ok("prometheus");
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "unexpected exception: %s\n", e.what());
+        return 1;
+    }
+    std::printf("ok observe\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && std::strcmp(argv[3], "lost-default") == 0) return lost_default(argv[1]);
     if (argc == 4 && std::strcmp(argv[3], "lost-told") == 0) return lost_told(argv[1]);
     if (argc == 4 && std::strcmp(argv[3], "kinds") == 0) return kinds(argv[1]);
+    if (argc == 4 && std::strcmp(argv[3], "observe") == 0) return observe(argv[1]);
     if (argc != 3) {
-        std::fprintf(stderr, "usage: cxx_lock URL DEAD_URL [lost-default | lost-told | kinds]\n");
+        std::fprintf(stderr, "usage: cxx_lock URL DEAD_URL [lost-default | lost-told | kinds | observe]\n");
         return 2;
     }
     try {

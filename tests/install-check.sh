@@ -27,7 +27,7 @@ make -s -C "$src" -j2 B="$work/build" PREFIX="$prefix" install >"$work/make.log"
 
 for h in "$prefix"/include/*; do
   case $(basename "$h") in
-    hilock.h|hilock_legacy.h|hilock_inspect.h|hilock.hpp|hilock_async.h|hilock_libuv.h|hilock_libevent.h) ;;
+    hilock.h|hilock_legacy.h|hilock_inspect.h|hilock_observe.h|hilock.hpp|hilock_async.h|hilock_libuv.h|hilock_libevent.h) ;;
     *) fail "installed a non-public header: $h" ;;
   esac
 done

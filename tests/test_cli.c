@@ -492,6 +492,85 @@ Test(cli, help_documents_the_exit_codes)
     cr_assert(strstr(out, "Usage: hilock"));
     cr_assert(strstr(out, "75"));
     cr_assert(strstr(out, "HILOCK_SERVERS"));
+    cr_assert(strstr(out, "      --trace                every event of the lock's client on stderr"), "%s", out);
+    hlt_redis_stop(r);
+}
+
+/* --trace's line for `what` (a kind and its first fields: "acquire_start key=job") in err: it
+ * must start "hilock: +MS.mmmms " (ms since hilock started). Its offset in err, for the order. */
+static long trace_line(const char *err, const char *what)
+{
+    const char *at = strstr(err, what), *line;
+    double ms = -1;
+    char unit[4] = "";
+    cr_assert_not_null(at, "no '%s' line in:\n%s", what, err);
+    for (line = at; line > err && line[-1] != '\n'; line--) continue;
+    cr_assert_eq(strncmp(line, "hilock: +", 9), 0, "'%s' is not a trace line:\n%s", what, err);
+    cr_assert_eq(sscanf(line + 9, "%lf%3[ms]", &ms, unit), 2, "%s", line);
+    cr_assert(ms >= 0 && !strcmp(unit, "ms") && line + 9 < at, "%s", line);
+    return (long)(line - err);
+}
+
+/* A run's events, each one line on stderr: the acquire's start and grant, the keepalive's
+ * renewals (from its thread), the release; and -v's grant line from the same grant. */
+Test(cli, trace_prints_the_events_of_a_run_in_order)
+{
+    needs_subreaper();
+    hlt_redis *r = setup();
+    const char *a[] = { "--trace", "-v", "-t", "0.6", "job", "--", "sleep", "1", NULL };
+    const char *err;
+    long start, granted, renewal, release;
+    cr_assert_eq(run(r, a), 0);
+    err = slurp(r, "err.txt");
+    cr_log_info("%s", err);
+    start = trace_line(err, " acquire_start key=job");
+    granted = trace_line(err, " acquire_granted key=job ");
+    renewal = trace_line(err, " renewal key=job ");
+    release = trace_line(err, " release key=job ");
+    cr_assert(start < granted && granted < renewal && renewal < release, "out of order:\n%s", err);
+    cr_assert(strstr(err + renewal, " status=ok "), "%s", err + renewal);
+    cr_assert(strstr(err + release, " status=ok "), "%s", err + release);
+    cr_assert(strstr(err + granted, " attempts=1 fence="), "%s", err + granted);
+    cr_assert(strstr(err, "\nhilock: job acquired (fence ") || !strncmp(err, "hilock: job acquired (fence ", 28),
+              "-v's line:\n%s", err);
+    cr_assert(strstr(err, "hilock: job released\n"), "%s", err);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+/* Another holder: the attempt's busy answer and the try-lock's end, each a line. */
+Test(cli, trace_prints_a_busy_line_when_another_holder_has_the_key)
+{
+    hlt_redis *r = setup();
+    hilock_client *c;
+    hilock *l = hold(r, &c, "job", 10000);
+    const char *a[] = { "--trace", "-n", "job", "--", "touch", "ran", NULL };
+    const char *err;
+    cr_assert_eq(run(r, a), 1);
+    err = slurp(r, "err.txt");
+    cr_log_info("%s", err);
+    cr_assert(trace_line(err, " acquire_start key=job") < trace_line(err, " acquire_busy key=job "), "%s", err);
+    cr_assert(strstr(err + trace_line(err, " acquire_gave_up key=job "), " status=busy "), "%s", err);
+    cr_assert_null(strstr(err, "acquire_granted"), "%s", err);
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* -v alone prints its own lines (the grant's from the event), no trace lines. */
+Test(cli, verbose_without_trace_prints_no_event_lines)
+{
+    needs_subreaper();
+    hlt_redis *r = setup();
+    const char *a[] = { "-v", "job", "--", "true", NULL };
+    const char *err;
+    cr_assert_eq(run(r, a), 0);
+    err = slurp(r, "err.txt");
+    cr_assert_eq(strncmp(err, "hilock: job acquired (fence ", 28), 0, "%s", err);
+    cr_assert(strstr(err, " ms\nhilock: job released\n"), "%s", err);
+    cr_assert_null(strstr(err, "hilock: +"), "%s", err);
     hlt_redis_stop(r);
 }
 

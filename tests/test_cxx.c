@@ -133,3 +133,16 @@ Test(cxx, shared_mutex_and_semaphore_meet_the_std_guards_and_leave_nothing_held,
     cr_assert_eq(hlt_exists(r, "{cxx:semerr}:fence"), 0);   /* bad input: nothing written */
     hlt_redis_stop(r);
 }
+
+/* client::observe and client::stats (cxx_lock's `observe`): the events of a lock/unlock and a
+ * busy try_lock reach a lambda, a functor and a std::function, through a move of the client;
+ * the counters per outcome, merged, and in the Prometheus format; nothing left held. */
+Test(cxx, the_observer_takes_any_callable_and_stats_count_each_outcome, .timeout = 60)
+{
+    static const char *const keys[] = { "cxx:obs" };
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    run_cxx_ok(r, "observe", "ok observe\n", keys, 1);
+    cr_assert_eq(hlt_exists(r, "{cxx:obs}:fence"), 1);
+    hlt_redis_stop(r);
+}
