@@ -169,6 +169,7 @@ static hilock_status renew(struct hl_keepalive *k, hilock *l, int64_t ttl_ms)
     l->ttl_ms = shadow.ttl_ms;
     l->held = shadow.held;
     l->ids = shadow.ids;   /* topology.c re-anchors the lock in place, or allocates this */
+    l->lost_seen = shadow.lost_seen;   /* (the owner's next call does not report it again) */
     pthread_mutex_unlock(&k->mu);
     return st;
 }
@@ -255,9 +256,13 @@ static void *ka_main(void *arg)
     stop = k->stop;
     pthread_mutex_unlock(&k->mu);
     if (out == FAILED && hl_ka_transient(st)) {   /* (NOT_HELD, LOST: extend has reported it) */
-        hilock shadow = *l;
+        hilock shadow;
+        pthread_mutex_lock(&k->op);   /* (the owner's extend or check may be writing the lock) */
+        shadow = *l;
         shadow.c = k->pc;
         hl_renewals_gave_up(&shadow, st, k->errmsg);
+        l->lost_seen = shadow.lost_seen;
+        pthread_mutex_unlock(&k->op);
     }
     /* once, and not after the owner began to release or free the lock */
     if (out == FAILED && !stop && k->on_lost) k->on_lost(l, st, k->arg);

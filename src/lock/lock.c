@@ -926,6 +926,8 @@ void hl_renewals_gave_up(hilock *l, hilock_status st, const char *why)
 {
     hilock_client *c = l->c;
     hilock_event e;
+    if (l->lost_seen) return;
+    l->lost_seen = 1;
     hl_count_atomic(c->obs_owner ? c->obs_owner : c, lost);
     if (!HL_OBSERVED(c)) return;
     hl_event_init(&e, HILOCK_EVENT_LOST, l->key, strlen(l->key), c->nnodes == 1 ? c->nodes[0].name : NULL,
@@ -945,7 +947,8 @@ static void result_end(hilock *l, hilock_event_kind kind, hilock_status st, int6
     hilock_client *c = l->c, *counts = c->obs_owner ? c->obs_owner : c;
     hilock_event e;
     int64_t now;
-    int lost = !was_released && (st == HILOCK_NOT_HELD || st == HILOCK_LOST);
+    int lost = !was_released && !l->lost_seen && (st == HILOCK_NOT_HELD || st == HILOCK_LOST);
+    if (lost) l->lost_seen = 1;   /* a later call that finds it gone is no news */
     if (l->renewing && kind == HILOCK_EVENT_EXTEND) kind = HILOCK_EVENT_RENEWAL;
     count_result(counts, kind, st);
     if (lost) hl_count_atomic(counts, lost);   /* (a keepalive's thread adds to it too) */

@@ -117,7 +117,8 @@ int hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);   /* 1: a rel
 int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us);
 /* src/lock/lock.c: a keepalive (l on client c: its private one, or a loop's) gave up after
  * renewals failed for a passing reason (st) until the validity ran out: the lock is counted
- * lost and reported (LOST, lost_why UNKNOWN, the message why). */
+ * lost and reported (LOST, lost_why UNKNOWN, the message why), unless its loss was already
+ * (l->lost_seen: once per lock). */
 void hl_renewals_gave_up(hilock *l, hilock_status st, const char *why);
 /* src/lock/lock.c: may another thread renew this lock (hilock_keepalive)? Its kind says. */
 int hl_lock_renewable(const hilock *l);

@@ -157,6 +157,8 @@ struct hilock {
     struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
     struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
     int            renewing;       /* its extend is a keepalive's renewal (RENEWAL events) */
+    int            lost_seen;      /* lock.c: its loss was counted and reported (LOST once per
+                                      lock; keepalive.c copies it back from its renewals) */
     int64_t        guard_seen_us;  /* when an acquire's grant was first refused by the failover
                                       guard (0: not), for its GUARD_PASSED (hilock_observe.h) */
     char          *guard_key;      /* topology.c: the failover guard's record with a cluster node */
