@@ -59,8 +59,9 @@ typedef enum hilock_event_kind {
     HILOCK_EVENT_LOST,
     /* A failover was detected: a Sentinel names a new master (node: it, as "name@host:port";
      * key NULL), or a lock's call finds its master's replication history is not the one the
-     * lock was granted in (node: the master now; key: the lock's; a LOST event follows). One
-     * failover may so be reported twice, once each way. Caller (or keepalive / loop thread). */
+     * lock was granted in (node: the master now; key: the lock's; a LOST event follows; once
+     * per lock). One failover may so be reported more than once: stats.failovers counts only
+     * the Sentinels' (once per client and failover). Caller (or keepalive / loop thread). */
     HILOCK_EVENT_FAILOVER,
     /* The failover guard (hilock_options.failover_guard) refused an acquire's grant on a master
      * promoted in a failover: once per acquire, at the first refusal. Caller. node: the master;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "hilock.h"
+#include "hilock_observe.h"
 #include "sentinel_fixture.h"
 
 static hlt_sentinel *F;
@@ -120,6 +121,7 @@ Test(sentinel, lost_lock_is_lost_and_guarded_and_fenced)
     long long t_acq, t_ok = 0, end;
     hilock_status st;
     uint64_t f1;
+    hilock_stats s;
     fx();
     c1 = client(F->url);
     cr_assert_eq(hlt_sentinel_cut(F, 1), 0, "could not cut replication");
@@ -139,6 +141,10 @@ Test(sentinel, lost_lock_is_lost_and_guarded_and_fenced)
     cr_assert_eq(hilock_extend(l, ttl), HILOCK_LOST, "%s", hilock_client_errmsg(c1));
     cr_assert_eq(hilock_validity_ms(l), 0);
     cr_assert_eq(hilock_release(l), HILOCK_LOST, "%s", hilock_client_errmsg(c1));
+    cr_assert_eq(hilock_client_stats(c1, &s), HILOCK_OK);
+    cr_assert_eq(s.failovers, 1, "one failover, not one per call that saw it (%llu)",
+                 (unsigned long long)s.failovers);
+    cr_assert_eq(s.lost, 1, "one lock lost once (%llu)", (unsigned long long)s.lost);
 
     /* a client that starts after the failover: the new master lacks the key, yet refuses */
     c2 = client(F->url);

@@ -229,9 +229,9 @@ void hl_emit_node_error(hilock_client *c, const hl_node *n, const char *key, siz
  * handshake is done (CONNECT, counted). Both runners call them (engine.c, async.c). */
 void hl_conn_connected(hilock_client *c, const hl_node *n, const struct hl_conn *k);
 void hl_conn_ready(hilock_client *c, hl_node *n, const struct hl_conn *k);
-/* A failover seen (counted; a FAILOVER event): node the master now in use, key the lock's
- * whose call saw it (NULL: none). */
-void hl_failover_seen(hilock_client *c, const char *node, const char *key);
+/* The Sentinels named a new master (counted: stats.failovers; a FAILOVER event): node the
+ * master now in use. (A lock's call that finds its master changed reports it, uncounted.) */
+void hl_failover_seen(hilock_client *c, const char *node);
 /* A Cluster redirect answered by node n about key (keylen 0: none): counted; a REDIRECT event. */
 void hl_redirect_seen(hilock_client *c, const hl_node *n, hilock_redirect_kind kind, const char *target,
                       const char *key, size_t keylen);

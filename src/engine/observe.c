@@ -73,10 +73,10 @@ void hl_conn_ready(hilock_client *c, hl_node *n, const struct hl_conn *k)
     hl_emit(c, &e);
 }
 
-void hl_failover_seen(hilock_client *c, const char *node, const char *key)
+void hl_failover_seen(hilock_client *c, const char *node)
 {
     c->stats.failovers++;
-    hl_emit_simple(c, HILOCK_EVENT_FAILOVER, key, key ? strlen(key) : 0, node, HILOCK_OK, -1);
+    hl_emit_simple(c, HILOCK_EVENT_FAILOVER, NULL, 0, node, HILOCK_OK, -1);
 }
 
 void hl_redirect_seen(hilock_client *c, const hl_node *n, hilock_redirect_kind kind, const char *target,

@@ -243,7 +243,7 @@ static hilock_status sentinel_resolve(hilock_client *c, hl_node *n, int64_t dead
             n->name = nn;
         }
     }
-    if (moved) hl_failover_seen(c, n->name, NULL);   /* the Sentinels name a new master */
+    if (moved) hl_failover_seen(c, n->name);   /* the Sentinels name a new master */
     *host = t->host;
     *port = t->port;
     return HILOCK_OK;

@@ -565,7 +565,9 @@ static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, co
         return;
     }
     op->lost |= 1u << i;
-    if (have_id) hl_failover_seen(c, n->name, l->key);   /* a change of master since the grant */
+    if (have_id && !l->lost_seen)   /* a change of master since the grant: reported once per lock,
+                                       counted where the Sentinels name the new master */
+        hl_emit_simple(c, HILOCK_EVENT_FAILOVER, l->key, strlen(l->key), n->name, HILOCK_OK, -1);
     if (!have_id)
         snprintf(n->err, sizeof n->err, "%s: the master's replication identity could not be read: "
                  "no proof the lock survived", n->name);
