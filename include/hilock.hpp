@@ -220,10 +220,12 @@ public:
     std::string errmsg() const { return hilock_client_errmsg(c_); }
 
     /* The observer (hilock_set_observer): f(const hilock_event &) is called with each event of
-     * this client -- any callable: a lambda, a function, a std::function, a functor; it is
-     * copied or moved in, and lives as long as the client (moves with it). Replaces the one
-     * before, which is kept until the client is destroyed too (a keepalive may still call it):
-     * set an observer once per client, not once per lock. The C rules hold (hilock_observe.h): it runs on the calling thread, the loop's,
+     * this client -- a copyable callable (it is kept in a std::function, so a move-only one,
+     * e.g. a lambda owning a std::unique_ptr, does not compile): a lambda, a function, a
+     * std::function, a functor; it is copied or moved in, and lives as long as the client
+     * (moves with it). Replaces the one before, which is kept until the client is destroyed
+     * too (a keepalive may still call it): set an observer once per client, not once per
+     * lock. The C rules hold (hilock_observe.h): it runs on the calling thread, the loop's,
      * or a keepalive's thread (RENEWAL, LOST...: then on two threads at once), inside the
      * call; it must not call into hilock (such a call throws error with HILOCK_EINVAL), must
      * not throw (it is called from C, noexcept: a throw ends in std::terminate), and copies
@@ -233,6 +235,7 @@ public:
     void observe(F &&f)
     {
         auto fn = std::make_unique<std::function<void(const hilock_event &)>>(std::forward<F>(f));
+        observers_.reserve(observers_.size() + 1);   /* (may throw: before the client points at fn) */
         hilock_status st = hilock_set_observer(c_, &client::call_observer, fn.get());
         if (st != HILOCK_OK) throw error(st, "hilock_set_observer", c_ ? hilock_client_errmsg(c_) : "");
         /* the ones before are kept, not destroyed: a keepalive started under one calls it
