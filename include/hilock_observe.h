@@ -89,7 +89,7 @@ typedef enum hilock_event_kind {
     HILOCK_EVENT_CONNECT,
     /* A TLS connection (rediss://) finished its TLS handshake, before CONNECT. status: OK (a
      * failed one is an ERROR event); duration_us: from the start of the connect (TCP
-     * included) to the end of the TLS handshake. key: NULL. */
+     * included) to the end of the TLS handshake. key: NULL. Thread as CONNECT's. */
     HILOCK_EVENT_TLS_HANDSHAKE,
     /* A node did not answer a round trip: connection refused or broken, a timeout, a
      * handshake refused (AUTH), a command its server cannot run. (Error replies to the lock's
@@ -146,10 +146,32 @@ typedef struct hilock_event {
  *
  * Threads. It runs on the thread that caused the event: the calling thread for a blocking
  * call; the loop's thread for the _async calls of a client attached to a loop
- * (hilock_async.h); a keepalive's own thread for its renewals, its connections and a loss it
- * sees (RENEWAL, LOST, CONNECT, ERROR from a keepalive). With keepalives, it may therefore
- * run on two threads at once: make it thread-safe if you use them. A keepalive calls the
- * observer the client had when hilock_keepalive started.
+ * (hilock_async.h); a keepalive's own thread for what its renewals cause: RENEWAL, LOST, and
+ * on the way MEMBER (Redlock), REDIRECT and MAP_REFRESH (Cluster), FAILOVER, CONNECT,
+ * TLS_HANDSHAKE, ERROR (so MEMBER, REDIRECT, MAP_REFRESH, marked "Caller." above, may come
+ * from a keepalive's thread too; and every event of an _async call, from the loop's thread,
+ * wherever "Caller." is written). With keepalives, it may therefore run on two
+ * threads at once: make it thread-safe if you use them. A keepalive's thread calls the
+ * observer the client had when hilock_keepalive started (hilock_set_observer later does not
+ * reach it), so fn and arg must stay valid until every keepalive started under them has
+ * ended (its lock released or freed), even after they were replaced. A client attached to a
+ * loop renews on the loop's thread with the client's observer of the moment.
+ *
+ * Stack. On a loop the events of the _async calls (and of loop keepalives) are emitted from
+ * the calls' flows, which run on 64 KiB stacks of their own (hilock_async.h: "Small
+ * stacks"), not the loop's: the library's own frames below the observer take up to about
+ * 13 KiB there (measured on x86-64 with -O2 over the loop's test suite), so keep the
+ * observer's own stack use (its frames and whatever it calls: a logger, snprintf, a
+ * metrics library) well under 48 KiB -- no large local buffers, no deep recursion; hand
+ * heavy work to the loop (record and return). Blocking calls and keepalive threads run it
+ * on the thread's own stack.
+ *
+ * Locks. Never call hilock on a client or lock (release, extend, check, free, ...) while
+ * holding a mutex your observer takes: a keepalive's renewal emits its events while holding
+ * the lock's renewal mutex, and the owner's extend and check wait for that mutex (release
+ * and free wait for the keepalive's thread to end): the two threads then wait for each
+ * other for ever. Take what the observer needs without your locks (atomics, a queue), or
+ * let go of the mutex before the call.
  *
  * It may not call into hilock: a call on any client or lock from inside the observer
  * (hilock_acquire, hilock_release, hilock_set_observer, hilock_client_stats, ...) returns
