@@ -382,12 +382,18 @@ Test(observe, the_loops_calls_and_renewals_are_reported_on_the_loops_thread)
     cr_assert_geq(hlt_rec_count(x, HILOCK_EVENT_RENEWAL), 2);
     cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_RENEWAL, 0)->e.status, HILOCK_OK);
     cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_EXTEND), 0, "renewals are not extends");
+    cr_assert_eq(hilock_release(run.l), HILOCK_EINVAL, "a blocking call on a loop's client");
+    cr_assert_eq(hilock_check(run.l), HILOCK_EINVAL);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_RELEASE) + hlt_rec_count(x, HILOCK_EVENT_EXTEND), 0,
+                 "refused calls are not results");
     cr_assert_eq(hilock_release_async(run.l, on_done, &run), HILOCK_OK);
     run_for(&loop, &run.done, 2, 5000);
     cr_assert_eq(run.st, HILOCK_OK);
     cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_RELEASE, 0)->e.status, HILOCK_OK);
     cr_assert_eq(hilock_client_stats(c, &s), HILOCK_OK);
     cr_assert_eq(s.acquire_ok, 1);
+    cr_assert_eq(s.release_ok, 1);
+    cr_assert_eq(s.release_error + s.extend_failed, 0, "the refused calls are not counted");
     cr_assert_eq(s.release_ok, 1);
     cr_assert_geq(s.renewal_ok, 2);
     cr_assert_geq(s.round_trips, 4);

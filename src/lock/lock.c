@@ -981,11 +981,13 @@ hilock_status hilock_release(hilock *l)
     int64_t start, was_until;
     if (!l) return HILOCK_EINVAL;
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
+    if (hl_check_fork(l->c) != HILOCK_OK)   /* refused (as extend, check: not counted); before the hook */
+        return hl_leave(l->c, took, HILOCK_EINVAL);
     start = call_start(l->c);
     was_until = l->valid_until_us;
     was_released = l->released;
     st = release_once(l);
-    if (!hl_forked(l->c)) result_end(l, HILOCK_EVENT_RELEASE, st, start, was_until, was_released);
+    result_end(l, HILOCK_EVENT_RELEASE, st, start, was_until, was_released);
     if (l->released) live_leave(l);   /* (not after an error: it may still hold) */
     return hl_leave(l->c, took, st);
 }
@@ -1002,7 +1004,6 @@ static hilock_status release_once(hilock *l)
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
-    if (hl_check_fork(c) != HILOCK_OK) return HILOCK_EINVAL;   /* before touching the hook */
     if (l->hook) l->hook(l, HL_HOOK_STOP);   /* no renewal may outlive the release */
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "release %s: already released", l->shown);
     if ((st = usable(l, "release")) != HILOCK_OK) {
