@@ -372,6 +372,99 @@ Test(observe, the_loops_calls_and_renewals_are_reported_on_the_loops_thread)
     hlt_redis_stop(r);
 }
 
+/* ---- Redlock waits: blocking BLPOPs, abandoned masters ---- */
+
+static void *release_in_800ms(void *arg)
+{
+    hlt_sleep_ms(800);
+    hilock_release(arg);
+    return NULL;
+}
+
+static hilock_client *waiter_n(const char *const *urls, size_t n)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = n;
+    o.retry_delay_ms = 3000;   /* its pause (a BLPOP) outlasts the holder: the release wakes it */
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error)
+{
+    hlt_redis *r[3];
+    const char *urls[3];
+    hilock_client *a, *b;
+    hilock *la, *lb;
+    hlt_rec *x = hlt_rec_new();
+    hilock_stats s;
+    pthread_t th;
+    for (int i = 0; i < 3; i++) {
+        r[i] = hlt_redis_start(NULL);
+        urls[i] = r[i]->url;
+    }
+    a = client_n(urls, 3);
+    b = waiter_n(urls, 3);
+    cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
+    hilock_set_observer(b, hlt_rec_observer, x);
+    pthread_create(&th, NULL, release_in_800ms, la);
+    cr_assert_eq(hilock_acquire(b, "obs:k", 10000, 5000, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    pthread_join(th, NULL);
+    cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_GRANTED, 0)->e.woken, 1);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 0, "the abandoned masters are no errors");
+    cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
+    cr_assert_eq(s.errors, 0);
+    cr_assert_eq(hilock_release(lb), HILOCK_OK);
+    hilock_free(la);
+    hilock_free(lb);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
+}
+
+Test(observe, a_redlock_wait_on_the_loop_counts_no_error)
+{
+    hlt_redis *r[3];
+    const char *urls[3];
+    hilock_client *a, *b;
+    hilock *la;
+    hlt_rec *x = hlt_rec_new();
+    hilock_stats s;
+    uv_loop_t loop;
+    loop_run run = {0};
+    pthread_t th;
+    for (int i = 0; i < 3; i++) {
+        r[i] = hlt_redis_start(NULL);
+        urls[i] = r[i]->url;
+    }
+    a = client_n(urls, 3);
+    b = waiter_n(urls, 3);
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_libuv_attach(b, &loop), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
+    hilock_set_observer(b, hlt_rec_observer, x);
+    pthread_create(&th, NULL, release_in_800ms, la);
+    cr_assert_eq(hilock_acquire_async(b, "obs:k", 10000, 5000, on_done, &run), HILOCK_OK);
+    run_for(&loop, &run.done, 1, 8000);
+    pthread_join(th, NULL);
+    cr_assert_eq(run.st, HILOCK_OK, "%s", hilock_client_errmsg(b));
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 0, "the abandoned masters are no errors");
+    cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
+    cr_assert_eq(s.errors, 0);
+    cr_assert_eq(hilock_release_async(run.l, on_done, &run), HILOCK_OK);
+    run_for(&loop, &run.done, 2, 5000);
+    hilock_free(run.l);
+    hilock_free(la);
+    hilock_client_free(b);
+    hilock_client_free(a);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
+}
+
 /* ---- the observer may not call into hilock ---- */
 
 static void reenter(const hilock_event *e, void *arg)

@@ -89,6 +89,7 @@ struct part {           /* one node's share of one hl_exec */
     int           queued;      /* its bytes are in the output */
     hilock_status st;
     int           wrote;
+    int           abandoned;   /* hl_exec_any ended it (another node answered): not a node error */
     char          err[200];
     part         *wnext;       /* the handshake's waiting list */
 };
@@ -272,6 +273,7 @@ static void any_answered(hl_loop *L, part *p)
         if (!(x->mask & (1u << i)) || o->done || !o->lc) continue;
         snprintf(why, sizeof why, "%s: wait: abandoned: another node answered first",
                  lc_node(o->lc)->name);
+        o->abandoned = 1;
         lc_close(L, o->lc, HILOCK_ETIMEDOUT, why);
     }
 }
@@ -852,7 +854,7 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
             const char *key = hl_cmds_key(cmds, ncmd, &klen);
             snprintf(n->err, sizeof n->err, "%s", p->err[0] ? p->err : hilock_strerror(p->st));
             for (int q = 0; q < HL_MAX_CMDS; q++) hl_reply_free(p->reply[q]);
-            hl_emit_node_error(c, n, klen ? key : NULL, klen);
+            if (!p->abandoned) hl_emit_node_error(c, n, klen ? key : NULL, klen);
             continue;
         }
         for (int q = 0; q < HL_MAX_CMDS; q++) n->reply[q] = p->reply[q];
