@@ -212,7 +212,8 @@ typedef struct hilock_stats {
     uint64_t renewal_failed;      /* ... failed (each try, passing failures included)        */
     uint64_t lost;                /* LOST events: locks found no longer ours                 */
     uint64_t round_trips;         /* pipelines answered in full by a node (one per node per
-                                     trip; a new connection's handshake is not one)         */
+                                     trip; a new connection's handshake is not one, nor a
+                                     wait's blocking BLPOP)                                 */
     uint64_t connects;            /* connections opened (handshake done)                     */
     uint64_t reconnects;          /* ... of those, to a node that had one before             */
     uint64_t failovers;           /* FAILOVER events                                         */

@@ -381,6 +381,15 @@ static void *release_in_800ms(void *arg)
     return NULL;
 }
 
+/* No round trip over 262 ms (buckets 19 and up): loopback answers take well under that; a
+ * BLPOP counted as one would take the holder's 800 ms. */
+static uint64_t long_round_trips(const hilock_stats *s)
+{
+    uint64_t n = 0;
+    for (int i = 19; i < HILOCK_HIST_BUCKETS; i++) n += s->round_trip.bucket[i];
+    return n;
+}
+
 static hilock_client *waiter_n(const char *const *urls, size_t n)
 {
     hilock_options o;
@@ -393,7 +402,7 @@ static hilock_client *waiter_n(const char *const *urls, size_t n)
     return c;
 }
 
-Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error)
+Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error_and_no_blocking_round_trip)
 {
     hlt_redis *r[3];
     const char *urls[3];
@@ -417,6 +426,8 @@ Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error)
     cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 0, "the abandoned masters are no errors");
     cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
     cr_assert_eq(s.errors, 0);
+    cr_assert_eq(long_round_trips(&s), 0, "a BLPOP counted as a round trip");
+    cr_assert_eq(s.round_trip.count, s.round_trips);
     cr_assert_eq(hilock_release(lb), HILOCK_OK);
     hilock_free(la);
     hilock_free(lb);
@@ -425,7 +436,7 @@ Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error)
     for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
 }
 
-Test(observe, a_redlock_wait_on_the_loop_counts_no_error)
+Test(observe, a_redlock_wait_on_the_loop_counts_no_error_nor_a_blocking_round_trip)
 {
     hlt_redis *r[3];
     const char *urls[3];
@@ -454,6 +465,7 @@ Test(observe, a_redlock_wait_on_the_loop_counts_no_error)
     cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 0, "the abandoned masters are no errors");
     cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
     cr_assert_eq(s.errors, 0);
+    cr_assert_eq(long_round_trips(&s), 0, "a BLPOP counted as a round trip");
     cr_assert_eq(hilock_release_async(run.l, on_done, &run), HILOCK_OK);
     run_for(&loop, &run.done, 2, 5000);
     hilock_free(run.l);

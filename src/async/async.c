@@ -536,7 +536,7 @@ static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
             lc_ready(L, lc);
         }
         if (done.kind != SLOT_PART || resend_eval(L, lc, done.p)) return 0;
-        hl_round_trip(lc->c, done.p->t0, hl_now_us());
+        if (!done.p->x->any) hl_round_trip(lc->c, done.p->t0, hl_now_us());   /* (a wait: none) */
         part_end(done.p, HILOCK_OK, NULL);
         any_answered(L, done.p);
         if (lc->k && hl_topo_drops(n, done.p->reply, done.p->ncmd)) {   /* READONLY */

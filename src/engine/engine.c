@@ -1128,7 +1128,7 @@ static void settle_node(pass *s, int i, struct hl_conn *k)
         finish(n, p, HILOCK_OK, NULL, NULL);
         s->ok |= 1u << i;
         k->last_us = hl_now_us();
-        hl_round_trip(c, p->t0, k->last_us);
+        if (!s->any) hl_round_trip(c, p->t0, k->last_us);   /* (a blocking wait is no round trip) */
         if (hl_topo_drops(n, n->reply, ncmd)) hl_node_close(n);   /* resolve again next time */
         if (s->any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
             hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)
