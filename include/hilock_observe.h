@@ -83,8 +83,10 @@ typedef enum hilock_event_kind {
     HILOCK_EVENT_MAP_REFRESH,
     /* A connection to a node was opened, its handshake (AUTH, SELECT, ...) done. Caller (or
      * keepalive / loop thread). status: OK (a connect that fails is an ERROR event);
-     * reconnect: 1 if this node had a connection before, 0 for the first; duration_us: from
-     * the start of the connect to the end of the handshake. key: NULL. */
+     * reconnect: 1 if this node (on a Cluster: this server of it) had a connection before, 0
+     * for the first; duration_us: from the start of the connect to the end of the handshake.
+     * key: NULL. On an event loop, the connections a wait opens for its blocking BLPOP are
+     * neither reported nor counted. */
     HILOCK_EVENT_CONNECT,
     /* A TLS connection (rediss://) finished its TLS handshake, before CONNECT. status: OK (a
      * failed one is an ERROR event); duration_us: from the start of the connect (TCP
@@ -214,8 +216,9 @@ typedef struct hilock_stats {
     uint64_t round_trips;         /* pipelines answered in full by a node (one per node per
                                      trip; a new connection's handshake is not one, nor a
                                      wait's blocking BLPOP)                                 */
-    uint64_t connects;            /* connections opened (handshake done)                     */
-    uint64_t reconnects;          /* ... of those, to a node that had one before             */
+    uint64_t connects;            /* connections opened (handshake done): CONNECT events      */
+    uint64_t reconnects;          /* ... of those, to a node (a Cluster's server) that had one
+                                     before                                                  */
     uint64_t failovers;           /* FAILOVER events                                         */
     uint64_t redirects;           /* Cluster MOVED / ASK / TRYAGAIN answers                  */
     uint64_t errors;              /* ERROR events                                            */

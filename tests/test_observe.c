@@ -436,7 +436,7 @@ Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error_and_no_blocking
     for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
 }
 
-Test(observe, a_redlock_wait_on_the_loop_counts_no_error_nor_a_blocking_round_trip)
+Test(observe, a_redlock_wait_on_the_loop_counts_no_error_no_blocking_round_trip_nor_its_connections)
 {
     hlt_redis *r[3];
     const char *urls[3];
@@ -463,9 +463,13 @@ Test(observe, a_redlock_wait_on_the_loop_counts_no_error_nor_a_blocking_round_tr
     pthread_join(th, NULL);
     cr_assert_eq(run.st, HILOCK_OK, "%s", hilock_client_errmsg(b));
     cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 0, "the abandoned masters are no errors");
+    for (int i = 0; hlt_rec_find(x, HILOCK_EVENT_CONNECT, i); i++)
+        cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_CONNECT, i)->e.reconnect, 0, "connect %d", i);
     cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
     cr_assert_eq(s.errors, 0);
     cr_assert_eq(long_round_trips(&s), 0, "a BLPOP counted as a round trip");
+    cr_assert_eq(s.connects, 3, "one per master, the waits' own not counted");
+    cr_assert_eq(s.reconnects, 0);
     cr_assert_eq(hilock_release_async(run.l, on_done, &run), HILOCK_OK);
     run_for(&loop, &run.done, 2, 5000);
     hilock_free(run.l);

@@ -532,7 +532,7 @@ static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
         lc->qh = (lc->qh + 1) % lc->qcap;
         lc->qn--;
         if (done.kind == SLOT_HANDSHAKE) {
-            hl_conn_ready(lc->c, n, lc->k);
+            if (!lc->side) hl_conn_ready(lc->c, n, lc->k);   /* (a wait's own: not counted) */
             lc_ready(L, lc);
         }
         if (done.kind != SLOT_PART || resend_eval(L, lc, done.p)) return 0;

@@ -74,6 +74,7 @@ typedef struct parked {       /* what the engine keeps in the node, while anothe
     size_t          nundo, capundo;
     char           *name;
     hl_facts        facts;   /* its server's, read by that connection's handshake */
+    unsigned long   connects;   /* its server's handshakes (a CONNECT's reconnect) */
 } parked;
 
 typedef struct srv {
@@ -170,6 +171,7 @@ static void park(hl_node *n, parked *p)
     p->nundo = n->nundo;
     p->capundo = n->capundo;
     p->name = n->name;
+    p->connects = n->connects;
     hl_node_facts_get(n, &p->facts);
 }
 
@@ -180,6 +182,7 @@ static void unpark(hl_node *n, parked *p)
     n->nundo = p->nundo;
     n->capundo = p->capundo;
     n->name = p->name;
+    n->connects = p->connects;
     hl_node_facts_set(n, &p->facts);   /* (a never-used shard's: unknown, as calloc left it) */
     memset(p, 0, sizeof *p);
 }
