@@ -227,7 +227,8 @@ typedef struct hilock_stats {
                                         connection's: from its connect)                     */
 } hilock_stats;
 
-/* Copy c's totals into the first `size` bytes of *s (fields past size are not written).
+/* Copy c's totals into the first `size` bytes of *s (fields past size are not written; a
+ * newer header's larger struct gets 0 in the fields this library lacks).
  * Returns OK, or EINVAL (NULL c or s, size 0, from inside an observer, or another thread
  * inside a call on c: the thread rule). */
 HILOCK_API hilock_status hilock_client_stats_sized(hilock_client *c, hilock_stats *s, size_t size);
@@ -235,7 +236,8 @@ HILOCK_API hilock_status hilock_client_stats_sized(hilock_client *c, hilock_stat
 
 /* Add *from into *into: every counter and every histogram's count, sum and buckets (the
  * buckets are the same for all, so histograms merge exactly). NULL is ignored. Both must be
- * of the size given (a macro passes sizeof(hilock_stats)). */
+ * of the size given (a macro passes sizeof(hilock_stats)); a newer header's fields this
+ * library lacks are left as they are in *into. */
 HILOCK_API void hilock_stats_merge_sized(hilock_stats *into, const hilock_stats *from, size_t size);
 #define hilock_stats_merge(into, from) hilock_stats_merge_sized((into), (from), sizeof(hilock_stats))
 

@@ -610,27 +610,45 @@ Test(observe, values_on_each_bucket_edge_land_in_the_documented_bucket)
 Test(observe, merge_adds_every_counter_and_bucket)
 {
     hilock_stats a, b;
+    uint64_t *pa = (uint64_t *)&a, *pb = (uint64_t *)&b;
+    size_t n = sizeof a / sizeof(uint64_t);   /* (all fields are uint64_t, the histograms too) */
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
-    a.acquire_ok = 3;
-    a.errors = 1;
-    b.acquire_ok = 4;
-    b.errors = 2;
-    b.redirects = 7;
+    for (size_t i = 0; i < n; i++) {
+        pa[i] = i + 1;
+        pb[i] = 1000 * (i + 1);
+    }
+    hilock_stats_merge(&a, &b);
+    for (size_t i = 0; i < n; i++) cr_assert_eq(pa[i], 1001 * (i + 1), "word %zu", i);
+    cr_assert_eq(pb[0], 1000, "from is left alone");
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
     hilock_histogram_add(&a.acquire_wait, 1000);
     hilock_histogram_add(&b.acquire_wait, 1000);
     hilock_histogram_add(&b.round_trip, 3);
     hilock_stats_merge(&a, &b);
-    cr_assert_eq(a.acquire_ok, 7);
-    cr_assert_eq(a.errors, 3);
-    cr_assert_eq(a.redirects, 7);
     cr_assert_eq(a.acquire_wait.count, 2);
     cr_assert_eq(a.acquire_wait.sum_us, 2000);
     cr_assert_eq(a.acquire_wait.bucket[10], 2);
     cr_assert_eq(a.round_trip.bucket[2], 1);
-    cr_assert_eq(b.acquire_ok, 4, "from is left alone");
     hilock_stats_merge(NULL, &b);
     hilock_stats_merge(&a, NULL);
+}
+
+Test(observe, a_larger_stats_struct_gets_its_unknown_tail_zeroed)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client1(r->url);
+    hilock *l;
+    struct { hilock_stats s; uint64_t newer[4]; } big;
+    cr_assert_eq(hilock_acquire(c, "obs:a", 10000, 0, &l), HILOCK_OK);
+    memset(&big, 0xab, sizeof big);
+    cr_assert_eq(hilock_client_stats_sized(c, &big.s, sizeof big), HILOCK_OK);
+    cr_assert_eq(big.s.acquire_ok, 1);
+    for (int i = 0; i < 4; i++) cr_assert_eq(big.newer[i], 0, "a field this library lacks: 0");
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
 }
 
 Test(observe, event_names)
