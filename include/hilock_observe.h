@@ -11,8 +11,11 @@
  *     kept (plain increments, no lock: a client is one thread's). For metrics;
  *     hilock_stats_merge adds clients up, hilock_stats_prometheus writes them out.
  *
- * Cost: with no observer each event site is one predictable branch; the counters are plain
- * increments on the client (a few atomics for what a keepalive thread counts).
+ * Cost with no observer: each event site is one predictable branch (no event is built); the
+ * counters are plain increments on the client (atomic ones for what a keepalive thread
+ * counts). The histograms read the clock: once per granted acquire (its wait) and, on an
+ * event loop, twice per node per round trip (sent, answered); the blocking engine's round
+ * trips reuse the readings its timeouts take.
  */
 #ifndef HILOCK_OBSERVE_H
 #define HILOCK_OBSERVE_H

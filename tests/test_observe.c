@@ -48,7 +48,7 @@ static void *release_later(void *arg)
     return NULL;
 }
 
-Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_grant)
+Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_grant_with_the_histograms_wait)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     hilock_client *a = client1(r->url), *b;
@@ -56,6 +56,7 @@ Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_gr
     hlt_rec *x = hlt_rec_new();
     pthread_t th;
     hilock_options o;
+    hilock_stats s;
     const char *url = r->url;
     hilock_options_init(&o);
     o.servers = &url;
@@ -83,6 +84,11 @@ Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_gr
     cr_assert_geq(e->e.attempts, 2);
     cr_assert_geq(e->e.duration_us, 200000, "waited for the release (%lld us)", (long long)e->e.duration_us);
     cr_assert_str_eq(e->node, r->url + strlen("redis://"));
+    cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
+    cr_assert_eq(s.acquire_wait.count, 1);
+    cr_assert_eq(s.acquire_wait.sum_us, (uint64_t)e->e.duration_us, "the event's wait is the histogram's");
+    cr_assert_eq(e->e.at_us - e->e.duration_us, hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_START, 0)->e.at_us,
+                 "one clock: granted at start + wait");
     cr_assert_eq(hilock_release(lb), HILOCK_OK);
     cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_RELEASE, 0));
     cr_assert_eq(e->e.status, HILOCK_OK);

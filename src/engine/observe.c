@@ -15,8 +15,8 @@ static __thread int observing;
 
 int hl_observing(void) { return observing; }
 
-void hl_event_init(hilock_event *e, hilock_event_kind kind, const char *key, size_t keylen,
-                   const char *node, hilock_status st, int64_t duration_us)
+void hl_event_init_at(hilock_event *e, hilock_event_kind kind, const char *key, size_t keylen,
+                      const char *node, hilock_status st, int64_t now_us, int64_t duration_us)
 {
     memset(e, 0, sizeof *e);
     e->kind = kind;
@@ -24,8 +24,14 @@ void hl_event_init(hilock_event *e, hilock_event_kind kind, const char *key, siz
     e->key = key;
     e->keylen = key ? keylen : 0;
     e->node = node;
-    e->at_us = hl_now_us();
+    e->at_us = now_us;
     e->duration_us = duration_us;
+}
+
+void hl_event_init(hilock_event *e, hilock_event_kind kind, const char *key, size_t keylen,
+                   const char *node, hilock_status st, int64_t duration_us)
+{
+    hl_event_init_at(e, kind, key, keylen, node, st, hl_now_us(), duration_us);
 }
 
 void hl_emit(hilock_client *c, const hilock_event *e)
