@@ -251,7 +251,9 @@ HILOCK_API void hilock_histogram_add(hilock_histogram *h, int64_t us);
 /* Write *s in the Prometheus text exposition format (version 0.0.4) into buf (at most len
  * bytes, NUL included; snprintf-style: always NUL-terminated when len > 0). Returns the
  * length the whole text needs, without the NUL: a return >= len means it was cut short, so
- * grow buf to the return + 1 and call again; -1 if s is NULL.
+ * grow buf to the return + 1 and call again (compare as (size_t)ret >= len); -1 if s is
+ * NULL, or if the text would not fit in an int (about 90 lines, each with labels: only a
+ * labels string of tens of megabytes gets there).
  *
  * Names (each with # HELP and # TYPE lines):
  *   hilock_acquires_total{outcome="ok"|"busy"|"error"}                          counter
@@ -266,8 +268,11 @@ HILOCK_API void hilock_histogram_add(hilock_histogram *h, int64_t us);
  *     trimmed: "0.000001", "0.000002", ... "1073.741824") then le="+Inf"; _sum in seconds
  *     ("%.6f"); _count.
  * labels: NULL or "" for none, else a preformatted label set without braces
- * (`app="x",shard="2"`), put first in every sample's braces. The library never adds the key
- * as a label (one series per key would grow without bound). */
+ * (`app="x",shard="2"`), put first in every sample's braces, as given: the caller escapes
+ * the values (backslash, double quote and newline as \\, \" and \n, as the format
+ * requires) and must not use the names outcome and le (the library's own: a sample would
+ * have the label twice, which Prometheus rejects). The library never adds the key as a label
+ * (one series per key would grow without bound). */
 HILOCK_API int hilock_stats_prometheus_sized(const hilock_stats *s, size_t size, char *buf,
                                              size_t len, const char *labels);
 #define hilock_stats_prometheus(s, buf, len, labels) \

@@ -3,6 +3,7 @@
  * which every layer reports an event (hl_emit), kept here with the client struct so the
  * engine and everything above reach it; the histograms and the Prometheus text, which need
  * no client. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -288,5 +289,5 @@ int hilock_stats_prometheus_sized(const hilock_stats *given, size_t size, char *
     for (i = 0; i < NCOUNTERS; i++) counter(&o, &counters[i], labels, *CFIELD(&s, counters[i].at, uint64_t));
     for (i = 0; i < NHISTS; i++)
         histogram(&o, hists[i].metric, hists[i].help, labels, CFIELD(&s, hists[i].at, hilock_histogram));
-    return (int)o.at;
+    return o.at > INT_MAX ? -1 : (int)o.at;
 }
