@@ -224,7 +224,8 @@ typedef struct hilock_stats {
                                      before                                                  */
     uint64_t failovers;           /* FAILOVER events                                         */
     uint64_t redirects;           /* Cluster MOVED / ASK / TRYAGAIN answers                  */
-    uint64_t errors;              /* ERROR events                                            */
+    uint64_t errors;              /* ERROR events (a Redlock wait's masters left when another
+                                     answered first are none)                               */
     hilock_histogram acquire_wait;   /* granted acquires: start to grant                     */
     hilock_histogram round_trip;     /* each of round_trips: sent to last reply (a new
                                         connection's: from its connect)                     */
