@@ -20,17 +20,19 @@
 #include "observe_rec.h"
 #include "tls_fixture.h"
 
-static hilock_client *client_n(const char *const *urls, size_t n)
+static hilock_client *client_retry(const char *const *urls, size_t n, int64_t retry_delay_ms)
 {
     hilock_options o;
     hilock_client *c = NULL;
     hilock_options_init(&o);
     o.servers = urls;
     o.nservers = n;
-    o.retry_delay_ms = 20;
+    o.retry_delay_ms = retry_delay_ms;
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     return c;
 }
+
+static hilock_client *client_n(const char *const *urls, size_t n) { return client_retry(urls, n, 20); }
 
 static hilock_client *client1(const char *url) { return client_n(&url, 1); }
 
@@ -208,6 +210,20 @@ Test(observe, the_keepalive_reports_renewals_and_the_loss_on_its_thread_and_coun
     hlt_redis_stop(r);
 }
 
+/* Three masters for a Redlock client. */
+static void start3(hlt_redis **r, const char **urls)
+{
+    for (int i = 0; i < 3; i++) {
+        r[i] = hlt_redis_start(NULL);
+        urls[i] = r[i]->url;
+    }
+}
+
+static void stop3(hlt_redis **r)
+{
+    for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
+}
+
 Test(observe, redlock_reports_each_masters_answer)
 {
     hlt_redis *r[3];
@@ -215,10 +231,7 @@ Test(observe, redlock_reports_each_masters_answer)
     hilock_client *c, *other;
     hilock *l, *lo;
     hlt_rec *x = hlt_rec_new();
-    for (int i = 0; i < 3; i++) {
-        r[i] = hlt_redis_start(NULL);
-        urls[i] = r[i]->url;
-    }
+    start3(r, urls);
     other = client1(urls[2]);
     cr_assert_eq(hilock_acquire(other, "obs:k", 10000, 0, &lo), HILOCK_OK);
     c = client_n(urls, 3);
@@ -239,7 +252,7 @@ Test(observe, redlock_reports_each_masters_answer)
     hilock_free(lo);
     hilock_client_free(c);
     hilock_client_free(other);
-    for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
+    stop3(r);
 }
 
 Test(observe, connects_reconnects_and_a_nodes_error_are_reported_with_the_node)
@@ -396,17 +409,8 @@ static uint64_t long_round_trips(const hilock_stats *s)
     return n;
 }
 
-static hilock_client *waiter_n(const char *const *urls, size_t n)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = n;
-    o.retry_delay_ms = 3000;   /* its pause (a BLPOP) outlasts the holder: the release wakes it */
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
+/* Its pause (a BLPOP) outlasts the holder: the release wakes it. */
+static hilock_client *waiter_n(const char *const *urls, size_t n) { return client_retry(urls, n, 3000); }
 
 Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error_and_no_blocking_round_trip)
 {
@@ -417,10 +421,7 @@ Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error_and_no_blocking
     hlt_rec *x = hlt_rec_new();
     hilock_stats s;
     pthread_t th;
-    for (int i = 0; i < 3; i++) {
-        r[i] = hlt_redis_start(NULL);
-        urls[i] = r[i]->url;
-    }
+    start3(r, urls);
     a = client_n(urls, 3);
     b = waiter_n(urls, 3);
     cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
@@ -439,7 +440,7 @@ Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error_and_no_blocking
     hilock_free(lb);
     hilock_client_free(a);
     hilock_client_free(b);
-    for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
+    stop3(r);
 }
 
 Test(observe, a_redlock_wait_on_the_loop_counts_no_error_no_blocking_round_trip_nor_its_connections)
@@ -453,10 +454,7 @@ Test(observe, a_redlock_wait_on_the_loop_counts_no_error_no_blocking_round_trip_
     uv_loop_t loop;
     loop_run run = {0};
     pthread_t th;
-    for (int i = 0; i < 3; i++) {
-        r[i] = hlt_redis_start(NULL);
-        urls[i] = r[i]->url;
-    }
+    start3(r, urls);
     a = client_n(urls, 3);
     b = waiter_n(urls, 3);
     uv_loop_init(&loop);
@@ -484,7 +482,7 @@ Test(observe, a_redlock_wait_on_the_loop_counts_no_error_no_blocking_round_trip_
     hilock_client_free(a);
     uv_run(&loop, UV_RUN_NOWAIT);
     cr_assert_eq(uv_loop_close(&loop), 0);
-    for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
+    stop3(r);
 }
 
 /* ---- the observer may not call into hilock ---- */
