@@ -11,8 +11,11 @@
  *     kept (plain increments, no lock: a client is one thread's). For metrics;
  *     hilock_stats_merge adds clients up, hilock_stats_prometheus writes them out.
  *
- * Cost: with no observer each event site is one predictable branch; the counters are plain
- * increments on the client (a few atomics for what a keepalive thread counts).
+ * Cost with no observer: each event site is one predictable branch (no event is built); the
+ * counters are plain increments on the client (atomic ones for what a keepalive thread
+ * counts). The histograms read the clock: once per granted acquire (its wait) and, on an
+ * event loop, twice per node per round trip (sent, answered); the blocking engine's round
+ * trips reuse the readings its timeouts take.
  */
 #ifndef HILOCK_OBSERVE_H
 #define HILOCK_OBSERVE_H
@@ -84,8 +87,10 @@ typedef enum hilock_event_kind {
     HILOCK_EVENT_MAP_REFRESH,
     /* A connection to a node was opened, its handshake (AUTH, SELECT, ...) done. Caller (or
      * keepalive / loop thread). status: OK (a connect that fails is an ERROR event);
-     * reconnect: 1 if this node had a connection before, 0 for the first; duration_us: from
-     * the start of the connect to the end of the handshake. key: NULL. */
+     * reconnect: 1 if this node (on a Cluster: this server of it) had a connection before, 0
+     * for the first; duration_us: from the start of the connect to the end of the handshake.
+     * key: NULL. On an event loop, the connections a wait opens for its blocking BLPOP are
+     * neither reported nor counted. */
     HILOCK_EVENT_CONNECT,
     /* A TLS connection (rediss://) finished its TLS handshake, before CONNECT. status: OK (a
      * failed one is an ERROR event); duration_us: from the start of the connect (TCP
@@ -235,18 +240,22 @@ typedef struct hilock_stats {
     uint64_t renewal_failed;      /* ... failed (each try, passing failures included)        */
     uint64_t lost;                /* LOST events: locks found no longer ours                 */
     uint64_t round_trips;         /* pipelines answered in full by a node (one per node per
-                                     trip; a new connection's handshake is not one)         */
-    uint64_t connects;            /* connections opened (handshake done)                     */
-    uint64_t reconnects;          /* ... of those, to a node that had one before             */
+                                     trip; a new connection's handshake is not one, nor a
+                                     wait's blocking BLPOP)                                 */
+    uint64_t connects;            /* connections opened (handshake done): CONNECT events      */
+    uint64_t reconnects;          /* ... of those, to a node (a Cluster's server) that had one
+                                     before                                                  */
     uint64_t failovers;           /* FAILOVER events                                         */
     uint64_t redirects;           /* Cluster MOVED / ASK / TRYAGAIN answers                  */
-    uint64_t errors;              /* ERROR events                                            */
+    uint64_t errors;              /* ERROR events (a Redlock wait's masters left when another
+                                     answered first are none)                               */
     hilock_histogram acquire_wait;   /* granted acquires: start to grant                     */
     hilock_histogram round_trip;     /* each of round_trips: sent to last reply (a new
                                         connection's: from its connect)                     */
 } hilock_stats;
 
-/* Copy c's totals into the first `size` bytes of *s (fields past size are not written).
+/* Copy c's totals into the first `size` bytes of *s (fields past size are not written; a
+ * newer header's larger struct gets 0 in the fields this library lacks).
  * Returns OK, or EINVAL (NULL c or s, size 0, from inside an observer, or another thread
  * inside a call on c: the thread rule). */
 HILOCK_API hilock_status hilock_client_stats_sized(hilock_client *c, hilock_stats *s, size_t size);
@@ -254,7 +263,8 @@ HILOCK_API hilock_status hilock_client_stats_sized(hilock_client *c, hilock_stat
 
 /* Add *from into *into: every counter and every histogram's count, sum and buckets (the
  * buckets are the same for all, so histograms merge exactly). NULL is ignored. Both must be
- * of the size given (a macro passes sizeof(hilock_stats)). */
+ * of the size given (a macro passes sizeof(hilock_stats)); a newer header's fields this
+ * library lacks are left as they are in *into. */
 HILOCK_API void hilock_stats_merge_sized(hilock_stats *into, const hilock_stats *from, size_t size);
 #define hilock_stats_merge(into, from) hilock_stats_merge_sized((into), (from), sizeof(hilock_stats))
 
@@ -265,7 +275,9 @@ HILOCK_API void hilock_histogram_add(hilock_histogram *h, int64_t us);
 /* Write *s in the Prometheus text exposition format (version 0.0.4) into buf (at most len
  * bytes, NUL included; snprintf-style: always NUL-terminated when len > 0). Returns the
  * length the whole text needs, without the NUL: a return >= len means it was cut short, so
- * grow buf to the return + 1 and call again; -1 if s is NULL.
+ * grow buf to the return + 1 and call again (compare as (size_t)ret >= len); -1 if s is
+ * NULL, or if the text would not fit in an int (about 90 lines, each with labels: only a
+ * labels string of tens of megabytes gets there).
  *
  * Names (each with # HELP and # TYPE lines):
  *   hilock_acquires_total{outcome="ok"|"busy"|"error"}                          counter
@@ -280,8 +292,11 @@ HILOCK_API void hilock_histogram_add(hilock_histogram *h, int64_t us);
  *     trimmed: "0.000001", "0.000002", ... "1073.741824") then le="+Inf"; _sum in seconds
  *     ("%.6f"); _count.
  * labels: NULL or "" for none, else a preformatted label set without braces
- * (`app="x",shard="2"`), put first in every sample's braces. The library never adds the key
- * as a label (one series per key would grow without bound). */
+ * (`app="x",shard="2"`), put first in every sample's braces, as given: the caller escapes
+ * the values (backslash, double quote and newline as \\, \" and \n, as the format
+ * requires) and must not use the names outcome and le (the library's own: a sample would
+ * have the label twice, which Prometheus rejects). The library never adds the key as a label
+ * (one series per key would grow without bound). */
 HILOCK_API int hilock_stats_prometheus_sized(const hilock_stats *s, size_t size, char *buf,
                                              size_t len, const char *labels);
 #define hilock_stats_prometheus(s, buf, len, labels) \

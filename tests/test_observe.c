@@ -20,17 +20,19 @@
 #include "observe_rec.h"
 #include "tls_fixture.h"
 
-static hilock_client *client_n(const char *const *urls, size_t n)
+static hilock_client *client_retry(const char *const *urls, size_t n, int64_t retry_delay_ms)
 {
     hilock_options o;
     hilock_client *c = NULL;
     hilock_options_init(&o);
     o.servers = urls;
     o.nservers = n;
-    o.retry_delay_ms = 20;
+    o.retry_delay_ms = retry_delay_ms;
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     return c;
 }
+
+static hilock_client *client_n(const char *const *urls, size_t n) { return client_retry(urls, n, 20); }
 
 static hilock_client *client1(const char *url) { return client_n(&url, 1); }
 
@@ -48,7 +50,7 @@ static void *release_later(void *arg)
     return NULL;
 }
 
-Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_grant)
+Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_grant_with_the_histograms_wait)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     hilock_client *a = client1(r->url), *b;
@@ -56,6 +58,7 @@ Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_gr
     hlt_rec *x = hlt_rec_new();
     pthread_t th;
     hilock_options o;
+    hilock_stats s;
     const char *url = r->url;
     hilock_options_init(&o);
     o.servers = &url;
@@ -83,6 +86,11 @@ Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_gr
     cr_assert_geq(e->e.attempts, 2);
     cr_assert_geq(e->e.duration_us, 200000, "waited for the release (%lld us)", (long long)e->e.duration_us);
     cr_assert_str_eq(e->node, r->url + strlen("redis://"));
+    cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
+    cr_assert_eq(s.acquire_wait.count, 1);
+    cr_assert_eq(s.acquire_wait.sum_us, (uint64_t)e->e.duration_us, "the event's wait is the histogram's");
+    cr_assert_eq(e->e.at_us - e->e.duration_us, hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_START, 0)->e.at_us,
+                 "one clock: granted at start + wait");
     cr_assert_eq(hilock_release(lb), HILOCK_OK);
     cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_RELEASE, 0));
     cr_assert_eq(e->e.status, HILOCK_OK);
@@ -205,6 +213,20 @@ Test(observe, the_keepalive_reports_renewals_and_the_loss_once_on_its_thread_and
     hlt_redis_stop(r);
 }
 
+/* Three masters for a Redlock client. */
+static void start3(hlt_redis **r, const char **urls)
+{
+    for (int i = 0; i < 3; i++) {
+        r[i] = hlt_redis_start(NULL);
+        urls[i] = r[i]->url;
+    }
+}
+
+static void stop3(hlt_redis **r)
+{
+    for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
+}
+
 Test(observe, redlock_reports_each_masters_answer)
 {
     hlt_redis *r[3];
@@ -212,10 +234,7 @@ Test(observe, redlock_reports_each_masters_answer)
     hilock_client *c, *other;
     hilock *l, *lo;
     hlt_rec *x = hlt_rec_new();
-    for (int i = 0; i < 3; i++) {
-        r[i] = hlt_redis_start(NULL);
-        urls[i] = r[i]->url;
-    }
+    start3(r, urls);
     other = client1(urls[2]);
     cr_assert_eq(hilock_acquire(other, "obs:k", 10000, 0, &lo), HILOCK_OK);
     c = client_n(urls, 3);
@@ -236,7 +255,7 @@ Test(observe, redlock_reports_each_masters_answer)
     hilock_free(lo);
     hilock_client_free(c);
     hilock_client_free(other);
-    for (int i = 0; i < 3; i++) hlt_redis_stop(r[i]);
+    stop3(r);
 }
 
 Test(observe, connects_reconnects_and_a_nodes_error_are_reported_with_the_node)
@@ -381,6 +400,100 @@ Test(observe, the_loops_calls_and_renewals_are_reported_on_the_loops_thread)
     hlt_redis_stop(r);
 }
 
+/* ---- Redlock waits: blocking BLPOPs, abandoned masters ---- */
+
+static void *release_in_800ms(void *arg)
+{
+    hlt_sleep_ms(800);
+    hilock_release(arg);
+    return NULL;
+}
+
+/* No round trip over 262 ms (buckets 19 and up): loopback answers take well under that; a
+ * BLPOP counted as one would take the holder's 800 ms. */
+static uint64_t long_round_trips(const hilock_stats *s)
+{
+    uint64_t n = 0;
+    for (int i = 19; i < HILOCK_HIST_BUCKETS; i++) n += s->round_trip.bucket[i];
+    return n;
+}
+
+/* Its pause (a BLPOP) outlasts the holder: the release wakes it. */
+static hilock_client *waiter_n(const char *const *urls, size_t n) { return client_retry(urls, n, 3000); }
+
+Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error_and_no_blocking_round_trip)
+{
+    hlt_redis *r[3];
+    const char *urls[3];
+    hilock_client *a, *b;
+    hilock *la, *lb;
+    hlt_rec *x = hlt_rec_new();
+    hilock_stats s;
+    pthread_t th;
+    start3(r, urls);
+    a = client_n(urls, 3);
+    b = waiter_n(urls, 3);
+    cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
+    hilock_set_observer(b, hlt_rec_observer, x);
+    pthread_create(&th, NULL, release_in_800ms, la);
+    cr_assert_eq(hilock_acquire(b, "obs:k", 10000, 5000, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    pthread_join(th, NULL);
+    cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_GRANTED, 0)->e.woken, 1);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 0, "the abandoned masters are no errors");
+    cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
+    cr_assert_eq(s.errors, 0);
+    cr_assert_eq(long_round_trips(&s), 0, "a BLPOP counted as a round trip");
+    cr_assert_eq(s.round_trip.count, s.round_trips);
+    cr_assert_eq(hilock_release(lb), HILOCK_OK);
+    hilock_free(la);
+    hilock_free(lb);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    stop3(r);
+}
+
+Test(observe, a_redlock_wait_on_the_loop_counts_no_error_no_blocking_round_trip_nor_its_connections)
+{
+    hlt_redis *r[3];
+    const char *urls[3];
+    hilock_client *a, *b;
+    hilock *la;
+    hlt_rec *x = hlt_rec_new();
+    hilock_stats s;
+    uv_loop_t loop;
+    loop_run run = {0};
+    pthread_t th;
+    start3(r, urls);
+    a = client_n(urls, 3);
+    b = waiter_n(urls, 3);
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_libuv_attach(b, &loop), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
+    hilock_set_observer(b, hlt_rec_observer, x);
+    pthread_create(&th, NULL, release_in_800ms, la);
+    cr_assert_eq(hilock_acquire_async(b, "obs:k", 10000, 5000, on_done, &run), HILOCK_OK);
+    run_for(&loop, &run.done, 1, 8000);
+    pthread_join(th, NULL);
+    cr_assert_eq(run.st, HILOCK_OK, "%s", hilock_client_errmsg(b));
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 0, "the abandoned masters are no errors");
+    for (int i = 0; hlt_rec_find(x, HILOCK_EVENT_CONNECT, i); i++)
+        cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_CONNECT, i)->e.reconnect, 0, "connect %d", i);
+    cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
+    cr_assert_eq(s.errors, 0);
+    cr_assert_eq(long_round_trips(&s), 0, "a BLPOP counted as a round trip");
+    cr_assert_eq(s.connects, 3, "one per master, the waits' own not counted");
+    cr_assert_eq(s.reconnects, 0);
+    cr_assert_eq(hilock_release_async(run.l, on_done, &run), HILOCK_OK);
+    run_for(&loop, &run.done, 2, 5000);
+    hilock_free(run.l);
+    hilock_free(la);
+    hilock_client_free(b);
+    hilock_client_free(a);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    stop3(r);
+}
+
 /* ---- the observer may not call into hilock ---- */
 
 static void reenter(const hilock_event *e, void *arg)
@@ -510,27 +623,45 @@ Test(observe, values_on_each_bucket_edge_land_in_the_documented_bucket)
 Test(observe, merge_adds_every_counter_and_bucket)
 {
     hilock_stats a, b;
+    uint64_t *pa = (uint64_t *)&a, *pb = (uint64_t *)&b;
+    size_t n = sizeof a / sizeof(uint64_t);   /* (all fields are uint64_t, the histograms too) */
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
-    a.acquire_ok = 3;
-    a.errors = 1;
-    b.acquire_ok = 4;
-    b.errors = 2;
-    b.redirects = 7;
+    for (size_t i = 0; i < n; i++) {
+        pa[i] = i + 1;
+        pb[i] = 1000 * (i + 1);
+    }
+    hilock_stats_merge(&a, &b);
+    for (size_t i = 0; i < n; i++) cr_assert_eq(pa[i], 1001 * (i + 1), "word %zu", i);
+    cr_assert_eq(pb[0], 1000, "from is left alone");
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
     hilock_histogram_add(&a.acquire_wait, 1000);
     hilock_histogram_add(&b.acquire_wait, 1000);
     hilock_histogram_add(&b.round_trip, 3);
     hilock_stats_merge(&a, &b);
-    cr_assert_eq(a.acquire_ok, 7);
-    cr_assert_eq(a.errors, 3);
-    cr_assert_eq(a.redirects, 7);
     cr_assert_eq(a.acquire_wait.count, 2);
     cr_assert_eq(a.acquire_wait.sum_us, 2000);
     cr_assert_eq(a.acquire_wait.bucket[10], 2);
     cr_assert_eq(a.round_trip.bucket[2], 1);
-    cr_assert_eq(b.acquire_ok, 4, "from is left alone");
     hilock_stats_merge(NULL, &b);
     hilock_stats_merge(&a, NULL);
+}
+
+Test(observe, a_larger_stats_struct_gets_its_unknown_tail_zeroed)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client1(r->url);
+    hilock *l;
+    struct { hilock_stats s; uint64_t newer[4]; } big;
+    cr_assert_eq(hilock_acquire(c, "obs:a", 10000, 0, &l), HILOCK_OK);
+    memset(&big, 0xab, sizeof big);
+    cr_assert_eq(hilock_client_stats_sized(c, &big.s, sizeof big), HILOCK_OK);
+    cr_assert_eq(big.s.acquire_ok, 1);
+    for (int i = 0; i < 4; i++) cr_assert_eq(big.newer[i], 0, "a field this library lacks: 0");
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
 }
 
 Test(observe, event_names)

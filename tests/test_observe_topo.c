@@ -81,7 +81,7 @@ Test(observe_topo, a_sentinel_failover_is_reported_with_the_new_master_and_the_g
     hilock_client_free(c2);
 }
 
-Test(observe_topo, a_cluster_resharding_reports_ask_moved_and_the_map_refresh)
+Test(observe_topo, a_cluster_resharding_reports_ask_moved_and_the_map_refresh_and_no_first_connect_as_a_reconnect)
 {
     hilock_client *c;
     hilock *l;
@@ -101,6 +101,19 @@ Test(observe_topo, a_cluster_resharding_reports_ask_moved_and_the_map_refresh)
     cr_assert_eq(e->e.status, HILOCK_OK);
     cr_assert_geq(e->e.duration_us, 0);
     cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_REDIRECT), 0);
+    for (int i = 1; i < 3; i++) {   /* every shard's first connection: no reconnect */
+        char other[64];
+        hilock *lo;
+        cr_assert_eq(hlt_cluster_key_on(K, m[i], "obs:", NULL, other, sizeof other), 0);
+        cr_assert_eq(hilock_acquire(c, other, 60000, 0, &lo), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_release(lo), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        hilock_free(lo);
+    }
+    hilock_client_stats(c, &s);
+    cr_assert_geq(s.connects, 3);
+    cr_assert_eq(s.reconnects, 0, "a fresh client's shards are first connections");
+    for (int i = 0; (e = hlt_rec_find(x, HILOCK_EVENT_CONNECT, i)); i++)
+        cr_assert_eq(e->e.reconnect, 0, "connect %d (%s)", i, e->node);
     cr_assert_eq(hlt_cluster_migrate_begin(K, slot, m[1]), 0);
     cr_assert_eq(hlt_cluster_migrate_keys(K, slot, m[1]), 0);
     cr_assert_eq(hilock_check(l), HILOCK_OK, "ASK: %s", hilock_client_errmsg(c));

@@ -89,6 +89,7 @@ struct part {           /* one node's share of one hl_exec */
     int           queued;      /* its bytes are in the output */
     hilock_status st;
     int           wrote;
+    int           abandoned;   /* hl_exec_any ended it (another node answered): not a node error */
     char          err[200];
     part         *wnext;       /* the handshake's waiting list */
 };
@@ -272,6 +273,7 @@ static void any_answered(hl_loop *L, part *p)
         if (!(x->mask & (1u << i)) || o->done || !o->lc) continue;
         snprintf(why, sizeof why, "%s: wait: abandoned: another node answered first",
                  lc_node(o->lc)->name);
+        o->abandoned = 1;
         lc_close(L, o->lc, HILOCK_ETIMEDOUT, why);
     }
 }
@@ -530,11 +532,11 @@ static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
         lc->qh = (lc->qh + 1) % lc->qcap;
         lc->qn--;
         if (done.kind == SLOT_HANDSHAKE) {
-            hl_conn_ready(lc->c, n, lc->k);
+            if (!lc->side) hl_conn_ready(lc->c, n, lc->k);   /* (a wait's own: not counted) */
             lc_ready(L, lc);
         }
         if (done.kind != SLOT_PART || resend_eval(L, lc, done.p)) return 0;
-        hl_round_trip(lc->c, done.p->t0, hl_now_us());
+        if (!done.p->x->any) hl_round_trip(lc->c, done.p->t0, hl_now_us());   /* (a wait: none) */
         part_end(done.p, HILOCK_OK, NULL);
         any_answered(L, done.p);
         if (lc->k && hl_topo_drops(n, done.p->reply, done.p->ncmd)) {   /* READONLY */
@@ -852,7 +854,7 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
             const char *key = hl_cmds_key(cmds, ncmd, &klen);
             snprintf(n->err, sizeof n->err, "%s", p->err[0] ? p->err : hilock_strerror(p->st));
             for (int q = 0; q < HL_MAX_CMDS; q++) hl_reply_free(p->reply[q]);
-            hl_emit_node_error(c, n, klen ? key : NULL, klen);
+            if (!p->abandoned) hl_emit_node_error(c, n, klen ? key : NULL, klen);
             continue;
         }
         for (int q = 0; q < HL_MAX_CMDS; q++) n->reply[q] = p->reply[q];

@@ -438,6 +438,7 @@ typedef struct pending {
     int     asking;        /* the topology asked for ASKING (an ASK redirect) */
     int     nask;          /* 1: ASKING precedes each of the commands in this pipeline */
     int64_t t0;            /* when this pipeline was sent (hl_round_trip) */
+    int     abandoned;     /* hl_exec_any ended it (another node answered): not a node error */
 } pending;
 
 /* The key the commands are about: a script's first key ("" = none: an undo-only round trip,
@@ -963,6 +964,7 @@ static int direct_wait_ms(const hl_node *n, const pending *p, int64_t left_us)
 static void abandon(hl_node *n, pending *p)
 {
     finish(n, p, HILOCK_ETIMEDOUT, "wait", "abandoned: another node answered first");
+    p->abandoned = 1;
 }
 
 /* ---- one pass on the nodes (exec_nodes), in phases: reset, build and send, poll, read,
@@ -1126,7 +1128,7 @@ static void settle_node(pass *s, int i, struct hl_conn *k)
         finish(n, p, HILOCK_OK, NULL, NULL);
         s->ok |= 1u << i;
         k->last_us = hl_now_us();
-        hl_round_trip(c, p->t0, k->last_us);
+        if (!s->any) hl_round_trip(c, p->t0, k->last_us);   /* (a blocking wait is no round trip) */
         if (hl_topo_drops(n, n->reply, ncmd)) hl_node_close(n);   /* resolve again next time */
         if (s->any && ncmd > 0 && hl_reply_type(n->reply[ncmd - 1]) != HL_R_NIL &&
             hl_reply_type(n->reply[ncmd - 1]) != HL_R_ERROR)
@@ -1209,7 +1211,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         if ((mask & (1u << i)) && c->nodes[i].st != HILOCK_OK) {
             size_t klen;
             const char *key = hl_cmds_key(cmds, ncmd, &klen);
-            hl_emit_node_error(c, &c->nodes[i], klen ? key : NULL, klen);
+            if (!s.p[i].abandoned) hl_emit_node_error(c, &c->nodes[i], klen ? key : NULL, klen);
             for (int q = 0; q < HL_MAX_CMDS; q++) {
                 hl_reply_free(c->nodes[i].reply[q]);
                 c->nodes[i].reply[q] = NULL;

@@ -217,6 +217,9 @@ hilock_status hl_fail_nodes(hilock_client *c, hilock_status st, uint32_t mask, c
  * duration -1: none; at_us now); the caller sets the kind's own fields, then hl_emit. */
 void hl_event_init(hilock_event *e, hilock_event_kind kind, const char *key, size_t keylen,
                    const char *node, hilock_status st, int64_t duration_us);
+/* hl_event_init at a time the caller has read already (at_us = now: no clock read). */
+void hl_event_init_at(hilock_event *e, hilock_event_kind kind, const char *key, size_t keylen,
+                      const char *node, hilock_status st, int64_t now_us, int64_t duration_us);
 /* Call c's observer with e (none: nothing), marking this thread as inside an observer for
  * the duration (hl_observing), so a call into hilock from it is refused. */
 void hl_emit(hilock_client *c, const hilock_event *e);

@@ -3,7 +3,9 @@
  * which every layer reports an event (hl_emit), kept here with the client struct so the
  * engine and everything above reach it; the histograms and the Prometheus text, which need
  * no client. */
+#include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,8 +16,8 @@ static __thread int observing;
 
 int hl_observing(void) { return observing; }
 
-void hl_event_init(hilock_event *e, hilock_event_kind kind, const char *key, size_t keylen,
-                   const char *node, hilock_status st, int64_t duration_us)
+void hl_event_init_at(hilock_event *e, hilock_event_kind kind, const char *key, size_t keylen,
+                      const char *node, hilock_status st, int64_t now_us, int64_t duration_us)
 {
     memset(e, 0, sizeof *e);
     e->kind = kind;
@@ -23,8 +25,14 @@ void hl_event_init(hilock_event *e, hilock_event_kind kind, const char *key, siz
     e->key = key;
     e->keylen = key ? keylen : 0;
     e->node = node;
-    e->at_us = hl_now_us();
+    e->at_us = now_us;
     e->duration_us = duration_us;
+}
+
+void hl_event_init(hilock_event *e, hilock_event_kind kind, const char *key, size_t keylen,
+                   const char *node, hilock_status st, int64_t duration_us)
+{
+    hl_event_init_at(e, kind, key, keylen, node, st, hl_now_us(), duration_us);
 }
 
 void hl_emit(hilock_client *c, const hilock_event *e)
@@ -111,12 +119,48 @@ void hilock_histogram_add(hilock_histogram *h, int64_t us)
     if (h) hl_hist_add(h, us);
 }
 
-/* A caller's stats of `size` bytes as a whole struct: the fields past size are 0. */
-static void stats_full(hilock_stats *full, const hilock_stats *s, size_t size)
-{
-    memset(full, 0, sizeof *full);
-    memcpy(full, s, size < sizeof *full ? size : sizeof *full);
-}
+/* Every field of hilock_stats, for merge, the copy and the Prometheus writer alike: a
+ * counter is one sample of its metric (outcome: its label, NULL for none); help opens a
+ * metric. A field appended to hilock_stats goes here too (the size check below fails until
+ * it does). */
+#define AT(f) offsetof(hilock_stats, f)
+static const struct counter {
+    size_t at;
+    const char *metric, *outcome, *help;
+} counters[] = {
+    {AT(acquire_ok), "acquires_total", "ok", "Acquires ended, by outcome."},
+    {AT(acquire_busy), "acquires_total", "busy", NULL},
+    {AT(acquire_error), "acquires_total", "error", NULL},
+    {AT(release_ok), "releases_total", "ok", "Releases, by outcome."},
+    {AT(release_not_held), "releases_total", "not_held", NULL},
+    {AT(release_lost), "releases_total", "lost", NULL},
+    {AT(release_error), "releases_total", "error", NULL},
+    {AT(extend_ok), "extends_total", "ok", "Extends and checks, by outcome."},
+    {AT(extend_failed), "extends_total", "failed", NULL},
+    {AT(renewal_ok), "renewals_total", "ok", "Keepalive renewals, by outcome."},
+    {AT(renewal_failed), "renewals_total", "failed", NULL},
+    {AT(lost), "lost_total", NULL, "Locks found no longer held."},
+    {AT(round_trips), "round_trips_total", NULL, "Pipelines answered by a node."},
+    {AT(connects), "connects_total", NULL, "Connections opened."},
+    {AT(reconnects), "reconnects_total", NULL, "Connections opened to a node that had one before."},
+    {AT(failovers), "failovers_total", NULL, "Failovers detected."},
+    {AT(redirects), "redirects_total", NULL, "Cluster MOVED, ASK and TRYAGAIN answers."},
+    {AT(errors), "errors_total", NULL, "Node errors."},
+};
+static const struct hist {
+    size_t at;
+    const char *metric, *help;
+} hists[] = {
+    {AT(acquire_wait), "acquire_wait_seconds", "Time from acquire start to grant."},
+    {AT(round_trip), "round_trip_seconds", "Round trip time to a node."},
+};
+#define NCOUNTERS (sizeof counters / sizeof *counters)
+#define NHISTS (sizeof hists / sizeof *hists)
+typedef char hl_stats_tables_complete[sizeof(hilock_stats) == NCOUNTERS * sizeof(uint64_t) +
+                                      NHISTS * sizeof(hilock_histogram) ? 1 : -1];
+
+#define FIELD(s, at, type) ((type *)((char *)(s) + (at)))
+#define CFIELD(s, at, type) ((const type *)((const char *)(s) + (at)))
 
 static void hist_merge(hilock_histogram *into, const hilock_histogram *from)
 {
@@ -126,30 +170,34 @@ static void hist_merge(hilock_histogram *into, const hilock_histogram *from)
     for (i = 0; i < HILOCK_HIST_BUCKETS; i++) into->bucket[i] += from->bucket[i];
 }
 
+/* In place, the fields within size only (a newer header's, which this library does not
+ * know, are left as they are). */
 void hilock_stats_merge_sized(hilock_stats *into, const hilock_stats *from, size_t size)
 {
-    hilock_stats a, b;
-    uint64_t *pa = &a.acquire_ok;
-    const uint64_t *pb = &b.acquire_ok;
     size_t i;
     if (!into || !from) return;
-    stats_full(&a, into, size);
-    stats_full(&b, from, size);
-    for (i = 0; &pa[i] < (uint64_t *)&a.acquire_wait; i++) pa[i] += pb[i];   /* the counters */
-    hist_merge(&a.acquire_wait, &b.acquire_wait);
-    hist_merge(&a.round_trip, &b.round_trip);
-    memcpy(into, &a, size < sizeof a ? size : sizeof a);
+    for (i = 0; i < NCOUNTERS; i++)
+        if (counters[i].at + sizeof(uint64_t) <= size)
+            *FIELD(into, counters[i].at, uint64_t) += *CFIELD(from, counters[i].at, uint64_t);
+    for (i = 0; i < NHISTS; i++)
+        if (hists[i].at + sizeof(hilock_histogram) <= size)
+            hist_merge(FIELD(into, hists[i].at, hilock_histogram),
+                       CFIELD(from, hists[i].at, hilock_histogram));
 }
 
-/* The client's side of hilock_client_stats (client.c checks the call): a copy, with the
- * atomically bumped counters read atomically. */
+/* The client's side of hilock_client_stats (client.c checks the call): a copy, the counters
+ * read atomically (a keepalive thread bumps some: hl_count_atomic), the tail of a newer
+ * header's larger struct zeroed. */
 void hl_stats_copy(const hilock_client *c, hilock_stats *s, size_t size)
 {
-    hilock_stats full = c->stats;
-    full.renewal_ok = __atomic_load_n(&c->stats.renewal_ok, __ATOMIC_RELAXED);
-    full.renewal_failed = __atomic_load_n(&c->stats.renewal_failed, __ATOMIC_RELAXED);
-    full.lost = __atomic_load_n(&c->stats.lost, __ATOMIC_RELAXED);
-    memcpy(s, &full, size < sizeof full ? size : sizeof full);
+    hilock_stats full;
+    size_t i;
+    for (i = 0; i < NCOUNTERS; i++)
+        *FIELD(&full, counters[i].at, uint64_t) =
+            __atomic_load_n(CFIELD(&c->stats, counters[i].at, uint64_t), __ATOMIC_RELAXED);
+    for (i = 0; i < NHISTS; i++)
+        *FIELD(&full, hists[i].at, hilock_histogram) = *CFIELD(&c->stats, hists[i].at, hilock_histogram);
+    hl_sized_init(s, size, &full, sizeof full);
 }
 
 /* ---- the Prometheus text format ---- */
@@ -184,22 +232,14 @@ static void sample(out *o, const char *name, const char *labels, const char *ext
         labels[0] && extra[0] ? "," : "", extra, any ? "}" : "", (unsigned long long)v);
 }
 
-static void outcomes(out *o, const char *name, const char *help, const char *labels,
-                     const char *const *names, const uint64_t *v, int n)
+/* A counter's sample, under its metric's head if it opens one. */
+static void counter(out *o, const struct counter *f, const char *labels, uint64_t v)
 {
     char extra[48];
-    int i;
-    head(o, name, "counter", help);
-    for (i = 0; i < n; i++) {
-        snprintf(extra, sizeof extra, "outcome=\"%s\"", names[i]);
-        sample(o, name, labels, extra, v[i]);
-    }
-}
-
-static void counter(out *o, const char *name, const char *help, const char *labels, uint64_t v)
-{
-    head(o, name, "counter", help);
-    sample(o, name, labels, "", v);
+    if (f->help) head(o, f->metric, "counter", f->help);
+    if (f->outcome) snprintf(extra, sizeof extra, "outcome=\"%s\"", f->outcome);
+    else extra[0] = 0;
+    sample(o, f->metric, labels, extra, v);
 }
 
 /* Seconds from us, "%.6f" with trailing zeros (and a bare point) trimmed. */
@@ -236,31 +276,18 @@ static void histogram(out *o, const char *name, const char *help, const char *la
 int hilock_stats_prometheus_sized(const hilock_stats *given, size_t size, char *buf, size_t len,
                                   const char *labels)
 {
-    static const char *const acq[] = {"ok", "busy", "error"};
-    static const char *const rel[] = {"ok", "not_held", "lost", "error"};
-    static const char *const two[] = {"ok", "failed"};
     hilock_stats s;
     out o;
+    size_t i;
     if (!given) return -1;
-    stats_full(&s, given, size);
+    hl_sized_init(&s, sizeof s, given, size);   /* (fields past size: 0) */
     o.buf = buf;
     o.len = buf ? len : 0;
     o.at = 0;
     if (o.len) buf[0] = 0;
     if (!labels) labels = "";
-    outcomes(&o, "acquires_total", "Acquires ended, by outcome.", labels, acq, &s.acquire_ok, 3);
-    outcomes(&o, "releases_total", "Releases, by outcome.", labels, rel, &s.release_ok, 4);
-    outcomes(&o, "extends_total", "Extends and checks, by outcome.", labels, two, &s.extend_ok, 2);
-    outcomes(&o, "renewals_total", "Keepalive renewals, by outcome.", labels, two, &s.renewal_ok, 2);
-    counter(&o, "lost_total", "Locks found no longer held.", labels, s.lost);
-    counter(&o, "round_trips_total", "Pipelines answered by a node.", labels, s.round_trips);
-    counter(&o, "connects_total", "Connections opened.", labels, s.connects);
-    counter(&o, "reconnects_total", "Connections opened to a node that had one before.", labels,
-            s.reconnects);
-    counter(&o, "failovers_total", "Failovers detected.", labels, s.failovers);
-    counter(&o, "redirects_total", "Cluster MOVED, ASK and TRYAGAIN answers.", labels, s.redirects);
-    counter(&o, "errors_total", "Node errors.", labels, s.errors);
-    histogram(&o, "acquire_wait_seconds", "Time from acquire start to grant.", labels, &s.acquire_wait);
-    histogram(&o, "round_trip_seconds", "Round trip time to a node.", labels, &s.round_trip);
-    return (int)o.at;
+    for (i = 0; i < NCOUNTERS; i++) counter(&o, &counters[i], labels, *CFIELD(&s, counters[i].at, uint64_t));
+    for (i = 0; i < NHISTS; i++)
+        histogram(&o, hists[i].metric, hists[i].help, labels, CFIELD(&s, hists[i].at, hilock_histogram));
+    return o.at > INT_MAX ? -1 : (int)o.at;
 }

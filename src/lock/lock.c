@@ -675,16 +675,16 @@ static void undo_stale(hilock *l)
             hl_undo_add(l->c, i, l->key, l->stale + (size_t)k * (HL_TOKEN_LEN + 1), l->ttl_ms);
 }
 
-/* An acquire's event (hilock_observe.h): its key, its one node (Redlock: none), the time
- * since start. */
+/* An acquire's event (hilock_observe.h) at now: its key, its one node (Redlock: none), the
+ * time since start. */
 static void acquire_event(hilock *l, hilock_event_kind kind, hilock_status st, int64_t start,
-                          long attempts, int woken)
+                          int64_t now, long attempts, int woken)
 {
     hilock_client *c = l->c;
     hilock_event e;
     if (!HL_OBSERVED(c)) return;
-    hl_event_init(&e, kind, l->key, strlen(l->key), c->nnodes == 1 ? c->nodes[0].name : NULL, st,
-                  kind == HILOCK_EVENT_ACQUIRE_START ? -1 : hl_now_us() - start);
+    hl_event_init_at(&e, kind, l->key, strlen(l->key), c->nnodes == 1 ? c->nodes[0].name : NULL, st,
+                     now, kind == HILOCK_EVENT_ACQUIRE_START ? -1 : now - start);
     e.attempts = attempts;
     e.woken = woken;
     if (st == HILOCK_OK) e.fence = l->fence;
@@ -692,23 +692,25 @@ static void acquire_event(hilock *l, hilock_event_kind kind, hilock_status st, i
     hl_emit(c, &e);
 }
 
-/* The acquire's end, counted (hilock_observe.h: hilock_stats) and reported. */
+/* The acquire's end, counted (hilock_observe.h: hilock_stats) and reported, with one clock
+ * reading (the grant's event has the histogram's value; none unobserved unless granted). */
 static void acquire_end(hilock *l, hilock_status st, int64_t start, long attempts, int woken)
 {
     hilock_client *c = l->c;
+    int64_t now = st == HILOCK_OK || HL_OBSERVED(c) ? hl_now_us() : 0;
     if (st == HILOCK_OK) {
         c->stats.acquire_ok++;
-        hl_hist_add(&c->stats.acquire_wait, hl_now_us() - start);
+        hl_hist_add(&c->stats.acquire_wait, now - start);
         if (l->guard_seen_us)
             hl_emit_simple(c, HILOCK_EVENT_GUARD_PASSED, l->key, strlen(l->key), NULL, HILOCK_OK,
-                           hl_now_us() - l->guard_seen_us);
+                           now - l->guard_seen_us);
     } else if (st == HILOCK_BUSY) {
         c->stats.acquire_busy++;
     } else {
         c->stats.acquire_error++;
     }
     acquire_event(l, st == HILOCK_OK ? HILOCK_EVENT_ACQUIRE_GRANTED : HILOCK_EVENT_ACQUIRE_GAVE_UP,
-                  st, start, attempts, woken);
+                  st, start, now, attempts, woken);
 }
 
 /* Errors that a later attempt can cure (a server coming back); the rest end the wait. */
@@ -761,7 +763,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
     }
 
     start = hl_now_us();
-    if (HL_OBSERVED(c)) acquire_event(l, HILOCK_EVENT_ACQUIRE_START, HILOCK_OK, start, 0, 0);
+    if (HL_OBSERVED(c)) acquire_event(l, HILOCK_EVENT_ACQUIRE_START, HILOCK_OK, start, start, 0, 0);
     /* a wait too long to count in microseconds is as good as forever (and must not overflow) */
     deadline = wait_ms < 0 || wait_ms > HL_NEVER / 1000 ? HL_NEVER : hl_add_sat(start, wait_ms * 1000);
     /* the last attempt may start just before the deadline, and may have to connect first */
@@ -776,7 +778,8 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
             *out = l;
             return st;
         }
-        if (st == HILOCK_BUSY && HL_OBSERVED(c)) acquire_event(l, HILOCK_EVENT_ACQUIRE_BUSY, st, start, attempts, 0);
+        if (st == HILOCK_BUSY && HL_OBSERVED(c))
+            acquire_event(l, HILOCK_EVENT_ACQUIRE_BUSY, st, start, hl_now_us(), attempts, 0);
         /* the kind judged the value found expired and replaceable (legacy: a stamp that has
          * passed, replaced at once as the recipe's GETSET follows its GET, so even a one-shot
          * try takes it over): try again at once, twice in a row at most */

@@ -74,6 +74,7 @@ typedef struct parked {       /* what the engine keeps in the node, while anothe
     size_t          nundo, capundo;
     char           *name;
     hl_facts        facts;   /* its server's, read by that connection's handshake */
+    unsigned long   connects;   /* its server's handshakes (a CONNECT's reconnect) */
 } parked;
 
 typedef struct srv {
@@ -170,6 +171,7 @@ static void park(hl_node *n, parked *p)
     p->nundo = n->nundo;
     p->capundo = n->capundo;
     p->name = n->name;
+    p->connects = n->connects;
     hl_node_facts_get(n, &p->facts);
 }
 
@@ -180,6 +182,7 @@ static void unpark(hl_node *n, parked *p)
     n->nundo = p->nundo;
     n->capundo = p->capundo;
     n->name = p->name;
+    n->connects = p->connects;
     hl_node_facts_set(n, &p->facts);   /* (a never-used shard's: unknown, as calloc left it) */
     memset(p, 0, sizeof *p);
 }
@@ -772,11 +775,18 @@ static int redirect_target(struct hl_topo *t, const char *s, int *slot)
     return srv_at(t, addr, (size_t)(colon - addr), (int)port);
 }
 
+/* A redirect seen: its key found only then (not on every round). */
+static void redirected(hilock_client *c, const hl_node *n, hilock_redirect_kind kind, const char *target,
+                       const hl_cmd *cmds, int ncmd)
+{
+    size_t klen;
+    const char *key = hl_cmds_key(cmds, ncmd, &klen);
+    hl_redirect_seen(c, n, kind, target, key, klen);
+}
+
 static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us)
 {
     struct hl_topo *t = n->topo_state;
-    size_t klen;
-    const char *key = hl_cmds_key(cmds, ncmd, &klen);   /* (for the REDIRECT event) */
     if (!t) return 0;
     if (n->st != HILOCK_OK) {   /* a dead or frozen master: the next call asks for the map */
         if (n->st == HILOCK_EIO || n->st == HILOCK_ETIMEDOUT) t->stale = 1;
@@ -793,8 +803,8 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
                 if (s[0] == 'M') t->stale = 1;
                 return 0;
             }
-            hl_redirect_seen(c, n, s[0] == 'A' ? HILOCK_REDIRECT_ASK : HILOCK_REDIRECT_MOVED,
-                             strchr(strchr(s, ' ') + 1, ' ') + 1, key, klen);
+            redirected(c, n, s[0] == 'A' ? HILOCK_REDIRECT_ASK : HILOCK_REDIRECT_MOVED,
+                             strchr(strchr(s, ' ') + 1, ' ') + 1, cmds, ncmd);
             if (s[0] == 'A') {
                 t->ask = to;
                 t->ask_slot = slot;
@@ -814,7 +824,7 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
             }
             t->hops++;
             if (s[0] == 'C') t->stale = 1;
-            else hl_redirect_seen(c, n, HILOCK_REDIRECT_TRYAGAIN, "", key, klen);
+            else redirected(c, n, HILOCK_REDIRECT_TRYAGAIN, "", cmds, ncmd);
             hl_pause_until(c, hl_now_us() + pause);
             return 1;
         }
