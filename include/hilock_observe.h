@@ -245,7 +245,7 @@ typedef struct hilock_stats {
     uint64_t connects;            /* connections opened (handshake done): CONNECT events      */
     uint64_t reconnects;          /* ... of those, to a node (a Cluster's server) that had one
                                      before                                                  */
-    uint64_t failovers;           /* FAILOVER events                                         */
+    uint64_t failovers;           /* failovers the Sentinels named (once per client and failover) */
     uint64_t redirects;           /* Cluster MOVED / ASK / TRYAGAIN answers                  */
     uint64_t errors;              /* ERROR events (a Redlock wait's masters left when another
                                      answered first are none)                               */
