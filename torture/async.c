@@ -177,10 +177,9 @@ static void acq_done(hilock_status st, hilock *l, void *arg)
                                      : 5000 + (int64_t)(tt_rand(&aw->rng) % 15000));
         return;
     }
-    /* the belief starts now and lasts what the library says is safe */
     x->l = l;
     x->lie = lies(aw);
-    x->deadline = tt_now_us() + hilock_validity_ms(l) * 1000;
+    x->deadline = tt_belief_until(l, t1);
     x->expiry_upper = t1 + x->ttl * 1000;   /* the server's PX started before t1 */
     x->fence = hilock_fence(l);
     tt_logf(x->fd, "A %d %llu %lld %lld %lld %lld %lld", x->key, (unsigned long long)x->fence, (long long)x->t0,

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include "hilock.h"
 
 #define TT_MAXWORKERS 32
 #define TT_MAXKEYS    8
@@ -151,6 +152,11 @@ int tt_check(const tt_check_opts *o);
 
 /* shared helpers (worker.c) */
 int64_t  tt_now_us(void);
+/* Until when a worker may believe it holds l, granted when its acquire returned at t1: what
+ * the library says is safe, read now -- or nothing (t1) when the validity had already run out
+ * by the time it was read (a pause between the grant and the read: now + 0 would claim the
+ * pause itself as held, and the checker would see an overlap the worker never acted in). */
+int64_t  tt_belief_until(const hilock *l, int64_t t1);
 uint64_t tt_rand(uint64_t *s);
 double   tt_uniform(uint64_t *s);          /* [0, 1) */
 void     tt_sleep_us(int64_t us);

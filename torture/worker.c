@@ -44,6 +44,13 @@ int64_t tt_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+int64_t tt_belief_until(const hilock *l, int64_t t1)
+{
+    int64_t now = tt_now_us(), v = hilock_validity_ms(l);   /* (in this order: never later than
+                                                               the library's own deadline) */
+    return v > 0 ? now + v * 1000 : t1;
+}
+
 uint64_t tt_rand(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);   /* splitmix64: any seed is fine */
@@ -282,8 +289,7 @@ static void one_round(worker *w)
         if (st != HILOCK_BUSY) tt_sleep_us(5000 + (int64_t)(tt_rand(&w->rng) % 15000));
         return;
     }
-    /* the belief starts now and lasts what the library says is safe */
-    deadline = tt_now_us() + hilock_validity_ms(l) * 1000;
+    deadline = tt_belief_until(l, t1);
     expiry_upper = t1 + ttl * 1000;   /* the server's PX started before t1 */
     fence = hilock_fence(l);
     logf_(w, "A %d %llu %lld %lld %lld %lld %lld %c", k, (unsigned long long)logged_fence(w, fence), (long long)t0,
