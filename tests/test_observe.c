@@ -295,6 +295,7 @@ Test(observe, connects_reconnects_and_a_nodes_error_are_reported_with_the_node)
 
 Test(observe, a_tls_connection_reports_its_handshake_and_duration)
 {
+    HLT_NEEDS(60000, "no TLS before Redis 6.0");
     hlt_pki *pki = hlt_pki_make();
     hlt_redis *r;
     hilock_options o;

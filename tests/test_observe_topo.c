@@ -41,6 +41,7 @@ static hilock_client *client(const char *url)
 
 Test(observe_topo, a_sentinel_failover_is_reported_with_the_new_master_and_the_guard)
 {
+    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     hilock_client *c, *c2;
     hilock *l, *l2 = NULL;
     hlt_rec *x = hlt_rec_new(), *y = hlt_rec_new();
@@ -83,6 +84,7 @@ Test(observe_topo, a_sentinel_failover_is_reported_with_the_new_master_and_the_g
 
 Test(observe_topo, a_cluster_resharding_reports_ask_moved_and_the_map_refresh_and_no_first_connect_as_a_reconnect)
 {
+    HLT_NEEDS(40000, "Cluster URLs need failover awareness (Redis 4.0+)");
     hilock_client *c;
     hilock *l;
     hlt_rec *x = hlt_rec_new();
