@@ -191,7 +191,11 @@ typedef void (*hilock_cluster_fn)(size_t master, const hilock_cluster_node *n, v
  * first slot, each followed by its replicas; with a key, the master owning the key's slot
  * followed by its replicas. fn is called after the map was read (it may call the client).
  * A master the cluster marks failed is still listed while the map names it: reading it then
- * fails, which is how an operator learns it is down.
+ * fails, which is how an operator learns it is down. The map is asked of every seed and a few
+ * of its masters at once, and all that answer in time are read: the masters and slots are
+ * the first one's, the replicas every one that any of them names (a node learns another's
+ * role by gossip, so one node alone may not yet know a replica as one), each replica's own
+ * line saying whose it is.
  * Returns OK; EINVAL (NULL c/fn, master out of range, a key empty or too long, or master i
  * is not a redis-cluster:// URL -- "not a cluster" in hilock_client_errmsg); EIO, ETIMEDOUT,
  * EAUTH, EREPLY (no seed gave the map: the seeds and why in hilock_client_errmsg), ENOMEM.

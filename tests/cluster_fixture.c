@@ -332,6 +332,49 @@ static int shard_view(hlt_cluster *f, int i, int out[3])
     return n;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* What node i says of each node's role ("<id> master" or "<id> slave <its master>", sorted,
+ * one line each, in out): nodes learn a role change by gossip, so right after a restart or a
+ * failover one node may still call a replica a master. 0, or -1: no answer. */
+static int role_view(hlt_cluster *f, int i, char *out, size_t cap)
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER NODES");
+    char *lines[HLT_CLUSTER_NODES + 8], *save = NULL, *text;
+    int n = 0;
+    size_t off = 0;
+    out[0] = '\0';
+    if (!r || r->type != REDIS_REPLY_STRING || !(text = strdup(r->str))) {
+        if (r) freeReplyObject(r);
+        return -1;
+    }
+    freeReplyObject(r);
+    for (char *l = strtok_r(text, "\n", &save); l && n < HLT_CLUSTER_NODES + 8; l = strtok_r(NULL, "\n", &save)) {
+        char id[41], addr[128], flags[128], of[41];
+        if (sscanf(l, "%40s %127s %127s %40s", id, addr, flags, of) != 4) continue;
+        lines[n] = malloc(128);
+        if (!lines[n]) break;
+        snprintf(lines[n++], 128, strstr(flags, "slave") ? "%s slave %s" : "%s master", id, of);
+    }
+    qsort(lines, (size_t)n, sizeof *lines, cmp_str);
+    for (int k = 0; k < n; k++) {
+        off += (size_t)snprintf(out + off, off < cap ? cap - off : 0, "%s\n", lines[k]);
+        free(lines[k]);
+    }
+    free(text);
+    return 0;
+}
+
+/* Every node says the same of every node's role. */
+static int roles_agree(hlt_cluster *f)
+{
+    char ref[2048], v[2048];
+    if (role_view(f, 0, ref, sizeof ref) < 0) return 0;
+    for (int i = 1; i < f->nnodes; i++)
+        if (role_view(f, i, v, sizeof v) < 0 || strcmp(v, ref)) return 0;
+    return 1;
+}
+
 int hlt_cluster_heal_all(hlt_cluster *f, long timeout_ms)
 {
     long long end = hlt_now_ms() + timeout_ms;
@@ -346,7 +389,7 @@ int hlt_cluster_heal_all(hlt_cluster *f, long timeout_ms)
             masters++;
             ok = f->nnodes == 3 || info_has(f, i, "replication", ",state=online,");   /* its replica */
         }
-        if (ok && masters == 3) return 0;
+        if (ok && masters == 3 && roles_agree(f)) return 0;
         hlt_sleep_ms(50);
     }
     fprintf(stderr, "cluster fixture: not healthy after %ld ms (%s)\n", timeout_ms, f->dir);

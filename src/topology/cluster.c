@@ -358,6 +358,7 @@ static void rehome(struct hl_topo *t, parked *p, int64_t now)
 
 typedef struct mline {   /* a line of CLUSTER NODES with an address */
     int         master;     /* 1: a master with a slot; 0: a replica (of `of`) */
+    int         self;       /* the line of the node that answered ("myself") */
     const char *id, *of;    /* 40 bytes each (of: a replica's master) */
     const char *host;
     size_t      hlen;
@@ -396,6 +397,7 @@ static int map_line(const char *line, size_t len, const char *answered, mline *m
     }
     if (nt < 8 || tl[0] != 40) return 0;
     m->master = has_flag(tok[2], tl[2], "master");
+    m->self = has_flag(tok[2], tl[2], "myself");
     if (m->master ? nt < 9 : tl[3] != 40) return 0;
     at = memchr(tok[1], '@', tl[1]);
     if (!at) at = tok[1] + tl[1];
@@ -471,6 +473,26 @@ static void add_replica(struct hl_topo *t, const mline *m)
     memcpy(r->id, m->id, 40);
     memcpy(r->of, m->of, 40);
     t->nrep++;
+}
+
+/* A replica line of another node's map (hl_cluster_nodes): one the map in use does not name
+ * is added, and a node's own line says whose replica it is. A node's view of the others lags
+ * theirs by a gossip round or more (seen: a replica restarted a moment ago still called two
+ * replicas slotless masters), so the operator tools list every replica that any node that
+ * answered names, and each one's own word wins. */
+static void merge_replica(struct hl_topo *t, table *unused, const mline *m)
+{
+    struct replica *v;
+    (void)unused;
+    if (m->master || !t->rep) return;
+    for (int r = 0; r < t->nrep; r++)
+        if (!memcmp(t->rep[r].id, m->id, 40)) {
+            if (m->self) memcpy(t->rep[r].of, m->of, 40);
+            return;
+        }
+    if (!(v = realloc(t->rep, ((size_t)t->nrep + 2) * sizeof *v))) return;   /* (listed as far as it can) */
+    t->rep = v;
+    add_replica(t, m);
 }
 
 /* A node of the new map: a master's entry, the old table's carried over (connection, undos). */
@@ -617,8 +639,23 @@ static void no_map(hl_node *s, char *why, size_t cap, size_t *off)
     }
 }
 
+/* The replicas that the maps of the private nodes in mask other than k name (merge_replica). */
+static void merge_others(struct hl_topo *t, uint32_t mask, size_t k)
+{
+    for (size_t j = 0; j < t->sc.nnodes; j++) {
+        hl_node *s = &t->sc.nodes[j];
+        const char *text;
+        size_t len;
+        int nrep;
+        if (j == k || !(mask & (1u << j)) || s->st != HILOCK_OK || hl_reply_type(s->reply[0]) != HL_R_STRING ||
+            !(text = hl_reply_str(s->reply[0], &len)))
+            continue;
+        each_line(text, len, s->url.host, merge_replica, t, NULL, &nrep);
+    }
+}
+
 /* Ask the seeds and a few known masters at once for CLUSTER NODES; the first map to arrive is
- * used. Without a map (or `full`: the operator tools, which need the map now), within
+ * used (`full`: every one that answers in time, for its replicas: merge_others). Without a map (or `full`: the operator tools, which need the map now), within
  * deadline; with one, within REFRESH_BUDGET_MS of it. 0, or -1 with n->st, n->err. */
 static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
 {
@@ -637,7 +674,10 @@ static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
     for (size_t k = 0; k < t->sc.nnodes; k++)
         if (t->sc.nodes[k].url.host) mask |= 1u << k;
     if (dl > now) {   /* (no time left: nothing asked, so no pause before the next refresh) */
-        hl_exec_any(&t->sc, mask, &q, 1, dl - now, dl);
+        if (full)   /* every node's answer, within the deadline (merge_others) */
+            hl_exec(&t->sc, mask, &q, 1, dl - now, dl);
+        else
+            hl_exec_any(&t->sc, mask, &q, 1, dl - now, dl);
         t->next_refresh = hl_add_sat(hl_now_us(), REFRESH_AFTER_FAIL_US);
     }
     for (size_t k = 0; dl > now && k < t->sc.nnodes; k++) {
@@ -647,6 +687,7 @@ static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
         if (!(mask & (1u << k))) continue;
         if (s->st == HILOCK_OK && hl_reply_type(s->reply[0]) == HL_R_STRING &&
             (text = hl_reply_str(s->reply[0], &len)) && install_map(n, t, text, len, s->url.host) == 0) {
+            if (full) merge_others(t, mask, k);
             hl_exec_clear(&t->sc);
             if (len > HL_RESP_MAX_BULK) hl_node_close(s);   /* (its reader keeps a buffer as large) */
             if (k < t->nseeds) {   /* a seed that answered is asked first from now on */
