@@ -986,6 +986,9 @@ hilock_status hilock_release(hilock *l)
     if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;
     if (hl_check_fork(l->c) != HILOCK_OK)   /* refused (as extend, check: not counted); before the hook */
         return hl_leave(l->c, took, HILOCK_EINVAL);
+    /* no renewal may outlive the release, and the keepalive writes the validity until it
+     * stops: its thread joined first, the event's fields are read alone (TSan) */
+    if (l->hook) l->hook(l, HL_HOOK_STOP);
     start = call_start(l->c);
     was_until = l->valid_until_us;
     was_released = l->released;
@@ -1007,7 +1010,6 @@ static hilock_status release_once(hilock *l)
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
-    if (l->hook) l->hook(l, HL_HOOK_STOP);   /* no renewal may outlive the release */
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "release %s: already released", l->shown);
     if ((st = usable(l, "release")) != HILOCK_OK) {
         l->released = 1;   /* over by the kind's own rule: there is nothing left to release */
