@@ -558,7 +558,12 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
         long long pttl = t->num[i];
         char d[HL_MS_SHOWN_BUF];
         if (!(t->other & (1u << i))) continue;
-        if (pttl > 0 && (hint == 0 || pttl * 1000 < hint)) hint = pttl * 1000;
+        /* PTTL 0 (a key in its last millisecond: a script reads the clock once, when it
+         * starts) or -2 (gone since the write was refused) is a holder that is over: try
+         * again at once, not a whole poll later (seen on Redis 3.2 and 4.0: a waiter behind
+         * a crashed holder waited out its 10 s); -1 (no expiry) gives no hint */
+        long long h = pttl > 0 ? pttl * 1000 : pttl == 0 || pttl == -2 ? 1000 : 0;
+        if (h > 0 && (hint == 0 || h < hint)) hint = h;
         snprintf(c->nodes[i].err, sizeof c->nodes[i].err, pttl >= 0 ? "%s: held by another owner, "
                  "expires in %s" : pttl == -1 ? "%s: held by another owner (no expiry)"
                  : "%s: held by another owner until just now", c->nodes[i].name, hl_ms_shown(pttl, d, sizeof d));
