@@ -462,6 +462,17 @@ static int create_by_hand(hlt_cluster *f)
     return 0;
 }
 
+/* Why the cluster did not start, on stderr, before its directory goes: the end of
+ * redis-cli's create.log and of each node's log (CI keeps no directory to look in). */
+static void tell_why(hlt_cluster *f, const char *what)
+{
+    char cmd[400];
+    fprintf(stderr, "cluster fixture: %s (%s)\n", what, f->dir);
+    snprintf(cmd, sizeof cmd, "cd '%s' && for l in create.log n*/log; do [ -f \"$l\" ] && "
+             "{ echo \"--- $l\"; tail -n 8 \"$l\"; }; done >&2", f->dir);
+    if (system(cmd) != 0) fprintf(stderr, "cluster fixture: no logs\n");
+}
+
 static hlt_cluster *start(pid_t runner, const hlt_cluster_tls *tls, int nnodes)
 {
     hlt_cluster *f = calloc(1, sizeof *f);
@@ -483,20 +494,23 @@ static hlt_cluster *start(pid_t runner, const hlt_cluster_tls *tls, int nnodes)
         snprintf(sub, sizeof sub, "%s/n%d", f->dir, i);
         mkdir(sub, 0700);
         for (tries = 0; tries < 5; tries++) {
-            f->port[i] = hlt_free_port();
+            f->port[i] = hlt_free_cluster_port();
             spawn(f, i);
             if (wait_pong(f, i, 5000) == 0) break;
             hlt_cluster_kill(f, i);
         }
-        if (tries == 5) goto fail;
+        if (tries == 5) {
+            tell_why(f, "a node did not start in 5 tries");
+            goto fail;
+        }
         snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " 127.0.0.1:%d", f->port[i]);
     }
     snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --cluster-replicas %d --cluster-yes >%s/create.log 2>&1",
              nnodes == HLT_CLUSTER_NODES, f->dir);
     rc = hlt_server_version() >= 50000 ? system(cmd) : create_by_hand(f);
     make_url(f);
-    if (rc != 0 || hlt_cluster_heal_all(f, 30000) < 0) {
-        fprintf(stderr, "cluster fixture: create failed (see %s/create.log)\n", f->dir);
+    if (rc != 0 || hlt_cluster_heal_all(f, 60000) < 0) {   /* (generous: two matrix cells at once) */
+        tell_why(f, rc != 0 ? "redis-cli --cluster create failed" : "created, but not healthy");
         goto fail;
     }
     return f;

@@ -267,12 +267,16 @@ static int wait_ready(hlt_redis *r)
     return -1;
 }
 
-/* A free port; with --cluster-enabled also a free bus port (port + 10000, which must be
- * below 65536): a server whose bus port cannot be bound exits during start-up. */
+/* A free port; with --cluster-enabled also a free bus port (hlt_free_cluster_port). */
 static int free_port_for(const char *extra)
 {
+    return strstr(extra, "cluster-enabled yes") ? hlt_free_cluster_port() : hlt_free_port();
+}
+
+int hlt_free_cluster_port(void)
+{
     int port = hlt_free_port();
-    for (int k = 0; strstr(extra, "cluster-enabled yes") && k < 50; k++) {
+    for (int k = 0; k < 50; k++) {
         struct sockaddr_in a;
         int s = socket(AF_INET, SOCK_STREAM, 0), ok;
         memset(&a, 0, sizeof a);

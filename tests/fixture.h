@@ -45,6 +45,9 @@ long long hlt_info_int(hlt_redis *r, const char *section, const char *field);
 
 /* A free TCP port on 127.0.0.1 (bind to 0 and read it back). */
 int  hlt_free_port(void);
+/* A free port whose cluster bus port (port + 10000, below 65536) is free too: a node whose bus
+ * port cannot be bound exits during start-up (a fifth of the ephemeral range is above 55535). */
+int  hlt_free_cluster_port(void);
 /* SIGPIPE ignored while a fixture waits for a server it started: one that exits during
  * start-up (its port taken in between by another process's server) may close the socket
  * between our connect and our PING, and the test must see a retry, not die of the signal.
