@@ -307,7 +307,8 @@ Test(cluster_tools, inspect_shows_the_owner_and_each_replicas_own_view)
  * node that answers first may not know a replica as one. CLUSTER FORGET makes such a view on
  * a real server: for a minute master x does not list the key's replica at all. Asked first
  * (its seed first in the URL), x gives the map, and inspect still shows the replica's view,
- * which the other nodes name. */
+ * which the other nodes name. The test's own cluster: a forgotten node comes back by gossip
+ * only when the ban ends (a MEET did not bring it back on 7.2 and 7.4 within 30 s). */
 Test(cluster_tools, inspect_shows_a_replica_that_the_node_giving_the_map_does_not_know)
 {
     hlt_cluster *f;
@@ -316,7 +317,7 @@ Test(cluster_tools, inspect_shows_a_replica_that_the_node_giving_the_map_does_no
     run_out *o;
     redisReply *id;
     HLT_NEEDS(40000, "CLUSTER FORGET's ban and the replica views as 4.0 has them");
-    f = fx(1);
+    cr_assert_not_null(f = hlt_cluster_start(), "the cluster did not start");
     masters(f, m);
     x = m[0];
     key_on(f, m[1], "forgot:", key, sizeof key);
@@ -333,14 +334,12 @@ Test(cluster_tools, inspect_shows_a_replica_that_the_node_giving_the_map_does_no
         const char *a[] = { "inspect", key, NULL };
         o = run_url(f, url, a);
     }
-    /* x learns the replica again from a MEET (gossip would not tell it for a minute) */
-    cmd_ok(x, "CLUSTER MEET", hlt_cluster_cmd(f, x, "CLUSTER MEET 127.0.0.1 %d", f->port[r]));
-    heal(f);
     cr_assert_eq(o->status, 0, "status %d: %s\n%s", o->status, o->err, o->out);
     snprintf(want, sizeof want, "\"%s\" on replica 127.0.0.1:%d of cluster 127.0.0.1:%d\n  replica  the same value "
              "as its master\n", key, f->port[r], f->port[m[1]]);
     cr_assert(strstr(o->out, want), "%s not in:\n%s", want, o->out);
     free(o);
+    hlt_cluster_stop(f);
 }
 
 /* ---- a master down ---- */
