@@ -655,8 +655,9 @@ static void merge_others(struct hl_topo *t, uint32_t mask, size_t k)
 }
 
 /* Ask the seeds and a few known masters at once for CLUSTER NODES; the first map to arrive is
- * used (`full`: every one that answers in time, for its replicas: merge_others). Without a map (or `full`: the operator tools, which need the map now), within
- * deadline; with one, within REFRESH_BUDGET_MS of it. 0, or -1 with n->st, n->err. */
+ * used (`full`: the operator tools, which need the map now and every replica: all that answer
+ * within the deadline are read, merge_others). Without a map (or `full`), within deadline;
+ * with one, within REFRESH_BUDGET_MS of it. 0, or -1 with n->st, n->err. */
 static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
 {
     hl_cmd q;
