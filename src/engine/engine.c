@@ -563,12 +563,25 @@ static void info_field(const char *s, size_t len, const char *field, char *out, 
     }
 }
 
-/* "7.2.4" -> 70204; 0 if it does not parse */
+/* "7.2.4" -> 70204 (the patch may be missing: "7.2" -> 70200); 0 if it does not parse. Each
+ * part has at most 3 digits (an unstable build says 255.255.255): a server's text must not
+ * overflow the number (the fuzzer's "7.00764130000" did, in sscanf's %d and in the sum). */
 static int version_number(const char *v)
 {
-    int a = 0, b = 0, c = 0;
-    if (sscanf(v, "%d.%d.%d", &a, &b, &c) < 2 || a <= 0) return 0;
-    return a * 10000 + b * 100 + c;
+    int part[3] = { 0, 0, 0 }, n = 0;
+    for (const char *p = v; n < 3; p++, n++) {
+        int digits = 0;
+        for (; *p >= '0' && *p <= '9'; p++)
+            if (++digits > 3) return 0;
+            else part[n] = part[n] * 10 + (*p - '0');
+        if (!digits) return 0;
+        if (*p != '.') {
+            n++;
+            break;
+        }
+    }
+    if (n < 2 || part[0] <= 0) return 0;
+    return part[0] * 10000 + part[1] * 100 + part[2];
 }
 
 /* INFO server's reply in the handshake: the server's version (for the capability gates:
