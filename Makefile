@@ -378,7 +378,10 @@ $(B)/torture/torture: $(TORTURE_SRC) torture/torture.h tests/fixture.c tests/fix
 # libFuzzer targets (fuzz/fuzz_*.c), built with clang, ASan and UBSan against the library
 # compiled the same way in $(FUZZ_B); each runs FUZZ_SECONDS on a scratch copy of its seed
 # corpus (fuzz/corpus/<target>/, never written to). Crashes: $(FUZZ_B)/artifacts/.
+# FUZZ_SEED=N: libFuzzer's -seed (CI's short run: the same inputs every run, so a landing is not
+# decided by chance; a crash found there is a seed input kept in the corpus). Unset: random.
 FUZZ_SECONDS ?= 10
+FUZZ_SEED    ?=
 FUZZ_B       ?= build-fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_TARGETS := $(patsubst fuzz/%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
@@ -387,7 +390,7 @@ fuzz:
 	@$(MAKE) --no-print-directory B=$(FUZZ_B) CC=clang OPT="-O1 -g" \
 	  EXTRA_CFLAGS="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" \
 	  $(FUZZ_B)/libhilock.a $(patsubst %,$(FUZZ_B)/fuzz/%,$(FUZZ_TARGETS))
-	@sh fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	@FUZZ_SEED="$(FUZZ_SEED)" sh fuzz/run.sh $(FUZZ_B) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 $(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) $(SRC_H) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
