@@ -253,6 +253,7 @@ test-platform: deps
 # Each suite is its own binary; every test starts (and stops) its own redis-server.
 test: deps
 	@sh scripts/check-licence.sh
+	@sh scripts/check-testing-doc.sh
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
 	@sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
