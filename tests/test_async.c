@@ -1398,7 +1398,9 @@ Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_th
         free(v);
     }
     cr_assert_gt(tk.ticks, 50, "the loop's own timer hardly ran");
-    cr_assert_lt(tk.max_gap, 150, "the loop stalled %lld ms (a frozen Sentinel costs 300 ms)",
+    /* (wall clock: below the 300 ms a blocking wait would cost, with room for a loaded
+     * machine's descheduling, which 150 ms did not always leave) */
+    cr_assert_lt(tk.max_gap, 250, "the loop stalled %lld ms (a frozen Sentinel costs 300 ms)",
                  (long long)tk.max_gap);
     memset(r.ended, 0, sizeof r.ended);
     r.done = 0;
@@ -1450,7 +1452,7 @@ Test(async, sentinel_failover_then_check_on_the_loop_is_ok_for_a_surviving_lock,
     cr_assert_eq(r.st[1], HILOCK_OK, "check: %s", r.err[1]);
     cr_assert(hlt_data_holds_within(SF, 1, "job0", hilock_token(r.lock[0]), 0));
     cr_assert_gt(tk.ticks, 50, "the loop's own timer hardly ran");
-    cr_assert_lt(tk.max_gap, 150, "the loop stalled %lld ms (a frozen Sentinel costs 300 ms)",
+    cr_assert_lt(tk.max_gap, 250, "the loop stalled %lld ms (a frozen Sentinel costs 300 ms)",
                  (long long)tk.max_gap);
     one(&loop, &r, 'e', 2);
     cr_assert_eq(r.st[2], HILOCK_OK, "extend: %s", r.err[2]);
@@ -1493,7 +1495,7 @@ Test(async, sentinel_lost_write_is_lost_on_the_loop_as_with_the_blocking_calls,
     tick_stop(&tk, "check of a lost lock");
     cr_assert_eq(r.st[1], HILOCK_LOST, "check: %s (%s)", hilock_strerror(r.st[1]), r.err[1]);
     cr_assert(strstr(r.err[1], "no proof the lock survived"), "%s", r.err[1]);
-    cr_assert_lt(tk.max_gap, 150, "the loop stalled %lld ms", (long long)tk.max_gap);
+    cr_assert_lt(tk.max_gap, 250, "the loop stalled %lld ms", (long long)tk.max_gap);
     one(&loop, &r, 'e', 2);
     cr_assert_eq(r.st[2], HILOCK_LOST, "extend: %s (%s)", hilock_strerror(r.st[2]), r.err[2]);
     cr_assert_eq(hilock_validity_ms(r.lock[0]), 0);
@@ -1547,7 +1549,7 @@ Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds
     printf("async: sentinel: acquire across a failover (frozen master): %s after %lld ms\n",
            hilock_strerror(r.st[0]), (long long)took);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
-    cr_assert_lt(tk.max_gap, 150, "the loop stalled %lld ms", (long long)tk.max_gap);
+    cr_assert_lt(tk.max_gap, 250, "the loop stalled %lld ms", (long long)tk.max_gap);
     cr_assert_eq(hlt_sentinel_wait_switch(SF, 1, 5000), 0);
     cr_assert(hlt_data_holds_within(SF, 1, "during", hilock_token(r.lock[0]), 0),
               "not granted on the new master");

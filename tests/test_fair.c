@@ -451,9 +451,10 @@ Test(fair, keepalive_renews_a_fair_lock)
     hilock *l;
     cr_assert_not_null(r);
     c = fair_client(r->url);
-    cr_assert_eq(hilock_acquire(c, "job", 300, 0, &l), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "job", 1000, 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    hlt_sleep_ms(1000);
+    hlt_sleep_ms(2500);   /* 2.5 ttls: renewals every third of it (a ttl of 300 ms had
+                            * only 200 ms of slack for a starved thread on a loaded machine) */
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     cr_assert_eq(hlt_exists(r, "job"), 0);

@@ -364,6 +364,7 @@ typedef struct seen {
     hlt_redis *r;
     const char *key;
     int n;
+    int on;                /* MONITOR answered (atomic) */
     int undo[16];          /* 1: release.lua (EVAL, one key), 0: an acquire */
     char token[16][33];
 } seen;
@@ -390,6 +391,7 @@ static void *monitor_key(void *arg)
     redisReply *rep = m && !m->err ? redisCommand(m, "MONITOR") : NULL;
     char quoted[64];
     snprintf(quoted, sizeof quoted, "\"%s\"", w->key);
+    if (rep && rep->type == REDIS_REPLY_STATUS) __atomic_store_n(&w->on, 1, __ATOMIC_SEQ_CST);
     freeReplyObject(rep);
     while (m && !m->err && redisGetReply(m, (void **)&rep) == REDIS_OK) {
         const char *line = rep->str ? rep->str : "";
@@ -403,15 +405,17 @@ static void *monitor_key(void *arg)
     return NULL;
 }
 
-static void *thaw_after_330ms(void *arg)
+/* Well after the first attempt's io timeout: a thaw 30 ms after it (as this was) let a thread
+ * that woke late from its poll read the answer, and the first attempt was the grant. */
+static void *thaw_later(void *arg)
 {
-    hlt_sleep_ms(330);
+    hlt_sleep_ms(3 * FREEZE_IO_MS);
     hlt_redis_thaw(arg);
     return NULL;
 }
 
-/* One acquire whose first attempt is written to a frozen server and times out; the server
- * runs it on waking, while the retry (after a pause) is on its way. fair: the fair kind,
+/* One acquire whose first attempts are written to a frozen server and time out; the server
+ * runs them on waking, while the next retry (after a pause) is on its way. fair: the fair kind,
  * whose queue entry is named after the token. */
 static void retry_after_written_timeout(int fair)
 {
@@ -439,9 +443,11 @@ static void retry_after_written_timeout(int fair)
     w.r = r;
     w.key = "retried";
     cr_assert_eq(pthread_create(&mon, NULL, monitor_key, &w), 0);
-    hlt_sleep_ms(100);   /* (MONITOR is on) */
+    for (long long end = hlt_now_ms() + 5000; !__atomic_load_n(&w.on, __ATOMIC_SEQ_CST);)
+        if (hlt_now_ms() > end) cr_assert_fail("MONITOR did not start");
+        else hlt_sleep_ms(5);
     hlt_redis_freeze(r);
-    cr_assert_eq(pthread_create(&thaw, NULL, thaw_after_330ms, r), 0);
+    cr_assert_eq(pthread_create(&thaw, NULL, thaw_later, r), 0);
     cr_assert_eq(hilock_acquire(c, "retried", 20000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     pthread_join(thaw, NULL);
     /* later calls on the client carry whatever undos are left */

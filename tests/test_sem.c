@@ -474,9 +474,10 @@ Test(sem, keepalive_renews_a_permit_past_its_ttl)
 {
     NEEDS_32();
     hilock_client *c = client();
-    hilock *l = must_sem(c, "sem", 2, 300, 0);
+    hilock *l = must_sem(c, "sem", 2, 1000, 0);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    hlt_sleep_ms(1000);
+    hlt_sleep_ms(2500);   /* 2.5 ttls: renewals every third of it (a ttl of 300 ms had
+                            * only 200 ms of slack for a starved thread on a loaded machine) */
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_zscore(R, "sem", hilock_token(l), &(double){ 0 }), 1);
     release_free(l);

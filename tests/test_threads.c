@@ -145,7 +145,7 @@ static void *wait_busy(void *arg)
 {
     waiter *w = arg;
     hilock *l = NULL;
-    w->st = hilock_acquire(w->c, "taken", 5000, 1500, &l);   /* waits 1.5 s on a held key */
+    w->st = hilock_acquire(w->c, "taken", 5000, 4000, &l);   /* waits 4 s on a held key */
     snprintf(w->errmsg, sizeof w->errmsg, "%s", hilock_client_errmsg(w->c));
     hilock_free(l);
     return NULL;
@@ -159,7 +159,11 @@ static void start_waiting_thread(hlt_redis *r, hilock_client *c, waiter *w, pthr
     freeReplyObject(rep);
     w->c = c;
     cr_assert_eq(pthread_create(th, NULL, wait_busy, w), 0);
-    hlt_sleep_ms(300);   /* the other thread is inside its acquire, waiting */
+    /* the other thread is inside its acquire, waiting: seen blocked in its BLPOP (a fixed
+     * 300 ms did not always see it there on a loaded machine) */
+    for (long long end = hlt_now_ms() + 3000; hlt_info_int(r, "clients", "blocked_clients:") < 1;)
+        if (hlt_now_ms() > end) cr_assert_fail("the waiting thread never blocked");
+        else hlt_sleep_ms(5);
 }
 
 Test(threads, a_refused_call_changes_nothing_and_keeps_the_other_threads_message, .timeout = 60)
