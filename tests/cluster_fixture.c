@@ -757,11 +757,14 @@ int hlt_cluster_migrate_end(hlt_cluster *f, int slot, int to)
     }
     /* the replicas learn it by gossip: wait until every node names the new owner (before 7.0
      * that may take a second, and a next step asking a replica would see the old owner) */
-    for (long long end = hlt_now_ms() + 10000; hlt_now_ms() < end; hlt_sleep_ms(20)) {
+    for (long long end = hlt_now_ms() + 30000; hlt_now_ms() < end; hlt_sleep_ms(20)) {   /* (the matrix
+                                                                                runs two cells at once) */
         int all = 1;
         for (int i = 0; all && i < f->nnodes; i++) all = slot_master_by(f, i, slot) == to;
         if (all) return 0;
     }
-    fprintf(stderr, "cluster fixture: the nodes do not agree on slot %d's new master\n", slot);
+    fprintf(stderr, "cluster fixture: the nodes do not agree on slot %d's new master (node %d) in 30 s:", slot, to);
+    for (int i = 0; i < f->nnodes; i++) fprintf(stderr, " node %d says %d;", i, slot_master_by(f, i, slot));
+    fputc('\n', stderr);
     return -1;
 }
