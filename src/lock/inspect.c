@@ -426,7 +426,7 @@ static void collect_node(const char *host, int port, const char *id, size_t slot
 /* The nodes of master's cluster (slot -1: every master and its replicas) into l, which the
  * caller frees (l->v) on OK. The map is read (at most once, if stale) within one round trip's
  * bound, and copied: the caller's callbacks may use the client. */
-static hilock_status read_map(hilock_client *c, size_t master, int slot, node_list *l)
+static hilock_status read_map(hilock_client *c, size_t master, int slot, int every, node_list *l)
 {
     hl_node *n;
     hilock_status st;
@@ -436,7 +436,7 @@ static hilock_status read_map(hilock_client *c, size_t master, int slot, node_li
     n = &c->nodes[master];
     if (n->topo != &hl_topo_cluster)
         return hl_fail(c, HILOCK_EINVAL, "%s is not a cluster (a redis-cluster:// URL)", n->name);
-    st = hl_cluster_nodes(c, n, slot, hl_add_sat(hl_now_us(), (c->opt.connect_timeout_ms + c->opt.io_timeout_ms) * 1000),
+    st = hl_cluster_nodes(c, n, slot, every, hl_add_sat(hl_now_us(), (c->opt.connect_timeout_ms + c->opt.io_timeout_ms) * 1000),
                           collect_node, l);
     if (st == HILOCK_OK && l->oom) st = HILOCK_ENOMEM;
     if (st != HILOCK_OK) {
@@ -452,7 +452,7 @@ static hilock_status cluster_nodes_in(hilock_client *c, size_t master, const cha
     hilock_status st;
     if (!fn) return hl_fail(c, HILOCK_EINVAL, "cluster nodes: fn is NULL");
     if (key && hl_check_key(c, key) != HILOCK_OK) return HILOCK_EINVAL;
-    if ((st = read_map(c, master, key ? (int)hl_key_slot(key, strlen(key)) : -1, &l)) != HILOCK_OK) return st;
+    if ((st = read_map(c, master, key ? (int)hl_key_slot(key, strlen(key)) : -1, 1, &l)) != HILOCK_OK) return st;
     for (size_t i = 0; i < l.n; i++) {
         hilock_cluster_node v = { l.v[i].addr, l.v[i].id, l.v[i].slots, l.v[i].replica };
         fn(master, &v, arg);
@@ -498,9 +498,15 @@ static hilock_status node_open(hilock_client *c, size_t master, const char *addr
     hilock_status st;
     memset(sc, 0, sizeof *sc);
     if (!addr) return hl_fail(c, HILOCK_EINVAL, "cluster: addr is NULL");
-    if ((st = read_map(c, master, -1, &l)) != HILOCK_OK) return st;
-    for (size_t i = 0; i < l.n && !m; i++)
-        if (!strcmp(l.v[i].addr, addr)) m = &l.v[i];
+    /* the first map names every master (each page of a scan asks it again, and a frozen seed
+     * must not cost each one the whole bound); a replica it does not name is looked for in
+     * every node's view */
+    for (int every = 0; !m && every < 2; every++) {
+        if (every) free(l.v);
+        if ((st = read_map(c, master, -1, every, &l)) != HILOCK_OK) return st;
+        for (size_t i = 0; i < l.n && !m; i++)
+            if (!strcmp(l.v[i].addr, addr)) m = &l.v[i];
+    }
     n = &c->nodes[master];
     if (!m) {
         free(l.v);

@@ -577,6 +577,10 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
 
 /* ---- refresh ---- */
 
+/* fetch_map's `full`: 0 a lock's refresh; FULL the operator tools' (the map now); FULL_EVERY
+ * theirs with every replica any node names (hl_cluster_nodes' `every`). */
+enum { FULL = 1, FULL_EVERY = 2 };
+
 static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full);
 
 /* fetch_map, reported (hilock_observe.h: MAP_REFRESH). */
@@ -655,9 +659,9 @@ static void merge_others(struct hl_topo *t, uint32_t mask, size_t k)
 }
 
 /* Ask the seeds and a few known masters at once for CLUSTER NODES; the first map to arrive is
- * used (`full`: the operator tools, which need the map now and every replica: all that answer
- * within the deadline are read, merge_others). Without a map (or `full`), within deadline;
- * with one, within REFRESH_BUDGET_MS of it. 0, or -1 with n->st, n->err. */
+ * used (FULL_EVERY: every one that answers within the deadline is read, merge_others). Without
+ * a map (or `full`: the operator tools, which need the map now), within deadline; with one,
+ * within REFRESH_BUDGET_MS of it. 0, or -1 with n->st, n->err. */
 static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
 {
     hl_cmd q;
@@ -675,7 +679,7 @@ static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
     for (size_t k = 0; k < t->sc.nnodes; k++)
         if (t->sc.nodes[k].url.host) mask |= 1u << k;
     if (dl > now) {   /* (no time left: nothing asked, so no pause before the next refresh) */
-        if (full)   /* every node's answer, within the deadline (merge_others) */
+        if (full == FULL_EVERY)   /* every node's answer, within the deadline (merge_others) */
             hl_exec(&t->sc, mask, &q, 1, dl - now, dl);
         else
             hl_exec_any(&t->sc, mask, &q, 1, dl - now, dl);
@@ -688,7 +692,7 @@ static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
         if (!(mask & (1u << k))) continue;
         if (s->st == HILOCK_OK && hl_reply_type(s->reply[0]) == HL_R_STRING &&
             (text = hl_reply_str(s->reply[0], &len)) && install_map(n, t, text, len, s->url.host) == 0) {
-            if (full) merge_others(t, mask, k);
+            if (full == FULL_EVERY) merge_others(t, mask, k);
             hl_exec_clear(&t->sc);
             if (len > HL_RESP_MAX_BULK) hl_node_close(s);   /* (its reader keeps a buffer as large) */
             if (k < t->nseeds) {   /* a seed that answered is asked first from now on */
@@ -951,7 +955,7 @@ static void replicas_of(const struct hl_topo *t, const srv *m, hl_cluster_node_f
         if (m->id[0] && !strcmp(t->rep[r].of, m->id)) fn(t->rep[r].host, t->rep[r].port, t->rep[r].id, 0, 1, arg);
 }
 
-hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int64_t deadline_us,
+hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int every, int64_t deadline_us,
                                hl_cluster_node_fn fn, void *arg)
 {
     struct hl_topo *t = topo_get(c, n);
@@ -965,7 +969,7 @@ hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int64_t d
      * operator asks what the cluster is, not what this client last heard (an error if no
      * one can say, rather than an old map shown as the truth). */
     t->keep_replicas = 1;
-    if (refresh(c, n, t, deadline_us, 1) < 0) return n->st;
+    if (refresh(c, n, t, deadline_us, every ? FULL_EVERY : FULL) < 0) return n->st;
     if (slot >= 0 && t->owner[slot] < 0) {
         snprintf(n->err, sizeof n->err, "cluster: no master serves slot %d in the slot map", slot);
         return n->st = HILOCK_EIO;

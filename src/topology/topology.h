@@ -36,9 +36,11 @@ typedef void (*hl_cluster_node_fn)(const char *host, int port, const char *id, s
 /* The slot map of cluster node n, asked of its seeds and masters now (by deadline_us; the
  * replicas are kept from then on): fn for every master that serves slots, in the order of its
  * first slot, each followed by its replicas; or (slot >= 0) for the master of that slot and
- * its replicas. fn must not call the client. OK, or a status with n->st and n->err set (no
- * map now: an older one is not shown). */
-hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int64_t deadline_us,
+ * its replicas. every: wait for every node asked (within deadline_us) and list each replica
+ * any of them names (a node's gossip view lags); 0: the first map that arrives. fn must not
+ * call the client. OK, or a status with n->st and n->err set (no map now: an older one is not
+ * shown). */
+hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int every, int64_t deadline_us,
                                hl_cluster_node_fn fn, void *arg);
 /* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
 int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r);
