@@ -343,9 +343,11 @@ static hlt_sentinel *start(hlt_sentinel *f, const char *password, const char *se
         snprintf(f->pass, sizeof f->pass, "%s", password);
         snprintf(auth, sizeof auth, " --requirepass %s --masterauth %s", f->pass, f->pass);
     }
+    hlt_sigpipe_ignore(&f->sigpipe_old);   /* (the header says why) */
     snprintf(f->dir, sizeof f->dir, "/tmp/hilock-sentinel-XXXXXX");
     if (!mkdtemp(f->dir)) {
         perror("mkdtemp");
+        hlt_sigpipe_restore(&f->sigpipe_old);
         free(f);
         return NULL;
     }
@@ -390,6 +392,7 @@ void hlt_sentinel_stop(hlt_sentinel *f)
     for (int i = 0; i < 2; i++) hlt_redis_stop(f->data[i]);   /* thaws, kills, removes its dir */
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
     if (f->dir[0] && system(cmd) != 0) fprintf(stderr, "sentinel fixture: could not remove %s\n", f->dir);
+    hlt_sigpipe_restore(&f->sigpipe_old);
     free(f);
 }
 

@@ -7,7 +7,12 @@
  * kills them all and removes the dir. Sentinels run with down-after 1000 ms and
  * SENTINEL DEBUG info-period 500 publish-period 250, which shortens the old master's
  * split-brain window from ~11 s to ~2 s (docs/failover-facts.md, "The old master after a
- * failover"). */
+ * failover").
+ *
+ * While a fixture runs, the test process ignores SIGPIPE: a Sentinel's reconfiguration kills
+ * the normal clients of both data nodes (CLIENT KILL), so the fixture's and the test's own
+ * read-back connections (hiredis writes with write(2)) can hit a peer that has just gone.
+ * The library's no-SIGPIPE promise is tested on its own (test_transport, test_tls). */
 #ifndef HILOCK_TEST_SENTINEL_FIXTURE_H
 #define HILOCK_TEST_SENTINEL_FIXTURE_H
 
@@ -31,6 +36,7 @@ typedef struct hlt_sentinel {
     char       tls[3][192];            /* TLS: certificate, key, CA (all nodes); else ""  */
     /* timings of the last hlt_sentinel_failover / hlt_sentinel_wait_switch, ms from its start */
     long long  t_promoted, t_switched, t_demoted;
+    struct sigaction sigpipe_old;      /* SIGPIPE's disposition before the fixture started */
 } hlt_sentinel;
 
 /* Start the five processes and wait until every Sentinel knows the other two and the replica.
