@@ -22,6 +22,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -225,6 +226,91 @@ static int64_t now_ms(void)
     return now_us() / 1000;
 }
 
+/* ---- stderr that never blocks ----
+ *
+ * Once the lock may be held, nothing hilock prints may stop it: a stderr that nobody reads
+ * (a stalled log shipper, a full pipe, a terminal paused by Ctrl-S) would block the
+ * keepalive's thread in a trace line, so renewals stop, or the main loop in a message, before
+ * it signals COMMAND. So every line goes out through say_bytes: one write(2) of at most
+ * PIPE_BUF bytes, made only when poll() says stderr takes it now (a pipe with a free buffer
+ * takes a PIPE_BUF write whole without blocking; a stopped terminal says no). What does not
+ * fit is dropped and counted, and the count is said at exit (say_dropped). stderr's own flags
+ * are left alone: it is shared with COMMAND, which must not see O_NONBLOCK. One mutex orders
+ * the two threads' lines; it is held only around poll and a write that does not block. */
+
+static pthread_mutex_t say_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long say_lost_lines;
+static unsigned long long say_lost_bytes;
+
+static void say_bytes(const char *s, size_t n)
+{
+    pthread_mutex_lock(&say_mu);
+    while (n > 0) {
+        struct pollfd p = { 2, POLLOUT, 0 };
+        ssize_t w;
+        if (poll(&p, 1, 0) != 1 || (p.revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)) != POLLOUT) break;
+        if ((w = write(2, s, n < PIPE_BUF ? n : PIPE_BUF)) <= 0) break;
+        s += w;
+        n -= (size_t)w;
+    }
+    if (n) {
+        say_lost_lines++;
+        say_lost_bytes += n;
+    }
+    pthread_mutex_unlock(&say_mu);
+}
+
+static void sayf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* printf to stderr through say_bytes (a line: at most 4 KiB) */
+static void sayf(const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0) say_bytes(buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* A line composed with stdio (hl_tool_print and friends take a FILE): in memory, then one
+ * say_bytes. msg_begin never returns NULL: without memory, a FILE that goes nowhere. */
+typedef struct msg {
+    FILE  *f;
+    char  *buf;
+    size_t len;
+} msg;
+
+static FILE *msg_begin(msg *m)
+{
+    static FILE *nowhere;
+    m->buf = NULL;
+    m->len = 0;
+    if ((m->f = open_memstream(&m->buf, &m->len)) != NULL) return m->f;
+    if (!nowhere) nowhere = fopen("/dev/null", "w");
+    return nowhere ? nowhere : stderr;   /* (stderr: only without memory and /dev/null) */
+}
+
+static void msg_end(msg *m)
+{
+    if (!m->f) {
+        say_lost_lines++;
+        return;
+    }
+    if (fclose(m->f) == 0 && m->len) say_bytes(m->buf, m->len);
+    free(m->buf);
+}
+
+/* At exit: what could not be written, said once more in the same way. */
+static void say_dropped(void)
+{
+    unsigned long lines = say_lost_lines;
+    if (lines)
+        sayf("hilock: %lu message%s (%llu bytes) could not be written: stderr was not being read\n", lines,
+             lines == 1 ? "" : "s", say_lost_bytes);
+}
+
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int usage_error(const char *fmt, ...)
@@ -250,21 +336,24 @@ static size_t key_prefix(const char *msg, const char *key)
 
 /* The library's message, printable, less the key it starts with ("KEY: ..." or "release
  * KEY: ..."): our line has named the key already. */
-static void print_detail(const cli *o, const char *msg)
+static void print_detail(FILE *f, const cli *o, const char *text)
 {
-    const char *sp = strchr(msg, ' ');
-    size_t skip = key_prefix(msg, o->key);
-    if (!skip && sp && !memchr(msg, ':', (size_t)(sp - msg)) && (skip = key_prefix(sp + 1, o->key)))
-        skip += (size_t)(sp + 1 - msg);
-    hl_tool_print(stderr, msg + skip, strlen(msg + skip));
+    const char *sp = strchr(text, ' ');
+    size_t skip = key_prefix(text, o->key);
+    if (!skip && sp && !memchr(text, ':', (size_t)(sp - text)) && (skip = key_prefix(sp + 1, o->key)))
+        skip += (size_t)(sp + 1 - text);
+    hl_tool_print(f, text + skip, strlen(text + skip));
 }
 
 /* One line on stderr: "hilock: WHAT KEY: " and the library's message. */
-static void print_error(const char *what, const cli *o, const char *msg)
+static void print_error(const char *what, const cli *o, const char *text)
 {
-    fprintf(stderr, "hilock: %s %s: ", what, o->shown);
-    print_detail(o, msg);
-    fputc('\n', stderr);
+    msg m;
+    FILE *f = msg_begin(&m);
+    fprintf(f, "hilock: %s %s: ", what, o->shown);
+    print_detail(f, o, text);
+    fputc('\n', f);
+    msg_end(&m);
 }
 
 /* The units of a DURATION, largest first: a DURATION names each at most once, in this order. */
@@ -805,51 +894,55 @@ static int has_result(hilock_event_kind k)
 }
 
 /* " name=" and the bytes, printable (keys, nodes and messages come from servers and users). */
-static void put_bytes(const char *name, const char *s, size_t n)
+static void put_bytes(FILE *f, const char *name, const char *s, size_t n)
 {
-    fprintf(stderr, " %s=", name);
-    hl_tool_print(stderr, s, n);
+    fprintf(f, " %s=", name);
+    hl_tool_print(f, s, n);
 }
 
 /* The fields a kind sets (hilock_observe.h), as name=value. */
-static void put_fields(const hilock_event *e)
+static void put_fields(FILE *f, const hilock_event *e)
 {
     if (e->key && e->keylen == strlen(seen.o->key) && !memcmp(e->key, seen.o->key, e->keylen))
-        fprintf(stderr, " key=%s", seen.o->shown);
+        fprintf(f, " key=%s", seen.o->shown);
     else if (e->key)
-        put_bytes("key", e->key, e->keylen < HL_KEY_SHOWN ? e->keylen : HL_KEY_SHOWN);
-    if (e->node) put_bytes("node", e->node, strlen(e->node));
-    if (e->status != HILOCK_OK || has_result(e->kind)) fprintf(stderr, " status=%s", NAME_OF(status_names, e->status));
-    if (e->kind == HILOCK_EVENT_MEMBER) fprintf(stderr, " op=%s", hilock_event_name(e->op));
-    if (e->duration_us >= 0) fprintf(stderr, " duration=%.3fms", (double)e->duration_us / 1000.0);
-    if (e->attempts > 0) fprintf(stderr, " attempts=%ld", e->attempts);
+        put_bytes(f, "key", e->key, e->keylen < HL_KEY_SHOWN ? e->keylen : HL_KEY_SHOWN);
+    if (e->node) put_bytes(f, "node", e->node, strlen(e->node));
+    if (e->status != HILOCK_OK || has_result(e->kind)) fprintf(f, " status=%s", NAME_OF(status_names, e->status));
+    if (e->kind == HILOCK_EVENT_MEMBER) fprintf(f, " op=%s", hilock_event_name(e->op));
+    if (e->duration_us >= 0) fprintf(f, " duration=%.3fms", (double)e->duration_us / 1000.0);
+    if (e->attempts > 0) fprintf(f, " attempts=%ld", e->attempts);
     if (e->kind == HILOCK_EVENT_ACQUIRE_GRANTED)
-        fprintf(stderr, " fence=%llu woken=%d", (unsigned long long)e->fence, e->woken);
+        fprintf(f, " fence=%llu woken=%d", (unsigned long long)e->fence, e->woken);
     if (e->kind == HILOCK_EVENT_EXTEND || e->kind == HILOCK_EVENT_RENEWAL)
-        fprintf(stderr, " validity=%lldms", (long long)e->validity_ms);
-    if (e->kind == HILOCK_EVENT_LOST) fprintf(stderr, " why=%s", NAME_OF(lost_names, e->lost_why));
-    if (e->kind == HILOCK_EVENT_REDIRECT) fprintf(stderr, " redirect=%s", NAME_OF(redirect_names, e->redirect));
-    if (e->target && *e->target) put_bytes("target", e->target, strlen(e->target));
-    if (e->kind == HILOCK_EVENT_CONNECT) fprintf(stderr, " reconnect=%d", e->reconnect);
-    if (e->message) put_bytes("message", e->message, strlen(e->message));
+        fprintf(f, " validity=%lldms", (long long)e->validity_ms);
+    if (e->kind == HILOCK_EVENT_LOST) fprintf(f, " why=%s", NAME_OF(lost_names, e->lost_why));
+    if (e->kind == HILOCK_EVENT_REDIRECT) fprintf(f, " redirect=%s", NAME_OF(redirect_names, e->redirect));
+    if (e->target && *e->target) put_bytes(f, "target", e->target, strlen(e->target));
+    if (e->kind == HILOCK_EVENT_CONNECT) fprintf(f, " reconnect=%d", e->reconnect);
+    if (e->message) put_bytes(f, "message", e->message, strlen(e->message));
 }
 
 /* The observer (the main thread, or the keepalive's for renewals and a loss it sees): with
  * --trace, "hilock: +MS KIND FIELDS" for each event; with -v, the grant's line, its fence and
- * wait from the same event. One lock of stderr per line: the two threads' lines never mix. */
+ * wait from the same event. Composed in memory and written at once, never blocking (say_bytes):
+ * the keepalive's thread must go on renewing whatever becomes of stderr. */
 static void print_event(const hilock_event *e, void *arg)
 {
+    msg m;
+    FILE *f;
     (void)arg;
-    flockfile(stderr);
+    if (!seen.o->trace && !(seen.o->verbose && e->kind == HILOCK_EVENT_ACQUIRE_GRANTED)) return;
+    f = msg_begin(&m);
     if (seen.o->trace) {
-        fprintf(stderr, "hilock: +%.3fms %s", (double)(e->at_us - seen.start_us) / 1000.0, hilock_event_name(e->kind));
-        put_fields(e);
-        fputc('\n', stderr);
+        fprintf(f, "hilock: +%.3fms %s", (double)(e->at_us - seen.start_us) / 1000.0, hilock_event_name(e->kind));
+        put_fields(f, e);
+        fputc('\n', f);
     }
     if (seen.o->verbose && e->kind == HILOCK_EVENT_ACQUIRE_GRANTED)
-        fprintf(stderr, "hilock: %s acquired (fence %llu) after %lld ms\n", seen.o->shown,
+        fprintf(f, "hilock: %s acquired (fence %llu) after %lld ms\n", seen.o->shown,
                 (unsigned long long)e->fence, (long long)((e->at_us - seen.wait_us) / 1000));
-    funlockfile(stderr);
+    msg_end(&m);
 }
 
 static int acquire(const cli *o, hilock_client **cp, hilock **lp)
@@ -908,6 +1001,8 @@ typedef struct run_state {
     int64_t        deadline;     /* the lock's validity ends then (now_ms clock); the guard knows */
     int64_t        margin_ms;    /* the loss is reported this long before the deadline */
     int64_t        lead_ms;      /* the tree is SIGKILLed this long before it at the latest */
+    int            stop_sig;     /* TERM, INT, HUP or QUIT sent to hilock: passed to the tree, exit 128+N */
+    int            guard_fired;  /* the guard signalled the tree while hilock lived (stopped, hung) */
 } run_state;
 
 /* 0 if p can be executed, else the errno execve would most likely give. */
@@ -1002,20 +1097,89 @@ static void sleep_ms(long ms)
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
 }
 
-/* The guard's whole life (forked with every signal blocked; never returns). Until hilock
- * dies it reads 8-byte records: the new time to kill by (now_ms clock, one system-wide
- * CLOCK_MONOTONIC), or 0 when it may go. */
-static void guard_main(int fd, pid_t target, int64_t kill_by, int64_t grace_ms, const char *msg)
+static int64_t backstop_ms(const run_state *r);
+
+/* What the guard is told: the times to act by (now_ms clock, one system-wide CLOCK_MONOTONIC),
+ * 16 bytes, one atomic write to its pipe. kill_at 0: COMMAND's tree is gone, the guard may go.
+ * term_at > 0: while hilock lives, SIGTERM to the tree then, SIGKILL at kill_at (hilock has
+ * not renewed by then: it is stopped, hung or blocked); GUARD_NO_TERM: SIGKILL only (hilock
+ * sent the TERM itself); GUARD_DEAD_ONLY: act only once hilock died (-L none after a loss). */
+typedef struct guard_rec {
+    int64_t term_at;
+    int64_t kill_at;
+} guard_rec;
+
+#define GUARD_NO_TERM   (-1)
+#define GUARD_DEAD_ONLY (-2)
+#define GUARD_FIRED_EXIT 3   /* the guard's exit status when it signalled while hilock lived */
+
+/* The guard's view of hilock and COMMAND. */
+typedef struct guard_ctx {
+    pid_t       hilock;   /* its parent, whose children (COMMAND and what the subreaper adopted) it kills */
+    pid_t       cmd;      /* COMMAND's pid, its process group's id if own_group */
+    int         group;
+    const char *died_msg, *live_msg;
+} guard_ctx;
+
+/* Write a message without ever blocking (the guard's say_bytes: poll first, one write). */
+static void guard_say(const char *m)
 {
-    static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD };
+    struct pollfd p = { 2, POLLOUT, 0 };
+    size_t n = strlen(m);
+    if (poll(&p, 1, 0) == 1 && (p.revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)) == POLLOUT &&
+        write(2, m, n < PIPE_BUF ? n : PIPE_BUF) < 0) { /* nowhere to say it */ }
+}
+
+/* Signal COMMAND's tree from the guard: its process group (or COMMAND), and every child of a
+ * living hilock but the guard (what the subreaper adopted: a stopped hilock reaps nothing, so
+ * those pids stay its children's). Reads /proc/PID/task/PID/children with open/read only (this
+ * child of a threaded process calls only async-signal-safe functions). */
+static void guard_signal(const guard_ctx *g, int sig, int hilock_alive)
+{
+    char file[64], buf[4096];
+    ssize_t n;
+    int fd;
+    kill(g->group ? -g->cmd : g->cmd, sig);
+    if (!hilock_alive) return;
+    snprintf(file, sizeof file, "/proc/%d/task/%d/children", (int)g->hilock, (int)g->hilock);
+    if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) return;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return;
+    buf[n] = '\0';
+    for (char *p = buf; *p;) {
+        long pid = 0;
+        while (*p == ' ') p++;
+        while (*p >= '0' && *p <= '9') pid = pid * 10 + (*p++ - '0');
+        if (*p && *p != ' ') break;
+        if (pid > 0 && pid != (long)getpid() && pid != (long)g->cmd &&
+            (!g->group || getpgid((pid_t)pid) != g->cmd))
+            kill((pid_t)pid, sig);
+    }
+}
+
+/* The guard's whole life (forked with every signal blocked; never returns). While hilock
+ * lives it waits in poll() for the next record, with a timeout: the time to act by is kept
+ * on its own clock, so a hilock that is stopped (SIGSTOP), hung or blocked (a stderr nobody
+ * reads) and renews nothing meanwhile still has COMMAND's tree stopped before the validity
+ * it last reported ends. When hilock dies (EOF) it waits -k, at the latest until the last
+ * kill time, for COMMAND's group to go, then SIGKILLs it. It acts first and writes after,
+ * and never blocks in a write (guard_say). */
+static void guard_main(int fd, const guard_ctx *g, guard_rec at, int64_t grace_ms)
+{
+    static const int quiet[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGCHLD,
+                                 SIGTSTP, SIGTTIN, SIGTTOU };
     struct sigaction sa;
     sigset_t none;
-    int64_t v, end, left;
-    ssize_t n;
-    /* signals meant for hilock or its group (Ctrl-C, kill -TERM -PGID) are not for us */
+    int64_t end, left;
+    int termed = 0, fired = 0;
+    /* signals meant for hilock or its group (Ctrl-C, Ctrl-Z, kill -TERM -PGID) are not for us,
+     * nor is a stop of hilock's group: the guard leads a group of its own (SIGTTOU ignored,
+     * so a message to the terminal from there never stops it) */
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = SIG_IGN;
     for (size_t i = 0; i < sizeof quiet / sizeof quiet[0]; i++) sigaction(quiet[i], &sa, NULL);
+    setpgid(0, 0);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     /* keep only the pipe and stderr: no copies of server sockets or of hilock's stdout */
@@ -1025,34 +1189,79 @@ static void guard_main(int fd, pid_t target, int64_t kill_by, int64_t grace_ms, 
     hl_plat_close_from(4);
     hl_plat_set_name("hilock-guard");   /* (async-signal-safe, as this child must be) */
     for (;;) {
+        struct pollfd p = { 3, POLLIN, 0 };
+        int64_t now = now_ms(), next = at.kill_at;
+        guard_rec v;
+        ssize_t n;
+        if (at.term_at != GUARD_DEAD_ONLY) {
+            if (at.term_at > 0 && !termed && now >= at.term_at) {
+                guard_signal(g, SIGTERM, 1);
+                termed = fired = 1;
+                guard_say(g->live_msg);
+            }
+            if (now >= at.kill_at) {   /* again every 20 ms: each death hands us the next level */
+                guard_signal(g, SIGKILL, 1);
+                if (!fired) guard_say(g->live_msg);
+                fired = 1;
+                next = now + 20;
+            } else if (at.term_at > 0 && !termed && at.term_at < next) {
+                next = at.term_at;
+            }
+            left = next - now;
+        } else {
+            left = -1;
+        }
+        if (poll(&p, 1, left < 0 ? -1 : left > 60000 ? 60000 : (int)left) <= 0) continue;
         while ((n = read(3, &v, sizeof v)) < 0 && errno == EINTR) {}
         if (n != (ssize_t)sizeof v) break;   /* EOF: hilock died */
-        if (v == 0) _exit(0);                /* COMMAND's tree is gone */
-        kill_by = v;
+        if (v.kill_at == 0) _exit(fired ? GUARD_FIRED_EXIT : 0);   /* COMMAND's tree is gone */
+        at = v;
     }
-    if (write(2, msg, strlen(msg)) < 0) { /* nowhere to say it */ }
-    /* hilock died: wait for COMMAND('s group) to go; SIGKILL it after -k, and at the latest
-     * when the lock's validity ends: from then on another client may hold the key */
+    /* hilock died (COMMAND got its death signal from the kernel): wait for COMMAND('s group)
+     * to go; SIGKILL it after -k, and at the latest when the lock's validity ends: from then
+     * on another client may hold the key */
     end = now_ms() + grace_ms;
-    if (grace_ms <= 0 || end > kill_by) end = kill_by;
+    if (grace_ms <= 0 || end > at.kill_at) end = at.kill_at;
     while ((left = end - now_ms()) > 0) {
-        if (kill(target, 0) < 0 && errno == ESRCH) _exit(0);
+        if (kill(g->group ? -g->cmd : g->cmd, 0) < 0 && errno == ESRCH) break;
         sleep_ms(left < 20 ? (long)left : 20);
     }
-    kill(target, SIGKILL);
+    if (left <= 0) guard_signal(g, SIGKILL, 0);
+    guard_say(g->died_msg);
     _exit(0);
+}
+
+/* How long before the validity's end the guard sends SIGTERM if hilock has not renewed: when
+ * hilock itself would declare the loss (backstop_ms), or twice the SIGKILL's lead if that is
+ * more (-L none has no margin), but no more than the third of the ttl a renewal on time leaves. */
+static int64_t guard_term_ms(const run_state *r)
+{
+    int64_t t = backstop_ms(r) > 2 * r->lead_ms ? backstop_ms(r) : 2 * r->lead_ms;
+    return t < r->o->ttl_ms / 3 ? t : r->o->ttl_ms / 3;
 }
 
 /* Fork the guard of COMMAND (pid cmd). Called with every signal blocked. 0 or errno. */
 static int start_guard(run_state *r, pid_t cmd)
 {
-    char msg[400], name[24];
+    static char died[400], live[400];
+    char name[24];
+    guard_ctx g;
+    guard_rec at;
     int p[2];
     if (hl_plat_pipe(p, O_CLOEXEC) < 0) return errno;
-    snprintf(msg, sizeof msg, "hilock: %.200s: hilock died while COMMAND ran (COMMAND got %s); "
+    snprintf(died, sizeof died, "hilock: %.200s: hilock died while COMMAND ran (COMMAND got %s); "
              "SIGKILL to COMMAND%s after -k, at the latest when the lock's validity ends\n",
              r->o->shown, signal_name(r->o->lost_sig ? r->o->lost_sig : SIGTERM, name, sizeof name),
              own_group ? "'s process group" : "");
+    snprintf(live, sizeof live, "hilock: %.200s: hilock renewed nothing in time (stopped, hung or blocked): "
+             "its guard sent SIGTERM to COMMAND's tree, SIGKILL before the lock's validity ends\n", r->o->shown);
+    g.hilock = getpid();
+    g.cmd = cmd;
+    g.group = own_group;
+    g.died_msg = died;
+    g.live_msg = live;
+    at.term_at = r->deadline - guard_term_ms(r);
+    at.kill_at = r->deadline - r->lead_ms;
     if ((r->guard = fork()) < 0) {
         int e = errno;
         close(p[0]);
@@ -1062,7 +1271,7 @@ static int start_guard(run_state *r, pid_t cmd)
     }
     if (r->guard == 0) {
         close(p[1]);
-        guard_main(p[0], own_group ? -cmd : cmd, r->deadline - r->lead_ms, r->o->kill_after_ms, msg);
+        guard_main(p[0], &g, at, r->o->kill_after_ms);
     }
     close(p[0]);
     /* a full pipe drops a record: the guard keeps an earlier time, which is safe */
@@ -1071,25 +1280,29 @@ static int start_guard(run_state *r, pid_t cmd)
     return 0;
 }
 
-/* Tell the guard when to kill at the latest (0: it may go). */
-static void tell_guard(const run_state *r, int64_t v)
+/* Tell the guard when to act at the latest (kill_at 0: it may go). */
+static void tell_guard(const run_state *r, int64_t term_at, int64_t kill_at)
 {
+    guard_rec v;
+    v.term_at = term_at;
+    v.kill_at = kill_at;
     if (r->guard && write(r->guard_fd, &v, sizeof v) < 0) { /* see start_guard */ }
 }
 
 /* COMMAND's tree is gone (COMMAND not yet reaped) or never ran: the guard may go. It exits
- * as soon as it reads the 0; one that has not within a second is stuck, and is killed: hilock's own exit
- * never waits on it unbounded. */
+ * as soon as it reads the 0 (GUARD_FIRED_EXIT if it had to signal the tree); one that has not
+ * within a second is stuck, and is killed: hilock's own exit never waits on it unbounded. */
 static void stop_guard(run_state *r)
 {
     int64_t end = now_ms() + 1000;
-    int gone = 0;
+    int gone = 0, st;
     pid_t w;
     if (!r->guard) return;
-    tell_guard(r, 0);
+    tell_guard(r, 0, 0);
     close(r->guard_fd);
     while (!gone && now_ms() < end) {
-        w = waitpid(r->guard, NULL, WNOHANG);
+        w = waitpid(r->guard, &st, WNOHANG);
+        if (w == r->guard && WIFEXITED(st) && WEXITSTATUS(st) == GUARD_FIRED_EXIT) r->guard_fired = 1;
         if (w == r->guard || (w < 0 && errno != EINTR)) gone = 1;   /* reaped (ECHILD: already) */
         else sleep_ms(5);
     }
@@ -1257,8 +1470,8 @@ static size_t others(const run_state *r, pid_t *out)
     size_t k = 0;
     static int warned;
     if (n < 0 && !warned++)
-        fprintf(stderr, "hilock: cannot list hilock's children (%s): COMMAND's orphans are not "
-                "waited for nor killed\n", strerror(errno));
+        sayf("hilock: cannot list hilock's children (%s): COMMAND's orphans are not waited for nor killed\n",
+             strerror(errno));
     for (long i = 0; i < n; i++)
         if (all[i] != r->child && all[i] != r->guard) out[k++] = all[i];
     return k;
@@ -1318,47 +1531,92 @@ static void kill_tree(run_state *r)
     } while (now_ms() < end);
 }
 
-/* A signal hilock was sent: to COMMAND while it runs, then to what it left running. */
-static void pass_on(const run_state *r, int sig)
+/* The signals that stop a run: sent to hilock, they go to COMMAND's whole tree, SIGKILL
+ * follows after -k, and hilock exits 128+N once the tree is gone (the lock released). */
+static int stops_run(int sig)
 {
-    if (r->cmd_done) signal_tree(r, sig);
-    else kill(r->child, sig);
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
 }
 
-/* The lock's validity as last granted: the guard learns of each renewal (it kills by it).
- * It only grows: a lock found gone (NOT_HELD: deleted, taken) keeps the end it was granted,
- * and COMMAND its -k to stop, up to then. */
+/* The latest time to SIGKILL the tree after a loss: the validity's end less the lead. */
+static int64_t last_kill_at(const run_state *r)
+{
+    return r->deadline - r->lead_ms;
+}
+
+static void kill_by(run_state *r, int64_t t)
+{
+    if (r->kill_at < 0 || t < r->kill_at) r->kill_at = t;
+}
+
+/* A signal hilock was sent. TERM, INT, HUP, QUIT: to COMMAND's whole tree (as a lost lock
+ * is), then SIGKILL after -k (-k 0: none; the lock is still held and renewed meanwhile).
+ * USR1, USR2: to COMMAND while it runs, then to what it left running. */
+static void pass_on(run_state *r, int sig)
+{
+    if (stops_run(sig)) {
+        signal_tree(r, sig);
+        if (!r->stop_sig) {
+            r->stop_sig = sig;
+            if (r->o->kill_after_ms > 0) kill_by(r, now_ms() + r->o->kill_after_ms);
+        }
+    } else if (r->cmd_done) {
+        signal_tree(r, sig);
+    } else {
+        kill(r->child, sig);
+    }
+}
+
+/* The lock's validity as last granted: the guard learns of each renewal (it acts by it,
+ * should hilock be stopped or hung). It only grows: a lock found gone (NOT_HELD: deleted,
+ * taken) keeps the end it was granted, and COMMAND its -k to stop, up to then. */
 static void refresh_deadline(run_state *r)
 {
     int64_t d = now_ms() + hilock_validity_ms(r->l);
     if (d > r->deadline + 2) {   /* (ms rounding: not for a 1 ms wobble) */
         r->deadline = d;
-        tell_guard(r, d - r->lead_ms);
+        if (!r->lost) tell_guard(r, d - guard_term_ms(r), d - r->lead_ms);
     }
 }
 
-/* The lock is lost: say why, and signal COMMAND's tree as -L says; SIGKILL follows after -k,
- * and at the latest when the lock's validity ends, whatever -k says. */
+/* The lock is lost: signal COMMAND's tree as -L says (SIGKILL follows after -k, and at the
+ * latest when the lock's validity ends, whatever -k says), tell the guard, and only then say
+ * why: the message may find stderr full (it is dropped then, never waited for). */
 static void lost(run_state *r, hilock_status why, const char *detail)
 {
     const cli *o = r->o;
     char name[24];
-    int64_t now = now_ms();
+    int64_t now = now_ms(), left;
+    msg m;
+    FILE *f;
     r->lost = 1;
     r->renew_at = -1;
     refresh_deadline(r);
-    fprintf(stderr, "hilock: %s: lock lost: ", o->shown);
-    print_detail(o, *detail ? detail : hilock_strerror(why));
-    if (!o->lost_sig || r->child <= 0) {
-        fputs(r->child > 0 ? "; COMMAND keeps running\n" : "\n", stderr);
-        return;
+    if (o->lost_sig && r->child > 0) {
+        kill_by(r, o->lost_sig == SIGKILL ? now
+                   : o->kill_after_ms > 0 && now + o->kill_after_ms < last_kill_at(r)
+                   ? now + o->kill_after_ms : last_kill_at(r));
+        signal_tree(r, o->lost_sig);
+        tell_guard(r, GUARD_NO_TERM, last_kill_at(r));
+    } else if (r->child > 0) {
+        tell_guard(r, GUARD_DEAD_ONLY, last_kill_at(r));   /* -L none: COMMAND keeps running */
     }
-    r->kill_at = o->lost_sig == SIGKILL ? now
-               : o->kill_after_ms > 0 && now + o->kill_after_ms < r->deadline - r->lead_ms
-                 ? now + o->kill_after_ms : r->deadline - r->lead_ms;
-    fprintf(stderr, "; sending %s to COMMAND, SIGKILL in %lld ms\n",
-            signal_name(o->lost_sig, name, sizeof name), (long long)(r->kill_at - now));
-    signal_tree(r, o->lost_sig);
+    f = msg_begin(&m);
+    fprintf(f, "hilock: %s: lock lost: ", o->shown);
+    print_detail(f, o, *detail ? detail : hilock_strerror(why));
+    if (!o->lost_sig || r->child <= 0) {
+        fputs(r->child > 0 ? "; COMMAND keeps running\n" : "\n", f);
+    } else {
+        left = r->kill_at - now;
+        fprintf(f, "; sent %s to COMMAND", signal_name(o->lost_sig, name, sizeof name));
+        if (o->lost_sig != SIGKILL) {
+            if (left > 0) fprintf(f, ", SIGKILL in %lld ms\n", (long long)left);
+            else fputs(", SIGKILL now (the validity is used up)\n", f);
+        } else {
+            fputc('\n', f);
+        }
+    }
+    msg_end(&m);
 }
 
 /* Errors a later renewal may not see (as hilock_keepalive treats them). */
@@ -1367,8 +1625,6 @@ static int transient(hilock_status st)
     return st == HILOCK_EIO || st == HILOCK_ETIMEDOUT || st == HILOCK_ENOQUORUM ||
            st == HILOCK_EREPLICAS;
 }
-
-static int64_t backstop_ms(const run_state *r);
 
 /* Renewal of a lock hilock_keepalive does not take (legacy, bridge), on this thread, which
  * has nothing else to do with the client: every third of the ttl, retrying passing errors
@@ -1400,12 +1656,12 @@ static void drain(run_state *r)
     unsigned char rec[2];
     while (read(pipe_fd[0], rec, 2) == 2) {
         if (rec[0] == REC_SIGNAL && rec[1] != SIGCHLD && r->child > 0) {
+            pass_on(r, rec[1]);   /* (first: the message may not get out) */
             if (r->o->verbose) {
                 char name[24];
-                fprintf(stderr, "hilock: %s: passing %s to COMMAND%s\n", r->o->shown,
-                        signal_name(rec[1], name, sizeof name), r->cmd_done ? "'s remaining processes" : "");
+                sayf("hilock: %s: passed %s to COMMAND%s\n", r->o->shown, signal_name(rec[1], name, sizeof name),
+                     stops_run(rec[1]) ? "'s tree" : r->cmd_done ? "'s remaining processes" : "");
             }
-            pass_on(r, rec[1]);
         }
         else if (rec[0] == REC_LOST && !r->lost)
             lost(r, (hilock_status)rec[1], hilock_keepalive_errmsg(r->l));
@@ -1460,8 +1716,8 @@ static int supervise(run_state *r)
             return status;
         }
         if (done && !was_done && r->o->verbose)
-            fprintf(stderr, "hilock: %s: COMMAND exited; holding the lock until the %zu processes "
-                    "it left have ended\n", r->o->shown, left);
+            sayf("hilock: %s: COMMAND exited; holding the lock until the %zu processes it left have ended\n",
+                 r->o->shown, left);
         if (!r->lost) refresh_deadline(r);
         if (!r->lost && now_ms() >= r->deadline - backstop_ms(r)) {
             char why[120];
@@ -1471,9 +1727,9 @@ static int supervise(run_state *r)
         }
         if (r->kill_at >= 0 && now_ms() >= r->kill_at) {
             if (!r->killed) {
-                fprintf(stderr, "hilock: %s: COMMAND still running: sending SIGKILL to %s\n", r->o->shown,
-                        own_group ? "its process group and what it left" : "it and what it left");
                 kill_tree(r);
+                sayf("hilock: %s: COMMAND still running: sent SIGKILL to %s\n", r->o->shown,
+                     own_group ? "its process group and what it left" : "it and what it left");
             } else {
                 signal_tree(r, SIGKILL);   /* what kill_tree's bound left (stuck in the kernel) */
             }
@@ -1501,6 +1757,11 @@ static int finish(run_state *r, int status)
     hilock_status st = hilock_release(r->l);
     r->child = 0;
     drain(r);   /* a loss reported while COMMAND was exiting */
+    if (r->guard_fired && !r->lost) {   /* hilock was stopped or hung past the time to renew */
+        sayf("hilock: %s: the guard stopped COMMAND's tree: hilock renewed nothing in time (stopped, hung or "
+             "blocked)%s\n", o->shown, st == HILOCK_OK ? "; the lock was still held and is released" : "");
+        return EXIT_LOST;
+    }
     if (r->lost) return EXIT_LOST;   /* already reported */
     if (st == HILOCK_NOT_HELD || st == HILOCK_LOST) {
         print_error("lock lost before COMMAND ended:", o, hilock_client_errmsg(r->c));
@@ -1509,7 +1770,8 @@ static int finish(run_state *r, int status)
     if (st != HILOCK_OK)   /* the key will expire by its ttl; COMMAND's result stands */
         print_error("release", o, hilock_client_errmsg(r->c));
     else if (o->verbose)
-        fprintf(stderr, "hilock: %s released\n", o->shown);
+        sayf("hilock: %s released\n", o->shown);
+    if (r->stop_sig) return 128 + r->stop_sig;   /* as a shell killed by it reports */
     return exit_status_of(status);
 }
 
@@ -1549,15 +1811,14 @@ static int run(const cli *o, hilock_client *c, hilock *l)
     }
     /* COMMAND's orphans become ours, so the lock outlives none of them (see others()) */
     if ((err = hl_plat_subreaper()) != 0)
-        fprintf(stderr, "hilock: cannot become a child subreaper (COMMAND's orphans are not "
-                "waited for): %s\n", strerror(err));
+        sayf("hilock: cannot become a child subreaper (COMMAND's orphans are not waited for): %s\n", strerror(err));
     if (install_handlers() < 0) {
         perror("hilock: sigaction");
         hilock_release(l);
         return EXIT_OSERR;
     }
     if ((err = spawn(&r)) != 0) {
-        fprintf(stderr, "hilock: %s: %s\n", o->cmd[0], strerror(err));
+        sayf("hilock: %s: %s\n", o->cmd[0], strerror(err));
         hilock_release(l);
         return err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
     }
@@ -1584,6 +1845,7 @@ int main(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         rc = acquire(&o, &c, &l);
         if (rc < 0) rc = run(&o, c, l);
+        say_dropped();
     }
     hilock_free(l);
     hilock_client_free(c);
