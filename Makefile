@@ -78,7 +78,8 @@ INSTALL_EXTRA += install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 && \
   install -m 755 $(CLI_BIN) $(DESTDIR)$(BINDIR)/hilock && \
   install -m 644 $(B)/man/hilock.1 $(DESTDIR)$(MANDIR)/man1/hilock.1 || exit 1;
 
-# The C++ wrapper (include/hilock.hpp) exercised by tests/test_cxx.c, built with g++ -std=c++17.
+# The C++ wrapper (include/hilock.hpp) exercised by tests/test_cxx.c, built with g++ -std=c++20
+# (lock(std::stop_token) too; tests/abi/headers.sh compiles the headers as C++14 and C++17).
 CXX       ?= g++
 CXX_TEST  := $(B)/tests/cxx_lock
 EXTRA_TEST_BINS += $(CXX_TEST)
@@ -216,7 +217,7 @@ $(B)/tests/readme_async: $(B)/tests/readme_async.c $(HEADERS) include/hilock_lib
 
 $(CXX_TEST): tests/cxx_lock.cpp $(HEADERS) $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CXX) -std=c++17 -Wall -Wextra -Werror -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a \
+	$(CXX) -std=c++20 -Wall -Wextra -Werror -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a \
 	  $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 
 deps:

@@ -97,7 +97,8 @@ typedef enum hilock_status {
                            "reply too large" past the limits (README: 8192 elements, 64 KiB)  */
     HILOCK_EREPLICAS,   /* fewer replicas acknowledged than min_replicas; the lock was undone   */
     HILOCK_ENOQUORUM,   /* Redlock: too few masters answered to decide                          */
-    HILOCK_ENOMEM
+    HILOCK_ENOMEM,
+    HILOCK_ECANCELED    /* hilock_cancel ended the call; nothing is held by it (since 0.5.0)  */
 } hilock_status;
 
 /* wait_ms value for hilock_acquire: wait as long as it takes. (INT64_C, not a cast: the same
@@ -403,6 +404,30 @@ HILOCK_API const char *hilock_client_errmsg(const hilock_client *c);
  * it are freed (locks keep their client alive, so freeing in either order is safe).
  * Does no network I/O. NULL-safe. */
 HILOCK_API void hilock_client_free(hilock_client *c);
+
+/* Cancel the blocking call in progress on c: the way a daemon stops a thread that waits in
+ * hilock_acquire(..., HILOCK_WAIT_FOREVER, ...) when it is told to shut down.
+ *   - Safe from any thread and from a signal handler (async-signal-safe: an atomic counter and
+ *     one write(2) to a pipe the client made; errno is kept). NULL-safe. Not after, nor while,
+ *     c is freed.
+ *   - The call in progress on c -- waiting between attempts, or in a round trip that a stalled
+ *     server does not answer -- returns HILOCK_ECANCELED within about 50 ms (a round trip
+ *     being written or read is cut short; its connection is closed). hilock_client_errmsg
+ *     says "cancelled". A call that had its answer already returns it.
+ *   - A cancel made while no call is in progress is kept for the next acquire (any kind):
+ *     it returns ECANCELED at once, having sent nothing. So a shutdown handler that sets its
+ *     flag and cancels just before the thread starts to wait is not lost. release, extend,
+ *     check and inspect answer only a cancel made while they run.
+ *   - A call that answers a cancel consumes every cancel made before it: the client works
+ *     for the next call as before.
+ *   - Nothing is left held: an acquire cancelled after its command was written (its fate
+ *     unknown) has its value deleted, by token, first thing on the next round trip to that
+ *     server (as after ETIMEDOUT); a grant that did land is given back before it returns.
+ *     A lock already held is not touched: release it, or let its ttl end.
+ *   - A keepalive (hilock_keepalive) runs on a client of its own: a cancel of c does not
+ *     stop it. An event loop's client: not supported (a no-op; end its calls with
+ *     hilock_free or hilock_client_free). */
+HILOCK_API void hilock_cancel(hilock_client *c);
 
 /* ---- Lock ------------------------------------------------------------------------------ */
 

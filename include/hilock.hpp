@@ -102,6 +102,11 @@
 #include <string>
 #include <utility>
 #include <vector>
+#if __cplusplus >= 202002L && defined(__has_include)
+#if __has_include(<stop_token>)
+#include <stop_token>   /* mutex::lock(std::stop_token) */
+#endif
+#endif
 
 #include "hilock.h"
 #include "hilock_observe.h"
@@ -218,6 +223,9 @@ public:
 
     hilock_client *get() const noexcept { return c_; }   /* nullptr once moved from */
     std::string errmsg() const { return hilock_client_errmsg(c_); }
+    /* hilock_cancel: the blocking call in progress on this client (or its next acquire) ends
+     * with error HILOCK_ECANCELED. From any thread or a signal handler. */
+    void cancel() noexcept { hilock_cancel(c_); }
 
     /* The observer (hilock_set_observer): f(const hilock_event &) is called with each event of
      * this client -- a copyable callable (it is kept in a std::function, so a move-only one,
@@ -330,6 +338,17 @@ public:
      * client's timeouts when a server fails. Throws error on any failure (EIO, ETIMEDOUT,
      * ENOQUORUM...), and EINVAL if this object already holds the lock. */
     void lock() { (void)acquire(HILOCK_WAIT_FOREVER, "lock"); }
+
+#ifdef __cpp_lib_jthread
+    /* lock(), until st is asked to stop (a std::jthread's): then the wait ends, through
+     * hilock_cancel on the client, with error HILOCK_ECANCELED thrown (at once when the stop
+     * was asked before). The client is cancelled, not this mutex: one wait per client. */
+    void lock(std::stop_token st)
+    {
+        std::stop_callback cb(st, [this]() noexcept { hilock_cancel(c_); });
+        (void)acquire(HILOCK_WAIT_FOREVER, "lock");
+    }
+#endif
 
     /* One attempt: true if granted, false if someone else holds it. Throws on errors. */
     bool try_lock() { return acquire(0, "try_lock"); }

@@ -705,6 +705,43 @@ static int observe(const char *url)
     return 0;
 }
 
+// A waiting lock() ended from another thread: client::cancel(), and (C++20) a std::jthread's
+// stop request through lock(std::stop_token). Both throw error ECANCELED; nothing is held.
+static void cancel_ends_a_wait(const char *url)
+{
+    client h(url), c(url);
+    mutex held(h, "cxx:cancel", 30s);
+    held.lock();
+    {
+        mutex m(c, "cxx:cancel", 30s);
+        std::thread t([&c] {
+            std::this_thread::sleep_for(300ms);
+            c.cancel();
+        });
+        std::string why = expect_error(HILOCK_ECANCELED, [&] { m.lock(); });
+        t.join();
+        CHECK(why.find("cancelled") != std::string::npos);
+        CHECK(!m.owns_lock());
+    }
+#ifdef __cpp_lib_jthread
+    {
+        mutex m(c, "cxx:cancel", 30s);
+        std::jthread t([&m](std::stop_token st) {
+            expect_error(HILOCK_ECANCELED, [&] { m.lock(st); });
+        });
+        std::this_thread::sleep_for(300ms);
+        t.request_stop();
+        t.join();
+        CHECK(!m.owns_lock());
+    }
+    ok("cancel (client::cancel, std::stop_token)");
+#else
+    ok("cancel (client::cancel)");
+#endif
+    held.unlock();
+    CHECK(int_cmd(url, "EXISTS", "cxx:cancel") == 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && std::strcmp(argv[3], "lost-default") == 0) return lost_default(argv[1]);
@@ -726,6 +763,7 @@ int main(int argc, char **argv)
         told_loss_is_not_reported_again(argv[1]);
         keepalive(argv[1]);
         threads_serialize(argv[1]);
+        cancel_ends_a_wait(argv[1]);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "unexpected exception: %s\n", e.what());
         return 1;

@@ -61,7 +61,7 @@ Test(cxx, the_raii_wrapper_meets_lockable_and_leaves_nothing_held, .timeout = 12
 {
     static const char *const keys[] = { "cxx:busy", "cxx:g1", "cxx:g2", "cxx:raii", "cxx:other", "cxx:err",
                                         "cxx:exp", "cxx:ka", "cxx:counter", "cxx:thrown", "cxx:lost",
-                                        "cxx:lost2", "cxx:told", "cxx:told2" };
+                                        "cxx:lost2", "cxx:told", "cxx:told2", "cxx:cancel" };
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
     /* every grant was released: by unlock, a guard, a move, or a destructor during unwinding */

@@ -170,6 +170,7 @@ const char *hilock_strerror(hilock_status s)
     case HILOCK_EREPLICAS:  return "too few replicas acknowledged; the lock was undone";
     case HILOCK_ENOQUORUM:  return "too few masters answered to decide";
     case HILOCK_ENOMEM:     return "out of memory";
+    case HILOCK_ECANCELED:  return "cancelled";
     }
     return "unknown status";
 }

@@ -22,6 +22,7 @@
 
 #include "engine.h"
 #include "transport.h"
+#include "platform.h"
 
 /* ---- commands ---- */
 
@@ -971,7 +972,8 @@ static int direct_wait_ms(const hl_node *n, const pending *p, int64_t left_us)
 {
     int64_t ms = (left_us / 1000 * 8 / 9 / DIRECT_STEP_MS - 1) * DIRECT_STEP_MS;
     if (!n->conn->io.ops->read_wait || n->conn->connecting || !p->wdone || ms < DIRECT_STEP_MS) return 0;
-    return ms > 60000 ? 60000 : (int)ms;
+    /* a read that waits does not see hilock_cancel's pipe: it looks again after this long */
+    return ms > HL_CANCEL_STEP_US / 1000 ? HL_CANCEL_STEP_US / 1000 : (int)ms;
 }
 
 static void abandon(hl_node *n, pending *p)
@@ -1009,8 +1011,8 @@ typedef struct pass {
     uint32_t       ok;         /* nodes done with HILOCK_OK */
     deadlines      dl;
     pending        p[HL_MAX_NODES];
-    struct pollfd  fds[HL_MAX_NODES];
-    int            map[HL_MAX_NODES];   /* fds[j] is node map[j]'s */
+    struct pollfd  fds[HL_MAX_NODES + 1];   /* + hilock_cancel's pipe, last */
+    int            map[HL_MAX_NODES];       /* fds[j] is node map[j]'s (j < nfds) */
     int            nfds;
 } pass;
 
@@ -1080,11 +1082,16 @@ static int poll_nodes(pass *s, int *direct, int *rc)
 {
     hilock_client *c = s->c;
     int64_t now = hl_now_us(), first = INT64_MAX, wait_ms;
+    int cancel_fd, cancelled = c->cancel && hl_cancel_due(c->cancel);
     s->nfds = 0;
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
         pending *p = &s->p[i];
         if (!p->active) continue;
+        if (cancelled) {   /* (its connection closed: a reply may still come) */
+            finish(n, p, HILOCK_ECANCELED, "wait", "cancelled (hilock_cancel)");
+            continue;
+        }
         if (now >= p->deadline) {
             finish(n, p, HILOCK_ETIMEDOUT,
                    n->conn->connecting ? n->conn->io.ops->timeout_error(&n->conn->io) : "read",
@@ -1102,8 +1109,24 @@ static int poll_nodes(pass *s, int *direct, int *rc)
     wait_ms = (first - now + 999) / 1000;
     *direct = s->nfds == 1 ? direct_wait_ms(&c->nodes[s->map[0]], &s->p[s->map[0]], first - now) : 0;
     *rc = 1;
-    if (*direct) s->fds[0].revents = POLLIN;   /* the read waits */
-    else *rc = poll(s->fds, (nfds_t)s->nfds, wait_ms > 60000 ? 60000 : (int)wait_ms);
+    if (*direct) {
+        s->fds[0].revents = POLLIN;   /* the read waits */
+    } else if (!c->cancel) {
+        *rc = poll(s->fds, (nfds_t)s->nfds, wait_ms > 60000 ? 60000 : (int)wait_ms);
+    } else if ((cancel_fd = hl_cancel_fd(c->cancel)) >= 0) {
+        struct pollfd *k = &s->fds[s->nfds];
+        k->fd = cancel_fd;
+        k->events = POLLIN;
+        k->revents = 0;
+        *rc = poll(s->fds, (nfds_t)s->nfds + 1, wait_ms > 60000 ? 60000 : (int)wait_ms);
+        if (*rc > 0 && k->revents) {   /* (the next pass reads the counter) */
+            (*rc)--;
+            hl_cancel_settle(c->cancel);
+        }
+    } else {   /* no pipe (out of descriptors): look at the counter every HL_CANCEL_STEP_US */
+        if (wait_ms > HL_CANCEL_STEP_US / 1000) wait_ms = HL_CANCEL_STEP_US / 1000;
+        *rc = poll(s->fds, (nfds_t)s->nfds, (int)wait_ms);
+    }
     if (*rc < 0 && errno != EINTR) {
         for (int j = 0; j < s->nfds; j++)
             finish(&c->nodes[s->map[j]], &s->p[s->map[j]], HILOCK_EIO, "poll", strerror(errno));
@@ -1201,6 +1224,15 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
     int64_t now = hl_now_us();
     hl_buf *b = &c->obuf;
     assert(c->nnodes <= HL_MAX_NODES && ncmd >= 0 && ncmd <= HL_MAX_CMDS);   /* masks, reply[] */
+    if (c->cancel && hl_cancel_due(c->cancel)) {   /* cancelled before it began: nothing sent */
+        for (size_t i = 0; i < c->nnodes; i++)
+            if (mask & (1u << i)) {
+                reset_node(&c->nodes[i]);
+                hl_node_set_err(&c->nodes[i], HILOCK_ECANCELED, "wait", "cancelled (hilock_cancel)");
+            }
+        *io_dl_out = now;
+        return 0;
+    }
     bounds(c, now, &s.dl);
     for (size_t i = 0; i < c->nnodes; i++) {
         if (!(mask & (1u << i))) continue;
@@ -1273,6 +1305,7 @@ uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int nc
 void hl_pause_until(hilock_client *c, int64_t until_us)
 {
     if (c->runner) c->runner->pause_until(c, until_us);
+    else if (c->cancel) hl_cancel_sleep_until(c->cancel, until_us);
     else hl_plat_sleep_until(until_us);
 }
 

@@ -4,7 +4,7 @@
  * May call: transport resp base platform
  *
  * engine.h -- the engine (engine.c): pipelines of commands executed on nodes; the client's
- * error text (error.c).
+ * error text (error.c); hilock_cancel's state (cancel.c).
  *
  * Owns: commands and their RESP encoding, nodes and their connections (handshake, undos,
  * deadlines, the poll loop), the client's node table. May call: the transport (transport.h,
@@ -163,6 +163,35 @@ typedef struct hl_runner {
     void (*close_node)(hilock_client *c, size_t i, const char *why);
 } hl_runner;
 
+/* ---- hilock_cancel (cancel.c): the state of one client's cancels ---- */
+typedef struct hl_cancel {
+    unsigned asked;   /* atomic: hilock_cancel calls so far (any thread, a signal handler)   */
+    unsigned done;    /* cancels answered by a call's HILOCK_ECANCELED (the client's thread) */
+    unsigned from;    /* the call in progress answers the cancels asked after this count     */
+    int      hit;     /* the call in progress was cancelled (hl_cancel_due said 1)           */
+    int      rd, wr;  /* the wake-up pipe (wr atomic); -1 until a call first waits           */
+} hl_cancel;
+/* A cancelled wait notices within this, also where it cannot poll the pipe (a direct read). */
+#define HL_CANCEL_STEP_US 40000
+void hl_cancel_init(hl_cancel *k);
+void hl_cancel_free(hl_cancel *k);
+/* hilock_cancel's whole work: async-signal-safe. */
+void hl_cancel_ask(hl_cancel *k);
+/* A public call starts (hl_enter): it answers the cancels asked from now on; an acquire also
+ * answers those asked since the last answered one (hl_cancel_pending). */
+void hl_cancel_enter(hl_cancel *k);
+void hl_cancel_pending(hl_cancel *k);
+/* 1 if the call in progress is cancelled now: the cancel is consumed (hit set), the pipe
+ * emptied. Read before every wait. */
+int  hl_cancel_due(hl_cancel *k);
+/* The pipe was readable: empty it if its bytes are of cancels this call does not answer (so
+ * poll() does not wake again for them); else leave it for the next hl_cancel_due. */
+void hl_cancel_settle(hl_cancel *k);
+/* The pipe's read end for poll() (made on first use), or -1 if none could be made. */
+int  hl_cancel_fd(hl_cancel *k);
+/* Sleep until until_us unless cancelled first: 1 if cancelled (hl_cancel_due), 0 at the time. */
+int  hl_cancel_sleep_until(hl_cancel *k, int64_t until_us);
+
 struct hilock_client {
     int            refs;         /* atomic: the user's reference + one per live lock */
     hilock_options opt;          /* deep copy: servers point into owned strings */
@@ -186,6 +215,9 @@ struct hilock_client {
     struct hl_loop *loop;        /* the runner's state (async.c) */
     int            cancelled;    /* the loop's calls are being ended (client freed): lock.c's
                                     acquire loop stops retrying */
+    hl_cancel     *cancel;       /* hilock_cancel's state, read by the waits: &cancel_own, or
+                                    a topology's private client's owner's (NULL: none) */
+    hl_cancel      cancel_own;
     /* lock.c: its live locks (not re-entrant: live_enter), in lists by a hash of the key, so
      * a client holding thousands of locks looks at a few; a mutex, as hilock_free may run
      * on another thread than the one using the client (hilock.h) */

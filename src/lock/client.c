@@ -74,15 +74,35 @@ hilock_status hl_enter(hilock_client *c, int *took)
             return HILOCK_EINVAL;
         }
         *took = 1;
+        hl_cancel_enter(c->cancel);
     }
     if (refused_serial == c->serial) refused_serial = 0;
     return HILOCK_OK;
 }
 
+/* A call whose wait or round trip a cancel cut short ends ECANCELED, saying so; one that
+ * ended OK all the same (the cancel came after what mattered) stays OK. */
+static hilock_status cancel_verdict(hilock_client *c, hilock_status st)
+{
+    char was[HL_ERRMSG_MAX];
+    c->cancel->hit = 0;
+    if (st == HILOCK_OK || st == HILOCK_ECANCELED) return st;
+    memcpy(was, c->errmsg, sizeof was);
+    if (strstr(was, "cancelled")) return hl_fail(c, HILOCK_ECANCELED, "%s", was);
+    return hl_fail(c, HILOCK_ECANCELED, "cancelled (hilock_cancel)%s%.*s", was[0] ? ": " : "",
+                   (int)sizeof was - 40, was);
+}
+
 hilock_status hl_leave(hilock_client *c, int took, hilock_status st)
 {
+    if (took && c->cancel->hit) st = cancel_verdict(c, st);
     if (took) __atomic_store_n(&c->owner, idle_owner(c, (uintptr_t)&refused_serial), __ATOMIC_RELEASE);
     return st;
+}
+
+void hilock_cancel(hilock_client *c)
+{
+    if (c) hl_cancel_ask(c->cancel);
 }
 
 /* hilock_client_free's way in: as hl_enter, but a loop's client that no thread is inside
@@ -243,6 +263,7 @@ static void client_destroy(hilock_client *c)
     free((char *)c->opt.tls_key_file);
     free((char *)c->opt.tls_server_name);
     pthread_mutex_destroy(&c->live_mu);
+    hl_cancel_free(&c->cancel_own);
     free(c);
 }
 
@@ -363,6 +384,7 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
             return config_fail(HILOCK_EINVAL, "server %zu of %zu is NULL", i + 1, o->nservers);
 
     if (!(c = calloc(1, sizeof *c))) return config_fail(HILOCK_ENOMEM, "out of memory");
+    hl_cancel_init(c->cancel = &c->cancel_own);
     pthread_mutex_init(&c->live_mu, NULL);
     c->refs = 1;
     c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);

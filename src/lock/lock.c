@@ -718,6 +718,13 @@ static void acquire_end(hilock *l, hilock_status st, int64_t start, long attempt
                   st, start, now, attempts, woken);
 }
 
+/* hilock_cancel ended the acquire (its wait, or an attempt's round trip). */
+static hilock_status cancelled(hilock *l, long attempts)
+{
+    return hl_fail(l->c, HILOCK_ECANCELED, "%s: cancelled (hilock_cancel) after %ld attempt%s; nothing held",
+                   l->shown, attempts, attempts == 1 ? "" : "s");
+}
+
 /* Errors that a later attempt can cure (a server coming back); the rest end the wait. */
 static int retryable(hilock_status st)
 {
@@ -767,6 +774,8 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
         return st;
     }
 
+    if (!c->runner) hl_cancel_pending(c->cancel);   /* (hilock.h, hilock_cancel: a shutdown's
+                                                        cancel just before the wait is not lost) */
     start = hl_now_us();
     if (HL_OBSERVED(c)) acquire_event(l, HILOCK_EVENT_ACQUIRE_START, HILOCK_OK, start, start, 0, 0);
     /* a wait too long to count in microseconds is as good as forever (and must not overflow) */
@@ -783,6 +792,10 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
             *out = l;
             return st;
         }
+        if (c->cancel->hit) {   /* (a write of unknown fate is undone on the next contact) */
+            st = cancelled(l, attempts);
+            break;
+        }
         if (st == HILOCK_BUSY && HL_OBSERVED(c))
             acquire_event(l, HILOCK_EVENT_ACQUIRE_BUSY, st, start, hl_now_us(), attempts, 0);
         /* the kind judged the value found expired and replaceable (legacy: a stamp that has
@@ -797,6 +810,10 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
             break;
         retake = 0;
         woken = hl_wait_turn(l, hint, deadline);
+        if (c->cancel->hit) {
+            st = cancelled(l, attempts);
+            break;
+        }
     }
     acquire_end(l, st, start, attempts, 0);
     if (kind->give_up) kind->give_up(l, hard);

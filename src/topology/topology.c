@@ -701,6 +701,7 @@ int hl_topo_private_init(hilock_client *sc, const hilock_client *c, const hl_nod
     sc->opt.servers = NULL;
     sc->opt.nservers = 0;
     sc->quorum = 1;
+    sc->cancel = c->cancel;   /* a cancel of the call ends its helpers' round trips too */
     if (!(sc->nodes = calloc(count, sizeof *sc->nodes))) return -1;
     for (size_t k = 0; k < count; k++) {
         hl_node *s = &sc->nodes[k];

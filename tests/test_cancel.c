@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_cancel.c -- hilock_cancel (hilock.h): a blocking call ended from another thread or a
+ * signal handler, during a wait and during a round trip a stalled server does not answer;
+ * HILOCK_ECANCELED, the client working for the next call, nothing of ours left on the server.
+ * Real redis-server. Times here are generous bounds proving "does not hang", never speed. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture.h"
+#include "hilock.h"
+
+/* A cancelled call ends within about 50 ms (hilock.h); 3 s proves it ended by the cancel,
+ * not by a wait of its own (HILOCK_WAIT_FOREVER, or a 30 s io timeout), on any machine. */
+#define ENDS_WITHIN_MS 3000
+
+static hilock_client *client(const char *url, int64_t io_ms)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.io_timeout_ms = o.connect_timeout_ms = io_ms;
+    o.retry_delay_ms = 20;
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+typedef struct waiter {
+    hilock_client *c;
+    const char    *key;
+    int64_t        wait_ms;
+    hilock        *l;
+    hilock_status  st;
+    long long      ended;   /* hlt_now_ms() when the call returned */
+    char           msg[512];
+    volatile int   started;
+} waiter;
+
+static void *acquire_main(void *arg)
+{
+    waiter *w = arg;
+    w->started = 1;
+    w->st = hilock_acquire(w->c, w->key, 30000, w->wait_ms, &w->l);
+    w->ended = hlt_now_ms();
+    snprintf(w->msg, sizeof w->msg, "%s", hilock_client_errmsg(w->c));
+    return NULL;
+}
+
+static void start(waiter *w, pthread_t *th)
+{
+    cr_assert_eq(pthread_create(th, NULL, acquire_main, w), 0);
+    while (!w->started) hlt_sleep_ms(1);
+}
+
+/* The waiter is inside its wait: its BUSY attempts have marked the key awaited. */
+static void until_waiting(hlt_redis *r)
+{
+    long long end = hlt_now_ms() + 10000;
+    while (!hlt_exists(r, "{k}:waiters") && hlt_now_ms() < end) hlt_sleep_ms(5);
+    cr_assert(hlt_exists(r, "{k}:waiters"), "the waiter never waited");
+    hlt_sleep_ms(100);   /* (and now in its BLPOP or its pause, not between them) */
+}
+
+static void assert_cancelled(const waiter *w, long long cancelled_at)
+{
+    cr_assert_eq(w->st, HILOCK_ECANCELED, "%s: %s", hilock_strerror(w->st), w->msg);
+    cr_assert_null(w->l);
+    cr_assert(strstr(w->msg, "cancelled"), "errmsg: %s", w->msg);
+    cr_assert_lt(w->ended - cancelled_at, ENDS_WITHIN_MS, "ended %lld ms after the cancel",
+                 w->ended - cancelled_at);
+    cr_assert_str_eq(hilock_strerror(HILOCK_ECANCELED), "cancelled");
+}
+
+/* After a cancel the client works: it takes the key once the holder lets go; its value is
+ * on the server (read with a connection of our own). */
+static void assert_works_after(hlt_redis *r, hilock_client *c, hilock *holder)
+{
+    hilock *l = NULL;
+    char *v;
+    if (holder) cr_assert_eq(hilock_release(holder), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "k", 30000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_str_eq(v = hlt_get(r, "k"), hilock_token(l));
+    free(v);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+}
+
+Test(cancel, another_thread_ends_a_wait_forever, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *a = client(r->url, 2000), *c = client(r->url, 2000);
+    hilock *held = NULL;
+    waiter w = { .c = c, .key = "k", .wait_ms = HILOCK_WAIT_FOREVER };
+    pthread_t th;
+    char *v;
+    long long at;
+    cr_assert_eq(hilock_acquire(a, "k", 30000, 0, &held), HILOCK_OK);
+    start(&w, &th);
+    until_waiting(r);
+    at = hlt_now_ms();
+    hilock_cancel(c);
+    pthread_join(th, NULL);
+    assert_cancelled(&w, at);
+    cr_assert_str_eq(v = hlt_get(r, "k"), hilock_token(held), "the holder's value changed");
+    free(v);
+    assert_works_after(r, c, held);
+    hilock_free(held);
+    hilock_client_free(a);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+static hilock_client *signalled;
+static void on_usr1(int sig)
+{
+    (void)sig;
+    hilock_cancel(signalled);
+}
+
+Test(cancel, a_signal_handler_ends_a_wait, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *a = client(r->url, 2000), *c = client(r->url, 2000);
+    hilock *held = NULL;
+    waiter w = { .c = c, .key = "k", .wait_ms = 60000 };
+    struct sigaction sa, old;
+    pthread_t th;
+    long long at;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;   /* (no SA_RESTART: the wait's poll sees EINTR too) */
+    sigaction(SIGUSR1, &sa, &old);
+    signalled = c;
+    cr_assert_eq(hilock_acquire(a, "k", 30000, 0, &held), HILOCK_OK);
+    start(&w, &th);
+    until_waiting(r);
+    at = hlt_now_ms();
+    pthread_kill(th, SIGUSR1);   /* the handler runs on the waiting thread itself */
+    pthread_join(th, NULL);
+    sigaction(SIGUSR1, &old, NULL);
+    assert_cancelled(&w, at);
+    assert_works_after(r, c, held);
+    hilock_free(held);
+    hilock_client_free(a);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* The server stops answering in the middle of the acquire's round trip (SIGSTOP): with a
+ * 30 s io timeout only the cancel can end it. Once the server runs again it may carry out
+ * the acquire it had read: the client's next round trip deletes that value first. */
+Test(cancel, a_stalled_round_trip_ends_and_its_write_is_undone, .timeout = 90)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client(r->url, 30000), *d = client(r->url, 2000);
+    hilock *other = NULL;
+    waiter w = { .c = c, .key = "k", .wait_ms = 0 };
+    pthread_t th;
+    long long at;
+    cr_assert_eq(hilock_acquire(c, "warm", 1000, 0, &other), HILOCK_OK);   /* connected, scripts loaded */
+    hilock_release(other);
+    hilock_free(other);
+    hlt_redis_freeze(r);
+    start(&w, &th);
+    hlt_sleep_ms(300);   /* (written, and waiting for the answer) */
+    at = hlt_now_ms();
+    hilock_cancel(c);
+    pthread_join(th, NULL);
+    hlt_redis_thaw(r);
+    assert_cancelled(&w, at);
+    /* the next call on c (another key, same server) undoes the acquire if it landed */
+    cr_assert_eq(hilock_acquire(c, "other", 30000, 0, &other), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "k"), 0, "the cancelled acquire's value is still there");
+    cr_assert_eq(hilock_release(other), HILOCK_OK);
+    hilock_free(other);
+    assert_works_after(r, d, NULL);
+    hilock_client_free(c);
+    hilock_client_free(d);
+    hlt_redis_stop(r);
+}
+
+/* A cancel made between calls: release and check do not answer it (it was not theirs); the
+ * next acquire does, at once, sending nothing; the one after works. */
+Test(cancel, one_made_between_calls_is_kept_for_the_next_acquire, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client(r->url, 2000);
+    hilock *l = NULL, *m = NULL;
+    long long cmds, own;
+    cr_assert_eq(hilock_acquire(c, "held", 30000, 0, &l), HILOCK_OK);
+    hilock_cancel(c);
+    hilock_cancel(c);   /* (two before one call: consumed together) */
+    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "held"), 0);
+    hilock_free(l);
+    cmds = hlt_info_int(r, "stats", "total_commands_processed");
+    own = hlt_info_int(r, "stats", "total_commands_processed") - cmds;   /* what our INFO adds */
+    cmds += own;
+    cr_assert_eq(hilock_acquire(c, "k", 30000, HILOCK_WAIT_FOREVER, &m), HILOCK_ECANCELED);
+    cr_assert_null(m);
+    cr_assert(strstr(hilock_client_errmsg(c), "cancelled"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_info_int(r, "stats", "total_commands_processed") - own, cmds, "the cancelled acquire sent a command");
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    assert_works_after(r, c, NULL);
+    hilock_cancel(NULL);   /* NULL-safe */
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* A cancel from the thread of a keepalive's owner does not stop the keepalive (a client of
+ * its own): the lock stays held past its ttl. */
+Test(cancel, a_keepalive_goes_on, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client(r->url, 2000);
+    hilock *l = NULL;
+    char *v;
+    cr_assert_eq(hilock_acquire(c, "k", 1000, 0, &l), HILOCK_OK);
+    cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < 10; i++) hilock_cancel(c);
+    hlt_sleep_ms(2500);
+    cr_assert_str_eq(v = hlt_get(r, "k"), hilock_token(l), "the keepalive stopped");
+    free(v);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    cr_assert_eq(hlt_exists(r, "k"), 0);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
