@@ -1737,3 +1737,301 @@ Test(cli, a_key_of_another_kind_exits_69_naming_it_and_is_left_as_it_was)
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
+
+/* ---- issue 33: no COMMAND outlives its lock, whatever happens to hilock ----
+ *
+ * Each test runs a first hilock whose COMMAND tree writes timestamps (ns) to one.txt, does
+ * something to that hilock (its stderr a full pipe nobody reads, SIGSTOP past the ttl, a
+ * signal), and has a second hilock on the same key write two.txt: the first tree's last line
+ * must come before the second's first. Everything is gathered before the asserts, so that on
+ * failure no process is left running. */
+
+/* Like start(), with fd as hilock's stderr (err.txt if -1). */
+static pid_t start_err(hlt_redis *r, const char *const *args, int fd)
+{
+    const char *argv[32];
+    int n = 0;
+    pid_t pid;
+    argv[n++] = bin;
+    while (*args && n < 31) argv[n++] = *args++;
+    argv[n] = NULL;
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        int o = open(path(r, "out.txt"), O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int e = fd >= 0 ? fd : open(path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0 || chdir(r->dir) < 0) _exit(120);
+        setsid();
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(bin, (char *const *)argv);
+        _exit(121);
+    }
+    return pid;
+}
+
+/* Fill the pipe whose write end is wfd (blocking, hilock's stderr) to the brim, as a stalled
+ * log shipper leaves it: through a description of its own (/proc/self/fd), made non-blocking,
+ * so hilock's end keeps its flags. */
+static void fill_pipe(int wfd)
+{
+    char buf[4096], name[64];
+    int fd;
+    memset(buf, 'x', sizeof buf);
+    snprintf(name, sizeof name, "/proc/self/fd/%d", wfd);
+    cr_assert((fd = open(name, O_WRONLY | O_NONBLOCK)) >= 0, "%s: %s", name, strerror(errno));
+    while (write(fd, buf, sizeof buf) > 0) {}
+    while (write(fd, buf, 1) > 0) {}
+    cr_assert_eq(errno, EAGAIN);
+    close(fd);
+}
+
+/* Everything in the pipe until EOF or limit_ms (non-blocking reads), as a string (static). */
+static const char *drain_pipe(int fd, long limit_ms)
+{
+    static char out[65536];
+    char buf[4096];
+    size_t len = 0;
+    long long end = hlt_now_ms() + limit_ms;
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    while (hlt_now_ms() < end) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n == 0) break;
+        if (n < 0) {
+            if (errno != EAGAIN) break;
+            hlt_sleep_ms(10);
+            continue;
+        }
+        for (ssize_t i = 0; i < n; i++)   /* keep the text, not the filler */
+            if (buf[i] != 'x' && len < sizeof out - 1) out[len++] = buf[i];
+    }
+    out[len] = '\0';
+    return out;
+}
+
+/* A member of COMMAND's tree that ignores TERM, INT and HUP: its pid in $1.pid, then a
+ * timestamp (ns) in one.txt every 20 ms. */
+static const char stubborn_sh[] =
+    "trap '' TERM INT HUP\necho $$ > \"$1.pid\"\nwhile :; do date +%s%N >> one.txt; sleep 0.02; done\n";
+
+/* The second hilock: waits for the key, then writes two.txt twice. */
+static pid_t start_second(hlt_redis *r)
+{
+    static const char *const second[] = { "-w", "20", "-t", "1", "job", "--", "sh", "-c",
+                                          "date +%s%N >> two.txt; sleep 0.1; date +%s%N >> two.txt", NULL };
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {   /* (its own err2.txt: the first's err.txt stays readable) */
+        const char *argv[16];
+        int n = 0, o = open(path(r, "out.txt"), O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int e = open(path(r, "err2.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0 || chdir(r->dir) < 0) _exit(120);
+        setsid();
+        dup2(o, 1);
+        dup2(e, 2);
+        argv[n++] = bin;
+        for (int i = 0; second[i]; i++) argv[n++] = second[i];
+        argv[n] = NULL;
+        execv(bin, (char *const *)argv);
+        _exit(121);
+    }
+    return pid;
+}
+
+/* one.txt's last line came before two.txt's first (and both were written). */
+static void assert_in_order(hlt_redis *r)
+{
+    unsigned long long lo1, hi1, lo2, hi2;
+    span(r, "one.txt", &lo1, &hi1);
+    span(r, "two.txt", &lo2, &hi2);
+    cr_assert(hi1 > 0, "the first COMMAND wrote nothing");
+    cr_assert(hi2 > 0, "the second COMMAND wrote nothing: %s", slurp(r, "err2.txt"));
+    cr_assert(hi1 < lo2, "the two COMMANDs overlap: the first wrote until %llu, the second began at %llu "
+              "(%.1f ms later)", hi1, lo2, ((double)hi1 - (double)lo2) / 1e6);
+}
+
+/* --trace with a stderr nobody reads: the keepalive's trace lines must not stop the
+ * renewals (they stopped, the lock expired, and a second hilock ran beside the first). The
+ * first COMMAND outlives 3 ttls; the second waits for it. Once stderr is read again, hilock
+ * says how many messages it could not write. */
+Test(cli, blocked_stderr_with_trace_does_not_stop_the_renewals, .timeout = 60)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "--trace", "-t", "1", "job", "--", "sh", "-c",
+                        "sh ./stubborn.sh kid & while [ ! -e stop ]; do date +%s%N >> one.txt; sleep 0.02; done; "
+                        "kill -9 $(cat kid.pid)", NULL };
+    int fd[2], rc1, rc2, held_3ttl;
+    char *v0, *v1;
+    pid_t h, h2, kid;
+    const char *err;
+    write_file(r, "stubborn.sh", stubborn_sh);
+    cr_assert_eq(pipe(fd), 0);
+    h = start_err(r, a, fd[1]);
+    kid = pid_in(r, "kid.pid");
+    cr_assert(wait_for_file(r, "one.txt", "\n", 5000));
+    fill_pipe(fd[1]);   /* from now on nobody reads hilock's stderr */
+    close(fd[1]);
+    v0 = hlt_get(r, "job");
+    h2 = start_second(r);
+    hlt_sleep_ms(3000);   /* 3 ttls: renewals (each with trace lines) must go on */
+    v1 = hlt_get(r, "job");   /* (read back on the fixture's own connection) */
+    held_3ttl = v0 && v1 && !strcmp(v0, v1) && hlt_pttl(r, "job") > 0;
+    err = drain_pipe(fd[0], 200);   /* stderr is read again */
+    write_file(r, "stop", "");
+    rc1 = hlt_reap(h, 10000);
+    err = drain_pipe(fd[0], 2000);
+    rc2 = hlt_reap(h2, 20000);
+    kill(kid, SIGKILL);
+    close(fd[0]);
+    cr_assert(held_3ttl, "the lock was not renewed while stderr was blocked (%s then %s)", v0 ? v0 : "nil",
+              v1 ? v1 : "nil");
+    cr_assert_eq(rc1, 0, "%s", err);
+    cr_assert_eq(rc2, 0, "%s", slurp(r, "err2.txt"));
+    cr_assert(strstr(err, "could not be written: stderr was not being read"), "%s", err);
+    assert_in_order(r);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    free(v0);
+    free(v1);
+    hlt_redis_stop(r);
+}
+
+/* Without --trace: the key is deleted from outside while stderr is full. The loss is seen,
+ * and the tree (a grandchild ignoring TERM) must be signalled and gone although the message
+ * cannot be written (it blocked hilock before it signalled anything). */
+Test(cli, blocked_stderr_without_trace_still_stops_the_tree_on_a_loss, .timeout = 60)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-v", "-t", "1", "-k", "0.3", "job", "--", "sh", "-c",
+                        "sh ./stubborn.sh kid & sh ./stubborn.sh cmd", NULL };
+    int fd[2], rc1, rc2, gone_all;
+    pid_t h, h2, p[2];
+    long long t0, took;
+    write_file(r, "stubborn.sh", stubborn_sh);
+    cr_assert_eq(pipe(fd), 0);
+    h = start_err(r, a, fd[1]);
+    p[0] = pid_in(r, "kid.pid");
+    p[1] = pid_in(r, "cmd.pid");
+    cr_assert(wait_for_file(r, "one.txt", "\n", 5000));
+    fill_pipe(fd[1]);
+    close(fd[1]);
+    cr_assert_eq(hlt_exists(r, "job"), 1);
+    redisReply *rep = hlt_cmd(r, "DEL job");
+    if (rep) freeReplyObject(rep);
+    t0 = hlt_now_ms();
+    gone_all = wait_gone(p[0], 5000) & wait_gone(p[1], 5000);
+    took = hlt_now_ms() - t0;
+    rc1 = hlt_reap(h, 5000);
+    h2 = start_second(r);   /* the key is free: the next holder runs now */
+    rc2 = hlt_reap(h2, 20000);
+    kill(p[0], SIGKILL);
+    kill(p[1], SIGKILL);
+    drain_pipe(fd[0], 100);
+    close(fd[0]);
+    cr_assert(gone_all, "COMMAND's tree still runs %lld ms after the loss (stderr blocked)", took);
+    cr_assert_eq(rc1, 75);
+    cr_assert_eq(rc2, 0, "%s", slurp(r, "err2.txt"));
+    assert_in_order(r);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+/* hilock is stopped (SIGSTOP) for longer than the ttl while COMMAND runs in its own session:
+ * its guard must stop the whole tree (a member ignoring TERM, and one that left the group with
+ * setsid and was adopted by hilock once its shell died) before the key expires, and the second
+ * hilock runs only after. Resumed, hilock exits 75. */
+Test(cli, stopped_hilock_has_its_tree_stopped_before_the_lock_expires, .timeout = 60)
+{
+    needs_subreaper();
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "1", "job", "--", "sh", "-c",
+                        "setsid sh ./stubborn.sh far & sh ./stubborn.sh kid & while :; do sleep 0.02; done", NULL };
+    int rc1, rc2, gone_all = 1;
+    pid_t h, h2, p[3];
+    write_file(r, "stubborn.sh", stubborn_sh);
+    h = start(r, a);
+    p[0] = pid_in(r, "far.pid");
+    p[1] = pid_in(r, "kid.pid");
+    cr_assert(wait_for_file(r, "one.txt", "\n", 5000));
+    h2 = start_second(r);
+    hlt_sleep_ms(100);
+    kill(h, SIGSTOP);
+    for (int i = 0; i < 2; i++) gone_all &= wait_gone(p[i], 5000);
+    rc2 = hlt_reap(h2, 20000);   /* took the key once it expired */
+    kill(h, SIGCONT);
+    rc1 = hlt_reap(h, 10000);
+    for (int i = 0; i < 2; i++) kill(p[i], SIGKILL);
+    cr_assert(gone_all, "COMMAND's tree still runs while hilock is stopped: %s", slurp(r, "err.txt"));
+    cr_assert_eq(rc2, 0, "%s", slurp(r, "err2.txt"));
+    cr_assert_eq(rc1, 75, "%s", slurp(r, "err.txt"));
+    cr_assert(strstr(slurp(r, "err.txt"), "guard"), "%s", slurp(r, "err.txt"));
+    cr_assert_null(strstr(slurp(r, "err.txt"), "in -"), "a negative time: %s", slurp(r, "err.txt"));
+    assert_in_order(r);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hlt_redis_stop(r);
+}
+
+/* sig sent to hilock reaches COMMAND's whole tree: sh (which dies of it) and a grandchild
+ * that ignores it (SIGKILL after -k); the lock is released once the tree is gone, for the
+ * second hilock, and hilock exits 128+sig. */
+static void signal_stops_the_tree(int sig)
+{
+    needs_subreaper();
+    hlt_redis *r = setup();
+    const char *a[] = { "-t", "1", "-k", "0.5", "job", "--", "sh", "-c",
+                        "sh ./stubborn.sh kid & echo $$ > cmd.pid; sleep 30", NULL };
+    int rc1, rc2, gone_all;
+    pid_t h, h2, p[2];
+    char *v;
+    write_file(r, "stubborn.sh", stubborn_sh);
+    h = start(r, a);
+    p[0] = pid_in(r, "kid.pid");
+    p[1] = pid_in(r, "cmd.pid");
+    cr_assert(wait_for_file(r, "one.txt", "\n", 5000));
+    h2 = start_second(r);
+    hlt_sleep_ms(100);
+    kill(h, sig);
+    gone_all = wait_gone(p[0], 5000) & wait_gone(p[1], 5000);
+    rc1 = hlt_reap(h, 10000);
+    v = hlt_get(r, "job");   /* the second's now, or already released */
+    rc2 = hlt_reap(h2, 20000);
+    kill(p[0], SIGKILL);
+    kill(p[1], SIGKILL);
+    cr_assert(gone_all, "COMMAND's tree still runs after %s to hilock", strsignal(sig));
+    cr_assert_eq(rc1, 128 + sig, "%s", slurp(r, "err.txt"));
+    cr_assert_eq(rc2, 0, "%s", slurp(r, "err2.txt"));
+    assert_in_order(r);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    free(v);
+    hlt_redis_stop(r);
+}
+
+Test(cli, sigterm_to_hilock_stops_the_whole_tree_then_releases, .timeout = 60) { signal_stops_the_tree(SIGTERM); }
+Test(cli, sigint_to_hilock_stops_the_whole_tree_then_releases, .timeout = 60) { signal_stops_the_tree(SIGINT); }
+Test(cli, sighup_to_hilock_stops_the_whole_tree_then_releases, .timeout = 60) { signal_stops_the_tree(SIGHUP); }
+
+/* A hilock still waiting for the key exits at once on SIGTERM, having taken nothing. */
+Test(cli, waiting_hilock_exits_at_once_on_sigterm_with_nothing_held)
+{
+    hlt_redis *r = setup();
+    hilock_client *c;
+    hilock *l = hold(r, &c, "job", 10000);
+    const char *a[] = { "-w", "20", "job", "--", "touch", "ran", NULL };
+    pid_t h = start(r, a);
+    long long t0;
+    int rc;
+    char *v;
+    hlt_sleep_ms(300);
+    t0 = hlt_now_ms();
+    kill(h, SIGTERM);
+    rc = hlt_reap(h, 5000);
+    cr_assert(hlt_now_ms() - t0 < 3000, "took %lld ms", hlt_now_ms() - t0);
+    cr_assert_eq(rc, 128 + SIGTERM);
+    cr_assert_eq(access(path(r, "ran"), F_OK), -1);
+    v = hlt_get(r, "job");
+    cr_assert_str_eq(v, hilock_token(l), "the holder's value is untouched");
+    free(v);
+    hilock_release(l);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
