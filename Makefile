@@ -155,6 +155,7 @@ $(B)/tests/test_messages: TEST_LIBS = -luv   # (the event loop's NOAUTH)
 $(B)/tests/test_reentry: TEST_LIBS = -luv
 $(B)/tests/test_resolve: TEST_LIBS = -luv   # (a hung lookup on an event loop)
 $(B)/tests/test_async_cluster: TEST_LIBS = -luv
+$(B)/tests/test_cancel: TEST_LIBS = -luv   # (a loop's client cancelled)
 $(B)/tests/test_tls_cluster: TEST_LIBS = -luv   # (the loop on a TLS cluster)
 $(B)/tests/test_async: include/hilock_libuv.h include/hilock_libevent.h
 

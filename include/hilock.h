@@ -425,8 +425,11 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  *     server (as after ETIMEDOUT); a grant that did land is given back before it returns.
  *     A lock already held is not touched: release it, or let its ttl end.
  *   - A keepalive (hilock_keepalive) runs on a client of its own: a cancel of c does not
- *     stop it. An event loop's client: not supported (a no-op; end its calls with
- *     hilock_free or hilock_client_free). */
+ *     stop it.
+ *   - A client attached to an event loop (hilock_async.h): every call in flight on it ends
+ *     HILOCK_ECANCELED (its done runs with it, from the loop) except a keepalive's renewals;
+ *     with no call in flight a cancel does nothing. The client watches a pipe of its own
+ *     through the loop's watch callback for this, from hilock_loop_attach on. */
 HILOCK_API void hilock_cancel(hilock_client *c);
 
 /* ---- Lock ------------------------------------------------------------------------------ */

@@ -63,6 +63,9 @@
  *     rediss:// goes through the same transport table but is not tested on a loop yet.
  *   - Host names are looked up on a helper thread (hilock.h: connect_timeout_ms): the flow
  *     waits for the lookup's pipe like a connection's fd, and the loop goes on meanwhile.
+ *   - hilock_cancel (hilock.h) from any thread or a signal handler ends every call in
+ *     flight on the client with HILOCK_ECANCELED (a keepalive's renewals go on): the client
+ *     watches a pipe of its own for it (one more fd through `watch`, from attach to free).
  *   - Small stacks. The calls' flows run on stacks of their own, 64 KiB each, and some of
  *     the application's code can run on them: the `watch` and `timer` callbacks (a flow
  *     that opens or closes a connection calls them), and any signal handler the kernel runs

@@ -130,6 +130,7 @@ typedef struct ka {     /* a keepalive on the loop (hilock_keepalive on an attac
 struct call {
     hl_loop        *L;
     int             op, state, cancel;
+    int             user_cancel;   /* hilock_cancel ended it (cancel is set too) */
     char           *key;
     int64_t         ttl_ms, wait_ms;
     const hl_kind_ops *kind;
@@ -164,6 +165,7 @@ struct hl_loop {
     ka             *kas;
     int             in_pass, closing, dead;
     int64_t         timer_at;   /* what the loop was asked for (-1: none) */
+    int             cancel_fd;  /* hilock_cancel's pipe, watched for reading (-1: none) */
 };
 
 static const hl_runner loop_runner, gone_runner;
@@ -364,7 +366,7 @@ static void lc_ready(hl_loop *L, lconn *lc)
 
 /* End one part at once, leaving the connection to the others: its slot swallows the replies
  * still to come. */
-static void lc_forget(lconn *lc, part *p, const char *err)
+static void lc_forget(lconn *lc, part *p, hilock_status st, const char *err)
 {
     part **pp = &lc->whead, *prev = NULL;
     for (; *pp; prev = *pp, pp = &(*pp)->wnext)
@@ -380,7 +382,7 @@ static void lc_forget(lconn *lc, part *p, const char *err)
             s->p = NULL;   /* (s->n: the replies still to come; those it has are freed with it) */
         }
     }
-    part_end(p, HILOCK_EIO, err);
+    part_end(p, st, err);
 }
 
 /* Close a connection: every part on it ends with st (err: "node: what: why"). */
@@ -902,6 +904,11 @@ static void loop_pause(hilock_client *c, int64_t until_us)
     me->wake_us = HL_NEVER;
 }
 
+static int loop_cancelled(const hilock_client *c)
+{
+    return c->loop && c->loop->running && c->loop->running->user_cancel;
+}
+
 static int loop_may_block(const hilock_client *c)
 {
     return c->loop && c->loop->running && hl_fiber_current();
@@ -926,6 +933,7 @@ static void call_main(void *arg)
         break;
     default: k->st = hilock_check(k->l); break;
     }
+    if (k->user_cancel) k->st = hl_cancel_verdict(c, k->st);
     memcpy(k->errmsg, c->errmsg, sizeof k->errmsg);
 }
 
@@ -1164,6 +1172,7 @@ static void arm_timer(hl_loop *L)
 }
 
 static void loop_free(hl_loop *L);
+static void cancel_calls(hl_loop *L);
 
 /* One pass: I/O on fd (-1: none), deadlines, flows, writes, results; then what the loop must
  * watch and when to come back. */
@@ -1172,6 +1181,9 @@ static void pass(hl_loop *L, int fd, int events)
     hilock_client *c = L->c;
     hl_client_ref(c);   /* a done may free the client */
     L->in_pass++;
+    hl_cancel_pending(c->cancel);   /* (a cancel is the loop's whatever call made it) */
+    if (hl_cancel_due(c->cancel)) cancel_calls(L);
+    else if (fd >= 0 && fd == L->cancel_fd) hl_cancel_settle(c->cancel);
     if (fd >= 0)
         for (size_t i = 0; i < c->nnodes; i++)
             if (L->conns[i].fd == fd) lc_io(L, &L->conns[i], events);
@@ -1352,6 +1364,19 @@ static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg
 
 /* ---- the lock's hook (lock.h): release stops the keepalive, free ends the calls ---- */
 
+/* Call k's parts end at once with st (a Sentinel's too, if it is resolving); connections
+ * stay (others use them). */
+static void end_parts(call *k, hilock_status st, const char *why)
+{
+    for (xrun *x = k->x; x; x = x->outer)
+        for (int i = 0; i < 32; i++)
+            if ((x->mask & (1u << i)) && x->parts[i].x && !x->parts[i].done) {
+                part *p = &x->parts[i];
+                if (p->lc) lc_forget(p->lc, p, st, why);
+                else part_end(p, st, why);
+            }
+}
+
 static void end_lock_calls(hl_loop *L, hilock *l)
 {
     for (call *k = L->head; k; k = k->next) {
@@ -1363,16 +1388,26 @@ static void end_lock_calls(hl_loop *L, hilock *l)
             finished(k);
             continue;
         }
-        /* its parts end at once (a Sentinel's too, if it is resolving); connections stay
-         * (others use them) */
-        for (xrun *x = k->x; x; x = x->outer)
-            for (int i = 0; i < 32; i++)
-                if ((x->mask & (1u << i)) && x->parts[i].x && !x->parts[i].done) {
-                    part *p = &x->parts[i];
-                    if (p->lc) lc_forget(p->lc, p, "lock freed with the call in flight");
-                    else part_end(p, HILOCK_EIO, "lock freed with the call in flight");
-                }
+        end_parts(k, HILOCK_EIO, "lock freed with the call in flight");
         while (k->state != S_FINISHED) run(L, k);
+    }
+}
+
+/* hilock_cancel on the loop's client (its pipe read, or any pass that finds a cancel asked):
+ * every call in flight ends ECANCELED (call_main), the keepalives' renewals excepted; a call
+ * not started yet ends without a round trip; a flow in a pause resumes (run_all). */
+static void cancel_calls(hl_loop *L)
+{
+    for (call *k = L->head; k; k = k->next) {
+        if (k->state == S_FINISHED || k->op == OP_RENEW || k->user_cancel) continue;
+        k->user_cancel = k->cancel = 1;
+        if (k->state == S_QUEUED) {
+            k->st = hl_fail(L->c, HILOCK_ECANCELED, "cancelled (hilock_cancel) before it started");
+            memcpy(k->errmsg, L->c->errmsg, sizeof k->errmsg);
+            finished(k);
+            continue;
+        }
+        end_parts(k, HILOCK_ECANCELED, "cancelled (hilock_cancel)");
     }
 }
 
@@ -1435,6 +1470,8 @@ static hilock_status loop_attach(hilock_client *c, const hilock_loop *loop)
     L->timer_at = -1;
     c->loop = L;
     c->runner = &loop_runner;
+    /* hilock_cancel writes to it from any thread or a signal handler: the loop wakes */
+    if ((L->cancel_fd = hl_cancel_fd(c->cancel)) >= 0) L->app.watch(L->app.data, L->cancel_fd, HILOCK_EV_READ);
     return hl_ok(c);
 }
 
@@ -1532,6 +1569,7 @@ static void loop_detach(hilock_client *c)
     }
     for_each_conn(L, close_conn);   /* (flows that ended may have opened one) */
     if (L->app.timer) L->app.timer(L->app.data, -1);
+    if (L->cancel_fd >= 0) L->app.watch(L->app.data, L->cancel_fd, 0);
     if (L->app.detach) L->app.detach(L->app.data);
     L->in_pass--;
     c->loop = NULL;
@@ -1568,6 +1606,7 @@ static const hl_runner loop_runner = {
     .keepalive = loop_keepalive,
     .connected = loop_connected,
     .close_node = loop_close_node,
+    .cancelled = loop_cancelled,
 };
 static const hl_runner gone_runner = {
     .exec = gone_exec,

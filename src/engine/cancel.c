@@ -109,3 +109,9 @@ int hl_cancel_sleep_until(hl_cancel *k, int64_t until_us)
             hl_cancel_settle(k);
     }
 }
+
+int hl_call_cancelled(const hilock_client *c)
+{
+    if (c->runner) return c->runner->cancelled && c->runner->cancelled(c);
+    return c->cancel && c->cancel->hit;
+}

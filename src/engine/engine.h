@@ -161,6 +161,8 @@ typedef struct hl_runner {
     int (*connected)(const hilock_client *c, size_t i);
     /* close it: the calls on it end EIO with why (hl_node_reset) */
     void (*close_node)(hilock_client *c, size_t i, const char *why);
+    /* the call running now was ended by hilock_cancel (NULL: never) */
+    int (*cancelled)(const hilock_client *c);
 } hl_runner;
 
 /* ---- hilock_cancel (cancel.c): the state of one client's cancels ---- */
@@ -189,6 +191,9 @@ int  hl_cancel_due(hl_cancel *k);
 void hl_cancel_settle(hl_cancel *k);
 /* The pipe's read end for poll() (made on first use), or -1 if none could be made. */
 int  hl_cancel_fd(hl_cancel *k);
+/* The call in progress on c was ended by hilock_cancel (blocking: hl_cancel_due said so;
+ * a loop's flow: its runner says). */
+int  hl_call_cancelled(const hilock_client *c);
 /* Sleep until until_us unless cancelled first: 1 if cancelled (hl_cancel_due), 0 at the time. */
 int  hl_cancel_sleep_until(hl_cancel *k, int64_t until_us);
 

@@ -80,9 +80,7 @@ hilock_status hl_enter(hilock_client *c, int *took)
     return HILOCK_OK;
 }
 
-/* A call whose wait or round trip a cancel cut short ends ECANCELED, saying so; one that
- * ended OK all the same (the cancel came after what mattered) stays OK. */
-static hilock_status cancel_verdict(hilock_client *c, hilock_status st)
+hilock_status hl_cancel_verdict(hilock_client *c, hilock_status st)
 {
     char was[HL_ERRMSG_MAX];
     c->cancel->hit = 0;
@@ -95,7 +93,7 @@ static hilock_status cancel_verdict(hilock_client *c, hilock_status st)
 
 hilock_status hl_leave(hilock_client *c, int took, hilock_status st)
 {
-    if (took && c->cancel->hit) st = cancel_verdict(c, st);
+    if (took && c->cancel->hit) st = hl_cancel_verdict(c, st);
     if (took) __atomic_store_n(&c->owner, idle_owner(c, (uintptr_t)&refused_serial), __ATOMIC_RELEASE);
     return st;
 }

@@ -792,7 +792,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
             *out = l;
             return st;
         }
-        if (c->cancel->hit) {   /* (a write of unknown fate is undone on the next contact) */
+        if (hl_call_cancelled(c)) {   /* (a write of unknown fate is undone on the next contact) */
             st = cancelled(l, attempts);
             break;
         }
@@ -810,7 +810,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
             break;
         retake = 0;
         woken = hl_wait_turn(l, hint, deadline);
-        if (c->cancel->hit) {
+        if (hl_call_cancelled(c)) {
             st = cancelled(l, attempts);
             break;
         }

@@ -72,6 +72,10 @@ hilock_status hl_check_fork(hilock_client *c);
 #define HL_IN_OBSERVER "hilock called from inside an observer (hilock_observe.h)"
 hilock_status hl_enter(hilock_client *c, int *took);
 hilock_status hl_leave(hilock_client *c, int took, hilock_status st);
+/* A call that hilock_cancel cut short ends ECANCELED, errmsg saying "cancelled"; one that
+ * ended OK all the same (the cancel came after what mattered) stays OK. hl_leave's, and a
+ * loop's flow's (async.c). */
+hilock_status hl_cancel_verdict(hilock_client *c, hilock_status st);
 
 void hl_client_ref(hilock_client *c);
 /* n (<= 256) bytes from the kernel (hl_plat_random), drawn 256 at a time into the client (one system call
