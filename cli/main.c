@@ -1236,13 +1236,20 @@ static void guard_main(int fd, const guard_ctx *g, guard_rec at, int64_t grace_m
     _exit(0);
 }
 
-/* How long before the validity's end the guard sends SIGTERM if hilock has not renewed: when
- * hilock itself would declare the loss (backstop_ms), or twice the SIGKILL's lead if that is
- * more (-L none has no margin), but no more than the third of the ttl a renewal on time leaves. */
+/* How long before the validity's end the guard sends SIGTERM if hilock has not renewed:
+ * halfway between the moment hilock itself declares the loss (backstop_ms: a living hilock
+ * acts first, and the guard does not signal twice) and the SIGKILL's lead. */
 static int64_t guard_term_ms(const run_state *r)
 {
-    int64_t t = backstop_ms(r) > 2 * r->lead_ms ? backstop_ms(r) : 2 * r->lead_ms;
-    return t < r->o->ttl_ms / 3 ? t : r->o->ttl_ms / 3;
+    return (backstop_ms(r) + r->lead_ms) / 2;
+}
+
+/* The record that tells the guard the lock's end d. With -L none COMMAND is never stopped for
+ * the lock while hilock lives (renewals are tried to the end): the guard acts only if it dies. */
+static void guard_times(const run_state *r, int64_t d, guard_rec *at)
+{
+    at->term_at = r->o->lost_sig ? d - guard_term_ms(r) : GUARD_DEAD_ONLY;
+    at->kill_at = d - r->lead_ms;
 }
 
 /* Fork the guard of COMMAND (pid cmd). Called with every signal blocked. 0 or errno. */
@@ -1265,8 +1272,7 @@ static int start_guard(run_state *r, pid_t cmd)
     g.group = own_group;
     g.died_msg = died;
     g.live_msg = live;
-    at.term_at = r->deadline - guard_term_ms(r);
-    at.kill_at = r->deadline - r->lead_ms;
+    guard_times(r, r->deadline, &at);
     if ((r->guard = fork()) < 0) {
         int e = errno;
         close(p[0]);
@@ -1580,7 +1586,9 @@ static void refresh_deadline(run_state *r)
     int64_t d = now_ms() + hilock_validity_ms(r->l);
     if (d > r->deadline + 2) {   /* (ms rounding: not for a 1 ms wobble) */
         r->deadline = d;
-        if (!r->lost) tell_guard(r, d - guard_term_ms(r), d - r->lead_ms);
+        guard_rec at;
+        guard_times(r, d, &at);
+        if (!r->lost) tell_guard(r, at.term_at, at.kill_at);
     }
 }
 
@@ -1602,7 +1610,9 @@ static void lost(run_state *r, hilock_status why, const char *detail)
                    : o->kill_after_ms > 0 && now + o->kill_after_ms < last_kill_at(r)
                    ? now + o->kill_after_ms : last_kill_at(r));
         signal_tree(r, o->lost_sig);
-        tell_guard(r, GUARD_NO_TERM, last_kill_at(r));
+        /* the guard stays the backstop, half the lead later: still before the validity ends,
+         * but after hilock's own SIGKILL, which it does not repeat when hilock does its job */
+        tell_guard(r, GUARD_NO_TERM, last_kill_at(r) + r->lead_ms / 2);
     } else if (r->child > 0) {
         tell_guard(r, GUARD_DEAD_ONLY, last_kill_at(r));   /* -L none: COMMAND keeps running */
     }
