@@ -97,7 +97,10 @@ static const char tree_script[] =
     "\"$0\" member \"$1\" \"$2\" start && { \"$0\" member \"$1\" \"$2\" \"$3\" \"$5\" \"$6\" & "
     "\"$0\" member \"$1\" \"$2\" \"$4\" \"$5\" 0 & wait; }";
 
-static pid_t run_hilock(const tt_worker_cfg *cfg, const char *log, const char *err, int key, uint64_t *rng)
+/* hilock's stderr is a pipe the slot copies to the err file, so that the block-stderr fault
+ * can leave it full and unread: err_fd[0] the slot's read end (non-blocking), err_fd[1] a
+ * write end of the slot's own description (/proc/self/fd), non-blocking, to fill it with. */
+static pid_t run_hilock(const tt_worker_cfg *cfg, const char *log, int err_fd[2], int key, uint64_t *rng)
 {
     char k[16], h1[24], h2[24], stop[24], lie[24], ttl[24], wait[24];
     pid_t pid;
@@ -108,34 +111,79 @@ static pid_t run_hilock(const tt_worker_cfg *cfg, const char *log, const char *e
     snprintf(lie, sizeof lie, "%d", cfg->inject && tt_uniform(rng) < 0.3 ? LIE_MS : 0);
     snprintf(ttl, sizeof ttl, "%dms", CLI_TTL_MS);
     snprintf(wait, sizeof wait, "%dms", CLI_WAIT_MS);
-    pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-        if (fd < 0) _exit(126);
-        tt_logf(fd, "H %d %d %d cli", cfg->slot, cfg->gen, (int)getpid());
-        close(fd);
-        if ((fd = open(err, O_WRONLY | O_CREAT | O_APPEND, 0644)) >= 0) {   /* hilock's messages, kept apart */
-            dup2(fd, 2);
+    err_fd[0] = err_fd[1] = -1;
+    {
+        int p[2];
+        char name[64];
+        if (pipe(p) < 0) return -1;
+        snprintf(name, sizeof name, "/proc/self/fd/%d", p[1]);
+        err_fd[1] = open(name, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        fcntl(p[0], F_SETFL, O_NONBLOCK);
+        fcntl(p[0], F_SETFD, FD_CLOEXEC);
+        err_fd[0] = p[0];
+        pid = fork();
+        if (pid == 0) {
+            int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+            if (fd < 0) _exit(126);
+            tt_logf(fd, "H %d %d %d cli", cfg->slot, cfg->gen, (int)getpid());
             close(fd);
+            dup2(p[1], 2);   /* hilock's messages: to the slot, which keeps them apart */
+            close(p[1]);
+            prctl(PR_SET_PDEATHSIG, SIGKILL);   /* the slot dies: hilock dies, its guard ends COMMAND */
+            execl(cfg->hilock_bin, "hilock", "--trace", "-s", cfg->urls[0], "-t", ttl, "-w", wait, cfg->keys[key],
+                  "sh", "-c", tree_script, cfg->self_bin, log, k, h1, h2, stop, lie, (char *)NULL);
+            _exit(127);
         }
-        prctl(PR_SET_PDEATHSIG, SIGKILL);   /* the slot dies: hilock dies, its guard ends COMMAND */
-        execl(cfg->hilock_bin, "hilock", "-s", cfg->urls[0], "-t", ttl, "-w", wait, cfg->keys[key], "sh", "-c",
-              tree_script, cfg->self_bin, log, k, h1, h2, stop, lie, (char *)NULL);
-        _exit(127);
+        close(p[1]);
     }
     return pid;
 }
 
+#define FILLER '\001'   /* never in hilock's messages, which show control bytes as \xNN */
+
+/* Copy what hilock wrote to its stderr pipe into the err file (unless the fault keeps it
+ * unread); at the fault's start, fill the pipe to the brim first. */
+static void pump_err(const tt_worker_cfg *cfg, int err_fd[2], int err_file, int *blocked)
+{
+    char buf[4096];
+    ssize_t n;
+    if (cfg->shm->stderr_blocked[cfg->slot]) {
+        if (!*blocked && err_fd[1] >= 0) {
+            memset(buf, FILLER, sizeof buf);
+            while (write(err_fd[1], buf, sizeof buf) > 0) {}
+            while (write(err_fd[1], buf, 1) > 0) {}
+        }
+        *blocked = 1;
+        return;
+    }
+    if (*blocked) {
+        *blocked = 0;
+        if (err_file >= 0) tt_logf(err_file, "(torture: stderr was full and unread here)");
+    }
+    while ((n = read(err_fd[0], buf, sizeof buf)) > 0) {
+        size_t k = 0;
+        for (ssize_t i = 0; i < n; i++)   /* not the filler */
+            if (buf[i] != FILLER) buf[k++] = buf[i];
+        if (k && err_file >= 0 && write(err_file, buf, k) < 0) { /* the run goes on */ }
+    }
+}
+
 /* Wait for hilock (sent SIGTERM when the run ends); meanwhile publish TT_HOLDING once its COMMAND has written the holding's
  * A record (the log grew past the header), so the injector partitions and kills holders. */
-static void wait_hilock(const tt_worker_cfg *cfg, tt_slot *s, pid_t pid, const char *log, int *st)
+static void wait_hilock(const tt_worker_cfg *cfg, tt_slot *s, pid_t pid, const char *log, int err_fd[2],
+                        int err_file, int *st)
 {
     off_t header = -1;
-    int termed_ = 0;
+    int termed_ = 0, blocked = 0;
     for (;;) {
         struct stat sb;
         pid_t w = waitpid(pid, st, WNOHANG);
-        if (w == pid || (w < 0 && errno != EINTR)) return;
+        if (w == pid || (w < 0 && errno != EINTR)) {
+            cfg->shm->stderr_blocked[cfg->slot] = 0;   /* (what is left: read now) */
+            pump_err(cfg, err_fd, err_file, &blocked);
+            return;
+        }
+        pump_err(cfg, err_fd, err_file, &blocked);
         if (cfg->shm->stop && !termed_) {   /* the run ends: hilock passes SIGTERM on and releases */
             kill(pid, SIGTERM);
             termed_ = 1;
@@ -153,22 +201,25 @@ void tt_cli_main(const tt_worker_cfg *cfg)
     tt_slot *s = &cfg->shm->slot[cfg->slot];
     uint64_t rng = cfg->seed ^ ((uint64_t)cfg->slot << 32) ^ ((uint64_t)cfg->gen << 48);
     char log[600], err[600], msg[64];
-    int n = 0, fd;
+    int n = 0, fd, err_file, err_fd[2];
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1) _exit(2);
     snprintf(log, sizeof log, "%s/w%02d-cli-%03d.log", cfg->dir, cfg->slot, cfg->gen);
     snprintf(err, sizeof err, "%s/hilock-%02d.err", cfg->dir, cfg->slot);
     if ((fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644)) < 0) _exit(2);
     tt_logf(fd, "H %d %d %d cli-slot", cfg->slot, cfg->gen, (int)getpid());
+    err_file = open(err, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);   /* hilock's messages, kept apart */
     while (!cfg->shm->stop) {
         char inv[600];
         int st;
         pid_t pid;
         snprintf(inv, sizeof inv, "%s/w%02d-%03d-%04d.log", cfg->dir, cfg->slot, cfg->gen, n++);
-        pid = run_hilock(cfg, inv, err, (int)(tt_rand(&rng) % (uint64_t)cfg->nkeys), &rng);
+        pid = run_hilock(cfg, inv, err_fd, (int)(tt_rand(&rng) % (uint64_t)cfg->nkeys), &rng);
         if (pid < 0) _exit(2);
         s->child = pid;
-        wait_hilock(cfg, s, pid, inv, &st);
+        wait_hilock(cfg, s, pid, inv, err_fd, err_file, &st);
+        close(err_fd[0]);
+        if (err_fd[1] >= 0) close(err_fd[1]);
         s->child = 0;
         s->state = TT_IDLE;
         if (WIFSIGNALED(st)) snprintf(msg, sizeof msg, "killed by signal %d", WTERMSIG(st));

@@ -58,12 +58,14 @@ enum {
     F_FREEZE_MEMBER,      /* redlock-mixed: the next Redlock member in turn stopped longer than io_timeout */
     F_FREEZE_SEED,        /* Cluster: SIGSTOP of the node the URLs name first, below the node timeout */
     F_MIGRATE_SLOT,       /* Cluster: a hot key's slot moved to another master (MIGRATE, SETSLOT) */
+    F_STOP_HILOCK,        /* cli: SIGSTOP of a running `hilock` past its ttl, then SIGCONT (its guard acts) */
+    F_BLOCK_STDERR,       /* cli: hilock's stderr (a pipe) filled and not read for 1-3 x the ttl, partitioned too */
     F_NKINDS
 };
 static const char *const fault_names[F_NKINDS] = { "kill9-holder", "pause-holder", "restart-delayed",
     "restart-aof", "freeze-short", "freeze-long", "restart-immediately", "failover", "failover-by-freeze",
     "failover-cluster", "failover-cluster-kill", "freeze-io", "kill9-hilock", "term-hilock", "partition", "freeze-member",
-    "freeze-seed", "migrate-slot" };
+    "freeze-seed", "migrate-slot", "stop-hilock", "block-stderr" };
 
 typedef struct mode {
     const char *name;
@@ -137,7 +139,8 @@ static const char *hilock_missing(void)
     "poll loop, wake = 0 so waiting acquires retry), 64 keys: the server stopped for 0.5-2 x io_timeout " \
     "(timeouts after writing, undos queued behind retries), restarted, loop processes killed and paused"
 #define CLI_WHAT "4 slots running `hilock -t 600ms -w 5s KEY sh -c 'member & member & wait'` on 1 key, 3 " \
-    "of them through a proxy that partitions them for 0.5-2 x the ttl; hilock killed with -9 or sent SIGTERM; " \
+    "of them through a proxy that partitions them for 0.5-2 x the ttl; hilock killed with -9, sent SIGTERM, " \
+    "stopped past its ttl, or its --trace stderr left full and unread; " \
     "the checker " \
     "judges the lifetimes of COMMAND's whole tree"
 
@@ -208,7 +211,8 @@ static const mode modes[] = {
                    [F_MIGRATE_SLOT] = 3 },
       .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = async_cluster_missing },
     { .name = "cli", .nservers = 1, .flavour = TT_MODERN, .kind = TT_CLI, .workers = 4, .keys = 1, .proxies = 3,
-      .what = CLI_WHAT, .weights = { [F_KILL_HILOCK] = 2, [F_TERM_HILOCK] = 1, [F_PARTITION] = 4 },
+      .what = CLI_WHAT, .weights = { [F_KILL_HILOCK] = 2, [F_TERM_HILOCK] = 1, [F_PARTITION] = 4,
+                                     [F_STOP_HILOCK] = 2, [F_BLOCK_STDERR] = 2 },
       .gap_min_ms = 300, .gap_max_ms = 1200, .unavailable = hilock_missing },
     { .name = "redlock-mixed", .nservers = 5, .flavour = TT_MODERN, .members = 1, .workers = 6,
       .what = "Redlock over 5 members of every kind: 3 direct masters, a Sentinel group, a Cluster of 3 "
@@ -883,6 +887,48 @@ static void fault_partition(run *r)
     fault_log(r, F_PARTITION, t0, tt_now_us(), "proxy=%d cut_ms=%lld ttl_ms=%d", p, (long long)ms, TT_CLI_TTL_MS);
 }
 
+/* cli: SIGSTOP of a hilock whose COMMAND runs, for 1.5-3 x the ttl, then SIGCONT: renewing
+ * nothing meanwhile, its guard must stop the tree before the lock expires (before: the guard
+ * acted only once hilock died, and the tree ran beside the next holder) */
+static void fault_stop_hilock(run *r)
+{
+    int i = pick_cli_holder(r, r->nslots);
+    pid_t pid = i < 0 ? 0 : r->shm->slot[i].child;
+    int64_t ms = between(r, TT_CLI_TTL_MS * 3 / 2, 3 * TT_CLI_TTL_MS), t0 = tt_now_us();
+    if (pid <= 0) return;
+    kill(pid, SIGSTOP);
+    sleep_ms(ms);
+    kill(pid, SIGCONT);
+    fault_log(r, F_STOP_HILOCK, t0, tt_now_us(), "slot=%d hilock=%d stopped_ms=%lld ttl_ms=%d", i, (int)pid,
+              (long long)ms, TT_CLI_TTL_MS);
+}
+
+/* cli: the slot of a holding hilock fills its stderr pipe and stops reading it for 1-3 x the
+ * ttl (a stalled log shipper; hilock runs with --trace, so the keepalive has lines to write);
+ * a slot behind a proxy is also partitioned for 0.5-2 x the ttl meanwhile, so the loss must
+ * be acted on with stderr full. (Before: the keepalive blocked in a trace line and renewals
+ * stopped, or the loss message blocked before COMMAND was signalled.) */
+static void fault_block_stderr(run *r)
+{
+    int i = pick_cli_holder(r, r->nslots);
+    int64_t ms = between(r, TT_CLI_TTL_MS, 3 * TT_CLI_TTL_MS), cut = 0, t0 = tt_now_us();
+    if (i < 0) return;
+    r->shm->stderr_blocked[i] = 1;
+    sleep_ms(50);   /* (the slot fills the pipe) */
+    if (i < r->m->proxies) {
+        cut = between(r, TT_CLI_TTL_MS / 2, 2 * TT_CLI_TTL_MS);
+        if (cut > ms - 50) cut = ms - 50;
+        r->shm->partitioned[i] = 1;
+        sleep_ms(cut);
+        r->shm->proxy_epoch[i]++;
+        r->shm->partitioned[i] = 0;
+    }
+    sleep_ms(ms - 50 - cut);
+    r->shm->stderr_blocked[i] = 0;
+    fault_log(r, F_BLOCK_STDERR, t0, tt_now_us(), "slot=%d blocked_ms=%lld partitioned_ms=%lld ttl_ms=%d", i,
+              (long long)ms, (long long)cut, TT_CLI_TTL_MS);
+}
+
 /* redlock-mixed: members 0, 2, 4 are direct masters, 1 the Sentinel group (its master stopped
  * below down-after: no failover), 3 the Cluster (all its masters stopped below the node
  * timeout). One after the other, the epoch carriers first, so every quorum in turn leaves one
@@ -931,6 +977,8 @@ static void inject(run *r)
     case F_FREEZE_MEMBER:   fault_freeze_member(r); break;
     case F_FREEZE_SEED:     fault_freeze_seed(r); break;
     case F_MIGRATE_SLOT:    fault_migrate_slot(r); break;
+    case F_STOP_HILOCK:     fault_stop_hilock(r); break;
+    case F_BLOCK_STDERR:    fault_block_stderr(r); break;
     }
 }
 

@@ -51,6 +51,7 @@ typedef struct tt_shm {
     tt_slot     slot[TT_MAXWORKERS];
     volatile int32_t partitioned[TT_MAXPROXIES];   /* cli: proxy p forwards nothing while set */
     volatile int32_t proxy_epoch[TT_MAXPROXIES];   /* cli: bumped at a heal: cut every connection */
+    volatile int32_t stderr_blocked[TT_MAXWORKERS];   /* cli: the slot fills hilock's stderr and stops reading it */
 } tt_shm;
 
 /* what a worker process is (torture.h's modes pick one) */
