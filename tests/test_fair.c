@@ -18,6 +18,7 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
+#include "holders.h"   /* hlt_db_snapshot, hlt_server_ms */
 #include "sentinel_fixture.h"
 #include "kinds.h"   /* hl_kind_fair.give_up: the state an out-of-memory re-token leaves */
 
@@ -663,5 +664,77 @@ Test(fair, give_up_without_queue_names_sends_nothing)
     hilock_free(h);
     hilock_client_free(hc);
     assert_nothing_left(r, "{nameless}:fence");
+    hlt_redis_stop(r);
+}
+
+/* ---- tokens at the edge of Lua's numbers (docs/fencing.md) ---- */
+
+/* A fair acquire on a counter at or above 2^53 - 1 (2^53 + 1, 2^63 - 1) is refused before
+ * anything is written, on a free key and with a waiter queued ahead (its queue as it was). */
+Test(fair, a_fence_counter_at_or_above_2_53_minus_1_refuses_the_grant_and_leaves_the_queue)
+{
+    static const char *const past[] = { "9007199254740991", "9007199254740993", "9223372036854775807" };
+    HLT_NEEDS(30200, "fair locks write after TIME (Redis 3.2+)");
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    cr_assert_not_null(r);
+    c = fair_client(r->url);
+    for (size_t i = 0; i < sizeof past / sizeof *past; i++)
+        for (int queued = 0; queued < 2; queued++) {
+            hilock *l = (hilock *)&l;
+            char *before, *after, *v;
+            hilock_status st;
+            freeReplyObject(hlt_cmd(r, "FLUSHALL"));
+            freeReplyObject(hlt_cmd(r, "SET {job}:fence %s PX 600000", past[i]));
+            if (queued) {   /* another waiter at the head, its entry live for a minute */
+                freeReplyObject(hlt_cmd(r, "RPUSH {job}:fq other"));
+                freeReplyObject(hlt_cmd(r, "ZADD {job}:fb %lld other", hlt_server_ms(r) + 60000));
+            }
+            before = hlt_db_snapshot(r, NULL);
+            st = hilock_acquire(c, "job", 5000, 0, &l);
+            cr_assert_eq(st, HILOCK_EREPLY, "%s: %s (%s)", past[i], hilock_strerror(st), hilock_client_errmsg(c));
+            cr_assert_null(l);
+            cr_assert(strstr(hilock_client_errmsg(c), "{job}:fence") && strstr(hilock_client_errmsg(c), past[i]),
+                      "%s", hilock_client_errmsg(c));
+            after = hlt_db_snapshot(r, NULL);
+            cr_assert_str_eq(after, before, "%s: the refusal wrote", past[i]);
+            cr_assert_eq(hlt_exists(r, "job"), 0);
+            v = hlt_get(r, "{job}:fence");
+            cr_assert_str_eq(v, past[i]);
+            cr_assert(hlt_pttl(r, "{job}:fence") > 0 && hlt_pttl(r, "{job}:fence") <= 600000);
+            free(v);
+            free(before);
+            free(after);
+        }
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* Just below, fair tokens are exact up to 2^53 - 1, and the counter holds their digits. */
+Test(fair, fence_tokens_up_to_2_53_minus_1_are_exact)
+{
+    HLT_NEEDS(30200, "fair locks write after TIME (Redis 3.2+)");
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c;
+    hilock *l;
+    char want[24], *v;
+    cr_assert_not_null(r);
+    c = fair_client(r->url);
+    freeReplyObject(hlt_cmd(r, "SET {job}:fence 9007199254740989 PX 600000"));
+    for (unsigned long long f = 9007199254740990ULL; f <= 9007199254740991ULL; f++) {
+        cr_assert_eq(hilock_acquire(c, "job", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_fence(l), f, "fence %llu, want %llu", (unsigned long long)hilock_fence(l), f);
+        snprintf(want, sizeof want, "%llu", f);
+        v = hlt_get(r, "{job}:fence");
+        cr_assert_str_eq(v, want);
+        free(v);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    }
+    l = (hilock *)&l;
+    cr_assert_eq(hilock_acquire(c, "job", 5000, 0, &l), HILOCK_EREPLY);
+    cr_assert_null(l);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    hilock_client_free(c);
     hlt_redis_stop(r);
 }

@@ -18,6 +18,7 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
+#include "holders.h"   /* hlt_db_snapshot */
 
 static long long wall_ms(void)
 {
@@ -868,6 +869,103 @@ Test(legacy, grants_of_every_kind_keep_an_epoch_counter_for_35_days)
         long long pttl = hlt_pttl(r, "{lock.n}:fence");
         cr_assert(pttl > KEEP_35D - 600000 && pttl <= KEEP_35D + 10000, "after %c: pttl %lld", kinds[i], pttl);
     }
+    hlt_redis_stop(r);
+}
+
+/* ---- tokens at the edge of Lua's numbers (docs/fencing.md) ---- */
+
+/* A client of kind 'l' (hilock_legacy_acquire) or 'b' (bridge: hilock_acquire writes a
+ * legacy stamp), doc preset; and its acquire. */
+static hilock_client *legacy_kind(hlt_redis *r, char kind)
+{
+    hilock_options o;
+    hilock_client *c = NULL;
+    const char *url = r->url;
+    hilock_options_init(&o);
+    o.servers = &url;
+    o.nservers = 1;
+    o.retry_delay_ms = 10;
+    o.bridge = kind == 'b';
+    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    return c;
+}
+
+static hilock_status legacy_kind_acquire(hilock_client *c, char kind, const char *key, hilock **l)
+{
+    return kind == 'l' ? hilock_legacy_acquire(c, key, 5000, 0, l) : hilock_acquire(c, key, 5000, 0, l);
+}
+
+/* A legacy or bridge grant on a counter at or above 2^53 - 1 is refused (EREPLY naming the
+ * counter and its value) before anything is written: not on a free key, nor on taking over
+ * an expired stamp, which stays as it was. 2^53 + 1 and 2^63 - 1 as well. */
+Test(legacy, a_fence_counter_at_or_above_2_53_minus_1_refuses_legacy_and_bridge_grants)
+{
+    static const char *const past[] = { "9007199254740991", "9007199254740993", "9223372036854775807" };
+    hlt_redis *r = hlt_redis_start(NULL);
+    cr_assert_not_null(r);
+    for (const char *kind = "lb"; *kind; kind++) {
+        hilock_client *c = legacy_kind(r, *kind);
+        for (size_t i = 0; i < sizeof past / sizeof *past; i++)
+            for (int stamp = 0; stamp < 2; stamp++) {
+                hilock *l = (hilock *)&l;
+                char *before, *after, *v;
+                hilock_status st;
+                freeReplyObject(hlt_cmd(r, "FLUSHALL"));
+                freeReplyObject(hlt_cmd(r, "SET {lock.big}:fence %s PX 600000", past[i]));
+                if (stamp)   /* a doc stamp expired 100 s ago, no TTL: it would be taken over */
+                    freeReplyObject(hlt_cmd(r, "SET lock.big %lld", wall_ms() / 1000 - 100));
+                before = hlt_db_snapshot(r, NULL);
+                st = legacy_kind_acquire(c, *kind, "lock.big", &l);
+                cr_assert_eq(st, HILOCK_EREPLY, "%c %s: %s (%s)", *kind, past[i], hilock_strerror(st),
+                             hilock_client_errmsg(c));
+                cr_assert_null(l);
+                cr_assert(strstr(hilock_client_errmsg(c), "{lock.big}:fence") &&
+                          strstr(hilock_client_errmsg(c), past[i]), "%s", hilock_client_errmsg(c));
+                after = hlt_db_snapshot(r, NULL);
+                cr_assert_str_eq(after, before, "%c %s: the refusal wrote", *kind, past[i]);
+                v = hlt_get(r, "{lock.big}:fence");
+                cr_assert_str_eq(v, past[i]);
+                cr_assert_gt(hlt_pttl(r, "{lock.big}:fence"), 0);
+                cr_assert_leq(hlt_pttl(r, "{lock.big}:fence"), 600000);
+                free(v);
+                free(before);
+                free(after);
+            }
+        hilock_client_free(c);
+    }
+    hlt_redis_stop(r);
+}
+
+/* Just below the limit, legacy and bridge tokens are exact up to 2^53 - 1, written back to the
+ * counter digit for digit; the next grant is refused. */
+Test(legacy, legacy_and_bridge_fence_tokens_up_to_2_53_minus_1_are_exact)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c[2];
+    hilock *l;
+    char want[24], *v;
+    cr_assert_not_null(r);
+    c[0] = legacy_kind(r, 'l');
+    c[1] = legacy_kind(r, 'b');
+    freeReplyObject(hlt_cmd(r, "SET {lock.e}:fence 9007199254740989 PX 600000"));
+    for (unsigned long long f = 9007199254740990ULL; f <= 9007199254740991ULL; f++) {
+        int k = (int)(f & 1);   /* legacy, then bridge */
+        cr_assert_eq(legacy_kind_acquire(c[k], "lb"[k], "lock.e", &l), HILOCK_OK, "%s", hilock_client_errmsg(c[k]));
+        cr_assert_eq(hilock_fence(l), f, "%c: fence %llu, want %llu", "lb"[k], (unsigned long long)hilock_fence(l), f);
+        snprintf(want, sizeof want, "%llu", f);
+        v = hlt_get(r, "{lock.e}:fence");
+        cr_assert_str_eq(v, want);
+        free(v);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    }
+    l = (hilock *)&l;
+    cr_assert_eq(legacy_kind_acquire(c[0], 'l', "lock.e", &l), HILOCK_EREPLY);
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c[0]), "9007199254740991"), "%s", hilock_client_errmsg(c[0]));
+    cr_assert_eq(hlt_exists(r, "lock.e"), 0);
+    hilock_client_free(c[0]);
+    hilock_client_free(c[1]);
     hlt_redis_stop(r);
 }
 

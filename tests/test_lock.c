@@ -13,6 +13,7 @@
 
 #include "fixture.h"
 #include "hilock.h"
+#include "holders.h"   /* hlt_db_snapshot */
 #include "lock.h"   /* the clock reading of a client's node */
 
 static hlt_redis *R;
@@ -716,6 +717,69 @@ Test(lock, a_counter_ahead_of_the_clock_is_renewed_every_1024th_grant)
         cr_assert_eq(hilock_release(l), HILOCK_OK);
         hilock_free(l);
     }
+    hilock_client_free(c);
+}
+
+/* ---- tokens at the edge of Lua's numbers (docs/fencing.md) ---- */
+
+/* Counters no grant may count from: 2^53 - 1 (its token 2^53 would be exact, the next one,
+ * 2^53 + 1, reads as 2^53 again: one token twice), 2^53 + 1, and 2^63 - 1 (INCR overflows,
+ * and the clock stood in: the token went back from 9.2e18 to 1.8e12). */
+static const char *const past_2_53[] = { "9007199254740991", "9007199254740993", "9223372036854775807" };
+
+/* An acquire of key on its counter's value v: EREPLY naming the counter and v, and the
+ * database as it was (no lock, no holder record, the counter's value and expiry kept). */
+static void assert_fence_refused(hilock_client *c, const char *key, const char *fence_key, const char *v)
+{
+    hilock *l = (hilock *)&l;
+    char *before = hlt_db_snapshot(R, NULL), *after, *now;
+    long long pttl = hlt_pttl(R, fence_key);
+    hilock_status st = hilock_acquire(c, key, 5000, 0, &l);
+    const char *e = hilock_client_errmsg(c);
+    cr_assert_eq(st, HILOCK_EREPLY, "counter %s: %s (%s)", v, hilock_strerror(st), e);
+    cr_assert_null(l);
+    cr_assert(strstr(e, fence_key) && strstr(e, v), "errmsg names neither %s nor %s: %s", fence_key, v, e);
+    after = hlt_db_snapshot(R, NULL);
+    cr_assert_str_eq(after, before, "counter %s: the refusal wrote", v);
+    cr_assert_eq(hlt_exists(R, key), 0);
+    now = hlt_get(R, fence_key);
+    cr_assert_str_eq(now, v);
+    cr_assert(hlt_pttl(R, fence_key) > 0 && hlt_pttl(R, fence_key) <= pttl, "its expiry kept");
+    free(before);
+    free(after);
+    free(now);
+}
+
+Test(lock, a_fence_counter_at_or_above_2_53_minus_1_is_refused_and_nothing_is_written)
+{
+    hilock_client *c = client();
+    for (size_t i = 0; i < sizeof past_2_53 / sizeof *past_2_53; i++) {
+        freeReplyObject(hlt_cmd(R, "SET {big}:fence %s PX 600000", past_2_53[i]));
+        assert_fence_refused(c, "big", "{big}:fence", past_2_53[i]);
+    }
+    /* past 2^63 - 1 (no integer to INCR): refused too, not replaced by the clock */
+    freeReplyObject(hlt_cmd(R, "SET {big}:fence 18446744073709551617 PX 600000"));
+    assert_fence_refused(c, "big", "{big}:fence", "18446744073709551617");
+    hilock_client_free(c);
+}
+
+Test(lock, fence_tokens_up_to_2_53_minus_1_are_exact_and_then_refused)
+{
+    hilock_client *c = client();
+    char want[24], *v;
+    freeReplyObject(hlt_cmd(R, "SET {e}:fence 9007199254740989 PX 600000"));
+    for (unsigned long long f = 9007199254740990ULL; f <= 9007199254740991ULL; f++) {
+        hilock *l = must_acquire(c, "e", 5000, 0);
+        cr_assert_eq(hilock_fence(l), f, "fence %llu, want %llu", (unsigned long long)hilock_fence(l), f);
+        snprintf(want, sizeof want, "%llu", f);
+        v = hlt_get(R, "{e}:fence");
+        cr_assert_str_eq(v, want);
+        free(v);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    }
+    /* the counter holds the last exact token: the next grant is refused, not 2^53 twice */
+    assert_fence_refused(c, "e", "{e}:fence", "9007199254740991");
     hilock_client_free(c);
 }
 

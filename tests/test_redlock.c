@@ -14,6 +14,8 @@
 
 #include "fixture.h"
 #include "hilock.h"
+#include "base.h"   /* hl_lua_fence_raise */
+#include "holders.h"   /* hlt_db_snapshot, hlt_server_ms */
 #include "kind.h"   /* HL_FENCE_KEEP_MS, HL_FENCE_EPOCH_KEEP_MS */
 #include "sentinel_fixture.h"
 
@@ -615,6 +617,120 @@ Test(redlock, a_raised_counter_is_kept_its_lead_over_the_clock)
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     hilock_client_free(c);
+    stop(&k);
+}
+
+/* ---- tokens at the edge of Lua's numbers (docs/fencing.md) ---- */
+
+static const char *const past_2_53[] = { "9007199254740991", "9007199254740993", "9223372036854775807" };
+
+/* Counters at or above 2^53 - 1 (2^53 + 1, 2^63 - 1) on two of three masters: they refuse to
+ * mint, errors alone rule out a quorum (EREPLY, naming the counter and its value), and the
+ * third master's grant is undone; the two are left as they were. */
+Test(redlock, a_fence_counter_at_or_above_2_53_minus_1_on_a_majority_is_ereply_and_undone)
+{
+    cluster k;
+    start(&k, 3);
+    hilock_client *c = client(&k);
+    for (size_t i = 0; i < sizeof past_2_53 / sizeof *past_2_53; i++) {
+        hilock *l = (hilock *)&l;
+        char *before[2], *after;
+        hilock_status st;
+        for (int m = 0; m < 3; m++) freeReplyObject(hlt_cmd(k.m[m], "FLUSHALL"));
+        for (int m = 0; m < 2; m++) {
+            set_on(k.m[m], "{res}:fence", past_2_53[i], 600000);
+            before[m] = hlt_db_snapshot(k.m[m], NULL);
+        }
+        st = hilock_acquire(c, "res", 10000, 0, &l);
+        cr_assert_eq(st, HILOCK_EREPLY, "%s: %s (%s)", past_2_53[i], hilock_strerror(st), hilock_client_errmsg(c));
+        cr_assert_null(l);
+        cr_assert(strstr(hilock_client_errmsg(c), "{res}:fence") && strstr(hilock_client_errmsg(c), past_2_53[i]),
+                  "%s", hilock_client_errmsg(c));
+        cr_assert_eq(with_key(&k, "res"), 0, "the third master's grant is undone");
+        for (int m = 0; m < 2; m++) {
+            char *v = hlt_get(k.m[m], "{res}:fence");
+            after = hlt_db_snapshot(k.m[m], NULL);
+            cr_assert_str_eq(after, before[m], "master %d: the refusal wrote", m);
+            cr_assert_str_eq(v, past_2_53[i]);
+            free(v);
+            free(after);
+            free(before[m]);
+        }
+    }
+    hilock_client_free(c);
+    stop(&k);
+}
+
+/* One master's counter just below the limit: the token is exact, and fence_raise.lua writes
+ * its very digits to the other masters; tokens go on to 2^53 - 1, then every master refuses. */
+Test(redlock, fence_tokens_up_to_2_53_minus_1_are_exact_and_raised_digit_for_digit)
+{
+    cluster k;
+    hilock *l;
+    char want[24];
+    start(&k, 3);
+    hilock_client *c = client(&k);
+    set_on(k.m[0], "{res}:fence", "9007199254740989", 600000);
+    for (unsigned long long f = 9007199254740990ULL; f <= 9007199254740991ULL; f++) {
+        cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_fence(l), f, "fence %llu, want %llu", (unsigned long long)hilock_fence(l), f);
+        snprintf(want, sizeof want, "%llu", f);
+        for (int m = 0; m < 3; m++) {
+            char *v = hlt_get(k.m[m], "{res}:fence");
+            cr_assert_not_null(v);
+            cr_assert_str_eq(v, want, "master %d", m);
+            free(v);
+        }
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    }
+    l = (hilock *)&l;
+    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_EREPLY, "%s", hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert(strstr(hilock_client_errmsg(c), "9007199254740991"), "%s", hilock_client_errmsg(c));
+    cr_assert_eq(with_key(&k, "res"), 0);
+    hilock_client_free(c);
+    stop(&k);
+}
+
+/* fence_raise.lua itself (a counter changed between a grant and its raise cannot be staged
+ * without timing): a counter at or above 2^53 - 1, or a token of 2^53 or more, is an error
+ * naming them, with nothing written; a token of 2^53 - 1 is written digit for digit. */
+Test(redlock, fence_raise_refuses_what_lua_cannot_count_exactly)
+{
+    cluster k;
+    redisReply *x;
+    char *v;
+    long long now;
+    start(&k, 1);
+    now = hlt_server_ms(k.m[0]);
+    for (size_t i = 0; i < sizeof past_2_53 / sizeof *past_2_53; i++) {
+        set_on(k.m[0], "{r}:fence", past_2_53[i], 600000);
+        x = hlt_cmd(k.m[0], "EVAL %s 1 {r}:fence 9007199254740990 3600000 3024000000 %lld",
+                    hl_lua_fence_raise.body, now);
+        cr_assert(x && x->type == REDIS_REPLY_ERROR && strstr(x->str, "{r}:fence") && strstr(x->str, past_2_53[i]),
+                  "%s: %s", past_2_53[i], x && x->str ? x->str : "not an error");
+        freeReplyObject(x);
+        v = hlt_get(k.m[0], "{r}:fence");
+        cr_assert_str_eq(v, past_2_53[i]);
+        free(v);
+        cr_assert_leq(hlt_pttl(k.m[0], "{r}:fence"), 600000);
+    }
+    set_on(k.m[0], "{r}:fence", "5", 600000);
+    x = hlt_cmd(k.m[0], "EVAL %s 1 {r}:fence 9007199254740993 3600000 3024000000 %lld", hl_lua_fence_raise.body, now);
+    cr_assert(x && x->type == REDIS_REPLY_ERROR && strstr(x->str, "9007199254740993"), "%s",
+              x && x->str ? x->str : "not an error");
+    freeReplyObject(x);
+    v = hlt_get(k.m[0], "{r}:fence");
+    cr_assert_str_eq(v, "5");
+    free(v);
+    set_on(k.m[0], "{r}:fence", "9007199254740990", 600000);
+    x = hlt_cmd(k.m[0], "EVAL %s 1 {r}:fence 9007199254740991 3600000 3024000000 %lld", hl_lua_fence_raise.body, now);
+    cr_assert(x && x->type == REDIS_REPLY_INTEGER && x->integer == 1);
+    freeReplyObject(x);
+    v = hlt_get(k.m[0], "{r}:fence");
+    cr_assert_str_eq(v, "9007199254740991");
+    free(v);
     stop(&k);
 }
 

@@ -744,6 +744,63 @@ Test(sem, is_not_reentrant)
     hilock_client_free(c);
 }
 
+/* ---- tokens at the edge of Lua's numbers (docs/fencing.md) ---- */
+
+/* A permit (or a shared/exclusive grant: the same script) on a counter at or above 2^53 - 1
+ * (2^53 + 1, 2^63 - 1) is refused before anything is written: the permits held stay as they
+ * were, and the counter too. */
+Test(sem, a_fence_counter_at_or_above_2_53_minus_1_refuses_a_permit_and_writes_nothing)
+{
+    static const char *const past[] = { "9007199254740991", "9007199254740993", "9223372036854775807" };
+    NEEDS_32();
+    hilock_client *c1 = client(), *c2 = client();
+    hilock *held = must_sem(c1, "sem", 3, 20000, 0);
+    for (size_t i = 0; i < sizeof past / sizeof *past; i++) {
+        char *v;
+        freeReplyObject(hlt_cmd(R, "SET {sem}:fence %s PX 600000", past[i]));
+        freeReplyObject(hlt_cmd(R, "SET {rw}:fence %s PX 600000", past[i]));
+        hlt_assert_unchanged_by(R, c2, &(hlt_bg){ .key = "sem", .limit = 3, .ttl_ms = 5000 }, HILOCK_EREPLY,
+                                "{sem}:fence", 1);
+        cr_assert(strstr(hilock_client_errmsg(c2), past[i]), "%s", hilock_client_errmsg(c2));
+        hlt_assert_unchanged_by(R, c2, &(hlt_bg){ .key = "rw", .mode = HILOCK_SHARED, .ttl_ms = 5000 },
+                                HILOCK_EREPLY, "{rw}:fence", 1);
+        cr_assert(strstr(hilock_client_errmsg(c2), past[i]), "%s", hilock_client_errmsg(c2));
+        cr_assert_eq(hlt_zcard(R, "sem"), 2, "the marker and the one permit held");
+        v = hlt_get(R, "{sem}:fence");
+        cr_assert_str_eq(v, past[i]);
+        free(v);
+        cr_assert(hlt_pttl(R, "{sem}:fence") > 0 && hlt_pttl(R, "{sem}:fence") <= 600000);
+    }
+    release_free(held);
+    hilock_client_free(c1);
+    hilock_client_free(c2);
+}
+
+/* Just below, permits' tokens are exact up to 2^53 - 1, the counter holding their digits. */
+Test(sem, fence_tokens_of_permits_up_to_2_53_minus_1_are_exact)
+{
+    NEEDS_32();
+    hilock_client *c[3] = { client(), client(), client() };
+    hilock *l[2];
+    char want[24], *v;
+    freeReplyObject(hlt_cmd(R, "SET {sem}:fence 9007199254740989 PX 600000"));
+    for (int i = 0; i < 2; i++) {
+        unsigned long long f = 9007199254740990ULL + (unsigned long long)i;
+        l[i] = must_sem(c[i], "sem", 3, 20000, 0);
+        cr_assert_eq(hilock_fence(l[i]), f, "fence %llu, want %llu", (unsigned long long)hilock_fence(l[i]), f);
+        snprintf(want, sizeof want, "%llu", f);
+        v = hlt_get(R, "{sem}:fence");
+        cr_assert_str_eq(v, want);
+        free(v);
+    }
+    /* the counter holds the last exact token: the third permit is refused, not 2^53 */
+    hlt_assert_unchanged_by(R, c[2], &(hlt_bg){ .key = "sem", .limit = 3, .ttl_ms = 5000 }, HILOCK_EREPLY,
+                            "9007199254740991", 1);
+    release_free(l[0]);
+    release_free(l[1]);
+    for (int i = 0; i < 3; i++) hilock_client_free(c[i]);
+}
+
 Test(sem, is_einval_on_a_server_older_than_3_2)
 {
     hilock_client *c = client();

@@ -14,7 +14,8 @@
 -- (since: ARGV[4], this server's clock), for as long as the lock; informative only, and
 -- shown only while its token is the lock's value. Needs KEYS[3].
 -- Redis does not roll back a script, so a failure must leave nothing behind: the one command
--- that can fail after the lock's write (INCR of a counter of another type) is undone.
+-- that can fail after the lock's write (INCR of a counter of another type) is undone, as is
+-- the grant on a counter at or above 2^53 - 1 (refused: below).
 -- A shared/exclusive lock on the key (a sorted set marked 'hilock:rw', permits.lua) holds it
 -- as another owner would (looked at on this busy path only); another sorted set (a semaphore)
 -- is WRONGTYPE at the GET, before any write. The busy answer on such a key is {0, pttl, 1}.
@@ -30,23 +31,38 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
--- ARGV[8] > 0: we waited behind a shared/exclusive lock (its busy answer above said so), and
--- our mark stops new readers (permits.lua) for as long as it lives: our turn has come, so it
--- is cut to ARGV[8] ms (one pause: other plain waiters renew it on their next attempt, and
--- their release signal stays), not left for a second after our release
-local cut = tonumber(ARGV[8]) or 0
-if cut > 0 and redis.call('PTTL', KEYS[3]) > cut then redis.call('PEXPIRE', KEYS[3], cut) end
 -- the token never goes back: counter + 1, but at least the server clock in ms. INCR reads
 -- and writes the counter in one command; a counter at or behind the clock (a key granted
 -- less than once a millisecond, or a new one) is then set to the clock, with its keep.
+-- A counter at or above 2^53 - 1 is refused (docs/fencing.md: the largest token is 2^53 - 1):
+-- Lua numbers are doubles, so the token after it would be rounded (2^53 + 1 reads as 2^53, a
+-- token given twice), and one at 2^63 - 1 or past it cannot be counted at all (INCR fails: it
+-- must not fall back to the clock). The lock written above is deleted and the counter left
+-- as it was; the error names the counter and its value (HILOCK_EREPLY). INCR's reply c + 1 is
+-- rounded to a double, which is monotone and exact at 2^53: it reads >= 2^53 exactly when
+-- c >= 2^53 - 1, and below that it is exact.
 local floor = tonumber(ARGV[4])
 local f = redis.pcall('INCR', KEYS[2])
+local past   -- the counter's value, when refused
 if type(f) ~= 'number' then
   if string.find(f.err, 'WRONGTYPE', 1, true) then
     redis.call('DEL', KEYS[1])
     return f
   end
-  f = floor   -- not an integer (nothing of ours writes one): replaced, as a counter at 0
+  -- 2^63 - 1 ("would overflow"), digits past it, or not an integer (nothing of ours writes
+  -- one): a value Lua reads as 2^53 - 1 or more is refused, anything else is replaced, as a
+  -- counter at 0 (monotone again: tonumber(c) >= 2^53 - 1 exactly when c is)
+  local c = redis.call('GET', KEYS[2]) or ''
+  if (tonumber(c) or 0) >= 9007199254740991 then past = c else f = floor end
+elseif f >= 9007199254740992 then   -- 2^53
+  redis.call('DECR', KEYS[2])   -- back as it was (INCR and DECR keep its expiry)
+  past = redis.call('GET', KEYS[2])
+end
+if past then
+  redis.call('DEL', KEYS[1])
+  if #past > 40 then past = string.sub(past, 1, 40) .. '...' end
+  return redis.error_reply('ERR fence counter ' .. KEYS[2] .. ' holds ' .. past ..
+                           ', at or above 2^53 - 1: no exact token after it; refused')
 end
 if f <= floor then
   f = floor
@@ -63,6 +79,12 @@ elseif f % 1024 == 0 then
   -- for an hour is 4 hours ahead: kept 1 hour, it would hand out smaller tokens again)
   redis.call('PEXPIRE', KEYS[2], string.format('%.0f', tonumber(ARGV[3]) + f - floor))
 end
+-- ARGV[8] > 0: we waited behind a shared/exclusive lock (its busy answer above said so), and
+-- our mark stops new readers (permits.lua) for as long as it lives: our turn has come, so it
+-- is cut to ARGV[8] ms (one pause: other plain waiters renew it on their next attempt, and
+-- their release signal stays), not left for a second after our release
+local cut = tonumber(ARGV[8]) or 0
+if cut > 0 and redis.call('PTTL', KEYS[3]) > cut then redis.call('PEXPIRE', KEYS[3], cut) end
 if KEYS[4] then
   redis.call('SET', KEYS[4], ARGV[1] .. '\n' .. ARGV[4] .. '\n' .. ARGV[7], 'PX', ARGV[2])
 end

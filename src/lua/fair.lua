@@ -7,6 +7,7 @@
 -- acquire: ARGV[5] ttl ms, ARGV[6] ms to keep the counter, ARGV[7] '1' = we will wait,
 --   ARGV[8] ms to keep a counter that holds an epoch (at or above 2^42: a Redlock's token),
 --   ARGV[9] '1' = the server has LPOS (6.0.6+), '0' = find our place by LRANGE
+--   an error naming the fence counter: it is at or above 2^53 - 1 (nothing written)
 --   {1, fence}: granted; {0, pttl, ahead}: busy (pttl: the holder's, or while the key is free
 --   for the head, how long the head's entry lives; ahead: waiters before us, or when we are
 --   not queued, -1 - the queue's length)
@@ -20,7 +21,17 @@ local op, tok, life, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 -- (5.0+ does by default; the call is still there, a no-op, up to 7.x and Valkey 8)
 if redis.replicate_commands then redis.replicate_commands() end
 local cur = redis.call('GET', lock)
-local last = tonumber(redis.call('GET', fence)) or 0
+local c = redis.call('GET', fence)
+local last = tonumber(c) or 0
+if last ~= last then last = 0 end   -- NaN: not a number, replaced by the clock as one
+-- an acquire on a counter at or above 2^53 - 1 is refused before anything is written (pruning
+-- included): the token after it would not be exact as a Lua number (acquire.lua,
+-- docs/fencing.md). tonumber rounds a larger value, but monotonically, and 2^53 - 1 is exact.
+if op == 'acquire' and last >= 9007199254740991 then
+  if #c > 40 then c = string.sub(c, 1, 40) .. '...' end
+  return redis.error_reply('ERR fence counter ' .. fence .. ' holds ' .. c ..
+                           ', at or above 2^53 - 1: no exact token after it; refused')
+end
 local qlen = redis.call('LLEN', queue) + redis.call('ZCARD', beats) + redis.call('LLEN', mine)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

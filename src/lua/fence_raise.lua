@@ -8,8 +8,24 @@
 -- Such a counter is kept longer, never shortened (as in acquire.lua): once it expires, a
 -- master without the epoch falls back to its clock, which is below it.
 -- 1: raised; 0: already at or above it
-local cur = tonumber(redis.call('GET', KEYS[1])) or 0
+-- an error (nothing written): the counter is at or above 2^53 - 1 (the rule of every script
+-- that mints, docs/fencing.md: here, a write since this grant), or the token is 2^53
+-- or more (the client never sends one). Both are read as Lua numbers: tonumber rounds a
+-- larger value, but monotonically, and 2^53 - 1 and 2^53 are exact, so the compares with
+-- them are exact, and so is cur >= f once both passed them.
+local c = redis.call('GET', KEYS[1])
+local cur = tonumber(c) or 0
 local f = tonumber(ARGV[1])
+if cur ~= cur then cur = 0 end   -- NaN: not a number, overwritten as one
+if cur >= 9007199254740991 then
+  if #c > 40 then c = string.sub(c, 1, 40) .. '...' end
+  return redis.error_reply('ERR fence counter ' .. KEYS[1] .. ' holds ' .. c ..
+                           ', at or above 2^53 - 1: no exact token after it; refused')
+end
+if not (f and f < 9007199254740992) then   -- (NaN too)
+  return redis.error_reply('ERR fence token ' .. string.sub(ARGV[1], 1, 40) .. ' for ' .. KEYS[1] ..
+                           ' is not a number below 2^53: not exact; refused')
+end
 if cur >= f then return 0 end
 -- a token ahead of this master's clock (another master's clock or counter made it) is kept
 -- its lead too, as acquire.lua keeps a hot key's: it expires only once the clock has passed it

@@ -18,6 +18,7 @@
 --   keep a counter that holds an epoch (at or above 2^42), ARGV[9] "host\npid\nprogram",
 --   ARGV[10] '1' = an earlier attempt may have registered us as a waiter
 --   {1, fence}: granted (also when the token is already a holder: a retry after a lost reply)
+--   an error naming the fence counter: it is at or above 2^53 - 1 (nothing written)
 --   {0, pttl, {why, held, limit}}: busy; pttl: until the first holder expires (the hint);
 --   why: 0 permits all held, 1 held exclusive, 2 held shared, 3 held shared and a writer
 --   waits, 4 a plain lock's writer waits (held: the shared holders, -1 when none), 5 a plain
@@ -169,7 +170,17 @@ end
 if found == 'other' or (found == 'lock' and mode == 'sem') then
   return redis.error_reply(wrongtype)
 end
-local last = tonumber(redis.call('GET', fence)) or 0   -- (WRONGTYPE here: before any write)
+local c = redis.call('GET', fence)   -- (WRONGTYPE here: before any write)
+local last = tonumber(c) or 0
+if last ~= last then last = 0 end   -- NaN: not a number, replaced by the clock as one
+-- a counter at or above 2^53 - 1 is refused, before any write: the token after it would not
+-- be exact as a Lua number (acquire.lua, docs/fencing.md). tonumber rounds a larger value,
+-- but monotonically, and 2^53 - 1 is exact: the compare is exact.
+if last >= 9007199254740991 then
+  if #c > 40 then c = string.sub(c, 1, 40) .. '...' end
+  return redis.error_reply('ERR fence counter ' .. fence .. ' holds ' .. c ..
+                           ', at or above 2^53 - 1: no exact token after it; refused')
+end
 local ttl, limit, mark = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]) or 0
 local held = 0
 if found == 'ours' then
