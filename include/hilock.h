@@ -426,6 +426,8 @@ HILOCK_API void hilock_client_free(hilock_client *c);
  *     A lock already held is not touched: release it, or let its ttl end.
  *   - A keepalive (hilock_keepalive) runs on a client of its own: a cancel of c does not
  *     stop it.
+ *   - The pipe (two close-on-exec descriptors) is made by the client's first round trip or
+ *     wait, and closed by hilock_client_free.
  *   - A client attached to an event loop (hilock_async.h): every call in flight on it ends
  *     HILOCK_ECANCELED (its done runs with it, from the loop) except a keepalive's renewals;
  *     with no call in flight a cancel does nothing. The client watches a pipe of its own
@@ -503,8 +505,11 @@ HILOCK_API void hilock_cancel(hilock_client *c);
  * EIO, ETIMEDOUT (a write may have landed: it is undone by token on the next contact),
  * EAUTH (also "ERR invalid password", a wrong password before Redis 6.0), EREPLY (e.g. the
  * key holds a hash; an error reply after the lock's script ran -- it may have written before
- * failing -- is undone by token at once), EREPLICAS (fewer than min_replicas acknowledged:
- * the grant was deleted again; not retried while waiting), ENOQUORUM, ENOMEM.
+ * failing -- is undone by token at once; a fence counter at or above 2^53 - 1, past which
+ * Lua cannot count exactly: "fence counter {KEY}:fence holds N, at or above 2^53 - 1",
+ * nothing granted, docs/fencing.md), EREPLICAS (fewer than min_replicas acknowledged:
+ * the grant was deleted again; not retried while waiting), ENOQUORUM, ENOMEM,
+ * ECANCELED (hilock_cancel: nothing held).
  * With several masters: BUSY when masters held by others leave too few for a quorum;
  * ENOQUORUM when too few answered to decide (down, timed out); EREPLY/EAUTH when error
  * replies alone rule out a quorum (those are not retried while waiting). */

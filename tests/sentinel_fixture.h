@@ -16,6 +16,8 @@
 #ifndef HILOCK_TEST_SENTINEL_FIXTURE_H
 #define HILOCK_TEST_SENTINEL_FIXTURE_H
 
+#include <signal.h>
+
 #include "fixture.h"
 
 #define HLT_NSENTINELS 3
