@@ -800,6 +800,53 @@ static int install_handlers(void)
 
 /* ---- the lock ---- */
 
+/* A hilock still waiting for the key (or taking it): TERM, INT, HUP and QUIT end the wait
+ * through hilock_cancel -- the library's own undo leaves nothing of an attempt in flight --
+ * and hilock then dies of that signal with nothing held (a grant that landed first is
+ * released). Caught from before the first try until the COMMAND handlers replace these
+ * (install_handlers), so no signal in between kills hilock while it holds the key. */
+static const int wait_signals[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
+static hilock_client *volatile waiting_client;
+static volatile sig_atomic_t wait_sig;
+
+static void on_wait_signal(int sig)
+{
+    wait_sig = sig;
+    hilock_cancel(waiting_client);   /* (async-signal-safe) */
+}
+
+static void catch_wait_signals(hilock_client *c)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_wait_signal;
+    sigemptyset(&sa.sa_mask);
+    waiting_client = c;
+    for (size_t i = 0; i < sizeof wait_signals / sizeof wait_signals[0]; i++)
+        if (sigaction(wait_signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)   /* (nohup) */
+            sigaction(wait_signals[i], &sa, NULL);
+}
+
+/* A wait signal came: give back what *lp holds, then die of the signal (128 + N). */
+static void die_if_wait_signalled(hilock **lp)
+{
+    int sig = wait_sig;
+    sigset_t one;
+    if (!sig) return;
+    if (*lp) {
+        hilock_release(*lp);
+        hilock_free(*lp);
+        *lp = NULL;
+    }
+    signal(sig, SIG_DFL);
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+    _exit(128 + sig);   /* (not reached) */
+}
+
+
 /* Legacy and bridge locks are renewed by the main loop (self_renew), which a renewal blocks
  * for up to io_timeout_ms + connect_timeout_ms: bound each at a tenth of the ttl, so one
  * renewal blocks a fifth of it at most and the loop is free again in time to stop COMMAND
@@ -848,7 +895,7 @@ static hilock_status lock_within(const cli *o, hilock_client *c, int64_t t0, hil
                 print_error("waiting for", o, hilock_client_errmsg(c));
             return lock_once(o, c, o->wait_ms < 0 ? HILOCK_WAIT_FOREVER : left > 0 ? left : 0, lp);
         }
-        if (o->wait_ms < 0 || !transient(st) || left <= 0) break;
+        if (o->wait_ms < 0 || !transient(st) || left <= 0 || wait_sig) break;
         if (o->verbose && pause == RETRY_FIRST_MS)
             print_error("trying again until the -w limit: lock", o, hilock_client_errmsg(c));
         sleep_ms((long)(pause < left ? pause : left));
@@ -973,7 +1020,9 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
     }
     t0 = now_ms();
     seen.wait_us = now_us();
+    catch_wait_signals(*cp);
     st = lock_within(o, *cp, t0, lp);
+    die_if_wait_signalled(lp);
     if (st == HILOCK_OK) return -1;   /* (-v: print_event said so) */
     if (st == HILOCK_BUSY) {
         if (o->verbose) print_error(o->wait_ms ? "gave up waiting for" : "busy:", o, hilock_client_errmsg(*cp));
@@ -1832,6 +1881,7 @@ static int run(const cli *o, hilock_client *c, hilock *l)
         hilock_release(l);
         return EXIT_OSERR;
     }
+    die_if_wait_signalled(&l);   /* (a wait signal after the grant, before the handlers) */
     if ((err = spawn(&r)) != 0) {
         sayf("hilock: %s: %s\n", o->cmd[0], strerror(err));
         hilock_release(l);
