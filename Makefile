@@ -62,11 +62,14 @@ HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock
 HEADERS   += include/hilock_libuv.h include/hilock_libevent.h
 HEADERS   += include/hilock.hpp
 
-TEST_SRC  := $(sort $(wildcard tests/test_*.c))
+# tests/unit/: the suites that start no server (make test-unit runs them alone, in seconds)
+UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN  := $(patsubst tests/%.c,$(B)/tests/%,$(UNIT_SRC))
+TEST_SRC  := $(sort $(wildcard tests/test_*.c)) $(UNIT_SRC)
 TEST_BIN  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 TEST_SUPPORT_OBJ := $(patsubst tests/%.c,$(B)/tests/support/%.o,$(TEST_SUPPORT))
-# $(SRC_INC): unit tests of internals (tests/test_url.c) include the layers' headers
+# $(SRC_INC): unit tests of internals (tests/unit/test_url.c) include the layers' headers
 CFLAGS_TEST = $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude $(SRC_INC) -Itests $(OPENSSL_CFLAGS) $(EXTRA_CFLAGS)
 
 # The hilock command (cli/): part of `all`; built for `test` (tests/test_cli.c runs it) and
@@ -246,7 +249,7 @@ layers: lib
 # variable of systems without clock selection, and the core suites run on it (build-posix); the
 # programs built as PIE (EXTRA_* reach the library without -fPIE/-pie) with linux.c's
 # close_range fallback alone, and the platform suite run there (build-pie).
-PLATFORM_SUITES := test_platform test_lock test_keepalive test_async test_transport test_resolve \
+PLATFORM_SUITES := unit/test_platform test_lock test_keepalive test_async test_transport test_resolve \
   test_legacy test_fork test_threads
 .PHONY: test-platform
 test-platform: deps
@@ -255,9 +258,15 @@ test-platform: deps
 	  lib build-posix/hilock build-posix/tests/readme_async $(PLATFORM_SUITES:%=build-posix/tests/%)
 	@sh scripts/run-tests.sh build-posix $(PLATFORM_SUITES:%=build-posix/tests/%)
 	@$(MAKE) --no-print-directory B=build-pie EXTRA_CFLAGS="-fPIE -DHL_PLAT_NO_CLOSE_RANGE" \
-	  EXTRA_LDFLAGS=-pie all build-pie/tests/test_platform
+	  EXTRA_LDFLAGS=-pie all build-pie/tests/unit/test_platform
 	@readelf -h build-pie/hilock | grep -q 'Type: *DYN' || { echo "test-platform: build-pie/hilock is no PIE"; exit 1; }
-	@sh scripts/run-tests.sh build-pie build-pie/tests/test_platform
+	@sh scripts/run-tests.sh build-pie build-pie/tests/unit/test_platform
+
+# The suites that need no server (tests/unit/): seconds, no redis-server.
+.PHONY: test-unit
+test-unit: deps
+	@$(MAKE) --no-print-directory lib $(UNIT_BIN)
+	@sh scripts/run-tests.sh $(B) $(UNIT_BIN)
 
 # Each suite is its own binary; every test starts (and stops) its own redis-server.
 test: deps

@@ -3,7 +3,7 @@
 # test-cross.sh ARCH [BUILDDIR] -- cross-build the library, the suites and the command for ARCH
 # (arm64 or i386) with Debian's cross compilers, and run the suites under qemu-user against the
 # native redis-server (the fixtures start it from PATH, as in `make test`). docs/portability.md.
-#   SUITES=lock,legacy   only these suites (tests/test_NAME.c); default: all of them
+#   SUITES=lock,legacy   only these suites (tests/test_NAME.c, tests/unit/test_NAME.c); default: all
 #   SUITE_TIMEOUT=s      as for scripts/run-tests.sh (default here 600: a suite stalled under
 #                        emulation fails instead of holding the run)
 # The target's libraries (hiredis, OpenSSL, Criterion, libuv, libevent and what they need) are
@@ -67,12 +67,13 @@ grep -qx enabled "$bm/qemu-$qemu" && grep -qx enabled $bm/status ||
 if [ -n "${SUITES:-}" ]; then
   suites=$(printf '%s\n' "$SUITES" | tr ',' ' ')
 else
-  suites=$(cd "$here/.." && ls tests/test_*.c | sed 's|tests/test_\(.*\)\.c|\1|')
+  suites=$(cd "$here/.." && ls tests/test_*.c tests/unit/test_*.c | sed 's|.*/test_\(.*\)\.c|\1|')
 fi
 bins=""
-for s in $suites; do
-  [ -f "$here/../tests/test_$s.c" ] || { echo "test-cross: no suite tests/test_$s.c" >&2; exit 2; }
-  bins="$bins $b/tests/test_$s"
+for s in $suites; do   # (a suite in tests/unit/ is built there)
+  if [ -f "$here/../tests/test_$s.c" ]; then bins="$bins $b/tests/test_$s"
+  elif [ -f "$here/../tests/unit/test_$s.c" ]; then bins="$bins $b/tests/unit/test_$s"
+  else echo "test-cross: no suite tests/test_$s.c or tests/unit/test_$s.c" >&2; exit 2; fi
 done
 extras="$b/hilock $b/tests/abi/v0_app $b/tests/abi/cxx_app $b/tests/readme_example $b/tests/readme_async"
 extras="$extras $b/tests/cxx_lock"

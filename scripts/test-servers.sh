@@ -30,9 +30,9 @@ cd "$here" || exit 2
 out=${MATRIX_OUT:-$b/servers-matrix.txt}
 export SUITE_TIMEOUT=${SUITE_TIMEOUT:-900}
 
-# Suites that start no server (unit tests) or test packaging (install, ABI, README, C++):
-# make test runs them; the server does not change them.
-NO_SERVER="test_codec test_transport test_url test_version test_install test_abi test_readme test_cxx"
+# Suites that start no server (besides tests/unit/, which the list below never sees) or test
+# packaging (install, ABI, README, C++): make test runs them; the server does not change them.
+NO_SERVER="test_transport test_install test_abi test_readme test_cxx"
 
 # (oldest first: Redis, then Valkey)
 list=$(bash scripts/servers.sh build | sort -t- -k1,1 -k2,2V)

@@ -9,7 +9,7 @@
 
 #include "hilock.h"
 #include "hilock_legacy.h"
-#include "../legacy/codec.h"   /* hl_codec_format_at: the peers' own arithmetic */
+#include "../../legacy/codec.h"   /* hl_codec_format_at: the peers' own arithmetic */
 
 #define T0 ((int64_t)1700000000123456)   /* 2023-11-14T22:13:20.123456Z */
 #define MIN_US ((int64_t)946684800 * 1000000)
