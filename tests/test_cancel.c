@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_libuv.h"
@@ -20,15 +21,9 @@
 
 static hilock_client *client(const char *url, int64_t io_ms)
 {
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
+    hilock_options o = hlt_options(&url, 1);
     o.io_timeout_ms = o.connect_timeout_ms = io_ms;
-    o.retry_delay_ms = 20;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
+    return hlt_client_new(&o);
 }
 
 typedef struct waiter {

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* clients.c -- see clients.h. */
+#include <criterion/criterion.h>
+
+#include "clients.h"
+
+hilock_options hlt_options(const char *const *urls, size_t n)
+{
+    hilock_options o;
+    hilock_options_init(&o);
+    o.servers = urls;
+    o.nservers = n;
+    o.retry_delay_ms = 20;
+    return o;
+}
+
+hilock_client *hlt_client_new(const hilock_options *o)
+{
+    hilock_client *c = NULL;
+    cr_assert_eq(hilock_client_new(o, &c), HILOCK_OK, "hilock_client_new: %s", hilock_last_config_error());
+    return c;
+}
+
+hilock_client *hlt_client(const char *url)
+{
+    hilock_options o = hlt_options(&url, 1);
+    return hlt_client_new(&o);
+}

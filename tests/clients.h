@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* clients.h -- the one client maker of the suites: options with the tests' defaults, which a
+ * test changes where its scenario needs, and the client made from them (the test fails, saying
+ * why, if it cannot be). A suite's own helper may pass arguments through, never build options
+ * of its own: a default that changes here changes for every suite. */
+#ifndef HILOCK_TEST_CLIENTS_H
+#define HILOCK_TEST_CLIENTS_H
+
+#include <stddef.h>
+
+#include "hilock.h"
+
+/* hilock_options_init's, for urls[0..n), with retry_delay_ms 20 (waits in tests stay short);
+ * io_timeout_ms and connect_timeout_ms are the library's (2000, 2000). */
+hilock_options hlt_options(const char *const *urls, size_t n);
+
+/* A client made with o; the test fails with hilock_last_config_error() if it cannot be. */
+hilock_client *hlt_client_new(const hilock_options *o);
+
+/* The common case: one server URL, hlt_options's defaults. */
+hilock_client *hlt_client(const char *url);
+
+#endif
