@@ -6,13 +6,21 @@
 # REPORT_DIR=dir keeps, per suite, its Criterion JSON report (NAME.json: counts, and each
 # skipped test's reason), its output (NAME.out), exit code (NAME.rc) and seconds (NAME.time),
 # for scripts/test-servers.sh. SUITE_TIMEOUT=s ends a suite (and its servers) after s seconds.
+# SUITES_AT_ONCE=n runs n suites at a time (each with Criterion's --jobs=2; default 1): the
+# suites wait on servers, sleeps and timeouts far more than they use the CPU. The results are
+# printed in the order given, once all have run. (valgrind: always one at a time.)
 set -u
 b=$1; shift
 fail=0; passed=0; failed=0; skipped=0
 rep=${REPORT_DIR:-}
+at_once=${SUITES_AT_ONCE:-1}
+[ "${VALGRIND:-0}" = 1 ] && at_once=1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hilock-run.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-for t in "$@"; do
+
+# One suite: its output, exit code, JSON report and seconds in $tmp/NAME.*.
+run_one() { # BIN
+  t=$1
   name=$(basename "$t")
   json=$tmp/$name.json; rm -f "$json"
   t0=$(date +%s)
@@ -45,6 +53,26 @@ valgrind: $rest"
     [ $rc -eq 124 ] && out="$out
 timeout: $name ran longer than ${SUITE_TIMEOUT:-} s"
   fi
+  printf '%s\n' "$out" > "$tmp/$name.out"
+  echo $(($(date +%s) - t0)) > "$tmp/$name.time"
+  echo $rc > "$tmp/$name.rc"   # (last: its presence says the suite is over)
+}
+
+# A worker: the next suite nobody has taken (mkdir is atomic), until none is left.
+worker() {
+  for t in "$@"; do
+    mkdir "$tmp/$(basename "$t").taken" 2>/dev/null || continue
+    run_one "$t"
+  done
+}
+
+# Count and print one suite's results (its files in $tmp).
+report() { # BIN
+  t=$1
+  name=$(basename "$t")
+  json=$tmp/$name.json
+  out=$(cat "$tmp/$name.out" 2>/dev/null)
+  rc=$(cat "$tmp/$name.rc" 2>/dev/null || echo 1)
   # A sanitizer report from a worker after its test passed (LeakSanitizer runs at exit) does
   # not reach Criterion's verdict either: its text in the output fails the suite.
   if printf '%s\n' "$out" | grep -qE 'ERROR: (Leak|Address)Sanitizer|runtime error:'; then rc=98; fi
@@ -58,17 +86,33 @@ timeout: $name ran longer than ${SUITE_TIMEOUT:-} s"
   if [ -n "$rep" ]; then
     [ -f "$json" ] && cp "$json" "$rep/$name.json"
     printf '%s\n' "$out" > "$rep/$name.out"
-    echo $rc > "$rep/$name.rc"
-    echo $(($(date +%s) - t0)) > "$rep/$name.time"
+    echo "$rc" > "$rep/$name.rc"
+    cp "$tmp/$name.time" "$rep/$name.time" 2>/dev/null
   fi
-  if [ $rc -ne 0 ] || [ -z "$line" ]; then
+  if [ "$rc" -ne 0 ] || [ -z "$line" ]; then
     fail=1
     printf '%s\n' "$out"
     echo "FAIL $name (exit $rc)"
   else
     echo "ok   $name: $line"
   fi
-done
+}
+
+if [ "$at_once" -le 1 ]; then   # (each suite's lines as soon as it has run)
+  for t in "$@"; do
+    run_one "$t"
+    report "$t"
+  done
+else
+  i=0
+  while [ $i -lt "$at_once" ]; do
+    worker "$@" &
+    i=$((i + 1))
+  done
+  wait
+  for t in "$@"; do report "$t"; done
+fi
+
 if [ $skipped -gt 0 ]; then echo "$passed passed, $failed failed, $skipped skipped (n/a)"
 else echo "$passed passed, $failed failed"; fi
 exit $fail
