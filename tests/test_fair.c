@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
@@ -44,25 +45,18 @@ static board *board_new(void)
     return b;
 }
 
+/* The suite's one client maker: hlt_options's on url with the suite's short io timeout (a
+ * silent waiter's entry lapses within BOUND_MS) and retry delay, fair and wake as given. The
+ * waiter processes make theirs with hilock_client_new: a child says what failed by its exit
+ * code, not by an assert. */
 static hilock_client *client_opts(const char *url, int fair, int wake)
 {
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
+    hilock_options o = hlt_options(&url, 1);
     o.io_timeout_ms = IO_MS;
     o.retry_delay_ms = RETRY_MS;
     o.fair = fair;
     o.wake = wake;
-    return hilock_client_new(&o, &c) == HILOCK_OK ? c : NULL;
-}
-
-static hilock_client *fair_client(const char *url)
-{
-    hilock_client *c = client_opts(url, 1, 1);
-    cr_assert_not_null(c, "%s", hilock_last_config_error());
-    return c;
+    return hlt_client_new(&o);
 }
 
 /* A waiter process: its own client, acquire (waiting), record the grant, hold, release.
@@ -73,12 +67,17 @@ static pid_t spawn_waiter(const char *url, int fair, int wake, const char *key, 
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
+        hilock_options o = hlt_options(&url, 1);
         hilock_client *c;
         hilock *l;
         hilock_status st;
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         alarm(60);
-        if (!(c = client_opts(url, fair, wake))) _exit(9);
+        o.io_timeout_ms = IO_MS;
+        o.retry_delay_ms = RETRY_MS;
+        o.fair = fair;
+        o.wake = wake;
+        if (hilock_client_new(&o, &c) != HILOCK_OK) _exit(9);
         if ((st = hilock_acquire(c, key, WAITER_TTL_MS, 20000, &l)) != HILOCK_OK) _exit(10 + (int)st);
         b->seq[idx] = __sync_add_and_fetch(&b->next, 1);
         b->t_grant[idx] = hlt_now_ms();
@@ -184,7 +183,7 @@ Test(fair, killed_and_frozen_waiters_cost_the_rest_at_most_the_bound_each, .time
     pid_t pid[5];
     long long t_rel, took;
     cr_assert_not_null(r);
-    c = fair_client(r->url);
+    c = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &h), HILOCK_OK);
     for (int i = 0; i < 5; i++) {   /* A, K (killed), B, S (frozen), C */
         pid[i] = spawn_waiter(r->url, 1, 1, "job", i, 5, b);
@@ -220,8 +219,8 @@ Test(fair, waiter_whose_wait_runs_out_leaves_the_queue_at_once)
     hilock_client *hc, *wc;
     hilock *h, *l = NULL;
     cr_assert_not_null(r);
-    hc = fair_client(r->url);
-    wc = fair_client(r->url);
+    hc = client_opts(r->url, 1, 1);
+    wc = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
     cr_assert_eq(hilock_acquire(wc, "job", 30000, 300, &l), HILOCK_BUSY);
     cr_assert_null(l);
@@ -265,8 +264,8 @@ Test(fair, try_lock_says_busy_while_waiters_are_queued, .timeout = 60)
     pid_t w;
     long long end;
     cr_assert_not_null(r);
-    hc = fair_client(r->url);
-    tc = fair_client(r->url);
+    hc = client_opts(r->url, 1, 1);
+    tc = client_opts(r->url, 1, 1);
     w = held_with_one_waiter(r, hc, &h, b);
     /* held, and a waiter queued: BUSY, and a try-lock does not join the queue */
     cr_assert_eq(hilock_acquire(tc, "job", 30000, 0, &l), HILOCK_BUSY);
@@ -301,7 +300,7 @@ Test(fair, non_fair_client_may_pass_the_queue_but_never_overlaps, .timeout = 60)
     hilock *h, *l = NULL;
     pid_t w;
     cr_assert_not_null(r);
-    hc = fair_client(r->url);
+    hc = client_opts(r->url, 1, 1);
     nc = client_opts(r->url, 0, 1);
     cr_assert_not_null(nc);
     w = held_with_one_waiter(r, hc, &h, b);
@@ -326,9 +325,13 @@ Test(fair, non_fair_client_may_pass_the_queue_but_never_overlaps, .timeout = 60)
  * lock comes out exact, and no grant finds another holder inside. */
 static void hammer(const char *url, int port, int fair, int rounds, board *b)
 {
-    hilock_client *c = client_opts(url, fair, 1);
+    hilock_options o = hlt_options(&url, 1);
+    hilock_client *c = NULL;
     redisContext *rc = redisConnect("127.0.0.1", port);
-    if (!c || !rc || rc->err) _exit(9);
+    o.io_timeout_ms = IO_MS;
+    o.retry_delay_ms = RETRY_MS;
+    o.fair = fair;
+    if (hilock_client_new(&o, &c) != HILOCK_OK || !rc || rc->err) _exit(9);
     for (int i = 0; i < rounds; i++) {
         hilock *l;
         redisReply *rep;
@@ -387,7 +390,7 @@ Test(fair, queue_keys_share_the_slot_of_a_tagged_key_and_expire)
     hilock *h;
     pid_t w;
     cr_assert_not_null(r);
-    hc = fair_client(r->url);
+    hc = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(hc, "jobs:{tenant}:nightly", 30000, 0, &h), HILOCK_OK);
     w = spawn_waiter(r->url, 1, 1, "jobs:{tenant}:nightly", 0, 5, b);
     await_queue(r, "jobs:{tenant}:nightly:fq", 1);
@@ -412,19 +415,16 @@ Test(fair, queue_keys_last_as_long_as_the_longest_lived_entry, .timeout = 60)
     hilock *h, *l = NULL;
     pid_t slow;
     cr_assert_not_null(r);
-    hc = fair_client(r->url);
+    hc = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
     slow = fork();   /* a waiter whose entry lives 2 x 5000 + 2000 ms; it calls again >= 1 s later */
     cr_assert(slow >= 0);
     if (slow == 0) {
         const char *url = r->url;
-        hilock_options o;
+        hilock_options o = hlt_options(&url, 1);
         hilock_client *c;
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         alarm(60);
-        hilock_options_init(&o);
-        o.servers = &url;
-        o.nservers = 1;
         o.io_timeout_ms = 5000;
         o.retry_delay_ms = 2000;
         o.fair = 1;
@@ -432,7 +432,7 @@ Test(fair, queue_keys_last_as_long_as_the_longest_lived_entry, .timeout = 60)
         _exit(hilock_acquire(c, "job", 30000, 20000, &l) == HILOCK_OK ? 0 : 1);
     }
     await_queue(r, "{job}:fq", 1);
-    quick = fair_client(r->url);   /* its entry lives 2 x 200 + 50 ms; it gives up at once */
+    quick = client_opts(r->url, 1, 1);   /* its entry lives 2 x 200 + 50 ms; it gives up at once */
     cr_assert_eq(hilock_acquire(quick, "job", 30000, 20, &l), HILOCK_BUSY, "%s", hilock_client_errmsg(quick));
     cr_assert_eq(llen(r, "{job}:fq"), 1, "the quick waiter left, the slow one waits");
     cr_assert_gt(hlt_pttl(r, "{job}:fq"), 5000, "the queue expires with the slow waiter's entry");
@@ -451,7 +451,7 @@ Test(fair, keepalive_renews_a_fair_lock)
     hilock_client *c;
     hilock *l;
     cr_assert_not_null(r);
-    c = fair_client(r->url);
+    c = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(c, "job", 1000, 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hlt_sleep_ms(2500);   /* 2.5 ttls: renewals every third of it (a ttl of 300 ms had
@@ -558,7 +558,7 @@ Test(fair, legacy_acquire_refuses_a_fair_client_and_writes_nothing)
     hilock_client *c;
     hilock *l = (hilock *)&c;
     cr_assert_not_null(r);
-    c = fair_client(r->url);
+    c = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_legacy_acquire(c, "job", 30000, 0, &l), HILOCK_EINVAL);
     cr_assert_null(l);
     cr_assert(strstr(hilock_client_errmsg(c), "fair is not supported by hilock_legacy_acquire"), "%s",
@@ -589,7 +589,7 @@ Test(fair, behind_sentinel_the_release_calls_the_head, .fini = sentinel_fini, .t
     SF = hlt_sentinel_start();
     cr_assert_not_null(SF, "sentinel fixture did not start");
     m = SF->data[hlt_sentinel_master(SF)];
-    c = fair_client(SF->url);
+    c = client_opts(SF->url, 1, 1);
     cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(c));
     for (int i = 0; i < 2; i++) {
         w[i] = spawn_waiter(SF->url, 1, 1, "job", i, 5, b);
@@ -615,7 +615,7 @@ Test(fair, behind_sentinel_a_failover_is_detected_and_the_waiter_gets_its_turn, 
     SF = hlt_sentinel_start();
     cr_assert_not_null(SF, "sentinel fixture did not start");
     cr_assert_eq(hlt_sentinel_master(SF), 0);
-    c = fair_client(SF->url);
+    c = client_opts(SF->url, 1, 1);
     cr_assert_eq(hilock_acquire(c, "job", WAITER_TTL_MS, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(c));
     w = spawn_waiter(SF->url, 1, 1, "job", 0, 5, b);
     await_queue(SF->data[0], "{job}:fq", 1);
@@ -650,7 +650,7 @@ Test(fair, give_up_without_queue_names_sends_nothing)
     hilock *h;
     char *v;
     cr_assert_not_null(r);
-    hc = fair_client(r->url);
+    hc = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(hc, "nameless", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
     free(h->queue_key);
     h->queue_key = NULL;   /* as init leaves it when a name cannot be allocated */
@@ -678,7 +678,7 @@ Test(fair, a_fence_counter_at_or_above_2_53_minus_1_refuses_the_grant_and_leaves
     hlt_redis *r = hlt_redis_start(NULL);
     hilock_client *c;
     cr_assert_not_null(r);
-    c = fair_client(r->url);
+    c = client_opts(r->url, 1, 1);
     for (size_t i = 0; i < sizeof past / sizeof *past; i++)
         for (int queued = 0; queued < 2; queued++) {
             hilock *l = (hilock *)&l;
@@ -719,7 +719,7 @@ Test(fair, fence_tokens_up_to_2_53_minus_1_are_exact)
     hilock *l;
     char want[24], *v;
     cr_assert_not_null(r);
-    c = fair_client(r->url);
+    c = client_opts(r->url, 1, 1);
     freeReplyObject(hlt_cmd(r, "SET {job}:fence 9007199254740989 PX 600000"));
     for (unsigned long long f = 9007199254740990ULL; f <= 9007199254740991ULL; f++) {
         cr_assert_eq(hilock_acquire(c, "job", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));

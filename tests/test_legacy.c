@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
@@ -34,28 +35,15 @@ static long long wall_us(void)
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-typedef struct opts {
-    const char *preset;
-    int64_t     margin_ms, offset_ms;
-    int         pexpire, eq;   /* eq: 1 = force expired_if_equal on, -1 = off, 0 = as preset */
-} opts;
-
-static hilock_client *mk(hlt_redis *r, opts x)
+/* The suite's one client maker: hlt_options's on r, waits retried every 10 ms, the codec of
+ * `preset`. A test that needs more (margin, clock offset, PEXPIRE) makes its own options. */
+static hilock_client *mk(hlt_redis *r, const char *preset)
 {
-    hilock_options o;
-    hilock_client *c = NULL;
     const char *url = r->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
+    hilock_options o = hlt_options(&url, 1);
     o.retry_delay_ms = 10;
-    if (x.preset) cr_assert_eq(hilock_codec_preset(x.preset, &o.codec), HILOCK_OK);
-    if (x.eq) o.codec.expired_if_equal = x.eq > 0;
-    o.skew_margin_ms = x.margin_ms;
-    o.clock_offset_ms = x.offset_ms;
-    o.legacy_pexpire = x.pexpire;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
+    cr_assert_eq(hilock_codec_preset(preset, &o.codec), HILOCK_OK);
+    return hlt_client_new(&o);
 }
 
 static void setb(hlt_redis *r, const char *key, const char *v, size_t len)
@@ -79,7 +67,7 @@ static int64_t stamp_of(const char *preset, const char *v)
 Test(legacy, doc_writes_seconds_plus_timeout_plus_one_without_ttl)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "doc", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "doc");
     hilock *l;
     long long before = wall_ms() / 1000, after;
     cr_assert_eq(hilock_legacy_acquire(c, "lock.doc", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -114,7 +102,7 @@ Test(legacy, every_preset_writes_its_own_format)
     };
     hlt_redis *r = hlt_redis_start(NULL);
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        hilock_client *c = mk(r, (opts){ t[i].preset, 0, 0, 0, 0 });
+        hilock_client *c = mk(r, t[i].preset);
         hilock *l;
         long long t0 = wall_us();
         cr_assert_eq(hilock_legacy_acquire(c, "lock:fmt", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -153,7 +141,12 @@ Test(legacy, every_preset_writes_its_own_format)
 Test(legacy, pexpire_option_gives_the_key_a_ttl)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 0, 1, 0 });
+    const char *url = r->url;
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    o.legacy_pexpire = 1;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     cr_assert_eq(hilock_legacy_acquire(c, "lock.px", 3000, 0, &l), HILOCK_OK);
     long long p = hlt_pttl(r, "lock.px");
@@ -173,7 +166,7 @@ Test(legacy, pexpire_option_gives_the_key_a_ttl)
 Test(legacy, a_live_stamp_is_busy_and_untouched)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "node-redis-lock");
     hilock *l = (hilock *)1;
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() + 60000);
@@ -194,7 +187,7 @@ Test(legacy, a_live_stamp_is_busy_and_untouched)
 Test(legacy, an_expired_stamp_is_taken_over_even_by_a_single_try)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "node-redis-lock");
     hilock *l;
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 1000);
@@ -221,7 +214,7 @@ Test(legacy, expired_values_of_other_formats_are_taken_over)
     };
     hlt_redis *r = hlt_redis_start(NULL);
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        hilock_client *c = mk(r, (opts){ t[i].preset, 0, 0, 0, 0 });
+        hilock_client *c = mk(r, t[i].preset);
         hilock *l;
         hlt_set(r, "lock:x", t[i].v, 0);
         cr_assert_eq(hilock_legacy_acquire(c, "lock:x", 5000, 0, &l), HILOCK_OK, "%s: %s", t[i].v,
@@ -237,7 +230,7 @@ Test(legacy, expired_values_of_other_formats_are_taken_over)
 Test(legacy, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "jedis-lock");
     hilock *l = NULL;
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 5000);
@@ -258,7 +251,7 @@ Test(legacy, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
 Test(legacy, a_fresh_stamp_is_computed_on_the_attempt_that_wins)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "jedis-lock");
     hilock *l;
     char v[32];
     long long start = wall_ms();
@@ -282,7 +275,7 @@ Test(legacy, values_that_are_not_stamps_are_never_taken)
     static const char *bad[] = { "garbage", "", "c0ffee-4f1d-token", "1", "123456", "1.7e9", "-1",
                                  "4f1d2a7b9c0e11aa22bb33cc44dd55ee", "1600000000-123-456" };
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "node-redis-lock");
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         hilock *l = (hilock *)1;
         hlt_set(r, "lock.bad", bad[i], 0);
@@ -310,7 +303,7 @@ Test(legacy, values_that_are_not_stamps_are_never_taken)
 Test(legacy, binary_values_are_shown_escaped)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "doc", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "doc");
     hilock *l;
     setb(r, "lock.bin", "17\0\x01\xff\"x", 7);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.bin", 5000, 0, &l), HILOCK_BUSY);
@@ -325,7 +318,7 @@ Test(legacy, binary_values_are_shown_escaped)
 Test(legacy, a_modern_lock_is_never_taken)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *m, *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock_client *m, *c = mk(r, "node-redis-lock");
     hilock *ml, *l = NULL;
     cr_assert_eq(hilock_client_open(r->url, &m), HILOCK_OK);
     cr_assert_eq(hilock_acquire(m, "lock.modern", 5000, 0, &ml), HILOCK_OK);
@@ -341,8 +334,8 @@ Test(legacy, a_modern_lock_is_never_taken)
 Test(legacy, a_unit_mismatch_is_reported_not_stolen)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *ms = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
-    hilock_client *s = mk(r, (opts){ "doc", 0, 0, 0, 0 });
+    hilock_client *ms = mk(r, "node-redis-lock");
+    hilock_client *s = mk(r, "doc");
     hilock *l = NULL;
     char v[32];
     /* a live seconds stamp: a ms client would read 1970 and steal it */
@@ -365,7 +358,7 @@ Test(legacy, a_unit_mismatch_is_reported_not_stolen)
 Test(legacy, a_key_of_another_type_is_ereply_and_untouched)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "doc", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "doc");
     hilock *l = (hilock *)1;
     freeReplyObject(hlt_cmd(r, "HSET lock.h f v"));
     cr_assert_eq(hilock_legacy_acquire(c, "lock.h", 5000, 0, &l), HILOCK_EREPLY);
@@ -384,7 +377,12 @@ Test(legacy, a_key_of_another_type_is_ereply_and_untouched)
 Test(legacy, bad_arguments_are_einval_and_change_nothing)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "doc", 2000, 0, 0, 0 });
+    const char *url = r->url;
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("doc", &o.codec), HILOCK_OK);
+    o.skew_margin_ms = 2000;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = (hilock *)1;
     char big[HILOCK_KEY_MAX + 2];
     memset(big, 'k', sizeof big - 1);
@@ -409,11 +407,9 @@ Test(legacy, bad_arguments_are_einval_and_change_nothing)
     /* several servers: legacy peers know no quorum */
     hlt_redis *r2 = hlt_redis_start(NULL);
     const char *urls[] = { r->url, r2->url, r->unix_url };
-    hilock_options o;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 3;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK);
+    o = hlt_options(urls, 3);
+    o.retry_delay_ms = 50;   /* the library's default */
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_legacy_acquire(c, "k", 5000, 0, &l), HILOCK_EINVAL);
     cr_assert(strstr(hilock_client_errmsg(c), "one server"), "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_dbsize(r), 0);
@@ -486,7 +482,7 @@ static void race_rounds(int with_peer, int rounds)
             x[i].rc = redisConnectWithTimeout("127.0.0.1", r->port, tv);
             cr_assert(x[i].rc && !x[i].rc->err);
         } else {
-            x[i].c = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+            x[i].c = mk(r, "jedis-lock");
         }
     }
     for (int round = 0; round < rounds; round++) {
@@ -553,8 +549,8 @@ Test(legacy_race, hilock_and_a_doc_peer_take_over_at_once_one_wins)
 Test(legacy, a_crashed_holder_is_taken_over_after_its_stamp_passes)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *a = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
-    hilock_client *b = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock_client *a = mk(r, "node-redis-lock");
+    hilock_client *b = mk(r, "node-redis-lock");
     hilock *la, *lb = NULL;
     cr_assert_eq(hilock_legacy_acquire(a, "lock.crash", 1000, 0, &la), HILOCK_OK);
     int64_t sa = stamp_of("node-redis-lock", hilock_token(la));
@@ -574,8 +570,8 @@ Test(legacy, a_crashed_holder_is_taken_over_after_its_stamp_passes)
 Test(legacy, a_late_release_after_takeover_deletes_nothing)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *a = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
-    hilock_client *b = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock_client *a = mk(r, "jedis-lock");
+    hilock_client *b = mk(r, "jedis-lock");
     hilock *la, *lb;
     cr_assert_eq(hilock_legacy_acquire(a, "lock.late", 1000, 0, &la), HILOCK_OK);
     hlt_sleep_ms(1200);   /* a pauses past its stamp */
@@ -598,8 +594,13 @@ Test(legacy, skew_injected_into_our_client_never_deletes_the_new_owner)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     /* a's clock is 3 s behind: its 1 s stamp is already 2 s old for everyone else */
-    hilock_client *a = mk(r, (opts){ "jedis-lock", 0, -3000, 0, 0 });
-    hilock_client *b = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    const char *url = r->url;
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    o.clock_offset_ms = -3000;
+    hilock_client *a = hlt_client_new(&o);
+    hilock_client *b = mk(r, "jedis-lock");
     hilock *la, *lb;
     cr_assert_eq(hilock_legacy_acquire(a, "lock.skew", 1000, 0, &la), HILOCK_OK);
     int64_t sa = stamp_of("jedis-lock", hilock_token(la));
@@ -624,7 +625,12 @@ Test(legacy, skew_injected_into_our_client_never_deletes_the_new_owner)
 Test(legacy, clock_offset_moves_our_stamps)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 60000, 0, 0 });
+    const char *url = r->url;
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    o.clock_offset_ms = 60000;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     long long before = wall_ms();
     cr_assert_eq(hilock_legacy_acquire(c, "lock.off", 1000, 0, &l), HILOCK_OK);
@@ -639,7 +645,12 @@ Test(legacy, clock_offset_moves_our_stamps)
 Test(legacy, the_skew_margin_delays_takeover_and_shortens_validity)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "jedis-lock", 2000, 0, 0, 0 });
+    const char *url = r->url;
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    o.skew_margin_ms = 2000;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 1000);   /* passed 1 s ago: within the margin */
@@ -662,8 +673,14 @@ Test(legacy, the_skew_margin_delays_takeover_and_shortens_validity)
 Test(legacy, lt_and_le_disagree_at_the_exact_stamp)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *lt = mk(r, (opts){ "doc", 0, 0, 0, -1 });
-    hilock_client *le = mk(r, (opts){ "doc", 0, 0, 0, 1 });
+    const char *url = r->url;
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("doc", &o.codec), HILOCK_OK);
+    o.codec.expired_if_equal = 0;
+    hilock_client *lt = hlt_client_new(&o);
+    o.codec.expired_if_equal = 1;
+    hilock_client *le = hlt_client_new(&o);
     int done = 0;
     for (int tries = 0; tries < 4 && !done; tries++) {
         hilock *l = NULL;
@@ -702,7 +719,7 @@ Test(legacy, lt_and_le_disagree_at_the_exact_stamp)
 Test(legacy, release_never_deletes_a_value_that_is_not_ours)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "jedis-lock");
     hilock *l;
     char other[32];
     cr_assert_eq(hilock_legacy_acquire(c, "lock.o", 5000, 0, &l), HILOCK_OK);
@@ -722,7 +739,7 @@ Test(legacy, release_never_deletes_a_value_that_is_not_ours)
 Test(legacy, extend_writes_a_fresh_later_stamp)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "node-redis-lock", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "node-redis-lock");
     hilock *l;
     char old[64];
     cr_assert_eq(hilock_legacy_acquire(c, "lock.ext", 1000, 0, &l), HILOCK_OK);
@@ -751,7 +768,7 @@ Test(legacy, extend_writes_a_fresh_later_stamp)
 Test(legacy, fences_grow_with_every_grant)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "jedis-lock", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "jedis-lock");
     uint64_t last = 0;
     for (int i = 0; i < 5; i++) {
         hilock *l;
@@ -781,11 +798,10 @@ Test(legacy, legacy_and_bridge_tokens_outlive_the_counter_and_call_no_time_in_th
         hilock_client *c = NULL;
         hilock *l;
         const char *url = r->url;
-        hilock_options_init(&o);
-        o.servers = &url;
-        o.nservers = 1;
+        o = hlt_options(&url, 1);
+        o.retry_delay_ms = 50;   /* the library's default */
         o.bridge = i % 2;   /* bridge: hilock_acquire writes a legacy stamp */
-        cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+        c = hlt_client_new(&o);
         for (int k = 0; k < 3; k++) {
             cr_assert_eq(o.bridge ? hilock_acquire(c, "lock.t", 5000, 0, &l)
                                   : hilock_legacy_acquire(c, "lock.t", 5000, 0, &l),
@@ -814,12 +830,11 @@ static void grant_once(hlt_redis *r, char kind, const char *key, uint64_t above)
     hilock_client *c = NULL;
     hilock *l;
     const char *url = r->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
+    o = hlt_options(&url, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
     o.bridge = kind == 'b';
     o.fair = kind == 'f';
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    c = hlt_client_new(&o);
     cr_assert_eq(kind == 'l' ? hilock_legacy_acquire(c, key, 5000, 0, &l) : hilock_acquire(c, key, 5000, 0, &l),
                  HILOCK_OK, "%c: %s", kind, hilock_client_errmsg(c));
     cr_assert_gt(hilock_fence(l), above, "%c", kind);   /* counter + 1 */
@@ -874,22 +889,8 @@ Test(legacy, grants_of_every_kind_keep_an_epoch_counter_for_35_days)
 
 /* ---- tokens at the edge of Lua's numbers (docs/fencing.md) ---- */
 
-/* A client of kind 'l' (hilock_legacy_acquire) or 'b' (bridge: hilock_acquire writes a
- * legacy stamp), doc preset; and its acquire. */
-static hilock_client *legacy_kind(hlt_redis *r, char kind)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    const char *url = r->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = 10;
-    o.bridge = kind == 'b';
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
+/* The acquire of a client of kind 'l' (hilock_legacy_acquire) or 'b' (bridge: hilock_acquire
+ * writes a legacy stamp). */
 static hilock_status legacy_kind_acquire(hilock_client *c, char kind, const char *key, hilock **l)
 {
     return kind == 'l' ? hilock_legacy_acquire(c, key, 5000, 0, l) : hilock_acquire(c, key, 5000, 0, l);
@@ -904,7 +905,12 @@ Test(legacy, a_fence_counter_at_or_above_2_53_minus_1_refuses_legacy_and_bridge_
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
     for (const char *kind = "lb"; *kind; kind++) {
-        hilock_client *c = legacy_kind(r, *kind);
+        /* kind 'l': hilock_legacy_acquire; 'b', bridge: hilock_acquire writes a legacy stamp */
+        const char *url = r->url;
+        hilock_options o = hlt_options(&url, 1);
+        o.retry_delay_ms = 10;
+        o.bridge = *kind == 'b';
+        hilock_client *c = hlt_client_new(&o);
         for (size_t i = 0; i < sizeof past / sizeof *past; i++)
             for (int stamp = 0; stamp < 2; stamp++) {
                 hilock *l = (hilock *)&l;
@@ -945,8 +951,12 @@ Test(legacy, legacy_and_bridge_fence_tokens_up_to_2_53_minus_1_are_exact)
     hilock *l;
     char want[24], *v;
     cr_assert_not_null(r);
-    c[0] = legacy_kind(r, 'l');
-    c[1] = legacy_kind(r, 'b');
+    const char *url = r->url;
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    c[0] = hlt_client_new(&o);   /* legacy: hilock_legacy_acquire */
+    o.bridge = 1;                /* bridge: hilock_acquire writes a legacy stamp */
+    c[1] = hlt_client_new(&o);
     freeReplyObject(hlt_cmd(r, "SET {lock.e}:fence 9007199254740989 PX 600000"));
     for (unsigned long long f = 9007199254740990ULL; f <= 9007199254740991ULL; f++) {
         int k = (int)(f & 1);   /* legacy, then bridge */
@@ -972,7 +982,7 @@ Test(legacy, legacy_and_bridge_fence_tokens_up_to_2_53_minus_1_are_exact)
 Test(legacy, an_unreachable_server_is_an_error_not_busy)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, (opts){ "doc", 0, 0, 0, 0 });
+    hilock_client *c = mk(r, "doc");
     hilock *l = (hilock *)1;
     hlt_redis_kill(r);
     hilock_status st = hilock_legacy_acquire(c, "lock.down", 5000, 0, &l);

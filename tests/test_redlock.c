@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "base.h"   /* hl_lua_fence_raise */
@@ -45,24 +46,15 @@ static void stop(cluster *k)
     for (int i = 0; i < k->n; i++) hlt_redis_stop(k->m[i]);
 }
 
-static hilock_client *client_guard(const char *const *urls, int n, int failover_guard)
+/* The suite's one client maker: hlt_options's over urls, a long io timeout, waits retried
+ * every 10 ms. */
+static hilock_client *client_for(const char *const *urls, int n)
 {
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.failover_guard = failover_guard;
-    o.servers = urls;
-    o.nservers = (size_t)n;
+    hilock_options o = hlt_options(urls, (size_t)n);
     o.io_timeout_ms = IO_MS;
-    o.connect_timeout_ms = 1000;
     o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
+    return hlt_client_new(&o);
 }
-
-static hilock_client *client_for(const char *const *urls, int n) { return client_guard(urls, n, -1); }
-
-static hilock_client *client(cluster *k) { return client_for(k->url, k->n); }
 
 /* How many of the first `upto` masters hold `value` at `key` (killed ones do not; frozen
  * ones must be left out, the read-back would wait for them). */
@@ -114,7 +106,7 @@ Test(redlock, grants_on_every_master_with_one_token)
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_str_eq(hilock_client_errmsg(c), "");
     cr_assert_eq(holders(&k, "res", hilock_token(l)), 5);
@@ -142,7 +134,7 @@ Test(redlock, works_with_two_masters_down)
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     hlt_redis_kill(k.m[0]);
     hlt_redis_kill(k.m[3]);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -192,7 +184,7 @@ Test(redlock, frozen_master_costs_the_per_master_timeout_not_io_timeout)
     cluster k;
     hilock *l, *l2;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     hlt_redis_freeze(k.m[4]);
     long long t = hlt_now_ms();
     /* ttl 10 s: each master gets 5% = 500 ms, far below io_timeout (5 s) */
@@ -227,7 +219,7 @@ Test(redlock, holders_without_a_ttl_on_a_quorums_worth_of_masters_are_named_as_n
     cluster k;
     hilock *b = NULL;
     start(&k, 3);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     freeReplyObject(hlt_cmd(k.m[0], "SET res 1700000000.5"));
     freeReplyObject(hlt_cmd(k.m[1], "SET res 1700000000.5"));
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &b), HILOCK_BUSY, "%s", hilock_client_errmsg(c));
@@ -247,7 +239,7 @@ Test(redlock, quorum_held_by_another_client_is_busy)
     cluster k;
     hilock *a, *b = (hilock *)1;
     start(&k, 5);
-    hilock_client *ca = client(&k), *cb = client(&k);
+    hilock_client *ca = client_for(k.url, k.n), *cb = client_for(k.url, k.n);
     cr_assert_eq(hilock_acquire(ca, "res", 10000, 0, &a), HILOCK_OK, "%s", hilock_client_errmsg(ca));
     cr_assert_eq(hilock_acquire(cb, "res", 10000, 0, &b), HILOCK_BUSY);
     cr_assert_null(b);
@@ -280,7 +272,7 @@ Test(redlock, minority_held_by_a_crashed_client_does_not_block)
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     set_on(k.m[0], "res", "crashed-holder", 60000);
     set_on(k.m[1], "res", "crashed-holder", 60000);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -300,7 +292,7 @@ Test(redlock, partial_grants_are_undone_after_a_failed_attempt)
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     for (int i = 0; i < 3; i++) set_on(k.m[i], "res", "other-owner", 60000);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_BUSY);
     cr_assert(strstr(hilock_client_errmsg(c), "held by another owner on 3 of 5 masters"), "%s",
@@ -326,7 +318,7 @@ Test(redlock, extend_on_a_majority_recomputes_validity)
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hlt_redis_kill(k.m[1]);
     hlt_redis_kill(k.m[2]);
@@ -355,7 +347,7 @@ Test(redlock, extend_with_too_few_masters_keeps_the_shorter_validity)
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     cr_assert_eq(hilock_acquire(c, "res", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     for (int i = 0; i < 3; i++) hlt_redis_kill(k.m[i]);
     cr_assert_eq(hilock_extend(l, 5000), HILOCK_ENOQUORUM);
@@ -372,7 +364,7 @@ Test(redlock, extend_below_a_quorum_is_not_held_and_cleans_up)
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     for (int i = 0; i < 3; i++) {   /* as if they restarted empty */
         redisReply *r = hlt_cmd(k.m[i], "DEL res");
@@ -398,7 +390,7 @@ Test(redlock, release_with_masters_down)
     hilock *l;
     char want[96];
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hlt_redis_kill(k.m[0]);
     hlt_redis_kill(k.m[4]);
@@ -451,7 +443,7 @@ Test(redlock, a_slow_master_shrinks_validity)
     pthread_t th;
     thaw_later tl;
     start(&k, 3);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     /* ttl 20 s: each master may take 1 s; the slow one answers after ~300 ms */
     cr_assert_eq(hilock_acquire(c, "res", 20000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     int64_t fast = hilock_validity_ms(l);
@@ -488,13 +480,11 @@ typedef struct shared {
 
 static void worker(const char *const *urls, int n, shared *sh, int rounds)
 {
-    hilock_options o;
+    hilock_options o = hlt_options(urls, (size_t)n);
     hilock_client *c;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = (size_t)n;
     o.io_timeout_ms = IO_MS;
     o.retry_delay_ms = 5;
+    /* (a forked child: it says what failed by its exit code, not by an assert) */
     if (hilock_client_new(&o, &c) != HILOCK_OK) _exit(2);
     for (int i = 0; i < rounds; i++) {
         hilock *l;
@@ -558,7 +548,7 @@ Test(redlock, fence_is_above_any_token_a_quorum_issued)
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     /* one master's counter is far ahead (it issued tokens the others never saw) */
     set_on(k.m[0], "{res}:fence", "5000000000000", 3600000);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -604,7 +594,7 @@ Test(redlock, a_raised_counter_is_kept_its_lead_over_the_clock)
     char ahead[32];
     long long lead = 4LL * 3600 * 1000;   /* 4 hours, below 2^42 (no epoch) */
     start(&k, 3);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     snprintf(ahead, sizeof ahead, "%lld", (long long)time(NULL) * 1000 + lead);
     set_on(k.m[0], "{res}:fence", ahead, 20000);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -631,7 +621,7 @@ Test(redlock, a_fence_counter_at_or_above_2_53_minus_1_on_a_majority_is_ereply_a
 {
     cluster k;
     start(&k, 3);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     for (size_t i = 0; i < sizeof past_2_53 / sizeof *past_2_53; i++) {
         hilock *l = (hilock *)&l;
         char *before[2], *after;
@@ -669,7 +659,7 @@ Test(redlock, fence_tokens_up_to_2_53_minus_1_are_exact_and_raised_digit_for_dig
     hilock *l;
     char want[24];
     start(&k, 3);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     set_on(k.m[0], "{res}:fence", "9007199254740989", 600000);
     for (unsigned long long f = 9007199254740990ULL; f <= 9007199254740991ULL; f++) {
         cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -746,8 +736,10 @@ static void sentinel_fini(void)
 }
 
 /* A Redlock of two direct members around a Sentinel member (urls: direct, Sentinel, direct)
- * whose config-epoch is 1; *m: the data node that is its master. */
-static hilock_client *epoch_redlock(cluster *k, const char *urls[3], int *m)
+ * whose config-epoch is 1; *m: the data node that is its master. Its client: client_for's
+ * options with failover_guard 0 (no guard: the promoted master would grant nothing for a ttl,
+ * and the epoch is the Sentinels' either way). */
+static void epoch_redlock(cluster *k, const char *urls[3], int *m)
 {
     start(k, 2);
     SF = hlt_sentinel_start();
@@ -758,9 +750,6 @@ static hilock_client *epoch_redlock(cluster *k, const char *urls[3], int *m)
     urls[0] = k->url[0];
     urls[1] = SF->url;
     urls[2] = k->url[1];
-    /* (no guard: the promoted master would grant nothing for a ttl, and the epoch is the
-     * Sentinels' either way) */
-    return client_guard(urls, 3, 0);
 }
 
 /* The Sentinel member cannot answer (both its data nodes frozen: no failover either), or is
@@ -782,7 +771,14 @@ Test(redlock, fence_grows_when_the_next_quorum_leaves_out_the_epoch_member, .fin
     const char *urls[3];
     unsigned long long f[4], floor[2][3];
     int m;
-    hilock_client *c = epoch_redlock(&k, urls, &m);
+    hilock_options o;
+    hilock_client *c;
+    epoch_redlock(&k, urls, &m);
+    o = hlt_options(urls, 3);
+    o.io_timeout_ms = IO_MS;
+    o.retry_delay_ms = 10;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     /* 1: all three grant; the Sentinel member's epoch is in the token */
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     f[0] = hilock_fence(l);
@@ -860,7 +856,14 @@ Test(redlock, fence_with_an_epoch_outlives_an_idle_hour, .fini = sentinel_fini, 
     const long long ttl = 60000, idle = HL_FENCE_KEEP_MS + 60000;
     long long pttl[2][2];   /* the direct members' counters: after the Redlock grant, the plain one */
     int m;
-    hilock_client *c = epoch_redlock(&k, urls, &m);
+    hilock_options o;
+    hilock_client *c;
+    epoch_redlock(&k, urls, &m);
+    o = hlt_options(urls, 3);
+    o.io_timeout_ms = IO_MS;
+    o.retry_delay_ms = 10;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "res", ttl, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     unsigned long long f0 = hilock_fence(l);
     cr_assert_geq(f0 >> 42, 1, "fence %llu carries no epoch", f0);
@@ -905,7 +908,7 @@ Test(redlock, error_replies_on_a_majority_are_ereply_not_a_wait)
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     for (int i = 0; i < 3; i++) {
         redisReply *r = hlt_cmd(k.m[i], "HSET res f v");
         freeReplyObject(r);
@@ -933,7 +936,7 @@ Test(redlock, one_url_keeps_the_single_master_behaviour)
     hilock *a, *b;
     char want[96];
     start(&k, 1);
-    hilock_client *c = client(&k), *c2 = client(&k);
+    hilock_client *c = client_for(k.url, k.n), *c2 = client_for(k.url, k.n);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &a), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_acquire(c2, "res", 10000, 0, &b), HILOCK_BUSY);
     cr_assert(!strncmp(hilock_client_errmsg(c2), "res: held by another owner, expires in ", 39), "%s",
@@ -956,7 +959,7 @@ Test(redlock, check_needs_a_quorum_and_recomputes_validity)
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     for (int i = 0; i < 5; i++) freeReplyObject(hlt_cmd(k.m[i], "PEXPIRE res 3000"));
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -990,7 +993,7 @@ Test(redlock, two_masters_need_both)
     cluster k;
     hilock *l;
     start(&k, 2);
-    hilock_client *c = client(&k);
+    hilock_client *c = client_for(k.url, k.n);
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
@@ -1045,7 +1048,7 @@ Test(redlock, bad_input_changes_nothing)
     cr_assert_eq(hilock_client_new(&o, &c), HILOCK_EINVAL);
     cr_assert_null(c);
     cr_assert(strstr(hilock_last_config_error(), "server 2 of 3 (redis://127.0.0.1:notaport): bad port"), "%s", hilock_last_config_error());
-    c = client(&k);
+    c = client_for(k.url, k.n);
     cr_assert_eq(hilock_acquire(c, "res", 0, 0, &l), HILOCK_EINVAL);
     cr_assert_null(l);
     cr_assert_eq(hilock_acquire(c, "", 1000, 0, &l), HILOCK_EINVAL);

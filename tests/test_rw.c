@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "holders.h"
 #include "sentinel_fixture.h"
 
@@ -38,23 +39,13 @@ static void teardown(void) { hlt_redis_stop(R); }
 
 TestSuite(rw, .init = setup, .fini = teardown, .timeout = 30);
 
-static hilock_client *client_on(const char *const *urls, size_t n, int fair)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = n;
-    o.retry_delay_ms = 10;
-    o.fair = fair;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
+/* The suite's one client maker: hlt_options's on R, waits retried every 10 ms. */
 static hilock_client *client(void)
 {
     const char *url = R->url;
-    return client_on(&url, 1, 0);
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    return hlt_client_new(&o);
 }
 
 static const char *mode_name(hilock_rw_mode m) { return m == S ? "shared" : "exclusive"; }
@@ -591,7 +582,10 @@ Test(rw, bad_modes_and_arguments_are_einval_and_write_nothing)
 Test(rw, fair_is_refused_with_the_reason)
 {
     const char *url = R->url;
-    hilock_client *c = client_on(&url, 1, 1);
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    o.fair = 1;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = (hilock *)&l;
     cr_assert_eq(hilock_rw_acquire(c, "k", S, 5000, 0, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
     cr_assert_null(l);
@@ -702,9 +696,11 @@ Test(rw, over_three_masters_exclusive_and_shared_exclude_each_other)
     hilock *s1, *s2, *x;
     cr_assert(m[1] && m[2]);
     for (int i = 0; i < 3; i++) urls[i] = m[i]->url;
-    a = client_on(urls, 3, 0);
-    b = client_on(urls, 3, 0);
-    d = client_on(urls, 3, 0);
+    hilock_options o = hlt_options(urls, 3);
+    o.retry_delay_ms = 10;
+    a = hlt_client_new(&o);
+    b = hlt_client_new(&o);
+    d = hlt_client_new(&o);
     s1 = must_rw(a, "k", S, 20000, 0);
     s2 = must_rw(d, "k", S, 20000, 0);
     for (int i = 0; i < 3; i++) assert_grant(m[i], s1, S, 20000), assert_grant(m[i], s2, S, 20000);
@@ -742,8 +738,10 @@ Test(rw, over_three_masters_a_waiting_writer_stops_readers_and_is_woken)
     long long t_rel;
     cr_assert(m[1] && m[2]);
     for (int i = 0; i < 3; i++) urls[i] = m[i]->url;
-    a = client_on(urls, 3, 0);
-    b = client_on(urls, 3, 0);
+    hilock_options o = hlt_options(urls, 3);
+    o.retry_delay_ms = 10;
+    a = hlt_client_new(&o);
+    b = hlt_client_new(&o);
     s = must_rw(a, "k", S, 60000, 0);
     hlt_bg_start(&w);
     for (int i = 0; i < 3; i++)
@@ -775,7 +773,10 @@ Test(rw, a_fair_plain_lock_refuses_a_key_held_shared_naming_it)
 {
     NEEDS_32();
     const char *url = R->url;
-    hilock_client *a = client(), *f = client_on(&url, 1, 1);
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    o.fair = 1;
+    hilock_client *a = client(), *f = hlt_client_new(&o);
     hilock *s = must_rw(a, "k", S, 20000, 0);
     hlt_assert_unchanged_by(R, f, &(hlt_bg){ .key = "k", .plain = 1, .ttl_ms = 5000 }, HILOCK_EREPLY,
                             "WRONGTYPE: k holds a shared/exclusive lock, not a lock", 1);
@@ -803,7 +804,9 @@ Test(rw, a_failover_after_a_shared_grant_makes_check_and_release_lost, .fini = s
     hilock *s;
     SF = hlt_sentinel_start();
     cr_assert_not_null(SF, "sentinel fixture did not start");
-    c = client_on((const char *const[]){ SF->url }, 1, 0);
+    hilock_options o = hlt_options((const char *const[]){ SF->url }, 1);
+    o.retry_delay_ms = 10;
+    c = hlt_client_new(&o);
     cr_assert_eq(hlt_sentinel_cut(SF, 1), 0, "could not cut replication");
     s = must_rw(c, "k", S, 5000, 0);
     assert_grant(SF->data[0], s, S, 5000);
@@ -839,8 +842,10 @@ Test(rw, grants_survive_a_clean_failover, .fini = sentinel_fini, .timeout = 60)
     double score;
     SF = hlt_sentinel_start();
     cr_assert_not_null(SF, "sentinel fixture did not start");
-    c = client_on((const char *const[]){ SF->url }, 1, 0);
-    d = client_on((const char *const[]){ SF->url }, 1, 0);
+    hilock_options o = hlt_options((const char *const[]){ SF->url }, 1);
+    o.retry_delay_ms = 10;
+    c = hlt_client_new(&o);
+    d = hlt_client_new(&o);
     s = must_rw(c, "k", S, 30000, 0);
     end = hlt_now_ms() + 3000;
     while (!hlt_zscore(SF->data[1], "k", hilock_token(s), &score) && hlt_now_ms() < end) hlt_sleep_ms(10);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "holders.h"
 
 #define NEEDS_32() HLT_NEEDS(30200, "the semaphore's script reads the server's clock (Redis 3.2+)")
@@ -29,20 +30,14 @@ static void teardown(void) { hlt_redis_stop(R); }
 
 TestSuite(sem, .init = setup, .fini = teardown, .timeout = 30);
 
-static hilock_client *client_retry(int64_t retry_ms)
+/* The suite's one client maker: hlt_options's on R, waits retried every 10 ms. */
+static hilock_client *client(void)
 {
-    hilock_options o;
-    hilock_client *c = NULL;
     const char *url = R->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = retry_ms;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    return hlt_client_new(&o);
 }
-
-static hilock_client *client(void) { return client_retry(10); }
 
 static hilock *must_sem(hilock_client *c, const char *key, int limit, int64_t ttl, int64_t wait)
 {
@@ -517,12 +512,11 @@ Test(sem, a_permit_without_its_replicas_is_ereplicas_and_undone)
     hilock_client *c, *d = client();
     hilock *l = (hilock *)&l, *other;
     const char *url = R->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
+    o = hlt_options(&url, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
     o.min_replicas = 1;
     o.replicas_timeout_ms = 50;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
     cr_assert_null(l);
     cr_assert_eq(hlt_exists(R, "sem"), 0, "the permit was not undone");
@@ -655,25 +649,14 @@ Test(sem, a_plain_lock_on_a_semaphore_key_is_refused_naming_it)
     hilock_client_free(b);
 }
 
-/* hilock_client with one option changed from the defaults: fair, fencing or bridge. */
-static hilock_client *client_with(int fair, int fencing, int bridge)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    const char *url = R->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.fair = fair;
-    o.fencing = fencing;
-    o.bridge = bridge;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
 Test(sem, fair_is_refused_with_the_reason)
 {
-    hilock_client *c = client_with(1, 1, 0);
+    const char *url = R->url;
+    hilock_options o = hlt_options(&url, 1);
+    hilock_client *c;
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.fair = 1;
+    c = hlt_client_new(&o);
     hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = "sem", .limit = 3, .ttl_ms = 5000 }, HILOCK_EINVAL,
                             "fair is not supported by hilock_sem_acquire: its waiters are not served in order "
                             "(docs/semaphore.md)", 1);
@@ -686,7 +669,15 @@ Test(sem, fair_is_refused_with_the_reason)
 Test(sem, fencing_0_and_bridge_do_not_apply)
 {
     NEEDS_32();
-    hilock_client *c[2] = { client_with(0, 0, 0), client_with(0, 1, 1) };
+    const char *url = R->url;
+    hilock_options o = hlt_options(&url, 1);
+    hilock_client *c[2];
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.fencing = 0;
+    c[0] = hlt_client_new(&o);
+    o.fencing = 1;
+    o.bridge = 1;
+    c[1] = hlt_client_new(&o);
     hilock *l[2];
     for (int i = 0; i < 2; i++) {
         l[i] = must_sem(c[i], "sem", 3, 20000, 0);
@@ -709,10 +700,9 @@ Test(sem, is_refused_over_several_masters)
     hilock_client *c;
     hilock *l = (hilock *)&l;
     cr_assert(r2 && r3);
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 3;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    o = hlt_options(urls, 3);
+    o.retry_delay_ms = 50;   /* the library's default */
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
     cr_assert_null(l);
     cr_log_info("Redlock: %s", hilock_client_errmsg(c));
