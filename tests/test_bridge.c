@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "checks.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
@@ -21,21 +22,6 @@ static long long wall_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static hilock_client *mk(hlt_redis *r, const char *preset, int bridge)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    const char *url = r->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = 10;
-    o.bridge = bridge;
-    cr_assert_eq(hilock_codec_preset(preset, &o.codec), HILOCK_OK);
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
 }
 
 /* One attempt of the documented recipe (ms, "<"), separate commands. */
@@ -63,7 +49,11 @@ static int doc_peer_try(redisContext *rc, const char *key, long long timeout_ms,
 Test(bridge, writes_a_pure_digits_future_stamp_with_px)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "node-redis-lock", 1);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     long long before = wall_ms();
     cr_assert_eq(hilock_acquire(c, "lock.b", 2000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -89,7 +79,11 @@ Test(bridge, seconds_and_suffix_codecs_still_write_pure_digits_rounded_up)
     static const char *presets[] = { "doc", "ruby-redis-lock", "redis-objects", "redis-py-2" };
     hlt_redis *r = hlt_redis_start(NULL);
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-        hilock_client *c = mk(r, presets[i], 1);
+        hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+        o.retry_delay_ms = 10;
+        cr_assert_eq(hilock_codec_preset(presets[i], &o.codec), HILOCK_OK);
+        o.bridge = 1;
+        hilock_client *c = hlt_client_new(&o);
         hilock *l;
         long long before = wall_ms();
         cr_assert_eq(hilock_acquire(c, "lock:s", 3000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -107,7 +101,13 @@ Test(bridge, seconds_and_suffix_codecs_still_write_pure_digits_rounded_up)
 Test(bridge, legacy_clients_see_a_bridge_lock_as_held)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *b = mk(r, "node-redis-lock", 1), *leg = mk(r, "node-redis-lock", 0);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *b = hlt_client_new(&o), *leg;
+    o.bridge = 0;
+    leg = hlt_client_new(&o);
     hilock *lb, *ll = NULL;
     struct timeval tv = { 2, 0 };
     redisContext *peer = redisConnectWithTimeout("127.0.0.1", r->port, tv);
@@ -130,7 +130,13 @@ Test(bridge, legacy_clients_see_a_bridge_lock_as_held)
 Test(bridge, bridge_clients_see_legacy_locks_as_held)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *b = mk(r, "jedis-lock", 1), *leg = mk(r, "jedis-lock", 0);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *b = hlt_client_new(&o), *leg;
+    o.bridge = 0;
+    leg = hlt_client_new(&o);
     hilock *lb = NULL, *ll;
     cr_assert_eq(hilock_legacy_acquire(leg, "lock.leg", 5000, 0, &ll), HILOCK_OK);
     cr_assert_eq(hilock_acquire(b, "lock.leg", 3000, 0, &lb), HILOCK_BUSY);
@@ -152,7 +158,11 @@ Test(bridge, bridge_clients_see_legacy_locks_as_held)
 Test(bridge, takes_over_an_expired_legacy_stamp_without_ttl_and_sets_px)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *b = mk(r, "node-redis-lock", 1);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *b = hlt_client_new(&o);
     hilock *l;
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 2000);   /* a crashed 0.0.x holder's stamp */
@@ -171,7 +181,11 @@ Test(bridge, never_steals_values_that_are_not_stamps)
 {
     static const char *bad[] = { "c0ffee-4f1d-token", "", "123456", "1", "garbage" };
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *b = mk(r, "node-redis-lock", 1), *m;
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *b = hlt_client_new(&o), *m;
     hilock *l = NULL, *ml;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         hlt_set(r, "lock.tok", bad[i], 0);
@@ -202,7 +216,11 @@ Test(bridge, never_steals_values_that_are_not_stamps)
 Test(bridge, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *b = mk(r, "node-redis-lock", 1);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *b = hlt_client_new(&o);
     hilock *l = NULL;
     char v[32];
     snprintf(v, sizeof v, "%lld", wall_ms() - 2000);
@@ -221,7 +239,11 @@ Test(bridge, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
 Test(bridge, extend_moves_stamp_and_px_together)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *b = mk(r, "jedis-lock", 1);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *b = hlt_client_new(&o);
     hilock *l;
     char old[64];
     cr_assert_eq(hilock_acquire(b, "lock.e", 1000, 0, &l), HILOCK_OK);
@@ -246,7 +268,11 @@ Test(bridge, extend_moves_stamp_and_px_together)
 Test(bridge, release_compares_the_exact_value)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *b = mk(r, "jedis-lock", 1);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *b = hlt_client_new(&o);
     hilock *l;
     char other[32];
     cr_assert_eq(hilock_acquire(b, "lock.r", 3000, 0, &l), HILOCK_OK);
@@ -264,7 +290,11 @@ Test(bridge, a_getset_by_a_legacy_peer_only_hurts_after_the_stamp)
 {
     /* a peer's GETSET strips the PX: the stamp then governs, and it is in the future */
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *b = mk(r, "jedis-lock", 1), *b2 = mk(r, "jedis-lock", 1);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *b = hlt_client_new(&o), *b2 = hlt_client_new(&o);
     hilock *l, *l2 = NULL;
     cr_assert_eq(hilock_acquire(b, "lock.g", 1000, 0, &l), HILOCK_OK);
     redisReply *rep = hlt_cmd(r, "PERSIST lock.g");

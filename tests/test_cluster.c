@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cluster_fixture.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "lock.h"   /* hl_key_slot, hl_aux_key: the unit part */
@@ -35,31 +36,10 @@ ReportHook(POST_ALL)(struct criterion_global_stats *stats)
 
 HLT_CLUSTER_SHARED_SUITE(cluster)
 
-/* Clients of these tests run without the failover guard (failover_guard = 0): a test's
- * failover would otherwise make every later test's first grant on that shard wait for its
- * ttl. The guard itself is checked in cluster_failover_is_lost_unless_proven. */
-static hilock_client *client_opt(const char *url, int io_ms, int guard, int retry_ms)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = retry_ms;
-    o.io_timeout_ms = io_ms;
-    o.failover_guard = guard;
-    if (hilock_client_new(&o, &c) != HILOCK_OK) return NULL;
-    return c;
-}
-
-static hilock_client *client_io(const char *url, int io_ms)
-{
-    hilock_client *c = client_opt(url, io_ms, 0, 20);
-    cr_assert_not_null(c, "%s", hilock_last_config_error());
-    return c;
-}
-
-static hilock_client *client(const char *url) { return client_io(url, 2000); }
+/* Clients of these tests: hlt_options's with io_timeout_ms 2000 and without the failover guard
+ * (failover_guard = 0), since a test's failover would otherwise make every later test's first
+ * grant on that shard wait for its ttl. The guard itself is checked in
+ * cluster_failover_is_lost_unless_proven. */
 
 #define assert_msg(c, text)                                                                    \
     cr_assert(strstr(hilock_client_errmsg(c), (text)), "errmsg '%s' does not say '%s'",        \
@@ -90,7 +70,10 @@ static void heal(hlt_cluster *f)
 Test(cluster, locks_on_keys_of_every_master)
 {
     hlt_cluster *f = fx(0);
-    hilock_client *c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l[3];
     char key[3][64];
     int m[3];
@@ -133,7 +116,10 @@ static void run_id_of(hlt_cluster *f, int m, char *buf, size_t cap)
 Test(cluster, each_shards_connection_keeps_its_own_servers_facts)
 {
     hlt_cluster *f = fx(0);
-    hilock_client *c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     static const int order[] = { 0, 1, 2, 0, 1, 2, 0 };
     char key[3][64], id[3][48];
     int m[3];
@@ -189,7 +175,10 @@ Test(cluster, keys_with_tags_empty_and_unbalanced_braces_lock_on_their_shard)
 {
     static const char *const keys[] = {"jobs:{tenant}:nightly", "a{}b", "a{b", "a}b{c", "}{w}", "foo{}{bar}"};
     hlt_cluster *f = fx(0);
-    hilock_client *c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         hilock *l;
         int m = hlt_cluster_key_master(f, keys[i]);
@@ -217,14 +206,17 @@ Test(cluster, a_seed_list_whose_first_node_is_down_works)
     hilock *l;
     long long t0;
     snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", hlt_free_port(), f->port[3]);
-    c = client(url);
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "seeds", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     hilock_client_free(c);
     /* no seed at all: EIO, bounded, naming the seeds */
     snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", hlt_free_port(), hlt_free_port());
-    c = client(url);
+    c = hlt_client_new(&o);   /* (o.servers is url, rewritten) */
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "seeds", 5000, 0, &l), HILOCK_EIO);
     cr_assert_lt(hlt_now_ms() - t0, 3000);
@@ -257,7 +249,10 @@ Test(cluster, bad_cluster_urls_are_einval_with_a_message)
 Test(cluster, resharding_a_held_lock_keeps_it_through_ask_and_moved)
 {
     hlt_cluster *f = fx(1);
-    hilock_client *c = client(f->url), *other = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o), *other = hlt_client_new(&o);
     hilock *l, *l2;
     char key[64], *v;
     int m[3], from, to, slot;
@@ -305,7 +300,10 @@ Test(cluster, resharding_a_held_lock_keeps_it_through_ask_and_moved)
 Test(cluster, a_killed_shard_master_is_lost_and_other_shards_stay_ok)
 {
     hlt_cluster *f = fx(1);
-    hilock_client *c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *la, *lb;
     char ka[64], kb[64];
     int m[3], r;
@@ -347,7 +345,10 @@ Test(cluster, a_killed_shard_master_is_lost_and_other_shards_stay_ok)
 Test(cluster, cluster_failover_is_lost_unless_proven)
 {
     hlt_cluster *f = fx(1);
-    hilock_client *c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l, *l2;
     char key[64];
     int m[3], r, old;
@@ -371,9 +372,11 @@ Test(cluster, cluster_failover_is_lost_unless_proven)
     hilock_free(l);
     {   /* the failover guard (on by default, as behind Sentinel), per shard: the promoted
          * master grants nothing for the longest ttl granted in the slot before */
-        hilock_client *g = client_opt(f->url, 2000, -1, 20);
+        hilock_options og = hlt_options((const char *[]){ f->url }, 1);
+        hilock_client *g;
         char k2[64];
-        cr_assert_not_null(g);
+        og.io_timeout_ms = 2000;
+        g = hlt_client_new(&og);
         key_on(f, r, "guarded:", k2, sizeof k2);
         cr_assert_eq(hilock_acquire(g, k2, 5000, 0, &l), HILOCK_BUSY, "%s", hilock_client_errmsg(g));
         assert_msg(g, "failover guard");
@@ -420,7 +423,13 @@ Test(cluster, a_failover_to_a_replica_that_never_synced_is_lost_not_a_resharding
     if (hlt_server_is_valkey() && hlt_server_version() < 80000)
         cr_skip_test("n/a on Valkey 7.2: the unsynced replica's takeover stalled this test in CI (being looked into)");
     f = fx(1);
-    hilock_client *c = client_io(f->url, 300), *later = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 300;
+    o.failover_guard = 0;
+    hilock_options o2 = hlt_options((const char *[]){ f->url }, 1);
+    o2.io_timeout_ms = 2000;
+    o2.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o), *later = hlt_client_new(&o2);
     hilock *l, *l2;
     char key[64], key2[80], rdb[200], granted_id[41], replid2[41], msg[3][300];
     int m[3], old, r;
@@ -482,7 +491,10 @@ Test(cluster, a_failover_to_a_replica_that_never_synced_is_lost_not_a_resharding
 Test(cluster, a_resharded_lock_is_judged_by_its_value_not_as_a_failover)
 {
     hlt_cluster *f = fx(1);
-    hilock_client *c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *held, *brief;
     char tag[32], key[64], key2[64];
     int m[3], from, to, slot;
@@ -524,7 +536,10 @@ Test(cluster, a_resharded_lock_is_judged_by_its_value_not_as_a_failover)
 Test(cluster, a_frozen_master_is_etimedout_within_the_bound)
 {
     hlt_cluster *f = fx(1);
-    hilock_client *c = client_io(f->url, 300);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 300;
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     char key[64];
     int m[3];
@@ -561,7 +576,10 @@ Test(cluster, a_frozen_only_seed_does_not_stop_a_healthy_shard)
     seed = hlt_cluster_replica_of(f, m[2]);
     cr_assert_geq(seed, 0);
     snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", f->port[seed]);
-    c = client_io(url, 300);
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.io_timeout_ms = 300;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     key_on(f, m[1], "hungseed:", key, sizeof key);
     key_on(f, m[1], "hungseed2:", key2, sizeof key2);
     cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -618,9 +636,12 @@ Test(cluster, two_processes_hammering_keys_across_shards_count_exactly)
     }
     for (int p = 0; p < 2; p++)
         if ((kid[p] = fork()) == 0) {
+            hilock_options o = hlt_options((const char *[]){ f->url }, 1);
             hilock_client *c;
             int bad = 0;
-            if (!(c = client_opt(f->url, 2000, 0, 20))) _exit(2);
+            o.io_timeout_ms = 2000;
+            o.failover_guard = 0;
+            if (hilock_client_new(&o, &c) != HILOCK_OK) _exit(2);   /* (a child: no assert) */
             for (int i = 0; i < ROUNDS * NKEYS && !bad; i++) {
                 int k = (i + p) % NKEYS;
                 hilock *l;
@@ -652,7 +673,10 @@ Test(cluster, two_processes_hammering_keys_across_shards_count_exactly)
 Test(cluster, wake_on_release_reaches_a_waiter_on_the_owning_shard)
 {
     hlt_cluster *f = fx(0);
-    hilock_client *c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     pid_t kid;
     long long t0;
@@ -661,7 +685,8 @@ Test(cluster, wake_on_release_reaches_a_waiter_on_the_owning_shard)
         hilock_client *w;
         hilock *wl;
         /* polling would take seconds: only the wake-up is fast */
-        if (!(w = client_opt(f->url, 2000, 0, 5000))) _exit(2);
+        o.retry_delay_ms = 5000;
+        if (hilock_client_new(&o, &w) != HILOCK_OK) _exit(2);   /* (a child: no assert) */
         if (hilock_acquire(w, "wake:{tenant}:job", 30000, 20000, &wl) != HILOCK_OK) _exit(3);
         hilock_release(wl);
         hilock_free(wl);
@@ -708,11 +733,10 @@ Test(cluster, a_cluster_is_one_redlock_member)
     urls[0] = f->url;
     urls[1] = a->url;
     urls[2] = b->url;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 3;
+    o = hlt_options(urls, 3);
+    o.retry_delay_ms = 50;   /* the library's default */
     o.failover_guard = 0;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "redlock:{x}", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     m = hlt_cluster_key_master(f, "redlock:{x}");
     v = hlt_cluster_get(f, m, "redlock:{x}");
@@ -798,7 +822,10 @@ static uint64_t fence_epoch(hilock_client *c, const char *key)
 Test(cluster, the_fence_epoch_is_the_slots_record_checked_against_the_map)
 {
     hlt_cluster *f = fx(0);
-    hilock_client *c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     char key[64], replid[41], want[64], *v;
     long long epoch;
     uint64_t first;
@@ -871,7 +898,10 @@ Test(cluster, a_one_node_cluster_is_reached_through_its_seed)
     hilock *l;
     char url[64], *v;
     hlt_redis *r = one_node_cluster(url, sizeof url);
-    c = client(url);
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "solo", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     v = hlt_get(r, "solo");
     cr_assert(v && !strcmp(v, hilock_token(l)));
@@ -911,11 +941,10 @@ Test(cluster, a_redlock_of_two_clusters_judges_each_members_failover_check)
     hilock_client *c = NULL;
     hilock *l;
     for (int k = 0; k < 2; k++) r[k] = one_node_cluster(url[k], sizeof url[k]);
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 2;
+    o = hlt_options(urls, 2);
+    o.retry_delay_ms = 50;   /* the library's default */
     o.failover_guard = 1;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "twoclusters", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     for (int k = 0; k < 2; k++) {
         v = hlt_get(r[k], "twoclusters");

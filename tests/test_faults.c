@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 
@@ -26,22 +27,6 @@ TestSuite(faults, .timeout = 30);
 /* io_timeout_ms against a frozen server: short, yet enough for a first round trip (connect,
  * NOSCRIPT, EVAL) under valgrind. Bounds asserted are generous multiples of it. */
 #define FREEZE_IO_MS 300
-
-static hilock_client *client_io(const char *url, int64_t io_ms)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.io_timeout_ms = io_ms;
-    o.connect_timeout_ms = io_ms;
-    o.retry_delay_ms = 20;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-static hilock_client *client_at(const char *url) { return client_io(url, 1000); }
 
 static void assert_names(hilock_client *c, const char *server, const char *why)
 {
@@ -63,7 +48,7 @@ Test(faults, connection_refused_is_eio_and_names_the_server)
     long long t0;
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
     snprintf(name, sizeof name, "127.0.0.1:%d", port);
-    c = client_at(url);
+    c = hlt_client(url);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EIO);
     cr_assert_lt(hlt_now_ms() - t0, 2000);
@@ -79,7 +64,7 @@ Test(faults, connection_refused_is_eio_and_names_the_server)
 
 Test(faults, a_missing_unix_socket_is_eio_and_names_the_path)
 {
-    hilock_client *c = client_at("unix:///tmp/hilock-no-such-dir/redis.sock");
+    hilock_client *c = hlt_client("unix:///tmp/hilock-no-such-dir/redis.sock");
     hilock *l = NULL;
     cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EIO);
     assert_names(c, "/tmp/hilock-no-such-dir/redis.sock", NULL);
@@ -93,7 +78,7 @@ Test(faults, wait_forever_on_a_dead_server_returns_the_error)
     hilock *l = NULL;
     long long t0;
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", hlt_free_port());
-    c = client_at(url);
+    c = hlt_client(url);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "k", 5000, HILOCK_WAIT_FOREVER, &l), HILOCK_EIO);
     cr_assert_lt(hlt_now_ms() - t0, 3000, "waiting forever is for the lock, not for a dead server");
@@ -104,7 +89,7 @@ Test(faults, wait_forever_on_a_dead_server_returns_the_error)
 
 static void assert_auth(const char *url, hlt_redis *r, int db, const char *key, hilock_status want)
 {
-    hilock_client *c = client_at(url);
+    hilock_client *c = hlt_client(url);
     hilock *l = NULL;
     char name[64];
     hilock_status st = hilock_acquire(c, key, 5000, 0, &l);
@@ -190,7 +175,7 @@ Test(faults, server_stopped_mid_session_is_eio_then_recovers)
     long long t0;
     cr_assert_not_null(r);
     tcp_name(r, name, sizeof name);
-    c = client_at(r->url);
+    c = hlt_client(r->url);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
     hlt_redis_kill(r);
     t0 = hlt_now_ms();
@@ -226,7 +211,7 @@ Test(faults, a_restart_between_two_calls_is_not_an_error)
     hilock_client *c;
     hilock *l, *m = NULL;
     cr_assert_not_null(r);
-    c = client_at(r->url);
+    c = hlt_client(r->url);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
     cr_assert_eq(hlt_redis_restart(r), 0);
     hlt_sleep_ms(300);   /* the engine probes connections idle >= 250 ms before using them */
@@ -246,7 +231,7 @@ Test(faults, a_connection_the_server_closed_is_reconnected)
     hilock *l;
     redisReply *rep;
     cr_assert_not_null(r);
-    c = client_at(r->url);
+    c = hlt_client(r->url);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
     /* as the server's `timeout` setting does to idle clients */
     rep = hlt_cmd(r, "CLIENT KILL TYPE normal SKIPME yes");
@@ -268,7 +253,7 @@ Test(faults, the_script_cache_is_refilled_after_a_restart)
     hilock_client *c;
     hilock *l;
     cr_assert_not_null(r);
-    c = client_at(r->url);
+    c = hlt_client(r->url);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
     hilock_free(l);
     cr_assert_eq(hlt_redis_restart(r), 0);
@@ -296,7 +281,9 @@ Test(faults, a_frozen_server_times_out_within_the_bound_then_recovers)
     int64_t v;
     cr_assert_not_null(r);
     tcp_name(r, name, sizeof name);
-    c = client_io(r->url, FREEZE_IO_MS);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.io_timeout_ms = o.connect_timeout_ms = FREEZE_IO_MS;
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 3000, &l), HILOCK_OK);
     hlt_redis_freeze(r);
 
@@ -337,7 +324,9 @@ Test(faults, an_acquire_that_timed_out_is_undone_on_the_next_contact)
     hilock *l = NULL;
     long long end;
     cr_assert_not_null(r);
-    c = client_io(r->url, FREEZE_IO_MS);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.io_timeout_ms = o.connect_timeout_ms = FREEZE_IO_MS;
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "warmup", 5000, 3000, &l), HILOCK_OK);
     hilock_free(l);
     hlt_redis_freeze(r);
@@ -430,13 +419,11 @@ static void retry_after_written_timeout(int fair)
     int acquires = 0;
     cr_assert_not_null(r);
     url = r->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
+    o = hlt_options(&url, 1);
     o.io_timeout_ms = o.connect_timeout_ms = FREEZE_IO_MS;
     o.retry_delay_ms = 20;
     o.fair = fair;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "warmup", 5000, 3000, &l), HILOCK_OK);   /* connected */
     hilock_free(l);
     memset(&w, 0, sizeof w);
@@ -463,7 +450,7 @@ static void retry_after_written_timeout(int fair)
     cr_assert(v && !strcmp(v, hilock_token(l)), "the key holds %s, not the grant's token %s",
               v ? v : "nothing", hilock_token(l));
     free(v);
-    other = client_at(r->url);
+    other = hlt_client(r->url);
     cr_assert_eq(hilock_acquire(other, "retried", 20000, 0, &m), HILOCK_BUSY, "a second client got the lock");
     for (int i = 0; i < w.n; i++) {
         acquires += !w.undo[i];
@@ -507,7 +494,9 @@ Test(faults, a_release_that_timed_out_can_be_retried)
     hilock *l;
     hilock_status st;
     cr_assert_not_null(r);
-    c = client_io(r->url, FREEZE_IO_MS);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.io_timeout_ms = o.connect_timeout_ms = FREEZE_IO_MS;
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 3000, &l), HILOCK_OK);
     hlt_redis_freeze(r);
     cr_assert_eq(hilock_release(l), HILOCK_ETIMEDOUT);
@@ -527,7 +516,7 @@ Test(faults, a_unix_socket_restarted_right_after_a_call_is_reopened_at_once)
     hilock_client *c;
     hilock *l, *m = NULL;
     cr_assert_not_null(r);
-    c = client_at(r->unix_url);
+    c = hlt_client(r->unix_url);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
     cr_assert_eq(hlt_redis_restart(r), 0);
     hilock_free(l);   /* (gone with the restart; a live handle would refuse the key: not re-entrant) */
@@ -699,31 +688,16 @@ static void hold_stop(holdproxy *h)
 #define HOLD_CONNECT_MS 100
 #define HOLD_BOUND_MS   (HOLD_IO_MS + HOLD_CONNECT_MS)
 
-static hilock_client *guarded_client(const char *const *urls, size_t n)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = n;
-    o.io_timeout_ms = HOLD_IO_MS;
-    o.connect_timeout_ms = HOLD_CONNECT_MS;
-    o.retry_delay_ms = 20;
-    o.failover_guard = 1;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-/* A server behind a hold proxy, and a guarded client that goes through the proxy. */
-static hilock_client *held_open(hlt_redis **r, holdproxy *h)
+/* A server behind a hold proxy (its clients: hlt_options's with HOLD_IO_MS, HOLD_CONNECT_MS
+ * and the failover guard on, through h->url). */
+static void held_open(hlt_redis **r, holdproxy *h)
 {
     *r = hlt_redis_start(NULL);
     cr_assert_not_null(*r);
     *h = hold_start(*r);
-    return guarded_client((const char *[]){h->url}, 1);
 }
 
-/* l holds "k": its release deletes the key; then everything held_open made is gone. */
+/* l holds "k": its release deletes the key; then c, the proxy and the server are gone. */
 static void held_close(hlt_redis *r, holdproxy *h, hilock_client *c, hilock *l)
 {
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -744,7 +718,12 @@ Test(faults, a_failover_check_that_stalls_ends_within_the_bound_as_etimedout)
     long long t0, dt;
     hilock_status st;
     char *v;
-    c = held_open(&r, &h);
+    held_open(&r, &h);
+    hilock_options o = hlt_options((const char *[]){ h.url }, 1);
+    o.io_timeout_ms = HOLD_IO_MS;
+    o.connect_timeout_ms = HOLD_CONNECT_MS;
+    o.failover_guard = 1;
+    c = hlt_client_new(&o);
     /* a new server has no record: the first acquire takes the slow path, which stalls, and
      * so does every connection after it (the undo after the refused grant, formerly) */
     hold_set(&h, "all");
@@ -778,7 +757,12 @@ Test(faults, a_waiting_acquire_tries_again_after_a_failover_check_timed_out)
     hilock_client *c;
     hilock *l = NULL;
     long long t0, dt;
-    c = held_open(&r, &h);
+    held_open(&r, &h);
+    hilock_options o = hlt_options((const char *[]){ h.url }, 1);
+    o.io_timeout_ms = HOLD_IO_MS;
+    o.connect_timeout_ms = HOLD_CONNECT_MS;
+    o.failover_guard = 1;
+    c = hlt_client_new(&o);
     hold_set(&h, "once");   /* the first attempt's failover check gets no answer */
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "k", 30000, 3000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -803,7 +787,12 @@ Test(faults, an_extend_whose_failover_check_stalls_is_etimedout_not_lost)
     long long t0, dt;
     int64_t v0;
     hilock_status st;
-    c = held_open(&r, &h);
+    held_open(&r, &h);
+    hilock_options o = hlt_options((const char *[]){ h.url }, 1);
+    o.io_timeout_ms = HOLD_IO_MS;
+    o.connect_timeout_ms = HOLD_CONNECT_MS;
+    o.failover_guard = 1;
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_exists(r, "hilock:guard"), 1);
     /* a ttl above the record's longest: the extend takes the slow path, which stalls */
@@ -843,7 +832,11 @@ Test(faults, redlock_with_every_failover_check_stalled_ends_within_the_bound)
         urls[i] = h[i].url;
         hold_set(&h[i], "all");
     }
-    c = guarded_client(urls, 3);
+    hilock_options o = hlt_options(urls, 3);
+    o.io_timeout_ms = HOLD_IO_MS;
+    o.connect_timeout_ms = HOLD_CONNECT_MS;
+    o.failover_guard = 1;
+    c = hlt_client_new(&o);
     t0 = hlt_now_ms();
     st = hilock_acquire(c, "k", 4000, 0, &l);
     dt = hlt_now_ms() - t0;

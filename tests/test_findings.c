@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 
@@ -11,24 +12,14 @@
 
 static hlt_redis *m[N];
 
-static hilock_client *redlock_client(void)
-{
-    const char *urls[N];
-    hilock_options o;
-    hilock_client *c;
-    for (int i = 0; i < N; i++) urls[i] = m[i]->url;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = N;
-    o.io_timeout_ms = 200;
-    o.connect_timeout_ms = 200;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
+static const char *urls[N];   /* m[]'s: the Redlock's servers */
 
 static void start(void)
 {
-    for (int i = 0; i < N; i++) cr_assert_not_null(m[i] = hlt_redis_start(NULL));
+    for (int i = 0; i < N; i++) {
+        cr_assert_not_null(m[i] = hlt_redis_start(NULL));
+        urls[i] = m[i]->url;
+    }
 }
 
 static void stop(void)
@@ -43,10 +34,14 @@ static void stop(void)
  * the release completes. make torture (redlock) saw NOT_HELD here. */
 Test(findings, redlock_release_with_its_majority_stopped_is_undecided)
 {
+    hilock_options o;
     hilock_client *c;
     hilock *l;
     start();
-    c = redlock_client();
+    o = hlt_options(urls, N);
+    o.io_timeout_ms = o.connect_timeout_ms = 200;
+    o.retry_delay_ms = 50;   /* the library's default */
+    c = hlt_client_new(&o);
     for (int i = 3; i < N; i++) freeReplyObject(hlt_cmd(m[i], "SET res someone-else PX 60000"));
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hlt_redis_freeze(m[0]);
@@ -72,10 +67,14 @@ Test(findings, redlock_release_with_its_majority_stopped_is_undecided)
  * that is evidence, and with only two confirmations left the answer is NOT_HELD. */
 Test(findings, redlock_release_after_a_granting_master_lost_it_is_not_held)
 {
+    hilock_options o;
     hilock_client *c;
     hilock *l;
     start();
-    c = redlock_client();
+    o = hlt_options(urls, N);
+    o.io_timeout_ms = o.connect_timeout_ms = 200;
+    o.retry_delay_ms = 50;   /* the library's default */
+    c = hlt_client_new(&o);
     for (int i = 3; i < N; i++) freeReplyObject(hlt_cmd(m[i], "SET res someone-else PX 60000"));
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     freeReplyObject(hlt_cmd(m[0], "DEL res"));

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "sentinel_fixture.h"
@@ -17,29 +18,6 @@
 #define SLOW_POLL_MS 10000   /* a fallback this slow cannot explain a prompt acquire */
 
 /* ---- helpers ---- */
-
-static hilock_client *client_n(const char *const *urls, size_t n, int64_t retry_ms, int64_t io_ms)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = n;
-    o.retry_delay_ms = retry_ms;
-    o.io_timeout_ms = io_ms;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-static hilock_client *client1(const char *url, int64_t retry_ms)
-{
-    return client_n(&url, 1, retry_ms, 1000);
-}
-
-static hilock_client *client_fast(const char *url)   /* short waits: short-lived marks */
-{
-    return client_n(&url, 1, 100, 300);
-}
 
 static long long blocked(hlt_redis *r) { return hlt_info_int(r, "clients", "blocked_clients:"); }
 static long long blpops(hlt_redis *r) { return hlt_info_int(r, "commandstats", "cmdstat_blpop:calls="); }
@@ -136,12 +114,16 @@ Test(handoff, release_wakes_a_blocked_waiter_at_once)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *hc = client1(r->url, 50);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 50;
+    hilock_client *hc = hlt_client_new(&o);
     hilock *h;
     waiter w;
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
 
-    waiter_start(&w, client1(r->unix_url, SLOW_POLL_MS), "job", 20000, 0);
+    hilock_options o2 = hlt_options((const char *[]){ r->unix_url }, 1);
+    o2.retry_delay_ms = SLOW_POLL_MS;
+    waiter_start(&w, hlt_client_new(&o2), "job", 20000, 0);
     await_blocked(r, 1);                     /* it waits on the signal list, not sleeping */
     cr_assert_gt(hlt_pttl(r, "{job}:waiters"), 0, "the busy attempt marked the lock awaited");
 
@@ -166,7 +148,9 @@ Test(handoff, waiter_acquires_when_the_holder_crashes)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *hc = client1(r->url, 50);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 50;
+    hilock_client *hc = hlt_client_new(&o);
     hilock *h;
     waiter w;
     cr_assert_eq(hilock_acquire(hc, "job", 700, 0, &h), HILOCK_OK);
@@ -175,7 +159,9 @@ Test(handoff, waiter_acquires_when_the_holder_crashes)
     hilock_client_free(hc);
 
     long long t0 = hlt_now_ms();
-    waiter_start(&w, client1(r->url, SLOW_POLL_MS), "job", 10000, 0);
+    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
+    o2.retry_delay_ms = SLOW_POLL_MS;
+    waiter_start(&w, hlt_client_new(&o2), "job", 10000, 0);
     waiter_join(&w);
     cr_assert_eq(w.st, HILOCK_OK);
     /* bounded by the holder's PTTL (0.7 s, + the server's 100 ms timer), not the 5-15 s poll */
@@ -189,11 +175,15 @@ Test(handoff, waiter_acquires_when_another_client_deletes_the_key_without_signal
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *hc = client1(r->url, 50);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 50;
+    hilock_client *hc = hlt_client_new(&o);
     hilock *h;
     waiter w;
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
-    waiter_start(&w, client1(r->url, 300), "job", 20000, 0);   /* polls every 150-450 ms */
+    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
+    o2.retry_delay_ms = 300;
+    waiter_start(&w, hlt_client_new(&o2), "job", 20000, 0);   /* polls every 150-450 ms */
     await_blocked(r, 1);
 
     long long t0 = hlt_now_ms();
@@ -214,11 +204,15 @@ Test(handoff, one_release_wakes_one_waiter)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *hc = client1(r->url, 50);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 50;
+    hilock_client *hc = hlt_client_new(&o);
     hilock *h;
     waiter w[3];
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
-    for (int i = 0; i < 3; i++) waiter_start(&w[i], client1(r->url, SLOW_POLL_MS), "job", 20000, 1500);
+    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
+    o2.retry_delay_ms = SLOW_POLL_MS;
+    for (int i = 0; i < 3; i++) waiter_start(&w[i], hlt_client_new(&o2), "job", 20000, 1500);
     await_blocked(r, 3);
 
     long long t_rel = hlt_now_ms();
@@ -247,7 +241,9 @@ Test(handoff, a_stale_signal_wakes_a_later_waiter_once)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *hc = client1(r->url, 50);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 50;
+    hilock_client *hc = hlt_client_new(&o);
     hilock *h, *h2;
     waiter w;
     /* a release while the lock is marked awaited but nobody blocks: the signal is left */
@@ -261,7 +257,9 @@ Test(handoff, a_stale_signal_wakes_a_later_waiter_once)
 
     /* a new holder, and a waiter: it takes the stale signal, fails once, and blocks again */
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h2), HILOCK_OK);
-    waiter_start(&w, client1(r->url, SLOW_POLL_MS), "job", 20000, 0);
+    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
+    o2.retry_delay_ms = SLOW_POLL_MS;
+    waiter_start(&w, hlt_client_new(&o2), "job", 20000, 0);
     await_blocked(r, 1);
     hlt_sleep_ms(300);
     cr_assert_eq(blocked(r), 1);
@@ -278,7 +276,9 @@ Test(handoff, an_uncontended_release_writes_no_signal)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url, 50);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 50;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     for (int i = 0; i < 20; i++) {
         cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &l), HILOCK_OK);
@@ -289,7 +289,7 @@ Test(handoff, an_uncontended_release_writes_no_signal)
     cr_assert_eq(nkeys(r, "*:waiters"), 0);
     /* a try-lock that finds it busy will not wait, so it does not mark it either */
     hilock *a, *b;
-    hilock_client *c2 = client1(r->url, 50);   /* (c's own second acquire is refused: not re-entrant) */
+    hilock_client *c2 = hlt_client_new(&o);   /* (c's own second acquire is refused: not re-entrant) */
     cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &a), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c2, "job", 30000, 0, &b), HILOCK_BUSY);
     cr_assert_eq(nkeys(r, "*:waiters"), 0);
@@ -305,11 +305,15 @@ Test(handoff, hash_tagged_keys_keep_their_aux_keys_in_the_slot)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *hc = client1(r->url, 50);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 50;
+    hilock_client *hc = hlt_client_new(&o);
     hilock *h;
     waiter w;
     cr_assert_eq(hilock_acquire(hc, "{user:7}:job", 30000, 0, &h), HILOCK_OK);
-    waiter_start(&w, client1(r->url, SLOW_POLL_MS), "{user:7}:job", 20000, 0);
+    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
+    o2.retry_delay_ms = SLOW_POLL_MS;
+    waiter_start(&w, hlt_client_new(&o2), "{user:7}:job", 20000, 0);
     await_blocked(r, 1);
     cr_assert_eq(hlt_exists(r, "{user:7}:job:waiters"), 1);
     cr_assert_eq(hilock_release(h), HILOCK_OK);
@@ -326,16 +330,14 @@ Test(handoff, with_wake_off_waiters_poll)
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
     const char *url = r->url;
-    hilock_options o;
-    hilock_client *hc = client1(r->url, 50), *wc;
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 50;
+    hilock_client *hc = hlt_client_new(&o), *wc;
     hilock *h;
     waiter w;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
     o.retry_delay_ms = 100;
     o.wake = 0;
-    cr_assert_eq(hilock_client_new(&o, &wc), HILOCK_OK);
+    wc = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
     waiter_start(&w, wc, "job", 10000, 0);
     hlt_sleep_ms(300);
@@ -354,7 +356,11 @@ Test(handoff, a_waiter_still_gives_up_at_its_deadline)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *hc = client1(r->url, 50), *wc = client1(r->url, SLOW_POLL_MS);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 50;
+    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
+    o2.retry_delay_ms = SLOW_POLL_MS;
+    hilock_client *hc = hlt_client_new(&o), *wc = hlt_client_new(&o2);
     hilock *h, *l;
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
     long long t0 = hlt_now_ms();
@@ -381,13 +387,17 @@ Test(handoff, redlock_waiter_is_woken_through_any_master)
         cr_assert_not_null(m[i] = hlt_redis_start(NULL));
         urls[i] = i % 2 ? m[i]->unix_url : m[i]->url;
     }
-    hilock_client *hc = client_n(urls, 3, 50, 1000);
+    hilock_options o = hlt_options(urls, 3);
+    o.retry_delay_ms = 50;
+    hilock_client *hc = hlt_client_new(&o);
     hilock *h;
     waiter w;
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
     /* one master goes away: the waiter blocks on the two others */
     hlt_redis_kill(m[2]);
-    waiter_start(&w, client_n(urls, 3, SLOW_POLL_MS, 1000), "job", 20000, 0);
+    hilock_options o2 = hlt_options(urls, 3);
+    o2.retry_delay_ms = SLOW_POLL_MS;
+    waiter_start(&w, hlt_client_new(&o2), "job", 20000, 0);
     await_blocked(m[0], 1);
     await_blocked(m[1], 1);
 
@@ -410,12 +420,15 @@ Test(handoff, leaves_no_signal_keys)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *hc = client_fast(r->url);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 100;
+    o.io_timeout_ms = 300;
+    hilock_client *hc = hlt_client_new(&o);
     hilock *h;
     waiter w[2];
     /* a handoff chain, a crashed holder, a waiter that gives up */
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
-    for (int i = 0; i < 2; i++) waiter_start(&w[i], client_fast(r->url), "job", 10000, 50);
+    for (int i = 0; i < 2; i++) waiter_start(&w[i], hlt_client_new(&o), "job", 10000, 50);
     await_blocked(r, 2);
     cr_assert_eq(hilock_release(h), HILOCK_OK);
     hilock_free(h);
@@ -425,10 +438,10 @@ Test(handoff, leaves_no_signal_keys)
     }
     cr_assert_eq(hilock_acquire(hc, "job", 500, 0, &h), HILOCK_OK);
     hilock_free(h);   /* crashed: never released */
-    waiter_start(&w[0], client_fast(r->url), "job", 100, 0);
+    waiter_start(&w[0], hlt_client_new(&o), "job", 100, 0);
     waiter_join(&w[0]);
     cr_assert_eq(w[0].st, HILOCK_BUSY);
-    waiter_start(&w[0], client_fast(r->url), "job", 5000, 0);
+    waiter_start(&w[0], hlt_client_new(&o), "job", 5000, 0);
     waiter_join(&w[0]);
     cr_assert_eq(w[0].st, HILOCK_OK);
     hilock_client_free(hc);
@@ -457,11 +470,15 @@ Test(handoff, sentinel_waiter_is_woken_by_the_release, .fini = sentinel_fini, .t
     SF = hlt_sentinel_start();
     cr_assert_not_null(SF, "sentinel fixture did not start");
     hlt_redis *m = SF->data[hlt_sentinel_master(SF)];
-    hilock_client *hc = client1(SF->url, 50);
+    hilock_options o = hlt_options((const char *[]){ SF->url }, 1);
+    o.retry_delay_ms = 50;
+    hilock_client *hc = hlt_client_new(&o);
     hilock *h;
     waiter w;
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
-    waiter_start(&w, client1(SF->url, SLOW_POLL_MS), "job", 20000, 0);
+    hilock_options o2 = hlt_options((const char *[]){ SF->url }, 1);
+    o2.retry_delay_ms = SLOW_POLL_MS;
+    waiter_start(&w, hlt_client_new(&o2), "job", 20000, 0);
     await_blocked(m, 1);
 
     long long t_rel = hlt_now_ms();

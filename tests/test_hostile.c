@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "lock.h"   /* the undo list of a node (cap test) */
@@ -152,26 +153,14 @@ static long rss_reset(void)
 
 #define RSS_SLACK_KB (64 * 1024)
 
-static hilock_client *client_to(const char *url, int64_t io_ms)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.io_timeout_ms = io_ms;
-    o.connect_timeout_ms = 1000;
-    o.retry_delay_ms = 20;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
 /* One try-lock against a fake server: the status, the errmsg, within max_ms, RSS small. */
 static void hostile_call(answer_fn fn, int64_t io_ms, hilock_status want, const char *say,
                          const char *say2, long long max_ms)
 {
     fake f = fake_start(fn);
-    hilock_client *c = client_to(f.url, io_ms);
+    hilock_options o = hlt_options((const char *[]){ f.url }, 1);
+    o.io_timeout_ms = io_ms;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     long rss0 = rss_reset(), peak;
     long long t0 = hlt_now_ms(), took;
@@ -234,7 +223,7 @@ Test(hostile, a_sentinel_with_a_huge_reply_is_refused)
     long long t0, took;
     hilock_status st;
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#mymaster", f.port);
-    c = client_to(url, 1000);
+    c = hlt_client(url);
     rss0 = rss_reset();
     t0 = hlt_now_ms();
     st = hilock_acquire(c, "k", 5000, 0, &l);
@@ -274,10 +263,9 @@ Test(hostile, a_timeout_after_a_completed_connect_does_not_blame_the_connect)
     snprintf(live, sizeof live, "127.0.0.1:%d:", r->port);
     urls[0] = r->url;
     urls[1] = sent;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 2;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    o = hlt_options(urls, 2);
+    o.retry_delay_ms = 50;   /* the library's default */
+    c = hlt_client_new(&o);
     cr_assert_neq(hilock_acquire(c, "k", 10000, 0, &l), HILOCK_OK);
     m = hilock_client_errmsg(c);
     fake_stop(&f);
@@ -298,7 +286,7 @@ Test(hostile, refused_connects_queue_no_undo_and_the_next_call_is_fast)
     hilock *l = NULL;
     long long t0;
     cr_assert_not_null(r);
-    c = client_to(r->url, 1000);
+    c = hlt_client(r->url);
     hlt_redis_kill(r);
     t0 = hlt_now_ms();
     for (int i = 0; i < 3000; i++) cr_assert_eq(hilock_acquire(c, "k", 10000, 0, &l), HILOCK_EIO);
@@ -326,7 +314,7 @@ Test(hostile, the_undo_list_is_capped_chunked_and_recovers)
     char tok[32];
     redisReply *rep;
     cr_assert_not_null(r);
-    c = client_to(r->url, 1000);
+    c = hlt_client(r->url);
     for (int i = 0; i < 5000; i++) {
         snprintf(tok, sizeof tok, "t%d", i);
         hl_undo_add(c, 0, "held", tok, 60000);
@@ -408,7 +396,7 @@ Test(hostile, busy_script_is_retried_while_waiting)
     pthread_t th;
     later kill_it;
     cr_assert_not_null(r);
-    c = client_to(r->unix_url, 1000);
+    c = hlt_client(r->unix_url);
     busy = start_busy_script(r);
     kill_it.r = r;
     kill_it.ms = 700;
@@ -432,7 +420,7 @@ Test(hostile, busy_script_past_the_wait_says_busy)
     redisContext *busy;
     long long t0;
     cr_assert_not_null(r);
-    c = client_to(r->unix_url, 1000);
+    c = hlt_client(r->unix_url);
     busy = start_busy_script(r);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "k", 10000, 500, &l), HILOCK_EIO, "%s", hilock_client_errmsg(c));
@@ -473,7 +461,7 @@ static hlt_redis *stale_replica(hlt_redis **master)
 Test(hostile, masterdown_is_retried_while_waiting)
 {
     hlt_redis *m, *r = stale_replica(&m);
-    hilock_client *c = client_to(r->unix_url, 1000);
+    hilock_client *c = hlt_client(r->unix_url);
     hilock *l = NULL;
     pthread_t th;
     later promote;
@@ -494,7 +482,7 @@ Test(hostile, masterdown_is_retried_while_waiting)
 Test(hostile, masterdown_past_the_wait_says_masterdown)
 {
     hlt_redis *m, *r = stale_replica(&m);
-    hilock_client *c = client_to(r->unix_url, 1000);
+    hilock_client *c = hlt_client(r->unix_url);
     hilock *l = NULL;
     long long t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "k", 10000, 500, &l), HILOCK_EIO, "%s", hilock_client_errmsg(c));
@@ -536,7 +524,7 @@ Test(hostile, a_time_no_server_gives_leaves_the_clock_unknown)
 {
     for (garbage_at = 0; garbage_at < (int)(sizeof garbage_time / sizeof garbage_time[0]); garbage_at++) {
         fake f = fake_start(ans_garbage_time);
-        hilock_client *c = client_to(f.url, 1000);
+        hilock_client *c = hlt_client(f.url);
         hilock *l = NULL;
         int64_t wall = hl_wall_us() / 1000;
         hilock_status st = hilock_acquire(c, "k", 5000, 0, &l);
@@ -563,7 +551,7 @@ Test(hostile, a_busy_server_at_connect_is_retried_and_its_facts_are_read)
     pthread_t th;
     later kill_it;
     cr_assert_not_null(r);
-    c = client_to(r->unix_url, 1000);
+    c = hlt_client(r->unix_url);
     busy = start_busy_script(r);
     kill_it.r = r;
     kill_it.ms = 700;

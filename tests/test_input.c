@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 
@@ -42,13 +43,6 @@ static void assert_untouched(void)
     cr_assert_eq(connections(), conns0, "a connection was opened for bad input");
 }
 
-static hilock_client *client(void)
-{
-    hilock_client *c = NULL;
-    cr_assert_eq(hilock_client_open(R->url, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
 /* acquire must say EINVAL, leave *out NULL and explain itself in errmsg */
 static void bad_acquire(hilock_client *c, const char *key, int64_t ttl, int64_t wait, const char *why)
 {
@@ -62,7 +56,9 @@ static void bad_acquire(hilock_client *c, const char *key, int64_t ttl, int64_t 
 
 Test(input, acquire_rejects_null_client_key_and_out)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = (hilock *)&l;
     baseline();
     cr_assert_eq(hilock_acquire(NULL, "k", 1000, 0, &l), HILOCK_EINVAL);
@@ -76,7 +72,9 @@ Test(input, acquire_rejects_null_client_key_and_out)
 
 Test(input, acquire_rejects_empty_and_overlong_keys)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     char *big = malloc(HILOCK_KEY_MAX + 2);
     hilock *l;
     memset(big, 'x', HILOCK_KEY_MAX + 1);
@@ -97,7 +95,9 @@ Test(input, acquire_rejects_empty_and_overlong_keys)
 
 Test(input, acquire_rejects_bad_ttls)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     baseline();
     bad_acquire(c, "k", 0, 0, "ttl_ms");
     bad_acquire(c, "k", -1, 0, "ttl_ms");
@@ -112,7 +112,9 @@ Test(input, acquire_rejects_bad_ttls)
 
 Test(input, acquire_accepts_the_longest_ttl)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     cr_assert_eq(hilock_acquire(c, "k", HILOCK_TTL_MAX_MS, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_gt(hlt_pttl(R, "k"), HILOCK_TTL_MAX_MS - 60000);
@@ -124,7 +126,9 @@ Test(input, acquire_accepts_the_longest_ttl)
 
 Test(input, acquire_rejects_wait_below_minus_one)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     baseline();
     bad_acquire(c, "k", 1000, -2, "wait_ms");
     bad_acquire(c, "k", 1000, INT64_MIN, "wait_ms");
@@ -134,7 +138,9 @@ Test(input, acquire_rejects_wait_below_minus_one)
 
 Test(input, acquire_accepts_huge_waits)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     hilock *l, *m = NULL;
     cr_assert_eq(hilock_acquire(c, "k", 5000, INT64_MAX, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
@@ -147,7 +153,9 @@ Test(input, acquire_accepts_huge_waits)
 
 Test(input, extend_rejects_bad_ttls_and_keeps_the_lock)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     long long pttl;
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
@@ -406,7 +414,9 @@ static void assert_hash_intact(const char *key)
 
 Test(input, a_key_holding_a_hash_is_ereply_and_untouched)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = (hilock *)&l;
     char name[64];
     freeReplyObject(hlt_cmd(R, "HSET k f v"));
@@ -424,7 +434,9 @@ Test(input, a_key_holding_a_hash_is_ereply_and_untouched)
 
 Test(input, a_lock_key_turned_into_a_hash_is_ereply_for_every_call)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK);
     freeReplyObject(hlt_cmd(R, "DEL k"));
@@ -441,7 +453,9 @@ Test(input, a_lock_key_turned_into_a_hash_is_ereply_for_every_call)
 
 Test(input, a_fence_key_holding_a_hash_is_ereply_and_leaves_no_lock)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     freeReplyObject(hlt_cmd(R, "HSET {k}:fence f v"));
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_EREPLY);
@@ -454,7 +468,9 @@ Test(input, a_fence_key_holding_a_hash_is_ereply_and_leaves_no_lock)
 Test(input, a_db_the_server_does_not_have_is_einval_and_nothing_runs_in_db_0)
 {
     char url[300];
-    hilock_client *c, *good = client();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c, *good = hlt_client_new(&o);
     hilock *l = NULL;
     /* the script cache is warm, so a command pipelined behind a failed SELECT would write */
     cr_assert_eq(hilock_acquire(good, "warm", 5000, 0, &l), HILOCK_OK);

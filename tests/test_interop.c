@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
@@ -65,21 +66,6 @@ static void peer_start(hlt_peer *p, const char *const *args)
     hlt_peer_start(p, argv, 0);
 }
 
-static hilock_client *mk(hlt_redis *r, int bridge)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    const char *url = r->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = 10;
-    o.bridge = bridge;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
 static long long get_num(hlt_redis *r, const char *key)
 {
     char *v = hlt_get(r, key);
@@ -108,7 +94,11 @@ Test(interop, the_pinned_legacy_client_is_installed)
 static void contend(int bridge, const char *name)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, bridge);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    o.bridge = bridge;
+    hilock_client *c = hlt_client_new(&o);
     char port[16], key[64], inside[80], counter[80];
     long ours = 0, overlaps = 0, releases_ok = 0;
     hlt_peer p;
@@ -173,7 +163,11 @@ Test(interop, bridge_lock_and_node_client_take_turns_without_overlap, .timeout =
 Test(interop, the_node_client_never_steals_a_live_bridge_lock, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, 1);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     char port[16];
     hlt_peer p;
@@ -208,7 +202,11 @@ Test(interop, the_node_client_never_steals_a_live_bridge_lock, .timeout = 60)
 Test(interop, a_crashed_bridge_holder_frees_the_key_by_its_px, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, 1);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    o.bridge = 1;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     char port[16];
     hlt_peer p;
@@ -231,7 +229,11 @@ Test(interop, a_crashed_bridge_holder_frees_the_key_by_its_px, .timeout = 60)
 static void crashed_node_holder(int bridge)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, bridge);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    o.bridge = bridge;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     char port[16], name[32], key[48];
     hlt_peer p;
@@ -276,7 +278,10 @@ Test(interop, a_crashed_node_holder_is_taken_over_by_a_bridge_lock, .timeout = 6
 Test(interop, a_late_node_release_deletes_nothing_of_ours, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, 0);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     char port[16];
     hlt_peer p;

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "hilock.h"
 #include "hilock_observe.h"
 #include "sentinel_fixture.h"
@@ -37,22 +38,6 @@ static hlt_sentinel *fx(void)
     cr_assert_not_null(F, "sentinel fixture did not start");
     return F;
 }
-
-static hilock_client *client_opt(const char *url, int guard, int min_replicas)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = 20;
-    o.failover_guard = guard;
-    o.min_replicas = min_replicas;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-static hilock_client *client(const char *url) { return client_opt(url, -1, 0); }
 
 #define assert_msg(c, text)                                                                    \
     cr_assert(strstr(hilock_client_errmsg(c), (text)), "errmsg '%s' does not say '%s'",        \
@@ -85,7 +70,7 @@ Test(sentinel, clean_failover_keeps_the_lock_and_blocks_others)
     hilock_client *c1, *c2;
     hilock *l, *l2 = NULL;
     fx();
-    c1 = client(F->url);
+    c1 = hlt_client(F->url);
     cr_assert_eq(hilock_acquire(c1, "job", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
     cr_assert_eq(hlt_sentinel_master(F), 0);
     cr_assert(holds_within(1, "job", hilock_token(l), 3000), "the replica never got the lock");
@@ -97,7 +82,7 @@ Test(sentinel, clean_failover_keeps_the_lock_and_blocks_others)
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
     cr_assert(holds_within(1, "job", hilock_token(l), 0));
 
-    c2 = client(F->url);
+    c2 = hlt_client(F->url);
     cr_assert_eq(hilock_acquire(c2, "job", 30000, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(c2));
     cr_assert_null(l2);
     cr_assert_eq(hilock_extend(l, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c1));
@@ -123,7 +108,7 @@ Test(sentinel, lost_lock_is_lost_and_guarded_and_fenced)
     uint64_t f1;
     hilock_stats s;
     fx();
-    c1 = client(F->url);
+    c1 = hlt_client(F->url);
     cr_assert_eq(hlt_sentinel_cut(F, 1), 0, "could not cut replication");
     cr_assert_eq(hilock_acquire(c1, "res", ttl, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
     t_acq = hlt_now_ms();
@@ -147,7 +132,7 @@ Test(sentinel, lost_lock_is_lost_and_guarded_and_fenced)
     cr_assert_eq(s.lost, 1, "one lock lost once (%llu)", (unsigned long long)s.lost);
 
     /* a client that starts after the failover: the new master lacks the key, yet refuses */
-    c2 = client(F->url);
+    c2 = hlt_client(F->url);
     cr_assert_eq(hilock_acquire(c2, "res", ttl, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(c2));
     assert_msg(c2, "failover guard");
     cr_assert_eq(hlt_data_exists(F, 1, "res"), 0);
@@ -179,7 +164,7 @@ Test(sentinel, acquire_while_the_master_is_frozen_is_bounded_then_succeeds)
     long long t0, took;
     hilock_status st;
     fx();
-    c = client(F->url);
+    c = hlt_client(F->url);
     cr_assert_eq(hilock_acquire(c, "warm", 1000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
@@ -209,7 +194,7 @@ Test(sentinel, a_lock_checked_between_two_failovers_survives_both)
     hilock_client *c;
     hilock *l;
     fx();
-    c = client(F->url);
+    c = hlt_client(F->url);
     cr_assert_eq(hilock_acquire(c, "twice", 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert(holds_within(1, "twice", hilock_token(l), 3000));
     cr_assert_eq(hlt_sentinel_failover(F, 1), 0, "first failover");
@@ -264,12 +249,11 @@ Test(sentinel, did_the_master_move_with_frozen_sentinels_stays_within_the_bound)
     hilock_status st;
     const int io_ms = 100, connect_ms = 600, bound_ms = io_ms + connect_ms;
     fx();
-    hilock_options_init(&o);
-    o.servers = (const char *[]){F->url};
-    o.nservers = 1;
+    o = hlt_options((const char *[]){F->url}, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
     o.io_timeout_ms = io_ms;
     o.connect_timeout_ms = connect_ms;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(kill_data_clients(0), 1, "the client's connection was not found");
     for (int k = 0; k < HLT_NSENTINELS; k++) kill(F->spid[k], SIGSTOP);
@@ -303,7 +287,9 @@ Test(sentinel, acquires_racing_a_failover_never_check_ok_wrongly)
     long long end;
     redisReply *r;
     fx();
-    c = client_opt(F->url, 0, 0);   /* guard off: the checks alone must be right */
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);   /* guard off: the checks alone must be right */
     r = hlt_sentinel_cmd(F, 0, "SENTINEL failover %s", F->name);
     cr_assert(r && r->type == REDIS_REPLY_STATUS, "SENTINEL failover: %s", r ? r->str : "no reply");
     freeReplyObject(r);
@@ -351,7 +337,9 @@ Test(sentinel, min_replicas_with_replication_cut_is_ereplicas_and_leaves_no_key)
     hilock_client *c;
     hilock *l = NULL;
     fx();
-    c = client_opt(F->url, -1, 1);
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.min_replicas = 1;
+    c = hlt_client_new(&o);
     cr_assert_eq(hlt_sentinel_cut(F, 1), 0);
     cr_assert_eq(hilock_acquire(c, "mr", 5000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
     cr_assert_null(l);
@@ -387,7 +375,7 @@ Test(sentinel, dead_sentinels_first_in_the_list_are_skipped)
     fx();
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#%s",
              hlt_free_port(), hlt_free_port(), F->sport[2], F->name);
-    c = client(url);
+    c = hlt_client(url);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "skip", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_lt(hlt_now_ms() - t0, 3000);
@@ -406,7 +394,7 @@ Test(sentinel, wrong_master_name_is_einval_at_once)
     fx();
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#nosuchmaster",
              F->sport[0], F->sport[1]);
-    c = client(url);
+    c = hlt_client(url);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "k", 5000, 3000, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
     cr_assert_lt(hlt_now_ms() - t0, 1500, "a wrong name is not worth waiting for");
@@ -427,7 +415,7 @@ Test(sentinel, all_sentinels_down_is_eio_within_the_bound)
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#m", p,
              hlt_free_port(), hlt_free_port());
     snprintf(port, sizeof port, "%d", p);
-    c = client(url);
+    c = hlt_client(url);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EIO);
     cr_assert_lt(hlt_now_ms() - t0, 1500);
@@ -453,7 +441,7 @@ Test(sentinel, an_address_that_is_a_replica_fails_the_role_check)
     cr_assert(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR: %s", r ? r->str : "no reply");
     freeReplyObject(r);
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#fake", F->sport[0]);
-    c = client(url);
+    c = hlt_client(url);
     cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EIO, "%s", hilock_client_errmsg(c));
     cr_assert_null(l);
     assert_msg(c, "ROLE is 'slave'");
@@ -471,17 +459,17 @@ Test(sentinel, the_url_password_is_for_the_data_nodes)
     cr_assert_not_null(F);
     sent = strstr(F->url, "://") + 3;
     snprintf(url, sizeof url, "redis-sentinel://:s3cret@%s", sent);
-    c = client(url);
+    c = hlt_client(url);
     cr_assert_eq(hilock_acquire(c, "pw", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert(holds_within(0, "pw", hilock_token(l), 0));
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
     hilock_client_free(c);
-    c = client(F->url);   /* no password: the Sentinels answer, the master refuses */
+    c = hlt_client(F->url);   /* no password: the Sentinels answer, the master refuses */
     cr_assert_eq(hilock_acquire(c, "pw", 5000, 0, &l), HILOCK_EAUTH, "%s", hilock_client_errmsg(c));
     hilock_client_free(c);
     snprintf(url, sizeof url, "redis-sentinel://:wrong@%s", sent);
-    c = client(url);
+    c = hlt_client(url);
     cr_assert_eq(hilock_acquire(c, "pw", 5000, 0, &l), HILOCK_EAUTH, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_data_exists(F, 0, "pw"), 0);
     hilock_client_free(c);
@@ -499,7 +487,7 @@ Test(sentinel, a_sentinel_password_in_the_query_authenticates_to_the_sentinels)
     cr_assert_not_null(F, "sentinel fixture did not start");
     sent = strstr(F->url, "://") + 3;
     snprintf(url, sizeof url, "redis-sentinel://:dAtaPw@%s", sent);
-    c = client(url);
+    c = hlt_client(url);
     cr_assert_eq(hilock_acquire(c, "spw", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert(holds_within(0, "spw", hilock_token(l), 0));
     hlt_sleep_ms(150);   /* older than 100 ms: check and release ask a Sentinel again */
@@ -514,7 +502,7 @@ Test(sentinel, a_sentinel_password_in_the_query_authenticates_to_the_sentinels)
     hash = strchr(sent, '#');
     snprintf(url, sizeof url, "redis-sentinel://:dAtaPw@%.*s?sentinel_username=default&"
              "sentinel_password=sEntPw%s", (int)(strchr(sent, '?') - sent), sent, hash);
-    c = client(url);
+    c = hlt_client(url);
     cr_assert_eq(hilock_acquire(c, "spw", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
@@ -536,7 +524,7 @@ Test(sentinel, a_missing_or_wrong_sentinel_password_is_eauth_naming_the_sentinel
         long long t0;
         snprintf(url, sizeof url, "redis-sentinel://:dAtaPw@%.*s%s%s", (int)(strchr(sent, '?') - sent),
                  sent, q[i], strchr(sent, '#'));
-        c = client(url);
+        c = hlt_client(url);
         t0 = hlt_now_ms();
         cr_assert_eq(hilock_acquire(c, "spw", 5000, 0, &l), HILOCK_EAUTH, "%s: %s", q[i],
                      hilock_client_errmsg(c));
@@ -582,7 +570,10 @@ Test(guard, a_promoted_replica_guards_for_the_longest_replicated_ttl)
     snprintf(extra, sizeof extra, "--repl-diskless-sync-delay 0 --replicaof 127.0.0.1 %d", a->port);
     b = hlt_redis_start(extra);
     cr_assert_not_null(b);
-    ca = client_opt(a->url, 1, 1);   /* WAIT 1: the grant and its record are on b */
+    hilock_options o = hlt_options((const char *[]){ a->url }, 1);
+    o.failover_guard = 1;
+    o.min_replicas = 1;
+    ca = hlt_client_new(&o);   /* WAIT 1: the grant and its record are on b */
     end = hlt_now_ms() + 10000;
     while ((st = hilock_acquire(ca, "long", 3000, 0, &l)) == HILOCK_EREPLICAS && hlt_now_ms() < end)
         hlt_sleep_ms(50);   /* until b has synced */
@@ -596,7 +587,9 @@ Test(guard, a_promoted_replica_guards_for_the_longest_replicated_ttl)
     r = hlt_cmd(b, "%s NO ONE", hlt_replicaof());
     cr_assert(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
-    cb = client_opt(b->url, 1, 0);
+    hilock_options o2 = hlt_options((const char *[]){ b->url }, 1);
+    o2.failover_guard = 1;
+    cb = hlt_client_new(&o2);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(cb, "short", 1000, 0, &l), HILOCK_BUSY, "%s", hilock_client_errmsg(cb));
     assert_msg(cb, "failover guard");
@@ -642,7 +635,9 @@ Test(guard, steady_calls_run_no_failover_script_and_the_record_still_rules)
     hilock *l;
     long long v = 0, evals;
     cr_assert_not_null(r);
-    c = client_opt(r->url, 1, 0);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.failover_guard = 1;
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "steady", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
@@ -746,8 +741,11 @@ Test(guard, a_restarted_master_is_lost_with_identity_on_and_not_held_without)
     hilock_client *on, *off;
     hilock *l1, *l2;
     cr_assert_not_null(r);
-    on = client_opt(r->url, 1, 0);
-    off = client_opt(r->url, 0, 0);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.failover_guard = 1;
+    on = hlt_client_new(&o);
+    o.failover_guard = 0;
+    off = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(on, "a", 30000, 0, &l1), HILOCK_OK, "%s", hilock_client_errmsg(on));
     cr_assert_eq(hilock_acquire(off, "b", 30000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(off));
     cr_assert_eq(hlt_redis_restart(r), 0);
