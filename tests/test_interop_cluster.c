@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cluster_fixture.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "peer.h"
@@ -104,20 +105,6 @@ static hlt_cluster *fx(void)
     cr_assert_not_null(F, "no cluster (the fixture did not start)");
     hlt_cluster_shared_use(F);
     return F;
-}
-
-static hilock_client *client(const char *url)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = 20;
-    o.io_timeout_ms = 2000;
-    o.failover_guard = 0;   /* (as test_cluster.c: no test here fails a shard over) */
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
 }
 
 /* The python peer serving commands on the cluster. */
@@ -308,7 +295,10 @@ Test(interop_cluster, a_redis_py_cluster_lock_makes_hilock_busy_on_every_key_sha
 {
     char v[256];
     hlt_cluster *f = fx();
-    hilock_client *c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;   /* (no test here fails a shard over) */
+    hilock_client *c = hlt_client_new(&o);
     py s;
     need_redis_py(v, sizeof v);
     py_serve(&s, f);
@@ -325,7 +315,10 @@ Test(interop_cluster, a_hilock_lock_makes_redis_py_fail_on_every_key_shape)
 {
     char v[256];
     hlt_cluster *f = fx();
-    hilock_client *c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;   /* (no test here fails a shard over) */
+    hilock_client *c = hlt_client_new(&o);
     py s;
     need_redis_py(v, sizeof v);
     py_serve(&s, f);
@@ -356,7 +349,10 @@ Test(interop_cluster, a_release_in_a_migrating_slot_with_a_waiter_says_ok, .time
     F = f = hlt_cluster_attach();
     cr_assert_not_null(f, "no cluster (the fixture did not start)");
     hlt_cluster_exclusive(f);   /* a slot in migration: no other test meanwhile */
-    c = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;   /* (no test here fails a shard over) */
+    c = hlt_client_new(&o);
     int slot = hlt_cluster_keyslot(f, key), m = hlt_cluster_key_master(f, key), to = -1;
     for (int i = 0; i < f->nnodes && to < 0; i++) {
         r = i == m ? NULL : hlt_cluster_cmd(f, i, "ROLE");

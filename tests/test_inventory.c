@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "checks.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_inspect.h"
@@ -609,14 +610,13 @@ Test(inspect, shows_a_legacy_lock_its_codec_and_a_bridge_lock)
     cr_assert_not_null(r);
     find_bin();
     srv[0] = r->unix_url;
-    hilock_options_init(&opt);
-    opt.servers = srv;
-    opt.nservers = 1;
+    opt = hlt_options(srv, 1);
+    opt.retry_delay_ms = 50;   /* the library's default */
     cr_assert_eq(hilock_codec_preset("node-redis-lock", &opt.codec), HILOCK_OK);
-    cr_assert_eq(hilock_client_new(&opt, &c), HILOCK_OK);
+    c = hlt_client_new(&opt);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.report", 60000, 0, &l), HILOCK_OK);
     opt.bridge = 1;
-    cr_assert_eq(hilock_client_new(&opt, &bc), HILOCK_OK);
+    bc = hlt_client_new(&opt);
     cr_assert_eq(hilock_acquire(bc, "lock.bridged", 60000, 0, &bl), HILOCK_OK, "%s", hilock_client_errmsg(bc));
     o = run(r, a);
     cr_assert_eq(o->status, 0, "%s", o->err);
@@ -752,20 +752,6 @@ static void assert_no_holder(const seen_view *s)
     cr_assert_eq(s->since_ms, -1);
 }
 
-static hilock_client *client_with(const char *url, int fencing, const char *preset, int bridge)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.fencing = fencing;
-    o.bridge = bridge;
-    if (preset) cr_assert_eq(hilock_codec_preset(preset, &o.codec), HILOCK_OK);
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
 Test(inspect_api, a_grant_records_its_holder_until_the_release)
 {
     hlt_redis *r = hlt_redis_start(NULL);
@@ -849,13 +835,20 @@ Test(inspect_api, extend_keeps_the_holder_record_as_long_as_the_lock)
 Test(inspect_api, unfenced_legacy_and_bridge_locks_write_no_holder_record)
 {
     hlt_redis *r = hlt_redis_start(NULL);
+    hilock_options opt;
     hilock_client *u, *g, *b;
     hilock *l1, *l2, *l3;
     seen_view s;
     cr_assert_not_null(r);
-    u = client_with(r->unix_url, 0, NULL, 0);
-    g = client_with(r->unix_url, 1, "doc", 0);
-    b = client_with(r->unix_url, 1, "doc", 1);
+    opt = hlt_options((const char *[]){ r->unix_url }, 1);
+    opt.retry_delay_ms = 50;   /* the library's default */
+    opt.fencing = 0;
+    u = hlt_client_new(&opt);
+    opt.fencing = 1;
+    cr_assert_eq(hilock_codec_preset("doc", &opt.codec), HILOCK_OK);
+    g = hlt_client_new(&opt);
+    opt.bridge = 1;
+    b = hlt_client_new(&opt);
     cr_assert_eq(hilock_acquire(u, "h:plain", 60000, 0, &l1), HILOCK_OK, "%s", hilock_client_errmsg(u));
     cr_assert_eq(hilock_legacy_acquire(g, "h:legacy", 60000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(g));
     cr_assert_eq(hilock_acquire(b, "h:bridge", 60000, 0, &l3), HILOCK_OK, "%s", hilock_client_errmsg(b));
@@ -925,6 +918,7 @@ Test(inventory, names_the_holders_of_a_familys_first_modern_locks)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     const char *a[] = { "-s", r->unix_url, "inventory", "inv:*", NULL };
+    hilock_options opt;
     hilock_client *c, *u;
     hilock *l1, *l2;
     char host[256] = "", want[700];
@@ -933,7 +927,10 @@ Test(inventory, names_the_holders_of_a_familys_first_modern_locks)
     find_bin();
     gethostname(host, sizeof host - 1);
     cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
-    u = client_with(r->unix_url, 0, NULL, 0);
+    opt = hlt_options((const char *[]){ r->unix_url }, 1);
+    opt.retry_delay_ms = 50;   /* the library's default */
+    opt.fencing = 0;
+    u = hlt_client_new(&opt);
     cr_assert_eq(hilock_acquire(c, "inv:a", 60000, 0, &l1), HILOCK_OK);
     cr_assert_eq(hilock_acquire(u, "inv:b", 60000, 0, &l2), HILOCK_OK);   /* fencing = 0: no record */
     o = run(r, a);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_libuv.h"
@@ -67,18 +68,6 @@ static const char *slurp(hlt_redis *r, const char *name)
     return buf;
 }
 
-static hilock_client *client_on(const char *url, int fencing)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.fencing = fencing;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
 /* ---- a forgotten password ---- */
 
 static int loop_done;
@@ -104,14 +93,19 @@ Test(messages, a_forgotten_password_says_noauth_and_how_to_give_one_on_every_loc
     snprintf(want, sizeof want, "127.0.0.1:%d: NOAUTH: the server needs a password: "
              "redis://:PASSWORD@127.0.0.1:%d", r->port, r->port);
     for (int fencing = 1; fencing >= 0; fencing--) {   /* the script, then SET NX PX */
-        c = client_on(r->url, fencing);
+        hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+        o.retry_delay_ms = 50;   /* the library's default */
+        o.fencing = fencing;
+        c = hlt_client_new(&o);
         cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EAUTH);
         cr_assert_str_eq(hilock_client_errmsg(c), want, "fencing %d", fencing);
         hilock_client_free(c);
     }
     /* the event loop */
     cr_assert_eq(uv_loop_init(&loop), 0);
-    c = client_on(r->url, 1);
+    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
+    o2.retry_delay_ms = 50;   /* the library's default */
+    c = hlt_client_new(&o2);
     cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
     loop_done = 0;
     cr_assert_eq(hilock_acquire_async(c, "k", 5000, 0, on_acquired, c), HILOCK_OK);
@@ -159,7 +153,10 @@ Test(messages, busy_says_when_the_holder_expires_or_that_it_never_will)
     redisReply *rep;
     cr_assert_not_null(r);
     for (int fencing = 1; fencing >= 0; fencing--) {
-        hilock_client *c = client_on(r->url, fencing);
+        hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+        o.retry_delay_ms = 50;   /* the library's default */
+        o.fencing = fencing;
+        hilock_client *c = hlt_client_new(&o);
         const char *m;
         double s = 0;
         rep = hlt_cmd(r, "SET lock:m 1700000000.5");   /* a legacy stamp: no TTL */
@@ -288,13 +285,18 @@ Test(messages, a_key_of_another_type_is_named_not_the_scripts_insides)
     rep = hlt_cmd(r, "RPUSH {g}:fence x");
     freeReplyObject(rep);
     for (int fencing = 1; fencing >= 0; fencing--) {
-        c = client_on(r->url, fencing);
+        hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+        o.retry_delay_ms = 50;   /* the library's default */
+        o.fencing = fencing;
+        c = hlt_client_new(&o);
         cr_assert_eq(hilock_acquire(c, "h", 5000, 0, &l), HILOCK_EREPLY);
         snprintf(want, sizeof want, "%s: WRONGTYPE: h holds a hash, not a lock", name);
         cr_assert_str_eq(hilock_client_errmsg(c), want, "fencing %d", fencing);
         hilock_client_free(c);
     }
-    c = client_on(r->url, 1);
+    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
+    o2.retry_delay_ms = 50;   /* the library's default */
+    c = hlt_client_new(&o2);
     cr_assert_eq(hilock_acquire(c, "g", 5000, 0, &l), HILOCK_EREPLY);
     snprintf(want, sizeof want, "%s: WRONGTYPE: its fence counter {g}:fence holds a list, not a number", name);
     cr_assert_str_eq(hilock_client_errmsg(c), want);
@@ -358,7 +360,9 @@ Test(messages, a_long_key_is_cut_to_64_bytes_in_the_librarys_messages)
     key[4000] = '\0';
     rep = hlt_cmd(r, "SET %s x", key);
     freeReplyObject(rep);
-    c = client_on(r->url, 1);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, key, 5000, 0, &l), HILOCK_BUSY);
     snprintf(want, sizeof want, "%.64s...(4000 bytes): held by another owner; %.64s...(4000 bytes) has no TTL: it "
              "will never expire by itself (see hilock inspect %.64s...(4000 bytes))", key, key, key);
@@ -507,11 +511,10 @@ Test(messages, an_extend_with_the_failover_guard_names_a_key_of_another_type)
     HLT_NEEDS(40000, "failover awareness needs Redis 4.0");
     cr_assert_not_null(r);
     url = r->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
+    o = hlt_options(&url, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
     o.failover_guard = 1;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "w", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     rep = hlt_cmd(r, "DEL w");
     freeReplyObject(rep);
@@ -560,10 +563,14 @@ Test(messages, a_call_on_the_loop_ends_with_its_own_words_not_another_calls)
     cr_assert_not_null(r);
     rep = hlt_cmd(r, "ACL SETUSER u on >p ~*y* +@all");
     freeReplyObject(rep);
-    holder = client_on(r->url, 1);
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    holder = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(holder, "y", 30000, 0, &hy), HILOCK_OK, "%s", hilock_client_errmsg(holder));
     snprintf(url, sizeof url, "redis://u:p@127.0.0.1:%d", r->port);
-    c = client_on(url, 1);
+    hilock_options o2 = hlt_options((const char *[]){ url }, 1);
+    o2.retry_delay_ms = 50;   /* the library's default */
+    c = hlt_client_new(&o2);
     cr_assert_eq(uv_loop_init(&loop), 0);
     cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
     for (int i = 0; i < 9; i++) {

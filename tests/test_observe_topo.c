@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cluster_fixture.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_observe.h"
@@ -27,18 +28,6 @@ static void fini(void)
 
 TestSuite(observe_topo, .fini = fini, .timeout = 120);
 
-static hilock_client *client(const char *url)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = 20;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
 Test(observe_topo, a_sentinel_failover_is_reported_with_the_new_master_and_the_guard)
 {
     HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
@@ -49,7 +38,7 @@ Test(observe_topo, a_sentinel_failover_is_reported_with_the_new_master_and_the_g
     hilock_stats s;
     char port[16];
     cr_assert_not_null(S = hlt_sentinel_start(), "sentinel fixture did not start");
-    c = client(S->url);
+    c = hlt_client(S->url);
     hilock_set_observer(c, hlt_rec_observer, x);
     /* (the guard holds off grants for the longest ttl granted before: kept short) */
     cr_assert_eq(hilock_acquire(c, "obs:job", 8000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -65,7 +54,7 @@ Test(observe_topo, a_sentinel_failover_is_reported_with_the_new_master_and_the_g
     cr_assert_geq(s.reconnects, 1, "moved to the new master");
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     /* the new master guards: a new acquire is refused for a while, then granted */
-    c2 = client(S->url);
+    c2 = hlt_client(S->url);
     hilock_set_observer(c2, hlt_rec_observer, y);
     cr_assert_eq(hilock_acquire(c2, "obs:job", 8000, 20000, &l2), HILOCK_OK, "%s", hilock_client_errmsg(c2));
     cr_assert_not_null(e = hlt_rec_find(y, HILOCK_EVENT_GUARD_START, 0), "no GUARD_START");
@@ -96,7 +85,7 @@ Test(observe_topo, a_cluster_resharding_reports_ask_moved_and_the_map_refresh_an
     cr_assert_eq(hlt_cluster_masters(K, m), 3);
     cr_assert_eq(hlt_cluster_key_on(K, m[0], "obs:", NULL, key, sizeof key), 0);
     slot = hlt_cluster_keyslot(K, key);
-    c = client(K->url);
+    c = hlt_client(K->url);
     hilock_set_observer(c, hlt_rec_observer, x);
     cr_assert_eq(hilock_acquire(c, key, 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_MAP_REFRESH, 0), "the first map");

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_async.h"
@@ -120,24 +121,12 @@ static int have_ipv6_loopback(void)
     return ok;
 }
 
-static hilock_client *client_for(const char *url, int64_t connect_ms)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    const char *urls[1] = { url };
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 1;
-    o.connect_timeout_ms = connect_ms;
-    o.io_timeout_ms = 1000;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
 /* Acquire and release "job" through url; the server r held our token in between. */
 static void lock_through(hlt_redis *r, const char *url)
 {
-    hilock_client *c = client_for(url, 1000);
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     char *v;
     cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_OK, "%s: %s", url, hilock_client_errmsg(c));
@@ -228,7 +217,9 @@ Test(resolve, an_fd_the_connect_gives_up_stays_open_until_the_next_call)
 
 Test(resolve, a_name_that_does_not_resolve_is_named_in_the_error)
 {
-    hilock_client *c = client_for("redis://nowhere.hilock.test:6379", 1000);
+    hilock_options o = hlt_options((const char *[]){ "redis://nowhere.hilock.test:6379" }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_EIO);
     cr_assert_null(l);
@@ -248,7 +239,10 @@ Test(resolve, a_hung_lookup_ends_at_the_connect_deadline)
     long long t0, took;
     cr_assert_not_null(r);
     snprintf(url, sizeof url, "redis://slow.hilock.test:%d", r->port);
-    c = client_for(url, 200);
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.connect_timeout_ms = 200;
+    c = hlt_client_new(&o);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_ETIMEDOUT, "%s", hilock_client_errmsg(c));
     took = hlt_now_ms() - t0;
@@ -265,7 +259,10 @@ Test(resolve, a_hung_lookup_ends_at_the_connect_deadline)
  * resolver answers. Past HL_LOOKUPS_HUNG_MAX such threads, a new lookup is refused at once. */
 Test(resolve, hung_lookups_are_capped_and_the_next_is_refused_at_once)
 {
-    hilock_client *c = client_for("redis://slow.hilock.test:6379", 20);
+    hilock_options o = hlt_options((const char *[]){ "redis://slow.hilock.test:6379" }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.connect_timeout_ms = 20;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     long long t0 = hlt_now_ms(), t;
     for (int i = 0; i < HL_LOOKUPS_HUNG_MAX; i++)
@@ -285,7 +282,10 @@ Test(resolve, hung_lookups_are_capped_and_the_next_is_refused_at_once)
 Test(resolve, a_forked_child_starts_with_no_hung_lookups)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client_for("redis://slow.hilock.test:6379", 20);
+    hilock_options o = hlt_options((const char *[]){ "redis://slow.hilock.test:6379" }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.connect_timeout_ms = 20;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     char out[512] = "", *v;
     int fds[2];
@@ -305,7 +305,9 @@ Test(resolve, a_forked_child_starts_with_no_hung_lookups)
         alarm(20);
         close(fds[0]);
         snprintf(url, sizeof url, "redis://dual.hilock.test:%d", r->port);
-        k = client_for(url, 1000);
+        hilock_options o2 = hlt_options((const char *[]){ url }, 1);
+        o2.retry_delay_ms = 50;   /* the library's default */
+        k = hlt_client_new(&o2);
         st = hilock_acquire(k, "job", 30000, 0, &l);
         snprintf(out, sizeof out, "%s %s", st == HILOCK_OK ? "token" : "error",
                  st == HILOCK_OK ? hilock_token(l) : hilock_client_errmsg(k));
@@ -359,7 +361,10 @@ static void on_released(hilock_status st, hilock *l, void *arg)
 static void acquire_on_loop(const char *url, int64_t connect_ms, outcome *o, ticker *tk, long long *took)
 {
     uv_loop_t loop;
-    hilock_client *c = client_for(url, connect_ms);
+    hilock_options opt = hlt_options((const char *[]){ url }, 1);
+    opt.retry_delay_ms = 50;   /* the library's default */
+    opt.connect_timeout_ms = connect_ms;
+    hilock_client *c = hlt_client_new(&opt);
     long long t0, end;
     uv_loop_init(&loop);
     cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -510,12 +515,11 @@ Test(resolve, a_tls_connect_to_a_name_waits_for_its_lookup_and_verifies_that_nam
     cr_assert_not_null(pki = hlt_pki_make(), "could not make the test certificates");
     cr_assert_not_null(r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL));
     snprintf(url, sizeof url, "rediss://localhost:%d", r->port);
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = 1;
+    o = hlt_options(urls, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
     o.tls_ca_file = pki->ca;
     o.connect_timeout_ms = o.io_timeout_ms = scaled(1000, 20);   /* (OpenSSL under valgrind) */
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_not_null(v = hlt_get(r, "job"));
     cr_assert_str_eq(v, hilock_token(l));
@@ -591,7 +595,9 @@ Test(resolve, a_moved_answer_naming_a_host_leads_to_its_node)
         cr_assert_lt(hlt_now_ms(), end, "the cluster did not come up");
     }
     snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", a->port);
-    c = client_for(url, 1000);
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "job", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));   /* the map: all A's */
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cluster_fixture.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "holders.h"
@@ -29,20 +30,6 @@ ReportHook(POST_ALL)(struct criterion_global_stats *stats)
 }
 
 HLT_CLUSTER_SHARED_SUITE(rw_cluster)
-
-static hilock_client *client(const char *url)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = 20;
-    o.io_timeout_ms = 2000;
-    o.failover_guard = 0;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
 
 static long long zcard_on(hlt_cluster *f, int i, const char *key)
 {
@@ -67,7 +54,10 @@ Test(rw_cluster, shared_and_exclusive_grant_and_release_on_every_master)
 {
     NEEDS_40();
     hlt_cluster *f = fx(0);
-    hilock_client *a = client(f->url), *b = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *a = hlt_client_new(&o), *b = hlt_client_new(&o);
     static const char *const aux[] = { ":fence", ":holders" };
     int m[3];
     cr_assert_eq(hlt_cluster_masters(f, m), 3);
@@ -102,7 +92,10 @@ Test(rw_cluster, semaphore_permits_on_a_tagged_key)
 {
     NEEDS_40();
     hlt_cluster *f = fx(0);
-    hilock_client *c[3] = { client(f->url), client(f->url), client(f->url) };
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *c[3] = { hlt_client_new(&o), hlt_client_new(&o), hlt_client_new(&o) };
     static const char *const aux[] = { ":fence", ":holders" };
     const char *key = "jobs:{batch}:nightly";
     char name[64];
@@ -135,7 +128,10 @@ Test(rw_cluster, a_waiting_writer_is_woken_on_the_keys_master)
 {
     NEEDS_40();
     hlt_cluster *f = fx(0);
-    hilock_client *a = client(f->url);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    hilock_client *a = hlt_client_new(&o);
     hilock *s;
     hlt_bg w = { .url = f->url, .key = "jobs:{wake}:db", .mode = HILOCK_EXCLUSIVE, .ttl_ms = 10000,
                  .wait_ms = 15000, .retry_delay_ms = 5000 };

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "engine.h"   /* hl_undo_add: a write whose reply was lost */
@@ -23,22 +24,6 @@ static void setup(void)
 }
 
 static void teardown(void) { hlt_redis_stop(srv); }
-
-/* a client of the server; guard: options.failover_guard */
-static hilock_client *client_guarded(int guard)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    const char *url = srv->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.failover_guard = guard;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-static hilock_client *client(void) { return client_guarded(0); }
 
 static long long zcard(const char *key)
 {
@@ -63,7 +48,10 @@ Test(semcore, a_semaphore_grants_up_to_its_limit_then_says_busy_and_a_release_fr
     hilock_client *c[4];
     hilock *l[4] = {0};
     HLT_NEEDS(30200, "semaphores need Redis >= 3.2");
-    for (int i = 0; i < 4; i++) c[i] = client();
+    hilock_options o = hlt_options((const char *[]){ srv->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.failover_guard = 0;
+    for (int i = 0; i < 4; i++) c[i] = hlt_client_new(&o);
     for (int i = 0; i < 3; i++) cr_assert_eq(hilock_sem_acquire(c[i], "job", 3, 10000, 0, &l[i]), HILOCK_OK,
                                              "%s", hilock_client_errmsg(c[i]));
     cr_assert_eq(zcard("job"), 4);   /* three holders and the marker */
@@ -92,7 +80,10 @@ Test(semcore, a_semaphore_grants_up_to_its_limit_then_says_busy_and_a_release_fr
 
 Test(semcore, a_dead_holders_permit_returns_after_its_ttl)
 {
-    hilock_client *a = client(), *b = client();
+    hilock_options o = hlt_options((const char *[]){ srv->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.failover_guard = 0;
+    hilock_client *a = hlt_client_new(&o), *b = hlt_client_new(&o);
     hilock *la, *lb;
     long long t0;
     HLT_NEEDS(30200, "semaphores need Redis >= 3.2");
@@ -110,7 +101,10 @@ Test(semcore, a_dead_holders_permit_returns_after_its_ttl)
 
 Test(semcore, exclusive_shared_and_the_plain_lock_exclude_each_other)
 {
-    hilock_client *a = client(), *b = client(), *p = client();
+    hilock_options o = hlt_options((const char *[]){ srv->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.failover_guard = 0;
+    hilock_client *a = hlt_client_new(&o), *b = hlt_client_new(&o), *p = hlt_client_new(&o);
     hilock *s1, *s2, *x = NULL, *pl = NULL;
     HLT_NEEDS(30200, "shared/exclusive locks need Redis >= 3.2");
     cr_assert_eq(hilock_rw_acquire(a, "doc", HILOCK_SHARED, 10000, 0, &s1), HILOCK_OK, "%s", hilock_client_errmsg(a));
@@ -151,7 +145,10 @@ Test(semcore, exclusive_shared_and_the_plain_lock_exclude_each_other)
  * release said EREPLY "holds a shared/exclusive lock" where the lock was simply lost). */
 Test(semcore, a_plain_lock_whose_expired_key_readers_took_is_not_held_not_an_error)
 {
-    hilock_client *p = client(), *a = client();
+    hilock_options o = hlt_options((const char *[]){ srv->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.failover_guard = 0;
+    hilock_client *p = hlt_client_new(&o), *a = hlt_client_new(&o);
     hilock *pl = NULL, *s = NULL;
     HLT_NEEDS(30200, "shared/exclusive locks need Redis >= 3.2");
     cr_assert_eq(hilock_acquire(p, "doc", 10000, 0, &pl), HILOCK_OK, "%s", hilock_client_errmsg(p));
@@ -180,7 +177,10 @@ Test(semcore, a_plain_lock_whose_expired_key_readers_took_is_not_held_not_an_err
 
 Test(semcore, a_waiting_writer_stops_new_readers_and_is_woken_by_the_last_release)
 {
-    hilock_client *a = client(), *w = client(), *r = client();
+    hilock_options o = hlt_options((const char *[]){ srv->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.failover_guard = 0;
+    hilock_client *a = hlt_client_new(&o), *w = hlt_client_new(&o), *r = hlt_client_new(&o);
     hilock *s, *x, *s2;
     long long t0;
     HLT_NEEDS(30200, "shared/exclusive locks need Redis >= 3.2");
@@ -207,13 +207,16 @@ Test(semcore, a_waiting_writer_stops_new_readers_and_is_woken_by_the_last_releas
 
 Test(semcore, a_key_of_another_kind_is_refused_naming_it_with_nothing_written)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ srv->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL, *p = NULL;
     HLT_NEEDS(30200, "semaphores need Redis >= 3.2");
     cr_assert_eq(hilock_sem_acquire(c, "k", 2, 10000, 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_rw_acquire(c, "k2", HILOCK_SHARED, 10000, 0, &p), HILOCK_OK);
     {
-        hilock_client *d = client();
+        hilock_client *d = hlt_client_new(&o);
         hilock *x = NULL;
         long long before = hlt_dbsize(srv);
         cr_assert_eq(hilock_rw_acquire(d, "k", HILOCK_SHARED, 10000, 0, &x), HILOCK_EREPLY);
@@ -249,7 +252,10 @@ Test(semcore, a_key_of_another_kind_is_refused_naming_it_with_nothing_written)
 
 Test(semcore, bad_arguments_are_refused_with_the_reason)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ srv->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     cr_assert_eq(hilock_sem_acquire(c, "a", 0, 10000, 0, &l), HILOCK_EINVAL);
     cr_assert_str_eq(hilock_client_errmsg(c), "limit must be 1..1000 (got 0)");
@@ -263,7 +269,10 @@ Test(semcore, bad_arguments_are_refused_with_the_reason)
 
 Test(semcore, an_unknown_write_is_undone_by_member)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ srv->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l, *m;
     HLT_NEEDS(30200, "semaphores need Redis >= 3.2");
     /* a permit whose reply was lost is undone on the next contact (engine.c, undo.lua): its
@@ -285,7 +294,10 @@ Test(semcore, an_unknown_write_is_undone_by_member)
 
 Test(semcore, old_servers_are_refused_naming_the_version)
 {
-    hilock_client *c = client();
+    hilock_options o = hlt_options((const char *[]){ srv->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.failover_guard = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     if (hlt_server_version() >= 30200) cr_skip_test("n/a on %s: it has what 3.2 brought", hlt_server_name());
     cr_assert_eq(hilock_sem_acquire(c, "old", 2, 10000, 0, &l), HILOCK_EINVAL);
@@ -305,7 +317,10 @@ Test(semcore, a_permit_granted_while_the_failover_guard_runs_is_undone_by_member
     long long now;
     char *id = NULL, *info;
     HLT_NEEDS(40000, "failover_guard needs replication ids (PSYNC2, Redis 4.0+)");
-    c = client_guarded(1);
+    hilock_options o = hlt_options((const char *[]){ srv->url }, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
+    o.failover_guard = 1;
+    c = hlt_client_new(&o);
     /* a record of this history whose guard runs another minute */
     t = hlt_cmd(srv, "INFO replication");
     info = strstr(t->str, "master_replid:");
