@@ -769,7 +769,9 @@ Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
     memset(&r, 0, sizeof r);
     memset(&k, 0, sizeof k);
     r.c = attached(&loop, url, 1, 1000);
-    acquire_all(&r, 1, "ka", 300, 0);
+    /* (1 s: the loop, i.e. this thread, renews every 333 ms with 667 ms of slack; a 300 ms ttl
+     * left 200 ms, which a loaded machine holding this thread up could take: a lapse is a loss) */
+    acquire_all(&r, 1, "ka", 1000, 0);
     run_until(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
     threads = count_threads();
@@ -778,11 +780,11 @@ Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
     cr_assert_eq(hilock_keepalive(r.lock[0], on_lost, &k), HILOCK_EINVAL);   /* already running */
     uv_timer_init(&loop, &wait5);
     wait5.data = &over;
-    uv_timer_start(&wait5, on_stop, 1500, 0);   /* 5 x ttl */
+    uv_timer_start(&wait5, on_stop, 3000, 0);   /* 3 x ttl */
     while (!over) uv_run(&loop, UV_RUN_ONCE);
     cr_assert_eq(k.lost, 0);
     v = hlt_get(s, "ka0");
-    cr_assert(v && !strcmp(v, hilock_token(r.lock[0])), "the lock was not kept for 5 x ttl");
+    cr_assert(v && !strcmp(v, hilock_token(r.lock[0])), "the lock was not kept for 3 x ttl");
     free(v);
     cr_assert_gt(hilock_validity_ms(r.lock[0]), 0);
     freeReplyObject(hlt_cmd(s, "DEL ka0"));
@@ -821,17 +823,20 @@ Test(async, keepalive_on_the_loop_reports_the_loss_with_lost_margin_ms_left)
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     r.c = attached(&loop, url, 1, 1000);
-    acquire_all(&r, 1, "ka", 3000, 0);
+    /* (6 s and a margin of 3 s, so that the check below can allow 1 s for a loaded machine
+     * holding this thread up before on_lost, and still tell the margin from the first failed
+     * renewal, 4 s before the end, and from the end) */
+    acquire_all(&r, 1, "ka", 6000, 0);
     run_until(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
     hilock_keepalive_options_init(&ko);
-    ko.lost_margin_ms = 1500;
+    ko.lost_margin_ms = 3000;
     cr_assert_eq(hilock_keepalive_ex(r.lock[0], on_lost_validity, &left, &ko), HILOCK_OK, "%s",
                  hilock_client_errmsg(r.c));
     hlt_redis_kill(s);
-    end = hlt_now_ms() + 5000;
+    end = hlt_now_ms() + 10000;
     while (!left && hlt_now_ms() < end) uv_run(&loop, UV_RUN_NOWAIT), hlt_sleep_ms(2);
-    cr_assert(left > 1500 - 400 && left <= 1500 + 50, "on_lost came with %lld ms left, not ~1500",
+    cr_assert(left > 3000 - 1000 && left <= 3000 + 50, "on_lost came with %lld ms left, not ~3000",
               (long long)left - 1);
     hilock_free(r.lock[0]);
     hilock_client_free(r.c);
@@ -1561,10 +1566,91 @@ Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds
     loop_close(&loop);
 }
 
+/* The bound of one Sentinel's answer (src/topology/sentinel.c, SENTINEL_TIMEOUT_MS): a flow
+ * waiting on a frozen Sentinel asks the next one after this long. */
+#define FROZEN_SENTINEL_MS 300
+#define FROZEN_TRIES 5
+
+/* Drive the loop for ms of wall clock, in NOWAIT passes about 5 ms apart. (Ten passes were
+ * counted before: on a loaded machine each 5 ms sleep may last far longer, and a frozen
+ * Sentinel's 300 ms could run out before the look.) */
+static void spin_for(uv_loop_t *loop, long ms)
+{
+    long long end = hlt_now_ms() + ms;
+    for (;;) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        if (hlt_now_ms() >= end) return;
+        hlt_sleep_ms(5);
+    }
+}
+
+/* One attempt of the first half: a new client's lock (Sentinel 0 answered for its acquire, so it
+ * is asked first), Sentinel 0 frozen, a check, 50 ms of loop. 1: the check is still waiting on
+ * the frozen Sentinel (left so: the caller frees the lock). A check that ended before the
+ * Sentinel's bound ran out fails the test. 0: it ended after the bound (it asked the next
+ * Sentinel, as it should): this machine held the test up that long, which proves nothing
+ * either way; Sentinel 0 is thawed and the caller tries again. */
+static int check_paused_on_a_frozen_sentinel(uv_loop_t *loop, run *r, const char *const *url, int attempt)
+{
+    char prefix[16];
+    long long t0;
+    memset(r, 0, sizeof *r);
+    r->c = attached(loop, url, 1, 2000);
+    snprintf(prefix, sizeof prefix, "held%d:", attempt);
+    acquire_all(r, 1, prefix, 30000, 0);
+    run_until(loop, &r->done, 1, 10000);
+    cr_assert_eq(r->st[0], HILOCK_OK, "%s", r->err[0]);
+    kill(SF->spid[0], SIGSTOP);   /* it answered: it is asked first */
+    hlt_sleep_ms(150);            /* past the answer's freshness: the check asks again */
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_check_async(r->lock[0], on_done, arg_of(r, 1)), HILOCK_OK);
+    spin_for(loop, 50);           /* the check is waiting on the frozen Sentinel */
+    if (r->done == 1) return 1;
+    cr_assert_geq(r->at_ms[1] - t0, FROZEN_SENTINEL_MS,
+                  "the check ended %lld ms after it began, before its Sentinel answered (%s: %s)",
+                  (long long)(r->at_ms[1] - t0), hilock_strerror(r->st[1]), r->err[1]);
+    printf("async: frozen Sentinel, attempt %d: the check ended after %lld ms (the Sentinel's bound: "
+           "the machine held the test up): again\n", attempt, (long long)(r->at_ms[1] - t0));
+    cr_assert_eq(r->wrong, 0);
+    hilock_free(r->lock[0]);
+    hilock_client_free(r->c);
+    kill(SF->spid[0], SIGCONT);
+    return 0;
+}
+
+/* One attempt of the second half, Sentinel 0 still frozen: a new client's n acquisitions, which
+ * ask it first where the master is; 50 ms of loop. 1: none has ended (the client is left for
+ * the caller to free). One that ended before the Sentinel's bound ran out fails the test; 0:
+ * some ended after it (the machine held the test up): their client is freed, attempt again. */
+static int acquires_paused_on_a_frozen_sentinel(uv_loop_t *loop, run *r2, const char *const *url,
+                                                 int n, const char *prefix)
+{
+    long long t0;
+    memset(r2, 0, sizeof *r2);
+    r2->c = attached(loop, url, 1, 2000);   /* a new client asks the frozen Sentinel first */
+    t0 = hlt_now_ms();
+    acquire_all(r2, n, prefix, 30000, 0);
+    spin_for(loop, 50);
+    if (r2->done == 0) return 1;
+    for (int i = 0; i < n; i++)
+        if (r2->ended[i])
+            cr_assert_geq(r2->at_ms[i] - t0, FROZEN_SENTINEL_MS,
+                          "acquire %d ended %lld ms after it began, before its Sentinel answered (%s)",
+                          i, (long long)(r2->at_ms[i] - t0), hilock_strerror(r2->st[i]));
+    printf("async: frozen Sentinel, keys %s*: %d acquisitions ended after the Sentinel's bound "
+           "(the machine held the test up): again\n", prefix, r2->done);
+    cr_assert_eq(r2->wrong, 0);
+    free_locks(r2, n);
+    hilock_client_free(r2->c);
+    return 0;
+}
+
 /* The ends, while a flow is paused in a Sentinel round trip (the first Sentinel frozen):
  * hilock_free of a lock whose check is asking it ends the check before it returns, and
  * hilock_client_free ends every acquisition still resolving its master before it returns;
- * no done runs later. */
+ * no done runs later. Each half is tried again (up to FROZEN_TRIES times) only when the
+ * machine held the test up past the frozen Sentinel's bound, so that the flows had moved on
+ * to the next Sentinel, as they should, before the look. */
 Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_client_is_freed,
      .fini = sentinel_fini, .timeout = 120)
 {
@@ -1572,22 +1658,14 @@ Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_cl
     static run r, r2;
     uv_loop_t loop;
     const char *url[1];
-    int n = 10;
+    char prefix[16];
+    int n = 10, attempt;
     cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
     url[0] = SF->url;
     uv_loop_init(&loop);
-    memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
-    acquire_all(&r, 1, "held", 30000, 0);
-    run_until(&loop, &r.done, 1, 10000);
-    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
-    kill(SF->spid[0], SIGSTOP);   /* it answered: it is asked first */
-    hlt_sleep_ms(150);            /* past the answer's freshness: the check asks again */
-    cr_assert_eq(hilock_check_async(r.lock[0], on_done, arg_of(&r, 1)), HILOCK_OK);
-    for (int k = 0; k < 10; k++) {   /* the check is waiting on the frozen Sentinel */
-        uv_run(&loop, UV_RUN_NOWAIT);
-        hlt_sleep_ms(5);
-    }
+    for (attempt = 1; attempt <= FROZEN_TRIES; attempt++)
+        if (check_paused_on_a_frozen_sentinel(&loop, &r, url, attempt)) break;
+    cr_assert_leq(attempt, FROZEN_TRIES, "held up past the frozen Sentinel's bound in every attempt");
     cr_assert_eq(r.done, 1, "the check ended before its Sentinel answered");
     hilock_free(r.lock[0]);
     r.lock[0] = NULL;
@@ -1595,13 +1673,11 @@ Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_cl
     cr_assert_eq(r.st[1], HILOCK_EIO, "check: %s (%s)", hilock_strerror(r.st[1]), r.err[1]);
     cr_assert(strstr(r.err[1], "lock freed with the call in flight"), "%s", r.err[1]);
 
-    memset(&r2, 0, sizeof r2);
-    r2.c = attached(&loop, url, 1, 2000);   /* a new client asks the frozen Sentinel first */
-    acquire_all(&r2, n, "never:", 30000, 0);
-    for (int k = 0; k < 10; k++) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        hlt_sleep_ms(5);
+    for (attempt = 1; attempt <= FROZEN_TRIES; attempt++) {
+        snprintf(prefix, sizeof prefix, "never%d:", attempt);
+        if (acquires_paused_on_a_frozen_sentinel(&loop, &r2, url, n, prefix)) break;
     }
+    cr_assert_leq(attempt, FROZEN_TRIES, "held up past the frozen Sentinel's bound in every attempt");
     cr_assert_eq(r2.done, 0, "an acquisition ended before its Sentinel answered");
     hilock_client_free(r2.c);
     cr_assert_eq(r2.done, n, "only %d of %d calls ended in hilock_client_free", r2.done, n);
@@ -1614,7 +1690,7 @@ Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_cl
     cr_assert_eq(r.wrong + r2.wrong, 0);
     for (int i = 0; i < n; i++) {
         char key[32];
-        snprintf(key, sizeof key, "never:%d", i);
+        snprintf(key, sizeof key, "%s%d", prefix, i);
         cr_assert_eq(hlt_data_exists(SF, 0, key), 0, "%s was written", key);
     }
     hilock_client_free(r.c);
@@ -2447,8 +2523,10 @@ Test(async, before_redis_3_2_the_two_calls_end_einval_in_done_as_the_blocking_ca
 }
 
 /* A permit and a shared grant made on the loop are locks as any other there: extended (the
- * key's expiry follows), checked, kept alive past 5 x their ttl; and a key of the other kind
- * is named in done, as by the blocking calls. */
+ * key's expiry follows), checked, kept alive past 3 x their ttl; and a key of the other kind
+ * is named in done, as by the blocking calls. (A ttl of 1 s: with 300 ms, the round trips and
+ * looks between the extend and the keepalive's start, or a loaded machine holding up this
+ * thread, which runs the renewals, could let it lapse.) */
 Test(async, a_permit_and_a_shared_grant_extend_check_and_keep_alive_on_the_loop, .timeout = 60)
 {
     static const char *const keys[2] = { "perm", "doc" };
@@ -2468,11 +2546,11 @@ Test(async, a_permit_and_a_shared_grant_extend_check_and_keep_alive_on_the_loop,
     run_until(&loop, &kr.n, 2, 10000);
     cr_assert(kr.st[0] == HILOCK_OK && kr.st[1] == HILOCK_OK, "%s / %s", kr.err[0], kr.err[1]);
     for (int i = 0; i < 2; i++)
-        cr_assert_eq(hilock_extend_async(kr.l[i], 300, kr_call_ok, NULL), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
+        cr_assert_eq(hilock_extend_async(kr.l[i], 1000, kr_call_ok, NULL), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
     run_until(&loop, &kr.oks, 2, 10000);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++) {   /* (granted for 30 s) */
         long long pttl = hlt_pttl(s, keys[i]);
-        cr_assert(pttl > 0 && pttl <= 300, "%s: PTTL %lld after an extend to 300 ms", keys[i], pttl);
+        cr_assert(pttl > 0 && pttl <= 1000, "%s: PTTL %lld after an extend to 1 s", keys[i], pttl);
         cr_assert_eq(hilock_check_async(kr.l[i], kr_call_ok, NULL), HILOCK_OK);
     }
     run_until(&loop, &kr.oks, 4, 10000);
@@ -2480,11 +2558,11 @@ Test(async, a_permit_and_a_shared_grant_extend_check_and_keep_alive_on_the_loop,
         cr_assert_eq(hilock_keepalive(kr.l[i], on_lost, &k), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
     uv_timer_init(&loop, &later);
     later.data = &over;
-    uv_timer_start(&later, on_stop, 1500, 0);   /* 5 x ttl */
+    uv_timer_start(&later, on_stop, 3000, 0);   /* 3 x ttl */
     while (!over) uv_run(&loop, UV_RUN_ONCE);
     cr_assert_eq(k.lost, 0);
     for (int i = 0; i < 2; i++) {
-        cr_assert(holds(s, keys[i], kr.l[i]), "%s was not kept for 5 x ttl", keys[i]);
+        cr_assert(holds(s, keys[i], kr.l[i]), "%s was not kept for 3 x ttl", keys[i]);
         cr_assert_gt(hilock_validity_ms(kr.l[i]), 0);
     }
     /* each key asked as the other kind: the blocking calls' EREPLY, in their words */
