@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -42,11 +43,38 @@ TestSuite(observe, .timeout = 60);
 
 typedef struct holder_arg { hlt_redis *r; const char *key; } holder_arg;
 
-static void *release_later(void *arg)
+/* A holder's thread: releases l once the waiter is seen blocked (INFO blocked_clients) on
+ * every server of r, then hold_ms later, and notes when it released. A fixed sleep before
+ * the release (300 ms, 800 ms) did not prove the waiter was waiting by then: on a loaded
+ * machine its first attempt could come after the release, and nothing was woken. */
+typedef struct releaser {
+    hlt_redis    **r;
+    int            nr;
+    hilock        *l;
+    long           hold_ms;
+    int            blocked;       /* servers where the waiter was seen blocked */
+    int64_t        released_us;   /* just before the release (CLOCK_MONOTONIC: the events' clock) */
+    hilock_status  st;
+} releaser;
+
+static int64_t now_us(void)
 {
-    hilock *l = arg;
-    hlt_sleep_ms(300);
-    hilock_release(l);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void *release_when_blocked(void *arg)
+{
+    releaser *x = arg;
+    long long end = hlt_now_ms() + 4000;   /* (then releases anyway: the test fails, not hangs) */
+    for (int i = 0; i < x->nr; i++) {
+        while (hlt_info_int(x->r[i], "clients", "blocked_clients:") < 1 && hlt_now_ms() < end) hlt_sleep_ms(2);
+        x->blocked += hlt_info_int(x->r[i], "clients", "blocked_clients:") >= 1;
+    }
+    if (x->hold_ms) hlt_sleep_ms(x->hold_ms);
+    x->released_us = now_us();
+    x->st = hilock_release(x->l);
     return NULL;
 }
 
@@ -60,17 +88,21 @@ Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_gr
     hilock_options o;
     hilock_stats s;
     const char *url = r->url;
+    releaser rel = { &r, 1, NULL, 0, 0, 0, HILOCK_OK };
     hilock_options_init(&o);
     o.servers = &url;
     o.nservers = 1;
     o.retry_delay_ms = 1000;   /* its pause (a BLPOP) outlasts the holder: the release wakes it */
     cr_assert_eq(hilock_client_new(&o, &b), HILOCK_OK);
     const hlt_rec_ev *e;
-    cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(a, "obs:k", 30000, 0, &la), HILOCK_OK);
     cr_assert_eq(hilock_set_observer(b, hlt_rec_observer, x), HILOCK_OK);
-    pthread_create(&th, NULL, release_later, la);
-    cr_assert_eq(hilock_acquire(b, "obs:k", 10000, 5000, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    rel.l = la;
+    pthread_create(&th, NULL, release_when_blocked, &rel);
+    cr_assert_eq(hilock_acquire(b, "obs:k", 10000, 10000, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
     pthread_join(th, NULL);
+    cr_assert_eq(rel.blocked, 1, "the waiter was never seen blocked in its wait");
+    cr_assert_eq(rel.st, HILOCK_OK, "the holder's release: %s", hilock_strerror(rel.st));
     cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_START, 0));
     cr_assert_str_eq(e->key, "obs:k");
     cr_assert_eq(e->e.keylen, 5);
@@ -84,7 +116,11 @@ Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_gr
     cr_assert_eq(e->e.woken, 1, "the release's notice ended the wait");
     cr_assert_eq(e->e.fence, hilock_fence(lb));
     cr_assert_geq(e->e.attempts, 2);
-    cr_assert_geq(e->e.duration_us, 200000, "waited for the release (%lld us)", (long long)e->e.duration_us);
+    /* waited for the release: it started before it and was granted after it began */
+    cr_assert_lt(hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_START, 0)->e.at_us, rel.released_us);
+    cr_assert_geq(e->e.at_us, rel.released_us, "granted %lld us before the release",
+                  (long long)(rel.released_us - e->e.at_us));
+    cr_assert_gt(e->e.duration_us, 0);
     cr_assert_str_eq(e->node, r->url + strlen("redis://"));
     cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
     cr_assert_eq(s.acquire_wait.count, 1);
@@ -186,16 +222,19 @@ Test(observe, the_keepalive_reports_renewals_and_the_loss_once_on_its_thread_and
     hilock_stats s;
     volatile int lost = 0;
     hilock_set_observer(c, hlt_rec_observer, x);
-    cr_assert_eq(hilock_acquire(c, "obs:k", 300, 0, &l), HILOCK_OK);
+    /* (1 s: a renewal every 333 ms, with 667 ms of slack before the key expires; a 300 ms ttl
+     * left a loaded machine's renewal thread 200 ms, and a lapse is a loss before the DEL) */
+    cr_assert_eq(hilock_acquire(c, "obs:k", 1000, 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_keepalive(l, on_lost, (void *)&lost), HILOCK_OK);
-    for (int i = 0; i < 100 && hlt_rec_count(x, HILOCK_EVENT_RENEWAL) < 2; i++) hlt_sleep_ms(20);
+    for (long long end = hlt_now_ms() + 5000; hlt_rec_count(x, HILOCK_EVENT_RENEWAL) < 2 && hlt_now_ms() < end;)
+        hlt_sleep_ms(10);
     cr_assert_geq(hlt_rec_count(x, HILOCK_EVENT_RENEWAL), 2, "renewals seen");
     cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_RENEWAL, 0));
     cr_assert_eq(e->e.status, HILOCK_OK);
     cr_assert_gt(e->e.validity_ms, 100);
     cr_assert_str_eq(e->key, "obs:k");
     freeReplyObject(hlt_cmd(r, "DEL obs:k"));
-    for (int i = 0; i < 100 && !lost; i++) hlt_sleep_ms(20);
+    for (long long end = hlt_now_ms() + 5000; !lost && hlt_now_ms() < end;) hlt_sleep_ms(10);
     cr_assert_eq(lost, HILOCK_NOT_HELD + 1);
     cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_LOST, 0), "the keepalive's LOST");
     cr_assert_eq(e->e.status, HILOCK_NOT_HELD);
@@ -367,14 +406,18 @@ Test(observe, the_loops_calls_and_renewals_are_reported_on_the_loops_thread)
     uv_loop_init(&loop);
     cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_set_observer(c, hlt_rec_observer, x), HILOCK_OK);
-    cr_assert_eq(hilock_acquire_async(c, "obs:k", 300, 0, on_done, &run), HILOCK_OK);
+    /* (1 s, renewed every 333 ms: with 300 ms a loaded machine that held up this thread, which
+     * runs the loop and so the renewals, 200 ms let the lock lapse) */
+    cr_assert_eq(hilock_acquire_async(c, "obs:k", 1000, 0, on_done, &run), HILOCK_OK);
     run_for(&loop, &run.done, 1, 5000);
     cr_assert_eq(run.st, HILOCK_OK);
     cr_assert_not_null(hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_START, 0));
     cr_assert_not_null(hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_GRANTED, 0));
     cr_assert_not_null(hlt_rec_find(x, HILOCK_EVENT_CONNECT, 0));
     cr_assert_eq(hilock_keepalive(run.l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    run_for(&loop, NULL, 0, 600);   /* a renewal every 100 ms */
+    /* the loop runs until two renewals came (was: a fixed 600 ms, six renewals' time) */
+    for (long long end = hlt_now_ms() + 5000; hlt_rec_count(x, HILOCK_EVENT_RENEWAL) < 2 && hlt_now_ms() < end;)
+        run_for(&loop, NULL, 0, 20);
     cr_assert_geq(hlt_rec_count(x, HILOCK_EVENT_RENEWAL), 2);
     cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_RENEWAL, 0)->e.status, HILOCK_OK);
     cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_EXTEND), 0, "renewals are not extends");
@@ -403,15 +446,12 @@ Test(observe, the_loops_calls_and_renewals_are_reported_on_the_loops_thread)
 
 /* ---- Redlock waits: blocking BLPOPs, abandoned masters ---- */
 
-static void *release_in_800ms(void *arg)
-{
-    hlt_sleep_ms(800);
-    hilock_release(arg);
-    return NULL;
-}
+/* The holder releases 600 ms after the waiter is seen blocked on every master (release_when_blocked):
+ * its BLPOPs last that long at least. */
+#define HOLD_MS 600
 
 /* No round trip over 262 ms (buckets 19 and up): loopback answers take well under that; a
- * BLPOP counted as one would take the holder's 800 ms. */
+ * BLPOP counted as one would take the holder's HOLD_MS. */
 static uint64_t long_round_trips(const hilock_stats *s)
 {
     uint64_t n = 0;
@@ -431,14 +471,18 @@ Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error_and_no_blocking
     hlt_rec *x = hlt_rec_new();
     hilock_stats s;
     pthread_t th;
+    releaser rel = { r, 3, NULL, HOLD_MS, 0, 0, HILOCK_OK };
     start3(r, urls);
     a = client_n(urls, 3);
     b = waiter_n(urls, 3);
-    cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(a, "obs:k", 30000, 0, &la), HILOCK_OK);
     hilock_set_observer(b, hlt_rec_observer, x);
-    pthread_create(&th, NULL, release_in_800ms, la);
-    cr_assert_eq(hilock_acquire(b, "obs:k", 10000, 5000, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
+    rel.l = la;
+    pthread_create(&th, NULL, release_when_blocked, &rel);
+    cr_assert_eq(hilock_acquire(b, "obs:k", 10000, 15000, &lb), HILOCK_OK, "%s", hilock_client_errmsg(b));
     pthread_join(th, NULL);
+    cr_assert_eq(rel.blocked, 3, "the waiter was seen blocked on %d of 3 masters", rel.blocked);
+    cr_assert_eq(rel.st, HILOCK_OK, "the holder's release: %s", hilock_strerror(rel.st));
     cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_GRANTED, 0)->e.woken, 1);
     cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 0, "the abandoned masters are no errors");
     cr_assert_eq(hilock_client_stats(b, &s), HILOCK_OK);
@@ -464,17 +508,21 @@ Test(observe, a_redlock_wait_on_the_loop_counts_no_error_no_blocking_round_trip_
     uv_loop_t loop;
     loop_run run = {0};
     pthread_t th;
+    releaser rel = { r, 3, NULL, HOLD_MS, 0, 0, HILOCK_OK };
     start3(r, urls);
     a = client_n(urls, 3);
     b = waiter_n(urls, 3);
     uv_loop_init(&loop);
     cr_assert_eq(hilock_libuv_attach(b, &loop), HILOCK_OK, "%s", hilock_client_errmsg(b));
-    cr_assert_eq(hilock_acquire(a, "obs:k", 10000, 0, &la), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(a, "obs:k", 30000, 0, &la), HILOCK_OK);
     hilock_set_observer(b, hlt_rec_observer, x);
-    pthread_create(&th, NULL, release_in_800ms, la);
-    cr_assert_eq(hilock_acquire_async(b, "obs:k", 10000, 5000, on_done, &run), HILOCK_OK);
-    run_for(&loop, &run.done, 1, 8000);
+    rel.l = la;
+    pthread_create(&th, NULL, release_when_blocked, &rel);
+    cr_assert_eq(hilock_acquire_async(b, "obs:k", 10000, 15000, on_done, &run), HILOCK_OK);
+    run_for(&loop, &run.done, 1, 20000);
     pthread_join(th, NULL);
+    cr_assert_eq(rel.blocked, 3, "the waiter was seen blocked on %d of 3 masters", rel.blocked);
+    cr_assert_eq(rel.st, HILOCK_OK, "the holder's release: %s", hilock_strerror(rel.st));
     cr_assert_eq(run.st, HILOCK_OK, "%s", hilock_client_errmsg(b));
     cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 0, "the abandoned masters are no errors");
     for (int i = 0; hlt_rec_find(x, HILOCK_EVENT_CONNECT, i); i++)
