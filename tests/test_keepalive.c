@@ -4,6 +4,7 @@
  * meant for ASan and TSan builds too). Real redis-servers; timing asserts are generous. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>   /* (sentinel_fixture.h's struct sigaction) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
+#include "hilock_observe.h"
 #include "sentinel_fixture.h"
 
 /* ---- helpers ---- */
@@ -81,6 +83,25 @@ static void await_lost(lost *x, int64_t wait_ms)
     while (lost_calls(x) == 0 && hlt_now_ms() < end) hlt_sleep_ms(5);
 }
 
+/* Renewals that succeeded, counted by an observer on the owner's client (a keepalive's own
+ * client takes the observer it has when the keepalive starts): the tests wait for renewals
+ * to have happened instead of sleeping a fixed time, which a loaded machine may not honour. */
+static void count_renewals(const hilock_event *e, void *arg)
+{
+    if (e->kind == HILOCK_EVENT_RENEWAL && e->status == HILOCK_OK)
+        __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+static int renewals(int *n) { return __atomic_load_n(n, __ATOMIC_SEQ_CST); }
+
+/* Wait (bounded) until *n reaches want; what it reached. */
+static int await_renewals(int *n, int want, int64_t wait_ms)
+{
+    long long end = hlt_now_ms() + wait_ms;
+    while (renewals(n) < want && hlt_now_ms() < end) hlt_sleep_ms(5);
+    return renewals(n);
+}
+
 /* Connections to the server, the read-back one included; waits (bounded) for it to settle at n
  * (a closed connection is noticed by the server a moment later). */
 static long long await_conns(hlt_redis *r, long long n)
@@ -92,7 +113,9 @@ static long long await_conns(hlt_redis *r, long long n)
 
 /* ---- tests ---- */
 
-Test(keepalive, keeps_a_300ms_lock_held_for_2s)
+/* 5 ttls: some 15 renewals, each due with two thirds of the ttl left (a ttl of 300 ms left the
+ * renewal thread 200 ms of slack, which a loaded machine can take from it). */
+Test(keepalive, keeps_a_1s_lock_held_for_5s)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
@@ -100,18 +123,19 @@ Test(keepalive, keeps_a_300ms_lock_held_for_2s)
     hilock *l;
     lost x;
     lost_init(&x);
-    cr_assert_eq(hilock_acquire(c, "job", ms(300), 0, &l), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "job", ms(1000), 0, &l), HILOCK_OK);
+    long long t0 = hlt_now_ms();
     cr_assert_eq(hilock_keepalive(l, on_lost, &x), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    for (int i = 0; i < 20; i++) {   /* 2 s, looking every 100 ms */
+    while (hlt_now_ms() - t0 < ms(5000)) {   /* 5 s by the clock, looking every 100 ms */
         hlt_sleep_ms(ms(100));
         char *v = hlt_get(r, "job");
-        cr_assert(v && !strcmp(v, hilock_token(l)), "lost at %d ms", (i + 1) * 100);
+        cr_assert(v && !strcmp(v, hilock_token(l)), "lost at %lld ms", hlt_now_ms() - t0);
         free(v);
         cr_assert_gt(hilock_validity_ms(l), 0);
     }
     cr_assert_eq(hilock_check(l), HILOCK_OK);   /* the owner may still ask */
     long long pttl = hlt_pttl(r, "job");
-    cr_assert(pttl > 0 && pttl <= ms(300), "pttl %lld: renewed with the lock's own ttl", pttl);
+    cr_assert(pttl > 0 && pttl <= ms(1000), "pttl %lld: renewed with the lock's own ttl", pttl);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     cr_assert_eq(hlt_exists(r, "job"), 0);
     cr_assert_eq(lost_calls(&x), 0);
@@ -128,10 +152,14 @@ Test(keepalive, a_key_deleted_from_outside_calls_on_lost_once_with_not_held)
     hilock_client *c = client1(r->url);
     hilock *l;
     lost x;
+    int n = 0;
     lost_init(&x);
-    cr_assert_eq(hilock_acquire(c, "job", ms(300), 0, &l), HILOCK_OK);
+    hilock_set_observer(c, count_renewals, &n);
+    cr_assert_eq(hilock_acquire(c, "job", ms(1000), 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_keepalive(l, on_lost, &x), HILOCK_OK);
-    hlt_sleep_ms(ms(150));
+    /* deleted once it has been renewed (a 300 ms ttl and a fixed 150 ms here let a starved
+     * renewal thread see the key expire before the DEL) */
+    cr_assert_geq(await_renewals(&n, 1, ms(5000)), 1, "no renewal");
     redisReply *rep = hlt_cmd(r, "DEL job");
     cr_assert(rep && rep->integer == 1);
     freeReplyObject(rep);
@@ -189,9 +217,11 @@ Test(keepalive, stops_quietly_after_max_renewals)
     cr_assert_eq(ko.max_renewals, 0);
     cr_assert_eq(ko.max_hold_ms, 0);
     ko.max_renewals = 2;
-    cr_assert_eq(hilock_acquire(c, "job", ms(300), 0, &l), HILOCK_OK);
+    /* (1 s: a renewal is due every 333 ms, with 667 ms of slack before the key expires; a
+     * 300 ms ttl left a loaded machine's renewal thread 200 ms, and a lapse is a loss) */
+    cr_assert_eq(hilock_acquire(c, "job", ms(1000), 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_keepalive_ex(l, on_lost, &x, &ko), HILOCK_OK);
-    long long end = hlt_now_ms() + ms(3000);
+    long long end = hlt_now_ms() + ms(6000);   /* (it ends ~1.7 s in) */
     while (hlt_exists(r, "job") && hlt_now_ms() < end) hlt_sleep_ms(10);
     cr_assert_eq(hlt_exists(r, "job"), 0, "renewals went on past the cap");
     cr_assert_eq(lost_calls(&x), 0, "a cap is not a loss");
@@ -214,16 +244,19 @@ Test(keepalive, max_hold_ms_ends_the_lock_then)
     hilock_keepalive_options ko;
     lost_init(&x);
     hilock_keepalive_options_init(&ko);
-    ko.max_hold_ms = ms(800);
-    cr_assert_eq(hilock_acquire(c, "job", ms(300), 0, &l), HILOCK_OK);
+    /* a ttl of 1 s held 3 s (was 300 ms held 800 ms: 200 ms of slack per renewal, which a
+     * loaded machine's renewal thread could miss, and a lapse is a loss) */
+    ko.max_hold_ms = ms(3000);
+    cr_assert_eq(hilock_acquire(c, "job", ms(1000), 0, &l), HILOCK_OK);
     long long t0 = hlt_now_ms();
     cr_assert_eq(hilock_keepalive_ex(l, on_lost, &x, &ko), HILOCK_OK);
-    long long end = t0 + ms(4000);
+    long long end = t0 + ms(8000);
     while (hlt_exists(r, "job") && hlt_now_ms() < end) hlt_sleep_ms(10);
     long long gone = hlt_now_ms() - t0;
     cr_assert_eq(hlt_exists(r, "job"), 0);
-    /* renewed past its own 300 ms, and not kept past 800 ms (+ the server's expiry lag) */
-    cr_assert(gone >= ms(500) && gone < ms(1500), "the lock ended after %lld ms", gone);
+    /* renewed well past its own 1 s, and not kept past 3 s (+ the server's expiry lag and
+     * this loop's looking, which a loaded machine may slow) */
+    cr_assert(gone >= ms(2000) && gone < ms(4500), "the lock ended after %lld ms", gone);
     cr_assert_eq(lost_calls(&x), 0);
     hilock_free(l);
     hilock_client_free(c);
@@ -237,15 +270,20 @@ Test(keepalive, extend_and_check_while_it_runs)
     hilock_client *c = client1(r->url);
     hilock *l;
     lost x;
+    int n = 0, before;
     lost_init(&x);
-    cr_assert_eq(hilock_acquire(c, "job", ms(300), 0, &l), HILOCK_OK);
+    hilock_set_observer(c, count_renewals, &n);
+    /* (1 s, and waits for renewals: a 300 ms ttl, 200 ms in, could lapse on a loaded machine
+     * before the extend; and the renewal after it was awaited by a fixed 1.5 s) */
+    cr_assert_eq(hilock_acquire(c, "job", ms(1000), 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_keepalive(l, on_lost, &x), HILOCK_OK);
-    hlt_sleep_ms(ms(200));
+    cr_assert_geq(await_renewals(&n, 1, ms(5000)), 1, "no renewal");
     /* later renewals use the new ttl */
     cr_assert_eq(hilock_extend(l, ms(3000)), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_check(l), HILOCK_OK);
-    hlt_sleep_ms(ms(1500));
-    long long pttl = hlt_pttl(r, "job");
+    before = renewals(&n);
+    cr_assert_gt(await_renewals(&n, before + 1, ms(8000)), before, "no renewal after the extend");
+    long long pttl = hlt_pttl(r, "job");   /* (the old ttl would leave at most 1 s) */
     cr_assert(pttl > ms(1500) && pttl <= ms(3000), "pttl %lld", pttl);
     cr_assert_gt(hilock_validity_ms(l), ms(1400));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
@@ -262,15 +300,24 @@ Test(keepalive, survives_dropped_connections)
     hilock_client *c = client1(r->url);
     hilock *l;
     lost x;
+    int n = 0;
     lost_init(&x);
-    cr_assert_eq(hilock_acquire(c, "job", ms(300), 0, &l), HILOCK_OK);
+    hilock_set_observer(c, count_renewals, &n);
+    /* (a ttl of 1 s, and each kill waits for a renewal: a 300 ms ttl with a kill every 150 ms
+     * left a loaded machine's renewal thread 200 ms to reconnect and renew) */
+    cr_assert_eq(hilock_acquire(c, "job", ms(1000), 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_keepalive(l, on_lost, &x), HILOCK_OK);
     for (int i = 0; i < 6; i++) {   /* the server's `timeout`, a proxy, CLIENT KILL ... */
-        hlt_sleep_ms(ms(150));
+        int want = renewals(&n) + 1;
+        cr_assert_geq(await_renewals(&n, want, ms(5000)), want, "no renewal after kill %d", i);
+        /* 0 to 250 ms after a renewal (one due every ~330 ms): the next one finds its
+         * connection closed after more or less idle time */
+        hlt_sleep_ms(ms(50 * i));
         redisReply *rep = hlt_cmd(r, "CLIENT KILL TYPE normal SKIPME yes");
         if (rep) freeReplyObject(rep);
     }
-    hlt_sleep_ms(ms(200));
+    int want = renewals(&n) + 1;
+    cr_assert_geq(await_renewals(&n, want, ms(5000)), want, "no renewal after the last kill");
     cr_assert_eq(lost_calls(&x), 0, "on_lost: %s (%s)", hilock_strerror(x.why), x.msg);
     char *v = hlt_get(r, "job");
     cr_assert(v && !strcmp(v, hilock_token(l)));
@@ -314,19 +361,22 @@ Test(keepalive, lost_margin_ms_reports_the_loss_that_long_before_the_validity_en
     hilock *l;
     lost x;
     lost_init(&x);
-    cr_assert_eq(hilock_acquire(c, "job", ms(3000), 0, &l), HILOCK_OK);
+    /* (6 s and a margin of 3 s: each retry's thread may be held up on a loaded machine, and
+     * the loss is then reported later, with less left; the check below allows 1 s of that,
+     * still far from both the first failure, 4 s before the end, and the end) */
+    cr_assert_eq(hilock_acquire(c, "job", ms(6000), 0, &l), HILOCK_OK);
     hilock_keepalive_options_init(&ko);
     cr_assert_eq(ko.lost_margin_ms, 0, "the default keeps retrying to the end");
-    ko.lost_margin_ms = ms(1500);
+    ko.lost_margin_ms = ms(3000);
     cr_assert_eq(hilock_keepalive_ex(l, on_lost, &x, &ko), HILOCK_OK);
-    hlt_redis_kill(r);   /* the renewal due with 2 s left fails, and each retry */
-    await_lost(&x, ms(5000));
+    hlt_redis_kill(r);   /* the renewal due with 4 s left fails, and each retry */
+    await_lost(&x, ms(10000));
     cr_assert_eq(lost_calls(&x), 1);
     cr_assert(x.why == HILOCK_EIO || x.why == HILOCK_ETIMEDOUT, "why: %s", hilock_strerror(x.why));
     fprintf(stderr, "test_keepalive: on_lost with %lld ms of validity left (margin %lld)\n",
             (long long)x.validity, (long long)ko.lost_margin_ms);
-    cr_assert(x.validity > ms(1500) - 400 && x.validity <= ms(1500) + 50,
-              "on_lost came with %lld ms left, not about the 1500 ms margin", (long long)x.validity);
+    cr_assert(x.validity > ms(3000) - 1000 && x.validity <= ms(3000) + 50,
+              "on_lost came with %lld ms left, not about the 3000 ms margin", (long long)x.validity);
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
@@ -385,13 +435,17 @@ Test(keepalive, free_without_release_stops_the_renewals)
     cr_assert_not_null(r);
     hilock_client *c = client1(r->url);
     hilock *l;
-    cr_assert_eq(hilock_acquire(c, "job", ms(300), 0, &l), HILOCK_OK);
+    int n = 0;
+    hilock_set_observer(c, count_renewals, &n);
+    /* renewed twice, then freed (a 300 ms ttl looked at after a fixed 400 ms could have
+     * lapsed on a loaded machine before the look) */
+    cr_assert_eq(hilock_acquire(c, "job", ms(1000), 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK);
-    hlt_sleep_ms(ms(400));
+    cr_assert_geq(await_renewals(&n, 2, ms(5000)), 2, "not renewed twice");
     cr_assert_eq(hlt_exists(r, "job"), 1);
     hilock_free(l);
     cr_assert_eq(await_conns(r, 2), 2, "the keepalive's connection is closed by free");
-    long long end = hlt_now_ms() + ms(2000);
+    long long end = hlt_now_ms() + ms(4000);   /* (its ttl is 1 s) */
     while (hlt_exists(r, "job") && hlt_now_ms() < end) hlt_sleep_ms(10);
     cr_assert_eq(hlt_exists(r, "job"), 0, "expires by its ttl: nothing renews it");
     hilock_client_free(c);
@@ -409,13 +463,17 @@ Test(keepalive, renews_on_a_redlock_quorum)
     hilock_client *c = client_n(urls, 3);
     hilock *l;
     lost x;
+    int n = 0, want;
     lost_init(&x);
-    /* 1 s: each master gets 5% of the ttl per round trip (lock.c), 50 ms even under valgrind */
-    cr_assert_eq(hilock_acquire(c, "job", ms(1000), 3000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_set_observer(c, count_renewals, &n);
+    /* 3 s: each master gets 5% of the ttl per round trip (lock.c), 150 ms even under valgrind
+     * or on a loaded machine (1 s gave 50 ms, and 667 ms of retries before a lapse) */
+    cr_assert_eq(hilock_acquire(c, "job", ms(3000), 3000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_keepalive(l, on_lost, &x), HILOCK_OK);
-    hlt_sleep_ms(ms(600));
+    cr_assert_geq(await_renewals(&n, 1, ms(8000)), 1, "no renewal on three masters");
     hlt_redis_kill(m[2]);   /* a minority going away does not lose it */
-    hlt_sleep_ms(ms(900));
+    want = renewals(&n) + 3;   /* a whole ttl of renewals on two masters */
+    cr_assert_geq(await_renewals(&n, want, ms(15000)), want, "renewals stopped with a master gone");
     for (int i = 0; i < 2; i++) {
         char *v = hlt_get(m[i], "job");
         cr_assert(v && !strcmp(v, hilock_token(l)), "master %d lost it", i);
@@ -476,13 +534,15 @@ Test(keepalive, release_while_a_renewal_is_in_flight_is_safe)
     for (int i = 0; i < rounds(20); i++) {
         hilock *l;
         pthread_t th;
-        /* The ttl leaves ~350 ms after the thaw: a loaded CI machine (the server
-         * matrix runs two suites at once) once let a 150 ms ttl expire here. */
+        /* The ttl leaves ~950 ms after the thaw: a loaded CI machine (the server
+         * matrix runs two suites at once) once let a 150 ms ttl expire here, and a 600 ms one
+         * (~350 ms after the thaw) expired when this process was held up ~400 ms around the
+         * thaw. The times around the renewal are as they were with 600 ms. */
         thaw_arg ta = { r, (long)ms(100) };
-        cr_assert_eq(hilock_acquire(c, "job", ms(600), 3000, &l), HILOCK_OK);   /* renewal due at ~200 ms */
+        cr_assert_eq(hilock_acquire(c, "job", ms(1500), 3000, &l), HILOCK_OK);   /* renewal due at ~483 ms */
         cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK);
-        hlt_sleep_ms(ms(150));
-        hlt_redis_freeze(r);          /* the renewal at ~200 ms gets no answer until ~250 ms */
+        hlt_sleep_ms(ms(441));
+        hlt_redis_freeze(r);          /* the renewal at ~483 ms gets no answer until ~541 ms */
         pthread_create(&th, NULL, thaw_later, &ta);
         hlt_sleep_ms((long)ms(65 + i % 10));    /* release lands while it is on the wire */
         hilock_status st = hilock_release(l);
