@@ -621,7 +621,13 @@ Test(cluster_scale, an_undo_of_a_master_that_left_the_map_goes_to_the_slots_new_
 
 /* A release meets CLUSTERDOWN (its slot served by no one for a moment, as during a failover):
  * retried after short pauses within the call's bound, and the map is asked for again; once
- * the slot is served again the release goes through. */
+ * the slot is served again the release goes through.
+ * The slot comes back once the release has asked for the map again (the fake seed's count),
+ * and no sooner than 300 ms after it went: a child that slept a fixed 300 ms could, on a
+ * loaded machine, add the slot back before the release ran at all (nothing was retried, no
+ * map asked for). The retries' bound is the first round trip's io_timeout_ms (2 s) and at
+ * most HL_MAX_REDIRECTS pauses (10 ms doubling to 160 ms: ~2 s), so a longer io_timeout_ms
+ * would not leave the child more time; it does nothing slow in the ~1.7 s it has. */
 Test(cluster_scale, a_release_during_clusterdown_is_retried_within_the_bound)
 {
     int fds[1];
@@ -631,8 +637,10 @@ Test(cluster_scale, a_release_during_clusterdown_is_retried_within_the_bound)
     hilock *l;
     char key[64], slot[8];
     redisReply *x;
-    long long t0;
+    long long t0, took;
     pid_t kid;
+    int maps, kid_rc;
+    hilock_status st;
     fake f;
     HLT_NEEDS(40000, "Cluster needs replication ids (PSYNC2, Redis 4.0+)");
     sp.dead = dead_ports(1, fds);
@@ -643,22 +651,33 @@ Test(cluster_scale, a_release_during_clusterdown_is_retried_within_the_bound)
     key_at(4242, "down", key, sizeof key);
     snprintf(slot, sizeof slot, "%d", 4242);
     cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hlt_sleep_ms(300);   /* past the refresh interval (250 ms): the first CLUSTERDOWN may ask */
+    maps = *asked;
     x = hlt_cmd(r, RENAMED " DELSLOTS %s", slot);
     cr_assert(x && x->type == REDIS_REPLY_STATUS, "DELSLOTS");
     freeReplyObject(x);
-    if ((kid = fork()) == 0) {   /* the slot is served again 300 ms later */
+    t0 = hlt_now_ms();
+    if ((kid = fork()) == 0) {   /* the slot is served again once the release asked for a map */
         redisContext *k;
-        hlt_sleep_ms(300);
+        long long end = t0 + 10000;
+        while ((*asked <= maps || hlt_now_ms() < t0 + 300) && hlt_now_ms() < end) hlt_sleep_ms(1);
+        if (*asked <= maps) _exit(2);
         k = redisConnect("127.0.0.1", r->port);
         x = k && !k->err ? redisCommand(k, RENAMED " ADDSLOTS %s", slot) : NULL;
         _exit(x && x->type == REDIS_REPLY_STATUS ? 0 : 1);
     }
-    t0 = hlt_now_ms();
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_lt(hlt_now_ms() - t0, 4000);
-    cr_assert_eq(hlt_reap(kid, 5000), 0);
+    st = hilock_release(l);
+    took = hlt_now_ms() - t0;
+    kid_rc = hlt_reap(kid, 15000);
+    fprintf(stderr, "test_cluster_scale: CLUSTERDOWN: release %s after %lld ms, %d map requests\n",
+            hilock_strerror(st), took, *asked - maps);
+    cr_assert_neq(kid_rc, 2, "the map was not asked for again after CLUSTERDOWN (release: %s: %s)",
+                  hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_eq(kid_rc, 0, "the slot was not added back (%d)", kid_rc);
+    cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_lt(took, 4000, "the release took %lld ms", took);
     cr_assert_eq(hlt_exists(r, key), 0);
-    cr_assert_geq(*asked, 2, "the map was not asked for again after CLUSTERDOWN");
+    cr_assert_gt(*asked, maps, "the map was not asked for again after CLUSTERDOWN");
     hilock_free(l);
     hilock_client_free(c);
     fake_stop(&f);
