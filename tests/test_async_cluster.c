@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "cluster_fixture.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock_libuv.h"
 
@@ -135,28 +136,9 @@ static void loop_close(uv_loop_t *loop)
     cr_assert_eq(uv_loop_close(loop), 0, "handles left open on the loop");
 }
 
-/* guard: options.failover_guard (-1: the default, on for a cluster; 0 off, as test_cluster.c
- * does where a failover or a resharding must not slow or fail the next calls) */
-static hilock_client *attached_guard(uv_loop_t *loop, const char *url, int64_t io_ms, int guard)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.io_timeout_ms = io_ms;
-    o.connect_timeout_ms = 1000;
-    o.retry_delay_ms = 20;
-    o.failover_guard = guard;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    cr_assert_eq(hilock_libuv_attach(c, loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    return c;
-}
-
-static hilock_client *attached(uv_loop_t *loop, const char *url, int64_t io_ms)
-{
-    return attached_guard(loop, url, io_ms, 0);
-}
+/* Clients here: hlt_options's with each test's io timeout, attached to its loop, and
+ * failover_guard 0 (off, as test_cluster.c does where a failover or a resharding must not
+ * slow or fail the next calls) unless a test keeps the default, -1 (on for a cluster). */
 
 /* n keys, spread over the three masters in turn (r->shard, r->key). */
 static void keys_across(hlt_cluster *f, run *r, int n, const char *prefix)
@@ -258,7 +240,10 @@ Test(async_cluster, each_shards_keys_acquire_extend_check_and_release_on_the_loo
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     keys_across(f, &r, n, "aloop:");
-    r.c = attached_guard(&loop, f->url, 2000, -1);   /* the failover awareness per shard, too */
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    r.c = hlt_client_new(&o);   /* the failover awareness per shard, too */
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_keys(&r, n, 10000);
     run_until(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "acquire");
@@ -295,7 +280,10 @@ Test(async_cluster, fifty_calls_in_flight_across_the_shards_all_land_on_their_ma
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     keys_across(f, &r, n, "fifty:");
-    r.c = attached_guard(&loop, f->url, 2000, -1);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    r.c = hlt_client_new(&o);
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_keys(&r, n, 10000);   /* all at once, on a new client: one slot map fetch */
     run_until(&loop, &r.done, n, 15000);
     assert_all(&r, n, HILOCK_OK, "acquire");
@@ -351,7 +339,11 @@ Test(async_cluster, a_slot_moved_under_load_is_followed_without_stalling_the_loo
         snprintf(r.key[i], sizeof r.key[i], "{moving}:%d", i);
         r.shard[i] = from;
     }
-    r.c = attached(&loop, f->url, 2000);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    r.c = hlt_client_new(&o);
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_keys(&r, n, 10000);
     run_until(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "acquire");
@@ -420,7 +412,11 @@ Test(async_cluster, a_frozen_shard_ends_only_its_own_calls_etimedout)
     memset(&r, 0, sizeof r);
     keys_across(f, &r, n, "cold:");
     cold = r.shard[1];
-    r.c = attached(&loop, f->url, 300);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 300;
+    o.failover_guard = 0;
+    r.c = hlt_client_new(&o);
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_keys(&r, n, 10000);
     run_until(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "acquire");
@@ -461,7 +457,11 @@ Test(async_cluster, freeing_the_client_ends_the_calls_in_flight_on_every_shard)
     for (int round = 0; round < 2; round++) {
         reset(&r);
         keys_across(f, &r, n, round ? "freed1:" : "freed0:");   /* (round 0's grants stay held) */
-        r.c = attached(&loop, f->url, 2000);
+        hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+        o.io_timeout_ms = 2000;
+        o.failover_guard = 0;
+        r.c = hlt_client_new(&o);
+        cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
         if (round == 1) {   /* the map in hand and the connections open */
             acquire_keys(&r, 1, 10000);
             run_until(&loop, &r.done, 1, 10000);
@@ -508,7 +508,11 @@ Test(async_cluster, waiters_on_every_shard_get_the_key_once_it_is_released)
         memcpy(r.key[i], r.key[i - n], sizeof r.key[i]);
         r.shard[i] = r.shard[i - n];
     }
-    r.c = attached(&loop, f->url, 2000);
+    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    r.c = hlt_client_new(&o);
+    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_keys(&r, n, 30000);
     run_until(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "holder");

@@ -19,13 +19,6 @@
  * not by a wait of its own (HILOCK_WAIT_FOREVER, or a 30 s io timeout), on any machine. */
 #define ENDS_WITHIN_MS 3000
 
-static hilock_client *client(const char *url, int64_t io_ms)
-{
-    hilock_options o = hlt_options(&url, 1);
-    o.io_timeout_ms = o.connect_timeout_ms = io_ms;
-    return hlt_client_new(&o);
-}
-
 typedef struct waiter {
     hilock_client *c;
     const char    *key;
@@ -90,7 +83,9 @@ static void assert_works_after(hlt_redis *r, hilock_client *c, hilock *holder)
 Test(cancel, another_thread_ends_a_wait_forever, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *a = client(r->url, 2000), *c = client(r->url, 2000);
+    hilock_options opt = hlt_options((const char *[]){ r->url }, 1);
+    opt.io_timeout_ms = opt.connect_timeout_ms = 2000;
+    hilock_client *a = hlt_client_new(&opt), *c = hlt_client_new(&opt);
     hilock *held = NULL;
     waiter w = { .c = c, .key = "k", .wait_ms = HILOCK_WAIT_FOREVER };
     pthread_t th;
@@ -122,7 +117,9 @@ static void on_usr1(int sig)
 Test(cancel, a_signal_handler_ends_a_wait, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *a = client(r->url, 2000), *c = client(r->url, 2000);
+    hilock_options opt = hlt_options((const char *[]){ r->url }, 1);
+    opt.io_timeout_ms = opt.connect_timeout_ms = 2000;
+    hilock_client *a = hlt_client_new(&opt), *c = hlt_client_new(&opt);
     hilock *held = NULL;
     waiter w = { .c = c, .key = "k", .wait_ms = 60000 };
     struct sigaction sa, old;
@@ -153,7 +150,11 @@ Test(cancel, a_signal_handler_ends_a_wait, .timeout = 60)
 Test(cancel, a_stalled_round_trip_ends_and_its_write_is_undone, .timeout = 90)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client(r->url, 30000), *d = client(r->url, 2000);
+    hilock_options opt = hlt_options((const char *[]){ r->url }, 1);
+    opt.io_timeout_ms = opt.connect_timeout_ms = 30000;
+    hilock_options opt2 = hlt_options((const char *[]){ r->url }, 1);
+    opt2.io_timeout_ms = opt2.connect_timeout_ms = 2000;
+    hilock_client *c = hlt_client_new(&opt), *d = hlt_client_new(&opt2);
     hilock *other = NULL;
     waiter w = { .c = c, .key = "k", .wait_ms = 0 };
     pthread_t th;
@@ -185,7 +186,9 @@ Test(cancel, a_stalled_round_trip_ends_and_its_write_is_undone, .timeout = 90)
 Test(cancel, one_made_between_calls_is_kept_for_the_next_acquire, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client(r->url, 2000);
+    hilock_options opt = hlt_options((const char *[]){ r->url }, 1);
+    opt.io_timeout_ms = opt.connect_timeout_ms = 2000;
+    hilock_client *c = hlt_client_new(&opt);
     hilock *l = NULL, *m = NULL;
     long long cmds, own;
     cr_assert_eq(hilock_acquire(c, "held", 30000, 0, &l), HILOCK_OK);
@@ -214,7 +217,9 @@ Test(cancel, one_made_between_calls_is_kept_for_the_next_acquire, .timeout = 60)
 Test(cancel, a_keepalive_goes_on, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client(r->url, 2000);
+    hilock_options opt = hlt_options((const char *[]){ r->url }, 1);
+    opt.io_timeout_ms = opt.connect_timeout_ms = 2000;
+    hilock_client *c = hlt_client_new(&opt);
     hilock *l = NULL;
     char *v;
     cr_assert_eq(hilock_acquire(c, "k", 1000, 0, &l), HILOCK_OK);
@@ -286,13 +291,6 @@ static void *cancel_later(void *arg)
     return NULL;
 }
 
-static hilock_client *loop_client(uv_loop_t *loop, const char *url, int64_t io_ms)
-{
-    hilock_client *c = client(url, io_ms);
-    cr_assert_eq(hilock_libuv_attach(c, loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    return c;
-}
-
 /* The loop's client works after a cancel: it takes key and gives it back. */
 static void loop_works_after(uv_loop_t *loop, hlt_redis *r, hilock_client *c, const char *key)
 {
@@ -313,7 +311,9 @@ static void loop_works_after(uv_loop_t *loop, hlt_redis *r, hilock_client *c, co
 Test(cancel, another_thread_ends_a_loop_clients_waits, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *a = client(r->url, 2000), *c;
+    hilock_options opt = hlt_options((const char *[]){ r->url }, 1);
+    opt.io_timeout_ms = opt.connect_timeout_ms = 2000;
+    hilock_client *a = hlt_client_new(&opt), *c;
     hilock *held = NULL;
     outcome w1 = { 0 }, w2 = { 0 };
     uv_loop_t loop;
@@ -321,7 +321,8 @@ Test(cancel, another_thread_ends_a_loop_clients_waits, .timeout = 60)
     long long at;
     char *v;
     uv_loop_init(&loop);
-    c = w1.c = w2.c = loop_client(&loop, r->url, 2000);
+    c = w1.c = w2.c = hlt_client_new(&opt);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_acquire(a, "k", 30000, 0, &held), HILOCK_OK);
     cr_assert_eq(hilock_acquire_async(c, "k", 30000, HILOCK_WAIT_FOREVER, on_done, &w1), HILOCK_OK);
     cr_assert_eq(hilock_acquire_async(c, "k", 30000, HILOCK_WAIT_FOREVER, on_done, &w2), HILOCK_OK);
@@ -358,7 +359,10 @@ Test(cancel, a_loop_clients_stalled_round_trip_ends_and_its_write_is_undone, .ti
     uv_loop_t loop;
     pthread_t th;
     uv_loop_init(&loop);
-    c = w.c = loop_client(&loop, r->url, 30000);
+    hilock_options opt = hlt_options((const char *[]){ r->url }, 1);
+    opt.io_timeout_ms = opt.connect_timeout_ms = 30000;
+    c = w.c = hlt_client_new(&opt);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
     loop_works_after(&loop, r, c, "warm");   /* connected, scripts loaded */
     hlt_redis_freeze(r);
     cr_assert_eq(hilock_acquire_async(c, "k", 30000, 0, on_done, &w), HILOCK_OK);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
@@ -30,24 +31,6 @@ static void setup(void)
 static void teardown(void) { hlt_redis_stop(R); }
 
 TestSuite(fastpath, .init = setup, .fini = teardown, .timeout = 60);
-
-static hilock_client *client_opts(const char *const *urls, size_t n, int fencing, int64_t retry_ms,
-                                  int64_t io_ms)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = n;
-    o.fencing = fencing;
-    o.retry_delay_ms = retry_ms;
-    o.io_timeout_ms = io_ms;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-static hilock_client *unfenced_at(const char *url) { return client_opts(&url, 1, 0, 10, 1000); }
-static hilock_client *unfenced(void) { return unfenced_at(R->url); }
 
 static hilock *must_acquire(hilock_client *c, const char *key, int64_t ttl, int64_t wait)
 {
@@ -81,7 +64,10 @@ static long long nkeys(hlt_redis *r, const char *pattern)
 
 Test(fastpath, acquire_writes_exactly_the_token_with_the_ttl_and_no_fence_key)
 {
-    hilock_client *c = unfenced();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     long long pttl;
     redisReply *rep = hlt_cmd(R, "CONFIG RESETSTAT");
@@ -107,7 +93,10 @@ Test(fastpath, acquire_writes_exactly_the_token_with_the_ttl_and_no_fence_key)
 
 Test(fastpath, release_extend_and_check_compare_the_exact_value)
 {
-    hilock_client *c = unfenced();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = must_acquire(c, "job", 5000, 0);
     redisReply *rep;
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -137,7 +126,10 @@ Test(fastpath, release_extend_and_check_compare_the_exact_value)
 
 Test(fastpath, a_busy_try_lock_is_busy_and_leaves_the_holder_alone)
 {
-    hilock_client *c1 = unfenced(), *c2 = unfenced();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    hilock_client *c1 = hlt_client_new(&o), *c2 = hlt_client_new(&o);
     hilock *l = must_acquire(c1, "job", 30000, 0), *l2 = NULL;
     cr_assert_eq(hilock_acquire(c2, "job", 30000, 0, &l2), HILOCK_BUSY);
     cr_assert_null(l2);
@@ -152,7 +144,10 @@ Test(fastpath, a_busy_try_lock_is_busy_and_leaves_the_holder_alone)
 
 Test(fastpath, a_wait_gives_up_at_its_deadline_with_busy)
 {
-    hilock_client *c1 = unfenced(), *c2 = unfenced();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    hilock_client *c1 = hlt_client_new(&o), *c2 = hlt_client_new(&o);
     hilock *l = must_acquire(c1, "job", 30000, 0), *l2 = NULL;
     long long t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c2, "job", 30000, 300, &l2), HILOCK_BUSY);
@@ -167,7 +162,10 @@ Test(fastpath, a_wait_gives_up_at_its_deadline_with_busy)
 
 Test(fastpath, a_key_of_another_type_is_ereply_and_untouched)
 {
-    hilock_client *c = unfenced();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     redisReply *rep = hlt_cmd(R, "HSET job f v");
     freeReplyObject(rep);
@@ -209,9 +207,15 @@ static void *waiter_main(void *arg)
 static void woken_by_release(int holder_fencing, int waiter_fencing)
 {
     const char *url = R->url, *uurl = R->unix_url;
-    hilock_client *hc = client_opts(&url, 1, holder_fencing, 50, 1000);
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 50;
+    o.fencing = holder_fencing;
+    hilock_client *hc = hlt_client_new(&o);
     hilock *h = must_acquire(hc, "job", 30000, 0);
-    waiter w = { client_opts(&uurl, 1, waiter_fencing, SLOW_POLL_MS, 1000), "job", 20000, HILOCK_EINVAL,
+    hilock_options o2 = hlt_options(&uurl, 1);
+    o2.retry_delay_ms = SLOW_POLL_MS;
+    o2.fencing = waiter_fencing;
+    waiter w = { hlt_client_new(&o2), "job", 20000, HILOCK_EINVAL,
                  HILOCK_EINVAL, 0, 0 };
     long long end = hlt_now_ms() + 5000, t_rel;
     cr_assert_eq(pthread_create(&w.th, NULL, waiter_main, &w), 0);
@@ -254,12 +258,9 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     const char *url = R->url;
-    hilock_options o;
+    hilock_options o = hlt_options(&url, 1);
     hilock_client *c = NULL;
     redisContext *rc = redisConnect("127.0.0.1", R->port);
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
     o.fencing = w->fencing;
     o.retry_delay_ms = 5;
     if (hilock_client_new(&o, &c) != HILOCK_OK || !rc || rc->err) {
@@ -317,7 +318,11 @@ Test(fastpath, fenced_and_unfenced_clients_never_overlap)
 Test(fastpath, an_acquire_that_timed_out_is_undone_on_the_next_contact)
 {
     const char *url = R->url;
-    hilock_client *c = client_opts(&url, 1, 0, 10, 300);
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    o.io_timeout_ms = 300;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = must_acquire(c, "warmup", 5000, 3000);
     long long end;
     hilock_free(l);
@@ -340,7 +345,10 @@ Test(fastpath, an_acquire_that_timed_out_is_undone_on_the_next_contact)
 
 Test(fastpath, keepalive_renews_an_unfenced_lock_past_its_ttl)
 {
-    hilock_client *c = unfenced();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = must_acquire(c, "job", 600, 0);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hlt_sleep_ms(1500);
@@ -355,7 +363,10 @@ Test(fastpath, keepalive_renews_an_unfenced_lock_past_its_ttl)
 
 Test(fastpath, legacy_acquire_keeps_its_fencing_token)
 {
-    hilock_client *c = unfenced();
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     cr_assert_eq(hilock_legacy_acquire(c, "old", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_gt(hilock_fence(l), 0, "the recipe's script mints it as before");
@@ -412,8 +423,12 @@ Test(fastpath, redlock_of_three_grants_everywhere_without_a_fence)
     hilock *l, *l2 = NULL;
     cr_assert(m[1] && m[2]);
     for (int i = 0; i < 3; i++) urls[i] = m[i]->url;
-    c = client_opts(urls, 3, 0, 10, 1000);
-    c2 = client_opts(urls, 3, 1, 10, 1000);
+    hilock_options o = hlt_options(urls, 3);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    c = hlt_client_new(&o);
+    o.fencing = 1;
+    c2 = hlt_client_new(&o);
     l = must_acquire(c, "job", 30000, 0);
     cr_assert_eq(hilock_fence(l), 0);
     for (int i = 0; i < 3; i++) {
@@ -465,14 +480,12 @@ Test(fastpath, sentinel_failover_awareness_and_wait_work_without_a_script, .fini
     char *v;
     SF = hlt_sentinel_start();
     cr_assert_not_null(SF, "sentinel fixture did not start");
-    hilock_options_init(&o);
-    o.servers = (const char *const[]){ SF->url };
-    o.nservers = 1;
+    o = hlt_options((const char *const[]){ SF->url }, 1);
     o.fencing = 0;
     o.min_replicas = 1;
     o.replicas_timeout_ms = 3000;   /* generous: a loaded machine's replica may lag 100 ms */
     o.retry_delay_ms = 20;
-    cr_assert_eq(hilock_client_new(&o, &c1), HILOCK_OK, "%s", hilock_last_config_error());
+    c1 = hlt_client_new(&o);
     o.min_replicas = 0;
     cr_assert_eq(hilock_client_new(&o, &c2), HILOCK_OK, "%s", hilock_last_config_error());
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
@@ -30,28 +31,6 @@ static void teardown(void) { hlt_redis_stop(R); }
 TestSuite(reentry, .init = setup, .fini = teardown, .timeout = 60);
 
 typedef enum { K_MODERN, K_FAIR, K_UNFENCED, K_LEGACY, K_BRIDGE } kind;
-
-static hilock_client *client_of(const char *const *urls, size_t n, kind k)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = n;
-    o.retry_delay_ms = 10;
-    o.fair = k == K_FAIR;
-    o.fencing = k != K_UNFENCED;
-    o.bridge = k == K_BRIDGE;
-    if (k == K_LEGACY || k == K_BRIDGE) cr_assert_eq(hilock_codec_preset("doc", &o.codec), HILOCK_OK);
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-static hilock_client *client(kind k)
-{
-    const char *url = R->url;
-    return client_of(&url, 1, k);
-}
 
 static hilock_status acquire_as(hilock_client *c, kind k, const char *key, int64_t ttl, int64_t wait,
                                 hilock **out)
@@ -101,8 +80,16 @@ static void assert_refused(hilock_client *c, kind k, const char *key, const char
 /* Held by c (kind k): the second acquire is refused; after release, acquired again. */
 static void refused_then_free_again(kind k)
 {
-    hilock_client *c = client(k);
-    hilock *l = must_acquire(c, k, "re:k", 30000, 0);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    hilock_client *c;
+    hilock *l;
+    o.retry_delay_ms = 10;
+    o.fair = k == K_FAIR;
+    o.fencing = k != K_UNFENCED;
+    o.bridge = k == K_BRIDGE;
+    if (k == K_LEGACY || k == K_BRIDGE) cr_assert_eq(hilock_codec_preset("doc", &o.codec), HILOCK_OK);
+    c = hlt_client_new(&o);
+    l = must_acquire(c, k, "re:k", 30000, 0);
     assert_refused(c, k, "re:k", hilock_token(l));
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_free(l);
@@ -142,7 +129,10 @@ Test(reentry, bridge_acquire_of_a_held_key_is_einval_at_once)
 /* A legacy lock and a modern acquire of the same key on one client: the same key. */
 Test(reentry, a_legacy_lock_refuses_a_modern_acquire_of_its_key)
 {
-    hilock_client *c = client(K_LEGACY);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    cr_assert_eq(hilock_codec_preset("doc", &o.codec), HILOCK_OK);
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = must_acquire(c, K_LEGACY, "re:mixed", 30000, 0);
     assert_refused(c, K_MODERN, "re:mixed", hilock_token(l));
     hilock_free(l);
@@ -151,7 +141,9 @@ Test(reentry, a_legacy_lock_refuses_a_modern_acquire_of_its_key)
 
 Test(reentry, keepalive_lock_refuses_a_second_acquire_at_once)
 {
-    hilock_client *c = client(K_MODERN);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = must_acquire(c, K_MODERN, "re:ka", 30000, 0);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
     assert_refused(c, K_MODERN, "re:ka", hilock_token(l));
@@ -165,7 +157,9 @@ Test(reentry, keepalive_lock_refuses_a_second_acquire_at_once)
 /* "Live" = not released, not freed: a lock known lost still counts until then. */
 Test(reentry, a_lost_lock_counts_until_released)
 {
-    hilock_client *c = client(K_MODERN);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = must_acquire(c, K_MODERN, "re:lost", 300, 0);
     long long end = hlt_now_ms() + 5000;
     while (hlt_exists(R, "re:lost") && hlt_now_ms() < end) hlt_sleep_ms(20);
@@ -183,7 +177,9 @@ Test(reentry, a_lost_lock_counts_until_released)
  * ttl: a plain wait, then OK. */
 Test(reentry, a_freed_lock_leaves_an_ordinary_wait_for_its_ttl)
 {
-    hilock_client *c = client(K_MODERN);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = must_acquire(c, K_MODERN, "re:freed", 400, 0), *l2 = NULL;
     hilock_free(l);
     cr_assert_eq(hilock_acquire(c, "re:freed", 30000, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(c));
@@ -194,7 +190,9 @@ Test(reentry, a_freed_lock_leaves_an_ordinary_wait_for_its_ttl)
 
 Test(reentry, other_keys_and_other_clients_are_unaffected)
 {
-    hilock_client *a = client(K_MODERN), *b = client(K_MODERN);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    hilock_client *a = hlt_client_new(&o), *b = hlt_client_new(&o);
     hilock *la = must_acquire(a, K_MODERN, "re:x", 30000, 0);
     hilock *la2 = must_acquire(a, K_MODERN, "re:y", 30000, 0), *lb = NULL;
     hilock_status st = hilock_acquire(b, "re:x", 30000, 0, &lb);
@@ -214,7 +212,9 @@ Test(reentry, other_keys_and_other_clients_are_unaffected)
  * a second time, each released one can be taken again, the others stay refused. */
 Test(reentry, a_client_holding_many_locks_refuses_each_and_frees_each)
 {
-    hilock_client *a = client(K_MODERN);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    hilock_client *a = hlt_client_new(&o);
     hilock *l[300] = { 0 }, *x = NULL;
     char key[32];
     for (int i = 0; i < 300; i++) {
@@ -240,7 +240,9 @@ Test(reentry, a_client_holding_many_locks_refuses_each_and_frees_each)
 
 Test(reentry, a_long_key_is_named_cut_short_in_the_refusal)
 {
-    hilock_client *a = client(K_MODERN);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    hilock_client *a = hlt_client_new(&o);
     char *key = malloc(3001), want[256];
     hilock *l = NULL, *l2 = NULL;
     memset(key, 'k', 3000);
@@ -265,7 +267,9 @@ Test(reentry, redlock_acquire_of_a_held_key_is_einval_at_once)
     urls[0] = R->url;
     urls[1] = r2->url;
     urls[2] = r3->url;
-    c = client_of(urls, 3, K_MODERN);
+    hilock_options o = hlt_options(urls, 3);
+    o.retry_delay_ms = 10;
+    c = hlt_client_new(&o);
     l = must_acquire(c, K_MODERN, "re:red", 30000, 0);
     assert_refused(c, K_MODERN, "re:red", hilock_token(l));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
@@ -301,7 +305,9 @@ static void run_until(uv_loop_t *loop, const int *ended, long limit_ms)
 Test(reentry, a_loop_clients_second_acquire_waits_for_the_release_as_a_task)
 {
     uv_loop_t loop;
-    hilock_client *c = client(K_MODERN);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    hilock_client *c = hlt_client_new(&o);
     res first = {0}, second = {0}, rel = {0};
     long long until;
     uv_loop_init(&loop);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_inspect.h"
@@ -38,21 +39,6 @@ static void teardown(void) { hlt_redis_stop(R); }
 
 TestSuite(servers, .init = setup, .fini = teardown, .timeout = 60);
 
-static hilock_client *client_with(const char *url, int fencing)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = 10;
-    o.fencing = fencing;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-
-
 /* The server's clock now (TIME on the read-back connection), in ms. */
 static long long server_ms(hlt_redis *r)
 {
@@ -69,7 +55,10 @@ static long long server_ms(hlt_redis *r)
  * server's TIME plus the monotonic time since. */
 Test(servers, a_connection_reads_the_servers_version_and_clock_once_at_connect)
 {
-    hilock_client *c = client_with(R->url, 0);   /* (the plain SET: any server) */
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    hilock_client *c = hlt_client_new(&o);   /* (the plain SET: any server) */
     const hl_node *n = &c->nodes[0];
     long long before = hlt_info_int(R, "commandstats", "cmdstat_info:calls=");
     cr_assert_eq(hl_node_version(n), 0, "nothing known before the first connection");
@@ -102,7 +91,10 @@ Test(servers, a_connection_reads_the_servers_version_and_clock_once_at_connect)
  * is known on the very first command of a new connection (the handshake went first). */
 Test(servers, an_argument_can_carry_the_servers_clock_known_on_the_first_command)
 {
-    hilock_client *c = client_with(R->url, 0);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    hilock_client *c = hlt_client_new(&o);
     hl_cmd cmd;
     uint32_t ok;
     long long ours, theirs;
@@ -119,20 +111,6 @@ Test(servers, an_argument_can_carry_the_servers_clock_known_on_the_first_command
 }
 
 /* ---- features a server may lack: refused with the reason, or a portable form ---- */
-
-/* The client options of these tests: one server, short retries. */
-static hilock_client *client_opts(const char *url, void (*set)(hilock_options *))
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = 10;
-    set(&o);
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
 
 /* The refusal: EINVAL, no lock, the message naming the feature, the floor and the server's
  * version, never a script's error text; nothing written. */
@@ -175,7 +153,10 @@ static long long hlt_llen(hlt_redis *r, const char *key)
 
 Test(servers, fair_locks_are_refused_before_3_2_and_their_busy_path_works_from_it)
 {
-    hilock_client *a = client_opts(R->url, set_fair), *b = client_opts(R->url, set_fair);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    set_fair(&o);
+    hilock_client *a = hlt_client_new(&o), *b = hlt_client_new(&o);
     hilock *la = NULL, *lb = NULL;
     hilock_status st = hilock_acquire(a, "fair:key", 10000, 0, &la);
     if (hlt_server_version() < 30200) {
@@ -192,7 +173,7 @@ Test(servers, fair_locks_are_refused_before_3_2_and_their_busy_path_works_from_i
         waiter w = { .c = b, .l = NULL };
         pthread_t t;
         hilock *lc = NULL;
-        hilock_client *c = client_opts(R->url, set_fair);
+        hilock_client *c = hlt_client_new(&o);
         long long end = hlt_now_ms() + 5000;
         cr_assert_eq(pthread_create(&t, NULL, wait_for_it, &w), 0);
         while (hlt_llen(R, "{fair:key}:fq") < 1 && hlt_now_ms() < end) hlt_sleep_ms(10);
@@ -222,7 +203,10 @@ static void set_replicas(hilock_options *o)
 
 Test(servers, min_replicas_is_refused_on_2_8_which_has_no_wait)
 {
-    hilock_client *c = client_opts(R->url, set_replicas);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    set_replicas(&o);
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     hilock_status st = hilock_acquire(c, "wait:key", 10000, 0, &l);
     if (hlt_server_version() < 30000) {
@@ -242,7 +226,10 @@ static void set_guard(hilock_options *o)
 
 Test(servers, failover_guard_is_refused_before_4_0_which_has_no_replication_ids)
 {
-    hilock_client *c = client_opts(R->url, set_guard);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    set_guard(&o);
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     hilock_status st = hilock_acquire(c, "guard:key", 10000, 0, &l);
     if (hlt_server_version() < 40000) {
@@ -285,8 +272,11 @@ static void set_unfenced(hilock_options *o) { o->fencing = 0; }
  * a whole-second timeout (a fractional one is refused there: the waiter only polled). */
 static void woken_by_the_release(void (*set)(hilock_options *))
 {
-    hilock_client *h = client_opts(R->url, set);
-    sleeper w = { .c = client_opts(R->url, set) };
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    set(&o);
+    hilock_client *h = hlt_client_new(&o);
+    sleeper w = { .c = hlt_client_new(&o) };
     hilock *l = NULL;
     pthread_t t;
     long long released, end;
@@ -334,8 +324,11 @@ static void set_short_io(hilock_options *o)
  * and the waiter slept out its second. And once marked, the release wakes it. */
 Test(servers, a_waiters_first_mark_covers_its_one_second_block, .timeout = 60)
 {
-    hilock_client *h = client_opts(R->url, set_short_io);
-    sleeper w = { .c = client_opts(R->url, set_short_io) };
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    set_short_io(&o);
+    hilock_client *h = hlt_client_new(&o);
+    sleeper w = { .c = hlt_client_new(&o) };
     hilock *l = NULL;
     pthread_t t;
     long long end, pttl;
@@ -373,7 +366,10 @@ Test(servers, a_wrong_password_is_eauth_on_every_server)
     hilock_status st;
     cr_assert_not_null(s);
     snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", s->port);
-    c = client_with(url, 0);
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    c = hlt_client_new(&o);
     st = hilock_acquire(c, "auth:key", 10000, 0, &l);
     cr_assert_eq(st, HILOCK_EAUTH, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
     cr_assert_null(l);
@@ -398,7 +394,10 @@ Test(servers, a_user_name_before_6_0_is_eauth_saying_the_server_has_no_users)
     hilock_status st;
     cr_assert_not_null(s);
     snprintf(url, sizeof url, "redis://default:s3cret@127.0.0.1:%d", s->port);
-    c = client_with(url, 0);
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.retry_delay_ms = 10;
+    o.fencing = 0;
+    c = hlt_client_new(&o);
     st = hilock_acquire(c, "auth:key", 10000, 0, &l);
     if (hlt_server_version() >= 60000) {   /* the default user */
         cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -551,17 +550,25 @@ Test(servers, an_error_reply_after_the_scripts_write_is_undone_by_token)
 {
     errproxy x = errproxy_start(R);
     hilock *l = NULL;
-    hilock_client *c = client_with(x.url, 1);
+    hilock_options o = hlt_options((const char *[]){ x.url }, 1);
+    o.retry_delay_ms = 10;
+    hilock_client *c = hlt_client_new(&o);
     hilock_status st = hilock_acquire(c, "err:modern", 30000, 0, &l);
     assert_undone(c, st, l, "err:modern");
     hilock_client_free(c);
-    c = client_opts(x.url, set_fair);   /* fair.lua (3.2+) */
+    hilock_options o2 = hlt_options((const char *[]){ x.url }, 1);
+    o2.retry_delay_ms = 10;
+    set_fair(&o2);
+    c = hlt_client_new(&o2);   /* fair.lua (3.2+) */
     if (hlt_server_version() >= 30200) {
         st = hilock_acquire(c, "err:fair", 30000, 0, &l);
         assert_undone(c, st, l, "err:fair");
     }
     hilock_client_free(c);
-    c = client_opts(x.url, set_legacy_safe);   /* legacy_acquire.lua */
+    hilock_options o3 = hlt_options((const char *[]){ x.url }, 1);
+    o3.retry_delay_ms = 10;
+    set_legacy_safe(&o3);
+    c = hlt_client_new(&o3);   /* legacy_acquire.lua */
     st = hilock_legacy_acquire(c, "err:legacy", 30000, 0, &l);
     assert_undone(c, st, l, "err:legacy");
     hilock_client_free(c);
@@ -583,7 +590,9 @@ Test(servers, an_error_reply_after_the_scripts_write_is_undone_by_token_on_a_loo
     uv_loop_t loop;
     sleeper s = { 0 };
     long long end;
-    hilock_client *c = client_with(x.url, 1);
+    hilock_options o = hlt_options((const char *[]){ x.url }, 1);
+    o.retry_delay_ms = 10;
+    hilock_client *c = hlt_client_new(&o);
     uv_loop_init(&loop);
     cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_acquire_async(c, "err:loop", 30000, 0, on_done, &s), HILOCK_OK);
@@ -604,7 +613,10 @@ Test(servers, a_feature_the_server_lacks_is_refused_on_a_loop_too)
     uv_loop_t loop;
     sleeper s = { 0 };
     long long end;
-    hilock_client *c = client_opts(R->url, set_fair);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    set_fair(&o);
+    hilock_client *c = hlt_client_new(&o);
     uv_loop_init(&loop);
     cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_acquire_async(c, "loop:fair", 30000, 0, on_done, &s), HILOCK_OK);
@@ -640,7 +652,12 @@ static void seen_lock(size_t master, const hilock_lock_view *v, const char *erro
 
 Test(servers, inventory_and_inspect_work_on_every_server)
 {
-    hilock_client *c = client_with(R->url, 1), *u = client_with(R->url, 0);
+    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    o.retry_delay_ms = 10;
+    hilock_options o2 = hlt_options((const char *[]){ R->url }, 1);
+    o2.retry_delay_ms = 10;
+    o2.fencing = 0;
+    hilock_client *c = hlt_client_new(&o), *u = hlt_client_new(&o2);
     hilock *l = NULL;
     uint64_t cur = 0;
     int found = 0, inspected = 0, rounds = 0;
@@ -676,8 +693,10 @@ static void without_info(const char *user, const char *acl, int shape)
     cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "%s", cmd);
     freeReplyObject(rep);
     snprintf(url, sizeof url, "redis://%s:pw@127.0.0.1:%d", user, R->port);
-    c = client_with(url, 1);
-    u = client_with(url, 1);
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.retry_delay_ms = 10;
+    c = hlt_client_new(&o);
+    u = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(u, "acl:key", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(u));
     cr_assert_eq(hl_node_version(&u->nodes[0]), !shape ? 0 : modern ? 70000 : 60000, "%s: %d", user,
                  hl_node_version(&u->nodes[0]));

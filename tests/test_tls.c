@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "tls_fixture.h"
@@ -33,29 +34,22 @@ static long scaled(long ms)
     return v && *v == '1' ? ms * 20 : ms;
 }
 
+/* hlt_options's, trusting the test CA, with room for the TLS handshake (retry_delay_ms: the
+ * library's default, 50). */
 static hilock_options tls_opts(const char *const *urls, size_t n)
 {
-    hilock_options o;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = n;
+    hilock_options o = hlt_options(urls, n);
+    o.retry_delay_ms = 50;
     o.tls_ca_file = pki->ca;
     o.connect_timeout_ms = scaled(2000);
     o.io_timeout_ms = scaled(2000);
     return o;
 }
 
-static hilock_client *client_for(const hilock_options *o)
-{
-    hilock_client *c = NULL;
-    cr_assert_eq(hilock_client_new(o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
 /* The acquire's status and, on failure, that errmsg holds `why`. */
 static void acquire_fails(const hilock_options *o, hilock_status want, const char *why)
 {
-    hilock_client *c = client_for(o);
+    hilock_client *c = hlt_client_new(o);
     hilock *l = NULL;
     long long t0 = hlt_now_ms();
     hilock_status st = hilock_acquire(c, "tls:k", 10000, 0, &l);
@@ -74,7 +68,7 @@ static hilock *tls_held(hlt_redis **r, hilock_client **c)
     *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
     url = (*r)->url;
     o = tls_opts(&url, 1);
-    *c = client_for(&o);
+    *c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(*c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(*c));
     return l;
 }
@@ -164,7 +158,7 @@ Test(tls, mutual_tls_works_with_a_client_certificate_and_says_why_without)
     acquire_fails(&o, HILOCK_EIO, want);
     o.tls_cert_file = pki->client.crt;
     o.tls_key_file = pki->client.key;
-    c = client_for(&o);
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
@@ -195,7 +189,7 @@ Test(tls, a_wrong_ca_an_expired_certificate_and_a_host_mismatch_are_named)
     snprintf(want, sizeof want, "127.0.0.1:%d: TLS: host name mismatch", m->port);
     acquire_fails(&o, HILOCK_EIO, want);
     o.tls_verify = 0;   /* encrypt only */
-    c = client_for(&o);
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_exists(m, "tls:k"), 1);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
@@ -237,7 +231,7 @@ Test(tls, a_server_frozen_in_the_handshake_or_a_command_times_out)
     hlt_redis_freeze(r);
     acquire_fails(&o, HILOCK_ETIMEDOUT, "TLS");
     hlt_redis_thaw(r);
-    c = client_for(&o);
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "tls:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hlt_redis_freeze(r);
     cr_assert_eq(hilock_extend(l, 10000), HILOCK_ETIMEDOUT, "%s", hilock_client_errmsg(c));
@@ -259,7 +253,7 @@ Test(tls, redlock_over_three_tls_masters)
         urls[i] = r[i]->url;
     }
     o = tls_opts(urls, 3);
-    c = client_for(&o);
+    c = hlt_client_new(&o);
     /* (the ttl bounds a Redlock acquire: three first handshakes under valgrind take seconds) */
     cr_assert_eq(hilock_acquire(c, "tls:k", scaled(10000), 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     for (int i = 0; i < 3; i++) cr_assert_eq(hlt_exists(r[i], "tls:k"), 1);
@@ -293,12 +287,12 @@ Test(tls, a_waiter_is_woken_by_the_release_over_tls)
     hlt_redis *r = hlt_tls_redis_start(pki, HLT_CERT_SERVER, 0, NULL);
     const char *url = r->url;
     hilock_options o = tls_opts(&url, 1);
-    hilock_client *c = client_for(&o);
+    hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     waiter w;
     pthread_t th;
     o.retry_delay_ms = 8000;   /* polling would take seconds: only the wake is quick */
-    w.c = client_for(&o);
+    w.c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "tls:k", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     pthread_create(&th, NULL, wait_for_lock, &w);
     hlt_sleep_ms(500);
@@ -322,7 +316,7 @@ Test(tls, the_client_keeps_its_own_copy_of_the_tls_strings)
     hilock *l = NULL;
     o.tls_ca_file = ca;
     o.tls_server_name = name;
-    c = client_for(&o);
+    c = hlt_client_new(&o);
     memset(name, 'x', strlen(name));   /* the caller's buffers change and go away */
     free(name);
     free(ca);
@@ -349,7 +343,7 @@ Test(tls, keepalive_renews_over_tls_with_the_clients_context)
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", pki->ca, ca);
     cr_assert_eq(system(cmd), 0);
     o.tls_ca_file = ca;
-    c = client_for(&o);
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "tls:ka", ttl, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(unlink(ca), 0);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));

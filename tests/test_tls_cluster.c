@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cluster_fixture.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_libuv.h"
@@ -73,29 +74,8 @@ static hlt_cluster *fx(void)
     return F;
 }
 
-/* A client of url trusting ca (the cluster's CA if NULL); no failover guard (as test_cluster). */
-static hilock_client *client_ca(const char *url, const char *ca, int retry_ms)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.tls_ca_file = ca ? ca : F->tls_ca;
-    o.connect_timeout_ms = scaled(2000);
-    o.io_timeout_ms = scaled(2000);
-    o.retry_delay_ms = retry_ms;
-    o.failover_guard = 0;
-    if (hilock_client_new(&o, &c) != HILOCK_OK) return NULL;
-    return c;
-}
-
-static hilock_client *client(void)
-{
-    hilock_client *c = client_ca(F->url, NULL, 20);
-    cr_assert_not_null(c, "%s", hilock_last_config_error());
-    return c;
-}
+/* Clients here: hlt_options's trusting the cluster's CA, with room for the TLS handshake
+ * (connect and io timeouts scaled(2000)), and no failover guard (as test_cluster). */
 
 /* A key named prefix<N> whose slot is served by master m. */
 static void key_on(int m, const char *prefix, char *buf, size_t cap)
@@ -156,7 +136,11 @@ Test(tls_cluster, acquire_extend_check_release_on_keys_of_every_master)
     char key[3][64];
     int m[3];
     fx();
-    c = client();
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.tls_ca_file = F->tls_ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     masters(m);
     for (int i = 0; i < 3; i++) {
         char *v;
@@ -222,7 +206,11 @@ Test(tls_cluster, keys_of_every_master_lock_on_an_event_loop)
     char key[6][64];
     int m[3];
     fx();
-    c = client();
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.tls_ca_file = F->tls_ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     masters(m);
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
@@ -264,7 +252,11 @@ Test(tls_cluster, one_seed_is_enough_the_masters_are_reached_at_their_announced_
     masters(m);
     cr_assert_geq(r = hlt_cluster_replica_of(F, m[0]), 0, "no replica of master %d", m[0]);
     snprintf(url, sizeof url, "rediss-cluster://127.0.0.1:%d", F->port[r]);
-    cr_assert_not_null(c = client_ca(url, NULL, 20), "%s", hilock_last_config_error());
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.tls_ca_file = F->tls_ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     for (int i = 0; i < 3; i++) {
         hilock *l;
         char *v;
@@ -330,7 +322,11 @@ Test(tls_cluster, a_single_seed_behind_a_slow_link_gives_the_slot_map)
     fx();
     cr_assert_gt(port = slow_link(0, 200, &relay), 0, "no relay");
     snprintf(url, sizeof url, "rediss-cluster://127.0.0.1:%d", port);
-    cr_assert_not_null(c = client_ca(url, NULL, 20), "%s", hilock_last_config_error());
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.tls_ca_file = F->tls_ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "tlsc:{far}", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_cluster_exists(F, hlt_cluster_key_master(F, "tlsc:{far}"), "tlsc:{far}"), 1);
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -349,8 +345,12 @@ Test(tls_cluster, a_second_client_sees_the_lock_held_and_is_busy)
     char cmd[600], out[128] = "";
     FILE *p;
     fx();
-    a = client();
-    b = client();
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.tls_ca_file = F->tls_ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    o.failover_guard = 0;
+    a = hlt_client_new(&o);
+    b = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(a, "tlsc:{held}", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(a));
     cr_assert_eq(hilock_acquire(b, "tlsc:{held}", 10000, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(b));
     cr_assert_null(l2);
@@ -381,7 +381,11 @@ Test(tls_cluster, wake_on_release_reaches_a_waiter_on_every_shard)
     int m[3];
     long long t0;
     fx();
-    c = client();
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.tls_ca_file = F->tls_ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     masters(m);
     for (int i = 0; i < 3; i++) {
         key_on(m[i], "tlsc:wake:", key[i], sizeof key[i]);
@@ -389,9 +393,14 @@ Test(tls_cluster, wake_on_release_reaches_a_waiter_on_every_shard)
     }
     for (int i = 0; i < 3; i++)
         if ((kid[i] = fork()) == 0) {
+            hilock_options o = hlt_options((const char *[]){ F->url }, 1);
             hilock_client *w;
             hilock *wl;
-            if (!(w = client_ca(F->url, NULL, 30000))) _exit(2);   /* polling: 30 s */
+            o.tls_ca_file = F->tls_ca;
+            o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+            o.retry_delay_ms = 30000;   /* polling: 30 s */
+            o.failover_guard = 0;
+            if (hilock_client_new(&o, &w) != HILOCK_OK) _exit(2);   /* (a child: no assert) */
             if (hilock_acquire(w, key[i], 30000, 60000, &wl) != HILOCK_OK) _exit(3);
             if (hilock_release(wl) != HILOCK_OK) _exit(4);
             hilock_free(wl);
@@ -422,7 +431,11 @@ Test(tls_cluster, an_untrusted_ca_is_a_tls_error_naming_the_node)
     fx();
     snprintf(ca, sizeof ca, "%.*s/client-ca.crt", (int)(strrchr(F->tls_ca, '/') - F->tls_ca), F->tls_ca);
     cr_assert_eq(access(ca, R_OK), 0, "%s", ca);
-    cr_assert_not_null(c = client_ca(F->url, ca, 20), "%s", hilock_last_config_error());
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.tls_ca_file = ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     t0 = hlt_now_ms();
     st = hilock_acquire(c, "tlsc:untrusted", 10000, 0, &l);
     cr_assert_neq(st, HILOCK_OK);
@@ -446,7 +459,11 @@ Test(tls_cluster, a_plain_cluster_url_says_the_server_may_require_tls)
     long long t0;
     fx();
     snprintf(url, sizeof url, "redis-cluster://%s", F->url + strlen("rediss-cluster://"));
-    cr_assert_not_null(c = client_ca(url, NULL, 20), "%s", hilock_last_config_error());
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.tls_ca_file = F->tls_ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     t0 = hlt_now_ms();
     st = hilock_acquire(c, "tlsc:plain", 10000, 0, &l);
     cr_assert_neq(st, HILOCK_OK);

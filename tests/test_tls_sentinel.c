@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "hilock.h"
 #include "sentinel_fixture.h"
 #include "tls_fixture.h"
@@ -45,24 +46,6 @@ static long scaled(long ms)
     return v && *v == '1' ? ms * 20 : ms;
 }
 
-static hilock_client *client_ca(const char *ca)
-{
-    const char *url = F->url;
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.retry_delay_ms = 20;
-    o.tls_ca_file = ca;
-    o.connect_timeout_ms = scaled(2000);
-    o.io_timeout_ms = scaled(2000);
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-static hilock_client *client(void) { return client_ca(pki->ca); }
-
 #define assert_msg(c, text)                                                                    \
     cr_assert(strstr(hilock_client_errmsg(c), (text)), "errmsg '%s' does not say '%s'",        \
               hilock_client_errmsg(c), (text))
@@ -79,7 +62,10 @@ Test(tls_sentinel, acquire_extend_release_over_tls_sentinels_and_nodes)
     hilock *l = NULL;
     fx();
     cr_assert(!strncmp(F->url, "rediss-sentinel://", 18));
-    c = client();
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.tls_ca_file = pki->ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "tjob", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_sentinel_master(F), 0);
     cr_assert(holds_within(0, "tjob", hilock_token(l), 0), "the master does not hold our token");
@@ -97,13 +83,16 @@ Test(tls_sentinel, a_clean_failover_keeps_the_lock_and_moves_to_the_new_master)
     hilock_client *c1, *c2;
     hilock *l = NULL, *l2 = NULL;
     fx();
-    c1 = client();
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.tls_ca_file = pki->ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    c1 = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c1, "tjob", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
     cr_assert(holds_within(1, "tjob", hilock_token(l), 3000), "the replica never got the lock");
     cr_assert_eq(hlt_sentinel_failover(F, 0), 0, "failover did not complete");
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
     assert_msg(c1, "");
-    c2 = client();
+    c2 = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c2, "tjob", 30000, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(c2));
     cr_assert_null(l2);
     cr_assert_eq(hilock_extend(l, 40000), HILOCK_OK, "%s", hilock_client_errmsg(c1));
@@ -125,7 +114,10 @@ Test(tls_sentinel, a_lock_lost_in_a_failover_is_reported_lost)
     hilock_client *c1, *c2;
     hilock *l = NULL, *l2 = NULL;
     fx();
-    c1 = client();
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.tls_ca_file = pki->ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    c1 = hlt_client_new(&o);
     cr_assert_eq(hlt_sentinel_cut(F, 1), 0, "could not cut replication");
     cr_assert_eq(hilock_acquire(c1, "tres", ttl, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
     hlt_sleep_ms(200);
@@ -140,7 +132,7 @@ Test(tls_sentinel, a_lock_lost_in_a_failover_is_reported_lost)
     cr_assert_eq(hilock_extend(l, ttl), HILOCK_LOST, "%s", hilock_client_errmsg(c1));
     cr_assert_eq(hilock_release(l), HILOCK_LOST, "%s", hilock_client_errmsg(c1));
     /* the new master never had it, and guards against a second holder */
-    c2 = client();
+    c2 = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c2, "tres", ttl, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(c2));
     assert_msg(c2, "failover guard");
     cr_assert_eq(hlt_data_exists(F, 1, "tres"), 0);
@@ -155,7 +147,10 @@ Test(tls_sentinel, an_untrusted_sentinel_certificate_is_named)
     hilock_client *c;
     hilock *l = NULL;
     fx();
-    c = client_ca(pki->client_ca);
+    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    o.tls_ca_file = pki->client_ca;
+    o.connect_timeout_ms = o.io_timeout_ms = scaled(2000);
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, "tjob", 30000, 0, &l), HILOCK_EIO, "%s", hilock_client_errmsg(c));
     cr_assert_null(l);
     assert_msg(c, "no Sentinel answered");
