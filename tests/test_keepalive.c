@@ -4,7 +4,6 @@
  * meant for ASan and TSan builds too). Real redis-servers; timing asserts are generous. */
 #include <criterion/criterion.h>
 #include <pthread.h>
-#include <signal.h>   /* (sentinel_fixture.h's struct sigaction) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
