@@ -10,8 +10,8 @@
 
 #include "hilock.h"
 
-/* hilock_options_init's, for urls[0..n), with retry_delay_ms 20 (waits in tests stay short);
- * io_timeout_ms and connect_timeout_ms are the library's (2000, 2000). */
+/* hilock_options_init's, for urls[0..n), with retry_delay_ms 20 (waits in tests stay short;
+ * the library's is 50); io_timeout_ms and connect_timeout_ms are the library's (1000, 1000). */
 hilock_options hlt_options(const char *const *urls, size_t n);
 
 /* A client made with o; the test fails with hilock_last_config_error() if it cannot be. */

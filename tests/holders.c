@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clients.h"
 #include "holders.h"
 
 long long hlt_zcard(hlt_redis *r, const char *key)
@@ -128,13 +129,10 @@ static void *bg_run(void *arg)
 
 void hlt_bg_start(hlt_bg *bg)
 {
-    hilock_options o;
-    hilock_options_init(&o);
-    o.servers = bg->nurls ? bg->urls : &bg->url;
-    o.nservers = bg->nurls ? bg->nurls : 1;
+    hilock_options o = hlt_options(bg->nurls ? bg->urls : &bg->url, bg->nurls ? bg->nurls : 1);
     o.retry_delay_ms = bg->retry_delay_ms ? bg->retry_delay_ms : 50;
     o.wake = !bg->no_wake;
-    cr_assert_eq(hilock_client_new(&o, &bg->c), HILOCK_OK, "%s", hilock_last_config_error());
+    bg->c = hlt_client_new(&o);
     bg->l = NULL;
     bg->done = 0;
     bg->st = HILOCK_EINVAL;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "checks.h"
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
@@ -60,11 +61,10 @@ Test(clock, a_wall_clock_that_cannot_be_read_makes_no_legacy_stamp)
     const char *url;
     cr_assert_not_null(r);
     url = r->url;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
+    o = hlt_options(&url, 1);
+    o.retry_delay_ms = 50;   /* the library's default */
     cr_assert_eq(hilock_codec_preset("doc", &o.codec), HILOCK_OK);
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
+    c = hlt_client_new(&o);
     realtime_fails = 1;
     cr_assert_eq(hilock_legacy_acquire(c, "lock.clock", 10000, 0, &l), HILOCK_EINVAL);
     realtime_fails = 0;
