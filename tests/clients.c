@@ -26,3 +26,10 @@ hilock_client *hlt_client(const char *url)
     hilock_options o = hlt_options(&url, 1);
     return hlt_client_new(&o);
 }
+
+hilock_client *hlt_client_retry(const char *url, int64_t retry_ms)
+{
+    hilock_options o = hlt_options(&url, 1);
+    o.retry_delay_ms = retry_ms;
+    return hlt_client_new(&o);
+}

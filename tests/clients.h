@@ -19,5 +19,7 @@ hilock_client *hlt_client_new(const hilock_options *o);
 
 /* The common case: one server URL, hlt_options's defaults. */
 hilock_client *hlt_client(const char *url);
+/* The same, waits retried every retry_ms (the lock suites' 10: more attempts per test). */
+hilock_client *hlt_client_retry(const char *url, int64_t retry_ms);
 
 #endif

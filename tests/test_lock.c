@@ -32,14 +32,6 @@ static void teardown(void) { hlt_redis_stop(R); }
 
 TestSuite(lock, .init = setup, .fini = teardown, .timeout = 30);
 
-/* The suite's one client maker: hlt_options's, with a shorter retry delay (tests wait less). */
-static hilock_client *client_at(const char *url)
-{
-    hilock_options o = hlt_options(&url, 1);
-    o.retry_delay_ms = 10;
-    return hlt_client_new(&o);
-}
-
 static hilock *must_acquire(hilock_client *c, const char *key, int64_t ttl, int64_t wait)
 {
     hilock *l = NULL;
@@ -104,7 +96,7 @@ static unsigned keyslot(const char *key)
 
 Test(lock, acquire_writes_token_with_ttl_and_release_deletes_it)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", 5000, 0);
     long long pttl = hlt_pttl(R, "k");
     assert_value("k", hilock_token(l));
@@ -122,7 +114,7 @@ Test(lock, token_is_32_hex_chars_and_new_for_every_acquisition)
 {
     enum { N = 20 };
     char seen[N][33];
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     for (int i = 0; i < N; i++) {
         hilock *l = must_acquire(c, "k", 5000, 0);
         const char *t = hilock_token(l);
@@ -138,7 +130,7 @@ Test(lock, token_is_32_hex_chars_and_new_for_every_acquisition)
 
 Test(lock, second_client_gets_busy_and_changes_nothing)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     hilock *l1 = must_acquire(c1, "k", 30000, 0), *l2 = (hilock *)&l2;
     cr_assert_eq(hilock_acquire(c2, "k", 5000, 0, &l2), HILOCK_BUSY);
     cr_assert_null(l2, "*out must be NULL when not acquired");
@@ -154,7 +146,7 @@ Test(lock, second_client_gets_busy_and_changes_nothing)
 
 Test(lock, same_client_cannot_take_a_key_it_holds)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l1 = must_acquire(c, "k", 30000, 0), *l2 = NULL;
     cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l2), HILOCK_EINVAL);   /* not re-entrant */
     cr_assert_str_eq(hilock_client_errmsg(c), "this client already holds k (hilock locks are not re-entrant)");
@@ -165,7 +157,7 @@ Test(lock, same_client_cannot_take_a_key_it_holds)
 
 Test(lock, one_client_holds_several_keys)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *a = must_acquire(c, "a", 30000, 0), *b = must_acquire(c, "b", 30000, 0);
     assert_value("a", hilock_token(a));
     assert_value("b", hilock_token(b));
@@ -180,7 +172,7 @@ Test(lock, one_client_holds_several_keys)
 
 Test(lock, try_lock_returns_at_once)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     hilock *l1 = must_acquire(c1, "k", 60000, 0), *l2 = NULL;
     long long t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c2, "k", 5000, 0, &l2), HILOCK_BUSY);
@@ -207,7 +199,7 @@ static void *release_later(void *arg)
 /* The holder (its own client, used only by the thread) releases after 200 ms. */
 static void wait_for_release(int64_t wait_ms)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     later x = { must_acquire(c1, "k", 60000, 0), 200, HILOCK_EINVAL };
     hilock *l2 = NULL;
     pthread_t th;
@@ -232,7 +224,7 @@ Test(lock, wait_forever_succeeds_when_the_holder_releases) { wait_for_release(HI
 
 Test(lock, wait_gives_up_at_its_deadline)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     hilock *l1 = must_acquire(c1, "k", 60000, 0), *l2 = NULL;
     long long t0 = hlt_now_ms(), dt;
     cr_assert_eq(hilock_acquire(c2, "k", 5000, 300, &l2), HILOCK_BUSY);
@@ -248,7 +240,7 @@ Test(lock, wait_gives_up_at_its_deadline)
 
 Test(lock, waiter_takes_the_lock_when_the_holder_expires)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     hilock *l1 = must_acquire(c1, "k", SHORT_TTL, 0);
     long long t0 = hlt_now_ms();
     hilock *l2 = must_acquire(c2, "k", 5000, 10000);
@@ -265,7 +257,7 @@ Test(lock, waiter_takes_the_lock_when_the_holder_expires)
 
 Test(lock, expires_after_its_ttl_and_another_client_takes_it)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     hilock *l1 = must_acquire(c1, "k", SHORT_TTL, 0), *l2;
     wait_gone("k");
     cr_assert_eq(hilock_validity_ms(l1), 0);
@@ -279,7 +271,7 @@ Test(lock, expires_after_its_ttl_and_another_client_takes_it)
 
 Test(lock, release_of_an_expired_lock_is_not_held_and_keeps_the_new_holder)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     hilock *l1 = must_acquire(c1, "k", SHORT_TTL, 0), *l2;
     long long pttl;
     wait_gone("k");
@@ -298,7 +290,7 @@ Test(lock, release_of_an_expired_lock_is_not_held_and_keeps_the_new_holder)
 
 Test(lock, release_of_an_expired_free_lock_is_not_held)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", SHORT_TTL, 0);
     wait_gone("k");
     cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
@@ -310,7 +302,7 @@ Test(lock, release_of_an_expired_free_lock_is_not_held)
 
 Test(lock, release_twice_says_not_held)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", 5000, 0);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
@@ -321,7 +313,7 @@ Test(lock, release_twice_says_not_held)
 
 Test(lock, release_refuses_a_foreign_value)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", 30000, 0);
     freeReplyObject(hlt_cmd(R, "SET k someone-else PX 30000"));
     cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
@@ -334,7 +326,7 @@ Test(lock, release_refuses_a_foreign_value)
 
 Test(lock, extend_of_a_held_lock_moves_pttl_and_validity)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", 1000, 0);
     cr_assert_leq(hilock_validity_ms(l), 1000);
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -355,7 +347,7 @@ Test(lock, extend_of_a_held_lock_moves_pttl_and_validity)
  * behind it) and the token stay as the acquire made them. */
 Test(lock, extend_keeps_the_fence_and_the_token)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", 1000, 0);
     uint64_t fence = hilock_fence(l);
     char token[64], *counter = hlt_get(R, "{k}:fence");
@@ -380,7 +372,7 @@ Test(lock, extend_keeps_the_fence_and_the_token)
 
 Test(lock, extend_of_a_lost_lock_is_not_held_and_creates_nothing)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", SHORT_TTL, 0);
     wait_gone("k");
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_NOT_HELD);
@@ -392,7 +384,7 @@ Test(lock, extend_of_a_lost_lock_is_not_held_and_creates_nothing)
 
 Test(lock, extend_of_a_taken_lock_is_not_held_and_leaves_the_new_holder)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     hilock *l1 = must_acquire(c1, "k", SHORT_TTL, 0), *l2;
     wait_gone("k");
     l2 = must_acquire(c2, "k", 5000, 0);
@@ -407,7 +399,7 @@ Test(lock, extend_of_a_taken_lock_is_not_held_and_leaves_the_new_holder)
 
 Test(lock, extend_of_a_released_lock_is_einval)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", 5000, 0);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     cr_assert_eq(hilock_extend(l, 5000), HILOCK_EINVAL);
@@ -420,7 +412,7 @@ Test(lock, extend_of_a_released_lock_is_einval)
 
 Test(lock, check_tells_held_from_expired_taken_and_released)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     hilock *l1 = must_acquire(c1, "k", SHORT_TTL, 0), *l2;
     cr_assert_eq(hilock_check(l1), HILOCK_OK);
     wait_gone("k");
@@ -442,7 +434,7 @@ Test(lock, check_tells_held_from_expired_taken_and_released)
 
 Test(lock, validity_never_exceeds_ttl_and_shrinks)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", 10000, 0);
     int64_t v1 = hilock_validity_ms(l), v2;
     /* drift allowance: ttl * 0.01 + 2 ms */
@@ -460,7 +452,7 @@ Test(lock, validity_never_exceeds_ttl_and_shrinks)
 
 Test(lock, validity_runs_out_before_the_key_does)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", SHORT_TTL, 0);
     long long end = hlt_now_ms() + 5000;
     while (hilock_validity_ms(l) > 0 && hlt_now_ms() < end) hlt_sleep_ms(5);
@@ -474,7 +466,7 @@ Test(lock, validity_runs_out_before_the_key_does)
 
 Test(lock, fencing_tokens_increase_across_holders)
 {
-    hilock_client *c[2] = { client_at(R->url), client_at(R->url) };
+    hilock_client *c[2] = { hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10) };
     uint64_t prev = 0;
     redisReply *t = hlt_cmd(R, "TIME");
     uint64_t server_ms;
@@ -496,7 +488,7 @@ Test(lock, fencing_tokens_increase_across_holders)
 
 Test(lock, fencing_token_honours_a_counter_ahead_of_the_clock)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l;
     /* many grants in one ms, or the server clock stepping back: the counter still grows */
     freeReplyObject(hlt_cmd(R, "SET {k}:fence 99999999999999 PX 60000"));
@@ -512,7 +504,7 @@ Test(lock, fencing_token_honours_a_counter_ahead_of_the_clock)
 
 Test(lock, fencing_token_keeps_growing_after_the_counter_is_gone)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     uint64_t prev = 0;
     for (int i = 0; i < 3; i++) {
         hilock *l = must_acquire(c, "k", 5000, 0);
@@ -532,7 +524,7 @@ Test(lock, fencing_token_keeps_growing_after_the_counter_is_gone)
  * server runs TIME once per connection, not once per grant. */
 Test(lock, the_fencing_token_calls_no_time_inside_the_acquire_script)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     uint64_t prev = 0;
     freeReplyObject(hlt_cmd(R, "CONFIG RESETSTAT"));
     for (int i = 0; i < 10; i++) {
@@ -552,10 +544,10 @@ Test(lock, the_fencing_token_calls_no_time_inside_the_acquire_script)
  * connection: the floor is the server's clock, whoever reckons it. */
 Test(lock, a_token_minted_after_the_counter_expired_exceeds_the_last_one)
 {
-    hilock_client *a = client_at(R->url);
+    hilock_client *a = hlt_client_retry(R->url, 10);
     uint64_t prev = 0;
     for (int i = 0; i < 6; i++) {
-        hilock_client *c = i % 2 ? client_at(R->url) : a;   /* a long-lived client, and fresh ones */
+        hilock_client *c = i % 2 ? hlt_client_retry(R->url, 10) : a;   /* a long-lived client, and fresh ones */
         hilock *l = must_acquire(c, "k", 5000, 0);
         cr_assert_gt(hilock_fence(l), prev, "fence %llu after %llu", (unsigned long long)hilock_fence(l),
                      (unsigned long long)prev);
@@ -575,7 +567,7 @@ Test(lock, a_token_minted_after_the_counter_expired_exceeds_the_last_one)
 
 Test(lock, a_token_minted_after_a_restart_without_persistence_exceeds_the_last_one)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     uint64_t prev = 0;
     for (int i = 0; i < 2; i++) {
         for (int k = 0; k < 20; k++) {   /* several grants in one ms: the counter runs ahead */
@@ -602,7 +594,7 @@ Test(lock, a_token_minted_after_a_restart_without_persistence_exceeds_the_last_o
  * a new connection before the next round trip. */
 Test(lock, the_clock_floor_runs_slow_and_a_day_old_reading_is_taken_again)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", 5000, 0);
     hl_node *n = &c->nodes[0];
     int64_t read_ms = n->facts.clock_ms, at = n->facts.clock_at_us;
@@ -644,7 +636,7 @@ Test(lock, without_time_the_wall_clock_stands_in_counted_slow_and_is_taken_again
     cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "ACL SETUSER");
     freeReplyObject(rep);
     snprintf(url, sizeof url, "redis://notime:pw@127.0.0.1:%d", R->port);
-    c = client_at(url);
+    c = hlt_client_retry(url, 10);
     l = must_acquire(c, "k", 5000, 0);
     w0 = hl_wall_us() / 1000;
     n = &c->nodes[0];
@@ -674,7 +666,7 @@ Test(lock, without_time_the_wall_clock_stands_in_counted_slow_and_is_taken_again
  * (nothing of ours writes one) is replaced by the clock, as a counter at 0 would be. */
 Test(lock, a_counter_of_another_type_fails_the_grant_and_leaves_no_lock)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = NULL;
     char *v;
     freeReplyObject(hlt_cmd(R, "SADD {w}:fence x"));
@@ -697,7 +689,7 @@ Test(lock, a_counter_of_another_type_fails_the_grant_and_leaves_no_lock)
  * 1 h on every 1024th grant, not on each, and at once when it falls back to the clock. */
 Test(lock, a_counter_ahead_of_the_clock_is_renewed_every_1024th_grant)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     /* below 2^42 (no epoch), far ahead of the clock; 80 grants to the next multiple of 1024 */
     freeReplyObject(hlt_cmd(R, "SET {r}:fence 4398046510000 PX 20000"));
     for (uint64_t want = 4398046510001ULL; want <= 4398046510080ULL; want++) {
@@ -746,7 +738,7 @@ static void assert_fence_refused(hilock_client *c, const char *key, const char *
 
 Test(lock, a_fence_counter_at_or_above_2_53_minus_1_is_refused_and_nothing_is_written)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     for (size_t i = 0; i < sizeof past_2_53 / sizeof *past_2_53; i++) {
         freeReplyObject(hlt_cmd(R, "SET {big}:fence %s PX 600000", past_2_53[i]));
         assert_fence_refused(c, "big", "{big}:fence", past_2_53[i]);
@@ -759,7 +751,7 @@ Test(lock, a_fence_counter_at_or_above_2_53_minus_1_is_refused_and_nothing_is_wr
 
 Test(lock, fence_tokens_up_to_2_53_minus_1_are_exact_and_then_refused)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     char want[24], *v;
     freeReplyObject(hlt_cmd(R, "SET {e}:fence 9007199254740989 PX 600000"));
     for (unsigned long long f = 9007199254740990ULL; f <= 9007199254740991ULL; f++) {
@@ -779,7 +771,7 @@ Test(lock, fence_tokens_up_to_2_53_minus_1_are_exact_and_then_refused)
 
 static void check_fence_key(const char *key, const char *fence_key, int64_t ttl)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, key, ttl, 0);
     char *v = hlt_get(R, fence_key);
     long long pttl = hlt_pttl(R, fence_key);
@@ -803,7 +795,7 @@ Test(lock, fence_key_shares_the_hash_slot_and_expires)
 
 Test(lock, nothing_is_left_without_a_ttl)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     redisReply *keys;
     hilock *l = must_acquire(c1, "x", SHORT_TTL, 0), *m;
     wait_gone("x");
@@ -834,7 +826,7 @@ static void script_flush(void) { freeReplyObject(hlt_cmd(R, "SCRIPT FLUSH")); }
 
 Test(lock, evalsha_falls_back_to_eval_after_script_flush)
 {
-    hilock_client *c1 = client_at(R->url), *c2 = client_at(R->url);
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     hilock *l, *m = NULL;
     script_flush();
     l = must_acquire(c1, "k", 2000, 0);
@@ -874,7 +866,7 @@ Test(lock, select_puts_the_key_in_the_chosen_db)
     hilock_client *c;
     hilock *l;
     snprintf(url, sizeof url, "%s/3", R->url);
-    c = client_at(url);
+    c = hlt_client_retry(url, 10);
     l = must_acquire(c, "k", 30000, 0);
     assert_in_db(3, "k", hilock_token(l));
     assert_in_db(0, "k", NULL);
@@ -892,7 +884,7 @@ Test(lock, unix_socket_url_with_db)
     hilock_client *c;
     hilock *l;
     snprintf(url, sizeof url, "%s?db=5", R->unix_url);
-    c = client_at(url);
+    c = hlt_client_retry(url, 10);
     l = must_acquire(c, "k", 30000, 0);
     assert_in_db(5, "k", hilock_token(l));
     assert_in_db(0, "k", NULL);
@@ -906,7 +898,7 @@ Test(lock, unix_socket_url_with_db)
 
 Test(lock, a_lock_keeps_its_client_alive)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", 30000, 0);
     hilock_client_free(c);   /* the caller's reference only */
     cr_assert_eq(hilock_check(l), HILOCK_OK);
@@ -918,7 +910,7 @@ Test(lock, a_lock_keeps_its_client_alive)
 
 Test(lock, free_without_release_leaves_the_key_to_expire)
 {
-    hilock_client *c = client_at(R->url);
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_acquire(c, "k", 30000, 0);
     char *tok = strdup(hilock_token(l));
     hilock_free(l);

@@ -39,15 +39,6 @@ static void teardown(void) { hlt_redis_stop(R); }
 
 TestSuite(rw, .init = setup, .fini = teardown, .timeout = 30);
 
-/* The suite's one client maker: hlt_options's on R, waits retried every 10 ms. */
-static hilock_client *client(void)
-{
-    const char *url = R->url;
-    hilock_options o = hlt_options(&url, 1);
-    o.retry_delay_ms = 10;
-    return hlt_client_new(&o);
-}
-
 static const char *mode_name(hilock_rw_mode m) { return m == S ? "shared" : "exclusive"; }
 
 static hilock *must_rw(hilock_client *c, const char *key, hilock_rw_mode m, int64_t ttl, int64_t wait)
@@ -89,7 +80,7 @@ static void assert_grant(hlt_redis *r, const hilock *l, hilock_rw_mode m, int64_
 Test(rw, shared_holders_hold_together)
 {
     NEEDS_32();
-    hilock_client *c[3] = { client(), client(), client() };
+    hilock_client *c[3] = { hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10) };
     hilock *l[3];
     double score;
     for (int i = 0; i < 3; i++) l[i] = must_rw(c[i], "k", S, 20000, 0);
@@ -106,7 +97,7 @@ Test(rw, shared_holders_hold_together)
 Test(rw, exclusive_holds_alone)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *x = must_rw(a, "k", X, 20000, 0);
     assert_grant(R, x, X, 20000);
     cr_assert_eq(hlt_zcard(R, "k"), 2);
@@ -123,7 +114,7 @@ Test(rw, exclusive_holds_alone)
 Test(rw, exclusive_is_busy_while_shared_is_held)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(a, "k", S, 20000, 0);
     assert_busy_says(b, "k", X, "k: held shared by 1, the first expires in ", 1);
     release_free(s);
@@ -140,7 +131,7 @@ Test(rw, exclusive_is_busy_while_shared_is_held)
 Test(rw, a_waiting_writer_stops_new_readers_and_gets_the_key_when_they_leave)
 {
     NEEDS_32();
-    hilock_client *c[3] = { client(), client(), client() };
+    hilock_client *c[3] = { hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10) };
     hilock *r1 = must_rw(c[0], "k", S, 60000, 0), *r2 = must_rw(c[1], "k", S, 60000, 0);
     hlt_bg w = { .url = R->url, .key = "k", .mode = X, .ttl_ms = 20000, .wait_ms = 15000,
                  .retry_delay_ms = SLOW_POLL_MS };
@@ -171,7 +162,7 @@ Test(rw, a_writers_release_wakes_every_waiting_reader)
 {
     NEEDS_32();
     enum { N = 3 };
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *x = must_rw(c, "k", X, 60000, 0);
     hlt_bg r[N];
     long long t_rel;
@@ -200,7 +191,7 @@ Test(rw, a_writers_release_wakes_every_waiting_reader)
 Test(rw, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client(), *d = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10), *d = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(a, "k", S, 20000, 0), *m = (hilock *)&m;
     cr_assert_eq(hilock_rw_acquire(b, "k", X, 5000, 300, &m), HILOCK_BUSY, "%s", hilock_client_errmsg(b));
     cr_assert_null(m);
@@ -218,7 +209,7 @@ Test(rw, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
 Test(rw, a_writer_that_gives_up_wakes_the_readers_it_held_off)
 {
     NEEDS_32();
-    hilock_client *a = client();
+    hilock_client *a = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(a, "k", S, 60000, 0);
     hlt_bg r = { .url = R->url, .key = "k", .mode = S, .ttl_ms = 20000, .wait_ms = 15000,
                  .retry_delay_ms = SLOW_POLL_MS };
@@ -246,7 +237,7 @@ Test(rw, a_writer_that_gives_up_wakes_the_readers_it_held_off)
 Test(rw, a_writers_release_wakes_the_next_writer_before_the_readers)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *x = must_rw(c, "k", X, 60000, 0);
     hlt_bg w = { .url = R->url, .key = "k", .mode = X, .ttl_ms = 20000, .wait_ms = 15000,
                  .retry_delay_ms = SLOW_POLL_MS };
@@ -281,7 +272,7 @@ Test(rw, a_writers_release_wakes_the_next_writer_before_the_readers)
 Test(rw, a_dead_waiting_writer_holds_readers_off_only_until_its_entry_lapses)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(a, "k", S, 60000, 0), *n = NULL;
     hilock_status st = HILOCK_BUSY;
     long long t_kill, end;
@@ -317,7 +308,7 @@ Test(rw, shared_holders_are_capped_at_the_largest_limit)
 {
     NEEDS_32();
     enum { N = HILOCK_SEM_LIMIT_MAX };
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l;
     long long exp = hlt_server_ms(R) + 60000;
     const char **argv = calloc(2 + 2 * (N + 1), sizeof *argv);
@@ -354,7 +345,7 @@ Test(rw, shared_holders_are_capped_at_the_largest_limit)
 Test(rw, a_polling_writer_is_preferred_too)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(a, "k", S, 60000, 0);
     hlt_bg w = { .url = R->url, .key = "k", .mode = X, .ttl_ms = 20000, .wait_ms = 15000, .no_wake = 1 };
     hlt_bg_start(&w);
@@ -373,7 +364,7 @@ Test(rw, a_polling_writer_is_preferred_too)
 Test(rw, an_exclusive_fence_exceeds_every_earlier_fence)
 {
     NEEDS_32();
-    hilock_client *c[3] = { client(), client(), client() };
+    hilock_client *c[3] = { hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10) };
     hilock *l[3], *x, *s;
     uint64_t top = 0;
     for (int i = 0; i < 3; i++) {
@@ -399,7 +390,7 @@ Test(rw, an_exclusive_fence_exceeds_every_earlier_fence)
 Test(rw, a_plain_lock_is_busy_on_a_key_held_shared)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(a, "k", S, 20000, 0), *p;
     hlt_assert_unchanged_by(R, b, &(hlt_bg){ .key = "k", .plain = 1, .ttl_ms = 5000 }, HILOCK_BUSY, "k", 1);
     release_free(s);
@@ -412,7 +403,7 @@ Test(rw, a_plain_lock_is_busy_on_a_key_held_shared)
 Test(rw, shared_and_exclusive_are_busy_on_a_key_held_by_a_plain_lock)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *p, *s;
     cr_assert_eq(hilock_acquire(a, "k", 20000, 0, &p), HILOCK_OK);
     assert_busy_says(b, "k", S, "k: held by another owner, expires in ", 1);
@@ -430,7 +421,7 @@ Test(rw, shared_and_exclusive_are_busy_on_a_key_held_by_a_plain_lock)
 Test(rw, a_waiting_plain_lock_stops_new_readers_and_is_woken)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(a, "k", S, 60000, 0);
     hlt_bg w = { .url = R->url, .key = "k", .plain = 1, .ttl_ms = 20000, .wait_ms = 15000,
                  .retry_delay_ms = SLOW_POLL_MS };
@@ -462,7 +453,7 @@ Test(rw, a_waiting_plain_lock_stops_new_readers_and_is_woken)
 Test(rw, a_plain_writer_without_wake_up_still_stops_new_readers)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(a, "k", S, 60000, 0);
     hlt_bg w = { .url = R->url, .key = "k", .plain = 1, .ttl_ms = 20000, .wait_ms = 15000, .no_wake = 1 };
     long long end;
@@ -483,7 +474,7 @@ Test(rw, a_plain_writer_without_wake_up_still_stops_new_readers)
 Test(rw, a_release_leaves_the_key_expiring_with_its_latest_remaining_holder)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client(), *p = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10), *p = hlt_client_retry(R->url, 10);
     hilock *long_one = must_rw(a, "k", S, 60000, 0), *short_one = must_rw(b, "k", S, 1500, 0), *pl = NULL;
     release_free(long_one);
     cr_assert_leq(hlt_pttl(R, "k"), 1500, "k lives %lld ms, past its last holder", hlt_pttl(R, "k"));
@@ -502,7 +493,7 @@ Test(rw, a_release_leaves_the_key_expiring_with_its_latest_remaining_holder)
 Test(rw, a_plain_writers_finished_turn_does_not_hold_readers_off)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(a, "k", S, 60000, 0), *n = NULL;
     hlt_bg w = { .url = R->url, .key = "k", .plain = 1, .ttl_ms = 20000, .wait_ms = 15000 };
     hilock_status st;
@@ -530,7 +521,7 @@ Test(rw, a_plain_writers_finished_turn_does_not_hold_readers_off)
 
 static void assert_refused_kind(const char *key, const char *kind_named)
 {
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     for (int m = X; m <= S; m++)
         hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = key, .mode = (hilock_rw_mode)m, .ttl_ms = 5000 },
                                 HILOCK_EREPLY, kind_named, 1);
@@ -540,7 +531,7 @@ static void assert_refused_kind(const char *key, const char *kind_named)
 Test(rw, a_semaphore_key_is_refused_naming_it)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l;
     cr_assert_eq(hilock_sem_acquire(c, "k", 3, 20000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     assert_refused_kind("k", "k holds a semaphore, not a shared/exclusive lock");
@@ -557,7 +548,7 @@ Test(rw, a_hash_key_is_refused_naming_it)
 
 Test(rw, bad_modes_and_arguments_are_einval_and_write_nothing)
 {
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = (hilock *)&l;
     const int bad[] = { 2, -1, 99 };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -598,7 +589,7 @@ Test(rw, fair_is_refused_with_the_reason)
 Test(rw, is_not_reentrant)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_rw(c, "k", S, 20000, 0), *m = (hilock *)&m;
     const char *msg = "this client already holds k (hilock locks are not re-entrant)";
     cr_assert_eq(hilock_rw_acquire(c, "k", S, 5000, 0, &m), HILOCK_EINVAL);
@@ -617,7 +608,7 @@ Test(rw, is_not_reentrant)
 
 Test(rw, is_einval_on_a_server_older_than_3_2)
 {
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     char want[160];
     if (hlt_server_version() >= 30200 || hlt_server_version() == 0)
         cr_skip_test("n/a on %s: it runs the shared/exclusive lock", hlt_server_name());
@@ -635,7 +626,7 @@ Test(rw, is_einval_on_a_server_older_than_3_2)
 Test(rw, extend_check_keepalive_and_accessors_work_on_a_grant)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(c, "jobs:{t}:db", S, 300, 0);
     cr_assert_str_eq(hilock_key(s), "jobs:{t}:db");
     cr_assert_eq(hlt_exists(R, "jobs:{t}:db:holders"), 1, "aux keys join the key's hash tag");
@@ -655,7 +646,7 @@ Test(rw, extend_check_keepalive_and_accessors_work_on_a_grant)
 Test(rw, check_and_extend_of_a_vanished_grant_are_not_held)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *x = must_rw(c, "k", X, 20000, 0);
     freeReplyObject(hlt_cmd(R, "ZREM k %s", hilock_token(x)));
     cr_assert_eq(hilock_check(x), HILOCK_NOT_HELD);
@@ -669,7 +660,7 @@ Test(rw, check_and_extend_of_a_vanished_grant_are_not_held)
 Test(rw, free_without_release_leaves_the_member_until_its_ttl)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *x = must_rw(a, "k", X, 700, 0);
     char token[64];
     long long t0 = hlt_now_ms();
@@ -776,7 +767,7 @@ Test(rw, a_fair_plain_lock_refuses_a_key_held_shared_naming_it)
     hilock_options o = hlt_options(&url, 1);
     o.retry_delay_ms = 10;
     o.fair = 1;
-    hilock_client *a = client(), *f = hlt_client_new(&o);
+    hilock_client *a = hlt_client_retry(R->url, 10), *f = hlt_client_new(&o);
     hilock *s = must_rw(a, "k", S, 20000, 0);
     hlt_assert_unchanged_by(R, f, &(hlt_bg){ .key = "k", .plain = 1, .ttl_ms = 5000 }, HILOCK_EREPLY,
                             "WRONGTYPE: k holds a shared/exclusive lock, not a lock", 1);

@@ -30,15 +30,6 @@ static void teardown(void) { hlt_redis_stop(R); }
 
 TestSuite(sem, .init = setup, .fini = teardown, .timeout = 30);
 
-/* The suite's one client maker: hlt_options's on R, waits retried every 10 ms. */
-static hilock_client *client(void)
-{
-    const char *url = R->url;
-    hilock_options o = hlt_options(&url, 1);
-    o.retry_delay_ms = 10;
-    return hlt_client_new(&o);
-}
-
 static hilock *must_sem(hilock_client *c, const char *key, int limit, int64_t ttl, int64_t wait)
 {
     hilock *l = NULL;
@@ -76,7 +67,7 @@ Test(sem, limit_three_grants_three_permits_then_busy)
     hilock_client *c[4];
     hilock *l[3];
     double score;
-    for (int i = 0; i < 4; i++) c[i] = client();
+    for (int i = 0; i < 4; i++) c[i] = hlt_client_retry(R->url, 10);
     for (int i = 0; i < 3; i++) l[i] = must_sem(c[i], "sem", 3, 20000, 0);
     assert_busy(c[3], "sem", 3);
     cr_log_info("BUSY: %s", hilock_client_errmsg(c[3]));
@@ -101,7 +92,7 @@ Test(sem, limit_three_grants_three_permits_then_busy)
 Test(sem, limit_one_is_a_mutex)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(a, "sem", 1, 20000, 0);
     assert_busy(b, "sem", 1);
     release_free(l);
@@ -114,7 +105,7 @@ Test(sem, limit_one_is_a_mutex)
 Test(sem, release_frees_one_permit_for_another_caller)
 {
     NEEDS_32();
-    hilock_client *c[3] = { client(), client(), client() };
+    hilock_client *c[3] = { hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10) };
     hilock *a = must_sem(c[0], "sem", 2, 20000, 0), *b = must_sem(c[1], "sem", 2, 20000, 0), *n;
     assert_busy(c[2], "sem", 2);
     release_free(a);
@@ -131,7 +122,7 @@ Test(sem, release_frees_one_permit_for_another_caller)
 Test(sem, release_twice_says_not_held)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", 2, 20000, 0);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     cr_assert_eq(hilock_validity_ms(l), 0);
@@ -146,7 +137,7 @@ Test(sem, release_twice_says_not_held)
 Test(sem, release_wakes_a_blocked_waiter_before_its_poll)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", 1, 60000, 0);
     hlt_bg w = { .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000,
                  .retry_delay_ms = 5000 };
@@ -169,7 +160,7 @@ Test(sem, release_wakes_a_blocked_waiter_before_its_poll)
 Test(sem, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(a, "sem", 1, 20000, 0), *m = (hilock *)&m;
     long long t0 = hlt_now_ms();
     cr_assert_eq(hilock_sem_acquire(b, "sem", 1, 5000, 300, &m), HILOCK_BUSY, "%s", hilock_client_errmsg(b));
@@ -188,7 +179,7 @@ Test(sem, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
 Test(sem, a_release_wakes_one_waiter_per_freed_permit)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", 1, 60000, 0);
     hlt_bg w[2];
     long long t_rel;
@@ -224,7 +215,7 @@ Test(sem, a_release_wakes_one_waiter_per_freed_permit)
 Test(sem, nothing_but_the_fence_counter_is_left_behind)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", 1, 60000, 0);
     hlt_bg w = { .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000 };
     redisReply *keys;
@@ -247,7 +238,7 @@ Test(sem, nothing_but_the_fence_counter_is_left_behind)
 Test(sem, the_holder_record_says_since_limit_host_pid_and_program)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", 3, 20000, 0);
     long long now = hlt_server_ms(R);
     redisReply *rep = hlt_cmd(R, "HGET {sem}:holders %s", hilock_token(l));
@@ -271,7 +262,7 @@ Test(sem, the_holder_record_says_since_limit_host_pid_and_program)
 Test(sem, an_expired_permit_is_not_extended_back_to_life)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *gone = must_sem(a, "sem", 2, 300, 0), *kept = must_sem(b, "sem", 2, 20000, 0);
     hlt_sleep_ms(500);
     cr_assert_eq(hilock_check(gone), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(a));
@@ -290,7 +281,7 @@ Test(sem, an_expired_permit_is_not_extended_back_to_life)
 Test(sem, the_key_expires_with_its_latest_holder)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *long_ = must_sem(a, "sem", 2, 30000, 0), *short_ = must_sem(b, "sem", 2, 10000, 0);
     cr_assert_gt(hlt_pttl(R, "sem"), 25000);
     cr_assert_eq(hilock_extend(long_, 2000), HILOCK_OK);
@@ -308,7 +299,7 @@ Test(sem, the_key_expires_with_its_latest_holder)
 Test(sem, release_and_extend_leave_a_key_of_another_kind_alone)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(a, "k", 2, 20000, 0), *p;
     char *v;
     freeReplyObject(hlt_cmd(R, "DEL k"));
@@ -333,7 +324,7 @@ Test(sem, release_and_extend_leave_a_key_of_another_kind_alone)
 Test(sem, a_holder_that_never_releases_loses_its_permit_after_its_ttl)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *dead = must_sem(a, "sem", 1, 600, 0), *l;
     char token[64];
     long long t0 = hlt_now_ms();
@@ -354,7 +345,7 @@ Test(sem, a_holder_that_never_releases_loses_its_permit_after_its_ttl)
 Test(sem, free_without_release_leaves_the_member_until_its_ttl)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", 2, 700, 0);
     char token[64];
     long long end = hlt_now_ms() + 5000;
@@ -372,7 +363,7 @@ Test(sem, free_without_release_leaves_the_member_until_its_ttl)
 Test(sem, fences_grow_strictly_across_permits)
 {
     NEEDS_32();
-    hilock_client *c[3] = { client(), client(), client() };
+    hilock_client *c[3] = { hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10) };
     hilock *l[3];
     uint64_t last = 0;
     long long now = hlt_server_ms(R);
@@ -393,7 +384,7 @@ Test(sem, fences_grow_strictly_across_permits)
 Test(sem, fences_grow_across_the_lock_and_the_semaphore_of_a_key)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *a, *b;
     cr_assert_eq(hilock_acquire(c, "k", 20000, 0, &a), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(a), HILOCK_OK);
@@ -414,7 +405,7 @@ Test(sem, a_lower_limit_waits_while_holders_reach_it_and_a_higher_one_is_granted
     hilock_client *c[4];
     hilock *l[3], *hi;
     hlt_bg w = { .url = R->url, .key = "sem", .limit = 2, .ttl_ms = 20000, .wait_ms = 15000 };
-    for (int i = 0; i < 4; i++) c[i] = client();
+    for (int i = 0; i < 4; i++) c[i] = hlt_client_retry(R->url, 10);
     for (int i = 0; i < 3; i++) l[i] = must_sem(c[i], "sem", 3, 20000, 0);
     assert_busy(c[3], "sem", 2);
     cr_assert(strstr(hilock_client_errmsg(c[3]), "(limit 2)"), "errmsg: %s", hilock_client_errmsg(c[3]));
@@ -439,7 +430,7 @@ Test(sem, a_lower_limit_waits_while_holders_reach_it_and_a_higher_one_is_granted
 Test(sem, extend_check_and_validity_work_on_a_permit)
 {
     NEEDS_32();
-    hilock_client *c = client(), *o = client();
+    hilock_client *c = hlt_client_retry(R->url, 10), *o = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", 2, 5000, 0), *other = must_sem(o, "sem", 2, 5000, 0);
     cr_assert(hilock_validity_ms(l) > 0 && hilock_validity_ms(l) <= 5000, "validity %lld",
               (long long)hilock_validity_ms(l));
@@ -468,7 +459,7 @@ Test(sem, extend_check_and_validity_work_on_a_permit)
 Test(sem, keepalive_renews_a_permit_past_its_ttl)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", 2, 1000, 0);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hlt_sleep_ms(2500);   /* 2.5 ttls: renewals every third of it (a ttl of 300 ms had
@@ -490,7 +481,7 @@ static void lost(hilock *l, hilock_status why, void *arg)
 Test(sem, keepalive_reports_a_permit_taken_away)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", 2, 600, 0);
     int why = -1;
     long long end = hlt_now_ms() + 5000;
@@ -509,7 +500,7 @@ Test(sem, a_permit_without_its_replicas_is_ereplicas_and_undone)
 {
     HLT_NEEDS(30200, "the semaphore's script reads the server's clock (Redis 3.2+)");
     hilock_options o;
-    hilock_client *c, *d = client();
+    hilock_client *c, *d = hlt_client_retry(R->url, 10);
     hilock *l = (hilock *)&l, *other;
     const char *url = R->url;
     o = hlt_options(&url, 1);
@@ -533,7 +524,7 @@ Test(sem, a_permit_without_its_replicas_is_ereplicas_and_undone)
 Test(sem, token_and_key_accessors)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "jobs:{tenant}:batch", 2, 20000, 0);
     cr_assert_str_eq(hilock_key(l), "jobs:{tenant}:batch");
     cr_assert_eq(hlt_zscore(R, "jobs:{tenant}:batch", hilock_token(l), &(double){ 0 }), 1, "the token is the member");
@@ -555,7 +546,7 @@ static void assert_einval_empty(hilock_client *c, hilock_status st, hilock *cons
 
 Test(sem, bad_limits_and_arguments_are_einval_and_write_nothing)
 {
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = (hilock *)&l;
     const int bad[] = { 0, -1, HILOCK_SEM_LIMIT_MAX + 1, -2147483647 - 1 };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -579,7 +570,7 @@ Test(sem, bad_limits_and_arguments_are_einval_and_write_nothing)
 Test(sem, the_largest_limit_is_taken)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", HILOCK_SEM_LIMIT_MAX, 20000, 0);
     release_free(l);
     hilock_client_free(c);
@@ -588,7 +579,7 @@ Test(sem, the_largest_limit_is_taken)
 /* The key holds another kind: refused naming it (lock.c's WRONGTYPE path), nothing written. */
 static void assert_refused_kind(const char *key, const char *kind_named)
 {
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = key, .limit = 3, .ttl_ms = 5000 }, HILOCK_EREPLY, kind_named, 1);
     hilock_client_free(c);
 }
@@ -596,7 +587,7 @@ static void assert_refused_kind(const char *key, const char *kind_named)
 Test(sem, a_key_holding_a_plain_lock_is_refused_naming_it)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l;
     cr_assert_eq(hilock_acquire(c, "k", 20000, 0, &l), HILOCK_OK);
     assert_refused_kind("k", "k holds a lock, not a semaphore");
@@ -615,7 +606,7 @@ Test(sem, a_key_holding_a_legacy_stamp_is_refused_naming_it)
 Test(sem, a_key_holding_a_shared_lock_is_refused_naming_it)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l;
     cr_assert_eq(hilock_rw_acquire(c, "k", HILOCK_SHARED, 20000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     assert_refused_kind("k", "k holds a shared/exclusive lock, not a semaphore");
@@ -640,7 +631,7 @@ Test(sem, a_zset_without_the_marker_is_refused)
 Test(sem, a_plain_lock_on_a_semaphore_key_is_refused_naming_it)
 {
     NEEDS_32();
-    hilock_client *a = client(), *b = client();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(a, "k", 3, 20000, 0);
     hlt_assert_unchanged_by(R, b, &(hlt_bg){ .key = "k", .plain = 1, .ttl_ms = 5000 }, HILOCK_EREPLY,
                             "k holds a semaphore, not a lock", 1);
@@ -717,7 +708,7 @@ Test(sem, is_refused_over_several_masters)
 Test(sem, is_not_reentrant)
 {
     NEEDS_32();
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(c, "sem", 3, 20000, 0), *m = (hilock *)&m;
     const char *msg = "this client already holds sem (hilock locks are not re-entrant)";
     cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &m), HILOCK_EINVAL);
@@ -743,7 +734,7 @@ Test(sem, a_fence_counter_at_or_above_2_53_minus_1_refuses_a_permit_and_writes_n
 {
     static const char *const past[] = { "9007199254740991", "9007199254740993", "9223372036854775807" };
     NEEDS_32();
-    hilock_client *c1 = client(), *c2 = client();
+    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
     hilock *held = must_sem(c1, "sem", 3, 20000, 0);
     for (size_t i = 0; i < sizeof past / sizeof *past; i++) {
         char *v;
@@ -770,7 +761,7 @@ Test(sem, a_fence_counter_at_or_above_2_53_minus_1_refuses_a_permit_and_writes_n
 Test(sem, fence_tokens_of_permits_up_to_2_53_minus_1_are_exact)
 {
     NEEDS_32();
-    hilock_client *c[3] = { client(), client(), client() };
+    hilock_client *c[3] = { hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10) };
     hilock *l[2];
     char want[24], *v;
     freeReplyObject(hlt_cmd(R, "SET {sem}:fence 9007199254740989 PX 600000"));
@@ -793,7 +784,7 @@ Test(sem, fence_tokens_of_permits_up_to_2_53_minus_1_are_exact)
 
 Test(sem, is_einval_on_a_server_older_than_3_2)
 {
-    hilock_client *c = client();
+    hilock_client *c = hlt_client_retry(R->url, 10);
     char want[160];
     if (hlt_server_version() >= 30200 || hlt_server_version() == 0)
         cr_skip_test("n/a on %s: it runs the semaphore", hlt_server_name());
