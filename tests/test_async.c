@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "sentinel_fixture.h"
 #include "tls_fixture.h"
@@ -97,30 +98,19 @@ static void loop_close(uv_loop_t *loop)
     cr_assert_eq(uv_loop_close(loop), 0, "handles left open on the loop");
 }
 
-/* The options every test starts from; a test changes what it needs before attach_with. */
-static void options_for(hilock_options *o, const char *const *urls, int n, int64_t io_ms)
+/* The options a loop test starts from: hlt_options's (tests/clients.h) with the test's io
+ * timeout; a test changes what it needs before hlt_client_new, then loop_attach. */
+static hilock_options loop_opts(const char *const *urls, int n, int64_t io_ms)
 {
-    hilock_options_init(o);
-    o->servers = urls;
-    o->nservers = (size_t)n;
-    o->io_timeout_ms = io_ms;
-    o->connect_timeout_ms = 1000;
-    o->retry_delay_ms = 20;
+    hilock_options o = hlt_options(urls, (size_t)n);
+    o.io_timeout_ms = io_ms;
+    return o;
 }
 
-static hilock_client *attach_with(uv_loop_t *loop, const hilock_options *o)
+/* c, already made, attached to loop (the test fails, saying why, if it cannot be). */
+static void loop_attach(uv_loop_t *loop, hilock_client *c)
 {
-    hilock_client *c = NULL;
-    cr_assert_eq(hilock_client_new(o, &c), HILOCK_OK, "%s", hilock_last_config_error());
     cr_assert_eq(hilock_libuv_attach(c, loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    return c;
-}
-
-static hilock_client *attached(uv_loop_t *loop, const char *const *urls, int n, int64_t io_ms)
-{
-    hilock_options o;
-    options_for(&o, urls, n, io_ms);
-    return attach_with(loop, &o);
 }
 
 static long long info_field(hlt_redis *s, const char *field)
@@ -223,7 +213,9 @@ Test(async, thousand_acquisitions_pipelined_then_released)
     url[0] = s->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 5000);
+    hilock_options o = loop_opts(url, 1, 5000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     reads0 = info_field(s, "total_reads_processed");
     acquire_all(&r, N_MAX, "job:", 30000, 0);
     cr_assert_eq(r.done, 0, "done ran before the loop did");
@@ -280,7 +272,9 @@ Test(async, bad_input_is_refused_at_once_and_done_never_runs)
     cr_assert_not_null(s);
     url[0] = s->unix_url;
     uv_loop_init(&loop);
-    c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    c = hlt_client_new(&o);
+    loop_attach(&loop, c);
     stray = 0;
     cr_assert_eq(hilock_acquire_async(NULL, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
     cr_assert_eq(hilock_acquire_async(c, NULL, 1000, 0, never, NULL), HILOCK_EINVAL);
@@ -365,7 +359,9 @@ Test(async, frozen_server_ends_every_call_etimedout_while_the_loop_runs)
     url[0] = s->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 300);
+    hilock_options o = loop_opts(url, 1, 300);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     acquire_all(&r, 1, "warm", 10000, 0);   /* connected */
     run_until(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
@@ -420,7 +416,9 @@ Test(async, server_restart_mid_flight_ends_each_call_then_reconnects)
     url[0] = s->unix_url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     r.kill_srv = s;   /* killed from a done: replies of the rest are in flight */
     r.kill_at = 100;
     r.late_from = n;
@@ -565,7 +563,9 @@ Test(async, a_loop_connection_reads_the_servers_version_and_clock_at_connect)
     url[0] = s->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     cr_assert_eq(hl_node_version(&r.c->nodes[0]), 0);
     warm_up(&loop, &r, "hs:");
     cr_assert_str_eq(hl_node_server(&r.c->nodes[0]), hlt_server_name());
@@ -596,7 +596,9 @@ Test(async, a_day_old_clock_reading_is_taken_again_when_the_connection_is_next_i
     url[0] = s->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     warm_up(&loop, &r, "ck1:");
     n = &r.c->nodes[0];
     at = n->facts.clock_at_us;
@@ -631,7 +633,9 @@ Test(async, a_day_old_clock_reading_is_taken_again_under_constant_load)
     url[0] = s->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 10000);   /* (the busy script may take a few seconds) */
+    hilock_options o = loop_opts(url, 1, 10000);
+    r.c = hlt_client_new(&o);   /* (the busy script may take a few seconds) */
+    loop_attach(&loop, r.c);
     warm_up(&loop, &r, "ld0:");
     n = &r.c->nodes[0];
     at = n->facts.clock_at_us;
@@ -683,7 +687,9 @@ Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
     }
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 3, 2000);
+    hilock_options o = loop_opts(url, 3, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     acquire_on_every_master(&loop, &r, m, n, "rl:");
     for (int i = 0; i < n; i++) cr_assert_gt(hilock_fence(r.lock[i]), 0);
     /* one master down: still a quorum; the lock is released where it can be */
@@ -710,7 +716,9 @@ Test(async, redlock_partial_grant_is_undone_on_the_loop)
     start_masters(m, url);
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 3, 2000);
+    hilock_options o = loop_opts(url, 3, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     freeReplyObject(hlt_cmd(m[0], "SET part0 someone-else PX 30000"));   /* held on master 0 */
     hlt_redis_kill(m[2]);                                                /* master 2 down */
     acquire_all(&r, 1, "part", 10000, 0);
@@ -768,7 +776,9 @@ Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     memset(&k, 0, sizeof k);
-    r.c = attached(&loop, url, 1, 1000);
+    hilock_options o = loop_opts(url, 1, 1000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     /* (1 s: the loop, i.e. this thread, renews every 333 ms with 667 ms of slack; a 300 ms ttl
      * left 200 ms, which a loaded machine holding this thread up could take: a lapse is a loss) */
     acquire_all(&r, 1, "ka", 1000, 0);
@@ -822,7 +832,9 @@ Test(async, keepalive_on_the_loop_reports_the_loss_with_lost_margin_ms_left)
     url[0] = s->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 1000);
+    hilock_options o = loop_opts(url, 1, 1000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     /* (6 s and a margin of 3 s, so that the check below can allow 1 s for a loaded machine
      * holding this thread up before on_lost, and still tell the margin from the first failed
      * renewal, 4 s before the end, and from the end) */
@@ -856,7 +868,9 @@ Test(async, freeing_the_client_ends_every_call_in_flight_before_it_returns)
     url[0] = s->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     acquire_all(&r, 1, "busy", 30000, 0);   /* held: the waiters below wait for it */
     run_until(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
@@ -900,7 +914,9 @@ static void client_freed_from_done(hlt_redis *s, int64_t io_ms, int freeze, cons
     const char *url[1] = { s->unix_url };
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, io_ms);
+    hilock_options o = loop_opts(url, 1, io_ms);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     if (freeze) hlt_redis_freeze(s);
     for (int i = 0; i < n; i++)
         cr_assert_eq(hilock_acquire_async(r.c, key, 5000, 0, free_from_done, &r), HILOCK_OK);
@@ -973,7 +989,9 @@ Test(async, a_call_from_a_thread_other_than_the_loops_is_refused_even_while_the_
     url[0] = s->unix_url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     warm_up(&loop, &r, "warm");   /* connected: a queued call would go out at once */
     sent = evalsha_calls(s);
     memset(&f, 0, sizeof f);
@@ -1019,7 +1037,9 @@ Test(async, a_release_waits_for_the_extend_in_flight_on_the_same_lock)
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
     norder = 0;
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     acquire_all(&r, 1, "ord", 5000, 0);
     run_until(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
@@ -1164,10 +1184,11 @@ Test(async, rediss_pipelines_a_hundred_acquisitions_then_releases_on_the_loop)
     url[0] = s->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    options_for(&o, url, 1, 5000);
+    o = loop_opts(url, 1, 5000);
     o.tls_ca_file = pki->ca;
     o.connect_timeout_ms = 5000;
-    r.c = attach_with(&loop, &o);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     acquire_all(&r, n, "tls:", 10000, 0);
     run_until(&loop, &r.done, n, 20000);
     for (int i = 0; i < n; i++) {
@@ -1211,7 +1232,9 @@ Test(async, legacy_acquire_async_grants_a_stamp_and_a_held_key_is_busy)
     cr_assert_eq(hilock_legacy_acquire(other, "held", 10000, 0, &held), HILOCK_OK, "%s",
                  hilock_client_errmsg(other));
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     cr_assert_eq(hilock_legacy_acquire_async(r.c, "leg", 10000, 0, on_done, arg_of(&r, 0)), HILOCK_OK,
                  "%s", hilock_client_errmsg(r.c));
     cr_assert_eq(hilock_legacy_acquire_async(r.c, "held", 10000, 0, on_done, arg_of(&r, 1)), HILOCK_OK);
@@ -1253,7 +1276,9 @@ Test(async, legacy_acquire_async_refuses_bad_input_at_once_and_done_never_runs)
     url[0] = s->unix_url;
     url[1] = s2->unix_url;
     uv_loop_init(&loop);
-    c = attached(&loop, url, 1, 2000);
+    o = loop_opts(url, 1, 2000);
+    c = hlt_client_new(&o);
+    loop_attach(&loop, c);
     stray = 0;
     cr_assert_eq(hilock_legacy_acquire_async(NULL, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
     cr_assert_eq(hilock_legacy_acquire_async(c, NULL, 1000, 0, never, NULL), HILOCK_EINVAL);
@@ -1263,9 +1288,10 @@ Test(async, legacy_acquire_async_refuses_bad_input_at_once_and_done_never_runs)
     cr_assert_eq(hilock_legacy_acquire_async(c, "k", 1000, -2, never, NULL), HILOCK_EINVAL);
     cr_assert_eq(hilock_legacy_acquire_async(c, "k", 1000, 0, NULL, NULL), HILOCK_EINVAL);
     cr_assert(strstr(hilock_client_errmsg(c), "done"), "%s", hilock_client_errmsg(c));
-    options_for(&o, url, 1, 2000);
+    o = loop_opts(url, 1, 2000);
     o.fair = 1;
-    fair = attach_with(&loop, &o);
+    fair = hlt_client_new(&o);
+    loop_attach(&loop, fair);
     cr_assert_eq(hilock_legacy_acquire_async(fair, "k", 1000, 0, never, NULL), HILOCK_EINVAL);
     cr_assert(strstr(hilock_client_errmsg(fair), "fair is not supported by hilock_legacy_acquire"),
               "%s", hilock_client_errmsg(fair));
@@ -1276,7 +1302,9 @@ Test(async, legacy_acquire_async_refuses_bad_input_at_once_and_done_never_runs)
     hilock_client_free(c);
     /* two servers: legacy peers know no quorum (EINVAL in done, nothing written) */
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 2, 2000);
+    o = loop_opts(url, 2, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     cr_assert_eq(hilock_legacy_acquire_async(r.c, "k", 1000, 0, on_done, arg_of(&r, 0)), HILOCK_OK);
     run_until(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_EINVAL, "%s", hilock_strerror(r.st[0]));
@@ -1302,7 +1330,9 @@ Test(async, cluster_and_sentinel_urls_attach_and_end_as_the_blocking_calls_with_
     snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", p);
     snprintf(port, sizeof port, "%d", p);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, sent, 1, 1000);
+    hilock_options o = loop_opts(sent, 1, 1000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     acquire_all(&r, 1, "k", 5000, 0);
     run_until(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_EIO, "%s", r.err[0]);
@@ -1316,7 +1346,9 @@ Test(async, cluster_and_sentinel_urls_attach_and_end_as_the_blocking_calls_with_
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#m", p, hlt_free_port());
     snprintf(port, sizeof port, "%d", p);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, sent, 1, 1000);
+    o = loop_opts(sent, 1, 1000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     t0 = hlt_now_ms();
     acquire_all(&r, 1, "k", 5000, 0);
     run_until(&loop, &r.done, 1, 5000);
@@ -1385,7 +1417,9 @@ Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_th
     url[0] = SF->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     kill(SF->spid[0], SIGSTOP);
     tick_start(&loop, &tk);
     acquire_all(&r, n, "sjob:", 30000, 0);
@@ -1441,7 +1475,9 @@ Test(async, sentinel_failover_then_check_on_the_loop_is_ok_for_a_surviving_lock,
     url[0] = SF->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     acquire_all(&r, 1, "job", 30000, 0);
     run_until(&loop, &r.done, 1, 10000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
@@ -1485,7 +1521,9 @@ Test(async, sentinel_lost_write_is_lost_on_the_loop_as_with_the_blocking_calls,
     url[0] = SF->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     cr_assert_eq(hlt_sentinel_cut(SF, 1), 0, "could not cut replication");
     acquire_all(&r, 1, "res", 5000, 0);
     run_until(&loop, &r.done, 1, 10000);
@@ -1530,7 +1568,9 @@ Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds
     url[0] = SF->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     acquire_all(&r, 1, "warm", 1000, 0);
     run_until(&loop, &r.done, 1, 10000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
@@ -1595,7 +1635,9 @@ static int check_paused_on_a_frozen_sentinel(uv_loop_t *loop, run *r, const char
     char prefix[16];
     long long t0;
     memset(r, 0, sizeof *r);
-    r->c = attached(loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    r->c = hlt_client_new(&o);
+    loop_attach(loop, r->c);
     snprintf(prefix, sizeof prefix, "held%d:", attempt);
     acquire_all(r, 1, prefix, 30000, 0);
     run_until(loop, &r->done, 1, 10000);
@@ -1627,7 +1669,9 @@ static int acquires_paused_on_a_frozen_sentinel(uv_loop_t *loop, run *r2, const 
 {
     long long t0;
     memset(r2, 0, sizeof *r2);
-    r2->c = attached(loop, url, 1, 2000);   /* a new client asks the frozen Sentinel first */
+    hilock_options o = loop_opts(url, 1, 2000);
+    r2->c = hlt_client_new(&o);   /* a new client asks the frozen Sentinel first */
+    loop_attach(loop, r2->c);
     t0 = hlt_now_ms();
     acquire_all(r2, n, prefix, 30000, 0);
     spin_for(loop, 50);
@@ -1879,9 +1923,10 @@ static int stale_undo_run(uv_loop_t *loop, hlt_redis *s, int runno, int n, int *
     char prefix[32];
     int losses = 0;
     memset(&r, 0, sizeof r);
-    options_for(&o, url, 1, 300);
+    o = loop_opts(url, 1, 300);
     o.wake = 0;
-    r.c = attach_with(loop, &o);
+    r.c = hlt_client_new(&o);
+    loop_attach(loop, r.c);
     snprintf(prefix, sizeof prefix, "warm%d:", runno);
     warm_up(loop, &r, prefix);
     snprintf(prefix, sizeof prefix, "stale%d:", runno);
@@ -1985,9 +2030,10 @@ Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_mea
     start_masters(m, url);
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    options_for(&o, url, 3, 1000);
+    o = loop_opts(url, 3, 1000);
     o.failover_guard = 1;   /* a first grant on a master takes failover.lua's round trip */
-    r.c = attach_with(&loop, &o);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     /* connected to all three; the guard's record knows a ttl shorter than frag's, so frag's
      * grant takes the slow path (a nested round trip) */
     acquire_all(&r, 1, "held", 4000, 0);
@@ -2080,10 +2126,11 @@ Test(async, an_own_stale_write_found_after_its_undo_costs_a_pause_not_its_ttl)
     url[0] = s->url;
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    options_for(&o, url, 1, 300);
+    o = loop_opts(url, 1, 300);
     o.retry_delay_ms = 300;   /* a window for Y between X's attempts */
     o.wake = 0;
-    r.c = attach_with(&loop, &o);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     warm_up(&loop, &r, "late-warm");
     memset(&the_late, 0, sizeof the_late);
     the_late.r = &r;
@@ -2139,7 +2186,9 @@ Test(async, redlock_members_whose_user_may_not_run_info_still_lock)
     }
     uv_loop_init(&loop);
     memset(&r, 0, sizeof r);
-    r.c = attached(&loop, url, 3, 2000);
+    hilock_options o = loop_opts(url, 3, 2000);
+    r.c = hlt_client_new(&o);
+    loop_attach(&loop, r.c);
     acquire_on_every_master(&loop, &r, m, n, "acl:");
     release_all_ok(&loop, &r, n);
     for (int i = 0; i < n; i++) {
@@ -2239,10 +2288,11 @@ static void kr_attach(uv_loop_t *loop, hlt_redis *s)
     hilock_options o;
     static const char *url[1];
     url[0] = s->unix_url;
-    options_for(&o, url, 1, 2000);
+    o = loop_opts(url, 1, 2000);
     o.retry_delay_ms = 20000;
     memset(&kr, 0, sizeof kr);
-    kr.c = attach_with(loop, &o);
+    kr.c = hlt_client_new(&o);
+    loop_attach(loop, kr.c);
 }
 
 /* A server and a kr client on loop, for the kinds' tests. */
@@ -2407,10 +2457,11 @@ static void refused_as_blocking(uv_loop_t *loop, hlt_redis *s, int n, int fair)
     hilock *l = NULL;
     char want[512];
     for (int i = 0; i < 2; i++) snprintf(dead[i], sizeof dead[i], "redis://127.0.0.1:%d", hlt_free_port());
-    options_for(&o, urls, n, 2000);
+    o = loop_opts(urls, n, 2000);
     o.fair = fair;
     cr_assert_eq(hilock_client_new(&o, &plain), HILOCK_OK, "%s", hilock_last_config_error());
-    c = attach_with(loop, &o);
+    c = hlt_client_new(&o);
+    loop_attach(loop, c);
     cr_assert_eq(hilock_sem_acquire(plain, "k", 2, 1000, 0, &l), HILOCK_EINVAL);
     snprintf(want, sizeof want, "%s", hilock_client_errmsg(plain));
     cr_assert(strstr(want, fair ? "fair" : "masters"), "%s", want);
@@ -2442,7 +2493,9 @@ Test(async, semaphore_and_rw_acquire_async_refuse_bad_input_at_once_as_the_block
     cr_assert_not_null(s);
     url[0] = s->unix_url;
     uv_loop_init(&loop);
-    c = attached(&loop, url, 1, 2000);
+    hilock_options o = loop_opts(url, 1, 2000);
+    c = hlt_client_new(&o);
+    loop_attach(&loop, c);
     cr_assert_eq(hilock_client_open(s->unix_url, &plain), HILOCK_OK);
     stray = 0;
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
@@ -2602,9 +2655,10 @@ Test(async, a_shared_exclusive_lock_over_three_masters_holds_on_each_on_the_loop
     HLT_NEEDS(30200, "the shared/exclusive lock needs Redis 3.2+ (TIME in scripts)");
     start_masters(m, url);
     uv_loop_init(&loop);
-    options_for(&o, url, 3, 2000);
+    o = loop_opts(url, 3, 2000);
     memset(&kr, 0, sizeof kr);
-    kr.c = attach_with(&loop, &o);
+    kr.c = hlt_client_new(&o);
+    loop_attach(&loop, kr.c);
     kr_rw(0, "rwq", HILOCK_SHARED, 0);
     kr_rw(1, "rwq", HILOCK_SHARED, 0);
     run_until(&loop, &kr.n, 2, 10000);
