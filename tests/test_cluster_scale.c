@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_inspect.h"
@@ -339,19 +340,8 @@ static void key_at(int slot, const char *name, char *buf, size_t cap)
     cr_assert_eq(hl_key_slot(buf, strlen(buf)), (unsigned)slot);
 }
 
-static hilock_client *client(const char *url, int io_ms)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = &url;
-    o.nservers = 1;
-    o.io_timeout_ms = io_ms;
-    o.failover_guard = 0;
-    o.retry_delay_ms = 20;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
+/* Clients here: hlt_options's (tests/clients.h) with each test's io timeout, and
+ * failover_guard 0 (off; the default, -1, is on for a cluster). */
 
 /* A lock on key, granted on r (read back there), released (gone there). */
 static void lock_on(hilock_client *c, hlt_redis *r, const char *key)
@@ -383,7 +373,10 @@ Test(cluster_scale, seventy_masters_are_all_in_the_map)
     sp.ndead = 70;
     for (int k = 0; k < 2; k++) sp.real_port[k] = (r[k] = real_master(&sp, sp.real[k]))->port;
     f = fake_seed(&sp);
-    c = client(f.url, 2000);
+    hilock_options o = hlt_options((const char *[]){ f.url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     key_at(16203, "seventy", key, sizeof key);
     lock_on(c, r[1], key);
     key_at(5, "seventy", key, sizeof key);
@@ -419,7 +412,10 @@ Test(cluster_scale, a_thousand_node_map_is_read)
     fprintf(stderr, "test_cluster_scale: 1000 masters, slots dealt one by one: %zu bytes\n", len);
     free(text);
     f = fake_seed(&a);
-    c = client(f.url, 2000);
+    hilock_options o = hlt_options((const char *[]){ f.url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     key_at(999 + 1000 * 15, "thousand", key, sizeof key);
     lock_on(c, r[1], key);
     key_at(2000, "thousand", key, sizeof key);
@@ -434,7 +430,10 @@ Test(cluster_scale, a_thousand_node_map_is_read)
     fprintf(stderr, "test_cluster_scale: 3 masters + 997 replicas: %zu bytes\n", len);
     free(text);
     f = fake_seed(&b);
-    c = client(f.url, 2000);
+    o = hlt_options((const char *[]){ f.url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     key_at(8000, "replicas", key, sizeof key);
     lock_on(c, rb, key);
     hilock_client_free(c);
@@ -460,7 +459,10 @@ Test(cluster_scale, a_map_past_the_topology_bound_is_refused)
     cr_assert(len > HL_RESP_MAX_TOPOLOGY, "the map is %zu bytes", len);
     free(text);
     f = fake_seed(&sp);
-    c = client(f.url, 2000);
+    hilock_options o = hlt_options((const char *[]){ f.url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "past", 10000, 0, &l), HILOCK_EREPLY, "%s", hilock_client_errmsg(c));
     cr_assert_lt(hlt_now_ms() - t0, 5000);
@@ -490,7 +492,10 @@ Test(cluster_scale, masters_at_new_addresses_in_every_map_are_followed)
     sp.ndead = POOL;
     for (int k = 0; k < 2; k++) sp.real_port[k] = (r[k] = real_master(&sp, 30))->port;
     f = fake_seed(&sp);
-    c = client(f.url, 2000);
+    hilock_options o = hlt_options((const char *[]){ f.url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     key_at(30 * 16384 / 60 + 7, "churn", key, sizeof key);
     key_at(3, "dead", dead_key, sizeof dead_key);   /* master 0's: never listening */
     for (long long end = hlt_now_ms() + 30000; hlt_now_ms() < end;) {
@@ -544,7 +549,10 @@ Test(cluster_scale, a_hung_seed_leaves_calls_to_the_map_in_hand)
     sp.ndead = 1;
     sp.real_port[0] = (r = real_master(&sp, 0))->port;
     f = fake_seed(&sp);
-    c = client(f.url, 300);
+    hilock_options o = hlt_options((const char *[]){ f.url }, 1);
+    o.io_timeout_ms = 300;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     key_at(1234, "hung", key, sizeof key);
     cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hlt_redis_freeze(r);   /* a stall: the call times out, the map is stale */
@@ -595,7 +603,10 @@ Test(cluster_scale, an_undo_of_a_master_that_left_the_map_goes_to_the_slots_new_
     sp.ndead = 1;
     for (int k = 0; k < 2; k++) sp.real_port[k] = (r[k] = real_master(&sp, 0))->port;
     f = fake_seed(&sp);
-    c = client(f.url, 300);
+    hilock_options o = hlt_options((const char *[]){ f.url }, 1);
+    o.io_timeout_ms = 300;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     key_at(777, "undo", key, sizeof key);
     key_at(777, "undo2", key2, sizeof key2);
     lock_on(c, r[0], key2);   /* the map (A owns every slot), a connection to A */
@@ -647,7 +658,10 @@ Test(cluster_scale, a_release_during_clusterdown_is_retried_within_the_bound)
     sp.ndead = 1;
     sp.real_port[0] = (r = real_master(&sp, 0))->port;
     f = fake_seed(&sp);
-    c = client(f.url, 2000);
+    hilock_options o = hlt_options((const char *[]){ f.url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     key_at(4242, "down", key, sizeof key);
     snprintf(slot, sizeof slot, "%d", 4242);
     cr_assert_eq(hilock_acquire(c, key, 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -712,7 +726,10 @@ Test(cluster_scale, a_map_giving_every_slot_again_and_again_is_read_in_linear_ti
         cr_assert(len > (2 << 20) - 8192 && len <= HL_RESP_MAX_TOPOLOGY, "the map is %zu bytes", len);
         free(text);
         f = fake_seed(&sp);
-        c = client(f.url, 10000);
+        hilock_options o = hlt_options((const char *[]){ f.url }, 1);
+        o.io_timeout_ms = 10000;
+        o.failover_guard = 0;
+        c = hlt_client_new(&o);
         key_at(9999, "hostile", key, sizeof key);
         t0 = hlt_now_ms();
         st = hilock_acquire(c, key, 10000, 0, &l);
@@ -754,7 +771,10 @@ Test(cluster_scale, the_operator_tools_fail_when_no_one_gives_the_map_now)
     sp.ndead = 1;
     sp.real_port[0] = (r = real_master(&sp, 0))->port;
     f = fake_seed(&sp);
-    c = client(f.url, 500);
+    hilock_options o = hlt_options((const char *[]){ f.url }, 1);
+    o.io_timeout_ms = 500;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     cr_assert_eq(hilock_cluster_nodes(c, 0, NULL, count_node, &masters), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(masters, 1);
     fake_stop(&f);      /* the seed is gone ... */
@@ -942,7 +962,10 @@ Test(cluster_scale, thirty_real_masters_each_grant_the_keys_of_their_slots, .tim
     cr_assert_eq(ready, N, "the cluster of %d masters was not ready in 60 s", N);
     fprintf(stderr, "test_cluster_scale: %d real masters ready in %lld ms\n", N, hlt_now_ms() - t0);
     snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d", r[N / 2]->port);
-    c = client(url, 2000);
+    hilock_options o = hlt_options((const char *[]){ url }, 1);
+    o.io_timeout_ms = 2000;
+    o.failover_guard = 0;
+    c = hlt_client_new(&o);
     for (int i = 0; i < N; i++) {
         char key[64];
         key_at(i * 16384 / N + 3, "thirty", key, sizeof key);
