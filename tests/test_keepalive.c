@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
@@ -27,20 +28,6 @@ static int64_t ms(int64_t x)
 
 /* Fewer rounds of the race loops under valgrind, as each is slower. */
 static int rounds(int n) { return ms(1) > 1 ? n / 5 : n; }
-
-static hilock_client *client_n(const char *const *urls, size_t n)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = n;
-    o.retry_delay_ms = 20;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-static hilock_client *client1(const char *url) { return client_n(&url, 1); }
 
 /* What on_lost saw. */
 typedef struct lost {
@@ -118,7 +105,7 @@ Test(keepalive, keeps_a_1s_lock_held_for_5s)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     lost x;
     lost_init(&x);
@@ -148,7 +135,7 @@ Test(keepalive, a_key_deleted_from_outside_calls_on_lost_once_with_not_held)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     lost x;
     int n = 0;
@@ -182,7 +169,7 @@ Test(keepalive, a_key_taken_by_another_owner_is_reported_and_left_alone)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     lost x;
     lost_init(&x);
@@ -207,7 +194,7 @@ Test(keepalive, stops_quietly_after_max_renewals)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     lost x;
     hilock_keepalive_options ko;
@@ -237,7 +224,7 @@ Test(keepalive, max_hold_ms_ends_the_lock_then)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     lost x;
     hilock_keepalive_options ko;
@@ -266,7 +253,7 @@ Test(keepalive, extend_and_check_while_it_runs)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     lost x;
     int n = 0, before;
@@ -296,7 +283,7 @@ Test(keepalive, survives_dropped_connections)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     lost x;
     int n = 0;
@@ -331,7 +318,7 @@ Test(keepalive, a_dead_server_is_reported_when_the_validity_runs_out)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     lost x;
     lost_init(&x);
@@ -355,7 +342,7 @@ Test(keepalive, lost_margin_ms_reports_the_loss_that_long_before_the_validity_en
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock_keepalive_options ko;
     hilock *l;
     lost x;
@@ -385,7 +372,7 @@ Test(keepalive, bad_input_is_refused_and_changes_nothing)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l, *g;
     hilock_keepalive_options ko;
     cr_assert_eq(hilock_keepalive(NULL, NULL, NULL), HILOCK_EINVAL);
@@ -432,7 +419,7 @@ Test(keepalive, free_without_release_stops_the_renewals)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     int n = 0;
     hilock_set_observer(c, count_renewals, &n);
@@ -459,7 +446,8 @@ Test(keepalive, renews_on_a_redlock_quorum)
         cr_assert_not_null(m[i] = hlt_redis_start(NULL));
         urls[i] = i % 2 ? m[i]->unix_url : m[i]->url;
     }
-    hilock_client *c = client_n(urls, 3);
+    hilock_options o = hlt_options(urls, 3);
+    hilock_client *c = hlt_client_new(&o);
     hilock *l;
     lost x;
     int n = 0, want;
@@ -492,7 +480,7 @@ Test(keepalive, release_at_any_moment_is_safe)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->unix_url);
+    hilock_client *c = hlt_client(r->unix_url);
     unsigned seed = (unsigned)hlt_now_ms();
     for (int i = 0; i < rounds(150); i++) {
         hilock *l;
@@ -529,7 +517,7 @@ Test(keepalive, release_while_a_renewal_is_in_flight_is_safe)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     for (int i = 0; i < rounds(20); i++) {
         hilock *l;
         pthread_t th;
@@ -571,7 +559,7 @@ Test(keepalive, renews_through_sentinel_and_a_failover_ends_in_ok_or_lost, .fini
     HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     SF = hlt_sentinel_start();
     cr_assert_not_null(SF, "sentinel fixture did not start");
-    hilock_client *c = client1(SF->url);
+    hilock_client *c = hlt_client(SF->url);
     hilock *l;
     lost x;
     lost_init(&x);
