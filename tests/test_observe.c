@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_async.h"
@@ -20,22 +21,6 @@
 #include "hilock_observe.h"
 #include "observe_rec.h"
 #include "tls_fixture.h"
-
-static hilock_client *client_retry(const char *const *urls, size_t n, int64_t retry_delay_ms)
-{
-    hilock_options o;
-    hilock_client *c = NULL;
-    hilock_options_init(&o);
-    o.servers = urls;
-    o.nservers = n;
-    o.retry_delay_ms = retry_delay_ms;
-    cr_assert_eq(hilock_client_new(&o, &c), HILOCK_OK, "%s", hilock_last_config_error());
-    return c;
-}
-
-static hilock_client *client_n(const char *const *urls, size_t n) { return client_retry(urls, n, 20); }
-
-static hilock_client *client1(const char *url) { return client_n(&url, 1); }
 
 TestSuite(observe, .timeout = 60);
 
@@ -81,7 +66,7 @@ static void *release_when_blocked(void *arg)
 Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_grant_with_the_histograms_wait)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *a = client1(r->url), *b;
+    hilock_client *a = hlt_client(r->url), *b;
     hilock *la, *lb;
     hlt_rec *x = hlt_rec_new();
     pthread_t th;
@@ -141,7 +126,7 @@ Test(observe, a_busy_wait_woken_by_the_release_reports_start_busy_and_a_woken_gr
 Test(observe, a_try_lock_on_a_held_key_reports_busy_and_gave_up)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *a = client1(r->url), *b = client1(r->url);
+    hilock_client *a = hlt_client(r->url), *b = hlt_client(r->url);
     hilock *la, *lb;
     hlt_rec *x = hlt_rec_new();
     const hlt_rec_ev *e;
@@ -163,7 +148,7 @@ Test(observe, a_try_lock_on_a_held_key_reports_busy_and_gave_up)
 Test(observe, a_lock_deleted_while_valid_is_lost_as_taken_seen_by_check)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     hlt_rec *x = hlt_rec_new();
     const hlt_rec_ev *e;
@@ -191,7 +176,7 @@ Test(observe, a_lock_deleted_while_valid_is_lost_as_taken_seen_by_check)
 Test(observe, a_lock_that_expired_is_lost_as_expired_seen_by_release)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     hlt_rec *x = hlt_rec_new();
     const hlt_rec_ev *e;
@@ -215,7 +200,7 @@ static void on_lost(hilock *l, hilock_status why, void *arg)
 Test(observe, the_keepalive_reports_renewals_and_the_loss_once_on_its_thread_and_counts_them)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     hlt_rec *x = hlt_rec_new();
     const hlt_rec_ev *e;
@@ -274,9 +259,10 @@ Test(observe, redlock_reports_each_masters_answer)
     hilock *l, *lo;
     hlt_rec *x = hlt_rec_new();
     start3(r, urls);
-    other = client1(urls[2]);
+    other = hlt_client(urls[2]);
     cr_assert_eq(hilock_acquire(other, "obs:k", 10000, 0, &lo), HILOCK_OK);
-    c = client_n(urls, 3);
+    hilock_options o = hlt_options(urls, 3);
+    c = hlt_client_new(&o);
     hilock_set_observer(c, hlt_rec_observer, x);
     cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_MEMBER), 3);
@@ -300,7 +286,7 @@ Test(observe, redlock_reports_each_masters_answer)
 Test(observe, connects_reconnects_and_a_nodes_error_are_reported_with_the_node)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     hlt_rec *x = hlt_rec_new();
     const hlt_rec_ev *e;
@@ -398,7 +384,7 @@ static void run_for(uv_loop_t *loop, const int *flag, int want, long ms)
 Test(observe, the_loops_calls_and_renewals_are_reported_on_the_loops_thread)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     uv_loop_t loop;
     loop_run run = {0};
     hlt_rec *x = hlt_rec_new();
@@ -459,9 +445,6 @@ static uint64_t long_round_trips(const hilock_stats *s)
     return n;
 }
 
-/* Its pause (a BLPOP) outlasts the holder: the release wakes it. */
-static hilock_client *waiter_n(const char *const *urls, size_t n) { return client_retry(urls, n, 3000); }
-
 Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error_and_no_blocking_round_trip)
 {
     hlt_redis *r[3];
@@ -473,8 +456,10 @@ Test(observe, a_redlock_wait_woken_by_one_master_counts_no_error_and_no_blocking
     pthread_t th;
     releaser rel = { r, 3, NULL, HOLD_MS, 0, 0, HILOCK_OK };
     start3(r, urls);
-    a = client_n(urls, 3);
-    b = waiter_n(urls, 3);
+    hilock_options o = hlt_options(urls, 3);
+    a = hlt_client_new(&o);
+    o.retry_delay_ms = 3000;   /* the waiter's pause (a BLPOP) outlasts the holder: the release wakes it */
+    b = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(a, "obs:k", 30000, 0, &la), HILOCK_OK);
     hilock_set_observer(b, hlt_rec_observer, x);
     rel.l = la;
@@ -510,8 +495,10 @@ Test(observe, a_redlock_wait_on_the_loop_counts_no_error_no_blocking_round_trip_
     pthread_t th;
     releaser rel = { r, 3, NULL, HOLD_MS, 0, 0, HILOCK_OK };
     start3(r, urls);
-    a = client_n(urls, 3);
-    b = waiter_n(urls, 3);
+    hilock_options o = hlt_options(urls, 3);
+    a = hlt_client_new(&o);
+    o.retry_delay_ms = 3000;   /* the waiter's pause (a BLPOP) outlasts the holder: the release wakes it */
+    b = hlt_client_new(&o);
     uv_loop_init(&loop);
     cr_assert_eq(hilock_libuv_attach(b, &loop), HILOCK_OK, "%s", hilock_client_errmsg(b));
     cr_assert_eq(hilock_acquire(a, "obs:k", 30000, 0, &la), HILOCK_OK);
@@ -558,7 +545,7 @@ static void reenter(const hilock_event *e, void *arg)
 Test(observe, a_call_from_inside_the_observer_is_refused_with_einval_and_sends_nothing)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     hlt_rec *x = hlt_rec_new();
     x->c = c;
@@ -583,7 +570,7 @@ Test(observe, a_call_from_inside_the_observer_is_refused_with_einval_and_sends_n
 Test(observe, the_counters_match_a_known_sequence_of_calls)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client1(r->url), *other = client1(r->url);
+    hilock_client *c = hlt_client(r->url), *other = hlt_client(r->url);
     hilock *l, *lo, *lx;
     hilock_stats s;
     uint64_t sum = 0;
@@ -630,7 +617,7 @@ Test(observe, the_counters_match_a_known_sequence_of_calls)
 Test(observe, a_smaller_stats_struct_gets_only_its_prefix_written)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     hilock_stats s;
     cr_assert_eq(hilock_acquire(c, "obs:a", 10000, 0, &l), HILOCK_OK);
@@ -700,7 +687,7 @@ Test(observe, merge_adds_every_counter_and_bucket)
 Test(observe, a_larger_stats_struct_gets_its_unknown_tail_zeroed)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = client1(r->url);
+    hilock_client *c = hlt_client(r->url);
     hilock *l;
     struct { hilock_stats s; uint64_t newer[4]; } big;
     cr_assert_eq(hilock_acquire(c, "obs:a", 10000, 0, &l), HILOCK_OK);
