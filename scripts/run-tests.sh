@@ -14,6 +14,12 @@ b=$1; shift
 fail=0; passed=0; failed=0; skipped=0
 rep=${REPORT_DIR:-}
 at_once=${SUITES_AT_ONCE:-1}
+# A job started with & ignores INT and QUIT (a non-interactive shell's rule), and so would the
+# suites of a worker below, or of this script started so (the server matrix runs servers at
+# once): they get their default actions back (env --default-signal, coreutils 9.0+), as when
+# run from a terminal. (The command's tests send INT; hilock keeps an ignored one ignored.)
+dfl=""
+env --default-signal=INT true 2>/dev/null && dfl="env --default-signal=INT,QUIT"
 [ "${VALGRIND:-0}" = 1 ] && at_once=1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hilock-run.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -49,7 +55,7 @@ valgrind: $rest"
     rm -rf "$vg"
   else
     # (timeout signals the suite's whole process group: its workers and their servers too)
-    out=$(${SUITE_TIMEOUT:+timeout -k 10 "$SUITE_TIMEOUT"} "$t" --jobs=2 --json="$json" 2>&1); rc=$?
+    out=$(${SUITE_TIMEOUT:+timeout -k 10 "$SUITE_TIMEOUT"} $dfl "$t" --jobs=2 --json="$json" 2>&1); rc=$?
     [ $rc -eq 124 ] && out="$out
 timeout: $name ran longer than ${SUITE_TIMEOUT:-} s"
   fi

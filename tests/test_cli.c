@@ -65,6 +65,11 @@ static pid_t start(hlt_redis *r, const char *const *args)
         /* no controlling terminal, as under cron, whatever runs the tests (the terminal
          * case has its own test) */
         setsid();
+        /* and the signals' default actions, as cron gives them, whatever started the tests:
+         * a job started with & by a non-interactive shell ignores INT and QUIT, which
+         * hilock then leaves ignored (nohup), for COMMAND too */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGQUIT, SIG_DFL);
         dup2(o, 1);
         dup2(e, 2);
         execv(bin, (char *const *)argv);
@@ -1762,6 +1767,8 @@ static pid_t start_err(hlt_redis *r, const char *const *args, int fd)
         int e = fd >= 0 ? fd : open(path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (o < 0 || e < 0 || chdir(r->dir) < 0) _exit(120);
         setsid();
+        signal(SIGINT, SIG_DFL);   /* (as in start) */
+        signal(SIGQUIT, SIG_DFL);
         dup2(o, 1);
         dup2(e, 2);
         execv(bin, (char *const *)argv);
@@ -1996,7 +2003,7 @@ static void signal_stops_the_tree(int sig)
     rc2 = hlt_reap(h2, 20000);
     kill(p[0], SIGKILL);
     kill(p[1], SIGKILL);
-    cr_assert(gone_all, "COMMAND's tree still runs after %s to hilock", strsignal(sig));
+    cr_assert(gone_all, "COMMAND's tree still runs after %s to hilock: %s", strsignal(sig), slurp(r, "err.txt"));
     cr_assert_eq(rc1, 128 + sig, "%s", slurp(r, "err.txt"));
     cr_assert_eq(rc2, 0, "%s", slurp(r, "err2.txt"));
     assert_in_order(r);
