@@ -268,12 +268,14 @@ test-unit: deps
 	@$(MAKE) --no-print-directory lib $(UNIT_BIN)
 	@sh scripts/run-tests.sh $(B) $(UNIT_BIN)
 
-# Each suite is its own binary; every test starts (and stops) its own redis-server.
+# Each suite is its own binary; every test starts (and stops) its own redis-server. Two suites
+# run at a time (SUITES_AT_ONCE, scripts/run-tests.sh): they wait far more than they compute.
+SUITES_AT_ONCE ?= 2
 test: deps
 	@sh scripts/check-licence.sh
 	@sh scripts/check-testing-doc.sh
 	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
-	@sh scripts/run-tests.sh $(B) $(TEST_BIN)
+	@SUITES_AT_ONCE=$(SUITES_AT_ONCE) sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
 # The suites against every Redis/Valkey server built from the source tarballs in SERVERS_SRC
 # (default ../shared/servers; binaries cached in $${XDG_CACHE_HOME:-~/.cache}/hilock/servers by
