@@ -1632,7 +1632,7 @@ static void spin_for(uv_loop_t *loop, long ms)
  * either way; Sentinel 0 is thawed and the caller tries again. */
 static int check_paused_on_a_frozen_sentinel(uv_loop_t *loop, run *r, const char *const *url, int attempt)
 {
-    char prefix[16];
+    char prefix[32];
     long long t0;
     memset(r, 0, sizeof *r);
     hilock_options o = loop_opts(url, 1, 2000);
@@ -1702,7 +1702,7 @@ Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_cl
     static run r, r2;
     uv_loop_t loop;
     const char *url[1];
-    char prefix[16];
+    char prefix[32];
     int n = 10, attempt;
     cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
     url[0] = SF->url;
