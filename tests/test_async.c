@@ -1733,7 +1733,7 @@ Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_cl
     cr_assert_eq(r2.done, n, "a done ran after hilock_client_free returned");
     cr_assert_eq(r.wrong + r2.wrong, 0);
     for (int i = 0; i < n; i++) {
-        char key[32];
+        char key[48];
         snprintf(key, sizeof key, "%s%d", prefix, i);
         cr_assert_eq(hlt_data_exists(SF, 0, key), 0, "%s was written", key);
     }
