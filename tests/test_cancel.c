@@ -57,6 +57,8 @@ static void until_waiting(hlt_redis *r)
 
 static void assert_cancelled(const waiter *w, long long cancelled_at)
 {
+    fprintf(stderr, "cancel: %s ended %lld ms after hilock_cancel (%s)\n", w->wait_ms ? "a wait" : "a round trip",
+            w->ended - cancelled_at, hilock_strerror(w->st));
     cr_assert_eq(w->st, HILOCK_ECANCELED, "%s: %s", hilock_strerror(w->st), w->msg);
     cr_assert_null(w->l);
     cr_assert(strstr(w->msg, "cancelled"), "errmsg: %s", w->msg);
