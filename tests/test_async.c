@@ -17,6 +17,7 @@
 
 #include "clients.h"
 #include "fixture.h"
+#include "loop_run.h"
 #include "sentinel_fixture.h"
 #include "tls_fixture.h"
 #include "hilock_libevent.h"
@@ -75,29 +76,6 @@ static void *arg_of(run *r, int i)
 
 /* ---- loop helpers ---- */
 
-static void on_guard(uv_timer_t *t) { *(int *)t->data = 1; }
-
-/* Run the loop until *count reaches want, or limit_ms passes (then fail). */
-static void run_until(uv_loop_t *loop, const int *count, int want, long limit_ms)
-{
-    uv_timer_t guard;
-    int fired = 0;
-    uv_timer_init(loop, &guard);
-    guard.data = &fired;
-    uv_timer_start(&guard, on_guard, (uint64_t)limit_ms, 0);
-    while (*count < want && !fired) uv_run(loop, UV_RUN_ONCE);
-    uv_timer_stop(&guard);
-    uv_close((uv_handle_t *)&guard, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-    cr_assert_geq(*count, want, "only %d of %d calls ended within %ld ms", *count, want, limit_ms);
-}
-
-static void loop_close(uv_loop_t *loop)
-{
-    uv_run(loop, UV_RUN_NOWAIT);   /* the adapter's close callbacks */
-    cr_assert_eq(uv_loop_close(loop), 0, "handles left open on the loop");
-}
-
 /* The options a loop test starts from: hlt_options's (tests/clients.h) with the test's io
  * timeout; a test changes what it needs before hlt_client_new, then loop_attach. */
 static hilock_options loop_opts(const char *const *urls, int n, int64_t io_ms)
@@ -155,7 +133,7 @@ static void free_locks(run *r, int n)
 static void warm_up(uv_loop_t *loop, run *r, const char *prefix)
 {
     acquire_all(r, 1, prefix, 1000, 0);
-    run_until(loop, &r->done, 1, 5000);
+    hlt_loop_run(loop, &r->done, 1, 5000);
     cr_assert_eq(r->st[0], HILOCK_OK, "%s", hilock_client_errmsg(r->c));
     free_locks(r, 1);
     memset(r->ended, 0, sizeof r->ended);
@@ -176,7 +154,7 @@ static void start_masters(hlt_redis **m, const char **url)
 static void acquire_on_every_master(uv_loop_t *loop, run *r, hlt_redis **m, int n, const char *prefix)
 {
     acquire_all(r, n, prefix, 30000, 0);
-    run_until(loop, &r->done, n, 20000);
+    hlt_loop_run(loop, &r->done, n, 20000);
     for (int i = 0; i < n; i++) {
         char key[64];
         cr_assert_eq(r->st[i], HILOCK_OK, "acquire %d: %s", i, hilock_strerror(r->st[i]));
@@ -195,7 +173,7 @@ static void release_all_ok(uv_loop_t *loop, run *r, int n)
     memset(r->ended, 0, sizeof r->ended);
     r->done = 0;
     release_all(r, n);
-    run_until(loop, &r->done, n, 20000);
+    hlt_loop_run(loop, &r->done, n, 20000);
     for (int i = 0; i < n; i++)
         cr_assert_eq(r->st[i], HILOCK_OK, "release %d: %s", i, hilock_strerror(r->st[i]));
 }
@@ -219,7 +197,7 @@ Test(async, thousand_acquisitions_pipelined_then_released)
     reads0 = info_field(s, "total_reads_processed");
     acquire_all(&r, N_MAX, "job:", 30000, 0);
     cr_assert_eq(r.done, 0, "done ran before the loop did");
-    run_until(&loop, &r.done, N_MAX, 20000);
+    hlt_loop_run(&loop, &r.done, N_MAX, 20000);
     reads = info_field(s, "total_reads_processed") - reads0;
     cr_assert_eq(r.wrong, 0);
     for (int i = 0; i < N_MAX; i++) {
@@ -238,7 +216,7 @@ Test(async, thousand_acquisitions_pipelined_then_released)
     memset(r.ended, 0, sizeof r.ended);
     r.done = 0;
     release_all(&r, N_MAX);
-    run_until(&loop, &r.done, N_MAX, 20000);
+    hlt_loop_run(&loop, &r.done, N_MAX, 20000);
     cr_assert_eq(r.wrong, 0);
     for (int i = 0; i < N_MAX; i++) {
         char key[64];
@@ -248,7 +226,7 @@ Test(async, thousand_acquisitions_pipelined_then_released)
     }
     free_locks(&r, N_MAX);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -299,7 +277,7 @@ Test(async, bad_input_is_refused_at_once_and_done_never_runs)
     memset(&r, 0, sizeof r);
     r.c = c;
     acquire_all(&r, 1, "k", 5000, 0);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_extend_async(r.lock[0], 0, never, NULL), HILOCK_EINVAL);
     cr_assert_eq(hilock_extend_async(r.lock[0], 1000, NULL, NULL), HILOCK_EINVAL);
@@ -319,7 +297,7 @@ Test(async, bad_input_is_refused_at_once_and_done_never_runs)
     cr_assert_eq(hlt_exists(s, "k"), 0);
     hilock_free(r.lock[0]);
     hilock_client_free(c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -363,7 +341,7 @@ Test(async, frozen_server_ends_every_call_etimedout_while_the_loop_runs)
     r.c = hlt_client_new(&o);
     loop_attach(&loop, r.c);
     acquire_all(&r, 1, "warm", 10000, 0);   /* connected */
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
     hilock_free(r.lock[0]);
     {
@@ -378,7 +356,7 @@ Test(async, frozen_server_ends_every_call_etimedout_while_the_loop_runs)
     uv_timer_start(&tk.t, on_tick, 2, 2);
     t0 = hlt_now_ms();
     acquire_all(&r, n, "frozen:", 10000, 0);
-    run_until(&loop, &r.done, n, 5000);
+    hlt_loop_run(&loop, &r.done, n, 5000);
     for (int i = 0; i < n; i++) {
         cr_assert_eq(r.st[i], HILOCK_ETIMEDOUT, "call %d: %s", i, hilock_strerror(r.st[i]));
         cr_assert_lt(r.at_ms[i] - t0, 300 + 700, "call %d ended after %lld ms (bound 300 ms)", i,
@@ -395,13 +373,13 @@ Test(async, frozen_server_ends_every_call_etimedout_while_the_loop_runs)
     memset(r.ended, 0, sizeof r.ended);
     r.done = 0;
     acquire_all(&r, 1, "after", 10000, 0);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     hilock_free(r.lock[0]);
     uv_timer_stop(&tk.t);
     uv_close((uv_handle_t *)&tk.t, NULL);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -423,7 +401,7 @@ Test(async, server_restart_mid_flight_ends_each_call_then_reconnects)
     r.kill_at = 100;
     r.late_from = n;
     acquire_all(&r, n, "mid:", 30000, 0);
-    run_until(&loop, &r.done, N_MAX, 10000);
+    hlt_loop_run(&loop, &r.done, N_MAX, 10000);
     cr_assert_eq(r.wrong, 0);
     for (int i = 0; i < N_MAX; i++) {
         cr_assert(r.st[i] == HILOCK_OK || r.st[i] == HILOCK_EIO || r.st[i] == HILOCK_ETIMEDOUT,
@@ -441,7 +419,7 @@ Test(async, server_restart_mid_flight_ends_each_call_then_reconnects)
         r.c = c;
     }
     acquire_all(&r, 100, "back:", 30000, 0);
-    run_until(&loop, &r.done, 100, 10000);
+    hlt_loop_run(&loop, &r.done, 100, 10000);
     for (int i = 0; i < 100; i++) {
         char key[64], *v;
         cr_assert_eq(r.st[i], HILOCK_OK, "after the restart, call %d: %s", i, hilock_strerror(r.st[i]));
@@ -452,7 +430,7 @@ Test(async, server_restart_mid_flight_ends_each_call_then_reconnects)
     }
     free_locks(&r, 100);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -535,7 +513,7 @@ Test(async, fifty_waiters_are_served_one_after_another_by_wake_on_release)
                      HILOCK_OK);
     uv_timer_init(&loop, &later);
     uv_timer_start(&later, release_first, 200, 0);   /* every waiter is waiting by then */
-    run_until(&loop, &qr.released, 50, 30000);
+    hlt_loop_run(&loop, &qr.released, 50, 30000);
     cr_assert_eq(qr.wrong, 0);
     cr_assert_eq(qr.oks, 50);
     cr_assert_eq(qr.counter, 50);
@@ -543,7 +521,7 @@ Test(async, fifty_waiters_are_served_one_after_another_by_wake_on_release)
     cr_assert_eq(hlt_exists(s, "hot"), 0);
     uv_close((uv_handle_t *)&later, NULL);
     hilock_client_free(qr.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -577,7 +555,7 @@ Test(async, a_loop_connection_reads_the_servers_version_and_clock_at_connect)
     ours = hl_node_server_ms(&r.c->nodes[0]);
     cr_assert(ours > theirs - 2000 && ours < theirs + 2000, "server clock %lld vs %lld", ours, theirs);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -610,7 +588,7 @@ Test(async, a_day_old_clock_reading_is_taken_again_when_the_connection_is_next_i
     cr_assert_geq(n->facts.clock_at_us, at, "read again");
     cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -660,7 +638,7 @@ Test(async, a_day_old_clock_reading_is_taken_again_under_constant_load)
         cr_assert_eq(hilock_acquire_async(r.c, key, 1000, 0, on_done, arg_of(&r, i)), HILOCK_OK);
         r.in_call = 0;
     }
-    run_until(&loop, &r.done, 8, 5000);
+    hlt_loop_run(&loop, &r.done, 8, 5000);
     redisFree(busy);
     for (int i = 0; i < 8; i++) cr_assert_eq(r.st[i], HILOCK_OK, "call %d", i);
     cr_assert_eq(hlt_info_int(s, "stats", "total_connections_received:"), conns + 1,
@@ -669,7 +647,7 @@ Test(async, a_day_old_clock_reading_is_taken_again_under_constant_load)
     cr_assert_eq(hl_node_clock_old(n, hl_now_us()), 0);
     free_locks(&r, 8);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -703,7 +681,7 @@ Test(async, redlock_over_three_masters_acquires_and_releases_on_each)
     cr_assert_eq(r.wrong, 0);
     free_locks(&r, n);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
 }
 
@@ -722,7 +700,7 @@ Test(async, redlock_partial_grant_is_undone_on_the_loop)
     freeReplyObject(hlt_cmd(m[0], "SET part0 someone-else PX 30000"));   /* held on master 0 */
     hlt_redis_kill(m[2]);                                                /* master 2 down */
     acquire_all(&r, 1, "part", 10000, 0);
-    run_until(&loop, &r.done, 1, 10000);
+    hlt_loop_run(&loop, &r.done, 1, 10000);
     cr_assert(r.st[0] == HILOCK_BUSY || r.st[0] == HILOCK_ENOQUORUM, "%s: %s",
               hilock_strerror(r.st[0]), hilock_client_errmsg(r.c));
     cr_assert_eq(hlt_exists(m[1], "part0"), 0, "the grant on master 1 alone was not undone");
@@ -732,7 +710,7 @@ Test(async, redlock_partial_grant_is_undone_on_the_loop)
         free(v);
     }
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
 }
 
@@ -782,7 +760,7 @@ Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
     /* (1 s: the loop, i.e. this thread, renews every 333 ms with 667 ms of slack; a 300 ms ttl
      * left 200 ms, which a loaded machine holding this thread up could take: a lapse is a loss) */
     acquire_all(&r, 1, "ka", 1000, 0);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
     threads = count_threads();
     cr_assert_eq(hilock_keepalive(r.lock[0], on_lost, &k), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
@@ -808,7 +786,7 @@ Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
     uv_close((uv_handle_t *)&wait5, NULL);
     hilock_free(r.lock[0]);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -839,7 +817,7 @@ Test(async, keepalive_on_the_loop_reports_the_loss_with_lost_margin_ms_left)
      * holding this thread up before on_lost, and still tell the margin from the first failed
      * renewal, 4 s before the end, and from the end) */
     acquire_all(&r, 1, "ka", 6000, 0);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
     hilock_keepalive_options_init(&ko);
     ko.lost_margin_ms = 3000;
@@ -852,7 +830,7 @@ Test(async, keepalive_on_the_loop_reports_the_loss_with_lost_margin_ms_left)
               (long long)left - 1);
     hilock_free(r.lock[0]);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -872,7 +850,7 @@ Test(async, freeing_the_client_ends_every_call_in_flight_before_it_returns)
     r.c = hlt_client_new(&o);
     loop_attach(&loop, r.c);
     acquire_all(&r, 1, "busy", 30000, 0);   /* held: the waiters below wait for it */
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
     memset(r.ended, 0, sizeof r.ended);
     r.done = 0;
@@ -893,7 +871,7 @@ Test(async, freeing_the_client_ends_every_call_in_flight_before_it_returns)
     cr_assert_eq(r.done, 99, "a done ran after hilock_client_free returned");
     cr_assert_eq(hilock_release(r.lock[0]), HILOCK_EINVAL);   /* its client is gone */
     free_locks(&r, 100);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -920,10 +898,10 @@ static void client_freed_from_done(hlt_redis *s, int64_t io_ms, int freeze, cons
     if (freeze) hlt_redis_freeze(s);
     for (int i = 0; i < n; i++)
         cr_assert_eq(hilock_acquire_async(r.c, key, 5000, 0, free_from_done, &r), HILOCK_OK);
-    run_until(&loop, &r.done, n, 5000);
+    hlt_loop_run(&loop, &r.done, n, 5000);
     uv_run(&loop, UV_RUN_NOWAIT);
     cr_assert_eq(r.done, n);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }
 
 Test(async, a_done_may_free_the_client)
@@ -1006,7 +984,7 @@ Test(async, a_call_from_a_thread_other_than_the_loops_is_refused_even_while_the_
     cr_assert_null(hlt_get(s, "foreign"));
     cr_assert_eq(evalsha_calls(s), sent, "the refused call sent a script");
     acquire_all(&r, 1, "after", 5000, 0);   /* the loop still works */
-    run_until(&loop, &r.done, 1, 3000);
+    hlt_loop_run(&loop, &r.done, 1, 3000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_strerror(r.st[0]));
     char *v = hlt_get(s, "after0");
     cr_assert(v && !strcmp(v, hilock_token(r.lock[0])), "the lock is held, with our token");
@@ -1015,7 +993,7 @@ Test(async, a_call_from_a_thread_other_than_the_loops_is_refused_even_while_the_
     hilock_free(r.lock[0]);
     hilock_client_free(r.c);
     uv_run(&loop, UV_RUN_NOWAIT);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -1041,12 +1019,12 @@ Test(async, a_release_waits_for_the_extend_in_flight_on_the_same_lock)
     r.c = hlt_client_new(&o);
     loop_attach(&loop, r.c);
     acquire_all(&r, 1, "ord", 5000, 0);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK);
     cr_assert_eq(hilock_extend_async(r.lock[0], 20000, record, (void *)1), HILOCK_OK);
     cr_assert_eq(hilock_release_async(r.lock[0], record, (void *)2), HILOCK_OK);
     cr_assert_eq(hilock_check_async(r.lock[0], record, (void *)3), HILOCK_OK);
-    run_until(&loop, &norder, 3, 5000);
+    hlt_loop_run(&loop, &norder, 3, 5000);
     cr_assert_eq(order[0], 10 + HILOCK_OK);
     cr_assert_eq(order[1], 20 + HILOCK_OK);
     cr_assert_eq(order[2], 30 + HILOCK_NOT_HELD);
@@ -1059,7 +1037,7 @@ Test(async, a_release_waits_for_the_extend_in_flight_on_the_same_lock)
     uv_run(&loop, UV_RUN_NOWAIT);
     cr_assert_eq(norder, 1);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -1143,7 +1121,7 @@ Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
                  hilock_client_errmsg(r.c));
     cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK);
     acquire_all(&r, 2, "br", 10000, 0);   /* bridge: options.bridge picks the kind */
-    run_until(&loop, &r.done, 2, 5000);
+    hlt_loop_run(&loop, &r.done, 2, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     v = hlt_get(s, "br0");
     cr_assert(v && strspn(v, "0123456789") == strlen(v), "bridge value %s is not a legacy stamp", v);
@@ -1152,7 +1130,7 @@ Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
     cr_assert_eq(hilock_release_async(leg, on_done, arg_of(&r, 2)), HILOCK_OK);
     cr_assert_eq(hilock_release_async(r.lock[0], on_done, arg_of(&r, 3)), HILOCK_OK);
     cr_assert_eq(hilock_check_async(r.lock[1], on_done, arg_of(&r, 4)), HILOCK_OK);
-    run_until(&loop, &r.done, 5, 5000);
+    hlt_loop_run(&loop, &r.done, 5, 5000);
     cr_assert_eq(r.st[2], HILOCK_OK, "legacy release: %s", hilock_strerror(r.st[2]));
     cr_assert_eq(r.st[3], HILOCK_OK, "bridge release: %s", hilock_strerror(r.st[3]));
     cr_assert_eq(r.st[4], HILOCK_OK, "bridge check: %s", hilock_strerror(r.st[4]));
@@ -1163,7 +1141,7 @@ Test(async, bridge_and_legacy_locks_go_through_the_same_kind_tables)
     hilock_free(leg);
     free_locks(&r, 2);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -1190,7 +1168,7 @@ Test(async, rediss_pipelines_a_hundred_acquisitions_then_releases_on_the_loop)
     r.c = hlt_client_new(&o);
     loop_attach(&loop, r.c);
     acquire_all(&r, n, "tls:", 10000, 0);
-    run_until(&loop, &r.done, n, 20000);
+    hlt_loop_run(&loop, &r.done, n, 20000);
     for (int i = 0; i < n; i++) {
         char key[32], *v;
         cr_assert_eq(r.st[i], HILOCK_OK, "call %d: %s", i, hilock_strerror(r.st[i]));
@@ -1209,7 +1187,7 @@ Test(async, rediss_pipelines_a_hundred_acquisitions_then_releases_on_the_loop)
     cr_assert_eq(r.wrong, 0);
     free_locks(&r, n);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
     hlt_pki_free(pki);
 }
@@ -1238,7 +1216,7 @@ Test(async, legacy_acquire_async_grants_a_stamp_and_a_held_key_is_busy)
     cr_assert_eq(hilock_legacy_acquire_async(r.c, "leg", 10000, 0, on_done, arg_of(&r, 0)), HILOCK_OK,
                  "%s", hilock_client_errmsg(r.c));
     cr_assert_eq(hilock_legacy_acquire_async(r.c, "held", 10000, 0, on_done, arg_of(&r, 1)), HILOCK_OK);
-    run_until(&loop, &r.done, 2, 5000);
+    hlt_loop_run(&loop, &r.done, 2, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
     v = hlt_get(s, "leg");
     cr_assert(v && strspn(v, "0123456789") == strlen(v), "legacy value %s is not a stamp", v);
@@ -1248,7 +1226,7 @@ Test(async, legacy_acquire_async_grants_a_stamp_and_a_held_key_is_busy)
     cr_assert_null(r.lock[1]);
     cr_assert(strstr(r.err[1], "held"), "%s", r.err[1]);
     cr_assert_eq(hilock_release_async(r.lock[0], on_done, arg_of(&r, 2)), HILOCK_OK);
-    run_until(&loop, &r.done, 3, 5000);
+    hlt_loop_run(&loop, &r.done, 3, 5000);
     cr_assert_eq(r.st[2], HILOCK_OK, "%s", r.err[2]);
     cr_assert_eq(hlt_exists(s, "leg"), 0);
     cr_assert_eq(hlt_exists(s, "held"), 1, "the other client's lock was touched");
@@ -1258,7 +1236,7 @@ Test(async, legacy_acquire_async_grants_a_stamp_and_a_held_key_is_busy)
     hilock_client_free(other);
     free_locks(&r, 1);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -1306,12 +1284,12 @@ Test(async, legacy_acquire_async_refuses_bad_input_at_once_and_done_never_runs)
     r.c = hlt_client_new(&o);
     loop_attach(&loop, r.c);
     cr_assert_eq(hilock_legacy_acquire_async(r.c, "k", 1000, 0, on_done, arg_of(&r, 0)), HILOCK_OK);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_EINVAL, "%s", hilock_strerror(r.st[0]));
     cr_assert(strstr(r.err[0], "exactly one server"), "%s", r.err[0]);
     cr_assert_eq(hlt_exists(s, "k") + hlt_exists(s2, "k"), 0);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
     hlt_redis_stop(s2);
 }
@@ -1334,7 +1312,7 @@ Test(async, cluster_and_sentinel_urls_attach_and_end_as_the_blocking_calls_with_
     r.c = hlt_client_new(&o);
     loop_attach(&loop, r.c);
     acquire_all(&r, 1, "k", 5000, 0);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_EIO, "%s", r.err[0]);
     cr_assert(strstr(r.err[0], "no seed gave the slot map") && strstr(r.err[0], port), "%s", r.err[0]);
     cr_assert_null(r.lock[0]);
@@ -1351,7 +1329,7 @@ Test(async, cluster_and_sentinel_urls_attach_and_end_as_the_blocking_calls_with_
     loop_attach(&loop, r.c);
     t0 = hlt_now_ms();
     acquire_all(&r, 1, "k", 5000, 0);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_EIO, "%s", r.err[0]);
     cr_assert_lt(r.at_ms[0] - t0, 1500);
     cr_assert_null(r.lock[0]);
@@ -1359,7 +1337,7 @@ Test(async, cluster_and_sentinel_urls_attach_and_end_as_the_blocking_calls_with_
               strstr(r.err[0], "refused"), "%s", r.err[0]);
     cr_assert_eq(r.wrong, 0);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }
 
 /* ---- Sentinel (redis-sentinel://) on the loop ---- */
@@ -1398,7 +1376,7 @@ static void one(uv_loop_t *loop, run *r, int op, int i)
                      : op == 'e' ? hilock_extend_async(r->lock[0], 30000, on_done, arg_of(r, i))
                                  : hilock_release_async(r->lock[0], on_done, arg_of(r, i));
     cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(r->c));
-    run_until(loop, &r->done, want, 15000);
+    hlt_loop_run(loop, &r->done, want, 15000);
 }
 
 /* The first Sentinel of the URL is frozen: every resolve waits out its 300 ms on it, on the
@@ -1423,7 +1401,7 @@ Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_th
     kill(SF->spid[0], SIGSTOP);
     tick_start(&loop, &tk);
     acquire_all(&r, n, "sjob:", 30000, 0);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     kill(SF->spid[0], SIGCONT);
     tick_stop(&tk, "20 acquisitions, first Sentinel frozen");
     cr_assert_eq(r.wrong, 0);
@@ -1445,7 +1423,7 @@ Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_th
     r.done = 0;
     hlt_sleep_ms(150);   /* past the Sentinel answer's freshness: the release asks again */
     release_all(&r, n);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     cr_assert_eq(r.wrong, 0);
     for (int i = 0; i < n; i++) {
         char key[32];
@@ -1455,7 +1433,7 @@ Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_th
     }
     free_locks(&r, n);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }
 
 /* test_sentinel.c's clean_failover_keeps_the_lock_and_blocks_others, on the loop: after a
@@ -1479,7 +1457,7 @@ Test(async, sentinel_failover_then_check_on_the_loop_is_ok_for_a_surviving_lock,
     r.c = hlt_client_new(&o);
     loop_attach(&loop, r.c);
     acquire_all(&r, 1, "job", 30000, 0);
-    run_until(&loop, &r.done, 1, 10000);
+    hlt_loop_run(&loop, &r.done, 1, 10000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
     cr_assert_eq(hlt_sentinel_master(SF), 0);
     cr_assert(hlt_data_holds_within(SF, 1, "job0", hilock_token(r.lock[0]), 3000),
@@ -1503,7 +1481,7 @@ Test(async, sentinel_failover_then_check_on_the_loop_is_ok_for_a_surviving_lock,
     cr_assert_eq(r.wrong, 0);
     free_locks(&r, 1);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }
 
 /* test_sentinel.c's lost_lock_is_lost_and_guarded_and_fenced, on the loop: the grant never
@@ -1526,7 +1504,7 @@ Test(async, sentinel_lost_write_is_lost_on_the_loop_as_with_the_blocking_calls,
     loop_attach(&loop, r.c);
     cr_assert_eq(hlt_sentinel_cut(SF, 1), 0, "could not cut replication");
     acquire_all(&r, 1, "res", 5000, 0);
-    run_until(&loop, &r.done, 1, 10000);
+    hlt_loop_run(&loop, &r.done, 1, 10000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
     hlt_sleep_ms(200);
     cr_assert_eq(hlt_data_exists(SF, 1, "res0"), 0, "the lock reached the replica: not a lost write");
@@ -1548,7 +1526,7 @@ Test(async, sentinel_lost_write_is_lost_on_the_loop_as_with_the_blocking_calls,
     cr_assert_eq(r.wrong, 0);
     free_locks(&r, 1);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }
 
 /* test_sentinel.c's acquire_while_the_master_is_frozen_is_bounded_then_succeeds, on the
@@ -1572,7 +1550,7 @@ Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds
     r.c = hlt_client_new(&o);
     loop_attach(&loop, r.c);
     acquire_all(&r, 1, "warm", 1000, 0);
-    run_until(&loop, &r.done, 1, 10000);
+    hlt_loop_run(&loop, &r.done, 1, 10000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
     one(&loop, &r, 'r', 1);
     cr_assert_eq(r.st[1], HILOCK_OK, "%s", r.err[1]);
@@ -1587,7 +1565,7 @@ Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds
     tick_start(&loop, &tk);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire_async(r.c, "during", 1000, 25000, on_done, arg_of(&r, 0)), HILOCK_OK);
-    run_until(&loop, &r.done, 1, 25000 + 1000 + 1000 + 3000);
+    hlt_loop_run(&loop, &r.done, 1, 25000 + 1000 + 1000 + 3000);
     took = hlt_now_ms() - t0;
     tick_stop(&tk, "acquire across a failover (frozen master)");
     hlt_sentinel_thaw(SF, 0);
@@ -1603,7 +1581,7 @@ Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds
     cr_assert_eq(r.wrong, 0);
     free_locks(&r, 1);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }
 
 /* The bound of one Sentinel's answer (src/topology/sentinel.c, SENTINEL_TIMEOUT_MS): a flow
@@ -1640,7 +1618,7 @@ static int check_paused_on_a_frozen_sentinel(uv_loop_t *loop, run *r, const char
     loop_attach(loop, r->c);
     snprintf(prefix, sizeof prefix, "held%d:", attempt);
     acquire_all(r, 1, prefix, 30000, 0);
-    run_until(loop, &r->done, 1, 10000);
+    hlt_loop_run(loop, &r->done, 1, 10000);
     cr_assert_eq(r->st[0], HILOCK_OK, "%s", r->err[0]);
     kill(SF->spid[0], SIGSTOP);   /* it answered: it is asked first */
     hlt_sleep_ms(150);            /* past the answer's freshness: the check asks again */
@@ -1738,7 +1716,7 @@ Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_cl
         cr_assert_eq(hlt_data_exists(SF, 0, key), 0, "%s was written", key);
     }
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }
 
 /* ---- README.md's event-loop example, built by the Makefile as it stands ---- */
@@ -1784,7 +1762,7 @@ Test(async, failover_guard_reports_lost_after_a_restart_and_min_replicas_undoes)
     cr_assert_eq(hilock_client_new(&o, &r.c), HILOCK_OK);
     cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_all(&r, 1, "fo", 30000, 0);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     cr_assert_eq(hlt_redis_restart(s), 0);   /* a new history: the grant cannot be vouched for */
     {   /* the loop sees the old connection close (as it would while the program runs) */
@@ -1795,9 +1773,10 @@ Test(async, failover_guard_reports_lost_after_a_restart_and_min_replicas_undoes)
         uv_timer_start(&t, on_stop, 300, 0);
         while (!over) uv_run(&loop, UV_RUN_ONCE);
         uv_close((uv_handle_t *)&t, NULL);
+        uv_run(&loop, UV_RUN_NOWAIT);   /* (its close ends while t is in scope: the stack is reused) */
     }
     cr_assert_eq(hilock_check_async(r.lock[0], on_done, arg_of(&r, 1)), HILOCK_OK);
-    run_until(&loop, &r.done, 2, 10000);
+    hlt_loop_run(&loop, &r.done, 2, 10000);
     cr_assert_eq(r.st[1], HILOCK_LOST, "check after a restart: %s", hilock_strerror(r.st[1]));
     cr_assert_eq(hilock_validity_ms(r.lock[0]), 0);
     hilock_free(r.lock[0]);
@@ -1813,11 +1792,11 @@ Test(async, failover_guard_reports_lost_after_a_restart_and_min_replicas_undoes)
     memset(&r, 0, sizeof r);
     r.c = w;
     acquire_all(&r, 1, "wr", 30000, 0);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_EREPLICAS, "%s", hilock_strerror(r.st[0]));
     cr_assert_eq(hlt_exists(s, "wr0"), 0, "the grant was not undone");
     hilock_client_free(w);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -1935,7 +1914,7 @@ static int stale_undo_run(uv_loop_t *loop, hlt_redis *s, int runno, int n, int *
     uv_timer_init(loop, &thaw);
     thaw.data = s;
     uv_timer_start(&thaw, on_thaw, 330, 0);
-    run_until(loop, &r.done, n, 20000);
+    hlt_loop_run(loop, &r.done, n, 20000);
     uv_close((uv_handle_t *)&thaw, NULL);
     /* later calls on the loop carry whatever undos are still queued: send them all */
     for (int round = 0; round < 2 * HL_TEST_UNDO_ROUNDS; round++) {
@@ -1945,7 +1924,7 @@ static int stale_undo_run(uv_loop_t *loop, hlt_redis *s, int runno, int n, int *
         r.in_call = 1;
         cr_assert_eq(hilock_acquire_async(r.c, key, 1000, 0, on_done, arg_of(&r, n + round)), HILOCK_OK);
         r.in_call = 0;
-        run_until(loop, &r.done, before + 1, 5000);
+        hlt_loop_run(loop, &r.done, before + 1, 5000);
     }
     cr_assert_eq(r.wrong, 0);
     o.io_timeout_ms = 1000;
@@ -1994,7 +1973,7 @@ Test(async, a_retry_after_a_stall_is_never_deleted_by_its_own_earlier_undo)
     cr_assert_eq(granted, 24 * runs, "only %d of %d calls got their lock", granted, 24 * runs);
     cr_assert_eq(losses, 0, "%d of %d runs: a call got done(OK) while its key held nothing of "
                  "its own (%d losses)", lost_runs, runs, losses);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -2037,7 +2016,7 @@ Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_mea
     /* connected to all three; the guard's record knows a ttl shorter than frag's, so frag's
      * grant takes the slow path (a nested round trip) */
     acquire_all(&r, 1, "held", 4000, 0);
-    run_until(&loop, &r.done, 1, 5000);
+    hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     frag_held = r.lock[0];
     r.lock[0] = NULL;
@@ -2051,8 +2030,8 @@ Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_mea
     cr_assert_eq(hilock_acquire_async(r.c, "frag", 10000, 0, on_done, arg_of(&r, 0)), HILOCK_OK);
     cr_assert_eq(hilock_acquire_async(r.c, "kx", 10000, 0, busy_then_check, arg_of(&r, 1)), HILOCK_OK);
     r.in_call = 0;
-    run_until(&loop, &r.done, 2, 10000);
-    run_until(&loop, &frag_checked, 1, 10000);
+    hlt_loop_run(&loop, &r.done, 2, 10000);
+    hlt_loop_run(&loop, &frag_checked, 1, 10000);
     cr_assert_eq(r.st[0], HILOCK_OK, "frag: %s", hilock_strerror(r.st[0]));
     cr_assert_eq(r.st[1], HILOCK_BUSY, "kx: %s", hilock_strerror(r.st[1]));
     hlt_redis_thaw(m[1]);
@@ -2067,7 +2046,7 @@ Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_mea
         r.in_call = 1;
         cr_assert_eq(hilock_acquire_async(r.c, key, 5000, 0, on_done, arg_of(&r, 2 + i)), HILOCK_OK);
         r.in_call = 0;
-        run_until(&loop, &r.done, 3 + i, 5000);
+        hlt_loop_run(&loop, &r.done, 3 + i, 5000);
     }
     cr_assert_eq(hlt_exists(m[1], "frag"), 0, "the write that timed out on master 1 was never undone: "
                  "a fragment of the lock stays there until its ttl");
@@ -2075,7 +2054,7 @@ Test(async, a_redlock_write_that_timed_out_is_undone_though_another_call_ran_mea
     hilock_free(frag_held);
     free_locks(&r, 5);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
 }
 
@@ -2143,7 +2122,7 @@ Test(async, an_own_stale_write_found_after_its_undo_costs_a_pause_not_its_ttl)
     uv_timer_init(&loop, &thaw);
     thaw.data = &the_late;
     uv_timer_start(&thaw, late_thaw, 330, 0);
-    run_until(&loop, &r.done, 2, 10000);
+    hlt_loop_run(&loop, &r.done, 2, 10000);
     uv_close((uv_handle_t *)&thaw, NULL);
     cr_assert_eq(r.wrong, 0);
     cr_assert_not_null(the_late.t1, "the first write never ran");
@@ -2159,7 +2138,7 @@ Test(async, an_own_stale_write_found_after_its_undo_costs_a_pause_not_its_ttl)
     free(the_late.t1);
     free_locks(&r, 2);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -2199,7 +2178,7 @@ Test(async, redlock_members_whose_user_may_not_run_info_still_lock)
     cr_assert_eq(r.wrong, 0);
     free_locks(&r, n);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
 }
 
@@ -2239,7 +2218,7 @@ Test(async, a_waiters_side_connection_leaves_the_nodes_facts_alone)
     cr_assert_eq(hilock_acquire_async(qr.c, "side", 30000, 60000, on_waiter, (void *)(intptr_t)0), HILOCK_OK);
     uv_timer_init(&loop, &later);
     uv_timer_start(&later, release_first, 300, 0);
-    run_until(&loop, &qr.released, 1, 30000);
+    hlt_loop_run(&loop, &qr.released, 1, 30000);
     cr_assert_eq(qr.wrong, 0);
     cr_assert_eq(qr.oks, 1);
     cr_assert_eq(hlt_info_int(s, "stats", "total_connections_received:"), conns + 1, "the waiter's side connection");
@@ -2249,7 +2228,7 @@ Test(async, a_waiters_side_connection_leaves_the_nodes_facts_alone)
     cr_assert_eq(hlt_exists(s, "side"), 0);
     uv_close((uv_handle_t *)&later, NULL);
     hilock_client_free(qr.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -2355,7 +2334,7 @@ static void kr_end(uv_loop_t *loop, hlt_redis *s, int n)
     cr_assert_eq(kr.wrong, 0);
     for (int i = 0; i < n; i++) hilock_free(kr.l[i]);
     hilock_client_free(kr.c);
-    loop_close(loop);
+    hlt_loop_close(loop);
     hlt_redis_stop(s);
 }
 
@@ -2368,7 +2347,7 @@ Test(async, a_semaphore_of_two_grants_two_and_a_release_wakes_the_third_on_the_l
     s = kr_start(&loop);
     for (int i = 0; i < 3; i++) kr_sem(i, "pool", 2, 60000);
     cr_assert_eq(kr.n, 0, "done ran inside the call");
-    run_until(&loop, &kr.n, 2, 10000);
+    hlt_loop_run(&loop, &kr.n, 2, 10000);
     cr_assert(kr.ended[0] && kr.ended[1] && !kr.ended[2], "the first two are granted, the third waits");
     cr_assert_eq(kr.st[0], HILOCK_OK, "%s", hilock_strerror(kr.st[0]));
     cr_assert_eq(kr.st[1], HILOCK_OK, "%s", hilock_strerror(kr.st[1]));
@@ -2379,7 +2358,7 @@ Test(async, a_semaphore_of_two_grants_two_and_a_release_wakes_the_third_on_the_l
     cr_assert_eq(kr.n, 2);
     kr_release(0);
     t_release = hlt_now_ms();
-    run_until(&loop, &kr.n, 3, 15000);
+    hlt_loop_run(&loop, &kr.n, 3, 15000);
     cr_assert_eq(kr.st[2], HILOCK_OK, "%s", hilock_strerror(kr.st[2]));
     /* woken by the release: the first poll would come 10 s or more after its attempt */
     cr_assert_lt(hlt_now_ms() - t_release, 8000, "the third was not woken by the release");
@@ -2389,7 +2368,7 @@ Test(async, a_semaphore_of_two_grants_two_and_a_release_wakes_the_third_on_the_l
     cr_assert_eq(hlt_exists(s, "{pool}:wq"), 0, "the grant left the wait queue");
     kr_release(1);
     kr_release(2);
-    run_until(&loop, &kr.oks, 3, 10000);
+    hlt_loop_run(&loop, &kr.oks, 3, 10000);
     cr_assert_eq(hlt_exists(s, "pool"), 0, "the last holder's release deletes the key");
     kr_end(&loop, s, 3);
 }
@@ -2406,7 +2385,7 @@ Test(async, a_waiting_writer_on_the_loop_stops_new_readers_and_is_woken_before_t
     s = kr_start(&loop);
     kr_rw(0, "doc", HILOCK_SHARED, 0);
     kr_rw(1, "doc", HILOCK_SHARED, 0);
-    run_until(&loop, &kr.n, 2, 10000);
+    hlt_loop_run(&loop, &kr.n, 2, 10000);
     cr_assert(kr.st[0] == HILOCK_OK && kr.st[1] == HILOCK_OK, "%s %s", hilock_strerror(kr.st[0]),
               hilock_strerror(kr.st[1]));
     cr_assert_eq(strncmp(hilock_token(kr.l[0]), "s:", 2), 0, "%s", hilock_token(kr.l[0]));
@@ -2422,7 +2401,7 @@ Test(async, a_waiting_writer_on_the_loop_stops_new_readers_and_is_woken_before_t
     kr_release(0);
     kr_release(1);
     t_release = hlt_now_ms();
-    run_until(&loop, &kr.n, 3, 15000);
+    hlt_loop_run(&loop, &kr.n, 3, 15000);
     cr_assert_eq(kr.order[2], 2, "the writer is served first (got call %d)", kr.order[2]);
     cr_assert_eq(kr.st[2], HILOCK_OK, "%s", hilock_strerror(kr.st[2]));
     cr_assert_lt(hlt_now_ms() - t_release, 8000, "the writer was not woken by the release");
@@ -2432,14 +2411,14 @@ Test(async, a_waiting_writer_on_the_loop_stops_new_readers_and_is_woken_before_t
     cr_assert_eq(kr.ended[3], 0, "a reader was granted beside the writer");
     kr_release(2);
     t_release = hlt_now_ms();
-    run_until(&loop, &kr.n, 4, 15000);
+    hlt_loop_run(&loop, &kr.n, 4, 15000);
     cr_assert_eq(kr.st[3], HILOCK_OK, "%s", hilock_strerror(kr.st[3]));
     cr_assert_lt(hlt_now_ms() - t_release, 8000, "the reader was not woken by the writer's release");
     cr_assert_gt(hilock_fence(kr.l[3]), hilock_fence(kr.l[2]));
     cr_assert(holds(s, "doc", kr.l[3]) && !holds(s, "doc", kr.l[2]));
     cr_assert_eq(hlt_exists(s, "{doc}:wq"), 0);
     kr_release(3);
-    run_until(&loop, &kr.oks, 4, 10000);
+    hlt_loop_run(&loop, &kr.oks, 4, 10000);
     cr_assert_eq(hlt_exists(s, "doc"), 0);
     kr_end(&loop, s, 4);
 }
@@ -2540,7 +2519,7 @@ Test(async, semaphore_and_rw_acquire_async_refuse_bad_input_at_once_as_the_block
     cr_assert_eq(hlt_dbsize(s), 0, "a refused call wrote");
     hilock_client_free(plain);
     hilock_client_free(c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     hlt_redis_stop(s);
 }
 
@@ -2564,7 +2543,7 @@ Test(async, before_redis_3_2_the_two_calls_end_einval_in_done_as_the_blocking_ca
     cr_assert(strstr(want[0], "3.2"), "%s", want[0]);
     kr_sem(0, "old", 2, 0);
     kr_rw(1, "old", HILOCK_SHARED, 0);
-    run_until(&loop, &kr.n, 2, 10000);
+    hlt_loop_run(&loop, &kr.n, 2, 10000);
     for (int i = 0; i < 2; i++) {
         cr_assert_eq(kr.st[i], HILOCK_EINVAL, "%s", hilock_strerror(kr.st[i]));
         cr_assert_null(kr.l[i]);
@@ -2596,17 +2575,17 @@ Test(async, a_permit_and_a_shared_grant_extend_check_and_keep_alive_on_the_loop,
     memset(&k, 0, sizeof k);
     kr_sem(0, "perm", 2, 0);
     kr_rw(1, "doc", HILOCK_SHARED, 0);
-    run_until(&loop, &kr.n, 2, 10000);
+    hlt_loop_run(&loop, &kr.n, 2, 10000);
     cr_assert(kr.st[0] == HILOCK_OK && kr.st[1] == HILOCK_OK, "%s / %s", kr.err[0], kr.err[1]);
     for (int i = 0; i < 2; i++)
         cr_assert_eq(hilock_extend_async(kr.l[i], 1000, kr_call_ok, NULL), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
-    run_until(&loop, &kr.oks, 2, 10000);
+    hlt_loop_run(&loop, &kr.oks, 2, 10000);
     for (int i = 0; i < 2; i++) {   /* (granted for 30 s) */
         long long pttl = hlt_pttl(s, keys[i]);
         cr_assert(pttl > 0 && pttl <= 1000, "%s: PTTL %lld after an extend to 1 s", keys[i], pttl);
         cr_assert_eq(hilock_check_async(kr.l[i], kr_call_ok, NULL), HILOCK_OK);
     }
-    run_until(&loop, &kr.oks, 4, 10000);
+    hlt_loop_run(&loop, &kr.oks, 4, 10000);
     for (int i = 0; i < 2; i++)
         cr_assert_eq(hilock_keepalive(kr.l[i], on_lost, &k), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
     uv_timer_init(&loop, &later);
@@ -2628,7 +2607,7 @@ Test(async, a_permit_and_a_shared_grant_extend_check_and_keep_alive_on_the_loop,
     cr_assert(strstr(want[1], "doc holds a shared/exclusive lock"), "%s", want[1]);
     kr_rw(2, "perm", HILOCK_SHARED, 0);
     kr_sem(3, "doc", 2, 0);
-    run_until(&loop, &kr.n, 4, 10000);
+    hlt_loop_run(&loop, &kr.n, 4, 10000);
     for (int i = 0; i < 2; i++) {
         cr_assert_eq(kr.st[2 + i], HILOCK_EREPLY, "%s", hilock_strerror(kr.st[2 + i]));
         cr_assert_str_eq(kr.err[2 + i], want[i]);
@@ -2637,7 +2616,7 @@ Test(async, a_permit_and_a_shared_grant_extend_check_and_keep_alive_on_the_loop,
     hilock_client_free(plain);
     kr_release(0);
     kr_release(1);
-    run_until(&loop, &kr.oks, 6, 10000);
+    hlt_loop_run(&loop, &kr.oks, 6, 10000);
     cr_assert_eq(hlt_exists(s, "perm") + hlt_exists(s, "doc"), 0);
     uv_close((uv_handle_t *)&later, NULL);
     kr_end(&loop, s, 2);
@@ -2661,31 +2640,31 @@ Test(async, a_shared_exclusive_lock_over_three_masters_holds_on_each_on_the_loop
     loop_attach(&loop, kr.c);
     kr_rw(0, "rwq", HILOCK_SHARED, 0);
     kr_rw(1, "rwq", HILOCK_SHARED, 0);
-    run_until(&loop, &kr.n, 2, 10000);
+    hlt_loop_run(&loop, &kr.n, 2, 10000);
     for (int i = 0; i < 2; i++) {
         cr_assert_eq(kr.st[i], HILOCK_OK, "%s", kr.err[i]);
         for (int j = 0; j < 3; j++) cr_assert(holds(m[j], "rwq", kr.l[i]), "shared %d not on master %d", i, j);
     }
     kr_rw(2, "rwq", HILOCK_EXCLUSIVE, 0);
-    run_until(&loop, &kr.n, 3, 10000);
+    hlt_loop_run(&loop, &kr.n, 3, 10000);
     cr_assert_eq(kr.st[2], HILOCK_BUSY, "%s", kr.err[2]);
     for (int j = 0; j < 3; j++) cr_assert_eq(zcard(m[j], "rwq"), 3, "master %d: the busy try wrote", j);
     kr_release(0);
     kr_release(1);
-    run_until(&loop, &kr.oks, 2, 10000);
+    hlt_loop_run(&loop, &kr.oks, 2, 10000);
     kr_rw(3, "rwq", HILOCK_EXCLUSIVE, 0);
-    run_until(&loop, &kr.n, 4, 10000);
+    hlt_loop_run(&loop, &kr.n, 4, 10000);
     cr_assert_eq(kr.st[3], HILOCK_OK, "%s", kr.err[3]);
     for (int j = 0; j < 3; j++) {
         cr_assert(holds(m[j], "rwq", kr.l[3]), "exclusive not on master %d", j);
         cr_assert_eq(zcard(m[j], "rwq"), 2, "master %d: the writer alone (and the marker)", j);
     }
     kr_release(3);
-    run_until(&loop, &kr.oks, 3, 10000);
+    hlt_loop_run(&loop, &kr.oks, 3, 10000);
     for (int j = 0; j < 3; j++) cr_assert_eq(hlt_exists(m[j], "rwq"), 0);
     cr_assert_eq(kr.wrong, 0);
     for (int i = 0; i < 4; i++) hilock_free(kr.l[i]);
     hilock_client_free(kr.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     for (int j = 0; j < 3; j++) hlt_redis_stop(m[j]);
 }

@@ -17,6 +17,7 @@
 #include "cluster_fixture.h"
 #include "clients.h"
 #include "fixture.h"
+#include "loop_run.h"
 #include "hilock_libuv.h"
 
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
@@ -112,28 +113,6 @@ static void reset(run *r)
     memset(r->ended, 0, sizeof r->ended);
     memset(r->st, 0, sizeof r->st);
     r->done = 0;
-}
-
-static void on_guard(uv_timer_t *t) { *(int *)t->data = 1; }
-
-static void run_until(uv_loop_t *loop, const int *count, int want, long limit_ms)
-{
-    uv_timer_t guard;
-    int fired = 0;
-    uv_timer_init(loop, &guard);
-    guard.data = &fired;
-    uv_timer_start(&guard, on_guard, (uint64_t)limit_ms, 0);
-    while (*count < want && !fired) uv_run(loop, UV_RUN_ONCE);
-    uv_timer_stop(&guard);
-    uv_close((uv_handle_t *)&guard, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-    cr_assert_geq(*count, want, "only %d of %d calls ended within %ld ms", *count, want, limit_ms);
-}
-
-static void loop_close(uv_loop_t *loop)
-{
-    uv_run(loop, UV_RUN_NOWAIT);   /* the adapter's close callbacks */
-    cr_assert_eq(uv_loop_close(loop), 0, "handles left open on the loop");
 }
 
 /* Clients here: hlt_options's with each test's io timeout, attached to its loop, and
@@ -245,12 +224,12 @@ Test(async_cluster, each_shards_keys_acquire_extend_check_and_release_on_the_loo
     r.c = hlt_client_new(&o);   /* the failover awareness per shard, too */
     cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_keys(&r, n, 10000);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "acquire");
     assert_held_on_owner(f, &r, n);
     reset(&r);
     lock_calls(&r, n, extend_10s);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "extend");
     for (int i = 0; i < n; i++) {
         redisReply *t = hlt_cluster_cmd(f, r.shard[i], "PTTL %s", r.key[i]);
@@ -259,16 +238,16 @@ Test(async_cluster, each_shards_keys_acquire_extend_check_and_release_on_the_loo
     }
     reset(&r);
     lock_calls(&r, n, hilock_check_async);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "check");
     reset(&r);
     lock_calls(&r, n, hilock_release_async);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "release");
     assert_gone(f, &r, n);
     free_locks(&r, n);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }
 
 Test(async_cluster, fifty_calls_in_flight_across_the_shards_all_land_on_their_masters)
@@ -285,17 +264,17 @@ Test(async_cluster, fifty_calls_in_flight_across_the_shards_all_land_on_their_ma
     r.c = hlt_client_new(&o);
     cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_keys(&r, n, 10000);   /* all at once, on a new client: one slot map fetch */
-    run_until(&loop, &r.done, n, 15000);
+    hlt_loop_run(&loop, &r.done, n, 15000);
     assert_all(&r, n, HILOCK_OK, "acquire");
     assert_held_on_owner(f, &r, n);
     reset(&r);
     lock_calls(&r, n, hilock_release_async);
-    run_until(&loop, &r.done, n, 15000);
+    hlt_loop_run(&loop, &r.done, n, 15000);
     assert_all(&r, n, HILOCK_OK, "release");
     assert_gone(f, &r, n);
     free_locks(&r, n);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }
 
 /* The resharding of one slot, in a thread of its own (the fixture's calls block). */
@@ -345,7 +324,7 @@ Test(async_cluster, a_slot_moved_under_load_is_followed_without_stalling_the_loo
     r.c = hlt_client_new(&o);
     cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_keys(&r, n, 10000);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "acquire");
     reset(&r);
     mv.f = f;
@@ -369,7 +348,7 @@ Test(async_cluster, a_slot_moved_under_load_is_followed_without_stalling_the_loo
             uv_run(&loop, UV_RUN_ONCE);
     }
     r.again = 0;
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     tick_stop(&tk);
     printf("async_cluster: slot %d moved from master %d to %d under %d extends in flight: %ld "
            "extends, %ld failed; a 2 ms loop timer ticked %ld times, longest gap %lld ms\n", slot,
@@ -382,16 +361,16 @@ Test(async_cluster, a_slot_moved_under_load_is_followed_without_stalling_the_loo
     assert_held_on_owner(f, &r, n);   /* the locks moved with the slot, and were kept */
     reset(&r);
     lock_calls(&r, n, hilock_check_async);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "check after the move");
     reset(&r);
     lock_calls(&r, n, hilock_release_async);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "release after the move");
     assert_gone(f, &r, n);
     free_locks(&r, n);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     /* the slot goes home */
     cr_assert_eq(hlt_cluster_migrate_begin(f, slot, from), 0);
     cr_assert_eq(hlt_cluster_migrate_keys(f, slot, from), 0);
@@ -418,13 +397,13 @@ Test(async_cluster, a_frozen_shard_ends_only_its_own_calls_etimedout)
     r.c = hlt_client_new(&o);
     cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_keys(&r, n, 10000);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "acquire");
     reset(&r);
     hlt_cluster_freeze(f, cold);
     t0 = hlt_now_ms();
     lock_calls(&r, n, extend_10s);
-    run_until(&loop, &r.done, n, 5000);
+    hlt_loop_run(&loop, &r.done, n, 5000);
     hlt_cluster_thaw(f, cold);
     for (int i = 0; i < n; i++) {
         cr_assert_eq(r.st[i], r.shard[i] == cold ? HILOCK_ETIMEDOUT : HILOCK_OK, "extend %d (%s, master "
@@ -434,12 +413,12 @@ Test(async_cluster, a_frozen_shard_ends_only_its_own_calls_etimedout)
     cr_assert_lt(hlt_now_ms() - t0, 300 + 1200, "not bounded");
     reset(&r);
     lock_calls(&r, n, hilock_release_async);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "release after the thaw");
     assert_gone(f, &r, n);
     free_locks(&r, n);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
     heal(f);
 }
 
@@ -464,11 +443,11 @@ Test(async_cluster, freeing_the_client_ends_the_calls_in_flight_on_every_shard)
         cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
         if (round == 1) {   /* the map in hand and the connections open */
             acquire_keys(&r, 1, 10000);
-            run_until(&loop, &r.done, 1, 10000);
+            hlt_loop_run(&loop, &r.done, 1, 10000);
             cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
             reset(&r);
             cr_assert_eq(hilock_release_async(r.lock[0], on_done, arg_of(&r, 0)), HILOCK_OK);
-            run_until(&loop, &r.done, 1, 10000);
+            hlt_loop_run(&loop, &r.done, 1, 10000);
             hilock_free(r.lock[0]);
             r.lock[0] = NULL;
             reset(&r);
@@ -488,7 +467,7 @@ Test(async_cluster, freeing_the_client_ends_the_calls_in_flight_on_every_shard)
         cr_assert_eq(r.done, n, "a done ran after hilock_client_free returned");
         free_locks(&r, n);
     }
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }
 
 /* Waiting acquires on keys of every shard (a BLPOP on a side connection to each shard's
@@ -514,7 +493,7 @@ Test(async_cluster, waiters_on_every_shard_get_the_key_once_it_is_released)
     r.c = hlt_client_new(&o);
     cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     acquire_keys(&r, n, 30000);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     assert_all(&r, n, HILOCK_OK, "holder");
     for (int i = n; i < 2 * n; i++)
         cr_assert_eq(hilock_acquire_async(r.c, r.key[i], 10000, 20000, on_done, arg_of(&r, i)), HILOCK_OK);
@@ -523,7 +502,7 @@ Test(async_cluster, waiters_on_every_shard_get_the_key_once_it_is_released)
     t0 = hlt_now_ms();
     for (int i = 0; i < n; i++)
         cr_assert_eq(hilock_release_async(r.lock[i], on_extended, arg_of(&r, i)), HILOCK_OK);
-    run_until(&loop, &r.done, 3 * n, 15000);
+    hlt_loop_run(&loop, &r.done, 3 * n, 15000);
     for (int i = n; i < 2 * n; i++) {
         char *v = hlt_cluster_get(f, r.shard[i], r.key[i]);
         cr_assert_eq(r.st[i], HILOCK_OK, "waiter %s: %s: %s", r.key[i], hilock_strerror(r.st[i]), r.err[i]);
@@ -535,9 +514,9 @@ Test(async_cluster, waiters_on_every_shard_get_the_key_once_it_is_released)
     reset(&r);
     for (int i = n; i < 2 * n; i++)
         cr_assert_eq(hilock_release_async(r.lock[i], on_done, arg_of(&r, i)), HILOCK_OK);
-    run_until(&loop, &r.done, n, 10000);
+    hlt_loop_run(&loop, &r.done, n, 10000);
     for (int i = n; i < 2 * n; i++) cr_assert_eq(r.st[i], HILOCK_OK, "%s", r.err[i]);
     free_locks(&r, 2 * n);
     hilock_client_free(r.c);
-    loop_close(&loop);
+    hlt_loop_close(&loop);
 }

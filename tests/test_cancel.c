@@ -12,6 +12,7 @@
 
 #include "clients.h"
 #include "fixture.h"
+#include "loop_run.h"
 #include "hilock.h"
 #include "hilock_libuv.h"
 
@@ -256,36 +257,6 @@ static void on_done(hilock_status st, hilock *l, void *arg)
     snprintf(o->msg, sizeof o->msg, "%s", hilock_client_errmsg(o->c));
 }
 
-static void on_guard(uv_timer_t *t) { *(int *)t->data = 1; }
-
-/* Run the loop until *count reaches want, or limit_ms passes (then fail). */
-static void run_until(uv_loop_t *loop, const int *count, int want, long limit_ms)
-{
-    uv_timer_t guard;
-    int fired = 0;
-    uv_timer_init(loop, &guard);
-    guard.data = &fired;
-    uv_timer_start(&guard, on_guard, (uint64_t)limit_ms, 0);
-    while (*count < want && !fired) uv_run(loop, UV_RUN_ONCE);
-    uv_timer_stop(&guard);
-    uv_close((uv_handle_t *)&guard, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-    cr_assert_geq(*count, want, "only %d of %d calls ended within %ld ms", *count, want, limit_ms);
-}
-
-/* The loop runs for ms (its calls go on meanwhile). */
-static void run_for(uv_loop_t *loop, long ms)
-{
-    uv_timer_t guard;
-    int fired = 0;
-    uv_timer_init(loop, &guard);
-    guard.data = &fired;
-    uv_timer_start(&guard, on_guard, (uint64_t)ms, 0);
-    while (!fired) uv_run(loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&guard, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-}
-
 static void *cancel_later(void *arg)
 {
     hlt_sleep_ms(300);
@@ -299,12 +270,12 @@ static void loop_works_after(uv_loop_t *loop, hlt_redis *r, hilock_client *c, co
     outcome o = { .c = c };
     char *v;
     cr_assert_eq(hilock_acquire_async(c, key, 30000, 5000, on_done, &o), HILOCK_OK);
-    run_until(loop, &o.n, 1, 10000);
+    hlt_loop_run(loop, &o.n, 1, 10000);
     cr_assert_eq(o.st, HILOCK_OK, "%s", o.msg);
     cr_assert_str_eq(v = hlt_get(r, key), hilock_token(o.l));
     free(v);
     cr_assert_eq(hilock_release_async(o.l, on_done, &o), HILOCK_OK);
-    run_until(loop, &o.n, 2, 10000);
+    hlt_loop_run(loop, &o.n, 2, 10000);
     cr_assert_eq(o.st, HILOCK_OK, "%s", o.msg);
     hilock_free(o.l);
     cr_assert_eq(hlt_exists(r, key), 0);
@@ -328,12 +299,12 @@ Test(cancel, another_thread_ends_a_loop_clients_waits, .timeout = 60)
     cr_assert_eq(hilock_acquire(a, "k", 30000, 0, &held), HILOCK_OK);
     cr_assert_eq(hilock_acquire_async(c, "k", 30000, HILOCK_WAIT_FOREVER, on_done, &w1), HILOCK_OK);
     cr_assert_eq(hilock_acquire_async(c, "k", 30000, HILOCK_WAIT_FOREVER, on_done, &w2), HILOCK_OK);
-    run_for(&loop, 300);   /* both waiting */
+    hlt_loop_run(&loop, NULL, 0, 300);   /* both waiting */
     cr_assert_eq(w1.n + w2.n, 0, "a waiter ended: %s / %s", w1.msg, w2.msg);
     cr_assert_eq(pthread_create(&th, NULL, cancel_later, c), 0);
     at = hlt_now_ms();
-    run_until(&loop, &w2.n, 1, ENDS_WITHIN_MS + 300);
-    run_until(&loop, &w1.n, 1, 1000);
+    hlt_loop_run(&loop, &w2.n, 1, ENDS_WITHIN_MS + 300);
+    hlt_loop_run(&loop, &w1.n, 1, 1000);
     pthread_join(th, NULL);
     cr_assert_lt(hlt_now_ms() - at, ENDS_WITHIN_MS + 300);
     cr_assert_eq(w1.st, HILOCK_ECANCELED, "%s: %s", hilock_strerror(w1.st), w1.msg);
@@ -347,8 +318,7 @@ Test(cancel, another_thread_ends_a_loop_clients_waits, .timeout = 60)
     hilock_free(held);
     loop_works_after(&loop, r, c, "k");
     hilock_client_free(c);
-    uv_run(&loop, UV_RUN_NOWAIT);
-    cr_assert_eq(uv_loop_close(&loop), 0, "handles left open on the loop");
+    hlt_loop_close(&loop);
     hilock_client_free(a);
     hlt_redis_stop(r);
 }
@@ -369,7 +339,7 @@ Test(cancel, a_loop_clients_stalled_round_trip_ends_and_its_write_is_undone, .ti
     hlt_redis_freeze(r);
     cr_assert_eq(hilock_acquire_async(c, "k", 30000, 0, on_done, &w), HILOCK_OK);
     cr_assert_eq(pthread_create(&th, NULL, cancel_later, c), 0);
-    run_until(&loop, &w.n, 1, ENDS_WITHIN_MS + 300);
+    hlt_loop_run(&loop, &w.n, 1, ENDS_WITHIN_MS + 300);
     pthread_join(th, NULL);
     hlt_redis_thaw(r);
     cr_assert_eq(w.st, HILOCK_ECANCELED, "%s: %s", hilock_strerror(w.st), w.msg);
@@ -377,7 +347,6 @@ Test(cancel, a_loop_clients_stalled_round_trip_ends_and_its_write_is_undone, .ti
     loop_works_after(&loop, r, c, "other");   /* its round trip undoes k's write first */
     cr_assert_eq(hlt_exists(r, "k"), 0, "the cancelled acquire's value is still there");
     hilock_client_free(c);
-    uv_run(&loop, UV_RUN_NOWAIT);
-    cr_assert_eq(uv_loop_close(&loop), 0, "handles left open on the loop");
+    hlt_loop_close(&loop);
     hlt_redis_stop(r);
 }
