@@ -1186,30 +1186,17 @@ static void guard_say(const char *m)
 
 /* Signal COMMAND's tree from the guard: its process group (or COMMAND), and every child of a
  * living hilock but the guard (what the subreaper adopted: a stopped hilock reaps nothing, so
- * those pids stay its children's). Reads /proc/PID/task/PID/children with open/read only (this
- * child of a threaded process calls only async-signal-safe functions). */
+ * those pids stay its children's), listed by hl_plat_children_of (async-signal-safe, as
+ * everything this child of a threaded process calls). */
 static void guard_signal(const guard_ctx *g, int sig, int hilock_alive)
 {
-    char file[64], buf[4096];
-    ssize_t n;
-    int fd;
+    pid_t kids[1024];
+    long n;
     kill(g->group ? -g->cmd : g->cmd, sig);
-    if (!hilock_alive) return;
-    snprintf(file, sizeof file, "/proc/%d/task/%d/children", (int)g->hilock, (int)g->hilock);
-    if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) return;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return;
-    buf[n] = '\0';
-    for (char *p = buf; *p;) {
-        long pid = 0;
-        while (*p == ' ') p++;
-        while (*p >= '0' && *p <= '9') pid = pid * 10 + (*p++ - '0');
-        if (*p && *p != ' ') break;
-        if (pid > 0 && pid != (long)getpid() && pid != (long)g->cmd &&
-            (!g->group || getpgid((pid_t)pid) != g->cmd))
-            kill((pid_t)pid, sig);
-    }
+    if (!hilock_alive || (n = hl_plat_children_of(g->hilock, kids, sizeof kids / sizeof kids[0])) <= 0) return;
+    for (long i = 0; i < n; i++)
+        if (kids[i] > 0 && kids[i] != getpid() && kids[i] != g->cmd && (!g->group || getpgid(kids[i]) != g->cmd))
+            kill(kids[i], sig);
 }
 
 /* The guard's whole life (forked with every signal blocked; never returns). While hilock

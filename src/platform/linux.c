@@ -105,6 +105,44 @@ int hl_plat_parent_death_signal(int sig)
     return syscall(SYS_prctl, PR_SET_PDEATHSIG, sig, 0, 0, 0) < 0 ? errno : 0;
 }
 
+/* "/proc/N/task/N/children" without snprintf (async-signal-safe). */
+static void children_path(char *buf, pid_t pid)
+{
+    char num[24];
+    int k = 0;
+    unsigned long v = (unsigned long)pid;
+    char *p = buf;
+    do num[k++] = (char)('0' + v % 10); while ((v /= 10) != 0);
+    for (const char *s = "/proc/"; *s;) *p++ = *s++;
+    for (int i = k; i > 0;) *p++ = num[--i];
+    for (const char *s = "/task/"; *s;) *p++ = *s++;
+    for (int i = k; i > 0;) *p++ = num[--i];
+    for (const char *s = "/children"; *s;) *p++ = *s++;
+    *p = '\0';
+}
+
+long hl_plat_children_of(pid_t pid, pid_t *out, size_t max)
+{
+    char file[80], buf[4096];
+    ssize_t got;
+    size_t n = 0;
+    int fd;
+    children_path(file, pid);
+    if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) return -1;
+    got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got < 0) return -1;
+    buf[got] = '\0';
+    for (char *p = buf; *p && n < max;) {   /* "123 456 " */
+        long v = 0;
+        while (*p == ' ' || *p == '\n') p++;
+        if (*p < '0' || *p > '9') break;
+        while (*p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
+        out[n++] = (pid_t)v;
+    }
+    return (long)n;
+}
+
 int hl_plat_subreaper(void)
 {
     return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0 ? errno : 0;

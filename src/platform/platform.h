@@ -87,6 +87,10 @@ void hl_plat_set_name(const char *name);
 /* Ask for signal sig when the parent dies: 0, ENOSYS where the system has no such request,
  * or another errno. */
 int hl_plat_parent_death_signal(int sig);
+/* Up to max pids of the children of process pid's main thread (what a subreaper adopts hangs
+ * there), for the command's guard, which kills them while hilock is stopped: open/read only.
+ * -1 (errno) where they cannot be listed so (ENOSYS, a kernel without the children file). */
+long hl_plat_children_of(pid_t pid, pid_t *out, size_t max);
 
 /* ---- the command's process tree (not async-signal-safe) ---- */
 

@@ -233,6 +233,15 @@ int hl_plat_subreaper(void)
 #endif
 }
 
+long hl_plat_children_of(pid_t pid, pid_t *out, size_t max)
+{
+    (void)pid;
+    (void)out;
+    (void)max;
+    errno = ENOSYS;
+    return -1;
+}
+
 long hl_plat_children(pid_t *out, size_t max)
 {
     (void)out;
