@@ -47,8 +47,9 @@ static const char *path(hlt_redis *r, const char *name)
     return p[i];
 }
 
-/* Run bin with argv[1..] (NULL-terminated), stdout to out.txt, stderr to err.txt. */
-static pid_t start(hlt_redis *r, const char *const *args)
+/* Run bin with argv[1..] (NULL-terminated) in r's dir, stdout appended to out.txt, stderr to
+ * fd if >= 0, else to err_name (truncated). */
+static pid_t spawn_bin(hlt_redis *r, const char *const *args, const char *err_name, int fd)
 {
     const char *argv[32];
     int n = 0;
@@ -60,7 +61,7 @@ static pid_t start(hlt_redis *r, const char *const *args)
     cr_assert(pid >= 0);
     if (pid == 0) {
         int o = open(path(r, "out.txt"), O_WRONLY | O_CREAT | O_APPEND, 0600);
-        int e = open(path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = fd >= 0 ? fd : open(path(r, err_name), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (o < 0 || e < 0 || chdir(r->dir) < 0) _exit(120);
         /* no controlling terminal, as under cron, whatever runs the tests (the terminal
          * case has its own test) */
@@ -77,6 +78,9 @@ static pid_t start(hlt_redis *r, const char *const *args)
     }
     return pid;
 }
+
+/* Run bin with argv[1..], stderr to err.txt. */
+static pid_t start(hlt_redis *r, const char *const *args) { return spawn_bin(r, args, "err.txt", -1); }
 
 static int run(hlt_redis *r, const char *const *args)
 {
@@ -1752,30 +1756,7 @@ Test(cli, a_key_of_another_kind_exits_69_naming_it_and_is_left_as_it_was)
  * failure no process is left running. */
 
 /* Like start(), with fd as hilock's stderr (err.txt if -1). */
-static pid_t start_err(hlt_redis *r, const char *const *args, int fd)
-{
-    const char *argv[32];
-    int n = 0;
-    pid_t pid;
-    argv[n++] = bin;
-    while (*args && n < 31) argv[n++] = *args++;
-    argv[n] = NULL;
-    pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int o = open(path(r, "out.txt"), O_WRONLY | O_CREAT | O_APPEND, 0600);
-        int e = fd >= 0 ? fd : open(path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (o < 0 || e < 0 || chdir(r->dir) < 0) _exit(120);
-        setsid();
-        signal(SIGINT, SIG_DFL);   /* (as in start) */
-        signal(SIGQUIT, SIG_DFL);
-        dup2(o, 1);
-        dup2(e, 2);
-        execv(bin, (char *const *)argv);
-        _exit(121);
-    }
-    return pid;
-}
+static pid_t start_err(hlt_redis *r, const char *const *args, int fd) { return spawn_bin(r, args, "err.txt", fd); }
 
 /* Fill the pipe whose write end is wfd (blocking, hilock's stderr) to the brim, as a stalled
  * log shipper leaves it: through a description of its own (/proc/self/fd), made non-blocking,
@@ -1826,23 +1807,7 @@ static pid_t start_second(hlt_redis *r)
 {
     static const char *const second[] = { "-w", "20", "-t", "1", "job", "--", "sh", "-c",
                                           "date +%s%N >> two.txt; sleep 0.1; date +%s%N >> two.txt", NULL };
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {   /* (its own err2.txt: the first's err.txt stays readable) */
-        const char *argv[16];
-        int n = 0, o = open(path(r, "out.txt"), O_WRONLY | O_CREAT | O_APPEND, 0600);
-        int e = open(path(r, "err2.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (o < 0 || e < 0 || chdir(r->dir) < 0) _exit(120);
-        setsid();
-        dup2(o, 1);
-        dup2(e, 2);
-        argv[n++] = bin;
-        for (int i = 0; second[i]; i++) argv[n++] = second[i];
-        argv[n] = NULL;
-        execv(bin, (char *const *)argv);
-        _exit(121);
-    }
-    return pid;
+    return spawn_bin(r, second, "err2.txt", -1);   /* (its own err2.txt: the first's err.txt stays readable) */
 }
 
 /* one.txt's last line came before two.txt's first (and both were written). */
