@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -434,6 +435,30 @@ static long long int_cmd(hlt_redis *r, const char *cmd, const char *key)
 long long hlt_pttl(hlt_redis *r, const char *key) { return int_cmd(r, "PTTL", key); }
 long long hlt_exists(hlt_redis *r, const char *key) { return int_cmd(r, "EXISTS", key); }
 long long hlt_dbsize(hlt_redis *r) { return int_cmd(r, "DBSIZE", NULL); }
+
+/* A fresh connection's PING gets no reply within 30 ms, or -BUSY: the server is inside a
+ * script (or another long command). Polled every 5 ms up to limit_ms: the condition a test
+ * waits for, where a fixed sleep would guess how long the server takes to start the script.
+ * Returns how many connections it made (for a test that counts them), 0 if never busy. */
+int hlt_redis_wait_busy(hlt_redis *r, long limit_ms)
+{
+    long long end = hlt_now_ms() + limit_ms;
+    struct timeval tv = { 0, 30000 };
+    int made = 0;
+    do {
+        redisContext *k = redisConnectUnixWithTimeout(r->sock, tv);
+        redisReply *rep = NULL;
+        int up = k && !k->err && redisSetTimeout(k, tv) == REDIS_OK, busy;
+        made += k && !k->err;
+        if (up) rep = redisCommand(k, "PING");   /* NULL: no reply in 30 ms */
+        busy = up && (!rep || (rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "BUSY", 4)));
+        if (rep) freeReplyObject(rep);
+        if (k) redisFree(k);
+        if (busy) return made;
+        hlt_sleep_ms(5);
+    } while (hlt_now_ms() < end);
+    return 0;
+}
 
 long long hlt_info_int(hlt_redis *r, const char *section, const char *field)
 {

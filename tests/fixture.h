@@ -42,6 +42,8 @@ long long hlt_dbsize(hlt_redis *r);
 /* An integer field of INFO <section> (field as "blocked_clients:" or "cmdstat_get:calls=",
  * matched at the start of a line); -1 if missing. */
 long long hlt_info_int(hlt_redis *r, const char *section, const char *field);
+/* Wait until r is inside a script (a PING gets no reply, or -BUSY): the connections it made, 0 if never */
+int  hlt_redis_wait_busy(hlt_redis *r, long limit_ms);
 
 /* A free TCP port on 127.0.0.1 (bind to 0 and read it back). */
 int  hlt_free_port(void);

@@ -453,6 +453,26 @@ int hlt_sentinel_wait_replica(hlt_sentinel *f, int i, long timeout_ms)
     return wait_until(timeout_ms, replica_online, f, i);
 }
 
+/* A number field of data node i's INFO replication, -1 if missing. */
+static long long repl_field(hlt_sentinel *f, int i, const char *field)
+{
+    redisReply *r = hlt_data_cmd(f, i, "INFO replication");
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, field) : NULL;
+    long long v = p ? atoll(p + strlen(field)) : -1;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+int hlt_sentinel_wait_synced(hlt_sentinel *f, int i, long timeout_ms)
+{
+    long long want = repl_field(f, 1 - i, "master_repl_offset:"), end = hlt_now_ms() + timeout_ms;
+    while (want < 0 || repl_field(f, i, "slave_repl_offset:") < want) {
+        if (hlt_now_ms() >= end) return -1;
+        hlt_sleep_ms(POLL_MS);
+    }
+    return 0;
+}
+
 static int not_connected(hlt_sentinel *f, int i) { return !replica_connected(f, i); }
 
 int hlt_sentinel_cut(hlt_sentinel *f, int i)

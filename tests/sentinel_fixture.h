@@ -81,6 +81,9 @@ int hlt_sentinel_wait_switch(hlt_sentinel *f, int to, long timeout_ms);
 /* Wait until data[i] is a replica with its link up and its master streaming to it (e.g. the
  * old master after a thaw). */
 int hlt_sentinel_wait_replica(hlt_sentinel *f, int i, long timeout_ms);
+/* Wait until replica data[i] has applied every write its master (the other node) had when
+ * asked (its slave_repl_offset reaches the master's master_repl_offset). 0, or -1 on timeout. */
+int hlt_sentinel_wait_synced(hlt_sentinel *f, int i, long timeout_ms);
 
 /* Cut replication on replica i without touching the master: a bogus masterauth and a killed
  * master link (it then fails to AUTH on every retry). hlt_sentinel_heal undoes it. */

@@ -380,9 +380,14 @@ static redisContext *start_busy_script(hlt_redis *r)
     cr_assert(k && !k->err);
     redisAppendCommand(k, "EVAL %s 0", "while true do end");
     while (!done) cr_assert_eq(redisBufferWrite(k, &done), REDIS_OK);
-    hlt_sleep_ms(300);   /* past the 100 ms limit */
-    rep = hlt_cmd(r, "GET x");
-    cr_assert(rep && rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "BUSY", 4));
+    /* until past the 100 ms limit: the server answers -BUSY (a GET before the script started
+     * is answered; one while it runs waits for the limit) */
+    for (long long end = hlt_now_ms() + 10000;; hlt_sleep_ms(10)) {
+        rep = hlt_cmd(r, "GET x");
+        if (rep && rep->type == REDIS_REPLY_ERROR && !strncmp(rep->str, "BUSY", 4)) break;
+        cr_assert(rep && hlt_now_ms() < end, "the server never answered -BUSY");
+        freeReplyObject(rep);
+    }
     freeReplyObject(rep);
     return k;
 }
