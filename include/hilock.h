@@ -230,9 +230,11 @@ typedef struct hilock_options {
                                      addresses are parsed, never looked up.                    */
     int64_t io_timeout_ms;        /* bound on one round trip. Default 1000.                     */
     int64_t retry_delay_ms;       /* mean pause between attempts while waiting (jittered
-                                     +-50%, never past the holder's expiry or the deadline);
-                                     with `wake`, the release ends it early, so this is only
-                                     the fallback poll. Default 50.                             */
+                                     +-50%, never past the holder's expiry or the deadline)
+                                     where a waiter does not block on a release signal:
+                                     wake = 0, legacy and bridge locks, fair waiters on
+                                     servers before 6.0, a server that refuses BLPOP. With
+                                     `wake`, poll_ms is the pause instead. Default 50.          */
     double  drift_factor;         /* clock drift allowance: validity loses ttl*drift_factor
                                      + 2 ms. Default 0.01. Range [0, 0.5).                      */
     int     min_replicas;         /* replicas that must acknowledge acquire/extend (WAIT,
@@ -271,15 +273,21 @@ typedef struct hilock_options {
     int     legacy_pexpire;       /* 1 = hilock_legacy_acquire/extend also give the key a TTL of
                                      the timeout (crash protection; harmless to legacy peers,
                                      though a peer's GETSET removes it again). Default 0.       */
-    int     wake;                 /* 1 = a waiting acquire is woken by the holder's release,
-                                     with polling only as a fallback; 0 = pure polling every
-                                     retry_delay_ms (a knob for comparisons: make bench; or
-                                     for proxies without blocking commands). Default 1.
+    int     wake;                 /* 1 = a waiting acquire blocks until the holder's release
+                                     signals it, the holder's ttl runs out, its own deadline
+                                     comes or poll_ms passes, whichever is first: about one
+                                     attempt and one BLPOP per waiter per poll_ms while a
+                                     holder holds; 0 = pure polling every retry_delay_ms (a
+                                     knob for comparisons: make bench; or for proxies without
+                                     blocking commands). Default 1.
                                      Waiters block with BLPOP on {key}:signal; an acquire that
                                      finds the lock busy and will wait sets {key}:waiters, and
                                      a release that sees it pushes one element to
                                      {key}:signal, waking one waiter. Both keys expire (the
-                                     signal after 1 s). Legacy and bridge locks always poll. */
+                                     signal after 1 s). A woken waiter whose next attempt
+                                     fails (an error, not a holder) passes the signal on.
+                                     Legacy and bridge locks always poll (their fleets do
+                                     not signal). See docs/waiting-and-keepalive.md.          */
     int64_t failover_guard_ms;    /* the failover guard lasts at least this long: set it to
                                      the longest ttl any client of these keys uses. 0 = rely on
                                      the longest ttl recorded on the master before the failover
@@ -329,6 +337,14 @@ typedef struct hilock_options {
                                      queue's script); hilock_legacy_acquire ignores it (the recipe's
                                      one script mints the token at no extra round trip).
                                      See docs/fencing.md. 0 or 1; default 1.                  */
+    int64_t poll_ms;              /* with `wake`: the mean longest block between two attempts
+                                     (jittered +-50%) when no release signal comes. It bounds
+                                     how late a waiter sees a key freed without a signal (an
+                                     operator's DEL, another library's release, a signal lost
+                                     with a dead waiter) and what an idle waiter costs the
+                                     server: ~2 calls per poll_ms. A holder's expiry is never
+                                     waited past. Before Redis 6.0 a block is whole seconds.
+                                     Range 1..600000; default 1000.                           */
 } hilock_options;
 
 /* Fill *o with the defaults listed above. Never fails; NULL is ignored.

@@ -131,6 +131,8 @@ void hlt_bg_start(hlt_bg *bg)
 {
     hilock_options o = hlt_options(bg->nurls ? bg->urls : &bg->url, bg->nurls ? bg->nurls : 1);
     o.retry_delay_ms = bg->retry_delay_ms ? bg->retry_delay_ms : 50;
+    /* (a test that sets the retry delay meant how often a waiter looks: a blocking one too) */
+    if (bg->poll_ms || bg->retry_delay_ms) o.poll_ms = bg->poll_ms ? bg->poll_ms : bg->retry_delay_ms;
     o.wake = !bg->no_wake;
     bg->c = hlt_client_new(&o);
     bg->l = NULL;

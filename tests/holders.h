@@ -32,6 +32,7 @@ typedef struct hlt_bg {
     int             limit, plain;
     hilock_rw_mode  mode;
     int64_t         ttl_ms, wait_ms, retry_delay_ms;
+    int64_t         poll_ms;           /* 0: retry_delay_ms if given, else the default */
     int             no_wake;           /* options.wake = 0: polling only */
     /* filled in */
     hilock_client  *c;

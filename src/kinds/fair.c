@@ -13,10 +13,10 @@
  * again at once, finds the queue ahead of it and joins the tail.
  *
  * Why an entry lapses BEAT_LIFE after its waiter's last call: a live waiter calls again
- * within one pause (at most 1.5 x retry_delay_ms, the jitter) plus a late BLPOP (at most
- * io_timeout_ms / 2) plus one round trip (at most io_timeout_ms), which is less than
- * 2 x io_timeout_ms + retry_delay_ms as long as retry_delay_ms <= io_timeout_ms (the
- * defaults: 50 and 1000; client.c refuses fair with a longer retry_delay_ms). The queue's
+ * within one pause (at most hl_pause_max_ms: 1.5 x poll_ms while it blocks, 1.5 x
+ * retry_delay_ms while it polls) plus a late BLPOP (at most io_timeout_ms / 2) plus one round
+ * trip (at most io_timeout_ms), which is less than 2 x io_timeout_ms + that pause (the
+ * defaults: 3.5 s; a waiter blocked on a whole-second BLPOP, before Redis 6.0, too). The queue's
  * keys expire with its longest-lived entry (clients' lives differ with their options). A
  * waiter that died, froze or went away therefore blocks the others for at most that after
  * its last call: every script drops lapsed entries first, and a
@@ -35,9 +35,9 @@
 
 #include "kinds.h"
 
-static int64_t beat_life_ms(const hilock_client *c)
+static int64_t beat_life_ms(const hilock *l)
 {
-    return 2 * c->opt.io_timeout_ms + c->opt.retry_delay_ms;
+    return 2 * l->c->opt.io_timeout_ms + hl_pause_max_ms(l);
 }
 
 /* The queue's keys and this waiter's own signal list, named after its token (again after
@@ -71,7 +71,7 @@ static void fair_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, const char *op)
     hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
     hl_cmd_arg(cmd, op, (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
-    hl_cmd_argi(cmd, b->num[0], beat_life_ms(l->c));
+    hl_cmd_argi(cmd, b->num[0], beat_life_ms(l));
     hl_cmd_arg(cmd, l->signal_key, strlen(l->signal_key) - strlen(l->token));   /* the prefix */
 }
 
@@ -120,19 +120,25 @@ static void release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
     fair_cmd(l, cmd, b, "release");
 }
 
-void hl_kinds_leave(hilock *l, int64_t hard_deadline_us,
-                    void (*leave_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b))
+void hl_kinds_send(hilock *l, int64_t hard_deadline_us,
+                   void (*make_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b))
 {
     hilock_client *c = l->c;
     hl_cmd cmd;
     hl_kind_buf b;
     int64_t per = c->opt.io_timeout_ms * 1000, dl = hl_add_sat(hl_now_us(), per);
-    if (!l->queued) return;
     if (dl > hard_deadline_us) dl = hard_deadline_us;
     if (dl <= hl_now_us()) return;
-    leave_cmd(l, &cmd, &b);
+    make_cmd(l, &cmd, &b);
     hl_exec(c, hl_all_nodes(c), &cmd, 1, per, dl);
     hl_exec_clear(c);
+}
+
+void hl_kinds_leave(hilock *l, int64_t hard_deadline_us,
+                    void (*leave_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b))
+{
+    if (!l->queued) return;
+    hl_kinds_send(l, hard_deadline_us, leave_cmd);
     l->queued = 0;
 }
 

@@ -20,7 +20,11 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
     hl_cmd_argi(cmd, b->num[2], mark_ms);
     hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
     hl_cmd_arg(cmd, l->c->holder, (size_t)-1);
-    /* we waited behind readers: our mark is cut to one pause (the longest hl_next_attempt picks) */
+    /* we waited behind readers: our mark, which holds new readers off, is cut to one retry
+     * pause (1.5 x retry_delay_ms) -- not to a blocking waiter's pause (1.5 x poll_ms), which
+     * would hold readers off that long after our turn. Another plain writer blocked on the
+     * signal meanwhile may then see our release at its poll, where its next attempt marks
+     * the lock again (docs/rwlock.md) */
     hl_cmd_argi(cmd, b->num[4], l->queued ? l->c->opt.retry_delay_ms * 3 / 2 + 1 : 0);
     return HILOCK_OK;
 }
@@ -53,6 +57,28 @@ static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t 
     return HILOCK_OK;
 }
 
+/* A woken waiter whose acquire ends without the lock (its attempt after the signal failed:
+ * an error, or a cancel) took a release signal that no grant followed: it passes it on
+ * (release.lua's 'pass' form, wait.c), within the acquire's bound, so the next waiter does not
+ * wait for its poll. A waiter that met a holder there sends it too: the script pushes nothing
+ * while the key is held (that holder's release will). */
+static void pass_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+{
+    (void)b;
+    hl_cmd_init(cmd, &hl_lua_release, l->kind->holder ? 4 : 3);
+    hl_cmd_arg(cmd, l->key, (size_t)-1);
+    hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
+    hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);
+    if (l->kind->holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
+    hl_cmd_arg(cmd, l->token, (size_t)-1);
+    hl_cmd_arg(cmd, "pass", 4);
+}
+
+static void give_up(hilock *l, int64_t hard_deadline_us)
+{
+    if (l->woken) hl_kinds_send(l, hard_deadline_us, pass_cmd);
+}
+
 const hl_kind_ops hl_kind_modern = {
     .name = "modern",
     .acquire_cmd = acquire_cmd,
@@ -61,6 +87,7 @@ const hl_kind_ops hl_kind_modern = {
     .usable = NULL,
     .extend_cmd = extend_cmd,
     .extend_end = NULL,
+    .give_up = give_up,
     .taken = "now held by another owner",
     .undo_unknown = 1,   /* a random token is ours alone: deleting it by value is safe */
     .failover = 1,
@@ -122,6 +149,7 @@ const hl_kind_ops hl_kind_unfenced = {
     .usable = NULL,
     .extend_cmd = extend_cmd,
     .extend_end = NULL,
+    .give_up = give_up,
     .taken = "now held by another owner",
     .undo_unknown = 1,   /* as modern: the token is ours alone */
     .failover = 1,       /* failover.lua and WAIT follow the SET in the same pipeline */

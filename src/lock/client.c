@@ -136,11 +136,11 @@ static const size_t options_ends[] = {
     END(drift_factor), END(min_replicas), END(replicas_timeout_ms), END(failover_guard), END(bridge),
     END(codec), END(skew_margin_ms), END(clock_offset_ms), END(legacy_pexpire), END(wake),
     END(failover_guard_ms), END(tls_ca_file), END(tls_ca_path), END(tls_cert_file), END(tls_key_file),
-    END(tls_server_name), END(tls_verify), END(fair), END(fencing),
+    END(tls_server_name), END(tls_verify), END(fair), END(fencing), END(poll_ms),
 };
 /* A field appended to the struct but not to the list above fails the build here (the last
  * field listed must end within the struct's trailing padding). */
-typedef char hl_options_ends_complete[sizeof(hilock_options) - END(fencing) < 8 ? 1 : -1];
+typedef char hl_options_ends_complete[sizeof(hilock_options) - END(poll_ms) < 8 ? 1 : -1];
 #undef END
 
 static void options_defaults(hilock_options *o)
@@ -166,6 +166,7 @@ static void options_defaults(hilock_options *o)
     o->wake = 1;
     o->tls_verify = 1;
     o->fencing = 1;
+    o->poll_ms = 1000;
 }
 
 void hilock_options_init_sized(hilock_options *o, size_t size)
@@ -200,6 +201,7 @@ static const char *check_options(const hilock_options *o)
         return "failover_guard_ms must be in 0..HILOCK_TTL_MAX_MS";
     if (o->bridge < 0 || o->bridge > 1) return "bridge must be 0 or 1";
     if (o->wake < 0 || o->wake > 1) return "wake must be 0 or 1";
+    if (o->poll_ms <= 0 || o->poll_ms > 600000) return "poll_ms must be in 1..600000";
     if (o->codec.unit < HILOCK_UNIT_S || o->codec.unit > HILOCK_UNIT_US) return "codec.unit is not a hilock_unit";
     if ((o->codec.decimals < 0 || o->codec.decimals > 6) && o->codec.decimals != HILOCK_DECIMALS_RUBY &&
         o->codec.decimals != HILOCK_DECIMALS_PYTHON)
@@ -608,7 +610,12 @@ hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms)
 
 int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us)
 {
-    int64_t mean = c->opt.retry_delay_ms * 1000;
+    return hl_next_after(c, c->opt.retry_delay_ms, hint_us, deadline_us);
+}
+
+int64_t hl_next_after(hilock_client *c, int64_t mean_ms, int64_t hint_us, int64_t deadline_us)
+{
+    int64_t mean = mean_ms * 1000;
     int64_t d = mean / 2 + (int64_t)(hl_rng_next(&c->rng) % (uint64_t)(mean + 1));
     int64_t t;
     if (hint_us > 0 && hint_us + 500 < d) d = hint_us + 500;   /* the holder expires sooner */

@@ -27,27 +27,36 @@
  *   The `queue` flag makes hl_wait_mark_ms say "will wait" also with options.wake = 0, as a
  *   busy attempt joins the queue only then.
  *
- * Fallback. Every wait still ends at the jittered poll time (retry_delay_ms, hl_next_attempt),
- * and never after the holder's PTTL (hint_us) or the caller's deadline: a holder that crashed,
- * a client that deletes the key without signalling (another library, an operator's DEL), or
- * an element lost with a closed connection cost at most one poll. The server ends a BLPOP by
- * its own timer (every 1000/hz ms: 100 ms by default), so a wait that nobody signals can end
- * up to that much late; the round trip is allowed half of io_timeout_ms beyond the wait
- * (leaving the other half for the final attempt), after which the connection is closed.
- * A server that refuses BLPOP (an ACL, a proxy) costs one error reply, then the pause is
- * slept. Before Redis 6.0 a BLPOP timeout is a whole number of seconds ("timeout is not an
- * integer or out of range"), so no block is as short as the pause (25-75 ms by default).
- * There a waiter blocks one second instead, when neither the caller's deadline nor the
- * holder's PTTL ends sooner (else it polls): a release still wakes it at once, and the
- * fallback for an unsignalled delete is that second, not one pause; its mark lasts as long.
- * A server whose version is not known (the first attempt runs before the handshake; INFO
- * refused) counts as whole seconds, for the mark as for the block (hl_node_has): a mark sized
- * for a fractional pause expired before a one-second block and its release was not signalled.
- * A pause of a second or more is floored to whole seconds and the rest slept. A fair waiter
- * blocks only then (its queue entry lives for 2 x io_timeout_ms + retry_delay_ms after each
- * call, too little for a one-second block): it polls, and its turn still comes in order. Kinds
- * without wake-up (legacy, bridge: their fleets do not signal) and
- * options.wake = 0 just sleep. */
+ * How long a waiter blocks. Until the release signal, the holder's expiry (its PTTL, the
+ * busy answer's hint_us), the caller's deadline or poll_ms (jittered +-50%, hl_next_after),
+ * whichever comes first: while a holder holds, a waiter costs the server about one attempt
+ * and one BLPOP per poll_ms (1 s by default), not per retry_delay_ms. poll_ms is the
+ * fallback for what sends no signal -- a client that deletes the key without signalling
+ * (another library, an operator's DEL), or a signal that a waiter took and died with (it was
+ * frozen or killed between the server's pop and its own next attempt) -- so such a key is
+ * seen free at most one poll late. A block that times out is followed by an attempt at once.
+ * The server ends a BLPOP by its own timer (every 1000/hz ms: 100 ms by default), so a wait
+ * that nobody signals can end up to that much late; the round trip is allowed half of
+ * io_timeout_ms beyond the wait (leaving the other half for the final attempt), after which
+ * the connection is closed.
+ *
+ * Passing a signal on. A woken waiter attempts at once. If it meets a holder (a barger came
+ * first), that holder's release will signal again: nothing is lost. If the attempt ends in an
+ * error and the acquire gives up, the signal it took would be lost; the kind's give_up passes
+ * it on (modern.c: release.lua's "pass" form pushes one element again when the key is free and
+ * still awaited), l->woken saying that it took one.
+ *
+ * Where a waiter cannot block it polls every retry_delay_ms (hl_next_attempt): a server that
+ * refuses BLPOP (an ACL, a proxy) costs one error reply per attempt; kinds without wake-up
+ * (legacy, bridge: their fleets do not signal) and options.wake = 0 always. Before Redis 6.0
+ * a BLPOP timeout is a whole number of seconds ("timeout is not an integer or out of range"),
+ * so a pause is floored to whole seconds, and one shorter than a second blocks one second
+ * when neither the caller's deadline nor the holder's PTTL ends sooner (else it polls); a
+ * release still wakes it at once. A server whose version is not known (the first attempt runs
+ * before the handshake; INFO refused) counts as whole seconds, for the mark as for the block
+ * (hl_node_has): a mark sized for a fractional pause expired before a one-second block and
+ * its release was not signalled. A fair waiter blocks on servers before 6.0 only when its
+ * queue entry outlives the block (fair.c: 2 x io_timeout_ms + the longest pause). */
 #include <stdio.h>
 
 #include "kind.h"
@@ -64,6 +73,18 @@ static int fractional(const hilock_client *c)
     return 1;
 }
 
+/* A waiter of l blocks on a release signal (else it polls every retry_delay_ms). */
+static int blocks(const hilock *l)
+{
+    return l->c->opt.wake && l->kind->wake;
+}
+
+int64_t hl_pause_max_ms(const hilock *l)
+{
+    const hilock_client *c = l->c;
+    return (blocks(l) ? c->opt.poll_ms : c->opt.retry_delay_ms) * 3 / 2 + 1;
+}
+
 /* A waiter may block one whole second past its pause (servers before 6.0; not a queue). */
 static int second_blocks(const hilock *l)
 {
@@ -77,7 +98,7 @@ int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us)
     /* (a queue must hear of every wait, also when it is spent polling; so must readers of a
      * plain lock's writer behind them -- l->queued, modern.c: its mark holds them off) */
     if ((!c->opt.wake && !l->kind->queue && !l->queued) || !l->kind->wake || deadline_us <= now) return 0;
-    w = c->opt.retry_delay_ms * 1500;   /* the longest pause hl_next_attempt picks */
+    w = hl_pause_max_ms(l) * 1000;   /* the longest pause this waiter takes */
     if (w < 1000000 && second_blocks(l)) w = 1000000;   /* or the one-second block */
     if (deadline_us - now < w) w = deadline_us - now;
     /* + the allowance for a late BLPOP and the round trips around it */
@@ -97,7 +118,9 @@ static int64_t block_end(const hilock *l, int64_t until, int64_t hint_us, int64_
     return second_blocks(l) && bound - now >= 1000000 ? now + 1000000 : 0;
 }
 
-/* Block on the signal list of every master until `until`, at most. 1: a release woke us. */
+/* Block on the signal list of every master until `until`, at most. 1: a release woke us;
+ * 0: the time ran out (some master answered nil); -1: no master answered (an error, a
+ * refused BLPOP, a connection lost): poll instead. */
 static int block_on_signal(hilock *l, int64_t until)
 {
     hilock_client *c = l->c;
@@ -106,7 +129,7 @@ static int block_on_signal(hilock *l, int64_t until)
     int64_t now = hl_now_us(), late = c->opt.io_timeout_ms * 500;
     long long ms = (long long)((until - now) / 1000);
     uint32_t ok;
-    int woken = 0;
+    int woken = -1;
     if (ms < 1) ms = 1;
     if (fractional(c)) snprintf(secs, sizeof secs, "%lld.%03lld", ms / 1000, ms % 1000);
     else   /* block_end gave whole seconds from a moment ago: the nearest (never 0: forever) */
@@ -116,17 +139,29 @@ static int block_on_signal(hilock *l, int64_t until)
     hl_cmd_arg(&cmd, l->signal_key, (size_t)-1);
     hl_cmd_arg(&cmd, secs, (size_t)-1);
     ok = hl_exec_any(c, hl_all_nodes(c), &cmd, 1, until - now + late, hl_add_sat(until, late));
-    for (size_t i = 0; i < c->nnodes; i++)   /* [list, element]; nil when the time ran out */
-        if ((ok & (1u << i)) && hl_reply_type(c->nodes[i].reply[0]) == HL_R_ARRAY) woken = 1;
+    for (size_t i = 0; i < c->nnodes; i++) {   /* [list, element]; nil when the time ran out */
+        int t = ok & (1u << i) ? hl_reply_type(c->nodes[i].reply[0]) : HL_R_ERROR;
+        if (t == HL_R_ARRAY) woken = 1;
+        else if (t == HL_R_NIL && woken < 0) woken = 0;
+    }
     hl_exec_clear(c);
     return woken;
 }
 
 int hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us)
 {
-    int64_t until = hl_next_attempt(l->c, hint_us, deadline_us);
-    int64_t block = l->c->opt.wake && l->kind->wake ? block_end(l, until, hint_us, deadline_us) : 0;
-    if (block - hl_now_us() >= MIN_BLOCK_US && block_on_signal(l, block)) return 1;
-    hl_pause_until(l->c, until);   /* the rest of the pause after an error; at once if over */
+    hilock_client *c = l->c;
+    l->woken = 0;
+    if (blocks(l)) {
+        int64_t until = hl_next_after(c, c->opt.poll_ms, hint_us, deadline_us);
+        int64_t block = block_end(l, until, hint_us, deadline_us);
+        if (block - hl_now_us() >= MIN_BLOCK_US) {
+            int w = block_on_signal(l, block);
+            if (w >= 0) return l->woken = w;   /* signalled, or the block ran out: attempt now */
+        }
+    }
+    /* no block (wake off, a kind that polls, a pause too short to block, BLPOP refused): the
+     * retry pause, at once if over */
+    hl_pause_until(c, hl_next_attempt(c, hint_us, deadline_us));
     return 0;
 }

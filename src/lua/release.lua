@@ -4,12 +4,11 @@
 -- the marker a busy acquire sets while someone waits. Without them: a plain release.
 -- Optional: the holder record (acquire.lua), deleted with our value: KEYS[4] after the two
 -- above, or KEYS[2] when only two keys are given (an undo of a grant: it wakes no one).
+-- ARGV[2] 'pass' (with the wake-up keys): a woken waiter giving up without the lock passes on
+-- the signal it took (src/kinds/modern.c, give_up): with no holder, one element goes back to
+-- an awaited lock's list; our own value (a grant whose answer was lost) is released as above.
 -- 1: deleted; 0: no such key; -1: held by another value
-local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  local holder = KEYS[4] or (#KEYS == 2 and KEYS[2])
-  if holder then redis.call('DEL', holder) end
+local function signal()
   if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
     -- one element wakes one waiter (the longest blocked); unclaimed, it expires. RPUSH then
     -- LTRIM, not DEL then RPUSH: in a slot being migrated away a key the script deleted is
@@ -18,7 +17,15 @@ if cur == ARGV[1] then
     redis.call('LTRIM', KEYS[2], -1, -1)
     redis.call('PEXPIRE', KEYS[2], 1000)
   end
+end
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  local holder = KEYS[4] or (#KEYS == 2 and KEYS[2])
+  if holder then redis.call('DEL', holder) end
+  signal()
   return 1
 end
 if cur then return -1 end
+if ARGV[2] == 'pass' then signal() end
 return 0

@@ -130,6 +130,8 @@ struct hilock {
     char          *signal_key;     /* wait.c: list a release pushes to, to wake one waiter */
     char          *waiters_key;    /* wait.c: set by busy attempts, so the release signals */
     char          *holder_key;     /* the holder record (kind.h: holder; src/lock/inspect.c) */
+    int            woken;          /* wait.c: the last wait took a release signal (a kind's
+                                    * give_up passes it on if no grant followed) */
     /* fair kind (fair.c): its queue's keys, and whether an attempt may have queued us */
     char          *queue_key, *beat_key;
     int            queued;

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_wake.c -- waiting without polling (options.wake, poll_ms; src/lock/wait.c): what a
+ * waiter costs the server while a holder holds, and that no release signal is lost for long.
+ * Each test counts the calls the server served (INFO commandstats: the acquire script and
+ * BLPOP), so a waiter that polled would show, whatever the machine's speed. The timing bounds
+ * are "does not hang" bounds, set far below the poll a waiter would otherwise need. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "clients.h"
+#include "fixture.h"
+#include "holders.h"
+#include "hilock.h"
+
+#define SLOW_POLL_MS 20000   /* a poll this slow cannot explain a prompt grant */
+
+static long long stat_calls(hlt_redis *r, const char *cmd)
+{
+    char field[64];
+    long long n;
+    snprintf(field, sizeof field, "cmdstat_%s:calls=", cmd);
+    n = hlt_info_int(r, "commandstats", field);
+    return n > 0 ? n : 0;
+}
+
+/* The calls a waiter makes: acquire attempts (scripts) and blocks (BLPOP). */
+static long long waiter_calls(hlt_redis *r)
+{
+    return stat_calls(r, "evalsha") + stat_calls(r, "eval") + stat_calls(r, "blpop");
+}
+
+static long long blocked(hlt_redis *r) { return hlt_info_int(r, "clients", "blocked_clients:"); }
+
+static void await_blocked(hlt_redis *r, long long n)
+{
+    long long end = hlt_now_ms() + 10000;
+    while (blocked(r) != n && hlt_now_ms() < end) hlt_sleep_ms(2);
+    cr_assert_eq(blocked(r), n, "expected %lld blocked clients, have %lld", n, blocked(r));
+}
+
+/* A waiter on a thread of its own (its own client): the thread holds w, which must stay put. */
+static void waiter(hlt_bg *w, const char *url, const char *key, int64_t wait_ms, int64_t poll_ms)
+{
+    memset(w, 0, sizeof *w);
+    w->url = url;
+    w->key = key;
+    w->plain = 1;
+    w->ttl_ms = 30000;
+    w->wait_ms = wait_ms;
+    w->poll_ms = poll_ms;
+    hlt_bg_start(w);
+}
+
+/* A waiter in a process of its own (so it can be stopped while the server answers it): its
+ * acquire's status is its exit code (OK: it held the lock, then released it). */
+static pid_t spawn_waiter(const char *url, const char *key, int64_t poll_ms)
+{
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        hilock_options o = hlt_options(&url, 1);
+        hilock_client *c;
+        hilock *l;
+        hilock_status st;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(60);
+        o.poll_ms = poll_ms;
+        if (hilock_client_new(&o, &c) != HILOCK_OK) _exit(99);
+        st = hilock_acquire(c, key, 30000, 30000, &l);
+        if (st == HILOCK_OK && hilock_release(l) != HILOCK_OK) st = HILOCK_EIO;
+        if (st == HILOCK_OK) hilock_free(l);
+        hilock_client_free(c);
+        _exit((int)st);
+    }
+    return pid;
+}
+
+/* The waiter's exit code (its acquire's status; 128 + N: killed by signal N). */
+static int exit_code(pid_t pid)
+{
+    int code = hlt_reap(pid, 40000);
+    cr_assert_neq(code, -1, "waiter %d did not end", (int)pid);
+    return code;
+}
+
+/* While a holder holds for a minute, ten waiters that wait 3 s each cost the server about two
+ * calls per waiter per poll_ms (1 s): not the 20 a second of a waiter that polls every
+ * retry_delay_ms (50 ms). */
+Test(wake, an_idle_waiter_costs_the_server_about_two_calls_a_second)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg w[10];
+    long long before, calls, t0, secs_x10;
+    char *v;
+    cr_assert_eq(hilock_acquire(hc, "busy", 60000, 0, &h), HILOCK_OK);
+    before = waiter_calls(r);
+    t0 = hlt_now_ms();
+    for (int i = 0; i < 10; i++) waiter(&w[i], r->url, "busy", 3000, 0);
+    for (int i = 0; i < 10; i++) cr_assert_eq(hlt_bg_join(&w[i], 20000), HILOCK_BUSY, "waiter %d", i);
+    secs_x10 = (hlt_now_ms() - t0) / 100;
+    calls = waiter_calls(r) - before;
+    printf("wake: 10 waiters for 3 s behind a holder: %lld calls, %.1f per waiter-second\n", calls,
+           (double)calls / (double)secs_x10);
+    /* 3 s at a mean of 1 s per block: about 3 blocks and 4 attempts each; the jitter's worst
+     * (0.5 s blocks) makes 6 and 7 */
+    cr_assert_leq(calls, 10 * 14, "%lld calls from 10 waiters in 3 s", calls);
+    cr_assert_geq(calls, 10 * 2, "%lld calls: the waiters did not wait", calls);
+    v = hlt_get(r, "busy");
+    cr_assert(v && !strcmp(v, hilock_token(h)), "the holder's key changed");
+    free(v);
+    for (int i = 0; i < 10; i++) hlt_bg_free(&w[i]);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* A key deleted without a signal (an operator's DEL, another library) is seen at the next
+ * poll (within 1.5 x poll_ms): one block ends, one attempt takes it. */
+Test(wake, a_foreign_delete_is_seen_at_the_next_poll)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg w;
+    long long before, t0;
+    redisReply *rep;
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    waiter(&w, r->url, "job", 20000, 0);
+    await_blocked(r, 1);
+    before = waiter_calls(r);
+    t0 = hlt_now_ms();
+    rep = hlt_cmd(r, "DEL job");
+    cr_assert(rep && rep->integer == 1);
+    freeReplyObject(rep);
+    cr_assert_eq(hlt_bg_join(&w, 20000), HILOCK_OK, "%s", w.err);
+    printf("wake: a foreign DEL seen after %lld ms, %lld calls\n", w.t_done - t0, waiter_calls(r) - before);
+    cr_assert_lt(w.t_done - t0, 10000, "took %lld ms (the holder's ttl is 30 s)", w.t_done - t0);
+    cr_assert_leq(waiter_calls(r) - before, 3, "the block that ran out, then one attempt");
+    hlt_holds(r, "job", hilock_token(w.l));
+    cr_assert_eq(hilock_release(h), HILOCK_NOT_HELD);
+    hlt_bg_free(&w);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* A holder that never releases (crashed) hands over when its ttl runs out: the waiter's block
+ * ends at the holder's PTTL, not at its poll (20 s here). */
+Test(wake, a_holder_that_expires_hands_over_at_its_expiry)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg w;
+    long long before;
+    cr_assert_eq(hilock_acquire(hc, "job", 1500, 0, &h), HILOCK_OK);
+    before = waiter_calls(r);
+    waiter(&w, r->url, "job", 20000, SLOW_POLL_MS);
+    cr_assert_eq(hlt_bg_join(&w, 20000), HILOCK_OK, "%s", w.err);
+    printf("wake: the holder's expiry handed over after %lld ms, %lld calls\n", w.t_done - w.t_start,
+           waiter_calls(r) - before);
+    cr_assert_lt(w.t_done - w.t_start, 10000, "took %lld ms (ttl 1.5 s, poll 20 s)", w.t_done - w.t_start);
+    cr_assert_leq(waiter_calls(r) - before, 4, "a busy attempt, a block to the expiry, the grant");
+    hlt_holds(r, "job", hilock_token(w.l));
+    hlt_bg_free(&w);
+    hilock_free(h);   /* (never released: its ttl ran out) */
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* A woken waiter that meets a barger waits again, and the barger's release wakes it: the
+ * waiter is stopped while the server pops the release's signal into its connection, the
+ * barger takes the key, and the waiter, let go, finds it held. */
+Test(wake, a_woken_waiter_that_loses_to_a_barger_is_woken_by_the_bargers_release)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url), *bc = hlt_client(r->url);
+    hilock *h, *b;
+    pid_t w;
+    long long pops;
+    int ws;
+    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    w = spawn_waiter(r->url, "job", SLOW_POLL_MS);
+    await_blocked(r, 1);
+    kill(w, SIGSTOP);
+    pops = stat_calls(r, "blpop");
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    await_blocked(r, 0);   /* the signal went to the stopped waiter */
+    cr_assert_eq(hilock_acquire(bc, "job", 30000, 0, &b), HILOCK_OK, "the barger");
+    kill(w, SIGCONT);
+    await_blocked(r, 1);   /* it found the barger and blocks again */
+    cr_assert_eq(stat_calls(r, "blpop"), pops + 1);
+    cr_assert_eq(hilock_release(b), HILOCK_OK);
+    ws = exit_code(w);
+    cr_assert_eq(ws, HILOCK_OK, "the waiter ended %d", ws);
+    cr_assert_eq(hlt_exists(r, "job"), 0, "the waiter released it");
+    hilock_free(h);
+    hilock_free(b);
+    hilock_client_free(hc);
+    hilock_client_free(bc);
+    hlt_redis_stop(r);
+}
+
+/* A woken waiter that dies takes the signal with it: the next waiter sees the free key at its
+ * next poll (within 1.5 x poll_ms), not at the holder's ttl. */
+Test(wake, a_woken_waiter_that_dies_costs_the_next_one_at_most_a_poll)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg w2;
+    pid_t w1;
+    long long t0;
+    cr_assert_eq(hilock_acquire(hc, "job", 60000, 0, &h), HILOCK_OK);
+    w1 = spawn_waiter(r->url, "job", SLOW_POLL_MS);
+    await_blocked(r, 1);   /* the first blocked: the release's signal is its */
+    waiter(&w2, r->url, "job", 30000, 1000);
+    await_blocked(r, 2);
+    kill(w1, SIGSTOP);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    await_blocked(r, 1);
+    kill(w1, SIGKILL);
+    cr_assert_eq(exit_code(w1), 128 + SIGKILL);
+    cr_assert_eq(hlt_bg_join(&w2, 20000), HILOCK_OK, "%s", w2.err);
+    printf("wake: the next waiter took it %lld ms after a woken waiter died\n", w2.t_done - t0);
+    cr_assert_lt(w2.t_done - t0, 10000, "took %lld ms (poll 1 s, the holder's ttl 60 s)", w2.t_done - t0);
+    hlt_holds(r, "job", hilock_token(w2.l));
+    hlt_bg_free(&w2);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* A woken waiter whose attempt then fails (here: its user may no longer touch the fence
+ * counter: NOPERM, EAUTH) gives up and passes the signal on: the next waiter, whose poll is 20 s,
+ * is woken at once. */
+Test(wake, a_woken_waiter_whose_attempt_fails_passes_the_signal_on)
+{
+    hlt_redis *r;
+    hilock_client *hc;
+    hilock *h;
+    hlt_bg w2;
+    pid_t w1;
+    char url[300];
+    long long t0;
+    redisReply *rep;
+    int ws;
+    HLT_NEEDS(70000, "ACL key patterns checked for a script's keys: Redis 7");
+    r = hlt_redis_started(NULL);
+    rep = hlt_acl_setuser(r, "w1 on >pw ~* &* +@all");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    snprintf(url, sizeof url, "redis://w1:pw@127.0.0.1:%d", r->port);
+    hc = hlt_client(r->url);
+    cr_assert_eq(hilock_acquire(hc, "job", 60000, 0, &h), HILOCK_OK);
+    w1 = spawn_waiter(url, "job", SLOW_POLL_MS);
+    await_blocked(r, 1);
+    waiter(&w2, r->url, "job", 30000, SLOW_POLL_MS);
+    await_blocked(r, 2);
+    kill(w1, SIGSTOP);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    await_blocked(r, 1);   /* w1 took the signal */
+    /* w1's next attempt (it writes {job}:fence) is refused; its pass (release.lua) is not */
+    rep = hlt_acl_setuser(r, "w1 resetkeys ~job ~{job}:signal ~{job}:waiters ~{job}:holder");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    kill(w1, SIGCONT);
+    ws = exit_code(w1);
+    cr_assert_eq(ws, HILOCK_EAUTH, "w1 ended %d (%s)", ws, hilock_strerror((hilock_status)ws));
+    cr_assert_eq(hlt_bg_join(&w2, 20000), HILOCK_OK, "%s", w2.err);
+    printf("wake: a passed-on signal woke the next waiter after %lld ms\n", w2.t_done - t0);
+    cr_assert_lt(w2.t_done - t0, 10000, "took %lld ms (its poll: 20 s)", w2.t_done - t0);
+    hlt_holds(r, "job", hilock_token(w2.l));
+    hlt_bg_free(&w2);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* poll_ms out of range is refused by hilock_client_new, naming it. */
+Test(wake, poll_ms_out_of_range_is_refused)
+{
+    const char *url = "redis://127.0.0.1:1";
+    int64_t bad[] = { 0, -1, 600001 };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        hilock_options o = hlt_options(&url, 1);
+        hilock_client *c = NULL;
+        o.poll_ms = bad[i];
+        cr_assert_eq(hilock_client_new(&o, &c), HILOCK_EINVAL, "poll_ms %lld", (long long)bad[i]);
+        cr_assert_null(c);
+        cr_assert(strstr(hilock_last_config_error(), "poll_ms"), "%s", hilock_last_config_error());
+    }
+}
