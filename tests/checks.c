@@ -24,6 +24,21 @@ void hlt_holds(hlt_redis *r, const char *key, const char *v)
     free(got);
 }
 
+hlt_redis *hlt_redis_started(const char *extra)
+{
+    hlt_redis *r = hlt_redis_start(extra);
+    cr_assert_not_null(r, "redis-server %s did not start", extra ? extra : "");
+    return r;
+}
+
+void hlt_release_gone(hlt_redis *r, hilock_client *c, hilock *l, const char *key)
+{
+    hilock_status st = hilock_release(l);
+    cr_assert_eq(st, HILOCK_OK, "release %s: %s (%s)", key, hilock_strerror(st), c ? hilock_client_errmsg(c) : "");
+    cr_assert_eq(hlt_exists(r, key), 0, "%s is still there after its release", key);
+    hilock_free(l);
+}
+
 int hlt_matches(const char *s, const char *re)
 {
     regex_t rx;

@@ -22,4 +22,11 @@ hilock_client *hlt_client(const char *url);
 /* The same, waits retried every retry_ms (the lock suites' 10: more attempts per test). */
 hilock_client *hlt_client_retry(const char *url, int64_t retry_ms);
 
+/* For legacy locks (hilock_legacy.h) and bridge mode: hlt_options for url[0] with waits retried
+ * every 10 ms and the codec of preset (hilock_codec_preset; the test fails if it is unknown).
+ * The test sets what else its scenario needs (bridge, skew_margin_ms, clock_offset_ms...). */
+hilock_options hlt_codec_options(const char *const *url, const char *preset);
+/* A client made from them for one url, in bridge mode (bridge 1) or not. */
+hilock_client *hlt_codec_client(const char *url, const char *preset, int bridge);
+
 #endif

@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -143,4 +144,32 @@ long long hlt_jnum(const char *line, const char *name)
     s += strlen(pat);
     if (*s == '"') s++;
     return atoll(s);
+}
+
+long long hlt_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int hlt_doc_peer_try(redisContext *rc, const char *key, long long timeout_ms, char *mine)
+{
+    redisReply *a;
+    int won;
+    snprintf(mine, 32, "%lld", hlt_wall_ms() + timeout_ms + 1);
+    a = redisCommand(rc, "SETNX %s %s", key, mine);
+    won = a && a->type == REDIS_REPLY_INTEGER && a->integer == 1;
+    if (a) freeReplyObject(a);
+    if (won) return 1;
+    a = redisCommand(rc, "GET %s", key);
+    if (a && a->type == REDIS_REPLY_STRING && atoll(a->str) < hlt_wall_ms()) {
+        redisReply *g;
+        snprintf(mine, 32, "%lld", hlt_wall_ms() + timeout_ms + 1);
+        g = redisCommand(rc, "GETSET %s %s", key, mine);
+        won = g && (g->type == REDIS_REPLY_NIL || (g->type == REDIS_REPLY_STRING && atoll(g->str) < hlt_wall_ms()));
+        if (g) freeReplyObject(g);
+    }
+    if (a) freeReplyObject(a);
+    return won;
 }

@@ -35,4 +35,13 @@ int hlt_peer_end(hlt_peer *p, long timeout_ms);
 /* A number field of a flat JSON line: "name":123 or "name":"123" (asserts it is there). */
 long long hlt_jnum(const char *line, const char *name);
 
+/* The wall clock (CLOCK_REALTIME) in ms: what the legacy recipe's stamps count. */
+long long hlt_wall_ms(void);
+/* One attempt of the documented legacy recipe (ms stamps, "<") as separate commands on rc, an
+ * emulation written for the tests: SETNX key a stamp timeout_ms + 1 ahead; if the key is taken
+ * and its stamp has passed, GETSET a new one and win iff the old value returned had passed.
+ * 1 if it won (its stamp in mine, 32 bytes), else 0. */
+struct redisContext;
+int hlt_doc_peer_try(struct redisContext *rc, const char *key, long long timeout_ms, char *mine);
+
 #endif
