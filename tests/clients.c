@@ -32,6 +32,7 @@ hilock_client *hlt_client_retry(const char *url, int64_t retry_ms)
 {
     hilock_options o = hlt_options(&url, 1);
     o.retry_delay_ms = retry_ms;
+    o.poll_ms = retry_ms;   /* a waiter that blocks on a signal polls this often too */
     return hlt_client_new(&o);
 }
 
