@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "fixture.h"
 #include "lock.h"
 
@@ -205,9 +206,7 @@ Test(abi, keepalive_options_grow_the_same_way, .timeout = 30)
     cr_assert_eq(hilock_keepalive_ex_sized(l, NULL, NULL, ko, offsetof(hilock_keepalive_options, max_hold_ms)),
                  HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_str_eq(hilock_keepalive_errmsg(l), "");
-    cr_assert_eq(hilock_release(l), HILOCK_OK);
-    cr_assert_eq(hlt_exists(r, "abi:ka"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, NULL, l, "abi:ka");
     hilock_client_free(c);
     free(p);
     hlt_redis_stop(r);

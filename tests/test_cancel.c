@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "loop_run.h"
@@ -198,9 +199,7 @@ Test(cancel, one_made_between_calls_is_kept_for_the_next_acquire, .timeout = 60)
     hilock_cancel(c);
     hilock_cancel(c);   /* (two before one call: consumed together) */
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "held"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, "held");
     cmds = hlt_info_int(r, "stats", "total_commands_processed");
     own = hlt_info_int(r, "stats", "total_commands_processed") - cmds;   /* what our INFO adds */
     cmds += own;

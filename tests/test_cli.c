@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "tls_fixture.h"
@@ -30,8 +31,7 @@ static void find_bin(void)
 
 static hlt_redis *setup(void)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    hlt_redis *r = hlt_redis_started(NULL);
     find_bin();
     setenv("HILOCK_SERVERS", r->unix_url, 1);
     return r;
@@ -840,8 +840,7 @@ Test(cli, password_given_with_s_is_hidden_from_the_process_list)
     FILE *f;
     size_t n;
     skip_under_emulator();
-    r = hlt_redis_start("--requirepass s3cret");
-    cr_assert_not_null(r);
+    r = hlt_redis_started("--requirepass s3cret");
     find_bin();
     unsetenv("HILOCK_SERVERS");
     snprintf(url, sizeof url, "redis://:s3cret@127.0.0.1:%d", r->port);
@@ -1551,8 +1550,7 @@ Test(cli, a_password_with_an_at_and_a_sentinel_password_are_hidden_from_the_proc
     };
     char cmdline[2048];
     skip_under_emulator();
-    r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    r = hlt_redis_started(NULL);
     find_bin();
     unsetenv("HILOCK_SERVERS");
     for (size_t i = 0; i < sizeof urls / sizeof *urls; i++) {

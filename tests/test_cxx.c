@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "fixture.h"
 
 /* $(B)/tests/test_cxx -> $(B)/tests/cxx_lock */
@@ -62,8 +63,7 @@ Test(cxx, the_raii_wrapper_meets_lockable_and_leaves_nothing_held, .timeout = 12
     static const char *const keys[] = { "cxx:busy", "cxx:g1", "cxx:g2", "cxx:raii", "cxx:other", "cxx:err",
                                         "cxx:exp", "cxx:ka", "cxx:counter", "cxx:thrown", "cxx:lost",
                                         "cxx:lost2", "cxx:told", "cxx:told2", "cxx:cancel" };
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    hlt_redis *r = hlt_redis_started(NULL);
     /* every grant was released: by unlock, a guard, a move, or a destructor during unwinding */
     run_cxx_ok(r, "", "ok all\n", keys, sizeof keys / sizeof keys[0]);
     /* and the grants were real: 200 of them on the counter key minted fencing tokens */
@@ -125,8 +125,7 @@ Test(cxx, shared_mutex_and_semaphore_meet_the_std_guards_and_leave_nothing_held,
                                         "{cxx:rw}:holders", "{cxx:sem}:holders", "{cxx:kind}:holders" };
     hlt_redis *r;
     HLT_NEEDS(30200, "the semaphore and the shared/exclusive lock need Redis 3.2+ (TIME in scripts)");
-    r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    r = hlt_redis_started(NULL);
     run_cxx_ok(r, "kinds", "ok kinds\n", keys, sizeof keys / sizeof keys[0]);
     cr_assert_eq(hlt_exists(r, "{cxx:rw}:fence"), 1);
     cr_assert_eq(hlt_exists(r, "{cxx:sem}:fence"), 1);
@@ -140,8 +139,7 @@ Test(cxx, shared_mutex_and_semaphore_meet_the_std_guards_and_leave_nothing_held,
 Test(cxx, the_observer_takes_any_callable_and_stats_count_each_outcome, .timeout = 60)
 {
     static const char *const keys[] = { "cxx:obs" };
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    hlt_redis *r = hlt_redis_started(NULL);
     run_cxx_ok(r, "observe", "ok observe\n", keys, 1);
     cr_assert_eq(hlt_exists(r, "{cxx:obs}:fence"), 1);
     hlt_redis_stop(r);

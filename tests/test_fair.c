@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
@@ -462,9 +463,7 @@ Test(fair, keepalive_renews_a_fair_lock)
     hlt_sleep_ms(2500);   /* 2.5 ttls: renewals every third of it (a ttl of 300 ms had
                             * only 200 ms of slack for a starved thread on a loaded machine) */
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK);
-    cr_assert_eq(hlt_exists(r, "job"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, NULL, l, "job");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }

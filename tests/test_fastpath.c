@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
@@ -20,17 +21,7 @@
 
 #define SLOW_POLL_MS 10000   /* a fallback this slow cannot explain a prompt acquire */
 
-static hlt_redis *R;
-
-static void setup(void)
-{
-    R = hlt_redis_start(NULL);
-    cr_assert_not_null(R, "redis-server did not start");
-}
-
-static void teardown(void) { hlt_redis_stop(R); }
-
-TestSuite(fastpath, .init = setup, .fini = teardown, .timeout = 60);
+HLT_SUITE_WITH_SERVER(fastpath, R, .timeout = 60);
 
 static hilock *must_acquire(hilock_client *c, const char *key, int64_t ttl, int64_t wait)
 {
@@ -337,9 +328,7 @@ Test(fastpath, an_acquire_that_timed_out_is_undone_on_the_next_contact)
     cr_assert_eq(hlt_exists(R, "k"), 1, "the buffered SET never ran");
     /* the next call on this client first deletes it by token: it is free again at once */
     l = must_acquire(c, "k", 5000, 0);
-    cr_assert_eq(hilock_release(l), HILOCK_OK);
-    cr_assert_eq(hlt_exists(R, "k"), 0);
-    hilock_free(l);
+    hlt_release_gone(R, NULL, l, "k");
     hilock_client_free(c);
 }
 

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
@@ -17,7 +18,7 @@ static const char *urls[N];   /* m[]'s: the Redlock's servers */
 static void start(void)
 {
     for (int i = 0; i < N; i++) {
-        cr_assert_not_null(m[i] = hlt_redis_start(NULL));
+        m[i] = hlt_redis_started(NULL);
         urls[i] = m[i]->url;
     }
 }

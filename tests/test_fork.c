@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "fiber.h"   /* (-Isrc: the event loop's flows, below the API) */
+#include "checks.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_inspect.h"
@@ -53,9 +54,7 @@ Test(fork, child_frees_a_lock_whose_keepalive_runs_in_the_parent)
     hlt_sleep_ms(1500);   /* past the ttl: only the parent's keepalive keeps it */
     assert_held_by(r, l);
     cr_assert(hilock_validity_ms(l) > 0);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "job"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, "job");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }

@@ -7,21 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 
-static hlt_redis *R;
-
-static void setup(void)
-{
-    R = hlt_redis_start(NULL);
-    cr_assert_not_null(R, "redis-server did not start");
-}
-
-static void teardown(void) { hlt_redis_stop(R); }
-
-TestSuite(input, .init = setup, .fini = teardown, .timeout = 30);
+HLT_SUITE_WITH_SERVER(input, R, .timeout = 30);
 
 static long long connections(void)
 {

@@ -430,7 +430,7 @@ Test(inventory, scans_every_master_of_a_redlock_list)
     int n = 0;
     find_bin();
     for (int i = 0; i < 3; i++) {
-        cr_assert_not_null(m[i] = hlt_redis_start(NULL));
+        m[i] = hlt_redis_started(NULL);
         seed_stamps(m[i], "lock.", "node-redis-lock", 10 + i, 60 * 1000000, 0);
     }
     for (int i = 0; i < 3; i++) a[n++] = "-s", a[n++] = m[i]->url;
@@ -1066,8 +1066,7 @@ Test(inspect_api, lists_the_most_holders_a_key_can_have_within_the_reply_limits)
     seen_view s;
     redisReply *rep;
     HLT_NEEDS(30200, "semaphores need Redis 3.2 (and the seed, TIME before writes)");
-    r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    r = hlt_redis_started(NULL);
     rep = hlt_cmd(r, "EVAL %s 3 big {big}:holders {big}:wq %d", seed, HILOCK_SEM_LIMIT_MAX);
     cr_assert(rep && rep->type == REDIS_REPLY_INTEGER, "%s", rep && rep->str ? rep->str : "no reply");
     freeReplyObject(rep);

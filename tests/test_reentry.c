@@ -10,6 +10,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
@@ -18,17 +19,7 @@
 
 #define HELD "this client already holds %s (hilock locks are not re-entrant)"
 
-static hlt_redis *R;
-
-static void setup(void)
-{
-    R = hlt_redis_start(NULL);
-    cr_assert_not_null(R, "redis-server did not start");
-}
-
-static void teardown(void) { hlt_redis_stop(R); }
-
-TestSuite(reentry, .init = setup, .fini = teardown, .timeout = 60);
+HLT_SUITE_WITH_SERVER(reentry, R, .timeout = 60);
 
 typedef enum { K_MODERN, K_FAIR, K_UNFENCED, K_LEGACY, K_BRIDGE } kind;
 

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
@@ -134,9 +135,7 @@ static void lock_through(hlt_redis *r, const char *url)
     cr_assert_not_null(v, "the lock is on the server the name leads to");
     cr_assert_str_eq(v, hilock_token(l));
     free(v);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "job"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, "job");
     hilock_client_free(c);
 }
 
@@ -171,7 +170,7 @@ Test(resolve, reaches_a_server_listening_on_ipv6_loopback_only)
     hlt_redis *r;
     char url[128];
     if (!have_ipv6_loopback()) cr_skip_test("no IPv6 loopback here");
-    cr_assert_not_null(r = hlt_redis_start("--bind ::1"));
+    r = hlt_redis_started("--bind ::1");
     snprintf(url, sizeof url, "redis://dual.hilock.test:%d", r->port);
     lock_through(r, url);
     hlt_redis_stop(r);
@@ -474,7 +473,7 @@ static void through_sentinel(const char *bind_addr)
     pid_t sp;
     int sport;
     snprintf(extra, sizeof extra, "--bind %s", bind_addr);
-    cr_assert_not_null(r = hlt_redis_start(extra));
+    r = hlt_redis_started(extra);
     sp = sentinel_for(r->dir, r->port, &sport);
     cr_assert_gt(sp, 0, "redis-sentinel did not start or does not name localhost (see %s)", r->dir);
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#named", sport);
@@ -570,9 +569,9 @@ Test(resolve, a_moved_answer_naming_a_host_leads_to_its_node)
     HLT_NEEDS(70000, "cluster-announce-hostname is 7.0's");
     if (!have_ipv6_loopback()) cr_skip_test("no IPv6 loopback here");
     snprintf(extra, sizeof extra, "--bind 127.0.0.1 ::1 %s", names);
-    cr_assert_not_null(a = hlt_redis_start(extra));
+    a = hlt_redis_started(extra);
     snprintf(extra, sizeof extra, "--bind ::1 %s", names);
-    cr_assert_not_null(b = hlt_redis_start(extra));
+    b = hlt_redis_started(extra);
     node_id(a, ida);
     node_id(b, idb);
     rep = hlt_addslots(hlt_cli(a), 0, 16383);
@@ -617,9 +616,7 @@ Test(resolve, a_moved_answer_naming_a_host_leads_to_its_node)
     cr_assert_not_null(v = hlt_get(b, "next"), "the lock is on B");
     cr_assert_str_eq(v, hilock_token(l));
     free(v);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(b, "next"), 0);
-    hilock_free(l);
+    hlt_release_gone(b, c, l, "next");
     hilock_client_free(c);
     hlt_redis_stop(b);
     hlt_redis_stop(a);

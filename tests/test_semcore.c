@@ -10,20 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "engine.h"   /* hl_undo_add: a write whose reply was lost */
 
-static hlt_redis *srv;
-
-static void setup(void)
-{
-    srv = hlt_redis_start(NULL);
-    cr_assert_not_null(srv);
-}
-
-static void teardown(void) { hlt_redis_stop(srv); }
+HLT_SUITE_WITH_SERVER(semcore, srv, .timeout = 30);
 
 static long long zcard(const char *key)
 {
@@ -40,8 +33,6 @@ static int member(const char *key, const char *m)
     freeReplyObject(r);
     return yes;
 }
-
-TestSuite(semcore, .init = setup, .fini = teardown, .timeout = 30);
 
 Test(semcore, a_semaphore_grants_up_to_its_limit_then_says_busy_and_a_release_frees_a_permit)
 {

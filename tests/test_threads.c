@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "fixture.h"
 #include "hilock.h"
 
@@ -128,9 +129,7 @@ Test(threads, two_threads_on_one_client_get_a_clear_refusal_and_the_stream_stays
     free(v);
     /* and the client is whole: this thread uses it as before */
     cr_assert_eq(hilock_check(shared), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(shared), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "shared"), 0);
-    hilock_free(shared);
+    hlt_release_gone(r, c, shared, "shared");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -193,9 +192,7 @@ Test(threads, a_refused_call_changes_nothing_and_keeps_the_other_threads_message
     /* its turn now: the same calls go through, and errmsg is the client's again */
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_str_eq(hilock_client_errmsg(c), "");
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "mine"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, "mine");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
@@ -76,9 +77,7 @@ static hilock *tls_held(hlt_redis **r, hilock_client **c)
 /* l's release deletes "tls:k"; then l, c and r are gone. */
 static void tls_release_close(hlt_redis *r, hilock_client *c, hilock *l)
 {
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "tls:k"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, "tls:k");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -351,9 +350,7 @@ Test(tls, keepalive_renews_over_tls_with_the_clients_context)
     cr_assert_eq(hlt_exists(r, "tls:ka"), 1, "not renewed over TLS");
     cr_assert_gt(hlt_pttl(r, "tls:ka"), 0);
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "tls:ka"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, "tls:ka");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
