@@ -26,7 +26,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "clients.h"
+#include "fakes.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_inspect.h"
@@ -130,19 +132,6 @@ static char *map_text(const spec *sp, int gen, size_t *len)
     return t;
 }
 
-static int put(int fd, const void *p, size_t n)
-{
-    const char *s = p;
-    while (n) {
-        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* One command of buf[0..have) ("*N" of "$len" bulks): bytes used (0: not complete yet), its
  * first two words in a and b. */
 static size_t parse_cmd(const char *buf, size_t have, char *a, char *b)
@@ -167,8 +156,9 @@ static size_t parse_cmd(const char *buf, size_t have, char *a, char *b)
     return (size_t)(p - buf);
 }
 
-static void serve(int fd, const spec *sp)
+static void serve(int fd, void *arg)
 {
+    const spec *sp = arg;
     static char buf[16384];
     size_t have = 0;
     for (;;) {
@@ -188,20 +178,20 @@ static void serve(int fd, const spec *sp)
                 struct timeval tv;
                 if (getsockname(fd, (struct sockaddr *)&me, &ml) || gettimeofday(&tv, NULL)) return;
                 if (!strcasecmp(a, "INFO") && !strcasecmp(b, "server")) {   /* (the handshake's) */
-                    put(fd, info, strlen(info));
+                    hlt_send_all(fd, info, strlen(info));
                     continue;
                 }
                 if (!strncasecmp(a, "EVAL", 4)) {   /* the lock's: held by another, 5 s left */
-                    put(fd, "*2\r\n:0\r\n:5000\r\n", 15);
+                    hlt_send_all(fd, "*2\r\n:0\r\n:5000\r\n", 15);
                     continue;
                 }
                 if (!strcasecmp(a, "TIME"))
                     snprintf(ask, sizeof ask, "*2\r\n$10\r\n%010ld\r\n$6\r\n%06ld\r\n", (long)tv.tv_sec, (long)tv.tv_usec);
                 else if (!strcasecmp(a, "CLUSTER")) snprintf(ask, sizeof ask, "-ERR unknown command\r\n");
                 else snprintf(ask, sizeof ask, "-ASK %d 127.0.0.1:%d\r\n", sp->ask_slot, ntohs(me.sin_port));
-                put(fd, ask, strlen(ask));
+                hlt_send_all(fd, ask, strlen(ask));
             } else if (!strcasecmp(a, "ASKING")) {
-                put(fd, "+OK\r\n", 5);
+                hlt_send_all(fd, "+OK\r\n", 5);
             } else if (!strcasecmp(a, "CLUSTER") && !strcasecmp(b, "NODES")) {
                 int gen = __sync_fetch_and_add(asked, 1);
                 size_t len;
@@ -209,15 +199,15 @@ static void serve(int fd, const spec *sp)
                 if (sp->hang_after > 0 && gen >= sp->hang_after) pause();   /* a frozen seed */
                 if (!(t = map_text(sp, gen, &len))) return;
                 snprintf(hdr, sizeof hdr, "$%zu\r\n", len);
-                if (put(fd, hdr, strlen(hdr)) || put(fd, t, len) || put(fd, "\r\n", 2)) {
+                if (hlt_send_all(fd, hdr, strlen(hdr)) || hlt_send_all(fd, t, len) || hlt_send_all(fd, "\r\n", 2)) {
                     free(t);
                     return;
                 }
                 free(t);
             } else if (!strcasecmp(a, "PING")) {
-                put(fd, "+PONG\r\n", 7);
+                hlt_send_all(fd, "+PONG\r\n", 7);
             } else {
-                put(fd, "-ERR unknown command\r\n", 22);
+                hlt_send_all(fd, "-ERR unknown command\r\n", 22);
             }
         }
     }
@@ -243,33 +233,11 @@ static fake fake_seed(const spec *sp)
     }
     *asked = 0;
     snprintf(f.url, sizeof f.url, "redis-cluster://127.0.0.1:%d", f.port);
-    f.pid = fork();
-    cr_assert(f.pid >= 0);
-    if (f.pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        alarm(110);
-        signal(SIGCHLD, SIG_IGN);   /* (no zombies) */
-        for (;;) {
-            int fd = accept(ls, NULL, NULL);
-            if (fd < 0) continue;
-            if (fork() == 0) {
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                close(ls);
-                serve(fd, sp);
-                _exit(0);
-            }
-            close(fd);
-        }
-    }
-    close(ls);
+    f.pid = hlt_serve_fork(ls, 110, serve, (void *)sp);
     return f;
 }
 
-static void fake_stop(fake *f)
-{
-    kill(f->pid, SIGKILL);
-    waitpid(f->pid, NULL, 0);
-}
+static void fake_stop(fake *f) { hlt_serve_stop(f->pid); }
 
 /* n ports bound on 127.0.0.1 and not listened on (fds kept in fds): a connect is refused. */
 static int *dead_ports(int n, int *fds)
@@ -353,9 +321,7 @@ static void lock_on(hilock_client *c, hlt_redis *r, const char *key)
     cr_assert(v && !strcmp(v, hilock_token(l)), "%s is not held on port %d", key, r->port);
     free(v);
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, key), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, key);
 }
 
 /* The table held 64 servers: with 70 masters, the last six were left out of the map and their
@@ -508,9 +474,7 @@ Test(cluster_scale, masters_at_new_addresses_in_every_map_are_followed)
         v = hlt_get(on, key);
         cr_assert(v && !strcmp(v, hilock_token(l)), "map %d: the lock is not on port %d", gen - 1, on->port);
         free(v);
-        cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-        cr_assert_eq(hlt_exists(on, key), 0);
-        hilock_free(l);
+        hlt_release_gone(on, c, l, key);
         if (gen > GENS) break;
         /* a call on a master that is not there: EIO, and the map is stale: the next call
          * after the interval asks for a new one */
@@ -575,9 +539,7 @@ Test(cluster_scale, a_hung_seed_leaves_calls_to_the_map_in_hand)
     cr_assert(v && !strcmp(v, hilock_token(l)), "the lock is not on the master");
     free(v);
     cr_assert_gt(hlt_pttl(r, key), 20000);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, key), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, key);
     hilock_client_free(c);
     fake_stop(&f);
     hlt_redis_stop(r);
@@ -827,8 +789,8 @@ Test(cluster_scale, an_ask_left_pending_is_forgotten_when_the_map_is_rebuilt)
     sp.dead = dead_ports(100, fds);
     sp.ndead = 100;
     sp.real_port[1] = (r = real_master(&one, 0))->port;
-    cr_assert_not_null(plain = hlt_redis_start(NULL));
-    cr_assert_not_null(slow = hlt_redis_start(NULL));
+    plain = hlt_redis_started(NULL);
+    slow = hlt_redis_started(NULL);
     key_at(99 * 16384 / 100 + 5, "ask", key, sizeof key);
     ask.ask_slot = 99 * 16384 / 100 + 5;
     a = fake_seed(&ask);   /* master 99 of the first map (past the end of the next table) */
@@ -859,9 +821,7 @@ Test(cluster_scale, an_ask_left_pending_is_forgotten_when_the_map_is_rebuilt)
     v = hlt_get(r, key);
     cr_assert(v && !strcmp(v, hilock_token(l)), "the lock is not on the slot's master");
     free(v);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, key), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, key);
     hilock_client_free(c);
     fake_stop(&f);
     fake_stop(&a);

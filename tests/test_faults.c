@@ -19,6 +19,7 @@
 
 #include "checks.h"
 #include "clients.h"
+#include "fakes.h"
 #include "fixture.h"
 #include "hilock.h"
 
@@ -141,8 +142,7 @@ Test(faults, acl_users_are_authenticated_and_their_key_rules_apply)
     redisReply *rep;
     char url[300];
     HLT_NEEDS(60000, "no ACL users before 6.0");
-    r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    r = hlt_redis_started(NULL);
     rep = hlt_cmd(r, "ACL SETUSER alice on >wonderland ~* +@all");
     cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
     freeReplyObject(rep);
@@ -240,9 +240,7 @@ Test(faults, a_connection_the_server_closed_is_reconnected)
     hlt_sleep_ms(300);   /* idle, as `timeout` requires (>= 1 s); the engine probes idle connections */
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_extend(l, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, "k");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -262,9 +260,7 @@ Test(faults, the_script_cache_is_refilled_after_a_restart)
     hilock_check(l);   /* whatever it says, the connection is fresh afterwards */
     freeReplyObject(hlt_cmd(r, "SET k %s PX 30000", hilock_token(l)));
     cr_assert_eq(hilock_extend(l, 20000), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, "k");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -310,9 +306,7 @@ Test(faults, a_frozen_server_times_out_within_the_bound_then_recovers)
 
     hlt_redis_thaw(r);
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, "k");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -339,9 +333,7 @@ Test(faults, an_acquire_that_timed_out_is_undone_on_the_next_contact)
     cr_assert_eq(hlt_exists(r, "k"), 1, "the buffered SET never ran");
     /* the next call on this client first deletes it, by token */
     cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK);
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, NULL, l, "k");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -524,9 +516,7 @@ Test(faults, a_unix_socket_restarted_right_after_a_call_is_reopened_at_once)
      * delivered, and the engine sends again on a new connection */
     cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &m), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_exists(r, "k"), 1);
-    cr_assert_eq(hilock_release(m), HILOCK_OK);
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(m);
+    hlt_release_gone(r, NULL, m, "k");
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -545,6 +535,7 @@ typedef struct holdproxy {
     char  url[64];
     char  name[64];
     char  flag[192];
+    int   server_port;   /* the real server's */
 } holdproxy;
 
 /* The length of the first whole command (RESP array of bulk strings) in b[0..n), 0 if it is
@@ -605,19 +596,15 @@ static int hold_write(const holdproxy *h, const char *mode)
 
 static void hold_set(const holdproxy *h, const char *mode) { cr_assert_eq(hold_write(h, mode), 0); }
 
-/* One client connection: forward command by command to the server at port. */
-static void hold_conn(const holdproxy *h, int cfd, int port)
+/* One client connection: forward command by command to the real server. */
+static void hold_conn(int cfd, void *arg)
 {
     static char in[1 << 20];
+    const holdproxy *h = arg;
     char mode[16], buf[65536];
     size_t have = 0;
-    int held, sfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
-    if (sfd < 0 || connect(sfd, (struct sockaddr *)&a, sizeof a) < 0) _exit(1);
+    int held, sfd = hlt_connect_port(h->server_port);
+    if (sfd < 0) _exit(1);
     hold_mode(h, mode, sizeof mode);
     held = !strcmp(mode, "stopped");   /* opened while the server "stands still" */
     for (;;) {
@@ -656,32 +643,12 @@ static holdproxy hold_start(const hlt_redis *r)
     ls = hlt_listen(16, &h.port, h.url, h.name, sizeof h.url);
     cr_assert(ls >= 0);
     snprintf(h.flag, sizeof h.flag, "%s/hold", r->dir);
-    h.pid = fork();
-    cr_assert(h.pid >= 0);
-    if (h.pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        alarm(60);
-        signal(SIGCHLD, SIG_IGN);   /* (no zombies) */
-        for (;;) {
-            int fd = accept(ls, NULL, NULL);
-            if (fd < 0) continue;
-            if (fork() == 0) {
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                close(ls);
-                hold_conn(&h, fd, r->port);
-            }
-            close(fd);
-        }
-    }
-    close(ls);
+    h.server_port = r->port;
+    h.pid = hlt_serve_fork(ls, 60, hold_conn, &h);   /* (&h lives on in the forked children) */
     return h;
 }
 
-static void hold_stop(holdproxy *h)
-{
-    kill(h->pid, SIGKILL);
-    waitpid(h->pid, NULL, 0);
-}
+static void hold_stop(holdproxy *h) { hlt_serve_stop(h->pid); }
 
 /* io 500 ms, connect 100 ms: the bound of a try-lock is 600 ms. */
 #define HOLD_IO_MS      500
@@ -700,9 +667,7 @@ static void held_open(hlt_redis **r, holdproxy *h)
 /* l holds "k": its release deletes the key; then c, the proxy and the server are gone. */
 static void held_close(hlt_redis *r, holdproxy *h, hilock_client *c, hilock *l)
 {
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_exists(r, "k"), 0);
-    hilock_free(l);
+    hlt_release_gone(r, c, l, "k");
     hilock_client_free(c);
     hold_stop(h);
     hlt_redis_stop(r);
@@ -827,7 +792,7 @@ Test(faults, redlock_with_every_failover_check_stalled_ends_within_the_bound)
     long long t0, dt;
     hilock_status st;
     for (int i = 0; i < 3; i++) {
-        cr_assert_not_null(r[i] = hlt_redis_start(NULL));
+        r[i] = hlt_redis_started(NULL);
         h[i] = hold_start(r[i]);
         urls[i] = h[i].url;
         hold_set(&h[i], "all");

@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "clients.h"
+#include "fakes.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_inspect.h"
@@ -27,17 +29,7 @@
 #include "hilock_libuv.h"
 #include "lock.h"   /* the facts a node's handshake read */
 
-static hlt_redis *R;
-
-static void setup(void)
-{
-    R = hlt_redis_start(NULL);
-    cr_assert_not_null(R, "redis-server did not start");
-}
-
-static void teardown(void) { hlt_redis_stop(R); }
-
-TestSuite(servers, .init = setup, .fini = teardown, .timeout = 60);
+HLT_SUITE_WITH_SERVER(servers, R, .timeout = 60);
 
 /* The server's clock now (TIME on the read-back connection), in ms. */
 static long long server_ms(hlt_redis *r)
@@ -236,9 +228,7 @@ Test(servers, failover_guard_is_refused_before_4_0_which_has_no_replication_ids)
         assert_refused(c, st, l, "failover_guard needs Redis >= 4.0: ");
     } else {
         cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
-        cr_assert_eq(hilock_release(l), HILOCK_OK);
-        cr_assert_eq(hlt_exists(R, "guard:key"), 0);
-        hilock_free(l);
+        hlt_release_gone(R, NULL, l, "guard:key");
     }
     hilock_client_free(c);
 }
@@ -426,18 +416,6 @@ typedef struct errproxy {
     char  name[64];
 } errproxy;
 
-static int put_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static const hl_script *const lock_scripts[] = { &hl_lua_acquire, &hl_lua_legacy_acquire, &hl_lua_fair };
 
 /* The command to send for a client's request: a lock script's call becomes EVAL of its body
@@ -469,23 +447,18 @@ static int reframe(const redisReply *req, char **out)
     return redisFormatCommandArgv(out, argc, argv, len);
 }
 
-static void errproxy_conn(int cfd, int port)
+static void errproxy_conn(int cfd, void *arg)
 {
-    struct sockaddr_in a;
-    int sfd = socket(AF_INET, SOCK_STREAM, 0);
+    int sfd = hlt_connect_port(((const hlt_redis *)arg)->port);
     redisReader *rd = redisReaderCreate();
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (sfd < 0 || !rd || connect(sfd, (struct sockaddr *)&a, sizeof a) < 0) _exit(1);
+    if (sfd < 0 || !rd) _exit(1);
     for (;;) {
         struct pollfd pf[2] = { { cfd, POLLIN, 0 }, { sfd, POLLIN, 0 } };
         char buf[65536];
         ssize_t n;
         if (poll(pf, 2, -1) < 0) continue;
         if (pf[1].revents) {   /* the server's replies: as they are */
-            if ((n = recv(sfd, buf, sizeof buf, 0)) <= 0 || put_all(cfd, buf, (size_t)n) < 0) _exit(0);
+            if ((n = recv(sfd, buf, sizeof buf, 0)) <= 0 || hlt_send_all(cfd, buf, (size_t)n) < 0) _exit(0);
         }
         if (pf[0].revents) {
             void *req;
@@ -495,7 +468,7 @@ static void errproxy_conn(int cfd, int port)
                 char *cmd;
                 int len = reframe(req, &cmd);
                 freeReplyObject(req);
-                if (len < 0 || put_all(sfd, cmd, (size_t)len) < 0) _exit(1);
+                if (len < 0 || hlt_send_all(sfd, cmd, (size_t)len) < 0) _exit(1);
                 redisFreeCommand(cmd);
             }
         }
@@ -509,31 +482,11 @@ static errproxy errproxy_start(const hlt_redis *r)
     memset(&x, 0, sizeof x);
     ls = hlt_listen(16, &x.port, x.url, x.name, sizeof x.url);
     cr_assert(ls >= 0);
-    x.pid = fork();
-    cr_assert(x.pid >= 0);
-    if (x.pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGCHLD, SIG_IGN);   /* (no zombies) */
-        for (;;) {
-            int fd = accept(ls, NULL, NULL);
-            if (fd < 0) continue;
-            if (fork() == 0) {
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                close(ls);
-                errproxy_conn(fd, r->port);
-            }
-            close(fd);
-        }
-    }
-    close(ls);
+    x.pid = hlt_serve_fork(ls, 0, errproxy_conn, (void *)r);
     return x;
 }
 
-static void errproxy_stop(errproxy *x)
-{
-    kill(x->pid, SIGKILL);
-    waitpid(x->pid, NULL, 0);
-}
+static void errproxy_stop(errproxy *x) { hlt_serve_stop(x->pid); }
 
 /* The key after a failed acquire: no value of ours left (the undo ran at once, by token). */
 static void assert_undone(hilock_client *c, hilock_status st, const hilock *l, const char *key)
