@@ -16,50 +16,18 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
-
-static long long wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* One attempt of the documented recipe (ms, "<"), separate commands. */
-static int doc_peer_try(redisContext *rc, const char *key, long long timeout_ms, char *mine)
-{
-    redisReply *a;
-    int won;
-    snprintf(mine, 32, "%lld", wall_ms() + timeout_ms + 1);
-    a = redisCommand(rc, "SETNX %s %s", key, mine);
-    won = a && a->type == REDIS_REPLY_INTEGER && a->integer == 1;
-    if (a) freeReplyObject(a);
-    if (won) return 1;
-    a = redisCommand(rc, "GET %s", key);
-    if (a && a->type == REDIS_REPLY_STRING && atoll(a->str) < wall_ms()) {
-        redisReply *g;
-        snprintf(mine, 32, "%lld", wall_ms() + timeout_ms + 1);
-        g = redisCommand(rc, "GETSET %s %s", key, mine);
-        won = g && (g->type == REDIS_REPLY_NIL || (g->type == REDIS_REPLY_STRING && atoll(g->str) < wall_ms()));
-        if (g) freeReplyObject(g);
-    }
-    if (a) freeReplyObject(a);
-    return won;
-}
+#include "peer.h"
 
 Test(bridge, writes_a_pure_digits_future_stamp_with_px)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
-    o.bridge = 1;
-    hilock_client *c = hlt_client_new(&o);
+    hilock_client *c = hlt_codec_client(r->url, "node-redis-lock", 1);
     hilock *l;
-    long long before = wall_ms();
+    long long before = hlt_wall_ms();
     cr_assert_eq(hilock_acquire(c, "lock.b", 2000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert(hlt_matches(hilock_token(l), "^[0-9]{13}$"), "%s", hilock_token(l));
     long long s = atoll(hilock_token(l));
-    cr_assert(s >= before + 2000 + 1 && s <= wall_ms() + 2000 + 2, "stamp - before = %lld", s - before);
+    cr_assert(s >= before + 2000 + 1 && s <= hlt_wall_ms() + 2000 + 2, "stamp - before = %lld", s - before);
     hlt_holds(r, "lock.b", hilock_token(l));
     long long p = hlt_pttl(r, "lock.b");
     cr_assert(p > 1000 && p <= 2000, "pttl %lld", p);
@@ -79,13 +47,9 @@ Test(bridge, seconds_and_suffix_codecs_still_write_pure_digits_rounded_up)
     static const char *presets[] = { "doc", "ruby-redis-lock", "redis-objects", "redis-py-2" };
     hlt_redis *r = hlt_redis_start(NULL);
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-        hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-        o.retry_delay_ms = 10;
-        cr_assert_eq(hilock_codec_preset(presets[i], &o.codec), HILOCK_OK);
-        o.bridge = 1;
-        hilock_client *c = hlt_client_new(&o);
+        hilock_client *c = hlt_codec_client(r->url, presets[i], 1);
         hilock *l;
-        long long before = wall_ms();
+        long long before = hlt_wall_ms();
         cr_assert_eq(hilock_acquire(c, "lock:s", 3000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
         cr_assert(hlt_matches(hilock_token(l), "^[0-9]{10}$"), "%s: %s", presets[i], hilock_token(l));
         /* never before the PX ends, whatever the rounding */
@@ -101,9 +65,8 @@ Test(bridge, seconds_and_suffix_codecs_still_write_pure_digits_rounded_up)
 Test(bridge, legacy_clients_see_a_bridge_lock_as_held)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    const char *url = r->url;
+    hilock_options o = hlt_codec_options(&url, "node-redis-lock");
     o.bridge = 1;
     hilock_client *b = hlt_client_new(&o), *leg;
     o.bridge = 0;
@@ -114,11 +77,11 @@ Test(bridge, legacy_clients_see_a_bridge_lock_as_held)
     char mine[32];
     cr_assert_eq(hilock_acquire(b, "lock.held", 3000, 0, &lb), HILOCK_OK);
     cr_assert_eq(hilock_legacy_acquire(leg, "lock.held", 3000, 100, &ll), HILOCK_BUSY);
-    for (int i = 0; i < 20; i++) cr_assert_eq(doc_peer_try(peer, "lock.held", 3000, mine), 0);
+    for (int i = 0; i < 20; i++) cr_assert_eq(hlt_doc_peer_try(peer, "lock.held", 3000, mine), 0);
     hlt_holds(r, "lock.held", hilock_token(lb));
     cr_assert(hlt_pttl(r, "lock.held") > 0, "the PX was stripped");
     cr_assert_eq(hilock_release(lb), HILOCK_OK);
-    cr_assert_eq(doc_peer_try(peer, "lock.held", 3000, mine), 1);
+    cr_assert_eq(hlt_doc_peer_try(peer, "lock.held", 3000, mine), 1);
     hlt_holds(r, "lock.held", mine);
     redisFree(peer);
     hilock_free(lb);
@@ -130,9 +93,8 @@ Test(bridge, legacy_clients_see_a_bridge_lock_as_held)
 Test(bridge, bridge_clients_see_legacy_locks_as_held)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    const char *url = r->url;
+    hilock_options o = hlt_codec_options(&url, "jedis-lock");
     o.bridge = 1;
     hilock_client *b = hlt_client_new(&o), *leg;
     o.bridge = 0;
@@ -158,14 +120,10 @@ Test(bridge, bridge_clients_see_legacy_locks_as_held)
 Test(bridge, takes_over_an_expired_legacy_stamp_without_ttl_and_sets_px)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
-    o.bridge = 1;
-    hilock_client *b = hlt_client_new(&o);
+    hilock_client *b = hlt_codec_client(r->url, "node-redis-lock", 1);
     hilock *l;
     char v[32];
-    snprintf(v, sizeof v, "%lld", wall_ms() - 2000);   /* a crashed 0.0.x holder's stamp */
+    snprintf(v, sizeof v, "%lld", hlt_wall_ms() - 2000);   /* a crashed 0.0.x holder's stamp */
     hlt_set(r, "lock.crashed", v, 0);
     cr_assert_eq(hilock_acquire(b, "lock.crashed", 2000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(b));
     hlt_holds(r, "lock.crashed", hilock_token(l));
@@ -181,9 +139,8 @@ Test(bridge, never_steals_values_that_are_not_stamps)
 {
     static const char *bad[] = { "c0ffee-4f1d-token", "", "123456", "1", "garbage" };
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
+    const char *url = r->url;
+    hilock_options o = hlt_codec_options(&url, "node-redis-lock");
     o.bridge = 1;
     hilock_client *b = hlt_client_new(&o), *m;
     hilock *l = NULL, *ml;
@@ -216,14 +173,10 @@ Test(bridge, never_steals_values_that_are_not_stamps)
 Test(bridge, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
-    o.bridge = 1;
-    hilock_client *b = hlt_client_new(&o);
+    hilock_client *b = hlt_codec_client(r->url, "node-redis-lock", 1);
     hilock *l = NULL;
     char v[32];
-    snprintf(v, sizeof v, "%lld", wall_ms() - 2000);
+    snprintf(v, sizeof v, "%lld", hlt_wall_ms() - 2000);
     long long t0 = hlt_now_ms();   /* before the SET: its PX ends 400 ms after this, or later */
     hlt_set(r, "lock.px", v, 400);   /* e.g. npm redis-lock 0.1.x: legacy value + PX */
     cr_assert_eq(hilock_acquire(b, "lock.px", 2000, 0, &l), HILOCK_BUSY);
@@ -239,16 +192,12 @@ Test(bridge, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
 Test(bridge, extend_moves_stamp_and_px_together)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
-    o.bridge = 1;
-    hilock_client *b = hlt_client_new(&o);
+    hilock_client *b = hlt_codec_client(r->url, "jedis-lock", 1);
     hilock *l;
     char old[64];
     cr_assert_eq(hilock_acquire(b, "lock.e", 1000, 0, &l), HILOCK_OK);
     snprintf(old, sizeof old, "%s", hilock_token(l));
-    long long before = wall_ms();
+    long long before = hlt_wall_ms();
     cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s", hilock_client_errmsg(b));
     cr_assert_str_neq(hilock_token(l), old);
     long long s = atoll(hilock_token(l));
@@ -268,11 +217,7 @@ Test(bridge, extend_moves_stamp_and_px_together)
 Test(bridge, release_compares_the_exact_value)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
-    o.bridge = 1;
-    hilock_client *b = hlt_client_new(&o);
+    hilock_client *b = hlt_codec_client(r->url, "jedis-lock", 1);
     hilock *l;
     char other[32];
     cr_assert_eq(hilock_acquire(b, "lock.r", 3000, 0, &l), HILOCK_OK);
@@ -290,9 +235,8 @@ Test(bridge, a_getset_by_a_legacy_peer_only_hurts_after_the_stamp)
 {
     /* a peer's GETSET strips the PX: the stamp then governs, and it is in the future */
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    const char *url = r->url;
+    hilock_options o = hlt_codec_options(&url, "jedis-lock");
     o.bridge = 1;
     hilock_client *b = hlt_client_new(&o), *b2 = hlt_client_new(&o);
     hilock *l, *l2 = NULL;

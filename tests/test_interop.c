@@ -25,13 +25,6 @@
 #include "hilock_legacy.h"
 #include "peer.h"
 
-static long long wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* tests/interop/node: $HILOCK_NODE_DIR, else found from the working directory or the binary. */
 static const char *node_dir(void) { return hlt_peer_dir("node", "peer.js", "HILOCK_NODE_DIR"); }
 
@@ -94,11 +87,7 @@ Test(interop, the_pinned_legacy_client_is_installed)
 static void contend(int bridge, const char *name)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
-    o.bridge = bridge;
-    hilock_client *c = hlt_client_new(&o);
+    hilock_client *c = hlt_codec_client(r->url, "node-redis-lock", bridge);
     char port[16], key[64], inside[80], counter[80];
     long ours = 0, overlaps = 0, releases_ok = 0;
     hlt_peer p;
@@ -163,11 +152,7 @@ Test(interop, bridge_lock_and_node_client_take_turns_without_overlap, .timeout =
 Test(interop, the_node_client_never_steals_a_live_bridge_lock, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
-    o.bridge = 1;
-    hilock_client *c = hlt_client_new(&o);
+    hilock_client *c = hlt_codec_client(r->url, "node-redis-lock", 1);
     hilock *l;
     char port[16];
     hlt_peer p;
@@ -186,7 +171,7 @@ Test(interop, the_node_client_never_steals_a_live_bridge_lock, .timeout = 60)
         cr_assert_gt(hlt_pttl(r, "lock.live"), 0, "the PX was stripped");
         cr_assert_eq(hilock_check(l), HILOCK_OK);
     }
-    long long released = wall_ms();
+    long long released = hlt_wall_ms();
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     const char *line = hlt_peer_line(&p, 10000);
     cr_assert_not_null(line, "node never acquired after the release");
@@ -202,17 +187,13 @@ Test(interop, the_node_client_never_steals_a_live_bridge_lock, .timeout = 60)
 Test(interop, a_crashed_bridge_holder_frees_the_key_by_its_px, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
-    o.bridge = 1;
-    hilock_client *c = hlt_client_new(&o);
+    hilock_client *c = hlt_codec_client(r->url, "node-redis-lock", 1);
     hilock *l;
     char port[16];
     hlt_peer p;
     need_node();
     port_arg(r, port);
-    long long t0 = wall_ms();
+    long long t0 = hlt_wall_ms();
     cr_assert_eq(hilock_acquire(c, "lock.gone", 1500, 0, &l), HILOCK_OK);
     hilock_free(l);   /* we die holding it */
     const char *args[] = { "once", port, "gone", "2000", "10", NULL };
@@ -229,11 +210,7 @@ Test(interop, a_crashed_bridge_holder_frees_the_key_by_its_px, .timeout = 60)
 static void crashed_node_holder(int bridge)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
-    o.bridge = bridge;
-    hilock_client *c = hlt_client_new(&o);
+    hilock_client *c = hlt_codec_client(r->url, "node-redis-lock", bridge);
     hilock *l = NULL;
     char port[16], name[32], key[48];
     hlt_peer p;
@@ -251,7 +228,7 @@ static void crashed_node_holder(int bridge)
     hilock_status st = bridge ? hilock_acquire(c, key, 1000, 0, &l) : hilock_legacy_acquire(c, key, 1000, 0, &l);
     cr_assert_eq(st, HILOCK_BUSY, "took a live node lock");
     st = bridge ? hilock_acquire(c, key, 3000, 8000, &l) : hilock_legacy_acquire(c, key, 3000, 8000, &l);
-    long long at = wall_ms();
+    long long at = hlt_wall_ms();
     cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_geq(at, stamp, "taken over %lld ms before node's stamp passed", stamp - at);
     cr_assert_lt(at, stamp + 3000, "took %lld ms after the stamp passed", at - stamp);
@@ -278,10 +255,7 @@ Test(interop, a_crashed_node_holder_is_taken_over_by_a_bridge_lock, .timeout = 6
 Test(interop, a_late_node_release_deletes_nothing_of_ours, .timeout = 60)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("node-redis-lock", &o.codec), HILOCK_OK);
-    hilock_client *c = hlt_client_new(&o);
+    hilock_client *c = hlt_codec_client(r->url, "node-redis-lock", 0);
     hilock *l = NULL;
     char port[16];
     hlt_peer p;
@@ -295,7 +269,7 @@ Test(interop, a_late_node_release_deletes_nothing_of_ours, .timeout = 60)
     hlt_peer_next(&p);
     /* node pauses past its stamp; we take over, then node wakes up and "releases" */
     cr_assert_eq(hilock_legacy_acquire(c, "lock.late", 5000, 8000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_geq(wall_ms(), stamp);
+    cr_assert_geq(hlt_wall_ms(), stamp);
     line = hlt_peer_line(&p, 15000);
     cr_assert_not_null(line, "node did not release");
     (void)hlt_jnum(line, "released_at");

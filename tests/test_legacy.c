@@ -20,30 +20,13 @@
 #include "hilock.h"
 #include "hilock_legacy.h"
 #include "holders.h"   /* hlt_db_snapshot */
-
-static long long wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "peer.h"
 
 static long long wall_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* The suite's one client maker: hlt_options's on r, waits retried every 10 ms, the codec of
- * `preset`. A test that needs more (margin, clock offset, PEXPIRE) makes its own options. */
-static hilock_client *mk(hlt_redis *r, const char *preset)
-{
-    const char *url = r->url;
-    hilock_options o = hlt_options(&url, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset(preset, &o.codec), HILOCK_OK);
-    return hlt_client_new(&o);
 }
 
 static void setb(hlt_redis *r, const char *key, const char *v, size_t len)
@@ -67,11 +50,11 @@ static int64_t stamp_of(const char *preset, const char *v)
 Test(legacy, doc_writes_seconds_plus_timeout_plus_one_without_ttl)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "doc");
+    hilock_client *c = hlt_codec_client(r->url, "doc", 0);
     hilock *l;
-    long long before = wall_ms() / 1000, after;
+    long long before = hlt_wall_ms() / 1000, after;
     cr_assert_eq(hilock_legacy_acquire(c, "lock.doc", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    after = wall_ms() / 1000;
+    after = hlt_wall_ms() / 1000;
     hlt_holds(r, "lock.doc", hilock_token(l));
     cr_assert(hlt_matches(hilock_token(l), "^[0-9]{10}$"), "%s", hilock_token(l));
     long long v = atoll(hilock_token(l));
@@ -102,7 +85,7 @@ Test(legacy, every_preset_writes_its_own_format)
     };
     hlt_redis *r = hlt_redis_start(NULL);
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        hilock_client *c = mk(r, t[i].preset);
+        hilock_client *c = hlt_codec_client(r->url, t[i].preset, 0);
         hilock *l;
         long long t0 = wall_us();
         cr_assert_eq(hilock_legacy_acquire(c, "lock:fmt", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -142,9 +125,7 @@ Test(legacy, pexpire_option_gives_the_key_a_ttl)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     const char *url = r->url;
-    hilock_options o = hlt_options(&url, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    hilock_options o = hlt_codec_options(&url, "jedis-lock");
     o.legacy_pexpire = 1;
     hilock_client *c = hlt_client_new(&o);
     hilock *l;
@@ -166,10 +147,10 @@ Test(legacy, pexpire_option_gives_the_key_a_ttl)
 Test(legacy, a_live_stamp_is_busy_and_untouched)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "node-redis-lock");
+    hilock_client *c = hlt_codec_client(r->url, "node-redis-lock", 0);
     hilock *l = (hilock *)1;
     char v[32];
-    snprintf(v, sizeof v, "%lld", wall_ms() + 60000);
+    snprintf(v, sizeof v, "%lld", hlt_wall_ms() + 60000);
     hlt_set(r, "lock.live", v, 0);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.live", 1000, 0, &l), HILOCK_BUSY);
     cr_assert_null(l);
@@ -187,10 +168,10 @@ Test(legacy, a_live_stamp_is_busy_and_untouched)
 Test(legacy, an_expired_stamp_is_taken_over_even_by_a_single_try)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "node-redis-lock");
+    hilock_client *c = hlt_codec_client(r->url, "node-redis-lock", 0);
     hilock *l;
     char v[32];
-    snprintf(v, sizeof v, "%lld", wall_ms() - 1000);
+    snprintf(v, sizeof v, "%lld", hlt_wall_ms() - 1000);
     hlt_set(r, "lock.exp", v, 0);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.exp", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hlt_holds(r, "lock.exp", hilock_token(l));
@@ -214,7 +195,7 @@ Test(legacy, expired_values_of_other_formats_are_taken_over)
     };
     hlt_redis *r = hlt_redis_start(NULL);
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        hilock_client *c = mk(r, t[i].preset);
+        hilock_client *c = hlt_codec_client(r->url, t[i].preset, 0);
         hilock *l;
         hlt_set(r, "lock:x", t[i].v, 0);
         cr_assert_eq(hilock_legacy_acquire(c, "lock:x", 5000, 0, &l), HILOCK_OK, "%s: %s", t[i].v,
@@ -230,10 +211,10 @@ Test(legacy, expired_values_of_other_formats_are_taken_over)
 Test(legacy, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "jedis-lock");
+    hilock_client *c = hlt_codec_client(r->url, "jedis-lock", 0);
     hilock *l = NULL;
     char v[32];
-    snprintf(v, sizeof v, "%lld", wall_ms() - 5000);
+    snprintf(v, sizeof v, "%lld", hlt_wall_ms() - 5000);
     long long t0 = hlt_now_ms();   /* before the SET: its PX ends 400 ms after this, or later */
     hlt_set(r, "lock.ttl", v, 400);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.ttl", 2000, 0, &l), HILOCK_BUSY);
@@ -251,10 +232,10 @@ Test(legacy, an_expired_stamp_with_a_ttl_is_waited_for_not_stolen)
 Test(legacy, a_fresh_stamp_is_computed_on_the_attempt_that_wins)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "jedis-lock");
+    hilock_client *c = hlt_codec_client(r->url, "jedis-lock", 0);
     hilock *l;
     char v[32];
-    long long start = wall_ms();
+    long long start = hlt_wall_ms();
     snprintf(v, sizeof v, "%lld", start + 400);
     hlt_set(r, "lock.fresh", v, 0);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.fresh", 1000, 5000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -275,7 +256,7 @@ Test(legacy, values_that_are_not_stamps_are_never_taken)
     static const char *bad[] = { "garbage", "", "c0ffee-4f1d-token", "1", "123456", "1.7e9", "-1",
                                  "4f1d2a7b9c0e11aa22bb33cc44dd55ee", "1600000000-123-456" };
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "node-redis-lock");
+    hilock_client *c = hlt_codec_client(r->url, "node-redis-lock", 0);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         hilock *l = (hilock *)1;
         hlt_set(r, "lock.bad", bad[i], 0);
@@ -303,7 +284,7 @@ Test(legacy, values_that_are_not_stamps_are_never_taken)
 Test(legacy, binary_values_are_shown_escaped)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "doc");
+    hilock_client *c = hlt_codec_client(r->url, "doc", 0);
     hilock *l;
     setb(r, "lock.bin", "17\0\x01\xff\"x", 7);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.bin", 5000, 0, &l), HILOCK_BUSY);
@@ -318,7 +299,7 @@ Test(legacy, binary_values_are_shown_escaped)
 Test(legacy, a_modern_lock_is_never_taken)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *m, *c = mk(r, "node-redis-lock");
+    hilock_client *m, *c = hlt_codec_client(r->url, "node-redis-lock", 0);
     hilock *ml, *l = NULL;
     cr_assert_eq(hilock_client_open(r->url, &m), HILOCK_OK);
     cr_assert_eq(hilock_acquire(m, "lock.modern", 5000, 0, &ml), HILOCK_OK);
@@ -334,18 +315,18 @@ Test(legacy, a_modern_lock_is_never_taken)
 Test(legacy, a_unit_mismatch_is_reported_not_stolen)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *ms = mk(r, "node-redis-lock");
-    hilock_client *s = mk(r, "doc");
+    hilock_client *ms = hlt_codec_client(r->url, "node-redis-lock", 0);
+    hilock_client *s = hlt_codec_client(r->url, "doc", 0);
     hilock *l = NULL;
     char v[32];
     /* a live seconds stamp: a ms client would read 1970 and steal it */
-    snprintf(v, sizeof v, "%lld", wall_ms() / 1000 + 30);
+    snprintf(v, sizeof v, "%lld", hlt_wall_ms() / 1000 + 30);
     hlt_set(r, "lock.unit", v, 0);
     cr_assert_eq(hilock_legacy_acquire(ms, "lock.unit", 1000, 0, &l), HILOCK_BUSY);
     cr_assert(strstr(hilock_client_errmsg(ms), "looks like seconds"), "%s", hilock_client_errmsg(ms));
     hlt_holds(r, "lock.unit", v);
     /* an expired ms stamp read by a seconds client: far future, never stolen, and said so */
-    snprintf(v, sizeof v, "%lld", wall_ms() - 60000);
+    snprintf(v, sizeof v, "%lld", hlt_wall_ms() - 60000);
     hlt_set(r, "lock.unit", v, 0);
     cr_assert_eq(hilock_legacy_acquire(s, "lock.unit", 1000, 0, &l), HILOCK_BUSY);
     cr_assert(strstr(hilock_client_errmsg(s), "looks like milliseconds"), "%s", hilock_client_errmsg(s));
@@ -358,7 +339,7 @@ Test(legacy, a_unit_mismatch_is_reported_not_stolen)
 Test(legacy, a_key_of_another_type_is_ereply_and_untouched)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "doc");
+    hilock_client *c = hlt_codec_client(r->url, "doc", 0);
     hilock *l = (hilock *)1;
     freeReplyObject(hlt_cmd(r, "HSET lock.h f v"));
     cr_assert_eq(hilock_legacy_acquire(c, "lock.h", 5000, 0, &l), HILOCK_EREPLY);
@@ -378,9 +359,7 @@ Test(legacy, bad_arguments_are_einval_and_change_nothing)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     const char *url = r->url;
-    hilock_options o = hlt_options(&url, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("doc", &o.codec), HILOCK_OK);
+    hilock_options o = hlt_codec_options(&url, "doc");
     o.skew_margin_ms = 2000;
     hilock_client *c = hlt_client_new(&o);
     hilock *l = (hilock *)1;
@@ -431,29 +410,6 @@ typedef struct racer {
     char               peer_value[32];
 } racer;
 
-/* The documented recipe, one attempt, as separate commands (ms codec, "<"): SETNX; GET;
- * if passed, GETSET and win iff the old value returned had passed. */
-static int doc_peer_try(redisContext *rc, const char *key, long long timeout_ms, char *mine)
-{
-    redisReply *a;
-    int won = 0;
-    snprintf(mine, 32, "%lld", wall_ms() + timeout_ms + 1);
-    a = redisCommand(rc, "SETNX %s %s", key, mine);
-    won = a && a->type == REDIS_REPLY_INTEGER && a->integer == 1;
-    if (a) freeReplyObject(a);
-    if (won) return 1;
-    a = redisCommand(rc, "GET %s", key);
-    if (a && a->type == REDIS_REPLY_STRING && atoll(a->str) < wall_ms()) {
-        redisReply *g;
-        snprintf(mine, 32, "%lld", wall_ms() + timeout_ms + 1);
-        g = redisCommand(rc, "GETSET %s %s", key, mine);
-        won = g && (g->type == REDIS_REPLY_NIL || (g->type == REDIS_REPLY_STRING && atoll(g->str) < wall_ms()));
-        if (g) freeReplyObject(g);
-    }
-    if (a) freeReplyObject(a);
-    return won;
-}
-
 static void *race(void *arg)
 {
     racer *x = arg;
@@ -461,7 +417,7 @@ static void *race(void *arg)
     if (x->c) {
         if (hilock_legacy_acquire(x->c, "lock.race", 5000, 0, &x->won) != HILOCK_OK) x->won = NULL;
     } else {
-        x->peer_won = doc_peer_try(x->rc, "lock.race", 5000, x->peer_value);
+        x->peer_won = hlt_doc_peer_try(x->rc, "lock.race", 5000, x->peer_value);
     }
     return NULL;
 }
@@ -482,7 +438,7 @@ static void race_rounds(int with_peer, int rounds)
             x[i].rc = redisConnectWithTimeout("127.0.0.1", r->port, tv);
             cr_assert(x[i].rc && !x[i].rc->err);
         } else {
-            x[i].c = mk(r, "jedis-lock");
+            x[i].c = hlt_codec_client(r->url, "jedis-lock", 0);
         }
     }
     for (int round = 0; round < rounds; round++) {
@@ -490,7 +446,7 @@ static void race_rounds(int with_peer, int rounds)
         char expired[32];
         int winners = 0;
         hilock *w = NULL;
-        snprintf(expired, sizeof expired, "%lld", wall_ms() - 10000);
+        snprintf(expired, sizeof expired, "%lld", hlt_wall_ms() - 10000);
         hlt_set(r, "lock.race", expired, 0);
         for (int i = 0; i < 2; i++) {
             x[i].won = NULL;
@@ -549,8 +505,8 @@ Test(legacy_race, hilock_and_a_doc_peer_take_over_at_once_one_wins)
 Test(legacy, a_crashed_holder_is_taken_over_after_its_stamp_passes)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *a = mk(r, "node-redis-lock");
-    hilock_client *b = mk(r, "node-redis-lock");
+    hilock_client *a = hlt_codec_client(r->url, "node-redis-lock", 0);
+    hilock_client *b = hlt_codec_client(r->url, "node-redis-lock", 0);
     hilock *la, *lb = NULL;
     cr_assert_eq(hilock_legacy_acquire(a, "lock.crash", 1000, 0, &la), HILOCK_OK);
     int64_t sa = stamp_of("node-redis-lock", hilock_token(la));
@@ -570,8 +526,8 @@ Test(legacy, a_crashed_holder_is_taken_over_after_its_stamp_passes)
 Test(legacy, a_late_release_after_takeover_deletes_nothing)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *a = mk(r, "jedis-lock");
-    hilock_client *b = mk(r, "jedis-lock");
+    hilock_client *a = hlt_codec_client(r->url, "jedis-lock", 0);
+    hilock_client *b = hlt_codec_client(r->url, "jedis-lock", 0);
     hilock *la, *lb;
     cr_assert_eq(hilock_legacy_acquire(a, "lock.late", 1000, 0, &la), HILOCK_OK);
     hlt_sleep_ms(1200);   /* a pauses past its stamp */
@@ -595,12 +551,10 @@ Test(legacy, skew_injected_into_our_client_never_deletes_the_new_owner)
     hlt_redis *r = hlt_redis_start(NULL);
     /* a's clock is 3 s behind: its 1 s stamp is already 2 s old for everyone else */
     const char *url = r->url;
-    hilock_options o = hlt_options(&url, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    hilock_options o = hlt_codec_options(&url, "jedis-lock");
     o.clock_offset_ms = -3000;
     hilock_client *a = hlt_client_new(&o);
-    hilock_client *b = mk(r, "jedis-lock");
+    hilock_client *b = hlt_codec_client(r->url, "jedis-lock", 0);
     hilock *la, *lb;
     cr_assert_eq(hilock_legacy_acquire(a, "lock.skew", 1000, 0, &la), HILOCK_OK);
     int64_t sa = stamp_of("jedis-lock", hilock_token(la));
@@ -626,16 +580,14 @@ Test(legacy, clock_offset_moves_our_stamps)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     const char *url = r->url;
-    hilock_options o = hlt_options(&url, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    hilock_options o = hlt_codec_options(&url, "jedis-lock");
     o.clock_offset_ms = 60000;
     hilock_client *c = hlt_client_new(&o);
     hilock *l;
-    long long before = wall_ms();
+    long long before = hlt_wall_ms();
     cr_assert_eq(hilock_legacy_acquire(c, "lock.off", 1000, 0, &l), HILOCK_OK);
     long long s = atoll(hilock_token(l));
-    cr_assert(s >= before + 61001 && s <= wall_ms() + 61001, "%lld", s - before);
+    cr_assert(s >= before + 61001 && s <= hlt_wall_ms() + 61001, "%lld", s - before);
     hilock_release(l);
     hilock_free(l);
     hilock_client_free(c);
@@ -646,18 +598,16 @@ Test(legacy, the_skew_margin_delays_takeover_and_shortens_validity)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     const char *url = r->url;
-    hilock_options o = hlt_options(&url, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("jedis-lock", &o.codec), HILOCK_OK);
+    hilock_options o = hlt_codec_options(&url, "jedis-lock");
     o.skew_margin_ms = 2000;
     hilock_client *c = hlt_client_new(&o);
     hilock *l = NULL;
     char v[32];
-    snprintf(v, sizeof v, "%lld", wall_ms() - 1000);   /* passed 1 s ago: within the margin */
+    snprintf(v, sizeof v, "%lld", hlt_wall_ms() - 1000);   /* passed 1 s ago: within the margin */
     hlt_set(r, "lock.m", v, 0);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.m", 5000, 0, &l), HILOCK_BUSY);
     hlt_holds(r, "lock.m", v);
-    snprintf(v, sizeof v, "%lld", wall_ms() - 3000);   /* passed 3 s ago: beyond it */
+    snprintf(v, sizeof v, "%lld", hlt_wall_ms() - 3000);   /* passed 3 s ago: beyond it */
     hlt_set(r, "lock.m", v, 0);
     cr_assert_eq(hilock_legacy_acquire(c, "lock.m", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert(hilock_validity_ms(l) <= 3000 && hilock_validity_ms(l) > 1000, "%lld",
@@ -674,9 +624,7 @@ Test(legacy, lt_and_le_disagree_at_the_exact_stamp)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     const char *url = r->url;
-    hilock_options o = hlt_options(&url, 1);
-    o.retry_delay_ms = 10;
-    cr_assert_eq(hilock_codec_preset("doc", &o.codec), HILOCK_OK);
+    hilock_options o = hlt_codec_options(&url, "doc");
     o.codec.expired_if_equal = 0;
     hilock_client *lt = hlt_client_new(&o);
     o.codec.expired_if_equal = 1;
@@ -719,7 +667,7 @@ Test(legacy, lt_and_le_disagree_at_the_exact_stamp)
 Test(legacy, release_never_deletes_a_value_that_is_not_ours)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "jedis-lock");
+    hilock_client *c = hlt_codec_client(r->url, "jedis-lock", 0);
     hilock *l;
     char other[32];
     cr_assert_eq(hilock_legacy_acquire(c, "lock.o", 5000, 0, &l), HILOCK_OK);
@@ -739,17 +687,17 @@ Test(legacy, release_never_deletes_a_value_that_is_not_ours)
 Test(legacy, extend_writes_a_fresh_later_stamp)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "node-redis-lock");
+    hilock_client *c = hlt_codec_client(r->url, "node-redis-lock", 0);
     hilock *l;
     char old[64];
     cr_assert_eq(hilock_legacy_acquire(c, "lock.ext", 1000, 0, &l), HILOCK_OK);
     snprintf(old, sizeof old, "%s", hilock_token(l));
     uint64_t fence = hilock_fence(l);
-    long long before = wall_ms();
+    long long before = hlt_wall_ms();
     cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_str_neq(hilock_token(l), old);
     long long s = atoll(hilock_token(l));
-    cr_assert(s >= before + 10001 && s <= wall_ms() + 10001, "%lld", s - before);
+    cr_assert(s >= before + 10001 && s <= hlt_wall_ms() + 10001, "%lld", s - before);
     hlt_holds(r, "lock.ext", hilock_token(l));
     cr_assert_eq(hlt_pttl(r, "lock.ext"), -1);
     cr_assert(hilock_validity_ms(l) > 5000);
@@ -768,7 +716,7 @@ Test(legacy, extend_writes_a_fresh_later_stamp)
 Test(legacy, fences_grow_with_every_grant)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "jedis-lock");
+    hilock_client *c = hlt_codec_client(r->url, "jedis-lock", 0);
     uint64_t last = 0;
     for (int i = 0; i < 5; i++) {
         hilock *l;
@@ -855,7 +803,7 @@ Test(legacy, a_counter_ahead_of_the_clock_is_kept_its_lead_too_by_every_kind)
     cr_assert_not_null(r);
     for (int i = 0; kinds[i]; i++) {
         long long lead = 4LL * 3600 * 1000, pttl;   /* 4 hours ahead */
-        long long ahead = wall_ms() + lead;
+        long long ahead = hlt_wall_ms() + lead;
         freeReplyObject(hlt_cmd(r, "SET {lock.h}:fence %lld PX 20000", ahead));
         grant_once(r, kinds[i], "lock.h", (uint64_t)ahead);
         pttl = hlt_pttl(r, "{lock.h}:fence");
@@ -902,8 +850,7 @@ static hilock_status legacy_kind_acquire(hilock_client *c, char kind, const char
 Test(legacy, a_fence_counter_at_or_above_2_53_minus_1_refuses_legacy_and_bridge_grants)
 {
     static const char *const past[] = { "9007199254740991", "9007199254740993", "9223372036854775807" };
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    hlt_redis *r = hlt_redis_started(NULL);
     for (const char *kind = "lb"; *kind; kind++) {
         /* kind 'l': hilock_legacy_acquire; 'b', bridge: hilock_acquire writes a legacy stamp */
         const char *url = r->url;
@@ -919,7 +866,7 @@ Test(legacy, a_fence_counter_at_or_above_2_53_minus_1_refuses_legacy_and_bridge_
                 freeReplyObject(hlt_cmd(r, "FLUSHALL"));
                 freeReplyObject(hlt_cmd(r, "SET {lock.big}:fence %s PX 600000", past[i]));
                 if (stamp)   /* a doc stamp expired 100 s ago, no TTL: it would be taken over */
-                    freeReplyObject(hlt_cmd(r, "SET lock.big %lld", wall_ms() / 1000 - 100));
+                    freeReplyObject(hlt_cmd(r, "SET lock.big %lld", hlt_wall_ms() / 1000 - 100));
                 before = hlt_db_snapshot(r, NULL);
                 st = legacy_kind_acquire(c, *kind, "lock.big", &l);
                 cr_assert_eq(st, HILOCK_EREPLY, "%c %s: %s (%s)", *kind, past[i], hilock_strerror(st),
@@ -982,7 +929,7 @@ Test(legacy, legacy_and_bridge_fence_tokens_up_to_2_53_minus_1_are_exact)
 Test(legacy, an_unreachable_server_is_an_error_not_busy)
 {
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *c = mk(r, "doc");
+    hilock_client *c = hlt_codec_client(r->url, "doc", 0);
     hilock *l = (hilock *)1;
     hlt_redis_kill(r);
     hilock_status st = hilock_legacy_acquire(c, "lock.down", 5000, 0, &l);
