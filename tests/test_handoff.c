@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
@@ -21,6 +22,13 @@
 
 static long long blocked(hlt_redis *r) { return hlt_info_int(r, "clients", "blocked_clients:"); }
 static long long blpops(hlt_redis *r) { return hlt_info_int(r, "commandstats", "cmdstat_blpop:calls="); }
+/* Script calls so far (a missing row, -1, counts as none). */
+static long long scripts(hlt_redis *r)
+{
+    long long sha = hlt_info_int(r, "commandstats", "cmdstat_evalsha:calls=");
+    long long eval = hlt_info_int(r, "commandstats", "cmdstat_eval:calls=");
+    return (sha > 0 ? sha : 0) + (eval > 0 ? eval : 0);
+}
 
 /* Wait (bounded) until the server has n blocked clients. */
 static void await_blocked(hlt_redis *r, long long n)
@@ -108,22 +116,36 @@ static void waiter_join(waiter *w)
     hilock_client_free(w->c);
 }
 
+/* A server, and on it a holder: *hc (retrying every 50 ms) holds key for 30 s in *h. */
+static hlt_redis *held(const char *key, hilock_client **hc, hilock **h)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    *hc = hlt_client_retry(r->url, 50);
+    cr_assert_eq(hilock_acquire(*hc, key, 30000, 0, h), HILOCK_OK, "%s", hilock_client_errmsg(*hc));
+    return r;
+}
+
+/* Wait (bounded) until the server has n blocked clients and job's signal list is gone: a waiter
+ * woken by a signal (a stale one, or a release's) has taken it and, if the lock was still
+ * held, is blocked again; one that is not blocked now cannot be woken without a new signal. */
+static void await_parked(hlt_redis *r, long long n)
+{
+    long long end = hlt_now_ms() + 10000;
+    while ((blocked(r) != n || hlt_exists(r, "{job}:signal")) && hlt_now_ms() < end) hlt_sleep_ms(5);
+    cr_assert_eq(blocked(r), n, "expected %lld blocked clients, have %lld", n, blocked(r));
+    cr_assert_eq(hlt_exists(r, "{job}:signal"), 0, "the signal was not taken within 10 s");
+}
+
 /* ---- single master ---- */
 
 Test(handoff, release_wakes_a_blocked_waiter_at_once)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 50;
-    hilock_client *hc = hlt_client_new(&o);
+    hilock_client *hc;
     hilock *h;
     waiter w;
-    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    hlt_redis *r = held("job", &hc, &h);
 
-    hilock_options o2 = hlt_options((const char *[]){ r->unix_url }, 1);
-    o2.retry_delay_ms = SLOW_POLL_MS;
-    waiter_start(&w, hlt_client_new(&o2), "job", 20000, 0);
+    waiter_start(&w, hlt_client_retry(r->unix_url, SLOW_POLL_MS), "job", 20000, 0);
     await_blocked(r, 1);                     /* it waits on the signal list, not sleeping */
     cr_assert_gt(hlt_pttl(r, "{job}:waiters"), 0, "the busy attempt marked the lock awaited");
 
@@ -146,11 +168,8 @@ Test(handoff, release_wakes_a_blocked_waiter_at_once)
 
 Test(handoff, waiter_acquires_when_the_holder_crashes)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 50;
-    hilock_client *hc = hlt_client_new(&o);
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client_retry(r->url, 50);
     hilock *h;
     waiter w;
     cr_assert_eq(hilock_acquire(hc, "job", 700, 0, &h), HILOCK_OK);
@@ -159,9 +178,7 @@ Test(handoff, waiter_acquires_when_the_holder_crashes)
     hilock_client_free(hc);
 
     long long t0 = hlt_now_ms();
-    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
-    o2.retry_delay_ms = SLOW_POLL_MS;
-    waiter_start(&w, hlt_client_new(&o2), "job", 10000, 0);
+    waiter_start(&w, hlt_client_retry(r->url, SLOW_POLL_MS), "job", 10000, 0);
     waiter_join(&w);
     cr_assert_eq(w.st, HILOCK_OK);
     /* bounded by the holder's PTTL (0.7 s, + the server's 100 ms timer), not the 5-15 s poll */
@@ -173,14 +190,10 @@ Test(handoff, waiter_acquires_when_the_holder_crashes)
 
 Test(handoff, waiter_acquires_when_another_client_deletes_the_key_without_signal)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 50;
-    hilock_client *hc = hlt_client_new(&o);
+    hilock_client *hc;
     hilock *h;
     waiter w;
-    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    hlt_redis *r = held("job", &hc, &h);
     hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
     o2.retry_delay_ms = 300;
     waiter_start(&w, hlt_client_new(&o2), "job", 20000, 0);   /* polls every 150-450 ms */
@@ -202,24 +215,19 @@ Test(handoff, waiter_acquires_when_another_client_deletes_the_key_without_signal
 
 Test(handoff, one_release_wakes_one_waiter)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 50;
-    hilock_client *hc = hlt_client_new(&o);
+    hilock_client *hc;
     hilock *h;
     waiter w[3];
-    cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
-    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
-    o2.retry_delay_ms = SLOW_POLL_MS;
-    for (int i = 0; i < 3; i++) waiter_start(&w[i], hlt_client_new(&o2), "job", 20000, 1500);
+    hlt_redis *r = held("job", &hc, &h);
+    for (int i = 0; i < 3; i++) waiter_start(&w[i], hlt_client_retry(r->url, SLOW_POLL_MS), "job", 20000, 1500);
     await_blocked(r, 3);
 
     long long t_rel = hlt_now_ms();
     cr_assert_eq(hilock_release(h), HILOCK_OK);
     /* the woken one holds it 1.5 s: meanwhile the other two stay blocked (a hold of 300 ms
      * left a loaded machine too little time to look before the next handoff) */
-    hlt_sleep_ms(150);
+    for (long long end = hlt_now_ms() + 10000; !hlt_exists(r, "job") && hlt_now_ms() < end;) hlt_sleep_ms(2);
+    cr_assert_eq(hlt_exists(r, "job"), 1, "no waiter took the lock within 10 s of its release");
     cr_assert_eq(blocked(r), 2, "a release woke more than one waiter");
     for (int i = 0; i < 3; i++) waiter_join(&w[i]);
 
@@ -239,11 +247,8 @@ Test(handoff, one_release_wakes_one_waiter)
 
 Test(handoff, a_stale_signal_wakes_a_later_waiter_once)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 50;
-    hilock_client *hc = hlt_client_new(&o);
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client_retry(r->url, 50);
     hilock *h, *h2;
     waiter w;
     /* a release while the lock is marked awaited but nobody blocks: the signal is left */
@@ -257,12 +262,8 @@ Test(handoff, a_stale_signal_wakes_a_later_waiter_once)
 
     /* a new holder, and a waiter: it takes the stale signal, fails once, and blocks again */
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h2), HILOCK_OK);
-    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
-    o2.retry_delay_ms = SLOW_POLL_MS;
-    waiter_start(&w, hlt_client_new(&o2), "job", 20000, 0);
-    await_blocked(r, 1);
-    hlt_sleep_ms(300);
-    cr_assert_eq(blocked(r), 1);
+    waiter_start(&w, hlt_client_retry(r->url, SLOW_POLL_MS), "job", 20000, 0);
+    await_parked(r, 1);   /* the stale signal taken, the waiter blocked again */
     cr_assert_leq(blpops(r), 2, "the waiter spins: %lld BLPOPs", blpops(r));
     cr_assert_eq(hilock_release(h2), HILOCK_OK);
     waiter_join(&w);
@@ -274,8 +275,7 @@ Test(handoff, a_stale_signal_wakes_a_later_waiter_once)
 
 Test(handoff, an_uncontended_release_writes_no_signal)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_options o = hlt_options((const char *[]){ r->url }, 1);
     o.retry_delay_ms = 50;
     hilock_client *c = hlt_client_new(&o);
@@ -303,17 +303,11 @@ Test(handoff, an_uncontended_release_writes_no_signal)
 
 Test(handoff, hash_tagged_keys_keep_their_aux_keys_in_the_slot)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
-    o.retry_delay_ms = 50;
-    hilock_client *hc = hlt_client_new(&o);
+    hilock_client *hc;
     hilock *h;
     waiter w;
-    cr_assert_eq(hilock_acquire(hc, "{user:7}:job", 30000, 0, &h), HILOCK_OK);
-    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
-    o2.retry_delay_ms = SLOW_POLL_MS;
-    waiter_start(&w, hlt_client_new(&o2), "{user:7}:job", 20000, 0);
+    hlt_redis *r = held("{user:7}:job", &hc, &h);
+    waiter_start(&w, hlt_client_retry(r->url, SLOW_POLL_MS), "{user:7}:job", 20000, 0);
     await_blocked(r, 1);
     cr_assert_eq(hlt_exists(r, "{user:7}:job:waiters"), 1);
     cr_assert_eq(hilock_release(h), HILOCK_OK);
@@ -327,8 +321,7 @@ Test(handoff, hash_tagged_keys_keep_their_aux_keys_in_the_slot)
 
 Test(handoff, with_wake_off_waiters_poll)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    hlt_redis *r = hlt_redis_started(NULL);
     const char *url = r->url;
     hilock_options o = hlt_options(&url, 1);
     o.retry_delay_ms = 50;
@@ -339,8 +332,12 @@ Test(handoff, with_wake_off_waiters_poll)
     o.wake = 0;
     wc = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
+    long long base = scripts(r);
     waiter_start(&w, wc, "job", 10000, 0);
-    hlt_sleep_ms(300);
+    /* two attempts at least (a first one may cost two calls: EVALSHA, NOSCRIPT, EVAL): after
+     * its first BUSY it was waiting, by polling */
+    for (long long end = hlt_now_ms() + 10000; scripts(r) < base + 3 && hlt_now_ms() < end;) hlt_sleep_ms(5);
+    cr_assert_geq(scripts(r), base + 3, "the waiter did not try again within 10 s");
     cr_assert_eq(blocked(r), 0, "wake = 0 must not block");
     cr_assert_eq(nkeys(r, "*:waiters"), 0, "nor mark the lock");
     cr_assert_eq(hilock_release(h), HILOCK_OK);
@@ -354,13 +351,10 @@ Test(handoff, with_wake_off_waiters_poll)
 
 Test(handoff, a_waiter_still_gives_up_at_its_deadline)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_options o = hlt_options((const char *[]){ r->url }, 1);
     o.retry_delay_ms = 50;
-    hilock_options o2 = hlt_options((const char *[]){ r->url }, 1);
-    o2.retry_delay_ms = SLOW_POLL_MS;
-    hilock_client *hc = hlt_client_new(&o), *wc = hlt_client_new(&o2);
+    hilock_client *hc = hlt_client_new(&o), *wc = hlt_client_retry(r->url, SLOW_POLL_MS);
     hilock *h, *l;
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
     long long t0 = hlt_now_ms();
@@ -384,7 +378,7 @@ Test(handoff, redlock_waiter_is_woken_through_any_master)
     hlt_redis *m[3];
     const char *urls[3];
     for (int i = 0; i < 3; i++) {
-        cr_assert_not_null(m[i] = hlt_redis_start(NULL));
+        m[i] = hlt_redis_started(NULL);
         urls[i] = i % 2 ? m[i]->unix_url : m[i]->url;
     }
     hilock_options o = hlt_options(urls, 3);
@@ -418,8 +412,7 @@ Test(handoff, redlock_waiter_is_woken_through_any_master)
 
 Test(handoff, leaves_no_signal_keys)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_options o = hlt_options((const char *[]){ r->url }, 1);
     o.retry_delay_ms = 100;
     o.io_timeout_ms = 300;
@@ -470,15 +463,11 @@ Test(handoff, sentinel_waiter_is_woken_by_the_release, .fini = sentinel_fini, .t
     SF = hlt_sentinel_start();
     cr_assert_not_null(SF, "sentinel fixture did not start");
     hlt_redis *m = SF->data[hlt_sentinel_master(SF)];
-    hilock_options o = hlt_options((const char *[]){ SF->url }, 1);
-    o.retry_delay_ms = 50;
-    hilock_client *hc = hlt_client_new(&o);
+    hilock_client *hc = hlt_client_retry(SF->url, 50);
     hilock *h;
     waiter w;
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
-    hilock_options o2 = hlt_options((const char *[]){ SF->url }, 1);
-    o2.retry_delay_ms = SLOW_POLL_MS;
-    waiter_start(&w, hlt_client_new(&o2), "job", 20000, 0);
+    waiter_start(&w, hlt_client_retry(SF->url, SLOW_POLL_MS), "job", 20000, 0);
     await_blocked(m, 1);
 
     long long t_rel = hlt_now_ms();
