@@ -19,6 +19,12 @@
  *     made (the lock for reference; a semaphore of limit 2; an rw lock with 1 writer and 3
  *     readers, whose grants to a writer and to readers are shown apart).
  *
+ *  4. What waiting costs the server: IDLE_WAITERS processes wait (run_s each) behind a holder
+ *     that does not let go -- the lock, a full semaphore, readers behind a writer -- with wake
+ *     (the default: they block until a signal or poll_ms) and with wake = 0 (they poll every
+ *     retry_delay_ms). The waiters' round trips per waiter-second (scripts and BLPOPs: INFO
+ *     commandstats) and the server's CPU per second (INFO cpu) while they wait.
+ *
  * All on the bench's knob HILOCK_BENCH_SECONDS (run_s: the time per variant).
  */
 #ifndef _GNU_SOURCE
@@ -46,6 +52,7 @@
 #define READERS      4
 #define PROCS        4
 #define MAX_SAMPLES  100000
+#define IDLE_WAITERS 20      /* table 4 */
 
 typedef enum kind { K_LOCK, K_SEM, K_SHARED, K_EXCL, NKINDS } kind;
 static const char *const kind_names[NKINDS] = { "lock (hilock_acquire)", "semaphore permit (limit 3)",
@@ -265,6 +272,63 @@ static void handoffs(hlt_redis *r, double secs)
     }
 }
 
+/* ---- 4. what waiting costs the server ---- */
+
+typedef struct idle_plan { const char *url; kind k; int wake; double secs; } idle_plan;
+
+static void idle_wait(int i, void *arg)
+{
+    const idle_plan *p = arg;
+    hilock_client *c = client_with(&p->url, 1, p->wake ? NULL : tune_no_wake);
+    hilock *l = NULL;
+    hilock_status st = take(c, p->k, 1, TTL_MS, (int64_t)(p->secs * 1000), &l);
+    (void)i;
+    if (st != HILOCK_BUSY) die("idle waiter", st == HILOCK_OK ? "granted behind a holder" : hilock_client_errmsg(c));
+    hilock_client_free(c);
+}
+
+/* The round trips a waiter makes: its attempts (scripts) and its blocks (BLPOP); a script's
+ * own commands are not counted (INFO stats would). */
+static long long total_calls(hlt_redis *r)
+{
+    static const char *const cmd[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=", "cmdstat_blpop:calls=" };
+    long long n = 0;
+    for (size_t i = 0; i < sizeof cmd / sizeof cmd[0]; i++) {
+        long long v = hlt_info_int(r, "commandstats", cmd[i]);
+        n += v > 0 ? v : 0;
+    }
+    return n;
+}
+
+static void idle_waiters(hlt_redis *r, double secs)
+{
+    static const kind ks[] = { K_LOCK, K_SEM, K_SHARED };
+    static const char *const what[] = { "lock, held", "semaphore (limit 1), full", "shared, behind a writer" };
+    printf("\nWhat waiting costs the server: %d processes wait %.1f s each behind a holder that keeps "
+           "the key;\nround trips per waiter-second (scripts and BLPOPs, INFO commandstats) and server CPU while they wait\n",
+           IDLE_WAITERS, secs);
+    printf("  %-28s %-22s %14s %16s\n", "kind", "waiters", "calls/waiter/s", "server CPU ms/s");
+    for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {
+        hilock_client *hc = client_with((const char *[]){ r->url }, 1, NULL);
+        hilock *h = NULL;
+        if (take(hc, ks[k] == K_SHARED ? K_EXCL : ks[k], 1, 600000, 0, &h) != HILOCK_OK)
+            die("idle holder", hilock_client_errmsg(hc));
+        for (int wake = 1; wake >= 0; wake--) {
+            idle_plan p = { r->url, ks[k], wake, secs };
+            long long c0 = total_calls(r);
+            int64_t s0 = server_cpu_us(r), t0 = now_us(), dt;
+            in_processes(IDLE_WAITERS, idle_wait, &p, "idle waiters");
+            dt = now_us() - t0;
+            printf("  %-28s %-22s %14.1f %16.2f\n", wake ? what[k] : "", wake ? "block (poll_ms 1000)"
+                   : "poll (retry_delay 50)", (double)(total_calls(r) - c0) / IDLE_WAITERS / ((double)dt / 1e6),
+                   (double)(server_cpu_us(r) - s0) / 1000.0 / ((double)dt / 1e6));
+        }
+        if (hilock_release(h) != HILOCK_OK) die("idle holder", hilock_client_errmsg(hc));
+        hilock_free(h);
+        hilock_client_free(hc);
+    }
+}
+
 void kinds_bench(hlt_redis *r, double run_s)
 {
     if (!hilock_sem_acquire || !hilock_rw_acquire) {
@@ -274,4 +338,5 @@ void kinds_bench(hlt_redis *r, double run_s)
     uncontended_kinds(r, run_s);
     writer_under_readers(r, run_s);
     handoffs(r, run_s * 0.75);
+    idle_waiters(r, run_s < 3 ? 3 : run_s);
 }
