@@ -152,9 +152,11 @@ $(B)/tests/test_tls_layer: src/transport/session.h
 $(B)/tests/support/%.o: tests/%.c $(wildcard tests/*.h) $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_TEST) -c $< -o $@
+# The scenario runner (tests/scenario.c) drives clients on a libuv loop: every suite links -luv.
+TEST_SUPPORT_LIBS := -luv
 $(B)/tests/%: tests/%.c $(TEST_SUPPORT_OBJ) $(wildcard tests/*.h) $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT_OBJ) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(TEST_LIBS) $(EXTRA_LDFLAGS)
+	$(CC) $(CFLAGS_TEST) -o $@ $< $(TEST_SUPPORT_OBJ) $(B)/libhilock.a $(LDLIBS_LIB) -lcriterion $(TEST_LIBS) $(TEST_SUPPORT_LIBS) $(EXTRA_LDFLAGS)
 
 # The event-loop suite drives clients from libuv and libevent (the header-only adapters).
 $(B)/tests/test_async: TEST_LIBS = -luv -levent

@@ -471,3 +471,14 @@ long long hlt_info_int(hlt_redis *r, const char *section, const char *field)
     if (rep) freeReplyObject(rep);
     return v;
 }
+
+int hlt_redis_wait_blocked(hlt_redis *r, long long n, long limit_ms)
+{
+    long long end = hlt_now_ms() + limit_ms;
+    for (;;) {
+        long long b = hlt_info_int(r, "clients", "blocked_clients:");
+        if (b >= n) return 1;
+        if (hlt_now_ms() >= end) return 0;
+        hlt_sleep_ms(5);
+    }
+}

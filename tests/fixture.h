@@ -105,4 +105,8 @@ const char *hlt_replicaof(void);
             cr_skip_test("n/a on %s: %s", hlt_server_name(), (reason));                   \
     } while (0)
 
+/* Poll (every 5 ms, limit_ms at most) until at least n clients of r are blocked (INFO clients'
+ * blocked_clients: a waiter's BLPOP has reached the server): 1, or 0 if they never were. */
+int hlt_redis_wait_blocked(hlt_redis *r, long long n, long limit_ms);
+
 #endif

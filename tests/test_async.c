@@ -3,7 +3,6 @@
  * redis-servers. Timing asserts are generous upper bounds ("does not hang", "ends within its
  * bound"); the loop-stall figure is printed for the record. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -19,6 +18,7 @@
 #include "clients.h"
 #include "fixture.h"
 #include "loop_run.h"
+#include "scenario.h"
 #include "sentinel_fixture.h"
 #include "tls_fixture.h"
 #include "hilock_libevent.h"
@@ -302,59 +302,13 @@ Test(async, bad_input_is_refused_at_once_and_done_never_runs)
     hlt_redis_stop(s);
 }
 
-/* A loop timer ticking every 2 ms: the longest gap between two ticks is the worst stall. */
-/* ...and the longest stretch of this thread's CPU time between two ticks: the stall the
- * library itself causes, without the time the machine gave other processes. */
-/* ...and max_stall: the longest gap less the time this thread spent runnable but not running
- * (the scheduler's run delay, /proc/thread-self/schedstat): what is left is running or
- * sleeping of its own accord, so a blocking wait inside the library shows in it whole while a
- * loaded machine's descheduling does not. Where schedstat is missing it is the wall gap. */
-typedef struct ticker {
-    uv_timer_t t;
-    int64_t last, max_gap, cpu_last, max_cpu_us, rd_last, max_stall;
-    long ticks;
-} ticker;
-
-static int64_t cpu_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* This thread's run delay in ms (schedstat's second field is in ns), 0 where unknown. */
-static int64_t run_delay_ms(void)
-{
-    char b[96];
-    unsigned long long on_cpu = 0, delay = 0;
-    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, b, sizeof b - 1);
-    if (fd >= 0) close(fd);
-    if (n <= 0) return 0;
-    b[n] = 0;
-    if (sscanf(b, "%llu %llu", &on_cpu, &delay) != 2) return 0;
-    return (int64_t)(delay / 1000000);
-}
-
-static void on_tick(uv_timer_t *t)
-{
-    ticker *k = t->data;
-    int64_t now = hlt_now_ms(), cpu = cpu_us(), rd = run_delay_ms();
-    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
-    if (k->last && now - k->last - (rd - k->rd_last) > k->max_stall)
-        k->max_stall = now - k->last - (rd - k->rd_last);
-    if (k->cpu_last && cpu - k->cpu_last > k->max_cpu_us) k->max_cpu_us = cpu - k->cpu_last;
-    k->last = now;
-    k->cpu_last = cpu;
-    k->rd_last = rd;
-    k->ticks++;
-}
+/* The loop's stall is measured by tests/scenario.h's hlt_ticker (a 2 ms timer). */
 
 Test(async, frozen_server_ends_every_call_etimedout_while_the_loop_runs)
 {
     static run r;
     uv_loop_t loop;
-    ticker tk;
+    hlt_ticker tk;
     hlt_redis *s = hlt_redis_start(NULL);
     const char *url[1];
     int64_t t0;
@@ -376,10 +330,7 @@ Test(async, frozen_server_ends_every_call_etimedout_while_the_loop_runs)
         r.c = c;
     }
     hlt_redis_freeze(s);
-    memset(&tk, 0, sizeof tk);
-    uv_timer_init(&loop, &tk.t);
-    tk.t.data = &tk;
-    uv_timer_start(&tk.t, on_tick, 2, 2);
+    hlt_ticker_start(&loop, &tk);
     t0 = hlt_now_ms();
     acquire_all(&r, n, "frozen:", 10000, 0);
     hlt_loop_run(&loop, &r.done, n, 5000);
@@ -402,8 +353,7 @@ Test(async, frozen_server_ends_every_call_etimedout_while_the_loop_runs)
     hlt_loop_run(&loop, &r.done, 1, 5000);
     cr_assert_eq(r.st[0], HILOCK_OK, "%s", hilock_client_errmsg(r.c));
     hilock_free(r.lock[0]);
-    uv_timer_stop(&tk.t);
-    uv_close((uv_handle_t *)&tk.t, NULL);
+    hlt_ticker_stop(&tk);
     hilock_client_free(r.c);
     hlt_loop_close(&loop);
     hlt_redis_stop(s);
@@ -740,125 +690,7 @@ Test(async, redlock_partial_grant_is_undone_on_the_loop)
     for (int i = 0; i < 3; i++) hlt_redis_stop(m[i]);
 }
 
-/* ---- keepalive on the loop's timer ---- */
-
-typedef struct ka_run { int lost; hilock_status why; hilock *l; } ka_run;
-
-static void on_lost(hilock *l, hilock_status why, void *arg)
-{
-    ka_run *k = arg;
-    k->lost++;
-    k->why = why;
-    k->l = l;
-}
-
 static void on_stop(uv_timer_t *t) { *(int *)t->data = 1; }
-
-static int count_threads(void)
-{
-    int n = 0;
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
-    while (d && (e = readdir(d))) n += e->d_name[0] != '.';
-    if (d) closedir(d);
-    return n;
-}
-
-Test(async, keepalive_on_the_loop_renews_then_reports_a_deleted_key)
-{
-    int threads;
-    static run r;
-    uv_loop_t loop;
-    uv_timer_t wait5;
-    hlt_redis *s = hlt_redis_start(NULL);
-    const char *url[1];
-    ka_run k;
-    int over = 0;
-    char *v;
-    cr_assert_not_null(s);
-    url[0] = s->url;
-    uv_loop_init(&loop);
-    memset(&r, 0, sizeof r);
-    memset(&k, 0, sizeof k);
-    hilock_options o = loop_opts(url, 1, 1000);
-    r.c = hlt_client_new(&o);
-    loop_attach(&loop, r.c);
-    /* (1 s: the loop, i.e. this thread, renews every 333 ms with 667 ms of slack; a 300 ms ttl
-     * left 200 ms, which a loaded machine holding this thread up could take: a lapse is a loss) */
-    acquire_all(&r, 1, "ka", 1000, 0);
-    hlt_loop_run(&loop, &r.done, 1, 5000);
-    cr_assert_eq(r.st[0], HILOCK_OK);
-    threads = count_threads();
-    cr_assert_eq(hilock_keepalive(r.lock[0], on_lost, &k), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
-    cr_assert_eq(count_threads(), threads, "the keepalive on a loop started a thread");
-    cr_assert_eq(hilock_keepalive(r.lock[0], on_lost, &k), HILOCK_EINVAL);   /* already running */
-    uv_timer_init(&loop, &wait5);
-    wait5.data = &over;
-    uv_timer_start(&wait5, on_stop, 3000, 0);   /* 3 x ttl */
-    while (!over) uv_run(&loop, UV_RUN_ONCE);
-    cr_assert_eq(k.lost, 0);
-    v = hlt_get(s, "ka0");
-    cr_assert(v && !strcmp(v, hilock_token(r.lock[0])), "the lock was not kept for 3 x ttl");
-    free(v);
-    cr_assert_gt(hilock_validity_ms(r.lock[0]), 0);
-    freeReplyObject(hlt_cmd(s, "DEL ka0"));
-    over = 0;
-    uv_timer_start(&wait5, on_stop, 2000, 0);
-    while (!k.lost && !over) uv_run(&loop, UV_RUN_ONCE);
-    cr_assert_eq(k.lost, 1, "on_lost not called for a deleted key");
-    cr_assert_eq(k.why, HILOCK_NOT_HELD);
-    cr_assert_eq(k.l, r.lock[0]);
-    uv_timer_stop(&wait5);
-    uv_close((uv_handle_t *)&wait5, NULL);
-    hilock_free(r.lock[0]);
-    hilock_client_free(r.c);
-    hlt_loop_close(&loop);
-    hlt_redis_stop(s);
-}
-
-/* lost_margin_ms on the loop: a dead server is reported with the margin still left. */
-static void on_lost_validity(hilock *l, hilock_status why, void *arg)
-{
-    (void)why;
-    *(int64_t *)arg = hilock_validity_ms(l) + 1;   /* (+1: 0 left is still "called") */
-}
-
-Test(async, keepalive_on_the_loop_reports_the_loss_with_lost_margin_ms_left)
-{
-    static run r;
-    uv_loop_t loop;
-    hlt_redis *s = hlt_redis_start(NULL);
-    const char *url[1];
-    hilock_keepalive_options ko;
-    int64_t left = 0;
-    long long end;
-    cr_assert_not_null(s);
-    url[0] = s->url;
-    uv_loop_init(&loop);
-    memset(&r, 0, sizeof r);
-    hilock_options o = loop_opts(url, 1, 1000);
-    r.c = hlt_client_new(&o);
-    loop_attach(&loop, r.c);
-    /* (6 s and a margin of 3 s, so that the check below can allow 1 s for a loaded machine
-     * holding this thread up before on_lost, and still tell the margin from the first failed
-     * renewal, 4 s before the end, and from the end) */
-    acquire_all(&r, 1, "ka", 6000, 0);
-    hlt_loop_run(&loop, &r.done, 1, 5000);
-    cr_assert_eq(r.st[0], HILOCK_OK);
-    hilock_keepalive_options_init(&ko);
-    ko.lost_margin_ms = 3000;
-    cr_assert_eq(hilock_keepalive_ex(r.lock[0], on_lost_validity, &left, &ko), HILOCK_OK, "%s",
-                 hilock_client_errmsg(r.c));
-    hlt_redis_kill(s);
-    end = hlt_now_ms() + 10000;
-    while (!left && hlt_now_ms() < end) uv_run(&loop, UV_RUN_NOWAIT), hlt_sleep_ms(2);
-    cr_assert(left > 3000 - 1000 && left <= 3000 + 50, "on_lost came with %lld ms left, not ~3000",
-              (long long)left - 1);
-    hilock_free(r.lock[0]);
-    hilock_client_free(r.c);
-    hlt_loop_close(&loop);
-    hlt_redis_stop(s);
-}
 
 /* ---- ends: free with calls in flight, calls on one lock in order ---- */
 
@@ -1375,35 +1207,12 @@ static void sentinel_fini(void)
     SF = NULL;
 }
 
-static void tick_start(uv_loop_t *loop, ticker *tk)
+static void tick_stop(hlt_ticker *tk, const char *what)
 {
-    memset(tk, 0, sizeof *tk);
-    tk->last = hlt_now_ms();   /* a stall before the first tick counts too */
-    tk->cpu_last = cpu_us();
-    tk->rd_last = run_delay_ms();
-    uv_timer_init(loop, &tk->t);
-    tk->t.data = tk;
-    uv_timer_start(&tk->t, on_tick, 2, 2);
-}
-
-static void tick_stop(ticker *tk, const char *what)
-{
-    uv_timer_stop(&tk->t);
-    uv_close((uv_handle_t *)&tk->t, NULL);
-    printf("async: sentinel: %s: a 2 ms loop timer ticked %ld times, longest gap %lld ms (wall), "
-           "%lld ms (less run delay), %.1f ms (this thread's CPU)\n", what, tk->ticks,
-           (long long)tk->max_gap, (long long)tk->max_stall, (double)tk->max_cpu_us / 1000);
-}
-
-/* One call on r's lock 0 (index i), run to its end. */
-static void one(uv_loop_t *loop, run *r, int op, int i)
-{
-    int want = r->done + 1;
-    hilock_status st = op == 'c' ? hilock_check_async(r->lock[0], on_done, arg_of(r, i))
-                     : op == 'e' ? hilock_extend_async(r->lock[0], 30000, on_done, arg_of(r, i))
-                                 : hilock_release_async(r->lock[0], on_done, arg_of(r, i));
-    cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(r->c));
-    hlt_loop_run(loop, &r->done, want, 15000);
+    char label[128];
+    hlt_ticker_stop(tk);
+    snprintf(label, sizeof label, "async: sentinel: %s", what);
+    hlt_ticker_print(tk, label);
 }
 
 /* The first Sentinel of the URL is frozen: every resolve waits out its 300 ms on it, on the
@@ -1415,7 +1224,7 @@ Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_th
     HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
     static run r;
     uv_loop_t loop;
-    ticker tk;
+    hlt_ticker tk;
     const char *url[1];
     int n = 20;
     cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
@@ -1426,7 +1235,7 @@ Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_th
     r.c = hlt_client_new(&o);
     loop_attach(&loop, r.c);
     kill(SF->spid[0], SIGSTOP);
-    tick_start(&loop, &tk);
+    hlt_ticker_start(&loop, &tk);
     acquire_all(&r, n, "sjob:", 30000, 0);
     hlt_loop_run(&loop, &r.done, n, 10000);
     kill(SF->spid[0], SIGCONT);
@@ -1459,155 +1268,6 @@ Test(async, sentinel_url_acquires_and_releases_on_the_master_without_stalling_th
         cr_assert_eq(hlt_data_exists(SF, 0, key), 0, "%s still on the master", key);
     }
     free_locks(&r, n);
-    hilock_client_free(r.c);
-    hlt_loop_close(&loop);
-}
-
-/* test_sentinel.c's clean_failover_keeps_the_lock_and_blocks_others, on the loop: after a
- * failover the loop's connection still reaches the old master (ROLE master for ~2 s more);
- * the check asks a Sentinel first (on the loop), moves to the new master and proves the lock
- * survived. The Sentinel asked first is frozen meanwhile: the check waits out its 300 ms on
- * the loop, whose own timer keeps ticking. */
-Test(async, sentinel_failover_then_check_on_the_loop_is_ok_for_a_surviving_lock,
-     .fini = sentinel_fini, .timeout = 120)
-{
-    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
-    static run r;
-    uv_loop_t loop;
-    ticker tk;
-    const char *url[1];
-    cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
-    url[0] = SF->url;
-    uv_loop_init(&loop);
-    memset(&r, 0, sizeof r);
-    hilock_options o = loop_opts(url, 1, 2000);
-    r.c = hlt_client_new(&o);
-    loop_attach(&loop, r.c);
-    acquire_all(&r, 1, "job", 30000, 0);
-    hlt_loop_run(&loop, &r.done, 1, 10000);
-    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
-    cr_assert_eq(hlt_sentinel_master(SF), 0);
-    cr_assert(hlt_data_holds_within(SF, 1, "job0", hilock_token(r.lock[0]), 3000),
-              "the replica never got the lock");
-    cr_assert_eq(hlt_sentinel_failover(SF, 0), 0, "failover did not complete");
-    kill(SF->spid[0], SIGSTOP);
-    tick_start(&loop, &tk);
-    one(&loop, &r, 'c', 1);
-    tick_stop(&tk, "check after a failover, first Sentinel frozen");
-    kill(SF->spid[0], SIGCONT);
-    cr_assert_eq(r.st[1], HILOCK_OK, "check: %s", r.err[1]);
-    cr_assert(hlt_data_holds_within(SF, 1, "job0", hilock_token(r.lock[0]), 0));
-    cr_assert_gt(tk.ticks, 50, "the loop's own timer hardly ran");
-    cr_assert_lt(tk.max_stall, 250, "the loop stalled %lld ms (a frozen Sentinel costs 300 ms)",
-                 (long long)tk.max_stall);
-    one(&loop, &r, 'e', 2);
-    cr_assert_eq(r.st[2], HILOCK_OK, "extend: %s", r.err[2]);
-    one(&loop, &r, 'r', 3);
-    cr_assert_eq(r.st[3], HILOCK_OK, "release: %s", r.err[3]);
-    cr_assert_eq(hlt_data_exists(SF, 1, "job0"), 0, "the new master still holds the key");
-    cr_assert_eq(r.wrong, 0);
-    free_locks(&r, 1);
-    hilock_client_free(r.c);
-    hlt_loop_close(&loop);
-}
-
-/* test_sentinel.c's lost_lock_is_lost_and_guarded_and_fenced, on the loop: the grant never
- * reached the replica, the master froze and the replica took over; the old master thaws
- * with the key, but check, extend and release on the loop report LOST. */
-Test(async, sentinel_lost_write_is_lost_on_the_loop_as_with_the_blocking_calls,
-     .fini = sentinel_fini, .timeout = 120)
-{
-    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
-    static run r;
-    uv_loop_t loop;
-    ticker tk;
-    const char *url[1];
-    cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
-    url[0] = SF->url;
-    uv_loop_init(&loop);
-    memset(&r, 0, sizeof r);
-    hilock_options o = loop_opts(url, 1, 2000);
-    r.c = hlt_client_new(&o);
-    loop_attach(&loop, r.c);
-    cr_assert_eq(hlt_sentinel_cut(SF, 1), 0, "could not cut replication");
-    acquire_all(&r, 1, "res", 5000, 0);
-    hlt_loop_run(&loop, &r.done, 1, 10000);
-    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
-    hlt_sleep_ms(200);
-    cr_assert_eq(hlt_data_exists(SF, 1, "res0"), 0, "the lock reached the replica: not a lost write");
-    hlt_sentinel_freeze(SF, 0);
-    cr_assert_eq(hlt_sentinel_wait_switch(SF, 1, 20000), 0, "no failover");
-    hlt_sentinel_thaw(SF, 0);   /* and it still believes it is the master, with our key */
-    tick_start(&loop, &tk);
-    one(&loop, &r, 'c', 1);
-    tick_stop(&tk, "check of a lost lock");
-    cr_assert_eq(r.st[1], HILOCK_LOST, "check: %s (%s)", hilock_strerror(r.st[1]), r.err[1]);
-    cr_assert(strstr(r.err[1], "no proof the lock survived"), "%s", r.err[1]);
-    cr_assert_lt(tk.max_stall, 250, "the loop stalled %lld ms", (long long)tk.max_stall);
-    one(&loop, &r, 'e', 2);
-    cr_assert_eq(r.st[2], HILOCK_LOST, "extend: %s (%s)", hilock_strerror(r.st[2]), r.err[2]);
-    cr_assert_eq(hilock_validity_ms(r.lock[0]), 0);
-    one(&loop, &r, 'r', 3);
-    cr_assert_eq(r.st[3], HILOCK_LOST, "release: %s (%s)", hilock_strerror(r.st[3]), r.err[3]);
-    cr_assert_eq(hlt_data_exists(SF, 1, "res0"), 0, "the new master has the key");
-    cr_assert_eq(r.wrong, 0);
-    free_locks(&r, 1);
-    hilock_client_free(r.c);
-    hlt_loop_close(&loop);
-}
-
-/* test_sentinel.c's acquire_while_the_master_is_frozen_is_bounded_then_succeeds, on the
- * loop: a waiting acquire rides out the frozen master (timeouts, resolving again, the ROLE
- * check) and is granted on the master the Sentinels promote, within the same bound, while
- * the loop's own timer keeps ticking. */
-Test(async, sentinel_acquire_while_the_master_is_frozen_is_bounded_then_succeeds,
-     .fini = sentinel_fini, .timeout = 120)
-{
-    HLT_NEEDS(40000, "Sentinel needs replication ids (PSYNC2, Redis 4.0+)");
-    static run r;
-    uv_loop_t loop;
-    ticker tk;
-    const char *url[1];
-    int64_t t0, took;
-    cr_assert_not_null(SF = hlt_sentinel_start(), "sentinel fixture did not start");
-    url[0] = SF->url;
-    uv_loop_init(&loop);
-    memset(&r, 0, sizeof r);
-    hilock_options o = loop_opts(url, 1, 2000);
-    r.c = hlt_client_new(&o);
-    loop_attach(&loop, r.c);
-    acquire_all(&r, 1, "warm", 1000, 0);
-    hlt_loop_run(&loop, &r.done, 1, 10000);
-    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
-    one(&loop, &r, 'r', 1);
-    cr_assert_eq(r.st[1], HILOCK_OK, "%s", r.err[1]);
-    free_locks(&r, 1);
-    /* the warm-up's record (longest ttl: 1 s) reaches the replica */
-    cr_assert_eq(hlt_sentinel_wait_synced(SF, 1, 5000), 0, "the replica never caught up");
-    hlt_sentinel_freeze(SF, 0);
-    {
-        hilock_client *c = r.c;
-        memset(&r, 0, sizeof r);
-        r.c = c;
-    }
-    tick_start(&loop, &tk);
-    t0 = hlt_now_ms();
-    cr_assert_eq(hilock_acquire_async(r.c, "during", 1000, 25000, on_done, arg_of(&r, 0)), HILOCK_OK);
-    hlt_loop_run(&loop, &r.done, 1, 25000 + 1000 + 1000 + 3000);
-    took = hlt_now_ms() - t0;
-    tick_stop(&tk, "acquire across a failover (frozen master)");
-    hlt_sentinel_thaw(SF, 0);
-    printf("async: sentinel: acquire across a failover (frozen master): %s after %lld ms\n",
-           hilock_strerror(r.st[0]), (long long)took);
-    cr_assert_eq(r.st[0], HILOCK_OK, "%s", r.err[0]);
-    cr_assert_lt(tk.max_stall, 250, "the loop stalled %lld ms", (long long)tk.max_stall);
-    cr_assert_eq(hlt_sentinel_wait_switch(SF, 1, 5000), 0);
-    cr_assert(hlt_data_holds_within(SF, 1, "during", hilock_token(r.lock[0]), 0),
-              "not granted on the new master");
-    one(&loop, &r, 'r', 1);
-    cr_assert_eq(r.st[1], HILOCK_OK, "release: %s", r.err[1]);
-    cr_assert_eq(r.wrong, 0);
-    free_locks(&r, 1);
     hilock_client_free(r.c);
     hlt_loop_close(&loop);
 }
@@ -2338,16 +1998,6 @@ static long long zcard(hlt_redis *s, const char *key)
     return n;
 }
 
-/* Run the loop until the sorted set zkey (a wait queue) holds n members (bounded: 10 s). */
-static void until_zcard(uv_loop_t *loop, hlt_redis *s, const char *zkey, long long n)
-{
-    for (int i = 0; i < 2000 && zcard(s, zkey) != n; i++) {
-        uv_run(loop, UV_RUN_NOWAIT);
-        hlt_sleep_ms(5);
-    }
-    cr_assert_eq(zcard(s, zkey), n, "%s: not %lld members", zkey, n);
-}
-
 /* Is member (a grant's token) in key's holders, by a connection of the test's own? */
 static int holds(hlt_redis *s, const char *key, const hilock *l)
 {
@@ -2364,91 +2014,6 @@ static void kr_end(uv_loop_t *loop, hlt_redis *s, int n)
     hilock_client_free(kr.c);
     hlt_loop_close(loop);
     hlt_redis_stop(s);
-}
-
-Test(async, a_semaphore_of_two_grants_two_and_a_release_wakes_the_third_on_the_loop, .timeout = 60)
-{
-    uv_loop_t loop;
-    hlt_redis *s;
-    long long t_release;
-    HLT_NEEDS(30200, "the semaphore needs Redis 3.2+ (TIME in scripts)");
-    s = kr_start(&loop);
-    for (int i = 0; i < 3; i++) kr_sem(i, "pool", 2, 60000);
-    cr_assert_eq(kr.n, 0, "done ran inside the call");
-    hlt_loop_run(&loop, &kr.n, 2, 10000);
-    cr_assert(kr.ended[0] && kr.ended[1] && !kr.ended[2], "the first two are granted, the third waits");
-    cr_assert_eq(kr.st[0], HILOCK_OK, "%s", hilock_strerror(kr.st[0]));
-    cr_assert_eq(kr.st[1], HILOCK_OK, "%s", hilock_strerror(kr.st[1]));
-    cr_assert(holds(s, "pool", kr.l[0]) && holds(s, "pool", kr.l[1]));
-    cr_assert_eq(zcard(s, "pool"), 3, "two permits and the kind's marker");
-    cr_assert_neq(hilock_fence(kr.l[0]), hilock_fence(kr.l[1]));
-    until_zcard(&loop, s, "{pool}:wq", 1);   /* the third is registered as a waiter */
-    cr_assert_eq(kr.n, 2);
-    kr_release(0);
-    t_release = hlt_now_ms();
-    hlt_loop_run(&loop, &kr.n, 3, 15000);
-    cr_assert_eq(kr.st[2], HILOCK_OK, "%s", hilock_strerror(kr.st[2]));
-    /* woken by the release: the first poll would come 10 s or more after its attempt */
-    cr_assert_lt(hlt_now_ms() - t_release, 8000, "the third was not woken by the release");
-    cr_assert(holds(s, "pool", kr.l[2]) && !holds(s, "pool", kr.l[0]));
-    cr_assert_gt(hilock_fence(kr.l[2]), hilock_fence(kr.l[1]));
-    cr_assert_eq(zcard(s, "pool"), 3);
-    cr_assert_eq(hlt_exists(s, "{pool}:wq"), 0, "the grant left the wait queue");
-    kr_release(1);
-    kr_release(2);
-    hlt_loop_run(&loop, &kr.oks, 3, 10000);
-    cr_assert_eq(hlt_exists(s, "pool"), 0, "the last holder's release deletes the key");
-    kr_end(&loop, s, 3);
-}
-
-/* Shared grants together; a writer waits for both, and a reader that comes after it waits for
- * it (writer preference); the last reader's release wakes the writer, the writer's the reader. */
-Test(async, a_waiting_writer_on_the_loop_stops_new_readers_and_is_woken_before_them, .timeout = 60)
-{
-    uv_loop_t loop;
-    hlt_redis *s;
-    uint64_t top;
-    long long t_release;
-    HLT_NEEDS(30200, "the shared/exclusive lock needs Redis 3.2+ (TIME in scripts)");
-    s = kr_start(&loop);
-    kr_rw(0, "doc", HILOCK_SHARED, 0);
-    kr_rw(1, "doc", HILOCK_SHARED, 0);
-    hlt_loop_run(&loop, &kr.n, 2, 10000);
-    cr_assert(kr.st[0] == HILOCK_OK && kr.st[1] == HILOCK_OK, "%s %s", hilock_strerror(kr.st[0]),
-              hilock_strerror(kr.st[1]));
-    cr_assert_eq(strncmp(hilock_token(kr.l[0]), "s:", 2), 0, "%s", hilock_token(kr.l[0]));
-    cr_assert(holds(s, "doc", kr.l[0]) && holds(s, "doc", kr.l[1]));
-    cr_assert_eq(zcard(s, "doc"), 3, "two shared holders and the kind's marker");
-    top = hilock_fence(kr.l[0]) > hilock_fence(kr.l[1]) ? hilock_fence(kr.l[0]) : hilock_fence(kr.l[1]);
-    kr_rw(2, "doc", HILOCK_EXCLUSIVE, 60000);
-    until_zcard(&loop, s, "{doc}:wq", 1);   /* the writer waits */
-    kr_rw(3, "doc", HILOCK_SHARED, 60000);
-    until_zcard(&loop, s, "{doc}:wq", 2);   /* and so does the reader that came after it */
-    cr_assert_eq(kr.n, 2, "a call ended while the readers held");
-    cr_assert_eq(zcard(s, "doc"), 3, "no new shared grant while a writer waits");
-    kr_release(0);
-    kr_release(1);
-    t_release = hlt_now_ms();
-    hlt_loop_run(&loop, &kr.n, 3, 15000);
-    cr_assert_eq(kr.order[2], 2, "the writer is served first (got call %d)", kr.order[2]);
-    cr_assert_eq(kr.st[2], HILOCK_OK, "%s", hilock_strerror(kr.st[2]));
-    cr_assert_lt(hlt_now_ms() - t_release, 8000, "the writer was not woken by the release");
-    cr_assert_eq(strncmp(hilock_token(kr.l[2]), "x:", 2), 0, "%s", hilock_token(kr.l[2]));
-    cr_assert_gt(hilock_fence(kr.l[2]), top, "an exclusive grant's fence exceeds every earlier grant's");
-    cr_assert(holds(s, "doc", kr.l[2]) && zcard(s, "doc") == 2, "the writer alone (and the marker)");
-    cr_assert_eq(kr.ended[3], 0, "a reader was granted beside the writer");
-    kr_release(2);
-    t_release = hlt_now_ms();
-    hlt_loop_run(&loop, &kr.n, 4, 15000);
-    cr_assert_eq(kr.st[3], HILOCK_OK, "%s", hilock_strerror(kr.st[3]));
-    cr_assert_lt(hlt_now_ms() - t_release, 8000, "the reader was not woken by the writer's release");
-    cr_assert_gt(hilock_fence(kr.l[3]), hilock_fence(kr.l[2]));
-    cr_assert(holds(s, "doc", kr.l[3]) && !holds(s, "doc", kr.l[2]));
-    cr_assert_eq(hlt_exists(s, "{doc}:wq"), 0);
-    kr_release(3);
-    hlt_loop_run(&loop, &kr.oks, 4, 10000);
-    cr_assert_eq(hlt_exists(s, "doc"), 0);
-    kr_end(&loop, s, 4);
 }
 
 /* A client of n masters (s, then ports nobody listens on: nothing is sent), fair or not,
@@ -2579,74 +2144,6 @@ Test(async, before_redis_3_2_the_two_calls_end_einval_in_done_as_the_blocking_ca
     }
     cr_assert_eq(hlt_dbsize(s), 0);
     hilock_client_free(plain);
-    kr_end(&loop, s, 2);
-}
-
-/* A permit and a shared grant made on the loop are locks as any other there: extended (the
- * key's expiry follows), checked, kept alive past 3 x their ttl; and a key of the other kind
- * is named in done, as by the blocking calls. (A ttl of 1 s: with 300 ms, the round trips and
- * looks between the extend and the keepalive's start, or a loaded machine holding up this
- * thread, which runs the renewals, could let it lapse.) */
-Test(async, a_permit_and_a_shared_grant_extend_check_and_keep_alive_on_the_loop, .timeout = 60)
-{
-    static const char *const keys[2] = { "perm", "doc" };
-    uv_loop_t loop;
-    uv_timer_t later;
-    hlt_redis *s;
-    hilock_client *plain;
-    hilock *l = NULL;
-    ka_run k;
-    char want[2][256];
-    int over = 0;
-    HLT_NEEDS(30200, "the semaphore and the shared/exclusive lock need Redis 3.2+ (TIME in scripts)");
-    s = kr_start(&loop);
-    memset(&k, 0, sizeof k);
-    kr_sem(0, "perm", 2, 0);
-    kr_rw(1, "doc", HILOCK_SHARED, 0);
-    hlt_loop_run(&loop, &kr.n, 2, 10000);
-    cr_assert(kr.st[0] == HILOCK_OK && kr.st[1] == HILOCK_OK, "%s / %s", kr.err[0], kr.err[1]);
-    for (int i = 0; i < 2; i++)
-        cr_assert_eq(hilock_extend_async(kr.l[i], 1000, kr_call_ok, NULL), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
-    hlt_loop_run(&loop, &kr.oks, 2, 10000);
-    for (int i = 0; i < 2; i++) {   /* (granted for 30 s) */
-        long long pttl = hlt_pttl(s, keys[i]);
-        cr_assert(pttl > 0 && pttl <= 1000, "%s: PTTL %lld after an extend to 1 s", keys[i], pttl);
-        cr_assert_eq(hilock_check_async(kr.l[i], kr_call_ok, NULL), HILOCK_OK);
-    }
-    hlt_loop_run(&loop, &kr.oks, 4, 10000);
-    for (int i = 0; i < 2; i++)
-        cr_assert_eq(hilock_keepalive(kr.l[i], on_lost, &k), HILOCK_OK, "%s", hilock_client_errmsg(kr.c));
-    uv_timer_init(&loop, &later);
-    later.data = &over;
-    uv_timer_start(&later, on_stop, 3000, 0);   /* 3 x ttl */
-    while (!over) uv_run(&loop, UV_RUN_ONCE);
-    cr_assert_eq(k.lost, 0);
-    for (int i = 0; i < 2; i++) {
-        cr_assert(holds(s, keys[i], kr.l[i]), "%s was not kept for 3 x ttl", keys[i]);
-        cr_assert_gt(hilock_validity_ms(kr.l[i]), 0);
-    }
-    /* each key asked as the other kind: the blocking calls' EREPLY, in their words */
-    cr_assert_eq(hilock_client_open(s->unix_url, &plain), HILOCK_OK);
-    cr_assert_eq(hilock_rw_acquire(plain, "perm", HILOCK_SHARED, 1000, 0, &l), HILOCK_EREPLY);
-    snprintf(want[0], sizeof want[0], "%s", hilock_client_errmsg(plain));
-    cr_assert(strstr(want[0], "perm holds a semaphore, not a shared/exclusive lock"), "%s", want[0]);
-    cr_assert_eq(hilock_sem_acquire(plain, "doc", 2, 1000, 0, &l), HILOCK_EREPLY);
-    snprintf(want[1], sizeof want[1], "%s", hilock_client_errmsg(plain));
-    cr_assert(strstr(want[1], "doc holds a shared/exclusive lock"), "%s", want[1]);
-    kr_rw(2, "perm", HILOCK_SHARED, 0);
-    kr_sem(3, "doc", 2, 0);
-    hlt_loop_run(&loop, &kr.n, 4, 10000);
-    for (int i = 0; i < 2; i++) {
-        cr_assert_eq(kr.st[2 + i], HILOCK_EREPLY, "%s", hilock_strerror(kr.st[2 + i]));
-        cr_assert_str_eq(kr.err[2 + i], want[i]);
-        cr_assert_eq(zcard(s, keys[i]), 2, "%s: the refused call wrote", keys[i]);
-    }
-    hilock_client_free(plain);
-    kr_release(0);
-    kr_release(1);
-    hlt_loop_run(&loop, &kr.oks, 6, 10000);
-    cr_assert_eq(hlt_exists(s, "perm") + hlt_exists(s, "doc"), 0);
-    uv_close((uv_handle_t *)&later, NULL);
     kr_end(&loop, s, 2);
 }
 

@@ -19,6 +19,7 @@
 #include "fixture.h"
 #include "loop_run.h"
 #include "hilock_libuv.h"
+#include "scenario.h"
 
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {
@@ -181,74 +182,9 @@ static void free_locks(run *r, int n)
     }
 }
 
-/* A loop timer ticking every 2 ms: the longest gap between two ticks is the worst stall. */
-typedef struct ticker { uv_timer_t t; int64_t last, max_gap; long ticks; } ticker;
-
-static void on_tick(uv_timer_t *t)
-{
-    ticker *k = t->data;
-    int64_t now = hlt_now_ms();
-    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
-    k->last = now;
-    k->ticks++;
-}
-
-static void tick_start(uv_loop_t *loop, ticker *tk)
-{
-    memset(tk, 0, sizeof *tk);
-    tk->last = hlt_now_ms();
-    uv_timer_init(loop, &tk->t);
-    tk->t.data = tk;
-    uv_timer_start(&tk->t, on_tick, 2, 2);
-}
-
-static void tick_stop(ticker *tk)
-{
-    uv_timer_stop(&tk->t);
-    uv_close((uv_handle_t *)&tk->t, NULL);
-}
+/* The loop's stall: tests/scenario.h's hlt_ticker (a 2 ms timer; max_gap, the longest gap). */
 
 /* ---- tests ---- */
-
-Test(async_cluster, each_shards_keys_acquire_extend_check_and_release_on_the_loop)
-{
-    static run r;
-    hlt_cluster *f = fx(0);
-    uv_loop_t loop;
-    int n = 6;
-    uv_loop_init(&loop);
-    memset(&r, 0, sizeof r);
-    keys_across(f, &r, n, "aloop:");
-    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
-    o.io_timeout_ms = 2000;
-    r.c = hlt_client_new(&o);   /* the failover awareness per shard, too */
-    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
-    acquire_keys(&r, n, 10000);
-    hlt_loop_run(&loop, &r.done, n, 10000);
-    assert_all(&r, n, HILOCK_OK, "acquire");
-    assert_held_on_owner(f, &r, n);
-    reset(&r);
-    lock_calls(&r, n, extend_10s);
-    hlt_loop_run(&loop, &r.done, n, 10000);
-    assert_all(&r, n, HILOCK_OK, "extend");
-    for (int i = 0; i < n; i++) {
-        redisReply *t = hlt_cluster_cmd(f, r.shard[i], "PTTL %s", r.key[i]);
-        cr_assert(t && t->integer > 5000, "%s: the extend did not reach its master", r.key[i]);
-        freeReplyObject(t);
-    }
-    reset(&r);
-    lock_calls(&r, n, hilock_check_async);
-    hlt_loop_run(&loop, &r.done, n, 10000);
-    assert_all(&r, n, HILOCK_OK, "check");
-    reset(&r);
-    lock_calls(&r, n, hilock_release_async);
-    hlt_loop_run(&loop, &r.done, n, 10000);
-    assert_all(&r, n, HILOCK_OK, "release");
-    assert_gone(f, &r, n);
-    free_locks(&r, n);
-    hilock_client_free(r.c);
-    hlt_loop_close(&loop);
-}
 
 Test(async_cluster, fifty_calls_in_flight_across_the_shards_all_land_on_their_masters)
 {
@@ -303,7 +239,7 @@ Test(async_cluster, a_slot_moved_under_load_is_followed_without_stalling_the_loo
     static run r;
     hlt_cluster *f = fx(1);
     uv_loop_t loop;
-    ticker tk;
+    hlt_ticker tk;
     mover mv;
     pthread_t th;
     int n = 40, m[3], from, slot;
@@ -332,7 +268,7 @@ Test(async_cluster, a_slot_moved_under_load_is_followed_without_stalling_the_loo
     mv.to = m[0] == from ? m[1] : m[0];
     mv.rc = -1;
     mv.over = 0;
-    tick_start(&loop, &tk);
+    hlt_ticker_start(&loop, &tk);
     t0 = hlt_now_ms();
     r.again = 1;
     for (int i = 0; i < n; i++)
@@ -349,7 +285,7 @@ Test(async_cluster, a_slot_moved_under_load_is_followed_without_stalling_the_loo
     }
     r.again = 0;
     hlt_loop_run(&loop, &r.done, n, 10000);
-    tick_stop(&tk);
+    hlt_ticker_stop(&tk);
     printf("async_cluster: slot %d moved from master %d to %d under %d extends in flight: %ld "
            "extends, %ld failed; a 2 ms loop timer ticked %ld times, longest gap %lld ms\n", slot,
            from, mv.to, n, r.extends, r.failed, tk.ticks, (long long)tk.max_gap);
@@ -467,56 +403,5 @@ Test(async_cluster, freeing_the_client_ends_the_calls_in_flight_on_every_shard)
         cr_assert_eq(r.done, n, "a done ran after hilock_client_free returned");
         free_locks(&r, n);
     }
-    hlt_loop_close(&loop);
-}
-
-/* Waiting acquires on keys of every shard (a BLPOP on a side connection to each shard's
- * master, polling as the fallback) get their keys once the holders release them from the
- * same loop. */
-Test(async_cluster, waiters_on_every_shard_get_the_key_once_it_is_released)
-{
-    static run r;
-    hlt_cluster *f = fx(0);
-    uv_loop_t loop;
-    int n = 3;
-    int64_t t0;
-    uv_loop_init(&loop);
-    memset(&r, 0, sizeof r);
-    keys_across(f, &r, 2 * n, "woken:");
-    for (int i = n; i < 2 * n; i++) {   /* waiter i waits for holder i - n's key */
-        memcpy(r.key[i], r.key[i - n], sizeof r.key[i]);
-        r.shard[i] = r.shard[i - n];
-    }
-    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
-    o.io_timeout_ms = 2000;
-    o.failover_guard = 0;
-    r.c = hlt_client_new(&o);
-    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
-    acquire_keys(&r, n, 30000);
-    hlt_loop_run(&loop, &r.done, n, 10000);
-    assert_all(&r, n, HILOCK_OK, "holder");
-    for (int i = n; i < 2 * n; i++)
-        cr_assert_eq(hilock_acquire_async(r.c, r.key[i], 10000, 20000, on_done, arg_of(&r, i)), HILOCK_OK);
-    for (int k = 0; k < 50; k++) uv_run(&loop, UV_RUN_NOWAIT);   /* the waiters wait */
-    cr_assert_eq(r.done, n, "a waiter ended while its key was held");
-    t0 = hlt_now_ms();
-    for (int i = 0; i < n; i++)
-        cr_assert_eq(hilock_release_async(r.lock[i], on_extended, arg_of(&r, i)), HILOCK_OK);
-    hlt_loop_run(&loop, &r.done, 3 * n, 15000);
-    for (int i = n; i < 2 * n; i++) {
-        char *v = hlt_cluster_get(f, r.shard[i], r.key[i]);
-        cr_assert_eq(r.st[i], HILOCK_OK, "waiter %s: %s: %s", r.key[i], hilock_strerror(r.st[i]), r.err[i]);
-        cr_assert(v && !strcmp(v, hilock_token(r.lock[i])), "%s is not the waiter's on master %d", r.key[i],
-                  r.shard[i]);
-        free(v);
-    }
-    cr_assert_lt(hlt_now_ms() - t0, 10000, "not bounded");
-    reset(&r);
-    for (int i = n; i < 2 * n; i++)
-        cr_assert_eq(hilock_release_async(r.lock[i], on_done, arg_of(&r, i)), HILOCK_OK);
-    hlt_loop_run(&loop, &r.done, n, 10000);
-    for (int i = n; i < 2 * n; i++) cr_assert_eq(r.st[i], HILOCK_OK, "%s", r.err[i]);
-    free_locks(&r, 2 * n);
-    hilock_client_free(r.c);
     hlt_loop_close(&loop);
 }

@@ -21,6 +21,7 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "lock.h"   /* hl_key_slot, hl_aux_key: the unit part */
+#include "scenario.h"
 
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {
@@ -67,34 +68,58 @@ static void heal(hlt_cluster *f)
     cr_assert_eq(hlt_cluster_heal_all(f, 30000), 0, "the cluster did not heal");
 }
 
-Test(cluster, locks_on_keys_of_every_master)
+/* The options of the scenarios below (as this suite's clients: io 2 s, no failover guard). */
+static hilock_options scn_options(hlt_cluster *f)
 {
-    hlt_cluster *f = fx(0);
-    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
+    static const char *url[1];   /* (the options point at it: not this call's stack) */
+    hilock_options o;
+    url[0] = f->url;
+    o = hlt_options(url, 1);
     o.io_timeout_ms = 2000;
     o.failover_guard = 0;
-    hilock_client *c = hlt_client_new(&o);
-    hilock *l[3];
-    char key[3][64];
-    int m[3];
+    return o;
+}
+
+/* (The two tests of a scenario may run at once on the suite's cluster: their keys differ.) */
+
+/* Blocking and on the loop (tests/scenario.h): two keys on each of the three masters, each
+ * granted on its own master (and no other's value), extended there (its PTTL follows),
+ * checked and released. */
+HLT_SCENARIO(cluster, locks_on_keys_of_every_master)
+{
+    hlt_cluster *f = fx(0);
+    hilock_options o = scn_options(f);
+    hlt_run *a = hlt_run_new(&o, mode);
+    enum { N = 6 };
+    hilock *l[N];
+    char key[N][64];
+    int m[3], shard[N], from[3] = { 0, 0, 0 };
     masters(f, m);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N; i++) {
         char *v;
-        key_on(f, m[i], "every:", key[i], sizeof key[i]);
-        cr_assert_eq(hilock_acquire(c, key[i], 10000, 0, &l[i]), HILOCK_OK, "%s", hilock_client_errmsg(c));
-        v = hlt_cluster_get(f, m[i], key[i]);
-        cr_assert(v && !strcmp(v, hilock_token(l[i])), "master %d does not hold %s", m[i], key[i]);
+        shard[i] = m[i % 3];
+        cr_assert_eq(hlt_cluster_key_on(f, shard[i], mode ? "every:loop:" : "every:", &from[i % 3], key[i], sizeof key[i]), 0,
+                     "no key on master %d", shard[i]);
+        cr_assert_eq(hlt_run_acquire(a, key[i], 10000, 0, &l[i]), HILOCK_OK, "%s", hlt_run_errmsg(a));
+        v = hlt_cluster_get(f, shard[i], key[i]);
+        cr_assert(v && !strcmp(v, hilock_token(l[i])), "master %d does not hold %s", shard[i], key[i]);
         free(v);
         cr_assert_gt(hilock_fence(l[i]), 0);
     }
-    for (int i = 0; i < 3; i++) {
-        cr_assert_eq(hilock_check(l[i]), HILOCK_OK, "%s", hilock_client_errmsg(c));
-        cr_assert_eq(hilock_extend(l[i], 20000), HILOCK_OK, "%s", hilock_client_errmsg(c));
-        cr_assert_eq(hilock_release(l[i]), HILOCK_OK, "%s", hilock_client_errmsg(c));
-        cr_assert_eq(hlt_cluster_exists(f, m[i], key[i]), 0);
+    for (int i = 0; i < N; i++) {
+        redisReply *t;
+        cr_assert_eq(hlt_run_extend(a, l[i], 20000), HILOCK_OK, "%s", hlt_run_errmsg(a));
+        t = hlt_cluster_cmd(f, shard[i], "PTTL %s", key[i]);
+        cr_assert(t && t->integer > 10000, "%s: the extend did not reach its master", key[i]);
+        freeReplyObject(t);
+    }
+    for (int i = 0; i < N; i++) cr_assert_eq(hlt_run_check(a, l[i]), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(hlt_run_release(a, l[i]), HILOCK_OK, "%s", hlt_run_errmsg(a));
+        cr_assert_eq(hlt_cluster_exists(f, shard[i], key[i]), 0, "%s still held", key[i]);
         hilock_free(l[i]);
     }
-    hilock_client_free(c);
+    hlt_run_free(a);
 }
 
 /* Master m's run_id (INFO server), in buf. */
@@ -670,36 +695,72 @@ Test(cluster, two_processes_hammering_keys_across_shards_count_exactly)
     }
 }
 
-Test(cluster, wake_on_release_reaches_a_waiter_on_the_owning_shard)
+/* Node i's clients blocked in a command (INFO clients), -1 if it did not answer. */
+static long long blocked_on(hlt_cluster *f, int i)
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "INFO clients");
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "blocked_clients:") : NULL;
+    long long n = p ? atoll(p + strlen("blocked_clients:")) : -1;
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+typedef struct blocked_want { hlt_cluster *f; const int *shard; int n; } blocked_want;
+
+/* Is at least one client blocked on each of the n shards? (The cluster is shared: another
+ * test's waiter may count too; ours then has at worst its poll, and the bound below says so.) */
+static int all_blocked(void *arg)
+{
+    blocked_want *w = arg;
+    for (int i = 0; i < w->n; i++)
+        if (blocked_on(w->f, w->shard[i]) < 1) return 0;
+    return 1;
+}
+
+/* Blocking and on the loop (tests/scenario.h): a waiter on a key of every shard (a BLPOP on a
+ * side connection to the shard's master, polling as the fallback, and polling would take
+ * seconds) is woken by the holder's release and gets the key on its master. */
+HLT_SCENARIO(cluster, wake_on_release_reaches_a_waiter_on_the_owning_shard)
 {
     hlt_cluster *f = fx(0);
-    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
-    o.io_timeout_ms = 2000;
-    o.failover_guard = 0;
-    hilock_client *c = hlt_client_new(&o);
-    hilock *l;
-    pid_t kid;
+    hilock_options o = scn_options(f);
+    enum { N = 3 };
+    hlt_run *a, *w[N];
+    hilock *l[N], *wl[N];
+    char key[N][64];
+    int m[3], from[3] = { 0, 0, 0 };
     long long t0;
-    cr_assert_eq(hilock_acquire(c, "wake:{tenant}:job", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    if ((kid = fork()) == 0) {
-        hilock_client *w;
-        hilock *wl;
-        /* polling would take seconds: only the wake-up is fast */
-        o.retry_delay_ms = 5000;
-        if (hilock_client_new(&o, &w) != HILOCK_OK) _exit(2);   /* (a child: no assert) */
-        if (hilock_acquire(w, "wake:{tenant}:job", 30000, 20000, &wl) != HILOCK_OK) _exit(3);
-        hilock_release(wl);
-        hilock_free(wl);
-        hilock_client_free(w);
-        _exit(0);
+    o.retry_delay_ms = o.poll_ms = 5000;   /* (polling would take seconds) */
+    a = hlt_run_new(&o, mode);
+    masters(f, m);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(hlt_cluster_key_on(f, m[i], mode ? "wake:loop:" : "wake:", &from[i], key[i], sizeof key[i]), 0,
+                     "no key on master %d", m[i]);
+        cr_assert_eq(hlt_run_acquire(a, key[i], 30000, 0, &l[i]), HILOCK_OK, "%s", hlt_run_errmsg(a));
+        w[i] = hlt_run_peer(a);
+        hlt_run_begin_acquire(w[i], key[i], 10000, 20000);
     }
-    hlt_sleep_ms(500);   /* the waiter blocks on the signal list by now */
+    cr_assert(hlt_run_until(a, all_blocked, &(blocked_want){ f, m, N }, 10000),
+              "the waiters never blocked on their wake-ups");
+    for (int i = 0; i < N; i++) cr_assert_not(hlt_run_ended(w[i]), "waiter %s ended while held", key[i]);
     t0 = hlt_now_ms();
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_reap(kid, 20000), 0);
-    cr_assert_lt(hlt_now_ms() - t0, 1500, "the waiter was not woken (polling?)");
-    hilock_free(l);
-    hilock_client_free(c);
+    for (int i = 0; i < N; i++) cr_assert_eq(hlt_run_release(a, l[i]), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    for (int i = 0; i < N; i++) {
+        char *v;
+        cr_assert_eq(hlt_run_end(w[i], 20000, &wl[i]), HILOCK_OK, "waiter %s: %s", key[i], hlt_run_errmsg(w[i]));
+        cr_assert_lt(hlt_run_ended_at(w[i]) - t0, 1500, "the waiter of %s was not woken (polling?)", key[i]);
+        v = hlt_cluster_get(f, m[i], key[i]);
+        cr_assert(v && !strcmp(v, hilock_token(wl[i])), "%s is not the waiter's on master %d", key[i], m[i]);
+        free(v);
+    }
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(hlt_run_release(w[i], wl[i]), HILOCK_OK, "%s", hlt_run_errmsg(w[i]));
+        cr_assert_eq(hlt_cluster_exists(f, m[i], key[i]), 0);
+        hilock_free(l[i]);
+        hilock_free(wl[i]);
+        hlt_run_free(w[i]);
+    }
+    hlt_run_free(a);
 }
 
 Test(cluster, the_hilock_command_accepts_a_cluster_url)

@@ -16,6 +16,7 @@
 
 #include "clients.h"
 #include "holders.h"
+#include "scenario.h"
 #include "sentinel_fixture.h"
 
 #define NEEDS_32() HLT_NEEDS(30200, "the shared/exclusive lock's script reads the server's clock (Redis 3.2+)")
@@ -128,34 +129,106 @@ Test(rw, exclusive_is_busy_while_shared_is_held)
 
 /* Two readers hold; a writer waits: a new shared try-lock is BUSY ("a writer waits"); the
  * readers leave and the writer is granted, woken by the last release. */
-Test(rw, a_waiting_writer_stops_new_readers_and_gets_the_key_when_they_leave)
+/* Scenario options: one server, waiters that poll only after >= 10 s (retry_delay_ms and
+ * poll_ms 20 s, jittered down to half): a grant within WOKEN_MS of the release that frees
+ * it is its wake-up. */
+static hilock_options slow_poll(void)
+{
+    static const char *url[1];   /* (the options point at it: not this call's stack) */
+    hilock_options o;
+    url[0] = R->unix_url;
+    o = hlt_options(url, 1);
+    o.retry_delay_ms = 20000;
+    o.poll_ms = 20000;   /* (a waiter blocked on its wake-up looks again after this too) */
+    return o;
+}
+
+static int holds(const char *key, const hilock *l)
+{
+    return hlt_zscore(R, key, hilock_token(l), &(double){ 0 });
+}
+
+static int wq_is(void *arg)
+{
+    const long long *want = arg;
+    return hlt_zcard(R, "{k}:wq") == *want;
+}
+
+/* Blocking and on the loop (tests/scenario.h): two readers hold; a writer waits, and so does
+ * a reader that comes after it (writer preference: a try is BUSY saying so); the last
+ * reader's release wakes the writer first, the writer's release the reader. (On the loop the
+ * five callers are one client's calls side by side.) */
+HLT_SCENARIO(rw, a_waiting_writer_stops_new_readers_and_gets_the_key_when_they_leave)
 {
     NEEDS_32();
-    hilock_client *c[3] = { hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10), hlt_client_retry(R->url, 10) };
-    hilock *r1 = must_rw(c[0], "k", S, 60000, 0), *r2 = must_rw(c[1], "k", S, 60000, 0);
-    hlt_bg w = { .url = R->url, .key = "k", .mode = X, .ttl_ms = 20000, .wait_ms = 15000,
-                 .retry_delay_ms = SLOW_POLL_MS };
-    long long t_rel;
-    hlt_bg_start(&w);
-    cr_assert_eq(hlt_await_zcard(R, "{k}:wq", 1, 5000), 1, "the writer never registered in {k}:wq");
-    assert_busy_says(c[2], "k", S, "k: held shared by 2 (a writer waits)", 0);
-    release_free(r1);
-    hlt_sleep_ms(200);
-    cr_assert_not(hlt_bg_done(&w), "the writer was granted beside a reader: %s", w.err);
+    hilock_options o = slow_poll();
+    hlt_run *a = hlt_run_new(&o, mode), *b = hlt_run_peer(a), *c = hlt_run_peer(a);
+    hlt_run *w = hlt_run_peer(a), *r = hlt_run_peer(a);
+    hilock *r1, *r2, *lw, *lr, *l = (hilock *)&l;
+    long long t_rel, one = 1, two = 2, pttl;
+    uint64_t top;
+    char *before, *after;
+    cr_assert_eq(hlt_run_rw_acquire(a, "k", S, 60000, 0, &r1), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_rw_acquire(b, "k", S, 60000, 0, &r2), HILOCK_OK, "%s", hlt_run_errmsg(b));
+    assert_grant(R, r1, S, 60000);
+    assert_grant(R, r2, S, 60000);
+    cr_assert_eq(hlt_zcard(R, "k"), 3, "two shared holders and the kind's marker");
+    top = hilock_fence(r1) > hilock_fence(r2) ? hilock_fence(r1) : hilock_fence(r2);
+    hlt_run_begin_rw_acquire(w, "k", X, 20000, 15000);
+    cr_assert(hlt_run_until(w, wq_is, &one, 5000), "the writer never registered in {k}:wq");
+    /* a try: BUSY, saying why, and the key as it was (its ttl not renewed) */
+    before = hlt_db_snapshot(R, "k");
+    pttl = hlt_pttl(R, "k");
+    cr_assert_eq(hlt_run_rw_acquire(c, "k", S, 5000, 0, &l), HILOCK_BUSY, "%s", hlt_run_errmsg(c));
+    cr_assert_null(l);
+    cr_assert(strstr(hlt_run_errmsg(c), "k: held shared by 2 (a writer waits)"), "%s", hlt_run_errmsg(c));
+    after = hlt_db_snapshot(R, "k");
+    cr_assert_str_eq(after, before, "the busy try changed the key");
+    cr_assert_leq(hlt_pttl(R, "k"), pttl, "the key's ttl was renewed");
+    free(before);
+    free(after);
+    hlt_run_begin_rw_acquire(r, "k", S, 20000, 15000);
+    cr_assert(hlt_run_until(r, wq_is, &two, 5000), "the reader after the writer did not wait");
+    cr_assert_eq(hlt_zcard(R, "k"), 3, "no new shared grant while a writer waits");
+    cr_assert_eq(hlt_run_release(a, r1), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    hlt_run_sleep(a, 200);   /* (time for a wrong grant beside the other reader) */
+    cr_assert_not(hlt_run_ended(w), "the writer was granted beside a reader: %s", hlt_run_errmsg(w));
+    cr_assert_not(hlt_run_ended(r), "a reader was granted while a writer waits: %s", hlt_run_errmsg(r));
     t_rel = hlt_now_ms();
-    release_free(r2);
-    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
-    cr_log_info("last reader's release -> writer granted: %lld ms", w.t_done - t_rel);
-    cr_assert_lt(w.t_done - t_rel, WOKEN_MS, "granted %lld ms after the release: polled, not woken",
-                 w.t_done - t_rel);
-    assert_grant(R, w.l, X, 20000);
-    cr_assert_eq(hlt_zcard(R, "k"), 2);
-    cr_assert_eq(hlt_zcard(R, "{k}:wq"), 0, "a grant removes its waiter entry");
-    hlt_bg_free(&w);
+    cr_assert_eq(hlt_run_release(b, r2), HILOCK_OK, "%s", hlt_run_errmsg(b));
+    cr_assert_eq(hlt_run_end(w, 10000, &lw), HILOCK_OK, "%s", hlt_run_errmsg(w));
+    cr_log_info("%s: last reader's release -> writer granted: %lld ms", hlt_run_mode_name(w),
+                hlt_run_ended_at(w) - t_rel);
+    cr_assert_lt(hlt_run_ended_at(w) - t_rel, WOKEN_MS, "granted %lld ms after the release: polled, not woken",
+                 hlt_run_ended_at(w) - t_rel);
+    cr_assert_not(hlt_run_ended(r), "the reader was served before (or beside) the writer");
+    assert_grant(R, lw, X, 20000);
+    cr_assert_gt(hilock_fence(lw), top, "an exclusive grant's fence exceeds every earlier grant's");
+    cr_assert_eq(hlt_zcard(R, "k"), 2, "the writer alone (and the marker)");
+    cr_assert_eq(hlt_zcard(R, "{k}:wq"), 1, "a grant removes its waiter entry (the reader's is left)");
+    t_rel = hlt_now_ms();
+    cr_assert_eq(hlt_run_release(w, lw), HILOCK_OK, "%s", hlt_run_errmsg(w));
+    cr_assert_eq(hlt_run_end(r, 10000, &lr), HILOCK_OK, "%s", hlt_run_errmsg(r));
+    cr_assert_lt(hlt_run_ended_at(r) - t_rel, WOKEN_MS, "the reader was not woken by the writer's release");
+    cr_assert_gt(hilock_fence(lr), hilock_fence(lw));
+    cr_assert(holds("k", lr) && !holds("k", lw));
+    cr_assert_eq(hlt_exists(R, "{k}:wq"), 0);
+    cr_assert_eq(hlt_run_release(r, lr), HILOCK_OK, "%s", hlt_run_errmsg(r));
     cr_assert_eq(hlt_exists(R, "k"), 0);
-    r1 = must_rw(c[2], "k", S, 20000, 0);   /* no writer waits any more */
-    release_free(r1);
-    for (int i = 0; i < 3; i++) hilock_client_free(c[i]);
+    cr_assert_eq(hlt_run_rw_acquire(c, "k", S, 20000, 0, &l), HILOCK_OK, "no writer waits any more: %s",
+                 hlt_run_errmsg(c));
+    cr_assert_eq(hlt_run_release(c, l), HILOCK_OK, "%s", hlt_run_errmsg(c));
+    cr_assert_eq(hlt_exists(R, "k"), 0);
+    hilock_free(r1);
+    hilock_free(r2);
+    hilock_free(lw);
+    hilock_free(lr);
+    hilock_free(l);
+    hlt_run_free(r);
+    hlt_run_free(w);
+    hlt_run_free(c);
+    hlt_run_free(b);
+    hlt_run_free(a);
 }
 
 Test(rw, a_writers_release_wakes_every_waiting_reader)
@@ -623,24 +696,56 @@ Test(rw, is_einval_on_a_server_older_than_3_2)
 
 /* ---- a grant as a lock ---- */
 
-Test(rw, extend_check_keepalive_and_accessors_work_on_a_grant)
+static void count_lost(hilock *l, hilock_status why, void *arg)
+{
+    (void)l, (void)why;
+    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Blocking and on the loop (tests/scenario.h): a shared grant is a lock as any other --
+ * extended (the key's expiry follows), checked, kept alive past 3 x its ttl -- and the key,
+ * asked as a semaphore, is refused naming its kind in the blocking call's words, unchanged. */
+HLT_SCENARIO(rw, extend_check_keepalive_and_accessors_work_on_a_grant)
 {
     NEEDS_32();
-    hilock_client *c = hlt_client_retry(R->url, 10);
-    hilock *s = must_rw(c, "jobs:{t}:db", S, 300, 0);
+    hilock_options o = hlt_options((const char *const[]){ R->unix_url }, 1);
+    hlt_run *a = hlt_run_new(&o, mode), *b = hlt_run_peer(a);   /* (b: a key a holds) */
+    hilock_client *plain = hlt_client(R->unix_url);
+    hilock *s, *m = NULL;
+    long long pttl;
+    int lost_n = 0;
+    char want[256];
+    cr_assert_eq(hlt_run_rw_acquire(a, "jobs:{t}:db", S, 300, 0, &s), HILOCK_OK, "%s", hlt_run_errmsg(a));
     cr_assert_str_eq(hilock_key(s), "jobs:{t}:db");
     cr_assert_eq(hlt_exists(R, "jobs:{t}:db:holders"), 1, "aux keys join the key's hash tag");
-    cr_assert_eq(hilock_extend(s, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_run_extend(a, s, 30000), HILOCK_OK, "%s", hlt_run_errmsg(a));
     assert_grant(R, s, S, 30000);
     cr_assert_gt(hilock_validity_ms(s), 20000);
-    cr_assert_eq(hilock_extend(s, 1000), HILOCK_OK);
-    cr_assert_eq(hilock_keepalive(s, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    hlt_sleep_ms(2500);   /* 2.5 ttls: renewals every third of it (a ttl of 300 ms had
-                            * only 200 ms of slack for a starved thread on a loaded machine) */
-    cr_assert_eq(hilock_check(s), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    release_free(s);
+    cr_assert_eq(hlt_run_extend(a, s, 1000), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    pttl = hlt_pttl(R, "jobs:{t}:db");
+    cr_assert(pttl > 0 && pttl <= 1000, "PTTL %lld after an extend to 1 s", pttl);
+    cr_assert_eq(hlt_run_check(a, s), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_keepalive(a, s, count_lost, &lost_n, NULL), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    hlt_run_sleep(a, 3000);   /* 3 x ttl: renewals every third of it (a ttl of 300 ms had
+                               * only 200 ms of slack for a starved thread on a loaded machine) */
+    cr_assert_eq(__atomic_load_n(&lost_n, __ATOMIC_SEQ_CST), 0);
+    cr_assert_eq(hlt_run_check(a, s), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert(holds("jobs:{t}:db", s), "not kept for 3 x ttl");
+    cr_assert_gt(hilock_validity_ms(s), 0);
+    /* the key asked as the other kind: the blocking call's EREPLY, in its words */
+    cr_assert_eq(hilock_sem_acquire(plain, "jobs:{t}:db", 2, 1000, 0, &m), HILOCK_EREPLY);
+    snprintf(want, sizeof want, "%s", hilock_client_errmsg(plain));
+    cr_assert(strstr(want, "jobs:{t}:db holds a shared/exclusive lock"), "%s", want);
+    cr_assert_eq(hlt_run_sem_acquire(b, "jobs:{t}:db", 2, 1000, 0, &m), HILOCK_EREPLY);
+    cr_assert_null(m);
+    cr_assert_str_eq(hlt_run_errmsg(b), want);
+    cr_assert_eq(hlt_zcard(R, "jobs:{t}:db"), 2, "the refused call wrote");
+    cr_assert_eq(hlt_run_release(a, s), HILOCK_OK, "%s", hlt_run_errmsg(a));
     cr_assert_eq(hlt_exists(R, "jobs:{t}:db"), 0);
-    hilock_client_free(c);
+    hilock_free(s);
+    hilock_client_free(plain);
+    hlt_run_free(b);
+    hlt_run_free(a);
 }
 
 Test(rw, check_and_extend_of_a_vanished_grant_are_not_held)

@@ -14,6 +14,7 @@
 
 #include "clients.h"
 #include "holders.h"
+#include "scenario.h"
 
 #define NEEDS_32() HLT_NEEDS(30200, "the semaphore's script reads the server's clock (Redis 3.2+)")
 #define MARKER "hilock:sem"
@@ -134,27 +135,70 @@ Test(sem, release_twice_says_not_held)
 
 /* The waiter polls only every ~5 s (retry_delay_ms), the holder's ttl is 60 s: a grant within
  * 2 s of the release can only be the release's wake-up. */
-Test(sem, release_wakes_a_blocked_waiter_before_its_poll)
+/* Scenario options: one server, waiters that poll only after >= 10 s (retry_delay_ms and
+ * poll_ms 20 s, jittered down to half): a grant within 2 s of the release that frees it is
+ * its wake-up. */
+static hilock_options slow_poll(void)
+{
+    static const char *url[1];   /* (the options point at it: not this call's stack) */
+    hilock_options o;
+    url[0] = R->unix_url;
+    o = hlt_options(url, 1);
+    o.retry_delay_ms = 20000;
+    o.poll_ms = 20000;   /* (a waiter blocked on its wake-up looks again after this too) */
+    return o;
+}
+
+static int holds(const char *key, const hilock *l)
+{
+    return hlt_zscore(R, key, hilock_token(l), &(double){ 0 });
+}
+
+static int wq_is(void *arg)
+{
+    const long long *want = arg;
+    return hlt_zcard(R, "{pool}:wq") == *want;
+}
+
+/* Blocking and on the loop (tests/scenario.h): a semaphore of two grants two (on the loop: side
+ * by side on one client), a third waits in the queue, blocked on its wake-up; one release
+ * grants it at once, not at its poll. */
+HLT_SCENARIO(sem, release_wakes_a_blocked_waiter_before_its_poll)
 {
     NEEDS_32();
-    hilock_client *c = hlt_client_retry(R->url, 10);
-    hilock *l = must_sem(c, "sem", 1, 60000, 0);
-    hlt_bg w = { .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000,
-                 .retry_delay_ms = 5000 };
-    long long t_rel, took;
-    hlt_bg_start(&w);
-    cr_assert_eq(hlt_await_zcard(R, "{sem}:wq", 1, 5000), 1, "the waiter never registered in {sem}:wq");
-    hlt_sleep_ms(100);   /* (it blocks now, or soon: an element pushed before waits for it) */
+    hilock_options o = slow_poll();
+    hlt_run *a = hlt_run_new(&o, mode), *b = hlt_run_peer(a), *w = hlt_run_peer(a);
+    hilock *la, *lb, *lw;
+    long long t_rel, took, one = 1;
+    cr_assert_eq(hlt_run_sem_acquire(a, "pool", 2, 60000, 0, &la), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_sem_acquire(b, "pool", 2, 60000, 0, &lb), HILOCK_OK, "%s", hlt_run_errmsg(b));
+    cr_assert(holds("pool", la) && holds("pool", lb));
+    cr_assert_eq(hlt_zcard(R, "pool"), 3, "two permits and the kind's marker");
+    cr_assert_neq(hilock_fence(la), hilock_fence(lb));
+    hlt_run_begin_sem_acquire(w, "pool", 2, 20000, 15000);
+    cr_assert(hlt_run_until(w, wq_is, &one, 5000), "the waiter never registered in {pool}:wq");
+    cr_assert(hlt_redis_wait_blocked(R, 1, 5000), "the waiter never blocked on its wake-up");
+    cr_assert_not(hlt_run_ended(w), "a third permit of two: %s", hlt_run_errmsg(w));
     t_rel = hlt_now_ms();
-    release_free(l);
-    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
-    took = w.t_done - t_rel;
-    cr_log_info("release -> woken waiter granted: %lld ms", took);
+    cr_assert_eq(hlt_run_release(a, la), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_end(w, 10000, &lw), HILOCK_OK, "%s", hlt_run_errmsg(w));
+    took = hlt_run_ended_at(w) - t_rel;
+    cr_log_info("%s: release -> woken waiter granted: %lld ms", hlt_run_mode_name(w), took);
     cr_assert_lt(took, 2000, "granted %lld ms after the release: polled, not woken", took);
-    hlt_assert_expiry(R, w.l, 20000);
-    cr_assert_eq(hlt_zcard(R, "{sem}:wq"), 0, "a grant removes its waiter entry");
-    hlt_bg_free(&w);
-    hilock_client_free(c);
+    hlt_assert_expiry(R, lw, 20000);
+    cr_assert(holds("pool", lw) && !holds("pool", la));
+    cr_assert_gt(hilock_fence(lw), hilock_fence(lb));
+    cr_assert_eq(hlt_zcard(R, "pool"), 3);
+    cr_assert_eq(hlt_exists(R, "{pool}:wq"), 0, "a grant removes its waiter entry");
+    cr_assert_eq(hlt_run_release(b, lb), HILOCK_OK, "%s", hlt_run_errmsg(b));
+    cr_assert_eq(hlt_run_release(w, lw), HILOCK_OK, "%s", hlt_run_errmsg(w));
+    cr_assert_eq(hlt_exists(R, "pool"), 0, "the last holder's release deletes the key");
+    hilock_free(la);
+    hilock_free(lb);
+    hilock_free(lw);
+    hlt_run_free(w);
+    hlt_run_free(b);
+    hlt_run_free(a);
 }
 
 Test(sem, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
@@ -456,19 +500,52 @@ Test(sem, extend_check_and_validity_work_on_a_permit)
     hilock_client_free(o);
 }
 
-Test(sem, keepalive_renews_a_permit_past_its_ttl)
+static void count_lost(hilock *l, hilock_status why, void *arg)
+{
+    (void)l, (void)why;
+    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Blocking and on the loop (tests/scenario.h): a permit is a lock as any other -- extended (the
+ * key's expiry follows), checked, kept alive past 3 x its ttl -- and the key, asked as a
+ * shared/exclusive lock, is refused naming its kind in the blocking call's words, unchanged.
+ * (A ttl of 1 s: with 300 ms, the round trips between the extend and the keepalive's start,
+ * or a loaded machine holding up the thread that renews, could let it lapse.) */
+HLT_SCENARIO(sem, keepalive_renews_a_permit_past_its_ttl)
 {
     NEEDS_32();
-    hilock_client *c = hlt_client_retry(R->url, 10);
-    hilock *l = must_sem(c, "sem", 2, 1000, 0);
-    cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    hlt_sleep_ms(2500);   /* 2.5 ttls: renewals every third of it (a ttl of 300 ms had
-                            * only 200 ms of slack for a starved thread on a loaded machine) */
-    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hlt_zscore(R, "sem", hilock_token(l), &(double){ 0 }), 1);
-    release_free(l);
+    hilock_options o = hlt_options((const char *const[]){ R->unix_url }, 1);
+    hlt_run *a = hlt_run_new(&o, mode), *b = hlt_run_peer(a);   /* (b: a key a holds) */
+    hilock_client *plain = hlt_client(R->unix_url);
+    hilock *l, *m = NULL;
+    long long pttl;
+    int lost_n = 0;
+    char want[256];
+    cr_assert_eq(hlt_run_sem_acquire(a, "sem", 2, 30000, 0, &l), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_extend(a, l, 1000), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    pttl = hlt_pttl(R, "sem");
+    cr_assert(pttl > 0 && pttl <= 1000, "PTTL %lld after an extend to 1 s", pttl);
+    cr_assert_eq(hlt_run_check(a, l), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_keepalive(a, l, count_lost, &lost_n, NULL), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    hlt_run_sleep(a, 3000);   /* 3 x ttl: renewals every third of it */
+    cr_assert_eq(__atomic_load_n(&lost_n, __ATOMIC_SEQ_CST), 0);
+    cr_assert_eq(hlt_run_check(a, l), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_zscore(R, "sem", hilock_token(l), &(double){ 0 }), 1, "not kept for 3 x ttl");
+    cr_assert_gt(hilock_validity_ms(l), 0);
+    /* the key asked as the other kind: the blocking call's EREPLY, in its words */
+    cr_assert_eq(hilock_rw_acquire(plain, "sem", HILOCK_SHARED, 1000, 0, &m), HILOCK_EREPLY);
+    snprintf(want, sizeof want, "%s", hilock_client_errmsg(plain));
+    cr_assert(strstr(want, "sem holds a semaphore, not a shared/exclusive lock"), "%s", want);
+    cr_assert_eq(hlt_run_rw_acquire(b, "sem", HILOCK_SHARED, 1000, 0, &m), HILOCK_EREPLY);
+    cr_assert_null(m);
+    cr_assert_str_eq(hlt_run_errmsg(b), want);
+    cr_assert_eq(hlt_zcard(R, "sem"), 2, "the refused call wrote");
+    cr_assert_eq(hlt_run_release(a, l), HILOCK_OK, "%s", hlt_run_errmsg(a));
     cr_assert_eq(hlt_exists(R, "sem"), 0);
-    hilock_client_free(c);
+    hilock_free(l);
+    hilock_client_free(plain);
+    hlt_run_free(b);
+    hlt_run_free(a);
 }
 
 static void lost(hilock *l, hilock_status why, void *arg)

@@ -20,6 +20,7 @@
 #include "clients.h"
 #include "hilock.h"
 #include "hilock_observe.h"
+#include "scenario.h"
 #include "sentinel_fixture.h"
 
 static hlt_sentinel *F;
@@ -43,6 +44,10 @@ static hlt_sentinel *fx(void)
     cr_assert(strstr(hilock_client_errmsg(c), (text)), "errmsg '%s' does not say '%s'",        \
               hilock_client_errmsg(c), (text))
 
+#define assert_run_msg(r, text)                                                                \
+    cr_assert(strstr(hlt_run_errmsg(r), (text)), "errmsg '%s' does not say '%s'",              \
+              hlt_run_errmsg(r), (text))
+
 /* data[i] holds `key` with our token (polled: replication is asynchronous). */
 static int holds_within(int i, const char *key, const char *token, long ms)
 {
@@ -65,55 +70,70 @@ static void report(const char *what)
 
 /* ---- failovers ---- */
 
-Test(sentinel, clean_failover_keeps_the_lock_and_blocks_others)
+/* Blocking and on the loop (tests/scenario.h): the holder's connection still reaches the
+ * old master after the failover (it answers ROLE master for ~2 s more); the check asks a
+ * Sentinel first, moves to the new master and proves survival. The Sentinel asked first is
+ * frozen meanwhile: the check waits out its 300 ms (on the loop, whose own timer keeps
+ * ticking) and asks the next. */
+HLT_SCENARIO(sentinel, clean_failover_keeps_the_lock_and_blocks_others)
 {
-    hilock_client *c1, *c2;
+    hilock_options o;
+    hlt_run *a, *b;
     hilock *l, *l2 = NULL;
     fx();
-    c1 = hlt_client(F->url);
-    cr_assert_eq(hilock_acquire(c1, "job", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
+    o = hlt_options((const char *const[]){ F->url }, 1);
+    a = hlt_run_new(&o, mode);
+    cr_assert_eq(hlt_run_acquire(a, "job", 30000, 0, &l), HILOCK_OK, "%s", hlt_run_errmsg(a));
     cr_assert_eq(hlt_sentinel_master(F), 0);
     cr_assert(holds_within(1, "job", hilock_token(l), 3000), "the replica never got the lock");
 
     cr_assert_eq(hlt_sentinel_failover(F, 0), 0, "failover did not complete");
     report("SENTINEL failover");
-    /* the holder's connection still reaches the old master (it answers ROLE master for ~2 s
-     * more); the check asks a Sentinel first, moves to the new master and proves survival */
-    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
+    kill(F->spid[0], SIGSTOP);
+    hlt_run_stall_reset(a);
+    cr_assert_eq(hlt_run_check(a, l), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    kill(F->spid[0], SIGCONT);
+    hlt_run_assert_no_stall(a, 250, 50, "sentinel: check after a failover, first Sentinel frozen");
     cr_assert(holds_within(1, "job", hilock_token(l), 0));
 
-    c2 = hlt_client(F->url);
-    cr_assert_eq(hilock_acquire(c2, "job", 30000, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(c2));
+    b = hlt_run_new(&o, mode);
+    cr_assert_eq(hlt_run_acquire(b, "job", 30000, 0, &l2), HILOCK_BUSY, "%s", hlt_run_errmsg(b));
     cr_assert_null(l2);
-    cr_assert_eq(hilock_extend(l, 30000), HILOCK_OK, "%s", hilock_client_errmsg(c1));
+    cr_assert_eq(hlt_run_extend(a, l, 30000), HILOCK_OK, "%s", hlt_run_errmsg(a));
     cr_assert_gt(data_pttl(1, "job"), 25000);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
-    cr_assert_eq(hlt_data_exists(F, 1, "job"), 0);
+    cr_assert_eq(hlt_run_release(a, l), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_data_exists(F, 1, "job"), 0, "the new master still holds the key");
     /* the key is free, but the new master still guards (it cannot know nothing was lost) */
-    cr_assert_eq(hilock_acquire(c2, "job", 30000, 0, &l2), HILOCK_BUSY);
-    assert_msg(c2, "failover guard");
+    cr_assert_eq(hlt_run_acquire(b, "job", 30000, 0, &l2), HILOCK_BUSY);
+    assert_run_msg(b, "failover guard");
     cr_assert_eq(hlt_data_exists(F, 1, "job"), 0);
     hilock_free(l);
-    hilock_client_free(c1);
-    hilock_client_free(c2);
+    hlt_run_free(a);
+    hlt_run_free(b);
 }
 
-Test(sentinel, lost_lock_is_lost_and_guarded_and_fenced)
+/* Blocking and on the loop: the grant never reached the replica, the master froze and the
+ * replica took over; the old master thaws with the key, but check, extend and release report
+ * LOST (the loop not stalled meanwhile); a new client is refused by the guard until the lost
+ * lock's ttl ran out, then granted a larger fence. */
+HLT_SCENARIO(sentinel, lost_lock_is_lost_and_guarded_and_fenced)
 {
     const int64_t ttl = 5000;
-    hilock_client *c1, *c2;
+    hilock_options o;
+    hlt_run *a, *b;
     hilock *l, *l2 = NULL;
     long long t_acq, t_ok = 0, end;
     hilock_status st;
     uint64_t f1;
     hilock_stats s;
     fx();
-    c1 = hlt_client(F->url);
+    o = hlt_options((const char *const[]){ F->url }, 1);
+    a = hlt_run_new(&o, mode);
     cr_assert_eq(hlt_sentinel_cut(F, 1), 0, "could not cut replication");
-    cr_assert_eq(hilock_acquire(c1, "res", ttl, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c1));
+    cr_assert_eq(hlt_run_acquire(a, "res", ttl, 0, &l), HILOCK_OK, "%s", hlt_run_errmsg(a));
     t_acq = hlt_now_ms();
     f1 = hilock_fence(l);
-    hlt_sleep_ms(200);
+    hlt_sleep_ms(200);   /* (time for a write that should not replicate to do so) */
     cr_assert_eq(hlt_data_exists(F, 1, "res"), 0, "the lock reached the replica: not a lost write");
 
     hlt_sentinel_freeze(F, 0);
@@ -121,28 +141,31 @@ Test(sentinel, lost_lock_is_lost_and_guarded_and_fenced)
     report("frozen master");
     hlt_sentinel_thaw(F, 0);   /* and it still believes it is the master, with our key */
 
-    cr_assert_eq(hilock_check(l), HILOCK_LOST, "%s", hilock_client_errmsg(c1));
-    assert_msg(c1, "no proof the lock survived");
-    cr_assert_eq(hilock_extend(l, ttl), HILOCK_LOST, "%s", hilock_client_errmsg(c1));
+    hlt_run_stall_reset(a);
+    cr_assert_eq(hlt_run_check(a, l), HILOCK_LOST, "%s", hlt_run_errmsg(a));
+    assert_run_msg(a, "no proof the lock survived");
+    hlt_run_assert_no_stall(a, 250, 0, "sentinel: check of a lost lock");
+    cr_assert_eq(hlt_run_extend(a, l, ttl), HILOCK_LOST, "%s", hlt_run_errmsg(a));
     cr_assert_eq(hilock_validity_ms(l), 0);
-    cr_assert_eq(hilock_release(l), HILOCK_LOST, "%s", hilock_client_errmsg(c1));
-    cr_assert_eq(hilock_client_stats(c1, &s), HILOCK_OK);
+    cr_assert_eq(hlt_run_release(a, l), HILOCK_LOST, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_data_exists(F, 1, "res"), 0, "the new master has the key");
+    cr_assert_eq(hilock_client_stats(hlt_run_client(a), &s), HILOCK_OK);
     cr_assert_eq(s.failovers, 1, "one failover, not one per call that saw it (%llu)",
                  (unsigned long long)s.failovers);
     cr_assert_eq(s.lost, 1, "one lock lost once (%llu)", (unsigned long long)s.lost);
 
     /* a client that starts after the failover: the new master lacks the key, yet refuses */
-    c2 = hlt_client(F->url);
-    cr_assert_eq(hilock_acquire(c2, "res", ttl, 0, &l2), HILOCK_BUSY, "%s", hilock_client_errmsg(c2));
-    assert_msg(c2, "failover guard");
+    b = hlt_run_new(&o, mode);
+    cr_assert_eq(hlt_run_acquire(b, "res", ttl, 0, &l2), HILOCK_BUSY, "%s", hlt_run_errmsg(b));
+    assert_run_msg(b, "failover guard");
     cr_assert_eq(hlt_data_exists(F, 1, "res"), 0);
     end = hlt_now_ms() + 3 * ttl;
-    while ((st = hilock_acquire(c2, "res", ttl, 0, &l2)) == HILOCK_BUSY && hlt_now_ms() < end)
-        hlt_sleep_ms(50);
+    while ((st = hlt_run_acquire(b, "res", ttl, 0, &l2)) == HILOCK_BUSY && hlt_now_ms() < end)
+        hlt_run_sleep(b, 50);
     t_ok = hlt_now_ms();
-    cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c2));
-    fprintf(stderr, "[timing] lost lock: second holder after %lld ms (ttl %lld)\n", t_ok - t_acq,
-            (long long)ttl);
+    cr_assert_eq(st, HILOCK_OK, "%s", hlt_run_errmsg(b));
+    fprintf(stderr, "[timing] lost lock (%s): second holder after %lld ms (ttl %lld)\n",
+            hlt_run_mode_name(b), t_ok - t_acq, (long long)ttl);
     /* nobody held it again before the lost lock's ttl ran out */
     cr_assert_geq(t_ok - t_acq, ttl);
     cr_assert(holds_within(1, "res", hilock_token(l2), 0));
@@ -150,41 +173,49 @@ Test(sentinel, lost_lock_is_lost_and_guarded_and_fenced)
     cr_assert_gt(hilock_fence(l2), f1, "fence %llu after %llu", (unsigned long long)hilock_fence(l2),
                  (unsigned long long)f1);
     cr_assert_gt(hilock_fence(l2) >> 42, f1 >> 42);   /* +1 per failover (more after a split vote) */
-    cr_assert_eq(hilock_release(l2), HILOCK_OK, "%s", hilock_client_errmsg(c2));
+    cr_assert_eq(hlt_run_release(b, l2), HILOCK_OK, "%s", hlt_run_errmsg(b));
     hilock_free(l);
     hilock_free(l2);
-    hilock_client_free(c1);
-    hilock_client_free(c2);
+    hlt_run_free(a);
+    hlt_run_free(b);
 }
 
-Test(sentinel, acquire_while_the_master_is_frozen_is_bounded_then_succeeds)
+/* Blocking and on the loop: a waiting acquire rides out the frozen master (timeouts,
+ * resolving again, the ROLE check) and is granted on the master the Sentinels promote, within
+ * its bound (and the loop's own timer keeps ticking). */
+HLT_SCENARIO(sentinel, acquire_while_the_master_is_frozen_is_bounded_then_succeeds)
 {
-    hilock_client *c;
+    hilock_options o;
+    hlt_run *a;
     hilock *l = NULL;
     long long t0, took;
     hilock_status st;
     fx();
-    c = hlt_client(F->url);
-    cr_assert_eq(hilock_acquire(c, "warm", 1000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    o = hlt_options((const char *const[]){ F->url }, 1);
+    a = hlt_run_new(&o, mode);
+    cr_assert_eq(hlt_run_acquire(a, "warm", 1000, 0, &l), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_release(a, l), HILOCK_OK, "%s", hlt_run_errmsg(a));
     hilock_free(l);
     l = NULL;
-    hlt_sleep_ms(100);   /* the warm-up's record (longest ttl: 1 s) reaches the replica */
+    /* the warm-up's record (longest ttl: 1 s) reaches the replica */
+    cr_assert_eq(hlt_sentinel_wait_synced(F, 1, 5000), 0, "the replica never caught up");
 
     hlt_sentinel_freeze(F, 0);
+    hlt_run_stall_reset(a);
     t0 = hlt_now_ms();
-    st = hilock_acquire(c, "during", 1000, 25000, &l);   /* (a split vote delays a failover 10 s) */
+    st = hlt_run_acquire(a, "during", 1000, 25000, &l);   /* (a split vote delays a failover 10 s) */
     took = hlt_now_ms() - t0;
-    fprintf(stderr, "[timing] acquire across a failover (frozen master): %s after %lld ms\n",
-            hilock_strerror(st), took);
+    fprintf(stderr, "[timing] acquire across a failover (frozen master, %s): %s after %lld ms\n",
+            hlt_run_mode_name(a), hilock_strerror(st), took);
     hlt_sentinel_thaw(F, 0);
     cr_assert_lt(took, 25000 + 1000 + 1000 + 3000, "acquire took %lld ms", took);
-    cr_assert_eq(st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(st, HILOCK_OK, "%s", hlt_run_errmsg(a));
+    hlt_run_assert_no_stall(a, 250, 0, "sentinel: acquire across a failover (frozen master)");
     cr_assert_eq(hlt_sentinel_wait_switch(F, 1, 5000), 0);
     cr_assert(holds_within(1, "during", hilock_token(l), 0), "not granted on the new master");
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_run_release(a, l), HILOCK_OK, "%s", hlt_run_errmsg(a));
     hilock_free(l);
-    hilock_client_free(c);
+    hlt_run_free(a);
 }
 
 /* A check (or extend) on the new master anchors the lock there, so a second failover is
