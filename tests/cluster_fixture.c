@@ -776,3 +776,19 @@ int hlt_cluster_migrate_end(hlt_cluster *f, int slot, int to)
     fputc('\n', stderr);
     return -1;
 }
+
+int hlt_cluster_heal_every(hlt_cluster *f, long timeout_ms)
+{
+    for (int i = 0; i < f->nnodes; i++) {
+        redisReply *r = hlt_cluster_cmd(f, i, "PING");
+        if (r) freeReplyObject(r);
+        else if (hlt_cluster_restart(f, i) != 0) {
+            fprintf(stderr, "cluster fixture: node %d did not restart\n", i);
+            return -1;
+        }
+        hlt_cluster_heal(f, i);
+    }
+    if (hlt_cluster_heal_all(f, timeout_ms) == 0) return 0;
+    fprintf(stderr, "cluster fixture: the cluster did not heal in %ld ms\n", timeout_ms);
+    return -1;
+}

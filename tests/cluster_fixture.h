@@ -98,6 +98,27 @@ int hlt_cluster_key_on(hlt_cluster *f, int m, const char *prefix, int *from, cha
             hlt_cluster_thaw(F, i_);           /*  frozen: SIGCONT to a running one is nothing) */   \
         return F;                                                                                    \
     }
+/* The runner's report hooks of a suite sharing the cluster: hlt_cluster_share before its
+ * first test (when the server is min_version or newer: older ones say n/a on every test; if it
+ * does not start, each test fails saying so and the suite's name is on stderr) and
+ * hlt_cluster_unshare after its last. One macro a hook, each on a line of its own. */
+#define HLT_CLUSTER_SHARE_HOOK(name, min_version)                                                    \
+    ReportHook(PRE_ALL)(struct criterion_test_set *set)                                              \
+    {                                                                                                \
+        (void)set;                                                                                   \
+        if (hlt_server_version() >= (min_version) && hlt_cluster_share() < 0)                        \
+            fprintf(stderr, "%s: the cluster fixture did not start\n", (name));                      \
+    }
+#define HLT_CLUSTER_UNSHARE_HOOK()                                                                   \
+    ReportHook(POST_ALL)(struct criterion_global_stats *stats)                                       \
+    {                                                                                                \
+        (void)stats;                                                                                 \
+        hlt_cluster_unshare();                                                                       \
+    }
+/* After a test that broke nodes: every node that does not answer PING restarted, each node
+ * healed (hlt_cluster_heal), then hlt_cluster_heal_all(timeout_ms) below. 0, or -1 (what
+ * failed is said on stderr). */
+int hlt_cluster_heal_every(hlt_cluster *f, long timeout_ms);
 /* Index of a replica of master i (by ROLE); -1. */
 int hlt_cluster_replica_of(hlt_cluster *f, int i);
 /* GET / EXISTS on node i directly (no redirection; ASKING first, so a node importing the
