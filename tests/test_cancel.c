@@ -48,13 +48,31 @@ static void start(waiter *w, pthread_t *th)
     while (!w->started) hlt_sleep_ms(1);
 }
 
-/* The waiter is inside its wait: its BUSY attempts have marked the key awaited. */
+/* The waiter is inside its wait: its BUSY attempts have marked the key awaited, and it is
+ * blocked in its BLPOP on the key's signal list (not between an attempt and the wait). */
 static void until_waiting(hlt_redis *r)
 {
-    long long end = hlt_now_ms() + 10000;
-    while (!hlt_exists(r, "{k}:waiters") && hlt_now_ms() < end) hlt_sleep_ms(5);
-    cr_assert(hlt_exists(r, "{k}:waiters"), "the waiter never waited");
-    hlt_sleep_ms(100);   /* (and now in its BLPOP or its pause, not between them) */
+    HLT_AWAIT(hlt_exists(r, "{k}:waiters"), 10000, "the waiter never waited");
+    HLT_AWAIT(hlt_info_int(r, "clients", "blocked_clients:") >= 1, 10000, "the waiter never blocked in its BLPOP");
+}
+
+/* Bytes that connections to 127.0.0.1:port hold unread by the server (rx_queue of its
+ * established sockets in /proc/net/tcp): what a frozen server was sent and has not read. */
+static long unread_by_server(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    long total = 0;
+    cr_assert_not_null(f, "/proc/net/tcp");
+    while (fgets(line, sizeof line, f)) {
+        unsigned lport, st;
+        unsigned long tx, rx;
+        if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %lx:%lx", &lport, &st, &tx, &rx) == 4 && lport == (unsigned)port &&
+            st == 1)   /* TCP_ESTABLISHED */
+            total += (long)rx;
+    }
+    fclose(f);
+    return total;
 }
 
 static void assert_cancelled(const waiter *w, long long cancelled_at)
@@ -168,7 +186,9 @@ Test(cancel, a_stalled_round_trip_ends_and_its_write_is_undone, .timeout = 90)
     hilock_free(other);
     hlt_redis_freeze(r);
     start(&w, &th);
-    hlt_sleep_ms(300);   /* (written, and waiting for the answer) */
+    /* the acquire is written (it waits, unread, in the frozen server's socket), and waits for
+     * the answer */
+    HLT_AWAIT(unread_by_server(r->port) > 0, 10000, "the acquire was not sent to the frozen server");
     at = hlt_now_ms();
     hilock_cancel(c);
     pthread_join(th, NULL);

@@ -140,12 +140,11 @@ static void reap_ok(pid_t pid)
 
 static void order_of_grants_is_order_of_arrival(int wake, int n)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     board *b = board_new();
     hilock_client *c;
     hilock *h;
     pid_t pid[MAXW];
-    cr_assert_not_null(r);
     c = client_opts(r->url, 1, wake);
     cr_assert_not_null(c);
     cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -181,13 +180,12 @@ Test(fair, grants_follow_the_order_of_arrival_when_polling, .timeout = 90)
 
 Test(fair, killed_and_frozen_waiters_cost_the_rest_at_most_the_bound_each, .timeout = 90)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     board *b = board_new();
     hilock_client *c;
     hilock *h;
     pid_t pid[5];
     long long t_rel, took;
-    cr_assert_not_null(r);
     c = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &h), HILOCK_OK);
     for (int i = 0; i < 5; i++) {   /* A, K (killed), B, S (frozen), C */
@@ -220,10 +218,9 @@ Test(fair, killed_and_frozen_waiters_cost_the_rest_at_most_the_bound_each, .time
 
 Test(fair, waiter_whose_wait_runs_out_leaves_the_queue_at_once)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *hc, *wc;
     hilock *h, *l = NULL;
-    cr_assert_not_null(r);
     hc = client_opts(r->url, 1, 1);
     wc = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
@@ -262,13 +259,12 @@ static void freeze_head_and_release(hlt_redis *r, pid_t w, hilock *h)
 
 Test(fair, try_lock_says_busy_while_waiters_are_queued, .timeout = 60)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     board *b = board_new();
     hilock_client *hc, *tc;
     hilock *h, *l = NULL;
     pid_t w;
     long long end;
-    cr_assert_not_null(r);
     hc = client_opts(r->url, 1, 1);
     tc = client_opts(r->url, 1, 1);
     w = held_with_one_waiter(r, hc, &h, b);
@@ -299,12 +295,12 @@ Test(fair, try_lock_says_busy_while_waiters_are_queued, .timeout = 60)
 
 Test(fair, non_fair_client_may_pass_the_queue_but_never_overlaps, .timeout = 60)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     board *b = board_new();
     hilock_client *hc, *nc;
     hilock *h, *l = NULL;
     pid_t w;
-    cr_assert_not_null(r);
+    long long calls;
     hc = client_opts(r->url, 1, 1);
     nc = client_opts(r->url, 0, 1);
     cr_assert_not_null(nc);
@@ -314,8 +310,10 @@ Test(fair, non_fair_client_may_pass_the_queue_but_never_overlaps, .timeout = 60)
     /* the queue's head is frozen: a non-fair try-lock passes it (documented) */
     cr_assert_eq(hilock_acquire(nc, "job", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(nc));
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_BUSY);
+    calls = hlt_script_calls(r);
     kill(w, SIGCONT);   /* the waiter, still the head, gets it only after the non-fair holder */
-    hlt_sleep_ms(100);
+    /* thawed, it takes the release's wake-up and tries again (fair.lua) while l is held */
+    HLT_AWAIT(hlt_script_calls(r) > calls, 10000, "the thawed waiter never tried again");
     cr_assert_eq(b->next, 0, "a fair waiter got a key a non-fair client holds");
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
@@ -360,11 +358,10 @@ static void hammer(const char *url, int port, int fair, int rounds, board *b)
 
 Test(fair, counter_is_exact_with_fair_and_non_fair_clients_mixed, .timeout = 120)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     board *b = board_new();
     pid_t pid[4];
     char *v;
-    cr_assert_not_null(r);
     for (int i = 0; i < 4; i++) {
         pid[i] = fork();
         cr_assert(pid[i] >= 0);
@@ -390,12 +387,11 @@ Test(fair, counter_is_exact_with_fair_and_non_fair_clients_mixed, .timeout = 120
 
 Test(fair, queue_keys_share_the_slot_of_a_tagged_key_and_expire)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     board *b = board_new();
     hilock_client *hc;
     hilock *h;
     pid_t w;
-    cr_assert_not_null(r);
     hc = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(hc, "jobs:{tenant}:nightly", 30000, 0, &h), HILOCK_OK);
     w = spawn_waiter(r->url, 1, 1, "jobs:{tenant}:nightly", 0, 5, b);
@@ -416,11 +412,10 @@ Test(fair, queue_keys_share_the_slot_of_a_tagged_key_and_expire)
  * the queue's keys must last as long as the longest-lived entry, not as the last writer's. */
 Test(fair, queue_keys_last_as_long_as_the_longest_lived_entry, .timeout = 60)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *hc, *quick;
     hilock *h, *l = NULL;
     pid_t slow;
-    cr_assert_not_null(r);
     hc = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
     slow = fork();   /* a waiter whose entry lives 2 x 5000 + 2000 ms; it calls again >= 1 s later */
@@ -453,10 +448,9 @@ Test(fair, queue_keys_last_as_long_as_the_longest_lived_entry, .timeout = 60)
 
 Test(fair, keepalive_renews_a_fair_lock)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
     hilock *l;
-    cr_assert_not_null(r);
     c = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(c, "job", 1000, 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -558,10 +552,9 @@ Test(fair, is_refused_with_retry_delay_longer_than_io_timeout)
 
 Test(fair, legacy_acquire_refuses_a_fair_client_and_writes_nothing)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
     hilock *l = (hilock *)&c;
-    cr_assert_not_null(r);
     c = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_legacy_acquire(c, "job", 30000, 0, &l), HILOCK_EINVAL);
     cr_assert_null(l);
@@ -649,11 +642,10 @@ Test(fair, behind_sentinel_a_failover_is_detected_and_the_waiter_gets_its_turn, 
  * now it sends nothing (the old entry lapses within the bound). */
 Test(fair, give_up_without_queue_names_sends_nothing)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *hc;
     hilock *h;
     char *v;
-    cr_assert_not_null(r);
     hc = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_acquire(hc, "nameless", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
     free(h->queue_key);
@@ -679,9 +671,8 @@ Test(fair, a_fence_counter_at_or_above_2_53_minus_1_refuses_the_grant_and_leaves
 {
     static const char *const past[] = { "9007199254740991", "9007199254740993", "9223372036854775807" };
     HLT_NEEDS(30200, "fair locks write after TIME (Redis 3.2+)");
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
-    cr_assert_not_null(r);
     c = client_opts(r->url, 1, 1);
     for (size_t i = 0; i < sizeof past / sizeof *past; i++)
         for (int queued = 0; queued < 2; queued++) {
@@ -718,11 +709,10 @@ Test(fair, a_fence_counter_at_or_above_2_53_minus_1_refuses_the_grant_and_leaves
 Test(fair, fence_tokens_up_to_2_53_minus_1_are_exact)
 {
     HLT_NEEDS(30200, "fair locks write after TIME (Redis 3.2+)");
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
     hilock *l;
     char want[24], *v;
-    cr_assert_not_null(r);
     c = client_opts(r->url, 1, 1);
     freeReplyObject(hlt_cmd(r, "SET {job}:fence 9007199254740989 PX 600000"));
     for (unsigned long long f = 9007199254740990ULL; f <= 9007199254740991ULL; f++) {

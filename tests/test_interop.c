@@ -25,6 +25,13 @@
 #include "hilock_legacy.h"
 #include "peer.h"
 
+/* SETNX calls so far on r: the node client's attempts (redis-lock 0.0.9 starts each with one). */
+static long long setnx_calls(hlt_redis *r)
+{
+    long long n = hlt_info_int(r, "commandstats", "cmdstat_setnx:calls=");
+    return n > 0 ? n : 0;
+}
+
 /* tests/interop/node: $HILOCK_NODE_DIR, else found from the working directory or the binary. */
 static const char *node_dir(void) { return hlt_peer_dir("node", "peer.js", "HILOCK_NODE_DIR"); }
 
@@ -162,9 +169,11 @@ Test(interop, the_node_client_never_steals_a_live_bridge_lock, .timeout = 60)
     cr_assert_eq(hilock_acquire(c, "lock.live", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     const char *args[] = { "once", port, "live", "2000", "10", NULL };
     peer_start(&p, args);
-    /* node polls every 10 ms for 1.5 s: value and PX must stay ours */
-    for (int i = 0; i < 15; i++) {
-        hlt_sleep_ms(100);
+    /* node polls every 10 ms: through 100 of its attempts (its SETNX calls), value and PX must stay ours */
+    long long setnx0 = setnx_calls(r);
+    for (long long end = hlt_now_ms() + 20000; setnx_calls(r) < setnx0 + 100;) {
+        cr_assert_lt(hlt_now_ms(), end, "node made %lld attempts in 20 s", setnx_calls(r) - setnx0);
+        hlt_sleep_ms(10);
         char *v = hlt_get(r, "lock.live");
         cr_assert(v && !strcmp(v, hilock_token(l)), "the bridge lock was overwritten: %s", v ? v : "(gone)");
         free(v);
