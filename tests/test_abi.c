@@ -23,27 +23,17 @@ static int run_abi(const char *name, const char *args, char *out, size_t n)
 {
     char self[PATH_MAX], cmd[2 * PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    size_t got = 0;
-    FILE *p;
     cr_assert_gt(len, 0);
     self[len] = '\0';
     snprintf(cmd, sizeof cmd, "'%s/abi/%s' %s 2>&1", dirname(self), name, args);
-    cr_assert_not_null(p = popen(cmd, "r"));
-    while (got < n - 1) {
-        size_t k = fread(out + got, 1, n - 1 - got, p);
-        if (k == 0) break;
-        got += k;
-    }
-    out[got] = '\0';
-    return pclose(p);
+    return hlt_run_capture(cmd, out, n);
 }
 
 Test(abi, a_program_built_against_0_1_0_runs_unrebuilt_on_this_library, .timeout = 60)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     char args[64], out[8192];
     int rc;
-    cr_assert_not_null(r);
     snprintf(args, sizeof args, "127.0.0.1 %d", r->port);
     rc = run_abi("v0_app", args, out, sizeof out);
     cr_log_info("%s", out);
@@ -58,10 +48,9 @@ Test(abi, a_program_built_against_0_1_0_runs_unrebuilt_on_this_library, .timeout
 
 Test(abi, the_header_compiles_and_works_as_cpp, .timeout = 60)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     char out[4096];
     int rc;
-    cr_assert_not_null(r);
     rc = run_abi("cxx_app", r->url, out, sizeof out);
     cr_assert_eq(rc, 0, "cxx_app failed:\n%s", out);
     cr_assert_eq(hlt_exists(r, "{abi:cxx}:fence"), 1);
@@ -185,13 +174,12 @@ Test(abi, a_larger_size_with_an_unknown_field_set_is_refused)
 
 Test(abi, keepalive_options_grow_the_same_way, .timeout = 30)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     size_t big = sizeof(hilock_keepalive_options) + 16;
     unsigned char *p = fenced(big);
     hilock_keepalive_options *ko = (hilock_keepalive_options *)p;
     hilock_client *c;
     hilock *l;
-    cr_assert_not_null(r);
     cr_assert_eq(hilock_client_open(r->url, &c), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c, "abi:ka", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hilock_keepalive_options_init_sized(ko, big);

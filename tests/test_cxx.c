@@ -31,19 +31,9 @@ static void find_prog(char *out, size_t n)
 static int run_cxx(const hlt_redis *r, const char *extra, char *out, size_t n)
 {
     char prog[PATH_MAX], cmd[PATH_MAX + 600];
-    size_t got = 0;
-    FILE *p;
     find_prog(prog, sizeof prog);
     snprintf(cmd, sizeof cmd, "'%s' '%s' 'redis://127.0.0.1:%d' %s 2>&1", prog, r->url, hlt_free_port(), extra);
-    p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    while (got < n - 1) {
-        size_t k = fread(out + got, 1, n - 1 - got, p);
-        if (k == 0) break;
-        got += k;
-    }
-    out[got] = '\0';
-    return pclose(p);
+    return hlt_run_capture(cmd, out, n);
 }
 
 /* Run cxx_lock with `extra` against r: it must exit 0 having printed `last`, and leave none of
@@ -80,9 +70,8 @@ Test(cxx, a_lost_lock_under_lock_guard_terminates_by_default_saying_why, .timeou
                                     "(hilock_cpp::set_lost_handler or mutex::on_lost handles a loss instead)\n";
     char out[4096];
     const char *line, *fence;
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     int rc;
-    cr_assert_not_null(r);
     rc = run_cxx(r, "lost-default", out, sizeof out);
     /* killed by SIGABRT (or the shell's 128 + 6 for it) */
     cr_assert((WIFSIGNALED(rc) && WTERMSIG(rc) == SIGABRT) || (WIFEXITED(rc) && WEXITSTATUS(rc) == 128 + SIGABRT),
@@ -105,9 +94,8 @@ Test(cxx, a_lost_lock_under_lock_guard_terminates_by_default_saying_why, .timeou
 Test(cxx, a_loss_the_program_was_told_of_does_not_terminate_it_at_scope_exit, .timeout = 60)
 {
     char out[4096];
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     int rc;
-    cr_assert_not_null(r);
     rc = run_cxx(r, "lost-told", out, sizeof out);
     cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "status %d:\n%s", rc, out);
     cr_assert_str_eq(out, "lost-told: still running\n");   /* and nothing on stderr */

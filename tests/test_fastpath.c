@@ -31,18 +31,6 @@ static hilock *must_acquire(hilock_client *c, const char *key, int64_t ttl, int6
     return l;
 }
 
-static void assert_value(hlt_redis *r, const char *key, const char *want)
-{
-    char *v = hlt_get(r, key);
-    if (!want) {
-        cr_assert_null(v, "%s should not exist, holds %s", key, v);
-    } else {
-        cr_assert_not_null(v, "%s should hold %s", key, want);
-        cr_assert_str_eq(v, want);
-    }
-    free(v);
-}
-
 static long long nkeys(hlt_redis *r, const char *pattern)
 {
     redisReply *rep = hlt_cmd(r, "KEYS %s", pattern);
@@ -64,7 +52,7 @@ Test(fastpath, acquire_writes_exactly_the_token_with_the_ttl_and_no_fence_key)
     redisReply *rep = hlt_cmd(R, "CONFIG RESETSTAT");
     freeReplyObject(rep);
     l = must_acquire(c, "job", 30000, 0);
-    assert_value(R, "job", hilock_token(l));
+    hlt_holds(R, "job", hilock_token(l));
     cr_assert_eq(strlen(hilock_token(l)), 32);
     pttl = hlt_pttl(R, "job");
     cr_assert(pttl > 25000 && pttl <= 30000, "pttl %lld", pttl);
@@ -94,7 +82,7 @@ Test(fastpath, release_extend_and_check_compare_the_exact_value)
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_gt(hlt_pttl(R, "job"), 55000);
     cr_assert_gt(hilock_validity_ms(l), 55000);
-    assert_value(R, "job", hilock_token(l));
+    hlt_holds(R, "job", hilock_token(l));
 
     rep = hlt_cmd(R, "SET job someone-else PX 60000");   /* taken behind our back */
     freeReplyObject(rep);
@@ -102,14 +90,14 @@ Test(fastpath, release_extend_and_check_compare_the_exact_value)
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_NOT_HELD);
     cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
     cr_assert(strstr(hilock_client_errmsg(c), "another owner"), "%s", hilock_client_errmsg(c));
-    assert_value(R, "job", "someone-else");   /* never touched */
+    hlt_holds(R, "job", "someone-else");   /* never touched */
     hilock_free(l);
 
     rep = hlt_cmd(R, "DEL job");
     freeReplyObject(rep);
     l = must_acquire(c, "job", 5000, 0);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
-    assert_value(R, "job", NULL);
+    hlt_holds(R, "job", NULL);
     cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD, "a second release");
     hilock_free(l);
     hilock_client_free(c);
@@ -125,7 +113,7 @@ Test(fastpath, a_busy_try_lock_is_busy_and_leaves_the_holder_alone)
     cr_assert_eq(hilock_acquire(c2, "job", 30000, 0, &l2), HILOCK_BUSY);
     cr_assert_null(l2);
     cr_assert(strstr(hilock_client_errmsg(c2), "job: held by another owner"), "%s", hilock_client_errmsg(c2));
-    assert_value(R, "job", hilock_token(l));
+    hlt_holds(R, "job", hilock_token(l));
     cr_assert_eq(hlt_exists(R, "{job}:waiters"), 0, "a try-lock does not wait: no mark");
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
@@ -144,7 +132,7 @@ Test(fastpath, a_wait_gives_up_at_its_deadline_with_busy)
     cr_assert_eq(hilock_acquire(c2, "job", 30000, 300, &l2), HILOCK_BUSY);
     cr_assert_lt(hlt_now_ms() - t0, 5000, "bounded by its wait");
     cr_assert_geq(hlt_now_ms() - t0, 300);
-    assert_value(R, "job", hilock_token(l));
+    hlt_holds(R, "job", hilock_token(l));
     cr_assert_gt(hlt_pttl(R, "{job}:waiters"), 0, "the waiter marked the lock awaited, with a ttl");
     hilock_free(l);
     hilock_client_free(c1);
@@ -341,10 +329,10 @@ Test(fastpath, keepalive_renews_an_unfenced_lock_past_its_ttl)
     hilock *l = must_acquire(c, "job", 600, 0);
     cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
     hlt_sleep_ms(1500);
-    assert_value(R, "job", hilock_token(l));
+    hlt_holds(R, "job", hilock_token(l));
     cr_assert_gt(hilock_validity_ms(l), 0);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
-    assert_value(R, "job", NULL);
+    hlt_holds(R, "job", NULL);
     cr_assert_eq(hlt_exists(R, "{job}:fence"), 0);
     hilock_free(l);
     hilock_client_free(c);
@@ -421,7 +409,7 @@ Test(fastpath, redlock_of_three_grants_everywhere_without_a_fence)
     l = must_acquire(c, "job", 30000, 0);
     cr_assert_eq(hilock_fence(l), 0);
     for (int i = 0; i < 3; i++) {
-        assert_value(m[i], "job", hilock_token(l));
+        hlt_holds(m[i], "job", hilock_token(l));
         cr_assert_gt(hlt_pttl(m[i], "job"), 25000);
         cr_assert_eq(hlt_exists(m[i], "{job}:fence"), 0, "master %d has a fencing counter", i);
     }
@@ -432,7 +420,7 @@ Test(fastpath, redlock_of_three_grants_everywhere_without_a_fence)
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    for (int i = 0; i < 3; i++) assert_value(m[i], "job", NULL);
+    for (int i = 0; i < 3; i++) hlt_holds(m[i], "job", NULL);
     hilock_free(l);
     /* one master down: still a quorum */
     hlt_redis_kill(m[2]);

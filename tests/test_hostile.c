@@ -269,11 +269,10 @@ Test(hostile, a_timeout_after_a_completed_connect_does_not_blame_the_connect)
  * and the call after the server is back is one plain round trip. */
 Test(hostile, refused_connects_queue_no_undo_and_the_next_call_is_fast)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
     hilock *l = NULL;
     long long t0;
-    cr_assert_not_null(r);
     c = hlt_client(r->url);
     hlt_redis_kill(r);
     t0 = hlt_now_ms();
@@ -296,12 +295,11 @@ Test(hostile, refused_connects_queue_no_undo_and_the_next_call_is_fast)
  * sent delete exactly their values. */
 Test(hostile, the_undo_list_is_capped_chunked_and_recovers)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
     hilock *l = NULL;
     char tok[32];
     redisReply *rep;
-    cr_assert_not_null(r);
     c = hlt_client(r->url);
     for (int i = 0; i < 5000; i++) {
         snprintf(tok, sizeof tok, "t%d", i);
@@ -382,13 +380,12 @@ static redisContext *start_busy_script(hlt_redis *r)
 
 Test(hostile, busy_script_is_retried_while_waiting)
 {
-    hlt_redis *r = hlt_redis_start("--lua-time-limit 100");
+    hlt_redis *r = hlt_redis_started("--lua-time-limit 100");
     hilock_client *c;
     hilock *l = NULL;
     redisContext *busy;
     pthread_t th;
     later kill_it;
-    cr_assert_not_null(r);
     c = hlt_client(r->unix_url);
     busy = start_busy_script(r);
     kill_it.r = r;
@@ -407,12 +404,11 @@ Test(hostile, busy_script_is_retried_while_waiting)
 
 Test(hostile, busy_script_past_the_wait_says_busy)
 {
-    hlt_redis *r = hlt_redis_start("--lua-time-limit 100");
+    hlt_redis *r = hlt_redis_started("--lua-time-limit 100");
     hilock_client *c;
     hilock *l = NULL;
     redisContext *busy;
     long long t0;
-    cr_assert_not_null(r);
     c = hlt_client(r->unix_url);
     busy = start_busy_script(r);
     t0 = hlt_now_ms();
@@ -536,13 +532,12 @@ Test(hostile, a_time_no_server_gives_leaves_the_clock_unknown)
  * taken as "unknown" they stayed so for the connection's whole life. */
 Test(hostile, a_busy_server_at_connect_is_retried_and_its_facts_are_read)
 {
-    hlt_redis *r = hlt_redis_start("--lua-time-limit 100");
+    hlt_redis *r = hlt_redis_started("--lua-time-limit 100");
     hilock_client *c;
     hilock *l = NULL;
     redisContext *busy;
     pthread_t th;
     later kill_it;
-    cr_assert_not_null(r);
     c = hlt_client(r->unix_url);
     busy = start_busy_script(r);
     kill_it.r = r;

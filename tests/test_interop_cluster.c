@@ -26,18 +26,8 @@
 
 #define NEED_CLUSTER() HLT_NEEDS(40000, "hilock's Redis Cluster support needs replication ids (4.0+)")
 
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-    (void)set;
-    if (hlt_server_version() < 40000) return;   /* every test says n/a */
-    if (hlt_cluster_share() < 0) fprintf(stderr, "test_interop_cluster: the cluster fixture did not start\n");
-}
-
-ReportHook(POST_ALL)(struct criterion_global_stats *stats)
-{
-    (void)stats;
-    hlt_cluster_unshare();
-}
+HLT_CLUSTER_SHARE_HOOK("test_interop_cluster", 40000)   /* (before 4.0 every test says n/a) */
+HLT_CLUSTER_UNSHARE_HOOK()
 
 static hlt_cluster *F;
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "checks.h"
 #include "clients.h"
 #include "fixture.h"
 #include "hilock.h"
@@ -20,53 +21,17 @@ TestSuite(messages, .timeout = 60);
 
 static char bin[PATH_MAX];
 
-static const char *path(hlt_redis *r, const char *name)
-{
-    static char p[4][320];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(p[i], sizeof p[i], "%s/%s", r->dir, name);
-    return p[i];
-}
-
 /* Run the command with argv[1..] (NULL-terminated) in the server's dir, stderr to err.txt,
  * HILOCK_SERVERS set to list (NULL: unset); its exit status. */
 static int run_with_servers(hlt_redis *r, const char *list, const char *const *args)
 {
-    const char *argv[32];
-    int n = 0;
-    pid_t pid;
     cr_assert_eq(hlt_built_bin(bin, sizeof bin, "hilock"), 0, "%s not built", bin);
-    argv[n++] = bin;
-    while (*args && n < 31) argv[n++] = *args++;
-    argv[n] = NULL;
-    pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int e = open(path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int o = open(path(r, "out.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (e < 0 || o < 0 || chdir(r->dir) < 0) _exit(120);
-        if (list) setenv("HILOCK_SERVERS", list, 1);
-        else unsetenv("HILOCK_SERVERS");
-        dup2(o, 1);
-        dup2(e, 2);
-        execv(bin, (char *const *)argv);
-        _exit(121);
-    }
-    return hlt_reap(pid, 20000);
+    if (list) setenv("HILOCK_SERVERS", list, 1);   /* (this test's process: set for each run) */
+    else unsetenv("HILOCK_SERVERS");
+    return hlt_reap(hlt_spawn_to(bin, args, r->dir, hlt_path(r, "out.txt"), hlt_path(r, "err.txt")), 20000);
 }
 
 static int run(hlt_redis *r, const char *const *args) { return run_with_servers(r, NULL, args); }
-
-static const char *slurp(hlt_redis *r, const char *name)
-{
-    static char buf[16384];
-    FILE *f = fopen(path(r, name), "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    buf[n] = '\0';
-    if (f) fclose(f);
-    return buf;
-}
 
 /* ---- a forgotten password ---- */
 
@@ -84,12 +49,11 @@ static void on_acquired(hilock_status st, hilock *l, void *arg)
 
 Test(messages, a_forgotten_password_says_noauth_and_how_to_give_one_on_every_lock_path)
 {
-    hlt_redis *r = hlt_redis_start("--requirepass s3cret");
+    hlt_redis *r = hlt_redis_started("--requirepass s3cret");
     char want[300];
     hilock *l = NULL;
     uv_loop_t loop;
     hilock_client *c;
-    cr_assert_not_null(r);
     snprintf(want, sizeof want, "127.0.0.1:%d: NOAUTH: the server needs a password: "
              "redis://:PASSWORD@127.0.0.1:%d", r->port, r->port);
     for (int fencing = 1; fencing >= 0; fencing--) {   /* the script, then SET NX PX */
@@ -131,15 +95,15 @@ Test(messages, the_command_says_noauth_and_how_to_give_a_password)
     cr_assert_eq(run(r, a), 69);
     snprintf(want, sizeof want, "hilock: lock k: 127.0.0.1:%d: NOAUTH: the server needs a password: "
              "redis://:PASSWORD@127.0.0.1:%d\n", r->port, r->port);
-    cr_assert_str_eq(slurp(r, "err.txt"), want);
+    cr_assert_str_eq(hlt_slurp(r, "err.txt"), want);
     snprintf(sock, sizeof sock, "%s", r->unix_url);
     cr_assert_eq(run(r, b), 69);
     snprintf(want, sizeof want, "hilock: lock k: %s: NOAUTH: the server needs a password: "
              "unix://:PASSWORD@%s\n", r->unix_url + 7, r->unix_url + 7);
-    cr_assert_str_eq(slurp(r, "err.txt"), want);
+    cr_assert_str_eq(hlt_slurp(r, "err.txt"), want);
     cr_assert_eq(run(r, i), 69);
-    cr_assert(strstr(slurp(r, "err.txt"), "NOAUTH: the server needs a password: redis://:PASSWORD@127.0.0.1:"),
-              "%s", slurp(r, "err.txt"));
+    cr_assert(strstr(hlt_slurp(r, "err.txt"), "NOAUTH: the server needs a password: redis://:PASSWORD@127.0.0.1:"),
+              "%s", hlt_slurp(r, "err.txt"));
     cr_assert_eq(hlt_exists(r, "k"), 0);
     hlt_redis_stop(r);
 }
@@ -148,10 +112,9 @@ Test(messages, the_command_says_noauth_and_how_to_give_a_password)
 
 Test(messages, busy_says_when_the_holder_expires_or_that_it_never_will)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock *l = NULL;
     redisReply *rep;
-    cr_assert_not_null(r);
     for (int fencing = 1; fencing >= 0; fencing--) {
         hilock_options o = hlt_options((const char *[]){ r->url }, 1);
         o.retry_delay_ms = 50;   /* the library's default */
@@ -196,9 +159,9 @@ Test(messages, the_command_warns_before_waiting_for_a_holder_without_a_ttl)
     rep = hlt_cmd(r, "SET lock:m 1700000000.5");
     freeReplyObject(rep);
     cr_assert_eq(run(r, a), 1);
-    cr_assert_str_eq(slurp(r, "err.txt"), want);
+    cr_assert_str_eq(hlt_slurp(r, "err.txt"), want);
     cr_assert_eq(run(r, b), 1);
-    cr_assert_str_eq(slurp(r, "err.txt"), "hilock: busy: lock:m: held by another owner; lock:m has no "
+    cr_assert_str_eq(hlt_slurp(r, "err.txt"), "hilock: busy: lock:m: held by another owner; lock:m has no "
                      "TTL: it will never expire by itself (see hilock inspect lock:m)\n");
     cr_assert_eq(hlt_pttl(r, "lock:m"), -1, "untouched");
     hlt_redis_stop(r);
@@ -217,13 +180,13 @@ Test(messages, the_command_names_the_key_once_printable_and_cut_to_64_bytes)
     rep = hlt_cmd(r, "SET %s x", "a\nb\x1b");
     freeReplyObject(rep);
     cr_assert_eq(run(r, a), 1);
-    cr_assert_str_eq(slurp(r, "err.txt"), "hilock: busy: a\\x0ab\\x1b: held by another owner; a\\x0ab\\x1b has "
+    cr_assert_str_eq(hlt_slurp(r, "err.txt"), "hilock: busy: a\\x0ab\\x1b: held by another owner; a\\x0ab\\x1b has "
                      "no TTL: it will never expire by itself (see hilock inspect a\\x0ab\\x1b)\n");
     memset(big, 'k', 5000);
     big[5000] = '\0';
     cr_assert_eq(run(r, b), 64);
     snprintf(want, sizeof want, "hilock: lock %.64s...(5000 bytes): key is longer than 4096 bytes\n", big);
-    cr_assert_str_eq(slurp(r, "err.txt"), want);
+    cr_assert_str_eq(hlt_slurp(r, "err.txt"), want);
     cr_assert_eq(hlt_dbsize(r), 1);
     hlt_redis_stop(r);
 }
@@ -237,12 +200,12 @@ Test(messages, a_server_list_may_have_blanks_after_its_commas_and_a_trailing_com
     const char *args[] = { "job", "sh", "-c", "touch ran", NULL };
     cr_assert(a && b);
     snprintf(list, sizeof list, "%s, %s", a->url, b->url);
-    cr_assert_eq(run_with_servers(a, list, args), 0, "%s", slurp(a, "err.txt"));
+    cr_assert_eq(run_with_servers(a, list, args), 0, "%s", hlt_slurp(a, "err.txt"));
     snprintf(list, sizeof list, "%s,", a->url);
-    cr_assert_eq(run_with_servers(a, list, args), 0, "%s", slurp(a, "err.txt"));
+    cr_assert_eq(run_with_servers(a, list, args), 0, "%s", hlt_slurp(a, "err.txt"));
     snprintf(list, sizeof list, "%s,\t%s,  ", a->url, b->url);
-    cr_assert_eq(run_with_servers(a, list, args), 0, "%s", slurp(a, "err.txt"));
-    cr_assert_eq(access(path(a, "ran"), F_OK), 0);
+    cr_assert_eq(run_with_servers(a, list, args), 0, "%s", hlt_slurp(a, "err.txt"));
+    cr_assert_eq(access(hlt_path(a, "ran"), F_OK), 0);
     cr_assert_eq(hlt_exists(a, "job"), 0, "released");
     cr_assert_eq(hlt_exists(b, "job"), 0, "released");
     hlt_redis_stop(a);
@@ -251,20 +214,19 @@ Test(messages, a_server_list_may_have_blanks_after_its_commas_and_a_trailing_com
 
 Test(messages, a_server_without_its_scheme_is_echoed_with_the_url_it_likely_meant)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     const char *a[] = { "-s", "localhost:6379", "job", "touch", "ran", NULL };
     const char *b[] = { "-s", "redis://127.0.0.1:1", "-s", "/p/redis.sock", "job", "touch", "ran", NULL };
     const char *c[] = { "-s", "redis://:Sekr1tPw@127.0.0.1:0", "job", "touch", "ran", NULL };
-    cr_assert_not_null(r);
     cr_assert_eq(run(r, a), 64);
-    cr_assert_str_eq(slurp(r, "err.txt"),
+    cr_assert_str_eq(hlt_slurp(r, "err.txt"),
                      "hilock: server 1 of 1 (localhost:6379): unknown scheme: did you mean redis://localhost:6379?\n");
     cr_assert_eq(run(r, b), 64);
-    cr_assert_str_eq(slurp(r, "err.txt"),
+    cr_assert_str_eq(hlt_slurp(r, "err.txt"),
                      "hilock: server 2 of 2 (/p/redis.sock): unknown scheme: did you mean unix:///p/redis.sock?\n");
     cr_assert_eq(run(r, c), 64);
-    cr_assert_str_eq(slurp(r, "err.txt"), "hilock: server 1 of 1 (redis://:***@127.0.0.1:0): bad port (want 1..65535)\n");
-    cr_assert_eq(access(path(r, "ran"), F_OK), -1, "COMMAND must not run");
+    cr_assert_str_eq(hlt_slurp(r, "err.txt"), "hilock: server 1 of 1 (redis://:***@127.0.0.1:0): bad port (want 1..65535)\n");
+    cr_assert_eq(access(hlt_path(r, "ran"), F_OK), -1, "COMMAND must not run");
     hlt_redis_stop(r);
 }
 
@@ -320,7 +282,7 @@ Test(messages, a_key_of_another_type_is_named_not_the_scripts_insides)
     hilock_client_free(c);
     cr_assert_eq(run(r, a), 69);
     snprintf(want, sizeof want, "hilock: lock h: %s: WRONGTYPE: h holds a hash, not a lock\n", name);
-    cr_assert_str_eq(slurp(r, "err.txt"), want);
+    cr_assert_str_eq(hlt_slurp(r, "err.txt"), want);
     rep = hlt_cmd(r, "HLEN h");
     cr_assert_eq(rep->integer, 1, "the hash is untouched");
     freeReplyObject(rep);
@@ -338,8 +300,8 @@ Test(messages, one_key_is_one_key_not_one_keys)
     cr_assert_not_null(r);
     rep = hlt_cmd(r, "SET solo 1700000000");
     freeReplyObject(rep);
-    cr_assert_eq(run(r, a), 0, "%s", slurp(r, "err.txt"));
-    o = slurp(r, "out.txt");
+    cr_assert_eq(run(r, a), 0, "%s", hlt_slurp(r, "err.txt"));
+    o = hlt_slurp(r, "out.txt");
     cr_assert(!strncmp(o, "hilock inventory: 1 key on 1 master", 35), "%s", o);
     cr_assert(strstr(o, "\nfamily \"solo\": 1 key\n"), "%s", o);
     cr_assert(strstr(o, "! 1 DEAD LEGACY HOLDER: "), "%s", o);
@@ -350,12 +312,11 @@ Test(messages, one_key_is_one_key_not_one_keys)
 
 Test(messages, a_long_key_is_cut_to_64_bytes_in_the_librarys_messages)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     char key[4001], want[600];
     hilock *l = NULL;
     hilock_client *c;
     redisReply *rep;
-    cr_assert_not_null(r);
     memset(key, 'k', 4000);
     key[4000] = '\0';
     rep = hlt_cmd(r, "SET %s x", key);
@@ -399,9 +360,9 @@ Test(messages, a_password_with_a_slash_query_or_hash_is_never_echoed_by_the_comm
         const char *b[] = { "job", "touch", "ran", NULL };
         snprintf(want, sizeof want, "hilock: server 1 of 1 %s\n", cases[i][1]);
         cr_assert_eq(run(r, a), 64);
-        cr_assert_str_eq(slurp(r, "err.txt"), want);
+        cr_assert_str_eq(hlt_slurp(r, "err.txt"), want);
         cr_assert_eq(run_with_servers(r, cases[i][0], b), 64);
-        cr_assert_str_eq(slurp(r, "err.txt"), want, "HILOCK_SERVERS");
+        cr_assert_str_eq(hlt_slurp(r, "err.txt"), want, "HILOCK_SERVERS");
     }
     {   /* and the library's own text, which the command echoes */
         hilock_options o;
@@ -413,7 +374,7 @@ Test(messages, a_password_with_a_slash_query_or_hash_is_never_echoed_by_the_comm
         cr_assert_eq(hilock_client_new(&o, &c), HILOCK_EINVAL);
         cr_assert_str_eq(hilock_last_config_error(), "server 1 of 1 (redis://alice:***@127.0.0.1:6379): bad port (want 1..65535)");
     }
-    cr_assert_eq(access(path(r, "ran"), F_OK), -1, "COMMAND must not run");
+    cr_assert_eq(access(hlt_path(r, "ran"), F_OK), -1, "COMMAND must not run");
     cr_assert_eq(hlt_dbsize(r), 0);
     hlt_redis_stop(r);
 }
@@ -430,11 +391,10 @@ static int count_of(const char *s, const char *needle)
  * characters once: it strips the library's form of the key by the library's own rule. */
 Test(messages, the_command_names_a_long_or_unprintable_key_once_when_busy_and_on_release)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     char big[4001], huge[5001], want[400];
     const char *keys[] = { big, "a\nb\x1b" };
     const char *shown[] = { "...(4000 bytes)", "a\\x0ab\\x1b" };
-    cr_assert_not_null(r);
     memset(big, 'k', 4000);
     big[4000] = '\0';
     for (int i = 0; i < 2; i++) {
@@ -445,7 +405,7 @@ Test(messages, the_command_names_a_long_or_unprintable_key_once_when_busy_and_on
         redisReply *rep = hlt_cmd(r, "SET %s x PX 50000", keys[i]);
         freeReplyObject(rep);
         cr_assert_eq(run(r, busy), 1);
-        err = slurp(r, "err.txt");
+        err = hlt_slurp(r, "err.txt");
         cr_assert(!strncmp(err, "hilock: busy: ", 14) && strstr(err, ": held by another owner, expires in "),
                   "%s", err);
         cr_assert_eq(count_of(err, shown[i]), 1, "%s", err);
@@ -460,24 +420,24 @@ Test(messages, the_command_names_a_long_or_unprintable_key_once_when_busy_and_on
             argv[n++] = bin;
             for (const char *const *a = lost; *a; a++) argv[n++] = (char *)*a;
             argv[n] = NULL;
-            unlink(path(r, "up"));
+            unlink(hlt_path(r, "up"));
             pid = fork();
             cr_assert(pid >= 0);
             if (pid == 0) {
-                int e = open(path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+                int e = open(hlt_path(r, "err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
                 if (e < 0 || chdir(r->dir) < 0) _exit(120);
                 dup2(e, 2);
                 execv(bin, argv);
                 _exit(121);
             }
-            for (int t = 0; t < 500 && access(path(r, "up"), F_OK); t++) usleep(10000);
-            cr_assert_eq(access(path(r, "up"), F_OK), 0, "%s", slurp(r, "err.txt"));
+            for (int t = 0; t < 500 && access(hlt_path(r, "up"), F_OK); t++) usleep(10000);
+            cr_assert_eq(access(hlt_path(r, "up"), F_OK), 0, "%s", hlt_slurp(r, "err.txt"));
             rep = hlt_cmd(r, "DEL %s", keys[i]);
             freeReplyObject(rep);
-            unlink(path(r, "up"));
+            unlink(hlt_path(r, "up"));
             cr_assert_eq(hlt_reap(pid, 20000), 75);
         }
-        err = slurp(r, "err.txt");
+        err = hlt_slurp(r, "err.txt");
         cr_assert(!strncmp(err, "hilock: lock lost before COMMAND ended: ", 40), "%s", err);
         cr_assert_eq(count_of(err, shown[i]), 1, "%s", err);
         cr_assert_eq(hlt_exists(r, keys[i]), 0);
@@ -488,8 +448,8 @@ Test(messages, the_command_names_a_long_or_unprintable_key_once_when_busy_and_on
         const char *a[] = { "-s", r->url, huge, "true", NULL };
         cr_assert_eq(run(r, a), 64);
         snprintf(want, sizeof want, "hilock: lock %.64s...(5000 bytes): key is longer than 4096 bytes\n", huge);
-        cr_assert_str_eq(slurp(r, "err.txt"), want);
-        cr_assert_eq(count_of(slurp(r, "err.txt"), "...(5000 bytes)"), 1);
+        cr_assert_str_eq(hlt_slurp(r, "err.txt"), want);
+        cr_assert_eq(count_of(hlt_slurp(r, "err.txt"), "...(5000 bytes)"), 1);
     }
     cr_assert_eq(hlt_exists(r, huge), 0);
     hlt_redis_stop(r);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "checks.h"
 #include "fixture.h"
 
 /* Run $(B)/tests/readme_example (next to this suite) with a URL; its exit status. */
@@ -23,8 +24,7 @@ static int run_example(const char *url)
 
 Test(readme, the_example_takes_and_releases_the_lock, .timeout = 30)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
-    cr_assert_not_null(r);
+    hlt_redis *r = hlt_redis_started(NULL);
     cr_assert_eq(run_example(r->url), 0);
     cr_assert_eq(hlt_exists(r, "{jobs:nightly}:fence"), 1);   /* it was granted... */
     cr_assert_eq(hlt_exists(r, "jobs:nightly"), 0);           /* ...and released */
@@ -39,9 +39,8 @@ Test(readme, the_example_reports_a_bad_url, .timeout = 30)
 /* A lock it did not get is a failure of the program, not a quiet exit 0. */
 Test(readme, the_example_fails_when_someone_else_holds_the_lock, .timeout = 30)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     char *v;
-    cr_assert_not_null(r);
     freeReplyObject(hlt_cmd(r, "SET jobs:nightly someone-else PX 60000"));
     cr_assert_neq(run_example(r->url), 0);   /* after its 5 s wait */
     v = hlt_get(r, "jobs:nightly");

@@ -16,18 +16,8 @@
 
 #define NEEDS_40() HLT_NEEDS(40000, "Cluster URLs need failover awareness (Redis 4.0+)")
 
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-    (void)set;
-    if (hlt_server_version() >= 40000 && hlt_cluster_share() < 0)
-        fprintf(stderr, "test_rw_cluster: the cluster fixture did not start\n");
-}
-
-ReportHook(POST_ALL)(struct criterion_global_stats *stats)
-{
-    (void)stats;
-    hlt_cluster_unshare();
-}
+HLT_CLUSTER_SHARE_HOOK("test_rw_cluster", 40000)
+HLT_CLUSTER_UNSHARE_HOOK()
 
 HLT_CLUSTER_SHARED_SUITE(rw_cluster)
 

@@ -96,14 +96,13 @@ static void assert_no_error_replies(hlt_redis *r)
 
 Test(threads, two_threads_on_one_client_get_a_clear_refusal_and_the_stream_stays_whole, .timeout = 120)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
     hilock *shared;
     hammer h[2];
     pthread_t th[2];
     pthread_barrier_t start;
     char *v;
-    cr_assert_not_null(r);
     pthread_barrier_init(&start, NULL, 2);
     cr_assert_eq(hilock_client_open(r->url, &c), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c, "shared", 60000, 0, &shared), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -167,13 +166,12 @@ static void start_waiting_thread(hlt_redis *r, hilock_client *c, waiter *w, pthr
 
 Test(threads, a_refused_call_changes_nothing_and_keeps_the_other_threads_message, .timeout = 60)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
     hilock *l;
     waiter w = { 0 };
     pthread_t th;
     char *v;
-    cr_assert_not_null(r);
     cr_assert_eq(hilock_client_open(r->url, &c), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c, "mine", 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     start_waiting_thread(r, c, &w, &th);
@@ -203,13 +201,12 @@ Test(threads, a_refused_call_changes_nothing_and_keeps_the_other_threads_message
  * once; the clients made while looking for it are kept until the end, so each try is new. */
 Test(threads, a_new_client_made_where_a_refused_one_was_freed_reports_no_refusal, .timeout = 60)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c, *made[16];
     hilock *l = NULL;
     waiter w = { 0 };
     pthread_t th;
     int n = 0, same = 0;
-    cr_assert_not_null(r);
     cr_assert_eq(hilock_client_open(r->url, &c), HILOCK_OK);
     start_waiting_thread(r, c, &w, &th);
     cr_assert_eq(hilock_acquire(c, "mine", 60000, 0, &l), HILOCK_EINVAL);
