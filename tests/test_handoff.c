@@ -22,13 +22,6 @@
 
 static long long blocked(hlt_redis *r) { return hlt_info_int(r, "clients", "blocked_clients:"); }
 static long long blpops(hlt_redis *r) { return hlt_info_int(r, "commandstats", "cmdstat_blpop:calls="); }
-/* Script calls so far (a missing row, -1, counts as none). */
-static long long scripts(hlt_redis *r)
-{
-    long long sha = hlt_info_int(r, "commandstats", "cmdstat_evalsha:calls=");
-    long long eval = hlt_info_int(r, "commandstats", "cmdstat_eval:calls=");
-    return (sha > 0 ? sha : 0) + (eval > 0 ? eval : 0);
-}
 
 /* Wait (bounded) until the server has n blocked clients. */
 static void await_blocked(hlt_redis *r, long long n)
@@ -130,10 +123,9 @@ static hlt_redis *held(const char *key, hilock_client **hc, hilock **h)
  * held, is blocked again; one that is not blocked now cannot be woken without a new signal. */
 static void await_parked(hlt_redis *r, long long n)
 {
-    long long end = hlt_now_ms() + 10000;
-    while ((blocked(r) != n || hlt_exists(r, "{job}:signal")) && hlt_now_ms() < end) hlt_sleep_ms(5);
-    cr_assert_eq(blocked(r), n, "expected %lld blocked clients, have %lld", n, blocked(r));
-    cr_assert_eq(hlt_exists(r, "{job}:signal"), 0, "the signal was not taken within 10 s");
+    HLT_AWAIT(blocked(r) == n && !hlt_exists(r, "{job}:signal"), 10000,
+              "within 10 s: %lld blocked clients (expected %lld), job's signal list %s", blocked(r), n,
+              hlt_exists(r, "{job}:signal") ? "still there" : "gone");
 }
 
 /* ---- single master ---- */
@@ -226,8 +218,7 @@ Test(handoff, one_release_wakes_one_waiter)
     cr_assert_eq(hilock_release(h), HILOCK_OK);
     /* the woken one holds it 1.5 s: meanwhile the other two stay blocked (a hold of 300 ms
      * left a loaded machine too little time to look before the next handoff) */
-    for (long long end = hlt_now_ms() + 10000; !hlt_exists(r, "job") && hlt_now_ms() < end;) hlt_sleep_ms(2);
-    cr_assert_eq(hlt_exists(r, "job"), 1, "no waiter took the lock within 10 s of its release");
+    HLT_AWAIT(hlt_exists(r, "job") == 1, 10000, "no waiter took the lock within 10 s of its release");
     cr_assert_eq(blocked(r), 2, "a release woke more than one waiter");
     for (int i = 0; i < 3; i++) waiter_join(&w[i]);
 
@@ -293,9 +284,8 @@ Test(handoff, an_uncontended_release_writes_no_signal)
     cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &a), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c2, "job", 30000, 0, &b), HILOCK_BUSY);
     cr_assert_eq(nkeys(r, "*:waiters"), 0);
-    cr_assert_eq(hilock_release(a), HILOCK_OK);
+    hlt_release_gone(r, c, a, "job");
     cr_assert_eq(nkeys(r, "*:signal"), 0);
-    hilock_free(a);
     hilock_client_free(c);
     hilock_client_free(c2);
     hlt_redis_stop(r);
@@ -332,12 +322,11 @@ Test(handoff, with_wake_off_waiters_poll)
     o.wake = 0;
     wc = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
-    long long base = scripts(r);
+    long long base = hlt_script_calls(r);
     waiter_start(&w, wc, "job", 10000, 0);
     /* two attempts at least (a first one may cost two calls: EVALSHA, NOSCRIPT, EVAL): after
      * its first BUSY it was waiting, by polling */
-    for (long long end = hlt_now_ms() + 10000; scripts(r) < base + 3 && hlt_now_ms() < end;) hlt_sleep_ms(5);
-    cr_assert_geq(scripts(r), base + 3, "the waiter did not try again within 10 s");
+    HLT_AWAIT(hlt_script_calls(r) >= base + 3, 10000, "the waiter did not try again within 10 s");
     cr_assert_eq(blocked(r), 0, "wake = 0 must not block");
     cr_assert_eq(nkeys(r, "*:waiters"), 0, "nor mark the lock");
     cr_assert_eq(hilock_release(h), HILOCK_OK);
