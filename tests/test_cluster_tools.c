@@ -24,17 +24,8 @@
 #include "hilock_inspect.h"
 #include "tls_fixture.h"
 
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-    (void)set;
-    if (hlt_cluster_share() < 0) fprintf(stderr, "test_cluster_tools: the cluster fixture did not start\n");
-}
-
-ReportHook(POST_ALL)(struct criterion_global_stats *stats)
-{
-    (void)stats;
-    hlt_cluster_unshare();
-}
+HLT_CLUSTER_SHARE_HOOK("test_cluster_tools", 0)
+HLT_CLUSTER_UNSHARE_HOOK()
 
 HLT_CLUSTER_SHARED_SUITE(cluster_tools)
 
@@ -46,73 +37,30 @@ typedef struct run_out {
     char err[8192];
 } run_out;
 
-static void slurp(const char *p, char *buf, size_t cap)
-{
-    FILE *f = fopen(p, "r");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = '\0';
-    if (f) fclose(f);
-}
-
 /* $(B)/hilock -s url args... (stdout, stderr in files of the cluster's dir) */
 static run_out *run_url(hlt_cluster *f, const char *url, const char *const *args)
 {
     char bin[PATH_MAX], o[300], e[300];
     const char *argv[20];
     run_out *res = calloc(1, sizeof *res);
-    long long end = hlt_now_ms() + 30000;
-    int n = 0, st;
-    pid_t pid;
+    int n = 0;
     cr_assert_not_null(res);
     cr_assert_eq(hlt_built_bin(bin, sizeof bin, "hilock"), 0, "%s not built", bin);
-    argv[n++] = bin;
     argv[n++] = "-s";
     argv[n++] = url;
     while (*args && n < 19) argv[n++] = *args++;
     argv[n] = NULL;
     snprintf(o, sizeof o, "%s/tools-out.%d", f->dir, (int)getpid());
     snprintf(e, sizeof e, "%s/tools-err.%d", f->dir, (int)getpid());
-    pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int fo = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fo < 0 || fe < 0) _exit(120);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(bin, (char *const *)argv);
-        _exit(121);
-    }
-    res->status = -1;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (hlt_now_ms() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            goto read;
-        }
-        hlt_sleep_ms(5);
-    }
-    res->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-read:
-    slurp(o, res->out, sizeof res->out);
-    slurp(e, res->err, sizeof res->err);
+    res->status = hlt_reap(hlt_spawn_to(bin, argv, NULL, o, e), 30000);   /* -1: did not end in time */
+    hlt_read_file(o, res->out, sizeof res->out);
+    hlt_read_file(e, res->err, sizeof res->err);
     unlink(o);
     unlink(e);
     return res;
 }
 
 static run_out *run(hlt_cluster *f, const char *const *args) { return run_url(f, f->url, args); }
-
-/* The line of out that contains needle (static copy). */
-static const char *line_with(const char *out, const char *needle)
-{
-    static char line[4096];
-    const char *p = strstr(out, needle), *b, *e;
-    cr_assert_not_null(p, "no line with %s in:\n%.3000s", needle, out);
-    for (b = p; b > out && b[-1] != '\n'; b--) {}
-    e = strchr(p, '\n');
-    snprintf(line, sizeof line, "%.*s", (int)((e ? e : p + strlen(p)) - b), b);
-    return line;
-}
 
 /* python3 runs `check` (a Python expression over `lines`: the parsed JSON lines of out) and
  * it must be true. Without python3 the lines are not parsed (a warning). */
@@ -195,13 +143,7 @@ static void seed_masters(hlt_cluster *f, const int m[3], const char *prefix, cha
 
 static void heal(hlt_cluster *f)
 {
-    for (int i = 0; i < HLT_CLUSTER_NODES; i++) {
-        redisReply *r = hlt_cluster_cmd(f, i, "PING");
-        if (!r) cr_assert_eq(hlt_cluster_restart(f, i), 0, "node %d did not restart", i);
-        else freeReplyObject(r);
-        hlt_cluster_heal(f, i);
-    }
-    cr_assert_eq(hlt_cluster_heal_all(f, 30000), 0, "the cluster did not heal");
+    cr_assert_eq(hlt_cluster_heal_every(f, 30000), 0, "the cluster did not heal (stderr says why)");
 }
 
 /* ---- inventory ---- */
@@ -222,7 +164,7 @@ Test(cluster_tools, inventory_scans_every_master_and_names_where_each_key_is)
     cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
     cr_assert(strstr(o->out, "hilock inventory: 6 keys on 3 masters ("), "%s", o->out);
     for (int i = 0; i < 3; i++) {   /* master m[i] holds i + 1 keys */
-        cr_assert(strstr(line_with(o->out, "hilock inventory:"), name[i]), "%s", o->out);
+        cr_assert(strstr(hlt_line_with(o->out, "hilock inventory:"), name[i]), "%s", o->out);
         snprintf(want, sizeof want, "\nfamily \"inv1:*\" on %s: %d key%s\n", name[i], i + 1, i ? "s" : "");
         cr_assert(strstr(o->out, want), "%s not in:\n%s", want + 1, o->out);
     }
@@ -236,7 +178,7 @@ Test(cluster_tools, inventory_scans_every_master_and_names_where_each_key_is)
         char kq[512], mq[96];
         snprintf(kq, sizeof kq, "\"key\":\"%s\"", keys[k]);
         snprintf(mq, sizeof mq, "{\"master\":\"cluster 127.0.0.1:%d\",", f->port[owner[k]]);
-        cr_assert(!strncmp(line_with(o->out, kq), mq, strlen(mq)), "%s: %s", mq, line_with(o->out, kq));
+        cr_assert(!strncmp(hlt_line_with(o->out, kq), mq, strlen(mq)), "%s: %s", mq, hlt_line_with(o->out, kq));
     }
     snprintf(check, sizeof check,
              "len(lines) == 7 and sorted(lines[-1][\"summary\"][\"masters\"]) == sorted([\"%s\", \"%s\", \"%s\"]) "
@@ -432,11 +374,10 @@ Test(cluster_tools, the_calls_list_every_node_and_refuse_what_is_not_in_the_map)
 {
     hlt_cluster *f = fx(0);
     hilock_client *c;
-    hlt_redis *single = hlt_redis_start(NULL);
+    hlt_redis *single = hlt_redis_started(NULL);
     listing all = { 0 }, one = { 0 };
     uint64_t cur = 0;
     int none = 0;
-    cr_assert_not_null(single);
     cr_assert_eq(hilock_client_open(f->url, &c), HILOCK_OK);
     cr_assert_eq(hilock_cluster_nodes(c, 0, NULL, on_node, &all), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(all.masters, 3);
@@ -463,10 +404,9 @@ Test(cluster_tools, the_calls_list_every_node_and_refuse_what_is_not_in_the_map)
 Test(cluster_tools, a_cluster_whose_seeds_do_not_answer_is_named_and_fails_the_run)
 {
     hlt_cluster *f = fx(0), dead = *f;
-    hlt_redis *gone = hlt_redis_start(NULL);
+    hlt_redis *gone = hlt_redis_started(NULL);
     char want[200];
     run_out *o;
-    cr_assert_not_null(gone);
     hlt_redis_kill(gone);
     snprintf(dead.url, sizeof dead.url, "redis-cluster://127.0.0.1:%d", gone->port);
     {

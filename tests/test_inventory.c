@@ -40,58 +40,17 @@ typedef struct run_out {
     char err[8192];     /* stderr */
 } run_out;
 
-static void slurp_file(const char *p, char *buf, size_t cap)
-{
-    FILE *f = fopen(p, "r");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = '\0';
-    if (f) fclose(f);
-}
-
 static pid_t spawn_hilock(hlt_redis *r, const char *const *args)
 {
-    const char *argv[40];
-    char o[320], e[320];
-    int n = 0;
-    pid_t pid;
-    argv[n++] = bin;
-    while (*args && n < 39) argv[n++] = *args++;
-    argv[n] = NULL;
-    snprintf(o, sizeof o, "%s/out.txt", r->dir);
-    snprintf(e, sizeof e, "%s/err.txt", r->dir);
-    pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        int fo = open(o, O_WRONLY | O_CREAT | O_TRUNC, 0600), fe = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fo < 0 || fe < 0) _exit(120);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(bin, (char *const *)argv);
-        _exit(121);
-    }
-    return pid;
+    return hlt_spawn_to(bin, args, NULL, hlt_path(r, "out.txt"), hlt_path(r, "err.txt"));
 }
 
+/* Its status (-1: did not end within limit_ms, killed), stdout and stderr. */
 static void collect(hlt_redis *r, pid_t pid, long limit_ms, run_out *res)
 {
-    long long end = hlt_now_ms() + limit_ms;
-    char p[320];
-    int st;
-    res->status = -1;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (hlt_now_ms() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            goto read;
-        }
-        hlt_sleep_ms(5);
-    }
-    res->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-read:
-    snprintf(p, sizeof p, "%s/out.txt", r->dir);
-    slurp_file(p, res->out, sizeof res->out);
-    snprintf(p, sizeof p, "%s/err.txt", r->dir);
-    slurp_file(p, res->err, sizeof res->err);
+    res->status = hlt_reap(pid, limit_ms);
+    hlt_read_file(hlt_path(r, "out.txt"), res->out, sizeof res->out);
+    hlt_read_file(hlt_path(r, "err.txt"), res->err, sizeof res->err);
 }
 
 static run_out *run(hlt_redis *r, const char *const *args)
@@ -143,18 +102,6 @@ static void assert_json_lines(hlt_redis *r, const char *out)
     cr_assert_eq(system(cmd), 0, "a line is not valid JSON");
 }
 
-/* The line of out that contains needle (static copy). */
-static const char *line_with(const char *out, const char *needle)
-{
-    static char line[4096];
-    const char *p = strstr(out, needle), *b, *e;
-    cr_assert_not_null(p, "no line with %s in:\n%.2000s", needle, out);
-    for (b = p; b > out && b[-1] != '\n'; b--) {}
-    e = strchr(p, '\n');
-    snprintf(line, sizeof line, "%.*s", (int)((e ? e : p + strlen(p)) - b), b);
-    return line;
-}
-
 /* ---- seeding ---- */
 
 static int64_t wall_us(void)
@@ -204,10 +151,9 @@ static const struct { const char *key; size_t klen; const char *v; size_t vlen; 
 /* A server holding every kind of value; returns the modern lock client (kept: its locks). */
 static hlt_redis *seeded(hilock_client **mc)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     const int64_t S = 1000000, DAY = 86400 * S;
     char *big = malloc(100001);
-    cr_assert_not_null(r);
     find_bin();
     /* lock.*: npm redis-lock values: 600 live, 300 dead (2 days), 100 just passed, 200 bridge (PX) */
     seed_stamps(r, "lock.", "node-redis-lock", 600, 60 * S, 0);
@@ -305,27 +251,27 @@ Test(inventory, json_prints_one_exact_line_per_key)
     snprintf(want, sizeof want, "{\"master\":\"%s\",\"key\":\"weird:empty\",\"type\":\"string\",\"kind\":\"unknown\","
              "\"presets\":[],\"pttl_ms\":null,\"stamp_in_ms\":null,\"stamp_passed\":null,\"value\":\"\",\"value_size\":0}",
              r->sock);
-    cr_assert_str_eq(line_with(o->out, "\"key\":\"weird:empty\""), want);
+    cr_assert_str_eq(hlt_line_with(o->out, "\"key\":\"weird:empty\""), want);
     /* quotes, control bytes, DEL, valid UTF-8 kept, invalid bytes -> U+FFFD plus exact hex */
     snprintf(want, sizeof want, "{\"master\":\"%s\",\"key\":\"weird:\\\"q\\\"\\n\\u0001\\ufffd\","
              "\"key_hex\":\"77656972643a2271220a01ff\",\"type\":\"string\",\"kind\":\"unknown\",\"presets\":[],"
              "\"pttl_ms\":null,\"stamp_in_ms\":null,\"stamp_passed\":null,"
              "\"value\":\"a\\\"b\\\\c\\u007f\xc3\xa9\\ufffd\",\"value_hex\":\"6122625c637fc3a9ff\",\"value_size\":9}",
              r->sock);
-    cr_assert_str_eq(line_with(o->out, "\"key\":\"weird:\\\"q"), want);
+    cr_assert_str_eq(hlt_line_with(o->out, "\"key\":\"weird:\\\"q"), want);
     snprintf(want, sizeof want, "{\"master\":\"%s\",\"key\":\"misc:h3\",\"type\":\"hash\",\"kind\":\"hash\","
              "\"presets\":[],\"pttl_ms\":null,\"stamp_in_ms\":null,\"stamp_passed\":null,\"value\":null,\"value_size\":null}",
              r->sock);
-    cr_assert_str_eq(line_with(o->out, "\"key\":\"misc:h3\""), want);
+    cr_assert_str_eq(hlt_line_with(o->out, "\"key\":\"misc:h3\""), want);
     /* a value longer than the view: its first 256 bytes, and its size */
-    cr_assert(hlt_matches(line_with(o->out, "\"key\":\"weird:big\""), "\"value\":\"x{256}\",\"value_size\":100000\\}$"));
-    cr_assert(hlt_matches(line_with(o->out, "\"key\":\"jobs:7\""),
+    cr_assert(hlt_matches(hlt_line_with(o->out, "\"key\":\"weird:big\""), "\"value\":\"x{256}\",\"value_size\":100000\\}$"));
+    cr_assert(hlt_matches(hlt_line_with(o->out, "\"key\":\"jobs:7\""),
                           "\"kind\":\"modern\",\"presets\":\\[\\],\"pttl_ms\":[0-9]+,\"stamp_in_ms\":null,"
                           "\"stamp_passed\":null,\"value\":\"[0-9a-f]{32}\",\"value_size\":32\\}$"));
-    cr_assert(hlt_matches(line_with(o->out, "\"key\":\"lock.dold7\""),
+    cr_assert(hlt_matches(hlt_line_with(o->out, "\"key\":\"lock.dold7\""),
                           "\"kind\":\"node-redis-lock\",\"presets\":\\[\"node-redis-lock\",\"jedis-lock\"\\],"
                           "\"pttl_ms\":null,\"stamp_in_ms\":-172(79|80)[0-9]{4},\"stamp_passed\":true,\"value\":\"[0-9]{13}\""));
-    cr_assert(hlt_matches(line_with(o->out, "\"key\":\"lock.new100003\""),
+    cr_assert(hlt_matches(hlt_line_with(o->out, "\"key\":\"lock.new100003\""),
                           "\"pttl_ms\":[0-9]+,\"stamp_in_ms\":[0-9]+,\"stamp_passed\":false"));
     assert_json_lines(r, o->out);
     free(o);
@@ -343,7 +289,7 @@ Test(inventory, json_ends_with_the_summary_and_its_warnings)
     const char *last;
     run_out *o = run(r, a);
     cr_assert_eq(o->status, 0, "status %d: %s", o->status, o->err);
-    last = line_with(o->out, "{\"summary\":");
+    last = hlt_line_with(o->out, "{\"summary\":");
     cr_assert(hlt_matches(last, "^\\{\"summary\":\\{\"keys\":1438,\"scanned\":1438,\"seconds\":[0-9.]+,\"masters\":\\[\""),
               "%s", last);
     snprintf(want, sizeof want, "{\"family\":\"lock.*\",\"master\":\"%s\",\"keys\":1200,\"kinds\":"
@@ -514,7 +460,7 @@ Test(inventory, ctrl_c_stops_between_pages_with_130)
     pid = spawn_hilock(r, a);
     snprintf(p, sizeof p, "%s/err.txt", r->dir);
     for (end = hlt_now_ms() + 20000; hlt_now_ms() < end; hlt_sleep_ms(10)) {
-        slurp_file(p, err, sizeof err);
+        hlt_read_file(p, err, sizeof err);
         if (strstr(err, "keys scanned")) break;
     }
     if (!strstr(err, "keys scanned (")) {   /* (what the command did instead, to read in CI's log) */
@@ -754,13 +700,12 @@ static void assert_no_holder(const seen_view *s)
 
 Test(inspect_api, a_grant_records_its_holder_until_the_release)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c, *viewer;
     hilock *l;
     char host[256] = "";
     long long t0 = (long long)(wall_us() / 1000), t1, pttl;
     seen_view s;
-    cr_assert_not_null(r);
     gethostname(host, sizeof host - 1);
     cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
     cr_assert_eq(hilock_client_open(r->unix_url, &viewer), HILOCK_OK);
@@ -788,12 +733,11 @@ Test(inspect_api, a_grant_records_its_holder_until_the_release)
 /* A record is shown only while its token is the key's value: never an earlier grant's. */
 Test(inspect_api, a_record_of_an_earlier_grant_is_never_shown_as_the_holder)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
     hilock *l;
     seen_view s;
     redisReply *rep;
-    cr_assert_not_null(r);
     cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c, "h:old", 60000, 0, &l), HILOCK_OK);
     hilock_free(l);   /* its record stays, as long as its value */
@@ -813,11 +757,10 @@ Test(inspect_api, a_record_of_an_earlier_grant_is_never_shown_as_the_holder)
 
 Test(inspect_api, extend_keeps_the_holder_record_as_long_as_the_lock)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
     hilock *l;
     seen_view s;
-    cr_assert_not_null(r);
     cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c, "h:ext", 800, 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -834,12 +777,11 @@ Test(inspect_api, extend_keeps_the_holder_record_as_long_as_the_lock)
 /* fencing = 0 (one plain SET), legacy and bridge locks: no record, nothing else written. */
 Test(inspect_api, unfenced_legacy_and_bridge_locks_write_no_holder_record)
 {
-    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_redis *r = hlt_redis_started(NULL);
     hilock_options opt;
     hilock_client *u, *g, *b;
     hilock *l1, *l2, *l3;
     seen_view s;
-    cr_assert_not_null(r);
     opt = hlt_options((const char *[]){ r->unix_url }, 1);
     opt.retry_delay_ms = 50;   /* the library's default */
     opt.fencing = 0;
@@ -1179,13 +1121,12 @@ Test(inspect_api, shows_shared_holders_and_a_waiting_writer_then_the_exclusive_h
 {
     hlt_redis *r;
     HLT_NEEDS(30200, "shared locks need Redis 3.2 (TIME in a script that writes)");
-    r = hlt_redis_start(NULL);
+    r = hlt_redis_started(NULL);
     hilock_client *c[2], *viewer;
     hilock *l[2];
     writer_arg wa = { NULL, HILOCK_EIO, 0 };
     pthread_t t;
     seen_view s;
-    cr_assert_not_null(r);
     wa.url = r->unix_url;
     cr_assert_eq(hilock_client_open(r->unix_url, &viewer), HILOCK_OK);
     for (int k = 0; k < 2; k++) {
