@@ -28,7 +28,10 @@
  * Waiting: hlt_run_sleep lets time pass (the scenario's own: a ttl, renewals) and
  * hlt_run_until waits for a condition; on the loop both run the loop meanwhile (a begun call
  * progresses only then). Free every lock before the runner that made it (the client goes with
- * the last runner on it, the loop with the last runner of the test). */
+ * the last runner on it, the loop with the last runner of the test).
+ *
+ * The two tests may run at once (--jobs): on a fixture the suite shares (test_cluster.c's
+ * cluster), a scenario's keys must differ by mode (`mode ? "k:loop:" : "k:"`). */
 #ifndef HILOCK_TEST_SCENARIO_H
 #define HILOCK_TEST_SCENARIO_H
 
