@@ -338,5 +338,5 @@ void kinds_bench(hlt_redis *r, double run_s)
     uncontended_kinds(r, run_s);
     writer_under_readers(r, run_s);
     handoffs(r, run_s * 0.75);
-    idle_waiters(r, run_s < 3 ? 3 : run_s);
+    idle_waiters(r, run_s < 5 ? 5 : run_s);   /* (long enough that a waiter's first and last attempts weigh little) */
 }

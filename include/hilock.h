@@ -275,8 +275,8 @@ typedef struct hilock_options {
                                      though a peer's GETSET removes it again). Default 0.       */
     int     wake;                 /* 1 = a waiting acquire blocks until the holder's release
                                      signals it, the holder's ttl runs out, its own deadline
-                                     comes or poll_ms passes, whichever is first: about one
-                                     attempt and one BLPOP per waiter per poll_ms while a
+                                     comes or about poll_ms passes, whichever is first: about
+                                     one attempt and one BLPOP per waiter per poll_ms while a
                                      holder holds; 0 = pure polling every retry_delay_ms (a
                                      knob for comparisons: make bench; or for proxies without
                                      blocking commands). Default 1.
@@ -337,12 +337,13 @@ typedef struct hilock_options {
                                      queue's script); hilock_legacy_acquire ignores it (the recipe's
                                      one script mints the token at no extra round trip).
                                      See docs/fencing.md. 0 or 1; default 1.                  */
-    int64_t poll_ms;              /* with `wake`: the mean longest block between two attempts
-                                     (jittered +-50%) when no release signal comes. It bounds
-                                     how late a waiter sees a key freed without a signal (an
-                                     operator's DEL, another library's release, a signal lost
-                                     with a dead waiter) and what an idle waiter costs the
-                                     server: ~2 calls per poll_ms. A holder's expiry is never
+    int64_t poll_ms;              /* with `wake`: the longest block between two attempts when
+                                     no release signal comes (each is 0.75-1 x poll_ms, to
+                                     spread waiters). It bounds how late a waiter sees a key
+                                     freed without a signal (an operator's DEL, another
+                                     library's release, a signal lost with a dead waiter) and
+                                     what an idle waiter costs the server: ~2 calls per
+                                     0.875 x poll_ms. A holder's expiry is never
                                      waited past. Before Redis 6.0 a block is whole seconds.
                                      Range 1..600000; default 1000.                           */
 } hilock_options;

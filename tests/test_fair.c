@@ -26,9 +26,9 @@
 
 #define IO_MS 200
 #define RETRY_MS 50
-/* docs/fairness.md: a silent waiter's entry lapses after 2 io + the longest pause (1.5 x the
- * poll, which these waiters set to RETRY_MS as well: the bounds of these tests stay short) */
-#define BOUND_MS (2 * IO_MS + RETRY_MS * 3 / 2 + 1)
+/* docs/fairness.md: a silent waiter's entry lapses after 2 io + the longest pause (the poll,
+ * which these waiters set to RETRY_MS as well: the bounds of these tests stay short) */
+#define BOUND_MS (2 * IO_MS + RETRY_MS + 1)
 #define MAXW 16
 #define WAITER_TTL_MS 3000   /* short: behind Sentinel it is also the failover guard's length */
 

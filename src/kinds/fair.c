@@ -13,7 +13,7 @@
  * again at once, finds the queue ahead of it and joins the tail.
  *
  * Why an entry lapses BEAT_LIFE after its waiter's last call: a live waiter calls again
- * within one pause (at most hl_pause_max_ms: 1.5 x poll_ms while it blocks, 1.5 x
+ * within one pause (at most hl_pause_max_ms: poll_ms while it blocks, 1.5 x
  * retry_delay_ms while it polls) plus a late BLPOP (at most io_timeout_ms / 2) plus one round
  * trip (at most io_timeout_ms), which is less than 2 x io_timeout_ms + that pause (the
  * defaults: 3.5 s; a waiter blocked on a whole-second BLPOP, before Redis 6.0, too). The queue's

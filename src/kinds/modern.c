@@ -21,7 +21,7 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
     hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
     hl_cmd_arg(cmd, l->c->holder, (size_t)-1);
     /* we waited behind readers: our mark, which holds new readers off, is cut to one retry
-     * pause (1.5 x retry_delay_ms) -- not to a blocking waiter's pause (1.5 x poll_ms), which
+     * pause (1.5 x retry_delay_ms) -- not to a blocking waiter's pause (poll_ms), which
      * would hold readers off that long after our turn. Another plain writer blocked on the
      * signal meanwhile may then see our release at its poll, where its next attempt marks
      * the lock again (docs/rwlock.md) */

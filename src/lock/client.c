@@ -608,17 +608,24 @@ hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms)
     return HILOCK_OK;
 }
 
-int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us)
+/* now + lo + a random share of span (us), capped by the holder's expiry and the deadline */
+static int64_t next_after(hilock_client *c, int64_t lo, int64_t span, int64_t hint_us, int64_t deadline_us)
 {
-    return hl_next_after(c, c->opt.retry_delay_ms, hint_us, deadline_us);
-}
-
-int64_t hl_next_after(hilock_client *c, int64_t mean_ms, int64_t hint_us, int64_t deadline_us)
-{
-    int64_t mean = mean_ms * 1000;
-    int64_t d = mean / 2 + (int64_t)(hl_rng_next(&c->rng) % (uint64_t)(mean + 1));
+    int64_t d = lo + (int64_t)(hl_rng_next(&c->rng) % (uint64_t)(span + 1));
     int64_t t;
     if (hint_us > 0 && hint_us + 500 < d) d = hint_us + 500;   /* the holder expires sooner */
     t = hl_add_sat(hl_now_us(), d);
     return t < deadline_us ? t : deadline_us;
+}
+
+int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us)
+{
+    int64_t mean = c->opt.retry_delay_ms * 1000;   /* +-50% */
+    return next_after(c, mean / 2, mean, hint_us, deadline_us);
+}
+
+int64_t hl_next_poll(hilock_client *c, int64_t hint_us, int64_t deadline_us)
+{
+    int64_t poll = c->opt.poll_ms * 1000;   /* 0.75..1 x: a free key is seen within poll_ms */
+    return next_after(c, poll - poll / 4, poll / 4, hint_us, deadline_us);
 }

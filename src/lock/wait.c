@@ -28,13 +28,13 @@
  *   busy attempt joins the queue only then.
  *
  * How long a waiter blocks. Until the release signal, the holder's expiry (its PTTL, the
- * busy answer's hint_us), the caller's deadline or poll_ms (jittered +-50%, hl_next_after),
- * whichever comes first: while a holder holds, a waiter costs the server about one attempt
- * and one BLPOP per poll_ms (1 s by default), not per retry_delay_ms. poll_ms is the
+ * busy answer's hint_us), the caller's deadline or 0.75-1 x poll_ms (hl_next_poll), whichever
+ * comes first: while a holder holds, a waiter costs the server about one attempt and one BLPOP
+ * per 0.875 x poll_ms (1 s by default), not per retry_delay_ms. poll_ms is the
  * fallback for what sends no signal -- a client that deletes the key without signalling
  * (another library, an operator's DEL), or a signal that a waiter took and died with (it was
  * frozen or killed between the server's pop and its own next attempt) -- so such a key is
- * seen free at most one poll late. A block that times out is followed by an attempt at once.
+ * seen free within poll_ms. A block that times out is followed by an attempt at once.
  * The server ends a BLPOP by its own timer (every 1000/hz ms: 100 ms by default), so a wait
  * that nobody signals can end up to that much late; the round trip is allowed half of
  * io_timeout_ms beyond the wait (leaving the other half for the final attempt), after which
@@ -82,7 +82,7 @@ static int blocks(const hilock *l)
 int64_t hl_pause_max_ms(const hilock *l)
 {
     const hilock_client *c = l->c;
-    return (blocks(l) ? c->opt.poll_ms : c->opt.retry_delay_ms) * 3 / 2 + 1;
+    return (blocks(l) ? c->opt.poll_ms : c->opt.retry_delay_ms * 3 / 2) + 1;
 }
 
 /* A waiter may block one whole second past its pause (servers before 6.0; not a queue). */
@@ -153,7 +153,7 @@ int hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us)
     hilock_client *c = l->c;
     l->woken = 0;
     if (blocks(l)) {
-        int64_t until = hl_next_after(c, c->opt.poll_ms, hint_us, deadline_us);
+        int64_t until = hl_next_poll(c, hint_us, deadline_us);
         int64_t block = block_end(l, until, hint_us, deadline_us);
         if (block - hl_now_us() >= MIN_BLOCK_US) {
             int w = block_on_signal(l, block);
