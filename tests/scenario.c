@@ -14,6 +14,7 @@
 #include "clients.h"
 #include "fixture.h"
 #include "hilock_libuv.h"
+#include "holders.h"
 #include "loop_run.h"
 
 /* ---- the ticker ---- */
@@ -399,6 +400,31 @@ int hlt_run_until(hlt_run *r, int (*cond)(void *), void *arg, long limit_ms)
         hlt_run_sleep(r, 5);
     }
 }
+
+int hlt_zcard_is(void *want)
+{
+    const hlt_zcard_want *w = want;
+    return hlt_zcard(w->r, w->key) == w->n;
+}
+
+hilock_options hlt_waiter_options(const char *url, int64_t poll_ms)
+{
+    static const char *u[1];
+    hilock_options o;
+    u[0] = url;
+    o = hlt_options(u, 1);
+    o.retry_delay_ms = poll_ms;
+    o.poll_ms = poll_ms;   /* (a waiter blocked on its wake-up looks again after this too) */
+    return o;
+}
+
+void hlt_count_lost(hilock *l, hilock_status why, void *arg)
+{
+    (void)l, (void)why;
+    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+int hlt_lost_count(int *n) { return __atomic_load_n(n, __ATOMIC_SEQ_CST); }
 
 void hlt_run_stall_reset(hlt_run *r)
 {

@@ -123,6 +123,20 @@ void hlt_run_sleep(hlt_run *r, long ms);
  * running it between looks): 1 if it came true. */
 int  hlt_run_until(hlt_run *r, int (*cond)(void *), void *arg, long limit_ms);
 
+/* For hlt_run_until: does key on r hold n members (ZCARD)? */
+struct hlt_redis;
+typedef struct hlt_zcard_want { struct hlt_redis *r; const char *key; long long n; } hlt_zcard_want;
+int hlt_zcard_is(void *want);
+
+/* Options for one server at url whose waiters look again only after >= poll_ms / 2 (its
+ * retry_delay_ms and poll_ms, jittered down to half): a grant soon after the release that
+ * frees it is the release's wake-up. (They point at a static copy of url: one set at a time.) */
+hilock_options hlt_waiter_options(const char *url, int64_t poll_ms);
+
+/* An on_lost that counts its calls in *(int *)arg; hlt_lost_count reads it (both atomic). */
+void hlt_count_lost(hilock *l, hilock_status why, void *arg);
+int  hlt_lost_count(int *n);
+
 /* From now on, the loop's stall is measured afresh (blocking: nothing). */
 void hlt_run_stall_reset(hlt_run *r);
 /* On the loop: print the ticker's figures under `what`, and assert the loop's worst stall

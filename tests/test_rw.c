@@ -127,33 +127,6 @@ Test(rw, exclusive_is_busy_while_shared_is_held)
 
 /* ---- writer preference and wake-ups ---- */
 
-/* Two readers hold; a writer waits: a new shared try-lock is BUSY ("a writer waits"); the
- * readers leave and the writer is granted, woken by the last release. */
-/* Scenario options: one server, waiters that poll only after >= 10 s (retry_delay_ms and
- * poll_ms 20 s, jittered down to half): a grant within WOKEN_MS of the release that frees
- * it is its wake-up. */
-static hilock_options slow_poll(void)
-{
-    static const char *url[1];   /* (the options point at it: not this call's stack) */
-    hilock_options o;
-    url[0] = R->unix_url;
-    o = hlt_options(url, 1);
-    o.retry_delay_ms = 20000;
-    o.poll_ms = 20000;   /* (a waiter blocked on its wake-up looks again after this too) */
-    return o;
-}
-
-static int holds(const char *key, const hilock *l)
-{
-    return hlt_zscore(R, key, hilock_token(l), &(double){ 0 });
-}
-
-static int wq_is(void *arg)
-{
-    const long long *want = arg;
-    return hlt_zcard(R, "{k}:wq") == *want;
-}
-
 /* Blocking and on the loop (tests/scenario.h): two readers hold; a writer waits, and so does
  * a reader that comes after it (writer preference: a try is BUSY saying so); the last
  * reader's release wakes the writer first, the writer's release the reader. (On the loop the
@@ -161,11 +134,11 @@ static int wq_is(void *arg)
 HLT_SCENARIO(rw, a_waiting_writer_stops_new_readers_and_gets_the_key_when_they_leave)
 {
     NEEDS_32();
-    hilock_options o = slow_poll();
+    hilock_options o = hlt_waiter_options(R->unix_url, 20000);   /* woken, not polled */
     hlt_run *a = hlt_run_new(&o, mode), *b = hlt_run_peer(a), *c = hlt_run_peer(a);
     hlt_run *w = hlt_run_peer(a), *r = hlt_run_peer(a);
     hilock *r1, *r2, *lw, *lr, *l = (hilock *)&l;
-    long long t_rel, one = 1, two = 2, pttl;
+    long long t_rel, pttl;
     uint64_t top;
     char *before, *after;
     cr_assert_eq(hlt_run_rw_acquire(a, "k", S, 60000, 0, &r1), HILOCK_OK, "%s", hlt_run_errmsg(a));
@@ -175,7 +148,8 @@ HLT_SCENARIO(rw, a_waiting_writer_stops_new_readers_and_gets_the_key_when_they_l
     cr_assert_eq(hlt_zcard(R, "k"), 3, "two shared holders and the kind's marker");
     top = hilock_fence(r1) > hilock_fence(r2) ? hilock_fence(r1) : hilock_fence(r2);
     hlt_run_begin_rw_acquire(w, "k", X, 20000, 15000);
-    cr_assert(hlt_run_until(w, wq_is, &one, 5000), "the writer never registered in {k}:wq");
+    cr_assert(hlt_run_until(w, hlt_zcard_is, &(hlt_zcard_want){ R, "{k}:wq", 1 }, 5000),
+              "the writer never registered in {k}:wq");
     /* a try: BUSY, saying why, and the key as it was (its ttl not renewed) */
     before = hlt_db_snapshot(R, "k");
     pttl = hlt_pttl(R, "k");
@@ -188,7 +162,8 @@ HLT_SCENARIO(rw, a_waiting_writer_stops_new_readers_and_gets_the_key_when_they_l
     free(before);
     free(after);
     hlt_run_begin_rw_acquire(r, "k", S, 20000, 15000);
-    cr_assert(hlt_run_until(r, wq_is, &two, 5000), "the reader after the writer did not wait");
+    cr_assert(hlt_run_until(r, hlt_zcard_is, &(hlt_zcard_want){ R, "{k}:wq", 2 }, 5000),
+              "the reader after the writer did not wait");
     cr_assert_eq(hlt_zcard(R, "k"), 3, "no new shared grant while a writer waits");
     cr_assert_eq(hlt_run_release(a, r1), HILOCK_OK, "%s", hlt_run_errmsg(a));
     hlt_run_sleep(a, 200);   /* (time for a wrong grant beside the other reader) */
@@ -211,7 +186,8 @@ HLT_SCENARIO(rw, a_waiting_writer_stops_new_readers_and_gets_the_key_when_they_l
     cr_assert_eq(hlt_run_end(r, 10000, &lr), HILOCK_OK, "%s", hlt_run_errmsg(r));
     cr_assert_lt(hlt_run_ended_at(r) - t_rel, WOKEN_MS, "the reader was not woken by the writer's release");
     cr_assert_gt(hilock_fence(lr), hilock_fence(lw));
-    cr_assert(holds("k", lr) && !holds("k", lw));
+    cr_assert(hlt_zscore(R, "k", hilock_token(lr), &(double){ 0 }));
+    cr_assert_not(hlt_zscore(R, "k", hilock_token(lw), &(double){ 0 }));
     cr_assert_eq(hlt_exists(R, "{k}:wq"), 0);
     cr_assert_eq(hlt_run_release(r, lr), HILOCK_OK, "%s", hlt_run_errmsg(r));
     cr_assert_eq(hlt_exists(R, "k"), 0);
@@ -696,12 +672,6 @@ Test(rw, is_einval_on_a_server_older_than_3_2)
 
 /* ---- a grant as a lock ---- */
 
-static void count_lost(hilock *l, hilock_status why, void *arg)
-{
-    (void)l, (void)why;
-    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
-}
-
 /* Blocking and on the loop (tests/scenario.h): a shared grant is a lock as any other --
  * extended (the key's expiry follows), checked, kept alive past 3 x its ttl -- and the key,
  * asked as a semaphore, is refused naming its kind in the blocking call's words, unchanged. */
@@ -725,12 +695,12 @@ HLT_SCENARIO(rw, extend_check_keepalive_and_accessors_work_on_a_grant)
     pttl = hlt_pttl(R, "jobs:{t}:db");
     cr_assert(pttl > 0 && pttl <= 1000, "PTTL %lld after an extend to 1 s", pttl);
     cr_assert_eq(hlt_run_check(a, s), HILOCK_OK, "%s", hlt_run_errmsg(a));
-    cr_assert_eq(hlt_run_keepalive(a, s, count_lost, &lost_n, NULL), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_keepalive(a, s, hlt_count_lost, &lost_n, NULL), HILOCK_OK, "%s", hlt_run_errmsg(a));
     hlt_run_sleep(a, 3000);   /* 3 x ttl: renewals every third of it (a ttl of 300 ms had
                                * only 200 ms of slack for a starved thread on a loaded machine) */
-    cr_assert_eq(__atomic_load_n(&lost_n, __ATOMIC_SEQ_CST), 0);
+    cr_assert_eq(hlt_lost_count(&lost_n), 0);
     cr_assert_eq(hlt_run_check(a, s), HILOCK_OK, "%s", hlt_run_errmsg(a));
-    cr_assert(holds("jobs:{t}:db", s), "not kept for 3 x ttl");
+    cr_assert(hlt_zscore(R, "jobs:{t}:db", hilock_token(s), &(double){ 0 }), "not kept for 3 x ttl");
     cr_assert_gt(hilock_validity_ms(s), 0);
     /* the key asked as the other kind: the blocking call's EREPLY, in its words */
     cr_assert_eq(hilock_sem_acquire(plain, "jobs:{t}:db", 2, 1000, 0, &m), HILOCK_EREPLY);

@@ -135,48 +135,25 @@ Test(sem, release_twice_says_not_held)
 
 /* The waiter polls only every ~5 s (retry_delay_ms), the holder's ttl is 60 s: a grant within
  * 2 s of the release can only be the release's wake-up. */
-/* Scenario options: one server, waiters that poll only after >= 10 s (retry_delay_ms and
- * poll_ms 20 s, jittered down to half): a grant within 2 s of the release that frees it is
- * its wake-up. */
-static hilock_options slow_poll(void)
-{
-    static const char *url[1];   /* (the options point at it: not this call's stack) */
-    hilock_options o;
-    url[0] = R->unix_url;
-    o = hlt_options(url, 1);
-    o.retry_delay_ms = 20000;
-    o.poll_ms = 20000;   /* (a waiter blocked on its wake-up looks again after this too) */
-    return o;
-}
-
-static int holds(const char *key, const hilock *l)
-{
-    return hlt_zscore(R, key, hilock_token(l), &(double){ 0 });
-}
-
-static int wq_is(void *arg)
-{
-    const long long *want = arg;
-    return hlt_zcard(R, "{pool}:wq") == *want;
-}
-
 /* Blocking and on the loop (tests/scenario.h): a semaphore of two grants two (on the loop: side
  * by side on one client), a third waits in the queue, blocked on its wake-up; one release
  * grants it at once, not at its poll. */
 HLT_SCENARIO(sem, release_wakes_a_blocked_waiter_before_its_poll)
 {
     NEEDS_32();
-    hilock_options o = slow_poll();
+    hilock_options o = hlt_waiter_options(R->unix_url, 20000);   /* woken, not polled */
     hlt_run *a = hlt_run_new(&o, mode), *b = hlt_run_peer(a), *w = hlt_run_peer(a);
     hilock *la, *lb, *lw;
-    long long t_rel, took, one = 1;
+    long long t_rel, took;
     cr_assert_eq(hlt_run_sem_acquire(a, "pool", 2, 60000, 0, &la), HILOCK_OK, "%s", hlt_run_errmsg(a));
     cr_assert_eq(hlt_run_sem_acquire(b, "pool", 2, 60000, 0, &lb), HILOCK_OK, "%s", hlt_run_errmsg(b));
-    cr_assert(holds("pool", la) && holds("pool", lb));
+    cr_assert(hlt_zscore(R, "pool", hilock_token(la), &(double){ 0 }));
+    cr_assert(hlt_zscore(R, "pool", hilock_token(lb), &(double){ 0 }));
     cr_assert_eq(hlt_zcard(R, "pool"), 3, "two permits and the kind's marker");
     cr_assert_neq(hilock_fence(la), hilock_fence(lb));
     hlt_run_begin_sem_acquire(w, "pool", 2, 20000, 15000);
-    cr_assert(hlt_run_until(w, wq_is, &one, 5000), "the waiter never registered in {pool}:wq");
+    cr_assert(hlt_run_until(w, hlt_zcard_is, &(hlt_zcard_want){ R, "{pool}:wq", 1 }, 5000),
+              "the waiter never registered in {pool}:wq");
     cr_assert(hlt_redis_wait_blocked(R, 1, 5000), "the waiter never blocked on its wake-up");
     cr_assert_not(hlt_run_ended(w), "a third permit of two: %s", hlt_run_errmsg(w));
     t_rel = hlt_now_ms();
@@ -186,7 +163,8 @@ HLT_SCENARIO(sem, release_wakes_a_blocked_waiter_before_its_poll)
     cr_log_info("%s: release -> woken waiter granted: %lld ms", hlt_run_mode_name(w), took);
     cr_assert_lt(took, 2000, "granted %lld ms after the release: polled, not woken", took);
     hlt_assert_expiry(R, lw, 20000);
-    cr_assert(holds("pool", lw) && !holds("pool", la));
+    cr_assert(hlt_zscore(R, "pool", hilock_token(lw), &(double){ 0 }));
+    cr_assert_not(hlt_zscore(R, "pool", hilock_token(la), &(double){ 0 }));
     cr_assert_gt(hilock_fence(lw), hilock_fence(lb));
     cr_assert_eq(hlt_zcard(R, "pool"), 3);
     cr_assert_eq(hlt_exists(R, "{pool}:wq"), 0, "a grant removes its waiter entry");
@@ -500,12 +478,6 @@ Test(sem, extend_check_and_validity_work_on_a_permit)
     hilock_client_free(o);
 }
 
-static void count_lost(hilock *l, hilock_status why, void *arg)
-{
-    (void)l, (void)why;
-    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
-}
-
 /* Blocking and on the loop (tests/scenario.h): a permit is a lock as any other -- extended (the
  * key's expiry follows), checked, kept alive past 3 x its ttl -- and the key, asked as a
  * shared/exclusive lock, is refused naming its kind in the blocking call's words, unchanged.
@@ -526,9 +498,9 @@ HLT_SCENARIO(sem, keepalive_renews_a_permit_past_its_ttl)
     pttl = hlt_pttl(R, "sem");
     cr_assert(pttl > 0 && pttl <= 1000, "PTTL %lld after an extend to 1 s", pttl);
     cr_assert_eq(hlt_run_check(a, l), HILOCK_OK, "%s", hlt_run_errmsg(a));
-    cr_assert_eq(hlt_run_keepalive(a, l, count_lost, &lost_n, NULL), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_keepalive(a, l, hlt_count_lost, &lost_n, NULL), HILOCK_OK, "%s", hlt_run_errmsg(a));
     hlt_run_sleep(a, 3000);   /* 3 x ttl: renewals every third of it */
-    cr_assert_eq(__atomic_load_n(&lost_n, __ATOMIC_SEQ_CST), 0);
+    cr_assert_eq(hlt_lost_count(&lost_n), 0);
     cr_assert_eq(hlt_run_check(a, l), HILOCK_OK, "%s", hlt_run_errmsg(a));
     cr_assert_eq(hlt_zscore(R, "sem", hilock_token(l), &(double){ 0 }), 1, "not kept for 3 x ttl");
     cr_assert_gt(hilock_validity_ms(l), 0);
