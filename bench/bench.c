@@ -17,7 +17,10 @@
  *  2. Contention: 4 processes, each acquire (blocking) -> hold 1 ms -> release, for a fixed
  *     time, with wake-up on release (options.wake = 1) and with pure polling (wake = 0):
  *     acquisitions/s, fairness, the release -> next acquire latency, how long acquire waited,
- *     and a check that no two processes ever held the lock at once.
+ *     and a check that no two processes ever held the lock at once. Then the handoff against
+ *     the bare wake floor (issue 34; bench/handoff.c): hilock, its scripts on bare hiredis and
+ *     BLPOP woken by RPUSH + one SET NX, in interleaved slices, with what each command of a
+ *     handoff costs the server. `bench handoff` runs only that.
  *  3. Fairness under greedy contention (issue 14; bench/fairness.c): P processes acquire ->
  *     hold 1 ms -> release -> acquire again for D s, per configuration (wake-on-release,
  *     polling, fair): grants/s, shares, Jain's index, waits.
@@ -30,6 +33,10 @@
  *  6. The semaphore and the shared/exclusive lock (issue 26; bench/kinds.c), after part 3:
  *     their cycles next to the lock's, a writer's wait under saturating readers, the handoff
  *     of each. `bench kinds` runs only part 6.
+ *  8. Scale (issue 34; bench/scale.c), after part 6: 1,000 waiters on one key (10 processes x
+ *     100 acquires in flight on libuv) and 10,000 locks under keepalive on one loop client: the
+ *     server's calls and CPU per second while they wait / are held, the drain after a release,
+ *     late renewals. `bench scale` runs only part 8.
  *  7. The cost of events (issue 27; observer_cost), after the fast path: the default client
  *     with no observer and with a counting observer against (b). `bench observer` runs only it.
  *
@@ -714,6 +721,16 @@ int main(int argc, char **argv)
         hlt_redis_stop(r);
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "handoff")) {
+        handoff_floor(r, run_s);
+        hlt_redis_stop(r);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "scale")) {
+        scale_bench(r, run_s);
+        hlt_redis_stop(r);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "cluster")) {
         cluster_bench(run_s);
         hlt_redis_stop(r);
@@ -758,8 +775,10 @@ int main(int argc, char **argv)
            "per process", "other", "p50", "p99", "p50", "p99", "p50", "p99", "max", "overlaps");
     contention(r, 1, "wake-up");
     contention(r, 0, "polling (wake=0)");
+    handoff_floor(r, run_s);
     fairness(r);
     kinds_bench(r, run_s);
+    scale_bench(r, run_s);
 
     redlock(r);
     tls_bench(run_s);
