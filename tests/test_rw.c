@@ -16,6 +16,7 @@
 
 #include "clients.h"
 #include "holders.h"
+#include "hilock_async.h"
 #include "scenario.h"
 #include "sentinel_fixture.h"
 
@@ -595,44 +596,82 @@ Test(rw, a_hash_key_is_refused_naming_it)
     assert_refused_kind("k", "k holds a hash");
 }
 
-Test(rw, bad_modes_and_arguments_are_einval_and_write_nothing)
-{
-    hilock_client *c = hlt_client_retry(R->url, 10);
-    hilock *l = (hilock *)&l;
-    const int bad[] = { 2, -1, 99 };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        cr_assert_eq(hilock_rw_acquire(c, "k", (hilock_rw_mode)bad[i], 5000, 0, &l), HILOCK_EINVAL, "mode %d",
-                     bad[i]);
-        cr_assert_null(l);
-        char want[64];
-        snprintf(want, sizeof want, "mode must be HILOCK_EXCLUSIVE or HILOCK_SHARED (got %d)", bad[i]);
-        cr_assert_str_eq(hilock_client_errmsg(c), want);
-    }
-    cr_assert_eq(hilock_rw_acquire(c, NULL, S, 5000, 0, &l), HILOCK_EINVAL);
-    cr_assert_eq(hilock_rw_acquire(c, "", S, 5000, 0, &l), HILOCK_EINVAL);
-    cr_assert_eq(hilock_rw_acquire(c, "k", S, 0, 0, &l), HILOCK_EINVAL);
-    cr_assert_eq(hilock_rw_acquire(c, "k", X, 5000, -2, &l), HILOCK_EINVAL);
-    cr_assert_eq(hilock_rw_acquire(c, "k", S, 5000, 0, NULL), HILOCK_EINVAL);
-    cr_assert_eq(hilock_rw_acquire(NULL, "k", S, 5000, 0, &l), HILOCK_EINVAL);
-    cr_assert_null(l);
-    cr_assert_eq(hlt_dbsize(R), 0, "a refused call wrote something");
-    hilock_client_free(c);
-}
+/* A done that must never run (a call refused at once): counts in stray. */
+static int stray;
+static void never(hilock_status st, hilock *l, void *arg) { (void)st, (void)l, (void)arg; stray++; }
 
-Test(rw, fair_is_refused_with_the_reason)
+/* Blocking and on the loop (tests/scenario.h): each bad argument is EINVAL at once, in the
+ * same words both ways, and writes nothing (on the loop the _async call refuses it, its done
+ * never runs). What each form has of its own is refused too: blocking, a NULL out and a NULL
+ * client; on the loop, a NULL client, a NULL done, a client not attached, and the blocking call
+ * on an attached client. */
+HLT_SCENARIO(rw, bad_modes_and_arguments_are_einval_and_write_nothing)
 {
     const char *url = R->url;
     hilock_options o = hlt_options(&url, 1);
+    hlt_run *r;
+    hilock *l = (hilock *)&l;
+    const int bad[] = { 2, -1, 99 };
+    o.retry_delay_ms = 10;
+    r = hlt_run_new(&o, mode);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char want[64];
+        cr_assert_eq(hlt_run_rw_acquire(r, "k", (hilock_rw_mode)bad[i], 5000, 0, &l), HILOCK_EINVAL, "mode %d",
+                     bad[i]);
+        cr_assert_null(l);
+        snprintf(want, sizeof want, "mode must be HILOCK_EXCLUSIVE or HILOCK_SHARED (got %d)", bad[i]);
+        cr_assert_str_eq(hlt_run_errmsg(r), want);
+    }
+    cr_assert_eq(hlt_run_rw_acquire(r, NULL, S, 5000, 0, &l), HILOCK_EINVAL);
+    cr_assert_eq(hlt_run_rw_acquire(r, "", S, 5000, 0, &l), HILOCK_EINVAL);
+    cr_assert_eq(hlt_run_rw_acquire(r, "k", S, 0, 0, &l), HILOCK_EINVAL);
+    cr_assert(strstr(hlt_run_errmsg(r), "ttl_ms"), "%s", hlt_run_errmsg(r));
+    cr_assert_eq(hlt_run_rw_acquire(r, "k", X, 5000, -2, &l), HILOCK_EINVAL);
+    cr_assert_null(l);
+    if (mode == HLT_BLOCKING) {
+        l = (hilock *)&l;
+        cr_assert_eq(hilock_rw_acquire(hlt_run_client(r), "k", 2, 5000, 0, &l), HILOCK_EINVAL);
+        cr_assert_null(l);
+        cr_assert_eq(hilock_rw_acquire(hlt_run_client(r), "k", S, 5000, 0, NULL), HILOCK_EINVAL);
+        cr_assert_eq(hilock_rw_acquire(NULL, "k", S, 5000, 0, &l), HILOCK_EINVAL);
+    } else {
+        hilock_client *c = hlt_run_client(r), *plain = hlt_client_new(&o);   /* not attached */
+        stray = 0;
+        cr_assert_eq(hilock_rw_acquire_async(NULL, "k", S, 5000, 0, never, NULL), HILOCK_EINVAL);
+        cr_assert_eq(hilock_rw_acquire_async(c, "k", S, 5000, 0, NULL, NULL), HILOCK_EINVAL);
+        cr_assert(strstr(hilock_client_errmsg(c), "done"), "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_rw_acquire_async(plain, "k", S, 5000, 0, never, NULL), HILOCK_EINVAL);
+        cr_assert(strstr(hilock_client_errmsg(plain), "not attached"), "%s", hilock_client_errmsg(plain));
+        l = (hilock *)&l;
+        cr_assert_eq(hilock_rw_acquire(c, "k", S, 5000, 0, &l), HILOCK_EINVAL);
+        cr_assert(strstr(hilock_client_errmsg(c), "event loop"), "%s", hilock_client_errmsg(c));
+        cr_assert_null(l);
+        hlt_run_sleep(r, 10);   /* a few loop passes: a done of a refused call would have run */
+        cr_assert_eq(stray, 0, "done ran for a refused call");
+        hilock_client_free(plain);
+    }
+    cr_assert_null(l);
+    cr_assert_eq(hlt_dbsize(R), 0, "a refused call wrote something");
+    hlt_run_free(r);
+}
+
+/* Blocking and on the loop (tests/scenario.h): a fair client's shared/exclusive lock is EINVAL
+ * at once with the reason, in the same words both ways; nothing written. */
+HLT_SCENARIO(rw, fair_is_refused_with_the_reason)
+{
+    const char *url = R->url;
+    hilock_options o = hlt_options(&url, 1);
+    hilock *l = (hilock *)&l;
+    hlt_run *r;
     o.retry_delay_ms = 10;
     o.fair = 1;
-    hilock_client *c = hlt_client_new(&o);
-    hilock *l = (hilock *)&l;
-    cr_assert_eq(hilock_rw_acquire(c, "k", S, 5000, 0, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
+    r = hlt_run_new(&o, mode);
+    cr_assert_eq(hlt_run_rw_acquire(r, "k", S, 5000, 0, &l), HILOCK_EINVAL, "%s", hlt_run_errmsg(r));
     cr_assert_null(l);
-    cr_assert_str_eq(hilock_client_errmsg(c),
+    cr_assert_str_eq(hlt_run_errmsg(r),
                      "fair is not supported by hilock_rw_acquire: it is writer-preferring already (docs/rwlock.md)");
     cr_assert_eq(hlt_dbsize(R), 0);
-    hilock_client_free(c);
+    hlt_run_free(r);
 }
 
 Test(rw, is_not_reentrant)
@@ -655,19 +694,31 @@ Test(rw, is_not_reentrant)
     hilock_client_free(c);
 }
 
-Test(rw, is_einval_on_a_server_older_than_3_2)
+/* Blocking and on the loop (tests/scenario.h): a server before 3.2 cannot run the lock's
+ * script: EINVAL in either mode, naming the server's version (on the loop the call is accepted
+ * -- the version is known once connected -- and ends so in done), the same words both ways;
+ * nothing written. */
+HLT_SCENARIO(rw, is_einval_on_a_server_older_than_3_2)
 {
-    hilock_client *c = hlt_client_retry(R->url, 10);
+    const char *url = R->url;
+    hilock_options o = hlt_options(&url, 1);
+    hlt_run *r;
     char want[160];
     if (hlt_server_version() >= 30200 || hlt_server_version() == 0)
         cr_skip_test("n/a on %s: it runs the shared/exclusive lock", hlt_server_name());
     snprintf(want, sizeof want, "semaphores and shared/exclusive locks need Redis >= 3.2: 127.0.0.1:%d runs %s",
              R->port, hlt_server_name());
-    for (int m = X; m <= S; m++)
-        hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = "k", .mode = (hilock_rw_mode)m, .ttl_ms = 5000 },
-                                HILOCK_EINVAL, want, 1);
-    cr_assert_eq(hlt_dbsize(R), 0);
-    hilock_client_free(c);
+    o.retry_delay_ms = 10;
+    r = hlt_run_new(&o, mode);
+    for (int m = X; m <= S; m++) {
+        hilock *l = (hilock *)&l;
+        cr_assert_eq(hlt_run_rw_acquire(r, "k", (hilock_rw_mode)m, 5000, 0, &l), HILOCK_EINVAL, "%s: %s",
+                     mode_name((hilock_rw_mode)m), hlt_run_errmsg(r));
+        cr_assert_null(l);
+        cr_assert_str_eq(hlt_run_errmsg(r), want);
+        cr_assert_eq(hlt_dbsize(R), 0);
+    }
+    hlt_run_free(r);
 }
 
 /* ---- a grant as a lock ---- */
@@ -753,39 +804,50 @@ Test(rw, free_without_release_leaves_the_member_until_its_ttl)
 
 /* ---- Redlock: three direct masters ---- */
 
-Test(rw, over_three_masters_exclusive_and_shared_exclude_each_other)
+/* Blocking and on the loop (tests/scenario.h): over three masters (Redlock: allowed,
+ * docs/rwlock.md) two shared grants -- asked side by side (on the loop: in flight together on
+ * one client) -- hold on every master; an exclusive try beside them is BUSY and leaves no member
+ * anywhere; once they are released (the key gone everywhere) it is granted on every master, a
+ * shared try is then BUSY, and its release leaves nothing. */
+HLT_SCENARIO(rw, over_three_masters_exclusive_and_shared_exclude_each_other)
 {
     NEEDS_32();
     hlt_redis *m[3] = { R, hlt_redis_start(NULL), hlt_redis_start(NULL) };
     const char *urls[3];
-    hilock_client *a, *b, *d;
+    hlt_run *a, *b, *d;
     hilock *s1, *s2, *x;
     cr_assert(m[1] && m[2]);
     for (int i = 0; i < 3; i++) urls[i] = m[i]->url;
     hilock_options o = hlt_options(urls, 3);
     o.retry_delay_ms = 10;
-    a = hlt_client_new(&o);
-    b = hlt_client_new(&o);
-    d = hlt_client_new(&o);
-    s1 = must_rw(a, "k", S, 20000, 0);
-    s2 = must_rw(d, "k", S, 20000, 0);
+    a = hlt_run_new(&o, mode);
+    b = hlt_run_new(&o, mode);
+    d = hlt_run_peer(a);
+    hlt_run_begin_rw_acquire(a, "k", S, 20000, 0);
+    cr_assert_eq(hlt_run_rw_acquire(d, "k", S, 20000, 0, &s2), HILOCK_OK, "%s", hlt_run_errmsg(d));
+    cr_assert_eq(hlt_run_end(a, 20000, &s1), HILOCK_OK, "%s", hlt_run_errmsg(a));
     for (int i = 0; i < 3; i++) assert_grant(m[i], s1, S, 20000), assert_grant(m[i], s2, S, 20000);
     x = (hilock *)&x;
-    cr_assert_eq(hilock_rw_acquire(b, "k", X, 20000, 0, &x), HILOCK_BUSY, "%s", hilock_client_errmsg(b));
+    cr_assert_eq(hlt_run_rw_acquire(b, "k", X, 20000, 0, &x), HILOCK_BUSY, "%s", hlt_run_errmsg(b));
     cr_assert_null(x);
-    release_free(s1);
-    release_free(s2);
+    for (int i = 0; i < 3; i++) cr_assert_eq(hlt_zcard(m[i], "k"), 3, "master %d: the busy try wrote", i);
+    cr_assert_eq(hlt_run_release(a, s1), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_release(d, s2), HILOCK_OK, "%s", hlt_run_errmsg(d));
     for (int i = 0; i < 3; i++) cr_assert_eq(hlt_exists(m[i], "k"), 0, "master %d", i);
-    x = must_rw(b, "k", X, 20000, 0);
+    cr_assert_eq(hlt_run_rw_acquire(b, "k", X, 20000, 0, &x), HILOCK_OK, "%s", hlt_run_errmsg(b));
     for (int i = 0; i < 3; i++) assert_grant(m[i], x, X, 20000);
-    s1 = (hilock *)&s1;
-    cr_assert_eq(hilock_rw_acquire(a, "k", S, 20000, 0, &s1), HILOCK_BUSY, "%s", hilock_client_errmsg(a));
-    cr_assert_null(s1);
+    hilock *s3 = (hilock *)&s3;
+    cr_assert_eq(hlt_run_rw_acquire(a, "k", S, 20000, 0, &s3), HILOCK_BUSY, "%s", hlt_run_errmsg(a));
+    cr_assert_null(s3);
     for (int i = 0; i < 3; i++) cr_assert_eq(hlt_zcard(m[i], "k"), 2, "master %d: the writer alone", i);
-    release_free(x);
-    hilock_client_free(a);
-    hilock_client_free(b);
-    hilock_client_free(d);
+    cr_assert_eq(hlt_run_release(b, x), HILOCK_OK, "%s", hlt_run_errmsg(b));
+    for (int i = 0; i < 3; i++) cr_assert_eq(hlt_exists(m[i], "k"), 0, "master %d: left after the release", i);
+    hilock_free(s1);
+    hilock_free(s2);
+    hilock_free(x);
+    hlt_run_free(d);
+    hlt_run_free(b);
+    hlt_run_free(a);
     hlt_redis_stop(m[1]);
     hlt_redis_stop(m[2]);
 }

@@ -14,6 +14,7 @@
 
 #include "clients.h"
 #include "holders.h"
+#include "hilock_async.h"
 #include "scenario.h"
 
 #define NEEDS_32() HLT_NEEDS(30200, "the semaphore's script reads the server's clock (Redis 3.2+)")
@@ -585,35 +586,73 @@ Test(sem, token_and_key_accessors)
 
 /* ---- refusals: a status, a message, nothing written ---- */
 
-/* st is EINVAL, *out NULL, the database as before (an empty one). */
-static void assert_einval_empty(hilock_client *c, hilock_status st, hilock *const *l)
+/* st is EINVAL (msg: the call's message), *out NULL, the database as before (an empty one). */
+static void assert_einval_empty_msg(hilock_status st, hilock *const *l, const char *msg)
 {
-    cr_assert_eq(st, HILOCK_EINVAL, "%s (%s)", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_eq(st, HILOCK_EINVAL, "%s (%s)", hilock_strerror(st), msg);
     cr_assert_null(*l);
     cr_assert_eq(hlt_dbsize(R), 0, "a refused call wrote something");
 }
 
-Test(sem, bad_limits_and_arguments_are_einval_and_write_nothing)
+static void assert_einval_empty(hilock_client *c, hilock_status st, hilock *const *l)
 {
-    hilock_client *c = hlt_client_retry(R->url, 10);
+    assert_einval_empty_msg(st, l, hilock_client_errmsg(c));
+}
+
+/* A done that must never run (a call refused at once): counts in stray. */
+static int stray;
+static void never(hilock_status st, hilock *l, void *arg) { (void)st, (void)l, (void)arg; stray++; }
+
+/* Blocking and on the loop (tests/scenario.h): each bad argument is EINVAL at once, in the
+ * same words both ways, and writes nothing (on the loop the _async call refuses it, its done
+ * never runs). What each form has of its own is refused too: blocking, a NULL out and a NULL
+ * client; on the loop, a NULL client, a NULL done, a client not attached, and the blocking call
+ * on an attached client. */
+HLT_SCENARIO(sem, bad_limits_and_arguments_are_einval_and_write_nothing)
+{
+    const char *url = R->url;
+    hilock_options o = hlt_options(&url, 1);
+    hlt_run *r;
     hilock *l = (hilock *)&l;
     const int bad[] = { 0, -1, HILOCK_SEM_LIMIT_MAX + 1, -2147483647 - 1 };
+    o.retry_delay_ms = 10;
+    r = hlt_run_new(&o, mode);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        assert_einval_empty(c, hilock_sem_acquire(c, "sem", bad[i], 5000, 0, &l), &l);
         char want[64];
+        assert_einval_empty_msg(hlt_run_sem_acquire(r, "sem", bad[i], 5000, 0, &l), &l, hlt_run_errmsg(r));
         snprintf(want, sizeof want, "limit must be 1..1000 (got %d)", bad[i]);
-        cr_assert_str_eq(hilock_client_errmsg(c), want);
+        cr_assert_str_eq(hlt_run_errmsg(r), want);
     }
-    assert_einval_empty(c, hilock_sem_acquire(c, NULL, 2, 5000, 0, &l), &l);
-    assert_einval_empty(c, hilock_sem_acquire(c, "", 2, 5000, 0, &l), &l);
-    assert_einval_empty(c, hilock_sem_acquire(c, "sem", 2, 0, 0, &l), &l);
-    assert_einval_empty(c, hilock_sem_acquire(c, "sem", 2, -5, 0, &l), &l);
-    assert_einval_empty(c, hilock_sem_acquire(c, "sem", 2, 5000, -2, &l), &l);
-    cr_assert_eq(hilock_sem_acquire(c, "sem", 2, 5000, 0, NULL), HILOCK_EINVAL);
-    cr_assert_eq(hilock_sem_acquire(NULL, "sem", 2, 5000, 0, &l), HILOCK_EINVAL);
+    assert_einval_empty_msg(hlt_run_sem_acquire(r, NULL, 2, 5000, 0, &l), &l, hlt_run_errmsg(r));
+    assert_einval_empty_msg(hlt_run_sem_acquire(r, "", 2, 5000, 0, &l), &l, hlt_run_errmsg(r));
+    assert_einval_empty_msg(hlt_run_sem_acquire(r, "sem", 2, 0, 0, &l), &l, hlt_run_errmsg(r));
+    cr_assert(strstr(hlt_run_errmsg(r), "ttl_ms"), "%s", hlt_run_errmsg(r));
+    assert_einval_empty_msg(hlt_run_sem_acquire(r, "sem", 2, -5, 0, &l), &l, hlt_run_errmsg(r));
+    assert_einval_empty_msg(hlt_run_sem_acquire(r, "sem", 2, 5000, -2, &l), &l, hlt_run_errmsg(r));
+    if (mode == HLT_BLOCKING) {
+        l = (hilock *)&l;
+        assert_einval_empty(hlt_run_client(r), hilock_sem_acquire(hlt_run_client(r), "sem", 0, 5000, 0, &l), &l);
+        cr_assert_eq(hilock_sem_acquire(hlt_run_client(r), "sem", 2, 5000, 0, NULL), HILOCK_EINVAL);
+        cr_assert_eq(hilock_sem_acquire(NULL, "sem", 2, 5000, 0, &l), HILOCK_EINVAL);
+    } else {
+        hilock_client *c = hlt_run_client(r), *plain = hlt_client_new(&o);   /* not attached */
+        stray = 0;
+        cr_assert_eq(hilock_sem_acquire_async(NULL, "sem", 2, 5000, 0, never, NULL), HILOCK_EINVAL);
+        cr_assert_eq(hilock_sem_acquire_async(c, "sem", 2, 5000, 0, NULL, NULL), HILOCK_EINVAL);
+        cr_assert(strstr(hilock_client_errmsg(c), "done"), "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_sem_acquire_async(plain, "sem", 2, 5000, 0, never, NULL), HILOCK_EINVAL);
+        cr_assert(strstr(hilock_client_errmsg(plain), "not attached"), "%s", hilock_client_errmsg(plain));
+        l = (hilock *)&l;
+        cr_assert_eq(hilock_sem_acquire(c, "sem", 2, 5000, 0, &l), HILOCK_EINVAL);
+        cr_assert(strstr(hilock_client_errmsg(c), "event loop"), "%s", hilock_client_errmsg(c));
+        cr_assert_null(l);
+        hlt_run_sleep(r, 10);   /* a few loop passes: a done of a refused call would have run */
+        cr_assert_eq(stray, 0, "done ran for a refused call");
+        hilock_client_free(plain);
+    }
     cr_assert_null(l);
     cr_assert_eq(hlt_dbsize(R), 0);
-    hilock_client_free(c);
+    hlt_run_free(r);
 }
 
 Test(sem, the_largest_limit_is_taken)
@@ -689,19 +728,22 @@ Test(sem, a_plain_lock_on_a_semaphore_key_is_refused_naming_it)
     hilock_client_free(b);
 }
 
-Test(sem, fair_is_refused_with_the_reason)
+/* Blocking and on the loop (tests/scenario.h): a fair client's semaphore is EINVAL at once
+ * with the reason, in the same words both ways; nothing written. */
+HLT_SCENARIO(sem, fair_is_refused_with_the_reason)
 {
     const char *url = R->url;
     hilock_options o = hlt_options(&url, 1);
-    hilock_client *c;
+    hilock *l = (hilock *)&l;
+    hlt_run *r;
     o.retry_delay_ms = 50;   /* the library's default */
     o.fair = 1;
-    c = hlt_client_new(&o);
-    hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = "sem", .limit = 3, .ttl_ms = 5000 }, HILOCK_EINVAL,
-                            "fair is not supported by hilock_sem_acquire: its waiters are not served in order "
-                            "(docs/semaphore.md)", 1);
+    r = hlt_run_new(&o, mode);
+    assert_einval_empty_msg(hlt_run_sem_acquire(r, "sem", 3, 5000, 0, &l), &l, hlt_run_errmsg(r));
+    cr_assert_str_eq(hlt_run_errmsg(r), "fair is not supported by hilock_sem_acquire: its waiters are not served "
+                     "in order (docs/semaphore.md)");
     cr_assert_eq(hlt_dbsize(R), 0);
-    hilock_client_free(c);
+    hlt_run_free(r);
 }
 
 /* fencing = 0 and bridge are hilock_acquire's: a permit mints its fencing token anyway, and
@@ -732,24 +774,28 @@ Test(sem, fencing_0_and_bridge_do_not_apply)
     }
 }
 
-Test(sem, is_refused_over_several_masters)
+/* Blocking and on the loop (tests/scenario.h): a semaphore over several masters cannot keep
+ * its limit: EINVAL at once, saying why, in the same words both ways; nothing written on any
+ * master. */
+HLT_SCENARIO(sem, is_refused_over_several_masters)
 {
     hlt_redis *r2 = hlt_redis_start(NULL), *r3 = hlt_redis_start(NULL);
-    const char *urls[] = { R->url, r2->url, r3->url };
+    const char *urls[3];
     hilock_options o;
-    hilock_client *c;
+    hlt_run *r;
     hilock *l = (hilock *)&l;
     cr_assert(r2 && r3);
+    urls[0] = R->url, urls[1] = r2->url, urls[2] = r3->url;
     o = hlt_options(urls, 3);
     o.retry_delay_ms = 50;   /* the library's default */
-    c = hlt_client_new(&o);
-    cr_assert_eq(hilock_sem_acquire(c, "sem", 3, 5000, 0, &l), HILOCK_EINVAL, "%s", hilock_client_errmsg(c));
+    r = hlt_run_new(&o, mode);
+    cr_assert_eq(hlt_run_sem_acquire(r, "sem", 3, 5000, 0, &l), HILOCK_EINVAL, "%s", hlt_run_errmsg(r));
     cr_assert_null(l);
-    cr_log_info("Redlock: %s", hilock_client_errmsg(c));
-    cr_assert_str_eq(hilock_client_errmsg(c), "a semaphore over 3 masters cannot keep its limit: with quorum 2, "
+    cr_log_info("Redlock: %s", hlt_run_errmsg(r));
+    cr_assert_str_eq(hlt_run_errmsg(r), "a semaphore over 3 masters cannot keep its limit: with quorum 2, "
                      "limit+1 holders can each hold a quorum");
     cr_assert(hlt_dbsize(R) == 0 && hlt_dbsize(r2) == 0 && hlt_dbsize(r3) == 0, "nothing written");
-    hilock_client_free(c);
+    hlt_run_free(r);
     hlt_redis_stop(r2);
     hlt_redis_stop(r3);
 }
@@ -831,15 +877,25 @@ Test(sem, fence_tokens_of_permits_up_to_2_53_minus_1_are_exact)
     for (int i = 0; i < 3; i++) hilock_client_free(c[i]);
 }
 
-Test(sem, is_einval_on_a_server_older_than_3_2)
+/* Blocking and on the loop (tests/scenario.h): a server before 3.2 cannot run the
+ * semaphore's script: EINVAL naming the server's version (on the loop the call is accepted --
+ * the version is known once connected -- and ends so in done), the same words both ways;
+ * nothing written. */
+HLT_SCENARIO(sem, is_einval_on_a_server_older_than_3_2)
 {
-    hilock_client *c = hlt_client_retry(R->url, 10);
+    const char *url = R->url;
+    hilock_options o = hlt_options(&url, 1);
+    hilock *l = (hilock *)&l;
+    hlt_run *r;
     char want[160];
     if (hlt_server_version() >= 30200 || hlt_server_version() == 0)
         cr_skip_test("n/a on %s: it runs the semaphore", hlt_server_name());
     snprintf(want, sizeof want, "semaphores and shared/exclusive locks need Redis >= 3.2: 127.0.0.1:%d runs %s",
              R->port, hlt_server_name());
-    hlt_assert_unchanged_by(R, c, &(hlt_bg){ .key = "sem", .limit = 3, .ttl_ms = 5000 }, HILOCK_EINVAL, want, 1);
+    o.retry_delay_ms = 10;
+    r = hlt_run_new(&o, mode);
+    assert_einval_empty_msg(hlt_run_sem_acquire(r, "sem", 3, 5000, 0, &l), &l, hlt_run_errmsg(r));
+    cr_assert_str_eq(hlt_run_errmsg(r), want);
     cr_assert_eq(hlt_dbsize(R), 0);
-    hilock_client_free(c);
+    hlt_run_free(r);
 }
