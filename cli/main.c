@@ -848,15 +848,17 @@ static void die_if_wait_signalled(hilock **lp)
 
 
 /* Legacy and bridge locks are renewed by the main loop (self_renew), which a renewal blocks
- * for up to io_timeout_ms + connect_timeout_ms: bound each at a tenth of the ttl, so one
- * renewal blocks a fifth of it at most and the loop is free again in time to stop COMMAND
- * (the client is hilock's own: nothing else relies on the longer defaults). */
+ * for up to connect_timeout_ms + 3 x io_timeout_ms (hilock_extend's bound, hilock.h: a
+ * connect, then the handshake, the command and a resend after NOSCRIPT, each its own round
+ * trip): bound each at a fifteenth of the ttl, so one renewal blocks 4/15 of it at most and
+ * the loop is free again in time to stop COMMAND (the client is hilock's own: nothing else
+ * relies on the longer defaults). */
 static int64_t bound_round_trips(int64_t ttl_ms, hilock_options *opt)
 {
-    int64_t cap = ttl_ms / 10 > 0 ? ttl_ms / 10 : 1;
+    int64_t cap = ttl_ms / 15 > 0 ? ttl_ms / 15 : 1;
     if (opt->io_timeout_ms > cap) opt->io_timeout_ms = cap;
     if (opt->connect_timeout_ms > cap) opt->connect_timeout_ms = cap;
-    return opt->io_timeout_ms + opt->connect_timeout_ms;   /* hilock_extend's bound */
+    return opt->connect_timeout_ms + 3 * opt->io_timeout_ms;   /* hilock_extend's bound */
 }
 
 /* The kinds: a permit (--limit), a shared grant (--shared), a legacy or a modern lock. Every
@@ -1680,7 +1682,7 @@ static int transient(hilock_status st)
 /* Renewal of a lock hilock_keepalive does not take (legacy, bridge), on this thread, which
  * has nothing else to do with the client: every third of the ttl, retrying passing errors
  * while the lock is still valid -- the keepalive's rules. hilock_extend blocks this loop
- * (up to a fifth of the ttl: bound_round_trips), so one that could end after the loop must
+ * (up to 4/15 of the ttl: bound_round_trips), so one that could end after the loop must
  * declare the loss is not started: the backstop declares it, and SIGKILL comes in time. */
 static void self_renew(run_state *r)
 {

@@ -216,7 +216,10 @@ typedef struct hilock_options {
     const char *const *servers;
     size_t       nservers;
 
-    int64_t connect_timeout_ms;   /* bound on one connect (and handshake). Default 1000.
+    int64_t connect_timeout_ms;   /* bound on one connect (TCP or unix, TLS, asking the
+                                     Sentinels); the connection's handshake with the server
+                                     (AUTH, SELECT, INFO) that follows is a round trip of its
+                                     own (io_timeout_ms). Default 1000.
                                      A host name (in a URL, from a Sentinel, in a MOVED) is
                                      looked up within it too: once for IPv6 and IPv4 together
                                      (getaddrinfo, AF_UNSPEC) on a helper thread, its
@@ -228,7 +231,10 @@ typedef struct hilock_options {
                                      past that a new one is refused at once (EIO, "cannot
                                      resolve HOST: N earlier lookups still hang"). Numeric
                                      addresses are parsed, never looked up.                    */
-    int64_t io_timeout_ms;        /* bound on one round trip. Default 1000.                     */
+    int64_t io_timeout_ms;        /* bound on one round trip: a new connection's handshake,
+                                     a call's commands, and their resend as EVAL when the
+                                     server's script cache was empty (NOSCRIPT) each get it
+                                     anew, within the call's own bound. Default 1000.          */
     int64_t retry_delay_ms;       /* mean pause between attempts while waiting (jittered
                                      +-50%, never past the holder's expiry or the deadline)
                                      where a waiter does not block on a release signal:
@@ -482,8 +488,9 @@ HILOCK_API void hilock_cancel(hilock_client *c);
 /* Acquire `key` for ttl_ms milliseconds.
  *   wait_ms: 0 = try once; HILOCK_WAIT_FOREVER (-1) = until acquired (or an error);
  *            > 0 = give up after that long. The call never takes longer than
- *            wait_ms + io_timeout_ms + connect_timeout_ms (+ replicas_timeout_ms with
- *            min_replicas): every round trip it makes ends by then -- the lock's own, a
+ *            wait_ms + connect_timeout_ms + 3 x io_timeout_ms (+ replicas_timeout_ms with
+ *            min_replicas; the last attempt may need a connect, the handshake, its command
+ *            and a resend after NOSCRIPT): every round trip it makes ends by then -- the lock's own, a
  *            reconnect (Sentinel: asking the Sentinels), the failover check, the undo of a
  *            grant it does not keep, a Sentinel's "did the master move?", Redlock's fencing
  *            and undos. One that runs out of that time is ETIMEDOUT (or EIO).
@@ -642,8 +649,9 @@ HILOCK_API hilock_status hilock_release(hilock *l);
  * EIO, ETIMEDOUT, EAUTH, EREPLY, EREPLICAS (min_replicas: the new ttl was not acknowledged),
  * ENOQUORUM. On an error the validity is the smaller of the old one and ttl_ms (the new ttl
  * may have landed on some masters).
- * Bound (also of release and check): io_timeout_ms + connect_timeout_ms (+ replicas_timeout_ms
- * for an extend with min_replicas); Redlock: twice the per-master timeout (see servers). Every
+ * Bound (also of release and check): connect_timeout_ms + 3 x io_timeout_ms (a connect, the
+ * handshake, the call's command and its resend after NOSCRIPT; + replicas_timeout_ms for an
+ * extend with min_replicas); Redlock: twice the per-master timeout (see servers). Every
  * round trip of the call keeps to it (a Sentinel's "did the master move?", the failover
  * check); one that gets no answer in time is ETIMEDOUT or EIO, not LOST. */
 HILOCK_API hilock_status hilock_extend(hilock *l, int64_t ttl_ms);
@@ -747,7 +755,7 @@ typedef void (*hilock_lost_fn)(hilock *l, hilock_status why, void *arg);
  *   - hilock_release and hilock_free stop the keepalive before they return, also when the
  *     release fails (they signal the thread and join it), so no renewal is in flight after
  *     them and none will be sent; a renewal already on the wire is waited for (at most
- *     the bound of hilock_extend: io_timeout_ms + connect_timeout_ms).
+ *     the bound of hilock_extend: connect_timeout_ms + 3 x io_timeout_ms).
  *   - While it runs, the owner's thread may still call hilock_extend (a new ttl is then used
  *     by later renewals) and hilock_check: they take turns with the renewals (each may wait
  *     for one in flight).

@@ -199,7 +199,7 @@ typedef void (*hilock_cluster_fn)(size_t master, const hilock_cluster_node *n, v
  * Returns OK; EINVAL (NULL c/fn, master out of range, a key empty or too long, or master i
  * is not a redis-cluster:// URL -- "not a cluster" in hilock_client_errmsg); EIO, ETIMEDOUT,
  * EAUTH, EREPLY (no seed gave the map: the seeds and why in hilock_client_errmsg), ENOMEM.
- * Bounded by connect_timeout_ms + io_timeout_ms. */
+ * Bounded by connect_timeout_ms + 3 x io_timeout_ms (hilock.h: hilock_extend's bound). */
 HILOCK_API hilock_status hilock_cluster_nodes(hilock_client *c, size_t master, const char *key,
                                               hilock_cluster_fn fn, void *arg);
 

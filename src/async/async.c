@@ -84,6 +84,7 @@ struct part {           /* one node's share of one hl_exec */
     int           asking;      /* ASKING goes before each command (an ASK redirect) */
     hl_reply     *reply[HL_MAX_CMDS];
     int64_t       deadline;
+    int64_t       per_us, hard_us;   /* each round trip's bound, and the call's (part_renew) */
     uint64_t      start_off;   /* where its bytes begin in the connection's stream */
     int64_t       t0;          /* when it was encoded (hl_round_trip) */
     int           queued;      /* its bytes are in the output */
@@ -304,6 +305,14 @@ static void err_text(hl_loop *L, lconn *lc, char *buf, size_t len, const char *w
 }
 
 /* Append a part's commands (after the node's pending undos) to the connection's output. */
+/* A round trip of p's starts now (its connection's handshake, its commands, their resend as
+ * EVAL): its own per-node timeout, within the call's bound, as engine.c gives each. */
+static void part_renew(part *p)
+{
+    p->deadline = hl_add_sat(hl_now_us(), p->per_us);
+    if (p->deadline > p->hard_us) p->deadline = p->hard_us;
+}
+
 static void lc_encode(hl_loop *L, lconn *lc, part *p)
 {
     hl_node *n = lc_node(lc);
@@ -331,6 +340,7 @@ static void lc_encode(hl_loop *L, lconn *lc, part *p)
     }
     p->start_off = lc->queued + (out->len - before);
     p->t0 = hl_now_us();
+    part_renew(p);
     if (p->ncmd == 0) {   /* hl_exec with no command: just the undos, sent now */
         lc->queued += out->len - before;
         part_end(p, HILOCK_OK, NULL);
@@ -446,6 +456,7 @@ static void lc_connected(hl_loop *L, lconn *lc)
     int count;
     lc->k->connecting = 0;
     lc->k->fresh = 0;
+    for (part *p = lc->whead; p; p = p->wnext) part_renew(p);   /* the handshake's round trip */
     count = hl_handshake_put(n, &lc->k->out);
     if (count == 0) {
         hl_conn_ready(lc->c, n, lc->k);
@@ -732,6 +743,8 @@ static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_t
          p->srv >= 0 ? shard_conn(L, p->node, p->srv, 1) : &L->conns[p->node];
     p->deadline = hl_add_sat(now, per_node_timeout_us + (lc && lc->k ? 0 : connect));
     if (p->deadline > hard) p->deadline = hard;
+    p->per_us = per_node_timeout_us;
+    p->hard_us = hard;
     if (!lc) {
         part_end(p, HILOCK_ENOMEM, "out of memory");
         return;

@@ -1150,6 +1150,11 @@ static void settle_node(pass *s, int i, struct hl_conn *k)
     if (p->resend || p->more) {
         int use_eval = p->resend || p->used_eval;
         p->t0 = hl_now_us();   /* (the round trip counted is the commands', not the handshake's) */
+        /* a round trip of its own (the commands after the handshake's, or their resend as
+         * EVAL): its own io_timeout_ms, within the call's bound -- else a link slower than
+         * half the timeout never gets a command through a fresh connection */
+        p->deadline = hl_add_sat(p->t0, s->dl.per_node_us);
+        if (p->deadline > s->dl.hard_us) p->deadline = s->dl.hard_us;
         for (int q = 0; q < ncmd; q++) {
             hl_reply_free(n->reply[q]);
             n->reply[q] = NULL;

@@ -291,6 +291,16 @@ static inline void hl_round_trip(hilock_client *c, int64_t t0_us, int64_t now_us
     c->stats.round_trips++;
     hl_hist_add(&c->stats.round_trip, now_us - t0_us);
 }
+/* The bound of a call's round trips on one node (hilock.h states it): a connect
+ * (connect_timeout_ms), then the handshake, the commands, and their resend as EVAL after a
+ * NOSCRIPT, each a round trip of its own with its own per_us (engine.c), so a link slower
+ * than half the timeout still gets a command through a fresh connection. */
+#define HL_CALL_ROUND_TRIPS 3
+static inline int64_t hl_call_bound_us(const hilock_client *c, int64_t per_us)
+{
+    return hl_add_sat(c->opt.connect_timeout_ms * 1000,
+                      per_us > INT64_MAX / HL_CALL_ROUND_TRIPS ? INT64_MAX : HL_CALL_ROUND_TRIPS * per_us);
+}
 /* 1 while this thread runs an observer (hl_enter refuses calls then). */
 int  hl_observing(void);
 /* hilock_client_stats's copy of c->stats into size bytes at s (client.c checks the call). */

@@ -25,11 +25,12 @@ const char *hilock_client_master_name(const hilock_client *c, size_t i)
     return c && i < c->nnodes ? c->nodes[i].name : NULL;
 }
 
-/* Round trip on the nodes in mask: io_timeout_ms each, + connect_timeout_ms to connect. */
+/* Round trip on the nodes in mask: io_timeout_ms each (the handshake's and a resend's too),
+ * + connect_timeout_ms to connect. */
 static uint32_t exec_read(hilock_client *c, uint32_t mask, const hl_cmd *cmd)
 {
     int64_t io = c->opt.io_timeout_ms * 1000;
-    int64_t hard = hl_add_sat(hl_now_us(), io + c->opt.connect_timeout_ms * 1000);
+    int64_t hard = hl_add_sat(hl_now_us(), hl_call_bound_us(c, io));
     return hl_exec(c, mask, cmd, 1, io, hard);
 }
 
@@ -436,7 +437,7 @@ static hilock_status read_map(hilock_client *c, size_t master, int slot, int eve
     n = &c->nodes[master];
     if (n->topo != &hl_topo_cluster)
         return hl_fail(c, HILOCK_EINVAL, "%s is not a cluster (a redis-cluster:// URL)", n->name);
-    st = hl_cluster_nodes(c, n, slot, every, hl_add_sat(hl_now_us(), (c->opt.connect_timeout_ms + c->opt.io_timeout_ms) * 1000),
+    st = hl_cluster_nodes(c, n, slot, every, hl_add_sat(hl_now_us(), hl_call_bound_us(c, c->opt.io_timeout_ms * 1000)),
                           collect_node, l);
     if (st == HILOCK_OK && l->oom) st = HILOCK_ENOMEM;
     if (st != HILOCK_OK) {

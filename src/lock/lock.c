@@ -781,7 +781,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
     /* a wait too long to count in microseconds is as good as forever (and must not overflow) */
     deadline = wait_ms < 0 || wait_ms > HL_NEVER / 1000 ? HL_NEVER : hl_add_sat(start, wait_ms * 1000);
     /* the last attempt may start just before the deadline, and may have to connect first */
-    hard = hl_add_sat(hl_add_sat(deadline, c->opt.io_timeout_ms * 1000), c->opt.connect_timeout_ms * 1000);
+    hard = hl_add_sat(deadline, hl_call_bound_us(c, c->opt.io_timeout_ms * 1000));
     for (int retake = 0;;) {
         int64_t hint = 0;
         if (l->spent && (st = fresh_token(l, hard)) != HILOCK_OK) break;
@@ -853,7 +853,7 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
     cmds[0] = *cmd;   /* then failover.lua and WAIT where asked for (topology.c) */
     /* Redlock: connect and answer within twice the per-master timeout (see attempt) */
     ncmd = topo_begin(l, &top, op, ttl_ms, cmds, per, hl_add_sat(hl_now_us(), c->nnodes > 1 ? 2 * per
-                                                                 : per + c->opt.connect_timeout_ms * 1000));
+                                                                 : hl_call_bound_us(c, per)));
     *t0 = hl_now_us();
     *deadline = top.deadline_us;
     ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us, top.deadline_us);
