@@ -17,6 +17,7 @@
 #include "hilock.h"
 #include "base.h"   /* hl_lua_fence_raise */
 #include "holders.h"   /* hlt_db_snapshot, hlt_server_ms */
+#include "scenario.h"
 #include "kind.h"   /* HL_FENCE_KEEP_MS, HL_FENCE_EPOCH_KEEP_MS */
 #include "sentinel_fixture.h"
 
@@ -46,13 +47,19 @@ static void stop(cluster *k)
     for (int i = 0; i < k->n; i++) hlt_redis_stop(k->m[i]);
 }
 
-/* The suite's one client maker: hlt_options's over urls, a long io timeout, waits retried
+/* The suite's client options (and maker): hlt_options's over urls, a long io timeout, waits retried
  * every 10 ms. */
-static hilock_client *client_for(const char *const *urls, int n)
+static hilock_options options_for(const char *const *urls, int n)
 {
     hilock_options o = hlt_options(urls, (size_t)n);
     o.io_timeout_ms = IO_MS;
     o.retry_delay_ms = 10;
+    return o;
+}
+
+static hilock_client *client_for(const char *const *urls, int n)
+{
+    hilock_options o = options_for(urls, n);
     return hlt_client_new(&o);
 }
 
@@ -101,14 +108,51 @@ static unsigned long long fence_on(hlt_redis *r, const char *fence_key)
 
 static long long drift_ms(long long ttl) { return ttl / 100 + 2; }
 
-Test(redlock, grants_on_every_master_with_one_token)
+/* n callers at once (begun by peers of r: on blocking, a client and a thread each; on the
+ * loop, n calls in flight on r's client), keys prefix0..: each granted with its token on
+ * every master of k, its fence minted; then, master `kill` down (-1: none), each released OK
+ * where it can be, and no key left on a master still up. */
+static void many_at_once(hlt_run *r, cluster *k, int n, const char *prefix, int kill)
+{
+    hlt_run *p[200];
+    hilock *l[200];
+    char key[64];
+    cr_assert_leq(n, 200);
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s%d", prefix, i);
+        p[i] = hlt_run_peer(r);
+        hlt_run_begin_acquire(p[i], key, 30000, 0);
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s%d", prefix, i);
+        cr_assert_eq(hlt_run_end(p[i], 30000, &l[i]), HILOCK_OK, "acquire %s: %s", key, hlt_run_errmsg(p[i]));
+        cr_assert_eq(holders(k, key, hilock_token(l[i])), k->n, "%s not ours on every master", key);
+        cr_assert_gt(hilock_fence(l[i]), 0);
+    }
+    if (kill >= 0) hlt_redis_kill(k->m[kill]);   /* still a quorum: released where it can be */
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s%d", prefix, i);
+        cr_assert_eq(hlt_run_release(p[i], l[i]), HILOCK_OK, "release %s: %s", key, hlt_run_errmsg(p[i]));
+        cr_assert_eq(with_key(k, key), 0, "%s left on a master", key);
+        hilock_free(l[i]);
+        hlt_run_free(p[i]);
+    }
+}
+
+/* Blocking and on the loop (tests/scenario.h): one token on every master, each key's PTTL the
+ * ttl, the validity below it less the drift, a fence a quorum's counter is at or above;
+ * checked, released (twice: said, not done again). Then many callers at once (16 clients
+ * blocking, 200 calls in flight on one client on the loop) on keys of their own, each granted
+ * on every master; with a master killed, every release is OK and nothing is left. */
+HLT_SCENARIO(redlock, grants_on_every_master_with_one_token, .timeout = 60)
 {
     cluster k;
     hilock *l;
     start(&k, 5);
-    hilock_client *c = client_for(k.url, k.n);
-    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_str_eq(hilock_client_errmsg(c), "");
+    hilock_options o = options_for(k.url, k.n);
+    hlt_run *r = hlt_run_new(&o, mode);
+    cr_assert_eq(hlt_run_acquire(r, "res", 10000, 0, &l), HILOCK_OK, "%s", hlt_run_errmsg(r));
+    cr_assert_str_eq(hlt_run_errmsg(r), "");
     cr_assert_eq(holders(&k, "res", hilock_token(l)), 5);
     for (int i = 0; i < 5; i++) {
         long long p = hlt_pttl(k.m[i], "res");
@@ -119,13 +163,14 @@ Test(redlock, grants_on_every_master_with_one_token)
     int at_or_above = 0;   /* a quorum holds a counter >= the token: later quorums mint more */
     for (int i = 0; i < 5; i++) at_or_above += fence_on(k.m[i], "{res}:fence") >= hilock_fence(l);
     cr_assert_geq(at_or_above, 3);
-    cr_assert_eq(hilock_check(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_run_check(r, l), HILOCK_OK, "%s", hlt_run_errmsg(r));
+    cr_assert_eq(hlt_run_release(r, l), HILOCK_OK, "%s", hlt_run_errmsg(r));
     cr_assert_eq(with_key(&k, "res"), 0);
     cr_assert_eq(hilock_validity_ms(l), 0);
-    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);   /* twice: said, not done again */
+    cr_assert_eq(hlt_run_release(r, l), HILOCK_NOT_HELD);   /* twice: said, not done again */
     hilock_free(l);
-    hilock_client_free(c);
+    many_at_once(r, &k, mode == HLT_ON_LOOP ? 200 : 16, "rl:", 4);
+    hlt_run_free(r);
     stop(&k);
 }
 
@@ -287,20 +332,25 @@ Test(redlock, minority_held_by_a_crashed_client_does_not_block)
     stop(&k);
 }
 
-Test(redlock, partial_grants_are_undone_after_a_failed_attempt)
+/* Blocking and on the loop (tests/scenario.h): another owner on 3 of 5 masters: BUSY saying
+ * so, the two grants undone; again with a wait, each attempt gives its partial grant back (the
+ * fence counter alone is left, expiring). Then another owner on two, two masters down: the one
+ * grant the call got is undone, the other owner's keys untouched. */
+HLT_SCENARIO(redlock, partial_grants_are_undone_after_a_failed_attempt)
 {
     cluster k;
     hilock *l;
+    hilock_status st;
     start(&k, 5);
-    hilock_client *c = client_for(k.url, k.n);
+    hilock_options o = options_for(k.url, k.n);
+    hlt_run *r = hlt_run_new(&o, mode);
     for (int i = 0; i < 3; i++) set_on(k.m[i], "res", "other-owner", 60000);
-    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_BUSY);
-    cr_assert(strstr(hilock_client_errmsg(c), "held by another owner on 3 of 5 masters"), "%s",
-              hilock_client_errmsg(c));
+    cr_assert_eq(hlt_run_acquire(r, "res", 10000, 0, &l), HILOCK_BUSY, "%s", hlt_run_errmsg(r));
+    cr_assert(strstr(hlt_run_errmsg(r), "held by another owner on 3 of 5 masters"), "%s", hlt_run_errmsg(r));
     cr_assert_eq(hlt_exists(k.m[3], "res"), 0);
     cr_assert_eq(hlt_exists(k.m[4], "res"), 0);
     /* several attempts: each one gives its partial grant back before the next */
-    cr_assert_eq(hilock_acquire(c, "res", 10000, 300, &l), HILOCK_BUSY);
+    cr_assert_eq(hlt_run_acquire(r, "res", 10000, 300, &l), HILOCK_BUSY, "%s", hlt_run_errmsg(r));
     for (int i = 3; i < 5; i++) {
         cr_assert_eq(hlt_exists(k.m[i], "res"), 0);
         /* what is left is the fence counter alone, and it expires (ttl + 1 h) */
@@ -309,7 +359,16 @@ Test(redlock, partial_grants_are_undone_after_a_failed_attempt)
         cr_assert(p > 0 && p <= 10000 + 3600 * 1000, "fence pttl %lld", p);
     }
     cr_assert_eq(holders(&k, "res", "other-owner"), 3);
-    hilock_client_free(c);
+    /* the other owner on masters 0 and 1 only, 3 and 4 down: the grant on 2 alone is undone */
+    freeReplyObject(hlt_cmd(k.m[2], "DEL res"));
+    hlt_redis_kill(k.m[3]);
+    hlt_redis_kill(k.m[4]);
+    st = hlt_run_acquire(r, "res", 10000, 0, &l);
+    cr_assert(st == HILOCK_BUSY || st == HILOCK_ENOQUORUM, "%s: %s", hilock_strerror(st), hlt_run_errmsg(r));
+    cr_assert_null(l);
+    cr_assert_eq(hlt_exists(k.m[2], "res"), 0, "the grant on master 2 alone was not undone");
+    cr_assert_eq(holders(&k, "res", "other-owner"), 2, "another owner's key was touched");
+    hlt_run_free(r);
     stop(&k);
 }
 
@@ -1088,8 +1147,11 @@ Test(redlock, the_same_server_under_two_names_is_refused_at_connect)
 
 /* A member whose ACL user may not run INFO (INFO is in @dangerous; a renamed INFO, a proxy
  * without it answer alike): its run_id is simply not known, and the lock works as before the
- * run_id check (before the fix: every member's handshake failed, and so did every acquire). */
-Test(redlock, members_whose_user_may_not_run_info_still_lock)
+ * run_id check (before the fix: every member's handshake failed, and so did every acquire).
+ * Blocking and on the loop (tests/scenario.h; the loop's handshake is the blocking one's): a
+ * lock granted on the three, extended, released; then several callers at once (4 clients
+ * blocking, 20 calls in flight on the loop), each granted on every master and released. */
+HLT_SCENARIO(redlock, members_whose_user_may_not_run_info_still_lock)
 {
     cluster k;
     hilock *l;
@@ -1104,14 +1166,16 @@ Test(redlock, members_whose_user_may_not_run_info_still_lock)
         snprintf(url[i], sizeof url[i], "redis://locker:pw@127.0.0.1:%d", k.m[i]->port);
         urls[i] = url[i];
     }
-    hilock_client *c = client_for(urls, 3);
-    cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_options o = options_for(urls, 3);
+    hlt_run *r = hlt_run_new(&o, mode);
+    cr_assert_eq(hlt_run_acquire(r, "res", 10000, 0, &l), HILOCK_OK, "%s", hlt_run_errmsg(r));
     cr_assert_eq(holders(&k, "res", hilock_token(l)), 3);
-    cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_run_extend(r, l, 10000), HILOCK_OK, "%s", hlt_run_errmsg(r));
+    cr_assert_eq(hlt_run_release(r, l), HILOCK_OK, "%s", hlt_run_errmsg(r));
     cr_assert_eq(with_key(&k, "res"), 0);
     hilock_free(l);
-    hilock_client_free(c);
+    many_at_once(r, &k, mode == HLT_ON_LOOP ? 20 : 4, "acl:", -1);
+    hlt_run_free(r);
     stop(&k);
 }
 
