@@ -321,8 +321,8 @@ typedef struct hilock_options {
                                      queue may take the free key; a release calls the head; a
                                      try-lock (wait_ms 0) with waiters queued says BUSY. A
                                      waiter that dies, freezes or gives up leaves the queue
-                                     within 2 x io_timeout_ms + retry_delay_ms of its last
-                                     attempt. Clients with fair = 0 on the same key never
+                                     within 2 x io_timeout_ms + poll_ms of its last attempt
+                                     (+ 1.5 x retry_delay_ms instead of poll_ms with wake = 0). Clients with fair = 0 on the same key never
                                      overlap with fair ones but may pass the queue. One server
                                      URL only (direct or Sentinel; Redlock: EINVAL), not with
                                      bridge (EINVAL); hilock_legacy_acquire refuses a fair
