@@ -363,36 +363,53 @@ Test(sentinel, acquires_racing_a_failover_never_check_ok_wrongly)
 
 /* ---- WAIT ---- */
 
-Test(sentinel, min_replicas_with_replication_cut_is_ereplicas_and_leaves_no_key)
+/* Blocking and on the loop (tests/scenario.h): min_replicas with the replica cut off is
+ * EREPLICAS saying so, the grant undone (with a wait too: not retried); the master asked by
+ * its own address (a direct URL) is EREPLICAS and undone alike. Healed, the grant is on the
+ * replica; cut again, an extend is EREPLICAS and the old validity stands; the release deletes
+ * the key. */
+HLT_SCENARIO(sentinel, min_replicas_with_replication_cut_is_ereplicas_and_leaves_no_key)
 {
-    hilock_client *c;
     hilock *l = NULL;
+    hlt_run *r, *d;
+    const char *url[1], *direct[1];
+    hilock_options o;
     fx();
-    hilock_options o = hlt_options((const char *[]){ F->url }, 1);
+    url[0] = F->url;
+    o = hlt_options(url, 1);
     o.min_replicas = 1;
-    c = hlt_client_new(&o);
+    r = hlt_run_new(&o, mode);
+    direct[0] = F->data[0]->url;
+    o = hlt_options(direct, 1);
+    o.min_replicas = 1;
+    o.replicas_timeout_ms = 50;
+    d = hlt_run_new(&o, mode);
     cr_assert_eq(hlt_sentinel_cut(F, 1), 0);
-    cr_assert_eq(hilock_acquire(c, "mr", 5000, 0, &l), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_run_acquire(r, "mr", 5000, 0, &l), HILOCK_EREPLICAS, "%s", hlt_run_errmsg(r));
     cr_assert_null(l);
-    assert_msg(c, "0 of 1 replicas");
+    assert_run_msg(r, "0 of 1 replicas");
     cr_assert_eq(hlt_data_exists(F, 0, "mr"), 0);
     /* with a wait: not retried (a missing replica is not a busy lock) */
-    cr_assert_eq(hilock_acquire(c, "mr", 5000, 2000, &l), HILOCK_EREPLICAS);
+    cr_assert_eq(hlt_run_acquire(r, "mr", 5000, 2000, &l), HILOCK_EREPLICAS, "%s", hlt_run_errmsg(r));
     cr_assert_eq(hlt_data_exists(F, 0, "mr"), 0);
+    cr_assert_eq(hlt_run_acquire(d, "wr", 30000, 0, &l), HILOCK_EREPLICAS, "%s", hlt_run_errmsg(d));
+    cr_assert_null(l);
+    cr_assert_eq(hlt_data_exists(F, 0, "wr"), 0, "the direct grant was not undone");
 
     cr_assert_eq(hlt_sentinel_heal(F, 1), 0);
     cr_assert_eq(hlt_sentinel_wait_replica(F, 1, 10000), 0);
-    cr_assert_eq(hilock_acquire(c, "mr", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_run_acquire(r, "mr", 5000, 0, &l), HILOCK_OK, "%s", hlt_run_errmsg(r));
     cr_assert(holds_within(1, "mr", hilock_token(l), 0), "WAIT said 1, the replica lacks it");
     /* extend with the replica gone again: EREPLICAS, the old validity stands */
     cr_assert_eq(hlt_sentinel_cut(F, 1), 0);
-    cr_assert_eq(hilock_extend(l, 60000), HILOCK_EREPLICAS, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_run_extend(r, l, 60000), HILOCK_EREPLICAS, "%s", hlt_run_errmsg(r));
     cr_assert_leq(hilock_validity_ms(l), 5000);
     cr_assert_gt(hilock_validity_ms(l), 0);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_run_release(r, l), HILOCK_OK, "%s", hlt_run_errmsg(r));
     cr_assert_eq(hlt_data_exists(F, 0, "mr"), 0);
     hilock_free(l);
-    hilock_client_free(c);
+    hlt_run_free(d);
+    hlt_run_free(r);
 }
 
 /* ---- resolution ---- */
@@ -766,28 +783,37 @@ Test(guard, a_grant_made_during_the_guard_is_undone_even_if_the_guard_has_passed
     hlt_redis_stop(r);
 }
 
-Test(guard, a_restarted_master_is_lost_with_identity_on_and_not_held_without)
+/* Blocking and on the loop (tests/scenario.h): a direct master restarted (no persistence: a
+ * new history). With failover_guard on, its grant cannot be vouched for: check is LOST saying
+ * the master changed, and the lock's validity is 0; without, the key is simply gone: NOT_HELD. */
+HLT_SCENARIO(guard, a_restarted_master_is_lost_with_identity_on_and_not_held_without)
 {
+    HLT_NEEDS(40000, "failover_guard needs replication ids (PSYNC2, Redis 4.0+)");
     hlt_redis *r = hlt_redis_start(NULL);
-    hilock_client *on, *off;
+    const char *url[1];
+    hlt_run *on, *off;
     hilock *l1, *l2;
     cr_assert_not_null(r);
-    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    url[0] = r->url;
+    hilock_options o = hlt_options(url, 1);
     o.failover_guard = 1;
-    on = hlt_client_new(&o);
+    on = hlt_run_new(&o, mode);
     o.failover_guard = 0;
-    off = hlt_client_new(&o);
-    cr_assert_eq(hilock_acquire(on, "a", 30000, 0, &l1), HILOCK_OK, "%s", hilock_client_errmsg(on));
-    cr_assert_eq(hilock_acquire(off, "b", 30000, 0, &l2), HILOCK_OK, "%s", hilock_client_errmsg(off));
+    off = hlt_run_new(&o, mode);
+    cr_assert_eq(hlt_run_acquire(on, "a", 30000, 0, &l1), HILOCK_OK, "%s", hlt_run_errmsg(on));
+    cr_assert_eq(hlt_run_acquire(off, "b", 30000, 0, &l2), HILOCK_OK, "%s", hlt_run_errmsg(off));
     cr_assert_eq(hlt_redis_restart(r), 0);
-    hlt_sleep_ms(300);   /* idle connections are probed, and reopened, before use */
-    cr_assert_eq(hilock_check(l1), HILOCK_LOST, "%s", hilock_client_errmsg(on));
-    assert_msg(on, "the master changed");
-    cr_assert_eq(hilock_check(l2), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(off));
+    /* idle connections are probed, and reopened, before use once idle 250 ms (the library's
+     * STALE_AFTER_US); on the loop it runs meanwhile and sees the old connections close */
+    hlt_run_sleep(on, 300);
+    cr_assert_eq(hlt_run_check(on, l1), HILOCK_LOST, "%s", hlt_run_errmsg(on));
+    assert_run_msg(on, "the master changed");
+    cr_assert_eq(hilock_validity_ms(l1), 0);
+    cr_assert_eq(hlt_run_check(off, l2), HILOCK_NOT_HELD, "%s", hlt_run_errmsg(off));
     hilock_free(l1);
     hilock_free(l2);
-    hilock_client_free(on);
-    hilock_client_free(off);
+    hlt_run_free(off);
+    hlt_run_free(on);
     hlt_redis_stop(r);
 }
 
