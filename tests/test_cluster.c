@@ -558,29 +558,52 @@ Test(cluster, a_resharded_lock_is_judged_by_its_value_not_as_a_failover)
     heal(f);
 }
 
-Test(cluster, a_frozen_master_is_etimedout_within_the_bound)
+/* Blocking and on the loop (tests/scenario.h): a lock on each master; one master frozen: while
+ * a second caller's acquire waits on it (on the loop: in flight on the same client), the other
+ * shards' locks extend OK (on their owners, PTTL renewed); the extend of the frozen master's
+ * lock and that acquire end ETIMEDOUT within the bound, saying so; thawed, every lock is
+ * released and gone from its master. */
+HLT_SCENARIO(cluster, a_frozen_master_is_etimedout_within_the_bound)
 {
     hlt_cluster *f = fx(1);
-    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
-    o.io_timeout_ms = 300;
-    o.failover_guard = 0;
-    hilock_client *c = hlt_client_new(&o);
-    hilock *l;
-    char key[64];
+    hilock_options o = scn_options(f);
+    hlt_run *r, *w;
+    hilock *l[3];
+    char key[3][64], cold[64];
     int m[3];
     long long t0;
+    o.io_timeout_ms = 300;
+    r = hlt_run_new(&o, mode);
+    w = hlt_run_peer(r);
     masters(f, m);
-    key_on(f, m[1], "frozen:", key, sizeof key);
-    cr_assert_eq(hilock_acquire(c, key, 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    for (int i = 0; i < 3; i++) {
+        key_on(f, m[i], mode ? "frozen:loop:" : "frozen:", key[i], sizeof key[i]);
+        cr_assert_eq(hlt_run_acquire(r, key[i], 10000, 0, &l[i]), HILOCK_OK, "%s", hlt_run_errmsg(r));
+    }
+    key_on(f, m[1], mode ? "cold:loop:" : "cold:", cold, sizeof cold);
     hlt_cluster_freeze(f, m[1]);
     t0 = hlt_now_ms();
-    cr_assert_eq(hilock_extend(l, 10000), HILOCK_ETIMEDOUT, "%s", hilock_client_errmsg(c));
+    hlt_run_begin_acquire(w, cold, 10000, 0);
+    for (int i = 0; i < 3; i += 2) {   /* the other shards go on */
+        cr_assert_eq(hlt_run_extend(r, l[i], 30000), HILOCK_OK, "%s (master %d): %s", key[i], m[i],
+                     hlt_run_errmsg(r));
+        redisReply *p = hlt_cluster_cmd(f, m[i], "PTTL %s", key[i]);
+        cr_assert(p && p->type == REDIS_REPLY_INTEGER && p->integer > 10000, "%s: PTTL not renewed", key[i]);
+        freeReplyObject(p);
+    }
+    cr_assert_eq(hlt_run_extend(r, l[1], 10000), HILOCK_ETIMEDOUT, "%s", hlt_run_errmsg(r));
+    cr_assert(strstr(hlt_run_errmsg(r), "timed out"), "%s", hlt_run_errmsg(r));
+    cr_assert_eq(hlt_run_end(w, 10000, NULL), HILOCK_ETIMEDOUT, "%s", hlt_run_errmsg(w));
+    cr_assert(strstr(hlt_run_errmsg(w), "timed out"), "%s", hlt_run_errmsg(w));
     cr_assert_lt(hlt_now_ms() - t0, 2000, "not bounded");
-    assert_msg(c, "timed out");
     hlt_cluster_thaw(f, m[1]);
-    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    hilock_free(l);
-    hilock_client_free(c);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(hlt_run_release(r, l[i]), HILOCK_OK, "%s (master %d): %s", key[i], m[i], hlt_run_errmsg(r));
+        cr_assert_eq(hlt_cluster_exists(f, m[i], key[i]), 0, "%s still held", key[i]);
+        hilock_free(l[i]);
+    }
+    hlt_run_free(w);
+    hlt_run_free(r);
     heal(f);
 }
 
