@@ -426,6 +426,16 @@ void hlt_count_lost(hilock *l, hilock_status why, void *arg)
 
 int hlt_lost_count(int *n) { return __atomic_load_n(n, __ATOMIC_SEQ_CST); }
 
+static int never_ran;
+
+void hlt_never_done(hilock_status st, hilock *l, void *arg)
+{
+    (void)st, (void)l, (void)arg;
+    never_ran++;
+}
+
+int hlt_never_ran(void) { return never_ran; }
+
 void hlt_run_stall_reset(hlt_run *r)
 {
     if (r->mode == HLT_ON_LOOP) hlt_ticker_reset(&L.tk);

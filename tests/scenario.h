@@ -137,6 +137,11 @@ hilock_options hlt_waiter_options(const char *url, int64_t poll_ms);
 void hlt_count_lost(hilock *l, hilock_status why, void *arg);
 int  hlt_lost_count(int *n);
 
+/* A done for an _async call that must be refused at once: it only counts its calls, which
+ * hlt_never_ran returns (a scenario asserts 0 after running the loop a little). */
+void hlt_never_done(hilock_status st, hilock *l, void *arg);
+int  hlt_never_ran(void);
+
 /* From now on, the loop's stall is measured afresh (blocking: nothing). */
 void hlt_run_stall_reset(hlt_run *r);
 /* On the loop: print the ticker's figures under `what`, and assert the loop's worst stall

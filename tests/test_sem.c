@@ -599,10 +599,6 @@ static void assert_einval_empty(hilock_client *c, hilock_status st, hilock *cons
     assert_einval_empty_msg(st, l, hilock_client_errmsg(c));
 }
 
-/* A done that must never run (a call refused at once): counts in stray. */
-static int stray;
-static void never(hilock_status st, hilock *l, void *arg) { (void)st, (void)l, (void)arg; stray++; }
-
 /* Blocking and on the loop (tests/scenario.h): each bad argument is EINVAL at once, in the
  * same words both ways, and writes nothing (on the loop the _async call refuses it, its done
  * never runs). What each form has of its own is refused too: blocking, a NULL out and a NULL
@@ -636,18 +632,17 @@ HLT_SCENARIO(sem, bad_limits_and_arguments_are_einval_and_write_nothing)
         cr_assert_eq(hilock_sem_acquire(NULL, "sem", 2, 5000, 0, &l), HILOCK_EINVAL);
     } else {
         hilock_client *c = hlt_run_client(r), *plain = hlt_client_new(&o);   /* not attached */
-        stray = 0;
-        cr_assert_eq(hilock_sem_acquire_async(NULL, "sem", 2, 5000, 0, never, NULL), HILOCK_EINVAL);
+        cr_assert_eq(hilock_sem_acquire_async(NULL, "sem", 2, 5000, 0, hlt_never_done, NULL), HILOCK_EINVAL);
         cr_assert_eq(hilock_sem_acquire_async(c, "sem", 2, 5000, 0, NULL, NULL), HILOCK_EINVAL);
         cr_assert(strstr(hilock_client_errmsg(c), "done"), "%s", hilock_client_errmsg(c));
-        cr_assert_eq(hilock_sem_acquire_async(plain, "sem", 2, 5000, 0, never, NULL), HILOCK_EINVAL);
+        cr_assert_eq(hilock_sem_acquire_async(plain, "sem", 2, 5000, 0, hlt_never_done, NULL), HILOCK_EINVAL);
         cr_assert(strstr(hilock_client_errmsg(plain), "not attached"), "%s", hilock_client_errmsg(plain));
         l = (hilock *)&l;
         cr_assert_eq(hilock_sem_acquire(c, "sem", 2, 5000, 0, &l), HILOCK_EINVAL);
         cr_assert(strstr(hilock_client_errmsg(c), "event loop"), "%s", hilock_client_errmsg(c));
         cr_assert_null(l);
         hlt_run_sleep(r, 10);   /* a few loop passes: a done of a refused call would have run */
-        cr_assert_eq(stray, 0, "done ran for a refused call");
+        cr_assert_eq(hlt_never_ran(), 0, "done ran for a refused call");
         hilock_client_free(plain);
     }
     cr_assert_null(l);
