@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_async_cluster.c -- redis-cluster:// on an event loop (libuv, one thread): routing per
  * key to its shard's master, a slot moved under load (ASK, MOVED, a map fetched again on the
- * loop), calls across shards in flight at once, a frozen shard, the client freed mid-flight.
+ * loop), calls across shards in flight at once, the client freed mid-flight (a frozen shard:
+ * test_cluster.c's scenario, blocking and on the loop).
  *
  * One real cluster (3 masters + 3 replicas, cluster_fixture.h) serves the suite, as in
  * test_cluster.c; tests that break it run alone (hlt_cluster_exclusive) and leave it healthy.
@@ -161,11 +162,6 @@ static void lock_calls(run *r, int n, hilock_status (*fn)(hilock *, hilock_done_
         cr_assert_eq(fn(r->lock[i], on_done, arg_of(r, i)), HILOCK_OK, "%s", hilock_client_errmsg(r->c));
 }
 
-static hilock_status extend_10s(hilock *l, hilock_done_fn done, void *arg)
-{
-    return hilock_extend_async(l, 10000, done, arg);
-}
-
 static void assert_all(run *r, int n, hilock_status want, const char *what)
 {
     for (int i = 0; i < n; i++)
@@ -311,50 +307,6 @@ Test(async_cluster, a_slot_moved_under_load_is_followed_without_stalling_the_loo
     cr_assert_eq(hlt_cluster_migrate_begin(f, slot, from), 0);
     cr_assert_eq(hlt_cluster_migrate_keys(f, slot, from), 0);
     cr_assert_eq(hlt_cluster_migrate_end(f, slot, from), 0);
-    heal(f);
-}
-
-/* A frozen shard master: the extends of its locks end ETIMEDOUT within their bound, those of
- * the other shards' locks succeed meanwhile; thawed, its locks answer again. */
-Test(async_cluster, a_frozen_shard_ends_only_its_own_calls_etimedout)
-{
-    static run r;
-    hlt_cluster *f = fx(1);
-    uv_loop_t loop;
-    int n = 15, cold;
-    int64_t t0;
-    uv_loop_init(&loop);
-    memset(&r, 0, sizeof r);
-    keys_across(f, &r, n, "cold:");
-    cold = r.shard[1];
-    hilock_options o = hlt_options((const char *[]){ f->url }, 1);
-    o.io_timeout_ms = 300;
-    o.failover_guard = 0;
-    r.c = hlt_client_new(&o);
-    cr_assert_eq(hilock_libuv_attach(r.c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(r.c));
-    acquire_keys(&r, n, 10000);
-    hlt_loop_run(&loop, &r.done, n, 10000);
-    assert_all(&r, n, HILOCK_OK, "acquire");
-    reset(&r);
-    hlt_cluster_freeze(f, cold);
-    t0 = hlt_now_ms();
-    lock_calls(&r, n, extend_10s);
-    hlt_loop_run(&loop, &r.done, n, 5000);
-    hlt_cluster_thaw(f, cold);
-    for (int i = 0; i < n; i++) {
-        cr_assert_eq(r.st[i], r.shard[i] == cold ? HILOCK_ETIMEDOUT : HILOCK_OK, "extend %d (%s, master "
-                     "%d, frozen %d): %s: %s", i, r.key[i], r.shard[i], cold, hilock_strerror(r.st[i]), r.err[i]);
-        if (r.shard[i] == cold) cr_assert(strstr(r.err[i], "timed out"), "%s", r.err[i]);
-    }
-    cr_assert_lt(hlt_now_ms() - t0, 300 + 1200, "not bounded");
-    reset(&r);
-    lock_calls(&r, n, hilock_release_async);
-    hlt_loop_run(&loop, &r.done, n, 10000);
-    assert_all(&r, n, HILOCK_OK, "release after the thaw");
-    assert_gone(f, &r, n);
-    free_locks(&r, n);
-    hilock_client_free(r.c);
-    hlt_loop_close(&loop);
     heal(f);
 }
 
