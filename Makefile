@@ -276,7 +276,9 @@ SUITES_AT_ONCE ?= 2
 test: deps
 	@sh scripts/check-licence.sh
 	@sh scripts/check-testing-doc.sh
-	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS)
+	@$(MAKE) --no-print-directory lib $(TEST_BIN) $(EXTRA_TEST_BINS) $(B)/hilock.pc $(CMAKE_CFG) \
+	  $(B)/man/hilock.1 $(B)/man/hilock.3
+	@sh scripts/check-version.sh $(B)
 	@SUITES_AT_ONCE=$(SUITES_AT_ONCE) sh scripts/run-tests.sh $(B) $(TEST_BIN)
 
 # The suites against every Redis/Valkey server built from the source tarballs in SERVERS_SRC

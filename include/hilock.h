@@ -77,9 +77,9 @@ extern "C" {
  * removed or changed); MINOR grows with additions that keep old programs working; PATCH
  * with fixes. The Makefile takes the version from these three lines. */
 #define HILOCK_VERSION_MAJOR 0
-#define HILOCK_VERSION_MINOR 4
+#define HILOCK_VERSION_MINOR 5
 #define HILOCK_VERSION_PATCH 0
-#define HILOCK_VERSION "0.4.0"   /* the three numbers above, as text */
+#define HILOCK_VERSION "0.5.0"   /* the three numbers above, as text */
 
 /* Every call returns one of these. HILOCK_OK is 0; BUSY, NOT_HELD and LOST are results,
  * the rest are errors whose detail (which server, why) is in hilock_client_errmsg(). */

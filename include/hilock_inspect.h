@@ -50,7 +50,7 @@ typedef struct hilock_key_view {
     int64_t     pttl_ms;      /* ms to live; -1: no expiry; -2: no such key                  */
     const char *value;        /* string keys: its first bytes (at most HILOCK_VIEW_VALUE_MAX);
                                  a semaphore's or shared/exclusive lock's sorted set (new
-                                 after 0.4.0): its kind marker, "hilock:sem" or "hilock:rw";
+                                 in 0.5.0): its kind marker, "hilock:sem" or "hilock:rw";
                                  NULL for other types and missing keys                       */
     size_t      value_len;    /* bytes at value                                             */
     int64_t     value_size;   /* string keys: the whole value's length; -1 otherwise         */
@@ -92,7 +92,7 @@ typedef struct hilock_lock_view {
                                  (or was, until the marker expires) and the release will wake
                                  one; ms to live, -2: none                                   */
     int64_t signals;          /* wake-ups in {key}:signal that no waiter has taken yet        */
-    /* The holder record {key}:holder (new after 0.4.0): who was granted the lock's current
+    /* The holder record {key}:holder (new in 0.5.0): who was granted the lock's current
      * value, as that client described itself. Informative only -- for an operator's question
      * "which machine has it?" -- never proof of ownership (any client with write access can
      * write it; ownership is the value itself, and fencing tokens protect a resource). Shown
@@ -100,14 +100,14 @@ typedef struct hilock_lock_view {
      * grant is never taken for the holder's. None (holder_host NULL, holder_pid and
      * holder_since_ms -1) for values hilock_acquire did not write with a record: fencing = 0
      * (a plain SET), fair, legacy and bridge locks, other writers, hilock 0.4.0 and older.
-     * A program that may run on libhilock 0.4.0 (same soname) checks hilock_version() before
-     * reading these: that library's view ends before them. */
+     * A program that may run on libhilock 0.4.0 (same soname) checks that hilock_version()
+     * says 0.5.0 or later before reading these: that library's view ends before them. */
     const char *holder_host;      /* its host name (gethostname), or NULL: no record          */
     int64_t     holder_pid;       /* its process id, -1: none                                */
     const char *holder_program;   /* its program's name, or NULL                             */
     int64_t     holder_since_ms;  /* when it was granted: unix time in ms by this master's
                                      clock, as the holder's client reckoned it; -1: none       */
-    /* Semaphores and shared/exclusive locks (new after 0.4.0, as the holder fields: a program
+    /* Semaphores and shared/exclusive locks (new in 0.5.0, as the holder fields: a program
      * that may run on libhilock 0.4.0 checks hilock_version() before reading these). Their key
      * is a sorted set of the holders' tokens, each scored with its expiry by the master's
      * clock, plus a marker member naming the kind (key.value shows it: "hilock:sem" or
