@@ -176,6 +176,27 @@ Test(cli, busy_with_n_exits_1_or_the_E_code_without_running_the_command)
     hlt_redis_stop(r);
 }
 
+/* A holder without a TTL never goes by itself: -n still exits 1 without running COMMAND, but
+ * says so (and where to look), as -w does when it begins to wait. */
+Test(cli, busy_with_n_on_a_key_without_ttl_says_it_never_expires)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-n", "job", "--", "touch", "ran", NULL };
+    const char *err;
+    char *v;
+    hlt_set(r, "job", "stuck", 0);
+    cr_assert_eq(run(r, a), 1);
+    cr_assert_eq(access(hlt_path(r, "ran"), F_OK), -1, "COMMAND must not run");
+    err = hlt_slurp(r, "err.txt");
+    cr_assert(strstr(err, "never expire") && strstr(err, "hilock inspect"), "%s", err);
+    cr_assert(one_line(err), "%s", err);
+    v = hlt_get(r, "job");
+    cr_assert_str_eq(v, "stuck", "the value is untouched");
+    cr_assert_eq(hlt_pttl(r, "job"), -1);
+    free(v);
+    hlt_redis_stop(r);
+}
+
 Test(cli, wait_limit_exits_with_the_conflict_code)
 {
     hlt_redis *r = setup();
