@@ -80,6 +80,8 @@ typedef struct cli {
     size_t      narg_copy;
     const char *servers_file;
     int64_t     wait_ms;         /* HILOCK_WAIT_FOREVER, 0 (-n) or -w */
+    int         nowait;          /* -n was given: it wins over -w, which is then said ignored */
+    char        wait_opt[32];    /* -w as typed (-w, --wait, --timeout), if given */
     int         conflict_code;   /* -E */
     int64_t     ttl_ms;
     int         legacy;
@@ -120,7 +122,7 @@ static const char usage_text[] =
     "COMMAND runs, release it when COMMAND exits, and exit with COMMAND's status.\n"
     "\n"
     "Options:\n"
-    "  -n, --nonblock             fail at once (exit -E code) if the lock is busy\n"
+    "  -n, --nonblock             fail at once (exit -E code) if the lock is busy (-w ignored)\n"
     "  -w, --wait=DURATION        give up (exit -E code) after waiting this long;\n"
     "                             default: wait as long as it takes. Within it, a server\n"
     "                             that is down or restarting is tried again (exit 69 if\n"
@@ -661,9 +663,10 @@ static int parse_args(int argc, char **argv, cli *o)
         if (c != 's' && c != OPT_SERVERS_FILE && (c < OPT_TLS || c > OPT_INSECURE) && !o->run_opt[0])
             snprintf(o->run_opt, sizeof o->run_opt, "%s", opt);
         switch (c) {
-        case 'n': o->wait_ms = 0; break;
+        case 'n': o->nowait = 1; break;
         case 'w':
             if ((c = duration_arg(opt, optarg, MAX_WAIT_MS, &o->wait_ms)) != 0) return c;
+            snprintf(o->wait_opt, sizeof o->wait_opt, "%s", opt);
             break;
         case 'E':
             if (parse_int(optarg, 0, 255, &n)) return usage_error("%s: not an exit code 0..255: '%s'", opt, optarg);
@@ -730,7 +733,13 @@ static int parse_args(int argc, char **argv, cli *o)
                            "(to lock a key named %s: hilock [options] -- %s COMMAND)", o->run_opt, o->tool[0],
                            o->tool[0], o->tool[0]);
     o->key = argv[optind++];
+    if (!o->tool && !*o->key) return usage_error("KEY is empty: name the Redis key to lock");
     hl_tool_key_shown(o->key, o->shown, sizeof o->shown);
+    if (o->nowait) {   /* -n means one try, whatever order the options came in */
+        if (o->wait_opt[0])
+            fprintf(stderr, "hilock: %s is ignored: -n tries once and does not wait\n", o->wait_opt);
+        o->wait_ms = 0;
+    }
     if (!o->tool && (c = shell_command(o, argc, argv, &optind)) >= 0) return c;
     if (optind < argc && !strcmp(argv[optind], "--")) optind++;
     if (optind >= argc && !o->tool && !o->shell) return usage_error("no COMMAND given");

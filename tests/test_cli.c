@@ -18,6 +18,7 @@
 
 #include "checks.h"
 #include "fixture.h"
+#include "holders.h"
 #include "hilock.h"
 #include "tls_fixture.h"
 
@@ -194,6 +195,37 @@ Test(cli, busy_with_n_on_a_key_without_ttl_says_it_never_expires)
     cr_assert_str_eq(v, "stuck", "the value is untouched");
     cr_assert_eq(hlt_pttl(r, "job"), -1);
     free(v);
+    hlt_redis_stop(r);
+}
+
+/* -n wins over -w, in either order, and says so; an empty KEY is a usage error (64) that
+ * runs nothing. */
+Test(cli, n_with_w_tries_once_and_says_w_is_ignored_and_an_empty_key_is_refused)
+{
+    hlt_redis *r = setup();
+    hilock_client *c;
+    hilock *l = hold(r, &c, "job", 30000);
+    const char *a[] = { "-n", "-w", "20", "job", "--", "touch", "ran", NULL };
+    const char *b[] = { "-w", "20", "-n", "job", "--", "touch", "ran", NULL };
+    const char *e[] = { "-n", "", "--", "touch", "ran", NULL };
+    const char *const *each[] = { a, b };
+    char *before = hlt_db_snapshot(r, NULL), *after;
+    for (int i = 0; i < 2; i++) {
+        long long t0 = hlt_now_ms();
+        cr_assert_eq(run(r, each[i]), 1, "order %d", i);
+        cr_assert_lt(hlt_now_ms() - t0, 10000, "it waited (order %d)", i);
+        cr_assert(strstr(hlt_slurp(r, "err.txt"), "-w is ignored"), "%s", hlt_slurp(r, "err.txt"));
+    }
+    cr_assert_eq(run(r, e), 64);
+    cr_assert(strstr(hlt_slurp(r, "err.txt"), "KEY is empty"), "%s", hlt_slurp(r, "err.txt"));
+    cr_assert_eq(access(hlt_path(r, "ran"), F_OK), -1, "COMMAND must not run");
+    after = hlt_db_snapshot(r, NULL);
+    cr_assert_str_eq(after, before, "a try or a refusal wrote something");
+    free(before);
+    free(after);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
     hlt_redis_stop(r);
 }
 
