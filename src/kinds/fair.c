@@ -120,28 +120,6 @@ static void release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
     fair_cmd(l, cmd, b, "release");
 }
 
-void hl_kinds_send(hilock *l, int64_t hard_deadline_us,
-                   void (*make_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b))
-{
-    hilock_client *c = l->c;
-    hl_cmd cmd;
-    hl_kind_buf b;
-    int64_t per = c->opt.io_timeout_ms * 1000, dl = hl_add_sat(hl_now_us(), per);
-    if (dl > hard_deadline_us) dl = hard_deadline_us;
-    if (dl <= hl_now_us()) return;
-    make_cmd(l, &cmd, &b);
-    hl_exec(c, hl_all_nodes(c), &cmd, 1, per, dl);
-    hl_exec_clear(c);
-}
-
-void hl_kinds_leave(hilock *l, int64_t hard_deadline_us,
-                    void (*leave_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b))
-{
-    if (!l->queued) return;
-    hl_kinds_send(l, hard_deadline_us, leave_cmd);
-    l->queued = 0;
-}
-
 static void leave_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
     fair_cmd(l, cmd, b, "leave");
