@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clients.h"
+#include "checks.h"
 #include "holders.h"
 #include "hilock_async.h"
 #include "scenario.h"
@@ -565,6 +566,34 @@ Test(rw, a_plain_writers_finished_turn_does_not_hold_readers_off)
     hlt_bg_free(&w);
     hilock_client_free(a);
     hilock_client_free(b);
+}
+
+/* A plain-lock writer that gives up behind a reader cuts its mark, as its grant would have:
+ * new readers are not held off for the mark's whole life (poll_ms + io_timeout_ms: ~2 s) after
+ * it left, and the reader already in keeps its grant (the command's `hilock -w 0.3 KEY`, then
+ * `hilock -n --shared KEY`, said "a writer waits" for seconds). */
+Test(rw, a_plain_writer_that_gives_up_behind_a_reader_lets_new_readers_in)
+{
+    NEEDS_32();
+    hilock_client *a = hlt_client(R->url), *b = hlt_client(R->url), *w = hlt_client(R->url);
+    hilock *s = must_rw(a, "gu", S, 60000, 0), *n = NULL, *l = NULL;
+    hilock_status st;
+    cr_assert_eq(hilock_acquire(w, "gu", 20000, 300, &l), HILOCK_BUSY, "%s", hilock_client_errmsg(w));
+    cr_assert_null(l);
+    cr_assert_leq(hlt_pttl(R, "{gu}:waiters"), 76, "the writer's mark outlives its wait: %lld ms",
+                  hlt_pttl(R, "{gu}:waiters"));
+    /* (the cut mark lives up to 76 ms more: a try once it is gone) */
+    HLT_AWAIT(hlt_exists(R, "{gu}:waiters") == 0, 1000, "the cut mark never lapsed");
+    st = hilock_rw_acquire(b, "gu", S, 20000, 0, &n);
+    cr_assert_eq(st, HILOCK_OK, "a new reader after the writer gave up: %s (%s)", hilock_strerror(st),
+                 hilock_client_errmsg(b));
+    cr_assert_eq(hlt_zcard(R, "gu"), 3, "two readers (and the kind's marker)");
+    release_free(n);
+    release_free(s);
+    cr_assert_eq(hlt_exists(R, "gu"), 0);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hilock_client_free(w);
 }
 
 /* ---- refusals ---- */

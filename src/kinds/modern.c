@@ -57,14 +57,16 @@ static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t 
     return HILOCK_OK;
 }
 
-/* A woken waiter whose acquire ends without the lock (its attempt after the signal failed:
- * an error, or a cancel) took a release signal that no grant followed: it passes it on
- * (release.lua's 'pass' form, wait.c), within the acquire's bound, so the next waiter does not
- * wait for its poll. A waiter that met a holder there sends it too: the script pushes nothing
- * while the key is held (that holder's release will). */
+/* A waiter whose acquire ends without the lock sends release.lua's 'pass' form, within the
+ * acquire's bound, when it leaves something behind:
+ *   - woken (l->woken): its attempt after the signal failed (an error, or a cancel), so it
+ *     took a release signal that no grant followed: it is passed on, and the next waiter does
+ *     not wait for its poll (a waiter that met a holder sends it too: the script pushes nothing
+ *     while the key is held; that holder's release will);
+ *   - it met readers (l->queued): its mark holds new readers off, so it is cut to one retry
+ *     pause, as a grant would have cut it (acquire_cmd), not left for poll_ms. */
 static void pass_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
-    (void)b;
     hl_cmd_init(cmd, &hl_lua_release, l->kind->holder ? 4 : 3);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
@@ -72,11 +74,12 @@ static void pass_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
     if (l->kind->holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
     hl_cmd_arg(cmd, "pass", 4);
+    hl_cmd_argi(cmd, b->num[0], l->queued ? l->c->opt.retry_delay_ms * 3 / 2 + 1 : 0);
 }
 
 static void give_up(hilock *l, int64_t hard_deadline_us)
 {
-    if (l->woken) hl_kinds_send(l, hard_deadline_us, pass_cmd);
+    if (l->woken || l->queued) hl_kinds_send(l, hard_deadline_us, pass_cmd);
 }
 
 const hl_kind_ops hl_kind_modern = {

@@ -4,10 +4,13 @@
 -- the marker a busy acquire sets while someone waits. Without them: a plain release.
 -- Optional: the holder record (acquire.lua), deleted with our value: KEYS[4] after the two
 -- above, or KEYS[2] when only two keys are given (an undo of a grant: it wakes no one).
--- ARGV[2] 'pass' (with the wake-up keys): a woken waiter giving up without the lock passes on
--- the signal it took (src/kinds/modern.c, give_up): with no holder, one element goes back to
--- an awaited lock's list; our own value (a grant whose answer was lost) is released as above.
--- 1: deleted; 0: no such key; -1: held by another value
+-- ARGV[2] 'pass' (with the wake-up keys): a waiter giving up without the lock (src/kinds/
+-- modern.c, give_up). The key may hold anything then (a shared/exclusive lock's sorted set
+-- too). ARGV[3] > 0: it met readers, so its marker, which holds new readers off, is cut to
+-- that many ms (the others' next attempts mark again), as its grant would have cut it. With
+-- no holder, one element goes back to an awaited lock's list (the signal it took, if it was
+-- woken); our own value (a grant whose answer was lost) is released as below.
+-- 1: deleted; 0: no such key; -1: held by another value (or another kind)
 local function signal()
   if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
     -- one element wakes one waiter (the longest blocked); unclaimed, it expires. RPUSH then
@@ -18,6 +21,16 @@ local function signal()
     redis.call('PEXPIRE', KEYS[2], 1000)
   end
 end
+if ARGV[2] == 'pass' then
+  local cut = tonumber(ARGV[3]) or 0
+  if cut > 0 and redis.call('PTTL', KEYS[3]) > cut then redis.call('PEXPIRE', KEYS[3], cut) end
+  local t = redis.call('TYPE', KEYS[1])['ok']
+  if t == 'none' then
+    signal()
+    return 0
+  end
+  if t ~= 'string' or redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+end
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
   redis.call('DEL', KEYS[1])
@@ -27,5 +40,4 @@ if cur == ARGV[1] then
   return 1
 end
 if cur then return -1 end
-if ARGV[2] == 'pass' then signal() end
 return 0
