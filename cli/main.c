@@ -136,8 +136,9 @@ static const char usage_text[] =
     "                             separated by blanks or commas), else redis://127.0.0.1:6379.\n"
     "                             A password in URL is overwritten in hilock's argv once\n"
     "                             read (best effort: ps may see it before that)\n"
-    "      --servers-file=FILE    read the URLs from FILE (as in HILOCK_SERVERS): keeps\n"
-    "                             passwords out of the process list\n"
+    "      --servers-file=FILE    read the URLs from FILE (as in HILOCK_SERVERS; lines\n"
+    "                             starting with # are comments): keeps passwords out of\n"
+    "                             the process list\n"
     "      --legacy[=PRESET]      use the legacy SETNX/GETSET recipe with that value format\n"
     "                             (doc, node-redis-lock, jedis-lock, redis-objects,\n"
     "                             redis-py-2, ruby-redis-lock; default doc)\n"
@@ -512,7 +513,22 @@ static int holds_password(const cli *o)
     return 0;
 }
 
-/* --servers-file: the same list as HILOCK_SERVERS, from a file (keep it mode 0600). */
+/* A line whose first non-blank character is '#' is a comment: blanked, so the list splits
+ * around it. (Only at a line's start: a Sentinel URL carries its master name after a '#'.) */
+static void blank_comments(char *s)
+{
+    for (char *line = s; *line; ) {
+        char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == '#')
+            while (*p && *p != '\n') *p++ = ' ';
+        while (*p && *p != '\n') p++;
+        line = *p ? p + 1 : p;
+    }
+}
+
+/* --servers-file: the same list as HILOCK_SERVERS, from a file (keep it mode 0600); blank
+ * lines and comment lines ('#' first) are allowed. */
 static int servers_from_file(cli *o, const char *name)
 {
     char buf[8192];
@@ -530,6 +546,7 @@ static int servers_from_file(cli *o, const char *name)
     fclose(f);
     if (rc >= 0) return rc;
     buf[n] = '\0';
+    blank_comments(buf);
     if ((rc = servers_from_list(o, buf)) != 0) return rc;
     if (!o->nservers) return usage_error("--servers-file: %s: no server URL in it", name);
     if (readable_by_others && holds_password(o))   /* as ssh and .netrc warn; still read it */

@@ -910,7 +910,8 @@ Test(cli, servers_file_reaches_a_password_protected_server)
     snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", hlt_free_port());
     setenv("HILOCK_SERVERS", dead, 1);   /* the file wins over the environment */
     f = fopen(hlt_path(r, "servers"), "w");
-    fprintf(f, "redis://:s3cret@127.0.0.1:%d\n", r->port);
+    /* comment lines and blank lines are allowed (a '#' inside a URL is not a comment) */
+    fprintf(f, "# the lock server\n\n   # (password in the URL)\nredis://:s3cret@127.0.0.1:%d\n\n", r->port);
     fclose(f);
     cr_assert_eq(run(r, a), 0, "%s", hlt_slurp(r, "err.txt"));
     cr_assert(strstr(hlt_slurp(r, "env.txt"), "HILOCK_KEY=job"));
