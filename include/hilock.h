@@ -172,7 +172,8 @@ typedef struct hilock_codec {
 typedef struct hilock_options {
     /* Server URLs. One URL = one master (direct, through Sentinel, or a Redis Cluster routed
      * by hash slot); two or more = Redlock over independent masters (quorum N/2+1). Forms:
-     *   redis://[[user]:password@]host[:port][/db]            (host may be [::1]; port 6379)
+     *   redis://[[user]:password@]host[:port][/db]            (host may be [::1]; port 6379;
+     *                                                          ?db=N, redis-py's form, for /db)
      *   rediss://...                                          (the same over TLS)
      *   unix:///path/to/redis.sock[?db=N]
      *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* url.c -- server URLs, as the Redis ecosystem writes them:
- *   redis://[[user]:password@]host[:port][/db]
+ *   redis://[[user]:password@]host[:port][/db]         (or ?db=N, redis-py's form, instead)
  *   rediss://[[user]:password@]host[:port][/db]        (the same over TLS)
  *   unix://[[user]:password@]/path/to/redis.sock[?db=N]
  *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]
@@ -362,7 +362,18 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
     while (slash < end && *slash != '/' && *slash != '#' && *slash != '?') slash++;
     hash = memchr(slash, '#', (size_t)(end - slash));
     query = memchr(slash, '?', (size_t)((hash ? hash : end) - slash));
-    if (query && u->kind != HL_URL_SENTINEL) FAIL("unexpected query ('?') in URL");
+    /* redis:// and rediss:// take ?db=N (redis-py's spelling of /N), nothing else */
+    if (query && u->kind == HL_URL_TCP && !hash && !strncmp(query, "?db=", 4)) {
+        long db = parse_num(query + 4, (size_t)(end - query - 4), 0, 1000000);
+        if (db < 0) FAIL("bad database number in ?db=");
+        if (query > slash && *slash == '/' && query > slash + 1)
+            FAIL("database given twice: /N or ?db=N, not both");
+        u->db = (int)db;
+        end = query;   /* the rest is read without it */
+        query = NULL;
+    }
+    if (query && u->kind != HL_URL_SENTINEL)
+        FAIL("unexpected query ('?') in URL%s", u->kind == HL_URL_TCP ? " (only ?db=N)" : "");
     if (u->kind == HL_URL_CLUSTER) {
         if (hash) FAIL("unexpected '#' in cluster URL (a cluster has no master name)");
         if (slash < end) FAIL("unexpected '/' in cluster URL (a Redis Cluster has database 0 only)");
@@ -387,10 +398,12 @@ hilock_status hl_url_parse(const char *s, hl_url *u, char *err, size_t err_len)
     }
     if (slash < end && *slash == '/') {
         const char *dbend = query ? query : hash ? hash : end;
-        long db = 0;
-        if (dbend > slash + 1 && (db = parse_num(slash + 1, (size_t)(dbend - slash - 1), 0, 1000000)) < 0)
-            FAIL("bad database number after '/'");
-        u->db = (int)db;
+        long db;
+        if (dbend > slash + 1) {   /* (an empty path leaves ?db=N's, or 0) */
+            if ((db = parse_num(slash + 1, (size_t)(dbend - slash - 1), 0, 1000000)) < 0)
+                FAIL("bad database number after '/'");
+            u->db = (int)db;
+        }
     }
     return HILOCK_OK;
 fail:
