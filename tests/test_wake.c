@@ -40,16 +40,15 @@ static long long stat_calls(hlt_redis *r, const char *cmd)
 /* The calls a waiter makes: acquire attempts (scripts) and blocks (BLPOP). */
 static long long waiter_calls(hlt_redis *r)
 {
-    return stat_calls(r, "evalsha") + stat_calls(r, "eval") + stat_calls(r, "blpop");
+    return hlt_script_calls(r) + stat_calls(r, "blpop");
 }
 
 static long long blocked(hlt_redis *r) { return hlt_info_int(r, "clients", "blocked_clients:"); }
 
+/* exactly n blocked (the count also goes down here) */
 static void await_blocked(hlt_redis *r, long long n)
 {
-    long long end = hlt_now_ms() + 10000;
-    while (blocked(r) != n && hlt_now_ms() < end) hlt_sleep_ms(2);
-    cr_assert_eq(blocked(r), n, "expected %lld blocked clients, have %lld", n, blocked(r));
+    HLT_AWAIT(blocked(r) == n, 10000, "expected %lld blocked clients, have %lld", n, blocked(r));
 }
 
 /* A waiter on a thread of its own (its own client): the thread holds w, which must stay put. */
