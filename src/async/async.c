@@ -149,6 +149,7 @@ struct call {
     call           *next, *prev;
     call           *rnext, *dnext;   /* in the run queue, the done queue */
     int             inrq;
+    int             counted;    /* in l's loop counts: 1 linked and unfinished, 2 finished */
 };
 
 struct hl_loop {
@@ -242,6 +243,10 @@ static void rq_remove(hl_loop *L, call *k)
 static void finished(call *k)
 {
     hl_loop *L = k->L;
+    if (k->counted == 1) {   /* (once: blocked() trusts the count) */
+        k->l->loop_unfinished--;
+        k->counted = 2;
+    }
     k->state = S_FINISHED;
     k->dnext = NULL;
     if (L->dq_tail) L->dq_tail->dnext = k;
@@ -954,6 +959,11 @@ static int64_t loop_hook(hilock *l, hl_hook_ev ev);
 
 static void unlink_call(hl_loop *L, call *k)
 {
+    if (k->counted) {
+        if (k->counted == 1) k->l->loop_unfinished--;
+        k->l->loop_linked--;
+        k->counted = 0;
+    }
     if (k->prev) k->prev->next = k->next;
     else L->head = k->next;
     if (k->next) k->next->prev = k->prev;
@@ -961,13 +971,12 @@ static void unlink_call(hl_loop *L, call *k)
     k->next = k->prev = NULL;
 }
 
+/* A call other than its acquire, or a keepalive, still has l: its hook stays (counts kept by
+ * accept_call, finished, unlink_call, loop_keepalive and ka_end: no walk of every call). */
 static int lock_busy(hl_loop *L, const hilock *l)
 {
-    for (call *k = L->head; k; k = k->next)
-        if (k->l == l && k->op != OP_ACQUIRE) return 1;
-    for (ka *a = L->kas; a; a = a->next)
-        if (a->l == l) return 1;
-    return 0;
+    (void)L;
+    return l->loop_linked > 0 || l->loop_kas > 0;
 }
 
 static void ka_end(hl_loop *L, ka *a);
@@ -1012,6 +1021,10 @@ static void run(hl_loop *L, call *k)
 static int blocked(const call *k)
 {
     if (k->op == OP_ACQUIRE) return 0;
+    /* k is the lock's only unfinished call (a keepalive's renewal, mostly): nothing before it.
+     * (The acquire that made the lock is not counted: its done, which hands the lock out,
+     * runs only once it finished.) */
+    if (k->counted == 1 && k->l->loop_unfinished == 1) return 0;
     for (const call *o = k->prev; o; o = o->prev)
         if (o->l == k->l && o->state != S_FINISHED) return 1;
     return 0;
@@ -1250,6 +1263,11 @@ static hilock_status accept_call(hilock_client *c, hilock *l, int op, int64_t tt
     if (L->tail) L->tail->next = k;
     else L->head = k;
     L->tail = k;
+    if (l && op != OP_ACQUIRE) {
+        l->loop_linked++;
+        l->loop_unfinished++;
+        k->counted = 1;
+    }
     if (l) l->hook = loop_hook;   /* hilock_free ends its calls first */
     *out = k;
     if (!L->in_pass && L->timer_at != 0) {   /* started at the next turn of the loop */
@@ -1327,7 +1345,10 @@ static void ka_end(hl_loop *L, ka *a)
 {
     ka **pp = &L->kas;
     while (*pp && *pp != a) pp = &(*pp)->next;
-    if (*pp) *pp = a->next;
+    if (*pp) {
+        *pp = a->next;
+        a->l->loop_kas--;
+    }
     for (call *k = L->head; k; k = k->next)   /* a renewal not started yet is dropped */
         if (k->op == OP_RENEW && k->ka == a) k->ka = NULL, k->cancel = 1;
     if (a->l->hook == loop_hook && !lock_busy(L, a->l)) a->l->hook = NULL;
@@ -1370,6 +1391,7 @@ static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg
     a->next_us = hl_ka_renew_due(l);
     a->next = L->kas;
     L->kas = a;
+    l->loop_kas++;
     l->hook = loop_hook;
     if (!L->in_pass) arm_timer(L);
     return hl_ok(l->c);

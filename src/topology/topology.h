@@ -158,6 +158,10 @@ struct hilock {
     int64_t        stamp_us, stamp_mono_us;
     char           expect[HILOCK_CODEC_MAX];
     int64_t      (*hook)(hilock *l, hl_hook_ev ev);   /* see hl_hook_ev */
+    /* src/async/async.c's counts for this lock on its loop, so no pass walks every call to
+     * ask about one lock: its calls other than the acquire that made it, still linked and not
+     * yet finished, and its keepalives (0 or 1) */
+    int            loop_linked, loop_unfinished, loop_kas;
     struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
     struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
     int            renewing;       /* its extend is a keepalive's renewal (RENEWAL events) */
