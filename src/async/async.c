@@ -149,8 +149,19 @@ struct call {
     call           *next, *prev;
     call           *rnext, *dnext;   /* in the run queue, the done queue */
     int             inrq;
-    int             counted;    /* in l's loop counts: 1 linked and unfinished, 2 finished */
+    int             counted;    /* in l's loop counts: 1 linked and unfinished (in l's chain),
+                                   2 finished */
+    call           *lnext;      /* l's next unfinished call (l->loop_first: the oldest) */
 };
+
+/* Take k out of its lock's chain of unfinished calls (short: a lock's calls run in turn). */
+static void unchain(call *k)
+{
+    call **pp = (call **)&k->l->loop_first;
+    while (*pp && *pp != k) pp = &(*pp)->lnext;
+    if (*pp) *pp = k->lnext;
+    k->lnext = NULL;
+}
 
 struct hl_loop {
     hilock_client  *c;
@@ -165,6 +176,9 @@ struct hl_loop {
     call           *rq, *rq_tail;   /* flows to resume, in the order their replies came */
     call           *dq, *dq_tail;   /* ended calls, in the order they ended: `done` runs so */
     ka             *kas;
+    int64_t         ka_due;     /* no keepalive's renewal falls due before this: a lower bound
+                                   (ka_due_at), made exact by start_renewals' walk, so a pass
+                                   with nothing due walks no keepalive */
     int             in_pass, closing, dead;
     int64_t         timer_at;   /* what the loop was asked for (-1: none) */
     int             cancel_fd;  /* hilock_cancel's pipe, watched for reading (-1: none) */
@@ -243,8 +257,8 @@ static void rq_remove(hl_loop *L, call *k)
 static void finished(call *k)
 {
     hl_loop *L = k->L;
-    if (k->counted == 1) {   /* (once: blocked() trusts the count) */
-        k->l->loop_unfinished--;
+    if (k->counted == 1) {   /* (once: blocked() trusts the chain) */
+        unchain(k);
         k->counted = 2;
     }
     k->state = S_FINISHED;
@@ -960,7 +974,7 @@ static int64_t loop_hook(hilock *l, hl_hook_ev ev);
 static void unlink_call(hl_loop *L, call *k)
 {
     if (k->counted) {
-        if (k->counted == 1) k->l->loop_unfinished--;
+        if (k->counted == 1) unchain(k);
         k->l->loop_linked--;
         k->counted = 0;
     }
@@ -1021,13 +1035,18 @@ static void run(hl_loop *L, call *k)
 static int blocked(const call *k)
 {
     if (k->op == OP_ACQUIRE) return 0;
-    /* k is the lock's only unfinished call (a keepalive's renewal, mostly): nothing before it.
-     * (The acquire that made the lock is not counted: its done, which hands the lock out,
-     * runs only once it finished.) */
-    if (k->counted == 1 && k->l->loop_unfinished == 1) return 0;
+    /* the oldest unfinished call of its lock goes first; the others wait for it. (The
+     * acquire that made the lock is not chained: its done, which hands the lock out, runs
+     * only once it finished.) */
+    if (k->counted == 1) return k->l->loop_first != k;
     for (const call *o = k->prev; o; o = o->prev)
         if (o->l == k->l && o->state != S_FINISHED) return 1;
     return 0;
+}
+
+static void ka_due_at(hl_loop *L, int64_t t)
+{
+    if (t < L->ka_due) L->ka_due = t;
 }
 
 /* A renewal of a keepalive ended: schedule the next one, or report the loss. */
@@ -1043,12 +1062,12 @@ static void renew_ended(hl_loop *L, call *k)
             ka_end(L, a);
             return;
         }
-        a->next_us = hl_ka_renew_due(a->l);
+        ka_due_at(L, a->next_us = hl_ka_renew_due(a->l));
         return;
     }
     if (hl_ka_transient(st) &&
         hl_ka_may_retry(a->l, retry = hl_next_attempt(L->c, 0, a->l->valid_until_us), a->margin_us)) {
-        a->next_us = retry;
+        ka_due_at(L, a->next_us = retry);
         return;
     }
     {
@@ -1134,13 +1153,13 @@ static int64_t next_deadline(hl_loop *L)
         if (k->state == S_QUEUED && !blocked(k)) return 0;
         if (k->wake_us < first) first = k->wake_us;
         for (xrun *x = k->x; x; x = x->outer)
-            for (int i = 0; i < 32; i++)
-                if ((x->mask & (1u << i)) && x->parts[i].lc && !x->parts[i].done &&
-                    x->parts[i].deadline < first)
+            for (uint32_t m = x->mask; m; m &= m - 1) {   /* (its nodes only: every pass) */
+                int i = __builtin_ctz(m);
+                if (x->parts[i].lc && !x->parts[i].done && x->parts[i].deadline < first)
                     first = x->parts[i].deadline;
+            }
     }
-    for (ka *a = L->kas; a; a = a->next)
-        if (!a->busy && a->next_us < first) first = a->next_us;
+    if (L->ka_due < first) first = L->ka_due;   /* (a lower bound: a pass then walks them) */
     return first;
 }
 
@@ -1148,10 +1167,10 @@ static void expire(hl_loop *L, int64_t now)
 {
     for (call *k = L->head; k; k = k->next)
         for (xrun *x = k->x; x; x = x->outer)
-            for (int i = 0; i < 32; i++) {
-                part *p = &x->parts[i];
+            for (uint32_t m = x->mask; m; m &= m - 1) {   /* (its nodes only: every pass) */
+                part *p = &x->parts[__builtin_ctz(m)];
                 char err[200];
-                if (!(x->mask & (1u << i)) || p->done || p->deadline > now || !p->lc) continue;
+                if (p->done || p->deadline > now || !p->lc) continue;
                 err_text(L, p->lc, err, sizeof err, p->lc->opening ? "connect (resolving the "
                          "master)" : p->lc->k && p->lc->k->connecting ?
                          p->lc->k->io.ops->timeout_error(&p->lc->k->io) : "read", "timed out");
@@ -1264,8 +1283,10 @@ static hilock_status accept_call(hilock_client *c, hilock *l, int op, int64_t tt
     else L->head = k;
     L->tail = k;
     if (l && op != OP_ACQUIRE) {
+        call **pp = (call **)&l->loop_first;
+        while (*pp) pp = &(*pp)->lnext;   /* (its lock's chain: a call or two) */
+        *pp = k;
         l->loop_linked++;
-        l->loop_unfinished++;
         k->counted = 1;
     }
     if (l) l->hook = loop_hook;   /* hilock_free ends its calls first */
@@ -1357,11 +1378,17 @@ static void ka_end(hl_loop *L, ka *a)
 
 static void start_renewals(hl_loop *L, int64_t now)
 {
+    int64_t next = HL_NEVER;
+    if (now < L->ka_due) return;   /* (nothing due: no walk) */
     for (ka *a = L->kas; a; a = a->next) {
         call *k;
         int last = 0;
         int64_t ttl;
-        if (a->busy || a->next_us > now) continue;
+        if (a->busy) continue;   /* (its renewal's end sets the next time: ka_due_at) */
+        if (a->next_us > now) {
+            if (a->next_us < next) next = a->next_us;
+            continue;
+        }
         ttl = hl_ka_capped_ttl(L->c, a->l, a->hold_end_us, &last);
         if (ttl == 0 || accept_call(L->c, a->l, OP_RENEW, ttl, NULL, NULL, &k) != HILOCK_OK) {
             a->next_us = HL_NEVER;   /* capped (or no memory): the lock lives out its ttl */
@@ -1371,6 +1398,7 @@ static void start_renewals(hl_loop *L, int64_t now)
         k->ka = a;
         a->busy = 1;
     }
+    L->ka_due = next;
 }
 
 static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg,
@@ -1379,8 +1407,7 @@ static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg
     hl_loop *L = l->c->loop;
     ka *a;
     if (!L || L->closing) return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: client freed", l->shown);
-    for (a = L->kas; a; a = a->next)
-        if (a->l == l) return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: already running", l->shown);
+    if (l->loop_kas) return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: already running", l->shown);
     if (!(a = calloc(1, sizeof *a))) return hl_fail(l->c, HILOCK_ENOMEM, "out of memory");
     a->l = l;
     a->on_lost = on_lost;
@@ -1388,7 +1415,7 @@ static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg
     a->max_renewals = o->max_renewals;
     a->hold_end_us = o->max_hold_ms ? hl_add_sat(hl_now_us(), o->max_hold_ms * 1000) : HL_NEVER;
     a->margin_us = o->lost_margin_ms * 1000;
-    a->next_us = hl_ka_renew_due(l);
+    ka_due_at(L, a->next_us = hl_ka_renew_due(l));
     a->next = L->kas;
     L->kas = a;
     l->loop_kas++;

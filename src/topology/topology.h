@@ -158,10 +158,11 @@ struct hilock {
     int64_t        stamp_us, stamp_mono_us;
     char           expect[HILOCK_CODEC_MAX];
     int64_t      (*hook)(hilock *l, hl_hook_ev ev);   /* see hl_hook_ev */
-    /* src/async/async.c's counts for this lock on its loop, so no pass walks every call to
-     * ask about one lock: its calls other than the acquire that made it, still linked and not
-     * yet finished, and its keepalives (0 or 1) */
-    int            loop_linked, loop_unfinished, loop_kas;
+    /* src/async/async.c's, so no pass walks every call to ask about one lock: how many of
+     * its calls other than the acquire that made it are still linked, its keepalives (0 or
+     * 1), and its unfinished calls in the order made (async.c's struct call, chained) */
+    int            loop_linked, loop_kas;
+    void          *loop_first;
     struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
     struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
     int            renewing;       /* its extend is a keepalive's renewal (RENEWAL events) */
