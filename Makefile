@@ -217,12 +217,12 @@ $(B)/tests/readme_example.c: README.md
 $(B)/tests/readme_example: $(B)/tests/readme_example.c $(HEADERS) $(B)/libhilock.a
 	$(CC) $(WARN) -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 
-# README.md's event-loop example (the first ```c block after "## In an event loop"), compiled
+# docs/event-loop.md's example (the first ```c block after "## A whole program"), compiled
 # as it stands with libuv and run by tests/test_async.c.
 EXTRA_TEST_BINS += $(B)/tests/readme_async
-$(B)/tests/readme_async.c: README.md
+$(B)/tests/readme_async.c: docs/event-loop.md
 	@mkdir -p $(@D)
-	awk '/^## In an event loop/ { s = 1 } s && /^```c$$/ && !done { p = 1; next } p && /^```$$/ { p = 0; done = 1 } p' README.md > $@
+	awk '/^## A whole program/ { s = 1 } s && /^```c$$/ && !done { p = 1; next } p && /^```$$/ { p = 0; done = 1 } p' docs/event-loop.md > $@
 
 $(B)/tests/readme_async: $(B)/tests/readme_async.c $(HEADERS) include/hilock_libuv.h $(B)/libhilock.a
 	$(CC) $(WARN) -D_POSIX_C_SOURCE=200809L -O1 -g -Iinclude $(EXTRA_CFLAGS) -o $@ $< $(B)/libhilock.a \

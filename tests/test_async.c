@@ -1325,7 +1325,7 @@ Test(async, sentinel_calls_paused_on_a_frozen_sentinel_end_when_their_lock_or_cl
     hlt_loop_close(&loop);
 }
 
-/* ---- README.md's event-loop example, built by the Makefile as it stands ---- */
+/* ---- docs/event-loop.md's example program, built by the Makefile as it stands ---- */
 
 Test(async, the_readme_example_takes_and_releases_the_lock, .timeout = 60)
 {
