@@ -1301,7 +1301,7 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
         printf("  fence    counter %lld (kept %s more)\n", (long long)lv->fence,
                lv->fence_pttl_ms >= 0 ? human_ms(lv->fence_pttl_ms, b, sizeof b) : "for ever");
     else
-        printf("  fence    no counter (no hilock grant in the last ttl + 1 h)\n");
+        printf("  fence    no counter (no hilock grant for an hour past the last one's ttl)\n");
     if (lv->waiters_pttl_ms >= 0)
         printf("  waiters  yes: a waiter blocks for the release (marker expires in %s)\n",
                human_ms(lv->waiters_pttl_ms, a, sizeof a));

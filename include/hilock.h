@@ -599,7 +599,8 @@ typedef enum hilock_rw_mode {
 
 /* Take `key` shared or exclusive for ttl_ms (wait_ms as for hilock_acquire). Writer-
  * preferring: while an exclusive request waits (it stays registered while it waits, and
- * leaves when it gives up; one that dies lapses within about io_timeout_ms), no new shared
+ * leaves when it gives up; one that dies lapses within about poll_ms + io_timeout_ms, 1.5 x
+ * retry_delay_ms + io_timeout_ms with wake = 0: docs/rwlock.md), no new shared
  * grant is made, so a stream of readers cannot starve a writer. At most HILOCK_SEM_LIMIT_MAX
  * shared holders at once. An exclusive grant's fencing token exceeds every earlier grant's of
  * the key. hilock_token() is the grant's member of the key: "x:" (exclusive) or "s:"
@@ -608,8 +609,9 @@ typedef enum hilock_rw_mode {
  * or exclusive is BUSY (it waits, and a release that leaves no holder wakes it), and a plain
  * lock on the key makes both modes BUSY ("KEY: held by another owner, expires in 2.0 s"); a
  * plain lock's release does not wake shared waiters (they poll). A waiting plain-lock writer
- * also stops new shared grants, until its grant (one master) or until its wait mark lapses
- * (Redlock, a writer that gave up, options.fencing = 0: about io_timeout_ms). The plain lock
+ * also stops new shared grants, until its grant or its giving up (one master: either cuts its
+ * mark to one retry pause) or until its wait mark lapses (Redlock, options.fencing = 0: about
+ * poll_ms + io_timeout_ms). The plain lock
  * here is hilock_acquire's default kind and its fencing = 0 form; a fair, bridge or legacy
  * client on a key held shared or exclusive is EREPLY ("KEY holds a shared/exclusive lock, not
  * a lock"): a fair queue would not hold new readers off. A plain lock whose key expired and
@@ -764,7 +766,9 @@ typedef void (*hilock_lost_fn)(hilock *l, hilock_status why, void *arg);
  *     one, so the next renewal cannot prove the lock and on_lost says LOST (as
  *     hilock_extend would).
  *   - One thread and one connection per keepalive: meant for a few long-held locks.
- *   - Only for locks from hilock_acquire (legacy locks: EINVAL).
+ *   - For locks from hilock_acquire (fair and fencing = 0 too), permits from
+ *     hilock_sem_acquire and grants from hilock_rw_acquire; not for legacy or bridge locks
+ *     (hilock_legacy_acquire, options.bridge: EINVAL; the command renews those itself).
  * on_lost may be NULL (then watch hilock_validity_ms, which drops to 0 on NOT_HELD).
  * Returns OK; EINVAL (NULL, a released lock, a legacy lock, or a keepalive already running;
  * one that ended, by on_lost or a cap, is replaced); ENOMEM; EIO (no thread could be

@@ -86,7 +86,8 @@ typedef struct hilock_lock_view {
     hilock_key_view key;      /* the lock key itself                                        */
     int64_t fence;            /* the fence counter {key}:fence: the last fencing token minted
                                  on this master (without the Sentinel epoch bits, see
-                                 hilock_fence); -1: none (no grant in the last ttl + 1 hour)  */
+                                 hilock_fence); -1: none (no grant for an hour past the last
+                                 grant's ttl, 35 days with a Redlock epoch: docs/fencing.md) */
     int64_t fence_pttl_ms;    /* its ms to live, -2: none                                    */
     int64_t waiters_pttl_ms;  /* the wake-on-release marker {key}:waiters: a waiter is blocked
                                  (or was, until the marker expires) and the release will wake

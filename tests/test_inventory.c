@@ -597,7 +597,7 @@ Test(inspect, a_missing_key_has_no_holder)
     o = run(r, a);
     cr_assert_eq(o->status, 0, "%s", o->err);
     snprintf(want, sizeof want, "\"nothing:here\" on %s\n  holder   nobody: no such key\n"
-             "  fence    no counter (no hilock grant in the last ttl + 1 h)\n  waiters  none marked\n", r->sock);
+             "  fence    no counter (no hilock grant for an hour past the last one's ttl)\n  waiters  none marked\n", r->sock);
     cr_assert_str_eq(o->out, want);
     free(o);
     o = run(r, j);
