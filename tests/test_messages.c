@@ -349,7 +349,7 @@ Test(messages, a_password_with_a_slash_query_or_hash_is_never_echoed_by_the_comm
     hlt_redis *r = hlt_redis_start(NULL);
     static const char *const cases[][2] = {
         { "redis://:my/Sekr1t@127.0.0.1:6379", "(redis://:***@127.0.0.1:6379): missing host" },
-        { "redis://:my?Sekr1t@127.0.0.1:6379", "(redis://:***@127.0.0.1:6379): unexpected query ('?') in URL" },
+        { "redis://:my?Sekr1t@127.0.0.1:6379", "(redis://:***@127.0.0.1:6379): unexpected query ('?') in URL (only ?db=N)" },
         { "redis://u:my#Sekr1t@127.0.0.1:6379", "(redis://u:***@127.0.0.1:6379): unexpected '#' in redis:// "
           "URL (Sentinel URLs are redis-sentinel://)" },
     };
