@@ -25,8 +25,8 @@
 #include "fixture.h"
 #include "scenario.h"
 
-#define DELAY_MS 200   /* each way: a 400 ms round trip */
-#define IO_MS    600   /* more than one round trip, less than two */
+#define DELAY_MS 250   /* each way: a 500 ms round trip */
+#define IO_MS    800   /* more than one round trip (300 ms to spare on a loaded machine), less than two */
 #define CONNECT_MS 1000
 #define QMAX     256
 
@@ -195,7 +195,7 @@ HLT_SCENARIO(slow_link, an_empty_script_cache_costs_a_round_trip_not_the_call, .
 }
 
 /* A try-lock (wait_ms 0) on a fresh connection: the handshake, the command and its resend
- * after NOSCRIPT are three round trips of 400 ms with io_timeout_ms 600: granted, within the
+ * after NOSCRIPT are three round trips of 500 ms with io_timeout_ms 800: granted, within the
  * stated bound of a try (connect + 3 x io). */
 HLT_SCENARIO(slow_link, a_try_lock_on_a_fresh_connection_is_granted, .timeout = 60)
 {
