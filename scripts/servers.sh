@@ -13,12 +13,12 @@ if [ -z "$src" ] && [ -d "$here/../shared/servers" ]; then src=$here/../shared/s
 cache=${HILOCK_SERVERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hilock/servers}
 mode=${1:-list}
 
-[ -n "$src" ] && [ -d "$src" ] || { echo "servers.sh: no SERVERS_SRC directory of server tarballs" >&2; exit 2; }
+[ -n "$src" ] && [ -d "$src" ] || { echo "servers.sh: no SERVERS_SRC directory of server tarballs (docs/servers.md: Getting the tarballs)" >&2; exit 2; }
 mkdir -p "$cache"
 
 # Sort by version so the matrix reads oldest first.
 tarballs=$(cd "$src" && ls redis-*.tar.gz valkey-*.tar.gz 2>/dev/null | sort -t- -k1,1r -k2,2V) || true
-[ -n "$tarballs" ] || { echo "servers.sh: no redis-*.tar.gz or valkey-*.tar.gz in $src" >&2; exit 2; }
+[ -n "$tarballs" ] || { echo "servers.sh: no redis-*.tar.gz or valkey-*.tar.gz in $src (docs/servers.md: Getting the tarballs)" >&2; exit 2; }
 
 build_one() { # NAME TARBALL OUT
   local name=$1 tb=$2 out=$3 work
