@@ -323,7 +323,6 @@ static void err_text(hl_loop *L, lconn *lc, char *buf, size_t len, const char *w
     snprintf(buf, len, "%s: %s%s%s", lc_node(lc)->name, what, why ? ": " : "", why ? why : "");
 }
 
-/* Append a part's commands (after the node's pending undos) to the connection's output. */
 /* A round trip of p's starts now (its connection's handshake, its commands, their resend as
  * EVAL): its own per-node timeout, within the call's bound, as engine.c gives each. */
 static void part_renew(part *p)
@@ -332,6 +331,7 @@ static void part_renew(part *p)
     if (p->deadline > p->hard_us) p->deadline = p->hard_us;
 }
 
+/* Append a part's commands (after the node's pending undos) to the connection's output. */
 static void lc_encode(hl_loop *L, lconn *lc, part *p)
 {
     hl_node *n = lc_node(lc);
