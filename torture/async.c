@@ -77,7 +77,7 @@ static void loop_timer(void *data, int64_t ms)
 
 static int64_t io_bound_us(const aworker *aw)
 {
-    return (aw->cfg->io_timeout_ms + aw->cfg->connect_timeout_ms) * 1000;
+    return tt_call_bound_us(aw->cfg);
 }
 
 static void publish(contender *x)

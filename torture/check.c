@@ -13,7 +13,8 @@
  *   - a fencing token that does not grow from one holding of a key to the next;
  *   - release/extend/check answering OK when called surely after the server's expiry
  *     (a paused holder), or NOT_HELD/LOST while the caller still believed it held the key;
- *   - a call that took longer than its bound (wait + io_timeout + connect_timeout), less
+ *   - a call that took longer than its bound (wait + connect_timeout + 3 x io_timeout, the
+ *     library's: a connect, the handshake, the command, a resend after NOSCRIPT), less
  *     the time its worker was stopped by the fault injector;
  *   - statuses that faults cannot explain (EINVAL, EAUTH, EREPLY, ENOMEM, unknown), a worker that
  *     died without being killed. */

@@ -153,6 +153,12 @@ int tt_check(const tt_check_opts *o);
 
 /* shared helpers (worker.c) */
 int64_t  tt_now_us(void);
+/* The bound hilock.h states for one call of a worker, without its wait: a connect, then the
+ * handshake, the command and its resend after NOSCRIPT, each a round trip of its own. */
+static inline int64_t tt_call_bound_us(const tt_worker_cfg *cfg)
+{
+    return ((int64_t)cfg->connect_timeout_ms + 3 * (int64_t)cfg->io_timeout_ms) * 1000;
+}
 /* Until when a worker may believe it holds l, granted when its acquire returned at t1: what
  * the library says is safe, read now -- or nothing (t1) when the validity had already run out
  * by the time it was read (a pause between the grant and the read: now + 0 would claim the

@@ -271,7 +271,7 @@ static void one_round(worker *w)
     const tt_worker_cfg *cfg = w->cfg;
     int k = (int)(tt_rand(&w->rng) % (uint64_t)cfg->nkeys);
     int64_t ttl = pick_ttl(w), wait = pick_wait(w);
-    int64_t io = (cfg->io_timeout_ms + cfg->connect_timeout_ms) * 1000;
+    int64_t io = tt_call_bound_us(cfg);   /* (a call's bound, hilock.h) */
     int64_t t0, t1, deadline, expiry_upper;
     uint64_t fence;
     hilock_status st;
