@@ -276,8 +276,9 @@ HILOCK_API void hilock_histogram_add(hilock_histogram *h, int64_t us);
  * bytes, NUL included; snprintf-style: always NUL-terminated when len > 0). Returns the
  * length the whole text needs, without the NUL: a return >= len means it was cut short, so
  * grow buf to the return + 1 and call again (compare as (size_t)ret >= len); -1 if s is
- * NULL, or if the text would not fit in an int (about 90 lines, each with labels: only a
- * labels string of tens of megabytes gets there).
+ * NULL, if labels is malformed (below), or if the text would not fit in an int (about 90
+ * lines, each with labels: only a labels string of tens of megabytes gets there). With -1 for
+ * s NULL or malformed labels nothing is written but, when len > 0, buf[0] = 0.
  *
  * Names (each with # HELP and # TYPE lines):
  *   hilock_acquires_total{outcome="ok"|"busy"|"error"}                          counter
@@ -292,11 +293,13 @@ HILOCK_API void hilock_histogram_add(hilock_histogram *h, int64_t us);
  *     trimmed: "0.000001", "0.000002", ... "1073.741824") then le="+Inf"; _sum in seconds
  *     ("%.6f"); _count.
  * labels: NULL or "" for none, else a preformatted label set without braces
- * (`app="x",shard="2"`), put first in every sample's braces, as given: the caller escapes
- * the values (backslash, double quote and newline as \\, \" and \n, as the format
- * requires) and must not use the names outcome and le (the library's own: a sample would
- * have the label twice, which Prometheus rejects). The library never adds the key as a label
- * (one series per key would grow without bound). */
+ * (`app="x",shard="2"`), put first in every sample's braces, as given. It must be what the
+ * format takes, or the call returns -1 (one malformed sample fails the whole scrape):
+ * name="value" pairs joined by commas, no spaces, no trailing comma; a name matches
+ * [a-zA-Z_][a-zA-Z0-9_]*, appears once (64 names at most), is neither outcome nor le (the
+ * library's own); a value is UTF-8 and the caller escapes it (backslash, double quote and
+ * newline as \\, \" and \n, the only escapes). `app=x` (no quotes) is refused. The
+ * library never adds the key as a label (one series per key would grow without bound). */
 HILOCK_API int hilock_stats_prometheus_sized(const hilock_stats *s, size_t size, char *buf,
                                              size_t len, const char *labels);
 #define hilock_stats_prometheus(s, buf, len, labels) \

@@ -811,6 +811,84 @@ Test(observe, prometheus_text_is_exact_for_known_stats_and_sized_like_snprintf)
     cr_assert(strstr(got, "hilock_acquire_wait_seconds_count 1\n"));
 }
 
+Test(observe, prometheus_refuses_a_malformed_label_set_and_writes_nothing)
+{
+    hilock_stats s;
+    static char got[16384];
+    /* each would make a scrape fail: no quotes (issue 36's app=newbie), a bad name, a
+     * stray or missing separator, an unknown escape, a raw newline, an unclosed value, a
+     * label twice, the library's own names, bytes that are not UTF-8 */
+    static const char *const bad[] = {
+        "app=newbie", "app", "app=", "=\"x\"", "1app=\"x\"", "a-b=\"x\"", "app =\"x\"",
+        "app=\"x\",", ",app=\"x\"", "app=\"x\" ", "app=\"x\",,b=\"y\"", "app=\"x\"b=\"y\"",
+        "app=\"x\", b=\"y\"", "app=\"a\\tb\"", "app=\"a\nb\"", "app=\"x", "app=\"x\\\"",
+        "app=\"x\",app=\"y\"", "outcome=\"x\"", "app=\"x\",le=\"1\"", "app=\"\xff\"",
+        "app=\"\xc0\xaf\"", "app=\"\xed\xa0\x80\"", "app=\"\xe2\x82\"", "{app=\"x\"}",
+    };
+    known_stats(&s);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        memset(got, 'z', sizeof got);
+        cr_assert_eq(hilock_stats_prometheus(&s, got, sizeof got, bad[i]), -1, "taken: %s", bad[i]);
+        cr_assert_eq(got[0], 0, "%s: wrote %.40s", bad[i], got);
+        cr_assert_eq(got[1], 'z', "%s: wrote past the NUL", bad[i]);
+        cr_assert_eq(hilock_stats_prometheus(&s, NULL, 0, bad[i]), -1, "sized: %s", bad[i]);
+    }
+    /* well formed: taken as given, first in the braces */
+    static const char *const good[] = {
+        "app=\"x\"", "_a=\"\",B9=\"\"", "app=\"a\\\\b\\\"c\\nd\"", "app=\"caf\xc3\xa9 \xf0\x9f\x94\x92\"",
+        "outcomes=\"x\",lee=\"y\"", "app=\"x\",ap=\"y\"",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        char want[256];
+        int n = hilock_stats_prometheus(&s, got, sizeof got, good[i]);
+        cr_assert_gt(n, 0, "refused: %s", good[i]);
+        cr_assert_lt(n, (int)sizeof got);
+        snprintf(want, sizeof want, "\nhilock_lost_total{%s} 0\n", good[i]);
+        cr_assert(strstr(got, want), "%s:\n%s", good[i], got);
+    }
+}
+
+/* A python3 with prometheus_client, or skip. */
+static const char *prometheus_python(void)
+{
+    static const char *const pythons[] = {"python3", "/usr/bin/python3"};   /* (a pyenv's first) */
+    char cmd[256];
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "%s -c 'import prometheus_client.parser' 2>/dev/null", pythons[i]);
+        if (system(cmd) == 0) return pythons[i];
+    }
+    cr_skip_test("n/a: python3's prometheus_client is not installed (Debian: "
+                 "python3-prometheus-client): the strict parse is skipped");
+    return NULL;
+}
+
+Test(observe, prometheus_text_with_escaped_and_utf8_values_parses_with_prometheus_client)
+{
+    hilock_stats s;
+    static char got[16384];
+    char path[] = "/tmp/hilock-prom-XXXXXX", cmd[2048];
+    const char *py = prometheus_python();
+    FILE *f;
+    int fd, rc;
+    known_stats(&s);
+    cr_assert_gt(hilock_stats_prometheus(&s, got, sizeof got, "app=\"a\\\\b\\\"c\\nd\",who=\"caf\xc3\xa9\""), 0);
+    cr_assert_neq(fd = mkstemp(path), -1);
+    f = fdopen(fd, "w");
+    fputs(got, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s -c '"
+             "import sys\n"
+             "from prometheus_client.parser import text_string_to_metric_families as p\n"
+             "fam = list(p(open(sys.argv[1], encoding=\"utf-8\").read()))\n"
+             "assert len(fam) == 13, len(fam)\n"
+             "assert all(s.labels[\"app\"] == \"a\\\\b\\\"c\\nd\" and s.labels[\"who\"] == \"caf\\u00e9\""
+             " for f in fam for s in f.samples)\n"
+             "' %s", py, path);
+    rc = system(cmd);
+    unlink(path);
+    cr_assert_eq(rc, 0, "prometheus_client refused the text:\n%s", got);
+}
+
 Test(observe, prometheus_text_parses_with_prometheus_client)
 {
     hilock_stats s;
@@ -818,15 +896,7 @@ Test(observe, prometheus_text_parses_with_prometheus_client)
     char path[] = "/tmp/hilock-prom-XXXXXX", cmd[2048];
     FILE *f;
     int fd, rc;
-    static const char *const pythons[] = {"python3", "/usr/bin/python3"};   /* (a pyenv's first) */
-    const char *py = NULL;
-    for (size_t i = 0; i < 2 && !py; i++) {
-        snprintf(cmd, sizeof cmd, "%s -c 'import prometheus_client.parser' 2>/dev/null", pythons[i]);
-        if (system(cmd) == 0) py = pythons[i];
-    }
-    if (!py)
-        cr_skip_test("n/a: python3's prometheus_client is not installed (Debian: "
-                     "python3-prometheus-client): the strict parse is skipped");
+    const char *py = prometheus_python();
     known_stats(&s);
     hilock_histogram_add(&s.round_trip, 1500000000);   /* the overflow bucket too */
     hilock_stats_prometheus(&s, got, sizeof got, "app=\"x\",shard=\"2\"");

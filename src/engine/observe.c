@@ -273,13 +273,83 @@ static void histogram(out *o, const char *name, const char *help, const char *la
         (unsigned long long)h->count);
 }
 
+/* Bytes of the UTF-8 sequence at p (1..4), 0 if it is not one (a stray continuation, an
+ * overlong form, a surrogate, past U+10FFFF): Prometheus's parsers refuse such a value. */
+static size_t utf8_len(const unsigned char *p)
+{
+    size_t n, i;
+    unsigned cp;
+    if (p[0] < 0x80) return 1;
+    if (p[0] >= 0xC2 && p[0] <= 0xDF) n = 2, cp = p[0] & 0x1Fu;
+    else if (p[0] >= 0xE0 && p[0] <= 0xEF) n = 3, cp = p[0] & 0x0Fu;
+    else if (p[0] >= 0xF0 && p[0] <= 0xF4) n = 4, cp = p[0] & 0x07u;
+    else return 0;
+    for (i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;   /* (the NUL ends the string here too) */
+        cp = cp << 6 | (p[i] & 0x3Fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+/* One value after its opening quote: escapes \\, \" and \n only, no raw newline, UTF-8.
+ * Returns what follows the closing quote, NULL if malformed. */
+static const char *label_value(const char *p)
+{
+    size_t n;
+    while (*p != '"') {
+        if (*p == '\\') {
+            if (p[1] != '\\' && p[1] != '"' && p[1] != 'n') return NULL;
+            p += 2;
+        } else if (*p == '\n' || !(n = utf8_len((const unsigned char *)p))) {
+            return NULL;   /* (a missing closing quote ends at the NUL, here) */
+        } else {
+            p += n;
+        }
+    }
+    return p + 1;
+}
+
+#define NAME_START(ch) (((ch) >= 'a' && (ch) <= 'z') || ((ch) >= 'A' && (ch) <= 'Z') || (ch) == '_')
+#define NAME_CHAR(ch) (NAME_START(ch) || ((ch) >= '0' && (ch) <= '9'))
+
+/* Is labels a set the text format takes, put before the library's own outcome and le:
+ * name="value" pairs joined by commas, nothing else (no spaces, no trailing comma), no name
+ * twice and neither outcome nor le. A sample with a malformed set makes the whole scrape
+ * fail, so it is refused here rather than written. */
+static int labels_valid(const char *labels)
+{
+    const char *p = labels, *names[64];
+    size_t nnames = 0, i, len;
+    while (*p) {
+        const char *name = p;
+        if (!NAME_START(*p)) return 0;
+        while (NAME_CHAR(*p)) p++;
+        len = (size_t)(p - name);
+        if ((len == 7 && !memcmp(name, "outcome", 7)) || (len == 2 && !memcmp(name, "le", 2))) return 0;
+        for (i = 0; i < nnames; i++)
+            if (!strncmp(names[i], name, len) && !NAME_CHAR(names[i][len])) return 0;
+        if (nnames == sizeof names / sizeof *names) return 0;   /* (no exporter needs 64) */
+        names[nnames++] = name;
+        if (p[0] != '=' || p[1] != '"' || !(p = label_value(p + 2))) return 0;
+        if (*p == ',' && *++p == 0) return 0;
+        else if (*p && p[-1] != ',') return 0;
+    }
+    return 1;
+}
+
 int hilock_stats_prometheus_sized(const hilock_stats *given, size_t size, char *buf, size_t len,
                                   const char *labels)
 {
     hilock_stats s;
     out o;
     size_t i;
-    if (!given) return -1;
+    if (!given || (labels && !labels_valid(labels))) {
+        if (buf && len) buf[0] = 0;
+        return -1;
+    }
     hl_sized_init(&s, sizeof s, given, size);   /* (fields past size: 0) */
     o.buf = buf;
     o.len = buf ? len : 0;
