@@ -85,12 +85,15 @@ typedef enum hilock_event_kind {
      * master, CLUSTERDOWN). Caller. status: OK or why not; duration_us: the fetch's time;
      * node: the cluster's name; key: NULL. */
     HILOCK_EVENT_MAP_REFRESH,
-    /* A connection to a node was opened, its handshake (AUTH, SELECT, ...) done. Caller (or
-     * keepalive / loop thread). status: OK (a connect that fails is an ERROR event);
-     * reconnect: 1 if this node (on a Cluster: this server of it) had a connection before, 0
-     * for the first; duration_us: from the start of the connect to the end of the handshake.
-     * key: NULL. On an event loop, the connections a wait opens for its blocking BLPOP are
-     * neither reported nor counted. */
+    /* A connection to a node was opened, its handshake (AUTH, SELECT, ...) done -- or it
+     * failed. Caller (or keepalive / loop thread). status: OK, or why the connect or its
+     * handshake failed (EIO: refused, unreachable; ETIMEDOUT; EAUTH: AUTH refused; ...), then
+     * with message (the node's text), and the ERROR event of the same failure follows (a
+     * failed one is not counted in stats.connects); reconnect: 1 if this node (on a Cluster:
+     * this server of it) had a connection before, 0 for the first; duration_us: from the
+     * start of the connect to the end of the handshake (or to the failure). key: NULL. On an
+     * event loop, the connections a wait opens for its blocking BLPOP are neither reported
+     * nor counted. */
     HILOCK_EVENT_CONNECT,
     /* A TLS connection (rediss://) finished its TLS handshake, before CONNECT. status: OK (a
      * failed one is an ERROR event); duration_us: from the start of the connect (TCP
@@ -144,7 +147,8 @@ typedef struct hilock_event {
     const char          *target;       /* REDIRECT                                             */
     int                  reconnect;    /* CONNECT                                              */
     hilock_event_kind    op;           /* MEMBER                                               */
-    const char          *message;      /* ERROR (and LOST: the detail), else NULL             */
+    const char          *message;      /* ERROR (and LOST, a failed CONNECT: the detail), else
+                                          NULL                                                 */
 } hilock_event;
 
 /* The observer: called with each event, arg as given to hilock_set_observer.
@@ -181,7 +185,8 @@ typedef struct hilock_event {
  * It may not call into hilock: a call on any client or lock from inside the observer
  * (hilock_acquire, hilock_release, hilock_set_observer, hilock_client_stats, ...) returns
  * HILOCK_EINVAL at once, having sent and changed nothing, and hilock_client_errmsg of that
- * client says "hilock called from inside an observer (hilock_observe.h)". hilock_free and
+ * client says "hilock called from inside an observer: an observer may only record the event".
+ * hilock_free and
  * hilock_client_free are not checked (they return no status): never call them from it. It
  * should be quick: it runs inside the call (a slow observer slows the lock). */
 typedef void (*hilock_observer_fn)(const hilock_event *e, void *arg);

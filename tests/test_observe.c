@@ -307,7 +307,9 @@ Test(observe, connects_reconnects_and_a_nodes_error_are_reported_with_the_node)
     cr_assert(e->message[0], "a message");
     cr_assert_eq(hlt_redis_restart(r), 0);
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_CONNECT, 1));
+    /* (the reconnect refused while it was down is a failed CONNECT before it) */
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_CONNECT, hlt_rec_count(x, HILOCK_EVENT_CONNECT) - 1));
+    cr_assert_eq(e->e.status, HILOCK_OK);
     cr_assert_eq(e->e.reconnect, 1);
     hilock_client_stats(c, &s);
     cr_assert_eq(s.connects, 2);
@@ -315,6 +317,65 @@ Test(observe, connects_reconnects_and_a_nodes_error_are_reported_with_the_node)
     cr_assert_geq(s.errors, 1);
     hilock_free(l);
     hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* Index in x's events of the i-th of kind (-1: none). */
+static int rec_index(hlt_rec *x, hilock_event_kind kind, int i)
+{
+    const hlt_rec_ev *e = hlt_rec_find(x, kind, i);
+    return e ? (int)(e - x->ev) : -1;
+}
+
+/* A connect refused (nothing listens on the port) is a CONNECT with the failure, then the
+ * node's ERROR; a handshake refused (a wrong password) too; neither is counted as a connect. */
+static void assert_failed_connect(hlt_rec *x, hilock_status st, const char *node, int reconnect)
+{
+    const hlt_rec_ev *e;
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_CONNECT), 1 + reconnect);
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_CONNECT, reconnect));
+    cr_assert_eq(e->e.status, st, "%s", hilock_strerror(e->e.status));
+    cr_assert_str_eq(e->node, node);
+    cr_assert_null(e->e.key);
+    cr_assert_eq(e->e.reconnect, reconnect);
+    cr_assert_geq(e->e.duration_us, 0);
+    cr_assert(e->message[0] && strstr(e->message, node), "a message naming the node: %s", e->message);
+    cr_assert_gt(rec_index(x, HILOCK_EVENT_ERROR, 0), rec_index(x, HILOCK_EVENT_CONNECT, reconnect),
+                 "the ERROR follows");
+    cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_ERROR, 0)->e.status, st);
+}
+
+Test(observe, a_refused_connect_and_a_refused_handshake_are_failed_connect_events)
+{
+    hlt_redis *r = hlt_redis_start("--requirepass s3cret");
+    hlt_rec *x = hlt_rec_new(), *y = hlt_rec_new();
+    char url[128], node[64];
+    int port = hlt_free_port();
+    hilock_client *c;
+    hilock *l = NULL;
+    hilock_stats s;
+    /* nothing listens there */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    snprintf(node, sizeof node, "127.0.0.1:%d", port);
+    c = hlt_client(url);
+    hilock_set_observer(c, hlt_rec_observer, x);
+    cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_EIO);
+    assert_failed_connect(x, HILOCK_EIO, node, 0);
+    hilock_client_stats(c, &s);
+    cr_assert_eq(s.connects, 0, "a failed connect is not a connection opened");
+    cr_assert_geq(s.errors, 1);
+    hilock_client_free(c);
+    /* a wrong password: the connect is done, its handshake refused */
+    snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", r->port);
+    snprintf(node, sizeof node, "127.0.0.1:%d", r->port);
+    c = hlt_client(url);
+    hilock_set_observer(c, hlt_rec_observer, y);
+    cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_EAUTH, "%s", hilock_client_errmsg(c));
+    assert_failed_connect(y, HILOCK_EAUTH, node, 0);
+    hilock_client_stats(c, &s);
+    cr_assert_eq(s.connects, 0);
+    hilock_client_free(c);
+    cr_assert_eq(hlt_dbsize(r), 0, "nothing written");
     hlt_redis_stop(r);
 }
 
@@ -428,6 +489,32 @@ Test(observe, the_loops_calls_and_renewals_are_reported_on_the_loops_thread)
     uv_run(&loop, UV_RUN_NOWAIT);
     cr_assert_eq(uv_loop_close(&loop), 0);
     hlt_redis_stop(r);
+}
+
+Test(observe, a_refused_connect_on_the_loop_is_a_failed_connect_event)
+{
+    char url[128], node[64];
+    int port = hlt_free_port();
+    hilock_client *c;
+    uv_loop_t loop;
+    loop_run run = {0};
+    hlt_rec *x = hlt_rec_new();
+    hilock_stats s;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    snprintf(node, sizeof node, "127.0.0.1:%d", port);
+    c = hlt_client(url);
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_set_observer(c, hlt_rec_observer, x), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(c, "obs:k", 10000, 0, on_done, &run), HILOCK_OK);
+    run_for(&loop, &run.done, 1, 5000);
+    cr_assert_eq(run.st, HILOCK_EIO, "%s", hilock_strerror(run.st));
+    assert_failed_connect(x, HILOCK_EIO, node, 0);
+    cr_assert_eq(hilock_client_stats(c, &s), HILOCK_OK);
+    cr_assert_eq(s.connects, 0);
+    hilock_client_free(c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
 }
 
 /* ---- Redlock waits: blocking BLPOPs, abandoned masters ---- */
@@ -552,12 +639,12 @@ Test(observe, a_call_from_inside_the_observer_is_refused_with_einval_and_sends_n
     hilock_set_observer(c, reenter, x);
     cr_assert_eq(hilock_acquire(c, "obs:k", 10000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(x->reentry, HILOCK_EINVAL);
-    cr_assert_str_eq(x->reentry_msg, "hilock called from inside an observer (hilock_observe.h)");
+    cr_assert_str_eq(x->reentry_msg, "hilock called from inside an observer: an observer may only record the event");
     cr_assert_eq(hlt_exists(r, "obs:other"), 0, "nothing sent");
     cr_assert_eq(hlt_exists(r, "obs:k"), 1, "the outer call went on");
     /* the observer is still set (its removal was refused), and calls work again after it */
     cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_str_neq(hilock_client_errmsg(c), "hilock called from inside an observer (hilock_observe.h)");
+    cr_assert_str_neq(hilock_client_errmsg(c), "hilock called from inside an observer: an observer may only record the event");
     cr_assert_eq(hilock_set_observer(c, NULL, NULL), HILOCK_OK);
     cr_assert_eq(hilock_set_observer(NULL, hlt_rec_observer, x), HILOCK_EINVAL);
     hilock_free(l);

@@ -417,6 +417,9 @@ static void lc_forget(lconn *lc, part *p, hilock_status st, const char *err)
 /* Close a connection: every part on it ends with st (err: "node: what: why"). */
 static void lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err)
 {
+    /* a connect or handshake that failed (not a wait's own, not the client's end) */
+    if (lc->k && !lc->ready && !lc->side && !L->closing && st != HILOCK_OK)
+        hl_conn_failed(lc->c, lc_node(lc), lc->k->opened_us, st, err);
     while (lc->qn) {
         slot s = lc->q[lc->qh];
         lc->qh = (lc->qh + 1) % lc->qcap;
@@ -447,7 +450,7 @@ static void lc_open(hl_loop *L, lconn *lc, int64_t deadline)
 {
     hl_node *n = lc_node(lc);
     struct hl_conn *k;
-    int64_t connect = hl_add_sat(hl_now_us(), lc->c->opt.connect_timeout_ms * 1000);
+    int64_t t0 = hl_now_us(), connect = hl_add_sat(t0, lc->c->opt.connect_timeout_ms * 1000);
     char err[200];
     lc->opening = 1;
     if (hl_conn_new(lc->c, n, deadline < connect ? deadline : connect, &k) < 0) {
@@ -457,6 +460,7 @@ static void lc_open(hl_loop *L, lconn *lc, int64_t deadline)
                      "master was ended (its lock freed); try again");
         else
             memcpy(err, n->err, sizeof err);
+        if (!lc->side && !L->closing) hl_conn_failed(lc->c, n, t0, n->st, err);
         lc_close(L, lc, n->st, err);
         return;
     }

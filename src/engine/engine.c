@@ -440,6 +440,9 @@ typedef struct pending {
     int     nask;          /* 1: ASKING precedes each of the commands in this pipeline */
     int64_t t0;            /* when this pipeline was sent (hl_round_trip) */
     int     abandoned;     /* hl_exec_any ended it (another node answered): not a node error */
+    int     opening;       /* a connection of this pass, its handshake not done yet: a
+                              failure is a failed CONNECT too (hl_conn_failed) */
+    int64_t open_us;       /* when that connect began */
 } pending;
 
 /* The key the commands are about: a script's first key ("" = none: an undo-only round trip,
@@ -936,6 +939,7 @@ static void on_reply(hilock_client *c, hl_node *n, pending *p, const hl_cmd *cmd
         }
         if (p->got == p->nhandshake) {
             n->conn->fresh = 0;
+            p->opening = 0;
             hl_conn_ready(c, n, n->conn);
         }
         return;
@@ -1047,7 +1051,11 @@ static void start_node(pass *s, size_t i, int64_t *now)
     for (int tries = 0; tries < 2; tries++) {
         hl_io io = HL_IO_OK;
         int reused = n->conn != NULL;
-        if (!n->conn && conn_start(c, n, s->dl.cn) < 0) break;
+        if (!reused) {
+            p->opening = 1;
+            p->open_us = hl_now_us();
+            if (conn_start(c, n, s->dl.cn) < 0) break;
+        }
         p->active = 1;
         p->t0 = *now;
         p->deadline = n->conn->connecting ? s->dl.cn : s->dl.io;
@@ -1089,7 +1097,7 @@ static int poll_nodes(pass *s, int *direct, int *rc)
         pending *p = &s->p[i];
         if (!p->active) continue;
         if (cancelled) {   /* (its connection closed: a reply may still come) */
-            finish(n, p, HILOCK_ECANCELED, "wait", "cancelled (hilock_cancel)");
+            finish(n, p, HILOCK_ECANCELED, "wait", "cancelled");
             continue;
         }
         if (now >= p->deadline) {
@@ -1233,7 +1241,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         for (size_t i = 0; i < c->nnodes; i++)
             if (mask & (1u << i)) {
                 reset_node(&c->nodes[i]);
-                hl_node_set_err(&c->nodes[i], HILOCK_ECANCELED, "wait", "cancelled (hilock_cancel)");
+                hl_node_set_err(&c->nodes[i], HILOCK_ECANCELED, "wait", "cancelled");
             }
         *io_dl_out = now;
         return 0;
@@ -1261,6 +1269,8 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         if ((mask & (1u << i)) && c->nodes[i].st != HILOCK_OK) {
             size_t klen;
             const char *key = hl_cmds_key(cmds, ncmd, &klen);
+            if (s.p[i].opening && !s.p[i].abandoned)
+                hl_conn_failed(c, &c->nodes[i], s.p[i].open_us, c->nodes[i].st, c->nodes[i].err);
             if (!s.p[i].abandoned) hl_emit_node_error(c, &c->nodes[i], klen ? key : NULL, klen);
             for (int q = 0; q < HL_MAX_CMDS; q++) {
                 hl_reply_free(c->nodes[i].reply[q]);

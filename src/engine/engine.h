@@ -269,6 +269,10 @@ void hl_emit_node_error(hilock_client *c, const hl_node *n, const char *key, siz
  * handshake is done (CONNECT, counted). Both runners call them (engine.c, async.c). */
 void hl_conn_connected(hilock_client *c, const hl_node *n, const struct hl_conn *k);
 void hl_conn_ready(hilock_client *c, hl_node *n, const struct hl_conn *k);
+/* A connection of node n, begun at opened_us, failed before its handshake was done (refused,
+ * timed out, AUTH refused, ...): a CONNECT event with st and why, if c is observed; not
+ * counted (stats.connects are opened ones). Before the ERROR event of the same failure. */
+void hl_conn_failed(hilock_client *c, const hl_node *n, int64_t opened_us, hilock_status st, const char *why);
 /* The Sentinels named a new master (counted: stats.failovers; a FAILOVER event): node the
  * master now in use. (A lock's call that finds its master changed reports it, uncounted.) */
 void hl_failover_seen(hilock_client *c, const char *node);

@@ -81,6 +81,16 @@ void hl_conn_ready(hilock_client *c, hl_node *n, const struct hl_conn *k)
     hl_emit(c, &e);
 }
 
+void hl_conn_failed(hilock_client *c, const hl_node *n, int64_t opened_us, hilock_status st, const char *why)
+{
+    hilock_event e;
+    if (!HL_OBSERVED(c)) return;
+    hl_event_init(&e, HILOCK_EVENT_CONNECT, NULL, 0, n->name, st, hl_now_us() - opened_us);
+    e.reconnect = n->connects > 0;
+    e.message = why && why[0] ? why : NULL;
+    hl_emit(c, &e);
+}
+
 void hl_failover_seen(hilock_client *c, const char *node)
 {
     c->stats.failovers++;
