@@ -1061,8 +1061,8 @@ static const char *holder(const hilock_key_view *k, const verdict *v)
     if (v->kind == K_MODERN) return "a modern lock (hilock token)";
     if (v->kind == K_UNKNOWN) return "a value no preset reads (another library's token?)";
     if (v->kind == K_AUX) return "not a lock: a hilock aux key";
-    if (v->kind == K_SEM) return "a semaphore (hilock --limit, hilock_sem_acquire): its permits below";
-    if (v->kind == K_RW) return "a shared/exclusive lock (hilock --shared, hilock_rw_acquire): its grants below";
+    if (v->kind == K_SEM) return "a semaphore (hilock --limit N): its permits below";
+    if (v->kind == K_RW) return "a shared/exclusive lock (hilock --shared): its grants below";
     if (k->pttl_ms < 0) return "a legacy lock (SETNX/GETSET stamp, no TTL)";
     if (presets[v->kind].suffix == HILOCK_SUFFIX_NONE && presets[v->kind].decimals == 0)
         return "a bridge lock (digits stamp + PX; or a legacy writer that sets a TTL)";

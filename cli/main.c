@@ -766,6 +766,10 @@ static int parse_args(int argc, char **argv, cli *o)
     if (o->no_fence && (o->legacy || o->bridge || o->fair))
         return usage_error("--no-fence is for the modern lock: not with --legacy, --bridge or --fair");
     if (o->limit && o->shared) return usage_error("--limit and --shared exclude each other");
+    if (o->fair && (o->limit || o->shared))
+        return usage_error("--fair is for the plain lock: %s", o->limit
+                           ? "a semaphore's waiters are not served in order" : "a shared/exclusive lock serves a "
+                           "waiting writer before new readers instead");
     if ((o->limit || o->shared) && (o->legacy || o->bridge || o->no_fence))
         return usage_error("%s takes permits or grants that always have a fencing token: not with --legacy, "
                            "--bridge or --no-fence", o->limit ? "--limit" : "--shared");

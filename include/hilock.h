@@ -623,8 +623,9 @@ typedef enum hilock_rw_mode {
  * Returns as hilock_acquire; BUSY says who holds it: "KEY: held exclusive, expires in 1.2 s",
  * "KEY: held shared by 4, the first expires in 1.2 s", "KEY: held shared by 4 (a writer
  * waits)"; EINVAL for a mode other than the two ("mode must be HILOCK_EXCLUSIVE or
- * HILOCK_SHARED (got 2)"), options.fair ("fair is not supported by hilock_rw_acquire: it is
- * writer-preferring already (docs/rwlock.md)"), or a server before 3.2; EREPLY for a key of
+ * HILOCK_SHARED (got 2)"), options.fair ("a shared/exclusive lock cannot be fair: it serves a
+ * waiting writer before new readers instead; take grants with fair off"), or a server before
+ * 3.2; EREPLY for a key of
  * another kind (above). */
 HILOCK_API hilock_status hilock_rw_acquire(hilock_client *c, const char *key, hilock_rw_mode mode,
                                            int64_t ttl_ms, int64_t wait_ms, hilock **out);

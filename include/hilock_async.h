@@ -112,8 +112,8 @@ HILOCK_API hilock_status hilock_acquire_async(hilock_client *c, const char *key,
 /* hilock_legacy_acquire (hilock_legacy.h: the SETNX/GETSET recipe of legacy fleets, in the
  * client's options.codec) without blocking: as hilock_acquire_async, with timeout_ms the
  * legacy stamp's timeout. Returns OK (accepted: done will run) or, with done never called:
- * EINVAL (as hilock_acquire_async's, and a fair client: "fair is not supported by
- * hilock_legacy_acquire ..."), ENOMEM. What the blocking call refuses after looking at its
+ * EINVAL (as hilock_acquire_async's, and a fair client: "a legacy lock cannot be fair:
+ * the legacy recipe has no queue; ..."), ENOMEM. What the blocking call refuses after looking at its
  * lock (a client with more than one server, a timeout too short for the drift allowance)
  * ends in done, EINVAL with the same message; a held key is BUSY in done. */
 HILOCK_API hilock_status hilock_legacy_acquire_async(hilock_client *c, const char *key,

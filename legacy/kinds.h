@@ -14,7 +14,7 @@
 extern const hl_kind_ops hl_kind_legacy, hl_kind_bridge;
 
 /* Why a fair client's legacy acquire is refused (blocking and _async alike). */
-#define HL_LEGACY_NOT_FAIR "fair is not supported by hilock_legacy_acquire (the legacy recipe " \
-                           "has no queue); use a client with fair = 0"
+#define HL_LEGACY_NOT_FAIR "a legacy lock cannot be fair: the legacy recipe has no queue; " \
+                           "take it with fair off"
 
 #endif

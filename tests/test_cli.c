@@ -1750,6 +1750,11 @@ Test(cli, limit_and_shared_refuse_bad_input_naming_it_and_write_nothing)
         { { "--limit", "3", "--no-fence", "job", "touch", "ran" },
           "hilock: --limit takes permits or grants that always have a fencing token: not with --legacy, "
           "--bridge or --no-fence (see hilock --help)\n" },
+        { { "--limit", "2", "--fair", "job", "touch", "ran" },
+          "hilock: --fair is for the plain lock: a semaphore's waiters are not served in order (see hilock --help)\n" },
+        { { "--fair", "--shared", "job", "touch", "ran" },
+          "hilock: --fair is for the plain lock: a shared/exclusive lock serves a waiting writer before new readers "
+          "instead (see hilock --help)\n" },
         { { "--shared", "inspect", "job" },
           "hilock: --shared does not apply to inspect, which takes only -s, --servers-file and the TLS options "
           "(to lock a key named inspect: hilock [options] -- inspect COMMAND) (see hilock --help)\n" },

@@ -558,7 +558,7 @@ Test(fair, legacy_acquire_refuses_a_fair_client_and_writes_nothing)
     c = client_opts(r->url, 1, 1);
     cr_assert_eq(hilock_legacy_acquire(c, "job", 30000, 0, &l), HILOCK_EINVAL);
     cr_assert_null(l);
-    cr_assert(strstr(hilock_client_errmsg(c), "fair is not supported by hilock_legacy_acquire"), "%s",
+    cr_assert(strstr(hilock_client_errmsg(c), "a legacy lock cannot be fair: the legacy recipe has no queue"), "%s",
               hilock_client_errmsg(c));
     cr_assert_eq(hlt_dbsize(r), 0);
     hilock_client_free(c);

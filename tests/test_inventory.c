@@ -1056,7 +1056,7 @@ Test(inspect, shows_a_semaphores_permits_their_holders_and_its_queue, .timeout =
     assert_kind(&s, "semaphore", "permit", 2, 2, 1, 0);
     i = run(r, a);   /* (its output files are the waiter's too: read before the waiter ends) */
     cr_assert_eq(i->status, 0, "%s", i->err);
-    cr_assert(strstr(i->out, "  holder   a semaphore (hilock --limit, hilock_sem_acquire): its permits below\n"),
+    cr_assert(strstr(i->out, "  holder   a semaphore (hilock --limit N): its permits below\n"),
               "%s", i->out);
     cr_assert(strstr(i->out, "  holders  2 of limit 2 (the latest grant's; each caller passes its own)\n"), "%s", i->out);
     for (int k = 0; k < 2; k++) {

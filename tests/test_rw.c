@@ -693,7 +693,8 @@ HLT_SCENARIO(rw, fair_is_refused_with_the_reason)
     cr_assert_eq(hlt_run_rw_acquire(r, "k", S, 5000, 0, &l), HILOCK_EINVAL, "%s", hlt_run_errmsg(r));
     cr_assert_null(l);
     cr_assert_str_eq(hlt_run_errmsg(r),
-                     "fair is not supported by hilock_rw_acquire: it is writer-preferring already (docs/rwlock.md)");
+                     "a shared/exclusive lock cannot be fair: it serves a waiting writer before new readers "
+                     "instead; take grants with fair off");
     cr_assert_eq(hlt_dbsize(R), 0);
     hlt_run_free(r);
 }

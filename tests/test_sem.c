@@ -735,8 +735,8 @@ HLT_SCENARIO(sem, fair_is_refused_with_the_reason)
     o.fair = 1;
     r = hlt_run_new(&o, mode);
     assert_einval_empty_msg(hlt_run_sem_acquire(r, "sem", 3, 5000, 0, &l), &l, hlt_run_errmsg(r));
-    cr_assert_str_eq(hlt_run_errmsg(r), "fair is not supported by hilock_sem_acquire: its waiters are not served "
-                     "in order (docs/semaphore.md)");
+    cr_assert_str_eq(hlt_run_errmsg(r), "a semaphore cannot be fair: its waiters are not served in order; "
+                     "take permits with fair off");
     cr_assert_eq(hlt_dbsize(R), 0);
     hlt_run_free(r);
 }

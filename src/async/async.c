@@ -1468,12 +1468,12 @@ static void cancel_calls(hl_loop *L)
         if (k->state == S_FINISHED || k->op == OP_RENEW || k->user_cancel) continue;
         k->user_cancel = k->cancel = 1;
         if (k->state == S_QUEUED) {
-            k->st = hl_fail(L->c, HILOCK_ECANCELED, "cancelled (hilock_cancel) before it started");
+            k->st = hl_fail(L->c, HILOCK_ECANCELED, "cancelled before it started");
             memcpy(k->errmsg, L->c->errmsg, sizeof k->errmsg);
             finished(k);
             continue;
         }
-        end_parts(k, HILOCK_ECANCELED, "cancelled (hilock_cancel)");
+        end_parts(k, HILOCK_ECANCELED, "cancelled");
     }
 }
 

@@ -87,7 +87,7 @@ hilock_status hl_cancel_verdict(hilock_client *c, hilock_status st)
     if (st == HILOCK_OK || st == HILOCK_ECANCELED) return st;
     memcpy(was, c->errmsg, sizeof was);
     if (strstr(was, "cancelled")) return hl_fail(c, HILOCK_ECANCELED, "%s", was);
-    return hl_fail(c, HILOCK_ECANCELED, "cancelled (hilock_cancel)%s%.*s", was[0] ? ": " : "",
+    return hl_fail(c, HILOCK_ECANCELED, "cancelled%s%.*s", was[0] ? ": " : "",
                    (int)sizeof was - 40, was);
 }
 

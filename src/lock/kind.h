@@ -139,10 +139,11 @@ const hl_kind_ops *hl_acquire_kind(const hilock_client *c);
  * (api/async.c), between hl_enter and hl_leave. */
 hilock_status hl_sem_refused(hilock_client *c, int limit);
 hilock_status hl_rw_refused(hilock_client *c, hilock_rw_mode mode, const struct hl_kind_ops **kind);
-#define HL_SEM_NOT_FAIR "fair is not supported by hilock_sem_acquire: its waiters are not served " \
-                        "in order (docs/semaphore.md)"
-#define HL_RW_NOT_FAIR "fair is not supported by hilock_rw_acquire: it is writer-preferring " \
-                       "already (docs/rwlock.md)"
+/* (what the caller did, why, what to do: read by programs' users and the command's alike) */
+#define HL_SEM_NOT_FAIR "a semaphore cannot be fair: its waiters are not served in order; " \
+                        "take permits with fair off"
+#define HL_RW_NOT_FAIR "a shared/exclusive lock cannot be fair: it serves a waiting writer " \
+                       "before new readers instead; take grants with fair off"
 
 /* a fencing counter outlives each grant by an hour, plus its lead while it runs ahead of the
  * clock (acquire.lua: renewed every 1024th grant then) */

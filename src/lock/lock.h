@@ -69,7 +69,7 @@ hilock_status hl_check_fork(hilock_client *c);
  * HL_TWO_THREADS from hilock_client_errmsg (c->errmsg is the other thread's). hl_leave ends
  * what hl_enter took and returns st. */
 #define HL_TWO_THREADS "client used from two threads at once"
-#define HL_IN_OBSERVER "hilock called from inside an observer (hilock_observe.h)"
+#define HL_IN_OBSERVER "hilock called from inside an observer: an observer may only record the event"
 hilock_status hl_enter(hilock_client *c, int *took);
 hilock_status hl_leave(hilock_client *c, int took, hilock_status st);
 /* A call that hilock_cancel cut short ends ECANCELED, errmsg saying "cancelled"; one that
