@@ -189,13 +189,9 @@ HLT_SCENARIO(keepalive, a_key_deleted_from_outside_calls_on_lost_once_with_not_h
     cr_assert_eq(x.why, HILOCK_NOT_HELD);
     cr_assert_eq(x.l, l);
     cr_assert_eq(x.validity, 0, "validity is 0 once the loss is known");
-    /* (blocking only: on the loop hilock_keepalive_errmsg is "" -- src/async/async.c's
-     * keepalive leaves its reason in the client's errmsg, not the lock's; found by this
-     * scenario, left to the library's owners) */
-    if (!hlt_run_on_loop(a)) {
-        cr_assert(strstr(x.msg, "job") && strstr(x.msg, "expired or already released"), "msg: %s", x.msg);
-        cr_assert_str_eq(hilock_keepalive_errmsg(l), x.msg);
-    }
+    /* the lock says why, on either runner (the loop's said "" until hl_ka_ended) */
+    cr_assert(strstr(x.msg, "job") && strstr(x.msg, "expired or already released"), "msg: %s", x.msg);
+    cr_assert_str_eq(hilock_keepalive_errmsg(l), x.msg);
     cr_assert_eq(hilock_validity_ms(l), 0);
     cr_assert_eq(hlt_exists(r, "job"), 0, "a lost key is never re-created");
     cr_assert_eq(hlt_run_release(a, l), HILOCK_NOT_HELD);
@@ -230,11 +226,16 @@ Test(keepalive, a_key_taken_by_another_owner_is_reported_and_left_alone)
     hlt_redis_stop(r);
 }
 
-Test(keepalive, stops_quietly_after_max_renewals)
+static int job_gone(void *r) { return hlt_exists(r, "job") == 0; }
+
+/* Blocking and on the loop: a cap ends the renewals quietly (no on_lost), and the lock says
+ * which cap (hilock_keepalive_errmsg) on either runner. */
+HLT_SCENARIO(keepalive, stops_quietly_after_max_renewals)
 {
     hlt_redis *r = hlt_redis_start(NULL);
     cr_assert_not_null(r);
-    hilock_client *c = hlt_client(r->url);
+    hilock_options o = hlt_options((const char *const[]){ r->url }, 1);
+    hlt_run *a = hlt_run_new(&o, mode);
     hilock *l;
     lost x;
     hilock_keepalive_options ko;
@@ -245,18 +246,18 @@ Test(keepalive, stops_quietly_after_max_renewals)
     ko.max_renewals = 2;
     /* (1 s: a renewal is due every 333 ms, with 667 ms of slack before the key expires; a
      * 300 ms ttl left a loaded machine's renewal thread 200 ms, and a lapse is a loss) */
-    cr_assert_eq(hilock_acquire(c, "job", ms(1000), 0, &l), HILOCK_OK);
-    cr_assert_eq(hilock_keepalive_ex(l, on_lost, &x, &ko), HILOCK_OK);
-    long long end = hlt_now_ms() + ms(6000);   /* (it ends ~1.7 s in) */
-    while (hlt_exists(r, "job") && hlt_now_ms() < end) hlt_sleep_ms(10);
+    cr_assert_eq(hlt_run_acquire(a, "job", ms(1000), 0, &l), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_eq(hlt_run_keepalive(a, l, on_lost, &x, &ko), HILOCK_OK, "%s", hlt_run_errmsg(a));
+    cr_assert_str_eq(hilock_keepalive_errmsg(l), "", "\"\" while it runs");
+    hlt_run_until(a, job_gone, r, ms(6000));   /* (it ends ~1.7 s in) */
     cr_assert_eq(hlt_exists(r, "job"), 0, "renewals went on past the cap");
     cr_assert_eq(lost_calls(&x), 0, "a cap is not a loss");
     cr_assert(strstr(hilock_keepalive_errmsg(l), "stopped after 2 renewals"), "%s",
               hilock_keepalive_errmsg(l));
     cr_assert_eq(hilock_validity_ms(l), 0);
-    cr_assert_eq(hilock_release(l), HILOCK_NOT_HELD);
+    cr_assert_eq(hlt_run_release(a, l), HILOCK_NOT_HELD);
     hilock_free(l);
-    hilock_client_free(c);
+    hlt_run_free(a);
     hlt_redis_stop(r);
 }
 

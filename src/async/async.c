@@ -1063,6 +1063,9 @@ static void renew_ended(hl_loop *L, call *k)
     if (st == HILOCK_OK) {
         a->renewals++;
         if (a->max_renewals && a->renewals >= a->max_renewals) {
+            char why[HL_ERRMSG_MAX];
+            hl_ka_capped(why, sizeof why, a->l, a->renewals);
+            hl_ka_ended(a->l, why);
             ka_end(L, a);
             return;
         }
@@ -1080,6 +1083,7 @@ static void renew_ended(hl_loop *L, call *k)
         void *arg = a->arg;
         ka_end(L, a);
         memcpy(L->c->errmsg, k->errmsg, sizeof k->errmsg);
+        hl_ka_ended(l, k->errmsg[0] ? k->errmsg : hilock_strerror(st));
         if (hl_ka_transient(st)) hl_renewals_gave_up(l, st, k->errmsg);   /* (else extend said) */
         if (fn) fn(l, st, arg);
     }
@@ -1396,6 +1400,11 @@ static void start_renewals(hl_loop *L, int64_t now)
         ttl = hl_ka_capped_ttl(L->c, a->l, a->hold_end_us, &last);
         if (ttl == 0 || accept_call(L->c, a->l, OP_RENEW, ttl, NULL, NULL, &k) != HILOCK_OK) {
             a->next_us = HL_NEVER;   /* capped (or no memory): the lock lives out its ttl */
+            if (ttl == 0) {
+                char why[HL_ERRMSG_MAX];
+                hl_ka_capped(why, sizeof why, a->l, a->renewals);
+                hl_ka_ended(a->l, why);
+            }
             continue;
         }
         if (last) a->max_renewals = a->renewals + 1;
@@ -1419,6 +1428,7 @@ static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg
     a->max_renewals = o->max_renewals;
     a->hold_end_us = o->max_hold_ms ? hl_add_sat(hl_now_us(), o->max_hold_ms * 1000) : HL_NEVER;
     a->margin_us = o->lost_margin_ms * 1000;
+    hl_ka_ended(l, NULL);   /* ("" while it runs) */
     ka_due_at(L, a->next_us = hl_ka_renew_due(l));
     a->next = L->kas;
     L->kas = a;

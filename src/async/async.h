@@ -35,6 +35,10 @@ int64_t hl_ka_renew_due(const hilock *l);
 int64_t hl_ka_capped_ttl(const hilock_client *c, const hilock *l, int64_t hold_end_us, int *last);
 /* A failed renewal worth retrying while the lock is still valid (EIO, ETIMEDOUT, ...). */
 int     hl_ka_transient(hilock_status st);
+/* The loop's keepalive ended (why: the loss's or the cap's message; NULL: it starts again), and
+ * the cap's message (keepalive.c: hilock_keepalive_errmsg reads both runners' alike). */
+void    hl_ka_ended(hilock *l, const char *why);
+void    hl_ka_capped(char *buf, size_t n, const hilock *l, long renewals);
 /* May a failed renewal be tried again at retry_at, margin_us (lost_margin_ms) before the end? */
 int     hl_ka_may_retry(const hilock *l, int64_t retry_at, int64_t margin_us);
 

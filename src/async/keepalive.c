@@ -124,7 +124,24 @@ static int ka_done(struct hl_keepalive *k)
 const char *hilock_keepalive_errmsg(const hilock *l)
 {
     struct hl_keepalive *k = l && !hl_forked(l->c) ? l->ka : NULL;
-    return k && ka_done(k) ? k->errmsg : "";   /* never written again once done is set */
+    if (k) return ka_done(k) ? k->errmsg : "";   /* never written again once done is set */
+    return l && l->ka_why && !hl_forked(l->c) ? l->ka_why : "";   /* (the loop's) */
+}
+
+/* The loop's keepalive (async.c: no thread, no hl_keepalive) ended: keep why for
+ * hilock_keepalive_errmsg, as the thread keeps its own; NULL when one starts again. Only the
+ * loop's thread calls it, and reads it. No memory for the copy: the message is "". */
+void hl_ka_ended(hilock *l, const char *why)
+{
+    free(l->ka_why);
+    l->ka_why = why ? strdup(why) : NULL;
+}
+
+/* A keepalive that reached its cap says which (the thread's and the loop's alike). */
+void hl_ka_capped(char *buf, size_t n, const hilock *l, long renewals)
+{
+    snprintf(buf, n, "keepalive %.200s: stopped after %ld renewals (max_renewals / max_hold_ms)",
+             l->shown, renewals);
 }
 
 /* ---- the thread ---- */
@@ -249,8 +266,7 @@ static void *ka_main(void *arg)
         snprintf(k->errmsg, sizeof k->errmsg, "%s", k->pc->errmsg[0] ? k->pc->errmsg :
                  hilock_strerror(st));
     else if (out == CAPPED)
-        snprintf(k->errmsg, sizeof k->errmsg, "keepalive %.200s: stopped after %ld renewals "
-                 "(max_renewals / max_hold_ms)", l->shown, renewals);
+        hl_ka_capped(k->errmsg, sizeof k->errmsg, l, renewals);
     k->status = out == FAILED ? st : HILOCK_OK;
     k->done = 1;
     stop = k->stop;

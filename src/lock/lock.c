@@ -1219,6 +1219,7 @@ void hilock_free(hilock *l)
     free(l->stale);
     free(l->ids);
     free(l->guard_key);
+    free(l->ka_why);
     hl_client_unref(l->c);
     free(l);
 }

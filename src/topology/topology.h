@@ -164,6 +164,7 @@ struct hilock {
     int            loop_linked, loop_kas;
     void          *loop_first;
     struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
+    char          *ka_why;         /* why the loop's keepalive ended (keepalive.c, hl_ka_ended) */
     struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
     int            renewing;       /* its extend is a keepalive's renewal (RENEWAL events) */
     int            lost_seen;      /* lock.c: its loss was counted and reported (LOST once per
