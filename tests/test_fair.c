@@ -6,6 +6,7 @@
  * after another (the next starts once the queue holds the previous one), so the order of
  * arrival is known. Real redis-servers; timing asserts are generous upper bounds only. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -730,5 +731,127 @@ Test(fair, fence_tokens_up_to_2_53_minus_1_are_exact)
     cr_assert_null(l);
     cr_assert_eq(hlt_exists(r, "job"), 0);
     hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* ---- a grant undone after an error reply calls the head, as a release does ---- */
+
+typedef struct timed_waiter {
+    const char   *url;
+    int           min_replicas;   /* 1 on a server without replicas: WAIT says 0, the grant is undone */
+    hilock_status st;
+    long long     done_ms;        /* hlt_now_ms() when its acquire returned */
+} timed_waiter;
+
+/* A fair waiter on "job" in a thread, its own client: blocks for poll_ms 20 s between
+ * attempts, so only a signal can end its wait promptly. */
+static void *timed_wait(void *arg)
+{
+    timed_waiter *w = arg;
+    hilock_options o = hlt_options(&w->url, 1);
+    hilock_client *c;
+    hilock *l = NULL;
+    o.fair = 1;
+    o.poll_ms = 20000;
+    o.min_replicas = w->min_replicas;
+    o.replicas_timeout_ms = 50;
+    if (hilock_client_new(&o, &c) != HILOCK_OK) {
+        w->st = HILOCK_ENOMEM;
+        return NULL;
+    }
+    w->st = hilock_acquire(c, "job", 30000, 25000, &l);
+    w->done_ms = hlt_now_ms();
+    if (l) hilock_release(l);
+    hilock_free(l);
+    hilock_client_free(c);
+    return NULL;
+}
+
+Test(fair, a_grant_undone_for_too_few_replicas_calls_the_next_waiter, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client_opts(r->url, 1, 1);
+    hilock *h;
+    timed_waiter a = { r->url, 1, HILOCK_OK, 0 }, b = { r->url, 0, HILOCK_OK, 0 };
+    pthread_t ta, tb;
+    long long released;
+    cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(pthread_create(&ta, NULL, timed_wait, &a), 0);
+    await_queue(r, "{job}:fq", 1);
+    cr_assert_eq(pthread_create(&tb, NULL, timed_wait, &b), 0);
+    await_queue(r, "{job}:fq", 2);
+    /* the head (a) is called, granted, and its grant undone: no replica acknowledged */
+    released = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(h);
+    pthread_join(tb, NULL);
+    pthread_join(ta, NULL);
+    cr_assert_eq(a.st, HILOCK_EREPLICAS, "%s", hilock_strerror(a.st));
+    cr_assert_eq(b.st, HILOCK_OK, "%s", hilock_strerror(b.st));
+    /* woken, not by its 20 s poll (a loaded machine's bound: well under it) */
+    cr_assert_lt(b.done_ms - released, 10000, "the next waiter got it %lld ms after the release",
+                 b.done_ms - released);
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    cr_assert_eq(nkeys(r, "{job}:f[qbs]*"), 0, "the queue's keys are gone");
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* The engine's undo of a grant (undo.lua: a WAIT that refused it, a write whose answer never
+ * came, sent first on the next contact) calls the head too: no leave need follow. */
+Test(fair, the_engines_undo_of_a_grant_calls_the_head, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hilock_client *c = client_opts(r->url, 1, 1);
+    hilock *h;
+    timed_waiter b = { r->url, 0, HILOCK_OK, 0 };
+    pthread_t tb;
+    long long undone;
+    cr_assert_eq(hilock_acquire(c, "job", 30000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(pthread_create(&tb, NULL, timed_wait, &b), 0);
+    await_queue(r, "{job}:fq", 1);
+    hlt_sleep_ms(100);   /* (its BLPOP under way: a signal sent before it is taken as well) */
+    undone = hlt_now_ms();
+    hl_undo_add(c, 0, "job", hilock_token(h), 30000);
+    cr_assert_eq(hl_exec(c, 1, NULL, 0, 2000000, hl_now_us() + 2000000), 1u, "the undo's round trip");
+    hl_exec_clear(c);
+    pthread_join(tb, NULL);
+    cr_assert_eq(b.st, HILOCK_OK, "%s", hilock_strerror(b.st));
+    cr_assert_lt(b.done_ms - undone, 10000, "the waiter got it %lld ms after the undo (its poll: 20 s)",
+                 b.done_ms - undone);
+    cr_assert_eq(hilock_check(h), HILOCK_NOT_HELD, "the grant was undone");
+    cr_assert_eq(hlt_exists(r, "job"), 0);
+    cr_assert_eq(nkeys(r, "{job}:f[qbs]*"), 0, "the queue's keys are gone");
+    hilock_free(h);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* undo.lua finds a tagged key's queue by its names (the suffix appended to the key) */
+Test(fair, the_engines_undo_calls_the_head_of_a_tagged_keys_queue, .timeout = 60)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    redisReply *rep;
+    /* a queue whose head waits (its entry and beat), the key held by the value to undo */
+    freeReplyObject(hlt_cmd(r, "SET a{t}b v1 PX 30000"));
+    freeReplyObject(hlt_cmd(r, "RPUSH a{t}b:fq w1 w2"));
+    freeReplyObject(hlt_cmd(r, "ZADD a{t}b:fb 99999999999999 w1 99999999999999 w2"));
+    freeReplyObject(hlt_cmd(r, "PEXPIRE a{t}b:fq 30000"));
+    rep = hlt_cmd(r, "EVAL %s 1 a{t}b v1", hl_lua_undo.body);
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1, "undo.lua: %s",
+              rep && rep->str ? rep->str : "?");
+    freeReplyObject(rep);
+    cr_assert_eq(hlt_exists(r, "a{t}b"), 0);
+    cr_assert_eq(llen(r, "a{t}b:fs:w1"), 1, "the head is called");
+    cr_assert_gt(hlt_pttl(r, "a{t}b:fs:w1"), 0, "its signal lapses");
+    cr_assert_eq(hlt_exists(r, "a{t}b:fs:w2"), 0, "only the head");
+    /* another value: nothing deleted, nobody called */
+    freeReplyObject(hlt_cmd(r, "DEL a{t}b:fs:w1"));
+    freeReplyObject(hlt_cmd(r, "SET a{t}b v2 PX 30000"));
+    rep = hlt_cmd(r, "EVAL %s 1 a{t}b v1", hl_lua_undo.body);
+    cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == -1);
+    freeReplyObject(rep);
+    cr_assert_eq(hlt_exists(r, "a{t}b:fs:w1"), 0);
+    cr_assert_eq(hlt_exists(r, "a{t}b"), 1);
     hlt_redis_stop(r);
 }

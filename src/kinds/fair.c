@@ -8,7 +8,7 @@
  * tokens in arrival order, and {key}:fb, a sorted set of when each entry lapses by the
  * server's clock (TIME), never a client's. A busy attempt that will wait joins the tail (or
  * refreshes its entry: every attempt is a heartbeat); the free key goes only to the head; a
- * release deletes the key and pushes one element to the head's own signal list
+ * release (or an undo of a grant: undo_cmd, undo.lua) deletes the key and pushes one element to the head's own signal list
  * ({key}:fs:<token>), on which that waiter alone blocks (wait.c), so the releaser, which asks
  * again at once, finds the queue ahead of it and joins the tail.
  *
@@ -120,6 +120,14 @@ static void release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
     fair_cmd(l, cmd, b, "release");
 }
 
+/* A grant given back at once (lock.c undo_on: its validity gone, an error reply after it):
+ * the release's command, so the head is called as after a release -- else it would block
+ * for its poll_ms before finding the key free. (The engine's undo, undo.lua, calls it too.) */
+static void undo_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+{
+    fair_cmd(l, cmd, b, "release");
+}
+
 static void leave_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
     fair_cmd(l, cmd, b, "leave");
@@ -142,9 +150,10 @@ const hl_kind_ops hl_kind_fair = {
     .extend_end = NULL,
     .init = init,
     .release_cmd = release_cmd,
+    .undo_cmd = undo_cmd,
     .give_up = give_up,
     .taken = "now held by another owner",
-    .undo_unknown = 1,   /* a random token is ours alone (the head is then called by a poll) */
+    .undo_unknown = 1,   /* a random token is ours alone (undo.lua calls the head) */
     .failover = 1,
     .wake = 1,           /* on this waiter's own signal list */
     .keepalive = 1,
