@@ -4,7 +4,8 @@
  *   hilock_acquire          modern; bridge with options.bridge; fair with options.fair;
  *                           unfenced with options.fencing = 0
  *   hilock_legacy_acquire   legacy (include/hilock_legacy.h); refuses a fair client
- *   hilock_sem_acquire      semaphore (a permit of at most `limit`); refuses Redlock and fair
+ *   hilock_sem_acquire      semaphore (a permit of at most `limit`); refuses fair, and Redlock
+ *                           where limit + 1 holders could each hold a quorum
  *   hilock_rw_acquire       exclusive or shared (the mode); refuses fair
  * Layer: api (this folder: acquire.c, async.c)
  * May call: async kinds legacy lock engine base platform
@@ -16,15 +17,33 @@
 #include "../src/kinds/kinds.h"
 #include "../legacy/kinds.h"
 
+/* Each of n masters counts its own holders, up to limit, and a holder needs q of them: h
+ * holders fit exactly when h x q <= n x limit (laid round the masters in turn, no master counts
+ * more than limit). So limit + 1 of them can each hold a quorum -- the limit broken, though no
+ * master exceeds it -- exactly when (limit + 1) x q <= n x limit. With q = n/2 + 1 that
+ * spares one master, two (every quorum is both) and four up to a limit of 2; any other n
+ * only a limit of 1, the lock (docs/semaphore.md). */
+static int sem_limit_breakable(size_t n, size_t q, int limit)
+{
+    return (uint64_t)(limit + 1) * q <= (uint64_t)n * (uint64_t)limit;
+}
+
+/* The largest limit n masters with quorum q keep (n > q; see above): limit x (n - q) < q. */
+static int sem_limit_kept(size_t n, size_t q)
+{
+    return (int)((q - 1) / (n - q));
+}
+
 hilock_status hl_sem_refused(hilock_client *c, int limit)
 {
     if (limit < 1 || limit > HILOCK_SEM_LIMIT_MAX)
         return hl_fail(c, HILOCK_EINVAL, "limit must be 1..%d (got %d)", HILOCK_SEM_LIMIT_MAX, limit);
-    /* each master keeps its own count: two quorums share a master, but holders that count
-     * limit there each make their quorum elsewhere */
-    if (c->nnodes > 1)
-        return hl_fail(c, HILOCK_EINVAL, "a semaphore over %zu masters cannot keep its limit: with "
-                       "quorum %zu, limit+1 holders can each hold a quorum", c->nnodes, c->quorum);
+    if (sem_limit_breakable(c->nnodes, c->quorum, limit))
+        return hl_fail(c, HILOCK_EINVAL, "a semaphore over %zu masters cannot keep a limit of %d: each master "
+                       "counts its own holders, so %d holders can each hold a quorum (%zu masters) while no "
+                       "master counts more than %d; over %zu masters the largest limit kept is %d",
+                       c->nnodes, limit, limit + 1, c->quorum, limit, c->nnodes,
+                       sem_limit_kept(c->nnodes, c->quorum));
     if (c->opt.fair)
         return hl_fail(c, HILOCK_EINVAL, "%s", HL_SEM_NOT_FAIR);
     return HILOCK_OK;

@@ -583,11 +583,13 @@ HILOCK_API hilock_status hilock_acquire(hilock_client *c, const char *key, int64
  * permit wakes one, and whoever asks first takes it.
  * Returns as hilock_acquire; BUSY says "KEY: 3 of 3 permits held (limit 3), the first
  * expires in 1.2 s"; EINVAL for limit < 1 or > HILOCK_SEM_LIMIT_MAX ("limit must be 1..1000
- * (got 0)"), several masters ("a semaphore over 3 masters cannot keep its limit: with quorum
- * 2, limit+1 holders can each hold a quorum": each master counts its own holders, so limit+1
- * of them can each make a quorum on different masters), options.fair ("fair is not
- * supported by hilock_sem_acquire: its waiters are not served in order (docs/semaphore.md)"),
- * or a server before 3.2; EREPLY for a key of another kind (above). */
+ * (got 0)"), masters that cannot keep the limit ("a semaphore over 3 masters cannot keep a
+ * limit of 2: each master counts its own holders, so 3 holders can each hold a quorum (2
+ * masters) while no master counts more than 2; over 3 masters the largest limit kept is 1":
+ * refused exactly when (limit + 1) x quorum <= masters x limit, so 2 masters keep any limit,
+ * 4 a limit of 2, any number a limit of 1: docs/semaphore.md), options.fair ("a semaphore
+ * cannot be fair: its waiters are not served in order; take permits with fair off"), or a
+ * server before 3.2; EREPLY for a key of another kind (above). */
 HILOCK_API hilock_status hilock_sem_acquire(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
                                             int64_t wait_ms, hilock **out);
 

@@ -3,8 +3,9 @@
  * redis-server: exactly `limit` permits, each a member of KEY's sorted set scored with its
  * expiry by the server's clock; release frees one and wakes one waiter; a dead holder's permit
  * returns after its ttl; fences grow; callers that disagree on the limit; extend, check,
- * validity and keepalive on a permit; bad input, a key of another kind, Redlock and old
- * servers refused with nothing written. Every test asserts the status and the state read back
+ * validity and keepalive on a permit; Redlock where it keeps the limit; bad input, a key of
+ * another kind, Redlock where limit + 1 holders could each hold a quorum, and old servers
+ * refused with nothing written. Every test asserts the status and the state read back
  * on a separate connection. Timing asserts are generous upper bounds only. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -769,30 +770,97 @@ Test(sem, fencing_0_and_bridge_do_not_apply)
     }
 }
 
-/* Blocking and on the loop (tests/scenario.h): a semaphore over several masters cannot keep
- * its limit: EINVAL at once, saying why, in the same words both ways; nothing written on any
- * master. */
-HLT_SCENARIO(sem, is_refused_over_several_masters)
+/* Over n masters, each counting its own holders up to limit, limit + 1 holders can each hold a
+ * quorum q exactly when (limit + 1) x q <= n x limit (docs/semaphore.md): those are refused,
+ * blocking and on the loop (tests/scenario.h), EINVAL at once saying why, nothing written on
+ * any master; the boundary's other side is taken (the next tests hold it). */
+HLT_SCENARIO(sem, is_refused_where_limit_plus_one_holders_can_each_hold_a_quorum, .timeout = 60)
 {
-    hlt_redis *r2 = hlt_redis_start(NULL), *r3 = hlt_redis_start(NULL);
-    const char *urls[3];
+    static const struct { int n, limit; const char *msg; } refused[] = {
+        { 3, 2, "a semaphore over 3 masters cannot keep a limit of 2: each master counts its own holders, so 3 "
+                "holders can each hold a quorum (2 masters) while no master counts more than 2; over 3 masters "
+                "the largest limit kept is 1" },   /* 3 x 2 <= 3 x 2 */
+        { 3, 3, NULL }, { 4, 3, NULL },            /* 4 x 3 <= 4 x 3 */
+        { 5, 2, "a semaphore over 5 masters cannot keep a limit of 2: each master counts its own holders, so 3 "
+                "holders can each hold a quorum (3 masters) while no master counts more than 2; over 5 masters "
+                "the largest limit kept is 1" },   /* 3 x 3 <= 5 x 2 */
+    };
+    hlt_redis *m[5] = { R };
+    const char *urls[5] = { NULL };
+    for (int i = 1; i < 5; i++) cr_assert_not_null(m[i] = hlt_redis_start(NULL));
+    for (int i = 0; i < 5; i++) urls[i] = m[i]->url;
+    for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+        hilock_options o = hlt_options(urls, (size_t)refused[k].n);
+        hilock *l = (hilock *)&l;
+        hlt_run *r;
+        o.retry_delay_ms = 50;   /* the library's default */
+        r = hlt_run_new(&o, mode);
+        cr_assert_eq(hlt_run_sem_acquire(r, "sem", refused[k].limit, 5000, 0, &l), HILOCK_EINVAL,
+                     "%d masters, limit %d: %s", refused[k].n, refused[k].limit, hlt_run_errmsg(r));
+        cr_assert_null(l);
+        cr_log_info("%d masters, limit %d: %s", refused[k].n, refused[k].limit, hlt_run_errmsg(r));
+        if (refused[k].msg) cr_assert_str_eq(hlt_run_errmsg(r), refused[k].msg);
+        else cr_assert(strstr(hlt_run_errmsg(r), "cannot keep a limit of 3"), "%s", hlt_run_errmsg(r));
+        hlt_run_free(r);
+    }
+    for (int i = 0; i < 5; i++) cr_assert_eq(hlt_dbsize(m[i]), 0, "master %d: nothing written", i);
+    for (int i = 1; i < 5; i++) hlt_redis_stop(m[i]);
+}
+
+/* n masters (the suite's and n - 1 more), limit, and `holders` callers that each take a permit
+ * (the first `limit` must be granted, the rest busy): every master then counts exactly limit
+ * permits and the marker; a release lets the next caller in; all released, nothing but the
+ * fence counter is left. */
+static void limit_kept_over(int n, int limit, int holders)
+{
+    hlt_redis *m[4] = { R };
+    const char *urls[4] = { NULL };
+    hilock_client *c[4];
+    hilock *l[4] = { NULL };
     hilock_options o;
-    hlt_run *r;
-    hilock *l = (hilock *)&l;
-    cr_assert(r2 && r3);
-    urls[0] = R->url, urls[1] = r2->url, urls[2] = r3->url;
-    o = hlt_options(urls, 3);
+    for (int i = 1; i < n; i++) cr_assert_not_null(m[i] = hlt_redis_start(NULL));
+    for (int i = 0; i < n; i++) urls[i] = m[i]->url;
+    o = hlt_options(urls, (size_t)n);
     o.retry_delay_ms = 50;   /* the library's default */
-    r = hlt_run_new(&o, mode);
-    cr_assert_eq(hlt_run_sem_acquire(r, "sem", 3, 5000, 0, &l), HILOCK_EINVAL, "%s", hlt_run_errmsg(r));
-    cr_assert_null(l);
-    cr_log_info("Redlock: %s", hlt_run_errmsg(r));
-    cr_assert_str_eq(hlt_run_errmsg(r), "a semaphore over 3 masters cannot keep its limit: with quorum 2, "
-                     "limit+1 holders can each hold a quorum");
-    cr_assert(hlt_dbsize(R) == 0 && hlt_dbsize(r2) == 0 && hlt_dbsize(r3) == 0, "nothing written");
-    hlt_run_free(r);
-    hlt_redis_stop(r2);
-    hlt_redis_stop(r3);
+    for (int h = 0; h < holders; h++) {
+        c[h] = hlt_client_new(&o);
+        hilock_status st = hilock_sem_acquire(c[h], "sem", limit, 20000, 0, &l[h]);
+        cr_assert_eq(st, h < limit ? HILOCK_OK : HILOCK_BUSY, "%d masters, limit %d, caller %d: %s (%s)", n,
+                     limit, h + 1, hilock_strerror(st), hilock_client_errmsg(c[h]));
+    }
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(hlt_zcard(m[i], "sem"), limit + 1, "master %d: %d permits and the marker", i, limit);
+    uint64_t top = 0;
+    for (int h = 0; h < limit; h++) top = hilock_fence(l[h]) > top ? hilock_fence(l[h]) : top;
+    release_free(l[0]);
+    l[0] = must_sem(c[limit], "sem", limit, 20000, 0);   /* the one left out: in now */
+    cr_assert_gt(hilock_fence(l[0]), top, "fences grow");
+    for (int i = 0; i < n; i++) cr_assert_eq(hlt_zcard(m[i], "sem"), limit + 1, "master %d", i);
+    for (int h = 0; h < limit; h++) release_free(l[h]);
+    for (int h = 0; h < holders; h++) hilock_client_free(c[h]);
+    for (int i = 0; i < n; i++) cr_assert_eq(hlt_exists(m[i], "sem"), 0, "master %d: the key is gone", i);
+    for (int i = 1; i < n; i++) hlt_redis_stop(m[i]);
+}
+
+/* Two masters: every quorum is both, so each holder counts on both and any limit holds. */
+Test(sem, over_two_masters_any_limit_is_kept, .timeout = 60)
+{
+    NEEDS_32();
+    limit_kept_over(2, 3, 4);
+}
+
+/* Four masters, quorum 3, limit 2: 3 holders would need 9 permits of the 8 there are. */
+Test(sem, over_four_masters_a_limit_of_two_is_kept, .timeout = 60)
+{
+    NEEDS_32();
+    limit_kept_over(4, 2, 3);
+}
+
+/* Three masters, limit 1 (a lock): 2 holders would need 4 permits of the 3 there are. */
+Test(sem, over_three_masters_a_limit_of_one_is_kept, .timeout = 60)
+{
+    NEEDS_32();
+    limit_kept_over(3, 1, 2);
 }
 
 Test(sem, is_not_reentrant)
