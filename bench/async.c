@@ -3,10 +3,10 @@
  * 127.0.0.1), uncontended acquire+release cycles/s with 1, 10 and 100 cycles in flight
  * (each in flight: acquire -> its done releases -> that done acquires again, on a key of its
  * own), next to, in the same run, the blocking client (one cycle at a time) and bare hiredis
- * pipelining the same number of cycles: the library's own scripts (the server's ceiling for
- * this work), SET NX PX + the library's compare-and-delete (release.lua by EVALSHA: the
- * baseline of a lock that can be released safely, without a fencing token) and SET NX PX +
- * DEL (the floor of any lock).
+ * pipelining the same number of cycles: the library's own scripts with the keys and arguments
+ * it sends (the holder record's too: the server's ceiling for this work), SET NX PX + the
+ * library's compare-and-delete (release.lua by EVALSHA: the baseline of a lock that can be
+ * released safely, without a fencing token) and SET NX PX + DEL (the floor of any lock).
  * Targets: >= 10 x the blocking client, and >= 0.8 x the SET NX PX + compare-and-delete
  * baseline, at 100 in flight. HILOCK_BENCH_SECONDS scales the time (default 4 s per variant
  * in bench.c; here a quarter of it per measure). */
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "bench.h"
@@ -197,7 +198,11 @@ static rate hiredis_rate(hlt_redis *r, int depth, bare what, double secs)
     int64_t end;
     meter m;
     rate x;
+    char holder[300];   /* the holder record's "host\npid\nprogram" (ARGV[7]), as the client's */
+    char host[256] = "";
     if (!rc || rc->err) die("hiredis", rc ? rc->errstr : "connect");
+    gethostname(host, sizeof host - 1);
+    snprintf(holder, sizeof holder, "%s\n%ld\nbench", host, (long)getpid());
     if (what != BARE_SET_DEL) {
         load_script(rc, "acquire", acq);
         load_script(rc, "release", rel);
@@ -206,13 +211,17 @@ static rate hiredis_rate(hlt_redis *r, int depth, bare what, double secs)
     end = m.t0 + (int64_t)(secs * 1e6);
     while (now_us() < end) {
         for (int i = 0; i < depth; i++) {
-            if (what == BARE_SCRIPTS)
-                redisAppendCommand(rc, "EVALSHA %s 3 {b:%d} {b:%d}:fence {b:%d}:waiters "
-                                   "0123456789abcdef0123456789abcdef 10000 3610000 %lld 0 3024010000",
-                                   acq, i, i, i, (long long)(wall_ms() - 1000));   /* (the floor) */
+            if (what == BARE_SCRIPTS)   /* (as src/kinds/modern.c's acquire_cmd) */
+                redisAppendCommand(rc, "EVALSHA %s 4 {b:%d} {b:%d}:fence {b:%d}:waiters {b:%d}:holder "
+                                   "0123456789abcdef0123456789abcdef 10000 3610000 %lld 0 3024010000 "
+                                   "%s 0", acq, i, i, i, i, (long long)(wall_ms() - 1000),   /* (the floor) */
+                                   holder);
             if (what == BARE_SET_RELEASE)
                 redisAppendCommand(rc, "SET {b:%d} 0123456789abcdef0123456789abcdef NX PX 10000", i);
-            if (what != BARE_SET_DEL) {
+            if (what == BARE_SCRIPTS) {   /* (as src/lock/lock.c's value_cmd) */
+                redisAppendCommand(rc, "EVALSHA %s 4 {b:%d} {b:%d}:signal {b:%d}:waiters {b:%d}:holder "
+                                   "0123456789abcdef0123456789abcdef", rel, i, i, i, i);
+            } else if (what == BARE_SET_RELEASE) {
                 redisAppendCommand(rc, "EVALSHA %s 3 {b:%d} {b:%d}:signal {b:%d}:waiters "
                                    "0123456789abcdef0123456789abcdef", rel, i, i, i);
             } else {
@@ -261,4 +270,11 @@ void async_bench(hlt_redis *r)
            "%.1f,\n  (c) %.1f / %.1f, (b) %.1f / %.1f\n", flights[NFLIGHTS - 1], a[NFLIGHTS - 1].cpu,
            a[NFLIGHTS - 1].server_cpu, h[NFLIGHTS - 1].cpu, h[NFLIGHTS - 1].server_cpu,
            c[NFLIGHTS - 1].cpu, c[NFLIGHTS - 1].server_cpu, f[NFLIGHTS - 1].cpu, f[NFLIGHTS - 1].server_cpu);
+    /* what the loop client's way of sending costs the server: the same scripts, its server
+     * CPU per cycle over bare pipelining's (which sends a cycle's two scripts at once, where
+     * the loop must wait for the grant: two round trips per cycle, so some of it stays) */
+    printf("  server CPU per cycle, hilock async / (a) (target <= 1.1):");
+    for (size_t i = 0; i < NFLIGHTS; i++)
+        printf(" %d in flight %.2f%s", flights[i],
+               h[i].server_cpu > 0 ? a[i].server_cpu / h[i].server_cpu : 0.0, i + 1 < NFLIGHTS ? "," : "\n");
 }
