@@ -720,6 +720,19 @@ HILOCK_API const char *hilock_token(const hilock *l);
 /* The key, as given to acquire. Owned by the lock. NULL for NULL. */
 HILOCK_API const char *hilock_key(const hilock *l);
 
+/* What kind of grant l is, by the call that made it (static text; NULL for NULL):
+ *   "lock"       hilock_acquire (fenced or not: options.fencing)
+ *   "fair"       the same with options.fair = 1 (a queue's turn)
+ *   "permit"     hilock_sem_acquire: one of a semaphore's permits
+ *   "shared"     hilock_rw_acquire with HILOCK_SHARED
+ *   "exclusive"  hilock_rw_acquire with HILOCK_EXCLUSIVE
+ *   "legacy"     hilock_legacy_acquire (the SETNX/GETSET recipe)
+ *   "bridge"     hilock_acquire with options.bridge = 1 (both recipes at once)
+ * The _async calls make the same kinds. The observer's events about a lock carry the same
+ * word (hilock_observe.h: lock_kind). New kinds may be added: treat an unknown word as a
+ * grant all the same. */
+HILOCK_API const char *hilock_kind(const hilock *l);
+
 /* Free the lock's memory (and stop its keepalive). Does no network I/O and does not release
  * the lock on the server: call hilock_release first, or the key lives until it expires.
  * NULL-safe. */

@@ -149,6 +149,14 @@ typedef struct hilock_event {
     hilock_event_kind    op;           /* MEMBER                                               */
     const char          *message;      /* ERROR (and LOST, a failed CONNECT: the detail), else
                                           NULL                                                 */
+    /* (0.5.0) */
+    const char          *lock_kind;    /* the lock's kind, as hilock_kind says it ("lock",
+                                          "fair", "permit", "shared", "exclusive", "legacy",
+                                          "bridge"), on the events of a lock's calls:
+                                          ACQUIRE_*, RELEASE, EXTEND, RENEWAL, LOST, MEMBER,
+                                          GUARD_*, a lock's FAILOVER; NULL on the others
+                                          (connections, ERROR, REDIRECT, MAP_REFRESH, a
+                                          Sentinel's FAILOVER). Static text                    */
 } hilock_event;
 
 /* The observer: called with each event, arg as given to hilock_set_observer.

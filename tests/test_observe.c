@@ -17,6 +17,7 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_async.h"
+#include "hilock_legacy.h"
 #include "hilock_libuv.h"
 #include "hilock_observe.h"
 #include "observe_rec.h"
@@ -784,6 +785,76 @@ Test(observe, a_larger_stats_struct_gets_its_unknown_tail_zeroed)
     for (int i = 0; i < 4; i++) cr_assert_eq(big.newer[i], 0, "a field this library lacks: 0");
     hilock_free(l);
     hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* Acquire key with c (mode: 0 lock, 1 a permit of 2, 2 shared, 3 exclusive, 4 legacy), then
+ * release it: hilock_kind says want, and so does every event of the lock's calls. */
+static void assert_kind(hilock_client *c, hlt_rec *x, int mode, const char *key, const char *want)
+{
+    hilock *l = NULL;
+    hilock_status st;
+    int n0 = x->n;
+    st = mode == 1 ? hilock_sem_acquire(c, key, 2, 10000, 0, &l)
+       : mode == 2 ? hilock_rw_acquire(c, key, HILOCK_SHARED, 10000, 0, &l)
+       : mode == 3 ? hilock_rw_acquire(c, key, HILOCK_EXCLUSIVE, 10000, 0, &l)
+       : mode == 4 ? hilock_legacy_acquire(c, key, 10000, 0, &l)
+       : hilock_acquire(c, key, 10000, 0, &l);
+    cr_assert_eq(st, HILOCK_OK, "%s: %s", want, hilock_client_errmsg(c));
+    cr_assert_str_eq(hilock_kind(l), want);
+    cr_assert_eq(hilock_extend(l, 10000), HILOCK_OK, "%s: %s", want, hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s: %s", want, hilock_client_errmsg(c));
+    cr_assert_str_eq(hilock_kind(l), want, "after the release too");
+    hilock_free(l);
+    int locks = 0;
+    for (int i = n0; i < x->n; i++) {
+        const hilock_event *e = &x->ev[i].e;
+        if (e->kind == HILOCK_EVENT_CONNECT || e->kind == HILOCK_EVENT_ERROR) {
+            cr_assert_null(e->lock_kind, "%s: %s has no lock", want, hilock_event_name(e->kind));
+            continue;
+        }
+        cr_assert_not_null(e->lock_kind, "%s: %s", want, hilock_event_name(e->kind));
+        cr_assert_str_eq(e->lock_kind, want, "%s", hilock_event_name(e->kind));
+        locks++;
+    }
+    cr_assert_eq(locks, 4, "%s: start, granted, extend, release (%d)", want, locks);
+}
+
+Test(observe, each_kind_of_grant_says_its_kind_and_so_do_its_events)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    hlt_rec *x = hlt_rec_new();
+    const char *url = r->url;
+    hilock_options o = hlt_options(&url, 1);
+    hilock_client *c = hlt_client(r->url), *fair, *bridge, *unfenced;
+    cr_assert_null(hilock_kind(NULL));
+    hilock_set_observer(c, hlt_rec_observer, x);
+    assert_kind(c, x, 0, "k:lock", "lock");
+    assert_kind(c, x, 1, "k:sem", "permit");
+    assert_kind(c, x, 2, "k:rw", "shared");
+    assert_kind(c, x, 3, "k:rw", "exclusive");
+    assert_kind(c, x, 4, "k:legacy", "legacy");
+    o.fair = 1;
+    fair = hlt_client_new(&o);
+    hilock_set_observer(fair, hlt_rec_observer, x);
+    assert_kind(fair, x, 0, "k:fair", "fair");
+    o.fair = 0;
+    o.bridge = 1;
+    bridge = hlt_client_new(&o);
+    hilock_set_observer(bridge, hlt_rec_observer, x);
+    assert_kind(bridge, x, 0, "k:bridge", "bridge");
+    o.bridge = 0;
+    o.fencing = 0;
+    unfenced = hlt_client_new(&o);
+    hilock_set_observer(unfenced, hlt_rec_observer, x);
+    assert_kind(unfenced, x, 0, "k:unfenced", "lock");
+    cr_assert_eq(hlt_exists(r, "k:lock") + hlt_exists(r, "k:sem") + hlt_exists(r, "k:rw") +
+                 hlt_exists(r, "k:legacy") + hlt_exists(r, "k:fair") + hlt_exists(r, "k:bridge") +
+                 hlt_exists(r, "k:unfenced"), 0, "all released");
+    hilock_client_free(c);
+    hilock_client_free(fair);
+    hilock_client_free(bridge);
+    hilock_client_free(unfenced);
     hlt_redis_stop(r);
 }
 

@@ -263,6 +263,9 @@ void hl_emit(hilock_client *c, const hilock_event *e);
 /* The common case: hl_event_init + hl_emit, if c is observed. */
 void hl_emit_simple(hilock_client *c, hilock_event_kind kind, const char *key, size_t keylen,
                     const char *node, hilock_status st, int64_t duration_us);
+/* hl_emit_simple for a lock's event: its key (a C string) and its kind's name (lock_kind). */
+void hl_emit_lock(hilock_client *c, hilock_event_kind kind, const char *key, const char *lock_kind,
+                  const char *node, hilock_status st, int64_t duration_us);
 /* An ERROR event for node n's error (n->st, n->err), if c is observed; counted. */
 void hl_emit_node_error(hilock_client *c, const hl_node *n, const char *key, size_t keylen);
 /* Connection k of node n: its connect (TCP, and TLS: TLS_HANDSHAKE) is done, resp. its

@@ -53,6 +53,16 @@ void hl_emit_simple(hilock_client *c, hilock_event_kind kind, const char *key, s
     hl_emit(c, &e);
 }
 
+void hl_emit_lock(hilock_client *c, hilock_event_kind kind, const char *key, const char *lock_kind,
+                  const char *node, hilock_status st, int64_t duration_us)
+{
+    hilock_event e;
+    if (!HL_OBSERVED(c)) return;
+    hl_event_init(&e, kind, key, strlen(key), node, st, duration_us);
+    e.lock_kind = lock_kind;
+    hl_emit(c, &e);
+}
+
 void hl_emit_node_error(hilock_client *c, const hl_node *n, const char *key, size_t keylen)
 {
     hilock_event e;

@@ -83,7 +83,7 @@ static void give_up(hilock *l, int64_t hard_deadline_us)
 }
 
 const hl_kind_ops hl_kind_modern = {
-    .name = "modern",
+    .name = "lock",
     .acquire_cmd = acquire_cmd,
     .busy = busy,
     .valid_until = valid_until,
@@ -143,7 +143,7 @@ static int64_t unfenced_busy(hilock *l, const hl_reply *r)
 }
 
 const hl_kind_ops hl_kind_unfenced = {
-    .name = "unfenced",
+    .name = "lock",       /* (a lock without fencing is still a lock) */
     .acquire_cmd = unfenced_acquire_cmd,
     .acquire_verdict = hl_set_nx_verdict,
     .busy_cmd = unfenced_busy_cmd,

@@ -174,6 +174,6 @@ static void give_up(hilock *l, int64_t hard_deadline_us)
         .plain_holder = plain,                                                          \
     }
 
-const hl_kind_ops hl_kind_sem = PERMITS_KIND("semaphore", sem_init, "a semaphore", 0);
+const hl_kind_ops hl_kind_sem = PERMITS_KIND("permit", sem_init, "a semaphore", 0);
 const hl_kind_ops hl_kind_exclusive = PERMITS_KIND("exclusive", exclusive_init, "a shared/exclusive lock", 1);
 const hl_kind_ops hl_kind_shared = PERMITS_KIND("shared", shared_init, "a shared/exclusive lock", 1);

@@ -41,7 +41,8 @@ typedef struct hl_kind_buf {
 typedef struct hl_kind_ops hl_kind_ops;
 
 struct hl_kind_ops {
-    const char *name;   /* "modern", "unfenced", "legacy", "bridge" */
+    const char *name;   /* what hilock_kind says of its locks (and the events' lock_kind):
+                           "lock", "permit", "shared", "exclusive", "fair", "legacy", "bridge" */
     /* One acquire attempt's command, the same on every master. mark_ms: how long a busy
      * answer marks the lock awaited (wait.c; 0 = no wait follows). Its reply is read by
      * acquire_verdict (acquire.lua's shape by default: {1, fence} / {0, pttl}, optionally

@@ -178,6 +178,7 @@ static void member_events(const hilock *l, const tally *t, hilock_event_kind op)
         hilock_status st = t->yes & bit ? HILOCK_OK : t->other & bit ? HILOCK_BUSY
                          : t->gone & bit ? HILOCK_NOT_HELD : c->nodes[i].st ? c->nodes[i].st : t->err;
         hl_event_init(&e, HILOCK_EVENT_MEMBER, l->key, strlen(l->key), c->nodes[i].name, st, -1);
+        e.lock_kind = l->kind_name;
         if (op != HILOCK_EVENT_ACQUIRE_START && st == HILOCK_BUSY) e.status = HILOCK_NOT_HELD;
         e.op = op;
         hl_emit(c, &e);
@@ -692,6 +693,7 @@ static void acquire_event(hilock *l, hilock_event_kind kind, hilock_status st, i
                      now, kind == HILOCK_EVENT_ACQUIRE_START ? -1 : now - start);
     e.attempts = attempts;
     e.woken = woken;
+    e.lock_kind = l->kind_name;
     if (st == HILOCK_OK) e.fence = l->fence;
     if (st != HILOCK_OK && kind == HILOCK_EVENT_ACQUIRE_GAVE_UP) e.message = c->errmsg;
     hl_emit(c, &e);
@@ -707,8 +709,8 @@ static void acquire_end(hilock *l, hilock_status st, int64_t start, long attempt
         c->stats.acquire_ok++;
         hl_hist_add(&c->stats.acquire_wait, now - start);
         if (l->guard_seen_us)
-            hl_emit_simple(c, HILOCK_EVENT_GUARD_PASSED, l->key, strlen(l->key), NULL, HILOCK_OK,
-                           now - l->guard_seen_us);
+            hl_emit_lock(c, HILOCK_EVENT_GUARD_PASSED, l->key, l->kind_name, NULL, HILOCK_OK,
+                         now - l->guard_seen_us);
     } else if (st == HILOCK_BUSY) {
         c->stats.acquire_busy++;
     } else {
@@ -763,6 +765,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
     assert(kind && kind->acquire_cmd && kind->busy && kind->valid_until && kind->extend_cmd);
     if (!(l = lock_new(c, key, ttl_ms))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     l->kind = kind;
+    l->kind_name = kind->name;
     l->limit = limit;
     /* (an event loop's acquires are its tasks: they contend for a key, not re-enter it) */
     if (!c->runner && (st = live_enter(c, key, l)) != HILOCK_OK) {
@@ -959,6 +962,7 @@ void hl_renewals_gave_up(hilock *l, hilock_status st, const char *why)
                   st, -1);
     e.lost_why = HILOCK_LOST_UNKNOWN;
     e.message = why;
+    e.lock_kind = l->kind_name;
     hl_emit(c, &e);
 }
 
@@ -981,6 +985,7 @@ static void result_end(hilock *l, hilock_event_kind kind, hilock_status st, int6
     now = hl_now_us();
     hl_event_init(&e, kind, l->key, strlen(l->key), c->nnodes == 1 ? c->nodes[0].name : NULL, st,
                   now - start);
+    e.lock_kind = l->kind_name;
     if (kind != HILOCK_EVENT_RELEASE)
         e.validity_ms = l->valid_until_us > now ? (l->valid_until_us - now) / 1000 : 0;
     if (st != HILOCK_OK) e.message = c->errmsg;
@@ -1199,6 +1204,7 @@ int hl_lock_renewable(const hilock *l) { return l->kind->keepalive; }
 uint64_t hilock_fence(const hilock *l) { return l ? l->fence : 0; }
 const char *hilock_token(const hilock *l) { return l ? l->token : NULL; }
 const char *hilock_key(const hilock *l) { return l ? l->key : NULL; }
+const char *hilock_kind(const hilock *l) { return l ? l->kind_name : NULL; }
 
 void hilock_free(hilock *l)
 {

@@ -492,7 +492,7 @@ static void guard_event(hilock_client *c, hilock *l, const hl_node *n, long long
 {
     if (l->guard_seen_us) return;
     l->guard_seen_us = hl_now_us();
-    hl_emit_simple(c, HILOCK_EVENT_GUARD_START, l->key, strlen(l->key), n->name, HILOCK_BUSY, left * 1000);
+    hl_emit_lock(c, HILOCK_EVENT_GUARD_START, l->key, l->kind_name, n->name, HILOCK_BUSY, left * 1000);
 }
 
 /* One node of an acquire that the lock script granted (and WAIT did not undo). */
@@ -567,7 +567,7 @@ static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, co
     op->lost |= 1u << i;
     if (have_id && !l->lost_seen)   /* a change of master since the grant: reported once per lock,
                                        counted where the Sentinels name the new master */
-        hl_emit_simple(c, HILOCK_EVENT_FAILOVER, l->key, strlen(l->key), n->name, HILOCK_OK, -1);
+        hl_emit_lock(c, HILOCK_EVENT_FAILOVER, l->key, l->kind_name, n->name, HILOCK_OK, -1);
     if (!have_id)
         snprintf(n->err, sizeof n->err, "%s: the master's replication identity could not be read: "
                  "no proof the lock survived", n->name);

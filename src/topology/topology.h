@@ -124,6 +124,8 @@ typedef enum hl_hook_ev { HL_HOOK_STOP, HL_HOOK_BEGIN, HL_HOOK_END, HL_HOOK_VALI
 struct hilock {
     hilock_client *c;
     const struct hl_kind_ops *kind;
+    const char    *kind_name;      /* its kind's name (hilock_kind), for the events below
+                                    * the lock layer too (topology.c) */
     char          *key;
     char           shown[HL_KEY_SHOWN_BUF];   /* the key as messages show it (hl_key_shown) */
     char          *fence_key;
