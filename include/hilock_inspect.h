@@ -4,7 +4,8 @@
  * family holds on each master (one SCAN page at a time), and look at one lock and its aux keys.
  * The `hilock inventory` and `hilock inspect` commands are built on these calls.
  *
- * Nothing here writes. Each call runs one Lua script that declares itself `no-writes`, so the
+ * Nothing here writes, but hilock_break (at the end: an operator removing a stuck holder).
+ * Each of the other calls runs one Lua script that declares itself `no-writes`, so the
  * server itself refuses any write from it (this needs Redis >= 7.0; older servers answer with
  * an error: HILOCK_EREPLY). One exception, which a fresh client never meets: a client that
  * earlier lock calls left with undos (values whose write timed out, see hilock.h) sends them
@@ -216,6 +217,79 @@ HILOCK_API hilock_status hilock_scan_node(hilock_client *c, size_t master, const
  * Statuses as hilock_inspect's, and EINVAL as hilock_scan_node's. */
 HILOCK_API hilock_status hilock_inspect_node(hilock_client *c, size_t master, const char *addr, const char *key,
                                              hilock_inspect_fn fn, void *arg);
+
+/* ---- Breaking a stuck lock (new in 0.5.0): the one call here that writes ----
+ * hilock_break removes what holds `key` -- a lock's value, one or all permits of a semaphore
+ * or grants of a shared/exclusive lock, a legacy (or bridge) stamp -- with that holder's aux
+ * records (its holder record, its entries in {key}:holders, a fair queue entry of its token),
+ * and wakes the key's waiters as a release would. It is for an operator facing a holder that
+ * is gone but left a key without a TTL, or a long one (the `hilock break` command); a program
+ * that still runs with the lock is not stopped by it: a holder under keepalive learns of the
+ * loss at its next renewal (its on_lost: HILOCK_NOT_HELD), one without learns at its next
+ * extend, check or release. Fencing tokens are what protect a resource from such a holder.
+ *
+ * The fence counter {key}:fence is never reset nor deleted: the next grant's token is larger
+ * than every token given before the break.
+ *
+ * Steps: (1) a look at key on every master, as hilock_inspect (one round trip): show, if not
+ * NULL, is called with each master's view, as hilock_inspect's fn; (2) confirm, if not NULL,
+ * is called once: 0 = no (nothing removed: HILOCK_ECANCELED), anything else = go on; (3) on
+ * each master that holds something, one script (the masters with the same holders at once,
+ * one round trip) that first compares the key with what step 1 saw -- the same string value,
+ * or the same kind and the same live holders -- and removes nothing if it changed meanwhile
+ * (a new grant, a release, an expiry: expiries moved by renewals are not a change); (4) done,
+ * if not NULL, is called once per master, in order, with what was removed there (r) or, when
+ * that master failed, r = NULL and why. Pointers are valid only during the callbacks, which
+ * may not call the client.
+ *
+ * token: NULL = every holder of the key; else the one holder with that token, as inspect
+ * shows it (a lock's value, a permit's or grant's token: hilock_token() of its hilock) --
+ * nothing is removed where another one holds the key.
+ *
+ * What is a lock: a string that is a hilock token (32 lowercase hex digits) or a legacy stamp
+ * (digits, an optional fraction, an optional -pid[-thread] suffix: every preset's shape), or a
+ * sorted set with a semaphore's or shared/exclusive lock's marker. Anything else -- a user's
+ * string or hash, a hilock aux key named as KEY -- is refused, on every master, before
+ * anything is removed (HILOCK_EINVAL).
+ *
+ * Works on every topology the client's locks use: one server, Sentinel (the master), Cluster
+ * (the master of the key's slot), several masters (Redlock: each master by itself; one may
+ * have removed while another found the key changed: done says which).
+ *
+ * Returns OK (removed on every master that held something); NOT_HELD (nothing to remove: no
+ * such key, or token is not a holder, on any master; confirm was not called, nothing sent);
+ * BUSY (on at least one master the key changed between the look and the removal: nothing
+ * removed there; the others as done says); ECANCELED (confirm said no, or hilock_cancel);
+ * EINVAL (NULL c or key, empty key or longer than HILOCK_KEY_MAX, a token that is empty,
+ * longer than HILOCK_VIEW_VALUE_MAX or not printable ASCII without blanks, a key that holds
+ * no lock as above: nothing sent after the look); EIO, ETIMEDOUT, EAUTH, EREPLY (an aux key of
+ * another type than hilock writes there: that master removed nothing), ENOMEM: a master failed
+ * -- in the look (nothing removed anywhere) or in the removal (after ETIMEDOUT its fate is
+ * unknown: look again) -- with every failed master in hilock_client_errmsg(). Bounded by two
+ * calls' bounds (hilock_extend's, each) plus the time confirm takes. */
+
+/* What hilock_break did on one master. The library writes *r: fields are only ever
+ * appended (docs/versioning.md). */
+typedef struct hilock_break_report {
+    const char *outcome;   /* "removed"; "changed": the key changed since it was shown, nothing
+                              removed; "none": nothing to remove on this master (no such key,
+                              or token is not a holder here)                                 */
+    const char *kind;      /* what held it: "lock" (a hilock token), "legacy" (a stamp: a
+                              legacy or bridge lock), "semaphore", "rwlock"; NULL: nothing     */
+    int64_t removed;       /* holders removed: 1 for a lock or stamp; permits or grants       */
+    int64_t left;          /* live permits or grants left (token given); 0 otherwise          */
+    int64_t records;       /* aux records removed with them (holder record, {key}:holders
+                              entries, fair queue entries of the holder's token)             */
+    int64_t woken;         /* wake-ups sent to waiters (as a release sends them)              */
+    int64_t fence;         /* the fence counter, untouched: the last token minted on this
+                              master (without epoch bits); -1: no counter                      */
+} hilock_break_report;
+
+typedef int (*hilock_confirm_fn)(void *arg);
+typedef void (*hilock_break_fn)(size_t master, const hilock_break_report *r, const char *error, void *arg);
+
+HILOCK_API hilock_status hilock_break(hilock_client *c, const char *key, const char *token, hilock_inspect_fn show,
+                                      hilock_confirm_fn confirm, hilock_break_fn done, void *arg);
 
 #ifdef __cplusplus
 }
