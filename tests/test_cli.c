@@ -489,6 +489,26 @@ Test(cli, unreachable_server_exits_69_naming_it)
     hlt_redis_stop(r);
 }
 
+/* A database the server does not have is the server's refusal, not a usage error: 69, saying
+ * which databases it has, for the lock and for inspect alike; nothing written in db 0. */
+Test(cli, a_database_the_server_does_not_have_exits_69_naming_those_it_has)
+{
+    hlt_redis *r = setup();
+    char url[300];
+    const char *a[] = { "-s", url, "job", "touch", "ran", NULL };
+    const char *in[] = { "-s", url, "inspect", "job", NULL };
+    const char *msg = "database 16 does not exist: the server has 16 (0 to 15; its databases setting)";
+    snprintf(url, sizeof url, "%s/16", r->url);
+    cr_assert_eq(run(r, a), 69, "%s", hlt_slurp(r, "err.txt"));
+    cr_assert(one_line(hlt_slurp(r, "err.txt")) && strstr(hlt_slurp(r, "err.txt"), msg), "%s",
+              hlt_slurp(r, "err.txt"));
+    cr_assert_eq(access(hlt_path(r, "ran"), F_OK), -1);
+    cr_assert_eq(run(r, in), 69, "%s", hlt_slurp(r, "err.txt"));
+    cr_assert(strstr(hlt_slurp(r, "err.txt"), msg), "%s", hlt_slurp(r, "err.txt"));
+    cr_assert_eq(hlt_dbsize(r), 0);
+    hlt_redis_stop(r);
+}
+
 Test(cli, servers_come_from_HILOCK_SERVERS_unless_given)
 {
     hlt_redis *r = setup();

@@ -457,10 +457,15 @@ Test(input, a_fence_key_holding_a_hash_is_ereply_and_leaves_no_lock)
     hilock_client_free(c);
 }
 
-Test(input, a_db_the_server_does_not_have_is_einval_and_nothing_runs_in_db_0)
+/* A database the server does not have (its `databases` setting): the server refused, so
+ * EREPLY (the command exits 69), saying which databases exist when CONFIG GET may be asked,
+ * else that the server refused it; nothing runs in db 0 either way. */
+static void db_refused(const char *extra, int db, const char *msg)
 {
     char url[300];
-    hilock_options o = hlt_options((const char *[]){ R->url }, 1);
+    hlt_redis *s = hlt_redis_start(extra);
+    cr_assert_not_null(s);
+    hilock_options o = hlt_options((const char *[]){ s->url }, 1);
     o.retry_delay_ms = 50;   /* the library's default */
     hilock_client *c, *good = hlt_client_new(&o);
     hilock *l = NULL;
@@ -469,13 +474,25 @@ Test(input, a_db_the_server_does_not_have_is_einval_and_nothing_runs_in_db_0)
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
     l = NULL;
-    snprintf(url, sizeof url, "%s/99", R->url);
+    snprintf(url, sizeof url, "%s/%d", s->url, db);
     cr_assert_eq(hilock_client_open(url, &c), HILOCK_OK);
-    cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EINVAL);
-    cr_assert(strstr(hilock_client_errmsg(c), "DB index"), "errmsg: %s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_acquire(c, "k", 5000, 0, &l), HILOCK_EREPLY, "%s", hilock_client_errmsg(c));
+    cr_log_info("%s", hilock_client_errmsg(c));
+    cr_assert(strstr(hilock_client_errmsg(c), msg), "errmsg: %s", hilock_client_errmsg(c));
     cr_assert_null(l);
-    cr_assert_eq(hlt_exists(R, "k"), 0, "the key landed in db 0");
-    cr_assert_eq(hlt_exists(R, "{k}:fence"), 0, "the fence key landed in db 0");
+    cr_assert_eq(hlt_exists(s, "k"), 0, "the key landed in db 0");
+    cr_assert_eq(hlt_exists(s, "{k}:fence"), 0, "the fence key landed in db 0");
     hilock_client_free(c);
     hilock_client_free(good);
+    hlt_redis_stop(s);
+}
+
+Test(input, a_db_the_server_does_not_have_is_ereply_naming_the_databases_it_has)
+{
+    db_refused("--databases 4", 4, "database 4 does not exist: the server has 4 (0 to 3; its databases setting)");
+}
+
+Test(input, a_db_the_server_does_not_have_is_ereply_saying_it_refused_when_config_cannot_tell)
+{
+    db_refused("--rename-command CONFIG \"\"", 99, "the server refused database 99 (ERR ");
 }

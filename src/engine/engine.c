@@ -494,13 +494,16 @@ size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at, const char *key, size_t ke
 
 /* What a new connection's handshake sends, in order: each reply is judged by its position
  * (hl_handshake_judge), never guessed from its type (TIME answers an array, INFO a string). */
-enum { HS_AUTH, HS_SELECT, HS_PROBE, HS_INFO, HS_TIME, HS_SHAPE, HS_MAX };
+enum { HS_AUTH, HS_DATABASES, HS_SELECT, HS_PROBE, HS_INFO, HS_TIME, HS_SHAPE, HS_MAX };
 
 static int handshake_plan(const hl_node *n, unsigned char plan[HS_MAX])
 {
     int count = 0;
     if (n->url.pass) plan[count++] = HS_AUTH;
-    if (n->url.db > 0) plan[count++] = HS_SELECT;
+    if (n->url.db > 0) {   /* how many there are, should SELECT refuse (select_refused) */
+        plan[count++] = HS_DATABASES;
+        plan[count++] = HS_SELECT;
+    }
     if (n->topo->probe) plan[count++] = HS_PROBE;   /* e.g. ROLE: is the address a Sentinel gave a master? */
     plan[count++] = HS_INFO;   /* which server is this: its version, its run_id (hl_node.peers) */
     plan[count++] = HS_TIME;   /* its clock (hl_node_server_ms) */
@@ -523,6 +526,11 @@ int hl_handshake_put(const hl_node *n, hl_buf *b)
             hl_cmd_arg(&a, "AUTH", 4);
             if (n->url.user) hl_cmd_arg(&a, n->url.user, (size_t)-1);
             hl_cmd_arg(&a, n->url.pass, (size_t)-1);
+            break;
+        case HS_DATABASES:
+            hl_cmd_arg(&a, "CONFIG", 6);
+            hl_cmd_arg(&a, "GET", 3);
+            hl_cmd_arg(&a, "databases", 9);
             break;
         case HS_SELECT:
             hl_cmd_arg(&a, "SELECT", 6);
@@ -725,12 +733,41 @@ int hl_node_version(const hl_node *n) { return n->facts.version; }
 
 const char *hl_node_server(const hl_node *n) { return n->facts.server[0] ? n->facts.server : "an unknown server"; }
 
+/* CONFIG GET databases' reply: {"databases", "16"}; anything else (CONFIG renamed, or not
+ * the user's to run: NOPERM) leaves the count unknown. */
+static int judge_databases(const hl_reply *r)
+{
+    const char *s = hl_reply_type(r) == HL_R_ARRAY && hl_reply_nelem(r) == 2 ?
+                    hl_reply_str(hl_reply_elem(r, 1), NULL) : NULL;
+    long v = s ? strtol(s, NULL, 10) : 0;
+    return v > 0 && v <= 1000000 ? (int)v : 0;
+}
+
+/* SELECT refused the URL's database: the server's setting, not the caller's argument, so
+ * EREPLY (the command: 69, a server refused) saying which databases it has, when known. */
+static hilock_status select_refused(hl_node *n, const struct hl_conn *k, const hl_reply *r)
+{
+    char why[160];
+    if (k->databases > 0)
+        snprintf(why, sizeof why, "database %d does not exist: the server has %d (0 to %d; its "
+                 "databases setting)", n->url.db, k->databases, k->databases - 1);
+    else
+        snprintf(why, sizeof why, "the server refused database %d (%.80s)", n->url.db,
+                 hl_reply_str(r, NULL) ? hl_reply_str(r, NULL) : "");
+    hl_node_set_err(n, HILOCK_EREPLY, NULL, why);
+    return HILOCK_EREPLY;
+}
+
 hilock_status hl_handshake_judge(hl_node *n, struct hl_conn *k, int idx, const hl_reply *r)
 {
     unsigned char plan[HS_MAX];
     int count = handshake_plan(n, plan);
     int kind = idx >= 0 && idx < count ? plan[idx] : HS_MAX;
     if (kind == HS_INFO) memset(&k->facts, 0, sizeof k->facts);   /* (unknown unless read) */
+    if (kind == HS_DATABASES) {
+        k->databases = judge_databases(r);
+        return HILOCK_OK;
+    }
     if ((kind == HS_INFO || kind == HS_TIME || kind == HS_SHAPE) && hl_reply_type(r) == HL_R_ERROR &&
         !hl_reply_is_error(r, "NOAUTH") && error_status(hl_reply_str(r, NULL)) != HILOCK_EIO)
         /* an ACL user without INFO (it is in @dangerous), a renamed INFO or TIME, a proxy,
@@ -748,8 +785,8 @@ hilock_status hl_handshake_judge(hl_node *n, struct hl_conn *k, int idx, const h
     }
     if (hl_reply_type(r) == HL_R_ERROR) {
         hilock_status st = hl_node_reply_error(n, r);
-        if (hl_reply_is_error(r, "ERR DB index") || hl_reply_is_error(r, "ERR invalid DB"))
-            st = n->st = HILOCK_EINVAL;
+        if (kind == HS_SELECT && (hl_reply_is_error(r, "ERR DB index") || hl_reply_is_error(r, "ERR invalid DB")))
+            st = select_refused(n, k, r);
         else if (st == HILOCK_EREPLY && strstr(hl_reply_str(r, NULL), "AUTH"))
             st = n->st = HILOCK_EAUTH;   /* "ERR AUTH <password> called without any password" */
         return st;

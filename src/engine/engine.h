@@ -110,6 +110,8 @@ struct hl_conn {
     int64_t       last_us;      /* when its last round trip ended (monotonic) */
     int64_t       opened_us;    /* when its connect started (observe.c: CONNECT's duration) */
     hl_facts      facts;        /* what its handshake has read so far */
+    int           databases;    /* CONFIG GET databases, read just before SELECT (a URL's
+                                   /db): for SELECT's refusal; 0 unknown */
 };
 
 typedef struct hl_node {
