@@ -354,9 +354,9 @@ $(B)/bench/bench: $(BENCH_OBJ) $(BENCH_FIXTURES) $(B)/libhilock.a
 	  $(B)/libhilock.a $(LDLIBS_LIB) -luv
 
 # -Isrc/platform: the command's process control is the platform layer's (platform.h)
-$(CLI_BIN): cli/main.c cli/inspect.c cli/cli.h $(HEADERS) src/platform/platform.h $(B)/libhilock.a
+$(CLI_BIN): cli/main.c cli/inspect.c cli/break.c cli/cli.h $(HEADERS) src/platform/platform.h $(B)/libhilock.a
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(OPT) $(TIME64) -Iinclude -Isrc/platform $(EXTRA_CFLAGS) -o $@ cli/main.c cli/inspect.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+	$(CC) $(WARN) $(OPT) $(TIME64) -Iinclude -Isrc/platform $(EXTRA_CFLAGS) -o $@ cli/main.c cli/inspect.c cli/break.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 install: $(CLI_BIN) $(B)/man/hilock.1
 
 # ---- proof under faults (torture/README.md) ----

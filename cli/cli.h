@@ -3,6 +3,7 @@
  * options; cli/inspect.c: its read-only subcommands):
  *   hilock [-s URL]... inventory [--json] [--progress] [--count=N] [--by-prefix] PATTERN...
  *   hilock [-s URL]... inspect [--json] KEY
+ *   hilock [-s URL]... break [--force] [--token T] KEY   (cli/break.c)
  * cli/main.c parses the common options (-s, $HILOCK_SERVERS) and hands over the rest. */
 #ifndef HILOCK_CLI_H
 #define HILOCK_CLI_H
@@ -38,5 +39,14 @@ int hl_tool_main(const hilock_options *o, int argc, char **argv);
  * semaphore or shared/exclusive lock those of its first three holders ("(permit; ...)");
  * nothing when there is none or the look fails. One more round trip, on that path only. */
 void hl_tool_busy_holder(hilock_client *c, const char *key);
+
+/* hilock break (cli/break.c) shows each master's view as inspect does: key, the master's name,
+ * then the view's lines (or the error) on stdout. */
+#include "hilock_inspect.h"
+void hl_tool_show(hilock_client *c, const char *key, size_t master, const hilock_lock_view *lv, const char *error);
+
+/* hilock [-s URL]... break [--force] [--token T] KEY (cli/break.c): argv[0] is "break". Returns the
+ * exit status (cli/hilock.1). */
+int hl_break_main(const hilock_options *o, int argc, char **argv);
 
 #endif

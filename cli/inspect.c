@@ -1417,6 +1417,19 @@ static int inspect_main(hilock_client *c, int argc, char **argv)
     return st != HILOCK_OK ? status_rc(st) : rc;
 }
 
+/* hilock break shows what it would remove as inspect does (cli.h) */
+void hl_tool_show(hilock_client *c, const char *key, size_t master, const hilock_lock_view *lv, const char *error)
+{
+    inspection in;
+    for (size_t p = 0; p < NPRESETS; p++)
+        if (hilock_codec_preset(preset_names[p], &presets[p]) != HILOCK_OK) abort();   /* fixed names */
+    memset(&in, 0, sizeof in);
+    in.c = c;
+    in.key = key;
+    in.now_us = wall_us();
+    inspect_text(&in, master, lv, error);
+}
+
 /* ---- entry ---- */
 
 int hl_tool_word(const char *word)

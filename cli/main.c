@@ -118,6 +118,7 @@ static const char usage_text[] =
     "       hilock [options] KEY -c 'SHELL COMMAND'\n"
     "       hilock [-s URL]... inventory [--json] [--progress] [--count=N] [--by-prefix] PATTERN...\n"
     "       hilock [-s URL]... inspect [--json] KEY\n"
+    "       hilock [-s URL]... break [--force] [--token T] KEY\n"
     "Run COMMAND while holding the lock KEY on Redis: acquire it, keep it alive while\n"
     "COMMAND runs, release it when COMMAND exits, and exit with COMMAND's status.\n"
     "\n"
@@ -208,6 +209,13 @@ static const char usage_text[] =
     "(modern token, legacy stamp of which preset, unknown; TTL; passed stamps) and sums\n"
     "them up per key family with advice; inspect shows who holds KEY and how, its fence\n"
     "counter and waiters. Both only read. (A lock named inventory: hilock -- inventory ...)\n"
+    "break shows what holds KEY as inspect does, asks (y/N on the terminal; --force: do not\n"
+    "ask; no terminal and no --force: refused), then removes it -- the lock, the legacy stamp,\n"
+    "or every permit or grant, or only the holder with --token T -- with its aux records, if\n"
+    "KEY did not change meanwhile. The fence counter is never reset: tokens keep growing. A\n"
+    "holder learns of it at its next renewal (a hilock holder stops its COMMAND: exit 75).\n"
+    "break exits 0 removed, 1 nothing to remove, 64 bad usage or KEY holds no lock, 69 a\n"
+    "server failed, 75 KEY changed since shown (nothing removed), 77 not confirmed.\n"
     "\n"
     "Exit status:\n"
     "  COMMAND's status; 128+N if COMMAND was killed by signal N\n"
@@ -741,7 +749,7 @@ static int parse_args(int argc, char **argv, cli *o)
         }
     }
     if (optind >= argc) return usage_error("no KEY given");
-    if (hl_tool_word(argv[optind]) && strcmp(argv[optind - 1], "--")) {   /* `-- inventory`: a KEY */
+    if ((hl_tool_word(argv[optind]) || !strcmp(argv[optind], "break")) && strcmp(argv[optind - 1], "--")) {   /* `-- inventory`: a KEY */
         o->tool = argv + optind;
         o->ntool = argc - optind;
     }
@@ -1925,7 +1933,7 @@ int main(int argc, char **argv)
     if (rc < 0 && o.tool) {
         hilock_options opt;
         connection_options(&o, &opt);
-        rc = hl_tool_main(&opt, o.ntool, o.tool);
+        rc = !strcmp(o.tool[0], "break") ? hl_break_main(&opt, o.ntool, o.tool) : hl_tool_main(&opt, o.ntool, o.tool);
     }
     if (rc < 0) {
         /* a server closing the connection must not kill hilock with SIGPIPE */
