@@ -448,7 +448,7 @@ Test(keepalive, bad_input_is_refused_and_changes_nothing)
     cr_assert_eq(hilock_legacy_acquire(c, "old", 60000, 0, &g), HILOCK_OK, "%s", hilock_client_errmsg(c));
     char *before = hlt_get(r, "old");
     cr_assert_eq(hilock_keepalive(g, NULL, NULL), HILOCK_EINVAL);
-    cr_assert(strstr(hilock_client_errmsg(c), "only for locks from hilock_acquire"));
+    cr_assert(strstr(hilock_client_errmsg(c), "a legacy or bridge lock has none"));
     char *after = hlt_get(r, "old");
     cr_assert_str_eq(before, after);
     free(before);

@@ -371,7 +371,8 @@ static hilock_status keepalive_start(hilock *l, hilock_lost_fn on_lost, void *ar
         return hl_fail(c, HILOCK_EINVAL, "keepalive: lost_margin_ms must be in 0..HILOCK_TTL_MAX_MS");
     if (l->released) return hl_fail(c, HILOCK_EINVAL, "keepalive %s: the lock was released", l->shown);
     if (!hl_lock_renewable(l))
-        return hl_fail(c, HILOCK_EINVAL, "keepalive %s: only for locks from hilock_acquire", l->shown);
+        return hl_fail(c, HILOCK_EINVAL, "keepalive %s: a legacy or bridge lock has none; "
+                       "renew its stamp by extending it", l->shown);
     if (c->runner) return c->runner->keepalive(l, on_lost, arg, o);
     if (l->ka) {
         if (!ka_done(l->ka))

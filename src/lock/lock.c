@@ -723,7 +723,7 @@ static void acquire_end(hilock *l, hilock_status st, int64_t start, long attempt
 /* hilock_cancel ended the acquire (its wait, or an attempt's round trip). */
 static hilock_status cancelled(hilock *l, long attempts)
 {
-    return hl_fail(l->c, HILOCK_ECANCELED, "%s: cancelled (hilock_cancel) after %ld attempt%s; nothing held",
+    return hl_fail(l->c, HILOCK_ECANCELED, "%s: cancelled after %ld attempt%s; nothing held",
                    l->shown, attempts, attempts == 1 ? "" : "s");
 }
 
