@@ -44,9 +44,9 @@ LIB_LDFLAGS ?=
 LIB_XCFLAGS  = $(filter-out $(POSITION_FLAGS),$(EXTRA_CFLAGS)) $(LIB_CFLAGS)
 LIB_XLDFLAGS = $(filter-out $(POSITION_FLAGS),$(EXTRA_LDFLAGS)) $(LIB_LDFLAGS)
 # src/ is one folder per layer (docs/layout.md): each folder's headers are included by name (one
-# -I per folder), or as "folder/name.h" under -Isrc
+# -I per folder; legacy/ too), or as "folder/name.h" under -Isrc
 SRC_DIRS  := $(sort $(patsubst %/,%,$(dir $(wildcard src/*/*.c src/*/*.h))))
-SRC_INC   := $(addprefix -I,$(SRC_DIRS))
+SRC_INC   := $(addprefix -I,$(SRC_DIRS)) -Ilegacy
 SRC_H     := $(wildcard src/*/*.h)
 CFLAGS_LIB = $(WARN) $(OPT) $(TIME64) -fvisibility=hidden -DHILOCK_BUILDING -Iinclude -Isrc $(SRC_INC) -I$(B) $(OPENSSL_CFLAGS) $(LIB_XCFLAGS) -fPIC
 LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
@@ -57,7 +57,7 @@ PLATFORM_SRC := src/platform/common.c src/platform/$(PLATFORM).c
 LIB_SRC   := $(sort $(filter-out src/platform/%,$(wildcard src/*/*.c)) $(PLATFORM_SRC)) $(wildcard legacy/*.c) $(wildcard api/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
-HEADERS   := include/hilock.h $(wildcard include/hilock_legacy.h) include/hilock_inspect.h include/hilock_async.h include/hilock_observe.h
+HEADERS   := include/hilock.h include/hilock_legacy.h include/hilock_inspect.h include/hilock_async.h include/hilock_observe.h
 # the event-loop adapters: header-only (the library does not link libuv or libevent)
 HEADERS   += include/hilock_libuv.h include/hilock_libevent.h
 HEADERS   += include/hilock.hpp
@@ -419,7 +419,7 @@ fuzz:
 
 $(B)/fuzz/%: fuzz/%.c $(B)/libhilock.a $(HEADERS) $(SRC_H) $(wildcard legacy/*.h)
 	@mkdir -p $(@D)
-	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude $(SRC_INC) -Ilegacy -I$(B) -o $@ $< \
+	clang $(WARN) -O1 -g -D_GNU_SOURCE $(FUZZ_SAN) -fsanitize=fuzzer -Iinclude $(SRC_INC) -I$(B) -o $@ $< \
 	  $(B)/libhilock.a $(LDLIBS_LIB)
 
 # The guides keep their layout under DOCDIR (README.md's links to docs/ work there).

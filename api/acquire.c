@@ -14,8 +14,8 @@
  * hilock_acquire still reaches the bridge table, in a static link too (a table registered at
  * run time by legacy/ would be missing when no legacy/ object is linked), and lets the kinds
  * call nothing of lock.c. */
-#include "../src/kinds/kinds.h"
-#include "../legacy/kinds.h"
+#include "kinds.h"
+#include "legacy.h"
 
 /* Each of n masters counts its own holders, up to limit, and a holder needs q of them: h
  * holders fit exactly when h x q <= n x limit (laid round the masters in turn, no master counts

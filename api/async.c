@@ -6,8 +6,8 @@
  * hl_rw_refused), made at once. In api/ with them: the kinds may be legacy/'s tables. */
 #include "async.h"
 #include "kind.h"
-#include "../legacy/kinds.h"
-#include "../src/kinds/kinds.h"
+#include "legacy.h"
+#include "kinds.h"
 
 hilock_status hilock_acquire_async(hilock_client *c, const char *key, int64_t ttl_ms,
                                    int64_t wait_ms, hilock_done_fn done, void *arg)

@@ -26,8 +26,8 @@
 
 #include "lock.h"
 #include "hilock_legacy.h"
-#include "../legacy/kinds.h"   /* hl_kind_legacy (src/kinds/ has a kinds.h too) */
-#include "../src/kinds/kinds.h"   /* hl_kind_sem, hl_kind_exclusive, hl_kind_shared */
+#include "legacy.h"   /* hl_kind_legacy */
+#include "kinds.h"    /* hl_kind_sem, hl_kind_exclusive, hl_kind_shared */
 
 #define CHECK(cond) do { if (!(cond)) { \
     fprintf(stderr, "fuzz_reply: %s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \

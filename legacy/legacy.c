@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "codec.h"
-#include "kinds.h"
+#include "legacy.h"
 
 static int64_t wall_now(const hilock_client *c) { return hl_wall_us() + c->opt.clock_offset_ms * 1000; }
 static int64_t margin_us(const hilock_client *c) { return c->opt.skew_margin_ms * 1000; }
@@ -107,7 +107,7 @@ static void px_arg(hilock *l, hl_cmd *cmd, int bridge, char *scratch, int64_t tt
 }
 
 /* legacy_acquire.lua with a fresh stamp in l->token; only for a client of one server. */
-static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int bridge)
+static hilock_status recipe_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int bridge)
 {
     hilock_client *c = l->c;
     hilock_status st;
@@ -132,19 +132,19 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int bri
 static hilock_status legacy_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
 {
     (void)mark_ms;   /* no wake-up: the fleets do not signal */
-    return acquire_cmd(l, cmd, b, 0);
+    return recipe_acquire_cmd(l, cmd, b, 0);
 }
 
 static hilock_status bridge_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
 {
     (void)mark_ms;
-    return acquire_cmd(l, cmd, b, 1);
+    return recipe_acquire_cmd(l, cmd, b, 1);
 }
 
 /* Judges the value a busy reply {0, pttl, value} carries and sets the BUSY message (naming
  * key and value); returns the wait hint: -1 = an expired stamp, replace it now (l->expect),
  * > 0 = us until it passes or its TTL ends, 0 = none. */
-static int64_t busy(hilock *l, const hl_reply *r)
+static int64_t legacy_busy(hilock *l, const hl_reply *r)
 {
     hilock_client *c = l->c;
     const hilock_codec *k = &c->opt.codec;
@@ -184,7 +184,7 @@ static int64_t busy(hilock *l, const hl_reply *r)
 /* Validity: by the ttl from t0_us, and never past our own stamp pinned to the monotonic
  * clock (with the drift allowance of the longer of the two ttls: a check passes what the
  * server says is left), less skew_margin_ms. */
-static int64_t valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
+static int64_t legacy_valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
 {
     const hilock_client *c = l->c;
     int64_t t = ttl_ms > l->ttl_ms ? ttl_ms : l->ttl_ms;
@@ -195,7 +195,7 @@ static int64_t valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
 
 /* The lock is over by our own clock: say so, touch nothing (never a plain DEL, and no
  * compare once a peer may hold the key). */
-static hilock_status usable(hilock *l, const char *op)
+static hilock_status legacy_usable(hilock *l, const char *op)
 {
     if (!stamp_passed(l)) return HILOCK_OK;
     l->valid_until_us = 0;
@@ -209,7 +209,7 @@ static hilock_status usable(hilock *l, const char *op)
  * if the answer is lost the new value may have landed, and the lock keeps its old value
  * (the quorum code shortens the validity to the new ttl's); at worst our release then finds
  * the new value and the key lives until that stamp passes. */
-static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms, int bridge)
+static hilock_status recipe_extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms, int bridge)
 {
     hilock_status st;
     if ((st = check_timeout(l, ttl_ms)) != HILOCK_OK ||
@@ -225,15 +225,15 @@ static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t 
 
 static hilock_status legacy_extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
 {
-    return extend_cmd(l, cmd, b, ttl_ms, 0);
+    return recipe_extend_cmd(l, cmd, b, ttl_ms, 0);
 }
 
 static hilock_status bridge_extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
 {
-    return extend_cmd(l, cmd, b, ttl_ms, 1);
+    return recipe_extend_cmd(l, cmd, b, ttl_ms, 1);
 }
 
-static void extend_end(hilock *l, const hl_kind_buf *b, int ours)
+static void legacy_extend_end(hilock *l, const hl_kind_buf *b, int ours)
 {
     if (!ours) return;
     memcpy(l->token, b->value, strlen(b->value) + 1);
@@ -247,8 +247,8 @@ static void extend_end(hilock *l, const hl_kind_buf *b, int ours)
  * signal a release); no keepalive (the command renews them itself). */
 #define LEGACY_KIND(kind_name, acquire, extend)                                                 \
     {                                                                                         \
-        .name = kind_name, .acquire_cmd = acquire, .busy = busy, .valid_until = valid_until,   \
-        .usable = usable, .extend_cmd = extend, .extend_end = extend_end,                    \
+        .name = kind_name, .acquire_cmd = acquire, .busy = legacy_busy, .valid_until = legacy_valid_until,   \
+        .usable = legacy_usable, .extend_cmd = extend, .extend_end = legacy_extend_end,                    \
         .taken = "the key holds another value: taken over, or overwritten by a legacy peer "   \
                  "that lost a GETSET race (the key then lives until that peer's stamp passes)", \
         .undo_unknown = 0, .failover = 0, .wake = 0, .keepalive = 0,                         \

@@ -3,7 +3,7 @@
 # layers.sh BUILD_DIR -- `make layers`: the library's layering, from its folders and built objects.
 #
 # Each folder of the library (src/*/, legacy/, api/) states its layer in one file's opening
-# comment, in a fixed form (src/X/X.h; legacy/kinds.h; api/acquire.c):
+# comment, in a fixed form (src/X/X.h; legacy/legacy.h; api/acquire.c):
 #    * Layer: engine
 #    * May call: transport resp base platform
 # This script reads those lines and checks, per folder, that every #include "..." of its files
@@ -104,7 +104,7 @@ for d in $dirs; do
         [ -f "$f" ] || continue
         sed -n 's/^[ \t]*#[ \t]*include[ \t]*"\([^"]*\)".*/\1/p' "$f" | while read -r h; do
             t=""
-            for c in "$(dirname "$f")/$h" "include/$h" "src/$h" src/*/"$h" "$B/$h"; do
+            for c in "$(dirname "$f")/$h" "include/$h" "src/$h" src/*/"$h" "legacy/$h" "$B/$h"; do
                 [ -f "$c" ] || continue
                 case $c in *..*) t=$(realpath -m --relative-to=. "$c") ;; *) t=$c ;; esac
                 break

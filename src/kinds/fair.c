@@ -42,7 +42,7 @@ static int64_t beat_life_ms(const hilock *l)
 
 /* The queue's keys and this waiter's own signal list, named after its token (again after
  * each new token: lock.c's fresh_token). */
-static hilock_status init(hilock *l)
+static hilock_status fair_init(hilock *l)
 {
     char suffix[64];
     snprintf(suffix, sizeof suffix, ":fs:%s", l->token);
@@ -75,7 +75,7 @@ static void fair_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, const char *op)
     hl_cmd_arg(cmd, l->signal_key, strlen(l->signal_key) - strlen(l->token));   /* the prefix */
 }
 
-static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
+static hilock_status fair_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
 {
     fair_cmd(l, cmd, b, "acquire");
     hl_cmd_argi(cmd, b->num[1], l->ttl_ms);
@@ -88,7 +88,7 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
 }
 
 /* {0, pttl, ahead}: lock.c takes the pttl as the hint; ahead says where we stand. */
-static int64_t busy(hilock *l, const hl_reply *r)
+static int64_t fair_busy(hilock *l, const hl_reply *r)
 {
     const hl_reply *a = hl_reply_elem(r, 2);
     long long ahead = hl_reply_type(a) == HL_R_INTEGER ? hl_reply_int(a) : -1;
@@ -105,17 +105,17 @@ static int64_t busy(hilock *l, const hl_reply *r)
     return 0;
 }
 
-static int64_t valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
+static int64_t fair_valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
 {
     return hl_valid_until(l->c, ttl_ms, t0_us);
 }
 
-static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
+static hilock_status fair_extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
 {
     return hl_kind_modern.extend_cmd(l, cmd, b, ttl_ms);   /* a fair grant is a modern lock */
 }
 
-static void release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+static void fair_release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
     fair_cmd(l, cmd, b, "release");
 }
@@ -123,7 +123,7 @@ static void release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 /* A grant given back at once (lock.c undo_on: its validity gone, an error reply after it):
  * the release's command, so the head is called as after a release -- else it would block
  * for its poll_ms before finding the key free. (The engine's undo, undo.lua, calls it too.) */
-static void undo_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+static void fair_undo_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
     fair_cmd(l, cmd, b, "release");
 }
@@ -134,7 +134,7 @@ static void leave_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 }
 
 /* Leave the queue now rather than lapse, within the acquire's bound (else it lapses). */
-static void give_up(hilock *l, int64_t hard_deadline_us)
+static void fair_give_up(hilock *l, int64_t hard_deadline_us)
 {
     if (!l->queue_key || !l->beat_key || !l->signal_key) return;   /* (init: no memory) */
     hl_kinds_leave(l, hard_deadline_us, leave_cmd);
@@ -142,16 +142,16 @@ static void give_up(hilock *l, int64_t hard_deadline_us)
 
 const hl_kind_ops hl_kind_fair = {
     .name = "fair",
-    .acquire_cmd = acquire_cmd,
-    .busy = busy,
-    .valid_until = valid_until,
+    .acquire_cmd = fair_acquire_cmd,
+    .busy = fair_busy,
+    .valid_until = fair_valid_until,
     .usable = NULL,
-    .extend_cmd = extend_cmd,
+    .extend_cmd = fair_extend_cmd,
     .extend_end = NULL,
-    .init = init,
-    .release_cmd = release_cmd,
-    .undo_cmd = undo_cmd,
-    .give_up = give_up,
+    .init = fair_init,
+    .release_cmd = fair_release_cmd,
+    .undo_cmd = fair_undo_cmd,
+    .give_up = fair_give_up,
     .taken = "now held by another owner",
     .undo_unknown = 1,   /* a random token is ours alone (undo.lua calls the head) */
     .failover = 1,

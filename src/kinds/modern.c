@@ -6,7 +6,7 @@
  * validity rules that run them are lock.c's. May call the engine (commands) only. */
 #include "kinds.h"
 
-static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
+static hilock_status modern_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
 {
     hl_cmd_init(cmd, &hl_lua_acquire, 4);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
@@ -33,7 +33,7 @@ static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t
  * {0, pttl, 1}: a shared/exclusive lock holds the key, and our mark (acquire.lua) holds new
  * readers off until our grant deletes it (one master: several call busy() not at all, and
  * their mark lapses by itself). */
-static int64_t busy(hilock *l, const hl_reply *r)
+static int64_t modern_busy(hilock *l, const hl_reply *r)
 {
     char ttl[HL_BUSY_TTL_BUF];
     l->queued = hl_reply_nelem(r) == 3;
@@ -41,12 +41,12 @@ static int64_t busy(hilock *l, const hl_reply *r)
     return 0;
 }
 
-static int64_t valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
+static int64_t modern_valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
 {
     return hl_valid_until(l->c, ttl_ms, t0_us);
 }
 
-static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
+static hilock_status modern_extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
 {
     int holder = l->kind->holder;   /* (fair's extend is this one too: no record there) */
     hl_cmd_init(cmd, &hl_lua_extend, holder ? 2 : 1);
@@ -65,7 +65,7 @@ static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t 
  *     while the key is held; that holder's release will);
  *   - it met readers (l->queued): its mark holds new readers off, so it is cut to one retry
  *     pause, as a grant would have cut it (acquire_cmd), not left for poll_ms. */
-static void pass_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+static void modern_pass_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
     hl_cmd_init(cmd, &hl_lua_release, l->kind->holder ? 4 : 3);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
@@ -77,20 +77,20 @@ static void pass_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
     hl_cmd_argi(cmd, b->num[0], l->queued ? l->c->opt.retry_delay_ms * 3 / 2 + 1 : 0);
 }
 
-static void give_up(hilock *l, int64_t hard_deadline_us)
+static void modern_give_up(hilock *l, int64_t hard_deadline_us)
 {
-    if (l->woken || l->queued) hl_kinds_send(l, hard_deadline_us, pass_cmd);
+    if (l->woken || l->queued) hl_kinds_send(l, hard_deadline_us, modern_pass_cmd);
 }
 
 const hl_kind_ops hl_kind_modern = {
     .name = "lock",
-    .acquire_cmd = acquire_cmd,
-    .busy = busy,
-    .valid_until = valid_until,
+    .acquire_cmd = modern_acquire_cmd,
+    .busy = modern_busy,
+    .valid_until = modern_valid_until,
     .usable = NULL,
-    .extend_cmd = extend_cmd,
+    .extend_cmd = modern_extend_cmd,
     .extend_end = NULL,
-    .give_up = give_up,
+    .give_up = modern_give_up,
     .taken = "now held by another owner",
     .undo_unknown = 1,   /* a random token is ours alone: deleting it by value is safe */
     .failover = 1,
@@ -139,7 +139,7 @@ static int64_t unfenced_busy(hilock *l, const hl_reply *r)
         hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner until just now", l->shown);
         return -1;
     }
-    return busy(l, r);
+    return modern_busy(l, r);
 }
 
 const hl_kind_ops hl_kind_unfenced = {
@@ -148,11 +148,11 @@ const hl_kind_ops hl_kind_unfenced = {
     .acquire_verdict = hl_set_nx_verdict,
     .busy_cmd = unfenced_busy_cmd,
     .busy = unfenced_busy,
-    .valid_until = valid_until,
+    .valid_until = modern_valid_until,
     .usable = NULL,
-    .extend_cmd = extend_cmd,
+    .extend_cmd = modern_extend_cmd,
     .extend_end = NULL,
-    .give_up = give_up,
+    .give_up = modern_give_up,
     .taken = "now held by another owner",
     .undo_unknown = 1,   /* as modern: the token is ours alone */
     .failover = 1,       /* failover.lua and WAIT follow the SET in the same pipeline */

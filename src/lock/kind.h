@@ -114,7 +114,7 @@ struct hl_kind_ops {
                           * delete it (a deferred undo, engine.c, leaves it to its PX) */
 };
 
-/* The tables themselves: src/kinds/kinds.h (modern, unfenced, fair), legacy/kinds.h. */
+/* The tables themselves: src/kinds/kinds.h (modern, unfenced, fair), legacy/legacy.h. */
 
 /* src/lock/lock.c: the acquire loop of every kind (the entry points pick `kind`), so they share
  * timing, retries, waiting and errors. */

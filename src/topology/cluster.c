@@ -164,7 +164,7 @@ oom:
     return NULL;
 }
 
-static void park(hl_node *n, parked *p)
+static void slot_park(hl_node *n, parked *p)
 {
     p->conn = n->conn;
     p->undo = n->undo;
@@ -175,7 +175,7 @@ static void park(hl_node *n, parked *p)
     hl_node_facts_get(n, &p->facts);
 }
 
-static void unpark(hl_node *n, parked *p)
+static void slot_unpark(hl_node *n, parked *p)
 {
     n->conn = p->conn;
     n->undo = p->undo;
@@ -202,14 +202,14 @@ static void free_undos(parked *p)
 static void drop_parked(hl_node *n, parked *p)
 {
     parked mine;
-    park(n, &mine);
-    unpark(n, p);
+    slot_park(n, &mine);
+    slot_unpark(n, p);
     hl_node_close(n);
-    park(n, p);
+    slot_park(n, p);
     free_undos(p);
     free(p->name);
     memset(p, 0, sizeof *p);
-    unpark(n, &mine);
+    slot_unpark(n, &mine);
 }
 
 /* ---- the server table ---- */
@@ -517,8 +517,8 @@ static void add_node(struct hl_topo *t, table *old, const mline *m)
 static void use(hl_node *n, struct hl_topo *t, int target)
 {
     if (target == t->cur) return;
-    park(n, t->cur >= 0 ? &t->tb.s[t->cur].park : &t->home);
-    unpark(n, &t->tb.s[target].park);
+    slot_park(n, t->cur >= 0 ? &t->tb.s[t->cur].park : &t->home);
+    slot_unpark(n, &t->tb.s[target].park);
     t->cur = target;
 }
 
@@ -541,8 +541,8 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
     free_replicas(t);
     t->rep = rep;
     if ((was = t->cur) >= 0) {   /* the node gets its own fields back while entries move */
-        park(n, &old.s[t->cur].park);
-        unpark(n, &t->home);
+        slot_park(n, &old.s[t->cur].park);
+        slot_unpark(n, &t->home);
         t->cur = -1;
     }
     t->ask = -1;   /* (an index of the old table) */
@@ -584,7 +584,7 @@ enum { FULL = 1, FULL_EVERY = 2 };
 static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full);
 
 /* fetch_map, reported (hilock_observe.h: MAP_REFRESH). */
-static int refresh(hilock_client *c, hl_node *n, struct hl_topo *t, int64_t deadline, int full)
+static int map_refresh(hilock_client *c, hl_node *n, struct hl_topo *t, int64_t deadline, int full)
 {
     int64_t t0 = hl_now_us();
     int rc = fetch_map(n, t, deadline, full);
@@ -761,7 +761,7 @@ static int cluster_route(hilock_client *c, hl_node *n, const hl_cmd *cmds, int n
     if (!asking) {
         /* A stale map is asked again at most once per REFRESH_EVERY_US; a refresh that fails
          * leaves the map in hand to route by (and MOVED answers to correct it). */
-        if ((!t->have_map || (t->stale && hl_now_us() >= t->next_refresh)) && refresh(c, n, t, deadline_us, 0) < 0) {
+        if ((!t->have_map || (t->stale && hl_now_us() >= t->next_refresh)) && map_refresh(c, n, t, deadline_us, 0) < 0) {
             if (!t->have_map) return -1;
             n->st = HILOCK_OK;
             n->err[0] = '\0';
@@ -913,7 +913,7 @@ static int cluster_serves(hilock_client *c, hl_node *n, const char *id, int64_t 
         hilock_status st = n->st;
         char err[sizeof n->err];
         memcpy(err, n->err, sizeof err);
-        refresh(c, n, t, deadline_us, 0);
+        map_refresh(c, n, t, deadline_us, 0);
         n->st = st;
         memcpy(n->err, err, sizeof err);
     }
@@ -969,7 +969,7 @@ hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int every
      * operator asks what the cluster is, not what this client last heard (an error if no
      * one can say, rather than an old map shown as the truth). */
     t->keep_replicas = 1;
-    if (refresh(c, n, t, deadline_us, every ? FULL_EVERY : FULL) < 0) return n->st;
+    if (map_refresh(c, n, t, deadline_us, every ? FULL_EVERY : FULL) < 0) return n->st;
     if (slot >= 0 && t->owner[slot] < 0) {
         snprintf(n->err, sizeof n->err, "cluster: no master serves slot %d in the slot map", slot);
         return n->st = HILOCK_EIO;

@@ -54,7 +54,7 @@ static long bio_ctrl(BIO *b, int cmd, long num, void *ptr);
 /* Our own socket BIO rather than OpenSSL's: its writes must use MSG_NOSIGNAL (a library may
  * not change the process's SIGPIPE disposition), and its reads note the server's first byte
  * and EOF, which turn a cryptic "wrong version number" into "not a TLS server". */
-static void init(void)
+static void tls_lib_init(void)
 {
     BIO_METHOD *m;
     int type = BIO_get_new_index();
@@ -223,7 +223,7 @@ struct hl_tls_ctx *hl_tls_ctx_new(const hl_tls_config *cfg, char *err, size_t er
 {
     struct hl_tls_ctx *x;
     int certs;
-    pthread_once(&init_once, init);
+    pthread_once(&init_once, tls_lib_init);
     x = calloc(1, sizeof *x);
     if (!bio_method || !x || !(x->ssl_ctx = SSL_CTX_new(TLS_client_method())) ||
         (cfg->server_name && !(x->server_name = strdup(cfg->server_name)))) {
@@ -350,8 +350,8 @@ size_t hl_tls_pending(const struct hl_tls *t)
 
 /* ---- errors in words ---- */
 
-static hl_tls_io fail(struct hl_tls *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static hl_tls_io fail(struct hl_tls *t, const char *fmt, ...)
+static hl_tls_io tls_fail(struct hl_tls *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static hl_tls_io tls_fail(struct hl_tls *t, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -402,10 +402,10 @@ static hl_tls_io verify_failed(struct hl_tls *t)
     char names[160];
     if (v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH) {
         cert_names(sk_X509_num(chain) > 0 ? sk_X509_value(chain, 0) : NULL, names, sizeof names);
-        return fail(t, "TLS: host name mismatch (certificate is for %s)", names);
+        return tls_fail(t, "TLS: host name mismatch (certificate is for %s)", names);
     }
-    if (v == X509_V_ERR_CERT_HAS_EXPIRED) return fail(t, "TLS: certificate has expired");
-    return fail(t, "TLS: certificate verify failed (%s)", X509_verify_cert_error_string(v));
+    if (v == X509_V_ERR_CERT_HAS_EXPIRED) return tls_fail(t, "TLS: certificate has expired");
+    return tls_fail(t, "TLS: certificate verify failed (%s)", X509_verify_cert_error_string(v));
 }
 
 /* The server's word on our client certificate. Under TLS 1.2 a missing one is a plain
@@ -444,15 +444,15 @@ static int not_tls(const struct hl_tls *t)
 /* The end of the session; a later call is an error with these words. */
 static hl_tls_io closed(struct hl_tls *t)
 {
-    fail(t, "TLS: the server closed the connection");
+    tls_fail(t, "TLS: the server closed the connection");
     return HL_TLS_CLOSED;
 }
 
 static hl_tls_io cert_refused(struct hl_tls *t, int problem, unsigned long code)
 {
     const char *alert = ERR_GET_LIB(code) == ERR_LIB_SSL ? ERR_reason_error_string(code) : NULL;
-    if (problem == CERT_MISSING) return fail(t, "TLS: server requires a client certificate");
-    return fail(t, "TLS: server refused the client certificate (%s)", alert ? alert : "it closed the connection");
+    if (problem == CERT_MISSING) return tls_fail(t, "TLS: server requires a client certificate");
+    return tls_fail(t, "TLS: server refused the client certificate (%s)", alert ? alert : "it closed the connection");
 }
 
 #define NOT_TLS "TLS: not a TLS server (a plain one takes redis://; or a wrong port?)"
@@ -469,18 +469,18 @@ static hl_tls_io outcome(struct hl_tls *t, int e, int reading)
         ERR_clear_error();
         return e == SSL_ERROR_WANT_READ ? HL_TLS_WANT_READ : HL_TLS_WANT_WRITE;
     }
-    if (not_tls(t)) return fail(t, "%s", NOT_TLS);
-    if (!t->done && t->first_byte < 0 && dropped) return fail(t, "%s: it closed the connection", NOT_TLS);
+    if (not_tls(t)) return tls_fail(t, "%s", NOT_TLS);
+    if (!t->done && t->first_byte < 0 && dropped) return tls_fail(t, "%s: it closed the connection", NOT_TLS);
     if ((cert = client_cert_problem(t, reason, dropped)) != CERT_FINE) return cert_refused(t, cert, code);
     if (eof && reading && t->done) return closed(t);
-    if (eof) return fail(t, "TLS: the server closed the connection");
-    if (t->sys_errno) return fail(t, "TLS: %s", strerror(t->sys_errno));
+    if (eof) return tls_fail(t, "TLS: the server closed the connection");
+    if (t->sys_errno) return tls_fail(t, "TLS: %s", strerror(t->sys_errno));
     if (reason == SSL_R_CERTIFICATE_VERIFY_FAILED) return verify_failed(t);
     if (code) {
         char buf[256];
-        return fail(t, "TLS: %s", ossl_why(buf, sizeof buf));
+        return tls_fail(t, "TLS: %s", ossl_why(buf, sizeof buf));
     }
-    return fail(t, "TLS: %s failed", t->done ? (reading ? "read" : "write") : "handshake");
+    return tls_fail(t, "TLS: %s failed", t->done ? (reading ? "read" : "write") : "handshake");
 }
 
 const char *hl_tls_timeout_error(const struct hl_tls *t)
@@ -495,7 +495,7 @@ const char *hl_tls_timeout_error(const struct hl_tls *t)
 
 /* Each call starts with an empty queue: SSL_get_error() reads it, and an error left there by
  * other OpenSSL code on this thread would be taken for ours. */
-static void begin(struct hl_tls *t)
+static void tls_begin(struct hl_tls *t)
 {
     ERR_clear_error();
     t->sys_errno = 0;
@@ -506,7 +506,7 @@ hl_tls_io hl_tls_handshake(struct hl_tls *t)
     int r;
     if (t->broken) return HL_TLS_ERROR;
     if (t->done) return HL_TLS_OK;
-    begin(t);
+    tls_begin(t);
     r = SSL_connect(t->ssl);
     if (r == 1) {
         t->done = 1;
@@ -519,7 +519,7 @@ hl_tls_io hl_tls_read(struct hl_tls *t, void *buf, size_t cap, size_t *n)
 {
     *n = 0;
     if (t->broken) return HL_TLS_ERROR;
-    begin(t);
+    tls_begin(t);
     if (SSL_read_ex(t->ssl, buf, cap, n) == 1) {
         t->answered = 1;
         return HL_TLS_OK;
@@ -532,7 +532,7 @@ hl_tls_io hl_tls_write(struct hl_tls *t, const void *buf, size_t len, size_t *n)
     *n = 0;
     if (t->broken) return HL_TLS_ERROR;
     if (len == 0) return HL_TLS_OK;
-    begin(t);
+    tls_begin(t);
     if (SSL_write_ex(t->ssl, buf, len, n) == 1) return HL_TLS_OK;
     return outcome(t, SSL_get_error(t->ssl, 0), 0);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* kinds.h -- the lock kinds legacy/legacy.c provides (kind.h): the SETNX/GETSET recipe of
+/* legacy.h -- the lock kinds legacy/legacy.c provides (kind.h): the SETNX/GETSET recipe of
  * legacy fleets, and bridge mode (a modern lock that legacy clients also respect). For the
  * entry points that choose a kind (hilock_legacy_acquire, api/acquire.c) and the fuzzers;
  * src/ never includes this.
