@@ -211,7 +211,9 @@ typedef struct hilock_options {
      * >= 3.2; min_replicas >= 3.0; failover_guard, and Sentinel/Cluster failover awareness
      * >= 4.0; TLS >= 6.0), never a script's error, and where a portable form exists it is used
      * (before 6.0 a waiter's BLPOP blocks whole seconds only: a pause under 1 s is polled). An
-     * unknown version (INFO refused) is refused nothing, but gets the portable forms (plain
+     * unknown version (INFO refused with an error, or by closing the connection on it as
+     * twemproxy does: that node then connects without INFO, or TIME if it closes on that too,
+     * and says so once as an ERROR event) is refused nothing, but gets the portable forms (plain
      * scripts, whole-second BLPOP, no LPOS): they work on every server. (An ACL user's
      * connection also reads COMMAND INFO GET: its shape tells 7.0+ or 6.x without INFO.) */
     const char *const *servers;

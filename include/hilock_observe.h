@@ -100,7 +100,9 @@ typedef enum hilock_event_kind {
      * included) to the end of the TLS handshake. key: NULL. Thread as CONNECT's. */
     HILOCK_EVENT_TLS_HANDSHAKE,
     /* A node did not answer a round trip: connection refused or broken, a timeout, a
-     * handshake refused (AUTH), a command its server cannot run. (Error replies to the lock's
+     * handshake refused (AUTH), a command its server cannot run; once per node, a peer that
+     * closed the connection on the handshake's INFO or TIME (a proxy: connected to again at
+     * once without it, its version or clock unknown). (Error replies to the lock's
      * own commands are results: see the call's event.) Thread as the call's. node: which;
      * status: the error; key: the commands' key (NULL: none); message: the node's text. */
     HILOCK_EVENT_ERROR

@@ -6,14 +6,18 @@
  * Prometheus text (exact for a small case; parsed by python3's prometheus_client if present).
  * Sentinel failover and Cluster redirects: test_observe_topo.c. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clients.h"
+#include "fakes.h"
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_async.h"
@@ -380,6 +384,156 @@ Test(observe, a_refused_connect_and_a_refused_handshake_are_failed_connect_event
     hlt_redis_stop(r);
 }
 
+/* ---- a proxy that closes the connection on INFO (twemproxy: what it does not know) ---- */
+
+typedef struct closer { int up_port; int on_time; } closer;
+
+/* The length of the whole command (a RESP array of bulk strings) at b[0..n), 0 if not all
+ * in yet; *name, *namelen: its first element. */
+static size_t resp_command(const char *b, size_t n, const char **name, size_t *namelen)
+{
+    const char *p = b, *end = b + n;
+    long count, len;
+    char *e;
+    if (n < 4 || *p != '*' || !memchr(p, '\n', n)) return 0;
+    count = strtol(p + 1, &e, 10);
+    p = strchr(p, '\n') + 1;
+    for (long i = 0; i < count; i++) {
+        if (p >= end || *p != '$' || !memchr(p, '\n', (size_t)(end - p))) return 0;
+        len = strtol(p + 1, &e, 10);
+        p = (const char *)memchr(p, '\n', (size_t)(end - p)) + 1;
+        if (end - p < len + 2) return 0;
+        if (i == 0) {
+            *name = p;
+            *namelen = (size_t)len;
+        }
+        p += len + 2;
+    }
+    return (size_t)(p - b);
+}
+
+/* One client connection: each whole command goes to the real server, its replies come back,
+ * but INFO (and TIME, if on_time) closes the connection at once, as twemproxy does. */
+static void close_on_info(int fd, void *arg)
+{
+    const closer *x = arg;
+    int up = hlt_connect_port(x->up_port);
+    static char in[1 << 16];
+    size_t have = 0;
+    if (up < 0) return;
+    for (;;) {
+        struct pollfd p[2] = { { fd, POLLIN, 0 }, { up, POLLIN, 0 } };
+        char b[4096];
+        ssize_t got;
+        if (poll(p, 2, 1000) < 0 && errno != EINTR) break;
+        if (p[1].revents) {
+            if ((got = read(up, b, sizeof b)) <= 0 || hlt_send_all(fd, b, (size_t)got) < 0) break;
+        }
+        if (!p[0].revents) continue;
+        if ((got = read(fd, in + have, sizeof in - have)) <= 0) break;
+        have += (size_t)got;
+        for (;;) {
+            const char *name = NULL;
+            size_t namelen = 0, len = resp_command(in, have, &name, &namelen);
+            if (!len) break;
+            if ((namelen == 4 && !strncasecmp(name, "INFO", 4)) ||
+                (x->on_time && namelen == 4 && !strncasecmp(name, "TIME", 4)))
+                goto out;
+            if (hlt_send_all(up, in, len) < 0) goto out;
+            memmove(in, in + len, have - len);
+            have -= len;
+        }
+    }
+out:
+    close(up);
+    close(fd);
+}
+
+static pid_t closer_start(hlt_redis *r, closer *x, int on_time, char *url, size_t cap)
+{
+    int port, ls = hlt_listen(16, &port, NULL, NULL, 0);
+    cr_assert(ls >= 0, "listen");
+    x->up_port = r->port;
+    x->on_time = on_time;
+    snprintf(url, cap, "redis://127.0.0.1:%d", port);
+    return hlt_serve_fork(ls, 120, close_on_info, x);
+}
+
+/* A lock through it works: the first connect is closed on INFO, said once as an ERROR, and
+ * connects again at once without it; the version is then unknown (as an INFO refused). */
+static void assert_goes_without_info(hlt_redis *r, const char *url, int on_time)
+{
+    hilock_client *c = hlt_client(url);
+    hlt_rec *x = hlt_rec_new();
+    const hlt_rec_ev *e;
+    hilock *l;
+    hilock_stats s;
+    hilock_set_observer(c, hlt_rec_observer, x);
+    cr_assert_eq(hilock_acquire(c, "obs:proxy", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "obs:proxy"), 1, "granted on the server behind");
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "obs:proxy"), 0);
+    hilock_free(l);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 1 + on_time, "said once (per command)");
+    cr_assert_not_null(e = hlt_rec_find(x, HILOCK_EVENT_ERROR, 0));
+    cr_assert(strstr(e->message, "closed the connection on INFO"), "%s", e->message);
+    if (on_time) cr_assert(strstr(hlt_rec_find(x, HILOCK_EVENT_ERROR, 1)->message, "on TIME"));
+    /* a new connection goes without it, and says nothing again (the proxy closes ours when
+     * its own to the server goes; idle that long, it is found closed before use) */
+    hlt_redis_kill(r);
+    cr_assert_eq(hlt_redis_restart(r), 0);
+    hlt_sleep_ms(400);
+    cr_assert_eq(hilock_acquire(c, "obs:proxy", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    hilock_free(l);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 1 + on_time, "nothing new to say");
+    hilock_client_stats(c, &s);
+    cr_assert_geq(s.connects, 2, "every connect after the first was opened");
+    hilock_client_free(c);
+}
+
+Test(observe, a_proxy_that_closes_on_info_is_used_without_it_and_said_once)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    closer x;
+    char url[64];
+    pid_t pid = closer_start(r, &x, 0, url, sizeof url);
+    assert_goes_without_info(r, url, 0);
+    hlt_serve_stop(pid);
+    hlt_redis_stop(r);
+}
+
+Test(observe, a_proxy_that_closes_on_info_and_time_is_used_without_both)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    closer x;
+    char url[64];
+    pid_t pid = closer_start(r, &x, 1, url, sizeof url);
+    assert_goes_without_info(r, url, 1);
+    hlt_serve_stop(pid);
+    hlt_redis_stop(r);
+}
+
+/* A server that refuses INFO with an error reply (rename-command INFO "") was always fine:
+ * the version unknown, nothing closed, nothing said. */
+Test(observe, a_server_that_refuses_info_with_an_error_is_used_without_it)
+{
+    hlt_redis *r = hlt_redis_start("--rename-command INFO \"\"");
+    hilock_client *c = hlt_client(r->url);
+    hlt_rec *x = hlt_rec_new();
+    hilock *l;
+    hilock_set_observer(c, hlt_rec_observer, x);
+    cr_assert_eq(hilock_acquire(c, "obs:noinfo", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "obs:noinfo"), 1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "obs:noinfo"), 0);
+    hilock_free(l);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 0);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_CONNECT), 1);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
 Test(observe, a_tls_connection_reports_its_handshake_and_duration)
 {
     HLT_NEEDS(60000, "no TLS before Redis 6.0");
@@ -516,6 +670,39 @@ Test(observe, a_refused_connect_on_the_loop_is_a_failed_connect_event)
     hilock_client_free(c);
     uv_run(&loop, UV_RUN_NOWAIT);
     cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* On a loop too: the first connect closed on INFO connects again at once without it. */
+Test(observe, a_proxy_that_closes_on_info_is_used_without_it_on_the_loop)
+{
+    hlt_redis *r = hlt_redis_start(NULL);
+    closer cl;
+    char url[64];
+    pid_t pid = closer_start(r, &cl, 0, url, sizeof url);
+    hilock_client *c = hlt_client(url);
+    uv_loop_t loop;
+    loop_run run = {0};
+    hlt_rec *x = hlt_rec_new();
+    uv_loop_init(&loop);
+    cr_assert_eq(hilock_libuv_attach(c, &loop), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hilock_set_observer(c, hlt_rec_observer, x), HILOCK_OK);
+    cr_assert_eq(hilock_acquire_async(c, "obs:proxy", 30000, 0, on_done, &run), HILOCK_OK);
+    run_for(&loop, &run.done, 1, 5000);
+    cr_assert_eq(run.st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "obs:proxy"), 1);
+    cr_assert_eq(hilock_release_async(run.l, on_done, &run), HILOCK_OK);
+    run_for(&loop, &run.done, 2, 5000);
+    cr_assert_eq(run.st, HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_exists(r, "obs:proxy"), 0);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ERROR), 1);
+    cr_assert(strstr(hlt_rec_find(x, HILOCK_EVENT_ERROR, 0)->message, "closed the connection on INFO"));
+    cr_assert_eq(hlt_rec_find(x, HILOCK_EVENT_CONNECT, 0)->e.status, HILOCK_OK);
+    hilock_free(run.l);
+    hilock_client_free(c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    hlt_serve_stop(pid);
+    hlt_redis_stop(r);
 }
 
 /* ---- Redlock waits: blocking BLPOPs, abandoned masters ---- */

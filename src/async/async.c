@@ -481,13 +481,44 @@ static void lc_connected(hl_loop *L, lconn *lc)
     lc->k->fresh = 0;
     for (part *p = lc->whead; p; p = p->wnext) part_renew(p);   /* the handshake's round trip */
     count = hl_handshake_put(n, &lc->k->out);
-    if (count == 0) {
-        hl_conn_ready(lc->c, n, lc->k);
+    if (count == 0) {   /* nothing to ask (hl_handshake_closed left it all out): the facts
+                           unknown, committed as such; a wait's own is not counted */
+        if (!lc->side) {
+            (void)hl_handshake_commit(n, lc->k);   /* (no run_id to compare: OK) */
+            hl_conn_ready(lc->c, n, lc->k);
+        }
         lc_ready(L, lc);
         return;
     }
     lc->queued += lc->k->out.len - before;
     if (q_push(lc, SLOT_HANDSHAKE, count, NULL) < 0) lc_close(L, lc, HILOCK_ENOMEM, "out of memory");
+}
+
+/* The handshake's peer closed the connection on a command its node now goes without
+ * (hl_handshake_closed: a proxy and INFO): connect again at once for the same parts (none of
+ * theirs was sent) where the address needs no round trip (a direct node's); elsewhere the
+ * parts end with the reason, and the node's next connect goes without it. 1 when handled. */
+static int lc_closed_on(hl_loop *L, lconn *lc)
+{
+    hl_node *n = lc_node(lc);
+    slot *s = lc->qn == 1 ? &lc->q[lc->qh] : NULL;
+    char err[200];
+    if (lc->ready || !s || s->kind != SLOT_HANDSHAKE || !hl_handshake_closed(lc->c, n, s->at)) return 0;
+    memcpy(err, n->err, sizeof err);
+    if (lc->side || !lc->whead || strcmp(n->topo->name, "direct")) {
+        lc_close(L, lc, HILOCK_EIO, err);
+        return 1;
+    }
+    lc->qn = 0;   /* (the handshake's slot) */
+    if (lc->fd >= 0) L->app.watch(L->app.data, lc->fd, 0);   /* before the fd closes */
+    lc->fd = -1;
+    lc->ev = 0;
+    hl_conn_free(lc->k);
+    lc->k = NULL;
+    lc->ready = lc->clock_asked = 0;
+    lc->queued = lc->flushed = 0;
+    lc_open(L, lc, lc->whead->deadline);
+    return 1;
 }
 
 static void lc_submit(hl_loop *L, lconn *lc, part *p)
@@ -631,6 +662,7 @@ static void lc_io(hl_loop *L, lconn *lc, int events)
         if (!lc->k) return;
     }
     if (st != HILOCK_OK) {
+        if (st == HILOCK_EIO && lc_closed_on(L, lc)) return;
         err_text(L, lc, err, sizeof err, what, why);
         lc_close(L, lc, st, err);
         return;
@@ -990,7 +1022,7 @@ static void unlink_call(hl_loop *L, call *k)
 }
 
 /* A call other than its acquire, or a keepalive, still has l: its hook stays (counts kept by
- * accept_call, finished, unlink_call, loop_keepalive and ka_end: no walk of every call). */
+ * accept_call, finished, unlink_call, hl_loop_keepalive and ka_end: no walk of every call). */
 static int lock_busy(hl_loop *L, const hilock *l)
 {
     (void)L;
@@ -1414,8 +1446,9 @@ static void start_renewals(hl_loop *L, int64_t now)
     L->ka_due = next;
 }
 
-static hilock_status loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg,
-                                    const hilock_keepalive_options *o)
+/* hilock_keepalive on a lock of a client attached to a loop (keepalive.c): renewals on the
+ * loop's timer, no thread. (A freed loop's client, whose runner is gone_runner, has no loop.) */
+hilock_status hl_loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg, const hilock_keepalive_options *o)
 {
     hl_loop *L = l->c->loop;
     ka *a;
@@ -1668,18 +1701,12 @@ static int gone_may_block(const hilock_client *c) { (void)c; return 0; }
 static void gone_detach(hilock_client *c) { (void)c; }
 static int gone_connected(const hilock_client *c, size_t i) { (void)c, (void)i; return 0; }
 static void gone_close_node(hilock_client *c, size_t i, const char *why) { (void)c, (void)i, (void)why; }
-static hilock_status gone_keepalive(hilock *l, hilock_lost_fn f, void *a, const hilock_keepalive_options *o)
-{
-    (void)f, (void)a, (void)o;
-    return hl_fail(l->c, HILOCK_EINVAL, "keepalive %s: client freed", l->shown);
-}
 
 static const hl_runner loop_runner = {
     .exec = loop_exec,
     .pause_until = loop_pause,
     .may_block = loop_may_block,
     .detach = loop_detach,
-    .keepalive = loop_keepalive,
     .connected = loop_connected,
     .close_node = loop_close_node,
     .cancelled = loop_cancelled,
@@ -1689,7 +1716,6 @@ static const hl_runner gone_runner = {
     .pause_until = gone_pause,
     .may_block = gone_may_block,
     .detach = gone_detach,
-    .keepalive = gone_keepalive,
     .connected = gone_connected,
     .close_node = gone_close_node,
 };

@@ -443,6 +443,7 @@ typedef struct pending {
     int     opening;       /* a connection of this pass, its handshake not done yet: a
                               failure is a failed CONNECT too (hl_conn_failed) */
     int64_t open_us;       /* when that connect began */
+    int     closed_at;     /* its connection closed: the handshake replies whole by then */
 } pending;
 
 /* The key the commands are about: a script's first key ("" = none: an undo-only round trip,
@@ -496,6 +497,8 @@ size_t hl_undo_put(hl_node *n, hl_buf *b, size_t *at, const char *key, size_t ke
  * (hl_handshake_judge), never guessed from its type (TIME answers an array, INFO a string). */
 enum { HS_AUTH, HS_DATABASES, HS_SELECT, HS_PROBE, HS_INFO, HS_TIME, HS_SHAPE, HS_MAX };
 
+static const char *const hs_names[HS_MAX] = { [HS_INFO] = "INFO", [HS_TIME] = "TIME", [HS_SHAPE] = "COMMAND INFO" };
+
 static int handshake_plan(const hl_node *n, unsigned char plan[HS_MAX])
 {
     int count = 0;
@@ -505,12 +508,29 @@ static int handshake_plan(const hl_node *n, unsigned char plan[HS_MAX])
         plan[count++] = HS_SELECT;
     }
     if (n->topo->probe) plan[count++] = HS_PROBE;   /* e.g. ROLE: is the address a Sentinel gave a master? */
-    plan[count++] = HS_INFO;   /* which server is this: its version, its run_id (hl_node.peers) */
-    plan[count++] = HS_TIME;   /* its clock (hl_node_server_ms) */
+    /* (each of the three left out once the peer closed on it: hl_handshake_closed) */
+    if (!(n->hs_skip & 1u << HS_INFO))
+        plan[count++] = HS_INFO;   /* which server is this: its version, its run_id (hl_node.peers) */
+    if (!(n->hs_skip & 1u << HS_TIME)) plan[count++] = HS_TIME;   /* its clock (hl_node_server_ms) */
     /* an ACL user (6.0+) may not run INFO (it is in @dangerous): COMMAND INFO's shape then
      * tells 7.0+ from 6.x (judge_shape) */
-    if (n->url.user) plan[count++] = HS_SHAPE;
+    if (n->url.user && !(n->hs_skip & 1u << HS_SHAPE)) plan[count++] = HS_SHAPE;
     return count;
+}
+
+int hl_handshake_closed(hilock_client *c, hl_node *n, int idx)
+{
+    unsigned char plan[HS_MAX];
+    int count = handshake_plan(n, plan), kind = idx >= 0 && idx < count ? plan[idx] : HS_MAX;
+    char why[140];
+    if (kind != HS_INFO && kind != HS_TIME && kind != HS_SHAPE) return 0;
+    n->hs_skip |= 1u << kind;
+    snprintf(why, sizeof why, "closed the connection on %s (a proxy that does not know it?): "
+             "connecting without it from now on%s", hs_names[kind],
+             kind == HS_TIME ? " (the server's clock unknown)" : " (the server's version unknown)");
+    hl_node_set_err(n, HILOCK_EIO, NULL, why);
+    hl_emit_node_error(c, n, NULL, 0);
+    return 1;
 }
 
 int hl_handshake_put(const hl_node *n, hl_buf *b)
@@ -943,7 +963,17 @@ static int conn_read(hl_node *n, pending *p, int wait_ms)
 {
     const char *what = NULL, *why = NULL;
     hilock_status st = hl_conn_read(n->conn, wait_ms, &what, &why);
+    hl_reply *r;
     if (st == HILOCK_OK) return 0;
+    /* how far a handshake got: its whole replies before the close, up to an error reply
+     * (read_node: hl_handshake_closed; they are not judged, nor is anything used) */
+    p->closed_at = p->got;
+    while (p->closed_at < p->nhandshake && hl_resp_next(n->conn->resp, &r) > 0) {
+        int refused = hl_reply_type(r) == HL_R_ERROR;
+        hl_reply_free(r);
+        if (refused) break;
+        p->closed_at++;
+    }
     finish(n, p, st, what, why);
     hl_node_close(n);
     return -1;
@@ -1238,6 +1268,13 @@ static void read_node(pass *s, int i, short revents, int direct)
         }
         k->connecting = 0;
         hl_conn_connected(s->c, n, k);
+        if (k->fresh && p->nhandshake == 0) {   /* nothing to ask (hl_handshake_closed left it
+                                                   all out): ready, the server's facts unknown */
+            (void)hl_handshake_commit(n, k);   /* (no run_id to compare: OK) */
+            k->fresh = 0;
+            p->opening = 0;
+            hl_conn_ready(s->c, n, k);
+        }
         p->deadline = hl_add_sat(hl_now_us(), s->dl.per_node_us);
         if (p->deadline > s->dl.hard_us) p->deadline = s->dl.hard_us;
     }
@@ -1246,7 +1283,15 @@ static void read_node(pass *s, int i, short revents, int direct)
         return;
     }
     if (!(revents & (POLLIN | POLLHUP | POLLERR))) return;
-    if (conn_read(n, p, direct) < 0) return;
+    if (conn_read(n, p, direct) < 0) {
+        /* closed on a command of the handshake the node now goes without: again, at once */
+        if (p->got < p->nhandshake && n->st == HILOCK_EIO && hl_handshake_closed(s->c, n, p->closed_at)) {
+            int64_t now = hl_now_us();
+            reset_node(n);
+            start_node(s, (size_t)i, &now);
+        }
+        return;
+    }
     for (;;) {
         hl_reply *r;
         int got = hl_resp_next(k->resp, &r);

@@ -135,6 +135,9 @@ typedef struct hl_node {
      * connection that owns the node: see hl_node_version, hl_node_server_ms. */
     hl_facts        facts;
     unsigned long   connects;    /* connections whose handshake was done (observe.c: reconnects) */
+    unsigned        hs_skip;     /* handshake commands its peer closed the connection on (a
+                                    proxy: twemproxy and INFO), left out since: 1 << HS_* of
+                                    engine.c (hl_handshake_closed) */
     struct hl_topo *topo_state;  /* that topology's own (Sentinel: the Sentinels, the master in use) */
     int             topology_replies;   /* its connections ask for a cluster's topology: replies
                                            up to HL_RESP_MAX_TOPOLOGY (hl_resp_allow_topology) */
@@ -265,6 +268,13 @@ void hl_emit(hilock_client *c, const hilock_event *e);
 /* The common case: hl_event_init + hl_emit, if c is observed. */
 void hl_emit_simple(hilock_client *c, hilock_event_kind kind, const char *key, size_t keylen,
                     const char *node, hilock_status st, int64_t duration_us);
+/* The handshake's peer closed the connection (EOF, reset) with replies [0, idx) in: if the
+ * command at idx asked for a fact (INFO, TIME, COMMAND INFO), the peer refused it by closing
+ * (a proxy that knows no INFO: twemproxy); n's connections leave it out from now on (the
+ * server's version, clock or shape unknown: hl_node_has's portable forms), which is said once,
+ * as an ERROR event (counted) with n->err. 1 then: connect again at once (none of the caller's
+ * commands went: the handshake goes alone); else 0 (an ordinary failure). Both runners. */
+int hl_handshake_closed(hilock_client *c, hl_node *n, int idx);
 /* hl_emit_simple for a lock's event: its key (a C string) and its kind's name (lock_kind). */
 void hl_emit_lock(hilock_client *c, hilock_event_kind kind, const char *key, const char *lock_kind,
                   const char *node, hilock_status st, int64_t duration_us);
