@@ -25,8 +25,11 @@ hilock_status hl_async_acquire(hilock_client *c, const char *key, int64_t ttl_ms
  * the caller has checked limit. */
 hilock_status hl_async_acquire_limit(hilock_client *c, const char *key, int limit, int64_t ttl_ms,
                                      int64_t wait_ms, const hl_kind_ops *kind, hilock_done_fn done, void *arg);
+/* hilock_keepalive on a lock of a client attached to a loop (keepalive.c hands it over): no
+ * thread, the loop's timer renews it. */
+hilock_status hl_loop_keepalive(hilock *l, hilock_lost_fn on_lost, void *arg, const hilock_keepalive_options *o);
 
-/* ---- keepalive.c's renewal rules, also run by the keepalive on a loop (async.c) ---- */
+/* ---- the renewal rules (renewal.c) of both keepalives: keepalive.c's thread, async.c's timer ---- */
 /* When the next renewal is due: once a third of the ttl has passed since the last grant. */
 int64_t hl_ka_renew_due(const hilock *l);
 /* The ttl of the next renewal under a max_hold_ms ending at hold_end_us (HL_NEVER: none):
@@ -36,7 +39,7 @@ int64_t hl_ka_capped_ttl(const hilock_client *c, const hilock *l, int64_t hold_e
 /* A failed renewal worth retrying while the lock is still valid (EIO, ETIMEDOUT, ...). */
 int     hl_ka_transient(hilock_status st);
 /* The loop's keepalive ended (why: the loss's or the cap's message; NULL: it starts again), and
- * the cap's message (keepalive.c: hilock_keepalive_errmsg reads both runners' alike). */
+ * the cap's message (hilock_keepalive_errmsg reads both runners' alike). */
 void    hl_ka_ended(hilock *l, const char *why);
 void    hl_ka_capped(char *buf, size_t n, const hilock *l, long renewals);
 /* May a failed renewal be tried again at retry_at, margin_us (lost_margin_ms) before the end? */

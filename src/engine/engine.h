@@ -159,9 +159,6 @@ typedef struct hl_runner {
     /* 1 if a blocking call may run now (inside one of the runner's own flows), else 0 */
     int (*may_block)(const hilock_client *c);
     void (*detach)(hilock_client *c);      /* hilock_client_free: end every call in flight */
-    /* hilock_keepalive on one of its locks: renew with the loop's timers, no thread */
-    hilock_status (*keepalive)(hilock *l, hilock_lost_fn on_lost, void *arg,
-                               const hilock_keepalive_options *o);
     /* node i of c has a connection of this runner's open (hl_node_connected) */
     int (*connected)(const hilock_client *c, size_t i);
     /* close it: the calls on it end EIO with why (hl_node_reset) */
