@@ -108,6 +108,8 @@ typedef struct cli {
     char        run_opt[32];     /* the first option given that only running COMMAND takes, as spelled */
     char      **tool;            /* inventory / inspect and their arguments (cli/inspect.c) */
     int         ntool;
+    int         argc;            /* main's: the guard writes its title over them */
+    char      **argv;
 } cli;
 
 static int pipe_fd[2] = { -1, -1 };
@@ -673,6 +675,8 @@ static int parse_args(int argc, char **argv, cli *o)
     long n;
     int c, at;
     memset(o, 0, sizeof *o);
+    o->argc = argc;
+    o->argv = argv;
     o->wait_ms = HILOCK_WAIT_FOREVER;
     o->conflict_code = EXIT_NOT_ACQUIRED;
     o->ttl_ms = DEFAULT_TTL_MS;
@@ -1216,6 +1220,10 @@ typedef struct guard_ctx {
     pid_t       cmd;      /* COMMAND's pid, its process group's id if own_group */
     int         group;
     const char *died_msg, *live_msg;
+    const char *title;    /* "hilock-guard KEY": its command line, not hilock's (pgrep -f COMMAND's
+                             arguments finds hilock and COMMAND, not the guard) */
+    int         argc;     /* over main's argv (its copy of them) */
+    char      **argv;
 } guard_ctx;
 
 /* Write a message without ever blocking (the guard's say_bytes: poll first, one write). */
@@ -1272,6 +1280,7 @@ static void guard_main(int fd, const guard_ctx *g, guard_rec at, int64_t grace_m
     close(1);
     hl_plat_close_from(4);
     hl_plat_set_name("hilock-guard");   /* (async-signal-safe, as this child must be) */
+    hl_plat_set_title(g->argc, g->argv, g->title);
     for (;;) {
         struct pollfd p = { 3, POLLIN, 0 };
         int64_t now = now_ms(), next = at.kill_at;
@@ -1334,7 +1343,7 @@ static void guard_times(const run_state *r, int64_t d, guard_rec *at)
 /* Fork the guard of COMMAND (pid cmd). Called with every signal blocked. 0 or errno. */
 static int start_guard(run_state *r, pid_t cmd)
 {
-    static char died[400], live[400];
+    static char died[400], live[400], title[HL_TOOL_KEY_BUF + 16];
     char name[24];
     guard_ctx g;
     guard_rec at;
@@ -1351,6 +1360,10 @@ static int start_guard(run_state *r, pid_t cmd)
     g.group = own_group;
     g.died_msg = died;
     g.live_msg = live;
+    snprintf(title, sizeof title, "hilock-guard %s", r->o->shown);
+    g.title = title;
+    g.argc = r->o->argc;
+    g.argv = r->o->argv;
     guard_times(r, r->deadline, &at);
     if ((r->guard = fork()) < 0) {
         int e = errno;

@@ -3,6 +3,7 @@
  * user runs it, against a real redis-server: exit statuses, the state left in Redis, signal
  * forwarding, the lost-lock path, and two commands serialized by one key. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1576,6 +1577,91 @@ Test(cli, wait_ends_with_the_last_server_error_when_it_stays_down, .timeout = 60
         cr_assert(strstr(hlt_slurp(r, "err.txt"), name), "%s", hlt_slurp(r, "err.txt"));
     }
     cr_assert_eq(access(hlt_path(r, "ran"), F_OK), -1);
+    hlt_redis_stop(r);
+}
+
+/* /proc/PID/FILE into buf (NULs as blanks, trailing blanks cut): its length, 0 if unreadable. */
+static size_t proc_text(long pid, const char *file, char *buf, size_t cap)
+{
+    char path[64];
+    FILE *f;
+    size_t n;
+    snprintf(path, sizeof path, "/proc/%ld/%s", pid, file);
+    if (!(f = fopen(path, "r"))) return buf[0] = '\0', 0;
+    n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (!buf[i] || buf[i] == '\n') buf[i] = ' ';
+    while (n && buf[n - 1] == ' ') n--;
+    buf[n] = '\0';
+    return n;
+}
+
+/* The pids whose command line holds s (at most max of them): their number. */
+static int pids_matching(const char *s, long *out, int max)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    char line[4096];
+    int n = 0;
+    cr_assert_not_null(d);
+    while ((e = readdir(d)))
+        if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && proc_text(atol(e->d_name), "cmdline", line, sizeof line) &&
+            strstr(line, s) && n < max)
+            out[n++] = atol(e->d_name);
+    closedir(d);
+    return n;
+}
+
+/* The guard of hilock `pid` (its child named hilock-guard) once its command line is `title`,
+ * within limit_ms: its pid, or 0. */
+static long guard_titled(pid_t pid, const char *title, long limit_ms)
+{
+    long long end = hlt_now_ms() + limit_ms;
+    char want[32], text[4096];
+    long kids[64];
+    snprintf(want, sizeof want, "%d", (int)pid);
+    do {
+        char children[1024], *p = children, *next;
+        snprintf(text, sizeof text, "task/%d/children", (int)pid);
+        proc_text(pid, text, children, sizeof children);
+        int nk = 0;
+        for (long k; nk < 64 && (k = strtol(p, &next, 10)) > 0; p = next) kids[nk++] = k;
+        for (int i = 0; i < nk; i++)
+            if (proc_text(kids[i], "comm", text, sizeof text) && !strcmp(text, "hilock-guard") &&
+                proc_text(kids[i], "cmdline", text, sizeof text) && !strcmp(text, title))
+                return kids[i];
+        hlt_sleep_ms(10);
+    } while (hlt_now_ms() < end);
+    return 0;
+}
+
+/* pgrep -f with an argument of COMMAND finds hilock and COMMAND, not the guard: the guard
+ * (hilock's forked child) writes "hilock-guard KEY" over its copy of hilock's command line, and
+ * is named hilock-guard; hilock's own command line is unchanged. */
+Test(cli, the_guard_shows_as_hilock_guard_KEY_not_as_hilock_and_COMMAND)
+{
+    hlt_redis *r;
+    char mark[64], text[4096];
+    long pids[8], guard;
+    pid_t pid;
+    const char *a[] = { "guardjob", "--", "sh", "-c", "echo up > up.txt; while [ ! -e stop ]; do sleep 0.05; done",
+                        mark, NULL };
+    skip_under_emulator();
+    r = setup();
+    snprintf(mark, sizeof mark, "edge-guard-mark-%d", (int)getpid());
+    pid = start(r, a);
+    cr_assert(wait_for_file(r, "up.txt", "up", 10000), "%s", hlt_slurp(r, "err.txt"));
+    guard = guard_titled(pid, "hilock-guard guardjob", 10000);
+    cr_assert_gt(guard, 0, "no child of hilock named hilock-guard with the command line 'hilock-guard guardjob'");
+    cr_assert_eq(pids_matching(mark, pids, 8), 2, "hilock and COMMAND only");
+    for (int i = 0; i < 2; i++) {
+        cr_assert_neq(pids[i], guard);
+        proc_text(pids[i], "cmdline", text, sizeof text);
+        cr_assert(pids[i] == pid ? strstr(text, "guardjob -- sh -c") != NULL : !strncmp(text, "sh -c", 5), "%s", text);
+    }
+    close(open(hlt_path(r, "stop"), O_WRONLY | O_CREAT, 0600));
+    cr_assert_eq(hlt_reap(pid, 20000), 0, "%s", hlt_slurp(r, "err.txt"));
     hlt_redis_stop(r);
 }
 

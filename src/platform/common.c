@@ -22,6 +22,20 @@ void hl_plat_close_each(int lo)
     for (long fd = lo; fd < top; fd++) close((int)fd);
 }
 
+/* (plain loops, no libc: async-signal-safe in a forked child; title may lie inside argv) */
+void hl_plat_set_title(int argc, char **argv, const char *title)
+{
+    char copy[256], *start, *end;
+    size_t n = 0, room;
+    if (argc < 1 || !argv || !argv[0] || !title) return;
+    while (title[n] && n + 1 < sizeof copy) copy[n] = title[n], n++;
+    start = end = argv[0];
+    for (int i = 0; i < argc && argv[i] == end; i++)   /* the contiguous strings only */
+        for (end = argv[i]; *end++;) {}
+    room = (size_t)(end - start);
+    for (size_t i = 0; i < room; i++) start[i] = i < n && i + 1 < room ? copy[i] : '\0';
+}
+
 #ifdef HL_PLAT_FP_X87
 /* (the memory clobbers keep the caller's volatile loads and stores on their side) */
 unsigned hl_plat_fp_double_begin(void)

@@ -84,6 +84,12 @@ void hl_plat_close_from(int lo);
 void hl_plat_close_each(int lo);
 /* Name the calling process as ps shows it (best effort; a no-op where unsupported). */
 void hl_plat_set_name(const char *name);
+/* Give the calling process the command line title (as ps -f and pgrep -f show it): written
+ * over its own argc strings of argv in place (the area the system shows: contiguous from
+ * argv[0]; cut to fit), the rest of that area zeroed. For a forked child, whose argv is its
+ * own copy: the parent's is unchanged. Best effort where the system shows a copy it keeps
+ * (FreeBSD). */
+void hl_plat_set_title(int argc, char **argv, const char *title);
 /* Ask for signal sig when the parent dies: 0, ENOSYS where the system has no such request,
  * or another errno. */
 int hl_plat_parent_death_signal(int sig);

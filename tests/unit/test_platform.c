@@ -148,6 +148,29 @@ Test(platform, each_thread_has_its_own_id)
 
 /* Where the system lists children (linux.c), a forked child is among them; elsewhere the
  * listing says it cannot (-1). */
+/* The title goes over argv's contiguous strings, cut to fit, the rest zeroed; a string that
+ * lies elsewhere (not part of the area the system shows) is left alone; a title taken from
+ * argv itself is read before it is overwritten. */
+Test(platform, set_title_writes_over_the_contiguous_argv_strings_only)
+{
+    static const char fresh[] = "hilock\0-s\0redis://h:1\0job\0sh";   /* 29 bytes with the NUL */
+    char area[sizeof fresh], other[] = "elsewhere", want[sizeof fresh] = "hilock-guard job";
+    char *argv[] = { area, area + 7, area + 10, area + 22, area + 26, other, NULL };
+    memcpy(area, fresh, sizeof area);
+    hl_plat_set_title(6, argv, "hilock-guard job");
+    cr_assert_eq(memcmp(area, want, sizeof area), 0, "%s", area);
+    cr_assert_str_eq(other, "elsewhere");
+    memcpy(area, fresh, sizeof area);
+    hl_plat_set_title(5, argv, "a title much longer than the 29 bytes of the area it goes over");
+    cr_assert_str_eq(area, "a title much longer than the");   /* 28 bytes and the NUL */
+    memcpy(area, fresh, sizeof area);
+    hl_plat_set_title(5, argv, argv[2]);   /* from inside argv */
+    cr_assert_eq(memcmp(area, "redis://h:1\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", sizeof area), 0);
+    memcpy(area, fresh, sizeof area);
+    hl_plat_set_title(0, argv, "x");       /* nothing to write over */
+    cr_assert_eq(memcmp(area, fresh, sizeof area), 0);
+}
+
 Test(platform, children_lists_a_forked_child)
 {
     pid_t kids[64];
