@@ -126,7 +126,8 @@ Test(messages, busy_says_when_the_holder_expires_or_that_it_never_will)
         freeReplyObject(rep);
         cr_assert_eq(hilock_acquire(c, "lock:m", 5000, 0, &l), HILOCK_BUSY);
         cr_assert_str_eq(hilock_client_errmsg(c), "lock:m: held by another owner; lock:m has no TTL: it "
-                         "will never expire by itself (see hilock inspect lock:m)", "fencing %d", fencing);
+                         "will never expire by itself (see hilock inspect lock:m; hilock break removes it)",
+                         "fencing %d", fencing);
         rep = hlt_cmd(r, "PEXPIRE lock:m 50000");
         freeReplyObject(rep);
         cr_assert_eq(hilock_acquire(c, "lock:m", 5000, 0, &l), HILOCK_BUSY);
@@ -153,7 +154,7 @@ Test(messages, the_command_warns_before_waiting_for_a_holder_without_a_ttl)
     const char *a[] = { "-s", r ? r->url : "", "-w", "0.2", "lock:m", "true", NULL };
     const char *b[] = { "-s", r ? r->url : "", "-n", "-v", "lock:m", "true", NULL };
     const char *want = "hilock: waiting for lock:m: held by another owner; lock:m has no TTL: it will "
-                       "never expire by itself (see hilock inspect lock:m)\n";
+                       "never expire by itself (see hilock inspect lock:m; hilock break removes it)\n";
     redisReply *rep;
     cr_assert_not_null(r);
     rep = hlt_cmd(r, "SET lock:m 1700000000.5");
@@ -162,7 +163,8 @@ Test(messages, the_command_warns_before_waiting_for_a_holder_without_a_ttl)
     cr_assert_str_eq(hlt_slurp(r, "err.txt"), want);
     cr_assert_eq(run(r, b), 1);
     cr_assert_str_eq(hlt_slurp(r, "err.txt"), "hilock: busy: lock:m: held by another owner; lock:m has no "
-                     "TTL: it will never expire by itself (see hilock inspect lock:m)\n");
+                     "TTL: it will never expire by itself (see hilock inspect lock:m; hilock break "
+                     "removes it)\n");
     cr_assert_eq(hlt_pttl(r, "lock:m"), -1, "untouched");
     hlt_redis_stop(r);
 }
@@ -181,7 +183,8 @@ Test(messages, the_command_names_the_key_once_printable_and_cut_to_64_bytes)
     freeReplyObject(rep);
     cr_assert_eq(run(r, a), 1);
     cr_assert_str_eq(hlt_slurp(r, "err.txt"), "hilock: busy: a\\x0ab\\x1b: held by another owner; a\\x0ab\\x1b has "
-                     "no TTL: it will never expire by itself (see hilock inspect a\\x0ab\\x1b)\n");
+                     "no TTL: it will never expire by itself (see hilock inspect a\\x0ab\\x1b; hilock break "
+                     "removes it)\n");
     memset(big, 'k', 5000);
     big[5000] = '\0';
     cr_assert_eq(run(r, b), 64);
@@ -326,7 +329,8 @@ Test(messages, a_long_key_is_cut_to_64_bytes_in_the_librarys_messages)
     c = hlt_client_new(&o);
     cr_assert_eq(hilock_acquire(c, key, 5000, 0, &l), HILOCK_BUSY);
     snprintf(want, sizeof want, "%.64s...(4000 bytes): held by another owner; %.64s...(4000 bytes) has no TTL: it "
-             "will never expire by itself (see hilock inspect %.64s...(4000 bytes))", key, key, key);
+             "will never expire by itself (see hilock inspect %.64s...(4000 bytes); hilock break removes it)",
+             key, key, key);
     cr_assert_str_eq(hilock_client_errmsg(c), want);
     rep = hlt_cmd(r, "DEL %s", key);
     freeReplyObject(rep);

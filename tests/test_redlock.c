@@ -269,7 +269,8 @@ Test(redlock, holders_without_a_ttl_on_a_quorums_worth_of_masters_are_named_as_n
     freeReplyObject(hlt_cmd(k.m[1], "SET res 1700000000.5"));
     cr_assert_eq(hilock_acquire(c, "res", 10000, 0, &b), HILOCK_BUSY, "%s", hilock_client_errmsg(c));
     cr_assert(strstr(hilock_client_errmsg(c), "res: held by another owner on 2 of 3 masters; res has no TTL: "
-                     "it will never expire by itself on 2 of them (see hilock inspect res): "),
+                     "it will never expire by itself on 2 of them (see hilock inspect res; hilock break "
+                     "removes it): "),
               "%s", hilock_client_errmsg(c));
     cr_assert_eq(hlt_exists(k.m[2], "res"), 0, "the partial grant was undone");
     freeReplyObject(hlt_cmd(k.m[1], "PEXPIRE res 30000"));

@@ -90,7 +90,8 @@ const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t ca
     const char *k = l->shown;
     char d[HL_MS_SHOWN_BUF];
     if (ms == -1)   /* a legacy stamp or a stray value: waiting for it may never end */
-        snprintf(buf, cap, "; %s" HL_NO_TTL "it will never expire by itself (see hilock inspect %s)", k, k);
+        snprintf(buf, cap, "; %s" HL_NO_TTL "it will never expire by itself (see hilock inspect %s; hilock break "
+                 "removes it)", k, k);
     else if (ms >= 0)
         snprintf(buf, cap, ", expires in %s", hl_ms_shown(ms, d, sizeof d));
     else
@@ -625,7 +626,8 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
             if ((t.other & (1u << i)) && t.num[i] == -1) forever |= 1u << i;
         if ((size_t)popcount(forever) > c->nnodes - c->quorum)
             snprintf(pre, sizeof pre, "%s: held by another owner on %d of %zu masters; %s" HL_NO_TTL
-                     "it will never expire by itself on %d of them (see hilock inspect %s): ", l->shown,
+                     "it will never expire by itself on %d of them (see hilock inspect %s; hilock break "
+                     "removes it): ", l->shown,
                      popcount(t.other), c->nnodes, l->shown, popcount(forever), l->shown);
         else
             snprintf(pre, sizeof pre, "%s: held by another owner on %d of %zu masters: ", l->shown,
