@@ -841,6 +841,96 @@ HILOCK_API hilock_status hilock_keepalive_ex_sized(hilock *l, hilock_lost_fn on_
  * Owned by the lock; valid until hilock_release, hilock_free or the next hilock_keepalive. */
 HILOCK_API const char *hilock_keepalive_errmsg(const hilock *l);
 
+/* ---- guarded commands: fencing that Redis itself checks (0.5.0; docs/fencing.md) ----
+ * A command that runs only while the lock holds: one script on the lock's master compares the
+ * lock's value with ours (the key's value for hilock_acquire's locks, fair or not; our member
+ * in the key's sorted set, unexpired by the server's clock, for a permit or a shared/exclusive
+ * grant) and, if it is ours, runs the command, atomically: nothing can come between the
+ * compare and the command. A holder whose lock expired, was released, deleted or taken over
+ * cannot write through it, however late its call arrives.
+ *
+ * The reply: a read-only tree, owned by the caller, freed with hilock_reply_free. */
+typedef enum hilock_reply_type {
+    HILOCK_REPLY_STRING = 1,   /* a bulk string: str, len (may hold NUL bytes)        */
+    HILOCK_REPLY_ARRAY = 2,    /* elements, element[0..elements)                     */
+    HILOCK_REPLY_INTEGER = 3,  /* integer                                            */
+    HILOCK_REPLY_NIL = 4,      /* no value (a nil bulk string or array)              */
+    HILOCK_REPLY_STATUS = 5,   /* a status line ("OK"): str, len                     */
+    HILOCK_REPLY_ERROR = 6     /* an error line ("WRONGTYPE ..."): str, len          */
+} hilock_reply_type;
+
+typedef struct hilock_reply {
+    hilock_reply_type    type;
+    long long            integer;    /* HILOCK_REPLY_INTEGER; else 0 */
+    const char          *str;        /* STRING, STATUS, ERROR: NUL-terminated; else NULL */
+    size_t               len;        /* bytes at str (without the NUL) */
+    size_t               elements;   /* ARRAY: how many; else 0 */
+    struct hilock_reply *const *element;   /* ARRAY: the elements; else NULL */
+} hilock_reply;
+
+/* Free a reply and everything in it. NULL-safe. */
+HILOCK_API void hilock_reply_free(hilock_reply *r);
+
+/* Run argv[0..argc) (a command and its arguments, e.g. {"SET", "job:7", "done"}; argvlen[i]
+ * its lengths, binary-safe, or argvlen NULL: each argv[i] is a C string) on the lock's master,
+ * only if the lock is ours there at that instant (see above). *reply is set on every return:
+ *   HILOCK_OK        the command ran; *reply is its reply.
+ *   HILOCK_EREPLY    the server refused the command (WRONGTYPE, an unknown command, a wrong
+ *                    number of arguments, OOM...): *reply is its error reply (type ERROR),
+ *                    and hilock_client_errmsg says the same; or its reply was past the client's
+ *                    reply limits (a string over 64 KiB, an array over 8,192 elements, over
+ *                    1 MiB in all): the command ran, *reply is an error "reply too large: ...",
+ *                    and the connection stays (the script measured the reply, never sent it).
+ *                    Also an answer that is not the script's (*reply NULL).
+ *   HILOCK_NOT_HELD  the lock is not ours on the server (expired, released, deleted, taken
+ *                    over; a permit removed from its set), or was released by this program:
+ *                    nothing ran; *reply NULL. The lock's validity drops to 0.
+ *   HILOCK_LOST      (Sentinel, Cluster, failover_guard) no proof the lock survived a
+ *                    failover: *reply NULL, and the call is counted as if nothing ran -- but
+ *                    if the script found our value on a master whose history the client cannot
+ *                    tie to the grant (a restart that restored it from disk), the command did
+ *                    run there; errmsg says which.
+ *   HILOCK_EREPLICAS (min_replicas > 0) the command ran (*reply is its reply) but fewer than
+ *                    min_replicas replicas acknowledged it within replicas_timeout_ms (WAIT,
+ *                    as for the lock): a failover may lose it, as it may lose the lock.
+ *   HILOCK_EINVAL    nothing was sent: NULL l, argv, an argv[i] or reply; argc < 1 or more
+ *                    than HILOCK_GUARDED_MAX_ARGS; a lock over several masters (Redlock: one
+ *                    script cannot run atomically on N masters); a legacy or bridge lock
+ *                    (hilock_legacy_acquire, options.bridge: its value is a timestamp that
+ *                    another client may write byte for byte, so finding it proves nothing);
+ *                    a command a script may not run or that would block (the server's
+ *                    COMMAND INFO flags noscript or blocking, and always SUBSCRIBE and its
+ *                    kin, MONITOR, MULTI, EXEC, DISCARD, WATCH, UNWATCH, BLPOP, BRPOP,
+ *                    BRPOPLPUSH, BLMOVE, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP, XREAD,
+ *                    XREADGROUP, WAIT, WAITAOF, EVAL and its kin, FCALL, SCRIPT, FUNCTION,
+ *                    SYNC, PSYNC, QUIT, RESET, HELLO, AUTH: also on servers without those
+ *                    flags); on a Cluster, a key of the command outside the lock key's hash
+ *                    slot (give it the lock key's {tag}), or a Cluster server that will not
+ *                    say which arguments are keys.
+ *                    A client attached to an event loop: use hilock_guarded_command_async.
+ *   HILOCK_EIO, HILOCK_ETIMEDOUT, HILOCK_EAUTH, HILOCK_ECANCELED: as for hilock_check; *reply
+ *                    NULL. After a timeout or a broken connection the command may or may
+ *                    not have run (errmsg says so): as for any write whose answer is lost.
+ * Keys: the command's keys are found from the server's own key specs (COMMAND INFO: first,
+ * last, step; asked once per command name and client, kept with the client; COMMAND GETKEYS
+ * for each call of a command whose keys move, e.g. ZUNIONSTORE, SORT, MIGRATE) and given to
+ * the script as its KEYS after the lock's key, so Cluster routing and ACL key rules see
+ * them. A server without COMMAND (Redis before 2.8.13), or an ACL user it refuses: on one
+ * server the command's keys are then not declared (no Cluster or ACL to need them there:
+ * the command runs the same); on a Cluster the call is refused (EINVAL).
+ * What it promises: the command runs only if, at that instant, the lock's value on its master
+ * is ours. Under asynchronous replication a guarded write acknowledged just before a failover
+ * can be lost together with the lock; min_replicas WAITs for it as for the lock. Keys are
+ * not locked beyond that instant: other clients writing them without a guard still can.
+ * Costs one round trip (EVALSHA; a second for a command the client has not asked COMMAND
+ * INFO about yet, or whose keys move). Needs scripting: Redis 2.6+ (every supported server).
+ * Thread rule and bounds as hilock_check (connect_timeout_ms + 3 x io_timeout_ms, plus
+ * replicas_timeout_ms with min_replicas); with a keepalive running, it takes turns with the
+ * renewals. */
+#define HILOCK_GUARDED_MAX_ARGS 4096
+HILOCK_API hilock_status hilock_guarded_command(hilock *l, int argc, const char **argv,
+                                                const size_t *argvlen, hilock_reply **reply);
+
 #ifdef __cplusplus
 }
 #endif

@@ -119,6 +119,7 @@ extern const hl_script hl_lua_fair;       /* fair.c: the fair lock's queue */
 extern const hl_script hl_lua_permits;    /* permits.c: semaphores, shared/exclusive locks */
 extern const hl_script hl_lua_undo;       /* engine.c: an unknown write's undo, by value or member */
 extern const hl_script hl_lua_failover;   /* topology.c: master identity, failover guard */
+extern const hl_script hl_lua_guarded;    /* guarded.c: a command run only while the lock holds */
 extern const hl_script hl_lua_legacy_acquire, hl_lua_legacy_extend;   /* legacy/lua: legacy, bridge */
 
 /* ---- Redis Cluster hash slots (slot.c) ---- */

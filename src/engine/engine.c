@@ -33,6 +33,7 @@ void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys)
     c->argc = 0;
     c->advisory = 0;
     c->need = HL_CAP_NONE;
+    c->ntail = 0;
 }
 
 /* Arguments written per connection (argv NULL): arglen says which */
@@ -118,7 +119,7 @@ void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n)
     char nk[24];
     int extra = c->script ? 3 : 0;
     size_t h;
-    put_header(b, '*', (size_t)(c->argc + extra));
+    put_header(b, '*', (size_t)(c->argc + extra + c->ntail));
     if (c->script) {
         const hl_script *s = c->script;
         if (s->plain && n && !hl_node_has(n, HL_CAP_SHEBANG)) s = s->plain;
@@ -144,6 +145,7 @@ void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n)
             put_bulk(b, !n || hl_node_has(n, (hl_cap)c->arglen[i]) ? "1" : "0", 1);
         }
     }
+    for (int i = 0; i < c->ntail; i++) put_bulk(b, c->tail[i], c->taillen[i]);
 }
 
 /* ---- what each server version can do ---- */

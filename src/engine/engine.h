@@ -55,6 +55,10 @@ typedef struct hl_cmd {
     int              need;      /* an hl_cap the server must have, or HL_CAP_NONE: a node whose
                                    server lacks it runs none of the pipeline (EINVAL, the
                                    message names the feature, the floor and the server) */
+    int              ntail;     /* more arguments after argv, any count (a caller's own command:
+                                   hilock_guarded_command), borrowed as argv is; 0: none */
+    const char *const *tail;
+    const size_t    *taillen;
 } hl_cmd;
 
 void hl_cmd_init(hl_cmd *c, const hl_script *script, int nkeys);
@@ -231,6 +235,8 @@ struct hilock_client {
     pthread_mutex_t live_mu;
     struct hilock *live[64];
     char           holder[HL_HOLDER_MAX];   /* hl_holder_text: acquire.lua's holder record */
+    struct hl_cmdinfo *cmdinfo;  /* guarded.c: the server's key specs and flags of the commands */
+    size_t         ncmdinfo;     /* guarded so far (COMMAND INFO): one array, freed with c */
     /* observe.c: the observer (NULL: none; each event site tests it, one branch) and the
      * totals. stats is the client's thread's alone, except renewal_ok, renewal_failed and
      * lost, which a keepalive's thread adds to atomically (hl_count_atomic). */

@@ -172,6 +172,7 @@ static void give_up(hilock *l, int64_t hard_deadline_us)
         .failover = 1, .wake = 1, .keepalive = 1,                                       \
         .queue = 1,          /* a waiting writer must be seen, also with wake = 0 */    \
         .plain_holder = plain,                                                          \
+        .member = 1,         /* the token is a member of the set (guarded.lua) */       \
     }
 
 const hl_kind_ops hl_kind_sem = PERMITS_KIND("permit", sem_init, "a semaphore", 0);

@@ -252,6 +252,7 @@ static void client_destroy(hilock_client *c)
         for (int q = 0; q < HL_MAX_CMDS; q++) hl_reply_free(n->reply[q]);
     }
     free(c->nodes);
+    free(c->cmdinfo);   /* guarded.c's: one array */
     hl_buf_free(&c->obuf);
     /* nnodes, not opt.nservers: a copy made just before node_name() failed is freed too */
     for (size_t i = 0; i < c->nnodes && c->servers; i++) free(c->servers[i]);

@@ -109,6 +109,9 @@ struct hl_kind_ops {
                           * whenever a wait follows, also with options.wake = 0 (wait.c) */
     int plain_holder;    /* a plain lock (a string) on the key is a holder to it, not a key of
                           * another kind (the shared/exclusive lock: permits.lua) */
+    int member;          /* the token is a member of the key's sorted set, scored with its
+                          * expiry (permits.lua), not the key's value: what a guarded command
+                          * compares (guarded.lua) */
     int holder;          /* a grant writes the holder record (acquire.lua, l->holder_key):
                           * extend keeps it; release (with `wake`) and an undo sent at once
                           * delete it (a deferred undo, engine.c, leaves it to its PX) */
