@@ -147,6 +147,22 @@ HILOCK_API hilock_status hilock_extend_async(hilock *l, int64_t ttl_ms, hilock_d
                                              void *arg);
 HILOCK_API hilock_status hilock_check_async(hilock *l, hilock_done_fn done, void *arg);
 
+/* The result of hilock_guarded_command_async: the status and *reply hilock_guarded_command
+ * would give (hilock.h); reply is the callee's to free (hilock_reply_free), NULL when none.
+ * l is the lock passed in. Runs on the loop's thread. */
+typedef void (*hilock_reply_fn)(hilock_status st, hilock *l, hilock_reply *reply, void *arg);
+
+/* hilock_guarded_command (hilock.h: a command run only while the lock holds) without
+ * blocking: argv and argvlen are copied. It runs after the lock's earlier calls, as the
+ * other calls on a lock do. Returns OK (accepted: done will run) or, with done never called:
+ * EINVAL (NULL lock, done, argv or an argv[i], argc out of 1..HILOCK_GUARDED_MAX_ARGS, a
+ * client not attached or being freed), ENOMEM. What the blocking call refuses after looking
+ * at the lock (released: NOT_HELD; Redlock, a legacy lock, a command a script may not run:
+ * EINVAL) ends in done with the same status and message, nothing sent. */
+HILOCK_API hilock_status hilock_guarded_command_async(hilock *l, int argc, const char **argv,
+                                                      const size_t *argvlen, hilock_reply_fn done,
+                                                      void *arg);
+
 /* ---- the loop-agnostic interface ---- */
 
 #define HILOCK_EV_READ  1

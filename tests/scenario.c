@@ -117,6 +117,7 @@ struct hlt_run {
     int        limit;
     hilock_rw_mode rw;
     int64_t    ttl, wait;
+    hilock_reply *reply;   /* a guarded command's, on the loop */
 };
 
 static void on_done(hilock_status st, hilock *l, void *arg)
@@ -295,6 +296,37 @@ static hilock_status on_lock(hlt_run *r, int op, hilock *l, int64_t ttl)
 hilock_status hlt_run_release(hlt_run *r, hilock *l) { return on_lock(r, 'r', l, 0); }
 hilock_status hlt_run_extend(hlt_run *r, hilock *l, int64_t ttl_ms) { return on_lock(r, 'e', l, ttl_ms); }
 hilock_status hlt_run_check(hlt_run *r, hilock *l) { return on_lock(r, 'c', l, 0); }
+
+static void on_reply(hilock_status st, hilock *l, hilock_reply *reply, void *arg)
+{
+    ((hlt_run *)arg)->reply = reply;
+    on_done(st, l, arg);
+}
+
+hilock_status hlt_run_guarded(hlt_run *r, hilock *l, int argc, const char **argv, const size_t *argvlen,
+                              hilock_reply **reply)
+{
+    hilock_status st;
+    hilock *back = NULL;
+    hilock_reply *got = NULL;
+    if (r->mode == HLT_BLOCKING) {
+        st = blocking_ended(r, hilock_guarded_command(l, argc, argv, argvlen, &got));
+    } else {
+        loop_arm(r);
+        r->reply = NULL;
+        st = hilock_guarded_command_async(l, argc, argv, argvlen, on_reply, r);
+        r->in_call = 0;
+        if (loop_started(r, st) == HILOCK_OK) {
+            st = loop_end(r, bound_of(0), "guarded command", &back);
+            cr_assert(back == l, "done got another lock than the one passed in");
+            got = r->reply;
+            r->reply = NULL;
+        }
+    }
+    if (reply) *reply = got;
+    else hilock_reply_free(got);
+    return st;
+}
 
 hilock_status hlt_run_keepalive(hlt_run *r, hilock *l, hilock_lost_fn on_lost, void *arg,
                                 const hilock_keepalive_options *o)

@@ -100,6 +100,10 @@ hilock_status hlt_run_rw_acquire(hlt_run *r, const char *key, hilock_rw_mode m, 
 hilock_status hlt_run_release(hlt_run *r, hilock *l);
 hilock_status hlt_run_extend(hlt_run *r, hilock *l, int64_t ttl_ms);
 hilock_status hlt_run_check(hlt_run *r, hilock *l);
+/* hilock_guarded_command / hilock_guarded_command_async: *reply as the call gave it (the
+ * caller frees it; reply NULL: freed here). */
+hilock_status hlt_run_guarded(hlt_run *r, hilock *l, int argc, const char **argv, const size_t *argvlen,
+                              hilock_reply **reply);
 /* hilock_keepalive_ex (o NULL: no caps): a thread on blocking, the loop's timer on the loop.
  * It stops with hilock_release or hilock_free. */
 hilock_status hlt_run_keepalive(hlt_run *r, hilock *l, hilock_lost_fn on_lost, void *arg,

@@ -17,7 +17,9 @@
 #include "fixture.h"
 #include "hilock.h"
 #include "hilock_legacy.h"
+#include "hilock_async.h"
 #include "hilock_observe.h"
+#include "scenario.h"
 
 static hlt_redis *R;
 
@@ -48,6 +50,29 @@ static hilock_status guarded(hilock *l, hilock_reply **reply, const char **argv)
     return hilock_guarded_command(l, argc, argv, NULL, reply);
 }
 
+/* The same through a runner (scenario.h): blocking, or hilock_guarded_command_async on a loop. */
+#define GR(run, l, reply, ...) guarded_run((run), (l), (reply), (const char *[]){__VA_ARGS__, NULL})
+static hilock_status guarded_run(hlt_run *run, hilock *l, hilock_reply **reply, const char **argv)
+{
+    int argc = 0;
+    while (argv[argc]) argc++;
+    return hlt_run_guarded(run, l, argc, argv, NULL, reply);
+}
+
+static hilock *run_lock(hlt_run *run, const char *key, int64_t ttl)
+{
+    hilock *l = NULL;
+    hilock_status st = hlt_run_acquire(run, key, ttl, 0, &l);
+    cr_assert_eq(st, HILOCK_OK, "acquire %s: %s (%s)", key, hilock_strerror(st), hlt_run_errmsg(run));
+    return l;
+}
+
+static hlt_run *runner(hlt_mode mode)
+{
+    hilock_options o = hlt_options((const char *[]){R->url}, 1);
+    return hlt_run_new(&o, mode);
+}
+
 static void assert_gone(const char *key)
 {
     cr_assert_eq(hlt_exists(R, key), 0, "%s was written", key);
@@ -60,12 +85,12 @@ static void assert_value(const char *key, const char *want)
     free(v);
 }
 
-Test(guarded, a_write_runs_while_held)
+HLT_SCENARIO(guarded, a_write_runs_while_held)
 {
-    hilock_client *c = hlt_client(R->url);
-    hilock *l = must_lock(c, "g:lock", 30000);
+    hlt_run *run = runner(mode);
+    hilock *l = run_lock(run, "g:lock", 30000);
     hilock_reply *r = (hilock_reply *)1;
-    cr_assert_eq(G(l, &r, "SET", "g:job", "done"), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(GR(run, l, &r, "SET", "g:job", "done"), HILOCK_OK, "%s", hlt_run_errmsg(run));
     cr_assert_not_null(r);
     cr_assert_eq(r->type, HILOCK_REPLY_STATUS);
     cr_assert_str_eq(r->str, "OK");
@@ -73,26 +98,31 @@ Test(guarded, a_write_runs_while_held)
     assert_value("g:job", "done");
     hilock_reply_free(r);
     /* the reply's shapes: an integer, a nil, a string, an array */
-    cr_assert_eq(G(l, &r, "INCR", "g:n"), HILOCK_OK);
+    cr_assert_eq(GR(run, l, &r, "INCR", "g:n"), HILOCK_OK);
     cr_assert(r->type == HILOCK_REPLY_INTEGER && r->integer == 1);
     hilock_reply_free(r);
-    cr_assert_eq(G(l, &r, "GET", "g:none"), HILOCK_OK);
+    cr_assert_eq(GR(run, l, &r, "GET", "g:none"), HILOCK_OK);
     cr_assert_eq(r->type, HILOCK_REPLY_NIL);
     cr_assert_null(r->str);
     hilock_reply_free(r);
-    cr_assert_eq(G(l, &r, "RPUSH", "g:list", "a", "b"), HILOCK_OK);
+    cr_assert_eq(GR(run, l, &r, "RPUSH", "g:list", "a", "b"), HILOCK_OK);
     hilock_reply_free(r);
-    cr_assert_eq(G(l, &r, "LRANGE", "g:list", "0", "-1"), HILOCK_OK);
+    cr_assert_eq(GR(run, l, &r, "LRANGE", "g:list", "0", "-1"), HILOCK_OK);
     cr_assert(r->type == HILOCK_REPLY_ARRAY && r->elements == 2);
     cr_assert_str_eq(r->element[0]->str, "a");
     cr_assert_str_eq(r->element[1]->str, "b");
     hilock_reply_free(r);
     /* MSET's keys come from the server's key specs (first 1, last -1, step 2) */
-    cr_assert_eq(G(l, &r, "MSET", "g:m1", "1", "g:m2", "2"), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(GR(run, l, &r, "MSET", "g:m1", "1", "g:m2", "2"), HILOCK_OK, "%s", hlt_run_errmsg(run));
     hilock_reply_free(r);
     assert_value("g:m2", "2");
-    hlt_release_gone(R, c, l, "g:lock");
-    hilock_client_free(c);
+    cr_assert_eq(hlt_run_release(run, l), HILOCK_OK);
+    cr_assert_eq(GR(run, l, &r, "SET", "g:job", "late"), HILOCK_NOT_HELD);
+    cr_assert_null(r);
+    cr_assert(strstr(hlt_run_errmsg(run), "released"), "%s", hlt_run_errmsg(run));
+    assert_value("g:job", "done");
+    hilock_free(l);
+    hlt_run_free(run);
 }
 
 Test(guarded, binary_arguments_with_lengths)
@@ -116,35 +146,35 @@ Test(guarded, binary_arguments_with_lengths)
     hilock_client_free(c);
 }
 
-Test(guarded, nothing_runs_after_a_del)
+HLT_SCENARIO(guarded, nothing_runs_after_a_del)
 {
-    hilock_client *c = hlt_client(R->url);
-    hilock *l = must_lock(c, "g:del", 30000);
+    hlt_run *run = runner(mode);
+    hilock *l = run_lock(run, "g:del", 30000);
     hilock_reply *r = (hilock_reply *)1;
     freeReplyObject(hlt_cmd(R, "DEL g:del"));
-    cr_assert_eq(G(l, &r, "SET", "g:job", "late"), HILOCK_NOT_HELD);
+    cr_assert_eq(GR(run, l, &r, "SET", "g:job", "late"), HILOCK_NOT_HELD);
     cr_assert_null(r);
-    cr_assert(strstr(hilock_client_errmsg(c), "nothing ran"), "%s", hilock_client_errmsg(c));
+    cr_assert(strstr(hlt_run_errmsg(run), "nothing ran"), "%s", hlt_run_errmsg(run));
     assert_gone("g:job");
     cr_assert_eq(hilock_validity_ms(l), 0);
     hilock_free(l);
-    hilock_client_free(c);
+    hlt_run_free(run);
 }
 
 static int key_gone(const char *key) { return hlt_exists(R, key) == 0; }
 
-Test(guarded, nothing_runs_after_an_expiry)
+HLT_SCENARIO(guarded, nothing_runs_after_an_expiry)
 {
-    hilock_client *c = hlt_client(R->url);
-    hilock *l = must_lock(c, "g:exp", 200);
+    hlt_run *run = runner(mode);
+    hilock *l = run_lock(run, "g:exp", 200);
     hilock_reply *r = NULL;
     long long t0 = hlt_now_ms();
-    while (!key_gone("g:exp") && hlt_now_ms() - t0 < 10000) hlt_sleep_ms(20);
-    cr_assert_eq(G(l, &r, "SET", "g:job", "late"), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(c));
+    while (!key_gone("g:exp") && hlt_now_ms() - t0 < 10000) hlt_run_sleep(run, 20);
+    cr_assert_eq(GR(run, l, &r, "SET", "g:job", "late"), HILOCK_NOT_HELD, "%s", hlt_run_errmsg(run));
     cr_assert_null(r);
     assert_gone("g:job");
     hilock_free(l);
-    hilock_client_free(c);
+    hlt_run_free(run);
 }
 
 Test(guarded, nothing_is_sent_after_a_release)
@@ -183,22 +213,22 @@ Test(guarded, nothing_runs_for_a_holder_taken_over)
     hilock_client_free(d);
 }
 
-Test(guarded, a_permit_and_its_removal)
+HLT_SCENARIO(guarded, a_permit_and_its_removal)
 {
     HLT_NEEDS(30200, "semaphores need Redis 3.2");
-    hilock_client *c = hlt_client(R->url);
+    hlt_run *run = runner(mode);
     hilock *l = NULL;
     hilock_reply *r = NULL;
-    cr_assert_eq(hilock_sem_acquire(c, "g:sem", 3, 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    cr_assert_eq(G(l, &r, "INCR", "g:count"), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(hlt_run_sem_acquire(run, "g:sem", 3, 30000, 0, &l), HILOCK_OK, "%s", hlt_run_errmsg(run));
+    cr_assert_eq(GR(run, l, &r, "INCR", "g:count"), HILOCK_OK, "%s", hlt_run_errmsg(run));
     cr_assert(r && r->type == HILOCK_REPLY_INTEGER && r->integer == 1);
     hilock_reply_free(r);
     freeReplyObject(hlt_cmd(R, "ZREM g:sem %s", hilock_token(l)));
-    cr_assert_eq(G(l, &r, "INCR", "g:count"), HILOCK_NOT_HELD, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(GR(run, l, &r, "INCR", "g:count"), HILOCK_NOT_HELD, "%s", hlt_run_errmsg(run));
     cr_assert_null(r);
     assert_value("g:count", "1");
     hilock_free(l);
-    hilock_client_free(c);
+    hlt_run_free(run);
 }
 
 Test(guarded, shared_exclusive_and_fair)
@@ -236,32 +266,34 @@ Test(guarded, shared_exclusive_and_fair)
     hilock_client_free(c);
 }
 
-Test(guarded, a_refused_command_is_ereply_with_its_error)
+HLT_SCENARIO(guarded, a_refused_command_is_ereply_with_its_error)
 {
-    hilock_client *c = hlt_client(R->url);
-    hilock *l = must_lock(c, "g:ref", 30000);
+    hlt_run *run = runner(mode);
+    hilock *l = run_lock(run, "g:ref", 30000);
     hilock_reply *r = NULL;
     freeReplyObject(hlt_cmd(R, "SET g:s abc"));
-    cr_assert_eq(G(l, &r, "INCR", "g:s"), HILOCK_EREPLY);
+    cr_assert_eq(GR(run, l, &r, "INCR", "g:s"), HILOCK_EREPLY);
     cr_assert(r && r->type == HILOCK_REPLY_ERROR, "no error reply");
     cr_assert(strstr(r->str, "not an integer"), "%s", r->str);
-    cr_assert(strstr(hilock_client_errmsg(c), "not an integer"), "%s", hilock_client_errmsg(c));
+    cr_assert(strstr(hlt_run_errmsg(run), "not an integer"), "%s", hlt_run_errmsg(run));
     hilock_reply_free(r);
     assert_value("g:s", "abc");
-    cr_assert_eq(G(l, &r, "NOSUCHCOMMAND", "x"), HILOCK_EREPLY);
+    cr_assert_eq(GR(run, l, &r, "NOSUCHCOMMAND", "x"), HILOCK_EREPLY);
     cr_assert(r && r->type == HILOCK_REPLY_ERROR);
     hilock_reply_free(r);
-    cr_assert_eq(G(l, &r, "GET"), HILOCK_EREPLY);   /* wrong number of arguments */
+    cr_assert_eq(GR(run, l, &r, "GET"), HILOCK_EREPLY);   /* wrong number of arguments */
     cr_assert(r && r->type == HILOCK_REPLY_ERROR);
     hilock_reply_free(r);
-    hlt_release_gone(R, c, l, "g:ref");
-    hilock_client_free(c);
+    cr_assert_eq(hlt_run_release(run, l), HILOCK_OK);
+    hilock_free(l);
+    hlt_run_free(run);
 }
 
-Test(guarded, a_reply_past_the_limits_leaves_the_connection)
+HLT_SCENARIO(guarded, a_reply_past_the_limits_leaves_the_connection)
 {
-    hilock_client *c = hlt_client(R->url);
-    hilock *l = must_lock(c, "g:big", 30000);
+    hlt_run *run = runner(mode);
+    hilock_client *c = hlt_run_client(run);
+    hilock *l = run_lock(run, "g:big", 30000);
     hilock_reply *r = NULL;
     hilock_stats s0, s1;
     redisContext *k = hlt_cli(R);
@@ -276,31 +308,32 @@ Test(guarded, a_reply_past_the_limits_leaves_the_connection)
         for (int j = 0; j < 500; j++) argv[2 + j] = "e";
         freeReplyObject(redisCommandArgv(k, 502, argv, NULL));
     }
-    cr_assert_eq(G(l, &r, "PING"), HILOCK_OK);
+    cr_assert_eq(GR(run, l, &r, "PING"), HILOCK_OK);
     hilock_reply_free(r);
     hilock_client_stats(c, &s0);
-    cr_assert_eq(G(l, &r, "GET", "g:bigs"), HILOCK_EREPLY);
+    cr_assert_eq(GR(run, l, &r, "GET", "g:bigs"), HILOCK_EREPLY);
     cr_assert(r && r->type == HILOCK_REPLY_ERROR && strstr(r->str, "reply too large"), "%s", r ? r->str : "");
     hilock_reply_free(r);
-    cr_assert_eq(G(l, &r, "LRANGE", "g:bigl", "0", "-1"), HILOCK_EREPLY);
+    cr_assert_eq(GR(run, l, &r, "LRANGE", "g:bigl", "0", "-1"), HILOCK_EREPLY);
     cr_assert(r && strstr(r->str, "reply too large"), "%s", r ? r->str : "");
-    cr_assert(strstr(hilock_client_errmsg(c), "it ran"), "%s", hilock_client_errmsg(c));
+    cr_assert(strstr(hlt_run_errmsg(run), "it ran"), "%s", hlt_run_errmsg(run));
     hilock_reply_free(r);
     /* the connection stayed: the next call runs on it */
-    cr_assert_eq(G(l, &r, "LLEN", "g:bigl"), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    cr_assert_eq(GR(run, l, &r, "LLEN", "g:bigl"), HILOCK_OK, "%s", hlt_run_errmsg(run));
     cr_assert_eq(r->integer, 9000);
     hilock_reply_free(r);
     hilock_client_stats(c, &s1);
     cr_assert_eq(s1.connects, s0.connects, "the connection was made anew");
     free(big);
-    hlt_release_gone(R, c, l, "g:big");
-    hilock_client_free(c);
+    cr_assert_eq(hlt_run_release(run, l), HILOCK_OK);
+    hilock_free(l);
+    hlt_run_free(run);
 }
 
-Test(guarded, commands_a_script_may_not_run_are_refused)
+HLT_SCENARIO(guarded, commands_a_script_may_not_run_are_refused)
 {
-    hilock_client *c = hlt_client(R->url);
-    hilock *l = must_lock(c, "g:no", 30000);
+    hlt_run *run = runner(mode);
+    hilock *l = run_lock(run, "g:no", 30000);
     hilock_reply *r = (hilock_reply *)1;
     redisReply *rep;
     long long calls;
@@ -312,16 +345,17 @@ Test(guarded, commands_a_script_may_not_run_are_refused)
     freeReplyObject(hlt_cmd(R, "RPUSH g:q kept"));
     calls = hlt_script_calls(R);
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        cr_assert_eq(guarded(l, &r, refused[i]), HILOCK_EINVAL, "%s", refused[i][0]);
+        cr_assert_eq(guarded_run(run, l, &r, refused[i]), HILOCK_EINVAL, "%s", refused[i][0]);
         cr_assert_null(r);
-        cr_assert(strstr(hilock_client_errmsg(c), "nothing"), "%s", hilock_client_errmsg(c));
+        cr_assert(strstr(hlt_run_errmsg(run), "nothing"), "%s", hlt_run_errmsg(run));
     }
     cr_assert_eq(hlt_script_calls(R), calls, "a script ran");
     rep = hlt_cmd(R, "LLEN g:q");
     cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1, "the list was popped");
     freeReplyObject(rep);
-    hlt_release_gone(R, c, l, "g:no");
-    hilock_client_free(c);
+    cr_assert_eq(hlt_run_release(run, l), HILOCK_OK);
+    hilock_free(l);
+    hlt_run_free(run);
 }
 
 Test(guarded, keys_that_move_are_asked_for)
@@ -363,6 +397,44 @@ Test(guarded, bad_input_changes_nothing)
     assert_gone("g:job");
     hlt_release_gone(R, c, l, "g:bad");
     hilock_client_free(c);
+}
+
+static void never_done(hilock_status st, hilock *l, hilock_reply *reply, void *arg)
+{
+    (void)st, (void)l, (void)reply;
+    ++*(int *)arg;
+}
+
+HLT_SCENARIO(guarded, bad_input_on_the_loop_is_refused_at_once)
+{
+    hlt_run *run = runner(mode);
+    hilock *l = run_lock(run, "g:badl", 30000);
+    hilock_reply *r = NULL;
+    int ran = 0;
+    const char *argv[] = {"SET", "g:job", "x"};
+    if (!hlt_run_on_loop(run)) {   /* a blocking client's _async call: not attached */
+        cr_assert_eq(hilock_guarded_command_async(l, 3, argv, NULL, never_done, &ran), HILOCK_EINVAL);
+        cr_assert(strstr(hilock_client_errmsg(hlt_run_client(run)), "not attached"), "%s",
+                  hilock_client_errmsg(hlt_run_client(run)));
+    } else {
+        cr_assert_eq(hilock_guarded_command_async(NULL, 3, argv, NULL, never_done, &ran), HILOCK_EINVAL);
+        cr_assert_eq(hilock_guarded_command_async(l, 3, argv, NULL, NULL, &ran), HILOCK_EINVAL);
+        cr_assert_eq(hilock_guarded_command_async(l, 0, argv, NULL, never_done, &ran), HILOCK_EINVAL);
+        cr_assert_eq(hilock_guarded_command_async(l, 3, NULL, NULL, never_done, &ran), HILOCK_EINVAL);
+        cr_assert_eq(hilock_guarded_command_async(l, 3, (const char *[]){"SET", NULL, "x"}, NULL, never_done, &ran),
+                     HILOCK_EINVAL);
+        cr_assert(strstr(hilock_client_errmsg(hlt_run_client(run)), "argv[1] is NULL"), "%s",
+                  hilock_client_errmsg(hlt_run_client(run)));
+        /* the blocking call on an attached client: refused, nothing sent */
+        cr_assert_eq(hilock_guarded_command(l, 3, argv, NULL, &r), HILOCK_EINVAL);
+        cr_assert_null(r);
+    }
+    hlt_run_sleep(run, 50);
+    cr_assert_eq(ran, 0, "done ran for a call refused at once");
+    assert_gone("g:job");
+    cr_assert_eq(hlt_run_release(run, l), HILOCK_OK);
+    hilock_free(l);
+    hlt_run_free(run);
 }
 
 Test(guarded, legacy_and_redlock_locks_are_refused)

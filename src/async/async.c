@@ -60,7 +60,7 @@ typedef struct part part;
 typedef struct lconn lconn;
 typedef struct hl_loop hl_loop;
 
-enum { OP_ACQUIRE, OP_RELEASE, OP_EXTEND, OP_CHECK, OP_RENEW };
+enum { OP_ACQUIRE, OP_RELEASE, OP_EXTEND, OP_CHECK, OP_RENEW, OP_GUARDED };
 enum { S_QUEUED, S_RUNNING, S_SUSPENDED, S_RUNNABLE, S_FINISHED };
 enum { SLOT_HANDSHAKE, SLOT_GHOST, SLOT_PART, SLOT_CLOCK };
 
@@ -152,6 +152,12 @@ struct call {
     int             counted;    /* in l's loop counts: 1 linked and unfinished (in l's chain),
                                    2 finished */
     call           *lnext;      /* l's next unfinished call (l->loop_first: the oldest) */
+    /* OP_GUARDED: the caller's command (copied), its reply and its callback */
+    int             gargc;
+    char          **gargv;
+    size_t         *glen;
+    hilock_reply   *greply;
+    hilock_reply_fn gdone;
 };
 
 /* Take k out of its lock's chain of unfinished calls (short: a lock's calls run in turn). */
@@ -999,6 +1005,10 @@ static void call_main(void *arg)
         k->st = hilock_extend(k->l, k->ttl_ms);
         k->l->renewing = 0;
         break;
+    case OP_GUARDED:
+        k->st = !k->gargv ? hl_fail(c, HILOCK_ENOMEM, "out of memory")
+                          : hilock_guarded_command(k->l, k->gargc, (const char **)k->gargv, k->glen, &k->greply);
+        break;
     default: k->st = hilock_check(k->l); break;
     }
     if (k->user_cancel) k->st = hl_cancel_verdict(c, k->st);
@@ -1135,10 +1145,16 @@ static int deliver(hl_loop *L)
         if (l && !lock_busy(L, l) && l->hook == loop_hook) l->hook = NULL;
         if (k->op == OP_RENEW) {
             if (k->ka) renew_ended(L, k);
+        } else if (k->op == OP_GUARDED) {
+            memcpy(L->c->errmsg, k->errmsg, sizeof k->errmsg);
+            k->gdone(k->st, l, k->greply, k->arg);   /* (the reply is the callee's now) */
         } else {
             memcpy(L->c->errmsg, k->errmsg, sizeof k->errmsg);
             k->done(k->st, k->op == OP_ACQUIRE && k->st != HILOCK_OK ? NULL : l, k->arg);
         }
+        for (int i = 0; i < k->gargc; i++) free(k->gargv[i]);
+        free(k->gargv);
+        free(k->glen);
         free(k->key);
         free(k);
     }
@@ -1308,7 +1324,7 @@ static hilock_status accept_call(hilock_client *c, hilock *l, int op, int64_t tt
     if (!L || L->closing)
         return hl_fail(c, HILOCK_EINVAL, L ? "client being freed" : c->runner ? "client freed" :
                        "client not attached to an event loop (hilock_loop_attach)");
-    if (!done && op != OP_RENEW) return hl_fail(c, HILOCK_EINVAL, "done is NULL");
+    if (!done && op != OP_RENEW && op != OP_GUARDED) return hl_fail(c, HILOCK_EINVAL, "done is NULL");
     if (!(k = calloc(1, sizeof *k))) return hl_fail(c, HILOCK_ENOMEM, "out of memory");
     k->L = L;
     k->op = op;
@@ -1398,6 +1414,52 @@ hilock_status hilock_extend_async(hilock *l, int64_t ttl_ms, hilock_done_fn done
 hilock_status hilock_check_async(hilock *l, hilock_done_fn done, void *arg)
 {
     return lock_call(l, OP_CHECK, 0, done, arg);
+}
+
+/* The caller's command, copied into k (argvlen NULL: C strings); out of memory: none
+ * (k->gargv NULL: the flow ends ENOMEM). */
+static void guarded_copy(call *k, int argc, const char **argv, const size_t *argvlen)
+{
+    if ((k->gargv = calloc((size_t)argc, sizeof *k->gargv)) && (k->glen = malloc((size_t)argc * sizeof *k->glen)))
+        for (k->gargc = 0; k->gargc < argc; k->gargc++) {
+            size_t n = argvlen ? argvlen[k->gargc] : strlen(argv[k->gargc]);
+            if (!(k->gargv[k->gargc] = malloc(n + 1))) break;
+            memcpy(k->gargv[k->gargc], argv[k->gargc], n);
+            k->gargv[k->gargc][n] = '\0';
+            k->glen[k->gargc] = n;
+        }
+    if (k->gargv && k->glen && k->gargc == argc) return;
+    for (int i = 0; k->gargv && i < k->gargc; i++) free(k->gargv[i]);
+    free(k->gargv);
+    free(k->glen);
+    k->gargv = NULL;
+    k->glen = NULL;
+    k->gargc = 0;
+}
+
+/* hilock_guarded_command as a flow on the loop: what it refuses of the arguments alone is
+ * refused here, at once (done never runs); the rest (a released lock, Redlock, a legacy lock,
+ * a command a script may not run) ends in done, as the blocking call says it. */
+hilock_status hilock_guarded_command_async(hilock *l, int argc, const char **argv, const size_t *argvlen,
+                                           hilock_reply_fn done, void *arg)
+{
+    hilock_status st;
+    call *k = NULL;
+    int took;
+    if (!l) return HILOCK_EINVAL;
+    if ((st = hl_enter(l->c, &took)) != HILOCK_OK) return st;   /* (the thread rule: lock.h) */
+    if (!done) st = hl_fail(l->c, HILOCK_EINVAL, "done is NULL");
+    else if (!argv) st = hl_fail(l->c, HILOCK_EINVAL, "guarded command: argv is NULL");
+    else if (argc < 1 || argc > HILOCK_GUARDED_MAX_ARGS)
+        st = hl_fail(l->c, HILOCK_EINVAL, "guarded command: argc is %d (1 to %d)", argc, HILOCK_GUARDED_MAX_ARGS);
+    for (int i = 0; st == HILOCK_OK && i < argc; i++)
+        if (!argv[i]) st = hl_fail(l->c, HILOCK_EINVAL, "guarded command: argv[%d] is NULL", i);
+    if (st == HILOCK_OK) st = accept_call(l->c, l, OP_GUARDED, 0, NULL, arg, &k);
+    if (st == HILOCK_OK) {
+        k->gdone = done;
+        guarded_copy(k, argc, argv, argvlen);   /* (accepted: out of memory ends it in done) */
+    }
+    return hl_leave(l->c, took, st);
 }
 
 /* ---- keepalive on the loop ---- */
