@@ -295,6 +295,12 @@ private:
     std::vector<std::unique_ptr<std::function<void(const hilock_event &)>>> observers_;
 };
 
+/* A guarded command's reply (mutex::guarded, hilock_guarded_command), owned: freed with it. */
+struct reply_free {
+    void operator()(hilock_reply *r) const noexcept { hilock_reply_free(r); }
+};
+using reply = std::unique_ptr<hilock_reply, reply_free>;
+
 /* One key on one client, taken and given back any number of times; holds at most one grant.
  * ONE THREAD AT A TIME, with its client (see THREADS at the top): to lock from several
  * threads, give each thread its own client and mutex; never share one across threads.
@@ -427,6 +433,35 @@ public:
      * validity(), which drops to 0 when the keepalive gives up; validity() 0 does not tell,
      * check() or guard::lost() do). Throws error (NOT_HELD and LOST tell, as extend()). */
     void keepalive() { grant_status(hilock_keepalive(need(), nullptr, nullptr), "keepalive"); }
+
+    /* Run a command only while this grant holds (hilock_guarded_command, hilock.h: one script
+     * compares the grant and runs the command, atomically), e.g. m.guarded({"SET", "job:7",
+     * "done"}); binary-safe. Returns its reply, owned. A command the server refused comes back
+     * as its error reply (type HILOCK_REPLY_ERROR; EREPLY, not thrown: it is the command's own
+     * answer), and so does a reply past the client's limits ("reply too large": it ran).
+     * Throws error otherwise: NOT_HELD and LOST (nothing ran; they tell the program of the
+     * loss: A LOSS ALREADY REPORTED), EREPLICAS (it ran, but fewer than min_replicas replicas
+     * acknowledged it; its reply is dropped), EINVAL (not held; a Redlock or legacy grant; no
+     * arguments or more than HILOCK_GUARDED_MAX_ARGS; a command a script may not run; on a
+     * Cluster a key outside the lock key's slot) and the client's errors (EIO...). */
+    reply guarded(const std::vector<std::string> &args)
+    {
+        std::vector<const char *> argv;
+        std::vector<size_t> len;
+        hilock *l = need();
+        argv.reserve(args.size());
+        len.reserve(args.size());
+        for (const std::string &a : args) {
+            argv.push_back(a.data());
+            len.push_back(a.size());
+        }
+        int argc = args.size() > HILOCK_GUARDED_MAX_ARGS ? HILOCK_GUARDED_MAX_ARGS + 1 : static_cast<int>(args.size());
+        hilock_reply *r = nullptr;
+        hilock_status st = hilock_guarded_command(l, argc, argv.data(), len.data(), &r);
+        reply owned(r);
+        if (st != HILOCK_EREPLY || !owned) grant_status(st, "guarded command");
+        return owned;
+    }
 
     bool owns_lock() const noexcept { return l_ != nullptr; }
     explicit operator bool() const noexcept { return owns_lock(); }

@@ -742,6 +742,32 @@ static void cancel_ends_a_wait(const char *url)
     CHECK(int_cmd(url, "EXISTS", "cxx:cancel") == 0);
 }
 
+// mutex::guarded and semaphore::guarded: a write while held, a refused command's error reply
+// (returned, not thrown), NOT_HELD thrown once the key is gone (nothing ran), EINVAL unheld.
+static void guarded_commands(const char *url)
+{
+    client c(url);
+    mutex m(c, "cxx:guarded", 30s);
+    semaphore s(c, "cxx:gsem", 2, 30s);
+    expect_error(HILOCK_EINVAL, [&] { m.guarded({"SET", "cxx:gjob", "x"}); });
+    m.lock();
+    hilock_cpp::reply r = m.guarded({"SET", "cxx:gjob", "done"});
+    CHECK(r && r->type == HILOCK_REPLY_STATUS && std::string(r->str, r->len) == "OK");
+    r = m.guarded({"INCR", "cxx:gjob"});
+    CHECK(r && r->type == HILOCK_REPLY_ERROR);
+    CHECK(int_cmd(url, "EXISTS", "cxx:gjob") == 1);
+    del_behind(url, "cxx:guarded");
+    std::string what = expect_error(HILOCK_NOT_HELD, [&] { m.guarded({"DEL", "cxx:gjob"}); });
+    CHECK(what.find("nothing ran") != std::string::npos);
+    CHECK(int_cmd(url, "EXISTS", "cxx:gjob") == 1);
+    m.unlock();   // (told: no handler)
+    s.acquire();
+    r = s.guarded({std::string("DEL"), std::string("cxx:gjob")});
+    CHECK(r && r->type == HILOCK_REPLY_INTEGER && r->integer == 1);
+    s.unlock();
+    ok("guarded");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && std::strcmp(argv[3], "lost-default") == 0) return lost_default(argv[1]);
@@ -764,6 +790,7 @@ int main(int argc, char **argv)
         keepalive(argv[1]);
         threads_serialize(argv[1]);
         cancel_ends_a_wait(argv[1]);
+        guarded_commands(argv[1]);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "unexpected exception: %s\n", e.what());
         return 1;
