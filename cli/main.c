@@ -921,30 +921,24 @@ static void sleep_ms(long ms);
 #define RETRY_FIRST_MS 100
 #define RETRY_MAX_MS 1000
 
-/* Take the lock as -n / -w say: one try first; busy: wait for the holder (the library
- * retries a server that fails meanwhile until -w's end, and reports a failure at once when
- * the wait has no end). A server that fails that first try (down, restarting: refused, reset,
- * LOADING, a timeout, no quorum) is reported at once without -w, and with -w tried again until
- * the limit, as a cron job started during a restart must not give up after a second: the
- * last error then stands. t0: when the wait began. */
+/* Take the lock as -n / -w say, in one acquire: one start and one end (--trace, the client's
+ * stats), however long it waits. The library waits for a holder, and within a finite -w tries
+ * a server that fails (down, restarting: refused, reset, LOADING, a timeout, no quorum) again
+ * until the limit, as a cron job started during a restart must not give up after a second;
+ * without -w (no limit) such a failure is reported at once. What the wait meets first is said
+ * as it begins (say_waiting, from the observer). A failure returned before the limit is tried
+ * again, in a new acquire, after pauses doubling from RETRY_FIRST_MS: the last error then
+ * stands. t0: when the wait began. */
 static hilock_status lock_within(const cli *o, hilock_client *c, int64_t t0, hilock **lp)
 {
     int64_t pause = RETRY_FIRST_MS, left;
-    hilock_status st = lock_once(o, c, 0, lp);
-    while (st != HILOCK_OK && o->wait_ms != 0) {
-        left = o->wait_ms - (now_ms() - t0);
-        if (st == HILOCK_BUSY) {
-            /* a holder without a TTL may never go: say so rather than wait in silence */
-            if (o->verbose || strstr(hilock_client_errmsg(c), HL_NO_TTL))
-                print_error("waiting for", o, hilock_client_errmsg(c));
-            return lock_once(o, c, o->wait_ms < 0 ? HILOCK_WAIT_FOREVER : left > 0 ? left : 0, lp);
-        }
-        if (o->wait_ms < 0 || !transient(st) || left <= 0 || wait_sig) break;
-        if (o->verbose && pause == RETRY_FIRST_MS)
-            print_error("trying again until the -w limit: lock", o, hilock_client_errmsg(c));
+    hilock_status st = lock_once(o, c, o->wait_ms, lp);
+    while (st != HILOCK_OK && o->wait_ms > 0 && transient(st) && !wait_sig &&
+           (left = o->wait_ms - (now_ms() - t0)) > 0) {
         sleep_ms((long)(pause < left ? pause : left));
         pause = pause * 2 < RETRY_MAX_MS ? pause * 2 : RETRY_MAX_MS;
-        st = lock_once(o, c, 0, lp);
+        left = o->wait_ms - (now_ms() - t0);
+        st = lock_once(o, c, left > 0 ? left : 0, lp);
     }
     return st;
 }
@@ -971,6 +965,7 @@ static struct observed {
     const cli *o;
     int64_t    start_us;   /* hilock started (monotonic): --trace's times count from it */
     int64_t    wait_us;    /* the acquire began: -v's "after N ms" */
+    int        said_busy, said_failed, acquired;   /* (say_waiting; the main thread's) */
 } seen;
 
 static const char *const status_names[] = { "ok", "busy", "not_held", "lost", "einval", "eio", "etimedout",
@@ -1023,12 +1018,34 @@ static void put_fields(FILE *f, const hilock_event *e)
  * --trace, "hilock: +MS KIND FIELDS" for each event; with -v, the grant's line, its fence and
  * wait from the same event. Composed in memory and written at once, never blocking (say_bytes):
  * the keepalive's thread must go on renewing whatever becomes of stderr. */
+/* As a wait (-w, or no limit) begins, from its events: the first busy answer, when the holder
+ * has no TTL (it may never go: rather than wait in silence) or with -v; with -v, the first
+ * failure that a finite -w tries again. Each once, and only while hilock waits (the
+ * keepalive's errors come later). */
+static void say_waiting(const hilock_event *e)
+{
+    const cli *o = seen.o;
+    if (e->kind == HILOCK_EVENT_ACQUIRE_GRANTED || e->kind == HILOCK_EVENT_ACQUIRE_GAVE_UP) seen.acquired = 1;
+    if (o->wait_ms == 0 || seen.acquired || !e->message) return;
+    if (e->kind == HILOCK_EVENT_ACQUIRE_BUSY && !seen.said_busy && (o->verbose || strstr(e->message, HL_NO_TTL))) {
+        seen.said_busy = 1;
+        print_error("waiting for", o, e->message);
+    } else if (e->kind == HILOCK_EVENT_ERROR && !seen.said_failed && o->verbose && o->wait_ms > 0 &&
+               transient(e->status)) {
+        seen.said_failed = 1;
+        print_error("trying again until the -w limit: lock", o, e->message);
+    }
+}
+
 static void print_event(const hilock_event *e, void *arg)
 {
     msg m;
     FILE *f;
     (void)arg;
-    if (!seen.o->trace && !(seen.o->verbose && e->kind == HILOCK_EVENT_ACQUIRE_GRANTED)) return;
+    if (!seen.o->trace && !(seen.o->verbose && e->kind == HILOCK_EVENT_ACQUIRE_GRANTED)) {
+        say_waiting(e);
+        return;
+    }
     f = msg_begin(&m);
     if (seen.o->trace) {
         fprintf(f, "hilock: +%.3fms %s", (double)(e->at_us - seen.start_us) / 1000.0, hilock_event_name(e->kind));
@@ -1039,6 +1056,7 @@ static void print_event(const hilock_event *e, void *arg)
         fprintf(f, "hilock: %s acquired (fence %llu) after %lld ms\n", seen.o->shown,
                 (unsigned long long)e->fence, (long long)((e->at_us - seen.wait_us) / 1000));
     msg_end(&m);
+    say_waiting(e);   /* (after the event's own line) */
 }
 
 static int acquire(const cli *o, hilock_client **cp, hilock **lp)
@@ -1058,7 +1076,8 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
         return st == HILOCK_EINVAL ? EXIT_USAGE : EXIT_OSERR;
     }
     seen.o = o;
-    if ((o->trace || o->verbose) && hilock_set_observer(*cp, print_event, NULL) != HILOCK_OK) {
+    /* (a wait's start is said from its events: say_waiting) */
+    if ((o->trace || o->verbose || o->wait_ms != 0) && hilock_set_observer(*cp, print_event, NULL) != HILOCK_OK) {
         print_error("--trace", o, hilock_client_errmsg(*cp));
         return EXIT_OSERR;
     }

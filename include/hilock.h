@@ -499,7 +499,9 @@ HILOCK_API void hilock_cancel(hilock_client *c);
  *            and undos. One that runs out of that time is ETIMEDOUT (or EIO).
  *   While waiting, the holder's release wakes one waiter at once (options.wake); otherwise
  *   the waiter tries again every ~retry_delay_ms, and as soon as the holder's ttl runs out
- *   (a crashed holder costs its ttl, not more). Not FIFO: a woken waiter still has to win
+ *   (a crashed holder costs its ttl, not more). Within a finite wait_ms a server that does
+ *   not answer (EIO, ETIMEDOUT) is tried again after pauses doubling from retry_delay_ms to
+ *   poll_ms. Not FIFO: a woken waiter still has to win
  *   the key, and a newcomer may get it first; the woken one then waits for the next release.
  *   With options.fair: first come, first served (a queue; the release calls its head; BUSY
  *   for a try-lock while waiters are queued; docs/fairness.md).

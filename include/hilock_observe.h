@@ -149,8 +149,9 @@ typedef struct hilock_event {
     const char          *target;       /* REDIRECT                                             */
     int                  reconnect;    /* CONNECT                                              */
     hilock_event_kind    op;           /* MEMBER                                               */
-    const char          *message;      /* ERROR (and LOST, a failed CONNECT: the detail), else
-                                          NULL                                                 */
+    const char          *message;      /* ERROR (and LOST, a failed CONNECT: the detail;
+                                          ACQUIRE_BUSY: what holds the key; ACQUIRE_GAVE_UP:
+                                          why), else NULL                                      */
     /* (0.5.0) */
     const char          *lock_kind;    /* the lock's kind, as hilock_kind says it ("lock",
                                           "fair", "permit", "shared", "exclusive", "legacy",

@@ -632,6 +632,84 @@ Test(cli, trace_prints_a_busy_line_when_another_holder_has_the_key)
     hlt_redis_stop(r);
 }
 
+/* How many times s occurs in text. */
+static int count_of(const char *text, const char *s)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, s)); p += strlen(s)) n++;
+    return n;
+}
+
+/* One wait is one acquire: --trace shows one start, the busy answers, and one end, however
+ * long -w waits (issue 36: a first try of its own ended in acquire_gave_up status=busy, and a
+ * second acquire started); -v says the wait as it begins, once. */
+Test(cli, trace_of_a_wait_is_one_start_and_one_end)
+{
+    needs_subreaper();
+    hlt_redis *r = setup();
+    hilock_client *c;
+    hilock *l = hold(r, &c, "job", 30000);
+    const char *a[] = { "--trace", "-v", "-w", "30", "job", "--", "touch", "ran", NULL };
+    const char *err;
+    pid_t pid = start(r, a);
+    await_waiting(r);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    cr_assert_eq(hlt_reap(pid, 30000), 0, "%s", hlt_slurp(r, "err.txt"));
+    err = hlt_slurp(r, "err.txt");
+    cr_log_info("%s", err);
+    cr_assert_eq(count_of(err, " acquire_start "), 1, "%s", err);
+    cr_assert_eq(count_of(err, " acquire_granted "), 1, "%s", err);
+    cr_assert_eq(count_of(err, " acquire_gave_up "), 0, "%s", err);
+    cr_assert(trace_line(err, " acquire_start key=job") < trace_line(err, " acquire_busy key=job ") &&
+              trace_line(err, " acquire_busy key=job ") < trace_line(err, " acquire_granted key=job "), "%s", err);
+    cr_assert_eq(count_of(err, "hilock: waiting for job: held by another owner"), 1, "%s", err);
+    cr_assert_eq(access(hlt_path(r, "ran"), F_OK), 0);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* A wait that runs out: one start, one end (gave up, busy), exit 1, COMMAND not run. */
+Test(cli, trace_of_a_wait_that_runs_out_is_one_start_and_one_gave_up)
+{
+    hlt_redis *r = setup();
+    hilock_client *c;
+    hilock *l = hold(r, &c, "job", 30000);
+    const char *a[] = { "--trace", "-w", "0.3", "job", "--", "touch", "ran", NULL };
+    const char *err;
+    cr_assert_eq(run(r, a), 1);
+    err = hlt_slurp(r, "err.txt");
+    cr_log_info("%s", err);
+    cr_assert_eq(count_of(err, " acquire_start "), 1, "%s", err);
+    cr_assert_eq(count_of(err, " acquire_gave_up "), 1, "%s", err);
+    cr_assert(strstr(err + trace_line(err, " acquire_gave_up key=job "), " status=busy "), "%s", err);
+    cr_assert_eq(count_of(err, "acquire_granted"), 0, "%s", err);
+    cr_assert_eq(access(hlt_path(r, "ran"), F_OK), -1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* -w on a holder without a TTL says so as the wait begins (it may never end), once, and gives
+ * up at the limit without another word (busy is a result); the value is untouched. */
+Test(cli, a_wait_for_a_key_without_ttl_says_so_as_it_begins)
+{
+    hlt_redis *r = setup();
+    const char *a[] = { "-w", "0.5", "job", "--", "touch", "ran", NULL };
+    const char *err;
+    char *v;
+    hlt_set(r, "job", "stuck", 0);
+    cr_assert_eq(run(r, a), 1);
+    err = hlt_slurp(r, "err.txt");
+    cr_assert(!strncmp(err, "hilock: waiting for job: ", 25) && strstr(err, "never expire") && one_line(err), "%s", err);
+    cr_assert_eq(access(hlt_path(r, "ran"), F_OK), -1);
+    v = hlt_get(r, "job");
+    cr_assert_str_eq(v, "stuck");
+    free(v);
+    hlt_redis_stop(r);
+}
+
 /* -v alone prints its own lines (the grant's from the event), no trace lines. */
 Test(cli, verbose_without_trace_prints_no_event_lines)
 {

@@ -384,6 +384,42 @@ Test(observe, a_refused_connect_and_a_refused_handshake_are_failed_connect_event
     hlt_redis_stop(r);
 }
 
+/* A wait on a server that is down is one acquire (one START, one GAVE_UP with the error, one
+ * error in the stats) that tries again after pauses doubling from retry_delay_ms (50 ms) to
+ * poll_ms: a handful of attempts in 1.5 s, where a retry every ~50 ms made some thirty. */
+Test(observe, a_wait_on_a_server_that_is_down_is_one_acquire_trying_again_after_doubling_pauses)
+{
+    hlt_rec *x = hlt_rec_new();
+    char url[128];
+    const char *u = url;
+    hilock_options o = hlt_options(&u, 1);
+    hilock_client *c;
+    hilock *l = NULL;
+    hilock_stats s;
+    hilock_status st;
+    const hlt_rec_ev *end;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", hlt_free_port());   /* nothing listens */
+    o.retry_delay_ms = 50;   /* the defaults */
+    o.poll_ms = 1000;
+    c = hlt_client_new(&o);
+    hilock_set_observer(c, hlt_rec_observer, x);
+    st = hilock_acquire(c, "obs:k", 10000, 1500, &l);
+    cr_assert(st == HILOCK_EIO || st == HILOCK_ETIMEDOUT, "%s: %s", hilock_strerror(st), hilock_client_errmsg(c));
+    cr_assert_null(l);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ACQUIRE_START), 1);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ACQUIRE_GAVE_UP), 1);
+    cr_assert_eq(hlt_rec_count(x, HILOCK_EVENT_ACQUIRE_GRANTED) + hlt_rec_count(x, HILOCK_EVENT_ACQUIRE_BUSY), 0);
+    end = hlt_rec_find(x, HILOCK_EVENT_ACQUIRE_GAVE_UP, 0);
+    cr_log_info("down server, wait 1.5 s: %ld attempts", end->e.attempts);
+    cr_assert_eq(end->e.status, st);
+    cr_assert(end->e.attempts >= 2 && end->e.attempts <= 8, "%ld attempts", end->e.attempts);
+    hilock_client_stats(c, &s);
+    cr_assert(s.acquire_error == 1 && s.acquire_busy == 0 && s.acquire_ok == 0, "errors %llu busy %llu ok %llu",
+              (unsigned long long)s.acquire_error, (unsigned long long)s.acquire_busy,
+              (unsigned long long)s.acquire_ok);
+    hilock_client_free(c);
+}
+
 /* ---- a proxy that closes the connection on INFO (twemproxy: what it does not know) ---- */
 
 typedef struct closer { int up_port; int on_time; } closer;

@@ -697,7 +697,9 @@ static void acquire_event(hilock *l, hilock_event_kind kind, hilock_status st, i
     e.woken = woken;
     e.lock_kind = l->kind_name;
     if (st == HILOCK_OK) e.fence = l->fence;
-    if (st != HILOCK_OK && kind == HILOCK_EVENT_ACQUIRE_GAVE_UP) e.message = c->errmsg;
+    /* (a busy answer's says what holds the key: the command tells a waiter so as it begins) */
+    if (st != HILOCK_OK && (kind == HILOCK_EVENT_ACQUIRE_GAVE_UP || kind == HILOCK_EVENT_ACQUIRE_BUSY))
+        e.message = c->errmsg;
     hl_emit(c, &e);
 }
 
@@ -755,7 +757,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
 {
     hilock_status st;
     hilock *l;
-    int64_t start, deadline, hard;
+    int64_t start, deadline, hard, down_pause = 0;
     long attempts = 0;
     int woken = 0;
     if (out) *out = NULL;
@@ -814,7 +816,18 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
             c->cancelled)   /* (a loop's client being freed: its calls end now) */
             break;
         retake = 0;
-        woken = hl_wait_turn(l, hint, deadline);
+        if (st == HILOCK_EIO || st == HILOCK_ETIMEDOUT) {
+            /* no answer, so no holder to wait for: a server down or restarting is tried again
+             * after pauses doubling from retry_delay_ms to poll_ms (an hour's wait on a dead
+             * server makes thousands of connects, not 100,000) */
+            down_pause = down_pause ? down_pause * 2 : c->opt.retry_delay_ms * 1000;
+            if (down_pause > c->opt.poll_ms * 1000) down_pause = c->opt.poll_ms * 1000;
+            hl_pause_until(c, deadline - hl_now_us() < down_pause ? deadline : hl_now_us() + down_pause);
+            woken = 0;
+        } else {
+            down_pause = 0;
+            woken = hl_wait_turn(l, hint, deadline);
+        }
         if (hl_call_cancelled(c)) {
             st = cancelled(l, attempts);
             break;
