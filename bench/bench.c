@@ -736,6 +736,11 @@ int main(int argc, char **argv)
         hlt_redis_stop(r);
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "guarded")) {
+        guarded_bench(r, run_s);
+        hlt_redis_stop(r);
+        return 0;
+    }
 
     nloaded = load_scripts(r);
     capture(r);
@@ -778,6 +783,7 @@ int main(int argc, char **argv)
     handoff_floor(r, run_s);
     fairness(r);
     kinds_bench(r, run_s);
+    guarded_bench(r, run_s);
     scale_bench(r, run_s);
 
     redlock(r);

@@ -39,4 +39,7 @@ void scale_bench(hlt_redis *r, double run_s);
 /* TLS next to plain TCP (bench/tls.c), on a server of its own; run_s per variant. */
 void tls_bench(double run_s);
 
+/* A guarded SET next to a plain SET (issue 38; bench/guarded.c), on server r; run_s in all. */
+void guarded_bench(hlt_redis *r, double run_s);
+
 #endif

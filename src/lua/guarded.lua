@@ -13,9 +13,6 @@
 -- {1, reply}: it ran; reply is its reply (an error reply when the server refused it)
 -- {2, why}: it ran, but its reply is past the client's limits (not sent: the connection stays)
 -- {0}: the lock is not ours here (no key, or our value expired); {-1}: another value holds it
--- Writes after TIME, and a random command's write, need effects replication before 5.0 (3.2
--- and 4.0 have it on request; 2.8 has none: there, scripts replicate as they were sent)
-if redis.replicate_commands then redis.replicate_commands() end
 local key, tok = KEYS[1], ARGV[1]
 
 local function ours()
@@ -27,6 +24,10 @@ local function ours()
   end
   local s = redis.pcall('ZSCORE', key, tok)
   if type(s) == 'string' then
+    -- a write after TIME needs effects replication before 5.0 (3.2 and 4.0 have it on
+    -- request; the sorted-set kinds need 3.2); the modern lock's compare reads no clock, so
+    -- its script replicates as it was sent there, as on 2.8
+    if redis.replicate_commands then redis.replicate_commands() end
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     if tonumber(s) > now then return 1 end
@@ -39,12 +40,17 @@ end
 local verdict = ours()
 if verdict ~= 1 then return {verdict} end
 
-local args = {}
-for i = 8, #ARGV do args[#args + 1] = ARGV[i] end
-local r = redis.pcall(unpack(args))
+local r = redis.pcall(unpack(ARGV, 8))
 
--- the size of r as the client's limits count it (an estimate at or above its RESP bytes)
-local max_bulk, max_elems, max_total = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+-- the usual replies (a status, an integer, a short string, an error) at once; an array is
+-- measured: the size of r as the client's limits count it (an estimate at or above its RESP
+-- bytes)
+local max_bulk, t = tonumber(ARGV[3]), type(r)
+if t == 'number' or t == 'boolean' then return {1, r} end
+if t == 'string' and #r <= max_bulk then return {1, r} end
+local line = t == 'table' and (r.ok or r.err)
+if line and #line <= max_bulk then return {1, r} end
+local max_elems, max_total = tonumber(ARGV[4]), tonumber(ARGV[5])
 local max_depth, max_bytes = tonumber(ARGV[6]), tonumber(ARGV[7])
 local bytes, total = 0, 0
 local function over(v, depth)
