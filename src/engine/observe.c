@@ -323,8 +323,8 @@ static const char *label_value(const char *p)
         if (*p == '\\') {
             if (p[1] != '\\' && p[1] != '"' && p[1] != 'n') return NULL;
             p += 2;
-        } else if (*p == '\n' || !(n = utf8_len((const unsigned char *)p))) {
-            return NULL;   /* (a missing closing quote ends at the NUL, here) */
+        } else if (!*p || *p == '\n' || !(n = utf8_len((const unsigned char *)p))) {
+            return NULL;   /* (a missing closing quote ends at the NUL: utf8_len takes it as one byte) */
         } else {
             p += n;
         }
