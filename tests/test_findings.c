@@ -40,7 +40,9 @@ Test(findings, redlock_release_with_its_majority_stopped_is_undecided)
     hilock *l;
     start();
     o = hlt_options(urls, N);
-    o.io_timeout_ms = o.connect_timeout_ms = 200;
+    /* (1 s: a frozen master costs each call that long; 200 ms timed a loaded machine's
+     * acquire out on a live master, and the grant fell short of its quorum) */
+    o.io_timeout_ms = o.connect_timeout_ms = 1000;
     o.retry_delay_ms = 50;   /* the library's default */
     c = hlt_client_new(&o);
     for (int i = 3; i < N; i++) freeReplyObject(hlt_cmd(m[i], "SET res someone-else PX 60000"));
@@ -73,7 +75,9 @@ Test(findings, redlock_release_after_a_granting_master_lost_it_is_not_held)
     hilock *l;
     start();
     o = hlt_options(urls, N);
-    o.io_timeout_ms = o.connect_timeout_ms = 200;
+    /* (1 s: a frozen master costs each call that long; 200 ms timed a loaded machine's
+     * acquire out on a live master, and the grant fell short of its quorum) */
+    o.io_timeout_ms = o.connect_timeout_ms = 1000;
     o.retry_delay_ms = 50;   /* the library's default */
     c = hlt_client_new(&o);
     for (int i = 3; i < N; i++) freeReplyObject(hlt_cmd(m[i], "SET res someone-else PX 60000"));
