@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_readme.c -- README.md's example compiles as it stands (the Makefile extracts its first
  * ```c block into $(B)/tests/readme_example.c) and does what it says on a real server. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "checks.h"
@@ -49,9 +52,21 @@ Test(readme, the_example_fails_when_someone_else_holds_the_lock, .timeout = 30)
     hlt_redis_stop(r);
 }
 
+/* The port is held, bound but not listening, for the whole test: a connect to it is refused,
+ * and no other suite's server can take it meanwhile (a port found free and let go could be). */
 Test(readme, the_example_fails_when_no_server_answers, .timeout = 30)
 {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
     char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", hlt_free_port());
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(s, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(a.sin_port));
     cr_assert_neq(run_example(url), 0);
+    close(s);
 }
