@@ -143,6 +143,22 @@ int hlt_free_port(void)
     return port;
 }
 
+int hlt_dead_port(void)
+{
+    struct sockaddr_in a;
+    socklen_t l = sizeof a;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);   /* (held: never closed) */
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(s, (struct sockaddr *)&a, &l) != 0) {
+        if (s >= 0) close(s);
+        return hlt_free_port();
+    }
+    return ntohs(a.sin_port);
+}
+
 int hlt_listen(int backlog, int *port, char *url, char *name, size_t cap)
 {
     struct sockaddr_in a;

@@ -47,6 +47,10 @@ int  hlt_redis_wait_busy(hlt_redis *r, long limit_ms);
 
 /* A free TCP port on 127.0.0.1 (bind to 0 and read it back). */
 int  hlt_free_port(void);
+/* A port on 127.0.0.1 where nothing answers: bound and not listening (a connect is refused)
+ * for the rest of the process, so no other suite's server can take it meanwhile, as one
+ * found free by hlt_free_port and let go can be. */
+int  hlt_dead_port(void);
 /* A free port whose cluster bus port (port + 10000, below 65536) is free too: a node whose bus
  * port cannot be bound exits during start-up (a fifth of the ephemeral range is above 55535). */
 int  hlt_free_cluster_port(void);

@@ -1076,7 +1076,7 @@ Test(async, cluster_and_sentinel_urls_attach_and_end_as_the_blocking_calls_with_
     uv_loop_t loop;
     char url[200], port[16];
     const char *sent[1] = { url };
-    int p = hlt_free_port();
+    int p = hlt_dead_port();
     int64_t t0;
     uv_loop_init(&loop);
     /* a Cluster URL attaches (test_async_cluster.c: a real cluster); with no seed up the
@@ -1094,10 +1094,10 @@ Test(async, cluster_and_sentinel_urls_attach_and_end_as_the_blocking_calls_with_
     cr_assert_null(r.lock[0]);
     hilock_client_free(r.c);
     cr_assert_eq(hilock_libuv_attach(NULL, &loop), HILOCK_EINVAL);
-    p = hlt_free_port();
+    p = hlt_dead_port();
     /* a Sentinel URL attaches; with every Sentinel down the acquire ends as the blocking one
      * does (test_sentinel.c: all_sentinels_down_is_eio_within_the_bound) */
-    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#m", p, hlt_free_port());
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#m", p, hlt_dead_port());
     snprintf(port, sizeof port, "%d", p);
     memset(&r, 0, sizeof r);
     o = loop_opts(sent, 1, 1000);

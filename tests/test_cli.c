@@ -479,7 +479,7 @@ Test(cli, unreachable_server_exits_69_naming_it)
 {
     hlt_redis *r = setup();
     char url[64], name[32];
-    int port = hlt_free_port();
+    int port = hlt_dead_port();
     const char *a[] = { "-s", url, "job", "touch", "ran", NULL };
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
     snprintf(name, sizeof name, "127.0.0.1:%d", port);
@@ -519,7 +519,7 @@ Test(cli, servers_come_from_HILOCK_SERVERS_unless_given)
     snprintf(env, sizeof env, "  %s  ", r->unix_url);
     setenv("HILOCK_SERVERS", env, 1);
     cr_assert_eq(run(r, a), 0, "%s", hlt_slurp(r, "err.txt"));
-    snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", hlt_free_port());
+    snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", hlt_dead_port());
     setenv("HILOCK_SERVERS", dead, 1);
     cr_assert_eq(run(r, a), 69);
     cr_assert_eq(run(r, b), 0, "-s wins over the environment");
@@ -1010,7 +1010,7 @@ Test(cli, servers_file_reaches_a_password_protected_server)
     const char *c[] = { "--servers-file", "servers", "-s", dead, "job", "true", NULL };
     FILE *f;
     find_bin();
-    snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", hlt_free_port());
+    snprintf(dead, sizeof dead, "redis://127.0.0.1:%d", hlt_dead_port());
     setenv("HILOCK_SERVERS", dead, 1);   /* the file wins over the environment */
     f = fopen(hlt_path(r, "servers"), "w");
     /* comment lines and blank lines are allowed (a '#' inside a URL is not a comment) */
@@ -1636,7 +1636,7 @@ Test(cli, wait_ends_with_the_last_server_error_when_it_stays_down, .timeout = 60
     const char *b[] = { "-s", url, "job", "touch", "ran", NULL };
     const char *c[] = { "-s", url, "-n", "job", "touch", "ran", NULL };
     long long t0, took;
-    int port = hlt_free_port();
+    int port = hlt_dead_port();
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
     snprintf(name, sizeof name, "127.0.0.1:%d: connect", port);
     t0 = hlt_now_ms();

@@ -230,7 +230,7 @@ Test(cluster, a_seed_list_whose_first_node_is_down_works)
     hilock_client *c;
     hilock *l;
     long long t0;
-    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", hlt_free_port(), f->port[3]);
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", hlt_dead_port(), f->port[3]);
     hilock_options o = hlt_options((const char *[]){ url }, 1);
     o.io_timeout_ms = 2000;
     o.failover_guard = 0;
@@ -240,7 +240,7 @@ Test(cluster, a_seed_list_whose_first_node_is_down_works)
     hilock_free(l);
     hilock_client_free(c);
     /* no seed at all: EIO, bounded, naming the seeds */
-    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", hlt_free_port(), hlt_free_port());
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", hlt_dead_port(), hlt_dead_port());
     c = hlt_client_new(&o);   /* (o.servers is url, rewritten) */
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "seeds", 5000, 0, &l), HILOCK_EIO);

@@ -32,7 +32,7 @@ static int run_cxx(const hlt_redis *r, const char *extra, char *out, size_t n)
 {
     char prog[PATH_MAX], cmd[PATH_MAX + 600];
     find_prog(prog, sizeof prog);
-    snprintf(cmd, sizeof cmd, "'%s' '%s' 'redis://127.0.0.1:%d' %s 2>&1", prog, r->url, hlt_free_port(), extra);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' 'redis://127.0.0.1:%d' %s 2>&1", prog, r->url, hlt_dead_port(), extra);
     return hlt_run_capture(cmd, out, n);
 }
 

@@ -43,7 +43,7 @@ static void tcp_name(const hlt_redis *r, char *buf, size_t n) { snprintf(buf, n,
 Test(faults, connection_refused_is_eio_and_names_the_server)
 {
     char url[64], name[64];
-    int port = hlt_free_port();
+    int port = hlt_dead_port();
     hilock_client *c;
     hilock *l = (hilock *)&l;
     long long t0;
@@ -78,7 +78,7 @@ Test(faults, wait_forever_on_a_dead_server_returns_the_error)
     hilock_client *c;
     hilock *l = NULL;
     long long t0;
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", hlt_free_port());
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", hlt_dead_port());
     c = hlt_client(url);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "k", 5000, HILOCK_WAIT_FOREVER, &l), HILOCK_EIO);

@@ -355,7 +355,7 @@ Test(observe, a_refused_connect_and_a_refused_handshake_are_failed_connect_event
     hlt_redis *r = hlt_redis_start("--requirepass s3cret");
     hlt_rec *x = hlt_rec_new(), *y = hlt_rec_new();
     char url[128], node[64];
-    int port = hlt_free_port();
+    int port = hlt_dead_port();
     hilock_client *c;
     hilock *l = NULL;
     hilock_stats s;
@@ -398,7 +398,7 @@ Test(observe, a_wait_on_a_server_that_is_down_is_one_acquire_trying_again_after_
     hilock_stats s;
     hilock_status st;
     const hlt_rec_ev *end;
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", hlt_free_port());   /* nothing listens */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", hlt_dead_port());   /* nothing listens */
     o.retry_delay_ms = 50;   /* the defaults */
     o.poll_ms = 1000;
     c = hlt_client_new(&o);
@@ -685,7 +685,7 @@ Test(observe, the_loops_calls_and_renewals_are_reported_on_the_loops_thread)
 Test(observe, a_refused_connect_on_the_loop_is_a_failed_connect_event)
 {
     char url[128], node[64];
-    int port = hlt_free_port();
+    int port = hlt_dead_port();
     hilock_client *c;
     uv_loop_t loop;
     loop_run run = {0};

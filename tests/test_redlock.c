@@ -1075,7 +1075,7 @@ Test(redlock, a_sentinel_url_can_be_a_member)
     const char *urls[3];
     start(&k, 2);
     /* nothing listens there: this member is simply down, and two of three is a quorum */
-    snprintf(sentinel, sizeof sentinel, "redis-sentinel://127.0.0.1:%d#mymaster", hlt_free_port());
+    snprintf(sentinel, sizeof sentinel, "redis-sentinel://127.0.0.1:%d#mymaster", hlt_dead_port());
     urls[0] = k.url[0];
     urls[1] = sentinel;
     urls[2] = k.url[1];

@@ -422,7 +422,7 @@ Test(sentinel, dead_sentinels_first_in_the_list_are_skipped)
     long long t0;
     fx();
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#%s",
-             hlt_free_port(), hlt_free_port(), F->sport[2], F->name);
+             hlt_dead_port(), hlt_dead_port(), F->sport[2], F->name);
     c = hlt_client(url);
     t0 = hlt_now_ms();
     cr_assert_eq(hilock_acquire(c, "skip", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
@@ -459,9 +459,9 @@ Test(sentinel, all_sentinels_down_is_eio_within_the_bound)
     hilock_client *c;
     hilock *l = (hilock *)&l;
     long long t0;
-    int p = hlt_free_port();
+    int p = hlt_dead_port();
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#m", p,
-             hlt_free_port(), hlt_free_port());
+             hlt_dead_port(), hlt_dead_port());
     snprintf(port, sizeof port, "%d", p);
     c = hlt_client(url);
     t0 = hlt_now_ms();
