@@ -507,4 +507,30 @@ Test(guarded, min_replicas_waits_for_the_write)
     hlt_redis_stop(rep);
 }
 
+/* A keepalive's renewals and guarded commands take turns on the lock (the hook): every write
+ * runs, the lock stays valid past its first ttl, and nothing is left once released. */
+Test(guarded, guarded_commands_beside_a_keepalive)
+{
+    hilock_client *c = hlt_client(R->url);
+    hilock *l = must_lock(c, "g:ka", 600);
+    hilock_reply *r = NULL;
+    long long t0 = hlt_now_ms();
+    int n = 0;
+    cr_assert_eq(hilock_keepalive(l, NULL, NULL), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    while (hlt_now_ms() - t0 < 1500) {
+        cr_assert_eq(G(l, &r, "INCR", "g:kan"), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        hilock_reply_free(r);
+        n++;
+        hlt_sleep_ms(5);
+    }
+    cr_assert_gt(hilock_validity_ms(l), 0, "the keepalive let it lapse");
+    {
+        char want[24];
+        snprintf(want, sizeof want, "%d", n);
+        assert_value("g:kan", want);
+    }
+    hlt_release_gone(R, c, l, "g:ka");
+    hilock_client_free(c);
+}
+
 Test(guarded, reply_free_is_null_safe) { hilock_reply_free(NULL); }
