@@ -1154,7 +1154,31 @@ static void kinds_json(FILE *f, const hilock_lock_view *lv)
     fputc(']', f);
 }
 
-/* The text lines of a semaphore's or shared/exclusive lock's holders and queue. */
+/* Who waits for a semaphore or a shared/exclusive lock, in one line: its registered waiters
+ * ({KEY}:wq: for a permit; for a shared or an exclusive grant) and, on a shared/exclusive
+ * lock, a plain lock's writers (the mark of acquire.lua, {KEY}:waiters, which a semaphore
+ * never has), which like an exclusive waiter hold new shared grants off. */
+static void kinds_waiters(FILE *f, const hilock_lock_view *lv)
+{
+    char a[32];
+    int64_t exclusive = lv->writers_waiting, shared = lv->waiters - lv->writers_waiting;
+    int plain = lv->waiters_pttl_ms >= 0;
+    if (!strcmp(lv->kind, "semaphore")) {
+        if (lv->waiters > 0) fprintf(f, "  waiters  %lld waiting for a permit\n", (long long)lv->waiters);
+        else fputs("  waiters  none\n", f);
+        return;
+    }
+    if (!lv->waiters && !plain) {
+        fputs("  waiters  none\n", f);
+        return;
+    }
+    fprintf(f, "  waiters  %lld for a shared grant, %lld for an exclusive one", (long long)shared, (long long)exclusive);
+    if (plain)
+        fprintf(f, ", and a plain lock's writer (its mark expires in %s)", human_ms(lv->waiters_pttl_ms, a, sizeof a));
+    fputs(exclusive > 0 || plain ? ": no new shared grant meanwhile\n" : "\n", f);
+}
+
+/* The text lines of a semaphore's or shared/exclusive lock's holders and waiters. */
 static void kinds_text(FILE *f, const hilock_lock_view *lv, int64_t now_us)
 {
     char a[32];
@@ -1176,10 +1200,7 @@ static void kinds_text(FILE *f, const hilock_lock_view *lv, int64_t now_us)
     }
     if (lv->nholder < (size_t)(lv->holders > 0 ? lv->holders : 0))
         fprintf(f, "    ... and %lld more\n", (long long)lv->holders - (long long)lv->nholder);
-    fprintf(f, "  queue    %lld waiting", (long long)lv->waiters);
-    if (!strcmp(lv->kind, "rwlock")) fprintf(f, " (%lld of them exclusive: no new shared grant meanwhile)",
-                                          (long long)lv->writers_waiting);
-    fputc('\n', f);
+    kinds_waiters(f, lv);
 }
 
 typedef struct busy_look { hilock_client *c; const char *key; } busy_look;
@@ -1302,7 +1323,9 @@ static void inspect_text(const inspection *in, size_t master, const hilock_lock_
                lv->fence_pttl_ms >= 0 ? human_ms(lv->fence_pttl_ms, b, sizeof b) : "for ever");
     else
         printf("  fence    no counter (no hilock grant for an hour past the last one's ttl)\n");
-    if (lv->waiters_pttl_ms >= 0)
+    if (lv->kind && strcmp(lv->kind, "lock"))
+        ;   /* a semaphore's or shared/exclusive lock's waiters: with its holders (kinds_text) */
+    else if (lv->waiters_pttl_ms >= 0)
         printf("  waiters  yes: a waiter blocks for the release (marker expires in %s)\n",
                human_ms(lv->waiters_pttl_ms, a, sizeof a));
     else

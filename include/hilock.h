@@ -612,7 +612,10 @@ typedef enum hilock_rw_mode {
  * the key. hilock_token() is the grant's member of the key: "x:" (exclusive) or "s:"
  * (shared) and 30 hex digits.
  * The plain lock is the exclusive side of the same key: hilock_acquire on a key held shared
- * or exclusive is BUSY (it waits, and a release that leaves no holder wakes it), and a plain
+ * or exclusive is BUSY ("KEY: held shared by 2 readers, who renew their grants (the last
+ * expires in 29.7 s unless renewed)", or "KEY: held exclusive (a shared/exclusive lock's
+ * writer, who renews its grant: ...)"; it waits, and a release that leaves no holder wakes
+ * it), and a plain
  * lock on the key makes both modes BUSY ("KEY: held by another owner, expires in 2.0 s"); a
  * plain lock's release does not wake shared waiters (they poll). A waiting plain-lock writer
  * also stops new shared grants, until its grant or its giving up (one master: either cuts its

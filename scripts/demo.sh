@@ -111,7 +111,7 @@ for n in 1 2 3 4 5; do
   "$hl" --limit 2 demo:backup -- "$dir/permit" "sem-$n" 0.3 & pids="$pids $!"
 done
 sleep 0.2
-"$hl" inspect demo:backup | grep -E '^  (holders|queue) ' | while read -r line; do say "hilock inspect: $line"; done
+"$hl" inspect demo:backup | grep -E '^  (holders|waiters) ' | while read -r line; do say "hilock inspect: $line"; done
 for p in $pids; do wait "$p" || :; done
 pids=""
 echo

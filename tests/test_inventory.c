@@ -1066,7 +1066,8 @@ Test(inspect, shows_a_semaphores_permits_their_holders_and_its_queue, .timeout =
     snprintf(want, sizeof want, ", limit 2, host \"%s\", pid %ld, program \"%s\", granted ", host, (long)getpid(),
              program_invocation_short_name);
     cr_assert(strstr(i->out, want), "%s", i->out);
-    cr_assert(strstr(i->out, "  queue    1 waiting\n"), "%s", i->out);
+    cr_assert(strstr(i->out, "  waiters  1 waiting for a permit\n"), "%s", i->out);
+    cr_assert(!strstr(i->out, "none marked") && !strstr(i->out, "queue"), "%s", i->out);
     free(i);
     i = run(r, j);
     cr_assert_eq(i->status, 0, "%s", i->err);
@@ -1095,6 +1096,61 @@ Test(inspect, shows_a_semaphores_permits_their_holders_and_its_queue, .timeout =
         hilock_client_free(c[k]);
     }
     hilock_client_free(viewer);
+    hlt_redis_stop(r);
+}
+
+/* Who waits for a shared/exclusive lock, in one line: the registered waiters by mode and a
+ * plain lock's writer (its mark), which holds new readers off too (issue 36: "queue 0
+ * waiting" while a plain writer and a reader waited); a plain lock's -v busy message says
+ * who holds it and that they renew. */
+Test(inspect, shows_who_waits_for_a_shared_exclusive_lock_a_plain_writer_included, .timeout = 60)
+{
+    hlt_redis *r;
+    HLT_NEEDS(30200, "shared locks need Redis 3.2 (TIME in a script that writes)");
+    r = hlt_redis_start(NULL);
+    const char *pw[] = { "-s", r->unix_url, "-w", "30s", "rw:w", "true", NULL };
+    const char *sw[] = { "-s", r->unix_url, "--shared", "-w", "30s", "rw:w", "true", NULL };
+    const char *a[] = { "-s", r->unix_url, "inspect", "rw:w", NULL };
+    const char *n[] = { "-s", r->unix_url, "-v", "-n", "rw:w", "true", NULL };
+    hilock_client *c[2];
+    hilock *l[2];
+    run_out *o = malloc(sizeof *o), *i;
+    pid_t writer, reader;
+    cr_assert(r && o);
+    find_bin();
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(hilock_client_open(r->unix_url, &c[k]), HILOCK_OK);
+        cr_assert_eq(hilock_rw_acquire(c[k], "rw:w", HILOCK_SHARED, 60000, 0, &l[k]), HILOCK_OK, "%s",
+                     hilock_client_errmsg(c[k]));
+    }
+    writer = spawn_hilock(r, pw);
+    wait_exists(r, "{rw:w}:waiters");
+    reader = spawn_hilock(r, sw);
+    wait_exists(r, "{rw:w}:wq");
+    i = run(r, a);
+    cr_assert_eq(i->status, 0, "%s", i->err);
+    cr_log_info("%s", i->out);
+    cr_assert(strstr(i->out, "  holders  2\n"), "%s", i->out);
+    cr_assert(strstr(i->out, "  waiters  1 for a shared grant, 0 for an exclusive one, and a plain lock's writer (its "
+                     "mark expires in "), "%s", i->out);
+    cr_assert(strstr(i->out, "): no new shared grant meanwhile\n"), "%s", i->out);
+    cr_assert(!strstr(i->out, "waiters  yes") && !strstr(i->out, "queue"), "%s", i->out);
+    free(i);
+    i = run(r, n);
+    cr_assert_eq(i->status, 1, "%s", i->err);
+    cr_assert(strstr(i->err, "hilock: busy: rw:w: held shared by 2 readers, who renew their grants (the last expires in "),
+              "%s", i->err);
+    free(i);
+    for (int k = 0; k < 2; k++) cr_assert_eq(hilock_release(l[k]), HILOCK_OK);   /* the writer, then the reader */
+    collect(r, writer, 30000, o);
+    cr_assert_eq(o->status, 0, "writer: %d %s", o->status, o->err);
+    collect(r, reader, 30000, o);
+    cr_assert_eq(o->status, 0, "reader: %d %s", o->status, o->err);
+    free(o);
+    for (int k = 0; k < 2; k++) {
+        hilock_free(l[k]);
+        hilock_client_free(c[k]);
+    }
     hlt_redis_stop(r);
 }
 

@@ -451,6 +451,35 @@ Test(rw, a_plain_lock_is_busy_on_a_key_held_shared)
     hilock_client_free(b);
 }
 
+/* A plain lock busy on a key held shared or exclusive says what holds it, and that those
+ * holders renew (the key's PTTL is when it frees only if they stop): not "held by another
+ * owner, expires in 29.7 s" (issue 36); nothing written. */
+Test(rw, a_plain_lock_busy_on_grants_says_who_holds_it_and_that_they_renew)
+{
+    NEEDS_32();
+    hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10),
+                  *p = hlt_client_retry(R->url, 10);
+    hilock *s1 = must_rw(a, "k", S, 20000, 0), *s2 = must_rw(b, "k", S, 20000, 0), *x, *l = (hilock *)&l;
+    cr_assert_eq(hilock_acquire(p, "k", 5000, 0, &l), HILOCK_BUSY, "%s", hilock_client_errmsg(p));
+    cr_assert_null(l);
+    cr_log_info("%s", hilock_client_errmsg(p));
+    cr_assert(!strncmp(hilock_client_errmsg(p), "k: held shared by 2 readers, who renew their grants (the last expires "
+                       "in ", 73) && strstr(hilock_client_errmsg(p), " unless renewed)"), "%s", hilock_client_errmsg(p));
+    release_free(s2);
+    cr_assert_eq(hilock_acquire(p, "k", 5000, 0, &l), HILOCK_BUSY);
+    cr_assert(!strncmp(hilock_client_errmsg(p), "k: held shared by 1 reader, who renew", 37), "%s", hilock_client_errmsg(p));
+    release_free(s1);
+    x = must_rw(a, "k", X, 20000, 0);
+    cr_assert_eq(hilock_acquire(p, "k", 5000, 0, &l), HILOCK_BUSY);
+    cr_assert(!strncmp(hilock_client_errmsg(p), "k: held exclusive (a shared/exclusive lock's writer, who renews its "
+                       "grant: it expires in ", 89), "%s", hilock_client_errmsg(p));
+    cr_assert_eq(hlt_zcard(R, "k"), 2, "the exclusive grant and the marker, nothing of the plain lock");
+    release_free(x);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hilock_client_free(p);
+}
+
 Test(rw, shared_and_exclusive_are_busy_on_a_key_held_by_a_plain_lock)
 {
     NEEDS_32();

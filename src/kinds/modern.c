@@ -30,13 +30,26 @@ static hilock_status modern_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, 
 }
 
 /* The holder's PTTL (in the reply) is the hint the quorum code takes; the message says it.
- * {0, pttl, 1}: a shared/exclusive lock holds the key, and our mark (acquire.lua) holds new
- * readers off until our grant deletes it (one master: several call busy() not at all, and
- * their mark lapses by itself). */
+ * {0, pttl, n}: a shared/exclusive lock holds the key (n shared grants, -1 an exclusive one),
+ * and our mark (acquire.lua) holds new readers off until our grant deletes it (one master:
+ * several call busy() not at all, and their mark lapses by itself). Its holders renew their
+ * grants, so the key's PTTL is when it frees only if they stop: the message says so. */
 static int64_t modern_busy(hilock *l, const hl_reply *r)
 {
-    char ttl[HL_BUSY_TTL_BUF];
+    char ttl[HL_BUSY_TTL_BUF], d[HL_MS_SHOWN_BUF];
+    const hl_reply *n = hl_reply_elem(r, 2), *ms = hl_reply_elem(r, 1);
+    long long held = hl_reply_type(n) == HL_R_INTEGER ? hl_reply_int(n) : 0;
     l->queued = hl_reply_nelem(r) == 3;
+    if (l->queued && held != 0 && hl_reply_type(ms) == HL_R_INTEGER && hl_reply_int(ms) >= 0) {
+        hl_ms_shown(hl_reply_int(ms), d, sizeof d);
+        if (held < 0)
+            hl_fail(l->c, HILOCK_BUSY, "%s: held exclusive (a shared/exclusive lock's writer, who renews its "
+                    "grant: it expires in %s unless renewed)", l->shown, d);
+        else
+            hl_fail(l->c, HILOCK_BUSY, "%s: held shared by %lld reader%s, who renew their grants (the last "
+                    "expires in %s unless renewed)", l->shown, held, held == 1 ? "" : "s", d);
+        return 0;
+    }
     hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner%s", l->shown, hl_busy_ttl(l, r, ttl, sizeof ttl));
     return 0;
 }

@@ -105,7 +105,9 @@ static int64_t busy(hilock *l, const hl_reply *r)
     char ttl[HL_BUSY_TTL_BUF], d[HL_MS_SHOWN_BUF];
     hilock_client *c = l->c;
     if (ms >= 0) hl_ms_shown(ms, d, sizeof d);
-    if (why == 0 && held >= 0 && limit > 0 && ms >= 0)
+    if (why == 0 && held == 1 && limit == 1 && ms >= 0)   /* (not "1 of 1 permits") */
+        hl_fail(c, HILOCK_BUSY, "%s: its one permit is held (limit 1), it expires in %s", l->shown, d);
+    else if (why == 0 && held >= 0 && limit > 0 && ms >= 0)
         hl_fail(c, HILOCK_BUSY, "%s: %lld of %lld permits held (limit %d), the first expires in %s",
                 l->shown, held, limit, l->limit, d);
     else if (why == 1 && ms >= 0)

@@ -18,7 +18,10 @@
 -- the grant on a counter at or above 2^53 - 1 (refused: below).
 -- A shared/exclusive lock on the key (a sorted set marked 'hilock:rw', permits.lua) holds it
 -- as another owner would (looked at on this busy path only); another sorted set (a semaphore)
--- is WRONGTYPE at the GET, before any write. The busy answer on such a key is {0, pttl, 1}.
+-- is WRONGTYPE at the GET, before any write. The busy answer on such a key is {0, pttl, n}:
+-- n its live shared grants, or -1 when an exclusive grant holds it (live: scored after the
+-- client's reckoning of this server's clock, ARGV[4], counted slow: read-only, no TIME), for
+-- the busy message (modern.c).
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local rw = redis.call('TYPE', KEYS[1])['ok'] == 'zset' and redis.call('ZSCORE', KEYS[1], 'hilock:rw')
   if rw or redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -26,7 +29,13 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if KEYS[3] and w > 0 and redis.call('PTTL', KEYS[3]) < w then
       redis.call('SET', KEYS[3], '1', 'PX', w)
     end
-    if rw then return {0, redis.call('PTTL', KEYS[1]), 1} end
+    if rw then
+      local live = '(' .. ARGV[4]
+      local first = redis.call('ZRANGEBYSCORE', KEYS[1], live, '+inf', 'LIMIT', 0, 1)[1]
+      local n = redis.call('ZCOUNT', KEYS[1], live, '+inf') - 1
+      if first and string.sub(first, 1, 2) == 'x:' then n = -1 end
+      return {0, redis.call('PTTL', KEYS[1]), n}
+    end
     return {0, redis.call('PTTL', KEYS[1])}
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
