@@ -108,22 +108,6 @@ Test(sem, a_busy_limit_of_one_says_its_one_permit_is_held)
     hilock_client_free(c2);
 }
 
-/* A busy limit of 1 says so in words: "its one permit is held", not "1 of 1 permits". */
-Test(sem, a_busy_limit_of_one_says_its_one_permit_is_held)
-{
-    NEEDS_32();
-    hilock_client *c1 = hlt_client_retry(R->url, 10), *c2 = hlt_client_retry(R->url, 10);
-    hilock *l = must_sem(c1, "sem", 1, 20000, 0), *m = (hilock *)&m;
-    cr_assert_eq(hilock_sem_acquire(c2, "sem", 1, 5000, 0, &m), HILOCK_BUSY);
-    cr_assert_null(m);
-    cr_assert(!strncmp(hilock_client_errmsg(c2), "sem: its one permit is held (limit 1), it expires in ", 53), "%s",
-              hilock_client_errmsg(c2));
-    cr_assert_eq(hlt_zcard(R, "sem"), 2, "one permit, and the marker");
-    release_free(l);
-    hilock_client_free(c1);
-    hilock_client_free(c2);
-}
-
 Test(sem, limit_one_is_a_mutex)
 {
     NEEDS_32();
