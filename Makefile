@@ -54,7 +54,7 @@ LDLIBS_LIB = $(HIREDIS_LIBS) $(OPENSSL_LIBS) -lpthread
 # The platform layer (src/platform/platform.h): one implementation, and what all share.
 PLATFORM  ?= $(if $(filter Linux,$(shell uname -s)),linux,posix)
 PLATFORM_SRC := src/platform/common.c src/platform/$(PLATFORM).c
-LIB_SRC   := $(sort $(filter-out src/platform/%,$(wildcard src/*/*.c)) $(PLATFORM_SRC)) $(wildcard legacy/*.c) $(wildcard api/*.c)
+LIB_SRC   := $(sort $(filter-out src/platform/%,$(wildcard src/*/*.c)) $(PLATFORM_SRC)) $(wildcard legacy/*.c)
 LUA       := $(sort $(wildcard src/lua/*.lua) $(wildcard legacy/lua/*.lua))
 LIB_OBJ   := $(patsubst %.c,$(B)/%.o,$(LIB_SRC)) $(B)/gen/scripts.o
 HEADERS   := include/hilock.h include/hilock_legacy.h include/hilock_inspect.h include/hilock_async.h include/hilock_observe.h

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* legacy.c -- two lock kinds (kind.h): the SETNX/GETSET recipe of legacy fleets
  * (hl_kind_legacy, for hilock_legacy_acquire) and bridge mode (hl_kind_bridge, for
- * hilock_acquire with options.bridge); the entry points that pick them are in api/acquire.c.
+ * hilock_acquire with options.bridge); the entry points that pick them are in src/api/acquire.c.
  *
  * Each is a table of operations that src/lock/lock.c's quorum code runs: the same acquire loop,
  * connection, timing, retries, fence, release/extend/check flows, verdicts and errors as the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* legacy.h -- the lock kinds legacy/legacy.c provides (kind.h): the SETNX/GETSET recipe of
  * legacy fleets, and bridge mode (a modern lock that legacy clients also respect). For the
- * entry points that choose a kind (hilock_legacy_acquire, api/acquire.c) and the fuzzers;
+ * entry points that choose a kind (hilock_legacy_acquire, src/api/acquire.c) and the fuzzers;
  * src/ never includes this.
  * Layer: legacy (this folder: the legacy and bridge kinds, their codecs)
  * May call: lock engine resp base platform

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # check-platform.sh [ROOT] -- `make layers`: no Linux-only (or otherwise non-POSIX) call outside
 # the platform layer (src/platform/), so a port to FreeBSD or macOS is one file there.
-# Reads the code of the library (src/, legacy/, api/) and the command (cli/) without its comments
+# Reads the code of the library (src/, legacy/) and the command (cli/) without its comments
 # and strings, but for strings naming /proc (only Linux has it) or holding ELF asm directives.
 # Allowed elsewhere: any fiber.c (the context switch: its own per-architecture asm, owned by
 # its file). Tests and benches run on the development machine and are not checked.
@@ -15,7 +15,7 @@ WORDS="$WORDS|gettid|MAP_NORESERVE|prctl|PR_SET_[A-Z_]+|PR_GET_[A-Z_]+|close_ran
 WORDS="$WORDS|pipe2|dup3|accept4|strchrnul|memrchr|program_invocation_(short_)?name|getauxval|getentropy|arc4random[a-z_]*"
 WORDS="$WORDS|epoll_[a-z_]+|eventfd|signalfd|timerfd_[a-z_]+|inotify_[a-z_]+|sched_getcpu|procctl|kqueue|kevent"
 WORDS="$WORDS|__asm__|asm|__asm|sys/(random|epoll|eventfd|signalfd|timerfd|inotify|prctl|syscall|procctl|event)\.h"
-files=$(find src legacy api cli -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null |
+files=$(find src legacy cli -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null |
         grep -v '^src/platform/' | grep -v '/fiber\.c$' | sort)
 [ -n "$files" ] || { echo "check-platform: no sources under $ROOT"; exit 1; }
 # code only: comments blanked, string and character literals emptied (a "/proc..." string

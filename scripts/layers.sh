@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # layers.sh BUILD_DIR -- `make layers`: the library's layering, from its folders and built objects.
 #
-# Each folder of the library (src/*/, legacy/, api/) states its layer in one file's opening
-# comment, in a fixed form (src/X/X.h; legacy/legacy.h; api/acquire.c):
+# Each folder of the library (src/*/, legacy/) states its layer in one file's opening
+# comment, in a fixed form (src/X/X.h; legacy/legacy.h; src/api/acquire.c):
 #    * Layer: engine
 #    * May call: transport resp base platform
 # This script reads those lines and checks, per folder, that every #include "..." of its files
@@ -56,7 +56,7 @@ if [ "$1" = --circles ]; then
     echo "$B:"; calls_of "$B"/*.o | circles; exit
 fi
 fail=0
-dirs="$(ls -d src/*/ 2>/dev/null | grep -v '^src/lua/$' | sed 's|/$||') legacy api"
+dirs="$(ls -d src/*/ 2>/dev/null | grep -v '^src/lua/$' | sed 's|/$||') legacy"
 
 # ---- the declared layers: "folder<TAB>may-call list" per folder ----
 rules=$(for d in $dirs; do
@@ -75,7 +75,7 @@ echo "$rules" | grep -q ' BAD$' && fail=1
 folder_of() {   # path -> its layer's name (the folder), or "" (public headers, libc)
     case $1 in
         src/*/*) p=${1#src/}; echo "${p%%/*}" ;;
-        legacy/*) echo legacy ;; api/*) echo api ;;
+        legacy/*) echo legacy ;;
         "$B"/gen/*|gen/*) echo base ;;   # the embedded scripts (base.h declares them)
         *) echo "" ;;
     esac
@@ -120,7 +120,7 @@ if [ -n "$inc_bad" ]; then echo "$inc_bad" | sed 's/^/layers: /'; fail=1
 else echo "includes: every folder includes only its own layer's headers and those of its May call line"; fi
 
 # ---- the calls between objects ----
-objs=$(ls "$B"/src/*/*.o "$B"/legacy/*.o "$B"/api/*.o "$B"/gen/*.o 2>/dev/null)
+objs=$(ls "$B"/src/*/*.o "$B"/legacy/*.o "$B"/gen/*.o 2>/dev/null)
 [ -n "$objs" ] || { echo "layers: no objects in $B (run make first)"; exit 1; }
 calls=$(calls_of $objs)
 echo "$calls" | awk 'function folder(p) { if (p ~ /^src\/[^\/]+\//) { split(p, x, "/"); return x[2] } if (p ~ /^gen\//) return "base"; split(p, x, "/"); return x[1] }
@@ -136,6 +136,6 @@ inc=$(${CC:-cc} -MM -Iinclude -Isrc $(ls -d src/*/ | sed 's|^|-I|') -I"$B" src/e
 if [ -n "$inc" ]; then echo "engine.c includes: $inc"; fail=1; else echo "engine.c includes no topology, hiredis or tls header"; fi
 eng=$(nm "$B"/src/engine/engine.o | awk '$1 == "U" && ($2 ~ /^hl_topo|^redis|^freeReplyObject|^hl_transport_|^hl_tls/) { print $2 }')
 if [ -n "$eng" ]; then echo "engine.o calls:" $eng; fail=1; else echo "engine.o calls no topology, hiredis, tls or transport function by name"; fi
-hir=$(grep -l 'include <hiredis' src/*/*.c src/*/*.h legacy/*.c legacy/*.h api/*.c 2>/dev/null | tr '\n' ' ')
+hir=$(grep -l 'include <hiredis' src/*/*.c src/*/*.h legacy/*.c legacy/*.h 2>/dev/null | tr '\n' ' ')
 if [ "$hir" != "src/resp/resp.c " ]; then echo "hiredis included by: $hir"; fail=1; else echo "hiredis included only by src/resp/resp.c"; fi
 exit $fail

@@ -10,7 +10,7 @@
  * Owns: the keepalive thread and its private client; the runner that runs lock.c's flows on
  * fibers with their round trips pipelined on the loop's connections. The engine reaches the
  * runner only through the client's hl_runner (engine.h), the lock layer the keepalive only
- * through the lock's hook (lock.h: hl_hook_ev). Called by: api/ and the public entry points.
+ * through the lock's hook (lock.h: hl_hook_ev). Called by: src/api/ and the public entry points.
  */
 #ifndef HILOCK_ASYNC_INTERNAL_H
 #define HILOCK_ASYNC_INTERNAL_H
@@ -18,7 +18,7 @@
 #include "kind.h"
 #include "hilock_async.h"
 
-/* hilock_acquire_async with the lock kind the entry point chose (api/async.c). */
+/* hilock_acquire_async with the lock kind the entry point chose (src/api/async.c). */
 hilock_status hl_async_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,
                                const hl_kind_ops *kind, hilock_done_fn done, void *arg);
 /* ... and for a kind that takes a limit (hl_acquire_limit: the semaphore's; 0 for the others):

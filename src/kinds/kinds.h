@@ -9,7 +9,7 @@
  * shared/exclusive lock (permits.c): the commands each sends and
  * how it reads their answers. A kind calls the engine's commands, the lock layer's shared
  * helpers (reply verdicts, busy messages, validity) and the scripts; the lock layer calls a
- * kind only through its table (l->kind), never by name, and api/ names the tables. legacy/
+ * kind only through its table (l->kind), never by name, and src/api/ names the tables. legacy/
  * holds the legacy and bridge kinds, a sibling of this folder under the same rules.
  */
 #ifndef HILOCK_KINDS_H

@@ -18,7 +18,7 @@
  * state of its own between attempts (init, give_up) adds an entry for that, NULL meaning
  * today's behaviour.
  *
- * Why the entry points that pick a table sit in api/ (above src/ and legacy/):
+ * Why the entry points that pick a table sit in src/api/ (above the other layers and legacy/):
  * hilock_acquire must reach legacy/'s bridge table while nothing in src/ names legacy/. A
  * pointer registered by legacy/ at run time would be missing in a static link that pulls in
  * no legacy/ object; a thin file above both that names both tables is linked whenever
@@ -132,15 +132,15 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
  * Also run by the _async entry points, which must refuse bad input at once. */
 hilock_status hl_acquire_args(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms);
 
-/* api/acquire.c: the kind hilock_acquire (and hilock_acquire_async) runs for c's options:
+/* src/api/acquire.c: the kind hilock_acquire (and hilock_acquire_async) runs for c's options:
  * bridge, fair, unfenced (fencing = 0) or modern. */
 const hl_kind_ops *hl_acquire_kind(const hilock_client *c);
 
-/* api/acquire.c: what the semaphore refuses of a caller before anything is sent (limit out of
+/* src/api/acquire.c: what the semaphore refuses of a caller before anything is sent (limit out of
  * 1..HILOCK_SEM_LIMIT_MAX, several masters, fair), and the shared/exclusive lock's kind for
  * mode (*kind; NULL for a mode that is not one) and what it refuses (that mode, fair): EINVAL
  * with the message, or OK. Run by the blocking entry points and at once by the _async ones
- * (api/async.c), between hl_enter and hl_leave. */
+ * (src/api/async.c), between hl_enter and hl_leave. */
 hilock_status hl_sem_refused(hilock_client *c, int limit);
 hilock_status hl_rw_refused(hilock_client *c, hilock_rw_mode mode, const struct hl_kind_ops **kind);
 /* (what the caller did, why, what to do: read by programs' users and the command's alike) */

@@ -3,7 +3,7 @@
  * extend and check, over 1..N masters (one master is the N = 1 case of the same quorum logic,
  * so Redlock is a change of configuration, not of code): tallies, quorum, undo of partial or
  * unknown writes, Redlock fencing, validity and the errors. Also the verdicts that read the
- * scripts' answers, and the lock API of include/hilock.h except hilock_acquire (api/).
+ * scripts' answers, and the lock API of include/hilock.h except hilock_acquire (src/api/).
  *
  * What differs between kinds (commands, a busy answer, validity) comes from the lock's table
  * (l->kind, kind.h); this file names no kind. It calls the engine and topology (lock.h)

@@ -4,7 +4,7 @@
  * May call: topology engine transport resp base platform
  *
  * lock.h -- the lock layer and the client: what lock.c, wait.c, inspect.c, client.c (and,
- * above them, the kinds, legacy/, async/ and api/) share. Nothing here is API.
+ * above them, the kinds, legacy/, async/ and src/api/) share. Nothing here is API.
  *
  * Owns: the client (options, validation, nodes each given its transport and topology: client.c
  * is where the tables are named), the quorum flows every kind runs (lock.c), waiting for a
