@@ -119,6 +119,18 @@ struct hl_kind_ops {
 
 /* The tables themselves: src/kinds/kinds.h (modern, unfenced, fair), legacy/legacy.h. */
 
+/* ---- the table's optional entries, each with its default in one place (kind.c), as
+ * sqlite's os.c wraps its VFS: lock.c calls these, never a table member that may be NULL ---- */
+hl_verdict  (*hl_kind_verdict(const hilock *l))(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
+const char   *hl_kind_what(const hilock *l);
+hilock_status hl_kind_usable(hilock *l, const char *op);
+void          hl_kind_extend_end(hilock *l, const hl_kind_buf *b, int ours);
+hilock_status hl_kind_init(hilock *l);
+void          hl_kind_release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
+void          hl_kind_check_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
+void          hl_kind_undo_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
+void          hl_kind_give_up(hilock *l, int64_t hard_deadline_us);
+
 /* src/lock/lock.c: the acquire loop of every kind (the entry points pick `kind`), so they share
  * timing, retries, waiting and errors. */
 hilock_status hl_acquire(hilock_client *c, const char *key, int64_t ttl_ms, int64_t wait_ms,

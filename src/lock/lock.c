@@ -30,63 +30,10 @@ static int64_t node_timeout_us(const hilock_client *c, int64_t ttl_ms)
 
 static int popcount(uint32_t m) { return __builtin_popcount(m); }
 
-/* acquire.lua answers {1, fence} or {0, pttl} (legacy_acquire.lua adds the value it found,
- * {0, pttl, value}, which the legacy kind's busy reads).
- * Any other shape is not an answer of our scripts (a proxy, a foreign script under our SHA, a
- * broken server) and is BAD, never read as a grant, a loss or a foreign owner: fuzz/fuzz_reply.c
- * found that {1, "x"} granted a lock with fence 0, {1, -5} one with fence 2^64 - 5, an integer
- * 2 from release/extend meant "another owner", and an integer or an array from GET meant
- * "gone". A PTTL beyond HL_PTTL_MAX (centuries) is refused so callers may do pttl * 1000 + 1. */
-#define HL_PTTL_MAX (INT64_MAX / 2000)
-
-static int pttl_ok(const hl_reply *r)
-{
-    return hl_reply_type(r) == HL_R_INTEGER && hl_reply_int(r) >= -2 && hl_reply_int(r) <= HL_PTTL_MAX;
-}
-
-hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms)
-{
-    const hl_reply *s = hl_reply_elem(r, 0), *n = hl_reply_elem(r, 1);
-    *fence = 0;
-    *pttl_ms = 0;
-    if (hl_reply_nelem(r) < 2 || hl_reply_nelem(r) > 3 || hl_reply_type(s) != HL_R_INTEGER) return HL_V_BAD;
-    if (hl_reply_int(s) == 1 && hl_reply_nelem(r) == 2 && hl_reply_type(n) == HL_R_INTEGER &&
-        hl_reply_int(n) > 0) {
-        *fence = (uint64_t)hl_reply_int(n);
-        return HL_V_OURS;
-    }
-    if (hl_reply_int(s) != 0 || !pttl_ok(n)) return HL_V_BAD;
-    *pttl_ms = hl_reply_int(n);
-    return HL_V_OTHER;
-}
-
-/* Only the two answers SET NX gives: a status "OK" and nil. */
-hl_verdict hl_set_nx_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms)
-{
-    size_t len;
-    const char *s = hl_reply_str(r, &len);
-    *fence = 0;
-    *pttl_ms = 0;
-    if (hl_reply_type(r) == HL_R_NIL) return HL_V_OTHER;
-    return hl_reply_type(r) == HL_R_STATUS && len == 2 && !memcmp(s, "OK", 2) ? HL_V_OURS : HL_V_BAD;
-}
-
-/* release.lua / extend.lua answer 1 (ours), 0 (gone) or -1 (another value). */
-hl_verdict hl_tristate_verdict(const hl_reply *r)
-{
-    if (hl_reply_type(r) != HL_R_INTEGER) return HL_V_BAD;
-    switch (hl_reply_int(r)) {
-    case 1:  return HL_V_OURS;
-    case 0:  return HL_V_GONE;
-    case -1: return HL_V_OTHER;
-    default: return HL_V_BAD;
-    }
-}
-
 const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t cap)
 {
     const hl_reply *n = hl_reply_type(r) == HL_R_ARRAY ? hl_reply_elem(r, 1) : r;
-    long long ms = pttl_ok(n) ? hl_reply_int(n) : -2;
+    long long ms = hl_pttl_ok(n) ? hl_reply_int(n) : -2;
     const char *k = l->shown;
     char d[HL_MS_SHOWN_BUF];
     if (ms == -1)   /* a legacy stamp or a stray value: waiting for it may never end */
@@ -97,20 +44,6 @@ const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t ca
     else
         buf[0] = '\0';
     return buf;
-}
-
-/* check.lua answers {1, pttl} (ours), {0, -2} (gone) or {-1, pttl} (another value). */
-hl_verdict hl_check_pttl_verdict(const hl_reply *r, long long *pttl_ms)
-{
-    long long s;
-    *pttl_ms = 0;
-    if (hl_reply_nelem(r) != 2 || hl_reply_type(hl_reply_elem(r, 0)) != HL_R_INTEGER ||
-        !pttl_ok(hl_reply_elem(r, 1)))
-        return HL_V_BAD;
-    s = hl_reply_int(hl_reply_elem(r, 0));
-    if (s != 1 && s != 0 && s != -1) return HL_V_BAD;
-    *pttl_ms = hl_reply_int(hl_reply_elem(r, 1));
-    return s == 1 ? HL_V_OURS : s == 0 ? HL_V_GONE : HL_V_OTHER;
 }
 
 /* What each master said in one round trip, as masks (bit i = node i). */
@@ -132,8 +65,7 @@ typedef enum reply_kind { R_ACQUIRE, R_TRISTATE, R_CHECK } reply_kind;
 static tally tally_replies(const hilock *l, uint32_t mask, uint32_t ok, reply_kind kind)
 {
     hilock_client *c = l->c;
-    hl_verdict (*acquire_verdict)(const hl_reply *, uint64_t *, long long *) =
-        l->kind->acquire_verdict ? l->kind->acquire_verdict : hl_acquire_verdict;
+    hl_verdict (*acquire_verdict)(const hl_reply *, uint64_t *, long long *) = hl_kind_verdict(l);
     tally t;
     memset(&t, 0, sizeof t);
     for (size_t i = 0; i < c->nnodes; i++) {
@@ -233,7 +165,7 @@ static void name_wrong_types(hilock *l, tally *t, int taken, int64_t deadline)
         const hl_reply *r = (ok & (1u << i)) && hl_reply_nelem(n->reply[0]) >= 2 ? n->reply[0] : NULL;
         const char *kt = hl_reply_str(hl_reply_elem(r, 0), NULL), *ft = hl_reply_str(hl_reply_elem(r, 1), NULL);
         const char *found = kind_found(kt, hl_reply_str(hl_reply_elem(r, 2), NULL));
-        const char *want = l->kind->what ? l->kind->what : "a lock";
+        const char *want = hl_kind_what(l);
         const char *mark = hl_reply_str(hl_reply_elem(r, 2), NULL);
         if (!(mask & (1u << i))) continue;
         n->st = was[i].st;
@@ -288,14 +220,7 @@ static void undo_on(hilock *l, uint32_t mask, int64_t ttl_ms, int64_t per_node_u
     int64_t dl = hl_add_sat(hl_now_us(), per_node_us);
     hl_kind_buf b;
     if (!mask) return;
-    if (l->kind->undo_cmd) {
-        l->kind->undo_cmd(l, &cmd, &b);
-    } else {
-        hl_cmd_init(&cmd, &hl_lua_release, l->kind->holder ? 2 : 1);
-        hl_cmd_arg(&cmd, l->key, (size_t)-1);
-        if (l->kind->holder) hl_cmd_arg(&cmd, l->holder_key, (size_t)-1);   /* (release.lua) */
-        hl_cmd_arg(&cmd, l->token, (size_t)-1);
-    }
+    hl_kind_undo_cmd(l, &cmd, &b);
     ok = hl_exec(c, mask, &cmd, 1, per_node_us, dl < hard_deadline ? dl : hard_deadline);
     for (size_t i = 0; i < c->nnodes; i++)
         if ((mask & (1u << i)) && !(ok & (1u << i)) && l->kind->undo_unknown)
@@ -487,7 +412,7 @@ static int64_t busy_round(hilock *l, tally *t, int64_t mark_ms, int64_t hard_dea
         uint32_t bit = 1u << i;
         hl_reply *r = c->nodes[i].reply[0];
         if (!(t->other & ok & bit)) continue;
-        if (!pttl_ok(r)) {
+        if (!hl_pttl_ok(r)) {
             t->other &= ~bit;
             t->errs |= bit;
             t->err = hl_node_reply_error(&c->nodes[i], r);
@@ -659,7 +584,7 @@ static hilock_status fresh_token(hilock *l, int64_t hard_deadline)
     int unknown = l->spent & SPENT_UNKNOWN;
     l->spent = 0;
     if (!l->kind->undo_unknown) return HILOCK_OK;
-    if (l->kind->give_up) l->kind->give_up(l, hard_deadline);
+    hl_kind_give_up(l, hard_deadline);
     /* a value that surely landed is surely deleted by its undo; one of unknown fate may land
      * after it (kept for undo_stale; best effort: without it, it lasts until its ttl) */
     if (unknown && !l->stale) l->stale = calloc(HL_STALE_MAX, HL_TOKEN_LEN + 1);
@@ -668,7 +593,7 @@ static hilock_status fresh_token(hilock *l, int64_t hard_deadline)
         l->nstale++;
     }
     if (new_token(c, l) < 0) return hl_fail(c, HILOCK_EIO, "%s: no random bytes for a new token", l->shown);
-    return l->kind->init ? l->kind->init(l) : HILOCK_OK;
+    return hl_kind_init(l);
 }
 
 /* An attempt found the key busy while earlier tokens of ours may be left: one of them may
@@ -776,7 +701,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
         hilock_free(l);
         return st;
     }
-    if (kind->init && (st = kind->init(l)) != HILOCK_OK) {
+    if ((st = hl_kind_init(l)) != HILOCK_OK) {
         hilock_free(l);
         return st;
     }
@@ -834,25 +759,9 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
         }
     }
     acquire_end(l, st, start, attempts, 0);
-    if (kind->give_up) kind->give_up(l, hard);
+    hl_kind_give_up(l, hard);
     hilock_free(l);
     return st;
-}
-
-/* release.lua (with the wake-up keys for kinds whose release wakes a waiter, wait.c) or
- * check.lua: the same compare of our exact value for every kind. */
-static void value_cmd(hilock *l, hl_cmd *cmd, const hl_script *s)
-{
-    int wake = s == &hl_lua_release && l->kind->wake;
-    int holder = wake && l->kind->holder;   /* (release.lua: KEYS[4] needs the other two) */
-    hl_cmd_init(cmd, s, holder ? 4 : wake ? 3 : 1);
-    hl_cmd_arg(cmd, l->key, (size_t)-1);
-    if (wake) {
-        hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
-        hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);
-    }
-    if (holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
-    hl_cmd_arg(cmd, l->token, (size_t)-1);
 }
 
 /* Run one per-key command (release, extend, check) on every master at once. ttl_ms: the
@@ -895,7 +804,7 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
 /* The kind's word on whether the lock can still be used (kind.h: usable). */
 static hilock_status usable(hilock *l, const char *op)
 {
-    return l->kind->usable ? l->kind->usable(l, op) : HILOCK_OK;
+    return hl_kind_usable(l, op);
 }
 
 /* NOT_HELD with the reason the servers gave (and, for several masters, the count and the
@@ -1058,8 +967,7 @@ static hilock_status release_once(hilock *l)
         return st;
     }
     was_valid = l->valid_until_us > hl_now_us();
-    if (l->kind->release_cmd) l->kind->release_cmd(l, &cmd, &b);
-    else value_cmd(l, &cmd, &hl_lua_release);
+    hl_kind_release_cmd(l, &cmd, &b);
     t = run_on_all(l, &cmd, R_TRISTATE, HL_TOPO_RELEASE, 0, &t0, &dl);
     l->valid_until_us = 0;   /* from the first try on, it may be partly gone: not safe to use */
     /* A retry after an error counts what earlier tries did: masters that confirmed, and
@@ -1137,7 +1045,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
         (st = l->kind->extend_cmd(l, &cmd, &b, ttl_ms)) != HILOCK_OK)
         return st;
     t = run_on_all(l, &cmd, R_TRISTATE, HL_TOPO_EXTEND, ttl_ms, &t0, &dl);
-    if (l->kind->extend_end) l->kind->extend_end(l, &b, (size_t)popcount(t.yes) >= c->quorum);
+    hl_kind_extend_end(l, &b, (size_t)popcount(t.yes) >= c->quorum);
     until = l->kind->valid_until(l, ttl_ms, t0);
     answered = t.yes | t.gone | t.other;
     if ((size_t)popcount(answered) < c->quorum) {
@@ -1183,8 +1091,7 @@ static hilock_status check_once(hilock *l)
     c = l->c;
     if (l->released) return hl_fail(c, HILOCK_NOT_HELD, "check %s: released", l->shown);
     if ((st = usable(l, "check")) != HILOCK_OK) return st;
-    if (l->kind->check_cmd) l->kind->check_cmd(l, &cmd, &b);
-    else value_cmd(l, &cmd, &hl_lua_check);
+    hl_kind_check_cmd(l, &cmd, &b);
     t = run_on_all(l, &cmd, R_CHECK, HL_TOPO_CHECK, 0, &t0, &dl);
     answered = t.yes | t.gone | t.other;
     if ((size_t)popcount(answered) < c->quorum)

@@ -27,7 +27,7 @@
 #include "engine.h"
 #include "topology.h"
 
-/* ---- what one script reply means (lock.c): pure functions of a reply, no I/O, so the
+/* ---- what one script reply means (verdict.c): pure functions of a reply, no I/O, so the
  * fuzzers (fuzz/) can feed them any reply a server or a broken proxy could send ---- */
 typedef enum hl_verdict {
     HL_V_BAD = 0,   /* an error reply, or a shape the script never returns */
@@ -35,6 +35,8 @@ typedef enum hl_verdict {
     HL_V_GONE,      /* release/extend/check: no such key */
     HL_V_OTHER      /* held by another value (acquire: *pttl_ms = its PTTL) */
 } hl_verdict;
+/* (verdict.c) A PTTL as our scripts answer it: an integer in -2 .. centuries. */
+int        hl_pttl_ok(const hl_reply *r);
 hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
 /* A plain SET NX PX (options.fencing = 0): OK = OURS (fence 0), nil = OTHER (pttl 0: unknown) */
 hl_verdict hl_set_nx_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);

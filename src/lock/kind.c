@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* kind.c -- the kind seam's defaults (kind.h): each optional entry of a kind's table, called
+ * through one function here that runs the table's entry or, where the table leaves it NULL,
+ * what every kind does by default. lock.c calls these and never tests a table member for
+ * NULL, so a default lives in one place and a new kind's table says only what differs. */
+#include "kind.h"
+
+hl_verdict (*hl_kind_verdict(const hilock *l))(const hl_reply *r, uint64_t *fence, long long *pttl_ms)
+{
+    return l->kind->acquire_verdict ? l->kind->acquire_verdict : hl_acquire_verdict;
+}
+
+/* What the key must hold, as WRONGTYPE's message says it: a string, by default. */
+const char *hl_kind_what(const hilock *l)
+{
+    return l->kind->what ? l->kind->what : "a lock";
+}
+
+hilock_status hl_kind_usable(hilock *l, const char *op)
+{
+    return l->kind->usable ? l->kind->usable(l, op) : HILOCK_OK;
+}
+
+void hl_kind_extend_end(hilock *l, const hl_kind_buf *b, int ours)
+{
+    if (l->kind->extend_end) l->kind->extend_end(l, b, ours);
+}
+
+hilock_status hl_kind_init(hilock *l)
+{
+    return l->kind->init ? l->kind->init(l) : HILOCK_OK;
+}
+
+void hl_kind_give_up(hilock *l, int64_t hard_deadline_us)
+{
+    if (l->kind->give_up) l->kind->give_up(l, hard_deadline_us);
+}
+
+/* release.lua (with the wake-up keys for kinds whose release wakes a waiter, wait.c) or
+ * check.lua: the same compare of our exact value for every kind. */
+static void value_cmd(hilock *l, hl_cmd *cmd, const hl_script *s)
+{
+    int wake = s == &hl_lua_release && l->kind->wake;
+    int holder = wake && l->kind->holder;   /* (release.lua: KEYS[4] needs the other two) */
+    hl_cmd_init(cmd, s, holder ? 4 : wake ? 3 : 1);
+    hl_cmd_arg(cmd, l->key, (size_t)-1);
+    if (wake) {
+        hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
+        hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);
+    }
+    if (holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
+    hl_cmd_arg(cmd, l->token, (size_t)-1);
+}
+
+void hl_kind_release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+{
+    if (l->kind->release_cmd) l->kind->release_cmd(l, cmd, b);
+    else value_cmd(l, cmd, &hl_lua_release);
+}
+
+void hl_kind_check_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+{
+    if (l->kind->check_cmd) l->kind->check_cmd(l, cmd, b);
+    else value_cmd(l, cmd, &hl_lua_check);
+}
+
+/* A grant given back at once: release.lua by our value, with the holder record (deleted with
+ * it, as an undo wakes no one) for kinds that write one. */
+void hl_kind_undo_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+{
+    if (l->kind->undo_cmd) {
+        l->kind->undo_cmd(l, cmd, b);
+        return;
+    }
+    hl_cmd_init(cmd, &hl_lua_release, l->kind->holder ? 2 : 1);
+    hl_cmd_arg(cmd, l->key, (size_t)-1);
+    if (l->kind->holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);   /* (release.lua) */
+    hl_cmd_arg(cmd, l->token, (size_t)-1);
+}
