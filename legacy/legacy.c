@@ -245,14 +245,22 @@ static void legacy_extend_end(hilock *l, const hl_kind_buf *b, int ours)
  * owners in one tick write the same bytes, so such a write expires by itself); no failover
  * scripts (legacy fleets get resolution and READONLY only); no wake-up (the fleets do not
  * signal a release); no keepalive (the command renews them itself). */
-#define LEGACY_KIND(kind_name, acquire, extend)                                                 \
+/* The legacy recipe has no queue: a fair caller is refused (bridge mode is hilock_acquire's). */
+static hilock_status legacy_refused(hilock_client *c, int limit)
+{
+    (void)limit;
+    return c->opt.fair ? hl_fail(c, HILOCK_EINVAL, "%s", HL_LEGACY_NOT_FAIR) : HILOCK_OK;
+}
+
+#define LEGACY_KIND(kind_name, acquire, extend, refused_fn)                                   \
     {                                                                                         \
         .name = kind_name, .acquire_cmd = acquire, .busy = legacy_busy, .valid_until = legacy_valid_until,   \
         .usable = legacy_usable, .extend_cmd = extend, .extend_end = legacy_extend_end,                    \
         .taken = "the key holds another value: taken over, or overwritten by a legacy peer "   \
                  "that lost a GETSET race (the key then lives until that peer's stamp passes)", \
         .undo_unknown = 0, .failover = 0, .wake = 0, .keepalive = 0,                         \
+        .refused = refused_fn,                                                               \
     }
 
-const hl_kind_ops hl_kind_legacy = LEGACY_KIND("legacy", legacy_acquire_cmd, legacy_extend_cmd);
-const hl_kind_ops hl_kind_bridge = LEGACY_KIND("bridge", bridge_acquire_cmd, bridge_extend_cmd);
+const hl_kind_ops hl_kind_legacy = LEGACY_KIND("legacy", legacy_acquire_cmd, legacy_extend_cmd, legacy_refused);
+const hl_kind_ops hl_kind_bridge = LEGACY_KIND("bridge", bridge_acquire_cmd, bridge_extend_cmd, NULL);

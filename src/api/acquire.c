@@ -17,44 +17,11 @@
 #include "kinds.h"
 #include "legacy.h"
 
-/* Each of n masters counts its own holders, up to limit, and a holder needs q of them: h
- * holders fit exactly when h x q <= n x limit (laid round the masters in turn, no master counts
- * more than limit). So limit + 1 of them can each hold a quorum -- the limit broken, though no
- * master exceeds it -- exactly when (limit + 1) x q <= n x limit. With q = n/2 + 1 that
- * spares one master, two (every quorum is both) and four up to a limit of 2; any other n
- * only a limit of 1, the lock (docs/semaphore.md). */
-static int sem_limit_breakable(size_t n, size_t q, int limit)
-{
-    return (uint64_t)(limit + 1) * q <= (uint64_t)n * (uint64_t)limit;
-}
-
-/* The largest limit n masters with quorum q keep (n > q; see above): limit x (n - q) < q. */
-static int sem_limit_kept(size_t n, size_t q)
-{
-    return (int)((q - 1) / (n - q));
-}
-
-hilock_status hl_sem_refused(hilock_client *c, int limit)
-{
-    if (limit < 1 || limit > HILOCK_SEM_LIMIT_MAX)
-        return hl_fail(c, HILOCK_EINVAL, "limit must be 1..%d (got %d)", HILOCK_SEM_LIMIT_MAX, limit);
-    if (sem_limit_breakable(c->nnodes, c->quorum, limit))
-        return hl_fail(c, HILOCK_EINVAL, "a semaphore over %zu masters cannot keep a limit of %d: each master "
-                       "counts its own holders, so %d holders can each hold a quorum (%zu masters) while no "
-                       "master counts more than %d; over %zu masters the largest limit kept is %d",
-                       c->nnodes, limit, limit + 1, c->quorum, limit, c->nnodes,
-                       sem_limit_kept(c->nnodes, c->quorum));
-    if (c->opt.fair)
-        return hl_fail(c, HILOCK_EINVAL, "%s", HL_SEM_NOT_FAIR);
-    return HILOCK_OK;
-}
-
-hilock_status hl_rw_refused(hilock_client *c, hilock_rw_mode mode, const hl_kind_ops **kind)
+hilock_status hl_rw_kind(hilock_client *c, hilock_rw_mode mode, const hl_kind_ops **kind)
 {
     *kind = mode == HILOCK_EXCLUSIVE ? &hl_kind_exclusive : mode == HILOCK_SHARED ? &hl_kind_shared : NULL;
     if (!*kind)
         return hl_fail(c, HILOCK_EINVAL, "mode must be HILOCK_EXCLUSIVE or HILOCK_SHARED (got %d)", (int)mode);
-    if (c->opt.fair) return hl_fail(c, HILOCK_EINVAL, "%s", HL_RW_NOT_FAIR);
     return HILOCK_OK;
 }
 
@@ -70,12 +37,8 @@ static hilock_status acquire_entered(hilock_client *c, const char *key, int limi
     if (out) *out = NULL;
     if (!c) return HILOCK_EINVAL;
     if ((st = hl_enter(c, &took)) != HILOCK_OK) return st;
-    if (kind == &hl_kind_legacy && c->opt.fair)   /* the recipe has no queue: a fair caller passes it */
-        st = hl_fail(c, HILOCK_EINVAL, "%s", HL_LEGACY_NOT_FAIR);
-    else if (kind == &hl_kind_sem)
-        st = hl_sem_refused(c, limit);
-    else if (!kind)
-        st = hl_rw_refused(c, (hilock_rw_mode)rw_mode, &kind);
+    if (!kind) st = hl_rw_kind(c, (hilock_rw_mode)rw_mode, &kind);
+    if (st == HILOCK_OK) st = hl_kind_refused(kind, c, limit);
     if (st == HILOCK_OK) st = hl_acquire_limit(c, key, limit, ttl_ms, wait_ms, kind, out);
     return hl_leave(c, took, st);
 }

@@ -353,6 +353,8 @@ typedef struct hl_topo_ops {
     int (*on_error_reply)(hl_node *n, const hl_reply *r);
     /* ---- topology.c's own hooks (the lock layer's failover awareness) ---- */
     int failover_aware;   /* master identity tracked by default (failover_guard = -1) */
+    int sharded;          /* one node, many masters chosen by key (Cluster): not a Redlock
+                             member's peer (its masters change with the key); the tools' map */
     /* Ask whether the master in use moved since it was named (NULL: it cannot move), by
      * deadline_us (the calling operation's: the question takes part of its bound). 1: it
      * moved (the connection is closed and n->st, n->err say so), 0: it did not or no one

@@ -75,7 +75,7 @@ void hl_emit_node_error(hilock_client *c, const hl_node *n, const char *key, siz
 
 void hl_conn_connected(hilock_client *c, const hl_node *n, const struct hl_conn *k)
 {
-    if (n->transport == &hl_transport_tls)
+    if (n->transport->handshake)
         hl_emit_simple(c, HILOCK_EVENT_TLS_HANDSHAKE, NULL, 0, n->name, HILOCK_OK, hl_now_us() - k->opened_us);
 }
 

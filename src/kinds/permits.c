@@ -73,7 +73,7 @@ static void permits_cmd(hilock *l, hl_cmd *cmd, const char *op, int release)
     hl_cmd_arg(cmd, l->token, (size_t)-1);
 }
 
-static hilock_status acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
+static hilock_status permits_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
 {
     permits_cmd(l, cmd, "acquire", 0);
     hl_cmd_argi(cmd, b->num[0], l->ttl_ms);
@@ -97,7 +97,7 @@ static long long int_at(const hl_reply *a, size_t i, long long dflt)
 /* {0, pttl, {why, held, limit}} (permits.lua): the BUSY message says who holds the key; the
  * pttl (the first holder's) is lock.c's hint. Any other third element is worded as a plain
  * holder's answer (a pure function of the reply, as the verdicts). */
-static int64_t busy(hilock *l, const hl_reply *r)
+static int64_t permits_busy(hilock *l, const hl_reply *r)
 {
     const hl_reply *w = hl_reply_elem(r, 2);
     long long why = int_at(w, 0, -1), held = int_at(w, 1, -1), limit = int_at(w, 2, -1);
@@ -127,12 +127,12 @@ static int64_t busy(hilock *l, const hl_reply *r)
     return 0;
 }
 
-static int64_t valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
+static int64_t permits_valid_until(const hilock *l, int64_t ttl_ms, int64_t t0_us)
 {
     return hl_valid_until(l->c, ttl_ms, t0_us);
 }
 
-static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
+static hilock_status permits_extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t ttl_ms)
 {
     permits_cmd(l, cmd, "extend", 0);
     hl_cmd_argi(cmd, b->num[0], ttl_ms);
@@ -140,13 +140,13 @@ static hilock_status extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t 
 }
 
 /* (also the undo of a grant given back at once: a freed permit wakes a waiter) */
-static void release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+static void permits_release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
     (void)b;
     permits_cmd(l, cmd, "release", 1);
 }
 
-static void check_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
+static void permits_check_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
     (void)b;
     permits_cmd(l, cmd, "check", 0);
@@ -159,24 +159,65 @@ static void leave_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 }
 
 /* Leave the waiters now rather than lapse (a waiting writer holds readers off until then). */
-static void give_up(hilock *l, int64_t hard_deadline_us)
+static void permits_give_up(hilock *l, int64_t hard_deadline_us)
 {
     if (l->wq_key) hl_kinds_leave(l, hard_deadline_us, leave_cmd);
 }
 
-#define PERMITS_KIND(nm, init_fn, what_s, plain)                                        \
-    {                                                                                   \
-        .name = nm, .acquire_cmd = acquire_cmd, .busy = busy, .valid_until = valid_until, \
-        .extend_cmd = extend_cmd, .init = init_fn, .release_cmd = release_cmd,          \
-        .check_cmd = check_cmd, .undo_cmd = release_cmd, .give_up = give_up,            \
-        .taken = "the key holds another kind now", .what = what_s,                      \
-        .undo_unknown = 1,   /* a random token is ours alone: removed by member */      \
-        .failover = 1, .wake = 1, .keepalive = 1,                                       \
-        .queue = 1,          /* a waiting writer must be seen, also with wake = 0 */    \
-        .plain_holder = plain,                                                          \
-        .member = 1,         /* the token is a member of the set (guarded.lua) */       \
+/* Each of n masters counts its own holders, up to limit, and a holder needs q of them: h
+ * holders fit exactly when h x q <= n x limit (laid round the masters in turn, no master counts
+ * more than limit). So limit + 1 of them can each hold a quorum -- the limit broken, though no
+ * master exceeds it -- exactly when (limit + 1) x q <= n x limit. With q = n/2 + 1 that
+ * spares one master, two (every quorum is both) and four up to a limit of 2; any other n
+ * only a limit of 1, the lock (docs/semaphore.md). */
+static int sem_limit_breakable(size_t n, size_t q, int limit)
+{
+    return (uint64_t)(limit + 1) * q <= (uint64_t)n * (uint64_t)limit;
+}
+
+/* The largest limit n masters with quorum q keep (n > q; see above): limit x (n - q) < q. */
+static int sem_limit_kept(size_t n, size_t q)
+{
+    return (int)((q - 1) / (n - q));
+}
+
+static hilock_status sem_refused(hilock_client *c, int limit)
+{
+    if (limit < 1 || limit > HILOCK_SEM_LIMIT_MAX)
+        return hl_fail(c, HILOCK_EINVAL, "limit must be 1..%d (got %d)", HILOCK_SEM_LIMIT_MAX, limit);
+    if (sem_limit_breakable(c->nnodes, c->quorum, limit))
+        return hl_fail(c, HILOCK_EINVAL, "a semaphore over %zu masters cannot keep a limit of %d: each master "
+                       "counts its own holders, so %d holders can each hold a quorum (%zu masters) while no "
+                       "master counts more than %d; over %zu masters the largest limit kept is %d",
+                       c->nnodes, limit, limit + 1, c->quorum, limit, c->nnodes,
+                       sem_limit_kept(c->nnodes, c->quorum));
+    if (c->opt.fair)
+        return hl_fail(c, HILOCK_EINVAL, "%s", HL_SEM_NOT_FAIR);
+    return HILOCK_OK;
+}
+
+/* The shared/exclusive lock's: not fair (its writer goes before new readers instead). */
+static hilock_status rw_refused(hilock_client *c, int limit)
+{
+    (void)limit;
+    return c->opt.fair ? hl_fail(c, HILOCK_EINVAL, "%s", HL_RW_NOT_FAIR) : HILOCK_OK;
+}
+
+#define PERMITS_KIND(nm, init_fn, what_s, plain, refused_fn)                               \
+    {                                                                                    \
+        .name = nm, .acquire_cmd = permits_acquire_cmd, .busy = permits_busy,            \
+        .valid_until = permits_valid_until, .extend_cmd = permits_extend_cmd,            \
+        .init = init_fn, .release_cmd = permits_release_cmd,                             \
+        .check_cmd = permits_check_cmd, .undo_cmd = permits_release_cmd,                 \
+        .give_up = permits_give_up, .refused = refused_fn,                               \
+        .taken = "the key holds another kind now", .what = what_s,                       \
+        .undo_unknown = 1,   /* a random token is ours alone: removed by member */       \
+        .failover = 1, .wake = 1, .keepalive = 1,                                        \
+        .queue = 1,          /* a waiting writer must be seen, also with wake = 0 */     \
+        .plain_holder = plain,                                                           \
+        .member = 1,         /* the token is a member of the set (guarded.lua) */        \
     }
 
-const hl_kind_ops hl_kind_sem = PERMITS_KIND("permit", sem_init, "a semaphore", 0);
-const hl_kind_ops hl_kind_exclusive = PERMITS_KIND("exclusive", exclusive_init, "a shared/exclusive lock", 1);
-const hl_kind_ops hl_kind_shared = PERMITS_KIND("shared", shared_init, "a shared/exclusive lock", 1);
+const hl_kind_ops hl_kind_sem = PERMITS_KIND("permit", sem_init, "a semaphore", 0, sem_refused);
+const hl_kind_ops hl_kind_exclusive = PERMITS_KIND("exclusive", exclusive_init, "a shared/exclusive lock", 1, rw_refused);
+const hl_kind_ops hl_kind_shared = PERMITS_KIND("shared", shared_init, "a shared/exclusive lock", 1, rw_refused);

@@ -431,7 +431,7 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
         if (c->nodes[i].url.tls) c->nodes[i].transport_cfg = c->tls;
         /* Redlock members with one master (direct, Sentinel): same run_id, same server
          * (engine.c's handshake). Not a cluster: its masters change with the key. */
-        if (c->nnodes > 1 && c->nodes[i].topo != &hl_topo_cluster) {
+        if (c->nnodes > 1 && !c->nodes[i].topo->sharded) {
             c->nodes[i].peers = c->nodes;
             c->nodes[i].npeers = c->nnodes;
         }

@@ -435,7 +435,7 @@ static hilock_status read_map(hilock_client *c, size_t master, int slot, int eve
     if (master >= c->nnodes)
         return hl_fail(c, HILOCK_EINVAL, "cluster: master %zu out of range (%zu masters)", master, c->nnodes);
     n = &c->nodes[master];
-    if (n->topo != &hl_topo_cluster)
+    if (!n->topo->sharded)
         return hl_fail(c, HILOCK_EINVAL, "%s is not a cluster (a redis-cluster:// URL)", n->name);
     st = hl_cluster_nodes(c, n, slot, every, hl_add_sat(hl_now_us(), hl_call_bound_us(c, c->opt.io_timeout_ms * 1000)),
                           collect_node, l);

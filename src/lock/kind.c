@@ -5,6 +5,11 @@
  * NULL, so a default lives in one place and a new kind's table says only what differs. */
 #include "kind.h"
 
+hilock_status hl_kind_refused(const hl_kind_ops *k, hilock_client *c, int limit)
+{
+    return k->refused ? k->refused(c, limit) : HILOCK_OK;
+}
+
 hl_verdict (*hl_kind_verdict(const hilock *l))(const hl_reply *r, uint64_t *fence, long long *pttl_ms)
 {
     return l->kind->acquire_verdict ? l->kind->acquire_verdict : hl_acquire_verdict;

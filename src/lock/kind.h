@@ -93,6 +93,10 @@ struct hl_kind_ops {
      * when `holder`). A write whose answer never came is undone later by the engine
      * (undo.lua: a plain value, or a member of a sorted-set kind). */
     void (*undo_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
+    /* What the kind refuses of a caller before anything is sent (the client's options, a
+     * limit): EINVAL with the message, or OK. Run by the entry points (src/api/), blocking
+     * and _async alike, between hl_enter and hl_leave. NULL = nothing. */
+    hilock_status (*refused)(hilock_client *c, int limit);
     /* An acquire that failed (BUSY when its wait ran out, or an error) before the lock is
      * freed: undo what its attempts left for others (fair: its place in the queue), by
      * hard_deadline_us at the latest. Its errmsg and status stand. NULL = nothing. */
@@ -121,6 +125,7 @@ struct hl_kind_ops {
 
 /* ---- the table's optional entries, each with its default in one place (kind.c), as
  * sqlite's os.c wraps its VFS: lock.c calls these, never a table member that may be NULL ---- */
+hilock_status hl_kind_refused(const hl_kind_ops *k, hilock_client *c, int limit);
 hl_verdict  (*hl_kind_verdict(const hilock *l))(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
 const char   *hl_kind_what(const hilock *l);
 hilock_status hl_kind_usable(hilock *l, const char *op);
@@ -148,13 +153,10 @@ hilock_status hl_acquire_args(hilock_client *c, const char *key, int64_t ttl_ms,
  * bridge, fair, unfenced (fencing = 0) or modern. */
 const hl_kind_ops *hl_acquire_kind(const hilock_client *c);
 
-/* src/api/acquire.c: what the semaphore refuses of a caller before anything is sent (limit out of
- * 1..HILOCK_SEM_LIMIT_MAX, several masters, fair), and the shared/exclusive lock's kind for
- * mode (*kind; NULL for a mode that is not one) and what it refuses (that mode, fair): EINVAL
- * with the message, or OK. Run by the blocking entry points and at once by the _async ones
- * (src/api/async.c), between hl_enter and hl_leave. */
-hilock_status hl_sem_refused(hilock_client *c, int limit);
-hilock_status hl_rw_refused(hilock_client *c, hilock_rw_mode mode, const struct hl_kind_ops **kind);
+/* src/api/acquire.c: the shared/exclusive lock's kind for mode (*kind), or EINVAL with the
+ * message for a mode that is not one. Run by the blocking and _async entry points alike,
+ * between hl_enter and hl_leave; then the kind's own refusals (hl_kind_refused). */
+hilock_status hl_rw_kind(hilock_client *c, hilock_rw_mode mode, const struct hl_kind_ops **kind);
 /* (what the caller did, why, what to do: read by programs' users and the command's alike) */
 #define HL_SEM_NOT_FAIR "a semaphore cannot be fair: its waiters are not served in order; " \
                         "take permits with fair off"

@@ -935,6 +935,7 @@ const hl_topo_ops hl_topo_cluster = {
     .on_handshake_reply = NULL,
     .on_error_reply = hl_topo_drop_on_readonly,
     .failover_aware = 1,
+    .sharded = 1,
     .moved = NULL,
     .epoch = cluster_epoch,
     .node_id = cluster_node_id,

@@ -133,6 +133,7 @@ static void tls_close(hl_io_conn *k)
 
 const hl_transport_ops hl_transport_tls = {
     .name = "tls",
+    .handshake = 1,
     .connect_start = tls_connect_start,
     .connect_step = tls_connect_step,
     .read = tls_read,

@@ -52,6 +52,8 @@ typedef struct hl_io_conn {
 
 typedef struct hl_transport_ops {
     const char *name;    /* "tcp" */
+    int handshake;       /* its connect ends in a handshake of its own (TLS): an event says how
+                            long it took (hl_conn_connected) */
     /* Start a non-blocking connect to host:port, or to the unix socket at path host when
      * port < 0. 0: started (or done: connect_step says which); -1: failed at once, err says
      * why (no fd left open). Never blocks: a host name is looked up on a helper thread, and
