@@ -241,7 +241,7 @@ deps:
 # against that, no import circles, and the engine's seams (no topology, no hiredis).
 .PHONY: layers
 layers: lib
-	@$(MAKE) --no-print-directory $(BENCH_OBJ)
+	@$(MAKE) --no-print-directory $(BENCH_OBJ) $(CLI_SRC:%.c=$(B)/%.o)
 	@sh scripts/layers.sh $(B)
 	@sh scripts/layers.sh --circles $(B)/bench
 	@sh scripts/check-platform.sh
@@ -353,10 +353,17 @@ $(B)/bench/bench: $(BENCH_OBJ) $(BENCH_FIXTURES) $(B)/libhilock.a
 	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE -Iinclude -Itests $(OPENSSL_CFLAGS) -o $@ $(BENCH_OBJ) $(BENCH_FIXTURES) \
 	  $(B)/libhilock.a $(LDLIBS_LIB) -luv
 
-# -Isrc/platform: the command's process control is the platform layer's (platform.h)
-$(CLI_BIN): cli/main.c cli/inspect.c cli/break.c cli/cli.h $(HEADERS) src/platform/platform.h $(B)/libhilock.a
+# -Isrc/platform, -Isrc/base: the command's process control (platform.h) and the library's rules
+# for what messages show (base.h), the two layers cli/cli.h's Layer line lets it call
+CLI_SRC := $(sort $(wildcard cli/*.c))
+CLI_CFLAGS = $(WARN) $(OPT) $(TIME64) -Iinclude -Isrc/platform -Isrc/base $(EXTRA_CFLAGS)
+# (objects only for make layers, which checks what they call: the command links its sources)
+$(B)/cli/%.o: cli/%.c cli/cli.h $(HEADERS) src/platform/platform.h src/base/base.h
 	@mkdir -p $(@D)
-	$(CC) $(WARN) $(OPT) $(TIME64) -Iinclude -Isrc/platform $(EXTRA_CFLAGS) -o $@ cli/main.c cli/inspect.c cli/break.c $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
+	$(CC) $(CLI_CFLAGS) -c $< -o $@
+$(CLI_BIN): $(CLI_SRC) cli/cli.h $(HEADERS) src/platform/platform.h src/base/base.h $(B)/libhilock.a
+	@mkdir -p $(@D)
+	$(CC) $(CLI_CFLAGS) -o $@ $(CLI_SRC) $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 install: $(CLI_BIN) $(B)/man/hilock.1
 
 # ---- proof under faults (torture/README.md) ----

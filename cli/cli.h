@@ -4,7 +4,11 @@
  *   hilock [-s URL]... inventory [--json] [--progress] [--count=N] [--by-prefix] PATTERN...
  *   hilock [-s URL]... inspect [--json] KEY
  *   hilock [-s URL]... break [--force] [--token T] KEY   (cli/break.c)
- * cli/main.c parses the common options (-s, $HILOCK_SERVERS) and hands over the rest. */
+ * cli/main.c parses the common options (-s, $HILOCK_SERVERS) and hands over the rest.
+ * Layer: cli (this folder: the hilock command, on the library's public headers, include/)
+ * May call: base platform
+ * (base: the library's own rules for what messages show; platform: process control. Both
+ * reach it through libhilock.a, linked statically, by the names declared there.) */
 #ifndef HILOCK_CLI_H
 #define HILOCK_CLI_H
 
@@ -17,7 +21,7 @@ void hl_tool_print(FILE *f, const char *s, size_t n);
 
 /* The library's own rules for what messages show (secrets of URLs, keys, durations: src/base/base.h).
  * This command links libhilock.a, so it calls them rather than keeping copies that drift. */
-#include "../src/base/base.h"
+#include "base.h"
 
 /* A key as messages show it: the library's form (hl_key_cut) with the key's bytes printable
  * (hl_tool_print). Written into buf (HL_TOOL_KEY_BUF bytes); returns buf. */
