@@ -358,10 +358,10 @@ $(B)/bench/bench: $(BENCH_OBJ) $(BENCH_FIXTURES) $(B)/libhilock.a
 CLI_SRC := $(sort $(wildcard cli/*.c))
 CLI_CFLAGS = $(WARN) $(OPT) $(TIME64) -Iinclude -Isrc/platform -Isrc/base $(EXTRA_CFLAGS)
 # (objects only for make layers, which checks what they call: the command links its sources)
-$(B)/cli/%.o: cli/%.c cli/cli.h $(HEADERS) src/platform/platform.h src/base/base.h
+$(B)/cli/%.o: cli/%.c $(wildcard cli/*.h) $(HEADERS) src/platform/platform.h src/base/base.h
 	@mkdir -p $(@D)
 	$(CC) $(CLI_CFLAGS) -c $< -o $@
-$(CLI_BIN): $(CLI_SRC) cli/cli.h $(HEADERS) src/platform/platform.h src/base/base.h $(B)/libhilock.a
+$(CLI_BIN): $(CLI_SRC) $(wildcard cli/*.h) $(HEADERS) src/platform/platform.h src/base/base.h $(B)/libhilock.a
 	@mkdir -p $(@D)
 	$(CC) $(CLI_CFLAGS) -o $@ $(CLI_SRC) $(B)/libhilock.a $(LDLIBS_LIB) $(EXTRA_LDFLAGS)
 install: $(CLI_BIN) $(B)/man/hilock.1
