@@ -18,8 +18,6 @@
 
 #include "bench.h"
 
-/* weak: `make bench` builds (and says so) while the guarded command is not in the library */
-#pragma weak hilock_guarded_command
 
 #define SLICE_S    0.25
 #define MAX_SLICES 256
@@ -97,10 +95,6 @@ void guarded_bench(hlt_redis *r, double run_s)
     printf("\nGuarded command (issue 38): a guarded SET (hilock_guarded_command: the lock compared "
            "and the SET in one script) next to\n  a plain SET (hiredis), each on one connection, one "
            "round trip each, in interleaved %.2f s slices; ratio: median per slice\n", SLICE_S);
-    if (!hilock_guarded_command) {
-        printf("  (not in this library)\n");
-        return;
-    }
     if (slices < 2) slices = 2;
     if (slices > MAX_SLICES) slices = MAX_SLICES;
     c = client_with((const char *[]){ r->url }, 1, NULL);
