@@ -420,6 +420,21 @@ static void lc_forget(lconn *lc, part *p, hilock_status st, const char *err)
     part_end(p, st, err);
 }
 
+/* lc's connection goes (its fd unwatched before it closes) and its stream starts again; what
+ * was queued on it is the caller's to end or send again. */
+static void lc_drop(hl_loop *L, lconn *lc)
+{
+    if (lc->k) {
+        if (lc->fd >= 0) L->app.watch(L->app.data, lc->fd, 0);   /* before the fd closes */
+        lc->fd = -1;
+        lc->ev = 0;
+        hl_conn_free(lc->k);
+        lc->k = NULL;
+    }
+    lc->ready = lc->clock_asked = 0;
+    lc->queued = lc->flushed = 0;
+}
+
 /* Close a connection: every part on it ends with st (err: "node: what: why"). */
 static void lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err)
 {
@@ -438,15 +453,7 @@ static void lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err)
         part_end(p, st, err);
     }
     lc->wtail = NULL;
-    if (lc->k) {
-        if (lc->fd >= 0) L->app.watch(L->app.data, lc->fd, 0);   /* before the fd closes */
-        lc->fd = -1;
-        lc->ev = 0;
-        hl_conn_free(lc->k);
-        lc->k = NULL;
-    }
-    lc->ready = lc->clock_asked = 0;
-    lc->queued = lc->flushed = 0;
+    lc_drop(L, lc);
 }
 
 /* Open lc's connection, for the parts waiting on it. Its topology may pause the calling flow
@@ -516,13 +523,7 @@ static int lc_closed_on(hl_loop *L, lconn *lc)
         return 1;
     }
     lc->qn = 0;   /* (the handshake's slot) */
-    if (lc->fd >= 0) L->app.watch(L->app.data, lc->fd, 0);   /* before the fd closes */
-    lc->fd = -1;
-    lc->ev = 0;
-    hl_conn_free(lc->k);
-    lc->k = NULL;
-    lc->ready = lc->clock_asked = 0;
-    lc->queued = lc->flushed = 0;
+    lc_drop(L, lc);
     lc_open(L, lc, lc->whead->deadline);
     return 1;
 }
