@@ -518,7 +518,7 @@ static int lc_closed_on(hl_loop *L, lconn *lc)
     char err[200];
     if (lc->ready || !s || s->kind != SLOT_HANDSHAKE || !hl_handshake_closed(lc->c, n, s->at)) return 0;
     memcpy(err, n->err, sizeof err);
-    if (lc->side || !lc->whead || strcmp(n->topo->name, "direct")) {
+    if (lc->side || !lc->whead || !n->topo->address_known) {
         lc_close(L, lc, HILOCK_EIO, err);
         return 1;
     }

@@ -175,9 +175,7 @@ int hl_node_has(const hl_node *n, hl_cap cap)
 /* Failover awareness reads the master's replication ids: named as the user asked for it. */
 static const char *failover_what(const hl_node *n)
 {
-    if (!strcmp(n->topo->name, "sentinel")) return "Sentinel (failover awareness) needs";
-    if (!strcmp(n->topo->name, "cluster")) return "Cluster (failover awareness) needs";
-    return "failover_guard needs";
+    return n->topo->failover_named ? n->topo->failover_named : "failover_guard";
 }
 
 hilock_status hl_cmds_refused(hl_node *n, const hl_cmd *cmds, int ncmd)
@@ -186,9 +184,9 @@ hilock_status hl_cmds_refused(hl_node *n, const hl_cmd *cmds, int ncmd)
         hl_cap cap = (hl_cap)cmds[i].need;
         int v = floors[cap].version;
         if (hl_node_has(n, cap)) continue;
-        snprintf(n->err, sizeof n->err, "%s Redis >= %d.%d: %s runs %s",
-                 cap == HL_CAP_FAILOVER ? failover_what(n) : floors[cap].what, v / 10000, v / 100 % 100,
-                 n->name, hl_node_server(n));
+        snprintf(n->err, sizeof n->err, "%s%s Redis >= %d.%d: %s runs %s",
+                 cap == HL_CAP_FAILOVER ? failover_what(n) : floors[cap].what,
+                 cap == HL_CAP_FAILOVER ? " needs" : "", v / 10000, v / 100 % 100, n->name, hl_node_server(n));
         n->st = HILOCK_EINVAL;
         return HILOCK_EINVAL;
     }

@@ -31,6 +31,10 @@ typedef struct hl_topo_ops {
     int failover_aware;   /* master identity tracked by default (failover_guard = -1) */
     int sharded;          /* one node, many masters chosen by key (Cluster): not a Redlock
                              member's peer (its masters change with the key); the tools' map */
+    int address_known;    /* resolve needs no round trip (a direct node's URL): a connection
+                             refused on a handshake command can be made again at once */
+    const char *failover_named;   /* what needs the master's replication ids, as messages say
+                                     it ("Sentinel (failover awareness)"); NULL: failover_guard */
     /* Ask whether the master in use moved since it was named (NULL: it cannot move), by
      * deadline_us (the calling operation's: the question takes part of its bound). 1: it
      * moved (the connection is closed and n->st, n->err say so), 0: it did not or no one

@@ -930,6 +930,7 @@ static int cluster_current(const hl_node *n);
 
 const hl_topo_ops hl_topo_cluster = {
     .name = "cluster",
+    .failover_named = "Cluster (failover awareness)",
     .resolve = cluster_resolve,
     .probe = NULL,
     .on_handshake_reply = NULL,

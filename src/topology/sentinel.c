@@ -296,6 +296,7 @@ static uint64_t sentinel_epoch(const hl_node *n)
 
 const hl_topo_ops hl_topo_sentinel = {
     .name = "sentinel",
+    .failover_named = "Sentinel (failover awareness)",
     .resolve = sentinel_resolve,
     .probe = "ROLE",
     .on_handshake_reply = sentinel_role,

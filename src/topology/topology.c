@@ -164,6 +164,7 @@ int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r)
 const hl_topo_ops hl_topo_direct = {
     .name = "direct",
     .resolve = direct_resolve,
+    .address_known = 1,
     .on_error_reply = hl_topo_drop_on_readonly,
 };
 
