@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,17 @@ const char cli_usage_text[] =
     "  75   the lock was lost while COMMAND ran (COMMAND was signalled, see -L)\n"
     "  126  COMMAND could not be run; 127 COMMAND was not found\n"
     "  130  inventory stopped by Ctrl-C (143: SIGTERM)\n";
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("hilock: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (see hilock --help)\n", stderr);
+    va_end(ap);
+    return EXIT_USAGE;
+}
 
 /* The units of a DURATION, largest first: a DURATION names each at most once, in this order. */
 static const char unit_names[] = "dhms";   /* and "ms": index 4 */

@@ -155,17 +155,6 @@ static void say_dropped(void)
              lines == 1 ? "" : "s", say_lost_bytes);
 }
 
-int cli_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("hilock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs(" (see hilock --help)\n", stderr);
-    va_end(ap);
-    return EXIT_USAGE;
-}
-
 /* Does msg start with the key as the library shows it (hl_key_shown) and ": "? The length
  * of that, else 0. */
 static size_t key_prefix(const char *msg, const char *key)
