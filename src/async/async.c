@@ -333,8 +333,7 @@ static void err_text(hl_loop *L, lconn *lc, char *buf, size_t len, const char *w
  * EVAL): its own per-node timeout, within the call's bound, as engine.c gives each. */
 static void part_renew(part *p)
 {
-    p->deadline = hl_add_sat(hl_now_us(), p->per_us);
-    if (p->deadline > p->hard_us) p->deadline = p->hard_us;
+    p->deadline = hl_round_end(hl_now_us(), p->per_us, p->hard_us);
 }
 
 /* Append a part's commands (after the node's pending undos) to the connection's output. */
@@ -788,8 +787,7 @@ static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_t
         return;
     }
     if (c == L->c && n->topo->route_to) {
-        p->srv = shard_route(L, c, p->node, p->cmds, p->ncmd, hl_add_sat(now, connect) < hard ?
-                             hl_add_sat(now, connect) : hard, &p->asking);
+        p->srv = shard_route(L, c, p->node, p->cmds, p->ncmd, hl_round_end(now, connect, hard), &p->asking);
         if (p->done) return;   /* ended meanwhile (its lock or client freed) */
         if (p->owner->cancel || L->closing) {
             part_cut(L, p, n);
@@ -803,8 +801,7 @@ static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_t
     }
     lc = c != L->c ? aux_conn(L, c, p->node) : any ? side_conn(L, p->node, p->srv) :
          p->srv >= 0 ? shard_conn(L, p->node, p->srv, 1) : &L->conns[p->node];
-    p->deadline = hl_add_sat(now, per_node_timeout_us + (lc && lc->k ? 0 : connect));
-    if (p->deadline > hard) p->deadline = hard;
+    p->deadline = hl_round_end(now, per_node_timeout_us + (lc && lc->k ? 0 : connect), hard);
     p->per_us = per_node_timeout_us;
     p->hard_us = hard;
     if (!lc) {
@@ -869,11 +866,10 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
     part parts[c->nnodes];   /* (at most 32: hilock_client_new, and the Sentinels' topo_get) */
     xrun x;
     uint32_t ok = 0, todo = mask;
-    int64_t dl = hl_add_sat(hl_now_us(), per_node_timeout_us);   /* the redirects' bound */
+    int64_t dl = hl_round_end(hl_now_us(), per_node_timeout_us, hard_deadline_us);   /* the redirects' bound */
     hl_exec_clear(c);
     if (!me || !hl_fiber_current())   /* a blocking path with no check of its own */
         return refuse_exec(c, mask, "client attached to an event loop: blocking calls are refused");
-    if (dl > hard_deadline_us) dl = hard_deadline_us;
     memset(&x, 0, sizeof x);
     memset(parts, 0, c->nnodes * sizeof *parts);
     x.any = any;

@@ -25,6 +25,9 @@ int64_t hl_now_us(void);               /* CLOCK_MONOTONIC, microseconds   */
 int64_t hl_wall_us(void);              /* CLOCK_REALTIME, microseconds    */
 #define HL_NEVER INT64_MAX             /* "no deadline" */
 int64_t hl_add_sat(int64_t a, int64_t b);   /* a + b, saturating at INT64_MAX/MIN */
+/* The end of one round (or wait) of per_us from now, never past the call's hard end: a slow
+ * step adds no time to the call's bound. The one clamp every layer uses. */
+int64_t hl_round_end(int64_t now_us, int64_t per_us, int64_t hard_us);
 /* sleeping (hl_plat_sleep_until) and the kernel's random bytes (hl_plat_random): platform.h */
 
 /* ---- randomness (util.c) ---- */

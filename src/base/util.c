@@ -62,6 +62,12 @@ int64_t hl_add_sat(int64_t a, int64_t b)
     return a + b;
 }
 
+int64_t hl_round_end(int64_t now_us, int64_t per_us, int64_t hard_us)
+{
+    int64_t end = hl_add_sat(now_us, per_us);
+    return end < hard_us ? end : hard_us;
+}
+
 void hl_hex(char *dst, const unsigned char *src, size_t n)
 {
     static const char digits[] = "0123456789abcdef";

@@ -1228,8 +1228,7 @@ static void settle_node(pass *s, int i, struct hl_conn *k)
         /* a round trip of its own (the commands after the handshake's, or their resend as
          * EVAL): its own io_timeout_ms, within the call's bound -- else a link slower than
          * half the timeout never gets a command through a fresh connection */
-        p->deadline = hl_add_sat(p->t0, s->dl.per_node_us);
-        if (p->deadline > s->dl.hard_us) p->deadline = s->dl.hard_us;
+        p->deadline = hl_round_end(p->t0, s->dl.per_node_us, s->dl.hard_us);
         for (int q = 0; q < ncmd; q++) {
             hl_reply_free(n->reply[q]);
             n->reply[q] = NULL;
@@ -1275,8 +1274,7 @@ static void read_node(pass *s, int i, short revents, int direct)
             p->opening = 0;
             hl_conn_ready(s->c, n, k);
         }
-        p->deadline = hl_add_sat(hl_now_us(), s->dl.per_node_us);
-        if (p->deadline > s->dl.hard_us) p->deadline = s->dl.hard_us;
+        p->deadline = hl_round_end(hl_now_us(), s->dl.per_node_us, s->dl.hard_us);
     }
     if (!p->wdone && conn_flush(n, p) != HL_IO_OK) {
         finish(n, p, HILOCK_EIO, "write", k->io.ops->error(&k->io));

@@ -11,8 +11,7 @@ void hl_kinds_send(hilock *l, int64_t hard_deadline_us,
     hilock_client *c = l->c;
     hl_cmd cmd;
     hl_kind_buf b;
-    int64_t per = c->opt.io_timeout_ms * 1000, dl = hl_add_sat(hl_now_us(), per);
-    if (dl > hard_deadline_us) dl = hard_deadline_us;
+    int64_t per = c->opt.io_timeout_ms * 1000, dl = hl_round_end(hl_now_us(), per, hard_deadline_us);
     if (dl <= hl_now_us()) return;
     make_cmd(l, &cmd, &b);
     hl_exec(c, hl_all_nodes(c), &cmd, 1, per, dl);

@@ -613,10 +613,8 @@ hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms)
 static int64_t next_after(hilock_client *c, int64_t lo, int64_t span, int64_t hint_us, int64_t deadline_us)
 {
     int64_t d = lo + (int64_t)(hl_rng_next(&c->rng) % (uint64_t)(span + 1));
-    int64_t t;
     if (hint_us > 0 && hint_us + 500 < d) d = hint_us + 500;   /* the holder expires sooner */
-    t = hl_add_sat(hl_now_us(), d);
-    return t < deadline_us ? t : deadline_us;
+    return hl_round_end(hl_now_us(), d, deadline_us);
 }
 
 int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us)

@@ -147,7 +147,7 @@ static void name_wrong_types(hilock *l, tally *t, int taken, int64_t deadline)
     char shown[HL_KEY_SHOWN_BUF];
     uint32_t mask = 0, ok;
     hl_cmd cmd;
-    int64_t dl = hl_add_sat(hl_now_us(), node_timeout_us(c, l->ttl_ms));
+    int64_t dl = hl_round_end(hl_now_us(), node_timeout_us(c, l->ttl_ms), deadline);
     for (size_t i = 0; i < c->nnodes; i++)
         if ((t->errs & ~t->named & (1u << i)) && strstr(c->nodes[i].err, "WRONGTYPE")) mask |= 1u << i;
     t->named |= mask;
@@ -159,7 +159,7 @@ static void name_wrong_types(hilock *l, tally *t, int taken, int64_t deadline)
     hl_cmd_init(&cmd, &hl_lua_types, 2);
     hl_cmd_arg(&cmd, l->key, (size_t)-1);
     hl_cmd_arg(&cmd, l->fence_key ? l->fence_key : l->key, (size_t)-1);
-    ok = hl_exec(c, mask, &cmd, 1, node_timeout_us(c, l->ttl_ms), dl < deadline ? dl : deadline);
+    ok = hl_exec(c, mask, &cmd, 1, node_timeout_us(c, l->ttl_ms), dl);
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
         const hl_reply *r = (ok & (1u << i)) && hl_reply_nelem(n->reply[0]) >= 2 ? n->reply[0] : NULL;
@@ -217,11 +217,10 @@ static void undo_on(hilock *l, uint32_t mask, int64_t ttl_ms, int64_t per_node_u
     hilock_client *c = l->c;
     hl_cmd cmd;
     uint32_t ok;
-    int64_t dl = hl_add_sat(hl_now_us(), per_node_us);
     hl_kind_buf b;
     if (!mask) return;
     hl_kind_undo_cmd(l, &cmd, &b);
-    ok = hl_exec(c, mask, &cmd, 1, per_node_us, dl < hard_deadline ? dl : hard_deadline);
+    ok = hl_exec(c, mask, &cmd, 1, per_node_us, hl_round_end(hl_now_us(), per_node_us, hard_deadline));
     for (size_t i = 0; i < c->nnodes; i++)
         if ((mask & (1u << i)) && !(ok & (1u << i)) && l->kind->undo_unknown)
             hl_undo_add(c, i, l->key, l->token, ttl_ms);
@@ -406,8 +405,7 @@ static int64_t busy_round(hilock *l, tally *t, int64_t mark_ms, int64_t hard_dea
     uint32_t ok;
     int64_t hint = 0, per = node_timeout_us(c, l->ttl_ms);
     if (l->kind->busy_cmd(l, &cmd, &b, mark_ms) != HILOCK_OK) return 0;
-    ok = hl_exec(c, t->other, &cmd, 1, per, hl_add_sat(hl_now_us(), per) < hard_deadline
-                 ? hl_add_sat(hl_now_us(), per) : hard_deadline);
+    ok = hl_exec(c, t->other, &cmd, 1, per, hl_round_end(hl_now_us(), per, hard_deadline));
     for (size_t i = 0; i < c->nnodes; i++) {
         uint32_t bit = 1u << i;
         hl_reply *r = c->nodes[i].reply[0];

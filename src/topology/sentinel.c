@@ -273,9 +273,9 @@ static int sentinel_moved(hilock_client *c, hl_node *n, int64_t deadline_us)
     answer a;
     int auth;
     /* within connect_timeout_ms, as a resolve, and never past the calling operation's bound */
-    int64_t dl = hl_add_sat(hl_now_us(), c->opt.connect_timeout_ms * 1000);
+    int64_t dl = hl_round_end(hl_now_us(), c->opt.connect_timeout_ms * 1000, deadline_us);
     if (!t || hl_now_us() - t->confirmed_us < CONFIRM_FRESH_US) return 0;
-    if (query(c, n, dl < deadline_us ? dl : deadline_us, &a, why, sizeof why, &auth) != 1)
+    if (query(c, n, dl, &a, why, sizeof why, &auth) != 1)
         return 0;   /* no Sentinel to ask (in time): keep the connection we have */
     if (a.port == t->port && !strcmp(a.host, t->host) && a.epoch <= t->epoch) {
         t->confirmed_us = hl_now_us();

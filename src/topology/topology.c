@@ -187,8 +187,7 @@ static uint32_t moved(hilock_client *c, uint32_t mask, int64_t deadline_us)
  * past the operation's own deadline (a slow path adds no time to the call's bound). */
 static int64_t round_deadline(const hl_topo_op *op)
 {
-    int64_t dl = hl_add_sat(hl_now_us(), op->per_us);
-    return dl < op->deadline_us ? dl : op->deadline_us;
+    return hl_round_end(hl_now_us(), op->per_us, op->deadline_us);
 }
 
 /* ---- around a lock operation ---- */
