@@ -298,6 +298,34 @@ Test(wake, a_woken_waiter_whose_attempt_fails_passes_the_signal_on)
 }
 
 /* poll_ms out of range is refused by hilock_client_new, naming it. */
+/* release.lua's signal: an awaited lock's release pushes one element, and one unclaimed
+ * element is the most the list keeps (each wakes one waiter; unclaimed, it lapses within 1 s);
+ * the holder record goes with the lock (one DEL of both). Read back on a second connection. */
+Test(wake, unclaimed_signals_are_capped_at_one_and_lapse)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *c = hlt_client(r->url);
+    hilock *l;
+    redisReply *rep;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(hilock_acquire(c, "sig", 30000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hlt_exists(r, "{sig}:holder"), 1, "the grant wrote its holder record");
+        freeReplyObject(hlt_cmd(r, "SET {sig}:waiters 1 PX 30000"));   /* as a busy attempt marks it */
+        cr_assert_eq(hilock_release(l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        hilock_free(l);
+        cr_assert_eq(hlt_exists(r, "sig"), 0);
+        cr_assert_eq(hlt_exists(r, "{sig}:holder"), 0, "the holder record goes with the lock");
+        rep = hlt_cmd(r, "LLEN {sig}:signal");
+        cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1,
+                  "release %d left %lld signal elements", i + 1, rep ? rep->integer : -1);
+        freeReplyObject(rep);
+        cr_assert(hlt_pttl(r, "{sig}:signal") > 0 && hlt_pttl(r, "{sig}:signal") <= 1000, "it lapses within 1 s");
+    }
+    HLT_AWAIT(hlt_exists(r, "{sig}:signal") == 0, 3000, "the unclaimed signal never lapsed");
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
 Test(wake, poll_ms_out_of_range_is_refused)
 {
     const char *url = "redis://127.0.0.1:1";

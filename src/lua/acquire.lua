@@ -75,7 +75,7 @@ if past then
 end
 if f <= floor then
   f = floor
-  redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[3])
+  redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])   -- (ARGV[4]: the floor's digits)
 elseif f >= 4398046511104 then   -- 2^42
   -- a counter with an epoch in it (fence_raise.lua) is the only floor above the clock for a
   -- quorum without the epoch member: it lives far longer, and no grant shortens it

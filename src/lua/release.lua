@@ -14,10 +14,10 @@
 local function signal()
   if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
     -- one element wakes one waiter (the longest blocked); unclaimed, it expires. RPUSH then
-    -- LTRIM, not DEL then RPUSH: in a slot being migrated away a key the script deleted is
-    -- no longer local, and the server refuses the RPUSH after the lock is already gone
-    redis.call('RPUSH', KEYS[2], '1')
-    redis.call('LTRIM', KEYS[2], -1, -1)
+    -- LTRIM (only when an unclaimed one was there), not DEL then RPUSH: in a slot being
+    -- migrated away a key the script deleted is no longer local, and the server refuses the
+    -- RPUSH after the lock is already gone
+    if redis.call('RPUSH', KEYS[2], '1') > 1 then redis.call('LTRIM', KEYS[2], -1, -1) end
     redis.call('PEXPIRE', KEYS[2], 1000)
   end
 end
@@ -33,9 +33,8 @@ if ARGV[2] == 'pass' then
 end
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
-  redis.call('DEL', KEYS[1])
   local holder = KEYS[4] or (#KEYS == 2 and KEYS[2])
-  if holder then redis.call('DEL', holder) end
+  if holder then redis.call('DEL', KEYS[1], holder) else redis.call('DEL', KEYS[1]) end
   signal()
   return 1
 end
