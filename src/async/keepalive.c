@@ -145,7 +145,7 @@ static hilock_status renew(struct hl_keepalive *k, hilock *l, int64_t ttl_ms)
     l->valid_until_us = shadow.valid_until_us;
     l->ttl_ms = shadow.ttl_ms;
     l->held = shadow.held;
-    l->ids = shadow.ids;   /* topology.c re-anchors the lock in place, or allocates this */
+    l->topo = shadow.topo;   /* topology.c's: it re-anchors the ids in place, or allocates them */
     l->lost_seen = shadow.lost_seen;   /* (the owner's next call does not report it again) */
     pthread_mutex_unlock(&k->mu);
     return st;

@@ -434,7 +434,7 @@ static hilock_status run(hilock *l, gcall *g, hilock_reply **reply)
     cmds[0].ntail = t;
     memset(&top, 0, sizeof top);
     top.id_at = top.wait_at = -1;
-    if (l->kind->failover) ncmd = hl_topo_begin(c, l, &top, HL_TOPO_CHECK, 0, cmds, 1, per, dl);
+    if (l->kind->failover) ncmd = hl_topo_begin(c, hl_lock_topo(l), &top, HL_TOPO_CHECK, 0, cmds, 1, per, dl);
     if (c->opt.min_replicas > 0 && ncmd < HL_MAX_CMDS) {
         hl_cmd *w = &cmds[wait_at = ncmd++];
         hl_cmd_init(w, NULL, 0);
@@ -453,12 +453,12 @@ static hilock_status run(hilock *l, gcall *g, hilock_reply **reply)
         if (ran && wait_at >= 0 && (st == HILOCK_OK || st == HILOCK_EREPLY))
             st = replicas(l, n->reply[wait_at], st);
         if (l->kind->failover && top.id_at >= 0) {
-            hl_topo_end(c, l, &top, hl_reply_type(n->reply[0]) == HL_R_ERROR ? 0 : 1, ran);
+            hl_topo_end(c, hl_lock_topo(l), &top, hl_reply_type(n->reply[0]) == HL_R_ERROR ? 0 : 1, ran);
             if (top.lost & 1) {
                 hilock_reply_free(*reply);
                 *reply = NULL;
                 l->valid_until_us = 0;
-                st = hl_topo_lost(c, l, ran ? "guarded command (it ran)" : "guarded command", top.lost);
+                st = hl_topo_lost(c, hl_lock_topo(l), ran ? "guarded command (it ran)" : "guarded command", top.lost);
             } else if ((top.failed & 1) && ran) {
                 hilock_reply_free(*reply);
                 *reply = NULL;

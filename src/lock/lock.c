@@ -243,7 +243,7 @@ static uint64_t fence_of(const hilock *l, const tally *t)
 {
     uint64_t fence = 0, f;
     for (size_t i = 0; i < l->c->nnodes; i++)
-        if ((t->yes & (1u << i)) && (f = hl_topo_fence(l->c, l, i, (uint64_t)t->num[i])) > fence)
+        if ((t->yes & (1u << i)) && (f = hl_topo_fence(l->c, &l->topo, i, (uint64_t)t->num[i])) > fence)
             fence = f;
     return fence;
 }
@@ -382,7 +382,7 @@ static void live_leave(hilock *l)
 static int topo_begin(hilock *l, hl_topo_op *top, hl_topo_kind op, int64_t ttl_ms, hl_cmd *cmds,
                       int64_t per, int64_t deadline)
 {
-    if (l->kind->failover) return hl_topo_begin(l->c, l, top, op, ttl_ms, cmds, 1, per, deadline);
+    if (l->kind->failover) return hl_topo_begin(l->c, hl_lock_topo(l), top, op, ttl_ms, cmds, 1, per, deadline);
     memset(top, 0, sizeof *top);
     top->kind = op;
     top->id_at = top->wait_at = -1;
@@ -460,7 +460,7 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
     /* one master: the kind reads its busy answer and words the BUSY (several: see attempt);
      * a kind with a busy command reads that one's answer instead (busy_round) */
     hint = c->nnodes == 1 && t->other && !l->kind->busy_cmd ? l->kind->busy(l, c->nodes[0].reply[0]) : 0;
-    hl_topo_end(c, l, &top, ok, t->yes);   /* failover guard, WAIT, identity, master moved */
+    hl_topo_end(c, hl_lock_topo(l), &top, ok, t->yes);   /* failover guard, WAIT, identity, master moved */
     t->yes &= ~(top.refused | top.undo | top.moved | top.failed);
     t->errs |= top.refused | top.undo;     /* BUSY (guard), EREPLICAS: answers; already undone */
     t->failed |= top.moved | top.failed;   /* undone on the next contact (the new master; one
@@ -635,9 +635,9 @@ static void acquire_end(hilock *l, hilock_status st, int64_t start, long attempt
     if (st == HILOCK_OK) {
         c->stats.acquire_ok++;
         hl_hist_add(&c->stats.acquire_wait, now - start);
-        if (l->guard_seen_us)
+        if (l->topo.guard_seen_us)
             hl_emit_lock(c, HILOCK_EVENT_GUARD_PASSED, l->key, l->kind_name, NULL, HILOCK_OK,
-                         now - l->guard_seen_us);
+                         now - l->topo.guard_seen_us);
     } else if (st == HILOCK_BUSY) {
         c->stats.acquire_busy++;
     } else {
@@ -786,7 +786,7 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
     if (HL_OBSERVED(c)) member_events(l, &t, op == HL_TOPO_RELEASE ? HILOCK_EVENT_RELEASE : HILOCK_EVENT_EXTEND);
     /* (not on a node whose script answered an error: its failover.lua round trip would
      * replace the node's error text, which undecided() reports) */
-    hl_topo_end(c, l, &top, ok & ~t.errs, t.yes);   /* did the lock survive a failover? WAIT (extend) */
+    hl_topo_end(c, hl_lock_topo(l), &top, ok & ~t.errs, t.yes);   /* did the lock survive a failover? WAIT (extend) */
     t.lost = top.lost;
     t.yes &= ~(top.short_acks | top.failed);   /* extend: EREPLICAS, the old validity stands */
     t.gone &= ~top.failed;                /* (failover.lua got no answer: no answer at all) */
@@ -980,7 +980,7 @@ static hilock_status release_once(hilock *l)
         return undecided(l, &t, "release: ", "ours on", popcount(yes), dl);
     l->released = 1;
     if (t.lost && (size_t)popcount(yes & ~t.lost) < c->quorum)   /* (our value was deleted) */
-        return hl_topo_lost(c, l, "release", t.lost);
+        return hl_topo_lost(c, hl_lock_topo(l), "release", t.lost);
     if ((size_t)popcount(yes) >= c->quorum) return hl_ok(c);
     return not_held(l, &t, "release", yes);
 }
@@ -1053,7 +1053,7 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     }
     if (t.lost && (size_t)popcount(t.yes & ~t.lost) < c->quorum) {
         l->valid_until_us = 0;
-        return hl_topo_lost(c, l, "extend", t.lost);
+        return hl_topo_lost(c, hl_lock_topo(l), "extend", t.lost);
     }
     if ((size_t)popcount(t.yes) < c->quorum && may_hold(l, &t, t.yes)) {
         if (until < l->valid_until_us) l->valid_until_us = until;
@@ -1096,7 +1096,7 @@ static hilock_status check_once(hilock *l)
         return undecided(l, &t, "check: ", "answered", popcount(answered), dl);
     if (t.lost && (size_t)popcount(t.yes & ~t.lost) < c->quorum) {
         l->valid_until_us = 0;
-        return hl_topo_lost(c, l, "check", t.lost);
+        return hl_topo_lost(c, hl_lock_topo(l), "check", t.lost);
     }
     if ((size_t)popcount(t.yes) < c->quorum && may_hold(l, &t, t.yes))
         return undecided(l, &t, "check: ", "ours on", popcount(t.yes), dl);
@@ -1143,8 +1143,7 @@ void hilock_free(hilock *l)
     for (size_t i = 0; i < sizeof l->wake_keys / sizeof l->wake_keys[0]; i++) free(l->wake_keys[i]);
     free(l->token);
     free(l->stale);
-    free(l->ids);
-    free(l->guard_key);
+    hl_topo_lock_free(&l->topo);
     free(l->ka_why);
     hl_client_unref(l->c);
     free(l);

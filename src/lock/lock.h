@@ -27,6 +27,93 @@
 #include "engine.h"
 #include "topology.h"
 
+/* ---- the lock (struct hilock), its fields grouped by the file that owns them; the others
+ * read them ---- */
+struct hl_kind_ops;    /* the lock's kind: its table of operations (kind.h) */
+struct hl_keepalive;
+
+/* The one call lock.c makes into a layer above it that shares a lock with another thread
+ * (keepalive.c sets l->hook while its thread runs; NULL otherwise). STOP: release and free
+ * call it first (it must leave l->hook NULL, and no work of its own in flight); BEGIN/END:
+ * around extend and check, which then take turns with the other thread; VALIDITY: returns
+ * l->valid_until_us read consistently with that thread. Returns 0 for the other events. */
+typedef enum hl_hook_ev { HL_HOOK_STOP, HL_HOOK_BEGIN, HL_HOOK_END, HL_HOOK_VALIDITY } hl_hook_ev;
+
+struct hilock {
+    /* lock.c: what it is, its value and its validity */
+    hilock_client *c;
+    const struct hl_kind_ops *kind;
+    const char    *kind_name;      /* its kind's name (hilock_kind), for the events */
+    char          *key;
+    char           shown[HL_KEY_SHOWN_BUF];   /* the key as messages show it (hl_key_shown) */
+    char          *fence_key;
+    char          *token;          /* NUL-terminated value we wrote (this attempt's) */
+    int            spent;          /* acquire: the token's value may be left somewhere: the
+                                      next attempt takes a new one (fresh_token) */
+    char          *stale;          /* acquire: the last such tokens whose write's fate was
+                                      unknown (undo_stale) */
+    int            nstale;
+    int64_t        ttl_ms;
+    int64_t        valid_until_us; /* monotonic; 0 after release */
+    uint64_t       fence;
+    uint32_t       held;           /* nodes where the value was written */
+    uint32_t       freed;          /* release: nodes that confirmed deleting our value */
+    uint32_t       rel_pending;    /* release: sent while valid, no answer (may have landed) */
+    int            released;
+    int            lost_seen;      /* its loss was counted and reported (LOST once per lock;
+                                      keepalive.c copies it back from its renewals) */
+    /* on c->live from the acquire's start until released or freed (under c->live_mu; `live`
+     * is read and written by the lock's own calls only) */
+    int            live;
+    hilock        *live_next, **live_prev;
+    /* wait.c: the wake-up keys, and whether the last wait took a release signal (a kind's
+     * give_up passes it on if no grant followed) */
+    char          *signal_key;     /* list a release pushes to, to wake one waiter */
+    char          *waiters_key;    /* set by busy attempts, so the release signals */
+    int            woken;
+    /* inspect.c: the holder record (kind.h: holder) */
+    char          *holder_key;
+    /* the fair kind (src/kinds/fair.c): its queue's keys, and whether an attempt may have
+     * queued us */
+    char          *queue_key, *beat_key;
+    int            queued;
+    /* the sorted-set kinds (src/kinds/permits.c): the holder records, the waiters, the
+     * wake-up lists (permits' or writers', readers', the plain lock's), this call's limit */
+    char          *holders_key, *wq_key, *wake_keys[3];
+    int            limit;
+    /* the legacy and bridge kinds (legacy/legacy.c): the stamp in token, by the wall clock
+     * (+ clock_offset_ms) and pinned to the monotonic clock; and an expired value that the
+     * next acquire attempt may replace ("" = none) */
+    int64_t        stamp_us, stamp_mono_us;
+    char           expect[HILOCK_CODEC_MAX];
+    /* src/async/: the hook (above), keepalive.c's state while l->hook is its, why the loop's
+     * keepalive ended (hl_ka_ended), whether its extend is a renewal (RENEWAL events); and
+     * async.c's, so no pass walks every call to ask about one lock: how many of its calls
+     * other than the acquire that made it are still linked, its keepalives (0 or 1), and its
+     * unfinished calls in the order made (async.c's struct call, chained) */
+    int64_t      (*hook)(hilock *l, hl_hook_ev ev);
+    struct hl_keepalive *ka;
+    char          *ka_why;
+    int            renewing;
+    int            loop_linked, loop_kas;
+    void          *loop_first;
+    /* topology.c: its failover part (topology.h) */
+    hl_topo_lock   topo;
+};
+
+/* l's failover part, with the lock's current key, token, ttl, name and LOST flag, as every
+ * call into topology takes it */
+static inline hl_topo_lock *hl_lock_topo(hilock *l)
+{
+    l->topo.key = l->key;
+    l->topo.shown = l->shown;
+    l->topo.token = l->token;
+    l->topo.kind_name = l->kind_name;
+    l->topo.ttl_ms = l->ttl_ms;
+    l->topo.lost_seen = l->lost_seen;
+    return &l->topo;
+}
+
 /* ---- what one script reply means (verdict.c): pure functions of a reply, no I/O, so the
  * fuzzers (fuzz/) can feed them any reply a server or a broken proxy could send ---- */
 typedef enum hl_verdict {
@@ -91,7 +178,7 @@ void hl_client_unref(hilock_client *c);
  * private client. Statuses as hilock_client_new's; hilock_last_config_error() says why. */
 hilock_status hl_client_new_like(const hilock_client *c, hilock_client **out);
 
-/* ---- locks: struct hilock is defined in topology.h (the lowest layer that reads it) ---- */
+/* ---- locks (struct hilock: above) ---- */
 
 /* aux key in the same hash slot as `key`: "key<suffix>" if key has a tag, "{key}<suffix>" if
  * it has no '}', else "{T}key<suffix>" with T of the key's slot (hl_slot_tag). malloc'd. */

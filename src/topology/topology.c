@@ -121,7 +121,7 @@ static int reads_record(const hilock_client *c, hl_topo_kind kind)
 /* The record: one hash per master ("hilock:guard"); with a cluster node, one per slot of each
  * master, "hilock:guard:{T}" with T of the lock key's slot (a script touches one slot only),
  * made once per lock. NULL: out of memory (no identity this time). */
-static const char *guard_key(hilock_client *c, hilock *l)
+static const char *guard_key(hilock_client *c, hl_topo_lock *l)
 {
     char tag[16];
     size_t t;
@@ -192,7 +192,7 @@ static int64_t round_deadline(const hl_topo_op *op)
 
 /* ---- around a lock operation ---- */
 
-int hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind,
+int hl_topo_begin(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, hl_topo_kind kind,
                   int64_t ttl_ms, hl_cmd *cmds, int n, int64_t per_us, int64_t deadline_us)
 {
     memset(op, 0, sizeof *op);
@@ -392,7 +392,7 @@ static uint32_t slow_round(hilock_client *c, hl_topo_op *op, uint32_t mask, cons
  * replies; a Cluster node's own round trip, as its ARGV[7] is that node's map epoch), by the
  * operation's deadline. Returns the nodes whose answer filled ids[i]; op->failed gets those
  * that did not answer. */
-static uint32_t slow_idents(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t mask, ident *ids)
+static uint32_t slow_idents(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, uint32_t mask, ident *ids)
 {
     hl_cmd s;
     char ttl[24], floor[24], min_ep[24], mode[2] = {reads_record(c, op->kind) ? record_mode(c) : '0', '\0'};
@@ -436,7 +436,7 @@ static void set_where(struct hl_lockid *id, const hl_node *node)
     if (node->topo->node_id) memcpy(id->node, node->topo->node_id(node), sizeof id->node);
 }
 
-static int record(hilock_client *c, hilock *l, size_t i, const ident *id)
+static int record(hilock_client *c, hl_topo_lock *l, size_t i, const ident *id)
 {
     if (!l->ids && !(l->ids = calloc(c->nnodes, sizeof *l->ids))) return -1;
     l->ids[i].set = 1;
@@ -488,7 +488,7 @@ static void short_acks_msg(hilock_client *c, const hl_topo_op *op, size_t i)
 
 /* A grant refused by the failover guard, left ms more (hilock_observe.h: GUARD_START, once
  * per acquire; lock.c reports GUARD_PASSED when a grant follows). */
-static void guard_event(hilock_client *c, hilock *l, const hl_node *n, long long left)
+static void guard_event(hilock_client *c, hl_topo_lock *l, const hl_node *n, long long left)
 {
     if (l->guard_seen_us) return;
     l->guard_seen_us = hl_now_us();
@@ -496,7 +496,7 @@ static void guard_event(hilock_client *c, hilock *l, const hl_node *n, long long
 }
 
 /* One node of an acquire that the lock script granted (and WAIT did not undo). */
-static void end_grant(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, const ident *id, int have_id)
+static void end_grant(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, size_t i, const ident *id, int have_id)
 {
     hl_node *n = &c->nodes[i];
     uint32_t bit = 1u << i;
@@ -532,7 +532,7 @@ static int shard_failed_over(hilock_client *c, hl_node *n, const hl_topo_op *op,
 
 /* One node of extend, release or check: did our lock survive any change of master? found:
  * the script found our value there. */
-static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, const ident *id, int have_id,
+static void end_verify(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, size_t i, const ident *id, int have_id,
                        int found)
 {
     hl_node *n = &c->nodes[i];
@@ -586,7 +586,7 @@ static void end_verify(hilock_client *c, hilock *l, hl_topo_op *op, size_t i, co
  * is neither a loss nor an error reply (n->st stays the timeout or the broken connection, so
  * that an acquire that may wait tries again). An acquire's grant there is undone on the next
  * contact: the node has just failed to answer, and the call's time may be spent. */
-static void no_answer(hilock_client *c, hilock *l, const hl_topo_op *op, size_t i)
+static void no_answer(hilock_client *c, hl_topo_lock *l, const hl_topo_op *op, size_t i)
 {
     hl_node *n = &c->nodes[i];
     char why[sizeof n->err];
@@ -599,7 +599,7 @@ static void no_answer(hilock_client *c, hilock *l, const hl_topo_op *op, size_t 
 /* Acquire: delete our value now where it was not safely granted (op->undo), within the
  * operation's bound (hl_exec with no command sends just the pending undos; a node that does
  * not answer in time keeps its undo for the next contact). */
-static void undo_now(hilock_client *c, hilock *l, const hl_topo_op *op)
+static void undo_now(hilock_client *c, hl_topo_lock *l, const hl_topo_op *op)
 {
     char keep[sizeof c->nodes->err];
     int64_t dl = round_deadline(op);   /* one for all: together they take one round trip's time */
@@ -619,7 +619,7 @@ static void undo_now(hilock_client *c, hilock *l, const hl_topo_op *op)
 
 /* The nodes whose identity this operation judges: granted ones (acquire; not undone by
  * WAIT), or those holding an anchor of the lock (extend, release, check). */
-static uint32_t to_judge(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted)
+static uint32_t to_judge(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, uint32_t ok, uint32_t granted)
 {
     uint32_t m = 0;
     for (size_t i = 0; i < c->nnodes; i++) {
@@ -631,7 +631,7 @@ static uint32_t to_judge(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t o
     return m;
 }
 
-void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted)
+void hl_topo_end(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, uint32_t ok, uint32_t granted)
 {
     ident ids[HL_MAX_NODES];
     uint32_t m, judge, have = 0, slow = 0;
@@ -661,13 +661,13 @@ void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint3
 }
 
 /* Node i's epoch for the token: the one read with its grant, else its topology's. */
-static uint64_t node_epoch(const hilock_client *c, const hilock *l, size_t i)
+static uint64_t node_epoch(const hilock_client *c, const hl_topo_lock *l, size_t i)
 {
     if (l->ids && l->ids[i].set && l->ids[i].epoch) return l->ids[i].epoch;   /* read at the grant */
     return c->nodes[i].topo->epoch ? c->nodes[i].topo->epoch(&c->nodes[i]) : 0;
 }
 
-uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, size_t i, uint64_t counter)
+uint64_t hl_topo_fence(const hilock_client *c, const hl_topo_lock *l, size_t i, uint64_t counter)
 {
     uint64_t epoch = node_epoch(c, l, i), t;
     /* no token (a kind that mints none, options.fencing = 0) stays none */
@@ -682,7 +682,7 @@ uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, size_t i, uint64
     return t > counter ? t : counter;
 }
 
-hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost)
+hilock_status hl_topo_lost(hilock_client *c, const hl_topo_lock *l, const char *op, uint32_t lost)
 {
     char pre[160];
     if (c->nnodes == 1) return hl_fail(c, HILOCK_LOST, "%s %s: %s", op, l->shown, c->nodes[0].err);
@@ -735,4 +735,13 @@ void hl_topo_private_free(hilock_client *sc)
     }
     free(sc->nodes);
     hl_buf_free(&sc->obuf);
+}
+
+void hl_topo_lock_free(hl_topo_lock *t)
+{
+    if (!t) return;
+    free(t->ids);
+    free(t->guard_key);
+    t->ids = NULL;
+    t->guard_key = NULL;
 }

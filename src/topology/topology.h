@@ -17,7 +17,6 @@
 #ifndef HILOCK_TOPOLOGY_H
 #define HILOCK_TOPOLOGY_H
 
-#include "hilock_legacy.h"   /* HILOCK_CODEC_MAX: a lock's value may be a legacy stamp */
 #include "engine.h"
 
 /* ---- failover awareness (topology.c) ---- */
@@ -44,6 +43,23 @@ hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int every
                                hl_cluster_node_fn fn, void *arg);
 /* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
 int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r);
+
+/* ---- a lock as its failover part sees it (topology.c) ----
+ * The lock layer owns the lock (struct hilock, lock.h) and embeds one of these in it: the
+ * first group is the lock's, which the lock layer sets before each call here (hl_lock_topo);
+ * the second is topology's own, kept across the lock's operations and freed by
+ * hl_topo_lock_free. */
+struct hl_lockid;
+typedef struct hl_topo_lock {
+    const char *key, *shown, *token, *kind_name;
+    int64_t     ttl_ms;
+    int         lost_seen;          /* its loss was reported (FAILOVER once per lock) */
+    struct hl_lockid *ids;          /* per node, the master history it was granted in */
+    char       *guard_key;          /* the failover guard's record with a cluster node */
+    int64_t     guard_seen_us;      /* when an acquire's grant was first refused by the
+                                       failover guard (0: not), for its GUARD_PASSED */
+} hl_topo_lock;
+void hl_topo_lock_free(hl_topo_lock *t);
 
 typedef enum hl_topo_kind { HL_TOPO_ACQUIRE, HL_TOPO_EXTEND, HL_TOPO_RELEASE, HL_TOPO_CHECK } hl_topo_kind;
 
@@ -79,7 +95,7 @@ typedef struct hl_topo_op {
  * connection if so). Nothing for legacy/bridge locks. per_us, deadline_us: the operation's
  * per-node timeout and deadline (without WAIT's share: op->deadline_us adds it), which every
  * round trip of hl_topo_begin and hl_topo_end keeps to. */
-int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kind,
+int  hl_topo_begin(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, hl_topo_kind kind,
                    int64_t ttl_ms, hl_cmd *cmds, int n, int64_t per_us, int64_t deadline_us);
 /* After hl_exec, before hl_exec_clear: read those replies on the nodes in ok (granted: where
  * the acquire script granted; extend, release, check: where the script found our value) and
@@ -88,11 +104,11 @@ int  hl_topo_begin(hilock_client *c, hilock *l, hl_topo_op *op, hl_topo_kind kin
  * the record's), one more round trip runs failover.lua there (it replaces that node's
  * replies). Acquire: records where the lock was granted, undoes unsafe grants at once, and
  * asks a Sentinel whether the master in use is still the master (see sentinel.c). */
-void hl_topo_end(hilock_client *c, hilock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
+void hl_topo_end(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, uint32_t ok, uint32_t granted);
 /* The fencing token node i's grant makes of the counter it minted: max(counter, epoch << 42 |
  * the counter's low 42 bits), epoch = that node's config epoch (Sentinel: the Sentinels';
  * Cluster: the slot's, from its record; direct: 0, the counter as it is). topology.c. */
-uint64_t hl_topo_fence(const hilock_client *c, const hilock *l, size_t i, uint64_t counter);
+uint64_t hl_topo_fence(const hilock_client *c, const hl_topo_lock *l, size_t i, uint64_t counter);
 /* ---- the private client of a topology's helpers (topology.c) ---- */
 /* Fill sc (zeroed by the caller) as a client whose nodes are the first `count` hosts of n's
  * URL list (Sentinels, cluster seeds): direct nodes reached as n is (its transport and TLS
@@ -106,78 +122,6 @@ int  hl_topo_private_init(hilock_client *sc, const hilock_client *c, const hl_no
 void hl_topo_private_free(hilock_client *sc);
 
 /* LOST, with the nodes' reasons in errmsg ("<op> <key>: ..."). */
-hilock_status hl_topo_lost(hilock_client *c, hilock *l, const char *op, uint32_t lost);
-
-/* ---- the lock (struct hilock): defined here, in the lowest layer that reads it (its
- * failover records: ids, guard_key), as the client is in engine.h; the lock layer (lock.h)
- * owns it and every other field ---- */
-struct hl_kind_ops;    /* the lock's kind: its table of operations (kind.h) */
-struct hl_keepalive;
-
-/* The one call lock.c makes into a layer above it that shares a lock with another thread
- * (keepalive.c sets l->hook while its thread runs; NULL otherwise). STOP: release and free
- * call it first (it must leave l->hook NULL, and no work of its own in flight); BEGIN/END:
- * around extend and check, which then take turns with the other thread; VALIDITY: returns
- * l->valid_until_us read consistently with that thread. Returns 0 for the other events. */
-typedef enum hl_hook_ev { HL_HOOK_STOP, HL_HOOK_BEGIN, HL_HOOK_END, HL_HOOK_VALIDITY } hl_hook_ev;
-
-struct hilock {
-    hilock_client *c;
-    const struct hl_kind_ops *kind;
-    const char    *kind_name;      /* its kind's name (hilock_kind), for the events below
-                                    * the lock layer too (topology.c) */
-    char          *key;
-    char           shown[HL_KEY_SHOWN_BUF];   /* the key as messages show it (hl_key_shown) */
-    char          *fence_key;
-    char          *signal_key;     /* wait.c: list a release pushes to, to wake one waiter */
-    char          *waiters_key;    /* wait.c: set by busy attempts, so the release signals */
-    char          *holder_key;     /* the holder record (kind.h: holder; src/lock/inspect.c) */
-    int            woken;          /* wait.c: the last wait took a release signal (a kind's
-                                    * give_up passes it on if no grant followed) */
-    /* fair kind (fair.c): its queue's keys, and whether an attempt may have queued us */
-    char          *queue_key, *beat_key;
-    int            queued;
-    /* the sorted-set kinds (src/kinds/permits.c): the holder records, the waiters, the
-     * wake-up lists (permits' or writers', readers', the plain lock's), this call's limit */
-    char          *holders_key, *wq_key, *wake_keys[3];
-    int            limit;
-    char          *token;          /* NUL-terminated value we wrote (this attempt's: lock.c) */
-    int            spent;          /* acquire: the token's value may be left somewhere: the
-                                      next attempt takes a new one (lock.c: fresh_token) */
-    char          *stale;          /* acquire: the last such tokens whose write's fate was
-                                      unknown (lock.c: undo_stale) */
-    int            nstale;
-    int64_t        ttl_ms;
-    int64_t        valid_until_us; /* monotonic; 0 after release */
-    uint64_t       fence;
-    uint32_t       held;           /* nodes where the value was written */
-    uint32_t       freed;          /* release: nodes that confirmed deleting our value */
-    uint32_t       rel_pending;    /* release: sent while valid, no answer (may have landed) */
-    int            released;
-    /* legacy and bridge kinds (legacy/legacy.c): the stamp in token, by the wall clock
-     * (+ clock_offset_ms) and pinned to the monotonic clock; and an expired value that the
-     * next acquire attempt may replace ("" = none) */
-    int64_t        stamp_us, stamp_mono_us;
-    char           expect[HILOCK_CODEC_MAX];
-    int64_t      (*hook)(hilock *l, hl_hook_ev ev);   /* see hl_hook_ev */
-    /* src/async/async.c's, so no pass walks every call to ask about one lock: how many of
-     * its calls other than the acquire that made it are still linked, its keepalives (0 or
-     * 1), and its unfinished calls in the order made (async.c's struct call, chained) */
-    int            loop_linked, loop_kas;
-    void          *loop_first;
-    struct hl_keepalive *ka;       /* keepalive.c's state, while l->hook is its */
-    char          *ka_why;         /* why the loop's keepalive ended (keepalive.c, hl_ka_ended) */
-    struct hl_lockid    *ids;      /* topology.c: per node, the master history it was granted in */
-    int            renewing;       /* its extend is a keepalive's renewal (RENEWAL events) */
-    int            lost_seen;      /* lock.c: its loss was counted and reported (LOST once per
-                                      lock; keepalive.c copies it back from its renewals) */
-    int64_t        guard_seen_us;  /* when an acquire's grant was first refused by the failover
-                                      guard (0: not), for its GUARD_PASSED (hilock_observe.h) */
-    char          *guard_key;      /* topology.c: the failover guard's record with a cluster node */
-    /* lock.c: on c->live from the acquire's start until released or freed (under
-     * c->live_mu; `live` is read and written by the lock's own calls only) */
-    int            live;
-    hilock        *live_next, **live_prev;
-};
+hilock_status hl_topo_lost(hilock_client *c, const hl_topo_lock *l, const char *op, uint32_t lost);
 
 #endif
