@@ -24,11 +24,14 @@
 
 #include "kinds.h"
 
-static int is_sem(const hilock *l) { return l->kind == &hl_kind_sem; }
+/* The kind of a lock, read from the token its init gave it (init_keys): "x:..." an exclusive
+ * grant, "s:..." a shared one, a bare hex token (no ':') a semaphore's permit. The one place
+ * a lock's mode is kept, as on the server (its wq entries), not the address of its table. */
+static int is_sem(const hilock *l) { return !(l->token[0] && l->token[1] == ':'); }
 
-static const char *mode_of(const hilock *l)
+static const char *mode_of(const hilock *l)   /* permits.lua's ARGV[2] */
 {
-    return is_sem(l) ? "sem" : l->kind == &hl_kind_exclusive ? "x" : "s";
+    return is_sem(l) ? "sem" : l->token[0] == 'x' ? "x" : "s";
 }
 
 /* The kind's keys, once; and the token's mode prefix, again after each new token (lock.c:
