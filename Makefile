@@ -241,9 +241,10 @@ deps:
 # against that, no import circles, and the engine's seams (no topology, no hiredis).
 .PHONY: layers
 layers: lib
-	@$(MAKE) --no-print-directory $(BENCH_OBJ) $(CLI_SRC:%.c=$(B)/%.o)
+	@$(MAKE) --no-print-directory $(BENCH_OBJ) $(TORTURE_OBJ) $(CLI_SRC:%.c=$(B)/%.o)
 	@sh scripts/layers.sh $(B)
 	@sh scripts/layers.sh --circles $(B)/bench
+	@sh scripts/layers.sh --circles $(B)/torture
 	@sh scripts/check-platform.sh
 
 # The platform layer beyond the default build (docs/portability.md, "The platform layer"), on
@@ -379,6 +380,12 @@ WORKERS  ?= 8
 MODES    ?=
 TORTURE_SRC := $(sort $(wildcard torture/*.c))
 TORTURE_DEF := $(if $(wildcard include/hilock_legacy.h),-DHL_TORTURE_LEGACY)
+# (objects only for make layers, which checks that torture/'s files call each other one way:
+# the binary links its sources)
+TORTURE_OBJ := $(patsubst %.c,$(B)/%.o,$(TORTURE_SRC))
+$(B)/torture/%.o: torture/%.c torture/torture.h tests/fixture.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(WARN) -O2 -g -D_GNU_SOURCE $(TORTURE_DEF) -Iinclude -Itests -Itorture -c $< -o $@
 
 .PHONY: torture torture-violation fuzz
 VIOLATIONS ?= redlock-violation,async-violation,cli-violation,fence-violation,sem-violation,rw-violation

@@ -482,7 +482,7 @@ static int acquire(const cli *o, hilock_client **cp, hilock **lp)
     if (st == HILOCK_OK) return -1;   /* (-v: print_event said so) */
     if (st == HILOCK_BUSY) {
         /* busy is a result, said only with -v -- but a holder without a TTL never goes by
-         * itself: -n says so as -w does when it begins to wait (issue 36) */
+         * itself: -n says so as -w does when it begins to wait */
         if (o->verbose || (o->wait_ms == 0 && strstr(hilock_client_errmsg(*cp), HL_NO_TTL)))
             print_error(o->wait_ms ? "gave up waiting for" : "busy:", o, hilock_client_errmsg(*cp));
         if (o->verbose) hl_tool_busy_holder(*cp, o->key);   /* who, if its grant said so */

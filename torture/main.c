@@ -125,7 +125,7 @@ static const char *async_cluster_missing(void)
 
 static const char *kinds_missing(void)
 {
-    return tt_have_kinds() ? NULL : "hilock_sem_acquire / hilock_rw_acquire are not in the tree yet (issue 26)";
+    return tt_have_kinds() ? NULL : "hilock_sem_acquire / hilock_rw_acquire are not in the tree yet";
 }
 
 static char hilock_bin[PATH_MAX], self_bin[PATH_MAX];
@@ -431,7 +431,11 @@ static void spawn_worker(run *r, int slot)
         return;
     }
     pid = fork();
-    if (pid == 0) tt_worker_main(&cfg);
+    if (pid == 0) {   /* (the workers' kinds, each its own file; worker.c calls none of them) */
+        if (cfg.kind == TT_ASYNC) tt_async_main(&cfg);
+        if (cfg.kind == TT_CLI) tt_cli_main(&cfg);
+        tt_worker_main(&cfg);
+    }
     if (pid < 0) {
         perror("fork");
         r->infra_errors++;

@@ -109,7 +109,8 @@ typedef struct tt_worker_cfg {
     const char *self_bin;            /* cli: this program (COMMAND's processes are `torture member`) */
 } tt_worker_cfg;
 
-/* worker.c: runs until shm->stop; never returns (exits the process) */
+/* worker.c: a blocking worker (kind TT_BLOCKING); runs until shm->stop; never returns (exits
+ * the process). main.c starts each kind's own: this, tt_async_main or tt_cli_main. */
 void tt_worker_main(const tt_worker_cfg *cfg) __attribute__((noreturn));
 /* worker.c: hilock_options_init, then the servers and timeouts cfg gives (blocking and async workers) */
 struct hilock_options;

@@ -349,8 +349,6 @@ void tt_worker_main(const tt_worker_cfg *cfg)
     char path[512];
     hilock_options o;
     worker w;
-    if (cfg->kind == TT_ASYNC) tt_async_main(cfg);
-    if (cfg->kind == TT_CLI) tt_cli_main(cfg);
     memset(&w, 0, sizeof w);
     prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive the orchestrator */
     signal(SIGPIPE, SIG_DFL);   /* as an application would have it: the library must cope */

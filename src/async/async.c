@@ -44,8 +44,8 @@
  * resumes and out when it waits (other flows write theirs meanwhile), and put back while its
  * `done` runs.
  *
- * Layer: above the lock layer (it runs lock.c's flows); the engine reaches it only through
- * c->runner. */
+ * Above the lock layer (async.h's Layer line: it runs lock.c's flows); the engine reaches it
+ * only through c->runner. */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <stdio.h>

@@ -1032,7 +1032,7 @@ static void on_reply(hilock_client *c, hl_node *n, pending *p, const hl_cmd *cmd
  * later command; undos it already answered are done. */
 /* One node waiting for its replies, its commands written: it may wait in the read itself
  * (the transport's read_wait) instead of poll() then read() -- one system call less per
- * round trip, ~1.8 us of CPU on loopback TCP (issue 14's fast path). A socket timeout runs
+ * round trip, ~1.8 us of CPU on loopback TCP (docs/performance.md). A socket timeout runs
  * on the kernel's timer wheel, which may fire up to 1/8 of the timeout (plus a tick) late,
  * unlike poll()'s precise timer: so the wait is at most 8/9 of what is left, less 10 ms, in
  * whole 10 ms steps -- the same from one round trip to the next (no setsockopt each time)

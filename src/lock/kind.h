@@ -121,7 +121,8 @@ struct hl_kind_ops {
                           * delete it (a deferred undo, engine.c, leaves it to its PX) */
 };
 
-/* The tables themselves: src/kinds/kinds.h (modern, unfenced, fair), legacy/legacy.h. */
+/* The tables themselves: src/kinds/kinds.h (modern, unfenced, fair, the semaphore, the
+ * shared/exclusive lock), legacy/legacy.h (legacy, bridge). */
 
 /* ---- the table's optional entries, each with its default in one place (kind.c), as
  * sqlite's os.c wraps its VFS: lock.c calls these, never a table member that may be NULL ---- */

@@ -168,7 +168,7 @@ hilock_status hl_cancel_verdict(hilock_client *c, hilock_status st);
 
 void hl_client_ref(hilock_client *c);
 /* n (<= 256) bytes from the kernel (hl_plat_random), drawn 256 at a time into the client (one system call
- * per 16 tokens, not per acquire: issue 14's fast path); each byte is handed out once and
+ * per 16 tokens, not per acquire: the fast path, docs/performance.md); each byte is handed out once and
  * wiped. A forked child's copy is never used (hl_check_fork), so no two processes share
  * them. 0, or -1 when the kernel fails to give them. */
 int hl_client_random(hilock_client *c, void *buf, size_t n);

@@ -3,9 +3,29 @@
  * implementation (see platform.h): what linux.c and posix.c both fall back to. */
 #define _POSIX_C_SOURCE 200809L
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "platform.h"
+
+#if HL_PLAT_MONO_CONDVAR
+int hl_plat_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    int rc = pthread_condattr_init(&ca);
+    if (rc) return rc;
+    rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (!rc) rc = pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc;
+}
+
+void hl_plat_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t t_us)
+{
+    struct timespec ts = { (time_t)(t_us / 1000000), (long)(t_us % 1000000) * 1000 };
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+#endif
 
 /* Not /proc/self/fd: opendir allocates, and this runs in a forked child of a threaded
  * process (async-signal-safe calls only). The cap bounds the loop when the limit is huge or

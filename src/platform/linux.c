@@ -44,22 +44,10 @@ void hl_plat_sleep_until(int64_t t_us)
         ;
 }
 
-int hl_plat_cond_init(pthread_cond_t *cv)
-{
-    pthread_condattr_t ca;
-    int rc = pthread_condattr_init(&ca);
-    if (rc) return rc;
-    rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (!rc) rc = pthread_cond_init(cv, &ca);
-    pthread_condattr_destroy(&ca);
-    return rc;
-}
-
-void hl_plat_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t t_us)
-{
-    struct timespec ts = to_timespec(t_us);
-    pthread_cond_timedwait(cv, mu, &ts);
-}
+/* condition variables: common.c's, on the monotonic clock */
+#if !HL_PLAT_MONO_CONDVAR
+#error "linux.c: condition variables on CLOCK_MONOTONIC need POSIX clock selection"
+#endif
 
 int hl_plat_socket(int family, int type)
 {

@@ -41,6 +41,15 @@ void hl_plat_sleep_until(int64_t t_us);
  * fallback's wall clock steps): callers loop on their own condition and hl_now_us(). */
 int  hl_plat_cond_init(pthread_cond_t *cv);
 void hl_plat_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t t_us);
+/* 1 where they wait on CLOCK_MONOTONIC itself (POSIX clock selection; Linux always): the
+ * one implementation, common.c's. 0: posix.c waits on the wall clock in slices (a platform
+ * without clock selection, or HL_PLAT_WALL_CONDVAR to test that on one with it). */
+#include <unistd.h>
+#if defined(_POSIX_CLOCK_SELECTION) && _POSIX_CLOCK_SELECTION > 0 && !defined(HL_PLAT_WALL_CONDVAR)
+#define HL_PLAT_MONO_CONDVAR 1
+#else
+#define HL_PLAT_MONO_CONDVAR 0
+#endif
 
 /* socket(family, type, 0), non-blocking and close-on-exec, and where the system has no
  * MSG_NOSIGNAL set to raise no SIGPIPE: the descriptor, or -1 (errno). */

@@ -85,24 +85,10 @@ void hl_plat_sleep_until(int64_t t_us)
     }
 }
 
-#if defined(_POSIX_CLOCK_SELECTION) && _POSIX_CLOCK_SELECTION > 0 && !defined(HL_PLAT_WALL_CONDVAR)
-int hl_plat_cond_init(pthread_cond_t *cv)
-{
-    pthread_condattr_t ca;
-    int rc = pthread_condattr_init(&ca);
-    if (rc) return rc;
-    rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (!rc) rc = pthread_cond_init(cv, &ca);
-    pthread_condattr_destroy(&ca);
-    return rc;
-}
-
-void hl_plat_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t t_us)
-{
-    struct timespec ts = to_timespec(t_us);
-    pthread_cond_timedwait(cv, mu, &ts);
-}
-#else
+/* Condition variables: on the monotonic clock where the platform selects clocks (common.c);
+ * without clock selection (or with HL_PLAT_WALL_CONDVAR, as make test-platform builds it),
+ * on the wall clock, below. */
+#if !HL_PLAT_MONO_CONDVAR
 #define HL_PLAT_WALL_SLICE_US 100000
 
 int hl_plat_cond_init(pthread_cond_t *cv)

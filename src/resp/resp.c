@@ -5,7 +5,7 @@
  * else: the engine owns its connections (tcp.c) and its writes (RESP encoding in
  * engine.c). Every byte goes through hl_resp_limit_feed (resp_limit.c) before the reader
  * sees it, so a hostile length can never make hiredis allocate it. A move to hiredis 1.x (or
- * another parser) is a change of this file. Layer: below the engine; calls nothing above. */
+ * another parser) is a change of this file. Below the engine (resp.h); calls nothing above. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * resolve.h -- a host name's addresses, looked up on a helper thread (issue 24), so that the
+ * resolve.h -- a host name's addresses, looked up on a helper thread (docs/event-loop.md), so that the
  * lookup can be given up at the connect's deadline and never runs on an event loop's thread.
  *
  * getaddrinfo has no deadline of ours (the resolver's own is 5 s per server and try), and

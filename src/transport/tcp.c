@@ -8,7 +8,7 @@
  * that went away must be an EPIPE we report, never a SIGPIPE that kills the caller, and
  * blocking the signal around every round trip would cost four system calls). A host name is
  * looked up by resolve.c on a helper thread, whose pipe the connect polls first (below).
- * Layer: below the engine (transport.h); calls resolve.c, nothing of the library above util. */
+ * Below the engine (transport.h's Layer line); calls resolve.c, nothing of the library above util. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

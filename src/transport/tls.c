@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* tls.c -- TLS over the plain transport's sockets (issue 11).
+/* tls.c -- TLS over the plain transport's sockets (docs/tls.md).
  *
  * The socket is tcp.c's (its connect, CLOEXEC, NODELAY, MSG_NOSIGNAL); the session
  * is tls.c's. connect_step runs the TCP connect and then the TLS handshake, so the handshake
  * counts in connect_timeout_ms and a server that goes silent in it times out as a connect
  * does, in tls.c's words. k->cfg is the client's TLS context (hl_tls_ctx).
- * Layer: below the engine (transport.h); calls tcp.c and session.c only. */
+ * Below the engine (transport.h's Layer line); calls tcp.c and session.c only. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>

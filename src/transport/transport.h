@@ -6,8 +6,8 @@
  * transport.h -- how bytes reach a server and come back: one connection's byte stream.
  *
  * Owns: sockets (connect, read, write, close) and, for a transport with a session layer
- * (TLS, issue 11: session.c), its records and handshake. Knows nothing of RESP, commands,
- * nodes or topology. May call: util only. Called by: the engine (engine.c), through the ops
+ * (TLS: session.c), its records and handshake. Knows nothing of RESP, commands,
+ * nodes or topology. May call: base (util) and platform only. Called by: the engine (engine.c), through the ops
  * table a node was given by the client (client.c), so a second transport is a second table,
  * not branches in the engine.
  *
