@@ -52,629 +52,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "async.h"
-#include "fiber.h"
+#include "loop.h"
 
-typedef struct call call;
-typedef struct part part;
-typedef struct lconn lconn;
-typedef struct hl_loop hl_loop;
-
-enum { OP_ACQUIRE, OP_RELEASE, OP_EXTEND, OP_CHECK, OP_RENEW, OP_GUARDED };
-enum { S_QUEUED, S_RUNNING, S_SUSPENDED, S_RUNNABLE, S_FINISHED };
-enum { SLOT_HANDSHAKE, SLOT_GHOST, SLOT_PART, SLOT_CLOCK };
-
-typedef struct xrun {   /* one hl_exec of a flow: its parts still out */
-    int      pending;
-    int      any;
-    part    *parts;        /* parts[i].x NULL: node i not reached yet */
-    uint32_t mask;
-    struct xrun *outer;    /* the hl_exec this one runs inside (a Sentinel's, while the data
-                              node's connection resolves its master), or NULL */
-} xrun;
-
-struct part {           /* one node's share of one hl_exec */
-    call         *owner;
-    xrun         *x;
-    size_t        node;
-    lconn        *lc;
-    const hl_cmd *cmds;
-    int           ncmd, used_eval, got, done;
-    int           srv;         /* a sharded node's (Cluster): the server routed to, else -1 */
-    int           asking;      /* ASKING goes before each command (an ASK redirect) */
-    hl_reply     *reply[HL_MAX_CMDS];
-    int64_t       deadline;
-    int64_t       per_us, hard_us;   /* each round trip's bound, and the call's (part_renew) */
-    uint64_t      start_off;   /* where its bytes begin in the connection's stream */
-    int64_t       t0;          /* when it was encoded (hl_round_trip) */
-    int           queued;      /* its bytes are in the output */
-    hilock_status st;
-    int           wrote;
-    int           abandoned;   /* hl_exec_any ended it (another node answered): not a node error */
-    char          err[200];
-    part         *wnext;       /* the handshake's waiting list */
-};
-
-typedef struct slot { int kind, n, at; part *p; } slot;   /* at: replies taken */
-
-struct lconn {
-    hilock_client  *c;          /* whose node: the loop's client, or a topology's private
-                                   client (the Sentinels of a redis-sentinel:// node) */
-    size_t          node;
-    int             srv;        /* a sharded node's (Cluster): the server it goes to (the
-                                   topology's key for it, >= 1), else -1 */
-    int             side;       /* a waiter's own connection (BLPOP) */
-    struct hl_conn *k;          /* NULL: closed */
-    int             opening;    /* its topology resolves the address: the flow that opens it
-                                   is paused (Sentinel round trips), other parts wait */
-    int             ready;      /* the handshake was answered */
-    int             clock_asked;   /* a TIME to renew a day-old reading is in flight */
-    slot           *q;          /* replies expected, in order */
-    size_t          qh, qn, qcap;
-    part           *whead, *wtail;   /* waiting for the handshake */
-    uint64_t        queued, flushed;  /* bytes of the stream */
-    int             fd, ev;     /* what the loop watches for it */
-    lconn          *next;       /* side connections */
-};
-
-typedef struct ka {     /* a keepalive on the loop (hilock_keepalive on an attached client) */
-    hilock         *l;
-    hilock_lost_fn  on_lost;
-    void           *arg;
-    long            renewals, max_renewals;
-    int64_t         hold_end_us, next_us;
-    int64_t         margin_us;  /* lost_margin_ms: report the loss this long before the end */
-    int             busy;       /* a renewal is queued or in flight */
-    struct ka      *next;
-} ka;
-
-struct call {
-    hl_loop        *L;
-    int             op, state, cancel;
-    int             user_cancel;   /* hilock_cancel ended it (cancel is set too) */
-    char           *key;
-    int64_t         ttl_ms, wait_ms;
-    const hl_kind_ops *kind;
-    int             limit;      /* OP_ACQUIRE: the kind's limit (hl_acquire_limit), or 0 */
-    hilock         *l;
-    ka             *ka;         /* OP_RENEW: whose */
-    hilock_status   st;
-    char            errmsg[HL_ERRMSG_MAX];
-    hilock_done_fn  done;
-    void           *arg;
-    hl_fiber       *f;
-    xrun           *x;          /* suspended in hl_exec */
-    unsigned long   yields;     /* times its flow gave the loop back */
-    int64_t         wake_us;    /* suspended in a pause (HL_NEVER: not) */
-    call           *next, *prev;
-    call           *rnext, *dnext;   /* in the run queue, the done queue */
-    int             inrq;
-    int             counted;    /* in l's loop counts: 1 linked and unfinished (in l's chain),
-                                   2 finished */
-    call           *lnext;      /* l's next unfinished call (l->loop_first: the oldest) */
-    /* OP_GUARDED: the caller's command (copied), its reply and its callback */
-    int             gargc;
-    char          **gargv;
-    size_t         *glen;
-    hilock_reply   *greply;
-    hilock_reply_fn gdone;
-};
-
-/* Take k out of its lock's chain of unfinished calls (short: a lock's calls run in turn). */
-static void unchain(call *k)
-{
-    call **pp = (call **)&k->l->loop_first;
-    while (*pp && *pp != k) pp = &(*pp)->lnext;
-    if (*pp) *pp = k->lnext;
-    k->lnext = NULL;
-}
-
-struct hl_loop {
-    hilock_client  *c;
-    hilock_loop     app;
-    lconn          *conns;      /* one per node */
-    lconn          *side;       /* waiters' connections */
-    lconn          *aux;        /* private clients' (the Sentinels'): one per node, pipelined */
-    lconn          *shards;     /* a sharded node's (Cluster): one per server, pipelined */
-    uint32_t        fetching;   /* nodes whose slot map a flow is fetching (one at a time) */
-    call           *head, *tail;   /* every call not ended, in the order made */
-    call           *running;    /* the call whose flow runs now */
-    call           *rq, *rq_tail;   /* flows to resume, in the order their replies came */
-    call           *dq, *dq_tail;   /* ended calls, in the order they ended: `done` runs so */
-    ka             *kas;
-    int64_t         ka_due;     /* no keepalive's renewal falls due before this: a lower bound
-                                   (ka_due_at), made exact by start_renewals' walk, so a pass
-                                   with nothing due walks no keepalive */
-    int             in_pass, closing, dead;
-    int64_t         timer_at;   /* what the loop was asked for (-1: none) */
-    int             cancel_fd;  /* hilock_cancel's pipe, watched for reading (-1: none) */
-};
 
 static const hl_runner loop_runner, gone_runner;
-
-/* ---- connections ---- */
-
-/* The connection's node, holding what it reads and writes for lc's server: a sharded node
- * (Cluster) swaps that server's undo list, name and facts in first, as flows interleave. */
-static hl_node *lc_node(const lconn *lc)
-{
-    hl_node *n = &lc->c->nodes[lc->node];
-    if (lc->srv >= 0) n->topo->use(n, lc->srv);
-    return n;
-}
-
-static void lc_watch(hl_loop *L, lconn *lc)
-{
-    int fd = lc->k ? lc->k->io.fd : -1, ev = 0;
-    if (lc->k) {
-        short want = POLLIN, pe;
-        if (lc->k->out.len > lc->k->off) want |= POLLOUT;
-        pe = lc->k->io.ops->poll_events(&lc->k->io, want);
-        ev = (pe & POLLIN ? HILOCK_EV_READ : 0) | (pe & POLLOUT ? HILOCK_EV_WRITE : 0);
-    }
-    if (lc->fd >= 0 && lc->fd != fd) {
-        L->app.watch(L->app.data, lc->fd, 0);
-        lc->fd = -1;
-        lc->ev = 0;
-    }
-    if (fd >= 0 && (fd != lc->fd || ev != lc->ev)) {
-        L->app.watch(L->app.data, fd, ev);
-        lc->fd = fd;
-        lc->ev = ev;
-    }
-}
-
-/* A flow whose wait is over goes to the back of the run queue: flows resume, and calls end,
- * in the order their replies came (a release's done runs before that of the acquire its
- * release let in). */
-static void make_runnable(call *k)
-{
-    hl_loop *L = k->L;
-    if (k->state != S_SUSPENDED) return;   /* (running: it sees for itself) */
-    k->state = S_RUNNABLE;
-    k->rnext = NULL;
-    k->inrq = 1;
-    if (L->rq_tail) L->rq_tail->rnext = k;
-    else L->rq = k;
-    L->rq_tail = k;
-}
-
-static call *rq_pop(hl_loop *L)
-{
-    call *k = L->rq;
-    if (!k) return NULL;
-    if (!(L->rq = k->rnext)) L->rq_tail = NULL;
-    k->inrq = 0;
-    return k;
-}
-
-static void rq_remove(hl_loop *L, call *k)
-{
-    call **pp = &L->rq, *prev = NULL;
-    for (; *pp; prev = *pp, pp = &(*pp)->rnext)
-        if (*pp == k) {
-            *pp = k->rnext;
-            if (L->rq_tail == k) L->rq_tail = prev;
-            break;
-        }
-    k->inrq = 0;
-}
-
-static void finished(call *k)
-{
-    hl_loop *L = k->L;
-    if (k->counted == 1) {   /* (once: blocked() trusts the chain) */
-        unchain(k);
-        k->counted = 2;
-    }
-    k->state = S_FINISHED;
-    k->dnext = NULL;
-    if (L->dq_tail) L->dq_tail->dnext = k;
-    else L->dq = k;
-    L->dq_tail = k;
-}
-
-/* A part ends: what the flow will read in the node's fields when it resumes. */
-static void part_end(part *p, hilock_status st, const char *err)
-{
-    xrun *x = p->x;
-    if (p->done) return;
-    p->done = 1;
-    p->st = st;
-    p->wrote = p->queued && p->lc && p->lc->flushed > p->start_off;
-    if (err) snprintf(p->err, sizeof p->err, "%s", err);
-    if (--x->pending == 0) make_runnable(p->owner);
-}
-
-static void lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err);
-
-/* hl_exec_any: the first node whose last reply carries data ends the wait; the others are
- * abandoned, their side connections closed (no stale reply can arrive later). */
-static void any_answered(hl_loop *L, part *p)
-{
-    xrun *x = p->x;
-    hl_reply *last = p->reply[p->ncmd - 1];
-    if (!x->any || hl_reply_type(last) == HL_R_NIL || hl_reply_type(last) == HL_R_ERROR) return;
-    for (int i = 0; i < 32; i++) {
-        part *o = &x->parts[i];
-        char why[200];
-        if (!(x->mask & (1u << i)) || o->done || !o->lc) continue;
-        snprintf(why, sizeof why, "%s: wait: abandoned: another node answered first",
-                 lc_node(o->lc)->name);
-        o->abandoned = 1;
-        lc_close(L, o->lc, HILOCK_ETIMEDOUT, why);
-    }
-}
-
-static int q_push(lconn *lc, int kind, int n, part *p)
-{
-    if (lc->qn == lc->qcap) {
-        size_t cap = lc->qcap ? lc->qcap * 2 : 16;
-        slot *q = malloc(cap * sizeof *q);
-        if (!q) return -1;
-        for (size_t i = 0; i < lc->qn; i++) q[i] = lc->q[(lc->qh + i) % lc->qcap];
-        free(lc->q);
-        lc->q = q;
-        lc->qh = 0;
-        lc->qcap = cap;
-    }
-    lc->q[(lc->qh + lc->qn) % lc->qcap] = (slot){ kind, n, 0, p };
-    lc->qn++;
-    return 0;
-}
-
-static void err_text(hl_loop *L, lconn *lc, char *buf, size_t len, const char *what, const char *why)
-{
-    (void)L;
-    snprintf(buf, len, "%s: %s%s%s", lc_node(lc)->name, what, why ? ": " : "", why ? why : "");
-}
-
-/* A round trip of p's starts now (its connection's handshake, its commands, their resend as
- * EVAL): its own per-node timeout, within the call's bound, as engine.c gives each. */
-static void part_renew(part *p)
-{
-    p->deadline = hl_round_end(hl_now_us(), p->per_us, p->hard_us);
-}
-
-/* Append a part's commands (after the node's pending undos) to the connection's output. */
-static void lc_encode(hl_loop *L, lconn *lc, part *p)
-{
-    hl_node *n = lc_node(lc);
-    hl_buf *out = &lc->k->out;
-    size_t before = out->len, at, nu, klen;
-    const char *key = hl_cmds_key(p->cmds, p->ncmd, &klen);
-    if (hl_cmds_refused(n, p->cmds, p->ncmd) != HILOCK_OK) {   /* nothing sent: n->err says why */
-        part_end(p, HILOCK_EINVAL, n->err);
-        return;
-    }
-    if (!lc->side && !lc->clock_asked && hl_node_clock_old(n, hl_now_us()) &&
-        q_push(lc, SLOT_CLOCK, 1, NULL) == 0) {
-        /* a day-old clock reading on a connection never idle (lc_submit reopens an idle
-         * one): TIME goes ahead in the stream, so the slow count never runs an hour behind
-         * (out of memory for its slot: asked again by the next command) */
-        hl_node_clock_put(out);
-        lc->clock_asked = 1;
-    }
-    if (!lc->side && (nu = hl_undo_put(n, out, &at, key, klen)) > 0) {
-        /* sent, and forgotten at once: calls interleave here, so the blocking runner's
-         * "forget when answered" by index cannot hold; an undo lost with a broken connection
-         * only leaves a key to expire by its ttl */
-        hl_undo_drop(n, at, nu);
-        q_push(lc, SLOT_GHOST, (int)nu, NULL);
-    }
-    p->start_off = lc->queued + (out->len - before);
-    p->t0 = hl_now_us();
-    part_renew(p);
-    if (p->ncmd == 0) {   /* hl_exec with no command: just the undos, sent now */
-        lc->queued += out->len - before;
-        part_end(p, HILOCK_OK, NULL);
-        return;
-    }
-    for (int i = 0; i < p->ncmd; i++) {
-        if (p->asking) {   /* good for the next command only: each gets its own (as engine.c) */
-            hl_cmd a;
-            hl_cmd_init(&a, NULL, 0);
-            hl_cmd_arg(&a, "ASKING", 6);
-            hl_cmd_put(out, &a, 0, n);
-        }
-        hl_cmd_put(out, &p->cmds[i], p->used_eval, n);
-    }
-    lc->queued += out->len - before;
-    p->queued = 1;
-    if (out->oom || q_push(lc, SLOT_PART, p->ncmd * (1 + p->asking), p) < 0) {
-        lc_close(L, lc, HILOCK_ENOMEM, "out of memory");
-        return;
-    }
-}
-
-static void lc_ready(hl_loop *L, lconn *lc)
-{
-    lc->ready = 1;
-    while (lc->whead && lc->k) {
-        part *p = lc->whead;
-        lc->whead = p->wnext;
-        if (!lc->whead) lc->wtail = NULL;
-        lc_encode(L, lc, p);
-    }
-}
-
-/* End one part at once, leaving the connection to the others: its slot swallows the replies
- * still to come. */
-static void lc_forget(lconn *lc, part *p, hilock_status st, const char *err)
-{
-    part **pp = &lc->whead, *prev = NULL;
-    for (; *pp; prev = *pp, pp = &(*pp)->wnext)
-        if (*pp == p) {
-            *pp = p->wnext;
-            if (lc->wtail == p) lc->wtail = prev;
-            break;
-        }
-    for (size_t i = 0; i < lc->qn; i++) {
-        slot *s = &lc->q[(lc->qh + i) % lc->qcap];
-        if (s->kind == SLOT_PART && s->p == p) {
-            s->kind = SLOT_GHOST;
-            s->p = NULL;   /* (s->n: the replies still to come; those it has are freed with it) */
-        }
-    }
-    part_end(p, st, err);
-}
-
-/* lc's connection goes (its fd unwatched before it closes) and its stream starts again; what
- * was queued on it is the caller's to end or send again. */
-static void lc_drop(hl_loop *L, lconn *lc)
-{
-    if (lc->k) {
-        if (lc->fd >= 0) L->app.watch(L->app.data, lc->fd, 0);   /* before the fd closes */
-        lc->fd = -1;
-        lc->ev = 0;
-        hl_conn_free(lc->k);
-        lc->k = NULL;
-    }
-    lc->ready = lc->clock_asked = 0;
-    lc->queued = lc->flushed = 0;
-}
-
-/* Close a connection: every part on it ends with st (err: "node: what: why"). */
-static void lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err)
-{
-    /* a connect or handshake that failed (not a wait's own, not the client's end) */
-    if (lc->k && !lc->ready && !lc->side && !L->closing && st != HILOCK_OK)
-        hl_conn_failed(lc->c, lc_node(lc), lc->k->opened_us, st, err);
-    while (lc->qn) {
-        slot s = lc->q[lc->qh];
-        lc->qh = (lc->qh + 1) % lc->qcap;
-        lc->qn--;
-        if (s.kind == SLOT_PART) part_end(s.p, st, err);
-    }
-    while (lc->whead) {
-        part *p = lc->whead;
-        lc->whead = p->wnext;
-        part_end(p, st, err);
-    }
-    lc->wtail = NULL;
-    lc_drop(L, lc);
-}
-
-/* Open lc's connection, for the parts waiting on it. Its topology may pause the calling flow
- * while it finds the address (Sentinel: round trips on this loop); parts that come meanwhile
- * wait with the others, and a failure ends them all. */
-static void lc_open(hl_loop *L, lconn *lc, int64_t deadline)
-{
-    hl_node *n = lc_node(lc);
-    struct hl_conn *k;
-    int64_t t0 = hl_now_us(), connect = hl_add_sat(t0, lc->c->opt.connect_timeout_ms * 1000);
-    char err[200];
-    lc->opening = 1;
-    if (hl_conn_new(lc->c, n, deadline < connect ? deadline : connect, &k) < 0) {
-        lc->opening = 0;
-        if (L->running && L->running->cancel)   /* (its Sentinel round trips were cut) */
-            err_text(L, lc, err, sizeof err, "connect", "cut short: the call resolving the "
-                     "master was ended (its lock freed); try again");
-        else
-            memcpy(err, n->err, sizeof err);
-        if (!lc->side && !L->closing) hl_conn_failed(lc->c, n, t0, n->st, err);
-        lc_close(L, lc, n->st, err);
-        return;
-    }
-    lc->opening = 0;
-    lc->k = k;
-    lc->ready = lc->clock_asked = 0;
-    lc->queued = lc->flushed = 0;
-}
-
-/* The connect completed: the handshake goes alone (as with the blocking runner: commands
- * behind a refused AUTH or SELECT would still run), then the parts that waited for it. */
-static void lc_connected(hl_loop *L, lconn *lc)
-{
-    hl_node *n = lc_node(lc);
-    size_t before = lc->k->out.len;
-    int count;
-    lc->k->connecting = 0;
-    lc->k->fresh = 0;
-    for (part *p = lc->whead; p; p = p->wnext) part_renew(p);   /* the handshake's round trip */
-    count = hl_handshake_put(n, &lc->k->out);
-    if (count == 0) {   /* nothing to ask (hl_handshake_closed left it all out): the facts
-                           unknown, committed as such; a wait's own is not counted */
-        if (!lc->side) {
-            (void)hl_handshake_commit(n, lc->k);   /* (no run_id to compare: OK) */
-            hl_conn_ready(lc->c, n, lc->k);
-        }
-        lc_ready(L, lc);
-        return;
-    }
-    lc->queued += lc->k->out.len - before;
-    if (q_push(lc, SLOT_HANDSHAKE, count, NULL) < 0) lc_close(L, lc, HILOCK_ENOMEM, "out of memory");
-}
-
-/* The handshake's peer closed the connection on a command its node now goes without
- * (hl_handshake_closed: a proxy and INFO): connect again at once for the same parts (none of
- * theirs was sent) where the address needs no round trip (a direct node's); elsewhere the
- * parts end with the reason, and the node's next connect goes without it. 1 when handled. */
-static int lc_closed_on(hl_loop *L, lconn *lc)
-{
-    hl_node *n = lc_node(lc);
-    slot *s = lc->qn == 1 ? &lc->q[lc->qh] : NULL;
-    char err[200];
-    if (lc->ready || !s || s->kind != SLOT_HANDSHAKE || !hl_handshake_closed(lc->c, n, s->at)) return 0;
-    memcpy(err, n->err, sizeof err);
-    if (lc->side || !lc->whead || !n->topo->address_known) {
-        lc_close(L, lc, HILOCK_EIO, err);
-        return 1;
-    }
-    lc->qn = 0;   /* (the handshake's slot) */
-    lc_drop(L, lc);
-    lc_open(L, lc, lc->whead->deadline);
-    return 1;
-}
-
-static void lc_submit(hl_loop *L, lconn *lc, part *p)
-{
-    p->lc = lc;
-    if (lc->k && !lc->side && !lc->qn && !lc->whead &&
-        (hl_conn_stale(lc->k, hl_now_us()) || hl_node_clock_old(lc_node(lc), hl_now_us())))
-        lc_close(L, lc, HILOCK_EIO, NULL);   /* closed by the server while idle, or its clock
-                                                reading a day old (hl_node_clock_old): reopen */
-    if (lc->ready) {
-        lc_encode(L, lc, p);
-        return;
-    }
-    p->wnext = NULL;
-    if (lc->wtail) lc->wtail->wnext = p;
-    else lc->whead = p;
-    lc->wtail = p;
-    if (!lc->k && !lc->opening) lc_open(L, lc, p->deadline);   /* (may pause this flow) */
-}
-
-/* A NOSCRIPT answer (script cache empty: restart, failover): the part goes again as EVAL. */
-static int resend_eval(hl_loop *L, lconn *lc, part *p)
-{
-    int again = 0;
-    if (p->used_eval) return 0;
-    for (int i = 0; i < p->ncmd; i++)
-        if (p->cmds[i].script && hl_reply_is_error(p->reply[i], "NOSCRIPT")) again = 1;
-    if (!again) return 0;
-    for (int i = 0; i < p->ncmd; i++) {
-        hl_reply_free(p->reply[i]);
-        p->reply[i] = NULL;
-    }
-    p->got = 0;
-    p->used_eval = 1;
-    lc_encode(L, lc, p);
-    return 1;
-}
-
-/* One reply, for the slot at the head of the queue. 0, or -1 when the connection closed. */
-static int lc_reply(hl_loop *L, lconn *lc, hl_reply *r)
-{
-    hl_node *n = lc_node(lc);
-    slot *s = lc->qn ? &lc->q[lc->qh] : NULL;
-    int last;
-    if (!s) {
-        hl_reply_free(r);
-        lc_close(L, lc, HILOCK_EIO, NULL);   /* a reply nobody asked for: not our stream */
-        return -1;
-    }
-    last = --s->n == 0;
-    if (s->kind == SLOT_HANDSHAKE) {
-        hilock_status st = hl_handshake_judge(n, lc->k, s->at++, r);
-        hl_reply_free(r);
-        /* (a waiter's side connection reads its own facts but never commits them: the
-         * node's are its main connection's) */
-        if (st == HILOCK_OK && last && !lc->side) st = hl_handshake_commit(n, lc->k);
-        if (st != HILOCK_OK) {
-            char err[200];
-            memcpy(err, n->err, sizeof err);
-            lc_close(L, lc, st, err);
-            return -1;
-        }
-    } else if (s->kind == SLOT_CLOCK) {
-        hl_node_clock_take(n, r);   /* (refused: the old reading stays, asked again next time) */
-        lc->clock_asked = 0;
-        hl_reply_free(r);
-    } else if (s->kind == SLOT_GHOST) {
-        hl_reply_free(r);
-    } else if (s->p->asking && s->at++ % 2 == 0) {   /* ASKING's +OK (an error shows in the
-                                                        command's own reply) */
-        hl_reply_free(r);
-    } else {
-        s->p->reply[s->p->got++] = r;
-    }
-    if (!last) return 0;
-    {
-        slot done = *s;
-        lc->qh = (lc->qh + 1) % lc->qcap;
-        lc->qn--;
-        if (done.kind == SLOT_HANDSHAKE) {
-            if (!lc->side) hl_conn_ready(lc->c, n, lc->k);   /* (a wait's own: not counted) */
-            lc_ready(L, lc);
-        }
-        if (done.kind != SLOT_PART || resend_eval(L, lc, done.p)) return 0;
-        if (!done.p->x->any) hl_round_trip(lc->c, done.p->t0, hl_now_us());   /* (a wait: none) */
-        part_end(done.p, HILOCK_OK, NULL);
-        any_answered(L, done.p);
-        if (lc->k && hl_topo_drops(n, done.p->reply, done.p->ncmd)) {   /* READONLY */
-            lc_close(L, lc, HILOCK_EIO, NULL);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static void lc_flush(hl_loop *L, lconn *lc)
-{
-    size_t w;
-    hl_io io;
-    char err[200];
-    if (!lc->k || lc->k->connecting || lc->k->out.len == lc->k->off) return;
-    io = hl_conn_flush(lc->k, &w);
-    lc->flushed += w;
-    if (io == HL_IO_OK) return;
-    err_text(L, lc, err, sizeof err, "write", lc->k->io.ops->error(&lc->k->io));
-    lc_close(L, lc, HILOCK_EIO, err);
-}
-
-static void lc_io(hl_loop *L, lconn *lc, int events)
-{
-    struct hl_conn *k = lc->k;
-    const char *what = NULL, *why = NULL;
-    hilock_status st;
-    char err[200];
-    if (!k) return;
-    if (k->connecting) {
-        hl_io io = k->io.ops->connect_step(&k->io);
-        if (io == HL_IO_WANT_READ || io == HL_IO_WANT_WRITE) return;
-        if (io != HL_IO_OK) {
-            err_text(L, lc, err, sizeof err, "connect", k->io.ops->error(&k->io));
-            lc_close(L, lc, HILOCK_EIO, err);
-            return;
-        }
-        hl_conn_connected(lc->c, lc_node(lc), k);
-        lc_connected(L, lc);
-        if (!lc->k) return;
-    }
-    lc_flush(L, lc);
-    if (!lc->k || !(events & HILOCK_EV_READ)) return;
-    st = hl_conn_read(lc->k, 0, &what, &why);
-    for (;;) {   /* what arrived before a failure still counts */
-        hl_reply *r;
-        int got = hl_resp_next(lc->k->resp, &r);
-        if (got < 0) {
-            err_text(L, lc, err, sizeof err, "protocol", hl_resp_why(lc->k->resp));
-            lc_close(L, lc, HILOCK_EIO, err);
-            return;
-        }
-        if (!got) break;
-        if (lc_reply(L, lc, r) < 0) return;
-        if (!lc->k) return;
-    }
-    if (st != HILOCK_OK) {
-        if (st == HILOCK_EIO && lc_closed_on(L, lc)) return;
-        err_text(L, lc, err, sizeof err, what, why);
-        lc_close(L, lc, st, err);
-        return;
-    }
-    lc->k->last_us = hl_now_us();
-}
 
 /* ---- the runner: hl_exec and the pause, inside a call's flow ---- */
 
@@ -745,7 +126,7 @@ static void part_cut(hl_loop *L, part *p, hl_node *n)
     char why[200];
     snprintf(why, sizeof why, "%s: %s", n->name, L->closing ? "client freed with the call "
              "in flight" : "lock freed with the call in flight");
-    part_end(p, HILOCK_EIO, why);
+    hl_part_end(p, HILOCK_EIO, why);
 }
 
 /* A sharded node's route (Cluster): the server that must run this pipeline, or -1 with n->st,
@@ -794,7 +175,7 @@ static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_t
             return;
         }
         if (p->srv < 0) {
-            part_end(p, n->st, n->err);
+            hl_part_end(p, n->st, n->err);
             return;
         }
         now = hl_now_us();
@@ -805,10 +186,10 @@ static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_t
     p->per_us = per_node_timeout_us;
     p->hard_us = hard;
     if (!lc) {
-        part_end(p, HILOCK_ENOMEM, "out of memory");
+        hl_part_end(p, HILOCK_ENOMEM, "out of memory");
         return;
     }
-    lc_submit(L, lc, p);
+    hl_lc_submit(L, lc, p);
 }
 
 /* After a round: the nodes of todo whose topology wants the pipeline run again (Cluster:
@@ -958,7 +339,7 @@ static void loop_close_node(hilock_client *c, size_t i, const char *why)
     lconn *lc = c->loop && c == c->loop->c ? node_conn(c->loop, i) : NULL;
     if (!lc) return;
     snprintf(err, sizeof err, "%s", why);
-    lc_close(c->loop, lc, HILOCK_EIO, err);
+    hl_lc_close(c->loop, lc, HILOCK_EIO, err);
 }
 
 static void loop_pause(hilock_client *c, int64_t until_us)
@@ -1046,16 +427,16 @@ static void run(hl_loop *L, call *k)
     int over;
     if (k->state == S_QUEUED && k->cancel) {   /* a renewal its keepalive no longer wants */
         k->st = HILOCK_EIO;
-        finished(k);
+        hl_call_finished(k);
         return;
     }
     if (k->state == S_QUEUED && !(k->f = hl_fiber_new(call_main, k))) {
         k->st = hl_fail(L->c, HILOCK_ENOMEM, "out of memory");
         memcpy(k->errmsg, L->c->errmsg, sizeof k->errmsg);
-        finished(k);
+        hl_call_finished(k);
         return;
     }
-    if (k->inrq) rq_remove(L, k);
+    if (k->inrq) hl_rq_remove(L, k);
     L->running = k;
     k->state = S_RUNNING;   /* (the flow sets S_SUSPENDED when it waits) */
     /* c->errmsg is the flow's while it runs: other flows run whenever it waits (a message
@@ -1069,7 +450,7 @@ static void run(hl_loop *L, call *k)
     if (over) {
         hl_fiber_free(k->f);
         k->f = NULL;
-        finished(k);
+        hl_call_finished(k);
     }
 }
 
@@ -1136,7 +517,7 @@ static int deliver(hl_loop *L)
     while (!L->dead && (k = L->dq) != NULL) {
         hilock *l = k->l;
         if (!(L->dq = k->dnext)) L->dq_tail = NULL;
-        if (k->inrq) rq_remove(L, k);
+        if (k->inrq) hl_rq_remove(L, k);
         unlink_call(L, k);
         any = 1;
         if (l && !lock_busy(L, l) && l->hook == loop_hook) l->hook = NULL;
@@ -1181,14 +562,14 @@ static void run_all(hl_loop *L)
                                                hl_exec: a Cluster route waiting for the map) */
             if (k->state == S_SUSPENDED && k->wake_us != HL_NEVER &&
                 (k->wake_us <= now || k->cancel || L->closing))
-                make_runnable(k);
+                hl_call_runnable(k);
         for (k = L->head; k && budget > 0; k = k->next)   /* new calls, in the order made */
             if (k->state == S_QUEUED && !blocked(k)) {
                 run(L, k);
                 budget--;
                 progress = 1;
             }
-        while (budget > 0 && (k = rq_pop(L)) != NULL)   /* replies in, in the order they came */
+        while (budget > 0 && (k = hl_rq_pop(L)) != NULL)   /* replies in, in the order they came */
             if (k->state == S_RUNNABLE) {
                 run(L, k);
                 budget--;
@@ -1224,10 +605,10 @@ static void expire(hl_loop *L, int64_t now)
                 part *p = &x->parts[__builtin_ctz(m)];
                 char err[200];
                 if (p->done || p->deadline > now || !p->lc) continue;
-                err_text(L, p->lc, err, sizeof err, p->lc->opening ? "connect (resolving the "
+                hl_lc_err_text(L, p->lc, err, sizeof err, p->lc->opening ? "connect (resolving the "
                          "master)" : p->lc->k && p->lc->k->connecting ?
                          p->lc->k->io.ops->timeout_error(&p->lc->k->io) : "read", "timed out");
-                lc_close(L, p->lc, HILOCK_ETIMEDOUT, err);
+                hl_lc_close(L, p->lc, HILOCK_ETIMEDOUT, err);
             }
 }
 
@@ -1284,25 +665,25 @@ static void pass(hl_loop *L, int fd, int events)
     else if (fd >= 0 && fd == L->cancel_fd) hl_cancel_settle(c->cancel);
     if (fd >= 0)
         for (size_t i = 0; i < c->nnodes; i++)
-            if (L->conns[i].fd == fd) lc_io(L, &L->conns[i], events);
+            if (L->conns[i].fd == fd) hl_lc_io(L, &L->conns[i], events);
     if (fd >= 0)
         for (lconn *lc = L->side; lc; lc = lc->next)
-            if (lc->fd == fd) lc_io(L, lc, events);
+            if (lc->fd == fd) hl_lc_io(L, lc, events);
     if (fd >= 0)
         for (lconn *lc = L->aux; lc; lc = lc->next)
-            if (lc->fd == fd) lc_io(L, lc, events);
+            if (lc->fd == fd) hl_lc_io(L, lc, events);
     if (fd >= 0)
         for (lconn *lc = L->shards; lc; lc = lc->next)
-            if (lc->fd == fd) lc_io(L, lc, events);
+            if (lc->fd == fd) hl_lc_io(L, lc, events);
     expire(L, hl_now_us());
     run_all(L);
     if (!L->dead) {
-        for_each_conn(L, lc_flush);
+        for_each_conn(L, hl_lc_flush);
         run_all(L);   /* (a failed write ends calls) */
     }
     if (!L->dead) {
         prune_side(L);
-        for_each_conn(L, lc_watch);
+        for_each_conn(L, hl_lc_watch);
         arm_timer(L);
     }
     L->in_pass--;
@@ -1540,8 +921,8 @@ static void end_parts(call *k, hilock_status st, const char *why)
         for (int i = 0; i < 32; i++)
             if ((x->mask & (1u << i)) && x->parts[i].x && !x->parts[i].done) {
                 part *p = &x->parts[i];
-                if (p->lc) lc_forget(p->lc, p, st, why);
-                else part_end(p, st, why);
+                if (p->lc) hl_lc_forget(p->lc, p, st, why);
+                else hl_part_end(p, st, why);
             }
 }
 
@@ -1553,7 +934,7 @@ static void end_lock_calls(hl_loop *L, hilock *l)
         if (k->state == S_QUEUED) {   /* never started: it ends without a round trip */
             k->st = hl_fail(L->c, HILOCK_EIO, "%s: lock freed with the call in flight", l->shown);
             memcpy(k->errmsg, L->c->errmsg, sizeof k->errmsg);
-            finished(k);
+            hl_call_finished(k);
             continue;
         }
         end_parts(k, HILOCK_EIO, "lock freed with the call in flight");
@@ -1572,7 +953,7 @@ static void cancel_calls(hl_loop *L)
         if (k->state == S_QUEUED) {
             k->st = hl_fail(L->c, HILOCK_ECANCELED, "cancelled before it started");
             memcpy(k->errmsg, L->c->errmsg, sizeof k->errmsg);
-            finished(k);
+            hl_call_finished(k);
             continue;
         }
         end_parts(k, HILOCK_ECANCELED, "cancelled");
@@ -1681,7 +1062,7 @@ void hilock_loop_timeout(hilock_client *c)
 
 static void close_conn(hl_loop *L, lconn *lc)
 {
-    lc_close(L, lc, HILOCK_EIO, "client freed with the call in flight");
+    hl_lc_close(L, lc, HILOCK_EIO, "client freed with the call in flight");
 }
 
 static void loop_free(hl_loop *L)
@@ -1724,7 +1105,7 @@ static void loop_detach(hilock_client *c)
         if (k->state == S_QUEUED && k->op == OP_ACQUIRE) {   /* never started */
             k->st = hl_fail(c, HILOCK_EIO, "client freed with the call in flight");
             memcpy(k->errmsg, c->errmsg, sizeof k->errmsg);
-            finished(k);
+            hl_call_finished(k);
         }
     while (L->head) {
         int moved = 0;
