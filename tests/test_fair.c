@@ -652,7 +652,7 @@ Test(fair, give_up_without_queue_names_sends_nothing)
     free(h->queue_key);
     h->queue_key = NULL;   /* as init leaves it when a name cannot be allocated */
     h->queued = 1;
-    hl_kind_fair.give_up(h, hl_now_us() + 5000000);
+    hl_kind_fair.give_up(h, hl_deadline_of(1000000, hl_now_us() + 5000000));
     cr_assert_not_null(v = hlt_get(r, "nameless"), "the grant is untouched");
     cr_assert_str_eq(v, hilock_token(h));
     free(v);
@@ -813,7 +813,7 @@ Test(fair, the_engines_undo_of_a_grant_calls_the_head, .timeout = 60)
     hlt_sleep_ms(100);   /* (its BLPOP under way: a signal sent before it is taken as well) */
     undone = hlt_now_ms();
     hl_undo_add(c, 0, "job", hilock_token(h), 30000);
-    cr_assert_eq(hl_exec(c, 1, NULL, 0, 2000000, hl_now_us() + 2000000), 1u, "the undo's round trip");
+    cr_assert_eq(hl_exec(c, 1, NULL, 0, hl_deadline_of(2000000, hl_now_us() + 2000000)), 1u, "the undo's round trip");
     hl_exec_clear(c);
     pthread_join(tb, NULL);
     cr_assert_eq(b.st, HILOCK_OK, "%s", hilock_strerror(b.st));

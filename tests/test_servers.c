@@ -83,7 +83,7 @@ Test(servers, an_argument_can_carry_the_servers_clock_known_on_the_first_command
     hl_cmd_init(&cmd, NULL, 0);
     hl_cmd_arg(&cmd, "ECHO", 4);
     hl_cmd_argclock(&cmd);
-    ok = hl_exec(c, 1, &cmd, 1, 2000000, hl_now_us() + 2000000);
+    ok = hl_exec(c, 1, &cmd, 1, hl_deadline_of(2000000, hl_now_us() + 2000000));
     cr_assert_eq(ok, 1u, "%s", c->nodes[0].err);
     ours = atoll(hl_reply_str(c->nodes[0].reply[0], NULL));
     hl_exec_clear(c);

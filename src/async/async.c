@@ -134,31 +134,30 @@ static void part_cut(hl_loop *L, part *p, hl_node *n)
  * loop: only that flow pauses); the others route by the map in hand (a MOVED corrects it), or
  * wait for the first one. */
 static int shard_route(hl_loop *L, hilock_client *c, size_t i, const hl_cmd *cmds, int ncmd,
-                       int64_t deadline, int *asking)
+                       hl_deadline dl, int *asking)
 {
     hl_node *n = &c->nodes[i];
     call *me = L->running;
     for (;;) {
         int fetch = !(L->fetching & (1u << i)), s;
         L->fetching |= 1u << i;
-        s = n->topo->route_to(c, n, cmds, ncmd, deadline, fetch, asking);
+        s = n->topo->route_to(c, n, cmds, ncmd, dl, fetch, asking);
         if (fetch) L->fetching &= ~(1u << i);
         if (s != -2) return s;
-        if (hl_now_us() >= deadline || me->cancel || L->closing) {   /* (the caller says which) */
+        if (hl_now_us() >= dl.hard_us || me->cancel || L->closing) {   /* (the caller says which) */
             n->st = HILOCK_ETIMEDOUT;
             snprintf(n->err, sizeof n->err, "cluster: no slot map yet (another call's fetch of it "
                      "had not ended by this call's connect deadline)");
             return -1;
         }
-        loop_pause(c, hl_now_us() + 1000 < deadline ? hl_now_us() + 1000 : deadline);
+        loop_pause(c, hl_round_end(hl_deadline_of(1000, dl.hard_us), hl_now_us()));
     }
 }
 
 /* Part p (node p->node of c) on its way: routed if its node is sharded, then queued on its
  * connection with the blocking runner's bounds (the round trip, after a connect if there is
  * one; never past hard). Routing may pause the flow (a slot map fetch). */
-static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_timeout_us,
-                       int64_t hard, int any)
+static void part_start(hl_loop *L, hilock_client *c, part *p, hl_deadline dl, int any)
 {
     hl_node *n = &c->nodes[p->node];
     int64_t now = hl_now_us(), connect = c->opt.connect_timeout_ms * 1000;
@@ -168,7 +167,8 @@ static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_t
         return;
     }
     if (c == L->c && n->topo->route_to) {
-        p->srv = shard_route(L, c, p->node, p->cmds, p->ncmd, hl_round_end(now, connect, hard), &p->asking);
+        p->srv = shard_route(L, c, p->node, p->cmds, p->ncmd,
+                             hl_deadline_of(connect, hl_round_end(hl_deadline_of(connect, dl.hard_us), now)), &p->asking);
         if (p->done) return;   /* ended meanwhile (its lock or client freed) */
         if (p->owner->cancel || L->closing) {
             part_cut(L, p, n);
@@ -182,9 +182,8 @@ static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_t
     }
     lc = c != L->c ? aux_conn(L, c, p->node) : any ? side_conn(L, p->node, p->srv) :
          p->srv >= 0 ? shard_conn(L, p->node, p->srv, 1) : &L->conns[p->node];
-    p->deadline = hl_round_end(now, per_node_timeout_us + (lc && lc->k ? 0 : connect), hard);
-    p->per_us = per_node_timeout_us;
-    p->hard_us = hard;
+    p->end = hl_round_end(hl_deadline_of(dl.per_us + (lc && lc->k ? 0 : connect), dl.hard_us), now);
+    p->dl = dl;
     if (!lc) {
         hl_part_end(p, HILOCK_ENOMEM, "out of memory");
         return;
@@ -197,7 +196,7 @@ static void part_start(hl_loop *L, hilock_client *c, part *p, int64_t per_node_t
  * the round in the node, so each part's outcome (and its server's state) is put there for the
  * question; the parts to run again lose their replies. */
 static uint32_t redirects(hl_loop *L, hilock_client *c, xrun *x, uint32_t todo, const hl_cmd *cmds,
-                          int ncmd, int64_t dl)
+                          int ncmd, hl_deadline dl)
 {
     call *me = L->running;
     uint32_t again = 0;
@@ -239,15 +238,14 @@ static void part_init(part *p, call *me, xrun *x, size_t i, const hl_cmd *cmds, 
     x->pending++;
 }
 
-static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                          int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
+static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd, hl_deadline dl, int any)
 {
     hl_loop *L = c->loop;
     call *me = L->running;
     part parts[c->nnodes];   /* (at most 32: hilock_client_new, and the Sentinels' topo_get) */
     xrun x;
     uint32_t ok = 0, todo = mask;
-    int64_t dl = hl_round_end(hl_now_us(), per_node_timeout_us, hard_deadline_us);   /* the redirects' bound */
+    hl_deadline hops = hl_deadline_of(dl.per_us, hl_round_end(dl, hl_now_us()));   /* the redirects' bound */
     hl_exec_clear(c);
     if (!me || !hl_fiber_current())   /* a blocking path with no check of its own */
         return refuse_exec(c, mask, "client attached to an event loop: blocking calls are refused");
@@ -270,8 +268,7 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
             part_init(&parts[i], me, &x, i, cmds, ncmd);
         }
         for (size_t i = 0; i < c->nnodes && i < 32; i++)
-            if (todo & (1u << i)) part_start(L, c, &parts[i], per_node_timeout_us,
-                                             hop ? dl : hard_deadline_us, any);
+            if (todo & (1u << i)) part_start(L, c, &parts[i], hop ? hops : dl, any);
         while (x.pending > 0) {
             me->state = S_SUSPENDED;
             me->yields++;
@@ -280,9 +277,9 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
         /* redirects: at most HL_MAX_REDIRECTS rounds more, none past the first one's bound
          * (the time is read first: a TRYAGAIN or ASK that can have no round stands, as with
          * the blocking runner) */
-        if (hop == HL_MAX_REDIRECTS || hl_now_us() >= dl || !(todo = redirects(L, c, &x, todo, cmds, ncmd, dl)))
+        if (hop == HL_MAX_REDIRECTS || hl_now_us() >= hops.hard_us || !(todo = redirects(L, c, &x, todo, cmds, ncmd, hops)))
             break;
-        if (hl_now_us() >= dl) {   /* asked for (its replies handed back), but a TRYAGAIN pause
+        if (hl_now_us() >= hops.hard_us) {   /* asked for (its replies handed back), but a TRYAGAIN pause
                                       used the time: no round is sent past the bound (its
                                       deadline would close a connection other calls share) */
             for (size_t i = 0; i < c->nnodes && i < 32; i++)
@@ -589,8 +586,8 @@ static int64_t next_deadline(hl_loop *L)
         for (xrun *x = k->x; x; x = x->outer)
             for (uint32_t m = x->mask; m; m &= m - 1) {   /* (its nodes only: every pass) */
                 int i = __builtin_ctz(m);
-                if (x->parts[i].lc && !x->parts[i].done && x->parts[i].deadline < first)
-                    first = x->parts[i].deadline;
+                if (x->parts[i].lc && !x->parts[i].done && x->parts[i].end < first)
+                    first = x->parts[i].end;
             }
     }
     if (L->ka_due < first) first = L->ka_due;   /* (a lower bound: a pass then walks them) */
@@ -604,7 +601,7 @@ static void expire(hl_loop *L, int64_t now)
             for (uint32_t m = x->mask; m; m &= m - 1) {   /* (its nodes only: every pass) */
                 part *p = &x->parts[__builtin_ctz(m)];
                 char err[200];
-                if (p->done || p->deadline > now || !p->lc) continue;
+                if (p->done || p->end > now || !p->lc) continue;
                 hl_lc_err_text(L, p->lc, err, sizeof err, p->lc->opening ? "connect (resolving the "
                          "master)" : p->lc->k && p->lc->k->connecting ?
                          p->lc->k->io.ops->timeout_error(&p->lc->k->io) : "read", "timed out");
@@ -1130,9 +1127,9 @@ static void loop_detach(hilock_client *c)
 /* ---- what a freed client's leftover locks meet ---- */
 
 static uint32_t gone_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                          int64_t per, int64_t hard, int any)
+                          hl_deadline dl, int any)
 {
-    (void)cmds, (void)ncmd, (void)per, (void)hard, (void)any;
+    (void)cmds, (void)ncmd, (void)dl, (void)any;
     hl_exec_clear(c);
     return refuse_exec(c, mask, "client freed (it was attached to an event loop)");
 }

@@ -100,7 +100,7 @@ void hl_lc_err_text(hl_loop *L, lconn *lc, char *buf, size_t len, const char *wh
  * EVAL): its own per-node timeout, within the call's bound, as engine.c gives each. */
 static void part_renew(part *p)
 {
-    p->deadline = hl_round_end(hl_now_us(), p->per_us, p->hard_us);
+    p->end = hl_round_end(p->dl, hl_now_us());
 }
 
 /* Append a part's commands (after the node's pending undos) to the connection's output. */
@@ -222,14 +222,16 @@ void hl_lc_close(hl_loop *L, lconn *lc, hilock_status st, const char *err)
 /* Open lc's connection, for the parts waiting on it. Its topology may pause the calling flow
  * while it finds the address (Sentinel: round trips on this loop); parts that come meanwhile
  * wait with the others, and a failure ends them all. */
-static void lc_open(hl_loop *L, lconn *lc, int64_t deadline)
+static void lc_open(hl_loop *L, lconn *lc, int64_t end)
 {
     hl_node *n = lc_node(lc);
     struct hl_conn *k;
-    int64_t t0 = hl_now_us(), connect = hl_add_sat(t0, lc->c->opt.connect_timeout_ms * 1000);
+    int64_t t0 = hl_now_us();
+    hl_deadline connect = hl_deadline_of(lc->c->opt.connect_timeout_ms * 1000, end);
     char err[200];
     lc->opening = 1;
-    if (hl_conn_new(lc->c, n, deadline < connect ? deadline : connect, &k) < 0) {
+    connect.hard_us = hl_round_end(connect, t0);
+    if (hl_conn_new(lc->c, n, connect, &k) < 0) {
         lc->opening = 0;
         if (L->running && L->running->cancel)   /* (its Sentinel round trips were cut) */
             hl_lc_err_text(L, lc, err, sizeof err, "connect", "cut short: the call resolving the "
@@ -287,7 +289,7 @@ static int lc_closed_on(hl_loop *L, lconn *lc)
     }
     lc->qn = 0;   /* (the handshake's slot) */
     lc_drop(L, lc);
-    lc_open(L, lc, lc->whead->deadline);
+    lc_open(L, lc, lc->whead->end);
     return 1;
 }
 
@@ -306,7 +308,7 @@ void hl_lc_submit(hl_loop *L, lconn *lc, part *p)
     if (lc->wtail) lc->wtail->wnext = p;
     else lc->whead = p;
     lc->wtail = p;
-    if (!lc->k && !lc->opening) lc_open(L, lc, p->deadline);   /* (may pause this flow) */
+    if (!lc->k && !lc->opening) lc_open(L, lc, p->end);   /* (may pause this flow) */
 }
 
 /* A NOSCRIPT answer (script cache empty: restart, failover): the part goes again as EVAL. */

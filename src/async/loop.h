@@ -36,8 +36,8 @@ struct part {           /* one node's share of one hl_exec */
     int           srv;         /* a sharded node's (Cluster): the server routed to, else -1 */
     int           asking;      /* ASKING goes before each command (an ASK redirect) */
     hl_reply     *reply[HL_MAX_CMDS];
-    int64_t       deadline;
-    int64_t       per_us, hard_us;   /* each round trip's bound, and the call's (part_renew) */
+    int64_t       end;         /* its current round trip's (hl_round_end of dl) */
+    hl_deadline   dl;          /* the call's: each round trip's bound, and its end (part_renew) */
     uint64_t      start_off;   /* where its bytes begin in the connection's stream */
     int64_t       t0;          /* when it was encoded (hl_round_trip) */
     int           queued;      /* its bytes are in the output */

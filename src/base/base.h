@@ -25,9 +25,21 @@ int64_t hl_now_us(void);               /* CLOCK_MONOTONIC, microseconds   */
 int64_t hl_wall_us(void);              /* CLOCK_REALTIME, microseconds    */
 #define HL_NEVER INT64_MAX             /* "no deadline" */
 int64_t hl_add_sat(int64_t a, int64_t b);   /* a + b, saturating at INT64_MAX/MIN */
-/* The end of one round (or wait) of per_us from now, never past the call's hard end: a slow
- * step adds no time to the call's bound. The one clamp every layer uses. */
-int64_t hl_round_end(int64_t now_us, int64_t per_us, int64_t hard_us);
+/* A call's time, the one type every layer passes down (lock -> topology -> engine): each of
+ * its round trips (a connect, a pipeline, a wait) may take per_us from when it starts, and
+ * nothing of it runs past hard_us, the call's end (hl_now_us's clock). */
+typedef struct hl_deadline {
+    int64_t per_us;    /* one round trip's time (a duration) */
+    int64_t hard_us;   /* the call's end (a time; HL_NEVER: none) */
+} hl_deadline;
+static inline hl_deadline hl_deadline_of(int64_t per_us, int64_t hard_us)
+{
+    hl_deadline d = { per_us, hard_us };
+    return d;
+}
+/* The end of the round trip of d that starts at now_us: per_us from then, never past hard_us
+ * (a slow step adds no time to the call's bound). The one clamp every layer uses. */
+int64_t hl_round_end(hl_deadline d, int64_t now_us);
 /* sleeping (hl_plat_sleep_until) and the kernel's random bytes (hl_plat_random): platform.h */
 
 /* ---- randomness (util.c) ---- */

@@ -62,10 +62,10 @@ int64_t hl_add_sat(int64_t a, int64_t b)
     return a + b;
 }
 
-int64_t hl_round_end(int64_t now_us, int64_t per_us, int64_t hard_us)
+int64_t hl_round_end(hl_deadline d, int64_t now_us)
 {
-    int64_t end = hl_add_sat(now_us, per_us);
-    return end < hard_us ? end : hard_us;
+    int64_t end = hl_add_sat(now_us, d.per_us);
+    return end < d.hard_us ? end : d.hard_us;
 }
 
 void hl_hex(char *dst, const unsigned char *src, size_t n)

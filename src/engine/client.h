@@ -93,8 +93,7 @@ typedef struct hl_node {
  * that queues the pipeline on the loop's connections and suspends the calling flow until
  * the loop has its replies, so every lock flow above runs unchanged on either. */
 typedef struct hl_runner {
-    uint32_t (*exec)(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                     int64_t per_node_timeout_us, int64_t hard_deadline_us, int any);
+    uint32_t (*exec)(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd, hl_deadline dl, int any);
     void (*pause_until)(hilock_client *c, int64_t until_us);   /* wait.c's pause */
     /* 1 if a blocking call may run now (inside one of the runner's own flows), else 0 */
     int (*may_block)(const hilock_client *c);

@@ -358,12 +358,12 @@ hilock_status hl_node_reply_error(hl_node *n, const hl_reply *r)
 /* Where to connect: the node's topology says, on every new connection (a Sentinel node asks
  * its Sentinels: never a cached address; that takes part of the connect deadline). -1 with
  * n->st set on failure. */
-static int conn_open(hilock_client *c, hl_node *n, struct hl_conn *k, int64_t deadline)
+static int conn_open(hilock_client *c, hl_node *n, struct hl_conn *k, hl_deadline dl)
 {
     const char *host;
     int port;
     char why[128];
-    if (n->topo->resolve(c, n, deadline, &host, &port) != HILOCK_OK)
+    if (n->topo->resolve(c, n, dl, &host, &port) != HILOCK_OK)
         return -1;   /* (the topology has said why) */
     k->io.ops = n->transport;
     k->io.fd = -1;
@@ -373,7 +373,7 @@ static int conn_open(hilock_client *c, hl_node *n, struct hl_conn *k, int64_t de
     return -1;
 }
 
-int hl_conn_new(hilock_client *c, hl_node *n, int64_t deadline, struct hl_conn **out)
+int hl_conn_new(hilock_client *c, hl_node *n, hl_deadline dl, struct hl_conn **out)
 {
     struct hl_conn *k = calloc(1, sizeof *k);
     *out = NULL;
@@ -383,7 +383,7 @@ int hl_conn_new(hilock_client *c, hl_node *n, int64_t deadline, struct hl_conn *
         return -1;
     }
     if (n->topology_replies) hl_resp_allow_topology(k->resp);
-    if (conn_open(c, n, k, deadline) < 0) {
+    if (conn_open(c, n, k, dl) < 0) {
         hl_resp_free(k->resp);
         free(k);
         return -1;
@@ -404,9 +404,9 @@ void hl_conn_free(struct hl_conn *k)
     free(k);
 }
 
-static int conn_start(hilock_client *c, hl_node *n, int64_t deadline)
+static int conn_start(hilock_client *c, hl_node *n, hl_deadline dl)
 {
-    return hl_conn_new(c, n, deadline, &n->conn);
+    return hl_conn_new(c, n, dl, &n->conn);
 }
 
 /* An idle connection has nothing to read: if its transport sees EOF or a reset (TLS: past
@@ -433,7 +433,7 @@ typedef struct pending {
     int     refused;       /* its server lacks what a command needs (hl_cmds_refused): nothing sent */
     int     used_eval;
     int     has_cmds;      /* the caller's commands are in this pipeline */
-    int64_t deadline;
+    int64_t end;           /* this round trip's (hl_round_end) */
     size_t  undo_at, nundo;   /* undos [undo_at, undo_at + nundo) sent in this pipeline */
     size_t  undone;        /* of which answered */
     int     asking;        /* the topology asked for ASKING (an ASK redirect) */
@@ -1056,20 +1056,20 @@ static void abandon(hl_node *n, pending *p)
 /* ---- one pass on the nodes (exec_nodes), in phases: reset, build and send, poll, read,
  * settle ---- */
 
-/* A pass's deadlines: what it is given (the per-node I/O timeout, the hard deadline) and,
- * from them (bounds), the current round trip's I/O and connect deadlines. */
-typedef struct deadlines {
-    int64_t per_node_us, hard_us;
-    int64_t io, cn;   /* neither past hard_us */
-} deadlines;
+/* A pass's time: the call's (hl_exec's per-node I/O timeout and hard end) and, from it
+ * (bounds), the current round trip's I/O end and its connect's (connect_timeout_ms: the
+ * connect's own per-round time, within the same hard end). */
+typedef struct pass_time {
+    hl_deadline call, connect;
+    int64_t     io, cn;   /* hl_round_end of each: neither past the call's end */
+} pass_time;
 
-/* A round trip's deadlines from now. */
-static void bounds(const hilock_client *c, int64_t now, deadlines *d)
+/* A round trip's ends from now. */
+static void bounds(const hilock_client *c, int64_t now, pass_time *b)
 {
-    d->io = hl_add_sat(now, d->per_node_us);
-    d->cn = hl_add_sat(now, c->opt.connect_timeout_ms * 1000);
-    if (d->io > d->hard_us) d->io = d->hard_us;
-    if (d->cn > d->hard_us) d->cn = d->hard_us;
+    b->connect = hl_deadline_of(c->opt.connect_timeout_ms * 1000, b->call.hard_us);
+    b->io = hl_round_end(b->call, now);
+    b->cn = hl_round_end(b->connect, now);
 }
 
 /* One pass's state: the nodes' pipelines in flight and what poll() watches. */
@@ -1080,7 +1080,7 @@ typedef struct pass {
     int            any;        /* the pass ends at the first node whose last reply carries data */
     int            answered;   /* any: such a reply came (not nil, not an error) */
     uint32_t       ok;         /* nodes done with HILOCK_OK */
-    deadlines      dl;
+    pass_time       dl;
     pending        p[HL_MAX_NODES];
     struct pollfd  fds[HL_MAX_NODES + 1];   /* + hilock_cancel's pipe, last */
     int            map[HL_MAX_NODES];       /* fds[j] is node map[j]'s (j < nfds) */
@@ -1108,7 +1108,7 @@ static void start_node(pass *s, size_t i, int64_t *now)
     hl_node *n = &c->nodes[i];
     pending *p = &s->p[i];
     hl_buf *b = &c->obuf;
-    if (n->topo->route && (p->asking = n->topo->route(c, n, s->cmds, s->ncmd, s->dl.cn)) < 0)
+    if (n->topo->route && (p->asking = n->topo->route(c, n, s->cmds, s->ncmd, hl_deadline_of(s->dl.connect.per_us, s->dl.cn))) < 0)
         return;   /* no server for it (the topology has said why) */
     if (n->topo->route)   /* routing may have fetched a slot map: the round trip's own
                              bounds start after it (the hard one stands) */
@@ -1121,11 +1121,11 @@ static void start_node(pass *s, size_t i, int64_t *now)
         if (!reused) {
             p->opening = 1;
             p->open_us = hl_now_us();
-            if (conn_start(c, n, s->dl.cn) < 0) break;
+            if (conn_start(c, n, hl_deadline_of(s->dl.connect.per_us, s->dl.cn)) < 0) break;
         }
         p->active = 1;
         p->t0 = *now;
-        p->deadline = n->conn->connecting ? s->dl.cn : s->dl.io;
+        p->end = n->conn->connecting ? s->dl.cn : s->dl.io;
         build_pipeline(c, n, p, s->cmds, s->ncmd, 0, b);
         if (p->refused) {
             finish(n, p, HILOCK_EINVAL, NULL, NULL);
@@ -1167,13 +1167,13 @@ static int poll_nodes(pass *s, int *direct, int *rc)
             finish(n, p, HILOCK_ECANCELED, "wait", "cancelled");
             continue;
         }
-        if (now >= p->deadline) {
+        if (now >= p->end) {
             finish(n, p, HILOCK_ETIMEDOUT,
                    n->conn->connecting ? n->conn->io.ops->timeout_error(&n->conn->io) : "read",
                    "timed out");
             continue;
         }
-        if (p->deadline < first) first = p->deadline;
+        if (p->end < first) first = p->end;
         s->fds[s->nfds].fd = n->conn->io.fd;
         s->fds[s->nfds].events = n->conn->io.ops->poll_events(&n->conn->io,
                                                               (short)(POLLIN | (p->wdone ? 0 : POLLOUT)));
@@ -1228,7 +1228,7 @@ static void settle_node(pass *s, int i, struct hl_conn *k)
         /* a round trip of its own (the commands after the handshake's, or their resend as
          * EVAL): its own io_timeout_ms, within the call's bound -- else a link slower than
          * half the timeout never gets a command through a fresh connection */
-        p->deadline = hl_round_end(p->t0, s->dl.per_node_us, s->dl.hard_us);
+        p->end = hl_round_end(s->dl.call, p->t0);
         for (int q = 0; q < ncmd; q++) {
             hl_reply_free(n->reply[q]);
             n->reply[q] = NULL;
@@ -1274,7 +1274,7 @@ static void read_node(pass *s, int i, short revents, int direct)
             p->opening = 0;
             hl_conn_ready(s->c, n, k);
         }
-        p->deadline = hl_round_end(hl_now_us(), s->dl.per_node_us, s->dl.hard_us);
+        p->end = hl_round_end(s->dl.call, hl_now_us());
     }
     if (!p->wdone && conn_flush(n, p) != HL_IO_OK) {
         finish(n, p, HILOCK_EIO, "write", k->io.ops->error(&k->io));
@@ -1306,14 +1306,12 @@ static void read_node(pass *s, int i, short revents, int direct)
     }
 }
 
-/* One pass of hl_exec (engine.h), no redirects; *io_dl_out: the I/O deadline the last node's
- * round trip started with (after its routing: a cluster's refresh does not count). */
-static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                           int64_t per_node_timeout_us, int64_t hard_deadline_us, int any,
-                           int64_t *io_dl_out)
+/* One pass of hl_exec (engine.h), no redirects; *io_end: the I/O end the last node's round
+ * trip started with (after its routing: a cluster's refresh does not count). */
+static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd, hl_deadline dl,
+                           int any, int64_t *io_end)
 {
-    pass s = { .c = c, .cmds = cmds, .ncmd = ncmd, .any = any,
-               .dl = { .per_node_us = per_node_timeout_us, .hard_us = hard_deadline_us } };
+    pass s = { .c = c, .cmds = cmds, .ncmd = ncmd, .any = any, .dl = { .call = dl } };
     int64_t now = hl_now_us();
     hl_buf *b = &c->obuf;
     assert(c->nnodes <= HL_MAX_NODES && ncmd >= 0 && ncmd <= HL_MAX_CMDS);   /* masks, reply[] */
@@ -1323,7 +1321,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
                 reset_node(&c->nodes[i]);
                 hl_node_set_err(&c->nodes[i], HILOCK_ECANCELED, "wait", "cancelled");
             }
-        *io_dl_out = now;
+        *io_end = now;
         return 0;
     }
     bounds(c, now, &s.dl);
@@ -1332,7 +1330,7 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
         reset_node(&c->nodes[i]);
         start_node(&s, i, &now);
     }
-    *io_dl_out = s.dl.io;
+    *io_end = s.dl.io;
     for (;;) {
         int direct = 0, rc = 0;
         if (s.answered) {   /* any: the others are not waited for */
@@ -1364,37 +1362,36 @@ static uint32_t exec_nodes(hilock_client *c, uint32_t mask, const hl_cmd *cmds, 
  * most HL_MAX_REDIRECTS times and never past the first round trip's deadline: a redirect
  * loop (or a ping-pong between two nodes) ends with the last error reply standing. */
 static uint32_t exec_redirected(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                                int64_t per_node_timeout_us, int64_t hard_deadline_us, int any)
+                                hl_deadline dl, int any)
 {
-    int64_t dl, hop_dl;   /* (the first round trip's: it starts after routing) */
-    uint32_t ok = exec_nodes(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, any, &dl);
-    for (int hop = 0; hop < HL_MAX_REDIRECTS; hop++) {
+    int64_t first, hop;   /* (the first round trip's end: it starts after routing) */
+    uint32_t ok = exec_nodes(c, mask, cmds, ncmd, dl, any, &first);
+    hl_deadline hops;
+    hops = hl_deadline_of(dl.per_us, first);
+    for (int h = 0; h < HL_MAX_REDIRECTS; h++) {
         uint32_t again = 0;
         for (size_t i = 0; i < c->nnodes; i++) {
             hl_node *n = &c->nodes[i];
-            if ((mask & (1u << i)) && n->topo->redirect && n->topo->redirect(c, n, cmds, ncmd, dl))
+            if ((mask & (1u << i)) && n->topo->redirect && n->topo->redirect(c, n, cmds, ncmd, hops))
                 again |= 1u << i;
         }
-        if (!again || hl_now_us() >= dl) break;
-        ok = (ok & ~again) | exec_nodes(c, again, cmds, ncmd, per_node_timeout_us, dl, any, &hop_dl);
+        if (!again || hl_now_us() >= first) break;
+        ok = (ok & ~again) | exec_nodes(c, again, cmds, ncmd, hops, any, &hop);
     }
     return ok;
 }
 
-uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                 int64_t per_node_timeout_us, int64_t hard_deadline_us)
+uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd, hl_deadline dl)
 {
     if (c->runner)   /* attached to an event loop: its runner (src/async/async.c) does the round trips */
-        return c->runner->exec(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 0);
-    return exec_redirected(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 0);
+        return c->runner->exec(c, mask, cmds, ncmd, dl, 0);
+    return exec_redirected(c, mask, cmds, ncmd, dl, 0);
 }
 
-uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                     int64_t per_node_timeout_us, int64_t hard_deadline_us)
+uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd, hl_deadline dl)
 {
-    if (c->runner)
-        return c->runner->exec(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 1);
-    return exec_redirected(c, mask, cmds, ncmd, per_node_timeout_us, hard_deadline_us, 1);
+    if (c->runner) return c->runner->exec(c, mask, cmds, ncmd, dl, 1);
+    return exec_redirected(c, mask, cmds, ncmd, dl, 1);
 }
 
 void hl_pause_until(hilock_client *c, int64_t until_us)

@@ -40,6 +40,11 @@ static inline int64_t hl_call_bound_us(const hilock_client *c, int64_t per_us)
     return hl_add_sat(c->opt.connect_timeout_ms * 1000,
                       per_us > INT64_MAX / HL_CALL_ROUND_TRIPS ? INT64_MAX : HL_CALL_ROUND_TRIPS * per_us);
 }
+/* A call starting now whose round trips take per_us each: its deadline, by that bound. */
+static inline hl_deadline hl_call_deadline(const hilock_client *c, int64_t per_us)
+{
+    return hl_deadline_of(per_us, hl_add_sat(hl_now_us(), hl_call_bound_us(c, per_us)));
+}
 
 /* The handshake's peer closed the connection (EOF, reset) with replies [0, idx) in: if the
  * command at idx asked for a fact (INFO, TIME, COMMAND INFO), the peer refused it by closing
@@ -52,21 +57,20 @@ int hl_handshake_closed(hilock_client *c, hl_node *n, int idx);
 
 /* Run the same pipeline of `ncmd` commands on every node in `mask` (bit i = node i), all at
  * once: connect where needed (handshake and pending undos go first), write, and read the
- * replies, under one poll() loop. Each node stops at its own deadline:
- * min(now + per_node_timeout_us, hard_deadline_us). Fills node->st, node->err,
+ * replies, under one poll() loop. Each node's round trip ends by hl_round_end(dl, its
+ * start): dl.per_us (the per-node I/O timeout) from then, never past dl.hard_us. Fills
+ * node->st, node->err,
  * node->reply[0..ncmd) (free with hl_exec_clear). A timed-out or broken connection is
  * closed (it reconnects on the next call). Script commands answered NOSCRIPT are sent again
  * as EVAL, within the same deadline; redirects a node's topology asks for (hl_topo_ops
  * redirect) run it again, within the deadline of the first round trip. Returns the mask of
  * nodes with st == OK (all replies, which may still be error replies). Replies of nodes
  * outside mask are left as they are. */
-uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                 int64_t per_node_timeout_us, int64_t hard_deadline_us);
+uint32_t hl_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd, hl_deadline dl);
 /* hl_exec for blocking commands (BLPOP) on several nodes: returns as soon as one node's
  * last reply carries data (not nil, not an error); the nodes still waiting are abandoned:
  * closed (no stale reply can arrive later; the next call reconnects), st = ETIMEDOUT. */
-uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd,
-                     int64_t per_node_timeout_us, int64_t hard_deadline_us);
+uint32_t hl_exec_any(hilock_client *c, uint32_t mask, const hl_cmd *cmds, int ncmd, hl_deadline dl);
 void     hl_exec_clear(hilock_client *c);
 /* Pause a flow until until_us: sleeps, or (attached to a loop) lets the loop run meanwhile. */
 void     hl_pause_until(hilock_client *c, int64_t until_us);
@@ -102,9 +106,10 @@ void hl_cmd_put(hl_buf *b, const hl_cmd *c, int use_eval, const hl_node *n);
 /* If node n's server lacks what one of the commands needs (hl_cmd.need): EINVAL with n->st and
  * n->err set ("fair locks need Redis >= 3.2: 127.0.0.1:6379 runs Redis 2.8.24"); else OK. */
 hilock_status hl_cmds_refused(hl_node *n, const hl_cmd *cmds, int ncmd);
-/* A new connection to node n (resolved by its topology; the connect is under way:
- * k->connecting, k->fresh). 0, or -1 with n->st, n->err set. */
-int  hl_conn_new(hilock_client *c, hl_node *n, int64_t deadline, struct hl_conn **out);
+/* A new connection to node n (resolved by its topology within dl: per_us each of its round
+ * trips, connect_timeout_ms; the connect is under way: k->connecting, k->fresh). 0, or -1
+ * with n->st, n->err set. */
+int  hl_conn_new(hilock_client *c, hl_node *n, hl_deadline dl, struct hl_conn **out);
 void hl_conn_free(struct hl_conn *k);   /* closes; NULL-safe */
 /* An idle connection the server closed since (see engine.c). */
 int  hl_conn_stale(struct hl_conn *k, int64_t now);

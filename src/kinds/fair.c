@@ -134,10 +134,10 @@ static void leave_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 }
 
 /* Leave the queue now rather than lapse, within the acquire's bound (else it lapses). */
-static void fair_give_up(hilock *l, int64_t hard_deadline_us)
+static void fair_give_up(hilock *l, hl_deadline dl)
 {
     if (!l->queue_key || !l->beat_key || !l->signal_key) return;   /* (init: no memory) */
-    hl_kinds_leave(l, hard_deadline_us, leave_cmd);
+    hl_kinds_leave(l, dl, leave_cmd);
 }
 
 const hl_kind_ops hl_kind_fair = {

@@ -33,12 +33,12 @@ extern const hl_kind_ops hl_kind_sem, hl_kind_exclusive, hl_kind_shared;
 /* last_word.c: a waiter that gives up (kind.h: give_up) leaves its kind's queue now rather than
  * lapse, within the acquire's bound, if an attempt may have put it there (l->queued):
  * leave_cmd's command on every master at once. */
-void hl_kinds_leave(hilock *l, int64_t hard_deadline_us,
+void hl_kinds_leave(hilock *l, hl_deadline dl,
                     void (*leave_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b));
 /* last_word.c: a giving-up waiter's last word (the queue's leave, modern.c's passing on of a
  * signal): make_cmd's command on every master at once, within io_timeout_ms and the
  * acquire's bound; nothing if that bound has passed. Its answer is not read. */
-void hl_kinds_send(hilock *l, int64_t hard_deadline_us,
+void hl_kinds_send(hilock *l, hl_deadline dl,
                    void (*make_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b));
 
 #endif

@@ -5,23 +5,24 @@
  * calls another (make layers: no import circles). */
 #include "kinds.h"
 
-void hl_kinds_send(hilock *l, int64_t hard_deadline_us,
+void hl_kinds_send(hilock *l, hl_deadline dl,
                    void (*make_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b))
 {
     hilock_client *c = l->c;
     hl_cmd cmd;
     hl_kind_buf b;
-    int64_t per = c->opt.io_timeout_ms * 1000, dl = hl_round_end(hl_now_us(), per, hard_deadline_us);
-    if (dl <= hl_now_us()) return;
+    hl_deadline q = hl_deadline_of(c->opt.io_timeout_ms * 1000, dl.hard_us);   /* one round trip */
+    q.hard_us = hl_round_end(q, hl_now_us());
+    if (q.hard_us <= hl_now_us()) return;
     make_cmd(l, &cmd, &b);
-    hl_exec(c, hl_all_nodes(c), &cmd, 1, per, dl);
+    hl_exec(c, hl_all_nodes(c), &cmd, 1, q);
     hl_exec_clear(c);
 }
 
-void hl_kinds_leave(hilock *l, int64_t hard_deadline_us,
+void hl_kinds_leave(hilock *l, hl_deadline dl,
                     void (*leave_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b))
 {
     if (!l->queued) return;
-    hl_kinds_send(l, hard_deadline_us, leave_cmd);
+    hl_kinds_send(l, dl, leave_cmd);
     l->queued = 0;
 }

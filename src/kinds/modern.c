@@ -90,9 +90,9 @@ static void modern_pass_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
     hl_cmd_argi(cmd, b->num[0], l->queued ? l->c->opt.retry_delay_ms * 3 / 2 + 1 : 0);
 }
 
-static void modern_give_up(hilock *l, int64_t hard_deadline_us)
+static void modern_give_up(hilock *l, hl_deadline dl)
 {
-    if (l->woken || l->queued) hl_kinds_send(l, hard_deadline_us, modern_pass_cmd);
+    if (l->woken || l->queued) hl_kinds_send(l, dl, modern_pass_cmd);
 }
 
 const hl_kind_ops hl_kind_modern = {

@@ -162,9 +162,9 @@ static void leave_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 }
 
 /* Leave the waiters now rather than lapse (a waiting writer holds readers off until then). */
-static void permits_give_up(hilock *l, int64_t hard_deadline_us)
+static void permits_give_up(hilock *l, hl_deadline dl)
 {
-    if (l->wq_key) hl_kinds_leave(l, hard_deadline_us, leave_cmd);
+    if (l->wq_key) hl_kinds_leave(l, dl, leave_cmd);
 }
 
 /* Each of n masters counts its own holders, up to limit, and a holder needs q of them: h

@@ -239,7 +239,7 @@ static void remove_on(breaking *b, size_t i, char *const *aux, const char *base)
     hl_cmd_arg(&cmd, base, (size_t)-1);
     /* a fair head's wake-up: as long as fair.c lets an entry live past its waiter's call */
     hl_cmd_argi(&cmd, a_life, 2 * c->opt.io_timeout_ms + c->opt.poll_ms + c->opt.retry_delay_ms);
-    ok = hl_exec(c, mask, &cmd, 1, io, hl_add_sat(hl_now_us(), hl_call_bound_us(c, io)));
+    ok = hl_exec(c, mask, &cmd, 1, hl_call_deadline(c, io));
     for (size_t j = 0; j < c->nnodes; j++) {
         hl_node *n = &c->nodes[j];
         if (!(mask & (1u << j))) continue;

@@ -609,22 +609,22 @@ hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms)
     return HILOCK_OK;
 }
 
-/* now + lo + a random share of span (us), capped by the holder's expiry and the deadline */
-static int64_t next_after(hilock_client *c, int64_t lo, int64_t span, int64_t hint_us, int64_t deadline_us)
+/* now + lo + a random share of span (us), capped by the holder's expiry and the wait's end */
+static int64_t next_after(hilock_client *c, int64_t lo, int64_t span, int64_t hint_us, int64_t wait_end)
 {
     int64_t d = lo + (int64_t)(hl_rng_next(&c->rng) % (uint64_t)(span + 1));
     if (hint_us > 0 && hint_us + 500 < d) d = hint_us + 500;   /* the holder expires sooner */
-    return hl_round_end(hl_now_us(), d, deadline_us);
+    return hl_round_end(hl_deadline_of(d, wait_end), hl_now_us());
 }
 
-int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us)
+int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t wait_end)
 {
     int64_t mean = c->opt.retry_delay_ms * 1000;   /* +-50% */
-    return next_after(c, mean / 2, mean, hint_us, deadline_us);
+    return next_after(c, mean / 2, mean, hint_us, wait_end);
 }
 
-int64_t hl_next_poll(hilock_client *c, int64_t hint_us, int64_t deadline_us)
+int64_t hl_next_poll(hilock_client *c, int64_t hint_us, int64_t wait_end)
 {
     int64_t poll = c->opt.poll_ms * 1000;   /* 0.75..1 x: a free key is seen within poll_ms */
-    return next_after(c, poll - poll / 4, poll / 4, hint_us, deadline_us);
+    return next_after(c, poll - poll / 4, poll / 4, hint_us, wait_end);
 }

@@ -156,7 +156,7 @@ static int info_read(hilock_client *c, const hl_reply *e, struct hl_cmdinfo *i)
  * round trip. *known 0: the server does not know the command (it will refuse it). OK, or the
  * round trip's status with errmsg set. A refused COMMAND (none before 2.8.13; an ACL) is
  * CI_NO_SPECS. */
-static hilock_status info_get(hilock *l, const char *name, int64_t per, int64_t dl,
+static hilock_status info_get(hilock *l, const char *name, hl_deadline dl,
                               struct hl_cmdinfo *out, int *known)
 {
     hilock_client *c = l->c;
@@ -173,7 +173,7 @@ static hilock_status info_get(hilock *l, const char *name, int64_t per, int64_t 
     hl_cmd_arg(&cmd, "COMMAND", 7);
     hl_cmd_arg(&cmd, "INFO", 4);
     hl_cmd_arg(&cmd, name, (size_t)-1);
-    if (!(hl_exec(c, 1, &cmd, 1, per, dl) & 1)) {
+    if (!(hl_exec(c, 1, &cmd, 1, dl) & 1)) {
         hilock_status st = hl_fail(c, n->st, "guarded command on %s: %s; nothing ran", l->shown, n->err);
         hl_exec_clear(c);
         return st;
@@ -234,7 +234,7 @@ static int sharded(const hilock_client *c) { return c->nodes[0].topo && c->nodes
 /* A command whose keys move (ZUNIONSTORE, SORT ... STORE): COMMAND GETKEYS for this argv.
  * Returns OK (keys added: the reply, whose strings they are, is *hold until the call ends),
  * or a status with errmsg set. */
-static hilock_status keys_asked(hilock *l, gcall *g, int64_t per, int64_t dl, hl_reply **hold)
+static hilock_status keys_asked(hilock *l, gcall *g, hl_deadline dl, hl_reply **hold)
 {
     hilock_client *c = l->c;
     hl_node *n = &c->nodes[0];
@@ -246,7 +246,7 @@ static hilock_status keys_asked(hilock *l, gcall *g, int64_t per, int64_t dl, hl
     cmd.tail = g->argv;
     cmd.taillen = g->len;
     cmd.ntail = g->argc;
-    if (!(hl_exec(c, 1, &cmd, 1, per, dl) & 1)) {
+    if (!(hl_exec(c, 1, &cmd, 1, dl) & 1)) {
         st = hl_fail(c, n->st, "guarded command on %s: %s; nothing ran", l->shown, n->err);
     } else if (hl_reply_type(n->reply[0]) != HL_R_ARRAY && !sharded(c)) {
         /* (no GETKEYS before 3.0; arguments it finds wrong): one server runs the command the
@@ -271,7 +271,7 @@ static hilock_status keys_asked(hilock *l, gcall *g, int64_t per, int64_t dl, hl
 }
 
 /* Everything decided before the script is sent: the command's flags and keys. */
-static hilock_status prepare(hilock *l, gcall *g, int64_t per, int64_t dl, hl_reply **hold)
+static hilock_status prepare(hilock *l, gcall *g, hl_deadline dl, hl_reply **hold)
 {
     hilock_client *c = l->c;
     struct hl_cmdinfo got;
@@ -285,7 +285,7 @@ static hilock_status prepare(hilock *l, gcall *g, int64_t per, int64_t dl, hl_re
         return hl_fail(c, HILOCK_EINVAL, "guarded command on %s: %s cannot run in a script (it blocks, "
                        "subscribes, opens a transaction or changes the connection); nothing was sent",
                        l->shown, g->name);
-    if (g->name[0] && (st = info_get(l, g->name, per, dl, &got, &known)) != HILOCK_OK) return st;
+    if (g->name[0] && (st = info_get(l, g->name, dl, &got, &known)) != HILOCK_OK) return st;
     if (known) i = &got;
     if (i && (i->flags & CI_CONTAINER) && g->argc > 1 && g->len[1] < CI_NAME_MAX - strlen(g->name) - 1) {
         char sub[CI_NAME_MAX];
@@ -306,7 +306,7 @@ static hilock_status prepare(hilock *l, gcall *g, int64_t per, int64_t dl, hl_re
                        "arguments of %s are keys (COMMAND refused), which a Cluster needs; nothing ran",
                        l->shown, g->name);
     if (i && (i->flags & CI_MOVABLE)) {
-        if ((st = keys_asked(l, g, per, dl, hold)) != HILOCK_OK) return st;
+        if ((st = keys_asked(l, g, dl, hold)) != HILOCK_OK) return st;
     } else if (i && !(i->flags & CI_NO_SPECS)) {
         keys_by_spec(g, i);
     }
@@ -391,9 +391,9 @@ static hilock_status run(hilock *l, gcall *g, hilock_reply **reply)
     const char **tail;
     size_t *tlen;
     int ncmd = 1, wait_at = -1, ran = 0, t = 0;
-    int64_t per = c->opt.io_timeout_ms * 1000, dl = hl_add_sat(hl_now_us(), hl_call_bound_us(c, per));
+    hl_deadline dl = hl_call_deadline(c, c->opt.io_timeout_ms * 1000);
     hilock_status st;
-    if ((st = prepare(l, g, per, dl, &hold)) != HILOCK_OK) {
+    if ((st = prepare(l, g, dl, &hold)) != HILOCK_OK) {
         hl_reply_free(hold);
         return st;
     }
@@ -434,7 +434,7 @@ static hilock_status run(hilock *l, gcall *g, hilock_reply **reply)
     cmds[0].ntail = t;
     memset(&top, 0, sizeof top);
     top.id_at = top.wait_at = -1;
-    if (l->kind->failover) ncmd = hl_topo_begin(c, hl_lock_topo(l), &top, HL_TOPO_CHECK, 0, cmds, 1, per, dl);
+    if (l->kind->failover) ncmd = hl_topo_begin(c, hl_lock_topo(l), &top, HL_TOPO_CHECK, 0, cmds, 1, dl);
     if (c->opt.min_replicas > 0 && ncmd < HL_MAX_CMDS) {
         hl_cmd *w = &cmds[wait_at = ncmd++];
         hl_cmd_init(w, NULL, 0);
@@ -442,10 +442,10 @@ static hilock_status run(hilock *l, gcall *g, hilock_reply **reply)
         hl_cmd_arg(w, "WAIT", 4);
         hl_cmd_argi(w, wait_arg[0], c->opt.min_replicas);
         hl_cmd_argi(w, wait_arg[1], c->opt.replicas_timeout_ms);
-        per = hl_add_sat(per, c->opt.replicas_timeout_ms * 1000);
-        dl = hl_add_sat(dl, c->opt.replicas_timeout_ms * 1000);
+        dl.per_us = hl_add_sat(dl.per_us, c->opt.replicas_timeout_ms * 1000);
+        dl.hard_us = hl_add_sat(dl.hard_us, c->opt.replicas_timeout_ms * 1000);
     }
-    if (!(hl_exec(c, 1, cmds, ncmd, per, dl) & 1)) {
+    if (!(hl_exec(c, 1, cmds, ncmd, dl) & 1)) {
         st = hl_fail(c, n->st, "guarded command on %s: %s%s", l->shown, n->err,
                      n->wrote ? "; the command may have run" : "; nothing ran");
     } else {

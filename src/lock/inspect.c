@@ -29,9 +29,7 @@ const char *hilock_client_master_name(const hilock_client *c, size_t i)
  * + connect_timeout_ms to connect. */
 static uint32_t exec_read(hilock_client *c, uint32_t mask, const hl_cmd *cmd)
 {
-    int64_t io = c->opt.io_timeout_ms * 1000;
-    int64_t hard = hl_add_sat(hl_now_us(), hl_call_bound_us(c, io));
-    return hl_exec(c, mask, cmd, 1, io, hard);
+    return hl_exec(c, mask, cmd, 1, hl_call_deadline(c, c->opt.io_timeout_ms * 1000));
 }
 
 static int is_int(const hl_reply *r) { return hl_reply_type(r) == HL_R_INTEGER; }
@@ -437,7 +435,7 @@ static hilock_status read_map(hilock_client *c, size_t master, int slot, int eve
     n = &c->nodes[master];
     if (!n->topo->sharded)
         return hl_fail(c, HILOCK_EINVAL, "%s is not a cluster (a redis-cluster:// URL)", n->name);
-    st = hl_cluster_nodes(c, n, slot, every, hl_add_sat(hl_now_us(), hl_call_bound_us(c, c->opt.io_timeout_ms * 1000)),
+    st = hl_cluster_nodes(c, n, slot, every, hl_call_deadline(c, c->opt.io_timeout_ms * 1000),
                           collect_node, l);
     if (st == HILOCK_OK && l->oom) st = HILOCK_ENOMEM;
     if (st != HILOCK_OK) {
@@ -464,10 +462,10 @@ static hilock_status cluster_nodes_in(hilock_client *c, size_t master, const cha
 
 /* A node reached as its own master (no routing), READONLY first: a replica then answers for
  * its master's slots from its own data set instead of redirecting. */
-static hilock_status node_resolve(hilock_client *c, hl_node *n, int64_t deadline_us, const char **host, int *port)
+static hilock_status node_resolve(hilock_client *c, hl_node *n, hl_deadline dl, const char **host, int *port)
 {
     (void)c;
-    (void)deadline_us;
+    (void)dl;
     *host = n->url.host;
     *port = n->url.port;
     return HILOCK_OK;

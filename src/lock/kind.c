@@ -36,9 +36,9 @@ hilock_status hl_kind_init(hilock *l)
     return l->kind->init ? l->kind->init(l) : HILOCK_OK;
 }
 
-void hl_kind_give_up(hilock *l, int64_t hard_deadline_us)
+void hl_kind_give_up(hilock *l, hl_deadline dl)
 {
-    if (l->kind->give_up) l->kind->give_up(l, hard_deadline_us);
+    if (l->kind->give_up) l->kind->give_up(l, dl);
 }
 
 /* release.lua (with the wake-up keys for kinds whose release wakes a waiter, wait.c) or

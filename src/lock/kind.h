@@ -98,9 +98,9 @@ struct hl_kind_ops {
      * and _async alike, between hl_enter and hl_leave. NULL = nothing. */
     hilock_status (*refused)(hilock_client *c, int limit);
     /* An acquire that failed (BUSY when its wait ran out, or an error) before the lock is
-     * freed: undo what its attempts left for others (fair: its place in the queue), by
-     * hard_deadline_us at the latest. Its errmsg and status stand. NULL = nothing. */
-    void (*give_up)(hilock *l, int64_t hard_deadline_us);
+     * freed: undo what its attempts left for others (fair: its place in the queue), within
+     * dl (the acquire's). Its errmsg and status stand. NULL = nothing. */
+    void (*give_up)(hilock *l, hl_deadline dl);
     const char *taken;   /* NOT_HELD's reason when another value holds the key */
     const char *what;    /* what the key must hold, as WRONGTYPE's message says it ("KEY holds a
                           * hash, not a lock"): NULL = "a lock" (a string) */
@@ -135,7 +135,7 @@ hilock_status hl_kind_init(hilock *l);
 void          hl_kind_release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
 void          hl_kind_check_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
 void          hl_kind_undo_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
-void          hl_kind_give_up(hilock *l, int64_t hard_deadline_us);
+void          hl_kind_give_up(hilock *l, hl_deadline dl);
 
 /* src/lock/lock.c: the acquire loop of every kind (the entry points pick `kind`), so they share
  * timing, retries, waiting and errors. */

@@ -28,6 +28,20 @@ static int64_t node_timeout_us(const hilock_client *c, int64_t ttl_ms)
     return share < io ? share : io;
 }
 
+/* An acquire's time (or an operation's on a ttl of ttl_ms): each round trip its per-node
+ * timeout, none past hard_us. */
+static hl_deadline lock_dl(const hilock_client *c, int64_t ttl_ms, int64_t hard_us)
+{
+    return hl_deadline_of(node_timeout_us(c, ttl_ms), hard_us);
+}
+
+/* dl cut to one round trip from now: what a side question of a call may take (its redirects
+ * and resends too), never past the call's end */
+static hl_deadline one_round(hl_deadline dl)
+{
+    return hl_deadline_of(dl.per_us, hl_round_end(dl, hl_now_us()));
+}
+
 static int popcount(uint32_t m) { return __builtin_popcount(m); }
 
 const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t cap)
@@ -131,14 +145,14 @@ static const char *kind_found(const char *kt, const char *mark)
 
 /* A WRONGTYPE answer comes from inside a script, with its SHA and line number: ask the
  * masters that gave one what the key and its fence counter hold (types.lua; on this error
- * path only, within deadline) and say that instead: "KEY holds a hash, not a lock". A master
+ * path only, one round trip within dl) and say that instead: "KEY holds a hash, not a lock". A master
  * that does not answer keeps the server's words. Each master is asked once (t->named).
  * taken (release, extend, check): a key that now holds another of hilock's kinds (a
  * semaphore, a shared/exclusive lock: its marker says so) was taken by another owner after
  * our value expired; that master counts as `other` (NOT_HELD, "now held by another owner"),
  * not as an error -- a plain lock whose key readers took after it expired is lost, not
  * broken. A key of a foreign type stays an error. */
-static void name_wrong_types(hilock *l, tally *t, int taken, int64_t deadline)
+static void name_wrong_types(hilock *l, tally *t, int taken, hl_deadline dl)
 {
     hilock_client *c = l->c;
     typedef struct said { char err[sizeof c->nodes[0].err]; hilock_status st; } said;
@@ -147,11 +161,11 @@ static void name_wrong_types(hilock *l, tally *t, int taken, int64_t deadline)
     char shown[HL_KEY_SHOWN_BUF];
     uint32_t mask = 0, ok;
     hl_cmd cmd;
-    int64_t dl = hl_round_end(hl_now_us(), node_timeout_us(c, l->ttl_ms), deadline);
+    hl_deadline q = one_round(lock_dl(c, l->ttl_ms, dl.hard_us));
     for (size_t i = 0; i < c->nnodes; i++)
         if ((t->errs & ~t->named & (1u << i)) && strstr(c->nodes[i].err, "WRONGTYPE")) mask |= 1u << i;
     t->named |= mask;
-    if (!mask || deadline <= hl_now_us() || !(was = malloc(c->nnodes * sizeof *was))) return;
+    if (!mask || dl.hard_us <= hl_now_us() || !(was = malloc(c->nnodes * sizeof *was))) return;
     for (size_t i = 0; i < c->nnodes; i++) {
         memcpy(was[i].err, c->nodes[i].err, sizeof was[i].err);
         was[i].st = c->nodes[i].st;
@@ -159,7 +173,7 @@ static void name_wrong_types(hilock *l, tally *t, int taken, int64_t deadline)
     hl_cmd_init(&cmd, &hl_lua_types, 2);
     hl_cmd_arg(&cmd, l->key, (size_t)-1);
     hl_cmd_arg(&cmd, l->fence_key ? l->fence_key : l->key, (size_t)-1);
-    ok = hl_exec(c, mask, &cmd, 1, node_timeout_us(c, l->ttl_ms), dl);
+    ok = hl_exec(c, mask, &cmd, 1, q);
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
         const hl_reply *r = (ok & (1u << i)) && hl_reply_nelem(n->reply[0]) >= 2 ? n->reply[0] : NULL;
@@ -191,13 +205,13 @@ static void name_wrong_types(hilock *l, tally *t, int taken, int64_t deadline)
  * error replies when they alone rule out a quorum (WRONGTYPE everywhere is not cured by
  * waiting), else ENOQUORUM. errmsg names every master that failed and why:
  * "<what>no quorum (...): 127.0.0.1:7001: connect: Connection refused; 127.0.0.1:7002: ..."
- * deadline: the call's, for a WRONGTYPE's question (name_wrong_types). */
+ * dl: the call's, for a WRONGTYPE's question (name_wrong_types). */
 static hilock_status undecided(hilock *l, tally *t, const char *what,
-                               const char *counted, int count, int64_t deadline)
+                               const char *counted, int count, hl_deadline dl)
 {
     hilock_client *c = l->c;
     char pre[160];
-    name_wrong_types(l, t, 0, deadline);
+    name_wrong_types(l, t, 0, dl);
     uint32_t named = t->failed | t->errs | t->other;   /* nodes without an err text are skipped */
     if (c->nnodes == 1)
         return hl_fail(c, t->errs ? t->err : c->nodes[0].st, "%s%s", what, c->nodes[0].err);
@@ -212,7 +226,7 @@ static hilock_status undecided(hilock *l, tally *t, const char *what,
  * ours alone (kind.h: undo_unknown). A legacy stamp is not (two clients may write the same
  * one in the same tick): run later, its undo could delete a peer's grant, so it is left to
  * expire as the recipe judges it. */
-static void undo_on(hilock *l, uint32_t mask, int64_t ttl_ms, int64_t per_node_us, int64_t hard_deadline)
+static void undo_on(hilock *l, uint32_t mask, int64_t ttl_ms, hl_deadline dl)
 {
     hilock_client *c = l->c;
     hl_cmd cmd;
@@ -220,7 +234,7 @@ static void undo_on(hilock *l, uint32_t mask, int64_t ttl_ms, int64_t per_node_u
     hl_kind_buf b;
     if (!mask) return;
     hl_kind_undo_cmd(l, &cmd, &b);
-    ok = hl_exec(c, mask, &cmd, 1, per_node_us, hl_round_end(hl_now_us(), per_node_us, hard_deadline));
+    ok = hl_exec(c, mask, &cmd, 1, one_round(dl));
     for (size_t i = 0; i < c->nnodes; i++)
         if ((mask & (1u << i)) && !(ok & (1u << i)) && l->kind->undo_unknown)
             hl_undo_add(c, i, l->key, l->token, ttl_ms);
@@ -248,7 +262,7 @@ static uint64_t fence_of(const hilock *l, const tally *t)
     return fence;
 }
 
-static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t per, int64_t hard)
+static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, hl_deadline dl)
 {
     hilock_client *c = l->c;
     hl_cmd cmd;
@@ -267,7 +281,7 @@ static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, int64_t 
     hl_cmd_argi(&cmd, a_keep, l->ttl_ms + HL_FENCE_KEEP_MS);
     hl_cmd_argi(&cmd, a_epoch_keep, l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
     hl_cmd_argclock(&cmd);   /* this master's clock: a raised counter is kept its lead too */
-    ok = hl_exec(c, low, &cmd, 1, per, hard);
+    ok = hl_exec(c, low, &cmd, 1, dl);
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_reply *r = c->nodes[i].reply[0];
         if (!(low & ok & (1u << i))) continue;
@@ -376,18 +390,15 @@ static void live_leave(hilock *l)
 }
 
 /* The failover part of an operation (topology.c: failover.lua, WAIT), for the kinds that
- * take part; for the others nothing is added and hl_topo_end finds nothing to read. per,
- * deadline: the operation's, which its round trips there keep to (top->deadline_us adds
- * WAIT's share). */
-static int topo_begin(hilock *l, hl_topo_op *top, hl_topo_kind op, int64_t ttl_ms, hl_cmd *cmds,
-                      int64_t per, int64_t deadline)
+ * take part; for the others nothing is added and hl_topo_end finds nothing to read. dl: the
+ * operation's, which its round trips there keep to (top->dl adds WAIT's share). */
+static int topo_begin(hilock *l, hl_topo_op *top, hl_topo_kind op, int64_t ttl_ms, hl_cmd *cmds, hl_deadline dl)
 {
-    if (l->kind->failover) return hl_topo_begin(l->c, hl_lock_topo(l), top, op, ttl_ms, cmds, 1, per, deadline);
+    if (l->kind->failover) return hl_topo_begin(l->c, hl_lock_topo(l), top, op, ttl_ms, cmds, 1, dl);
     memset(top, 0, sizeof *top);
     top->kind = op;
     top->id_at = top->wait_at = -1;
-    top->per_us = per;
-    top->deadline_us = deadline;
+    top->dl = dl;
     return 1;
 }
 
@@ -397,15 +408,15 @@ static int topo_begin(hilock *l, hl_topo_op *top, hl_topo_kind op, int64_t ttl_m
  * answer stays busy, its PTTL unknown (0): no wake-up mark there, so a poll. Returns the
  * wait hint: one master, the kind's busy() on that answer; several, -1 (try again at once)
  * if a holder is gone on one of them. */
-static int64_t busy_round(hilock *l, tally *t, int64_t mark_ms, int64_t hard_deadline)
+static int64_t busy_round(hilock *l, tally *t, int64_t mark_ms, hl_deadline dl)
 {
     hilock_client *c = l->c;
     hl_cmd cmd;
     hl_kind_buf b;
     uint32_t ok;
-    int64_t hint = 0, per = node_timeout_us(c, l->ttl_ms);
+    int64_t hint = 0;
     if (l->kind->busy_cmd(l, &cmd, &b, mark_ms) != HILOCK_OK) return 0;
-    ok = hl_exec(c, t->other, &cmd, 1, per, hl_round_end(hl_now_us(), per, hard_deadline));
+    ok = hl_exec(c, t->other, &cmd, 1, one_round(dl));
     for (size_t i = 0; i < c->nnodes; i++) {
         uint32_t bit = 1u << i;
         hl_reply *r = c->nodes[i].reply[0];
@@ -429,7 +440,7 @@ static int64_t busy_round(hilock *l, tally *t, int64_t mark_ms, int64_t hard_dea
  * topology's), tallied, with what topology refused or undid taken out. *t0: just before it
  * was sent (validity counts from there); *hint_us: the shortest wait a busy answer suggests.
  * An error here is the kind refusing (nothing was sent). */
-static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mark_ms, tally *t,
+static hilock_status attempt_round(hilock *l, hl_deadline dl, int64_t mark_ms, tally *t,
                                    int64_t *t0, int64_t *hint_us)
 {
     hilock_client *c = l->c;
@@ -439,15 +450,15 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
     hilock_status st;
     int ncmd;
     uint32_t all = hl_all_nodes(c), ok, wrote = 0, nomem = 0;
-    int64_t per = node_timeout_us(c, l->ttl_ms), exec_dl = hard_deadline, hint;
+    int64_t end = dl.hard_us, hint;
 
     if ((st = l->kind->acquire_cmd(l, &cmds[0], &b, mark_ms)) != HILOCK_OK) return st;
-    ncmd = topo_begin(l, &top, HL_TOPO_ACQUIRE, l->ttl_ms, cmds, per, hard_deadline);
+    ncmd = topo_begin(l, &top, HL_TOPO_ACQUIRE, l->ttl_ms, cmds, dl);
     *t0 = hl_now_us();
     /* Redlock: a master gets its per-master timeout to connect and as long again to answer,
      * never the full connect/io timeouts, so a dead or frozen one costs little validity */
-    if (c->nnodes > 1 && hl_add_sat(*t0, 2 * per) < exec_dl) exec_dl = *t0 + 2 * per;
-    ok = hl_exec(c, all, cmds, ncmd, per + top.extra_us, hl_add_sat(exec_dl, top.extra_us));
+    if (c->nnodes > 1 && hl_add_sat(*t0, 2 * dl.per_us) < end) end = *t0 + 2 * dl.per_us;
+    ok = hl_exec(c, all, cmds, ncmd, hl_deadline_of(dl.per_us + top.extra_us, hl_add_sat(end, top.extra_us)));
     /* what each node did, read now: on an event loop, the nested round trips below (topology,
      * busy_round) let other flows run, which overwrite the nodes' fields */
     for (size_t i = 0; i < c->nnodes; i++) {
@@ -478,7 +489,7 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
             l->spent |= SPENT_UNKNOWN;
         }
     }
-    if (t->other && l->kind->busy_cmd) hint = busy_round(l, t, mark_ms, hard_deadline);
+    if (t->other && l->kind->busy_cmd) hint = busy_round(l, t, mark_ms, dl);
     for (size_t i = 0; i < c->nnodes; i++) {
         long long pttl = t->num[i];
         char d[HL_MS_SHOWN_BUF];
@@ -499,23 +510,23 @@ static hilock_status attempt_round(hilock *l, int64_t hard_deadline, int64_t mar
 
 /* A quorum granted: record the fencing token on a quorum (Redlock), and keep the grant if
  * validity is left; else give it back at once. */
-static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_deadline)
+static hilock_status grant(hilock *l, const tally *t, int64_t t0, hl_deadline dl)
 {
     hilock_client *c = l->c;
     uint64_t fence = fence_of(l, t);
     uint32_t have;
-    int64_t per = node_timeout_us(c, l->ttl_ms), until, now;
-    have = fence_record(l, t, fence, per, hard_deadline);
+    int64_t until, now;
+    have = fence_record(l, t, fence, dl);
     until = l->kind->valid_until(l, l->ttl_ms, t0);
     now = hl_now_us();
     if ((size_t)popcount(have) >= c->quorum && until > now) {
         l->held = t->yes;
         l->fence = fence;
         l->valid_until_us = until;
-        undo_on(l, t->maybe, l->ttl_ms, per, hard_deadline);   /* (Redlock) */
+        undo_on(l, t->maybe, l->ttl_ms, dl);   /* (Redlock) */
         return hl_ok(c);
     }
-    undo_on(l, t->yes | t->maybe, l->ttl_ms, per, hard_deadline);
+    undo_on(l, t->yes | t->maybe, l->ttl_ms, dl);
     l->spent |= SPENT_LANDED;
     if ((size_t)popcount(have) < c->quorum)
         return hl_fail_nodes(c, HILOCK_ENOQUORUM, t->yes & ~have, "acquired, but the fencing "
@@ -529,7 +540,7 @@ static hilock_status grant(hilock *l, const tally *t, int64_t t0, int64_t hard_d
  * (*hint_us = shortest holder PTTL seen, or the kind's hint), or an error. A failed attempt
  * leaves no grant of ours behind: undone at once, or first thing on the next contact with a
  * master that did not answer (its write may have landed). */
-static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, int64_t *hint_us)
+static hilock_status attempt(hilock *l, hl_deadline dl, int64_t mark_ms, int64_t *hint_us)
 {
     hilock_client *c = l->c;
     hilock_status st;
@@ -537,10 +548,10 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
     int64_t t0 = 0;
     tally t;
     *hint_us = 0;
-    if ((st = attempt_round(l, hard_deadline, mark_ms, &t, &t0, hint_us)) != HILOCK_OK) return st;
-    if ((size_t)popcount(t.yes) >= c->quorum) return grant(l, &t, t0, hard_deadline);
+    if ((st = attempt_round(l, dl, mark_ms, &t, &t0, hint_us)) != HILOCK_OK) return st;
+    if ((size_t)popcount(t.yes) >= c->quorum) return grant(l, &t, t0, dl);
     /* not granted: give back any partial grant at once, so it blocks nobody */
-    undo_on(l, t.yes, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
+    undo_on(l, t.yes, l->ttl_ms, dl);
     if (t.yes) l->spent |= SPENT_LANDED;
     if ((size_t)popcount(t.other) > c->nnodes - c->quorum) {   /* the others alone rule us out */
         if (c->nnodes == 1) st = HILOCK_BUSY;   /* the kind's busy has said why */
@@ -557,12 +568,12 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
                      popcount(t.other), c->nnodes);
         if (c->nnodes > 1) st = hl_fail_nodes(c, HILOCK_BUSY, t.other | t.failed | t.errs, pre);
     } else {
-        st = undecided(l, &t, "", "granted on", popcount(t.yes), hard_deadline);
+        st = undecided(l, &t, "", "granted on", popcount(t.yes), dl);
     }
     /* and whatever a script that failed may have written first, once the message names its
      * error (the undo's round trip replaces the node's): any kind, as the answer is known and
      * a value just written is live, so no peer has taken it over since */
-    undo_on(l, t.maybe, l->ttl_ms, node_timeout_us(c, l->ttl_ms), hard_deadline);
+    undo_on(l, t.maybe, l->ttl_ms, dl);
     if (t.maybe) l->spent |= SPENT_LANDED;
     return st;
 }
@@ -576,13 +587,13 @@ static hilock_status attempt(hilock *l, int64_t hard_deadline, int64_t mark_ms, 
  * value every attempt anyway (legacy stamps: not undo_unknown) keep theirs. The fair kind
  * leaves its queue under the old token first (its entry and signal list are named after it):
  * the retry joins at the tail. */
-static hilock_status fresh_token(hilock *l, int64_t hard_deadline)
+static hilock_status fresh_token(hilock *l, hl_deadline dl)
 {
     hilock_client *c = l->c;
     int unknown = l->spent & SPENT_UNKNOWN;
     l->spent = 0;
     if (!l->kind->undo_unknown) return HILOCK_OK;
-    hl_kind_give_up(l, hard_deadline);
+    hl_kind_give_up(l, dl);
     /* a value that surely landed is surely deleted by its undo; one of unknown fate may land
      * after it (kept for undo_stale; best effort: without it, it lasts until its ttl) */
     if (unknown && !l->stale) l->stale = calloc(HL_STALE_MAX, HL_TOKEN_LEN + 1);
@@ -680,7 +691,8 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
 {
     hilock_status st;
     hilock *l;
-    int64_t start, deadline, hard, down_pause = 0;
+    int64_t start, wait_end, down_pause = 0;
+    hl_deadline dl;
     long attempts = 0;
     int woken = 0;
     if (out) *out = NULL;
@@ -709,13 +721,13 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
     start = hl_now_us();
     if (HL_OBSERVED(c)) acquire_event(l, HILOCK_EVENT_ACQUIRE_START, HILOCK_OK, start, start, 0, 0);
     /* a wait too long to count in microseconds is as good as forever (and must not overflow) */
-    deadline = wait_ms < 0 || wait_ms > HL_NEVER / 1000 ? HL_NEVER : hl_add_sat(start, wait_ms * 1000);
-    /* the last attempt may start just before the deadline, and may have to connect first */
-    hard = hl_add_sat(deadline, hl_call_bound_us(c, c->opt.io_timeout_ms * 1000));
+    wait_end = wait_ms < 0 || wait_ms > HL_NEVER / 1000 ? HL_NEVER : hl_add_sat(start, wait_ms * 1000);
+    /* the last attempt may start just before the wait's end, and may have to connect first */
+    dl = lock_dl(c, ttl_ms, hl_add_sat(wait_end, hl_call_bound_us(c, c->opt.io_timeout_ms * 1000)));
     for (int retake = 0;;) {
         int64_t hint = 0;
-        if (l->spent && (st = fresh_token(l, hard)) != HILOCK_OK) break;
-        st = attempt(l, hard, hl_wait_mark_ms(l, deadline), &hint);
+        if (l->spent && (st = fresh_token(l, dl)) != HILOCK_OK) break;
+        st = attempt(l, dl, hl_wait_mark_ms(l, wait_end), &hint);
         attempts++;
         if (st == HILOCK_OK) {
             acquire_end(l, st, start, attempts, woken);
@@ -735,7 +747,7 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
         if (st == HILOCK_BUSY && l->nstale) undo_stale(l);
         /* a server may come back before a finite deadline; "forever" waits for the lock,
          * not for a server, so there an error ends the wait (as the header says) */
-        if (!retryable(st) || (deadline == HL_NEVER && st != HILOCK_BUSY) || hl_now_us() >= deadline ||
+        if (!retryable(st) || (wait_end == HL_NEVER && st != HILOCK_BUSY) || hl_now_us() >= wait_end ||
             c->cancelled)   /* (a loop's client being freed: its calls end now) */
             break;
         retake = 0;
@@ -745,11 +757,11 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
              * server makes thousands of connects, not 100,000) */
             down_pause = down_pause ? down_pause * 2 : c->opt.retry_delay_ms * 1000;
             if (down_pause > c->opt.poll_ms * 1000) down_pause = c->opt.poll_ms * 1000;
-            hl_pause_until(c, deadline - hl_now_us() < down_pause ? deadline : hl_now_us() + down_pause);
+            hl_pause_until(c, wait_end - hl_now_us() < down_pause ? wait_end : hl_now_us() + down_pause);
             woken = 0;
         } else {
             down_pause = 0;
-            woken = hl_wait_turn(l, hint, deadline);
+            woken = hl_wait_turn(l, hint, wait_end);
         }
         if (hl_call_cancelled(c)) {
             st = cancelled(l, attempts);
@@ -757,16 +769,16 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
         }
     }
     acquire_end(l, st, start, attempts, 0);
-    hl_kind_give_up(l, hard);
+    hl_kind_give_up(l, dl);
     hilock_free(l);
     return st;
 }
 
 /* Run one per-key command (release, extend, check) on every master at once. ttl_ms: the
- * extend's new ttl, else 0. *deadline: the call's, which all of its round trips keep to
+ * extend's new ttl, else 0. *dl: the call's, which all of its round trips keep to
  * (Sentinel's question before, failover.lua after). */
 static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_kind op,
-                        int64_t ttl_ms, int64_t *t0, int64_t *deadline)
+                        int64_t ttl_ms, int64_t *t0, hl_deadline *dl)
 {
     hilock_client *c = l->c;
     hl_cmd cmds[HL_MAX_CMDS];
@@ -777,11 +789,11 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
     tally t;
     cmds[0] = *cmd;   /* then failover.lua and WAIT where asked for (topology.c) */
     /* Redlock: connect and answer within twice the per-master timeout (see attempt) */
-    ncmd = topo_begin(l, &top, op, ttl_ms, cmds, per, hl_add_sat(hl_now_us(), c->nnodes > 1 ? 2 * per
-                                                                 : hl_call_bound_us(c, per)));
+    ncmd = topo_begin(l, &top, op, ttl_ms, cmds, hl_deadline_of(per, hl_add_sat(hl_now_us(),
+                      c->nnodes > 1 ? 2 * per : hl_call_bound_us(c, per))));
     *t0 = hl_now_us();
-    *deadline = top.deadline_us;
-    ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, per + top.extra_us, top.deadline_us);
+    *dl = top.dl;
+    ok = hl_exec(c, hl_all_nodes(c), cmds, ncmd, hl_deadline_of(per + top.extra_us, top.dl.hard_us));
     t = tally_replies(l, hl_all_nodes(c), ok, kind);
     if (HL_OBSERVED(c)) member_events(l, &t, op == HL_TOPO_RELEASE ? HILOCK_EVENT_RELEASE : HILOCK_EVENT_EXTEND);
     /* (not on a node whose script answered an error: its failover.lua round trip would
@@ -795,7 +807,7 @@ static tally run_on_all(hilock *l, const hl_cmd *cmd, reply_kind kind, hl_topo_k
     t.errs |= top.short_acks;
     if (top.short_acks) t.err = top.err;
     hl_exec_clear(c);
-    name_wrong_types(l, &t, 1, *deadline);   /* (another kind took the key: not an error) */
+    name_wrong_types(l, &t, 1, *dl);   /* (another kind took the key: not an error) */
     return t;
 }
 
@@ -954,7 +966,8 @@ static hilock_status release_once(hilock *l)
     hl_cmd cmd;
     hl_kind_buf b;
     uint32_t yes, answered;
-    int64_t t0, dl;
+    int64_t t0;
+    hl_deadline dl;
     int was_valid;
     tally t;
     if (!l) return HILOCK_EINVAL;
@@ -1033,7 +1046,8 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
     hl_cmd cmd;
     hl_kind_buf b;
     uint32_t answered;
-    int64_t t0, dl, until;
+    int64_t t0, until;
+    hl_deadline dl;
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;
@@ -1060,10 +1074,9 @@ static hilock_status extend_once(hilock *l, int64_t ttl_ms)
         return undecided(l, &t, "extend: ", "ours on", popcount(t.yes), dl);
     }
     if ((size_t)popcount(t.yes) < c->quorum) {
-        int64_t per = node_timeout_us(c, ttl_ms);
         l->valid_until_us = 0;
         /* lost: what is left of it on a minority (now with the new ttl) only blocks others */
-        undo_on(l, t.yes, ttl_ms, per, dl);
+        undo_on(l, t.yes, ttl_ms, dl);
         return not_held(l, &t, "extend", t.yes);
     }
     if (until <= hl_now_us()) {
@@ -1083,7 +1096,8 @@ static hilock_status check_once(hilock *l)
     hl_cmd cmd;
     hl_kind_buf b;
     uint32_t answered;
-    int64_t t0, dl;
+    int64_t t0;
+    hl_deadline dl;
     tally t;
     if (!l) return HILOCK_EINVAL;
     c = l->c;

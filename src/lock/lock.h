@@ -198,23 +198,23 @@ hilock_status hl_check_key(hilock_client *c, const char *key);
 hilock_status hl_check_ttl(hilock_client *c, int64_t ttl_ms);
 
 /* Jittered pause before the next attempt: mean retry_delay_ms, capped by hint_us (e.g. the
- * holder's remaining PTTL; <= 0 = no hint) and by the deadline. */
-int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t deadline_us);
+ * holder's remaining PTTL; <= 0 = no hint) and by wait_end (the caller's wait's end). */
+int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t wait_end);
 /* The end of a blocking waiter's pause: 0.75 to 1 x poll_ms from now (the jitter spreads
  * waiters; poll_ms stays the bound on seeing a key freed without a signal), capped alike. */
-int64_t hl_next_poll(hilock_client *c, int64_t hint_us, int64_t deadline_us);
+int64_t hl_next_poll(hilock_client *c, int64_t hint_us, int64_t wait_end);
 
 /* ---- seams owned by other files ---- */
 /* src/lock/wait.c: pause between acquire attempts until the holder's release (or hint_us, the
- * holder's remaining PTTL, or the deadline): the waiting strategy lives in one place. */
-int hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us);   /* 1: a release woke it */
+ * holder's remaining PTTL, or wait_end): the waiting strategy lives in one place. */
+int hl_wait_turn(hilock *l, int64_t hint_us, int64_t wait_end);   /* 1: a release woke it */
 /* The longest pause (ms) between two attempts of a waiter of l: poll_ms where it blocks on a
  * release signal, else 1.5 x retry_delay_ms (the jitter's top), + 1. What a mark, a queue
  * entry or a cut of a mark must outlive. */
 int64_t hl_pause_max_ms(const hilock *l);
 /* How long (ms) a busy attempt marks the lock awaited (acquire.lua ARGV[5]): at least as
  * long as the wait that follows it can last; 0 = this caller will not wait. */
-int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us);
+int64_t hl_wait_mark_ms(const hilock *l, int64_t wait_end);
 /* src/lock/lock.c: a keepalive (l on client c: its private one, or a loop's) gave up after
  * renewals failed for a passing reason (st) until the validity ran out: the lock is counted
  * lost and reported (LOST, lost_why UNKNOWN, the message why), unless its loss was already

@@ -91,43 +91,42 @@ static int second_blocks(const hilock *l)
     return !l->kind->queue && !fractional(l->c);
 }
 
-int64_t hl_wait_mark_ms(const hilock *l, int64_t deadline_us)
+int64_t hl_wait_mark_ms(const hilock *l, int64_t wait_end)
 {
     const hilock_client *c = l->c;
     int64_t now = hl_now_us(), w;
     /* (a queue must hear of every wait, also when it is spent polling; so must readers of a
      * plain lock's writer behind them -- l->queued, modern.c: its mark holds them off) */
-    if ((!c->opt.wake && !l->kind->queue && !l->queued) || !l->kind->wake || deadline_us <= now) return 0;
+    if ((!c->opt.wake && !l->kind->queue && !l->queued) || !l->kind->wake || wait_end <= now) return 0;
     w = hl_pause_max_ms(l) * 1000;   /* the longest pause this waiter takes */
     if (w < 1000000 && second_blocks(l)) w = 1000000;   /* or the one-second block */
-    if (deadline_us - now < w) w = deadline_us - now;
+    if (wait_end - now < w) w = wait_end - now;
     /* + the allowance for a late BLPOP and the round trips around it */
     return (w + c->opt.io_timeout_ms * 1000) / 1000 + 1;
 }
 
-/* Until when a waiter blocks, given its pause's end `until`: the pause itself where the
- * servers take a fractional timeout; else whole seconds of it, or one second where the
- * pause is shorter and neither the deadline nor the holder's PTTL (hint_us) comes first;
- * 0: no block (poll). */
-static int64_t block_end(const hilock *l, int64_t until, int64_t hint_us, int64_t deadline_us)
+/* Until when a waiter blocks, given its pause's end: the pause itself where the servers take
+ * a fractional timeout; else whole seconds of it, or one second where the pause is shorter
+ * and neither the wait's end nor the holder's PTTL (hint_us) comes first; 0: no block (poll). */
+static int64_t block_end(const hilock *l, int64_t pause_end, int64_t hint_us, int64_t wait_end)
 {
-    int64_t now = hl_now_us(), bound = deadline_us;
-    if (fractional(l->c)) return until;
-    if (until - now >= 1000000) return now + (until - now) / 1000000 * 1000000;
+    int64_t now = hl_now_us(), bound = wait_end;
+    if (fractional(l->c)) return pause_end;
+    if (pause_end - now >= 1000000) return now + (pause_end - now) / 1000000 * 1000000;
     if (hint_us > 0 && now + hint_us < bound) bound = now + hint_us;
     return second_blocks(l) && bound - now >= 1000000 ? now + 1000000 : 0;
 }
 
-/* Block on the signal list of every master until `until`, at most. 1: a release woke us;
+/* Block on the signal list of every master until `end`, at most. 1: a release woke us;
  * 0: the time ran out (some master answered nil); -1: no master answered (an error, a
  * refused BLPOP, a connection lost): poll instead. */
-static int block_on_signal(hilock *l, int64_t until)
+static int block_on_signal(hilock *l, int64_t end)
 {
     hilock_client *c = l->c;
     hl_cmd cmd;
     char secs[32];
     int64_t now = hl_now_us(), late = c->opt.io_timeout_ms * 500;
-    long long ms = (long long)((until - now) / 1000);
+    long long ms = (long long)((end - now) / 1000);
     uint32_t ok;
     int woken = -1;
     if (ms < 1) ms = 1;
@@ -138,7 +137,8 @@ static int block_on_signal(hilock *l, int64_t until)
     hl_cmd_arg(&cmd, "BLPOP", 5);
     hl_cmd_arg(&cmd, l->signal_key, (size_t)-1);
     hl_cmd_arg(&cmd, secs, (size_t)-1);
-    ok = hl_exec_any(c, hl_all_nodes(c), &cmd, 1, until - now + late, hl_add_sat(until, late));
+    /* one round trip: the block, and half of io_timeout_ms for the server's late timer */
+    ok = hl_exec_any(c, hl_all_nodes(c), &cmd, 1, hl_deadline_of(end - now + late, hl_add_sat(end, late)));
     for (size_t i = 0; i < c->nnodes; i++) {   /* [list, element]; nil when the time ran out */
         int t = ok & (1u << i) ? hl_reply_type(c->nodes[i].reply[0]) : HL_R_ERROR;
         if (t == HL_R_ARRAY) woken = 1;
@@ -148,13 +148,13 @@ static int block_on_signal(hilock *l, int64_t until)
     return woken;
 }
 
-int hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us)
+int hl_wait_turn(hilock *l, int64_t hint_us, int64_t wait_end)
 {
     hilock_client *c = l->c;
     l->woken = 0;
     if (blocks(l)) {
-        int64_t until = hl_next_poll(c, hint_us, deadline_us);
-        int64_t block = block_end(l, until, hint_us, deadline_us);
+        int64_t pause_end = hl_next_poll(c, hint_us, wait_end);
+        int64_t block = block_end(l, pause_end, hint_us, wait_end);
         if (block - hl_now_us() >= MIN_BLOCK_US) {
             int w = block_on_signal(l, block);
             if (w >= 0) return l->woken = w;   /* signalled, or the block ran out: attempt now */
@@ -162,6 +162,6 @@ int hl_wait_turn(hilock *l, int64_t hint_us, int64_t deadline_us)
     }
     /* no block (wake off, a kind that polls, a pause too short to block, BLPOP refused): the
      * retry pause, at once if over */
-    hl_pause_until(c, hl_next_attempt(c, hint_us, deadline_us));
+    hl_pause_until(c, hl_next_attempt(c, hint_us, wait_end));
     return 0;
 }

@@ -581,13 +581,13 @@ static int install_map(hl_node *n, struct hl_topo *t, const char *text, size_t l
  * theirs with every replica any node names (hl_cluster_nodes' `every`). */
 enum { FULL = 1, FULL_EVERY = 2 };
 
-static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full);
+static int fetch_map(hl_node *n, struct hl_topo *t, hl_deadline dl, int full);
 
 /* fetch_map, reported (hilock_observe.h: MAP_REFRESH). */
-static int map_refresh(hilock_client *c, hl_node *n, struct hl_topo *t, int64_t deadline, int full)
+static int map_refresh(hilock_client *c, hl_node *n, struct hl_topo *t, hl_deadline dl, int full)
 {
     int64_t t0 = hl_now_us();
-    int rc = fetch_map(n, t, deadline, full);
+    int rc = fetch_map(n, t, dl, full);
     hl_emit_simple(c, HILOCK_EVENT_MAP_REFRESH, NULL, 0, n->name, rc < 0 ? n->st : HILOCK_OK,
                    hl_now_us() - t0);
     return rc;
@@ -659,33 +659,33 @@ static void merge_others(struct hl_topo *t, uint32_t mask, size_t k)
 }
 
 /* Ask the seeds and a few known masters at once for CLUSTER NODES; the first map to arrive is
- * used (FULL_EVERY: every one that answers within the deadline is read, merge_others). Without
- * a map (or `full`: the operator tools, which need the map now), within deadline; with one,
- * within REFRESH_BUDGET_MS of it. 0, or -1 with n->st, n->err. */
-static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
+ * used (FULL_EVERY: every one that answers by the end is read, merge_others). Without a
+ * map (or `full`: the operator tools, which need the map now), all of dl's time left is one
+ * round trip; with one, REFRESH_BUDGET_MS of it. 0, or -1 with n->st, n->err. */
+static int fetch_map(hl_node *n, struct hl_topo *t, hl_deadline dl, int full)
 {
     hl_cmd q;
     char why[200];
     size_t off = 0;
     uint32_t mask = 0;
-    int64_t now = hl_now_us(), dl = deadline;
+    int64_t now = hl_now_us(), end = dl.hard_us;
     why[0] = '\0';
-    if (t->have_map && !full && hl_add_sat(now, REFRESH_BUDGET_MS * 1000) < dl)
-        dl = hl_add_sat(now, REFRESH_BUDGET_MS * 1000);
+    if (t->have_map && !full && hl_add_sat(now, REFRESH_BUDGET_MS * 1000) < end)
+        end = hl_add_sat(now, REFRESH_BUDGET_MS * 1000);
     hl_cmd_init(&q, NULL, 0);
     hl_cmd_arg(&q, "CLUSTER", 7);
     hl_cmd_arg(&q, "NODES", 5);
     pick_known(t);
     for (size_t k = 0; k < t->sc.nnodes; k++)
         if (t->sc.nodes[k].url.host) mask |= 1u << k;
-    if (dl > now) {   /* (no time left: nothing asked, so no pause before the next refresh) */
-        if (full == FULL_EVERY)   /* every node's answer, within the deadline (merge_others) */
-            hl_exec(&t->sc, mask, &q, 1, dl - now, dl);
+    if (end > now) {   /* (no time left: nothing asked, so no pause before the next refresh) */
+        if (full == FULL_EVERY)   /* every node's answer, by the end (merge_others) */
+            hl_exec(&t->sc, mask, &q, 1, hl_deadline_of(end - now, end));
         else
-            hl_exec_any(&t->sc, mask, &q, 1, dl - now, dl);
+            hl_exec_any(&t->sc, mask, &q, 1, hl_deadline_of(end - now, end));
         t->next_refresh = hl_add_sat(hl_now_us(), REFRESH_AFTER_FAIL_US);
     }
-    for (size_t k = 0; dl > now && k < t->sc.nnodes; k++) {
+    for (size_t k = 0; end > now && k < t->sc.nnodes; k++) {
         hl_node *s = &t->sc.nodes[k];
         const char *text = NULL;
         size_t len;
@@ -712,7 +712,7 @@ static int fetch_map(hl_node *n, struct hl_topo *t, int64_t deadline, int full)
         no_map(s, why, sizeof why, &off);
     }
     hl_exec_clear(&t->sc);
-    if (dl > now && t->tb.n) t->known_at = (t->known_at + NKNOWN) % t->tb.n;   /* others next time */
+    if (end > now && t->tb.n) t->known_at = (t->known_at + NKNOWN) % t->tb.n;   /* others next time */
     n->st = HILOCK_EIO;
     for (size_t k = 0; k < t->sc.nnodes; k++)
         if ((mask & (1u << k)) && (t->sc.nodes[k].st == HILOCK_EAUTH || t->sc.nodes[k].st == HILOCK_EREPLY))
@@ -741,7 +741,7 @@ static int first_key(const hl_cmd *cmds, int ncmd, const char **key, size_t *len
     return 0;
 }
 
-static int cluster_route(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us)
+static int cluster_route(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, hl_deadline dl)
 {
     struct hl_topo *t = topo_get(c, n);
     const char *key;
@@ -761,7 +761,7 @@ static int cluster_route(hilock_client *c, hl_node *n, const hl_cmd *cmds, int n
     if (!asking) {
         /* A stale map is asked again at most once per REFRESH_EVERY_US; a refresh that fails
          * leaves the map in hand to route by (and MOVED answers to correct it). */
-        if ((!t->have_map || (t->stale && hl_now_us() >= t->next_refresh)) && map_refresh(c, n, t, deadline_us, 0) < 0) {
+        if ((!t->have_map || (t->stale && hl_now_us() >= t->next_refresh)) && map_refresh(c, n, t, dl, 0) < 0) {
             if (!t->have_map) return -1;
             n->st = HILOCK_OK;
             n->err[0] = '\0';
@@ -789,12 +789,12 @@ static int cluster_route(hilock_client *c, hl_node *n, const hl_cmd *cmds, int n
     return asking;
 }
 
-static hilock_status cluster_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
+static hilock_status cluster_resolve(hilock_client *c, hl_node *n, hl_deadline dl,
                                      const char **host, int *port)
 {
     struct hl_topo *t = n->topo_state;
     (void)c;
-    (void)deadline_us;
+    (void)dl;
     if (!t || t->cur < 0) {   /* route() runs first: never so */
         n->st = HILOCK_EIO;
         snprintf(n->err, sizeof n->err, "cluster: no server chosen");
@@ -830,7 +830,7 @@ static void redirected(hilock_client *c, const hl_node *n, hilock_redirect_kind 
     hl_redirect_seen(c, n, kind, target, key, klen);
 }
 
-static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, int64_t deadline_us)
+static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd, hl_deadline dl)
 {
     struct hl_topo *t = n->topo_state;
     if (!t) return 0;
@@ -864,7 +864,7 @@ static int cluster_redirect(hilock_client *c, hl_node *n, const hl_cmd *cmds, in
         }
         if (!strncmp(s, "TRYAGAIN", 8) || !strncmp(s, "CLUSTERDOWN", 11)) {
             int64_t pause = (int64_t)BACKOFF_US << (t->hops < 4 ? t->hops : 4);
-            if (hl_add_sat(hl_now_us(), pause) >= deadline_us) {
+            if (hl_add_sat(hl_now_us(), pause) >= dl.hard_us) {
                 t->hops = 0;
                 return 0;
             }
@@ -901,10 +901,10 @@ static const char *cluster_node_id(const hl_node *n)
 
 /* Does the master with node id `id` serve a slot in the map? A stale one (a MOVED, a failed
  * round trip since it was read; the refresh after a MOVED may have been put off) is asked
- * again first, within deadline_us and whatever the pace of refreshes: this runs only when a
+ * again first, within dl and whatever the pace of refreshes: this runs only when a
  * lock is missing from a master that was not its own, rarely. The node's state stays the
  * call's. 1 yes, 0 no, -1 no map. (The map that answers may still lag: docs/cluster.md.) */
-static int cluster_serves(hilock_client *c, hl_node *n, const char *id, int64_t deadline_us)
+static int cluster_serves(hilock_client *c, hl_node *n, const char *id, hl_deadline dl)
 {
     struct hl_topo *t = n->topo_state;
     /* (on an event loop one flow at a time asks for the map, and this one may not be it: the
@@ -913,7 +913,7 @@ static int cluster_serves(hilock_client *c, hl_node *n, const char *id, int64_t 
         hilock_status st = n->st;
         char err[sizeof n->err];
         memcpy(err, n->err, sizeof err);
-        map_refresh(c, n, t, deadline_us, 0);
+        map_refresh(c, n, t, dl, 0);
         n->st = st;
         memcpy(n->err, err, sizeof err);
     }
@@ -924,7 +924,7 @@ static int cluster_serves(hilock_client *c, hl_node *n, const char *id, int64_t 
 }
 
 static int cluster_route_to(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd,
-                            int64_t deadline_us, int fetch, int *asking);
+                            hl_deadline dl, int fetch, int *asking);
 static void cluster_use(hl_node *n, int s);
 static int cluster_current(const hl_node *n);
 
@@ -957,7 +957,7 @@ static void replicas_of(const struct hl_topo *t, const srv *m, hl_cluster_node_f
         if (m->id[0] && !strcmp(t->rep[r].of, m->id)) fn(t->rep[r].host, t->rep[r].port, t->rep[r].id, 0, 1, arg);
 }
 
-hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int every, int64_t deadline_us,
+hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int every, hl_deadline dl,
                                hl_cluster_node_fn fn, void *arg)
 {
     struct hl_topo *t = topo_get(c, n);
@@ -971,7 +971,7 @@ hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int every
      * operator asks what the cluster is, not what this client last heard (an error if no
      * one can say, rather than an old map shown as the truth). */
     t->keep_replicas = 1;
-    if (map_refresh(c, n, t, deadline_us, every ? FULL_EVERY : FULL) < 0) return n->st;
+    if (map_refresh(c, n, t, dl, every ? FULL_EVERY : FULL) < 0) return n->st;
     if (slot >= 0 && t->owner[slot] < 0) {
         snprintf(n->err, sizeof n->err, "cluster: no master serves slot %d in the slot map", slot);
         return n->st = HILOCK_EIO;
@@ -1005,17 +1005,17 @@ hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int every
  * back in before it encodes for it or reads its handshake (its flows interleave: the node
  * holds whichever server was used last). */
 static int cluster_route_to(hilock_client *c, hl_node *n, const hl_cmd *cmds, int ncmd,
-                            int64_t deadline_us, int fetch, int *asking)
+                            hl_deadline dl, int fetch, int *asking)
 {
     struct hl_topo *t = topo_get(c, n);
     int stale, rc;
-    if (!t) return cluster_route(c, n, cmds, ncmd, deadline_us);   /* (says out of memory) */
+    if (!t) return cluster_route(c, n, cmds, ncmd, dl);   /* (says out of memory) */
     t->sc.runner = c->runner;   /* the seeds' round trips are driven as c's are */
     t->sc.loop = c->loop;
     if (!fetch && !t->have_map) return -2;
     stale = t->stale;
     if (!fetch) t->stale = 0;   /* (route fetches only when stale or mapless) */
-    rc = cluster_route(c, n, cmds, ncmd, deadline_us);
+    rc = cluster_route(c, n, cmds, ncmd, dl);
     if (!fetch) t->stale = t->stale || stale;
     if (rc < 0) return -1;
     *asking = rc;

@@ -99,17 +99,18 @@ static const char *kv_field(const hl_reply *r, const char *name)
 }
 
 /* Ask Sentinel k. 1: *a filled; 0: it does not know the master name; -1: no (usable) answer. */
-static int ask(struct hl_topo *t, const char *master, size_t k, int64_t deadline, answer *a)
+static int ask(struct hl_topo *t, const char *master, size_t k, hl_deadline dl, answer *a)
 {
     hl_cmd q[2];
     hl_node *s = &t->sc.nodes[k];
-    int64_t now = hl_now_us(), per = t->sc.opt.connect_timeout_ms * 1000;
+    int64_t now = hl_now_us(), end;
     const hl_reply *addr, *port;
     const char *ep;
     size_t hl;
     int rc = -1;
-    if (hl_add_sat(now, per) < deadline) deadline = now + per;
-    if (deadline <= now) {
+    dl.per_us = t->sc.opt.connect_timeout_ms * 1000;   /* each Sentinel: one connect's time */
+    end = hl_round_end(dl, now);
+    if (end <= now) {
         s->st = HILOCK_ETIMEDOUT;
         snprintf(s->err, sizeof s->err, "%s: not asked: no time left", s->name);
         return -1;
@@ -122,7 +123,7 @@ static int ask(struct hl_topo *t, const char *master, size_t k, int64_t deadline
     hl_cmd_arg(&q[1], "SENTINEL", 8);
     hl_cmd_arg(&q[1], "master", 6);
     hl_cmd_arg(&q[1], master, (size_t)-1);
-    if (!hl_exec(&t->sc, 1u << k, q, 2, per, deadline)) return -1;   /* s->err says why */
+    if (!hl_exec(&t->sc, 1u << k, q, 2, hl_deadline_of(dl.per_us, end))) return -1;   /* s->err says why */
     addr = s->reply[0];
     if (hl_reply_type(addr) == HL_R_NIL) {
         rc = 0;
@@ -159,7 +160,7 @@ static void to_front(struct hl_topo *t, size_t k)
  * than we have seen lags behind a failover: the others are asked for a fresher answer, and
  * it is used only if none has one. 1: *a; 0: every Sentinel that answered did not know the
  * name; -1: none answered. why: the reasons, for the error message. */
-static int query(hilock_client *c, hl_node *n, int64_t deadline, answer *a, char *why, size_t whylen,
+static int query(hilock_client *c, hl_node *n, hl_deadline dl, answer *a, char *why, size_t whylen,
                  int *auth)
 {
     struct hl_topo *t = topo_get(c, n);
@@ -179,7 +180,7 @@ static int query(hilock_client *c, hl_node *n, int64_t deadline, answer *a, char
     memcpy(order, t->order, sizeof order);   /* (another flow may reorder it meanwhile) */
     for (size_t j = 0; j < t->sc.nnodes; j++) {
         size_t k = order[j];
-        int rc = ask(t, n->url.master, k, deadline, &cur);
+        int rc = ask(t, n->url.master, k, dl, &cur);
         if (rc == 1 && best < 0) {
             *a = cur;
             best = (int)k;
@@ -206,12 +207,12 @@ static int query(hilock_client *c, hl_node *n, int64_t deadline, answer *a, char
 }
 
 /* On a new connection: ask the Sentinels for the master (errors name it from then on). */
-static hilock_status sentinel_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
+static hilock_status sentinel_resolve(hilock_client *c, hl_node *n, hl_deadline dl,
                                       const char **host, int *port)
 {
     char why[160], name[300];
     answer a;
-    int moved, auth, rc = query(c, n, deadline_us, &a, why, sizeof why, &auth);
+    int moved, auth, rc = query(c, n, dl, &a, why, sizeof why, &auth);
     struct hl_topo *t = n->topo_state;
     if (rc == 0) {
         n->st = HILOCK_EINVAL;
@@ -266,14 +267,15 @@ static hilock_status sentinel_role(hl_node *n, const hl_reply *role)
  * than CONFIRM_FRESH_US ago is not asked again: a tight acquire/release loop costs one
  * Sentinel round trip per 100 ms, not two per cycle, and the Sentinels themselves learn of a
  * failover a second or more after it. */
-static int sentinel_moved(hilock_client *c, hl_node *n, int64_t deadline_us)
+static int sentinel_moved(hilock_client *c, hl_node *n, hl_deadline dl)
 {
     struct hl_topo *t = n->topo_state;
     char why[160];
     answer a;
     int auth;
     /* within connect_timeout_ms, as a resolve, and never past the calling operation's bound */
-    int64_t dl = hl_round_end(hl_now_us(), c->opt.connect_timeout_ms * 1000, deadline_us);
+    dl.per_us = c->opt.connect_timeout_ms * 1000;
+    dl.hard_us = hl_round_end(dl, hl_now_us());
     if (!t || hl_now_us() - t->confirmed_us < CONFIRM_FRESH_US) return 0;
     if (query(c, n, dl, &a, why, sizeof why, &auth) != 1)
         return 0;   /* no Sentinel to ask (in time): keep the connection we have */

@@ -138,11 +138,11 @@ static const char *guard_key(hilock_client *c, hl_topo_lock *l)
 
 /* ---- direct: the URL names the master ---- */
 
-static hilock_status direct_resolve(hilock_client *c, hl_node *n, int64_t deadline_us,
+static hilock_status direct_resolve(hilock_client *c, hl_node *n, hl_deadline dl,
                                     const char **host, int *port)
 {
     (void)c;
-    (void)deadline_us;
+    (void)dl;
     if (n->url.kind == HL_URL_UNIX) {
         *host = n->url.path;
         *port = -1;
@@ -171,41 +171,40 @@ const hl_topo_ops hl_topo_direct = {
 /* Nodes in mask (connected) whose master moved, in their topology's judgement (Sentinel: the
  * Sentinels no longer name it), asked by the operation's deadline. Their connections are
  * closed and st/err say so. */
-static uint32_t moved(hilock_client *c, uint32_t mask, int64_t deadline_us)
+static uint32_t moved(hilock_client *c, uint32_t mask, hl_deadline dl)
 {
     uint32_t m = 0;
     for (size_t i = 0; i < c->nnodes; i++) {
         hl_node *n = &c->nodes[i];
         if ((mask & (1u << i)) && n->topo->moved && hl_node_connected(c, n) &&
-            n->topo->moved(c, n, deadline_us))
+            n->topo->moved(c, n, dl))
             m |= 1u << i;
     }
     return m;
 }
 
-/* The deadline of one more round trip of the operation: its per-node timeout from now, never
- * past the operation's own deadline (a slow path adds no time to the call's bound). */
-static int64_t round_deadline(const hl_topo_op *op)
+/* The end of one more round trip of the operation: its per-node timeout from now, never past
+ * the operation's own end (a slow path adds no time to the call's bound). */
+static int64_t round_end(const hl_topo_op *op)
 {
-    return hl_round_end(hl_now_us(), op->per_us, op->deadline_us);
+    return hl_round_end(op->dl, hl_now_us());
 }
 
 /* ---- around a lock operation ---- */
 
 int hl_topo_begin(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, hl_topo_kind kind,
-                  int64_t ttl_ms, hl_cmd *cmds, int n, int64_t per_us, int64_t deadline_us)
+                  int64_t ttl_ms, hl_cmd *cmds, int n, hl_deadline dl)
 {
     memset(op, 0, sizeof *op);
     op->kind = kind;
     op->id_at = op->rec_at = op->wait_at = -1;
     op->ttl_ms = ttl_ms > 0 ? ttl_ms : l->ttl_ms;
-    op->per_us = per_us;
-    op->deadline_us = deadline_us;
+    op->dl = dl;
     if (aware(c) && n < HL_MAX_CMDS && guard_key(c, l)) {
         /* the fast path: INFO replication (keyless) and, where there is a record, its fields;
          * failover.lua only where these cannot settle the call (hl_topo_end) */
         hl_cmd *s = &cmds[n];
-        if (kind != HL_TOPO_ACQUIRE) moved(c, hl_all_nodes(c), deadline_us);
+        if (kind != HL_TOPO_ACQUIRE) moved(c, hl_all_nodes(c), dl);
         op->id_at = n++;
         hl_cmd_init(s, NULL, 0);
         s->need = HL_CAP_FAILOVER;   /* replication ids: refused, with the reason, before 4.0 */
@@ -235,7 +234,7 @@ int hl_topo_begin(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, hl_topo_kin
         hl_cmd_argi(w, op->arg[0], c->opt.min_replicas);
         hl_cmd_argi(w, op->arg[1], c->opt.replicas_timeout_ms);
         op->extra_us = c->opt.replicas_timeout_ms * 1000;
-        op->deadline_us = hl_add_sat(deadline_us, op->extra_us);
+        op->dl.hard_us = hl_add_sat(dl.hard_us, op->extra_us);
     }
     return n;
 }
@@ -356,8 +355,8 @@ static int fast_ident(const hilock_client *c, const hl_topo_op *op, const hl_nod
  * no time is left: they time out unasked). Returns the nodes that answered. */
 static uint32_t slow_exec(hilock_client *c, const hl_topo_op *op, uint32_t mask, const hl_cmd *s)
 {
-    int64_t dl = round_deadline(op);
-    if (dl > hl_now_us()) return hl_exec(c, mask, s, 1, op->per_us, dl);
+    int64_t end = round_end(op);
+    if (end > hl_now_us()) return hl_exec(c, mask, s, 1, hl_deadline_of(op->dl.per_us, end));
     for (size_t i = 0; i < c->nnodes; i++)
         if (mask & (1u << i))
             hl_node_set_err(&c->nodes[i], HILOCK_ETIMEDOUT, "failover check", "no time left");
@@ -527,7 +526,7 @@ static void end_grant(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, size_t 
  * replica syncs.) */
 static int shard_failed_over(hilock_client *c, hl_node *n, const hl_topo_op *op, const struct hl_lockid *mine)
 {
-    return n->topo->serves && n->topo->serves(c, n, mine->node, round_deadline(op)) == 0;
+    return n->topo->serves && n->topo->serves(c, n, mine->node, hl_deadline_of(op->dl.per_us, round_end(op))) == 0;
 }
 
 /* One node of extend, release or check: did our lock survive any change of master? found:
@@ -602,14 +601,14 @@ static void no_answer(hilock_client *c, hl_topo_lock *l, const hl_topo_op *op, s
 static void undo_now(hilock_client *c, hl_topo_lock *l, const hl_topo_op *op)
 {
     char keep[sizeof c->nodes->err];
-    int64_t dl = round_deadline(op);   /* one for all: together they take one round trip's time */
+    int64_t end = round_end(op);   /* one for all: together they take one round trip's time */
     for (size_t i = 0; i < c->nnodes; i++) {
         if (!(op->undo & (1u << i))) continue;
         hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
         /* (none kept, out of memory: it expires by its ttl; no time left: the next contact) */
-        if (c->nodes[i].nundo && dl > hl_now_us()) {
+        if (c->nodes[i].nundo && end > hl_now_us()) {
             memcpy(keep, c->nodes[i].err, sizeof keep);
-            hl_exec(c, 1u << i, NULL, 0, op->per_us, dl);
+            hl_exec(c, 1u << i, NULL, 0, hl_deadline_of(op->dl.per_us, end));
             memcpy(c->nodes[i].err, keep, sizeof keep);
         }
         c->nodes[i].st = op->err;
@@ -654,7 +653,7 @@ void hl_topo_end(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, uint32_t ok,
     if (op->kind != HL_TOPO_ACQUIRE) return;
     if (op->undo) undo_now(c, l, op);
     /* granted on a connection opened before this call: is it still the master? */
-    m = moved(c, granted & ~(op->refused | op->undo | op->failed), op->deadline_us);
+    m = moved(c, granted & ~(op->refused | op->undo | op->failed), op->dl);
     for (size_t i = 0; i < c->nnodes; i++)
         if (m & (1u << i)) hl_undo_add(c, i, l->key, l->token, l->ttl_ms);   /* first thing, next contact */
     op->moved = m;

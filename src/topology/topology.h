@@ -32,14 +32,14 @@ extern const hl_topo_ops hl_topo_cluster;
  * slots it serves (a replica: 0) and whether it is a replica (of the last master before it). */
 typedef void (*hl_cluster_node_fn)(const char *host, int port, const char *id, size_t slots, int replica,
                                    void *arg);
-/* The slot map of cluster node n, asked of its seeds and masters now (by deadline_us; the
+/* The slot map of cluster node n, asked of its seeds and masters now (within dl; the
  * replicas are kept from then on): fn for every master that serves slots, in the order of its
  * first slot, each followed by its replicas; or (slot >= 0) for the master of that slot and
- * its replicas. every: wait for every node asked (within deadline_us) and list each replica
+ * its replicas. every: wait for every node asked (within dl) and list each replica
  * any of them names (a node's gossip view lags); 0: the first map that arrives. fn must not
  * call the client. OK, or a status with n->st and n->err set (no map now: an older one is not
  * shown). */
-hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int every, int64_t deadline_us,
+hilock_status hl_cluster_nodes(hilock_client *c, hl_node *n, int slot, int every, hl_deadline dl,
                                hl_cluster_node_fn fn, void *arg);
 /* Their on_error_reply: 1 for READONLY (a replica now: close, resolve again next time). */
 int hl_topo_drop_on_readonly(hl_node *n, const hl_reply *r);
@@ -70,10 +70,10 @@ typedef struct hl_topo_op {
     int           wait_at;         /* and of WAIT; -1: not sent */
     int64_t       ttl_ms;          /* the ttl the operation sets (failover.lua's ARGV[3]) */
     int64_t       extra_us;        /* add to the per-node timeout: WAIT's share of the round trip */
-    int64_t       per_us;          /* the operation's per-node timeout (one round trip) */
-    int64_t       deadline_us;     /* the operation's deadline, WAIT's share included: every
+    hl_deadline   dl;              /* the operation's: per_us its per-node timeout (one round
+                                      trip), hard_us its end, WAIT's share included; every
                                       round trip here (Sentinel's question, failover.lua, the
-                                      undo) ends by it, each also within per_us */
+                                      undo) ends by it (hl_round_end) */
     uint32_t      refused;         /* acquire: the failover guard refused (the value is gone) */
     uint32_t      undo;            /* acquire: granted, not safely (WAIT short, ...): undone */
     uint32_t      moved;           /* acquire: granted on a master the Sentinels no longer name */
@@ -92,11 +92,11 @@ typedef struct hl_topo_op {
  * clients, or failover_guard = 1: INFO replication, and HMGET of the record where there is
  * one) and WAIT (min_replicas > 0; acquire and extend) after cmds[0..n); returns the new
  * count. Release, extend and check first ask a Sentinel whether the master moved (closing the
- * connection if so). Nothing for legacy/bridge locks. per_us, deadline_us: the operation's
- * per-node timeout and deadline (without WAIT's share: op->deadline_us adds it), which every
- * round trip of hl_topo_begin and hl_topo_end keeps to. */
+ * connection if so). Nothing for legacy/bridge locks. dl: the operation's per-node timeout
+ * and end (without WAIT's share: op->dl adds it), which every round trip of hl_topo_begin
+ * and hl_topo_end keeps to. */
 int  hl_topo_begin(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, hl_topo_kind kind,
-                   int64_t ttl_ms, hl_cmd *cmds, int n, int64_t per_us, int64_t deadline_us);
+                   int64_t ttl_ms, hl_cmd *cmds, int n, hl_deadline dl);
 /* After hl_exec, before hl_exec_clear: read those replies on the nodes in ok (granted: where
  * the acquire script granted; extend, release, check: where the script found our value) and
  * fill op's masks; node->err says why for each. Where they
