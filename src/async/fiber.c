@@ -2,21 +2,22 @@
 /* fiber.c -- suspendable flows: a hand-written switch on x86-64 and arm64, ucontext elsewhere
  * (see fiber.h for why).
  *
- * Stacks are mmap'ed with a guard page below them (an overflow faults instead of writing
- * over a neighbour) and kept in a small free list, so a lock cycle costs no mmap. The flows
- * run library code (whose deepest path is far below STACK_SIZE) and, as hilock_async.h warns
- * the application, its `watch` and `timer` callbacks, getaddrinfo's NSS modules and signal
- * handlers; `done` runs on the loop's own stack. Under AddressSanitizer the switches are announced
+ * Stacks come from the platform layer (hl_plat_stack_new) with a guard page below them (an
+ * overflow faults instead of writing over a neighbour) and are kept in a small free list, so
+ * a lock cycle costs no mmap. The flows run library code (whose deepest path is far below
+ * STACK_SIZE) and, as hilock_async.h warns the application, its `watch` and `timer`
+ * callbacks, getaddrinfo's NSS modules and signal handlers; `done` runs on the loop's own
+ * stack. Under AddressSanitizer the switches are announced
  * (__sanitizer_start/finish_switch_fiber) so that it tracks the right stack. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fiber.h"
+#include "platform.h"   /* the stacks: hl_plat_stack_new */
 
 #if defined(__SANITIZE_ADDRESS__)
 #define HL_ASAN 1
@@ -182,7 +183,7 @@ struct hl_fiber {
 #endif
     void      (*fn)(void *);
     void       *arg;
-    char       *map;       /* guard page + stack */
+    char       *map;       /* the stack's lowest byte (a guard page below it: platform.h) */
     int         done;
 #ifdef HL_ASAN
     const void *caller_bottom;
@@ -197,7 +198,6 @@ static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static size_t page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
 /* fork() while another thread holds pool_mu (a loop thread taking a stack) would leave the
  * child's copy locked for ever, and its first flow hanging: the mutex is taken around the
@@ -214,11 +214,7 @@ static char *stack_get(void)
     if (npool > 0) m = pool[--npool];
     pthread_mutex_unlock(&pool_mu);
     if (m) return m;
-    m = mmap(NULL, STACK_SIZE + page(), PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    mprotect(m, page(), PROT_NONE);   /* the guard: stacks grow down */
-    return m;
+    return hl_plat_stack_new(STACK_SIZE);   /* (a guard page below it) */
 }
 
 static void stack_put(char *m)
@@ -229,7 +225,7 @@ static void stack_put(char *m)
         m = NULL;
     }
     pthread_mutex_unlock(&pool_mu);
-    if (m) munmap(m, STACK_SIZE + page());
+    hl_plat_stack_free(m, STACK_SIZE);
 }
 
 static void fiber_main(hl_fiber *f)
@@ -256,7 +252,7 @@ static void fiber_entry(void)
 
 static void make_own(hl_fiber *f)
 {
-    void **sp = (void **)(f->map + page() + STACK_SIZE);   /* 16-byte aligned top */
+    void **sp = (void **)(f->map + STACK_SIZE);   /* 16-byte aligned top */
 #if defined(__x86_64__)
     *--sp = NULL;   /* so that fiber_entry starts with rsp % 16 == 8, as after a call */
     *--sp = (void *)(uintptr_t)fiber_entry;   /* hl_ctx_swap's ret goes there */
@@ -288,7 +284,7 @@ static void make_uctx(hl_fiber *fp)
     hl_fiber *volatile f = fp;
     uintptr_t p = (uintptr_t)fp;
     getcontext(&f->ctx);
-    f->ctx.uc_stack.ss_sp = f->map + page();
+    f->ctx.uc_stack.ss_sp = f->map;
     f->ctx.uc_stack.ss_size = STACK_SIZE;
     f->ctx.uc_link = &f->back;
     makecontext(&f->ctx, (void (*)(void))trampoline, 2, (unsigned int)(p >> 16 >> 16),
@@ -380,7 +376,7 @@ int hl_fiber_resume(hl_fiber *f)
     hl_fiber *prev = current;
 #ifdef HL_ASAN
     void *fake = NULL;
-    __sanitizer_start_switch_fiber(&fake, f->map + page(), STACK_SIZE);
+    __sanitizer_start_switch_fiber(&fake, f->map, STACK_SIZE);
 #endif
     current = f;
     swap(f, 1);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -193,4 +194,22 @@ long hl_plat_children(pid_t *out, size_t max)
         }
     closedir(d);
     return (long)n;
+}
+
+char *hl_plat_stack_new(size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    if (mprotect(m, page, PROT_NONE) != 0) {   /* the guard: stacks grow down */
+        munmap(m, size + page);
+        return NULL;
+    }
+    return m + page;
+}
+
+void hl_plat_stack_free(char *stack, size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (stack) munmap(stack - page, size + page);
 }

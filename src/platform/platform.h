@@ -73,6 +73,13 @@ long hl_plat_thread_id(void);
 /* The running program's name without its directory, or "" if unknown. */
 const char *hl_plat_progname(void);
 
+/* A stack of size bytes (a multiple of the page size) for a fiber (src/async/fiber.c): its
+ * lowest byte, with one inaccessible page below it (an overflow faults instead of writing over
+ * a neighbour), its pages committed only when touched where the system can say so (Linux:
+ * MAP_NORESERVE); or NULL. hl_plat_stack_free takes it back with the same size. */
+char *hl_plat_stack_new(size_t size);
+void  hl_plat_stack_free(char *stack, size_t size);
+
 /* The machine's floating point: on x87 (i386 without SSE math) an expression keeps 80 bits
  * until a store, which then rounds a second time, so a sum can land one ulp from what a
  * double-rounding machine computes. Between hl_plat_fp_double_begin and _end (given what

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #if defined(__FreeBSD__)
 #include <sys/procctl.h>
@@ -234,4 +235,36 @@ long hl_plat_children(pid_t *out, size_t max)
     (void)max;
     errno = ENOSYS;
     return -1;
+}
+
+/* Anonymous memory where the headers name it (MAP_ANON on the BSDs and macOS); else POSIX's
+ * own way, a private mapping of /dev/zero (POSIX.1-2008 names no anonymous mapping, and
+ * glibc hides MAP_ANONYMOUS from a strict POSIX build). */
+#if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
+#define MAP_ANONYMOUS MAP_ANON
+#endif
+char *hl_plat_stack_new(size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *m;
+#ifdef MAP_ANONYMOUS
+    m = mmap(NULL, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+#else
+    int fd = open("/dev/zero", O_RDWR);
+    if (fd < 0) return NULL;
+    m = mmap(NULL, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    close(fd);
+#endif
+    if (m == MAP_FAILED) return NULL;
+    if (mprotect(m, page, PROT_NONE) != 0) {   /* the guard: stacks grow down */
+        munmap(m, size + page);
+        return NULL;
+    }
+    return m + page;
+}
+
+void hl_plat_stack_free(char *stack, size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (stack) munmap(stack - page, size + page);
 }

@@ -191,3 +191,41 @@ Test(platform, children_lists_a_forked_child)
     for (i = 0; i < n && kids[i] != pid; i++) {}
     cr_assert_lt(i, n, "the child %d is not listed", (int)pid);
 }
+
+/* A fiber's stack: every byte of it is usable, and it is given back whole. */
+Test(platform, a_stack_is_usable_from_its_lowest_to_its_highest_byte)
+{
+    size_t size = 16 * (size_t)sysconf(_SC_PAGESIZE);
+    char *s = hl_plat_stack_new(size);
+    cr_assert_not_null(s);
+    memset(s, 0xa5, size);
+    cr_assert_eq((unsigned char)s[0], 0xa5);
+    cr_assert_eq((unsigned char)s[size - 1], 0xa5);
+    hl_plat_stack_free(s, size);
+    hl_plat_stack_free(NULL, size);   /* NULL-safe */
+}
+
+/* ... and the page below it is a guard: an overflow faults instead of writing over a
+ * neighbour (in a child, its SIGSEGV at the default action: a sanitizer's handler would
+ * report the fault instead). */
+Test(platform, the_page_below_a_stack_faults)
+{
+    size_t size = 16 * (size_t)sysconf(_SC_PAGESIZE);
+    int status = 0;
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        struct sigaction sa;
+        volatile char *s = hl_plat_stack_new(size);
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigaction(SIGSEGV, &sa, NULL);
+        if (!s) _exit(2);
+        s[size - 1] = 1;   /* (its top is writable) */
+        s[-1] = 1;
+        _exit(0);
+    }
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "the write below the stack did not fault "
+              "(status %#x)", status);
+}
