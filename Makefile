@@ -203,7 +203,8 @@ $(HEADER_CHECK): tests/abi/headers.sh tests/abi/headers.cpp tests/abi/adapters.c
 # builds the stamp.
 FIBER_CHECK := $(B)/tests/fiber/check.ok
 EXTRA_TEST_BINS += $(FIBER_CHECK)
-$(FIBER_CHECK): tests/fiber/check.sh tests/fiber/fiber_check.c src/async/fiber.c src/async/fiber.h
+$(FIBER_CHECK): tests/fiber/check.sh tests/fiber/fiber_check.c src/async/fiber.c src/async/fiber.h \
+    src/platform/platform.h src/platform/linux.c src/platform/common.c
 	@mkdir -p $(@D)
 	CC="$(CC)" CFLAGS="$(EXTRA_CFLAGS)" LDFLAGS="$(EXTRA_LDFLAGS)" sh tests/fiber/check.sh $(@D)
 	@touch $@

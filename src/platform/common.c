@@ -2,6 +2,7 @@
 /* common.c -- the parts of the platform layer that are plain POSIX, built with every
  * implementation (see platform.h): what linux.c and posix.c both fall back to. */
 #define _POSIX_C_SOURCE 200809L
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,3 +74,20 @@ void hl_plat_fp_double_end(unsigned saved)
     __asm__ __volatile__("fldcw %0" : : "m"(cw) : "memory");
 }
 #endif
+
+char *hl_plat_stack_guard(void *m, size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (m == MAP_FAILED) return NULL;
+    if (mprotect(m, page, PROT_NONE) != 0) {   /* the guard: stacks grow down */
+        munmap(m, size + page);
+        return NULL;
+    }
+    return (char *)m + page;
+}
+
+void hl_plat_stack_free(char *stack, size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (stack) munmap(stack - page, size + page);
+}

@@ -79,6 +79,9 @@ const char *hl_plat_progname(void);
  * MAP_NORESERVE); or NULL. hl_plat_stack_free takes it back with the same size. */
 char *hl_plat_stack_new(size_t size);
 void  hl_plat_stack_free(char *stack, size_t size);
+/* (common.c, for the implementations' hl_plat_stack_new: m, a mapping of size bytes and one
+ * page more -- or MAP_FAILED -- with its first page made the guard: the stack, or NULL) */
+char *hl_plat_stack_guard(void *m, size_t size);
 
 /* The machine's floating point: on x87 (i386 without SSE math) an expression keeps 80 bits
  * until a store, which then rounds a second time, so a sum can land one ulp from what a

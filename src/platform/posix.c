@@ -246,25 +246,15 @@ long hl_plat_children(pid_t *out, size_t max)
 char *hl_plat_stack_new(size_t size)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    char *m;
 #ifdef MAP_ANONYMOUS
-    m = mmap(NULL, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return hl_plat_stack_guard(mmap(NULL, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+                               size);
 #else
+    void *m;
     int fd = open("/dev/zero", O_RDWR);
     if (fd < 0) return NULL;
     m = mmap(NULL, size + page, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     close(fd);
+    return hl_plat_stack_guard(m, size);
 #endif
-    if (m == MAP_FAILED) return NULL;
-    if (mprotect(m, page, PROT_NONE) != 0) {   /* the guard: stacks grow down */
-        munmap(m, size + page);
-        return NULL;
-    }
-    return m + page;
-}
-
-void hl_plat_stack_free(char *stack, size_t size)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (stack) munmap(stack - page, size + page);
 }

@@ -19,7 +19,7 @@ set -eu
 out=${1:?usage: check.sh OUT_DIR}
 cc=${CC:-cc}
 run=${RUN:-}
-flags="-std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror -O2 -g -Isrc/async ${CFLAGS:-}"
+flags="-std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror -O2 -g -Isrc/async -Isrc/platform ${CFLAGS:-}"
 mkdir -p "$out"
 machine=$($cc -dumpmachine)
 # binutils for the target (a cross build's aarch64-linux-gnu-nm), else the host's
@@ -34,8 +34,11 @@ fail() { echo "fiber-check: $*" >&2; exit 1; }
 build_run() {
   name=$1; shift
   $cc $flags "$@" -c src/async/fiber.c -o "$out/fiber-$name.o"
+  # (its stacks: the platform layer's, as the library links it)
+  $cc $flags "$@" -c src/platform/linux.c -o "$out/plat-$name.o"
+  $cc $flags "$@" -c src/platform/common.c -o "$out/plat-common-$name.o"
   $cc $flags "$@" -o "$out/fiber_check-$name" tests/fiber/fiber_check.c "$out/fiber-$name.o" \
-    ${LDFLAGS:-} -lpthread -lm
+    "$out/plat-$name.o" "$out/plat-common-$name.o" ${LDFLAGS:-} -lpthread -lm
   $run "$out/fiber_check-$name" >"$out/fiber_check-$name.log" 2>&1 ||
     { cat "$out/fiber_check-$name.log" >&2; fail "$name: tests/fiber/fiber_check.c failed (above)"; }
 }
