@@ -760,15 +760,21 @@ int hlt_cluster_migrate_end(hlt_cluster *f, int slot, int to)
     /* A replica takes a slot's new owner only from a node whose config epoch beats the old
      * owner's; SETSLOT NODE bumps it only on a node that was importing, so a slot moved back
      * without IMPORTING stayed with the old owner on every replica (CI, 4.0 and 5.0: masters
-     * said 2, replicas 0, for 30 s). After 2 s, the new owner's epoch is bumped once. */
-    for (long long t0 = hlt_now_ms(), bumped = 0; hlt_now_ms() < t0 + 30000; hlt_sleep_ms(20)) {
+     * said 2, replicas 0, for 30 s). And the new owner itself may take the slot back from the
+     * old owner's gossip (its epoch higher) before that one hears of the move, leaving no node
+     * that claims it (CI, 6.0, loaded: the old owner and two others said 2, the new owner and
+     * the rest 0, for 30 s). So after 2 s, and every 5 s after, the new owner claims the slot
+     * again and bumps its epoch: its claim then beats every other. */
+    for (long long t0 = hlt_now_ms(), next = t0 + 2000; hlt_now_ms() < t0 + 30000; hlt_sleep_ms(20)) {
         int all = 1;
         for (int i = 0; all && i < f->nnodes; i++) all = slot_master_by(f, i, slot) == to;
         if (all) return 0;
-        if (!bumped && hlt_now_ms() > t0 + 2000) {
-            redisReply *b = hlt_cluster_cmd(f, to, "CLUSTER BUMPEPOCH");
-            if (b) freeReplyObject(b);
-            bumped = 1;
+        if (hlt_now_ms() > next) {
+            redisReply *r = hlt_cluster_cmd(f, to, "CLUSTER SETSLOT %d NODE %s", slot, tid);
+            if (r) freeReplyObject(r);
+            r = hlt_cluster_cmd(f, to, "CLUSTER BUMPEPOCH");
+            if (r) freeReplyObject(r);
+            next = hlt_now_ms() + 5000;
         }
     }
     fprintf(stderr, "cluster fixture: the nodes do not agree on slot %d's new master (node %d) in 30 s:", slot, to);
