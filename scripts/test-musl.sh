@@ -52,11 +52,12 @@ make --no-print-directory -j2 B="$b" CC="$cc" OPT="-O2 -g" \
 # 3. the programs, static, and their runs
 mkdir -p "$b/tests"
 warn="-std=c99 -Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Werror -O2 -g"
-"$cc" $warn -Isrc/async -static -o "$b/tests/fiber_check" tests/fiber/fiber_check.c src/async/fiber.c -lpthread -lm
+"$cc" $warn -Isrc/async -Isrc/platform -static -o "$b/tests/fiber_check" tests/fiber/fiber_check.c src/async/fiber.c \
+  src/platform/linux.c src/platform/common.c -lpthread -lm   # (the stacks: the platform layer's)
 "$cc" $warn -Iinclude -Isrc/async -I"$hr/include" -static -o "$b/tests/musl_check" \
   -Isrc/transport tests/musl/musl_check.c tests/musl/tls_stub.c "$b/libhilock.a" "$hr/lib/libhiredis.a" -lpthread
 # the same program where a build has no switch: fiber.c built so, given before the library
-"$cc" $warn -Isrc/async -DHL_FIBER_FORCE_NONE -c src/async/fiber.c -o "$b/tests/fiber-none.o"
+"$cc" $warn -Isrc/async -Isrc/platform -DHL_FIBER_FORCE_NONE -c src/async/fiber.c -o "$b/tests/fiber-none.o"
 "$cc" $warn -Iinclude -Isrc/async -I"$hr/include" -static -o "$b/tests/musl_check_none" \
   -Isrc/transport tests/musl/musl_check.c tests/musl/tls_stub.c "$b/tests/fiber-none.o" "$b/libhilock.a" \
   "$hr/lib/libhiredis.a" -lpthread
