@@ -901,6 +901,41 @@ static uint64_t fence_epoch(hilock_client *c, const char *key)
     return e;
 }
 
+/* Node i's view of the config epoch of the node on port, from its CLUSTER NODES (-1: none) */
+static long long epoch_seen(hlt_cluster *f, int i, int port)
+{
+    redisReply *r = hlt_cluster_cmd(f, i, "CLUSTER NODES");
+    char at[32];
+    long long e = -1;
+    const char *p;
+    snprintf(at, sizeof at, ":%d", port);
+    for (p = r && r->type == REDIS_REPLY_STRING ? r->str : NULL; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        char addr[128], flags[128], master[64];
+        const char *hit;
+        long long ping, pong, ep;
+        if (sscanf(p, "%*s %127s %127s %63s %lld %lld %lld", addr, flags, master, &ping, &pong, &ep) != 6) continue;
+        hit = strstr(addr, at);   /* "ip:port@cport" (3.2+) or "ip:port" */
+        if (hit && (hit[strlen(at)] == '@' || hit[strlen(at)] == '\0')) e = ep;
+    }
+    if (r) freeReplyObject(r);
+    return e;
+}
+
+/* Every node sees master m's config epoch as m does (gossip carries a bump a moment later;
+ * a client's slot map comes from whichever node answers first). */
+static void await_epoch_known(hlt_cluster *f, int m)
+{
+    long long end = hlt_now_ms() + 10000, own = -1;
+    int all = 0;
+    while (!all && hlt_now_ms() < end) {
+        own = epoch_seen(f, m, f->port[m]);
+        all = own > 0;
+        for (int i = 0; all && i < f->nnodes; i++) all = epoch_seen(f, i, f->port[m]) == own;
+        if (!all) hlt_sleep_ms(50);
+    }
+    cr_assert(all, "the nodes do not agree on node %d's config epoch (its own: %lld) in 10 s", m, own);
+}
+
 /* The fencing epoch is the slot's, kept with the master's history in the slot's record: the
  * first grant reads CLUSTER INFO there, later ones take it from the record (no script, no
  * CLUSTER INFO per call); a record epoch below what the slot map gives the master (read while
@@ -919,6 +954,9 @@ Test(cluster, the_fence_epoch_is_the_slots_record_checked_against_the_map)
     int m;
     snprintf(key, sizeof key, "epochrec:%d", (int)getpid());
     m = hlt_cluster_key_master(f, key);
+    /* (an earlier test's slot move may have bumped its epoch: the map this client reads must
+     * already say so, or "below the map's" below means below an older epoch) */
+    await_epoch_known(f, m);
     first = fence_epoch(c, key);
     node_identity(f, m, replid, &epoch);
     cr_assert_gt(epoch, 0, "a cluster made by redis-cli gives every master an epoch");
