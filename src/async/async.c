@@ -168,7 +168,7 @@ static void part_start(hl_loop *L, hilock_client *c, part *p, hl_deadline dl, in
     }
     if (c == L->c && n->topo->route_to) {
         p->srv = shard_route(L, c, p->node, p->cmds, p->ncmd,
-                             hl_deadline_of(connect, hl_round_end(hl_deadline_of(connect, dl.hard_us), now)), &p->asking);
+                             hl_one_round(hl_deadline_of(connect, dl.hard_us), now), &p->asking);
         if (p->done) return;   /* ended meanwhile (its lock or client freed) */
         if (p->owner->cancel || L->closing) {
             part_cut(L, p, n);
@@ -245,7 +245,7 @@ static uint32_t loop_exec(hilock_client *c, uint32_t mask, const hl_cmd *cmds, i
     part parts[c->nnodes];   /* (at most 32: hilock_client_new, and the Sentinels' topo_get) */
     xrun x;
     uint32_t ok = 0, todo = mask;
-    hl_deadline hops = hl_deadline_of(dl.per_us, hl_round_end(dl, hl_now_us()));   /* the redirects' bound */
+    hl_deadline hops = hl_one_round(dl, hl_now_us());   /* the redirects' bound */
     hl_exec_clear(c);
     if (!me || !hl_fiber_current())   /* a blocking path with no check of its own */
         return refuse_exec(c, mask, "client attached to an event loop: blocking calls are refused");

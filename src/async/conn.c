@@ -227,10 +227,9 @@ static void lc_open(hl_loop *L, lconn *lc, int64_t end)
     hl_node *n = lc_node(lc);
     struct hl_conn *k;
     int64_t t0 = hl_now_us();
-    hl_deadline connect = hl_deadline_of(lc->c->opt.connect_timeout_ms * 1000, end);
+    hl_deadline connect = hl_one_round(hl_deadline_of(lc->c->opt.connect_timeout_ms * 1000, end), t0);
     char err[200];
     lc->opening = 1;
-    connect.hard_us = hl_round_end(connect, t0);
     if (hl_conn_new(lc->c, n, connect, &k) < 0) {
         lc->opening = 0;
         if (L->running && L->running->cancel)   /* (its Sentinel round trips were cut) */

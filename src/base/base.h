@@ -40,6 +40,12 @@ static inline hl_deadline hl_deadline_of(int64_t per_us, int64_t hard_us)
 /* The end of the round trip of d that starts at now_us: per_us from then, never past hard_us
  * (a slow step adds no time to the call's bound). The one clamp every layer uses. */
 int64_t hl_round_end(hl_deadline d, int64_t now_us);
+/* d cut to the one round trip that starts at now_us: a side question of a call (its
+ * redirects and resends too) takes no more than that, and never past the call's end */
+static inline hl_deadline hl_one_round(hl_deadline d, int64_t now_us)
+{
+    return hl_deadline_of(d.per_us, hl_round_end(d, now_us));
+}
 /* sleeping (hl_plat_sleep_until) and the kernel's random bytes (hl_plat_random): platform.h */
 
 /* ---- randomness (util.c) ---- */

@@ -1057,19 +1057,19 @@ static void abandon(hl_node *n, pending *p)
  * settle ---- */
 
 /* A pass's time: the call's (hl_exec's per-node I/O timeout and hard end) and, from it
- * (bounds), the current round trip's I/O end and its connect's (connect_timeout_ms: the
- * connect's own per-round time, within the same hard end). */
+ * (bounds), the current round trip's I/O end and its connect's (connect_timeout_ms, ending
+ * within one such round trip from now, never past the call's end). */
 typedef struct pass_time {
-    hl_deadline call, connect;
-    int64_t     io, cn;   /* hl_round_end of each: neither past the call's end */
+    hl_deadline call;
+    hl_deadline connect;   /* this round's connect (and the topology's resolve or route) */
+    int64_t     io;        /* this round's I/O end */
 } pass_time;
 
 /* A round trip's ends from now. */
 static void bounds(const hilock_client *c, int64_t now, pass_time *b)
 {
-    b->connect = hl_deadline_of(c->opt.connect_timeout_ms * 1000, b->call.hard_us);
+    b->connect = hl_one_round(hl_deadline_of(c->opt.connect_timeout_ms * 1000, b->call.hard_us), now);
     b->io = hl_round_end(b->call, now);
-    b->cn = hl_round_end(b->connect, now);
 }
 
 /* One pass's state: the nodes' pipelines in flight and what poll() watches. */
@@ -1108,7 +1108,7 @@ static void start_node(pass *s, size_t i, int64_t *now)
     hl_node *n = &c->nodes[i];
     pending *p = &s->p[i];
     hl_buf *b = &c->obuf;
-    if (n->topo->route && (p->asking = n->topo->route(c, n, s->cmds, s->ncmd, hl_deadline_of(s->dl.connect.per_us, s->dl.cn))) < 0)
+    if (n->topo->route && (p->asking = n->topo->route(c, n, s->cmds, s->ncmd, s->dl.connect)) < 0)
         return;   /* no server for it (the topology has said why) */
     if (n->topo->route)   /* routing may have fetched a slot map: the round trip's own
                              bounds start after it (the hard one stands) */
@@ -1121,11 +1121,11 @@ static void start_node(pass *s, size_t i, int64_t *now)
         if (!reused) {
             p->opening = 1;
             p->open_us = hl_now_us();
-            if (conn_start(c, n, hl_deadline_of(s->dl.connect.per_us, s->dl.cn)) < 0) break;
+            if (conn_start(c, n, s->dl.connect) < 0) break;
         }
         p->active = 1;
         p->t0 = *now;
-        p->end = n->conn->connecting ? s->dl.cn : s->dl.io;
+        p->end = n->conn->connecting ? s->dl.connect.hard_us : s->dl.io;
         build_pipeline(c, n, p, s->cmds, s->ncmd, 0, b);
         if (p->refused) {
             finish(n, p, HILOCK_EINVAL, NULL, NULL);

@@ -11,8 +11,7 @@ void hl_kinds_send(hilock *l, hl_deadline dl,
     hilock_client *c = l->c;
     hl_cmd cmd;
     hl_kind_buf b;
-    hl_deadline q = hl_deadline_of(c->opt.io_timeout_ms * 1000, dl.hard_us);   /* one round trip */
-    q.hard_us = hl_round_end(q, hl_now_us());
+    hl_deadline q = hl_one_round(hl_deadline_of(c->opt.io_timeout_ms * 1000, dl.hard_us), hl_now_us());
     if (q.hard_us <= hl_now_us()) return;
     make_cmd(l, &cmd, &b);
     hl_exec(c, hl_all_nodes(c), &cmd, 1, q);

@@ -35,13 +35,6 @@ static hl_deadline lock_dl(const hilock_client *c, int64_t ttl_ms, int64_t hard_
     return hl_deadline_of(node_timeout_us(c, ttl_ms), hard_us);
 }
 
-/* dl cut to one round trip from now: what a side question of a call may take (its redirects
- * and resends too), never past the call's end */
-static hl_deadline one_round(hl_deadline dl)
-{
-    return hl_deadline_of(dl.per_us, hl_round_end(dl, hl_now_us()));
-}
-
 static int popcount(uint32_t m) { return __builtin_popcount(m); }
 
 const char *hl_busy_ttl(const hilock *l, const hl_reply *r, char *buf, size_t cap)
@@ -161,7 +154,7 @@ static void name_wrong_types(hilock *l, tally *t, int taken, hl_deadline dl)
     char shown[HL_KEY_SHOWN_BUF];
     uint32_t mask = 0, ok;
     hl_cmd cmd;
-    hl_deadline q = one_round(lock_dl(c, l->ttl_ms, dl.hard_us));
+    hl_deadline q = hl_one_round(lock_dl(c, l->ttl_ms, dl.hard_us), hl_now_us());
     for (size_t i = 0; i < c->nnodes; i++)
         if ((t->errs & ~t->named & (1u << i)) && strstr(c->nodes[i].err, "WRONGTYPE")) mask |= 1u << i;
     t->named |= mask;
@@ -234,7 +227,7 @@ static void undo_on(hilock *l, uint32_t mask, int64_t ttl_ms, hl_deadline dl)
     hl_kind_buf b;
     if (!mask) return;
     hl_kind_undo_cmd(l, &cmd, &b);
-    ok = hl_exec(c, mask, &cmd, 1, one_round(dl));
+    ok = hl_exec(c, mask, &cmd, 1, hl_one_round(dl, hl_now_us()));
     for (size_t i = 0; i < c->nnodes; i++)
         if ((mask & (1u << i)) && !(ok & (1u << i)) && l->kind->undo_unknown)
             hl_undo_add(c, i, l->key, l->token, ttl_ms);
@@ -416,7 +409,7 @@ static int64_t busy_round(hilock *l, tally *t, int64_t mark_ms, hl_deadline dl)
     uint32_t ok;
     int64_t hint = 0;
     if (l->kind->busy_cmd(l, &cmd, &b, mark_ms) != HILOCK_OK) return 0;
-    ok = hl_exec(c, t->other, &cmd, 1, one_round(dl));
+    ok = hl_exec(c, t->other, &cmd, 1, hl_one_round(dl, hl_now_us()));
     for (size_t i = 0; i < c->nnodes; i++) {
         uint32_t bit = 1u << i;
         hl_reply *r = c->nodes[i].reply[0];

@@ -103,14 +103,14 @@ static int ask(struct hl_topo *t, const char *master, size_t k, hl_deadline dl, 
 {
     hl_cmd q[2];
     hl_node *s = &t->sc.nodes[k];
-    int64_t now = hl_now_us(), end;
+    int64_t now = hl_now_us();
     const hl_reply *addr, *port;
     const char *ep;
     size_t hl;
     int rc = -1;
     dl.per_us = t->sc.opt.connect_timeout_ms * 1000;   /* each Sentinel: one connect's time */
-    end = hl_round_end(dl, now);
-    if (end <= now) {
+    dl = hl_one_round(dl, now);
+    if (dl.hard_us <= now) {
         s->st = HILOCK_ETIMEDOUT;
         snprintf(s->err, sizeof s->err, "%s: not asked: no time left", s->name);
         return -1;
@@ -123,7 +123,7 @@ static int ask(struct hl_topo *t, const char *master, size_t k, hl_deadline dl, 
     hl_cmd_arg(&q[1], "SENTINEL", 8);
     hl_cmd_arg(&q[1], "master", 6);
     hl_cmd_arg(&q[1], master, (size_t)-1);
-    if (!hl_exec(&t->sc, 1u << k, q, 2, hl_deadline_of(dl.per_us, end))) return -1;   /* s->err says why */
+    if (!hl_exec(&t->sc, 1u << k, q, 2, dl)) return -1;   /* s->err says why */
     addr = s->reply[0];
     if (hl_reply_type(addr) == HL_R_NIL) {
         rc = 0;
@@ -274,8 +274,7 @@ static int sentinel_moved(hilock_client *c, hl_node *n, hl_deadline dl)
     answer a;
     int auth;
     /* within connect_timeout_ms, as a resolve, and never past the calling operation's bound */
-    dl.per_us = c->opt.connect_timeout_ms * 1000;
-    dl.hard_us = hl_round_end(dl, hl_now_us());
+    dl = hl_one_round(hl_deadline_of(c->opt.connect_timeout_ms * 1000, dl.hard_us), hl_now_us());
     if (!t || hl_now_us() - t->confirmed_us < CONFIRM_FRESH_US) return 0;
     if (query(c, n, dl, &a, why, sizeof why, &auth) != 1)
         return 0;   /* no Sentinel to ask (in time): keep the connection we have */

@@ -183,11 +183,11 @@ static uint32_t moved(hilock_client *c, uint32_t mask, hl_deadline dl)
     return m;
 }
 
-/* The end of one more round trip of the operation: its per-node timeout from now, never past
- * the operation's own end (a slow path adds no time to the call's bound). */
-static int64_t round_end(const hl_topo_op *op)
+/* One more round trip of the operation: its per-node timeout from now, never past the
+ * operation's own end (a slow path adds no time to the call's bound). */
+static hl_deadline one_round(const hl_topo_op *op)
 {
-    return hl_round_end(op->dl, hl_now_us());
+    return hl_one_round(op->dl, hl_now_us());
 }
 
 /* ---- around a lock operation ---- */
@@ -355,8 +355,8 @@ static int fast_ident(const hilock_client *c, const hl_topo_op *op, const hl_nod
  * no time is left: they time out unasked). Returns the nodes that answered. */
 static uint32_t slow_exec(hilock_client *c, const hl_topo_op *op, uint32_t mask, const hl_cmd *s)
 {
-    int64_t end = round_end(op);
-    if (end > hl_now_us()) return hl_exec(c, mask, s, 1, hl_deadline_of(op->dl.per_us, end));
+    hl_deadline dl = one_round(op);
+    if (dl.hard_us > hl_now_us()) return hl_exec(c, mask, s, 1, dl);
     for (size_t i = 0; i < c->nnodes; i++)
         if (mask & (1u << i))
             hl_node_set_err(&c->nodes[i], HILOCK_ETIMEDOUT, "failover check", "no time left");
@@ -526,7 +526,7 @@ static void end_grant(hilock_client *c, hl_topo_lock *l, hl_topo_op *op, size_t 
  * replica syncs.) */
 static int shard_failed_over(hilock_client *c, hl_node *n, const hl_topo_op *op, const struct hl_lockid *mine)
 {
-    return n->topo->serves && n->topo->serves(c, n, mine->node, hl_deadline_of(op->dl.per_us, round_end(op))) == 0;
+    return n->topo->serves && n->topo->serves(c, n, mine->node, one_round(op)) == 0;
 }
 
 /* One node of extend, release or check: did our lock survive any change of master? found:
@@ -601,14 +601,14 @@ static void no_answer(hilock_client *c, hl_topo_lock *l, const hl_topo_op *op, s
 static void undo_now(hilock_client *c, hl_topo_lock *l, const hl_topo_op *op)
 {
     char keep[sizeof c->nodes->err];
-    int64_t end = round_end(op);   /* one for all: together they take one round trip's time */
+    hl_deadline dl = one_round(op);   /* one for all: together they take one round trip's time */
     for (size_t i = 0; i < c->nnodes; i++) {
         if (!(op->undo & (1u << i))) continue;
         hl_undo_add(c, i, l->key, l->token, l->ttl_ms);
         /* (none kept, out of memory: it expires by its ttl; no time left: the next contact) */
-        if (c->nodes[i].nundo && end > hl_now_us()) {
+        if (c->nodes[i].nundo && dl.hard_us > hl_now_us()) {
             memcpy(keep, c->nodes[i].err, sizeof keep);
-            hl_exec(c, 1u << i, NULL, 0, hl_deadline_of(op->dl.per_us, end));
+            hl_exec(c, 1u << i, NULL, 0, dl);
             memcpy(c->nodes[i].err, keep, sizeof keep);
         }
         c->nodes[i].st = op->err;
