@@ -240,14 +240,20 @@ static int load_scripts(hlt_redis *r)
     int n = 0;
     if (!d) return -1;
     while ((e = readdir(d))) {
-        char p[1024], buf[65536];
-        size_t len;
+        char p[1024], buf[65536], line[4096];
+        size_t len = 0;
         FILE *f;
         redisReply *rep;
         if (!strstr(e->d_name, ".lua")) continue;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         if (!(f = fopen(p, "r"))) continue;
-        len = fread(buf, 1, sizeof buf, f);
+        /* as the library embeds it (scripts/embed-lua.sh): each whole-line comment blanked */
+        while (fgets(line, sizeof line, f) && len + strlen(line) < sizeof buf) {
+            const char *s = line + strspn(line, " \t");
+            if (!strncmp(s, "--", 2)) strcpy(line, "\n");
+            memcpy(buf + len, line, strlen(line));
+            len += strlen(line);
+        }
         fclose(f);
         rep = hlt_cmd(r, "SCRIPT LOAD %b", buf, len);
         if (rep && rep->type == REDIS_REPLY_STRING) n++;

@@ -1,17 +1,21 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # embed-lua.sh OUT.c FILE.lua... -- embed Lua scripts as C strings with their SHA1, so EVALSHA
-# needs no hashing at run time. The C string is byte-identical to the file (the SHA must match).
+# needs no hashing at run time. The C string is the file with each whole-line comment blanked
+# (its line kept empty, so the line numbers in a script's errors are the file's): a script is
+# sent whole after a NOSCRIPT (EVAL), once per call in flight, and its comments were most of
+# it (acquire.lua: 7.9 kB, 3 kB sent). The SHA is of that string.
 # A script that starts with a "#!lua flags=..." line (Redis >= 7.0; a syntax error before) gets
-# a second form, hl_lua_NAME_plain, with that line made a comment ("--lua ..."): the engine
+# a second form, hl_lua_NAME_plain, with that line blanked as a comment ("--lua ..."): the engine
 # sends it to older servers (hl_script.plain, engine.c).
 set -eu
 out=$1; shift
+blank='s/^[[:space:]]*--.*$//'   # (no script has a long [[ ]] string or comment)
 emit() {   # emit NAME FILTER FILE PLAIN: one hl_script from FILE passed through the sed FILTER
   body=$(printf 'hl_body_%s' "$1")
-  sha=$(sed -e "$2" "$3" | sha1sum | cut -d' ' -f1)
+  sha=$(sed -e "$2" "$3" | sed -e "$blank" | sha1sum | cut -d' ' -f1)
   printf 'static const char %s[] =\n' "$body"
-  sed -e "$2" "$3" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/'
+  sed -e "$2" "$3" | sed -e "$blank" -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/'
   echo '    ;'
   printf 'const hl_script hl_lua_%s = { "%s", %s, sizeof %s - 1, "%s", %s };\n' \
     "$1" "$1" "$body" "$body" "$sha" "$4"
