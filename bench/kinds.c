@@ -305,7 +305,8 @@ static void idle_waiters(hlt_redis *r, double secs)
     static const kind ks[] = { K_LOCK, K_SEM, K_SHARED };
     static const char *const what[] = { "lock, held", "semaphore (limit 1), full", "shared, behind a writer" };
     printf("\nWhat waiting costs the server: %d processes wait %.1f s each behind a holder that keeps "
-           "the key;\nround trips per waiter-second (scripts and BLPOPs, INFO commandstats) and server CPU while they wait\n",
+           "the key;\nround trips per waiter-second (scripts and BLPOPs, INFO commandstats; target <= 1 with blocking) and\n"
+           "server CPU while they wait. The lock's waiters keep one watch (one polls); the others' each poll\n",
            IDLE_WAITERS, secs);
     printf("  %-28s %-22s %14s %16s\n", "kind", "waiters", "calls/waiter/s", "server CPU ms/s");
     for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {

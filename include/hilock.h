@@ -284,9 +284,10 @@ typedef struct hilock_options {
                                      though a peer's GETSET removes it again). Default 0.       */
     int     wake;                 /* 1 = a waiting acquire blocks until the holder's release
                                      signals it, the holder's ttl runs out, its own deadline
-                                     comes or about poll_ms passes, whichever is first: about
-                                     one attempt and one BLPOP per waiter per poll_ms while a
-                                     holder holds; 0 = pure polling every retry_delay_ms (a
+                                     comes or its pause passes, whichever is first: about
+                                     one attempt and one BLPOP per poll_ms for the one waiter
+                                     that keeps the watch (one master), per ~3 x poll_ms for
+                                     the others, while a holder holds; 0 = pure polling every retry_delay_ms (a
                                      knob for comparisons: make bench; or for proxies without
                                      blocking commands). Default 1.
                                      Waiters block with BLPOP on {key}:signal; an acquire that
@@ -348,11 +349,18 @@ typedef struct hilock_options {
                                      See docs/fencing.md. 0 or 1; default 1.                  */
     int64_t poll_ms;              /* with `wake`: the longest block between two attempts when
                                      no release signal comes (each is 0.75-1 x poll_ms, to
-                                     spread waiters). It bounds how late a waiter sees a key
-                                     freed without a signal (an operator's DEL, another
-                                     library's release, a signal lost with a dead waiter) and
-                                     what an idle waiter costs the server: ~2 calls per
-                                     0.875 x poll_ms. A holder's expiry is never
+                                     spread waiters), for the one waiter of a lock on one
+                                     master that keeps the watch (Redlock, semaphores and
+                                     shared/exclusive locks: every waiter). The others block
+                                     through the watch's lease (3 x the watcher's poll_ms,
+                                     renewed at each of its polls) + 0-1 x poll_ms, at most 4
+                                     x their own poll_ms. It bounds how late a key freed
+                                     without a signal (an operator's DEL, another library's
+                                     release, a signal lost with a dead waiter) is seen: by the
+                                     watcher, within poll_ms; within ~4 x poll_ms after the
+                                     watcher left. An idle waiter costs the server ~2 calls per
+                                     0.875 x poll_ms (the watcher), per ~3 x poll_ms (the rest).
+                                     A holder's expiry is never
                                      waited past. Before Redis 6.0 a block is whole seconds.
                                      Range 1..600000; default 1000.                           */
 } hilock_options;

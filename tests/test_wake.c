@@ -96,10 +96,10 @@ static int exit_code(pid_t pid)
     return code;
 }
 
-/* While a holder holds for a minute, ten waiters that wait 3 s each cost the server about two
- * calls per waiter per poll_ms (1 s): not the 20 a second of a waiter that polls every
- * retry_delay_ms (50 ms). */
-Test(wake, an_idle_waiter_costs_the_server_about_two_calls_a_second)
+/* While a holder holds for a minute, ten waiters that wait 3 s each cost the server at most
+ * about two calls per waiter per poll_ms (1 s) -- the one that keeps the watch does, the others
+ * fewer (below) --, not the 20 a second of a waiter that polls every retry_delay_ms (50 ms). */
+Test(wake, an_idle_waiter_costs_the_server_at_most_about_two_calls_a_second)
 {
     hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *hc = hlt_client(r->url);
@@ -297,7 +297,177 @@ Test(wake, a_woken_waiter_whose_attempt_fails_passes_the_signal_on)
     hlt_redis_stop(r);
 }
 
-/* poll_ms out of range is refused by hilock_client_new, naming it. */
+/* The watch (src/lock/wait.c): the waiters mark names the one waiter that polls, "<token>
+ * <lease end> <lease>" (lease: 3 x its poll_ms); *watch and *lease_ms get its token (or "")
+ * and lease, from a separate connection. */
+static void read_watch(hlt_redis *r, const char *mark, char *watch, size_t cap, long long *lease_ms)
+{
+    char *v = hlt_get(r, mark);
+    unsigned long long till = 0;
+    int n = 0;
+    *watch = 0;
+    *lease_ms = 0;
+    cr_assert(v, "no waiters mark %s", mark);
+    cr_assert(strlen(v) < cap && sscanf(v, "%s %llu %lld%n", watch, &till, lease_ms, &n) == 3 &&
+              n == (int)strlen(v) && strspn(watch, "0123456789abcdef") == strlen(watch) && till > 0,
+              "%s holds \"%s\": not a watch", mark, v);
+    free(v);
+}
+
+/* While a holder holds, one waiter keeps the watch -- it polls every poll_ms -- and the rest
+ * block through its lease (3 x poll_ms), so five waiters cost the server about what two
+ * polling ones would: the watcher's ~2 calls per 0.875 s (poll 1 s) and two calls per ~3 s
+ * for each of the others; ~14 + 4 x 4 in 6 s, where five that all poll make ~70. The same
+ * waiter keeps it throughout (its polls renew the lease with 2 s to spare). */
+Test(wake, one_waiter_keeps_the_watch_and_the_others_block_through_its_lease)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg w[5];
+    char first[64], last[64];
+    long long lease, before, calls;
+    int granted = 0;
+    cr_assert_eq(hilock_acquire(hc, "busy", 60000, 0, &h), HILOCK_OK);
+    for (int i = 0; i < 5; i++) waiter(&w[i], r->url, "busy", 9000, 1000);
+    await_blocked(r, 5);
+    read_watch(r, "{busy}:waiters", first, sizeof first, &lease);
+    cr_assert_eq(lease, 3000, "the watch's lease is 3 x poll_ms");
+    before = waiter_calls(r);
+    hlt_sleep_ms(6000);
+    calls = waiter_calls(r) - before;
+    read_watch(r, "{busy}:waiters", last, sizeof last, &lease);
+    printf("wake: 5 waiters behind one watch for 6 s: %lld calls, %.2f per waiter-second\n", calls,
+           (double)calls / 30.0);
+    cr_assert_str_eq(last, first, "the watch changed hands while its waiter waited");
+    /* the worst case: the watcher's 0.75 s polls (8 x 2 + its late block), and each other's
+     * block no shorter than the lease less one poll and a late tick (1.9 s: 4 x 2) */
+    cr_assert_leq(calls, 50 + 5 * last_second_polls(), "%lld calls from 5 waiters in 6 s", calls);
+    cr_assert_geq(calls, 6, "%lld calls: the watcher did not poll", calls);
+    hlt_holds(r, "busy", hilock_token(h));
+    cr_assert_eq(hilock_release(h), HILOCK_OK);   /* a release still wakes a waiter at once */
+    for (int i = 0; i < 5; i++) {
+        hilock_status st = hlt_bg_join(&w[i], 20000);
+        cr_assert(st == HILOCK_OK || st == HILOCK_BUSY, "waiter %d: %s", i, w[i].err);
+        if (st == HILOCK_OK) {
+            granted++;
+            hlt_holds(r, "busy", hilock_token(w[i].l));
+        }
+    }
+    cr_assert_eq(granted, 1, "%d waiters were granted the lock released once", granted);
+    for (int i = 0; i < 5; i++) hlt_bg_free(&w[i]);   /* (a release: after every join) */
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* A waiter that polls more often takes the watch over from one that polls less often: each
+ * still sees a key freed without a signal within its own poll_ms (here 1 s, behind a watcher
+ * whose poll is 20 s). */
+Test(wake, a_waiter_that_polls_more_often_takes_the_watch)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg slow, fast;
+    char who[64];
+    long long lease, t0;
+    redisReply *rep;
+    cr_assert_eq(hilock_acquire(hc, "job", 60000, 0, &h), HILOCK_OK);
+    waiter(&slow, r->url, "job", 30000, SLOW_POLL_MS);
+    await_blocked(r, 1);
+    read_watch(r, "{job}:waiters", who, sizeof who, &lease);
+    cr_assert_gt(lease, 3000, "the 20 s poller keeps the watch (%lld ms)", lease);
+    waiter(&fast, r->url, "job", 30000, 1000);
+    await_blocked(r, 2);
+    read_watch(r, "{job}:waiters", who, sizeof who, &lease);
+    cr_assert_eq(lease, 3000, "the 1 s poller took the watch");
+    t0 = hlt_now_ms();
+    rep = hlt_cmd(r, "DEL job");
+    cr_assert(rep && rep->integer == 1);
+    freeReplyObject(rep);
+    cr_assert_eq(hlt_bg_join(&fast, 20000), HILOCK_OK, "%s", fast.err);
+    printf("wake: the 1 s watcher saw a foreign DEL after %lld ms\n", fast.t_done - t0);
+    cr_assert_lt(fast.t_done - t0, 10000, "took %lld ms", fast.t_done - t0);
+    hlt_holds(r, "job", hilock_token(fast.l));
+    cr_assert_eq(hilock_release(fast.l), HILOCK_OK);   /* which wakes the slow one */
+    cr_assert_eq(hlt_bg_join(&slow, 20000), HILOCK_OK, "%s", slow.err);
+    hlt_holds(r, "job", hilock_token(slow.l));
+    hlt_bg_free(&fast);
+    hlt_bg_free(&slow);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* The watcher killed: its lease runs out unrenewed, and the next waiter to wake takes the
+ * watch, so a key deleted without a signal is still seen -- within about a lease and a poll
+ * (1.5 + 0.5 s here), not at the holder's ttl (60 s) or the waiter's wait (30 s). */
+Test(wake, the_watch_passes_on_when_its_waiter_dies)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg w2;
+    pid_t w1;
+    char who[64];
+    long long lease, t0;
+    redisReply *rep;
+    cr_assert_eq(hilock_acquire(hc, "job", 60000, 0, &h), HILOCK_OK);
+    w1 = spawn_waiter(r->url, "job", 500);
+    await_blocked(r, 1);
+    waiter(&w2, r->url, "job", 30000, 500);
+    await_blocked(r, 2);
+    read_watch(r, "{job}:waiters", who, sizeof who, &lease);
+    kill(w1, SIGKILL);
+    cr_assert_eq(exit_code(w1), 128 + SIGKILL);
+    await_blocked(r, 1);
+    t0 = hlt_now_ms();
+    rep = hlt_cmd(r, "DEL job");
+    cr_assert(rep && rep->integer == 1);
+    freeReplyObject(rep);
+    cr_assert_eq(hlt_bg_join(&w2, 20000), HILOCK_OK, "%s", w2.err);
+    printf("wake: a foreign DEL seen %lld ms after the watcher died\n", w2.t_done - t0);
+    cr_assert_lt(w2.t_done - t0, 10000, "took %lld ms", w2.t_done - t0);
+    hlt_holds(r, "job", hilock_token(w2.l));
+    hlt_bg_free(&w2);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* A mark that claims the watch for ever (another client's bug, an operator's SET: a lease end
+ * a century away) does not stop a waiter for longer than its own lease and a poll: a key
+ * deleted without a signal is still seen within ~4 x poll_ms (2 s here). */
+Test(wake, a_mark_that_claims_the_watch_for_ever_costs_a_waiter_at_most_its_own_lease)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg w;
+    long long t0;
+    redisReply *rep;
+    cr_assert_eq(hilock_acquire(hc, "job", 60000, 0, &h), HILOCK_OK);
+    rep = hlt_cmd(r, "SET {job}:waiters %s PX 600000", "ffff 99999999999999999 1");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    waiter(&w, r->url, "job", 30000, 500);
+    await_blocked(r, 1);
+    hlt_sleep_ms(300);
+    t0 = hlt_now_ms();
+    rep = hlt_cmd(r, "DEL job");
+    cr_assert(rep && rep->integer == 1);
+    freeReplyObject(rep);
+    cr_assert_eq(hlt_bg_join(&w, 20000), HILOCK_OK, "%s", w.err);
+    printf("wake: behind a watch claimed for ever, a foreign DEL seen after %lld ms\n", w.t_done - t0);
+    cr_assert_lt(w.t_done - t0, 10000, "took %lld ms (its lease: 1.5 s, the wait 30 s)", w.t_done - t0);
+    hlt_holds(r, "job", hilock_token(w.l));
+    hlt_bg_free(&w);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
 /* release.lua's signal: an awaited lock's release pushes one element, and one unclaimed
  * element is the most the list keeps (each wakes one waiter; unclaimed, it lapses within 1 s);
  * the holder record goes with the lock (one DEL of both). Read back on a second connection. */
@@ -326,6 +496,7 @@ Test(wake, unclaimed_signals_are_capped_at_one_and_lapse)
     hlt_redis_stop(r);
 }
 
+/* poll_ms out of range is refused by hilock_client_new, naming it. */
 Test(wake, poll_ms_out_of_range_is_refused)
 {
     const char *url = "redis://127.0.0.1:1";

@@ -26,6 +26,10 @@ static hilock_status modern_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, 
      * signal meanwhile may then see our release at its poll, where its next attempt marks
      * the lock again (docs/rwlock.md) */
     hl_cmd_argi(cmd, b->num[4], l->queued ? l->c->opt.retry_delay_ms * 3 / 2 + 1 : 0);
+    /* the watch (wait.c), for a waiter that blocks on one master's signal */
+    hl_cmd_argi(cmd, b->num[5], mark_ms > 0 ? l->watch_lease_ms : 0);
+    hl_cmd_argi(cmd, b->num[6], HL_WATCH_POLLS * l->c->opt.poll_ms);
+    l->watch_left_ms = 0;   /* until a busy answer names another waiter's watch */
     return HILOCK_OK;
 }
 
@@ -38,8 +42,12 @@ static int64_t modern_busy(hilock *l, const hl_reply *r)
 {
     char ttl[HL_BUSY_TTL_BUF], d[HL_MS_SHOWN_BUF];
     const hl_reply *n = hl_reply_elem(r, 2), *ms = hl_reply_elem(r, 1);
+    const hl_reply *w = hl_reply_elem(r, 3);
     long long held = hl_reply_type(n) == HL_R_INTEGER ? hl_reply_int(n) : 0;
     l->queued = hl_reply_nelem(r) == 3;
+    /* {0, pttl, 'watch', left}: left > 0, another waiter keeps the watch that long (wait.c) */
+    if (hl_reply_nelem(r) == 4 && hl_reply_type(w) == HL_R_INTEGER && hl_reply_int(w) > 0)
+        l->watch_left_ms = hl_reply_int(w);
     if (l->queued && held != 0 && hl_reply_type(ms) == HL_R_INTEGER && hl_reply_int(ms) >= 0) {
         hl_ms_shown(hl_reply_int(ms), d, sizeof d);
         if (held < 0)

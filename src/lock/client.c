@@ -628,3 +628,8 @@ int64_t hl_next_poll(hilock_client *c, int64_t hint_us, int64_t wait_end)
     int64_t poll = c->opt.poll_ms * 1000;   /* 0.75..1 x: a free key is seen within poll_ms */
     return next_after(c, poll - poll / 4, poll / 4, hint_us, wait_end);
 }
+
+int64_t hl_next_watch(hilock_client *c, int64_t left_ms, int64_t hint_us, int64_t wait_end)
+{
+    return next_after(c, left_ms * 1000, c->opt.poll_ms * 1000, hint_us, wait_end);
+}

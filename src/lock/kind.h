@@ -33,7 +33,7 @@
  * value the command writes with its stamp (legacy: the fresh stamp of an extend, kept out
  * of the lock until a quorum has it). */
 typedef struct hl_kind_buf {
-    char    num[5][24];
+    char    num[7][24];
     char    value[HILOCK_CODEC_MAX];
     int64_t stamp_us, stamp_mono_us;
 } hl_kind_buf;

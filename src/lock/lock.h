@@ -71,6 +71,9 @@ struct hilock {
     char          *signal_key;     /* list a release pushes to, to wake one waiter */
     char          *waiters_key;    /* set by busy attempts, so the release signals */
     int            woken;
+    int64_t        watch_lease_ms; /* the watch's lease our busy attempt asks for (0: none) */
+    int64_t        watch_left_ms;  /* the kind's busy answer: > 0, another waiter keeps the
+                                      watch for this many ms more (0: we do, or no watch) */
     /* inspect.c: the holder record (kind.h: holder) */
     char          *holder_key;
     /* the fair kind (src/kinds/fair.c): its queue's keys, and whether an attempt may have
@@ -203,6 +206,9 @@ int64_t hl_next_attempt(hilock_client *c, int64_t hint_us, int64_t wait_end);
 /* The end of a blocking waiter's pause: 0.75 to 1 x poll_ms from now (the jitter spreads
  * waiters; poll_ms stays the bound on seeing a key freed without a signal), capped alike. */
 int64_t hl_next_poll(hilock_client *c, int64_t hint_us, int64_t wait_end);
+/* The end of a pause behind another waiter's watch (wait.c): left_ms from now, + 0 to 1 x
+ * poll_ms (the waiters behind one watch do not all ask at once), capped alike. */
+int64_t hl_next_watch(hilock_client *c, int64_t left_ms, int64_t hint_us, int64_t wait_end);
 
 /* ---- seams owned by other files ---- */
 /* src/lock/wait.c: pause between acquire attempts until the holder's release (or hint_us, the
@@ -210,11 +216,16 @@ int64_t hl_next_poll(hilock_client *c, int64_t hint_us, int64_t wait_end);
 int hl_wait_turn(hilock *l, int64_t hint_us, int64_t wait_end);   /* 1: a release woke it */
 /* The longest pause (ms) between two attempts of a waiter of l: poll_ms where it blocks on a
  * release signal, else 1.5 x retry_delay_ms (the jitter's top), + 1. What a mark, a queue
- * entry or a cut of a mark must outlive. */
+ * entry or a cut of a mark must outlive. (A waiter behind another's watch pauses up to its
+ * lease longer: acquire.lua adds the lease to the mark it sets for the watch.) */
 int64_t hl_pause_max_ms(const hilock *l);
 /* How long (ms) a busy attempt marks the lock awaited (acquire.lua ARGV[5]): at least as
- * long as the wait that follows it can last; 0 = this caller will not wait. */
-int64_t hl_wait_mark_ms(const hilock *l, int64_t wait_end);
+ * long as the wait that follows it can last; 0 = this caller will not wait. Sets
+ * l->watch_lease_ms, the watch's lease that attempt asks for (acquire.lua ARGV[9]):
+ * HL_WATCH_POLLS x poll_ms where a waiter blocks on one master's signal, or what is left of
+ * its wait if less; else 0 (no watch: every waiter polls). */
+#define HL_WATCH_POLLS 3
+int64_t hl_wait_mark_ms(hilock *l, int64_t wait_end);
 /* src/lock/lock.c: a keepalive (l on client c: its private one, or a loop's) gave up after
  * renewals failed for a passing reason (st) until the validity ran out: the lock is counted
  * lost and reported (LOST, lost_why UNKNOWN, the message why), unless its loss was already

@@ -25,7 +25,7 @@ hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *ptt
     const hl_reply *s = hl_reply_elem(r, 0), *n = hl_reply_elem(r, 1);
     *fence = 0;
     *pttl_ms = 0;
-    if (hl_reply_nelem(r) < 2 || hl_reply_nelem(r) > 3 || hl_reply_type(s) != HL_R_INTEGER) return HL_V_BAD;
+    if (hl_reply_nelem(r) < 2 || hl_reply_nelem(r) > 4 || hl_reply_type(s) != HL_R_INTEGER) return HL_V_BAD;
     if (hl_reply_int(s) == 1 && hl_reply_nelem(r) == 2 && hl_reply_type(n) == HL_R_INTEGER &&
         hl_reply_int(n) > 0) {
         *fence = (uint64_t)hl_reply_int(n);

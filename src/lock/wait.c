@@ -27,14 +27,22 @@
  *   The `queue` flag makes hl_wait_mark_ms say "will wait" also with options.wake = 0, as a
  *   busy attempt joins the queue only then.
  *
- * How long a waiter blocks. Until the release signal, the holder's expiry (its PTTL, the
- * busy answer's hint_us), the caller's deadline or 0.75-1 x poll_ms (hl_next_poll), whichever
- * comes first: while a holder holds, a waiter costs the server about one attempt and one BLPOP
- * per 0.875 x poll_ms (1 s by default), not per retry_delay_ms. poll_ms is the
+ * How long a waiter blocks. Until the release signal, the holder's expiry (its PTTL, the busy
+ * answer's hint_us), the caller's deadline or its pause, whichever comes first. poll_ms is the
  * fallback for what sends no signal -- a client that deletes the key without signalling
  * (another library, an operator's DEL), or a signal that a waiter took and died with (it was
- * frozen or killed between the server's pop and its own next attempt) -- so such a key is
- * seen free within poll_ms. A block that times out is followed by an attempt at once.
+ * frozen or killed between the server's pop and its own next attempt) -- so such a key is seen
+ * free within poll_ms. It takes one waiter to see it, not all of them: the watch. On one master
+ * (Redlock: every waiter polls), a busy attempt asks for the watch (l->watch_lease_ms, set by
+ * hl_wait_mark_ms: HL_WATCH_POLLS x poll_ms, at most the wait left; acquire.lua). The waiter
+ * that keeps it pauses 0.75-1 x poll_ms (hl_next_poll) and renews the lease at each attempt;
+ * the busy answer tells each other waiter how long the lease has left (l->watch_left_ms), and
+ * it pauses that long + 0-1 x poll_ms (hl_next_watch), at most its own lease + poll_ms: the
+ * first to attempt after a watcher left (granted, gone, killed) takes the watch over, and so
+ * does one whose lease is shorter (its poll_ms: each waiter's own bound holds while it keeps
+ * the watch). While a holder holds, the watcher costs the server an attempt and a BLPOP per
+ * 0.875 x poll_ms (1 s by default), each other waiter one of each per ~HL_WATCH_POLLS x
+ * poll_ms. A block that times out is followed by an attempt at once.
  * The server ends a BLPOP by its own timer (every 1000/hz ms: 100 ms by default), so a wait
  * that nobody signals can end up to that much late; the round trip is allowed half of
  * io_timeout_ms beyond the wait (leaving the other half for the final attempt), after which
@@ -91,13 +99,18 @@ static int second_blocks(const hilock *l)
     return !l->kind->queue && !fractional(l->c);
 }
 
-int64_t hl_wait_mark_ms(const hilock *l, int64_t wait_end)
+int64_t hl_wait_mark_ms(hilock *l, int64_t wait_end)
 {
     const hilock_client *c = l->c;
     int64_t now = hl_now_us(), w;
+    l->watch_lease_ms = 0;
     /* (a queue must hear of every wait, also when it is spent polling; so must readers of a
      * plain lock's writer behind them -- l->queued, modern.c: its mark holds them off) */
     if ((!c->opt.wake && !l->kind->queue && !l->queued) || !l->kind->wake || wait_end <= now) return 0;
+    if (blocks(l) && c->nnodes == 1) {   /* the watch: no longer than the wait */
+        l->watch_lease_ms = HL_WATCH_POLLS * c->opt.poll_ms;
+        if ((wait_end - now) / 1000 + 1 < l->watch_lease_ms) l->watch_lease_ms = (wait_end - now) / 1000 + 1;
+    }
     w = hl_pause_max_ms(l) * 1000;   /* the longest pause this waiter takes */
     if (w < 1000000 && second_blocks(l)) w = 1000000;   /* or the one-second block */
     if (wait_end - now < w) w = wait_end - now;
@@ -153,7 +166,9 @@ int hl_wait_turn(hilock *l, int64_t hint_us, int64_t wait_end)
     hilock_client *c = l->c;
     l->woken = 0;
     if (blocks(l)) {
-        int64_t pause_end = hl_next_poll(c, hint_us, wait_end);
+        int64_t lease = HL_WATCH_POLLS * c->opt.poll_ms, left = l->watch_left_ms;
+        int64_t pause_end = left > 0 ? hl_next_watch(c, left < lease ? left : lease, hint_us, wait_end)
+                                     : hl_next_poll(c, hint_us, wait_end);
         int64_t block = block_end(l, pause_end, hint_us, wait_end);
         if (block - hl_now_us() >= MIN_BLOCK_US) {
             int w = block_on_signal(l, block);

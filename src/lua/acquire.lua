@@ -9,6 +9,11 @@
 -- {0, pttl}:  held by another value (pttl -1: no expiry, e.g. a legacy key)
 -- Optional wake-up (src/wait.c): KEYS[3] the waiters marker, ARGV[5] ms a waiter may block:
 -- a busy attempt that will wait marks the lock awaited, so its release signals a waiter.
+-- ARGV[9] > 0 (one master, blocking waiters): the watch's lease in ms (ARGV[10]: the full
+-- lease, 3 x poll_ms, of which ARGV[9] may be less: what is left of the wait); the busy answer
+-- is then {0, pttl, 'watch', left}: left 0, this waiter keeps the watch (it polls every poll_ms);
+-- else the ms left of the waiter that keeps it (this one may block that long). Not with a
+-- shared/exclusive lock's busy answer (its waiters all poll: their mark holds readers off).
 -- Optional holder record (src/inspect.c): KEYS[4] the key's ":holder" aux key, ARGV[7] the
 -- client's "host\npid\nprogram": a grant writes "token\nsince\nhost\npid\nprogram" there
 -- (since: ARGV[4], this server's clock), for as long as the lock; informative only, and
@@ -25,8 +30,26 @@
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local rw = redis.call('TYPE', KEYS[1])['ok'] == 'zset' and redis.call('ZSCORE', KEYS[1], 'hilock:rw')
   if rw or redis.call('GET', KEYS[1]) ~= ARGV[1] then
-    local w = tonumber(ARGV[5]) or 0
-    if KEYS[3] and w > 0 and redis.call('PTTL', KEYS[3]) < w then
+    local w, lease, left = tonumber(ARGV[5]) or 0, tonumber(ARGV[9]) or 0
+    if KEYS[3] and w > 0 and lease > 0 and not rw then
+      -- the watch: one waiter polls, the rest block for a whole lease (wait.c). The mark
+      -- names it, "<token> <lease end on ARGV[4]'s clock> <its full lease, ARGV[10]>"; it is
+      -- ours if it named us, if its lease ran out ('1', an older client's mark, names nobody)
+      -- or if our full lease is shorter (a waiter that polls more often keeps it: each sees a
+      -- free key within its own poll_ms). The mark outlives the longest block that can follow
+      -- it: w + lease
+      local p, now = redis.call('PTTL', KEYS[3]), tonumber(ARGV[4])
+      local who, till, len = string.match(redis.call('GET', KEYS[3]) or '', '^(%x+) (%d+) (%d+)$')
+      till = tonumber(till) or 0
+      if who == ARGV[1] or till <= now or tonumber(ARGV[10]) < tonumber(len) then
+        redis.call('SET', KEYS[3], ARGV[1] .. ' ' .. string.format('%.0f', now + lease) .. ' ' .. ARGV[10],
+                   'PX', string.format('%.0f', math.max(p, w + lease)))
+        left = 0
+      else
+        left = till - now
+        if p < w + lease then redis.call('PEXPIRE', KEYS[3], string.format('%.0f', w + lease)) end
+      end
+    elseif KEYS[3] and w > 0 and redis.call('PTTL', KEYS[3]) < w then
       redis.call('SET', KEYS[3], '1', 'PX', w)
     end
     if rw then
@@ -36,6 +59,7 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
       if first and string.sub(first, 1, 2) == 'x:' then n = -1 end
       return {0, redis.call('PTTL', KEYS[1]), n}
     end
+    if left then return {0, redis.call('PTTL', KEYS[1]), 'watch', left} end
     return {0, redis.call('PTTL', KEYS[1])}
   end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
