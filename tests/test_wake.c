@@ -96,6 +96,22 @@ static int exit_code(pid_t pid)
     return code;
 }
 
+/* Delete "job" behind the holder's back (no signal) and wait for w to take it: w holds it
+ * then (read back); returns how long after the DEL w's acquire returned (ms). */
+static long long foreign_del_taken_by(hlt_redis *r, hlt_bg *w, const char *what)
+{
+    long long t0 = hlt_now_ms(), took;
+    redisReply *rep = hlt_cmd(r, "DEL job");
+    cr_assert(rep && rep->integer == 1);
+    freeReplyObject(rep);
+    cr_assert_eq(hlt_bg_join(w, 20000), HILOCK_OK, "%s", w->err);
+    took = w->t_done - t0;
+    printf("wake: %s, a foreign DEL seen after %lld ms\n", what, took);
+    cr_assert_lt(took, 10000, "%s: took %lld ms (the wait: 20-30 s, the holder's ttl longer)", what, took);
+    hlt_holds(r, "job", hilock_token(w->l));
+    return took;
+}
+
 /* While a holder holds for a minute, ten waiters that wait 3 s each cost the server at most
  * about two calls per waiter per poll_ms (1 s) -- the one that keeps the watch does, the others
  * fewer (below) --, not the 20 a second of a waiter that polls every retry_delay_ms (50 ms). */
@@ -139,21 +155,13 @@ Test(wake, a_foreign_delete_is_seen_at_the_next_poll)
     hilock_client *hc = hlt_client(r->url);
     hilock *h;
     hlt_bg w;
-    long long before, t0;
-    redisReply *rep;
+    long long before;
     cr_assert_eq(hilock_acquire(hc, "job", 30000, 0, &h), HILOCK_OK);
     waiter(&w, r->url, "job", 20000, 0);
     await_blocked(r, 1);
     before = waiter_calls(r);
-    t0 = hlt_now_ms();
-    rep = hlt_cmd(r, "DEL job");
-    cr_assert(rep && rep->integer == 1);
-    freeReplyObject(rep);
-    cr_assert_eq(hlt_bg_join(&w, 20000), HILOCK_OK, "%s", w.err);
-    printf("wake: a foreign DEL seen after %lld ms, %lld calls\n", w.t_done - t0, waiter_calls(r) - before);
-    cr_assert_lt(w.t_done - t0, 10000, "took %lld ms (the holder's ttl is 30 s)", w.t_done - t0);
+    foreign_del_taken_by(r, &w, "one waiter");
     cr_assert_leq(waiter_calls(r) - before, 3, "the block that ran out, then one attempt");
-    hlt_holds(r, "job", hilock_token(w.l));
     cr_assert_eq(hilock_release(h), HILOCK_NOT_HELD);
     hlt_bg_free(&w);
     hilock_free(h);
@@ -371,8 +379,7 @@ Test(wake, a_waiter_that_polls_more_often_takes_the_watch)
     hilock *h;
     hlt_bg slow, fast;
     char who[64];
-    long long lease, t0;
-    redisReply *rep;
+    long long lease;
     cr_assert_eq(hilock_acquire(hc, "job", 60000, 0, &h), HILOCK_OK);
     waiter(&slow, r->url, "job", 30000, SLOW_POLL_MS);
     await_blocked(r, 1);
@@ -382,14 +389,7 @@ Test(wake, a_waiter_that_polls_more_often_takes_the_watch)
     await_blocked(r, 2);
     read_watch(r, "{job}:waiters", who, sizeof who, &lease);
     cr_assert_eq(lease, 3000, "the 1 s poller took the watch");
-    t0 = hlt_now_ms();
-    rep = hlt_cmd(r, "DEL job");
-    cr_assert(rep && rep->integer == 1);
-    freeReplyObject(rep);
-    cr_assert_eq(hlt_bg_join(&fast, 20000), HILOCK_OK, "%s", fast.err);
-    printf("wake: the 1 s watcher saw a foreign DEL after %lld ms\n", fast.t_done - t0);
-    cr_assert_lt(fast.t_done - t0, 10000, "took %lld ms", fast.t_done - t0);
-    hlt_holds(r, "job", hilock_token(fast.l));
+    foreign_del_taken_by(r, &fast, "the 1 s watcher");
     cr_assert_eq(hilock_release(fast.l), HILOCK_OK);   /* which wakes the slow one */
     cr_assert_eq(hlt_bg_join(&slow, 20000), HILOCK_OK, "%s", slow.err);
     hlt_holds(r, "job", hilock_token(slow.l));
@@ -411,8 +411,7 @@ Test(wake, the_watch_passes_on_when_its_waiter_dies)
     hlt_bg w2;
     pid_t w1;
     char who[64];
-    long long lease, t0;
-    redisReply *rep;
+    long long lease;
     cr_assert_eq(hilock_acquire(hc, "job", 60000, 0, &h), HILOCK_OK);
     w1 = spawn_waiter(r->url, "job", 500);
     await_blocked(r, 1);
@@ -422,14 +421,7 @@ Test(wake, the_watch_passes_on_when_its_waiter_dies)
     kill(w1, SIGKILL);
     cr_assert_eq(exit_code(w1), 128 + SIGKILL);
     await_blocked(r, 1);
-    t0 = hlt_now_ms();
-    rep = hlt_cmd(r, "DEL job");
-    cr_assert(rep && rep->integer == 1);
-    freeReplyObject(rep);
-    cr_assert_eq(hlt_bg_join(&w2, 20000), HILOCK_OK, "%s", w2.err);
-    printf("wake: a foreign DEL seen %lld ms after the watcher died\n", w2.t_done - t0);
-    cr_assert_lt(w2.t_done - t0, 10000, "took %lld ms", w2.t_done - t0);
-    hlt_holds(r, "job", hilock_token(w2.l));
+    foreign_del_taken_by(r, &w2, "the watcher killed");
     hlt_bg_free(&w2);
     hilock_free(h);
     hilock_client_free(hc);
@@ -445,7 +437,6 @@ Test(wake, a_mark_that_claims_the_watch_for_ever_costs_a_waiter_at_most_its_own_
     hilock_client *hc = hlt_client(r->url);
     hilock *h;
     hlt_bg w;
-    long long t0;
     redisReply *rep;
     cr_assert_eq(hilock_acquire(hc, "job", 60000, 0, &h), HILOCK_OK);
     rep = hlt_cmd(r, "SET {job}:waiters %s PX 600000", "ffff 99999999999999999 1");
@@ -454,14 +445,7 @@ Test(wake, a_mark_that_claims_the_watch_for_ever_costs_a_waiter_at_most_its_own_
     waiter(&w, r->url, "job", 30000, 500);
     await_blocked(r, 1);
     hlt_sleep_ms(300);
-    t0 = hlt_now_ms();
-    rep = hlt_cmd(r, "DEL job");
-    cr_assert(rep && rep->integer == 1);
-    freeReplyObject(rep);
-    cr_assert_eq(hlt_bg_join(&w, 20000), HILOCK_OK, "%s", w.err);
-    printf("wake: behind a watch claimed for ever, a foreign DEL seen after %lld ms\n", w.t_done - t0);
-    cr_assert_lt(w.t_done - t0, 10000, "took %lld ms (its lease: 1.5 s, the wait 30 s)", w.t_done - t0);
-    hlt_holds(r, "job", hilock_token(w.l));
+    foreign_del_taken_by(r, &w, "behind a watch claimed for ever");
     hlt_bg_free(&w);
     hilock_free(h);
     hilock_client_free(hc);
