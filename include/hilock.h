@@ -287,9 +287,9 @@ typedef struct hilock_options {
                                      comes or its pause passes, whichever is first: about
                                      one attempt and one BLPOP per poll_ms for the one waiter
                                      that keeps the watch (one master), per ~3 x poll_ms for
-                                     the others, while a holder holds; 0 = pure polling every retry_delay_ms (a
-                                     knob for comparisons: make bench; or for proxies without
-                                     blocking commands). Default 1.
+                                     the others, while a holder holds; 0 = pure polling every
+                                     retry_delay_ms (a knob for comparisons: make bench; or for
+                                     proxies without blocking commands). Default 1.
                                      Waiters block with BLPOP on {key}:signal; an acquire that
                                      finds the lock busy and will wait sets {key}:waiters, and
                                      a release that sees it pushes one element to
@@ -360,8 +360,8 @@ typedef struct hilock_options {
                                      watcher, within poll_ms; within ~4 x poll_ms after the
                                      watcher left. An idle waiter costs the server ~2 calls per
                                      0.875 x poll_ms (the watcher), per ~3 x poll_ms (the rest).
-                                     A holder's expiry is never
-                                     waited past. Before Redis 6.0 a block is whole seconds.
+                                     A holder's expiry is never waited past. Before Redis 6.0
+                                     a block is whole seconds.
                                      Range 1..600000; default 1000.                           */
 } hilock_options;
 
