@@ -57,15 +57,15 @@ static void judge_acquire(const redisReply *r)
         CHECK(shape && is_int(r->element[0], 1) && r->element[1]->integer > 0);
         CHECK(fence == (uint64_t)r->element[1]->integer && fence > 0);
         break;
-    case HL_V_OTHER:
-        CHECK(r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3));
+    case HL_V_OTHER:   /* {0, pttl}, {0, pttl, n} (a shared/exclusive lock), {0, pttl, 'watch', left} */
+        CHECK(r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && r->elements <= 4);
         CHECK(is_int(r->element[0], 0) && is_pttl(r->element[1]));
         CHECK(pttl == r->element[1]->integer && fence == 0);
         break;
     case HL_V_BAD:
         CHECK(fence == 0);
         CHECK(!(shape && is_int(r->element[0], 1) && r->element[1]->integer > 0));
-        CHECK(!(r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || r->elements == 3) &&
+        CHECK(!(r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && r->elements <= 4 &&
                 is_int(r->element[0], 0) && is_pttl(r->element[1])));
         break;
     default:
