@@ -306,8 +306,8 @@ static void idle_waiters(hlt_redis *r, double secs)
     static const char *const what[] = { "lock, held", "semaphore (limit 1), full", "shared, behind a writer" };
     printf("\nWhat waiting costs the server: %d processes wait %.1f s each (blocking: %.1f s) behind a holder that keeps "
            "the key;\nround trips per waiter-second (scripts and BLPOPs, INFO commandstats; target <= 1 with blocking) and\n"
-           "server CPU while they wait. The lock's waiters keep one watch (one of them polls); a semaphore's and a\n"
-           "shared lock's waiters each poll\n",
+           "server CPU while they wait (each process's first and last attempt included). The waiters of each kind\n"
+           "keep one watch: one of them polls, the others block through its lease (wait.c)\n",
            IDLE_WAITERS, secs, 2 * secs);
     printf("  %-28s %-22s %14s %16s\n", "kind", "waiters", "calls/waiter/s", "server CPU ms/s");
     for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {
@@ -323,7 +323,7 @@ static void idle_waiters(hlt_redis *r, double secs)
             int64_t s0 = server_cpu_us(r), t0 = now_us(), dt;
             in_processes(IDLE_WAITERS, idle_wait, &p, "idle waiters");
             dt = now_us() - t0;
-            printf("  %-28s %-22s %14.1f %16.2f\n", wake ? what[k] : "", wake ? "block (poll_ms 1000)"
+            printf("  %-28s %-22s %14.2f %16.2f\n", wake ? what[k] : "", wake ? "block (poll_ms 1000)"
                    : "poll (retry_delay 50)", (double)(total_calls(r) - c0) / IDLE_WAITERS / ((double)dt / 1e6),
                    (double)(server_cpu_us(r) - s0) / 1000.0 / ((double)dt / 1e6));
         }

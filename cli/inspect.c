@@ -89,7 +89,7 @@ static int has_suffix(const char *s, size_t n, const char *suf)
 static int is_aux_key(const char *k, size_t n)
 {
     static const char *const aux[] = { ":fence", ":waiters", ":signal", ":holder", ":holders", ":wq",
-                                       ":xsignal", ":ssignal" };
+                                       ":xsignal", ":ssignal", ":watch" };
     for (size_t i = 0; i < sizeof aux / sizeof aux[0]; i++)
         if (has_suffix(k, n, aux[i]) && memchr(k, '}', n - strlen(aux[i]))) return 1;
     return 0;

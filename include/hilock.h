@@ -349,9 +349,10 @@ typedef struct hilock_options {
                                      See docs/fencing.md. 0 or 1; default 1.                  */
     int64_t poll_ms;              /* with `wake`: the longest block between two attempts when
                                      no release signal comes (each is 0.75-1 x poll_ms, to
-                                     spread waiters), for the one waiter of a lock on one
-                                     master that keeps the watch (Redlock, semaphores and
-                                     shared/exclusive locks: every waiter). The others block
+                                     spread waiters), for the one waiter of a key on one
+                                     master that keeps the watch (Redlock: every waiter; a
+                                     writer takes a shared/exclusive key's watch from a
+                                     reader). The others block
                                      through the watch's lease (3 x the watcher's poll_ms,
                                      renewed at each of its polls) + 0-1 x poll_ms, at most 4
                                      x their own poll_ms. It bounds how late a key freed

@@ -307,17 +307,20 @@ Test(wake, a_woken_waiter_whose_attempt_fails_passes_the_signal_on)
 
 /* The watch (src/lock/wait.c): the waiters mark names the one waiter that polls, "<token>
  * <lease end> <lease>" (lease: 3 x its poll_ms); *watch and *lease_ms get its token (or "")
- * and lease, from a separate connection. */
+ * and lease, from a separate connection. (The sorted-set kinds' {key}:watch holds the same,
+ * a shared/exclusive token with its "s:" or "x:".) */
 static void read_watch(hlt_redis *r, const char *mark, char *watch, size_t cap, long long *lease_ms)
 {
     char *v = hlt_get(r, mark);
     unsigned long long till = 0;
     int n = 0;
+    size_t hex;
     *watch = 0;
     *lease_ms = 0;
     cr_assert(v, "no waiters mark %s", mark);
-    cr_assert(strlen(v) < cap && sscanf(v, "%s %llu %lld%n", watch, &till, lease_ms, &n) == 3 &&
-              n == (int)strlen(v) && strspn(watch, "0123456789abcdef") == strlen(watch) && till > 0,
+    cr_assert(strlen(v) < cap && sscanf(v, "%s %llu %lld%n", watch, &till, lease_ms, &n) == 3, "%s holds \"%s\"", mark, v);
+    hex = (watch[0] == 'x' || watch[0] == 's') && watch[1] == ':' ? 2 : 0;
+    cr_assert(n == (int)strlen(v) && strspn(watch + hex, "0123456789abcdef") == strlen(watch + hex) && till > 0,
               "%s holds \"%s\": not a watch", mark, v);
     free(v);
 }
@@ -449,6 +452,180 @@ Test(wake, a_mark_that_claims_the_watch_for_ever_costs_a_waiter_at_most_its_own_
     hlt_bg_free(&w);
     hilock_free(h);
     hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+#define NEEDS_32() HLT_NEEDS(30200, "the sorted-set kinds' script reads the server's clock (Redis 3.2+)")
+
+/* A semaphore's waiters keep one watch as well ({key}:watch, permits.lua): five waiters for its
+ * one permit cost the server what the lock's do (above), the same waiter keeps the watch
+ * throughout, and the permit's release still grants one waiter at once. */
+Test(wake, a_semaphores_waiters_keep_one_watch)
+{
+    NEEDS_32();
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg w[5];
+    char first[64], last[64];
+    long long lease, before, calls;
+    double score;
+    int granted = 0;
+    cr_assert_eq(hilock_sem_acquire(hc, "busy", 1, 60000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    for (int i = 0; i < 5; i++) {
+        w[i] = (hlt_bg){ .url = r->url, .key = "busy", .limit = 1, .ttl_ms = 30000, .wait_ms = 9000, .poll_ms = 1000 };
+        hlt_bg_start(&w[i]);
+    }
+    /* (before Redis 6.0 a block is whole seconds: there the watcher, whose pause is shorter,
+     * polls every retry_delay_ms -- as every waiter of these kinds did before the watch) */
+    cr_assert_eq(hlt_await_zcard(r, "{busy}:wq", 5, 10000), 5, "the waiters never registered");
+    await_blocked(r, hlt_server_version() >= 60000 ? 5 : 4);
+    read_watch(r, "{busy}:watch", first, sizeof first, &lease);
+    cr_assert_eq(lease, 3000, "the watch's lease is 3 x poll_ms");
+    before = waiter_calls(r);
+    hlt_sleep_ms(6000);
+    calls = waiter_calls(r) - before;
+    read_watch(r, "{busy}:watch", last, sizeof last, &lease);
+    printf("wake: 5 semaphore waiters behind one watch for 6 s: %lld calls, %.2f per waiter-second\n", calls,
+           (double)calls / 30.0);
+    cr_assert_str_eq(last, first, "the watch changed hands while its waiter waited");
+    cr_assert_leq(calls, 50 + 5 * last_second_polls(), "%lld calls from 5 waiters in 6 s", calls);
+    cr_assert_geq(calls, 6, "%lld calls: the watcher did not poll", calls);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);   /* the freed permit wakes a waiter at once */
+    for (int i = 0; i < 5; i++) {
+        hilock_status st = hlt_bg_join(&w[i], 20000);
+        cr_assert(st == HILOCK_OK || st == HILOCK_BUSY, "waiter %d: %s", i, w[i].err);
+        if (st == HILOCK_OK) {
+            granted++;
+            cr_assert_eq(hlt_zscore(r, "busy", hilock_token(w[i].l), &score), 1, "waiter %d holds no permit", i);
+        }
+    }
+    cr_assert_eq(granted, 1, "%d waiters were granted the one permit freed", granted);
+    for (int i = 0; i < 5; i++) hlt_bg_free(&w[i]);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* A writer takes the watch from a reader (a free key goes to the writer first: a reader that
+ * kept the watch would find it free and still be refused, and the writer would see it only at
+ * the end of the reader's lease), and a key deleted without a signal is then seen by the
+ * writer within a poll (1 s), not at the end of the exclusive holder's ttl (60 s). */
+Test(wake, a_writer_takes_the_watch_from_a_reader)
+{
+    NEEDS_32();
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg rd = { .url = r->url, .key = "job", .mode = HILOCK_SHARED, .ttl_ms = 30000, .wait_ms = 30000, .poll_ms = 1000 };
+    hlt_bg wr = { .url = r->url, .key = "job", .mode = HILOCK_EXCLUSIVE, .ttl_ms = 30000, .wait_ms = 30000, .poll_ms = 1000 };
+    redisReply *rep;
+    char who[64];
+    long long lease, t0;
+    double score;
+    cr_assert_eq(hilock_rw_acquire(hc, "job", HILOCK_EXCLUSIVE, 60000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    hlt_bg_start(&rd);
+    cr_assert_eq(hlt_await_zcard(r, "{job}:wq", 1, 10000), 1, "the reader never registered");
+    read_watch(r, "{job}:watch", who, sizeof who, &lease);
+    cr_assert(!strncmp(who, "s:", 2), "the reader keeps the watch: %s", who);
+    hlt_bg_start(&wr);
+    cr_assert_eq(hlt_await_zcard(r, "{job}:wq", 2, 10000), 2, "the writer never registered");
+    read_watch(r, "{job}:watch", who, sizeof who, &lease);
+    cr_assert(!strncmp(who, "x:", 2), "the writer took the watch: %s", who);
+    t0 = hlt_now_ms();
+    rep = hlt_cmd(r, "DEL job");
+    cr_assert(rep && rep->integer == 1);
+    freeReplyObject(rep);
+    cr_assert_eq(hlt_bg_join(&wr, 20000), HILOCK_OK, "%s", wr.err);
+    printf("wake: a writer behind its watch saw a foreign DEL after %lld ms\n", wr.t_done - t0);
+    cr_assert_lt(wr.t_done - t0, 10000, "took %lld ms (the exclusive holder's ttl: 60 s)", wr.t_done - t0);
+    cr_assert_eq(hlt_zscore(r, "job", hilock_token(wr.l), &score), 1, "the writer holds no grant");
+    cr_assert_eq(hilock_release(wr.l), HILOCK_OK);   /* which wakes the reader */
+    cr_assert_eq(hlt_bg_join(&rd, 20000), HILOCK_OK, "%s", rd.err);
+    cr_assert_eq(hlt_zscore(r, "job", hilock_token(rd.l), &score), 1, "the reader holds no grant");
+    hlt_bg_free(&wr);
+    hlt_bg_free(&rd);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* A grant that came by the watcher's own poll wakes those that can hold beside it: here a
+ * plain lock's release, which signals no reader, frees the key, and the reader that keeps the
+ * watch (poll 5 s) takes it at its next poll, then wakes the other two, which would otherwise
+ * block through its lease (15 s, renewed at its last poll: at least 10 s past the release). */
+Test(wake, a_reader_granted_by_its_poll_wakes_the_other_readers)
+{
+    NEEDS_32();
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc = hlt_client(r->url);
+    hilock *h;
+    hlt_bg rd[3];
+    long long t0;
+    double score;
+    cr_assert_eq(hilock_acquire(hc, "job", 60000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    for (int i = 0; i < 3; i++) {
+        rd[i] = (hlt_bg){ .url = r->url, .key = "job", .mode = HILOCK_SHARED, .ttl_ms = 30000, .wait_ms = 30000,
+                          .poll_ms = 5000 };
+        hlt_bg_start(&rd[i]);
+    }
+    await_blocked(r, 3);
+    t0 = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(hlt_bg_join(&rd[i], 40000), HILOCK_OK, "reader %d: %s", i, rd[i].err);
+        printf("wake: reader %d granted %lld ms after the plain lock's release\n", i, rd[i].t_done - t0);
+        cr_assert_lt(rd[i].t_done - t0, 9000, "reader %d: %lld ms (its poll: 5 s; the watch's lease: 15 s)", i,
+                     rd[i].t_done - t0);
+        cr_assert_eq(hlt_zscore(r, "job", hilock_token(rd[i].l), &score), 1, "reader %d holds no grant", i);
+    }
+    for (int i = 0; i < 3; i++) hlt_bg_free(&rd[i]);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* The same for a semaphore: its key deleted behind the holder's back (no signal), the watcher
+ * (poll 3 s) takes a permit at its next poll and wakes one more waiter for the other permit
+ * (limit 2), which would otherwise block through the watch's lease until its wait (8 s) ends;
+ * the third waiter finds none and waits on. */
+Test(wake, a_permit_granted_by_a_poll_wakes_a_waiter_per_permit_left)
+{
+    NEEDS_32();
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc[2] = { hlt_client(r->url), hlt_client(r->url) };   /* (a client holds a key once) */
+    hilock *h[2];
+    hlt_bg w[3];
+    redisReply *rep;
+    long long t0;
+    double score;
+    int granted = 0;
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(hilock_sem_acquire(hc[i], "job", 2, 60000, 0, &h[i]), HILOCK_OK, "%s", hilock_client_errmsg(hc[i]));
+    for (int i = 0; i < 3; i++) {
+        w[i] = (hlt_bg){ .url = r->url, .key = "job", .limit = 2, .ttl_ms = 30000, .wait_ms = 8000, .poll_ms = 3000 };
+        hlt_bg_start(&w[i]);
+    }
+    await_blocked(r, 3);
+    t0 = hlt_now_ms();
+    rep = hlt_cmd(r, "DEL job");
+    cr_assert(rep && rep->integer == 1);
+    freeReplyObject(rep);
+    for (int i = 0; i < 3; i++) {
+        hilock_status st = hlt_bg_join(&w[i], 40000);
+        cr_assert(st == HILOCK_OK || st == HILOCK_BUSY, "waiter %d: %s", i, w[i].err);
+        if (st != HILOCK_OK) continue;
+        granted++;
+        printf("wake: waiter %d granted a permit %lld ms after the DEL\n", i, w[i].t_done - t0);
+        cr_assert_lt(w[i].t_done - t0, 6500, "waiter %d: %lld ms (its poll: 3 s; its wait: 8 s)", i, w[i].t_done - t0);
+        cr_assert_eq(hlt_zscore(r, "job", hilock_token(w[i].l), &score), 1, "waiter %d holds no permit", i);
+    }
+    cr_assert_eq(granted, 2, "%d waiters were granted the 2 permits freed", granted);
+    for (int i = 0; i < 3; i++) hlt_bg_free(&w[i]);
+    for (int i = 0; i < 2; i++) {
+        hilock_free(h[i]);
+        hilock_client_free(hc[i]);
+    }
     hlt_redis_stop(r);
 }
 

@@ -8,7 +8,7 @@
 #include "resp.h"
 
 /* ---- commands ---- */
-#define HL_MAX_ARGS  15   /* permits.lua acquire: 5 keys, 10 arguments */
+#define HL_MAX_ARGS  20   /* permits.lua acquire: 7 keys, 12 arguments */
 #define HL_MAX_CMDS  4
 #define HL_MAX_NODES 32   /* masters of one client: node sets are uint32_t masks */
 

@@ -45,12 +45,13 @@ static hilock_status init_keys(hilock *l, const char *prefix, const char *block)
     if (l->holders_key) return HILOCK_OK;
     l->holders_key = hl_aux_key(l->key, ":holders");
     l->wq_key = hl_aux_key(l->key, ":wq");
+    l->watch_key = hl_aux_key(l->key, ":watch");
     for (int i = 0; i < 3; i++)
         if (lists[i] && !(l->wake_keys[i] = hl_aux_key(l->key, lists[i])))
             return hl_fail(l->c, HILOCK_ENOMEM, "out of memory");
     free(l->signal_key);
     l->signal_key = hl_aux_key(l->key, block);
-    if (!l->holders_key || !l->wq_key || !l->signal_key) return hl_fail(l->c, HILOCK_ENOMEM, "out of memory");
+    if (!l->holders_key || !l->wq_key || !l->watch_key || !l->signal_key) return hl_fail(l->c, HILOCK_ENOMEM, "out of memory");
     return HILOCK_OK;
 }
 
@@ -59,11 +60,11 @@ static hilock_status exclusive_init(hilock *l) { return init_keys(l, "x:", ":xsi
 static hilock_status shared_init(hilock *l) { return init_keys(l, "s:", ":ssignal"); }
 
 /* permits.lua's keys and first arguments, the same for every operation (a release, and a
- * waiter's leave, add the wake-up lists). */
+ * waiter's leave, add the wake-up lists; an acquire, the watch). */
 static void permits_cmd(hilock *l, hl_cmd *cmd, const char *op, int release)
 {
-    int lists = !release ? 0 : is_sem(l) ? 1 : 3;
-    hl_cmd_init(cmd, &hl_lua_permits, 5 + lists);
+    int lists = !release ? 0 : is_sem(l) ? 1 : 3, acquire = !strcmp(op, "acquire");
+    hl_cmd_init(cmd, &hl_lua_permits, 5 + lists + 2 * acquire);
     cmd->need = HL_CAP_PERMITS;   /* writes after TIME: 3.2's redis.replicate_commands */
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     hl_cmd_arg(cmd, l->holders_key, (size_t)-1);
@@ -71,6 +72,10 @@ static void permits_cmd(hilock *l, hl_cmd *cmd, const char *op, int release)
     hl_cmd_arg(cmd, l->fence_key, (size_t)-1);
     hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);   /* a plain lock's writer waits (acquire.lua) */
     for (int i = 0; i < lists; i++) hl_cmd_arg(cmd, l->wake_keys[i], (size_t)-1);
+    if (acquire) {   /* the list we block on, and the watch */
+        hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
+        hl_cmd_arg(cmd, l->watch_key, (size_t)-1);
+    }
     hl_cmd_arg(cmd, op, (size_t)-1);
     hl_cmd_arg(cmd, mode_of(l), (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
@@ -85,7 +90,13 @@ static hilock_status permits_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b,
     hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_KEEP_MS);
     hl_cmd_argi(cmd, b->num[4], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);   /* as modern.c */
     hl_cmd_arg(cmd, l->c->holder, (size_t)-1);
-    hl_cmd_arg(cmd, l->queued ? "1" : "0", 1);   /* an earlier attempt may have registered us */
+    /* an earlier attempt may have registered us; '2': and we come by our own poll, not woken
+     * (wait.c; with wake = 0 every waiter polls: nobody blocks on a list to wake) */
+    hl_cmd_arg(cmd, !l->queued ? "0" : l->woken || !l->c->opt.wake ? "1" : "2", 1);
+    /* the watch (wait.c), for a waiter that blocks on one master's signal */
+    hl_cmd_argi(cmd, b->num[5], mark_ms > 0 ? l->watch_lease_ms : 0);
+    hl_cmd_argi(cmd, b->num[6], HL_WATCH_POLLS * l->c->opt.poll_ms);
+    l->watch_left_ms = 0;   /* until a busy answer names another waiter's watch */
     if (mark_ms > 0) l->queued = 1;   /* registered as a waiter (the answer may be lost) */
     return HILOCK_OK;
 }
@@ -99,14 +110,16 @@ static long long int_at(const hl_reply *a, size_t i, long long dflt)
 
 /* {0, pttl, {why, held, limit}} (permits.lua): the BUSY message says who holds the key; the
  * pttl (the first holder's) is lock.c's hint. Any other third element is worded as a plain
- * holder's answer (a pure function of the reply, as the verdicts). */
+ * holder's answer (a pure function of the reply, as the verdicts). A fourth, left > 0:
+ * another waiter keeps the watch that long (wait.c). */
 static int64_t permits_busy(hilock *l, const hl_reply *r)
 {
     const hl_reply *w = hl_reply_elem(r, 2);
     long long why = int_at(w, 0, -1), held = int_at(w, 1, -1), limit = int_at(w, 2, -1);
-    long long ms = int_at(r, 1, -2);
+    long long ms = int_at(r, 1, -2), left = int_at(r, 3, 0);
     char ttl[HL_BUSY_TTL_BUF], d[HL_MS_SHOWN_BUF];
     hilock_client *c = l->c;
+    if (left > 0) l->watch_left_ms = left;
     if (ms >= 0) hl_ms_shown(ms, d, sizeof d);
     if (why == 0 && held == 1 && limit == 1 && ms >= 0)   /* (not "1 of 1 permits") */
         hl_fail(c, HILOCK_BUSY, "%s: its one permit is held (limit 1), it expires in %s", l->shown, d);

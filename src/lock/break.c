@@ -84,7 +84,7 @@ static int is_stamp(const char *v, size_t n)
 static int is_aux_key(const char *k)
 {
     static const char *const aux[] = { ":fence", ":waiters", ":signal", ":holder", ":holders", ":wq",
-                                       ":xsignal", ":ssignal", ":fq", ":fb" };
+                                       ":xsignal", ":ssignal", ":watch", ":fq", ":fb" };
     size_t n = strlen(k);
     const char *fs = strstr(k, ":fs:");
     if (fs && memchr(k, '}', (size_t)(fs - k))) return 1;   /* a fair waiter's own list */

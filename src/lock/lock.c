@@ -1147,6 +1147,7 @@ void hilock_free(hilock *l)
     free(l->beat_key);
     free(l->holders_key);
     free(l->wq_key);
+    free(l->watch_key);
     for (size_t i = 0; i < sizeof l->wake_keys / sizeof l->wake_keys[0]; i++) free(l->wake_keys[i]);
     free(l->token);
     free(l->stale);

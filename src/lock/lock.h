@@ -80,9 +80,10 @@ struct hilock {
      * queued us */
     char          *queue_key, *beat_key;
     int            queued;
-    /* the sorted-set kinds (src/kinds/permits.c): the holder records, the waiters, the
-     * wake-up lists (permits' or writers', readers', the plain lock's), this call's limit */
-    char          *holders_key, *wq_key, *wake_keys[3];
+    /* the sorted-set kinds (src/kinds/permits.c): the holder records, the waiters, their
+     * watch (wait.c), the wake-up lists (permits' or writers', readers', the plain lock's),
+     * this call's limit */
+    char          *holders_key, *wq_key, *watch_key, *wake_keys[3];
     int            limit;
     /* the legacy and bridge kinds (legacy/legacy.c): the stamp in token, by the wall clock
      * (+ clock_offset_ms) and pinned to the monotonic clock; and an expired value that the

@@ -40,9 +40,11 @@
  * it pauses that long + 0-1 x poll_ms (hl_next_watch), at most its own lease + poll_ms: the
  * first to attempt after a watcher left (granted, gone, killed) takes the watch over, and so
  * does one whose lease is shorter (its poll_ms: each waiter's own bound holds while it keeps
- * the watch). While a holder holds, the watcher costs the server an attempt and a BLPOP per
- * 0.875 x poll_ms (1 s by default), each other waiter one of each per ~HL_WATCH_POLLS x
- * poll_ms. A block that times out is followed by an attempt at once.
+ * the watch). The semaphore and the shared/exclusive lock keep theirs in {key}:watch
+ * (permits.lua: a writer takes it from a reader, and a grant that came by a poll wakes those
+ * that can hold beside it). While a holder holds, the watcher costs the server an attempt
+ * and a BLPOP per 0.875 x poll_ms (1 s by default), each other waiter one of each per
+ * ~HL_WATCH_POLLS x poll_ms. A block that times out is followed by an attempt at once.
  * The server ends a BLPOP by its own timer (every 1000/hz ms: 100 ms by default), so a wait
  * that nobody signals can end up to that much late; the round trip is allowed half of
  * io_timeout_ms beyond the wait (leaving the other half for the final attempt), after which

@@ -10,19 +10,25 @@
 -- KEYS[4] fence counter (the modern lock's: tokens grow across every kind of the key)
 -- KEYS[5] the plain lock's waiters marker (acquire.lua: a plain-lock writer waits on an rw key)
 -- release and leave only: KEYS[6] the wake-up list of permits (sem) or of writers (rw), KEYS[7] readers'
---   (rw), KEYS[8] the plain lock's signal list (rw)
+--   (rw), KEYS[8] the plain lock's signal list (rw); acquire only: KEYS[6] the wake-up list this
+--   waiter blocks on (permits', writers' or readers'), KEYS[7] the watch (a string: "<token>
+--   <lease end, this server's ms> <full lease ms>", wait.c)
 -- ARGV[1] 'acquire' | 'release' | 'extend' | 'check' | 'leave', ARGV[2] 'sem' | 'x' | 's',
 -- ARGV[3] our token (the member)
 -- acquire: ARGV[4] ttl ms, ARGV[5] limit (shared: the most holders at once), ARGV[6] ms a
 --   waiter stays registered (0: no wait follows), ARGV[7] ms to keep the counter, ARGV[8] ms to
 --   keep a counter that holds an epoch (at or above 2^42), ARGV[9] "host\npid\nprogram",
---   ARGV[10] '1' = an earlier attempt may have registered us as a waiter
+--   ARGV[10] '1' = an earlier attempt may have registered us as a waiter, '2' = that, and no
+--   release signal ended the wait before this attempt (our own poll), ARGV[11] > 0 (one
+--   master, a waiter that blocks): the watch's lease in ms, of which ARGV[12] is the full
+--   lease (3 x poll_ms; ARGV[11] may be less: what is left of the wait)
 --   {1, fence}: granted (also when the token is already a holder: a retry after a lost reply)
 --   an error naming the fence counter: it is at or above 2^53 - 1 (nothing written)
 --   {0, pttl, {why, held, limit}}: busy; pttl: until the first holder expires (the hint);
 --   why: 0 permits all held, 1 held exclusive, 2 held shared, 3 held shared and a writer
 --   waits, 4 a plain lock's writer waits (held: the shared holders, -1 when none), 5 a plain
---   lock holds the key
+--   lock holds the key; with ARGV[11] > 0, {0, pttl, {why, held, limit}, left}: left 0, this
+--   waiter keeps the watch (it polls every poll_ms), else the ms left of the one that keeps it
 -- extend: ARGV[4] the new ttl ms; 1 extended, 0 not a holder (expired, released), -1 the key
 --   holds another kind now
 -- release: 1 released (waiters woken), 0 not a holder, -1 the key holds another kind now
@@ -202,22 +208,56 @@ elseif redis.call('EXISTS', KEYS[5]) == 1 then
   why = 4
   if held == 0 then held, pttl = -1, math.max(1, redis.call('PTTL', KEYS[5])) end
 end
+-- the watch (wait.c; acquire.lua's, with this server's clock): one waiter polls, the rest block
+-- through its lease. The record is ours if it names us, if its lease ran out (it expires with
+-- it), if our full lease is shorter (a waiter that polls more often keeps it), or, as long,
+-- if we ask exclusive and a reader keeps it (a free key goes to a writer first: a reader that
+-- watched would find it free and still be refused). Returns the ms another keeps it, or 0.
+local function watch(lease)
+  local full = tonumber(ARGV[12])
+  local who, till, len = string.match(redis.call('GET', KEYS[7]) or '', '^(%S+) (%d+) (%d+)$')
+  till, len = tonumber(till) or 0, tonumber(len) or 0
+  if who == tok or till <= now or full < len or
+     (mode == 'x' and full == len and string.sub(who, 1, 2) == 's:') then
+    redis.call('SET', KEYS[7], tok .. ' ' .. (now + lease) .. ' ' .. full, 'PX', lease)
+    return 0
+  end
+  return till - now
+end
+
 if why then
+  local lease, left = tonumber(ARGV[11]) or 0, nil
   if mark > 0 then
+    if lease > 0 then left = watch(lease) end
+    -- (a waiter behind another's watch blocks up to its lease more: registered that much longer)
     redis.call('ZREMRANGEBYSCORE', wq, '-inf', now)
-    redis.call('ZADD', wq, now + mark, tok)
+    redis.call('ZADD', wq, now + mark + ((left or 0) > 0 and lease or 0), tok)
     local lapse = redis.call('ZRANGE', wq, -1, -1, 'WITHSCORES')
     redis.call('PEXPIRE', wq, math.max(1, tonumber(lapse[2]) - now))
-  elseif ARGV[10] == '1' then
+  elseif ARGV[10] ~= '0' then
     redis.call('ZREM', wq, tok)
   end
+  if left then return {0, pttl, {why, held, limit}, left} end
   return {0, pttl, {why, held, limit}}
 end
 
 -- granted (or already ours: a retry after a lost reply); the marker with the first holder
 if held <= 0 then redis.call('ZADD', key, '+inf', marker, now + ttl, tok)
 else redis.call('ZADD', key, now + ttl, tok) end
-if ARGV[10] == '1' then redis.call('ZREM', wq, tok) end
+if ARGV[10] ~= '0' then redis.call('ZREM', wq, tok) end
+-- a grant by our own poll (ARGV[10] '2'): whatever freed the key signalled no one (a plain
+-- lock's release knows no readers; an operator's DEL), and the other waiters block through
+-- the watch's lease. Those that can hold beside us are woken now: readers when no writer
+-- (ours or a plain lock's) waits, a semaphore's waiters up to the permits left.
+if ARGV[10] == '2' and not again then
+  if mode == 'sem' then
+    local n = math.min(limit - held - 1, waiting())
+    push(KEYS[6], n, n)
+  elseif mode == 's' then
+    local x, s = waiting()
+    if x == 0 and redis.call('EXISTS', KEYS[5]) == 0 then push(KEYS[6], s, s) end
+  end
+end
 redis.call('HSET', holders, tok, now .. '\n' .. (mode == 'sem' and limit or 0) .. '\n' .. ARGV[9])   -- (13 digits)
 if held <= 0 or redis.call('PTTL', key) < ttl then keep(ttl) end
 -- the fencing token never goes back: counter + 1, but at least the server clock in ms, with
