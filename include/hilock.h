@@ -566,8 +566,9 @@ HILOCK_API hilock_status hilock_acquire(hilock_client *c, const char *key, int64
  * clock (TIME), and a member naming the kind; it expires with its latest holder and goes
  * with its last. Its other keys are in its hash slot (Cluster): {key}:fence (the lock's
  * fencing counter: tokens grow across every kind of the key), {key}:holders (holder records,
- * for hilock inspect), {key}:wq (the waiters), and the wake-up lists {key}:signal (permits),
- * {key}:xsignal (writers), {key}:ssignal (readers). A release wakes one waiter per freed
+ * for hilock inspect), {key}:wq (the waiters), {key}:watch (the waiter that polls for the
+ * others: options.poll_ms), and the wake-up lists {key}:signal (permits), {key}:xsignal
+ * (writers), {key}:ssignal (readers). A release wakes one waiter per freed
  * permit; a shared/exclusive release that leaves no holder wakes one waiting writer, else
  * every waiting reader. Keepalive, Sentinel (LOST, min_replicas, the failover guard,
  * fencing epochs) and Cluster work as for the lock.

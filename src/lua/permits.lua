@@ -40,7 +40,7 @@
 -- Time is the server's (TIME), never a client's clock. The commands that can fail on the key
 -- and the fence counter (WRONGTYPE) run before the first write: Redis does not roll back a
 -- script. (The aux keys are assumed to be ours: one of another type under {KEY}:holders,
--- :wq or a signal list makes a later command fail after a write.) A key of another
+-- :wq, :watch or a signal list makes a later command fail after a write.) A key of another
 -- kind is refused with WRONGTYPE (src/lock/lock.c names what it holds: types.lua), except
 -- that a shared/exclusive request treats a plain lock (a string) as an exclusive holder.
 -- Redis 3.2 and 4.0 let a script write after TIME only once it asked for effects replication
