@@ -550,6 +550,46 @@ Test(wake, a_writer_takes_the_watch_from_a_reader)
     hlt_redis_stop(r);
 }
 
+/* A semaphore's watch record claiming the watch for ever (another client's bug, an operator's
+ * SET, a value that is no record at all) costs its waiter at most its own lease and a poll, as
+ * the lock's mark does: a key deleted without a signal is still seen within ~4 x poll_ms (2 s
+ * here), not at the holder's ttl (60 s) or the waiter's wait (30 s). */
+Test(wake, a_semaphore_watch_claimed_for_ever_costs_a_waiter_at_most_its_own_lease)
+{
+    NEEDS_32();
+    static const char *const claims[] = { "s:ffff 99999999999999999 1", "not a record" };
+    hlt_redis *r = hlt_redis_started(NULL);
+    for (size_t i = 0; i < sizeof claims / sizeof claims[0]; i++) {
+        hilock_client *hc = hlt_client(r->url);
+        hilock *h;
+        hlt_bg w = { .url = r->url, .key = "job", .limit = 1, .ttl_ms = 30000, .wait_ms = 30000, .poll_ms = 500 };
+        redisReply *rep = hlt_cmd(r, "SET {job}:watch %s PX 600000", claims[i]);
+        long long t0;
+        double score;
+        cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+        freeReplyObject(rep);
+        cr_assert_eq(hilock_sem_acquire(hc, "job", 1, 60000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+        hlt_bg_start(&w);
+        cr_assert_eq(hlt_await_zcard(r, "{job}:wq", 1, 10000), 1, "the waiter never registered");
+        hlt_sleep_ms(300);
+        t0 = hlt_now_ms();
+        rep = hlt_cmd(r, "DEL job");
+        cr_assert(rep && rep->integer == 1);
+        freeReplyObject(rep);
+        cr_assert_eq(hlt_bg_join(&w, 20000), HILOCK_OK, "%s", w.err);
+        printf("wake: behind a semaphore watch claimed as \"%s\", a foreign DEL seen after %lld ms\n", claims[i],
+               w.t_done - t0);
+        cr_assert_lt(w.t_done - t0, 10000, "took %lld ms (the wait: 30 s, the holder's ttl 60 s)", w.t_done - t0);
+        cr_assert_eq(hlt_zscore(r, "job", hilock_token(w.l), &score), 1, "the waiter holds no permit");
+        hlt_bg_free(&w);
+        hilock_free(h);
+        hilock_client_free(hc);
+        rep = hlt_cmd(r, "FLUSHALL");
+        freeReplyObject(rep);
+    }
+    hlt_redis_stop(r);
+}
+
 /* A grant that came by the watcher's own poll wakes those that can hold beside it: here a
  * plain lock's release, which signals no reader, frees the key, and the reader that keeps the
  * watch (poll 5 s) takes it at its next poll, then wakes the other two, which would otherwise
