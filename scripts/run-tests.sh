@@ -9,6 +9,8 @@
 # SUITES_AT_ONCE=n runs n suites at a time (each with Criterion's --jobs=2; default 1): the
 # suites wait on servers, sleeps and timeouts far more than they use the CPU. The results are
 # printed in the order given, once all have run. (valgrind: always one at a time.)
+# SLOW_FIRST="test_a test_b" starts those suites first (the longest, so that no long suite
+# starts last while the other worker has nothing left to run).
 set -u
 b=$1; shift
 fail=0; passed=0; failed=0; skipped=0
@@ -110,9 +112,17 @@ if [ "$at_once" -le 1 ]; then   # (each suite's lines as soon as it has run)
     report "$t"
   done
 else
+  order=""   # the suites named in SLOW_FIRST, then the rest, as given
+  for t in "$@"; do
+    case " ${SLOW_FIRST:-} " in *" $(basename "$t") "*) order="$order $t" ;; esac
+  done
+  for t in "$@"; do
+    case " $order " in *" $t "*) ;; *) order="$order $t" ;; esac
+  done
   i=0
   while [ $i -lt "$at_once" ]; do
-    worker "$@" &
+    # shellcheck disable=SC2086 # (paths without blanks: build dirs and suite names)
+    worker $order &
     i=$((i + 1))
   done
   wait
