@@ -26,10 +26,7 @@ static hilock_status modern_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, 
      * signal meanwhile may then see our release at its poll, where its next attempt marks
      * the lock again (docs/rwlock.md) */
     hl_cmd_argi(cmd, b->num[4], l->queued ? l->c->opt.retry_delay_ms * 3 / 2 + 1 : 0);
-    /* the watch (wait.c), for a waiter that blocks on one master's signal */
-    hl_cmd_argi(cmd, b->num[5], mark_ms > 0 ? l->watch_lease_ms : 0);
-    hl_cmd_argi(cmd, b->num[6], HL_WATCH_POLLS * l->c->opt.poll_ms);
-    l->watch_left_ms = 0;   /* until a busy answer names another waiter's watch */
+    hl_watch_args(l, cmd, b, mark_ms);   /* the watch (wait.c): ARGV[9], ARGV[10] */
     return HILOCK_OK;
 }
 

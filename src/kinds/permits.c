@@ -93,10 +93,7 @@ static hilock_status permits_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b,
     /* an earlier attempt may have registered us; '2': and we come by our own poll, not woken
      * (wait.c; with wake = 0 every waiter polls: nobody blocks on a list to wake) */
     hl_cmd_arg(cmd, !l->queued ? "0" : l->woken || !l->c->opt.wake ? "1" : "2", 1);
-    /* the watch (wait.c), for a waiter that blocks on one master's signal */
-    hl_cmd_argi(cmd, b->num[5], mark_ms > 0 ? l->watch_lease_ms : 0);
-    hl_cmd_argi(cmd, b->num[6], HL_WATCH_POLLS * l->c->opt.poll_ms);
-    l->watch_left_ms = 0;   /* until a busy answer names another waiter's watch */
+    hl_watch_args(l, cmd, b, mark_ms);   /* the watch (wait.c): ARGV[11], ARGV[12] */
     if (mark_ms > 0) l->queued = 1;   /* registered as a waiter (the answer may be lost) */
     return HILOCK_OK;
 }

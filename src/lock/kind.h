@@ -40,6 +40,12 @@ typedef struct hl_kind_buf {
 
 typedef struct hl_kind_ops hl_kind_ops;
 
+/* src/lock/wait.c: a kind's acquire command's two watch arguments -- the lease this attempt
+ * asks for (l->watch_lease_ms when it marks, mark_ms > 0; else 0) and the full lease
+ * (HL_WATCH_POLLS x poll_ms), in b->num[5] and b->num[6] -- and l->watch_left_ms back to 0
+ * until a busy answer names another waiter's watch. One protocol for every kind with a watch. */
+void hl_watch_args(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms);
+
 struct hl_kind_ops {
     const char *name;   /* what hilock_kind says of its locks (and the events' lock_kind):
                            "lock", "permit", "shared", "exclusive", "fair", "legacy", "bridge" */

@@ -101,6 +101,13 @@ static int second_blocks(const hilock *l)
     return !l->kind->queue && !fractional(l->c);
 }
 
+void hl_watch_args(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
+{
+    hl_cmd_argi(cmd, b->num[5], mark_ms > 0 ? l->watch_lease_ms : 0);
+    hl_cmd_argi(cmd, b->num[6], HL_WATCH_POLLS * l->c->opt.poll_ms);
+    l->watch_left_ms = 0;
+}
+
 int64_t hl_wait_mark_ms(hilock *l, int64_t wait_end)
 {
     const hilock_client *c = l->c;
