@@ -134,6 +134,7 @@ void hlt_bg_start(hlt_bg *bg)
     /* (a test that sets the retry delay meant how often a waiter looks: a blocking one too) */
     if (bg->poll_ms || bg->retry_delay_ms) o.poll_ms = bg->poll_ms ? bg->poll_ms : bg->retry_delay_ms;
     o.wake = !bg->no_wake;
+    o.fair = bg->fair;
     bg->c = hlt_client_new(&o);
     bg->l = NULL;
     bg->done = 0;

@@ -34,6 +34,7 @@ typedef struct hlt_bg {
     int64_t         ttl_ms, wait_ms, retry_delay_ms;
     int64_t         poll_ms;           /* 0: retry_delay_ms if given, else the default */
     int             no_wake;           /* options.wake = 0: polling only */
+    int             fair;              /* options.fair = 1 (with plain: the fair lock) */
     /* filled in */
     hilock_client  *c;
     hilock         *l;

@@ -19,6 +19,8 @@
 #include "hilock.h"
 
 #define SLOW_POLL_MS 20000   /* a poll this slow cannot explain a prompt grant */
+/* the sorted-set kinds' and the fair lock's scripts write after reading the server's clock */
+#define NEEDS_32() HLT_NEEDS(30200, "the script reads the server's clock before it writes (Redis 3.2+)")
 
 /* Before Redis 6.0 a block is whole seconds (src/lock/wait.c): in the last second before a
  * deadline or the holder's expiry a waiter polls every retry_delay_ms (25-75 ms) instead, so
@@ -44,6 +46,14 @@ static long long waiter_calls(hlt_redis *r)
 }
 
 static long long blocked(hlt_redis *r) { return hlt_info_int(r, "clients", "blocked_clients:"); }
+
+static long long llen(hlt_redis *r, const char *key)
+{
+    redisReply *rep = hlt_cmd(r, "LLEN %s", key);
+    long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    freeReplyObject(rep);
+    return n;
+}
 
 /* exactly n blocked (the count also goes down here) */
 static void await_blocked(hlt_redis *r, long long n)
@@ -372,6 +382,129 @@ Test(wake, one_waiter_keeps_the_watch_and_the_others_block_through_its_lease)
     hlt_redis_stop(r);
 }
 
+/* Redlock: each master keeps a watch of its own. The first waiter, blocked on every master
+ * before the others come, keeps all three; the other four block through its leases. Each
+ * master serves ~14 + 4 x 4 calls in 6 s, where five waiters that all poll make ~70 on each
+ * (as every Redlock waiter did before). A release still hands the lock to one waiter, on a
+ * quorum (each master's signal wakes its own oldest waiter: two may race for it). */
+Test(wake, a_redlocks_waiters_keep_one_watch_on_each_master)
+{
+    hlt_redis *r[3];
+    const char *urls[3];
+    hilock_options o;
+    hilock_client *hc;
+    hilock *h;
+    hlt_bg w[5];
+    char first[3][64], last[64];
+    long long lease, before[3];
+    int granted = 0;
+    for (int m = 0; m < 3; m++) {
+        r[m] = hlt_redis_started(NULL);
+        urls[m] = r[m]->url;
+    }
+    o = hlt_options(urls, 3);
+    hc = hlt_client_new(&o);
+    cr_assert_eq(hilock_acquire(hc, "busy", 60000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    for (int i = 0; i < 5; i++) {
+        w[i] = (hlt_bg){ .urls = urls, .nurls = 3, .key = "busy", .plain = 1, .ttl_ms = 30000, .wait_ms = 9000,
+                         .poll_ms = 1000 };
+        hlt_bg_start(&w[i]);
+        if (i == 0)
+            for (int m = 0; m < 3; m++) await_blocked(r[m], 1);
+    }
+    for (int m = 0; m < 3; m++) {
+        await_blocked(r[m], 5);
+        read_watch(r[m], "{busy}:waiters", first[m], sizeof first[m], &lease);
+        cr_assert_eq(lease, 3000, "master %d: the watch's lease is 3 x poll_ms", m);
+        cr_assert_str_eq(first[m], first[0], "master %d named another watcher", m);
+        before[m] = waiter_calls(r[m]);
+    }
+    hlt_sleep_ms(6000);
+    for (int m = 0; m < 3; m++) {
+        long long calls = waiter_calls(r[m]) - before[m];
+        read_watch(r[m], "{busy}:waiters", last, sizeof last, &lease);
+        printf("wake: 5 Redlock waiters behind one watch for 6 s, master %d: %lld calls, %.2f per waiter-second\n",
+               m, calls, (double)calls / 30.0);
+        cr_assert_str_eq(last, first[m], "master %d: the watch changed hands while its waiter waited", m);
+        cr_assert_leq(calls, 50 + 5 * last_second_polls(), "master %d: %lld calls from 5 waiters in 6 s", m, calls);
+        cr_assert_geq(calls, 6, "master %d: %lld calls: the watcher did not poll", m, calls);
+        hlt_holds(r[m], "busy", hilock_token(h));
+    }
+    cr_assert_eq(hilock_release(h), HILOCK_OK);   /* a release still wakes a waiter at once */
+    for (int i = 0; i < 5; i++) {
+        hilock_status st = hlt_bg_join(&w[i], 20000);
+        cr_assert(st == HILOCK_OK || st == HILOCK_BUSY, "waiter %d: %s", i, w[i].err);
+        if (st == HILOCK_OK) {   /* on a quorum: each master's signal may wake another waiter */
+            int on = 0;
+            granted++;
+            for (int m = 0; m < 3; m++) {
+                char *v = hlt_get(r[m], "busy");
+                on += v && !strcmp(v, hilock_token(w[i].l));
+                free(v);
+            }
+            cr_assert_geq(on, 2, "waiter %d holds the lock on %d master(s)", i, on);
+        }
+    }
+    cr_assert_eq(granted, 1, "%d waiters were granted the lock released once", granted);
+    for (int i = 0; i < 5; i++) hlt_bg_free(&w[i]);
+    hilock_free(h);
+    hilock_client_free(hc);
+    for (int m = 0; m < 3; m++) hlt_redis_stop(r[m]);
+}
+
+/* The fair lock: the head of the queue keeps the watch (it polls every poll_ms); the four
+ * behind it beat once per lease (3 x poll_ms, src/kinds/fair.c), their entries living through
+ * it: ~14 + 4 x 4 calls in 6 s, where each polled every poll_ms before (~70). None lapses
+ * meanwhile, and the release still goes to the head, then in order, each grant as the one
+ * before it expires. */
+Test(wake, a_fair_locks_waiters_behind_its_head_beat_once_per_lease)
+{
+    NEEDS_32();
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *hc;
+    hilock *h;
+    hlt_bg w[5];
+    hilock_options o = hlt_options((const char *[]){ r->url }, 1);
+    long long before, calls, t_grant[5];
+    o.fair = 1;
+    hc = hlt_client_new(&o);
+    cr_assert_eq(hilock_acquire(hc, "busy", 60000, 0, &h), HILOCK_OK, "%s", hilock_client_errmsg(hc));
+    for (int i = 0; i < 5; i++) {
+        w[i] = (hlt_bg){ .url = r->url, .key = "busy", .plain = 1, .fair = 1, .ttl_ms = 200, .wait_ms = 15000,
+                         .poll_ms = 1000 };
+        hlt_bg_start(&w[i]);
+        HLT_AWAIT(llen(r, "{busy}:fq") == i + 1, 10000, "waiter %d never queued", i);
+    }
+    /* (before Redis 6.0 a block is whole seconds: there the head, whose pause is shorter,
+     * polls every retry_delay_ms, as fair waiters did before) */
+    await_blocked(r, hlt_server_version() >= 60000 ? 5 : 4);
+    before = waiter_calls(r);
+    hlt_sleep_ms(6000);
+    calls = waiter_calls(r) - before;
+    printf("wake: 5 fair waiters behind a holder for 6 s: %lld calls, %.2f per waiter-second\n", calls,
+           (double)calls / 30.0);
+    cr_assert_leq(calls, 50 + 5 * last_second_polls(), "%lld calls from 5 waiters in 6 s", calls);
+    cr_assert_geq(calls, 6, "%lld calls: the head did not poll", calls);
+    cr_assert_eq(llen(r, "{busy}:fq"), 5, "an entry lapsed while its waiter waited");
+    hlt_holds(r, "busy", hilock_token(h));
+    cr_assert_eq(hilock_release(h), HILOCK_OK);   /* the head first, then each in turn (ttl 200 ms) */
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(hlt_bg_join(&w[i], 20000), HILOCK_OK, "waiter %d: %s", i, w[i].err);
+        t_grant[i] = w[i].t_done;
+        if (i == 0) continue;
+        cr_assert_geq(t_grant[i], t_grant[i - 1], "waiter %d was served before waiter %d", i, i - 1);
+        /* each grant lapses unreleased (ttl 200 ms): the new head, woken by the grant that made
+         * it head, knows when -- not at the end of its lease-long pause (3-4 s) */
+        printf("wake: fair waiter %d granted %lld ms after waiter %d\n", i, t_grant[i] - t_grant[i - 1], i - 1);
+        cr_assert_lt(t_grant[i] - t_grant[i - 1], 2500, "waiter %d: %lld ms after the one before", i,
+                     t_grant[i] - t_grant[i - 1]);
+    }
+    for (int i = 0; i < 5; i++) hlt_bg_free(&w[i]);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
 /* A waiter that polls more often takes the watch over from one that polls less often: each
  * still sees a key freed without a signal within its own poll_ms (here 1 s, behind a watcher
  * whose poll is 20 s). */
@@ -454,8 +587,6 @@ Test(wake, a_mark_that_claims_the_watch_for_ever_costs_a_waiter_at_most_its_own_
     hilock_client_free(hc);
     hlt_redis_stop(r);
 }
-
-#define NEEDS_32() HLT_NEEDS(30200, "the sorted-set kinds' script reads the server's clock (Redis 3.2+)")
 
 /* A semaphore's waiters keep one watch as well ({key}:watch, permits.lua): five waiters for its
  * one permit cost the server what the lock's do (above), the same waiter keeps the watch

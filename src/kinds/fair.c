@@ -13,10 +13,12 @@
  * again at once, finds the queue ahead of it and joins the tail.
  *
  * Why an entry lapses BEAT_LIFE after its waiter's last call: a live waiter calls again
- * within one pause (at most hl_pause_max_ms: poll_ms while it blocks, 1.5 x
- * retry_delay_ms while it polls) plus a late BLPOP (at most io_timeout_ms / 2) plus one round
- * trip (at most io_timeout_ms), which is less than 2 x io_timeout_ms + that pause (the
- * defaults: 3.5 s; a waiter blocked on a whole-second BLPOP, before Redis 6.0, too). The queue's
+ * within one pause (at most hl_pause_max_ms: (HL_WATCH_POLLS + 1) x poll_ms while it blocks
+ * -- the head polls every poll_ms, a waiter behind it pauses through a watch's lease, so a
+ * waiter costs the server ~0.6 calls a second, not 2.3 --, 1.5 x retry_delay_ms while it
+ * polls) plus a late BLPOP (at most io_timeout_ms / 2) plus one round trip (at most
+ * io_timeout_ms), which is less than 2 x io_timeout_ms + that pause (the defaults: 6 s; a
+ * waiter blocked on a whole-second BLPOP, before Redis 6.0, too). The queue's
  * keys expire with its longest-lived entry (clients' lives differ with their options). A
  * waiter that died, froze or went away therefore blocks the others for at most that after
  * its last call: every script drops lapsed entries first, and a
@@ -94,6 +96,10 @@ static int64_t fair_busy(hilock *l, const hl_reply *r)
     long long ahead = hl_reply_type(a) == HL_R_INTEGER ? hl_reply_int(a) : -1;
     char ttl[HL_BUSY_TTL_BUF];
     l->queued = ahead >= 0;
+    /* the head keeps the queue's watch (it sees a key freed without a signal within poll_ms);
+     * a waiter behind it only beats, once per lease (its entry lives through that: beat_life_ms).
+     * Its turn comes by a signal to its own list, or by any call that finds the key free */
+    l->watch_left_ms = ahead > 0 ? HL_WATCH_POLLS * l->c->opt.poll_ms : 0;
     if (ahead >= 0)
         hl_fail(l->c, HILOCK_BUSY, "%s: held by another owner, or its turn is another's: %lld "
                 "waiter(s) queued ahead of us (fair)", l->shown, ahead);

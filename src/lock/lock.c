@@ -464,6 +464,7 @@ static hilock_status attempt_round(hilock *l, hl_deadline dl, int64_t mark_ms, t
     /* one master: the kind reads its busy answer and words the BUSY (several: see attempt);
      * a kind with a busy command reads that one's answer instead (busy_round) */
     hint = c->nnodes == 1 && t->other && !l->kind->busy_cmd ? l->kind->busy(l, c->nodes[0].reply[0]) : 0;
+    if (c->nnodes > 1 && (t->other & ok) && !l->kind->busy_cmd) hl_watch_of_masters(l, t->other & ok);
     hl_topo_end(c, hl_lock_topo(l), &top, ok, t->yes);   /* failover guard, WAIT, identity, master moved */
     t->yes &= ~(top.refused | top.undo | top.moved | top.failed);
     t->errs |= top.refused | top.undo;     /* BUSY (guard), EREPLICAS: answers; already undone */

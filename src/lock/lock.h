@@ -223,10 +223,14 @@ int64_t hl_pause_max_ms(const hilock *l);
 /* How long (ms) a busy attempt marks the lock awaited (acquire.lua ARGV[5]): at least as
  * long as the wait that follows it can last; 0 = this caller will not wait. Sets
  * l->watch_lease_ms, the watch's lease that attempt asks for (acquire.lua ARGV[9]):
- * HL_WATCH_POLLS x poll_ms where a waiter blocks on one master's signal, or what is left of
+ * HL_WATCH_POLLS x poll_ms where a waiter blocks on a release signal, or what is left of
  * its wait if less; else 0 (no watch: every waiter polls). */
 #define HL_WATCH_POLLS 3
 int64_t hl_wait_mark_ms(hilock *l, int64_t wait_end);
+/* Several masters (Redlock): l->watch_left_ms from the busy answer of the first master in
+ * `busy` (its reply still read): 0 where it gives this waiter the watch or names none, else
+ * what its lease has left. (One master: the kind's busy() reads it.) */
+void hl_watch_of_masters(hilock *l, uint32_t busy);
 /* src/lock/lock.c: a keepalive (l on client c: its private one, or a loop's) gave up after
  * renewals failed for a passing reason (st) until the validity ran out: the lock is counted
  * lost and reported (LOST, lost_why UNKNOWN, the message why), unless its loss was already

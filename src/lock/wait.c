@@ -24,6 +24,8 @@
  * Fair kind (fair.c): the same wait, on the waiter's own list ({key}:fs:<token>, its
  *   lock's signal_key), which only a release (or a call that finds the key free) pushes to,
  *   and only for the head of the queue: one wake-up, for the one waiter whose turn it is.
+ *   The head keeps the watch: it pauses poll_ms; a waiter behind it pauses as behind a watch
+ *   (fair_busy: l->watch_left_ms, a whole lease), its entry living that much longer.
  *   The `queue` flag makes hl_wait_mark_ms say "will wait" also with options.wake = 0, as a
  *   busy attempt joins the queue only then.
  *
@@ -32,9 +34,9 @@
  * fallback for what sends no signal -- a client that deletes the key without signalling
  * (another library, an operator's DEL), or a signal that a waiter took and died with (it was
  * frozen or killed between the server's pop and its own next attempt) -- so such a key is seen
- * free within poll_ms. It takes one waiter to see it, not all of them: the watch. On one master
- * (Redlock: every waiter polls), a busy attempt asks for the watch (l->watch_lease_ms, set by
- * hl_wait_mark_ms: HL_WATCH_POLLS x poll_ms, at most the wait left; acquire.lua). The waiter
+ * free within poll_ms. It takes one waiter to see it, not all of them: the watch. A busy
+ * attempt asks for the watch (l->watch_lease_ms, set by hl_wait_mark_ms: HL_WATCH_POLLS x
+ * poll_ms, at most the wait left; acquire.lua). The waiter
  * that keeps it pauses 0.75-1 x poll_ms (hl_next_poll) and renews the lease at each attempt;
  * the busy answer tells each other waiter how long the lease has left (l->watch_left_ms), and
  * it pauses that long + 0-1 x poll_ms (hl_next_watch), at most its own lease + poll_ms: the
@@ -42,7 +44,11 @@
  * does one whose lease is shorter (its poll_ms: each waiter's own bound holds while it keeps
  * the watch). The semaphore and the shared/exclusive lock keep theirs in {key}:watch
  * (permits.lua: a writer takes it from a reader, and a grant that came by a poll wakes those
- * that can hold beside it). While a holder holds, the watcher costs the server an attempt
+ * that can hold beside it). Redlock: every master keeps a watch of its own, by its own
+ * clock, but one watcher is enough, as each of its attempts asks every master: the watch that
+ * counts is the first busy master's (the first of the client's list that answered busy, the
+ * same for every waiter that reaches it; hl_watch_of_masters). A waiter polls if that one
+ * names it (or none), else pauses through its lease. While a holder holds, the watcher costs the server an attempt
  * and a BLPOP per 0.875 x poll_ms (1 s by default), each other waiter one of each per
  * ~HL_WATCH_POLLS x poll_ms. A block that times out is followed by an attempt at once.
  * The server ends a BLPOP by its own timer (every 1000/hz ms: 100 ms by default), so a wait
@@ -92,7 +98,9 @@ static int blocks(const hilock *l)
 int64_t hl_pause_max_ms(const hilock *l)
 {
     const hilock_client *c = l->c;
-    return (blocks(l) ? c->opt.poll_ms : c->opt.retry_delay_ms * 3 / 2) + 1;
+    if (!blocks(l)) return c->opt.retry_delay_ms * 3 / 2 + 1;
+    /* a queue's waiter behind its head pauses through the head's watch: a lease and a poll */
+    return (l->kind->queue ? (HL_WATCH_POLLS + 1) * c->opt.poll_ms : c->opt.poll_ms) + 1;
 }
 
 /* A waiter may block one whole second past its pause (servers before 6.0; not a queue). */
@@ -116,7 +124,7 @@ int64_t hl_wait_mark_ms(hilock *l, int64_t wait_end)
     /* (a queue must hear of every wait, also when it is spent polling; so must readers of a
      * plain lock's writer behind them -- l->queued, modern.c: its mark holds them off) */
     if ((!c->opt.wake && !l->kind->queue && !l->queued) || !l->kind->wake || wait_end <= now) return 0;
-    if (blocks(l) && c->nnodes == 1) {   /* the watch: no longer than the wait */
+    if (blocks(l)) {   /* the watch: no longer than the wait */
         l->watch_lease_ms = HL_WATCH_POLLS * c->opt.poll_ms;
         if ((wait_end - now) / 1000 + 1 < l->watch_lease_ms) l->watch_lease_ms = (wait_end - now) / 1000 + 1;
     }
@@ -125,6 +133,19 @@ int64_t hl_wait_mark_ms(hilock *l, int64_t wait_end)
     if (wait_end - now < w) w = wait_end - now;
     /* + the allowance for a late BLPOP and the round trips around it */
     return (w + c->opt.io_timeout_ms * 1000) / 1000 + 1;
+}
+
+void hl_watch_of_masters(hilock *l, uint32_t busy)
+{
+    const hilock_client *c = l->c;
+    l->watch_left_ms = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const hl_reply *r = c->nodes[i].reply[0], *w;
+        if (!(busy & (1u << i))) continue;
+        w = hl_reply_nelem(r) == 4 ? hl_reply_elem(r, 3) : NULL;
+        if (w && hl_reply_type(w) == HL_R_INTEGER && hl_reply_int(w) > 0) l->watch_left_ms = hl_reply_int(w);
+        return;   /* the first busy master's watch is the one that counts */
+    }
 }
 
 /* Until when a waiter blocks, given its pause's end: the pause itself where the servers take

@@ -9,8 +9,9 @@
 -- {0, pttl}:  held by another value (pttl -1: no expiry, e.g. a legacy key)
 -- Optional wake-up (src/wait.c): KEYS[3] the waiters marker, ARGV[5] ms a waiter may block:
 -- a busy attempt that will wait marks the lock awaited, so its release signals a waiter.
--- ARGV[9] > 0 (one master, blocking waiters): the watch's lease in ms (ARGV[10]: the full
--- lease, 3 x poll_ms, of which ARGV[9] may be less: what is left of the wait); the busy answer
+-- ARGV[9] > 0 (blocking waiters; each master of a Redlock keeps its own): the watch's lease in
+-- ms (ARGV[10]: the full lease, 3 x poll_ms, of which ARGV[9] may be less: what is left of the
+-- wait); the busy answer
 -- is then {0, pttl, 'watch', left}: left 0, this waiter keeps the watch (it polls every poll_ms);
 -- else the ms left of the waiter that keeps it (this one may block that long). Not with a
 -- shared/exclusive lock's busy answer (its waiters all poll: their mark holds readers off).

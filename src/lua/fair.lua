@@ -62,13 +62,16 @@ local function drop(who)
   head = redis.call('LINDEX', queue, 0)
 end
 
--- the key is free and a waiter heads the queue: wake it (one element at most; it lapses)
+-- wake who: one element at most on its own list; it lapses
+local function wake(who)
+  local s = prefix .. who
+  if redis.call('LLEN', s) == 0 then redis.call('RPUSH', s, '1') end
+  redis.call('PEXPIRE', s, life)
+end
+
+-- the key is free and a waiter heads the queue: wake it
 local function call_head()
-  if head and head ~= tok and redis.call('EXISTS', lock) == 0 then
-    local s = prefix .. head
-    if redis.call('LLEN', s) == 0 then redis.call('RPUSH', s, '1') end
-    redis.call('PEXPIRE', s, life)
-  end
+  if head and head ~= tok and redis.call('EXISTS', lock) == 0 then wake(head) end
 end
 
 if op == 'release' then
@@ -110,6 +113,12 @@ else redis.call('SET', lock, tok, 'PX', ARGV[5]) end
 if qlen > 0 then
   redis.call('DEL', mine)
   drop(tok)
+  -- the next waiter heads the queue now. It may be in a long pause (a waiter behind the head
+  -- beats once per lease, fair.c) that ends after this grant expires, if the holder never
+  -- releases: then it is woken now, and its next attempt learns our expiry (a ttl longer than
+  -- its entry's life, which outlasts its pause, needs no call)
+  local lapse = head and tonumber(redis.call('ZSCORE', beats, head))
+  if lapse and lapse - now > tonumber(ARGV[5]) then wake(head) end
 end
 -- the fencing token never goes back: counter + 1, but at least the server clock in ms
 local f = math.max(last + 1, now)
