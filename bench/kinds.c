@@ -20,7 +20,8 @@
  *     readers, whose grants to a writer and to readers are shown apart).
  *
  *  4. What waiting costs the server: IDLE_WAITERS processes wait (run_s each) behind a holder
- *     that does not let go -- the lock, a full semaphore, readers behind a writer -- with wake
+ *     that does not let go -- the lock, a full semaphore, readers behind a writer, the fair
+ *     lock, a Redlock of 3 masters (2 started here) -- with wake
  *     (the default: they block until a signal or poll_ms) and with wake = 0 (they poll every
  *     retry_delay_ms). The waiters' round trips per waiter-second (scripts and BLPOPs: INFO
  *     commandstats) and the server's CPU per second (INFO cpu) while they wait.
@@ -274,14 +275,22 @@ static void handoffs(hlt_redis *r, double secs)
 
 /* ---- 4. what waiting costs the server ---- */
 
-typedef struct idle_plan { const char *url; kind k; int wake; double secs; } idle_plan;
+/* A row of table 4: who waits, on how many masters (Redlock: the masters' calls summed, per
+ * waiter-second), and the client's fair option. */
+typedef struct idle_row { const char *what; kind k; size_t masters; int fair; } idle_row;
+typedef struct idle_plan { const char *const *urls; const idle_row *row; int wake; double secs; } idle_plan;
+
+static void tune_fair_wake(hilock_options *o) { o->fair = 1; }
+static void tune_fair_no_wake(hilock_options *o) { o->fair = 1; o->wake = 0; }
 
 static void idle_wait(int i, void *arg)
 {
     const idle_plan *p = arg;
-    hilock_client *c = client_with(&p->url, 1, p->wake ? NULL : tune_no_wake);
+    void (*tune)(hilock_options *) = p->row->fair ? (p->wake ? tune_fair_wake : tune_fair_no_wake)
+                                                  : p->wake ? NULL : tune_no_wake;
+    hilock_client *c = client_with(p->urls, p->row->masters, tune);
     hilock *l = NULL;
-    hilock_status st = take(c, p->k, 1, TTL_MS, (int64_t)(p->secs * 1000), &l);
+    hilock_status st = take(c, p->row->k, 1, TTL_MS, (int64_t)(p->secs * 1000), &l);
     (void)i;
     if (st != HILOCK_BUSY) die("idle waiter", st == HILOCK_OK ? "granted behind a holder" : hilock_client_errmsg(c));
     hilock_client_free(c);
@@ -300,37 +309,61 @@ static long long total_calls(hlt_redis *r)
     return n;
 }
 
+#define IDLE_MASTERS 3   /* the Redlock row */
+
 static void idle_waiters(hlt_redis *r, double secs)
 {
-    static const kind ks[] = { K_LOCK, K_SEM, K_SHARED };
-    static const char *const what[] = { "lock, held", "semaphore (limit 1), full", "shared, behind a writer" };
+    static const idle_row rows[] = {
+        { "lock, held", K_LOCK, 1, 0 },
+        { "semaphore (limit 1), full", K_SEM, 1, 0 },
+        { "shared, behind a writer", K_SHARED, 1, 0 },
+        { "fair lock, held", K_LOCK, 1, 1 },
+        { "Redlock (3 masters), held", K_LOCK, IDLE_MASTERS, 0 },
+    };
+    hlt_redis *m[IDLE_MASTERS] = { r };
+    const char *urls[IDLE_MASTERS] = { r->url };
+    for (int i = 1; i < IDLE_MASTERS; i++) {
+        if (!(m[i] = hlt_redis_start(NULL))) die("idle waiters", "could not start the Redlock row's masters");
+        urls[i] = m[i]->url;
+    }
     printf("\nWhat waiting costs the server: %d processes wait %.1f s each (blocking: %.1f s) behind a holder that keeps "
-           "the key;\nround trips per waiter-second (scripts and BLPOPs, INFO commandstats; target <= 1 with blocking) and\n"
-           "server CPU while they wait (each process's first and last attempt included). The waiters of each kind\n"
-           "keep one watch: one of them polls, the others block through its lease (wait.c)\n",
-           IDLE_WAITERS, secs, 2 * secs);
+           "the key;\nround trips per waiter-second (scripts and BLPOPs, INFO commandstats; Redlock: per master; target "
+           "<= 1\nwith blocking) and server CPU while they wait (each process's first and last attempt included). "
+           "The\nwaiters of each kind keep one watch (a Redlock's: its first master's): one of them polls, the others block\n"
+           "through its lease (wait.c); a fair lock's queue is its own (fair.c)\n", IDLE_WAITERS, secs, 2 * secs);
     printf("  %-28s %-22s %14s %16s\n", "kind", "waiters", "calls/waiter/s", "server CPU ms/s");
-    for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {
-        hilock_client *hc = client_with((const char *[]){ r->url }, 1, NULL);
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        const idle_row *row = &rows[k];
+        hilock_client *hc = client_with(urls, row->masters, row->fair ? tune_fair_wake : NULL);
         hilock *h = NULL;
-        if (take(hc, ks[k] == K_SHARED ? K_EXCL : ks[k], 1, 600000, 0, &h) != HILOCK_OK)
+        if (take(hc, row->k == K_SHARED ? K_EXCL : row->k, 1, 600000, 0, &h) != HILOCK_OK)
             die("idle holder", hilock_client_errmsg(hc));
         for (int wake = 1; wake >= 0; wake--) {
             /* (blocking waiters wait twice as long: one behind the watch attempts every ~3 s,
              * so its first and last attempts would weigh much in a short wait) */
-            idle_plan p = { r->url, ks[k], wake, wake ? 2 * secs : secs };
-            long long c0 = total_calls(r);
-            int64_t s0 = server_cpu_us(r), t0 = now_us(), dt;
+            idle_plan p = { urls, row, wake, wake ? 2 * secs : secs };
+            long long c0 = 0, c1 = 0;
+            int64_t s0 = 0, s1 = 0, t0, dt;
+            for (size_t i = 0; i < row->masters; i++) {
+                c0 += total_calls(m[i]);
+                s0 += server_cpu_us(m[i]);
+            }
+            t0 = now_us();
             in_processes(IDLE_WAITERS, idle_wait, &p, "idle waiters");
             dt = now_us() - t0;
-            printf("  %-28s %-22s %14.2f %16.2f\n", wake ? what[k] : "", wake ? "block (poll_ms 1000)"
-                   : "poll (retry_delay 50)", (double)(total_calls(r) - c0) / IDLE_WAITERS / ((double)dt / 1e6),
-                   (double)(server_cpu_us(r) - s0) / 1000.0 / ((double)dt / 1e6));
+            for (size_t i = 0; i < row->masters; i++) {
+                c1 += total_calls(m[i]);
+                s1 += server_cpu_us(m[i]);
+            }
+            printf("  %-28s %-22s %14.2f %16.2f\n", wake ? row->what : "", wake ? "block (poll_ms 1000)"
+                   : "poll (retry_delay 50)", (double)(c1 - c0) / (double)row->masters / IDLE_WAITERS / ((double)dt / 1e6),
+                   (double)(s1 - s0) / 1000.0 / (double)row->masters / ((double)dt / 1e6));
         }
         if (hilock_release(h) != HILOCK_OK) die("idle holder", hilock_client_errmsg(hc));
         hilock_free(h);
         hilock_client_free(hc);
     }
+    for (int i = 1; i < IDLE_MASTERS; i++) hlt_redis_stop(m[i]);
 }
 
 void kinds_bench(hlt_redis *r, double run_s)
