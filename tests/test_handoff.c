@@ -72,6 +72,7 @@ typedef struct waiter {
     int64_t         ttl_ms, wait_ms, hold_ms;
     hilock_status   st, rel;
     long long       t_acquired;   /* hlt_now_ms() */
+    int64_t         validity;     /* hilock_validity_ms at the grant */
     char            token[64];
     pthread_t       th;
 } waiter;
@@ -83,6 +84,7 @@ static void *waiter_main(void *arg)
     w->st = hilock_acquire(w->c, w->key, w->ttl_ms, w->wait_ms, &l);
     w->t_acquired = hlt_now_ms();
     if (w->st == HILOCK_OK) {
+        w->validity = hilock_validity_ms(l);
         snprintf(w->token, sizeof w->token, "%s", hilock_token(l));
         if (w->hold_ms > 0) hlt_sleep_ms((long)w->hold_ms);
         w->rel = hilock_release(l);
@@ -357,6 +359,138 @@ Test(handoff, a_waiter_still_gives_up_at_its_deadline)
     hilock_client_free(hc);
     hilock_client_free(wc);
     assert_aux_keys_expire(r);
+    hlt_redis_stop(r);
+}
+
+/* ---- the attempt sent behind the block (src/lock/wait.c, hl_behind_block) ---- */
+
+/* A waiter whose block is short beside its ttl (poll_ms 2 s, ttl 30 s) sends its next attempt
+ * in the same write as its BLPOP: the server grants it the moment the release's signal pops,
+ * with no round trip of the waiter's between. Its validity then counts from that write, before
+ * the block: here at least the 500 ms it was seen blocked before the release, never the
+ * ttl less the few ms of a grant's own round trip. */
+Test(handoff, a_grant_behind_its_block_counts_its_validity_from_before_the_block)
+{
+    hilock_client *hc;
+    hilock *h;
+    waiter w;
+    long long t_blocked;
+    hlt_redis *r;
+    HLT_NEEDS(60000, "a fractional BLPOP timeout (Redis 6.0): before it a waiter blocks, then attempts");
+    r = held("job", &hc, &h);
+    waiter_start(&w, hlt_client_retry(r->url, 2000), "job", 20000, 0);   /* (ttl 30 s) */
+    await_blocked(r, 1);
+    t_blocked = hlt_now_ms();
+    hlt_sleep_ms(500);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK);
+    cr_assert_eq(w.rel, HILOCK_OK);
+    printf("handoff: a grant behind its block: validity %lld ms of 30000, %lld ms after the block was seen\n",
+           (long long)w.validity, w.t_acquired - t_blocked);
+    cr_assert_leq(w.validity, 30000 - (w.t_acquired - t_blocked), "validity %lld ms: counted from after the block",
+                  (long long)w.validity);
+    cr_assert_gt(w.validity, 30000 - 2000 - 1000, "validity %lld ms: more lost than the block", (long long)w.validity);
+    cr_assert_eq(blpops(r), 1, "one wait, ended by the signal");
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* A server that refuses BLPOP (an ACL here) answers the attempt behind it all the same; the
+ * waiter then polls every retry_delay_ms apart from it (not in a loop of refused BLPOPs and
+ * attempts), and gets the lock once it is free. */
+Test(handoff, a_waiter_whose_blpop_is_refused_polls_and_still_gets_the_lock)
+{
+    hlt_redis *r;
+    hilock_client *hc;
+    hilock *h;
+    waiter w;
+    redisReply *rep;
+    char url[300];
+    long long before;
+    HLT_NEEDS(60000, "ACL users: Redis 6");
+    r = held("job", &hc, &h);
+    rep = hlt_acl_setuser(r, "w on >pw ~* &* +@all -blpop");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    snprintf(url, sizeof url, "redis://w:pw@127.0.0.1:%d", r->port);
+    before = hlt_script_calls(r);
+    waiter_start(&w, hlt_client_retry(url, 100), "job", 20000, 0);
+    hlt_sleep_ms(1000);
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK);
+    cr_assert_eq(w.rel, HILOCK_OK);
+    /* ~1 s of polls every 50-150 ms: about 10; a loop of refused BLPOPs would make thousands */
+    printf("handoff: a waiter refused BLPOP made %lld attempts in ~1 s\n", hlt_script_calls(r) - before);
+    cr_assert_leq(hlt_script_calls(r) - before, 60, "%lld attempts", hlt_script_calls(r) - before);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* The script cache emptied while a waiter blocks (SCRIPT FLUSH; a restart or failover would
+ * also close its connection): its attempt behind the block is refused NOSCRIPT and sent again
+ * as EVAL, behind a BLPOP again. The release's signal was taken by the first one, so the
+ * waiter is granted at the end of the second block (its poll), within its wait, and holds
+ * the key alone. */
+Test(handoff, a_script_cache_flushed_during_the_block_costs_the_waiter_one_poll)
+{
+    hilock_client *hc;
+    hilock *h;
+    waiter w;
+    redisReply *rep;
+    long long t_rel;
+    hlt_redis *r = held("job", &hc, &h);
+    waiter_start(&w, hlt_client_retry(r->url, 1000), "job", 20000, 0);
+    await_blocked(r, 1);
+    rep = hlt_cmd(r, "SCRIPT FLUSH");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    t_rel = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    waiter_join(&w);
+    cr_assert_eq(w.st, HILOCK_OK, "%s", hilock_strerror(w.st));
+    cr_assert_eq(w.rel, HILOCK_OK);
+    printf("handoff: with the script cache flushed, granted %lld ms after the release\n", w.t_acquired - t_rel);
+    cr_assert_lt(w.t_acquired - t_rel, 5000, "took %lld ms (its poll: 1 s)", w.t_acquired - t_rel);
+    cr_assert_eq(hlt_exists(r, "job"), 0, "the waiter's release left the key");
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* The server freezes (SIGSTOP) while a waiter blocks with its attempt behind: the round trip
+ * ends within the block, io_timeout_ms and the wait's bound, BUSY or ETIMEDOUT, nothing held;
+ * once the server is back, whatever the attempt wrote is undone on the next contact and a
+ * second client gets the key at once. */
+Test(handoff, a_server_frozen_during_the_block_ends_the_wait_within_its_bound)
+{
+    hilock_client *hc, *c2;
+    hilock *h, *l;
+    waiter w;
+    long long t0;
+    hlt_redis *r = held("job", &hc, &h);
+    waiter_start(&w, hlt_client_retry(r->url, 1000), "job", 2000, 0);
+    t0 = hlt_now_ms();
+    await_blocked(r, 1);
+    hlt_redis_freeze(r);
+    waiter_join(&w);
+    hlt_redis_thaw(r);
+    printf("handoff: a frozen server ended the wait in %lld ms (%s)\n", w.t_acquired - t0, hilock_strerror(w.st));
+    cr_assert(w.st == HILOCK_BUSY || w.st == HILOCK_ETIMEDOUT, "%s", hilock_strerror(w.st));
+    /* wait 2 s + the bound of a last attempt (connect + 3 io: 4 s), with slack */
+    cr_assert_lt(w.t_acquired - t0, 9000, "took %lld ms", w.t_acquired - t0);
+    hlt_holds(r, "job", hilock_token(h));
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    c2 = hlt_client(r->url);
+    cr_assert_eq(hilock_acquire(c2, "job", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c2));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c2);
+    hilock_free(h);
+    hilock_client_free(hc);
     hlt_redis_stop(r);
 }
 

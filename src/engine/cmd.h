@@ -9,7 +9,7 @@
 
 /* ---- commands ---- */
 #define HL_MAX_ARGS  20   /* permits.lua acquire: 7 keys, 12 arguments */
-#define HL_MAX_CMDS  4
+#define HL_MAX_CMDS  5   /* a BLPOP, the acquire, INFO, HMGET, WAIT (lock.c attempt_round) */
 #define HL_MAX_NODES 32   /* masters of one client: node sets are uint32_t masks */
 
 /* ---- what a server can do: each feature's floor, one table (engine.c: floors) ---- */

@@ -441,17 +441,24 @@ static hilock_status attempt_round(hilock *l, hl_deadline dl, int64_t mark_ms, t
     hl_kind_buf b;
     hl_topo_op top;
     hilock_status st;
-    int ncmd;
+    int64_t block_to = l->block_to_us, block_us = 0;   /* > 0: the wait's BLPOP goes first (wait.c) */
+    int ncmd, behind = block_to > 0;
     uint32_t all = hl_all_nodes(c), ok, wrote = 0, nomem = 0;
     int64_t end = dl.hard_us, hint;
+    char secs[32];
 
-    if ((st = l->kind->acquire_cmd(l, &cmds[0], &b, mark_ms)) != HILOCK_OK) return st;
-    ncmd = topo_begin(l, &top, HL_TOPO_ACQUIRE, l->ttl_ms, cmds, dl);
+    l->block_to_us = 0;
+    if ((st = l->kind->acquire_cmd(l, &cmds[behind], &b, mark_ms)) != HILOCK_OK) return st;
+    ncmd = behind + topo_begin(l, &top, HL_TOPO_ACQUIRE, l->ttl_ms, cmds + behind, dl);
     *t0 = hl_now_us();
     /* Redlock: a master gets its per-master timeout to connect and as long again to answer,
      * never the full connect/io timeouts, so a dead or frozen one costs little validity */
     if (c->nnodes > 1 && hl_add_sat(*t0, 2 * dl.per_us) < end) end = *t0 + 2 * dl.per_us;
-    ok = hl_exec(c, all, cmds, ncmd, hl_deadline_of(dl.per_us + top.extra_us, hl_add_sat(end, top.extra_us)));
+    if (behind) block_us = hl_behind_block(l, &cmds[0], secs, block_to, *t0);
+    ok = behind ? hl_exec_any(c, all, cmds, ncmd, hl_deadline_of(block_us + dl.per_us + top.extra_us,
+                                                                 hl_add_sat(end, top.extra_us)))
+                : hl_exec(c, all, cmds, ncmd, hl_deadline_of(dl.per_us + top.extra_us, hl_add_sat(end, top.extra_us)));
+    if (behind) hl_behind_read(l);   /* the BLPOP's reply, out of the acquire's way */
     /* what each node did, read now: on an event loop, the nested round trips below (topology,
      * busy_round) let other flows run, which overwrite the nodes' fields */
     for (size_t i = 0; i < c->nnodes; i++) {
@@ -720,9 +727,11 @@ hilock_status hl_acquire_limit(hilock_client *c, const char *key, int limit, int
     dl = lock_dl(c, ttl_ms, hl_add_sat(wait_end, hl_call_bound_us(c, c->opt.io_timeout_ms * 1000)));
     for (int retake = 0;;) {
         int64_t hint = 0;
+        int behind = l->block_to_us > 0;   /* (behind the wait's BLPOP: hl_wait_turn) */
         if (l->spent && (st = fresh_token(l, dl)) != HILOCK_OK) break;
         st = attempt(l, dl, hl_wait_mark_ms(l, wait_end), &hint);
         attempts++;
+        if (behind) woken = l->woken;
         if (st == HILOCK_OK) {
             acquire_end(l, st, start, attempts, woken);
             *out = l;

@@ -71,6 +71,9 @@ struct hilock {
     char          *signal_key;     /* list a release pushes to, to wake one waiter */
     char          *waiters_key;    /* set by busy attempts, so the release signals */
     int            woken;
+    int64_t        block_to_us;    /* > 0: the next attempt goes behind a BLPOP until then, in
+                                      one write (hl_wait_turn; lock.c attempt_round) */
+    int            no_behind;      /* a BLPOP sent so was refused: wait apart from now on */
     int64_t        watch_lease_ms; /* the watch's lease our busy attempt asks for (0: none) */
     int64_t        watch_left_ms;  /* the kind's busy answer: > 0, another waiter keeps the
                                       watch for this many ms more (0: we do, or no watch) */
@@ -215,6 +218,16 @@ int64_t hl_next_watch(hilock_client *c, int64_t left_ms, int64_t hint_us, int64_
 /* src/lock/wait.c: pause between acquire attempts until the holder's release (or hint_us, the
  * holder's remaining PTTL, or wait_end): the waiting strategy lives in one place. */
 int hl_wait_turn(hilock *l, int64_t hint_us, int64_t wait_end);   /* 1: a release woke it */
+/* One master: where a waiter's block would be short beside its ttl, hl_wait_turn does not
+ * block but sets l->block_to_us, and the next attempt sends the BLPOP in front of its acquire
+ * in one write (the server runs the acquire the moment the BLPOP returns: a release's
+ * handoff saves the woken waiter's round trip). hl_behind_block: that BLPOP, until `until`
+ * (into *cmd, its timeout's digits in secs[32]), sent at `now`; returns the time it adds to
+ * the round trip (us). hl_behind_read: after the round trip, the BLPOP's
+ * reply is read (l->woken; refused: no more of it for this acquire) and taken out of the
+ * node's replies, which are then the acquire's own, as without it. */
+int64_t hl_behind_block(hilock *l, hl_cmd *cmd, char *secs, int64_t until, int64_t now);
+void hl_behind_read(hilock *l);
 /* The longest pause (ms) between two attempts of a waiter of l: poll_ms where it blocks on a
  * release signal, else 1.5 x retry_delay_ms (the jitter's top), + 1. What a mark, a queue
  * entry or a cut of a mark must outlive. (A waiter behind another's watch pauses up to its

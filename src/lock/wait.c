@@ -74,6 +74,7 @@
  * its release was not signalled. A fair waiter blocks on servers before 6.0 only when its
  * queue entry outlives the block (fair.c: 2 x io_timeout_ms + the longest pause). */
 #include <stdio.h>
+#include <string.h>
 
 #include "kind.h"
 
@@ -191,6 +192,50 @@ static int block_on_signal(hilock *l, int64_t end)
     return woken;
 }
 
+/* The next attempt may go behind the block in one write (lock.h, hl_behind_block):
+ *   - one master: a Redlock's masters end their BLPOPs apart, and an attempt behind each
+ *     would wait out every block that no signal ends;
+ *   - the blocking runner: an event loop's flow that is cancelled or freed leaves its
+ *     blocked connection to the loop, where the attempt behind it could still be granted,
+ *     to nobody (here a round trip cut short closes its connection: a pending command dies
+ *     with it, and one that ran is undone by token on the next contact);
+ *   - not a queue: the fair lock grants only a head that takes the key itself, never one
+ *     frozen (SIGSTOP) in its block. A frozen waiter of the other kinds may be granted
+ *     behind its block and holds the key for its ttl at most, as a frozen holder would;
+ *   - a fractional timeout (6.0+); the connection the last attempt used still open (its
+ *     script is cached there: a NOSCRIPT would send the BLPOP again); no BLPOP refused yet;
+ *   - a block no longer than a quarter of the ttl: the grant's validity counts from the
+ *     write, before the block. */
+static int behind_ok(const hilock *l, int64_t block)
+{
+    const hilock_client *c = l->c;
+    return c->nnodes == 1 && !c->runner && !l->kind->queue && fractional(c) && !l->no_behind &&
+           !l->kind->busy_cmd && hl_node_connected(c, &c->nodes[0]) && block - hl_now_us() <= l->ttl_ms * 250;
+}
+
+int64_t hl_behind_block(hilock *l, hl_cmd *cmd, char *secs, int64_t until, int64_t now)
+{
+    long long ms = (long long)((until - now) / 1000);
+    if (ms < 1) ms = 1;
+    snprintf(secs, 32, "%lld.%03lld", ms / 1000, ms % 1000);
+    hl_cmd_init(cmd, NULL, 0);
+    hl_cmd_arg(cmd, "BLPOP", 5);
+    hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
+    hl_cmd_arg(cmd, secs, (size_t)-1);
+    return ms * 1000 + l->c->opt.io_timeout_ms * 500;   /* + half io_timeout_ms: a late timer */
+}
+
+void hl_behind_read(hilock *l)
+{
+    hl_node *n = &l->c->nodes[0];
+    hl_reply *r = n->reply[0];
+    l->woken = r && hl_reply_type(r) == HL_R_ARRAY;
+    if (r && hl_reply_type(r) == HL_R_ERROR) l->no_behind = 1;   /* (an ACL, a proxy) */
+    hl_reply_free(r);
+    memmove(&n->reply[0], &n->reply[1], (HL_MAX_CMDS - 1) * sizeof n->reply[0]);
+    n->reply[HL_MAX_CMDS - 1] = NULL;
+}
+
 int hl_wait_turn(hilock *l, int64_t hint_us, int64_t wait_end)
 {
     hilock_client *c = l->c;
@@ -200,6 +245,10 @@ int hl_wait_turn(hilock *l, int64_t hint_us, int64_t wait_end)
         int64_t pause_end = left > 0 ? hl_next_watch(c, left < lease ? left : lease, hint_us, wait_end)
                                      : hl_next_poll(c, hint_us, wait_end);
         int64_t block = block_end(l, pause_end, hint_us, wait_end);
+        if (block - hl_now_us() >= MIN_BLOCK_US && behind_ok(l, block)) {
+            l->block_to_us = block;   /* the next attempt blocks first (lock.h) */
+            return 0;
+        }
         if (block - hl_now_us() >= MIN_BLOCK_US) {
             int w = block_on_signal(l, block);
             if (w >= 0) return l->woken = w;   /* signalled, or the block ran out: attempt now */
