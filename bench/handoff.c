@@ -6,9 +6,11 @@
  *
  *  - hilock: hilock_acquire (wait_ms 1 s, wake on: the default) / hilock_release;
  *  - (s) the library's protocol on bare hiredis: EVALSHA acquire.lua (busy: it marks the key
- *    awaited), BLPOP {k}:signal, EVALSHA acquire.lua again when woken; EVALSHA release.lua
- *    (which RPUSHes the signal when the key is awaited), with the keys and arguments
- *    src/kinds/modern.c sends. The difference to hilock is the client; to the floor, the scripts;
+ *    awaited), then BLPOP {k}:signal and EVALSHA acquire.lua again in one write (the server
+ *    runs the attempt the moment the BLPOP returns: src/lock/wait.c, hl_behind_block);
+ *    EVALSHA release.lua (which RPUSHes the signal when the key is awaited), with the keys and
+ *    arguments src/kinds/modern.c sends. The difference to hilock is the client; to the floor,
+ *    the scripts;
  *  - the floor: bare hiredis, a waiter blocked in BLPOP {k}:signal 0, the holder does DEL k
  *    then RPUSH {k}:signal 1, the woken waiter does one SET k v NX PX 30000.
  *
@@ -240,17 +242,29 @@ static void proto_init(proto *p, const hf_run *run, const char *key)
     freeReplyObject(t);
 }
 
-/* One attempt: 1 granted, 0 busy (the key is then marked awaited). */
-static int proto_acquire(proto *p)
+/* One attempt: 1 granted, 0 busy (the key is then marked awaited). secs: NULL, or the BLPOP
+ * sent first in the same write (the library's wait behind a block: the server runs the
+ * attempt the moment the BLPOP returns); *woke set when it returned an element. */
+static int proto_acquire(proto *p, const char *secs, int64_t *woke)
 {
     char floor[32];
     redisReply *rep;
     int ok;
     snprintf(p->token, sizeof p->token, "%016llx%016llx", (unsigned long long)getpid(), ++p->seq);
     snprintf(floor, sizeof floor, "%lld", (long long)(p->srv_ms0 + (now_us() - p->mono0) / 1000 + p->floor_add));
+    const char *bl[] = { "BLPOP", p->signal, secs };
     const char *argv[] = { "EVALSHA", p->run->sha_acq, "4", p->key, p->fence, p->waiters, p->holder, p->token,
                            "5000", "3605000", floor, "2001", "3024005000", p->who, "0" };
-    rep = cmd_or_die(p->rc, 15, argv, "acquire.lua");
+    if (secs) {
+        redisAppendCommandArgv(p->rc, 3, bl, NULL);
+        redisAppendCommandArgv(p->rc, 15, argv, NULL);
+        if (redisGetReply(p->rc, (void **)&rep) != REDIS_OK) die("BLPOP", p->rc->errstr);
+        if (rep->type == REDIS_REPLY_ARRAY) *woke = now_us();
+        freeReplyObject(rep);
+        if (redisGetReply(p->rc, (void **)&rep) != REDIS_OK) die("acquire.lua", p->rc->errstr);
+    } else {
+        rep = cmd_or_die(p->rc, 15, argv, "acquire.lua");
+    }
     ok = rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 && rep->element[0]->integer == 1;
     freeReplyObject(rep);
     return ok;
@@ -283,8 +297,9 @@ static void script_proc(hf_run *run, int me)
     while (phase_wait(b, V_SCRIPT) != PH_STOP) {
         int64_t t0 = now_us(), t1, woke = 0;
         int got, mine, done = 0;
-        while (!(got = proto_acquire(&p)) && phase_of(b) == V_SCRIPT)
-            if (proto_block(&p, "1")) woke = now_us();
+        got = proto_acquire(&p, NULL, NULL);
+        while (!got && phase_of(b) == V_SCRIPT)
+            got = proto_acquire(&p, "1", &woke);
         if (!got) continue;
         t1 = now_us();
         if ((mine = phase_of(b) == V_SCRIPT)) {
@@ -437,12 +452,12 @@ static void one_shape(hf_run *run, shape sh, int n, double *per_call, char *inne
             break;
         case S_GRANT:   /* a clock ahead of the counter: INCR + SET, as a key granted < 1/ms */
             p.floor_add = i;
-            if (!proto_acquire(&p)) die("cost", "acquire.lua busy");
+            if (!proto_acquire(&p, NULL, NULL)) die("cost", "acquire.lua busy");
             freeReplyObject(cmd_or_die(p.rc, 2, (const char *[]){ "DEL", key }, "DEL"));
             setup_del++;
             break;
         case S_BUSY:
-            if (proto_acquire(&p)) die("cost", "acquire.lua granted");
+            if (proto_acquire(&p, NULL, NULL)) die("cost", "acquire.lua granted");
             break;
         case S_BLPOP:
             freeReplyObject(cmd_or_die(p.rc, 3, (const char *[]){ "RPUSH", p.signal, "1" }, "RPUSH"));
