@@ -6,9 +6,12 @@
  * depending on the machine's speed. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include "checks.h"
 #include "clients.h"
@@ -488,6 +491,53 @@ Test(handoff, a_server_frozen_during_the_block_ends_the_wait_within_its_bound)
     cr_assert_eq(hilock_acquire(c2, "job", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c2));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     hilock_free(l);
+    hilock_client_free(c2);
+    hilock_free(h);
+    hilock_client_free(hc);
+    hlt_redis_stop(r);
+}
+
+/* A waiter frozen (SIGSTOP) in its block, its attempt behind it: the release's signal wakes
+ * it on the server, which grants it the key -- a frozen holder, for its ttl (3 s) at most, as
+ * one frozen just after its grant would be. The next waiter gets the key once that ttl ends,
+ * not later; a waiter killed instead is granted nothing (its connection closes). */
+Test(handoff, a_waiter_frozen_in_its_block_holds_the_key_for_its_ttl_at_most, .timeout = 60)
+{
+    hilock_client *hc, *c2;
+    hilock *h, *l;
+    pid_t pid;
+    long long t_rel, took;
+    char *v;
+    hlt_redis *r;
+    HLT_NEEDS(60000, "a fractional BLPOP timeout (Redis 6.0): before it a waiter blocks, then attempts");
+    r = held("job", &hc, &h);
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {   /* ttl 3 s, poll 0.5 s: its blocks go behind its attempts */
+        hilock_client *c = hlt_client_retry(r->url, 500);
+        hilock *m;
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(60);
+        _exit(hilock_acquire(c, "job", 3000, 30000, &m) == HILOCK_OK ? 0 : 1);
+    }
+    await_blocked(r, 1);
+    kill(pid, SIGSTOP);
+    t_rel = hlt_now_ms();
+    cr_assert_eq(hilock_release(h), HILOCK_OK);
+    HLT_AWAIT(hlt_exists(r, "job"), 5000, "the frozen waiter's attempt was not run");
+    v = hlt_get(r, "job");
+    cr_assert(v && hlt_pttl(r, "job") <= 3000, "job: %s, pttl %lld", v ? v : "(gone)", hlt_pttl(r, "job"));
+    free(v);
+    c2 = hlt_client_retry(r->url, 500);
+    cr_assert_eq(hilock_acquire(c2, "job", 5000, 10000, &l), HILOCK_OK, "%s", hilock_client_errmsg(c2));
+    took = hlt_now_ms() - t_rel;
+    printf("handoff: behind a waiter frozen in its block, the next one got the key %lld ms after the release\n", took);
+    cr_assert_lt(took, 3000 + 2000, "took %lld ms (the frozen grant's ttl: 3 s)", took);
+    hlt_holds(r, "job", hilock_token(l));
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    kill(pid, SIGKILL);
+    cr_assert_eq(hlt_reap(pid, 5000), 128 + SIGKILL);
     hilock_client_free(c2);
     hilock_free(h);
     hilock_client_free(hc);
