@@ -286,8 +286,9 @@ typedef struct hilock_options {
                                      signals it, the holder's ttl runs out, its own deadline
                                      comes or its pause passes, whichever is first: about
                                      one attempt and one BLPOP per poll_ms for the one waiter
-                                     that keeps the watch (one master), per ~3 x poll_ms for
-                                     the others, while a holder holds; 0 = pure polling every
+                                     that keeps the watch (a fair lock: its queue's head),
+                                     per ~3 x poll_ms for the others, while a holder holds;
+                                     0 = pure polling every
                                      retry_delay_ms (a knob for comparisons: make bench; or for
                                      proxies without blocking commands). Default 1.
                                      Waiters block with BLPOP on {key}:signal; an acquire that
@@ -296,6 +297,11 @@ typedef struct hilock_options {
                                      {key}:signal, waking one waiter. Both keys expire (the
                                      signal after 1 s). A woken waiter whose next attempt
                                      fails (an error, not a holder) passes the signal on.
+                                     One master, Redis >= 6.0, blocking API: a block of at
+                                     most ttl/4 is written with the next attempt, which the
+                                     server runs as the BLPOP returns (a handoff saves a
+                                     round trip; that grant's validity counts from before
+                                     the block; not for fair locks).
                                      Legacy and bridge locks always poll (their fleets do
                                      not signal). See docs/waiting-and-keepalive.md.          */
     int64_t failover_guard_ms;    /* the failover guard lasts at least this long: set it to
@@ -325,8 +331,10 @@ typedef struct hilock_options {
                                      queue may take the free key; a release calls the head; a
                                      try-lock (wait_ms 0) with waiters queued says BUSY. A
                                      waiter that dies, freezes or gives up leaves the queue
-                                     within 2 x io_timeout_ms + poll_ms of its last attempt
-                                     (+ 1.5 x retry_delay_ms instead of poll_ms with wake = 0). Clients with fair = 0 on the same key never
+                                     within 2 x io_timeout_ms + 4 x poll_ms of its last
+                                     attempt (the waiters behind the head pause through a
+                                     watch's lease; + 1.5 x retry_delay_ms instead of 4 x
+                                     poll_ms with wake = 0). Clients with fair = 0 on the same key never
                                      overlap with fair ones but may pass the queue. One server
                                      URL only (direct or Sentinel; Redlock: EINVAL), not with
                                      bridge (EINVAL); hilock_legacy_acquire refuses a fair
@@ -349,10 +357,10 @@ typedef struct hilock_options {
                                      See docs/fencing.md. 0 or 1; default 1.                  */
     int64_t poll_ms;              /* with `wake`: the longest block between two attempts when
                                      no release signal comes (each is 0.75-1 x poll_ms, to
-                                     spread waiters), for the one waiter of a key on one
-                                     master that keeps the watch (Redlock: every waiter; a
+                                     spread waiters), for the one waiter of a key that keeps
+                                     the watch (Redlock: the first busy master's watch; a
                                      writer takes a shared/exclusive key's watch from a
-                                     reader). The others block
+                                     reader; a fair lock: the queue's head). The others block
                                      through the watch's lease (3 x the watcher's poll_ms,
                                      renewed at each of its polls) + 0-1 x poll_ms, at most 4
                                      x their own poll_ms. It bounds how late a key freed
