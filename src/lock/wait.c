@@ -48,9 +48,10 @@
  * clock, but one watcher is enough, as each of its attempts asks every master: the watch that
  * counts is the first busy master's (the first of the client's list that answered busy, the
  * same for every waiter that reaches it; hl_watch_of_masters). A waiter polls if that one
- * names it (or none), else pauses through its lease. While a holder holds, the watcher costs the server an attempt
- * and a BLPOP per 0.875 x poll_ms (1 s by default), each other waiter one of each per
- * ~HL_WATCH_POLLS x poll_ms. A block that times out is followed by an attempt at once.
+ * names it (or none), else pauses through its lease. While a holder holds, the watcher costs
+ * the server an attempt and a BLPOP per 0.875 x poll_ms (1 s by default), each other waiter
+ * one of each per ~HL_WATCH_POLLS x poll_ms. A block that times out is followed by an
+ * attempt at once.
  * The server ends a BLPOP by its own timer (every 1000/hz ms: 100 ms by default), so a wait
  * that nobody signals can end up to that much late; the round trip is allowed half of
  * io_timeout_ms beyond the wait (leaving the other half for the final attempt), after which
@@ -210,7 +211,8 @@ static int behind_ok(const hilock *l, int64_t block)
 {
     const hilock_client *c = l->c;
     return c->nnodes == 1 && !c->runner && !l->kind->queue && fractional(c) && !l->no_behind &&
-           !l->kind->busy_cmd && hl_node_connected(c, &c->nodes[0]) && block - hl_now_us() <= l->ttl_ms * 250;
+           !l->kind->busy_cmd && hl_node_connected(c, &c->nodes[0]) &&
+           block - hl_now_us() <= l->ttl_ms * 250;   /* (a quarter of the ttl, in us) */
 }
 
 int64_t hl_behind_block(hilock *l, hl_cmd *cmd, char *secs, int64_t until, int64_t now)
