@@ -39,12 +39,10 @@ static int64_t modern_busy(hilock *l, const hl_reply *r)
 {
     char ttl[HL_BUSY_TTL_BUF], d[HL_MS_SHOWN_BUF];
     const hl_reply *n = hl_reply_elem(r, 2), *ms = hl_reply_elem(r, 1);
-    const hl_reply *w = hl_reply_elem(r, 3);
     long long held = hl_reply_type(n) == HL_R_INTEGER ? hl_reply_int(n) : 0;
     l->queued = hl_reply_nelem(r) == 3;
     /* {0, pttl, 'watch', left}: left > 0, another waiter keeps the watch that long (wait.c) */
-    if (hl_reply_nelem(r) == 4 && hl_reply_type(w) == HL_R_INTEGER && hl_reply_int(w) > 0)
-        l->watch_left_ms = hl_reply_int(w);
+    if (hl_watch_left(r) > 0) l->watch_left_ms = hl_watch_left(r);
     if (l->queued && held != 0 && hl_reply_type(ms) == HL_R_INTEGER && hl_reply_int(ms) >= 0) {
         hl_ms_shown(hl_reply_int(ms), d, sizeof d);
         if (held < 0)

@@ -113,7 +113,7 @@ static int64_t permits_busy(hilock *l, const hl_reply *r)
 {
     const hl_reply *w = hl_reply_elem(r, 2);
     long long why = int_at(w, 0, -1), held = int_at(w, 1, -1), limit = int_at(w, 2, -1);
-    long long ms = int_at(r, 1, -2), left = int_at(r, 3, 0);
+    long long ms = int_at(r, 1, -2), left = hl_watch_left(r);
     char ttl[HL_BUSY_TTL_BUF], d[HL_MS_SHOWN_BUF];
     hilock_client *c = l->c;
     if (left > 0) l->watch_left_ms = left;

@@ -45,6 +45,11 @@ typedef struct hl_kind_ops hl_kind_ops;
  * (HL_WATCH_POLLS x poll_ms), in b->num[5] and b->num[6] -- and l->watch_left_ms back to 0
  * until a busy answer names another waiter's watch. One protocol for every kind with a watch. */
 void hl_watch_args(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms);
+/* src/lock/wait.c: what a busy answer says of the watch -- its fourth element, when the
+ * answer has four and that one is an integer > 0: the ms another waiter keeps the watch (into
+ * l->watch_left_ms); else 0 (this waiter keeps it, or there is none). Every kind's answer
+ * puts it there ({0, pttl, 'watch', left}, {0, pttl, {why, held, limit}, left}). */
+int64_t hl_watch_left(const hl_reply *r);
 
 struct hl_kind_ops {
     const char *name;   /* what hilock_kind says of its locks (and the events' lock_kind):

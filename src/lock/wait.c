@@ -137,17 +137,21 @@ int64_t hl_wait_mark_ms(hilock *l, int64_t wait_end)
     return (w + c->opt.io_timeout_ms * 1000) / 1000 + 1;
 }
 
+int64_t hl_watch_left(const hl_reply *r)
+{
+    const hl_reply *w = hl_reply_nelem(r) == 4 ? hl_reply_elem(r, 3) : NULL;
+    return w && hl_reply_type(w) == HL_R_INTEGER && hl_reply_int(w) > 0 ? hl_reply_int(w) : 0;
+}
+
 void hl_watch_of_masters(hilock *l, uint32_t busy)
 {
     const hilock_client *c = l->c;
     l->watch_left_ms = 0;
-    for (size_t i = 0; i < c->nnodes; i++) {
-        const hl_reply *r = c->nodes[i].reply[0], *w;
-        if (!(busy & (1u << i))) continue;
-        w = hl_reply_nelem(r) == 4 ? hl_reply_elem(r, 3) : NULL;
-        if (w && hl_reply_type(w) == HL_R_INTEGER && hl_reply_int(w) > 0) l->watch_left_ms = hl_reply_int(w);
-        return;   /* the first busy master's watch is the one that counts */
-    }
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (busy & (1u << i)) {   /* the first busy master's watch is the one that counts */
+            l->watch_left_ms = hl_watch_left(c->nodes[i].reply[0]);
+            return;
+        }
 }
 
 /* Until when a waiter blocks, given its pause's end: the pause itself where the servers take
