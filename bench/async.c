@@ -197,12 +197,11 @@ static void append_acquire(bare_conn *b, bare what, int i)
         redisAppendCommand(b->rc, "SET {b:%d} 0123456789abcdef0123456789abcdef NX PX 10000", i);
     else
         redisAppendCommand(b->rc, "EVALSHA %s 4 {b:%d} {b:%d}:fence {b:%d}:waiters {b:%d}:holder "
-                           "0123456789abcdef0123456789abcdef 10000 3610000 %lld 0 3024010000 %s 0", b->acq, i, i,
-                           i, i, (long long)(wall_ms() - 1000), b->holder);   /* (the floor) */
+                           "0123456789abcdef0123456789abcdef 10000 3610000 %lld 0 3024010000 %s 0 0 0 20000", b->acq,
+                           i, i, i, i, (long long)(wall_ms() - 1000), b->holder);   /* (the floor) */
 }
 
-/* The cycle's release: release.lua (with the holder record's key, as src/lock/lock.c's
- * value_cmd), or DEL. */
+/* The cycle's release: release.lua (as src/lock/kind.c's value_cmd), or DEL. */
 static void append_release(bare_conn *b, bare what, int i)
 {
     if (what == BARE_SET_DEL)
@@ -211,8 +210,8 @@ static void append_release(bare_conn *b, bare what, int i)
         redisAppendCommand(b->rc, "EVALSHA %s 3 {b:%d} {b:%d}:signal {b:%d}:waiters "
                            "0123456789abcdef0123456789abcdef", b->rel, i, i, i);
     else
-        redisAppendCommand(b->rc, "EVALSHA %s 4 {b:%d} {b:%d}:signal {b:%d}:waiters {b:%d}:holder "
-                           "0123456789abcdef0123456789abcdef", b->rel, i, i, i, i);
+        redisAppendCommand(b->rc, "EVALSHA %s 3 {b:%d} {b:%d}:signal {b:%d}:waiters "
+                           "0123456789abcdef0123456789abcdef", b->rel, i, i, i);
 }
 
 static void read_replies(bare_conn *b, int n)
@@ -240,10 +239,10 @@ static rate hiredis_rate(hlt_redis *r, int depth, bare what, double secs)
     int64_t end;
     meter m;
     rate x;
-    char host[256] = "";   /* the holder record's "host\npid\nprogram" (ARGV[7]), as the client's */
+    char host[256] = "";   /* the holder record "tag\nhost\npid\nprogram" (ARGV[7]), as the client's */
     if (!b.rc || b.rc->err) die("hiredis", b.rc ? b.rc->errstr : "connect");
     gethostname(host, sizeof host - 1);
-    snprintf(b.holder, sizeof b.holder, "%s\n%ld\nbench", host, (long)getpid());
+    snprintf(b.holder, sizeof b.holder, "456789abcdef\n%s\n%ld\nbench", host, (long)getpid());
     if (what != BARE_SET_DEL) {
         load_script(b.rc, "acquire", b.acq);
         load_script(b.rc, "release", b.rel);

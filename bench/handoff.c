@@ -235,7 +235,7 @@ static void proto_init(proto *p, const hf_run *run, const char *key)
     snprintf(p->waiters, sizeof p->waiters, "{%s}:waiters", key);
     snprintf(p->signal, sizeof p->signal, "{%s}:signal", key);
     snprintf(p->holder, sizeof p->holder, "{%s}:holder", key);
-    snprintf(p->who, sizeof p->who, "localhost\n%d\nbench", (int)getpid());
+    snprintf(p->who, sizeof p->who, "%012llx\nlocalhost\n%d\nbench", (unsigned long long)getpid(), (int)getpid());
     t = cmd_or_die(p->rc, 1, (const char *[]){ "TIME" }, "TIME");
     p->srv_ms0 = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
     p->mono0 = now_us();
@@ -250,20 +250,20 @@ static int proto_acquire(proto *p, const char *secs, int64_t *woke)
     char floor[32];
     redisReply *rep;
     int ok;
-    snprintf(p->token, sizeof p->token, "%016llx%016llx", (unsigned long long)getpid(), ++p->seq);
+    snprintf(p->token, sizeof p->token, "%020llx%012llx", ++p->seq, (unsigned long long)getpid());   /* (its tag last) */
     snprintf(floor, sizeof floor, "%lld", (long long)(p->srv_ms0 + (now_us() - p->mono0) / 1000 + p->floor_add));
     const char *bl[] = { "BLPOP", p->signal, secs };
     const char *argv[] = { "EVALSHA", p->run->sha_acq, "4", p->key, p->fence, p->waiters, p->holder, p->token,
-                           "5000", "3605000", floor, "2001", "3024005000", p->who, "0" };
+                           "5000", "3605000", floor, "2001", "3024005000", p->who, "0", "0", "0", "10000" };
     if (secs) {
         redisAppendCommandArgv(p->rc, 3, bl, NULL);
-        redisAppendCommandArgv(p->rc, 15, argv, NULL);
+        redisAppendCommandArgv(p->rc, 18, argv, NULL);
         if (redisGetReply(p->rc, (void **)&rep) != REDIS_OK) die("BLPOP", p->rc->errstr);
         if (rep->type == REDIS_REPLY_ARRAY) *woke = now_us();
         freeReplyObject(rep);
         if (redisGetReply(p->rc, (void **)&rep) != REDIS_OK) die("acquire.lua", p->rc->errstr);
     } else {
-        rep = cmd_or_die(p->rc, 15, argv, "acquire.lua");
+        rep = cmd_or_die(p->rc, 18, argv, "acquire.lua");
     }
     ok = rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 && rep->element[0]->integer == 1;
     freeReplyObject(rep);
@@ -272,8 +272,8 @@ static int proto_acquire(proto *p, const char *secs, int64_t *woke)
 
 static void proto_release(proto *p)
 {
-    const char *argv[] = { "EVALSHA", p->run->sha_rel, "4", p->key, p->signal, p->waiters, p->holder, p->token };
-    redisReply *rep = cmd_or_die(p->rc, 8, argv, "release.lua");
+    const char *argv[] = { "EVALSHA", p->run->sha_rel, "3", p->key, p->signal, p->waiters, p->token };
+    redisReply *rep = cmd_or_die(p->rc, 7, argv, "release.lua");
     if (rep->type != REDIS_REPLY_INTEGER || rep->integer != 1) die("release.lua", "not our value");
     freeReplyObject(rep);
 }

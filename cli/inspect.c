@@ -1088,7 +1088,8 @@ static record lock_record(const hilock_lock_view *lv)
     return r;
 }
 
-/* host "web-3", pid 4242, program "nightly", granted 12.3 s ago */
+/* host "web-3", pid 4242, program "nightly", granted 12.3 s ago (since_ms -1: "granted"
+ * and no time: a key granted faster than once a millisecond, hilock_inspect.h) */
 static void record_text(FILE *f, record r, int64_t now_us)
 {
     char a[32];
@@ -1097,7 +1098,8 @@ static void record_text(FILE *f, record r, int64_t now_us)
     show(f, r.host, strlen(r.host));
     fprintf(f, ", pid %lld, program ", (long long)r.pid);
     show(f, r.program, strlen(r.program));
-    fprintf(f, ", granted %s ago", human_ms(ago > 0 ? ago : 0, a, sizeof a));   /* (clocks differ a little) */
+    if (r.since_ms < 0) fputs(", granted (when: not known)", f);
+    else fprintf(f, ", granted %s ago", human_ms(ago > 0 ? ago : 0, a, sizeof a));   /* (clocks differ a little) */
 }
 
 static void holder_text(FILE *f, const hilock_lock_view *lv, int64_t now_us) { record_text(f, lock_record(lv), now_us); }

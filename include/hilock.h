@@ -523,10 +523,11 @@ HILOCK_API void hilock_cancel(hilock_client *c);
  *   With options.fair: first come, first served (a queue; the release calls its head; BUSY
  *   for a try-lock while waiters are queued; docs/fairness.md).
  *   With several masters, a signal from any one master wakes the waiter.
- * The lock is a fresh random token (16 bytes from the kernel, hex) written with
- * SET NX PX, and a fencing token minted in the same script, with a holder record (this
- * host, pid and program: informative only, for hilock_inspect; fencing = 1, fair = 0, bridge = 0 only;
- * docs/fencing.md). Validity is measured from
+ * The lock is a token (32 hex digits: 20 fresh from the kernel's random bytes, then the
+ * client's 12-digit tag, drawn once per client) written with SET NX PX, and a fencing
+ * token minted in the same script, which also keeps the client's holder record (this host,
+ * pid and program, written when another client's grant wrote it last: informative only,
+ * for hilock_inspect; fencing = 1, fair = 0, bridge = 0 only; docs/fencing.md). Validity is measured from
  * before the command was sent; an acquisition whose validity is <= 0 is undone.
  * On OK, *out owns a new lock (release with hilock_release, free with hilock_free);
  * otherwise *out = NULL.
@@ -628,7 +629,7 @@ typedef enum hilock_rw_mode {
  * grant is made, so a stream of readers cannot starve a writer. At most HILOCK_SEM_LIMIT_MAX
  * shared holders at once. An exclusive grant's fencing token exceeds every earlier grant's of
  * the key. hilock_token() is the grant's member of the key: "x:" (exclusive) or "s:"
- * (shared) and 30 hex digits.
+ * (shared) and 30 hex digits (18 fresh random ones, then the client's tag, as every token).
  * The plain lock is the exclusive side of the same key: hilock_acquire on a key held shared
  * or exclusive is BUSY ("KEY: held shared by 2 readers, who renew their grants (the last
  * expires in 29.7 s unless renewed)", or "KEY: held exclusive (a shared/exclusive lock's
@@ -736,8 +737,9 @@ HILOCK_API int64_t hilock_validity_ms(const hilock *l);
  * The resource itself must compare tokens. */
 HILOCK_API uint64_t hilock_fence(const hilock *l);
 
-/* The value this lock holds: the token of the attempt that was granted (32 hex characters,
- * or the legacy stamp). An acquire whose attempt may have left its value behind (a write that
+/* The value this lock holds: the token of the attempt that was granted (32 lowercase hex
+ * characters, the last 12 the client's tag: the same in every token of one client; or the
+ * legacy stamp). An acquire whose attempt may have left its value behind (a write that
  * timed out, a grant given back) retries with a new token, so an undo of the old value can
  * never delete the grant; this is the final one. Owned by the lock. NULL for NULL. */
 HILOCK_API const char *hilock_token(const hilock *l);

@@ -97,9 +97,10 @@ typedef struct hilock_lock_view {
     /* The holder record {key}:holder (new in 0.5.0): who was granted the lock's current
      * value, as that client described itself. Informative only -- for an operator's question
      * "which machine has it?" -- never proof of ownership (any client with write access can
-     * write it; ownership is the value itself, and fencing tokens protect a resource). Shown
-     * only while the record's token is the key's whole value now, so a record of an earlier
-     * grant is never taken for the holder's. None (holder_host NULL, holder_pid and
+     * write it; ownership is the value itself, and fencing tokens protect a resource). One
+     * record per key names the client of its latest grant by the client's tag, the last 12
+     * digits of its tokens (docs/fencing.md); shown only while the key's value is a token
+     * ending with that tag, so another client's grant is never taken for the holder's. None (holder_host NULL, holder_pid and
      * holder_since_ms -1) for values hilock_acquire did not write with a record: fencing = 0
      * (a plain SET), fair, legacy and bridge locks, other writers, hilock 0.4.0 and older.
      * A program that may run on libhilock 0.4.0 (same soname) checks that hilock_version()
@@ -108,7 +109,10 @@ typedef struct hilock_lock_view {
     int64_t     holder_pid;       /* its process id, -1: none                                */
     const char *holder_program;   /* its program's name, or NULL                             */
     int64_t     holder_since_ms;  /* when it was granted: unix time in ms by this master's
-                                     clock, as the holder's client reckoned it; -1: none       */
+                                     clock, as the holder's client reckoned it (its fencing
+                                     token, read from {key}:fence); -1: none, or not known (the
+                                     counter is ahead of the clock: the key was granted faster
+                                     than once a ms; a Redlock's epoch token)                  */
     /* Semaphores and shared/exclusive locks (new in 0.5.0, as the holder fields: a program
      * that may run on libhilock 0.4.0 checks hilock_version() before reading these). Their key
      * is a sorted set of the holders' tokens, each scored with its expiry by the master's

@@ -613,10 +613,12 @@ Test(handoff, leaves_no_signal_keys)
     hilock_client_free(hc);
 
     assert_aux_keys_expire(r);
-    /* what is left: the fencing counter alone (kept ttl + 1 h by design) */
+    /* what is left: the fencing counter (kept ttl + 1 h by design) and the holder record of
+     * the last grant's client (2 x ttl: acquire.lua) */
     /* (KEYS, not DBSIZE: DBSIZE still counts expired keys the server has not reaped yet) */
-    cr_assert_eq(nkeys(r, "*"), 1);
+    cr_assert_eq(nkeys(r, "*"), 2);
     cr_assert_eq(hlt_exists(r, "{job}:fence"), 1);
+    cr_assert(hlt_pttl(r, "{job}:holder") > 0 && hlt_pttl(r, "{job}:holder") <= 2 * 30000);
     hlt_redis_stop(r);
 }
 

@@ -698,7 +698,20 @@ static void assert_no_holder(const seen_view *s)
     cr_assert_eq(s->since_ms, -1);
 }
 
-Test(inspect_api, a_grant_records_its_holder_until_the_release)
+/* The record "tag\nhost\npid\nprogram" of client c: its tokens end with the tag. */
+static void assert_record_names(hlt_redis *r, const char *key, const hilock *l)
+{
+    char want[512], host[256] = "", *got = hlt_get(r, key);
+    const char *tok = hilock_token(l);
+    gethostname(host, sizeof host - 1);
+    cr_assert_eq(strlen(tok), 32);
+    snprintf(want, sizeof want, "%s\n%s\n%ld\n%s", tok + 20, host, (long)getpid(), program_invocation_short_name);
+    cr_assert_not_null(got, "no %s", key);
+    cr_assert_str_eq(got, want);
+    free(got);
+}
+
+Test(inspect_api, a_grant_records_its_client_and_the_release_leaves_it_to_lapse)
 {
     hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c, *viewer;
@@ -711,17 +724,21 @@ Test(inspect_api, a_grant_records_its_holder_until_the_release)
     cr_assert_eq(hilock_client_open(r->unix_url, &viewer), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c, "h:job", 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     t1 = (long long)(wall_us() / 1000);
+    assert_record_names(r, "{h:job}:holder", l);
     s = look(viewer, "h:job");
     cr_assert_str_eq(s.host, host);
     cr_assert_eq(s.pid, (int64_t)getpid());
     cr_assert_str_eq(s.program, program_invocation_short_name);
-    /* the server's clock as the client reckons it: the wall clock here, within a few seconds */
+    /* since: the fencing token, the server's clock as the client reckons it: the wall clock
+     * here, within a few seconds */
+    cr_assert_eq(s.since_ms, (int64_t)hilock_fence(l));
     cr_assert(s.since_ms > t0 - 5000 && s.since_ms < t1 + 5000, "since %lld, acquired in [%lld, %lld]",
               (long long)s.since_ms, t0, t1);
-    pttl = hlt_pttl(r, "{h:job}:holder");   /* no longer than the lock */
-    cr_assert(pttl > 0 && pttl <= hlt_pttl(r, "h:job") + 50, "holder pttl %lld", pttl);
+    pttl = hlt_pttl(r, "{h:job}:holder");   /* outlives the lock, by at most one more ttl */
+    cr_assert(pttl > hlt_pttl(r, "h:job") && pttl <= 120000, "holder pttl %lld", pttl);
     cr_assert_eq(hilock_release(l), HILOCK_OK);
-    cr_assert_eq(hlt_exists(r, "{h:job}:holder"), 0, "the release left the holder record");
+    cr_assert_eq(hlt_exists(r, "h:job"), 0);
+    cr_assert_eq(hlt_exists(r, "{h:job}:holder"), 1, "the release deletes the lock alone");
     s = look(viewer, "h:job");
     assert_no_holder(&s);
     hilock_free(l);
@@ -730,7 +747,46 @@ Test(inspect_api, a_grant_records_its_holder_until_the_release)
     hlt_redis_stop(r);
 }
 
-/* A record is shown only while its token is the key's value: never an earlier grant's. */
+/* The record names the client, so a client granted the key again writes nothing more (its
+ * expiry runs on: not set again); another client's grant writes its own, and the first
+ * client's next grant its own again. Each time inspect shows the grant's client. */
+Test(inspect_api, a_record_is_written_once_per_client_not_per_grant)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *a, *b;
+    hilock *l;
+    long long p1, p2;
+    cr_assert_eq(hilock_client_open(r->unix_url, &a), HILOCK_OK);
+    cr_assert_eq(hilock_client_open(r->unix_url, &b), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(a, "h:again", 60000, 0, &l), HILOCK_OK);
+    assert_record_names(r, "{h:again}:holder", l);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    p1 = hlt_pttl(r, "{h:again}:holder");
+    hlt_sleep_ms(300);
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(hilock_acquire(a, "h:again", 60000, 0, &l), HILOCK_OK);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+    }
+    p2 = hlt_pttl(r, "{h:again}:holder");
+    cr_assert(p2 > 0 && p2 <= p1 - 250, "20 grants of one client set the record again (pttl %lld, then %lld)", p1, p2);
+    cr_assert_eq(hilock_acquire(b, "h:again", 60000, 0, &l), HILOCK_OK);
+    assert_record_names(r, "{h:again}:holder", l);   /* b's: another client */
+    cr_assert_eq(look(a, "h:again").pid, (int64_t)getpid());
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    cr_assert_eq(hilock_acquire(a, "h:again", 60000, 0, &l), HILOCK_OK);
+    assert_record_names(r, "{h:again}:holder", l);   /* a's again */
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hlt_redis_stop(r);
+}
+
+/* A record is shown only while the key's value is a token ending with its tag: never with
+ * another client's (or another library's) value, nor one malformed. */
 Test(inspect_api, a_record_of_an_earlier_grant_is_never_shown_as_the_holder)
 {
     hlt_redis *r = hlt_redis_started(NULL);
@@ -751,6 +807,64 @@ Test(inspect_api, a_record_of_an_earlier_grant_is_never_shown_as_the_holder)
     freeReplyObject(rep);
     s = look(c, "h:old");
     assert_no_holder(&s);
+    rep = hlt_cmd(r, "SET {h:old}:holder %s", "456789abcdef\nh\nnot-a-pid\np");
+    freeReplyObject(rep);
+    s = look(c, "h:old");
+    assert_no_holder(&s);
+    /* the record's first form (a token, since, ...: one per grant) is read still */
+    rep = hlt_cmd(r, "SET {h:old}:holder %s", "0123456789abcdef0123456789abcdef\n1700000000000\nold-host\n7\nold");
+    freeReplyObject(rep);
+    s = look(c, "h:old");
+    cr_assert_str_eq(s.host, "old-host");
+    cr_assert_eq(s.pid, 7);
+    cr_assert_eq(s.since_ms, 1700000000000LL);
+    /* a value of our client's form with another tag: not ours */
+    rep = hlt_cmd(r, "SET {h:old}:holder %s", "0123456789ab\nh\n1\np");
+    freeReplyObject(rep);
+    s = look(c, "h:old");
+    assert_no_holder(&s);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* since comes from the fence counter: unknown (-1) while the counter is ahead of the
+ * master's clock (a key granted faster than once a ms), the record still shown. */
+Test(inspect_api, since_is_unknown_while_the_fence_counter_is_ahead_of_the_clock)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *c;
+    hilock *l;
+    seen_view s;
+    redisReply *rep;
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(c, "h:fast", 60000, 0, &l), HILOCK_OK);
+    rep = hlt_cmd(r, "SET {h:fast}:fence %lld", (long long)(wall_us() / 1000) + 3600000LL);
+    freeReplyObject(rep);
+    s = look(c, "h:fast");
+    cr_assert_eq(s.pid, (int64_t)getpid());
+    cr_assert_eq(s.since_ms, -1);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
+/* Another type at {key}:holder (a user's hash) is no record of ours: the grant replaces it,
+ * and is granted (GET's WRONGTYPE after the lock's write would have left a grant behind). */
+Test(inspect_api, a_key_of_another_type_at_the_record_is_replaced_by_the_grant)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *c;
+    hilock *l;
+    redisReply *rep;
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    rep = hlt_cmd(r, "HSET {h:typed}:holder f v");
+    freeReplyObject(rep);
+    cr_assert_eq(hilock_acquire(c, "h:typed", 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+    assert_record_names(r, "{h:typed}:holder", l);
+    cr_assert_eq(look(c, "h:typed").pid, (int64_t)getpid());
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);
 }
@@ -764,8 +878,8 @@ Test(inspect_api, extend_keeps_the_holder_record_as_long_as_the_lock)
     cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c, "h:ext", 800, 0, &l), HILOCK_OK);
     cr_assert_eq(hilock_extend(l, 60000), HILOCK_OK, "%s", hilock_client_errmsg(c));
-    hlt_sleep_ms(1200);   /* past the first ttl */
-    cr_assert_gt(hlt_pttl(r, "{h:ext}:holder"), 50000);
+    hlt_sleep_ms(1700);   /* past the first ttl, and the record's first keep (2 x 800 ms) */
+    cr_assert_gt(hlt_pttl(r, "{h:ext}:holder"), 100000);   /* 2 x 60 s */
     s = look(c, "h:ext");
     cr_assert_eq(s.pid, (int64_t)getpid());
     cr_assert_eq(hilock_release(l), HILOCK_OK);

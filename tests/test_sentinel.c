@@ -827,7 +827,8 @@ Test(guard, plain_urls_by_default_send_and_write_nothing_more)
     cr_assert_eq(hilock_acquire(c, "plain", 5000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
     cr_assert_eq(hilock_release(l), HILOCK_OK);
     cr_assert_eq(hlt_exists(r, "hilock:guard"), 0);
-    cr_assert_eq(hlt_dbsize(r), 1);   /* the fence counter only */
+    cr_assert_eq(hlt_dbsize(r), 2);   /* the fence counter and the holder record only */
+    cr_assert_eq(hlt_exists(r, "{plain}:holder"), 1);
     hilock_free(l);
     hilock_client_free(c);
     hlt_redis_stop(r);

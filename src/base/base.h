@@ -157,11 +157,17 @@ void hl_slot_tag(unsigned slot, char *buf);
 char *hl_strdup(const char *s);
 char *hl_strndup(const char *s, size_t n);
 
-/* The holder record's text for this process (acquire.lua writes it with a grant, inspect
+/* The holder record's text for this process (acquire.lua and permits.lua write it, inspect
  * reads it): "host\npid\nprogram", control characters made '?', host and program cut at 64
  * bytes each: informative only (docs/fencing.md). At most HL_HOLDER_MAX - 1 bytes + NUL. */
 #define HL_HOLDER_MAX 160
 void hl_holder_text(char *buf, size_t cap);
+
+/* A client's tag: HL_TAG_LEN hex digits from the kernel's random bytes, the same in every
+ * token the client makes (their last digits: lock.c), so that one record per client and key,
+ * "tag\nhost\npid\nprogram" ({key}:holder, acquire.lua), names the holder of every grant the
+ * client is given there: written when another client's grant wrote it last, not per grant. */
+#define HL_TAG_LEN 12
 
 /* Public structs that grow (lock.h: HL_FIELD_END, docs/versioning.md): */
 /* Give the caller's `size` bytes at dst what the library's full `def` (ours bytes) holds,

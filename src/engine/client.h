@@ -169,7 +169,9 @@ struct hilock_client {
      * on another thread than the one using the client (hilock.h) */
     pthread_mutex_t live_mu;
     struct hilock *live[64];
-    char           holder[HL_HOLDER_MAX];   /* hl_holder_text: acquire.lua's holder record */
+    char           holder[HL_HOLDER_MAX];   /* hl_holder_text: permits.lua's holder records */
+    char           tag[HL_TAG_LEN + 1];     /* the last digits of every token (base.h) */
+    char           record[HL_TAG_LEN + 1 + HL_HOLDER_MAX];   /* "tag\n" holder: acquire.lua's */
     struct hl_cmdinfo *cmdinfo;  /* guarded.c: the server's key specs and flags of the commands */
     size_t         ncmdinfo;     /* guarded so far (COMMAND INFO): one array, freed with c */
     /* observe.c: the observer (NULL: none; each event site tests it, one branch) and the

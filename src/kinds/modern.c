@@ -12,14 +12,14 @@ static hilock_status modern_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, 
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     hl_cmd_arg(cmd, l->fence_key, (size_t)-1);
     hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);   /* a waiter marks the lock (wait.c) */
-    hl_cmd_arg(cmd, l->holder_key, (size_t)-1);    /* who holds it, for inspect */
+    hl_cmd_arg(cmd, l->holder_key, (size_t)-1);    /* who holds it, for inspect (base.h: tag) */
     hl_cmd_arg(cmd, l->token, (size_t)-1);
     hl_cmd_argi(cmd, b->num[0], l->ttl_ms);
     hl_cmd_argi(cmd, b->num[1], l->ttl_ms + HL_FENCE_KEEP_MS);
     hl_cmd_argclock(cmd);   /* each master's own clock: its token's floor */
     hl_cmd_argi(cmd, b->num[2], mark_ms);
     hl_cmd_argi(cmd, b->num[3], l->ttl_ms + HL_FENCE_EPOCH_KEEP_MS);
-    hl_cmd_arg(cmd, l->c->holder, (size_t)-1);
+    hl_cmd_arg(cmd, l->c->record, (size_t)-1);
     /* we waited behind readers: our mark, which holds new readers off, is cut to one retry
      * pause (1.5 x retry_delay_ms) -- not to a blocking waiter's pause (poll_ms), which
      * would hold readers off that long after our turn. Another plain writer blocked on the
@@ -27,6 +27,7 @@ static hilock_status modern_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, 
      * the lock again (docs/rwlock.md) */
     hl_cmd_argi(cmd, b->num[4], l->queued ? l->c->opt.retry_delay_ms * 3 / 2 + 1 : 0);
     hl_watch_args(l, cmd, b, mark_ms);   /* the watch (wait.c): ARGV[9], ARGV[10] */
+    hl_cmd_argi(cmd, b->num[7], HL_RECORD_KEEP(l->ttl_ms));
     return HILOCK_OK;
 }
 
@@ -70,6 +71,7 @@ static hilock_status modern_extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, i
     if (holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
     hl_cmd_argi(cmd, b->num[0], ttl_ms);
+    if (holder) hl_cmd_argi(cmd, b->num[1], HL_RECORD_KEEP(ttl_ms));
     return HILOCK_OK;
 }
 
@@ -83,11 +85,10 @@ static hilock_status modern_extend_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, i
  *     pause, as a grant would have cut it (acquire_cmd), not left for poll_ms. */
 static void modern_pass_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
-    hl_cmd_init(cmd, &hl_lua_release, l->kind->holder ? 4 : 3);
+    hl_cmd_init(cmd, &hl_lua_release, 3);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
     hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);
-    if (l->kind->holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
     hl_cmd_arg(cmd, "pass", 4);
     hl_cmd_argi(cmd, b->num[0], l->queued ? l->c->opt.retry_delay_ms * 3 / 2 + 1 : 0);

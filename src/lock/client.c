@@ -359,6 +359,16 @@ static hilock_status refuse_duplicates(const hilock_client *c)
     return HILOCK_OK;
 }
 
+/* c->tag and c->record (base.h: HL_TAG_LEN): once, from the kernel's random bytes. */
+static int client_tag(hilock_client *c)
+{
+    unsigned char raw[HL_TAG_LEN / 2];
+    if (hl_client_random(c, raw, sizeof raw) < 0) return -1;
+    hl_hex(c->tag, raw, sizeof raw);
+    snprintf(c->record, sizeof c->record, "%s\n%s", c->tag, c->holder);
+    return 0;
+}
+
 static hilock_status client_new(const hilock_options *given, size_t size, struct hl_tls_ctx *shared,
                                 hilock_client **out)
 {
@@ -439,6 +449,10 @@ static hilock_status client_new(const hilock_options *given, size_t size, struct
     c->quorum = c->nnodes / 2 + 1;
     if (hl_plat_random(&c->rng, sizeof c->rng) < 0) c->rng = (uint64_t)hl_now_us();
     c->rnd_used = sizeof c->rnd;   /* empty: the first token draws the pool */
+    if (client_tag(c) < 0) {
+        client_destroy(c);
+        return config_fail(HILOCK_EIO, "no random bytes for the client's tag");
+    }
     c->errmsg[0] = '\0';
     *out = c;
     return HILOCK_OK;

@@ -161,9 +161,9 @@ static int64_t counter_of(const hl_reply *r)
     return v;
 }
 
-/* The holder record without its token (inspect_key.lua), "since\nhost\npid\nprogram", split
- * into v; buf holds its copy (NUL-terminated parts). Anything else (nil, another shape: any
- * client may write that key) is no record. */
+/* The holder record as inspect_key.lua gives it, "since\nhost\npid\nprogram" (since '':
+ * not known), split into v; buf holds its copy (NUL-terminated parts). Anything else (nil,
+ * another shape: any client may write that key) is no record. */
 #define HOLDER_REPLY_MAX 512
 
 static int64_t number_of(const char *s)
@@ -203,8 +203,8 @@ static void holder_view(const hl_reply *r, char *buf, hilock_lock_view *v)
     char *part[4];   /* since, host, pid, program */
     v->holder_host = v->holder_program = NULL;
     v->holder_pid = v->holder_since_ms = -1;
-    if (!split_record(r, buf, part, 4, 1u | 4u)) return;
-    v->holder_since_ms = number_of(part[0]);
+    if (!split_record(r, buf, part, 4, 4u) || (part[0][0] && number_of(part[0]) < 0)) return;
+    v->holder_since_ms = part[0][0] ? number_of(part[0]) : -1;
     v->holder_host = part[1];
     v->holder_pid = number_of(part[2]);
     v->holder_program = part[3];

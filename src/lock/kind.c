@@ -46,14 +46,12 @@ void hl_kind_give_up(hilock *l, hl_deadline dl)
 static void value_cmd(hilock *l, hl_cmd *cmd, const hl_script *s)
 {
     int wake = s == &hl_lua_release && l->kind->wake;
-    int holder = wake && l->kind->holder;   /* (release.lua: KEYS[4] needs the other two) */
-    hl_cmd_init(cmd, s, holder ? 4 : wake ? 3 : 1);
+    hl_cmd_init(cmd, s, wake ? 3 : 1);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     if (wake) {
         hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
         hl_cmd_arg(cmd, l->waiters_key, (size_t)-1);
     }
-    if (holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
 }
 
@@ -69,16 +67,15 @@ void hl_kind_check_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
     else value_cmd(l, cmd, &hl_lua_check);
 }
 
-/* A grant given back at once: release.lua by our value, with the holder record (deleted with
- * it, as an undo wakes no one) for kinds that write one. */
+/* A grant given back at once: release.lua by our value (an undo wakes no one). The holder
+ * record stays: it names the client, not the grant (acquire.lua), and lapses by itself. */
 void hl_kind_undo_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b)
 {
     if (l->kind->undo_cmd) {
         l->kind->undo_cmd(l, cmd, b);
         return;
     }
-    hl_cmd_init(cmd, &hl_lua_release, l->kind->holder ? 2 : 1);
+    hl_cmd_init(cmd, &hl_lua_release, 1);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
-    if (l->kind->holder) hl_cmd_arg(cmd, l->holder_key, (size_t)-1);   /* (release.lua) */
     hl_cmd_arg(cmd, l->token, (size_t)-1);
 }

@@ -33,7 +33,7 @@
  * value the command writes with its stamp (legacy: the fresh stamp of an extend, kept out
  * of the lock until a quorum has it). */
 typedef struct hl_kind_buf {
-    char    num[7][24];
+    char    num[8][24];
     char    value[HILOCK_CODEC_MAX];
     int64_t stamp_us, stamp_mono_us;
 } hl_kind_buf;
@@ -100,8 +100,8 @@ struct hl_kind_ops {
      * NULL = check.lua. */
     void (*check_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
     /* The command that gives a grant back at once (a partial, expired or refused one; lock.c
-     * undo_on), read as release.lua's answers. NULL = release.lua (with the holder record
-     * when `holder`). A write whose answer never came is undone later by the engine
+     * undo_on), read as release.lua's answers. NULL = release.lua. A write whose answer
+     * never came is undone later by the engine
      * (undo.lua: a plain value, or a member of a sorted-set kind). */
     void (*undo_cmd)(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
     /* What the kind refuses of a caller before anything is sent (the client's options, a
@@ -127,10 +127,16 @@ struct hl_kind_ops {
     int member;          /* the token is a member of the key's sorted set, scored with its
                           * expiry (permits.lua), not the key's value: what a guarded command
                           * compares (guarded.lua) */
-    int holder;          /* a grant writes the holder record (acquire.lua, l->holder_key):
-                          * extend keeps it; release (with `wake`) and an undo sent at once
-                          * delete it (a deferred undo, engine.c, leaves it to its PX) */
+    int holder;          /* a grant keeps the client's holder record (acquire.lua,
+                          * l->holder_key): written when it names another client, else only
+                          * lengthened when it would lapse before the lock; extend lengthens
+                          * it too. Neither release nor undo touches it: it lapses by itself */
 };
+
+/* How long a holder record lives when a grant or an extend of ttl_ms writes its expiry: twice
+ * the ttl, so that a client granted the key again and again lengthens it once per ttl or so,
+ * not per grant, and it outlives the lock's last release by at most that. */
+#define HL_RECORD_KEEP(ttl_ms) (2 * (ttl_ms))
 
 /* The tables themselves: src/kinds/kinds.h (modern, unfenced, fair, the semaphore, the
  * shared/exclusive lock), legacy/legacy.h (legacy, bridge). */

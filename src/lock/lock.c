@@ -289,15 +289,18 @@ static uint32_t fence_record(hilock *l, const tally *t, uint64_t fence, hl_deadl
 #define SPENT_LANDED  1   /* our value landed and was given back (or its undo is queued) */
 #define SPENT_UNKNOWN 2   /* a write whose fate is unknown: it may still land, after its undo */
 
-#define HL_TOKEN_LEN 32   /* hex digits of a random token */
+#define HL_TOKEN_LEN 32   /* hex digits of a token: fresh random ones, then the client's tag */
 #define HL_STALE_MAX 4    /* earlier tokens of one acquire undone again when it finds the key busy */
 
-/* A fresh random token into l->token (room for HILOCK_CODEC_MAX). -1: no random bytes. */
+/* A new token into l->token (room for HILOCK_CODEC_MAX): 10 fresh random bytes, then the
+ * client's tag (base.h: HL_TAG_LEN), which names the client's holder record. Two holders'
+ * tokens differ in 80 fresh bits at least: one tag is one client. -1: no random bytes. */
 static int new_token(hilock_client *c, hilock *l)
 {
-    unsigned char raw[HL_TOKEN_LEN / 2];
+    unsigned char raw[(HL_TOKEN_LEN - HL_TAG_LEN) / 2];
     if (hl_client_random(c, raw, sizeof raw) < 0) return -1;
     hl_hex(l->token, raw, sizeof raw);
+    memcpy(l->token + HL_TOKEN_LEN - HL_TAG_LEN, c->tag, HL_TAG_LEN + 1);
     return 0;
 }
 

@@ -16,9 +16,12 @@
 -- else the ms left of the waiter that keeps it (this one may block that long). Not with a
 -- shared/exclusive lock's busy answer (its waiters all poll: their mark holds readers off).
 -- Optional holder record (src/inspect.c): KEYS[4] the key's ":holder" aux key, ARGV[7] the
--- client's "host\npid\nprogram": a grant writes "token\nsince\nhost\npid\nprogram" there
--- (since: ARGV[4], this server's clock), for as long as the lock; informative only, and
--- shown only while its token is the lock's value. Needs KEYS[3].
+-- client's record "tag\nhost\npid\nprogram" (its tokens end with the tag: src/base/base.h),
+-- ARGV[11] ms to keep it (2 x ttl). One record per key names the client of its latest grant:
+-- a grant writes it only when it names another client (or none), and lengthens it only when
+-- it would lapse before the lock, so a client granted the key again and again reads it and
+-- writes nothing more. Release leaves it to lapse. Informative only; inspect shows it while
+-- the lock's value ends with its tag. Needs KEYS[3].
 -- Redis does not roll back a script, so a failure must leave nothing behind: the one command
 -- that can fail after the lock's write (INCR of a counter of another type) is undone, as is
 -- the grant on a counter at or above 2^53 - 1 (refused: below).
@@ -120,6 +123,12 @@ end
 local cut = tonumber(ARGV[8]) or 0
 if cut > 0 and redis.call('PTTL', KEYS[3]) > cut then redis.call('PEXPIRE', KEYS[3], cut) end
 if KEYS[4] then
-  redis.call('SET', KEYS[4], ARGV[1] .. '\n' .. ARGV[4] .. '\n' .. ARGV[7], 'PX', ARGV[2])
+  -- pcall: a key of another type there is no record of ours (SET replaces it), not an error
+  -- after the grant's writes
+  if redis.pcall('GET', KEYS[4]) ~= ARGV[7] then
+    redis.call('SET', KEYS[4], ARGV[7], 'PX', ARGV[11])
+  elseif redis.call('PTTL', KEYS[4]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[4], ARGV[11])
+  end
 end
 return {1, f}

@@ -55,8 +55,13 @@ if ARGV[1] == 'string' then
   if cur ~= ARGV[2] then return changed() end
   local records, woken = 0, 0
   redis.call('DEL', key)
-  local rec = redis.call('GET', KEYS[5])
-  if rec and string.sub(rec, 1, #cur + 1) == cur .. '\n' then records = records + redis.call('DEL', KEYS[5]) end
+  -- the holder record, if it names this value: by its token (an older client's) or by its
+  -- client's tag, the value's last 12 digits (acquire.lua); pcall: another type is not one
+  local rec = redis.pcall('GET', KEYS[5])
+  if type(rec) == 'string' and (string.sub(rec, 1, #cur + 1) == cur .. '\n' or
+      (#cur == 32 and string.sub(rec, 1, 13) == string.sub(cur, 21) .. '\n')) then
+    records = records + redis.call('DEL', KEYS[5])
+  end
   -- a plain lock's waiters: release.lua's signal
   if redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('RPUSH', KEYS[4], '1')

@@ -8,8 +8,13 @@
 -- {type, pttl, first bytes of a string (else the kind marker of a semaphore or shared/
 --  exclusive lock: a sorted set holding 'hilock:sem' or 'hilock:rw'; else nil), strlen or -1,
 --  fence counter (else nil), its pttl, the waiters marker's pttl, elements in the signal list,
---  the holder record without its token: only if that token is the lock's whole value now
---  (else nil: a record of an earlier grant, or none),
+--  the holder record as "since\nhost\npid\nprogram": only if it names the lock's value now
+--  (else nil: a record of an earlier grant or of another client, or none). A record
+--  "tag\nhost\npid\nprogram" (acquire.lua) names a value of 32 digits ending with its tag;
+--  since is then the fence counter, the holder's token, which is this server's clock in ms
+--  at the grant unless the key was granted faster than once a millisecond: '' (unknown)
+--  when it is ahead of the clock now. An older client's record "token\nsince\n..." names
+--  its token, and says its since,
 --  then for a marked sorted set (else 0, 0, 0, {}): its live holders, its live waiters, how
 --  many of those ask exclusive ('x:' tokens), and {token, ms left, holder record or nil, ...}
 --  of the first ARGV[2] live holders by expiry}
@@ -33,7 +38,15 @@ if redis.call('TYPE', KEYS[4])['ok'] == 'list' then s = redis.call('LLEN', KEYS[
 local h = false
 if t == 'string' and redis.call('TYPE', KEYS[5])['ok'] == 'string' then
   local cur, rec = redis.call('GET', KEYS[1]), redis.call('GET', KEYS[5])
-  if string.sub(rec, 1, #cur + 1) == cur .. '\n' then h = string.sub(rec, #cur + 2) end
+  if string.sub(rec, 1, #cur + 1) == cur .. '\n' then
+    h = string.sub(rec, #cur + 2)
+  elseif #cur == 32 and string.sub(rec, 1, 13) == string.sub(cur, 21) .. '\n' then
+    local tm, since = redis.call('TIME'), tonumber(f or '')
+    if not since or since > tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) then
+      since = ''
+    end
+    h = since .. '\n' .. string.sub(rec, 14)
+  end
 end
 local nh, nw, nx, list = 0, 0, 0, {}
 if v and t == 'zset' then

@@ -2,8 +2,6 @@
 -- release: KEYS[1] lock; ARGV[1] our value
 -- Optional wake-up (src/wait.c): KEYS[2] the signal list waiters block on (BLPOP), KEYS[3]
 -- the marker a busy acquire sets while someone waits. Without them: a plain release.
--- Optional: the holder record (acquire.lua), deleted with our value: KEYS[4] after the two
--- above, or KEYS[2] when only two keys are given (an undo of a grant: it wakes no one).
 -- ARGV[2] 'pass' (with the wake-up keys): a waiter giving up without the lock (src/kinds/
 -- modern.c, give_up). The key may hold anything then (a shared/exclusive lock's sorted set
 -- too). ARGV[3] > 0: it met readers, so its marker, which holds new readers off, is cut to
@@ -33,8 +31,7 @@ if ARGV[2] == 'pass' then
 end
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
-  local holder = KEYS[4] or (#KEYS == 2 and KEYS[2])
-  if holder then redis.call('DEL', KEYS[1], holder) else redis.call('DEL', KEYS[1]) end
+  redis.call('DEL', KEYS[1])   -- (the holder record lapses by itself: acquire.lua)
   signal()
   return 1
 end

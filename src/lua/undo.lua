@@ -2,7 +2,7 @@
 -- undo: KEYS[1] a lock key; ARGV[1] a value of ours whose write's fate was unknown (engine.c:
 -- sent first on the next contact). A plain lock's value is deleted as release.lua would; a
 -- member of a sorted-set kind (permits.lua: a permit, a shared/exclusive grant) is removed,
--- and the key with it once only its marker is left. Its holder record lapses with the key.
+-- and the key with it once only its marker is left. The holder record lapses by itself.
 -- Rare (a lost reply), so release.lua's hot path stays as it is.
 -- A plain value deleted calls the head of a fair queue on the key, as fair.lua's release does
 -- (its waiter blocks for poll_ms on its own signal list: without the call it would wait that
