@@ -311,6 +311,27 @@ static long long total_calls(hlt_redis *r)
 
 #define IDLE_MASTERS 3   /* the Redlock row */
 
+/* One wait of the row's IDLE_WAITERS processes: the masters' calls it took (*calls) and how
+ * long (us); *cpu_us the masters' server CPU. */
+static int64_t idle_run(hlt_redis *const *m, const idle_plan *p, long long *calls, int64_t *cpu_us)
+{
+    long long c0 = 0, c1 = 0;
+    int64_t s0 = 0, s1 = 0, t0 = now_us(), dt;
+    for (size_t i = 0; i < p->row->masters; i++) {
+        c0 += total_calls(m[i]);
+        s0 += server_cpu_us(m[i]);
+    }
+    in_processes(IDLE_WAITERS, idle_wait, (void *)p, "idle waiters");
+    dt = now_us() - t0;
+    for (size_t i = 0; i < p->row->masters; i++) {
+        c1 += total_calls(m[i]);
+        s1 += server_cpu_us(m[i]);
+    }
+    *calls = c1 - c0;
+    *cpu_us = s1 - s0;
+    return dt;
+}
+
 static void idle_waiters(hlt_redis *r, double secs)
 {
     static const idle_row rows[] = {
@@ -328,10 +349,14 @@ static void idle_waiters(hlt_redis *r, double secs)
     }
     printf("\nWhat waiting costs the server: %d processes wait %.1f s each (blocking: %.1f s) behind a holder that keeps "
            "the key;\nround trips per waiter-second (scripts and BLPOPs, INFO commandstats; Redlock: per master; target "
-           "<= 1\nwith blocking) and server CPU while they wait (each process's first and last attempt included). "
-           "The\nwaiters of each kind keep one watch (a Redlock's: its first master's): one of them polls, the others block\n"
-           "through its lease (wait.c); a fair lock's queue is its own (fair.c)\n", IDLE_WAITERS, secs, 2 * secs);
-    printf("  %-28s %-22s %14s %16s\n", "kind", "waiters", "calls/waiter/s", "server CPU ms/s");
+           "<= 1\nwith blocking, read on the per-second column) and server CPU while they wait. whole: the whole wait, "
+           "with each\nprocess's first attempt, last attempt and leave (costs of each wait, not of each second); "
+           "per second: what\n%.1f s more of waiting cost (a %.1f s wait less a %.1f s one, the same waiters), which "
+           "leaves those out.\nThe waiters of each kind keep one watch (a Redlock's: its first master's): one of them "
+           "polls, the others block\nthrough its lease (wait.c); a fair lock's queue is its own (fair.c)\n",
+           IDLE_WAITERS, secs, 2 * secs, secs, 2 * secs, secs);
+    printf("  %-28s %-22s %24s %16s\n", "", "", "calls/waiter/s", "");
+    printf("  %-28s %-22s %8s %15s %16s\n", "kind", "waiters", "whole", "per second", "server CPU ms/s");
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         const idle_row *row = &rows[k];
         hilock_client *hc = client_with(urls, row->masters, row->fair ? tune_fair_wake : NULL);
@@ -341,23 +366,19 @@ static void idle_waiters(hlt_redis *r, double secs)
         for (int wake = 1; wake >= 0; wake--) {
             /* (blocking waiters wait twice as long: one behind the watch attempts every ~3 s,
              * so its first and last attempts would weigh much in a short wait) */
-            idle_plan p = { urls, row, wake, wake ? 2 * secs : secs };
-            long long c0 = 0, c1 = 0;
-            int64_t s0 = 0, s1 = 0, t0, dt;
-            for (size_t i = 0; i < row->masters; i++) {
-                c0 += total_calls(m[i]);
-                s0 += server_cpu_us(m[i]);
-            }
-            t0 = now_us();
-            in_processes(IDLE_WAITERS, idle_wait, &p, "idle waiters");
-            dt = now_us() - t0;
-            for (size_t i = 0; i < row->masters; i++) {
-                c1 += total_calls(m[i]);
-                s1 += server_cpu_us(m[i]);
-            }
-            printf("  %-28s %-22s %14.2f %16.2f\n", wake ? row->what : "", wake ? "block (poll_ms 1000)"
-                   : "poll (retry_delay 50)", (double)(c1 - c0) / (double)row->masters / IDLE_WAITERS / ((double)dt / 1e6),
-                   (double)(s1 - s0) / 1000.0 / (double)row->masters / ((double)dt / 1e6));
+            idle_plan p = { urls, row, wake, wake ? 2 * secs : secs }, q = p;
+            long long calls, short_calls = 0;
+            int64_t cpu, short_cpu, dt, short_dt = 0;
+            double n = (double)row->masters * IDLE_WAITERS;
+            char per_s[16] = "-";
+            q.secs = secs;
+            if (wake) short_dt = idle_run(m, &q, &short_calls, &short_cpu);
+            dt = idle_run(m, &p, &calls, &cpu);
+            if (wake && dt > short_dt)
+                snprintf(per_s, sizeof per_s, "%.2f", (double)(calls - short_calls) / n / ((double)(dt - short_dt) / 1e6));
+            printf("  %-28s %-22s %8.2f %15s %16.2f\n", wake ? row->what : "", wake ? "block (poll_ms 1000)"
+                   : "poll (retry_delay 50)", (double)calls / n / ((double)dt / 1e6), per_s,
+                   (double)cpu / 1000.0 / (double)row->masters / ((double)dt / 1e6));
         }
         if (hilock_release(h) != HILOCK_OK) die("idle holder", hilock_client_errmsg(hc));
         hilock_free(h);
