@@ -313,7 +313,7 @@ static long long total_calls(hlt_redis *r)
 
 /* One wait of the row's IDLE_WAITERS processes: the masters' calls it took (*calls) and how
  * long (us); *cpu_us the masters' server CPU. */
-static int64_t idle_run(hlt_redis *const *m, const idle_plan *p, long long *calls, int64_t *cpu_us)
+static int64_t idle_run(hlt_redis *const *m, idle_plan *p, long long *calls, int64_t *cpu_us)
 {
     long long c0 = 0, c1 = 0;
     int64_t s0 = 0, s1 = 0, t0 = now_us(), dt;
@@ -321,7 +321,7 @@ static int64_t idle_run(hlt_redis *const *m, const idle_plan *p, long long *call
         c0 += total_calls(m[i]);
         s0 += server_cpu_us(m[i]);
     }
-    in_processes(IDLE_WAITERS, idle_wait, (void *)p, "idle waiters");
+    in_processes(IDLE_WAITERS, idle_wait, p, "idle waiters");
     dt = now_us() - t0;
     for (size_t i = 0; i < p->row->masters; i++) {
         c1 += total_calls(m[i]);

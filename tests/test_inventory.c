@@ -785,6 +785,13 @@ Test(inspect_api, a_record_is_written_once_per_client_not_per_grant)
     hlt_redis_stop(r);
 }
 
+/* What inspect shows of h:old once its holder record holds rec. */
+static seen_view look_with_record(hlt_redis *r, hilock_client *c, const char *rec)
+{
+    freeReplyObject(hlt_cmd(r, "SET {h:old}:holder %s", rec));
+    return look(c, "h:old");
+}
+
 /* A record is shown only while the key's value is a token ending with its tag: never with
  * another client's (or another library's) value, nor one malformed. */
 Test(inspect_api, a_record_of_an_earlier_grant_is_never_shown_as_the_holder)
@@ -793,35 +800,25 @@ Test(inspect_api, a_record_of_an_earlier_grant_is_never_shown_as_the_holder)
     hilock_client *c;
     hilock *l;
     seen_view s;
-    redisReply *rep;
     cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
     cr_assert_eq(hilock_acquire(c, "h:old", 60000, 0, &l), HILOCK_OK);
     hilock_free(l);   /* its record stays, as long as its value */
-    rep = hlt_cmd(r, "SET h:old 0123456789abcdef0123456789abcdef PX 60000");   /* another holder's */
-    freeReplyObject(rep);
+    freeReplyObject(hlt_cmd(r, "SET h:old 0123456789abcdef0123456789abcdef PX 60000"));   /* another holder's */
     cr_assert_eq(hlt_exists(r, "{h:old}:holder"), 1);
     s = look(c, "h:old");
     assert_no_holder(&s);
     /* a forged or foreign record for the current value is shown only if well formed */
-    rep = hlt_cmd(r, "SET {h:old}:holder %s", "0123456789abcdef0123456789abcdef\nnot-a-number\nh\n1\np");
-    freeReplyObject(rep);
-    s = look(c, "h:old");
+    s = look_with_record(r, c, "0123456789abcdef0123456789abcdef\nnot-a-number\nh\n1\np");
     assert_no_holder(&s);
-    rep = hlt_cmd(r, "SET {h:old}:holder %s", "456789abcdef\nh\nnot-a-pid\np");
-    freeReplyObject(rep);
-    s = look(c, "h:old");
+    s = look_with_record(r, c, "456789abcdef\nh\nnot-a-pid\np");
     assert_no_holder(&s);
     /* the record's first form (a token, since, ...: one per grant) is read still */
-    rep = hlt_cmd(r, "SET {h:old}:holder %s", "0123456789abcdef0123456789abcdef\n1700000000000\nold-host\n7\nold");
-    freeReplyObject(rep);
-    s = look(c, "h:old");
+    s = look_with_record(r, c, "0123456789abcdef0123456789abcdef\n1700000000000\nold-host\n7\nold");
     cr_assert_str_eq(s.host, "old-host");
     cr_assert_eq(s.pid, 7);
     cr_assert_eq(s.since_ms, 1700000000000LL);
     /* a value of our client's form with another tag: not ours */
-    rep = hlt_cmd(r, "SET {h:old}:holder %s", "0123456789ab\nh\n1\np");
-    freeReplyObject(rep);
-    s = look(c, "h:old");
+    s = look_with_record(r, c, "0123456789ab\nh\n1\np");
     assert_no_holder(&s);
     hilock_client_free(c);
     hlt_redis_stop(r);
