@@ -255,6 +255,31 @@ Test(sem, a_release_wakes_one_waiter_per_freed_permit)
     hilock_client_free(c);
 }
 
+/* A waiter whose pause is under a second (poll_ms 400, it keeps the watch) blocks on the
+ * signal list all the same: before Redis 6.0 a whole second, not a poll every
+ * retry_delay_ms (8 s here, which a release would wait out). */
+Test(sem, a_waiter_whose_pause_is_under_a_second_is_woken_by_the_release)
+{
+    NEEDS_32();
+    hilock_client *c = hlt_client_retry(R->url, 10);
+    hilock *l = must_sem(c, "sem", 1, 60000, 0);
+    hlt_bg w = { .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000,
+                 .retry_delay_ms = 8000, .poll_ms = 400 };
+    long long t_rel;
+    hlt_bg_start(&w);
+    cr_assert_eq(hlt_await_zcard(R, "{sem}:wq", 1, 5000), 1, "the waiter never registered");
+    hlt_sleep_ms(600);
+    t_rel = hlt_now_ms();
+    release_free(l);
+    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_OK, "%s", w.err);
+    cr_log_info("release -> waiter granted: %lld ms", w.t_done - t_rel);
+    cr_assert_lt(w.t_done - t_rel, 2000, "granted %lld ms after the release: polled, not woken", w.t_done - t_rel);
+    cr_assert_eq(hlt_zcard(R, "sem"), 2, "the marker and the waiter's permit");
+    hlt_bg_free(&w);
+    cr_assert_eq(hlt_exists(R, "sem"), 0);
+    hilock_client_free(c);
+}
+
 /* Once the waiters are served and gone, only the fence counter is left (it has a ttl): the
  * waiter queue and the wake-up list expire. */
 Test(sem, nothing_but_the_fence_counter_is_left_behind)

@@ -607,10 +607,10 @@ Test(wake, a_semaphores_waiters_keep_one_watch)
         w[i] = (hlt_bg){ .url = r->url, .key = "busy", .limit = 1, .ttl_ms = 30000, .wait_ms = 9000, .poll_ms = 1000 };
         hlt_bg_start(&w[i]);
     }
-    /* (before Redis 6.0 a block is whole seconds: there the watcher, whose pause is shorter,
-     * polls every retry_delay_ms -- as every waiter of these kinds did before the watch) */
+    /* (before Redis 6.0 a block is whole seconds: the watcher, whose pause is shorter, blocks
+     * one second, as the lock's does) */
     cr_assert_eq(hlt_await_zcard(r, "{busy}:wq", 5, 10000), 5, "the waiters never registered");
-    await_blocked(r, hlt_server_version() >= 60000 ? 5 : 4);
+    await_blocked(r, 5);
     read_watch(r, "{busy}:watch", first, sizeof first, &lease);
     cr_assert_eq(lease, 3000, "the watch's lease is 3 x poll_ms");
     before = waiter_calls(r);

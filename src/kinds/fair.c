@@ -164,4 +164,5 @@ const hl_kind_ops hl_kind_fair = {
     .wake = 1,           /* on this waiter's own signal list */
     .keepalive = 1,
     .queue = 1,
+    .fifo = 1,
 };

@@ -105,10 +105,13 @@ int64_t hl_pause_max_ms(const hilock *l)
     return (l->kind->queue ? (HL_WATCH_POLLS + 1) * c->opt.poll_ms : c->opt.poll_ms) + 1;
 }
 
-/* A waiter may block one whole second past its pause (servers before 6.0; not a queue). */
+/* A waiter may block one whole second past its pause (servers before 6.0; not the fair
+ * queue's, whose entry may not outlive it). The semaphore's and the shared lock's waiters
+ * do: without it, a pause shorter than a second polled every retry_delay_ms instead of
+ * waiting for the release's signal. */
 static int second_blocks(const hilock *l)
 {
-    return !l->kind->queue && !fractional(l->c);
+    return !l->kind->fifo && !fractional(l->c);
 }
 
 void hl_watch_args(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
@@ -205,8 +208,10 @@ static int block_on_signal(hilock *l, int64_t end)
  *     to nobody (here a round trip cut short closes its connection: a pending command dies
  *     with it, and one that ran is undone by token on the next contact);
  *   - not a queue: the fair lock grants only a head that takes the key itself, never one
- *     frozen (SIGSTOP) in its block. A frozen waiter of the other kinds may be granted
- *     behind its block and holds the key for its ttl at most, as a frozen holder would;
+ *     frozen (SIGSTOP) in its block; the semaphore's and the shared lock's attempt says
+ *     whether a signal ended the wait (permits.c), which one sent behind the block cannot
+ *     know. A frozen waiter of the other kinds may be granted behind its block and holds
+ *     the key for its ttl at most, as a frozen holder would;
  *   - a fractional timeout (6.0+); the connection the last attempt used still open (its
  *     script is cached there: a NOSCRIPT would send the BLPOP again); no BLPOP refused yet;
  *   - a block no longer than a quarter of the ttl: the grant's validity counts from the
