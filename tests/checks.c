@@ -161,6 +161,34 @@ long long hlt_script_calls(hlt_redis *r)
     return (sha > 0 ? sha : 0) + (eval > 0 ? eval : 0);   /* (-1: no such row, none yet) */
 }
 
+void hlt_log_commands(hlt_redis *r)
+{
+    const char *cmds[] = { "CONFIG SET slowlog-max-len 1024", "CONFIG SET slowlog-log-slower-than 0",
+                           "SLOWLOG RESET" };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        redisReply *rep = hlt_cmd(r, cmds[i]);
+        cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "%s: %s", cmds[i], rep ? rep->str : "no reply");
+        freeReplyObject(rep);
+    }
+}
+
+long long hlt_logged(hlt_redis *r, const char *arg)
+{
+    redisReply *rep = hlt_cmd(r, "SLOWLOG GET 1024");
+    long long n = 0;
+    cr_assert(rep && rep->type == REDIS_REPLY_ARRAY, "SLOWLOG GET: no list");
+    for (size_t i = 0; i < rep->elements; i++) {   /* [id, when, us, [args...], ...] */
+        const redisReply *e = rep->element[i], *a = e->elements > 3 ? e->element[3] : NULL;
+        for (size_t j = 0; a && a->type == REDIS_REPLY_ARRAY && j < a->elements; j++)
+            if (a->element[j]->type == REDIS_REPLY_STRING && !strcmp(a->element[j]->str, arg)) {
+                n++;
+                break;
+            }
+    }
+    freeReplyObject(rep);
+    return n;
+}
+
 int hlt_matches(const char *s, const char *re)
 {
     regex_t rx;

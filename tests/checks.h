@@ -52,6 +52,12 @@ const char *hlt_line_with(const char *out, const char *needle);
 /* Calls of scripts so far on r (EVALSHA and EVAL in INFO commandstats; a NOSCRIPT counts):
  * a lock's acquire, extend (a renewal), check and release each make one or two. */
 long long hlt_script_calls(hlt_redis *r);
+/* From now on r's SLOWLOG keeps every command with its arguments (slower than 0 us; the last
+ * 1024), emptied first. */
+void hlt_log_commands(hlt_redis *r);
+/* How many commands that log holds with an argument equal to arg (a script's operation, say
+ * "leave": permits.lua's ARGV[1]). */
+long long hlt_logged(hlt_redis *r, const char *arg);
 
 /* Wait for a condition, not for a time: poll cond every 5 ms until it holds or limit_ms pass,
  * then assert it (the test fails with the message if it never held). */

@@ -244,9 +244,11 @@ Test(rw, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
     NEEDS_32();
     hilock_client *a = hlt_client_retry(R->url, 10), *b = hlt_client_retry(R->url, 10), *d = hlt_client_retry(R->url, 10);
     hilock *s = must_rw(a, "k", S, 20000, 0), *m = (hilock *)&m;
+    hlt_log_commands(R);
     cr_assert_eq(hilock_rw_acquire(b, "k", X, 5000, 300, &m), HILOCK_BUSY, "%s", hilock_client_errmsg(b));
     cr_assert_null(m);
-    cr_assert_eq(hlt_zcard(R, "{k}:wq"), 0, "give_up removes the writer's entry");
+    cr_assert_eq(hlt_zcard(R, "{k}:wq"), 0, "the writer's entry is left behind");
+    cr_assert_eq(hlt_logged(R, "leave"), 0, "its last attempt left: no leave call after it");
     m = must_rw(d, "k", S, 20000, 0);   /* so readers are no longer held back */
     release_free(m);
     release_free(s);
@@ -256,7 +258,7 @@ Test(rw, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
 }
 
 /* A writer that gives up held new readers off while it waited: its leave wakes them (before,
- * they slept to their next poll). */
+ * they slept to their next poll) -- its last attempt's, at the wait's end: no call of its own. */
 Test(rw, a_writer_that_gives_up_wakes_the_readers_it_held_off)
 {
     NEEDS_32();
@@ -266,6 +268,7 @@ Test(rw, a_writer_that_gives_up_wakes_the_readers_it_held_off)
                  .retry_delay_ms = SLOW_POLL_MS };
     long long t_gone;
     hlt_bg w = { .url = R->url, .key = "k", .mode = X, .ttl_ms = 20000, .wait_ms = 1500 };
+    hlt_log_commands(R);
     hlt_bg_start(&w);
     cr_assert_eq(hlt_await_zcard(R, "{k}:wq", 1, 5000), 1, "the writer never registered in {k}:wq");
     hlt_bg_start(&r);
@@ -277,6 +280,7 @@ Test(rw, a_writer_that_gives_up_wakes_the_readers_it_held_off)
     cr_assert_lt(r.t_done - t_gone, WOKEN_MS, "granted %lld ms after the writer left: polled, not woken",
                  r.t_done - t_gone);
     assert_grant(R, r.l, S, 20000);
+    cr_assert_eq(hlt_logged(R, "leave"), 0, "the writer left by a call of its own");
     hlt_bg_free(&w);
     hlt_bg_free(&r);
     release_free(s);

@@ -24,6 +24,12 @@
 
 #include "kinds.h"
 
+/* l->queued: 1, an attempt registered us as a waiter; LEAVING, the wait's last attempt (no
+ * wait follows: mark_ms 0) also leaves, if it runs (permits.lua). Its busy answer clears it,
+ * so the give_up sends no leave of its own; an answer lost (a timeout, an error, a Redlock's
+ * masters, whose busy answers are not read one by one) keeps it, and the leave goes. */
+#define LEAVING 2
+
 /* The kind of a lock, read from the token its init gave it (init_keys): "x:..." an exclusive
  * grant, "s:..." a shared one, a bare hex token (no ':') a semaphore's permit. The one place
  * a lock's mode is kept, as on the server (its wq entries), not the address of its table. */
@@ -64,7 +70,8 @@ static hilock_status shared_init(hilock *l) { return init_keys(l, "s:", ":ssigna
 static void permits_cmd(hilock *l, hl_cmd *cmd, const char *op, int release)
 {
     int lists = !release ? 0 : is_sem(l) ? 1 : 3, acquire = !strcmp(op, "acquire");
-    hl_cmd_init(cmd, &hl_lua_permits, 5 + lists + 2 * acquire);
+    int readers = acquire && !strcmp(mode_of(l), "x");   /* a writer's last attempt wakes them */
+    hl_cmd_init(cmd, &hl_lua_permits, 5 + lists + 2 * acquire + readers);
     cmd->need = HL_CAP_PERMITS;   /* writes after TIME: 3.2's redis.replicate_commands */
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     hl_cmd_arg(cmd, l->holders_key, (size_t)-1);
@@ -76,6 +83,7 @@ static void permits_cmd(hilock *l, hl_cmd *cmd, const char *op, int release)
         hl_cmd_arg(cmd, l->signal_key, (size_t)-1);
         hl_cmd_arg(cmd, l->watch_key, (size_t)-1);
     }
+    if (readers) hl_cmd_arg(cmd, l->wake_keys[1], (size_t)-1);
     hl_cmd_arg(cmd, op, (size_t)-1);
     hl_cmd_arg(cmd, mode_of(l), (size_t)-1);
     hl_cmd_arg(cmd, l->token, (size_t)-1);
@@ -95,6 +103,7 @@ static hilock_status permits_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b,
     hl_cmd_arg(cmd, !l->queued ? "0" : l->woken || !l->c->opt.wake ? "1" : "2", 1);
     hl_watch_args(l, cmd, b, mark_ms);   /* the watch (wait.c): ARGV[11], ARGV[12] */
     if (mark_ms > 0) l->queued = 1;   /* registered as a waiter (the answer may be lost) */
+    else if (l->queued) l->queued = LEAVING;
     return HILOCK_OK;
 }
 
@@ -116,6 +125,8 @@ static int64_t permits_busy(hilock *l, const hl_reply *r)
     long long ms = int_at(r, 1, -2), left = hl_watch_left(r);
     char ttl[HL_BUSY_TTL_BUF], d[HL_MS_SHOWN_BUF];
     hilock_client *c = l->c;
+    if (l->queued == LEAVING && hl_reply_type(r) == HL_R_ARRAY)
+        l->queued = 0;   /* the answer came: that attempt left for us */
     if (left > 0) l->watch_left_ms = left;
     if (ms >= 0) hl_ms_shown(ms, d, sizeof d);
     if (why == 0 && held == 1 && limit == 1 && ms >= 0)   /* (not "1 of 1 permits") */

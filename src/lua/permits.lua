@@ -12,14 +12,16 @@
 -- release and leave only: KEYS[6] the wake-up list of permits (sem) or of writers (rw), KEYS[7] readers'
 --   (rw), KEYS[8] the plain lock's signal list (rw); acquire only: KEYS[6] the wake-up list this
 --   waiter blocks on (permits', writers' or readers'), KEYS[7] the watch (a string: "<token>
---   <lease end, this server's ms> <full lease ms>", wait.c)
+--   <lease end, this server's ms> <full lease ms>", wait.c), KEYS[8] (a writer's) the readers'
+--   wake-up list
 -- ARGV[1] 'acquire' | 'release' | 'extend' | 'check' | 'leave', ARGV[2] 'sem' | 'x' | 's',
 -- ARGV[3] our token (the member)
 -- acquire: ARGV[4] ttl ms, ARGV[5] limit (shared: the most holders at once), ARGV[6] ms a
 --   waiter stays registered (0: no wait follows), ARGV[7] ms to keep the counter, ARGV[8] ms to
 --   keep a counter that holds an epoch (at or above 2^42), ARGV[9] "host\npid\nprogram",
 --   ARGV[10] '1' = an earlier attempt may have registered us as a waiter, '2' = that, and no
---   release signal ended the wait before this attempt (our own poll), ARGV[11] > 0 (one
+--   release signal ended the wait before this attempt (our own poll); with ARGV[6] 0 (the
+--   wait's last attempt) a busy answer is also our leave (below), ARGV[11] > 0 (one
 --   master, a waiter that blocks): the watch's lease in ms, of which ARGV[12] is the full
 --   lease (3 x poll_ms; ARGV[11] may be less: what is left of the wait)
 --   {1, fence}: granted (also when the token is already a holder: a retry after a lost reply)
@@ -135,17 +137,22 @@ local function wake(left)
   push(KEYS[7], s, s)
 end
 
-if op == 'leave' then
+-- a waiter leaves (registered: ARGV[10] ~= '0'). A writer that gives up held new readers off:
+-- with no writer left waiting (ours or a plain lock's) and no exclusive holder, the readers it
+-- kept waiting are woken (on the list `readers`), not left to poll
+local function leave(readers)
   redis.call('ZREM', wq, tok)
-  -- a writer that gives up held new readers off: with no writer left waiting (ours or a plain
-  -- lock's) and no exclusive holder, the readers it kept waiting are woken, not left to poll
-  if mode == 'x' and found == 'ours' then
+  if mode == 'x' and found == 'ours' and readers then
     local first = redis.call('ZRANGE', key, 0, 0)[1] or ''
     local x, s = waiting()
     if x == 0 and string.sub(first, 1, 2) ~= 'x:' and redis.call('EXISTS', KEYS[5]) == 0 then
-      push(KEYS[7], s, s)
+      push(readers, s, s)
     end
   end
+end
+
+if op == 'leave' then
+  leave(KEYS[7])
   return 1
 end
 if op == 'release' or op == 'extend' then
@@ -234,8 +241,8 @@ if why then
     redis.call('ZADD', wq, now + mark + ((left or 0) > 0 and lease or 0), tok)
     local lapse = redis.call('ZRANGE', wq, -1, -1, 'WITHSCORES')
     redis.call('PEXPIRE', wq, math.max(1, tonumber(lapse[2]) - now))
-  elseif ARGV[10] ~= '0' then
-    redis.call('ZREM', wq, tok)
+  elseif ARGV[10] ~= '0' then   -- the wait's last attempt: we leave with it (no leave call)
+    leave(KEYS[8])
   end
   if left then return {0, pttl, {why, held, limit}, left} end
   return {0, pttl, {why, held, limit}}
