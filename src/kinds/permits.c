@@ -27,7 +27,8 @@
 /* l->queued: 1, an attempt registered us as a waiter; LEAVING, the wait's last attempt (no
  * wait follows: mark_ms 0) also leaves, if it runs (permits.lua). Its busy answer clears it,
  * so the give_up sends no leave of its own; an answer lost (a timeout, an error, a Redlock's
- * masters, whose busy answers are not read one by one) keeps it, and the leave goes. */
+ * masters, whose busy answers are not read one by one) keeps it, and the leave goes -- as it
+ * does after a last attempt that began before the wait's end (lock.c: it registered again). */
 #define LEAVING 2
 
 /* The kind of a lock, read from the token its init gave it (init_keys): "x:..." an exclusive
