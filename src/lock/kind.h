@@ -123,9 +123,8 @@ struct hl_kind_ops {
     int queue;           /* a busy attempt that will wait joins a queue: its mark_ms is > 0
                           * whenever a wait follows, also with options.wake = 0 (wait.c) */
     int fifo;            /* waiters take turns (the fair lock): only the head, attempting
-                          * itself, is granted -- never behind a block, and before 6.0 it
-                          * blocks only as long as its queue entry lives (no one-second
-                          * block: fair.c) */
+                          * itself, is granted; before 6.0 a waiter blocks only as long as
+                          * its queue entry lives (no one-second block: wait.c, fair.c) */
     int plain_holder;    /* a plain lock (a string) on the key is a holder to it, not a key of
                           * another kind (the shared/exclusive lock: permits.lua) */
     int member;          /* the token is a member of the key's sorted set, scored with its
