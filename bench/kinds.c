@@ -349,7 +349,7 @@ static void idle_waiters(hlt_redis *r, double secs)
     }
     printf("\nWhat waiting costs the server: %d processes wait %.1f s each (blocking: %.1f s) behind a holder that keeps "
            "the key;\nround trips per waiter-second (scripts and BLPOPs, INFO commandstats; Redlock: per master; target "
-           "<= 1\nwith blocking, read on the per-second column) and server CPU while they wait. whole: the whole wait, "
+           "<= 1\nwith blocking, whole and per second) and server CPU while they wait. whole: the whole wait, "
            "with each\nprocess's first attempt, last attempt, which leaves (costs of each wait, not of each second); "
            "per second: what\n%.1f s more of waiting cost (a %.1f s wait less a %.1f s one, the same waiters), which "
            "leaves those out.\nThe waiters of each kind keep one watch (a Redlock's: its first master's): one of them "

@@ -220,45 +220,46 @@ Test(sem, waiter_whose_wait_runs_out_is_busy_and_leaves_the_queue)
     hilock_client_free(b);
 }
 
-/* A wait that runs out leaves with its last attempt, at the wait's end: two scripts, the first
- * and the last attempt, and no leave call. (A waiter that polls seldom, wake = 0, makes its last
- * attempt surely after the end: one that began before it registers again, and a leave call
- * follows.) */
-Test(sem, a_wait_that_runs_out_leaves_with_its_last_attempt)
+/* A waiter leaves the queue when its wait ends: a wait that runs out (cancel 0) with its last
+ * attempt, at the wait's end -- two scripts, the first and the last attempt, and no leave call
+ * (a waiter that polls seldom, wake = 0, makes its last attempt surely after the end: one that
+ * began before it registers again, and a leave call follows); a wait cancelled before its last
+ * attempt (cancel 1) with a leave call of its own. */
+static void waiter_leaves_the_queue(int cancel)
 {
-    NEEDS_32();
     hilock_client *a = hlt_client_retry(R->url, 10);
     hilock *l = must_sem(a, "sem", 1, 20000, 0);
     hlt_bg w = { .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 300,
                  .retry_delay_ms = 5000, .no_wake = 1 };
-    hlt_log_commands(R);
-    hlt_bg_start(&w);
-    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_BUSY, "%s", w.err);
+    if (cancel) {
+        w = (hlt_bg){ .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000 };
+        hlt_bg_start(&w);
+        cr_assert_eq(hlt_await_zcard(R, "{sem}:wq", 1, 5000), 1, "the waiter never registered");
+        hlt_log_commands(R);
+        hilock_cancel(w.c);
+    } else {
+        hlt_log_commands(R);
+        hlt_bg_start(&w);
+    }
+    cr_assert_eq(hlt_bg_join(&w, 10000), cancel ? HILOCK_ECANCELED : HILOCK_BUSY, "%s", w.err);
     cr_assert_eq(hlt_zcard(R, "{sem}:wq"), 0, "the waiter's entry is left behind");
-    cr_assert_eq(hlt_logged(R, "acquire"), 2, "the first and the last attempt");
-    cr_assert_eq(hlt_logged(R, "leave"), 0, "a leave call after the last attempt");
+    if (!cancel) cr_assert_eq(hlt_logged(R, "acquire"), 2, "the first and the last attempt");
+    cr_assert_eq(hlt_logged(R, "leave"), cancel, "%s leave call", cancel ? "not one" : "a");
     hlt_bg_free(&w);
     release_free(l);
     hilock_client_free(a);
 }
 
-/* A wait that ends before its last attempt (cancelled) leaves with a call of its own. */
+Test(sem, a_wait_that_runs_out_leaves_with_its_last_attempt)
+{
+    NEEDS_32();
+    waiter_leaves_the_queue(0);
+}
+
 Test(sem, a_cancelled_waiter_leaves_the_queue)
 {
     NEEDS_32();
-    hilock_client *a = hlt_client_retry(R->url, 10);
-    hilock *l = must_sem(a, "sem", 1, 20000, 0);
-    hlt_bg w = { .url = R->url, .key = "sem", .limit = 1, .ttl_ms = 20000, .wait_ms = 15000 };
-    hlt_bg_start(&w);
-    cr_assert_eq(hlt_await_zcard(R, "{sem}:wq", 1, 5000), 1, "the waiter never registered");
-    hlt_log_commands(R);
-    hilock_cancel(w.c);
-    cr_assert_eq(hlt_bg_join(&w, 10000), HILOCK_ECANCELED, "%s", w.err);
-    cr_assert_eq(hlt_zcard(R, "{sem}:wq"), 0, "the cancelled waiter's entry is left behind");
-    cr_assert_eq(hlt_logged(R, "leave"), 1);
-    hlt_bg_free(&w);
-    release_free(l);
-    hilock_client_free(a);
+    waiter_leaves_the_queue(1);
 }
 
 /* One freed permit wakes one waiter: of two blocked waiters (limit 1), the release grants one
