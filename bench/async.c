@@ -185,7 +185,15 @@ static int64_t wall_ms(void)
 /* What bare hiredis pipelines per cycle (hiredis_rate). */
 typedef enum bare { BARE_SET_DEL, BARE_SCRIPTS, BARE_SET_RELEASE, BARE_SCRIPTS_AFTER } bare;
 
-typedef struct bare_conn { redisContext *rc; char acq[41], rel[41], holder[300]; } bare_conn;
+/* count, till_us: per key, as the library's client keeps them (src/kinds/modern.c): the fence
+ * counter after its last grant and until when its holder record lives, so acquire.lua skips
+ * the record as it does for the library */
+typedef struct bare_conn {
+    redisContext *rc;
+    char          acq[41], rel[41], holder[300];
+    long long     count[MAX_FLIGHT];
+    int64_t       till_us[MAX_FLIGHT];
+} bare_conn;
 
 /* The cycle's acquire, key i: the library's acquire.lua, as src/kinds/modern.c's acquire_cmd
  * sends it; or SET NX PX. */
@@ -195,6 +203,10 @@ static void append_acquire(bare_conn *b, bare what, int i)
         redisAppendCommand(b->rc, "SET bench:bare:%d tok NX PX 10000", i);
     else if (what == BARE_SET_RELEASE)
         redisAppendCommand(b->rc, "SET {b:%d} 0123456789abcdef0123456789abcdef NX PX 10000", i);
+    else if (b->till_us[i] - now_us() >= 15000 * 1000LL)   /* HL_RECORD_RENEW(10 s) */
+        redisAppendCommand(b->rc, "EVALSHA %s 4 {b:%d} {b:%d}:fence {b:%d}:waiters {b:%d}:holder "
+                           "0123456789abcdef0123456789abcdef 10000 3610000 %lld 0 3024010000 %s 0 0 0 20000 %lld",
+                           b->acq, i, i, i, i, (long long)(wall_ms() - 1000), b->holder, b->count[i]);
     else
         redisAppendCommand(b->rc, "EVALSHA %s 4 {b:%d} {b:%d}:fence {b:%d}:waiters {b:%d}:holder "
                            "0123456789abcdef0123456789abcdef 10000 3610000 %lld 0 3024010000 %s 0 0 0 20000", b->acq,
@@ -214,12 +226,19 @@ static void append_release(bare_conn *b, bare what, int i)
                            "0123456789abcdef0123456789abcdef", b->rel, i, i, i);
 }
 
-static void read_replies(bare_conn *b, int n)
+/* n replies; step > 0: every step-th from the first is acquire.lua's for key 0, 1, ...: its
+ * count and record kept, as the library's client keeps them (t0: when it was sent) */
+static void read_replies(bare_conn *b, int n, int step, int64_t t0)
 {
     for (int i = 0; i < n; i++) {
         redisReply *rep;
         if (redisGetReply(b->rc, (void **)&rep) != REDIS_OK) die("hiredis", b->rc->errstr);
         if (rep->type == REDIS_REPLY_ERROR) die("hiredis", rep->str);
+        if (step > 0 && i % step == 0 && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 &&
+            rep->element[0]->integer == 1) {
+            b->count[i / step] = rep->element[1]->integer;
+            if (rep->elements == 3) b->till_us[i / step] = t0 + rep->element[2]->integer * 1000;
+        }
         freeReplyObject(rep);
     }
 }
@@ -250,15 +269,16 @@ static rate hiredis_rate(hlt_redis *r, int depth, bare what, double secs)
     m = meter_start(r);
     end = m.t0 + (int64_t)(secs * 1e6);
     while (now_us() < end) {
+        int64_t t0 = now_us();
         for (int i = 0; i < depth; i++) {
             append_acquire(&b, what, i);
             if (what != BARE_SCRIPTS_AFTER) append_release(&b, what, i);
         }
         if (what == BARE_SCRIPTS_AFTER) {
-            read_replies(&b, depth);
+            read_replies(&b, depth, 1, t0);
             for (int i = 0; i < depth; i++) append_release(&b, what, i);
         }
-        read_replies(&b, what == BARE_SCRIPTS_AFTER ? depth : 2 * depth);
+        read_replies(&b, what == BARE_SCRIPTS_AFTER ? depth : 2 * depth, what == BARE_SCRIPTS ? 2 : 0, t0);
         cycles += depth;
     }
     x = meter_end(r, &m, cycles);

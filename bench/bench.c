@@ -8,7 +8,8 @@
  *     `SET k v NX PX` + the library's release. "The very commands" are not written here:
  *     they are captured with MONITOR from one library cycle and replayed with a fresh token
  *     per cycle, so the baseline keeps mirroring the library whatever its scripts' keys and
- *     arguments become. The scripts are put in the cache first (SCRIPT LOAD of each file of
+ *     arguments become (the fence counter's value the last grant gave, which acquire.lua
+ *     takes to skip the holder record, is the replay's own last one). The scripts are put in the cache first (SCRIPT LOAD of each file of
  *     src/lua). After a warm-up, the variants run in turn in short slices (ours, (a), (b),
  *     ours, ...) for a fixed total time each, so that a burst of load elsewhere on the machine
  *     hits all of them alike; the ratio reported is the median of the per-slice ratios. The
@@ -67,7 +68,7 @@
 #define KEY "bench:lock"
 #define TTL_MS 30000
 #define MAX_CMDS 4
-#define MAX_ARGS 24   /* acquire.lua: EVALSHA, sha, 4, 4 keys, 11 args = 18 */
+#define MAX_ARGS 24   /* acquire.lua: EVALSHA, sha, 4, 4 keys, 12 args = 19 */
 
 #define SLICE_S 0.25
 #define BASELINES (1u << V_SAME | 1u << V_SETNX)   /* part 1's main table: (a) and (b) */
@@ -108,6 +109,8 @@ typedef struct cmd {
     char  *argv[MAX_ARGS];
     size_t len[MAX_ARGS];
     int    is_token[MAX_ARGS];   /* replaced by the cycle's token */
+    int    is_count[MAX_ARGS];   /* replaced by the counter's value the replay's last grant
+                                    gave (acquire.lua ARGV[12], the last argument) */
 } cmd;
 
 typedef struct script { cmd c[MAX_CMDS]; int n; } script;
@@ -169,9 +172,10 @@ static void capture(hlt_redis *r)
     redisReply *rep;
     script *cur = NULL;
     hilock *l;
-    char token[64];
+    char token[64], count[24] = "";
     for (int i = 0; i < 2; i++) {   /* warm: connect, and EVAL if the cache was empty */
         if (hilock_acquire(c, KEY, TTL_MS, 0, &l) != HILOCK_OK) die("acquire", hilock_client_errmsg(c));
+        snprintf(count, sizeof count, "%llu", (unsigned long long)hilock_fence(l));
         hilock_release(l);
         hilock_free(l);
     }
@@ -204,7 +208,10 @@ static void capture(hlt_redis *r)
             continue;
         }
         if (!cur || cur->n == MAX_CMDS) die("capture", "unexpected commands");
-        for (int i = 0; i < k.argc; i++) k.is_token[i] = !strcmp(k.argv[i], token);
+        for (int i = 0; i < k.argc; i++) {
+            k.is_token[i] = !strcmp(k.argv[i], token);
+            k.is_count[i] = cur == &lib_acquire && i == k.argc - 1 && !strcmp(k.argv[i], count);
+        }
         cur->c[cur->n++] = k;
     }
     redisFree(mon);
@@ -218,7 +225,7 @@ static void print_script(const char *name, const script *s)
     for (int i = 0; i < s->n; i++) {
         printf("  %-8s", i ? "" : name);
         for (int a = 0; a < s->c[i].argc; a++) {
-            const char *v = s->c[i].is_token[a] ? "<token>" : s->c[i].argv[a];
+            const char *v = s->c[i].is_token[a] ? "<token>" : s->c[i].is_count[a] ? "<count>" : s->c[i].argv[a];
             printf(" %.*s%s", s->c[i].len[a] == 40 ? 12 : 40, v, s->c[i].len[a] == 40 ? ".." : "");
         }
         printf("\n");
@@ -272,6 +279,7 @@ typedef struct runner {
     redisContext  *rc;
     uint64_t       seq;
     char           token[40];
+    char           count[24];   /* the fence counter after its last grant (cmd: is_count) */
     uint64_t       events;   /* V_COUNTED: what its observer counted */
 } runner;
 
@@ -289,8 +297,8 @@ static void bare_send(runner *u, const script *s)
         const char *argv[MAX_ARGS];
         size_t len[MAX_ARGS];
         for (int a = 0; a < s->c[i].argc; a++) {
-            argv[a] = s->c[i].is_token[a] ? u->token : s->c[i].argv[a];
-            len[a] = s->c[i].is_token[a] ? 32 : s->c[i].len[a];
+            argv[a] = s->c[i].is_token[a] ? u->token : s->c[i].is_count[a] ? u->count : s->c[i].argv[a];
+            len[a] = s->c[i].is_token[a] ? 32 : s->c[i].is_count[a] ? strlen(u->count) : s->c[i].len[a];
         }
         redisAppendCommandArgv(u->rc, s->c[i].argc, argv, len);
     }
@@ -300,6 +308,10 @@ static void bare_send(runner *u, const script *s)
         if (redisGetReply(u->rc, &v) != REDIS_OK) die("hiredis", u->rc->errstr);
         rep = v;
         if (rep->type == REDIS_REPLY_ERROR) die("baseline reply", rep->str);
+        if (s == &lib_acquire && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 &&
+            rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 1 &&
+            rep->element[1]->type == REDIS_REPLY_INTEGER)
+            snprintf(u->count, sizeof u->count, "%lld", rep->element[1]->integer);
         freeReplyObject(rep);
     }
 }
@@ -522,18 +534,20 @@ static void add_lat(lat *L, int64_t us)
 }
 
 /* One cycle of the bare floor: the library's commands to every master at once (all writes
- * out before the first read), acquire then release. */
+ * out before the first read), acquire then release; without the counter's last value (the
+ * library sends none to a Redlock's masters). */
 static void bare_all(redisContext **rc, size_t n, const script *s, const char *token)
 {
     for (size_t m = 0; m < n; m++) {
         for (int i = 0; i < s->n; i++) {
             const char *argv[MAX_ARGS];
             size_t len[MAX_ARGS];
-            for (int a = 0; a < s->c[i].argc; a++) {
+            int argc = s->c[i].argc - s->c[i].is_count[s->c[i].argc - 1];
+            for (int a = 0; a < argc; a++) {
                 argv[a] = s->c[i].is_token[a] ? token : s->c[i].argv[a];
                 len[a] = s->c[i].is_token[a] ? strlen(token) : s->c[i].len[a];
             }
-            redisAppendCommandArgv(rc[m], s->c[i].argc, argv, len);
+            redisAppendCommandArgv(rc[m], argc, argv, len);
         }
         for (int done = 0; !done;)
             if (redisBufferWrite(rc[m], &done) != REDIS_OK) die("hiredis", rc[m]->errstr);

@@ -50,8 +50,14 @@ static void judge_acquire(const redisReply *r)
     uint64_t fence = 42;
     long long pttl = 42;
     hl_verdict v = hl_acquire_verdict(r, &fence, &pttl);
-    int shape = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+    int64_t kept = hl_acquire_kept(r);
+    /* a grant: {1, fence} or {1, fence, kept}, kept the ms its holder record lives (0 ..
+     * PTTL_MAX) */
+    int with_kept = r->type == REDIS_REPLY_ARRAY && r->elements == 3 && is_int(r->element[0], 1) &&
+                    is_pttl(r->element[2]) && r->element[2]->integer >= 0;
+    int shape = r->type == REDIS_REPLY_ARRAY && (r->elements == 2 || with_kept) &&
                 r->element[1]->type == REDIS_REPLY_INTEGER;
+    CHECK(with_kept ? kept == r->element[2]->integer : kept == -1);
     switch (v) {
     case HL_V_OURS:
         CHECK(shape && is_int(r->element[0], 1) && r->element[1]->integer > 0);

@@ -785,6 +785,87 @@ Test(inspect_api, a_record_is_written_once_per_client_not_per_grant)
     hlt_redis_stop(r);
 }
 
+/* Calls of cmd on r so far (INFO commandstats: a script's own calls count too; 0 for none). */
+static long long calls_of(hlt_redis *r, const char *cmd)
+{
+    char field[64];
+    long long n;
+    snprintf(field, sizeof field, "cmdstat_%s:calls=", cmd);
+    n = hlt_info_int(r, "commandstats", field);
+    return n < 0 ? 0 : n;
+}
+
+/* A client granted a key again and again, with no other grant between, does not even read
+ * its record (acquire.lua ARGV[12]: the counter still holds its last grant's value): of 20
+ * cycles the server runs GET 20 times (the releases' compare) and PTTL not at all (the old
+ * grant read the record and its PTTL each time: 40 and 20). Another client's grant between
+ * moves the counter, so the next grant reads the record and names its client again. */
+Test(inspect_api, a_client_granted_a_key_again_and_again_leaves_its_record_unread)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *a, *b;
+    hilock *l;
+    long long get, pttl;
+    redisReply *rep;
+    cr_assert_eq(hilock_client_open(r->unix_url, &a), HILOCK_OK);
+    cr_assert_eq(hilock_client_open(r->unix_url, &b), HILOCK_OK);
+    cr_assert_eq(hilock_acquire(a, "h:unread", 60000, 0, &l), HILOCK_OK);
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    rep = hlt_cmd(r, "CONFIG RESETSTAT");
+    freeReplyObject(rep);
+    get = calls_of(r, "get"), pttl = calls_of(r, "pttl");
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(hilock_acquire(a, "h:unread", 60000, 0, &l), HILOCK_OK);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        if (i == 19) {
+            cr_assert_eq(calls_of(r, "get") - get, 20, "the grants read the record");
+            cr_assert_eq(calls_of(r, "pttl") - pttl, 0, "the grants read the record's expiry");
+            assert_record_names(r, "{h:unread}:holder", l);
+        }
+        hilock_free(l);
+    }
+    cr_assert_eq(hilock_acquire(b, "h:unread", 60000, 0, &l), HILOCK_OK);
+    assert_record_names(r, "{h:unread}:holder", l);   /* b's */
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    cr_assert_eq(hilock_acquire(a, "h:unread", 60000, 0, &l), HILOCK_OK);
+    assert_record_names(r, "{h:unread}:holder", l);   /* a's again: read, and written */
+    cr_assert_eq(hilock_release(l), HILOCK_OK);
+    hilock_free(l);
+    hilock_client_free(a);
+    hilock_client_free(b);
+    hlt_redis_stop(r);
+}
+
+/* While grants skip the record, it still outlives each lock (kind.h: HL_RECORD_RENEW): a
+ * client granted a key of 1 s ttl every 20 ms or so for 3 s, each grant's record read back
+ * lives at least as long as its lock (read first: it cannot gain on the lock meanwhile). */
+Test(inspect_api, a_record_the_grants_skip_still_outlives_each_lock)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *c;
+    hilock *l;
+    long long end = hlt_now_ms() + 3000;
+    int n = 0;
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    while (hlt_now_ms() < end) {
+        long long rec, lock;
+        cr_assert_eq(hilock_acquire(c, "h:short", 1000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        rec = hlt_pttl(r, "{h:short}:holder");
+        lock = hlt_pttl(r, "h:short");
+        cr_assert(lock > 0 && rec >= lock, "grant %d: the record lives %lld ms, its lock %lld ms", n, rec, lock);
+        assert_record_names(r, "{h:short}:holder", l);
+        cr_assert_eq(hilock_release(l), HILOCK_OK);
+        hilock_free(l);
+        hlt_sleep_ms(20);
+        n++;
+    }
+    cr_assert_gt(n, 10);
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
 /* What inspect shows of h:old once its holder record holds rec. */
 static seen_view look_with_record(hlt_redis *r, hilock_client *c, const char *rec)
 {

@@ -155,6 +155,7 @@ void hl_slot_tag(unsigned slot, char *buf);
 
 /* memory helpers: NULL on failure */
 char *hl_strdup(const char *s);
+uint64_t hl_key_hash(const char *key);   /* FNV-1a, 64 bits: a table's slot, not a secret */
 char *hl_strndup(const char *s, size_t n);
 
 /* The holder record's text for this process (acquire.lua and permits.lua write it, inspect

@@ -134,6 +134,13 @@ char *hl_strdup(const char *s)
     return s ? hl_strndup(s, strlen(s)) : NULL;
 }
 
+uint64_t hl_key_hash(const char *key)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    return h;
+}
+
 size_t hl_key_cut(const char *key, char *tail, size_t cap)
 {
     size_t n = strlen(key);

@@ -138,6 +138,16 @@ int  hl_call_cancelled(const hilock_client *c);
 /* Sleep until until_us unless cancelled first: 1 if cancelled (hl_cancel_due), 0 at the time. */
 int  hl_cancel_sleep_until(hl_cancel *k, int64_t until_us);
 
+/* src/kinds/modern.c: the holder record a grant of this client left on a key (acquire.lua
+ * ARGV[12]): the key's hash (hl_key_hash), the fence counter's value after that grant, and
+ * until when (monotonic us) the record surely lives. One slot per hash: another key's grant
+ * takes it over, and the next grant of this key reads its record again. */
+typedef struct hl_record_memo {
+    uint64_t key, count;
+    int64_t  till_us;
+} hl_record_memo;
+#define HL_RECORD_MEMO 64
+
 struct hilock_client {
     int            refs;         /* atomic: the user's reference + one per live lock */
     hilock_options opt;          /* deep copy: servers point into owned strings */
@@ -172,6 +182,7 @@ struct hilock_client {
     char           holder[HL_HOLDER_MAX];   /* hl_holder_text: permits.lua's holder records */
     char           tag[HL_TAG_LEN + 1];     /* the last digits of every token (base.h) */
     char           record[HL_TAG_LEN + 1 + HL_HOLDER_MAX];   /* "tag\n" holder: acquire.lua's */
+    hl_record_memo record_memo[HL_RECORD_MEMO];   /* src/kinds/modern.c */
     struct hl_cmdinfo *cmdinfo;  /* guarded.c: the server's key specs and flags of the commands */
     size_t         ncmdinfo;     /* guarded so far (COMMAND INFO): one array, freed with c */
     /* observe.c: the observer (NULL: none; each event site tests it, one branch) and the

@@ -6,8 +6,18 @@
  * validity rules that run them are lock.c's. May call the engine (commands) only. */
 #include "kinds.h"
 
+/* The client's memo of the holder record its last grant of l->key left (client.h), if the
+ * slot is that key's. */
+static hl_record_memo *record_memo(const hilock *l)
+{
+    uint64_t h = hl_key_hash(l->key);
+    hl_record_memo *m = &l->c->record_memo[h % HL_RECORD_MEMO];
+    return m->key == h ? m : NULL;
+}
+
 static hilock_status modern_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
 {
+    const hl_record_memo *m = l->c->nnodes == 1 ? record_memo(l) : NULL;
     hl_cmd_init(cmd, &hl_lua_acquire, 4);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     hl_cmd_arg(cmd, l->fence_key, (size_t)-1);
@@ -28,7 +38,24 @@ static hilock_status modern_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, 
     hl_cmd_argi(cmd, b->num[4], l->queued ? l->c->opt.retry_delay_ms * 3 / 2 + 1 : 0);
     hl_watch_args(l, cmd, b, mark_ms);   /* the watch (wait.c): ARGV[9], ARGV[10] */
     hl_cmd_argi(cmd, b->num[7], HL_RECORD_KEEP(l->ttl_ms));
+    /* our last grant's record lives long enough: the script leaves it unread unless another
+     * grant came since (ARGV[12]). Not for a Redlock: its masters' counters differ */
+    if (m && m->till_us - hl_now_us() >= HL_RECORD_RENEW(l->ttl_ms) * 1000)
+        hl_cmd_argi(cmd, b->num[8], (long long)m->count);
     return HILOCK_OK;
+}
+
+/* One master granted: remember the counter and, if the script read the record (kept_ms >= 0),
+ * how long it lives; a grant that skipped it (kept_ms -1) leaves that as it was, for this
+ * key's slot only. */
+static void modern_granted(hilock *l, uint64_t count, int64_t kept_ms, int64_t t0_us)
+{
+    uint64_t h = hl_key_hash(l->key);
+    hl_record_memo *m = &l->c->record_memo[h % HL_RECORD_MEMO];
+    if (kept_ms < 0 && m->key != h) return;
+    m->key = h;
+    m->count = count;
+    if (kept_ms >= 0) m->till_us = hl_add_sat(t0_us, kept_ms * 1000);
 }
 
 /* The holder's PTTL (in the reply) is the hint the quorum code takes; the message says it.
@@ -108,6 +135,7 @@ const hl_kind_ops hl_kind_modern = {
     .extend_cmd = modern_extend_cmd,
     .extend_end = NULL,
     .give_up = modern_give_up,
+    .granted = modern_granted,
     .taken = "now held by another owner",
     .undo_unknown = 1,   /* a random token is ours alone: deleting it by value is safe */
     .failover = 1,

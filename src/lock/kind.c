@@ -41,6 +41,11 @@ void hl_kind_give_up(hilock *l, hl_deadline dl)
     if (l->kind->give_up) l->kind->give_up(l, dl);
 }
 
+void hl_kind_granted(hilock *l, uint64_t count, int64_t kept_ms, int64_t t0_us)
+{
+    if (l->kind->granted) l->kind->granted(l, count, kept_ms, t0_us);
+}
+
 /* release.lua (with the wake-up keys for kinds whose release wakes a waiter, wait.c) or
  * check.lua: the same compare of our exact value for every kind. */
 static void value_cmd(hilock *l, hl_cmd *cmd, const hl_script *s)

@@ -33,7 +33,7 @@
  * value the command writes with its stamp (legacy: the fresh stamp of an extend, kept out
  * of the lock until a quorum has it). */
 typedef struct hl_kind_buf {
-    char    num[8][24];
+    char    num[9][24];
     char    value[HILOCK_CODEC_MAX];
     int64_t stamp_us, stamp_mono_us;
 } hl_kind_buf;
@@ -112,6 +112,11 @@ struct hl_kind_ops {
      * freed: undo what its attempts left for others (fair: its place in the queue), within
      * dl (the acquire's). Its errmsg and status stand. NULL = nothing. */
     void (*give_up)(hilock *l, hl_deadline dl);
+    /* One master granted the acquire (a client of one master: never a Redlock's quorum):
+     * count, the fence counter's value in its answer (before a topology's epoch), kept_ms
+     * how long the holder record lives from the grant on (hl_acquire_kept: -1, the answer
+     * did not say), t0_us when the attempt was sent. NULL = nothing. */
+    void (*granted)(hilock *l, uint64_t count, int64_t kept_ms, int64_t t0_us);
     const char *taken;   /* NOT_HELD's reason when another value holds the key */
     const char *what;    /* what the key must hold, as WRONGTYPE's message says it ("KEY holds a
                           * hash, not a lock"): NULL = "a lock" (a string) */
@@ -132,14 +137,21 @@ struct hl_kind_ops {
                           * compares (guarded.lua) */
     int holder;          /* a grant keeps the client's holder record (acquire.lua,
                           * l->holder_key): written when it names another client, else only
-                          * lengthened when it would lapse before the lock; extend lengthens
-                          * it too. Neither release nor undo touches it: it lapses by itself */
+                          * lengthened when it would lapse within HL_RECORD_RENEW; extend
+                          * lengthens it too. Neither release nor undo touches it: it lapses
+                          * by itself */
 };
 
 /* How long a holder record lives when a grant or an extend of ttl_ms writes its expiry: twice
  * the ttl, so that a client granted the key again and again lengthens it once per ttl or so,
  * not per grant, and it outlives the lock's last release by at most that. */
 #define HL_RECORD_KEEP(ttl_ms) (2 * (ttl_ms))
+/* A grant lengthens a record of ours that would lapse within this (acquire.lua: 1.5 x ttl),
+ * and a client skips the record altogether while the one its last grant of the key left
+ * lives this long (src/kinds/modern.c, acquire.lua ARGV[12]): so the record outlives the lock
+ * unless a round trip takes more than half a ttl, and a client granted a key again and again
+ * reads it once per half a ttl or so */
+#define HL_RECORD_RENEW(ttl_ms) ((ttl_ms) + (ttl_ms) / 2)
 
 /* The tables themselves: src/kinds/kinds.h (modern, unfenced, fair, the semaphore, the
  * shared/exclusive lock), legacy/legacy.h (legacy, bridge). */
@@ -156,6 +168,7 @@ void          hl_kind_release_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
 void          hl_kind_check_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
 void          hl_kind_undo_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b);
 void          hl_kind_give_up(hilock *l, hl_deadline dl);
+void          hl_kind_granted(hilock *l, uint64_t count, int64_t kept_ms, int64_t t0_us);
 
 /* src/lock/lock.c: the acquire loop of every kind (the entry points pick `kind`), so they share
  * timing, retries, waiting and errors. */

@@ -65,6 +65,7 @@ typedef struct tally {
     hilock_status err;          /* the status of one of the errs */
     uint32_t named;             /* errs whose WRONGTYPE types.lua has worded (name_wrong_types) */
     long long num[32];          /* the number in the reply: acquire fence or pttl, check pttl */
+    int64_t kept;               /* acquire, one master granted: hl_acquire_kept of its answer */
 } tally;
 
 typedef enum reply_kind { R_ACQUIRE, R_TRISTATE, R_CHECK } reply_kind;
@@ -75,6 +76,7 @@ static tally tally_replies(const hilock *l, uint32_t mask, uint32_t ok, reply_ki
     hl_verdict (*acquire_verdict)(const hl_reply *, uint64_t *, long long *) = hl_kind_verdict(l);
     tally t;
     memset(&t, 0, sizeof t);
+    t.kept = -1;
     for (size_t i = 0; i < c->nnodes; i++) {
         uint32_t bit = 1u << i;
         hl_node *n = &c->nodes[i];
@@ -97,6 +99,7 @@ static tally tally_replies(const hilock *l, uint32_t mask, uint32_t ok, reply_ki
         case HL_V_OURS:
             t.yes |= bit;
             if (kind == R_ACQUIRE) t.num[i] = (long long)fence;
+            if (kind == R_ACQUIRE && c->nnodes == 1) t.kept = hl_acquire_kept(n->reply[0]);
             break;
         case HL_V_GONE:  t.gone |= bit; break;
         case HL_V_OTHER: t.other |= bit; break;
@@ -346,9 +349,7 @@ static hilock *lock_new(hilock_client *c, const char *key, int64_t ttl_ms)
  * keys, as hl_key_slot would use, must not put them all in one list). */
 static hilock **live_list(hilock_client *c, const char *key)
 {
-    uint32_t h = 2166136261u;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) h = (h ^ *p) * 16777619u;
-    return &c->live[h % (sizeof c->live / sizeof c->live[0])];
+    return &c->live[hl_key_hash(key) % (sizeof c->live / sizeof c->live[0])];
 }
 
 static hilock *live_find(hilock *const *list, const char *key)   /* under c->live_mu */
@@ -528,6 +529,7 @@ static hilock_status grant(hilock *l, const tally *t, int64_t t0, hl_deadline dl
         l->fence = fence;
         l->valid_until_us = until;
         undo_on(l, t->maybe, l->ttl_ms, dl);   /* (Redlock) */
+        if (c->nnodes == 1) hl_kind_granted(l, (uint64_t)t->num[0], t->kept, t0);
         return hl_ok(c);
     }
     undo_on(l, t->yes | t->maybe, l->ttl_ms, dl);

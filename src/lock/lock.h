@@ -132,6 +132,9 @@ typedef enum hl_verdict {
 /* (verdict.c) A PTTL as our scripts answer it: an integer in -2 .. centuries. */
 int        hl_pttl_ok(const hl_reply *r);
 hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
+/* (verdict.c) A granted acquire.lua answer {1, fence, kept}: kept, the ms its holder record
+ * lives from the grant on (an integer in 0 .. centuries); -1 for any other answer. */
+int64_t    hl_acquire_kept(const hl_reply *r);
 /* A plain SET NX PX (options.fencing = 0): OK = OURS (fence 0), nil = OTHER (pttl 0: unknown) */
 hl_verdict hl_set_nx_verdict(const hl_reply *r, uint64_t *fence, long long *pttl_ms);
 hl_verdict hl_tristate_verdict(const hl_reply *r);                   /* release, extend */

@@ -7,7 +7,8 @@
 #include "lock.h"
 
 /* acquire.lua answers {1, fence} or {0, pttl} (legacy_acquire.lua adds the value it found,
- * {0, pttl, value}, which the legacy kind's busy reads).
+ * {0, pttl, value}, which the legacy kind's busy reads; a grant that read its holder record
+ * adds the ms the record lives, {1, fence, kept}: hl_acquire_kept).
  * Any other shape is not an answer of our scripts (a proxy, a foreign script under our SHA, a
  * broken server) and is BAD, never read as a grant, a loss or a foreign owner: fuzz/fuzz_reply.c
  * found that {1, "x"} granted a lock with fence 0, {1, -5} one with fence 2^64 - 5, an integer
@@ -26,14 +27,23 @@ hl_verdict hl_acquire_verdict(const hl_reply *r, uint64_t *fence, long long *ptt
     *fence = 0;
     *pttl_ms = 0;
     if (hl_reply_nelem(r) < 2 || hl_reply_nelem(r) > 4 || hl_reply_type(s) != HL_R_INTEGER) return HL_V_BAD;
-    if (hl_reply_int(s) == 1 && hl_reply_nelem(r) == 2 && hl_reply_type(n) == HL_R_INTEGER &&
-        hl_reply_int(n) > 0) {
+    if (hl_reply_int(s) == 1 && (hl_reply_nelem(r) == 2 || hl_acquire_kept(r) >= 0) &&
+        hl_reply_type(n) == HL_R_INTEGER && hl_reply_int(n) > 0) {
         *fence = (uint64_t)hl_reply_int(n);
         return HL_V_OURS;
     }
     if (hl_reply_int(s) != 0 || !hl_pttl_ok(n)) return HL_V_BAD;
     *pttl_ms = hl_reply_int(n);
     return HL_V_OTHER;
+}
+
+int64_t hl_acquire_kept(const hl_reply *r)
+{
+    const hl_reply *s = hl_reply_elem(r, 0), *k = hl_reply_elem(r, 2);
+    if (hl_reply_nelem(r) != 3 || hl_reply_type(s) != HL_R_INTEGER || hl_reply_int(s) != 1 ||
+        hl_reply_type(k) != HL_R_INTEGER || hl_reply_int(k) < 0 || hl_reply_int(k) > HL_PTTL_MAX)
+        return -1;
+    return hl_reply_int(k);
 }
 
 /* Only the two answers SET NX gives: a status "OK" and nil. */

@@ -19,9 +19,14 @@
 -- client's record "tag\nhost\npid\nprogram" (its tokens end with the tag: src/base/base.h),
 -- ARGV[11] ms to keep it (2 x ttl). One record per key names the client of its latest grant:
 -- a grant writes it only when it names another client (or none), and lengthens it only when
--- it would lapse before the lock, so a client granted the key again and again reads it and
--- writes nothing more. Release leaves it to lapse. Informative only; inspect shows it while
--- the lock's value ends with its tag. Needs KEYS[3].
+-- it would lapse within 1.5 x ttl (kind.h: HL_RECORD_RENEW), so a client granted the key again
+-- and again reads it and writes once per half a ttl or so. Release leaves it to lapse.
+-- Informative only; inspect shows it while the lock's value ends with its tag. Needs KEYS[3].
+-- ARGV[12] (optional): the counter's value after this client's last grant of the key, sent
+-- while the record that grant left lives 1.5 x ttl more (src/kinds/modern.c). If the counter
+-- still holds it (INCR gives it + 1), no grant came between -- every grant of every kind moves
+-- the counter -- so the record is still ours and long enough: it is not even read. A granted
+-- answer that read it is {1, fence, kept}: kept, the ms the record lives from now on.
 -- Redis does not roll back a script, so a failure must leave nothing behind: the one command
 -- that can fail after the lock's write (INCR of a counter of another type) is undone, as is
 -- the grant on a counter at or above 2^53 - 1 (refused: below).
@@ -80,6 +85,7 @@ end
 -- c >= 2^53 - 1, and below that it is exact.
 local floor = tonumber(ARGV[4])
 local f = redis.pcall('INCR', KEYS[2])
+local same = type(f) == 'number' and tonumber(ARGV[12]) == f - 1   -- no grant since ours
 local past   -- the counter's value, when refused
 if type(f) ~= 'number' then
   if string.find(f.err, 'WRONGTYPE', 1, true) then
@@ -122,13 +128,16 @@ end
 -- their release signal stays), not left for a second after our release
 local cut = tonumber(ARGV[8]) or 0
 if cut > 0 and redis.call('PTTL', KEYS[3]) > cut then redis.call('PEXPIRE', KEYS[3], cut) end
-if KEYS[4] then
+if KEYS[4] and not same then
   -- pcall: a key of another type there is no record of ours (SET replaces it), not an error
   -- after the grant's writes
+  local kept = tonumber(ARGV[11])
   if redis.pcall('GET', KEYS[4]) ~= ARGV[7] then
     redis.call('SET', KEYS[4], ARGV[7], 'PX', ARGV[11])
-  elseif redis.call('PTTL', KEYS[4]) < tonumber(ARGV[2]) then
-    redis.call('PEXPIRE', KEYS[4], ARGV[11])
+  else
+    local p = redis.call('PTTL', KEYS[4])
+    if p < 1.5 * tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[4], ARGV[11]) else kept = p end
   end
+  return {1, f, kept}
 end
 return {1, f}
