@@ -9,7 +9,8 @@
  * released safely, without a fencing token) and SET NX PX + DEL (the floor of any lock).
  * Targets: >= 10 x the blocking client, and >= 0.8 x the SET NX PX + compare-and-delete
  * baseline, at 100 in flight. HILOCK_BENCH_SECONDS scales the time (default 4 s per variant
- * in bench.c; here a quarter of it per measure). */
+ * in bench.c; here half of it per measure, in SLICES slices that take turns with the other
+ * variants', so a burst of load elsewhere on the machine hits them all alike). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 
 #define MAX_FLIGHT 100
 #define NFLIGHTS 3   /* 1, 10 and 100 in flight */
+#define SLICES 4     /* each measure in this many turns (async_bench) */
 
 typedef struct chain { struct arun *run; int i; long cycles; } chain;
 typedef struct arun {
@@ -67,8 +69,22 @@ static void on_acquired(hilock_status st, hilock *l, void *arg)
 
 static void on_stop(uv_timer_t *t) { ((arun *)t->data)->stop = 1; }
 
-/* A measure's rate, and the client's and the server's CPU time per cycle (us). */
-typedef struct rate { double per_s, cpu, server_cpu; } rate;
+/* A measure's rate, and the client's and the server's CPU time per cycle (us); and its sums
+ * (rate_add: several slices make one measure). */
+typedef struct rate { double per_s, cpu, server_cpu, cycles, us, cpu_us, server_us; } rate;
+
+static void rate_add(rate *sum, const rate *x)
+{
+    double n;
+    sum->cycles += x->cycles;
+    sum->us += x->us;
+    sum->cpu_us += x->cpu_us;
+    sum->server_us += x->server_us;
+    n = sum->cycles > 0 ? sum->cycles : 1;
+    sum->per_s = sum->cycles / (sum->us / 1e6);
+    sum->cpu = sum->cpu_us / n;
+    sum->server_cpu = sum->server_us / n;
+}
 
 typedef struct meter { int64_t t0, c0, s0; } meter;
 
@@ -83,12 +99,13 @@ static meter meter_start(hlt_redis *r)
 
 static rate meter_end(hlt_redis *r, const meter *m, long cycles)
 {
-    rate x;
-    double n = cycles > 0 ? (double)cycles : 1;
-    x.per_s = (double)cycles / ((double)(now_us() - m->t0) / 1e6);
-    x.cpu = (double)(cpu_us() - m->c0) / n;
-    x.server_cpu = r ? (double)(server_cpu_us(r) - m->s0) / n : 0;
-    return x;
+    rate x = { 0 }, sum = { 0 };
+    x.cycles = (double)cycles;
+    x.us = (double)(now_us() - m->t0);
+    x.cpu_us = (double)(cpu_us() - m->c0);
+    x.server_us = r ? (double)(server_cpu_us(r) - m->s0) : 0;
+    rate_add(&sum, &x);
+    return sum;
 }
 
 /* flight cycles in flight on a client of url attached to a loop; r: the server whose CPU is
@@ -290,25 +307,29 @@ void async_bench(hlt_redis *r)
 {
     static const int flights[NFLIGHTS] = { 1, 10, 100 };
     const char *e = getenv("HILOCK_BENCH_SECONDS");
-    double secs = e && atof(e) > 0 ? atof(e) / 4 : 1.0, blocking;
-    rate a[NFLIGHTS], h[NFLIGHTS], d[NFLIGHTS], c[NFLIGHTS], f[NFLIGHTS];
+    double secs = e && atof(e) > 0 ? atof(e) / 2 : 2.0, blocking;
+    rate a[NFLIGHTS] = { 0 }, h[NFLIGHTS] = { 0 }, d[NFLIGHTS] = { 0 }, c[NFLIGHTS] = { 0 }, f[NFLIGHTS] = { 0 };
     blocking = blocking_rate(r, secs);
     printf("\nEvent-loop API (libuv), one thread, one connection (TCP 127.0.0.1), uncontended "
-           "acquire+release cycles/s;\nblocking client (one cycle at a time): %.0f cycles/s (target: "
-           ">= 10 x that at 100 in flight).\nBare hiredis pipelines the same number of cycles: (a) the "
+           "acquire+release cycles/s,\n%.1f s per measure in %d turns taken with the other variants'; "
+           "blocking client (one cycle at a time):\n%.0f cycles/s (target: >= 10 x that at 100 in "
+           "flight). Bare hiredis pipelines the same number of cycles: (a) the "
            "library's scripts, EVALSHA (the server's\nwork per cycle is the same), a cycle's two at once; "
            "(d) the same, each release sent once its acquire's\nreply is read (two round trips a cycle, as "
            "any client that holds the lock between them); (c) SET NX PX\n+ release.lua by EVALSHA (a lock "
            "without a fencing token; target: async >= 0.65 x (c) at 100 in\nflight); (b) SET NX PX + DEL "
-           "(the floor of any lock)\n", blocking);
+           "(the floor of any lock)\n", secs, SLICES, blocking);
     printf("  in flight   hilock async  x blocking | (a) same scripts  async/(a) | (d) release after  "
            "async/(d) | (c) SET+release  async/(c) | (b) SET+DEL\n");
     for (size_t i = 0; i < NFLIGHTS; i++) {
-        a[i] = async_rate(r, flights[i], secs);
-        h[i] = hiredis_rate(r, flights[i], BARE_SCRIPTS, secs);
-        d[i] = hiredis_rate(r, flights[i], BARE_SCRIPTS_AFTER, secs);
-        c[i] = hiredis_rate(r, flights[i], BARE_SET_RELEASE, secs);
-        f[i] = hiredis_rate(r, flights[i], BARE_SET_DEL, secs);
+        for (int s = 0; s < SLICES; s++) {   /* the variants take turns */
+            rate x;
+            x = async_rate(r, flights[i], secs / SLICES), rate_add(&a[i], &x);
+            x = hiredis_rate(r, flights[i], BARE_SCRIPTS, secs / SLICES), rate_add(&h[i], &x);
+            x = hiredis_rate(r, flights[i], BARE_SCRIPTS_AFTER, secs / SLICES), rate_add(&d[i], &x);
+            x = hiredis_rate(r, flights[i], BARE_SET_RELEASE, secs / SLICES), rate_add(&c[i], &x);
+            x = hiredis_rate(r, flights[i], BARE_SET_DEL, secs / SLICES), rate_add(&f[i], &x);
+        }
         printf("  %9d   %12.0f  %10.2f | %16.0f  %9.2f | %17.0f  %9.2f | %15.0f  %9.2f | %11.0f\n", flights[i],
                a[i].per_s, a[i].per_s / blocking, h[i].per_s, a[i].per_s / h[i].per_s, d[i].per_s,
                a[i].per_s / d[i].per_s, c[i].per_s, a[i].per_s / c[i].per_s, f[i].per_s);
