@@ -838,6 +838,35 @@ Test(inspect_api, a_client_granted_a_key_again_and_again_leaves_its_record_unrea
     hlt_redis_stop(r);
 }
 
+/* The client remembers a hundred keys at once (client.h: HL_RECORD_MEMO, HL_RECORD_WAYS): a
+ * second round of grants of 100 keys reads none of their records (GET: the releases' only). */
+Test(inspect_api, a_client_cycling_through_a_hundred_keys_reads_no_record_twice)
+{
+    hlt_redis *r = hlt_redis_started(NULL);
+    hilock_client *c;
+    long long get = 0, pttl = 0;
+    cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            redisReply *rep = hlt_cmd(r, "CONFIG RESETSTAT");
+            freeReplyObject(rep);
+            get = calls_of(r, "get"), pttl = calls_of(r, "pttl");
+        }
+        for (int i = 0; i < 100; i++) {
+            char key[32];
+            hilock *l;
+            snprintf(key, sizeof key, "h:many:%d", i);
+            cr_assert_eq(hilock_acquire(c, key, 60000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+            cr_assert_eq(hilock_release(l), HILOCK_OK);
+            hilock_free(l);
+        }
+    }
+    cr_assert_eq(calls_of(r, "pttl") - pttl, 0, "the second round read records' expiry");
+    cr_assert_eq(calls_of(r, "get") - get, 100, "the second round read records");
+    hilock_client_free(c);
+    hlt_redis_stop(r);
+}
+
 /* While grants skip the record, it still outlives each lock (kind.h: HL_RECORD_RENEW): a
  * client granted a key of 1 s ttl every 20 ms or so for 3 s, each grant's record read back
  * lives at least as long as its lock (read first: it cannot gain on the lock meanwhile). */

@@ -140,13 +140,16 @@ int  hl_cancel_sleep_until(hl_cancel *k, int64_t until_us);
 
 /* src/kinds/modern.c: the holder record a grant of this client left on a key (acquire.lua
  * ARGV[12]): the key's hash (hl_key_hash), the fence counter's value after that grant, and
- * until when (monotonic us) the record surely lives. One slot per hash: another key's grant
- * takes it over, and the next grant of this key reads its record again. */
+ * until when (monotonic us) the record surely lives. HL_RECORD_MEMO of them, HL_RECORD_WAYS
+ * per hash bucket (one per bucket, a client cycling through a hundred keys would lose a third
+ * of them to collisions), made on the first grant: a key pushed out reads its record on its
+ * next grant. */
 typedef struct hl_record_memo {
     uint64_t key, count;
     int64_t  till_us;
 } hl_record_memo;
-#define HL_RECORD_MEMO 64
+#define HL_RECORD_MEMO 1024
+#define HL_RECORD_WAYS 4
 
 struct hilock_client {
     int            refs;         /* atomic: the user's reference + one per live lock */
@@ -182,7 +185,7 @@ struct hilock_client {
     char           holder[HL_HOLDER_MAX];   /* hl_holder_text: permits.lua's holder records */
     char           tag[HL_TAG_LEN + 1];     /* the last digits of every token (base.h) */
     char           record[HL_TAG_LEN + 1 + HL_HOLDER_MAX];   /* "tag\n" holder: acquire.lua's */
-    hl_record_memo record_memo[HL_RECORD_MEMO];   /* src/kinds/modern.c */
+    hl_record_memo *record_memo;  /* src/kinds/modern.c; NULL until a grant needs it */
     struct hl_cmdinfo *cmdinfo;  /* guarded.c: the server's key specs and flags of the commands */
     size_t         ncmdinfo;     /* guarded so far (COMMAND INFO): one array, freed with c */
     /* observe.c: the observer (NULL: none; each event site tests it, one branch) and the

@@ -253,6 +253,7 @@ static void client_destroy(hilock_client *c)
     }
     free(c->nodes);
     free(c->cmdinfo);   /* guarded.c's: one array */
+    free(c->record_memo);
     hl_buf_free(&c->obuf);
     /* nnodes, not opt.nservers: a copy made just before node_name() failed is freed too */
     for (size_t i = 0; i < c->nnodes && c->servers; i++) free(c->servers[i]);
