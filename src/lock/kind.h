@@ -143,8 +143,9 @@ struct hl_kind_ops {
 };
 
 /* How long a holder record lives when a grant or an extend of ttl_ms writes its expiry: twice
- * the ttl, so that a client granted the key again and again lengthens it once per ttl or so,
- * not per grant, and it outlives the lock's last release by at most that. */
+ * the ttl, so that a client granted the key again and again lengthens it once per half a ttl
+ * or so (HL_RECORD_RENEW), not per grant, and it outlives the lock's last release by at most
+ * that. */
 #define HL_RECORD_KEEP(ttl_ms) (2 * (ttl_ms))
 /* A grant lengthens a record of ours that would lapse within this (acquire.lua: 1.5 x ttl),
  * and a client skips the record altogether while the one its last grant of the key left

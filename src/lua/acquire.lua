@@ -24,9 +24,10 @@
 -- Informative only; inspect shows it while the lock's value ends with its tag. Needs KEYS[3].
 -- ARGV[12] (optional): the counter's value after this client's last grant of the key, sent
 -- while the record that grant left lives 1.5 x ttl more (src/kinds/modern.c). If the counter
--- still holds it (INCR gives it + 1), no grant came between -- every grant of every kind moves
--- the counter -- so the record is still ours and long enough: it is not even read. A granted
--- answer that read it is {1, fence, kept}: kept, the ms the record lives from now on.
+-- still holds it (INCR gives it + 1), no grant of this script came between -- the only writer
+-- of a record, and it moves the counter -- so the record is still ours and long enough: it is
+-- not even read. A granted answer that read it is {1, fence, kept}: kept, the ms the record
+-- lives from now on.
 -- Redis does not roll back a script, so a failure must leave nothing behind: the one command
 -- that can fail after the lock's write (INCR of a counter of another type) is undone, as is
 -- the grant on a counter at or above 2^53 - 1 (refused: below).
