@@ -868,19 +868,20 @@ Test(inspect_api, a_client_cycling_through_a_hundred_keys_reads_no_record_twice)
 }
 
 /* While grants skip the record, it still outlives each lock (kind.h: HL_RECORD_RENEW): a
- * client granted a key of 1 s ttl every 20 ms or so for 3 s, each grant's record read back
- * lives at least as long as its lock (read first: it cannot gain on the lock meanwhile). */
+ * client granted a key of 500 ms ttl every 20 ms or so for 1.5 s (the record read and
+ * lengthened about every 250 ms), each grant's record read back lives at least as long as its
+ * lock (read first: it cannot gain on the lock meanwhile). */
 Test(inspect_api, a_record_the_grants_skip_still_outlives_each_lock)
 {
     hlt_redis *r = hlt_redis_started(NULL);
     hilock_client *c;
     hilock *l;
-    long long end = hlt_now_ms() + 3000;
+    long long end = hlt_now_ms() + 1500;
     int n = 0;
     cr_assert_eq(hilock_client_open(r->unix_url, &c), HILOCK_OK);
     while (hlt_now_ms() < end) {
         long long rec, lock;
-        cr_assert_eq(hilock_acquire(c, "h:short", 1000, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
+        cr_assert_eq(hilock_acquire(c, "h:short", 500, 0, &l), HILOCK_OK, "%s", hilock_client_errmsg(c));
         rec = hlt_pttl(r, "{h:short}:holder");
         lock = hlt_pttl(r, "h:short");
         cr_assert(lock > 0 && rec >= lock, "grant %d: the record lives %lld ms, its lock %lld ms", n, rec, lock);

@@ -152,10 +152,12 @@ unsigned hl_key_slot(const char *key, size_t len);
 /* A short string whose slot is `slot` (< HL_SLOTS), the same in every process and version
  * (the first match of a fixed search), written to buf (at least 16 bytes). */
 void hl_slot_tag(unsigned slot, char *buf);
+/* A key's FNV-1a hash, 64 bits: a client's own tables (its live locks, its holder-record
+ * memo), not a secret and not a Cluster slot. */
+uint64_t hl_key_hash(const char *key);
 
 /* memory helpers: NULL on failure */
 char *hl_strdup(const char *s);
-uint64_t hl_key_hash(const char *key);   /* FNV-1a, 64 bits: a table's slot, not a secret */
 char *hl_strndup(const char *s, size_t n);
 
 /* The holder record's text for this process (acquire.lua and permits.lua write it, inspect

@@ -8,14 +8,15 @@
 
 #include "kinds.h"
 
-/* The client's memo of the holder record its last grant of l->key left (client.h): that
- * key's entry of its bucket, else (take) the one to take over -- the sooner to lapse -- or NULL. */
-static hl_record_memo *record_memo(const hilock *l, int take)
+/* The client's memo of the holder record its last grant of the key of hash h left (client.h):
+ * that key's entry of its bucket, else (take) the one to take over -- the sooner to lapse --
+ * or NULL. */
+static hl_record_memo *record_memo(const hilock *l, uint64_t h, int take)
 {
-    uint64_t h = hl_key_hash(l->key);
     hl_record_memo *m = l->c->record_memo, *old;
     if (!m) return NULL;
-    old = m += HL_RECORD_WAYS * (h % (HL_RECORD_MEMO / HL_RECORD_WAYS));
+    m += HL_RECORD_WAYS * (h % (HL_RECORD_MEMO / HL_RECORD_WAYS));
+    old = m;
     for (int i = 0; i < HL_RECORD_WAYS; i++) {
         if (m[i].key == h) return &m[i];
         if (m[i].till_us < old->till_us) old = &m[i];
@@ -25,7 +26,7 @@ static hl_record_memo *record_memo(const hilock *l, int take)
 
 static hilock_status modern_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, int64_t mark_ms)
 {
-    const hl_record_memo *m = l->c->nnodes == 1 ? record_memo(l, 0) : NULL;
+    const hl_record_memo *m = l->c->nnodes == 1 ? record_memo(l, hl_key_hash(l->key), 0) : NULL;
     hl_cmd_init(cmd, &hl_lua_acquire, 4);
     hl_cmd_arg(cmd, l->key, (size_t)-1);
     hl_cmd_arg(cmd, l->fence_key, (size_t)-1);
@@ -58,11 +59,12 @@ static hilock_status modern_acquire_cmd(hilock *l, hl_cmd *cmd, hl_kind_buf *b, 
  * entry. Out of memory for the table: nothing is remembered (each grant reads the record). */
 static void modern_granted(hilock *l, uint64_t count, int64_t kept_ms, int64_t t0_us)
 {
+    uint64_t h = hl_key_hash(l->key);
     hl_record_memo *m;
     if (!l->c->record_memo && kept_ms >= 0)
         l->c->record_memo = calloc(HL_RECORD_MEMO, sizeof *l->c->record_memo);
-    if (!(m = record_memo(l, kept_ms >= 0))) return;
-    m->key = hl_key_hash(l->key);
+    if (!(m = record_memo(l, h, kept_ms >= 0))) return;
+    m->key = h;
     m->count = count;
     if (kept_ms >= 0) m->till_us = hl_add_sat(t0_us, kept_ms * 1000);
 }
